@@ -1,0 +1,42 @@
+# Numavia: the two commands a newcomer needs are `make demo` and `make test` (see README.md).
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+NUMAVIA := $(VENV)/bin/numavia
+JOBS    ?= 2
+
+.PHONY: help setup test test-fast sim demo firmware firmware-zephyr clean
+
+help:
+	@echo "make setup            install Debian packages and the pinned Python environment"
+	@echo "make demo             set up, build and run the multi-node ring simulation with its report"
+	@echo "make test             run every test (unit, gateware, firmware, end-to-end simulation)"
+	@echo "make test-fast        the tests that need no Verilator build"
+	@echo "make sim              build and boot the simulated ring (NODES=2)"
+	@echo "make firmware         build the bare-metal firmware for the simulated SoC"
+	@echo "make firmware-zephyr  build the Zephyr application (needs ZEPHYR_BASE or a west workspace)"
+	@echo "make clean            remove build/ (all cached Verilog, Verilator models, firmware)"
+
+setup:
+	@bash .ci/setup.sh
+
+test: setup
+	$(VENV)/bin/pytest -n $(JOBS) --durations=15
+
+test-fast: setup
+	$(VENV)/bin/pytest -n $(JOBS) -m "not slow"
+
+NODES ?= 2
+sim: setup
+	$(NUMAVIA) sim --nodes $(NODES)
+
+demo: setup
+	$(NUMAVIA) sim --nodes $(NODES)
+
+firmware: setup
+	$(NUMAVIA) firmware
+
+firmware-zephyr:
+	@bash firmware/zephyr/build.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,22 @@
+/* Bare-metal firmware of the Numavia card's VexRiscv. */
+#include "numavia/core.h"
+#include "numavia/platform.h"
+
+#ifndef NV_FW_VERSION
+#define NV_FW_VERSION "dev"
+#endif
+
+int main(void)
+{
+    struct nv_card_info info;
+    nv_status status = nv_boot(&info, "bare-metal", NV_FW_VERSION);
+    if (status != NV_OK) {
+        nv_log("numavia: boot failed: %s\n", nv_strerror(status));
+        for (;;)
+            ;
+    }
+    /* The simulation and the host utility wait for this line (NV_READY_MARKER). */
+    nv_log(NV_READY_MARKER " (node %u)\n", info.node_id);
+    for (;;)
+        ;
+}

@@ -1,0 +1,46 @@
+/* Portable firmware core of the Numavia card: what every port (bare metal, Zephyr) runs at boot. */
+#ifndef NUMAVIA_CORE_H
+#define NUMAVIA_CORE_H
+
+#include <stdint.h>
+
+/* Printed once boot is complete; the simulation and host tools wait for it. */
+#define NV_READY_MARKER "numavia: ready"
+
+typedef enum {
+    NV_OK = 0,
+    NV_ERR_NO_CARD = -1,   /* CTRL.ID does not read CARD_ID: nothing (or something else) answers */
+    NV_ERR_VERSION = -2,   /* the card's major version differs from the one we were built for */
+    NV_ERR_RANGE = -3,     /* an argument is outside its valid range */
+    NV_ERR_READBACK = -4,  /* a register did not read back what was written */
+    NV_ERR_ARG = -5,       /* a required pointer argument is NULL */
+} nv_status;
+
+struct nv_card_info {
+    uint32_t id;
+    uint8_t version_major, version_minor, version_patch;
+    uint8_t node_id_strap;
+    uint8_t node_id;
+    uint32_t clk_freq_hz;
+};
+
+/* Human-readable name of a status code; never NULL. */
+const char *nv_strerror(nv_status status);
+
+/* Read identity, version, strap and clock; fails if no compatible card answers. */
+nv_status nv_card_probe(struct nv_card_info *info);
+
+/* Write the scratch register with test patterns and read each back; restores the old value. */
+nv_status nv_card_check_scratch(void);
+
+/* Set the node id (0 .. 2^NODE_ID_BITS-1), read it back, then mark it valid. */
+nv_status nv_card_set_node_id(unsigned node_id);
+
+/* 64-bit cycle counter of the card (consistent across the 32-bit carry). */
+uint64_t nv_card_cycles(void);
+
+/* The boot sequence every port runs: probe, scratch check, node id from the strap, banner.
+ * `port` names the build ("bare-metal", "zephyr") in the banner. */
+nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version);
+
+#endif

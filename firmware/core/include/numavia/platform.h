@@ -1,0 +1,16 @@
+/* The few services the portable core needs from its host: bare metal, Zephyr or a unit test.
+ * The core never includes an OS header; each port implements these functions once. */
+#ifndef NUMAVIA_PLATFORM_H
+#define NUMAVIA_PLATFORM_H
+
+#include <stdint.h>
+
+/* Card register access. `offset` is a byte offset inside the card's register window
+ * (the NV_* constants of numavia_regs.h); the port adds the window's bus address. */
+uint32_t nv_reg_read(uint32_t offset);
+void nv_reg_write(uint32_t offset, uint32_t value);
+
+/* Console output, printf-style. */
+void nv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

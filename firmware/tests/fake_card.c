@@ -1,0 +1,61 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fake_card.h"
+#include "numavia/platform.h"
+#include "numavia_regs.h"
+
+struct fake_card fake;
+
+void fake_card_reset(unsigned strap)
+{
+    memset(&fake, 0, sizeof fake);
+    fake.id = NV_CARD_ID;
+    fake.version = NV_CTRL_VERSION_RESET;
+    fake.strap = strap;
+    fake.scratch = NV_CTRL_SCRATCH_RESET;
+}
+
+uint32_t nv_reg_read(uint32_t offset)
+{
+    fake.reads++;
+    switch (offset) {
+    case NV_CTRL_ID: return fake.id;
+    case NV_CTRL_VERSION: return fake.version;
+    case NV_CTRL_NODE_ID_STRAP: return fake.strap;
+    case NV_CTRL_NODE_ID: return fake.node_id;
+    case NV_CTRL_SCRATCH: return fake.scratch & ~fake.scratch_stuck_low;
+    case NV_CTRL_CTRL: return fake.ctrl;
+    case NV_CTRL_STATUS:
+        return (fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK) ? NV_CTRL_STATUS_READY_MASK : 0;
+    case NV_CTRL_CYCLES_LO:
+        fake.cycles_hi_latch = (uint32_t)(fake.cycles >> 32);
+        return (uint32_t)fake.cycles;
+    case NV_CTRL_CYCLES_HI: return fake.cycles_hi_latch;
+    case NV_CTRL_CLK_FREQ_HZ: return 100000000u;
+    }
+    return 0xdeadbeefu;
+}
+
+void nv_reg_write(uint32_t offset, uint32_t value)
+{
+    fake.writes++;
+    switch (offset) {
+    case NV_CTRL_SCRATCH: fake.scratch = value; break;
+    case NV_CTRL_NODE_ID:
+        if (!fake.node_id_ignores_writes)
+            fake.node_id = value & NV_NODE_ID_MASK;
+        break;
+    case NV_CTRL_CTRL: fake.ctrl = value & 0xff; break;
+    }
+}
+
+void nv_log(const char *fmt, ...)
+{
+    size_t used = strlen(fake.log);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fake.log + used, sizeof fake.log - used, fmt, ap);
+    va_end(ap);
+}

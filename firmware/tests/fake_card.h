@@ -1,0 +1,28 @@
+/* A register-level model of the card for host unit tests of the portable core, with knobs to
+ * make it misbehave the way broken hardware would. */
+#ifndef FAKE_CARD_H
+#define FAKE_CARD_H
+
+#include <stdint.h>
+
+struct fake_card {
+    uint32_t id;               /* what CTRL.ID reads */
+    uint32_t version;          /* what CTRL.VERSION reads */
+    uint32_t strap;
+    uint32_t scratch;
+    uint32_t scratch_stuck_low;  /* bits of SCRATCH that always read 0 */
+    uint32_t node_id;
+    int node_id_ignores_writes;
+    uint32_t ctrl;
+    uint64_t cycles;
+    uint32_t cycles_hi_latch;
+    unsigned reads, writes;
+    char log[4096];            /* everything nv_log printed */
+};
+
+extern struct fake_card fake;
+
+/* A healthy card with the given strap. */
+void fake_card_reset(unsigned strap);
+
+#endif

@@ -1,0 +1,25 @@
+"""Conversion of the card to Verilog, cached by its sources and parameters."""
+
+from pathlib import Path
+
+import amaranth
+from amaranth.back import verilog
+
+from numavia import buildcache
+
+from .card import Card, CardConfig
+
+TOP_NAME = "numavia_card"
+
+
+def card_verilog(config=CardConfig(), *, log=None):
+    """Path of ``numavia_card.v`` for ``config``, generated unless already cached."""
+    key = buildcache.digest(
+        buildcache.source_files(Path(__file__).parent),
+        params={"config": config.as_dict(), "amaranth": amaranth.__version__})
+
+    def produce(folder):
+        text = verilog.convert(Card(config), name=TOP_NAME, emit_src=False)
+        (folder / f"{TOP_NAME}.v").write_text(text)
+
+    return buildcache.cached("gateware", key, produce, log=log) / f"{TOP_NAME}.v"

@@ -1,0 +1,166 @@
+"""The card's register map: the one definition of every register the card exposes.
+
+Gateware builds its register banks from these objects, and ``numavia.codegen`` turns them into the
+firmware's C header, the host's Python constants and the JSON that Renode files are generated from.
+Nothing else in the project writes a register offset down.
+
+Offsets are in bytes. A :class:`Block` sits at ``base`` inside the card's register window; a
+:class:`Register` sits at ``offset`` inside its block. Registers are 32 bits wide on the bus.
+"""
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Access(Enum):
+    RO = "ro"   # value driven by hardware; reads may have a side effect (``r_stb``)
+    RW = "rw"   # storage inside the bank; hardware sees the stored value
+    WO = "wo"   # command/doorbell: a write strobe with data, reads return 0
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    lsb: int
+    width: int = 1
+    doc: str = ""
+
+    @property
+    def mask(self):
+        return ((1 << self.width) - 1) << self.lsb
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    offset: int
+    access: Access
+    doc: str
+    width: int = 32
+    reset: int = 0
+    fields: tuple = ()
+
+    def __post_init__(self):
+        if self.offset % 4:
+            raise ValueError(f"register {self.name}: offset {self.offset:#x} is not word aligned")
+        if not 0 < self.width <= 32:
+            raise ValueError(f"register {self.name}: width {self.width} is not 1..32")
+        if self.reset >> self.width:
+            raise ValueError(f"register {self.name}: reset {self.reset:#x} does not fit {self.width} bits")
+        used = 0
+        for f in self.fields:
+            if f.lsb + f.width > self.width:
+                raise ValueError(f"register {self.name}: field {f.name} exceeds the register width")
+            if used & f.mask:
+                raise ValueError(f"register {self.name}: field {f.name} overlaps another field")
+            used |= f.mask
+
+    def field(self, name):
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"register {self.name} has no field {name}")
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    base: int
+    size: int
+    doc: str
+    registers: tuple = ()
+
+    def __post_init__(self):
+        seen = {}
+        for r in self.registers:
+            if r.offset + 4 > self.size:
+                raise ValueError(f"block {self.name}: register {r.name} lies outside the block")
+            if r.offset in seen:
+                raise ValueError(f"block {self.name}: {r.name} and {seen[r.offset]} share offset {r.offset:#x}")
+            seen[r.offset] = r.name
+
+    def register(self, name):
+        for r in self.registers:
+            if r.name == name:
+                return r
+        raise KeyError(f"block {self.name} has no register {name}")
+
+    @property
+    def addr_width(self):
+        """Word-address bits needed to decode this block."""
+        return max(1, (self.size // 4 - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class RegisterMap:
+    name: str
+    size: int
+    blocks: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        spans = sorted((b.base, b.base + b.size, b.name) for b in self.blocks)
+        for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
+            if s1 < e0:
+                raise ValueError(f"register map {self.name}: blocks {n0} and {n1} overlap")
+        for b in self.blocks:
+            if b.base % b.size:
+                raise ValueError(f"block {b.name}: base {b.base:#x} is not aligned to its size")
+            if b.base + b.size > self.size:
+                raise ValueError(f"block {b.name} lies outside the {self.name} window")
+
+    def block(self, name):
+        for b in self.blocks:
+            if b.name == name:
+                return b
+        raise KeyError(f"register map {self.name} has no block {name}")
+
+    def address(self, block, register):
+        """Byte offset of ``block.register`` inside the window."""
+        b = self.block(block)
+        return b.base + b.register(register).offset
+
+    @property
+    def addr_width(self):
+        return max(1, (self.size // 4 - 1).bit_length())
+
+
+# --- The card ------------------------------------------------------------------------------------
+
+#: "NMVA" in ASCII: a read of CTRL.ID that returns anything else means no card answers.
+CARD_ID = 0x4E4D5641
+#: Version of the card's hardware interface (this register map): bump on incompatible change.
+HW_VERSION = (0, 1, 0)
+#: Node ids are 6 bits: a ring of up to 64 cards.
+NODE_ID_BITS = 6
+
+
+def _version_word(v):
+    major, minor, patch = v
+    return major << 16 | minor << 8 | patch
+
+
+CTRL = Block("ctrl", base=0x0000, size=0x100, doc="Identity, node id, control and the cycle counter", registers=(
+    Register("ID", 0x00, Access.RO, "Card identity, always CARD_ID", reset=CARD_ID),
+    Register("VERSION", 0x04, Access.RO, "Hardware interface version", reset=_version_word(HW_VERSION), fields=(
+        Field("PATCH", 0, 8), Field("MINOR", 8, 8), Field("MAJOR", 16, 8),
+    )),
+    Register("NODE_ID_STRAP", 0x08, Access.RO, "Node id given by board straps (or the simulation)",
+             width=NODE_ID_BITS),
+    Register("NODE_ID", 0x0C, Access.RW, "This card's node id on the ring; set by the firmware at boot",
+             width=NODE_ID_BITS),
+    Register("SCRATCH", 0x10, Access.RW, "Free for software; used to check the bus at boot",
+             reset=0x5CA7C411),
+    Register("CTRL", 0x14, Access.RW, "Card-wide control", width=8, fields=(
+        Field("NODE_ID_VALID", 0, doc="The firmware has set NODE_ID; the card may join the ring"),
+        Field("NUMA_MODE", 1, doc="Bypass the network cache: every remote access goes to its home"),
+    )),
+    Register("STATUS", 0x18, Access.RO, "Card-wide status", width=8, fields=(
+        Field("READY", 0, doc="NODE_ID_VALID is set"),
+    )),
+    Register("CYCLES_LO", 0x20, Access.RO,
+             "Free-running cycle counter, low word; reading it latches CYCLES_HI"),
+    Register("CYCLES_HI", 0x24, Access.RO, "Cycle counter high word, as latched by the last CYCLES_LO read"),
+    Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
+))
+
+CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL,))

@@ -1,0 +1,84 @@
+"""Build outputs cached under ``build/`` in folders named after a hash of their inputs.
+
+Generated Verilog, Verilator models and firmware images are slow to make on two cores; anything
+whose inputs (source files, parameters, tool versions) did not change is reused. Concurrent
+builders (pytest-xdist workers) take a lock per entry, so each entry is built once.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_root():
+    env = os.environ.get("NUMAVIA_BUILD_DIR")
+    if env:
+        return Path(env).resolve()
+    if (REPO_ROOT / "pyproject.toml").exists():
+        return REPO_ROOT / "build"
+    return Path.cwd() / "build"
+
+
+def source_files(directory, patterns=("*.py",)):
+    """Every file matching ``patterns`` under ``directory``, sorted, caches excluded."""
+    directory = Path(directory)
+    files = set()
+    for pattern in patterns:
+        files.update(p for p in directory.rglob(pattern) if "__pycache__" not in p.parts)
+    return sorted(files)
+
+
+def digest(files=(), params=None, length=16):
+    """Hash of file names relative to the repo, their contents and a JSON-able parameter set."""
+    h = hashlib.sha256()
+    for f in sorted(Path(f) for f in files):
+        try:
+            name = f.resolve().relative_to(REPO_ROOT)
+        except ValueError:
+            name = f.name
+        h.update(str(name).encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:length]
+
+
+@contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def cached(kind, key, produce, *, log=None):
+    """Return ``build/<kind>/<key>``, calling ``produce(folder)`` first if it is not complete yet.
+
+    ``produce`` writes into a temporary folder that is renamed into place only when it returns,
+    so an interrupted build never leaves a half-made entry behind.
+    """
+    root = build_root() / kind
+    final = root / key
+    stamp = final / ".complete"
+    if stamp.exists():
+        return final
+    with _locked(root / f".{key}.lock"):
+        if stamp.exists():
+            return final
+        tmp = root / f".{key}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        if log:
+            log(f"building {kind}/{key}")
+        produce(tmp)
+        tmp.rename(final)
+        stamp.touch()
+    return final

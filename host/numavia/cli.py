@@ -1,0 +1,125 @@
+"""The ``numavia`` command line."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from numavia import __version__, buildcache
+from numavia.errors import NumaviaError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line on stderr and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _log(message):
+    print(f"numavia: {message}", file=sys.stderr, flush=True)
+
+
+def _positive(text):
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+# --- numavia sim ----------------------------------------------------------------------------------
+
+def cmd_sim(args):
+    from numavia.soc import sim
+
+    config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant)
+    build = sim.build_all(config, log=_log)
+    run_dir = Path(args.out or buildcache.build_root() / "run" / f"sim-{config.nodes}")
+    _log(f"running {config.nodes} node(s); stops when every node prints \"{sim.READY_MARKER}\""
+         + (f" or after {args.max_cycles} cycles" if args.max_cycles else "")
+         + (f" or {args.wall_limit} s" if args.wall_limit else ""))
+    code, summary = sim.run(build, run_dir, max_cycles=args.max_cycles, wall_limit=args.wall_limit,
+                            quiet=args.quiet, progress=args.progress)
+    if summary is None:
+        raise sim.SimError(f"the simulator exited with status {code} and wrote no run.json")
+    mhz = config.sys_clk_freq / 1e6
+    for node, cycle in enumerate(summary["marker_cycles"]):
+        state = f"ready at cycle {cycle} ({cycle / mhz:.1f} us)" if cycle is not None else "not ready"
+        print(f"  node {node}: {state}")
+    print(f"  {summary['cycles']} cycles in {summary['wall_seconds']:.2f} s wall "
+          f"({summary['cycles_per_second']:.0f} cycles/s); logs in {run_dir}")
+    if code != 0:
+        missing = [str(n) for n, c in enumerate(summary["marker_cycles"]) if c is None]
+        raise sim.SimError(f"{sim.EXIT_REASONS.get(code, f'simulator exit status {code}')}"
+                           + (f"; node(s) {', '.join(missing)} never printed \"{sim.READY_MARKER}\""
+                              if missing else ""))
+    return 0
+
+
+def _add_sim(sub):
+    p = sub.add_parser("sim", help="build (cached) and run the cycle-accurate ring simulation",
+                       description="Build the SoC, firmware and Verilator model (all cached under "
+                                   "build/), boot N nodes and stream their consoles.")
+    p.add_argument("--nodes", type=_positive, default=2, help="number of nodes in the ring (default 2)")
+    p.add_argument("--max-cycles", type=_positive, default=50_000_000,
+                   help="stop after this many cycles if not every node is ready (default 50M)")
+    p.add_argument("--wall-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop after this much wall time")
+    p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"],
+                   help="VexRiscv variant of each node (default standard)")
+    p.add_argument("--out", help="run folder for console logs and run.json (default build/run/sim-N)")
+    p.add_argument("--quiet", action="store_true", help="do not echo the node consoles")
+    p.add_argument("--progress", type=_positive, default=None, metavar="CYCLES",
+                   help="print a progress line every CYCLES cycles")
+    p.set_defaults(func=cmd_sim)
+
+
+# --- numavia firmware ---------------------------------------------------------------------------
+
+def cmd_firmware(args):
+    from numavia.firmware import build_firmware
+    from numavia.soc import sim
+
+    config = sim.SimConfig(cpu_variant=args.cpu_variant)
+    soc_dir = sim.build_soc(config, log=_log)
+    image = build_firmware(soc_dir, log=_log)
+    print(f"{image} ({image.stat().st_size} bytes)")
+    return 0
+
+
+def _add_firmware(sub):
+    p = sub.add_parser("firmware", help="build the bare-metal firmware for the simulated SoC",
+                       description="Generate the SoC headers if needed and build firmware.bin.")
+    p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"])
+    p.set_defaults(func=cmd_firmware)
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+def make_parser():
+    parser = _Parser(prog="numavia",
+                     description="Numavia cluster interconnect: simulation, host tools, benchmarks.")
+    parser.add_argument("--version", action="version", version=f"numavia {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    _add_sim(sub)
+    _add_firmware(sub)
+    return parser
+
+
+def main(argv=None):
+    args = make_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        _log("interrupted")
+        return 130
+    except NumaviaError as e:   # every expected failure ends in one line saying what went wrong
+        print(f"numavia: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

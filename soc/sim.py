@@ -1,0 +1,239 @@
+"""Build and run the cycle-accurate cluster simulation (Verilator).
+
+Three cached stages, each keyed by its inputs under ``build/``:
+
+1. ``soc/<key>``: the node SoC's Verilog, software headers and csr.json (LiteX + the card);
+2. ``verilator/<key>``: the N-node cluster top, compiled with the C++ harness;
+3. ``firmware/<key>``: the bare-metal firmware for that SoC (``numavia.firmware``).
+
+A run happens in its own folder: the node memories' init files (the ROM holds the firmware),
+each node's console log and ``run.json`` with the cycle counts.
+"""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, asdict
+from pathlib import Path
+
+from numavia import buildcache
+from numavia.errors import NumaviaError
+from numavia.gateware import regmap
+
+from . import cluster
+
+HERE = Path(__file__).resolve().parent
+HARNESS_DIR = HERE / "verilator"
+SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")   # what the node's Verilog depends on
+
+
+def _firmware_define(name, header=buildcache.REPO_ROOT / "firmware/core/include/numavia/core.h"):
+    """A string #define of the firmware core, so console protocol strings have one source."""
+    m = re.search(rf'#define\s+{name}\s+"([^"]*)"', header.read_text())
+    if not m:
+        raise RuntimeError(f"{name} is not defined in {header}")
+    return m.group(1)
+
+
+READY_MARKER = _firmware_define("NV_READY_MARKER")
+
+
+class SimError(NumaviaError):
+    """A build or run step failed; the message says which and why, in one line."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = 2
+    cpu_variant: str = "standard"
+    sys_clk_freq: int = 100_000_000
+
+    def __post_init__(self):
+        if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
+            raise SimError(f"--nodes must be 1..{1 << regmap.NODE_ID_BITS}, not {self.nodes}")
+
+    def soc_params(self):
+        return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq}
+
+
+def _tool_version(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def require_tool(name, hint):
+    if shutil.which(name) is None:
+        raise SimError(f"{name} not found: {hint}")
+
+
+# --- Stage 1: the node SoC -----------------------------------------------------------------------
+
+def soc_key(config):
+    gateware_dir = Path(regmap.__file__).parent
+    files = buildcache.source_files(gateware_dir) + [HERE / f for f in SOC_SOURCES]
+    return buildcache.digest(files, params={**config.soc_params(), **_package_versions(
+        "litex", "liteeth", "migen", "amaranth", "pythondata-cpu-vexriscv")})
+
+
+def _package_versions(*names):
+    from importlib.metadata import version
+    return {name: version(name) for name in names}
+
+
+def build_soc(config, log=print):
+    """Folder with ``gateware/numavia_node.v``, ``software/include/generated``, ``csr.json``."""
+    def produce(folder):
+        from .sim_target import build_node
+        soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq, log=log)
+        with _output_to(folder / "litex.log"):
+            _, sources = build_node(folder, **soc_kwargs)
+        # Sources inside the (temporary) build folder are recorded relative to it.
+        sources = [os.path.relpath(f, folder) if Path(f).is_relative_to(folder) else f for f in sources]
+        (folder / "sources.json").write_text(json.dumps(sources, indent=1))
+
+    return buildcache.cached("soc", soc_key(config), produce, log=log)
+
+
+@contextlib.contextmanager
+def _output_to(path):
+    """Send a LiteX build step's (long) output to a log file instead of the console."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "w") as log_file:
+        os.dup2(log_file.fileno(), 1)
+        os.dup2(log_file.fileno(), 2)
+        try:
+            yield
+        except Exception as e:
+            raise SimError(f"SoC generation failed: {e} (log: {path})") from e
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+# --- Stage 2: the Verilator model ----------------------------------------------------------------
+
+VERILATOR_FLAGS = [
+    "--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
+    "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT", "-Wno-MULTIDRIVEN",
+]
+
+
+def build_model(config, soc_dir, log=print, jobs=None):
+    """Path of the compiled cluster simulator for ``config.nodes`` nodes of ``soc_dir``'s SoC."""
+    require_tool("verilator", "run `make setup` (Debian package verilator)")
+    harness = buildcache.source_files(HARNESS_DIR, ("*.cpp", "*.hpp", "*.h"))
+    key = buildcache.digest(harness, params={
+        "soc": soc_dir.name, "nodes": config.nodes,
+        "verilator": _tool_version(["verilator", "--version"]), "flags": VERILATOR_FLAGS})
+    binary = f"V{cluster.CLUSTER_TOP}"
+
+    def produce(folder):
+        node_v = soc_dir / "gateware" / "numavia_node.v"
+        ports = cluster.parse_ports(node_v.read_text(), "numavia_node")
+        (folder / "cluster.v").write_text(
+            cluster.cluster_verilog("numavia_node", ports, config.nodes, regmap.NODE_ID_BITS))
+        (folder / "cluster_ports.h").write_text(cluster.ports_header(ports, config.nodes))
+        sources = [str(soc_dir / f) for f in json.loads((soc_dir / "sources.json").read_text())]
+        cmd = ["verilator", *VERILATOR_FLAGS, "-j", str(jobs or os.cpu_count() or 2),
+               "--top-module", cluster.CLUSTER_TOP, "--Mdir", str(folder / "obj_dir"), "-o", binary,
+               "-CFLAGS", f"-O2 -I{folder} -I{HARNESS_DIR}",
+               str(folder / "cluster.v"), *sources, str(HARNESS_DIR / "sim_main.cpp")]
+        log(f"verilating {config.nodes} node(s) (a few minutes on 2 cores)")
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        (folder / "verilator.log").write_text(result.stdout + result.stderr)
+        if result.returncode:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-1:]
+            raise SimError(f"Verilator build failed: {tail[0] if tail else 'no output'} "
+                           f"(full log: {folder / 'verilator.log'})")
+
+    folder = buildcache.cached("verilator", key, produce, log=log)
+    return folder / "obj_dir" / binary
+
+
+# --- Runs ---------------------------------------------------------------------------------------
+
+def rom_init_text(firmware_bin, rom_size):
+    """The ROM's $readmemh file: one little-endian 32-bit word per line."""
+    data = Path(firmware_bin).read_bytes()
+    if len(data) > rom_size:
+        raise SimError(f"firmware is {len(data)} bytes, the ROM holds {rom_size}")
+    data += b"\0" * (-len(data) % 4)
+    return "".join(f"{int.from_bytes(data[i:i + 4], 'little'):08x}\n" for i in range(0, len(data), 4))
+
+
+def prepare_run(run_dir, soc_dir, firmware_bin):
+    """Fill ``run_dir`` with the memory init files the model reads at time zero."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for init in (soc_dir / "gateware").glob("*.init"):
+        shutil.copy(init, run_dir / init.name)
+    csr = json.loads((soc_dir / "csr.json").read_text())
+    rom_size = csr["memories"]["rom"]["size"]
+    (run_dir / "numavia_node_rom.init").write_text(rom_init_text(firmware_bin, rom_size))
+    return run_dir
+
+
+#: Harness exit codes and what they mean.
+EXIT_REASONS = {0: "ok", 2: "bad harness arguments", 3: "cycle limit reached before every node was ready",
+                4: "wall-time limit reached", 130: "interrupted"}
+
+
+def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None,
+                    serve=False, quiet=False, progress=None, wall_limit=None):
+    cmd = [str(model), "--out-dir", str(run_dir)]
+    if wall_limit:
+        cmd += ["--wall-limit", str(wall_limit)]
+    if max_cycles:
+        cmd += ["--max-cycles", str(max_cycles)]
+    if stop_marker:
+        cmd += ["--stop-marker", stop_marker]
+    if bridge_port:
+        cmd += ["--bridge-port", str(bridge_port)]
+    if serve:
+        cmd.append("--serve")
+    if quiet:
+        cmd.append("--quiet")
+    if progress:
+        cmd += ["--progress", str(progress)]
+    return cmd
+
+
+@dataclass
+class Build:
+    config: SimConfig
+    soc_dir: Path
+    model: Path
+    firmware: Path
+
+
+def build_all(config, log=print):
+    """Every stage, cached: returns what a run needs."""
+    from numavia.firmware import build_firmware
+    log(f"SoC ({config.cpu_variant} VexRiscv @ {config.sys_clk_freq / 1e6:.0f} MHz + card)")
+    soc_dir = build_soc(config, log=log)
+    log("firmware (bare-metal, riscv64-unknown-elf-gcc + picolibc)")
+    firmware = build_firmware(soc_dir, log=log)
+    log(f"cluster model ({config.nodes} node(s), Verilator)")
+    model = build_model(config, soc_dir, log=log)
+    return Build(config, soc_dir, model, firmware)
+
+
+def run(build, run_dir, **harness_kwargs):
+    """Run the harness to completion; returns ``(exit_code, run.json contents)``."""
+    prepare_run(run_dir, build.soc_dir, build.firmware)
+    proc = subprocess.run(harness_command(build.model, run_dir, **harness_kwargs), cwd=run_dir)
+    summary_path = Path(run_dir) / "run.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    return proc.returncode, summary

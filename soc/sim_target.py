@@ -1,0 +1,105 @@
+"""Simulation target: one node as a Verilog module whose I/O a Verilator harness drives.
+
+The node's pads are plain ports (no PHYs): the UART is a byte stream, the host bridge is a Wishbone
+master into the SoC bus (what ``litex_server`` reaches on a board), the node id strap is an input.
+Several nodes are instantiated side by side by :mod:`numavia.soc.cluster`.
+"""
+
+import os
+
+
+from litex.build.generic_platform import Pins, Subsignal
+from litex.build.sim import SimPlatform as LiteXSimPlatform
+from litex.build.io import CRG
+from litex.soc.integration.builder import Builder
+from litex.soc.interconnect import wishbone
+
+from numavia.gateware import regmap
+
+from .card_soc import NumaviaSoC
+
+NODE_TOP = "numavia_node"
+
+_io = [
+    ("sys_clk", 0, Pins(1)),
+    ("sys_rst", 0, Pins(1)),
+    ("node_id_strap", 0, Pins(regmap.NODE_ID_BITS)),
+    ("serial", 0,
+        Subsignal("source_valid", Pins(1)),
+        Subsignal("source_ready", Pins(1)),
+        Subsignal("source_data",  Pins(8)),
+        Subsignal("sink_valid",   Pins(1)),
+        Subsignal("sink_ready",   Pins(1)),
+        Subsignal("sink_data",    Pins(8)),
+    ),
+    ("hostbridge", 0,
+        Subsignal("adr",   Pins(30)),
+        Subsignal("dat_w", Pins(32)),
+        Subsignal("dat_r", Pins(32)),
+        Subsignal("sel",   Pins(4)),
+        Subsignal("cyc",   Pins(1)),
+        Subsignal("stb",   Pins(1)),
+        Subsignal("we",    Pins(1)),
+        Subsignal("ack",   Pins(1)),
+        Subsignal("err",   Pins(1)),
+    ),
+]
+
+
+class SimPlatform(LiteXSimPlatform):
+    """LiteX's simulation platform, but ``build`` only writes Verilog: our harness compiles it."""
+
+    def __init__(self):
+        super().__init__("SIM", list(_io))
+
+    def build(self, fragment, build_dir, build_name=NODE_TOP, **kwargs):
+        os.makedirs(build_dir, exist_ok=True)
+        if not hasattr(fragment, "clock_domains"):
+            fragment = fragment.get_fragment()
+        self.finalize(fragment)
+        v_output = self.get_verilog(fragment, name=build_name)
+        with open(os.path.join(build_dir, build_name + ".v"), "w") as f:
+            f.write(v_output.main_source)
+        for name, content in v_output.data_files.items():   # memory init files, next to the .v
+            with open(os.path.join(build_dir, name), "w") as f:
+                f.write(content)
+        self.add_source(os.path.join(build_dir, build_name + ".v"))
+        return v_output.ns
+
+
+class SimNodeSoC(NumaviaSoC):
+    def __init__(self, **kwargs):
+        platform = SimPlatform()
+        super().__init__(platform, uart_name="sim", **kwargs)
+        self.crg = CRG(platform.request("sys_clk"), rst=platform.request("sys_rst"))
+
+        self.comb += self.card.node_id_strap.eq(platform.request("node_id_strap"))
+
+        pads = platform.request("hostbridge")
+        bridge = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+        self.comb += [
+            bridge.adr.eq(pads.adr),
+            bridge.dat_w.eq(pads.dat_w),
+            bridge.sel.eq(pads.sel),
+            bridge.cyc.eq(pads.cyc),
+            bridge.stb.eq(pads.stb),
+            bridge.we.eq(pads.we),
+            pads.dat_r.eq(bridge.dat_r),
+            pads.ack.eq(bridge.ack),
+            pads.err.eq(bridge.err),
+        ]
+        self.bus.add_master("hostbridge", bridge)
+
+
+def build_node(output_dir, **soc_kwargs):
+    """Generate the node's Verilog, software headers and ``csr.json`` into ``output_dir``.
+
+    Returns ``(soc, verilog_sources)``.
+    """
+    soc = SimNodeSoC(**soc_kwargs)
+    builder = Builder(soc, output_dir=str(output_dir), compile_software=False, compile_gateware=False,
+                      csr_json=os.path.join(output_dir, "csr.json"),
+                      csr_csv=os.path.join(output_dir, "csr.csv"))
+    builder.build(build_name=NODE_TOP)
+    sources = [f for f, *_ in soc.platform.sources]
+    return soc, sources

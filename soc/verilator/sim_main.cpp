@@ -1,0 +1,198 @@
+// Numavia cluster simulation: N nodes of the SoC in one deterministic Verilator model.
+//
+// The harness owns everything outside the nodes: clocks and reset, each node's UART console,
+// each node's host bridge (Etherbone over TCP). It stops when every node printed the stop marker,
+// at a cycle limit, on SIGINT/SIGTERM, or (with --serve) when the last host disconnects, and
+// says which in a final line and in run.json.
+
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/prctl.h>
+
+#include "verilated.h"
+#include "Vnumavia_cluster.h"
+
+#include "cluster_ports.h"  // generated: NV_NODES, struct NodePorts, nv_bind_ports()
+#include "console.hpp"
+#include "etherbone_server.hpp"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_signal(int sig) { g_stop_signal = sig; }
+
+struct Options {
+    uint64_t max_cycles = 0;          // 0: no limit
+    std::string stop_marker;          // stop when every node printed a line containing this
+    std::string out_dir = ".";
+    int bridge_port = 0;              // 0: no host bridge; node i listens on bridge_port + i
+    bool serve = false;               // keep running after the marker, until hosts disconnect
+    bool quiet = false;
+    uint64_t progress_every = 0;      // cycles between progress lines on stderr (0: none)
+    double wall_limit = 0;            // seconds of wall time before giving up (0: none)
+};
+
+[[noreturn]] void usage(const char *msg) {
+    std::fprintf(stderr,
+        "sim: %s\n"
+        "usage: Vnumavia_cluster [--max-cycles N] [--stop-marker TEXT] [--out-dir DIR]\n"
+        "                        [--bridge-port PORT] [--serve] [--quiet] [--progress N]\n"
+        "                        [--wall-limit SECONDS]\n", msg);
+    std::exit(2);
+}
+
+Options parse(int argc, char **argv) {
+    Options o;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(("missing value for " + a).c_str());
+            return argv[++i];
+        };
+        if (a == "--max-cycles") o.max_cycles = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--stop-marker") o.stop_marker = value();
+        else if (a == "--out-dir") o.out_dir = value();
+        else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
+        else if (a == "--serve") o.serve = true;
+        else if (a == "--quiet") o.quiet = true;
+        else if (a == "--progress") o.progress_every = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--wall-limit") o.wall_limit = std::atof(value().c_str());
+        else if (a.rfind("+verilator+", 0) == 0) continue;
+        else usage(("unknown argument " + a).c_str());
+    }
+    if (o.serve && !o.bridge_port) usage("--serve needs --bridge-port");
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options opt = parse(argc, argv);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the `numavia` process that started us
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+
+    auto context = std::make_unique<VerilatedContext>();
+    context->commandArgs(argc, argv);
+    auto top = std::make_unique<Vnumavia_cluster>(context.get(), "cluster");
+    NodePorts nodes[NV_NODES];
+    nv_bind_ports(top.get(), nodes);
+
+    std::vector<std::unique_ptr<Console>> consoles;
+    std::vector<std::unique_ptr<EtherboneServer<NodePorts>>> bridges;
+    for (int i = 0; i < NV_NODES; i++) {
+        consoles.emplace_back(new Console(i, opt.out_dir + "/node" + std::to_string(i) + ".log",
+                                          opt.stop_marker, !opt.quiet));
+        if (opt.bridge_port)
+            bridges.emplace_back(new EtherboneServer<NodePorts>(i, opt.bridge_port + i));
+    }
+    if (opt.bridge_port)
+        std::fprintf(stderr, "sim: host bridges on 127.0.0.1:%d..%d\n", opt.bridge_port,
+                     opt.bridge_port + NV_NODES - 1);
+
+    const auto wall_start = std::chrono::steady_clock::now();
+    uint64_t cycle = 0;
+    std::string reason;
+    int exit_code = 0;
+    const int reset_cycles = 16;
+
+    top->sys_clk = 0;
+    top->sys_rst = 1;
+    top->eval();
+
+    for (;;) {
+        top->sys_rst = cycle < uint64_t(reset_cycles);
+        for (int i = 0; i < NV_NODES; i++) {
+            *nodes[i].serial_source_ready = 1;
+            *nodes[i].serial_sink_valid = 0;
+            if (opt.bridge_port) bridges[i]->master().drive(nodes[i]);
+        }
+        top->sys_clk = 0;
+        top->eval();
+        for (int i = 0; i < NV_NODES; i++) {
+            if (*nodes[i].serial_source_valid) consoles[i]->put(*nodes[i].serial_source_data, cycle);
+            if (opt.bridge_port) bridges[i]->master().sample(nodes[i]);
+        }
+        top->sys_clk = 1;
+        top->eval();
+        cycle++;
+
+        if ((cycle & 255) == 0) {
+            if (g_stop_signal) {
+                reason = g_stop_signal == SIGINT ? "interrupted" : "terminated";
+                exit_code = 130;
+                break;
+            }
+            for (auto &b : bridges) b->poll();
+            bool all_ready = !opt.stop_marker.empty();
+            for (auto &c : consoles) all_ready &= c->marker_seen();
+            if (all_ready && !opt.serve) {
+                reason = "every node is ready";
+                break;
+            }
+            if (opt.serve) {
+                bool any_connected = false, any_ever = false;
+                for (auto &b : bridges) {
+                    any_connected |= b->connected();
+                    any_ever |= b->ever_connected();
+                }
+                if (any_ever && !any_connected) {
+                    reason = "the host disconnected";
+                    break;
+                }
+            }
+            if (opt.max_cycles && cycle >= opt.max_cycles) {
+                reason = "cycle limit reached";
+                exit_code = all_ready ? 0 : 3;
+                break;
+            }
+            if (opt.wall_limit > 0 && (cycle & 0xffff) == 0 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count() > opt.wall_limit) {
+                reason = "wall-time limit reached";
+                exit_code = 4;
+                break;
+            }
+            if (opt.progress_every && cycle % opt.progress_every == 0)
+                std::fprintf(stderr, "sim: %llu cycles\n", (unsigned long long)cycle);
+        }
+    }
+
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    top->final();
+
+    std::string json_path = opt.out_dir + "/run.json";
+    if (FILE *f = std::fopen(json_path.c_str(), "w")) {
+        std::fprintf(f, "{\n  \"nodes\": %d,\n  \"cycles\": %llu,\n  \"wall_seconds\": %.3f,\n"
+                        "  \"cycles_per_second\": %.0f,\n  \"reason\": \"%s\",\n  \"marker_cycles\": [",
+                     NV_NODES, (unsigned long long)cycle, wall, cycle / (wall > 0 ? wall : 1), reason.c_str());
+        for (int i = 0; i < NV_NODES; i++) {
+            if (consoles[i]->marker_seen())
+                std::fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)consoles[i]->marker_cycle());
+            else
+                std::fprintf(f, "%snull", i ? ", " : "");
+        }
+        std::fprintf(f, "]");
+        if (opt.bridge_port) {
+            std::fprintf(f, ",\n  \"bridge_accesses\": [");
+            for (int i = 0; i < NV_NODES; i++)
+                std::fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)bridges[i]->accesses());
+            std::fprintf(f, "]");
+        }
+        std::fprintf(f, "\n}\n");
+        std::fclose(f);
+    }
+    std::fprintf(stderr, "sim: stopped after %llu cycles (%.2f s, %.0f cycles/s): %s\n",
+                 (unsigned long long)cycle, wall, cycle / (wall > 0 ? wall : 1), reason.c_str());
+    for (int i = 0; i < NV_NODES; i++)
+        if (!opt.stop_marker.empty() && !consoles[i]->marker_seen())
+            std::fprintf(stderr, "sim: node %d never printed \"%s\"\n", i, opt.stop_marker.c_str());
+    return exit_code;
+}

@@ -1,0 +1,18 @@
+"""The portable firmware core, compiled for the host (with ASan/UBSan) against a fake card."""
+
+import subprocess
+from pathlib import Path
+
+from numavia import codegen
+from numavia.buildcache import REPO_ROOT
+
+
+def test_firmware_core_unit_tests(tmp_path):
+    gen = tmp_path / "generated"
+    codegen.write_all(gen)
+    subprocess.run(["make", "-s", "-C", str(REPO_ROOT / "firmware/tests"), f"BUILD_DIR={tmp_path}",
+                    f"GEN_DIR={gen}"], check=True)
+    result = subprocess.run([str(tmp_path / "test_core")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks, failures = (int(w) for w in result.stdout.split()[::2][:2])
+    assert failures == 0 and checks >= 30

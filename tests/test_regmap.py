@@ -1,0 +1,71 @@
+"""The register map definition: its checks, and the code generated from it."""
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from numavia import codegen
+from numavia.gateware import regmap
+from numavia.gateware.regmap import Access, Block, Field, Register, RegisterMap
+
+
+def test_register_rejects_misaligned_offset():
+    with pytest.raises(ValueError, match="word aligned"):
+        Register("X", 0x2, Access.RW, "")
+
+
+def test_register_rejects_overlapping_fields():
+    with pytest.raises(ValueError, match="overlaps"):
+        Register("X", 0, Access.RW, "", fields=(Field("A", 0, 4), Field("B", 3, 2)))
+
+
+def test_register_rejects_reset_wider_than_register():
+    with pytest.raises(ValueError, match="does not fit"):
+        Register("X", 0, Access.RW, "", width=4, reset=0x10)
+
+
+def test_block_rejects_shared_offsets():
+    with pytest.raises(ValueError, match="share offset"):
+        Block("b", 0, 0x10, "", registers=(Register("A", 0, Access.RW, ""), Register("B", 0, Access.RO, "")))
+
+
+def test_map_rejects_overlapping_blocks():
+    a = Block("a", 0x000, 0x100, "")
+    b = Block("b", 0x000, 0x100, "")
+    with pytest.raises(ValueError, match="overlap"):
+        RegisterMap("m", 0x1000, (a, b))
+
+
+def test_card_map_lookup():
+    assert regmap.CARD.address("ctrl", "SCRATCH") == regmap.CTRL.base + regmap.CTRL.register("SCRATCH").offset
+    with pytest.raises(KeyError):
+        regmap.CARD.address("ctrl", "NOPE")
+
+
+def test_c_header_matches_the_map_and_compiles(tmp_path):
+    header = codegen.c_header()
+    defines = dict(re.findall(r"#define (NV_\w+)\s+(0x[0-9a-f]+)u", header))
+    for block in regmap.CARD.blocks:
+        for reg in block.registers:
+            assert int(defines[f"NV_{block.name.upper()}_{reg.name}"], 16) == block.base + reg.offset
+    assert int(defines["NV_CARD_ID"], 16) == regmap.CARD_ID
+    (tmp_path / "numavia_regs.h").write_text(header)
+    (tmp_path / "t.c").write_text('#include "numavia_regs.h"\nint main(void){return NV_CTRL_ID;}\n')
+    subprocess.run(["cc", "-Wall", "-Werror", "-c", "t.c"], cwd=tmp_path, check=True)
+
+
+def test_python_module_and_json_agree_with_header(tmp_path):
+    namespace = {}
+    exec(codegen.python_module(), namespace)
+    assert namespace["CTRL_NODE_ID"] == regmap.CARD.address("ctrl", "NODE_ID")
+    doc = json.loads(codegen.regmap_json())
+    ctrl = next(b for b in doc["blocks"] if b["name"] == "ctrl")
+    assert {r["name"] for r in ctrl["registers"]} == {r.name for r in regmap.CTRL.registers}
+
+
+def test_generation_is_deterministic(tmp_path):
+    first = [p.read_bytes() for p in codegen.write_all(tmp_path / "a")]
+    second = [p.read_bytes() for p in codegen.write_all(tmp_path / "b")]
+    assert first == second

@@ -1,0 +1,81 @@
+"""End to end: SoC + card + firmware booting in the Verilator cluster model."""
+
+import re
+import subprocess
+import time
+
+import pytest
+
+from numavia.bridge import BridgeError, HostBridge
+from numavia.gateware import regmap
+from numavia.soc import sim
+from simulation import build, free_port_range
+
+pytestmark = pytest.mark.slow
+
+
+def logs(run_dir, nodes):
+    return [(run_dir / f"node{i}.log").read_text() for i in range(nodes)]
+
+
+def test_two_nodes_boot_with_identity_read_over_the_bus(tmp_path):
+    code, summary = sim.run(build(2), tmp_path, quiet=True, max_cycles=2_000_000)
+    assert code == 0 and summary["reason"] == "every node is ready"
+    major, minor, patch = regmap.HW_VERSION
+    for node, text in enumerate(logs(tmp_path, 2)):
+        assert f"card: id {regmap.CARD_ID:#010x} version {major}.{minor}.{patch} clock 100000000 Hz" in text
+        assert "card: scratch register ok" in text
+        assert f"card: node id strap {node}, node id set to {node} (read back {node})" in text
+        assert f"{sim.READY_MARKER} (node {node})" in text
+        assert summary["marker_cycles"][node] is not None
+
+
+def test_runs_are_deterministic(tmp_path):
+    results = []
+    for attempt in ("a", "b"):
+        run_dir = tmp_path / attempt
+        code, summary = sim.run(build(2), run_dir, quiet=True, max_cycles=2_000_000)
+        assert code == 0
+        results.append((summary["cycles"], summary["marker_cycles"], logs(run_dir, 2)))
+    assert results[0] == results[1]
+
+
+def test_cycle_limit_stops_the_run_and_says_so(tmp_path):
+    code, summary = sim.run(build(2), tmp_path, quiet=True, max_cycles=2000)
+    assert code == 3
+    assert summary["reason"] == "cycle limit reached"
+    assert summary["marker_cycles"] == [None, None]
+
+
+def test_host_bridge_reaches_the_card_and_reports_bus_errors(tmp_path):
+    b = build(2)
+    sim.prepare_run(tmp_path, b.soc_dir, b.firmware)
+    port = free_port_range(2)
+    proc = subprocess.Popen(sim.harness_command(b.model, tmp_path, bridge_port=port, serve=True, quiet=True),
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        card = regmap.CARD
+        base = 0x8000_0000
+        for _ in range(100):
+            try:
+                bridge = HostBridge(port + 1)
+                break
+            except BridgeError:
+                time.sleep(0.1)
+        with bridge:
+            assert bridge.read(base + card.address("ctrl", "ID")) == regmap.CARD_ID
+            scratch = base + card.address("ctrl", "SCRATCH")
+            bridge.write(scratch, 0xC0FFEE01)
+            assert bridge.read(scratch) == 0xC0FFEE01
+            assert bridge.read(base + card.address("ctrl", "NODE_ID_STRAP")) == 1
+            with pytest.raises(BridgeError, match="bus error reading"):
+                bridge.read(base + 0xFF00)           # inside the card window, no register there
+            with pytest.raises(BridgeError, match="bus error writing"):
+                bridge.write(base + card.address("ctrl", "ID"), 0)   # read-only register
+            assert bridge.read(scratch) == 0xC0FFEE01   # nothing lost, the bridge still works
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        assert "the host disconnected" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
