@@ -163,4 +163,8 @@ CTRL = Block("ctrl", base=0x0000, size=0x100, doc="Identity, node id, control an
     Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
 ))
 
+#: Where each block of the card lives in the 64 KiB register window. Reserved ahead so blocks
+#: developed in parallel never collide:
+#:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
+#:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
 CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL,))

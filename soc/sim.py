@@ -56,6 +56,10 @@ class SimConfig:
         if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
             raise SimError(f"--nodes must be 1..{1 << regmap.NODE_ID_BITS}, not {self.nodes}")
 
+    def clock_periods_ps(self):
+        """Period of every clock input of the node, sys first."""
+        return {"sys_clk": round(1e12 / self.sys_clk_freq)}
+
     def soc_params(self):
         return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq}
 
@@ -144,7 +148,8 @@ def build_model(config, soc_dir, log=print, jobs=None):
         ports = cluster.parse_ports(node_v.read_text(), "numavia_node")
         (folder / "cluster.v").write_text(
             cluster.cluster_verilog("numavia_node", ports, config.nodes, regmap.NODE_ID_BITS))
-        (folder / "cluster_ports.h").write_text(cluster.ports_header(ports, config.nodes))
+        (folder / "cluster_ports.h").write_text(
+            cluster.ports_header(ports, config.nodes, config.clock_periods_ps()))
         sources = [str(soc_dir / f) for f in json.loads((soc_dir / "sources.json").read_text())]
         cmd = ["verilator", *VERILATOR_FLAGS, "-j", str(jobs or os.cpu_count() or 2),
                "--top-module", cluster.CLUSTER_TOP, "--Mdir", str(folder / "obj_dir"), "-o", binary,

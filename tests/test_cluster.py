@@ -49,7 +49,10 @@ def test_too_many_nodes_for_the_strap_width():
 
 def test_ports_header_types_follow_widths():
     ports = cluster.parse_ports(NODE, "numavia_node")
-    header = cluster.ports_header(ports, 2)
+    header = cluster.ports_header(ports, 2, {"sys_clk": 10_000})
     assert "IData *hostbridge_adr;" in header and "CData *hostbridge_ack;" in header
     assert "n[1].serial_source_data = &top->n1_serial_source_data;" in header
     assert "#define NV_NODES 2" in header
+    assert '{"sys", 10000, &top->sys_clk}' in header
+    with pytest.raises(ValueError, match="no period"):
+        cluster.ports_header(ports, 2, {})

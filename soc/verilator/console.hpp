@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <string>
 
-class Console {
+#include "peripheral.hpp"
+
+template <typename Pads>
+class Console : public Peripheral {
 public:
-    Console(int node, const std::string &log_path, const std::string &marker, bool echo)
-        : node_(node), marker_(marker), echo_(echo) {
+    Console(Pads &pads, int node, const std::string &log_path, const std::string &marker, bool echo)
+        : pads_(pads), node_(node), marker_(marker), echo_(echo) {
         log_ = std::fopen(log_path.c_str(), "w");
         if (!log_) {
             std::fprintf(stderr, "sim: cannot write %s\n", log_path.c_str());
@@ -22,6 +25,14 @@ public:
     }
     Console(const Console &) = delete;
     Console &operator=(const Console &) = delete;
+
+    void drive(uint64_t) override {
+        *pads_.serial_source_ready = 1;
+        *pads_.serial_sink_valid = 0;
+    }
+    void sample(uint64_t cycle) override {
+        if (*pads_.serial_source_valid) put(*pads_.serial_source_data, cycle);
+    }
 
     void put(uint8_t byte, uint64_t cycle) {
         if (byte == '\r') return;
@@ -49,6 +60,7 @@ private:
         if (!line_.empty()) emit(UINT64_MAX - 1);
     }
 
+    Pads &pads_;
     int node_;
     std::string marker_;
     bool echo_;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "peripheral.hpp"
 #include "wishbone_master.hpp"
 
 namespace etherbone {
@@ -36,9 +37,9 @@ inline void put_be32(std::vector<uint8_t> &v, uint32_t x) {
 }  // namespace etherbone
 
 template <typename Pads>
-class EtherboneServer {
+class EtherboneServer : public Peripheral {
 public:
-    EtherboneServer(int node, int port) : node_(node), port_(port) {
+    EtherboneServer(Pads &pads, int node, int port) : pads_(pads), node_(node), port_(port) {
         listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
         ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -59,14 +60,15 @@ public:
         ::close(listen_fd_);
     }
 
-    WishboneMaster<Pads> &master() { return master_; }
+    void drive(uint64_t) override { master_.drive(pads_); }
+    void sample(uint64_t) override { master_.sample(pads_); }
     bool ever_connected() const { return ever_connected_; }
     bool connected() const { return client_fd_ >= 0; }
     uint64_t bus_errors() const { return bus_errors_; }
     uint64_t accesses() const { return accesses_; }
 
     // Called every few hundred cycles: accept, read requests, send finished replies.
-    void poll() {
+    void poll() override {
         if (client_fd_ < 0) accept_client();
         if (client_fd_ < 0) return;
         collect_results();
@@ -209,6 +211,7 @@ private:
         }
     }
 
+    Pads &pads_;
     int node_, port_;
     int listen_fd_ = -1, client_fd_ = -1;
     bool ever_connected_ = false;

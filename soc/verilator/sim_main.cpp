@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -20,7 +21,8 @@
 #include "verilated.h"
 #include "Vnumavia_cluster.h"
 
-#include "cluster_ports.h"  // generated: NV_NODES, struct NodePorts, nv_bind_ports()
+#include "cluster_ports.h"  // generated: NV_NODES, NodePorts, nv_bind_ports(), nv_clocks()
+#include "clocks.hpp"
 #include "console.hpp"
 #include "etherbone_server.hpp"
 
@@ -86,85 +88,97 @@ int main(int argc, char **argv) {
     NodePorts nodes[NV_NODES];
     nv_bind_ports(top.get(), nodes);
 
-    std::vector<std::unique_ptr<Console>> consoles;
+    std::vector<ClockDomain> domains;
+    for (const ClockSpec &spec : nv_clocks(top.get())) domains.emplace_back(spec);
+    ClockDomain &sys = domains[0];   // the first clock is sys: cycle counts and limits use it
+
+    std::vector<std::unique_ptr<Console<NodePorts>>> consoles;
     std::vector<std::unique_ptr<EtherboneServer<NodePorts>>> bridges;
     for (int i = 0; i < NV_NODES; i++) {
-        consoles.emplace_back(new Console(i, opt.out_dir + "/node" + std::to_string(i) + ".log",
-                                          opt.stop_marker, !opt.quiet));
-        if (opt.bridge_port)
-            bridges.emplace_back(new EtherboneServer<NodePorts>(i, opt.bridge_port + i));
+        consoles.emplace_back(new Console<NodePorts>(nodes[i], i,
+            opt.out_dir + "/node" + std::to_string(i) + ".log", opt.stop_marker, !opt.quiet));
+        sys.add(consoles.back().get());
+        if (opt.bridge_port) {
+            bridges.emplace_back(new EtherboneServer<NodePorts>(nodes[i], i, opt.bridge_port + i));
+            sys.add(bridges.back().get());
+        }
     }
     if (opt.bridge_port)
         std::fprintf(stderr, "sim: host bridges on 127.0.0.1:%d..%d\n", opt.bridge_port,
                      opt.bridge_port + NV_NODES - 1);
 
     const auto wall_start = std::chrono::steady_clock::now();
-    uint64_t cycle = 0;
     std::string reason;
     int exit_code = 0;
-    const int reset_cycles = 16;
+    const uint64_t reset_cycles = 16;
+    uint64_t last_check = 0;
 
-    top->sys_clk = 0;
     top->sys_rst = 1;
     top->eval();
 
     for (;;) {
-        top->sys_rst = cycle < uint64_t(reset_cycles);
-        for (int i = 0; i < NV_NODES; i++) {
-            *nodes[i].serial_source_ready = 1;
-            *nodes[i].serial_sink_valid = 0;
-            if (opt.bridge_port) bridges[i]->master().drive(nodes[i]);
+        // Advance to the next clock edge(s); all clocks start low at time 0.
+        uint64_t now = UINT64_MAX;
+        for (auto &d : domains) now = std::min(now, d.next_toggle_ps());
+        bool any_rising = false;
+        for (auto &d : domains) {
+            if (d.next_toggle_ps() != now) continue;
+            if (d.rising_next()) any_rising = true;
+            else d.fall();
         }
-        top->sys_clk = 0;
+        if (!any_rising) continue;
+        top->sys_rst = sys.cycle() < reset_cycles;
+        for (auto &d : domains)
+            if (d.next_toggle_ps() == now && d.rising_next()) d.drive();
         top->eval();
-        for (int i = 0; i < NV_NODES; i++) {
-            if (*nodes[i].serial_source_valid) consoles[i]->put(*nodes[i].serial_source_data, cycle);
-            if (opt.bridge_port) bridges[i]->master().sample(nodes[i]);
-        }
-        top->sys_clk = 1;
+        for (auto &d : domains)
+            if (d.next_toggle_ps() == now && d.rising_next()) d.sample();
+        for (auto &d : domains)
+            if (d.next_toggle_ps() == now && d.rising_next()) d.rise();
         top->eval();
-        cycle++;
 
-        if ((cycle & 255) == 0) {
-            if (g_stop_signal) {
-                reason = g_stop_signal == SIGINT ? "interrupted" : "terminated";
-                exit_code = 130;
-                break;
-            }
-            for (auto &b : bridges) b->poll();
-            bool all_ready = !opt.stop_marker.empty();
-            for (auto &c : consoles) all_ready &= c->marker_seen();
-            if (all_ready && !opt.serve) {
-                reason = "every node is ready";
-                break;
-            }
-            if (opt.serve) {
-                bool any_connected = false, any_ever = false;
-                for (auto &b : bridges) {
-                    any_connected |= b->connected();
-                    any_ever |= b->ever_connected();
-                }
-                if (any_ever && !any_connected) {
-                    reason = "the host disconnected";
-                    break;
-                }
-            }
-            if (opt.max_cycles && cycle >= opt.max_cycles) {
-                reason = "cycle limit reached";
-                exit_code = all_ready ? 0 : 3;
-                break;
-            }
-            if (opt.wall_limit > 0 && (cycle & 0xffff) == 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count() > opt.wall_limit) {
-                reason = "wall-time limit reached";
-                exit_code = 4;
-                break;
-            }
-            if (opt.progress_every && cycle % opt.progress_every == 0)
-                std::fprintf(stderr, "sim: %llu cycles\n", (unsigned long long)cycle);
+        const uint64_t cycle = sys.cycle();
+        if (cycle - last_check < 256) continue;
+        last_check = cycle;
+        if (g_stop_signal) {
+            reason = g_stop_signal == SIGINT ? "interrupted" : "terminated";
+            exit_code = 130;
+            break;
         }
+        for (auto &b : bridges) b->poll();
+        bool all_ready = !opt.stop_marker.empty();
+        for (auto &c : consoles) all_ready &= c->marker_seen();
+        if (all_ready && !opt.serve) {
+            reason = "every node is ready";
+            break;
+        }
+        if (opt.serve) {
+            bool any_connected = false, any_ever = false;
+            for (auto &b : bridges) {
+                any_connected |= b->connected();
+                any_ever |= b->ever_connected();
+            }
+            if (any_ever && !any_connected) {
+                reason = "the host disconnected";
+                break;
+            }
+        }
+        if (opt.max_cycles && cycle >= opt.max_cycles) {
+            reason = "cycle limit reached";
+            exit_code = all_ready ? 0 : 3;
+            break;
+        }
+        if (opt.wall_limit > 0 && (cycle & 0xffff) < 256 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count() > opt.wall_limit) {
+            reason = "wall-time limit reached";
+            exit_code = 4;
+            break;
+        }
+        if (opt.progress_every && cycle % opt.progress_every < 256)
+            std::fprintf(stderr, "sim: %llu cycles\n", (unsigned long long)cycle);
     }
 
+    const uint64_t cycle = sys.cycle();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     top->final();
 
