@@ -1,0 +1,238 @@
+"""SCI ring packets: the one definition of their format.
+
+The gateware derives its Amaranth layouts from :data:`HEADER_FIELDS`, ``numavia.codegen``
+generates the firmware's C header from it, and the host, the tests and the protocol model use
+:func:`encode`/:func:`decode` below. Nothing else writes a field position down.
+
+On the ring a packet is a sequence of 16-bit symbols sent while the link's ``frame`` bit is high:
+
+* request / response: 10 header symbols, 32 data symbols if ``has_data``, then a CRC-16 symbol;
+* echo (the receiver's acceptance or busy answer to a request/response): 2 header symbols + CRC.
+
+Header fields are packed most significant first, symbol 0 first. Data word *i* (32 bits) goes
+as symbols ``2i`` (bits 31..16) and ``2i+1`` (bits 15..0). The CRC is CRC-16/CCITT-FALSE
+(polynomial 0x1021, initial value 0xFFFF) over every preceding symbol, high byte first.
+"""
+
+from dataclasses import dataclass, field, fields as dc_fields
+from enum import IntEnum
+
+from .coherence import LINE_BYTES, NODE_ID_BITS
+
+SYMBOL_BITS = 16
+DATA_WORDS = LINE_BYTES // 4           # 16 words of 32 bits
+DATA_SYMBOLS = LINE_BYTES // 2         # 32 symbols
+CRC_POLY = 0x1021
+CRC_INIT = 0xFFFF
+
+
+class PacketType(IntEnum):
+    REQUEST = 0
+    RESPONSE = 1
+    ECHO = 2
+
+
+class Command(IntEnum):
+    """Request commands. Responses carry the request's command back, with a status."""
+    # To the home (memory directory) of the line.
+    MREAD = 1          # read attach: become head of the sharing list
+    MWRITE = 2         # write attach: become head, memory goes GONE; purge the old list
+    MHEAD_LOCK = 3     # head rollout, step 1: lock the line if the requester is still head
+    MHEAD_UNLOCK = 4   # head rollout, last step: new head (ptr) or none (+ data write-back), unlock
+    MONLY_OUT = 5      # only-entry rollout: if still head, line goes HOME (+ data write-back)
+    MUREAD = 6         # uncached read (NUMA mode): words [word, word+count)
+    MUWRITE = 7        # uncached write (NUMA mode): data with byte enables
+    # To a cache holding the line.
+    CPREPEND = 16      # the requester is the new head in front of you (flag: send the data)
+    CPURGE = 17        # invalidate; answer your forward pointer (flag: and the data)
+    CSET_FWD = 18      # your successor (the requester) leaves: forward pointer := ptr / none
+    CSET_BWD = 19      # your predecessor (the requester) leaves: backward := ptr / none (head)
+    CFETCH = 20        # send the line's data, stay in the list (home recall of a GONE line)
+
+
+class Status(IntEnum):
+    OK = 0
+    NACK = 1           # the line is busy (transient): retry later
+    ERROR = 2          # the request cannot be served (bad address, protocol violation)
+    NOT_READY = 3      # the node's control store is not loaded
+
+
+class EchoStatus(IntEnum):
+    ACCEPTED = 0       # the packet is in the receiver's incoming queue (or was, if duplicate)
+    BUSY = 1           # the incoming queue was full: send again
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    width: int
+    doc: str = ""
+
+
+#: Header fields in wire order (most significant bit of symbol 0 first).
+HEADER_FIELDS = (
+    # symbol 0: routing
+    Field("target", NODE_ID_BITS, "node the packet is for"),
+    Field("source", NODE_ID_BITS, "node that sent it"),
+    Field("ptype", 2, "PacketType"),
+    Field("seq", 1, "link-level alternating bit of the (source, target) pair"),
+    Field("has_data", 1, "a 64-byte data block follows the header"),
+    # symbol 1: transaction
+    Field("cmd", 6, "Command"),
+    Field("tid", 5, "requester's transaction id, returned in the response"),
+    Field("status", 5, "Status in responses, EchoStatus in echoes"),
+    # symbols 2-3: the line
+    Field("addr", 32, "global line address: home node in bits 31..26, byte offset below"),
+    # symbol 4: list pointer and flags
+    Field("ptr", NODE_ID_BITS, "a node id: old head, forward pointer, new pointer value"),
+    Field("ptr_valid", 1, "ptr holds a node id (else: none)"),
+    Field("flag", 1, "command-specific: want data / dirty"),
+    Field("mstate", 2, "memory state seen by the home (responses)"),
+    Field("aux", 6, "reserved"),
+    # symbol 5: uncached access range
+    Field("word", 4, "first 32-bit word of an uncached access"),
+    Field("count", 5, "number of words of an uncached access (1..16)"),
+    Field("reserved", 7, ""),
+    # symbols 6-9: byte enables of an uncached write, one bit per byte of the line
+    Field("be", 64, "byte enables, bit i = byte i of the line"),
+)
+
+HEADER_BITS = sum(f.width for f in HEADER_FIELDS)
+HEADER_SYMBOLS = HEADER_BITS // SYMBOL_BITS
+ECHO_HEADER_SYMBOLS = 2
+assert HEADER_BITS % SYMBOL_BITS == 0
+assert sum(f.width for f in HEADER_FIELDS[:8]) == ECHO_HEADER_SYMBOLS * SYMBOL_BITS
+
+#: Longest packet on the wire, in symbols: header + data + CRC.
+MAX_PACKET_SYMBOLS = HEADER_SYMBOLS + DATA_SYMBOLS + 1
+
+#: Line addresses: the home node in the top bits, the byte offset inside its slice below.
+ADDR_HOME_SHIFT = 32 - NODE_ID_BITS
+
+
+def field_positions():
+    """``{name: (lsb, width)}`` of every header field within the header bit vector, where bit
+    ``HEADER_BITS - 1`` is the first bit on the wire."""
+    pos, lsb = {}, HEADER_BITS
+    for f in HEADER_FIELDS:
+        lsb -= f.width
+        pos[f.name] = (lsb, f.width)
+    return pos
+
+
+_POSITIONS = field_positions()
+
+
+def line_address(home, offset):
+    if not 0 <= home < (1 << NODE_ID_BITS):
+        raise ValueError(f"home node {home} out of range")
+    if not 0 <= offset < (1 << ADDR_HOME_SHIFT) or offset % LINE_BYTES:
+        raise ValueError(f"offset {offset:#x} is not a line offset")
+    return home << ADDR_HOME_SHIFT | offset
+
+
+def home_of(addr):
+    return addr >> ADDR_HOME_SHIFT
+
+
+def crc16(symbols):
+    crc = CRC_INIT
+    for s in symbols:
+        for byte in (s >> 8, s & 0xFF):
+            crc ^= byte << 8
+            for _ in range(8):
+                crc = ((crc << 1) ^ CRC_POLY) if crc & 0x8000 else crc << 1
+                crc &= 0xFFFF
+    return crc
+
+
+class PacketError(ValueError):
+    """A symbol sequence that is not a well-formed packet."""
+
+
+@dataclass
+class Packet:
+    target: int = 0
+    source: int = 0
+    ptype: int = PacketType.REQUEST
+    seq: int = 0
+    has_data: int = 0
+    cmd: int = 0
+    tid: int = 0
+    status: int = 0
+    addr: int = 0
+    ptr: int = 0
+    ptr_valid: int = 0
+    flag: int = 0
+    mstate: int = 0
+    aux: int = 0
+    word: int = 0
+    count: int = 0
+    reserved: int = 0
+    be: int = 0
+    data: list = field(default_factory=list)   # DATA_WORDS words when has_data
+
+    def header_value(self):
+        value = 0
+        for f in HEADER_FIELDS:
+            v = getattr(self, f.name)
+            if not 0 <= v < (1 << f.width):
+                raise PacketError(f"field {f.name}={v} does not fit {f.width} bits")
+            lsb, _ = _POSITIONS[f.name]
+            value |= int(v) << lsb
+        return value
+
+
+def encode(packet):
+    """Symbols of ``packet`` on the wire, CRC included."""
+    n_header = ECHO_HEADER_SYMBOLS if packet.ptype == PacketType.ECHO else HEADER_SYMBOLS
+    value = packet.header_value()
+    symbols = [(value >> (HEADER_BITS - SYMBOL_BITS * (i + 1))) & 0xFFFF for i in range(n_header)]
+    if packet.ptype != PacketType.ECHO and packet.has_data:
+        if len(packet.data) != DATA_WORDS:
+            raise PacketError(f"a data packet carries {DATA_WORDS} words, not {len(packet.data)}")
+        for word in packet.data:
+            symbols += [(word >> 16) & 0xFFFF, word & 0xFFFF]
+    elif packet.data:
+        raise PacketError("data given for a packet without has_data")
+    return symbols + [crc16(symbols)]
+
+
+def decode(symbols):
+    """The :class:`Packet` of a symbol sequence; raises :class:`PacketError` if malformed."""
+    symbols = list(symbols)
+    if len(symbols) < ECHO_HEADER_SYMBOLS + 1:
+        raise PacketError(f"{len(symbols)} symbols is shorter than any packet")
+    if any(not 0 <= s <= 0xFFFF for s in symbols):
+        raise PacketError("symbols are 16-bit values")
+    if crc16(symbols[:-1]) != symbols[-1]:
+        raise PacketError("CRC mismatch")
+    ptype = (symbols[0] >> 2) & 0x3
+    n_header = ECHO_HEADER_SYMBOLS if ptype == PacketType.ECHO else HEADER_SYMBOLS
+    if ptype not in tuple(PacketType):
+        raise PacketError(f"unknown packet type {ptype}")
+    if len(symbols) < n_header + 1:
+        raise PacketError("truncated header")
+    value = 0
+    for s in symbols[:n_header]:
+        value = value << SYMBOL_BITS | s
+    value <<= SYMBOL_BITS * (HEADER_SYMBOLS - n_header)
+    kwargs = {f.name: (value >> _POSITIONS[f.name][0]) & ((1 << f.width) - 1) for f in HEADER_FIELDS}
+    packet = Packet(**kwargs)
+    body = symbols[n_header:-1]
+    expected = DATA_SYMBOLS if (ptype != PacketType.ECHO and packet.has_data) else 0
+    if len(body) != expected:
+        raise PacketError(f"{len(body)} body symbols where {expected} were expected")
+    packet.data = [body[2 * i] << 16 | body[2 * i + 1] for i in range(len(body) // 2)]
+    return packet
+
+
+def packet_symbols(ptype, has_data):
+    """Length on the wire, CRC included."""
+    if ptype == PacketType.ECHO:
+        return ECHO_HEADER_SYMBOLS + 1
+    return HEADER_SYMBOLS + (DATA_SYMBOLS if has_data else 0) + 1
+
+
+HEADER_FIELD_NAMES = tuple(f.name for f in dc_fields(Packet) if f.name != "data")
+assert HEADER_FIELD_NAMES == tuple(f.name for f in HEADER_FIELDS)
