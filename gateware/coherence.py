@@ -37,42 +37,55 @@ class CacheState(IntEnum):
     MID_VALID = 5
     TAIL_VALID = 6
     # Transient states (a local transaction owns the line).
-    PENDING = 8        # attaching (read or write miss): no valid data yet
-    WRITING = 9        # write attach done, purging the old list; data valid once purged
-    LEAVE_ONLY = 10    # rolling out; the position in the list is remembered so that
-    LEAVE_HEAD = 11    # neighbours' pointer updates can still be applied while leaving
-    LEAVE_MID = 12
-    LEAVE_TAIL = 13
+    PENDING = 7             # attaching (read or write miss): no valid data yet
+    WRITING = 8             # write attach done, purging the old list
+    # Rolling out: the position in the list (and, for heads, whether the data is dirty) is
+    # remembered so that neighbours' pointer updates can still be applied while leaving.
+    LEAVE_ONLY_FRESH = 9
+    LEAVE_ONLY_DIRTY = 10
+    LEAVE_HEAD_FRESH = 11
+    LEAVE_HEAD_DIRTY = 12
+    LEAVE_MID = 13
+    LEAVE_TAIL = 14
 
 
 CACHE_STATE_BITS = 4
 
 STABLE_VALID = frozenset({CacheState.ONLY_FRESH, CacheState.ONLY_DIRTY, CacheState.HEAD_FRESH,
                           CacheState.HEAD_DIRTY, CacheState.MID_VALID, CacheState.TAIL_VALID})
-LEAVING = frozenset({CacheState.LEAVE_ONLY, CacheState.LEAVE_HEAD, CacheState.LEAVE_MID,
-                     CacheState.LEAVE_TAIL})
+LEAVING = frozenset({CacheState.LEAVE_ONLY_FRESH, CacheState.LEAVE_ONLY_DIRTY,
+                     CacheState.LEAVE_HEAD_FRESH, CacheState.LEAVE_HEAD_DIRTY,
+                     CacheState.LEAVE_MID, CacheState.LEAVE_TAIL})
 TRANSIENT = frozenset({CacheState.PENDING, CacheState.WRITING}) | LEAVING
 
 #: States in which the local access controller may serve a read / a write without the sequencer.
 READ_HIT = STABLE_VALID
 WRITE_HIT = frozenset({CacheState.ONLY_DIRTY})
 
-#: A stable state's list position, and the leaving state that keeps it.
+#: The leaving state that keeps a stable state's position (and dirtiness).
 LEAVE_OF = {
-    CacheState.ONLY_FRESH: CacheState.LEAVE_ONLY, CacheState.ONLY_DIRTY: CacheState.LEAVE_ONLY,
-    CacheState.HEAD_FRESH: CacheState.LEAVE_HEAD, CacheState.HEAD_DIRTY: CacheState.LEAVE_HEAD,
-    CacheState.MID_VALID: CacheState.LEAVE_MID, CacheState.TAIL_VALID: CacheState.LEAVE_TAIL,
+    CacheState.ONLY_FRESH: CacheState.LEAVE_ONLY_FRESH,
+    CacheState.ONLY_DIRTY: CacheState.LEAVE_ONLY_DIRTY,
+    CacheState.HEAD_FRESH: CacheState.LEAVE_HEAD_FRESH,
+    CacheState.HEAD_DIRTY: CacheState.LEAVE_HEAD_DIRTY,
+    CacheState.MID_VALID: CacheState.LEAVE_MID,
+    CacheState.TAIL_VALID: CacheState.LEAVE_TAIL,
 }
+
+#: States whose data is newer than memory (memory is GONE and this entry answers for the line).
+DIRTY = frozenset({CacheState.ONLY_DIRTY, CacheState.HEAD_DIRTY, CacheState.LEAVE_ONLY_DIRTY,
+                   CacheState.LEAVE_HEAD_DIRTY})
 
 
 def has_forward(state):
-    """The entry has a successor (towards the tail): its ``fwd`` pointer is meaningful."""
+    """The entry has a successor (towards the tail)."""
     return state in (CacheState.HEAD_FRESH, CacheState.HEAD_DIRTY, CacheState.MID_VALID,
-                     CacheState.LEAVE_HEAD, CacheState.LEAVE_MID)
+                     CacheState.LEAVE_HEAD_FRESH, CacheState.LEAVE_HEAD_DIRTY,
+                     CacheState.LEAVE_MID)
 
 
 def has_backward(state):
-    """The entry has a predecessor (towards the head): its ``bwd`` pointer is meaningful."""
+    """The entry has a predecessor (towards the head)."""
     return state in (CacheState.MID_VALID, CacheState.TAIL_VALID, CacheState.LEAVE_MID,
                      CacheState.LEAVE_TAIL)
 
@@ -80,3 +93,18 @@ def has_backward(state):
 def is_head(state):
     return state in (CacheState.ONLY_FRESH, CacheState.ONLY_DIRTY, CacheState.HEAD_FRESH,
                      CacheState.HEAD_DIRTY)
+
+
+# --- Network cache geometry ----------------------------------------------------------------------
+
+#: Odd multiplier spreading home nodes over the sets: slices of different homes sit at the same
+#: offsets (data is partitioned by node), so indexing by offset alone would make them collide.
+HOME_SET_SPREAD = 37
+
+
+def cache_set(line_index, home, sets):
+    """Set of a line (``line_index`` = offset // LINE_BYTES within its home's slice).
+
+    Works on ints and on Amaranth values alike; ``sets`` is a power of two.
+    """
+    return (line_index ^ (home * HOME_SET_SPREAD)) & (sets - 1)

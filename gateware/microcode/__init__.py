@@ -1,0 +1,1 @@
+"""The remote access controller's microcode: instruction set, assembler, simulator, source."""

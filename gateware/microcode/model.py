@@ -1,0 +1,514 @@
+"""Executable model of a card's coherence engine, running the real microcode image.
+
+:class:`CardModel` holds what the gateware holds (home directory and memory, network-cache tags
+and data, LRU state, the sequencer's contexts) and executes control-store words with the same
+semantics as the Amaranth sequencer (this is the instruction-set simulator). Its local access
+controller applies the same hit rules as the gateware. Packets leave through ``outbox`` and
+arrive through :meth:`CardModel.deliver`; :mod:`numavia.gateware.microcode.cluster_model` joins
+several cards with a network and drives them.
+
+Runs are atomic: a context runs until WAIT, BACKOFF or END while nothing else touches the card,
+as the gateware's local/remote arbitration guarantees.
+"""
+
+import random
+from dataclasses import dataclass, field
+
+from .. import coherence as coh
+from ..coherence import CacheState, MemoryState, LINE_BYTES
+from ..sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
+from . import isa
+from .isa import Cond, Dest, Field, Flag, FlagSrc, LocalKind, Lock, Mem, MStateSrc, Ptr, StateSrc
+
+WORDS = LINE_BYTES // 4
+FULL_BE = (1 << LINE_BYTES) - 1
+
+
+class ModelError(RuntimeError):
+    """The microcode did something the hardware would treat as a fault."""
+
+
+@dataclass
+class Tag:
+    addr: int = 0
+    state: int = CacheState.INVALID
+    fwd: int = 0
+    bwd: int = 0
+
+
+@dataclass
+class LocalRequest:
+    kind: LocalKind
+    addr: int            # line address (home << 26 | line offset)
+    word: int = 0        # first word inside the line
+    count: int = 1
+    data: list = field(default_factory=lambda: [0] * WORDS)   # write data, line positions
+    be: int = 0          # write byte enables, bit i = byte i of the line
+    tag: object = None   # caller's handle, returned with the completion
+
+
+@dataclass
+class Context:
+    index: int
+    busy: bool = False
+    waiting: bool = False
+    wake_at: int = None
+    pc: int = 0
+    ret: int = 0
+    request: LocalRequest = None
+    addr: int = 0
+    vaddr: int = 0
+    state: int = 0
+    mstate: int = 0
+    locked: bool = False
+    regs: dict = field(default_factory=dict)   # Ptr -> (node, valid)
+    flags: int = 0
+    retries: int = 0
+    way: int = 0
+    hit: bool = False
+    victim: bool = False
+    no_way: bool = False
+    scan: int = 0
+    scan_done: bool = False
+    line: list = field(default_factory=lambda: [0] * WORDS)
+    msg: Packet = None
+
+    def reset(self):
+        self.__init__(self.index)
+        self.busy = True
+        self.regs = {Ptr.PTR: (0, False), Ptr.FWD: (0, False), Ptr.BWD: (0, False), Ptr.HEAD: (0, False)}
+
+
+class CardModel:
+    def __init__(self, node_id, program_words, *, sets=16, ways=4, slice_bytes=64 * LINE_BYTES,
+                 numa=False, retry_limit=255, backoff_base=16, backoff_cap=4096, seed=0):
+        if sets & (sets - 1):
+            raise ValueError("sets must be a power of two")
+        self.node_id = node_id
+        self.words = list(program_words)
+        self.sets, self.ways = sets, ways
+        self.slice_lines = slice_bytes // LINE_BYTES
+        self.numa = numa
+        self.retry_limit = retry_limit
+        self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        self.rng = random.Random((seed << 8) ^ node_id)
+        self.directory = [[MemoryState.HOME, False, 0] for _ in range(self.slice_lines)]
+        self.home = [[0] * WORDS for _ in range(self.slice_lines)]
+        self.tags = [[Tag() for _ in range(ways)] for _ in range(sets)]
+        self.cdata = [[[0] * WORDS for _ in range(ways)] for _ in range(sets)]
+        self.lru = [list(range(ways)) for _ in range(sets)]     # least recently used first
+        self.contexts = [Context(i) for i in range(isa.NUM_TRANSACTIONS + 1)]
+        self.counters = [0] * isa.NUM_COUNTERS
+        self.stats = {"read_hits": 0, "write_hits": 0, "misses": 0, "instructions": 0}
+        self.incoming = []        # packets delivered, in arrival order
+        self.outbox = []          # packets sent, taken by the network
+        self.local_queue = []     # misses waiting for a free context
+        self.completions = []     # (LocalRequest, Status, words)
+
+    # --- addressing ------------------------------------------------------------------------------
+
+    def line_index(self, addr):
+        return (addr & ((1 << ADDR_HOME_SHIFT) - 1)) // LINE_BYTES
+
+    def set_of(self, addr):
+        return coh.cache_set(self.line_index(addr), home_of(addr), self.sets)
+
+    def _find(self, addr):
+        s = self.set_of(addr)
+        for w, tag in enumerate(self.tags[s]):
+            if tag.state != CacheState.INVALID and tag.addr == addr:
+                return s, w
+        return s, None
+
+    def _touch(self, s, w):
+        self.lru[s].remove(w)
+        self.lru[s].append(w)
+
+    # --- local access controller ----------------------------------------------------------------
+
+    def local_access(self, request):
+        """Serve ``request`` if it hits (returns the words read, [] for a write), else hand it to
+        the sequencer (returns None; the completion appears in ``completions``)."""
+        write = request.kind == LocalKind.WRITE
+        home = home_of(request.addr)
+        if home == self.node_id:
+            entry = self.directory[self.line_index(request.addr)]
+            line = self.home[self.line_index(request.addr)]
+            if not write and entry[0] in (MemoryState.HOME, MemoryState.FRESH):
+                self.stats["read_hits"] += 1
+                return line[request.word:request.word + request.count]
+            if write and entry[0] == MemoryState.HOME and not entry[1]:
+                _merge(line, request.data, request.be)
+                self.stats["write_hits"] += 1
+                return []
+        elif not self.numa:
+            s, w = self._find(request.addr)
+            if w is not None:
+                state = self.tags[s][w].state
+                if not write and state in coh.READ_HIT:
+                    self._touch(s, w)
+                    self.stats["read_hits"] += 1
+                    return self.cdata[s][w][request.word:request.word + request.count]
+                if write and state in coh.WRITE_HIT:
+                    _merge(self.cdata[s][w], request.data, request.be)
+                    self._touch(s, w)
+                    self.stats["write_hits"] += 1
+                    return []
+        self.stats["misses"] += 1
+        self.local_queue.append(request)
+        return None
+
+    def flush(self, tag=None):
+        self.local_queue.append(LocalRequest(LocalKind.FLUSH, 0, tag=tag))
+
+    # --- network side ----------------------------------------------------------------------------
+
+    def deliver(self, packet):
+        self.incoming.append(packet)
+
+    # --- scheduling ------------------------------------------------------------------------------
+
+    def has_work(self, now):
+        return bool(self.incoming or self._free_context() is not None and self.local_queue
+                    or self._expired(now) is not None)
+
+    def next_wake(self):
+        times = [c.wake_at for c in self.contexts if c.busy and c.wake_at is not None]
+        return min(times) if times else None
+
+    def _free_context(self):
+        for c in self.contexts[:isa.NUM_TRANSACTIONS]:
+            if not c.busy:
+                return c
+        return None
+
+    def _expired(self, now):
+        ready = [c for c in self.contexts if c.busy and c.wake_at is not None and c.wake_at <= now]
+        return min(ready, key=lambda c: (c.wake_at, c.index)) if ready else None
+
+    def step(self, now):
+        """Run one context (the gateware's priorities: responses, requests, local, retries).
+        Returns the cycles the run took, or 0 if there was nothing to do."""
+        if self.incoming:
+            packet = self.incoming.pop(0)
+            if packet.ptype == PacketType.RESPONSE:
+                ctx = self.contexts[packet.tid] if packet.tid < isa.NUM_TRANSACTIONS else None
+                if ctx is None or not ctx.busy or not ctx.waiting:
+                    self.counters[isa.Counter.PROTOCOL_ERROR] += 1
+                    return 1
+                ctx.waiting = False
+                ctx.msg = packet
+                return self._run(ctx, now)
+            ctx = self.contexts[isa.HANDLER_CONTEXT]
+            ctx.reset()
+            ctx.msg = packet
+            ctx.addr = packet.addr
+            ctx.pc = isa.request_vector(packet.cmd)
+            return self._run(ctx, now)
+        ctx = self._free_context()
+        if ctx is not None and self.local_queue:
+            request = self.local_queue.pop(0)
+            ctx.reset()
+            ctx.request = request
+            ctx.addr = request.addr
+            ctx.pc = isa.local_vector(request.kind)
+            return self._run(ctx, now)
+        ctx = self._expired(now)
+        if ctx is not None:
+            ctx.wake_at = None
+            return self._run(ctx, now)
+        return 0
+
+    # --- the instruction-set simulator -----------------------------------------------------------
+
+    def _ptr(self, ctx, src):
+        src = Ptr(src)
+        if src == Ptr.NONE:
+            return (0, False)
+        if src == Ptr.M_SRC:
+            return (ctx.msg.source, True)
+        if src == Ptr.M_PTR:
+            return (ctx.msg.ptr, bool(ctx.msg.ptr_valid))
+        if src == Ptr.SELF:
+            return (self.node_id, True)
+        if src == Ptr.KEEP:
+            raise ModelError("KEEP is not a pointer source")
+        return ctx.regs[src]
+
+    def _cond(self, ctx, cond):
+        m = ctx.msg
+        c = Cond(cond)
+        if c == Cond.ALWAYS:
+            return True
+        if c in (Cond.M_OK, Cond.M_NACK, Cond.M_ERROR, Cond.M_PTR_V, Cond.M_FLAG, Cond.M_HAS_DATA,
+                 Cond.SRC_IS_HEAD, Cond.SRC_IS_FWD, Cond.SRC_IS_BWD) and m is None:
+            raise ModelError(f"{c.name} tested with no message")
+        if c == Cond.M_OK:
+            return m.status == Status.OK
+        if c == Cond.M_NACK:
+            return m.status == Status.NACK
+        if c == Cond.M_ERROR:
+            return m.status in (Status.ERROR, Status.NOT_READY)
+        if c == Cond.M_PTR_V:
+            return bool(m.ptr_valid)
+        if c == Cond.M_FLAG:
+            return bool(m.flag)
+        if c == Cond.M_HAS_DATA:
+            return bool(m.has_data)
+        if c == Cond.HIT:
+            return ctx.hit
+        if c == Cond.VICTIM:
+            return ctx.victim
+        if c == Cond.NO_WAY:
+            return ctx.no_way
+        if c == Cond.LOCKED:
+            return ctx.locked
+        if c == Cond.SRC_IS_HEAD:
+            node, valid = ctx.regs[Ptr.HEAD]
+            return valid and node == m.source
+        if c == Cond.SRC_IS_FWD:
+            node, valid = ctx.regs[Ptr.FWD]
+            return valid and node == m.source
+        if c == Cond.SRC_IS_BWD:
+            node, valid = ctx.regs[Ptr.BWD]
+            return valid and node == m.source
+        if c == Cond.FWD_V:
+            return ctx.regs[Ptr.FWD][1]
+        if c == Cond.BWD_V:
+            return ctx.regs[Ptr.BWD][1]
+        if c == Cond.PTR_V:
+            return ctx.regs[Ptr.PTR][1]
+        if c == Cond.RETRY_MAX:
+            return ctx.retries >= self.retry_limit
+        if c == Cond.NUMA:
+            return self.numa
+        if c == Cond.IS_HOME:
+            return home_of(ctx.addr) == self.node_id
+        if c == Cond.SCAN_DONE:
+            return ctx.scan_done
+        for flag, fc in isa.FLAG_CONDS.items():
+            if c == fc:
+                return bool(ctx.flags >> flag & 1)
+        raise ModelError(f"condition {c.name} not modelled")
+
+    def _dispatch_value(self, ctx, fld):
+        fld = Field(fld)
+        if fld == Field.STATE:
+            return ctx.state
+        if fld == Field.MSTATE:
+            return ctx.mstate
+        if fld == Field.M_MSTATE:
+            return ctx.msg.mstate
+        return int(ctx.request.kind)
+
+    def _home_line(self, ctx):
+        if home_of(ctx.addr) != self.node_id:
+            raise ModelError(f"node {self.node_id}: home access to a line of node {home_of(ctx.addr)}")
+        index = self.line_index(ctx.addr)
+        if index >= self.slice_lines:
+            raise ModelError(f"line {index} beyond the {self.slice_lines}-line slice")
+        return index
+
+    def _run(self, ctx, now):
+        cycles = 0
+        while True:
+            if not 0 <= ctx.pc < len(self.words):
+                raise ModelError(f"node {self.node_id}: pc {ctx.pc} outside the control store")
+            op, v = isa.decode(self.words[ctx.pc])
+            ctx.pc += 1
+            cycles += 1
+            self.stats["instructions"] += 1
+            name = op.name
+            if name == "NOP":
+                pass
+            elif name == "JMP":
+                ctx.pc = v["target"]
+            elif name in ("BRT", "BRF"):
+                if self._cond(ctx, v["cond"]) == (name == "BRT"):
+                    ctx.pc = v["target"]
+            elif name == "DISP":
+                ctx.pc = v["target"] + self._dispatch_value(ctx, v["field"])
+            elif name == "CALL":
+                ctx.ret, ctx.pc = ctx.pc, v["target"]
+            elif name == "RET":
+                ctx.pc = ctx.ret
+            elif name == "WAIT":
+                ctx.waiting = True
+                return cycles
+            elif name == "BACKOFF":
+                delay = min(self.backoff_base << min(ctx.retries, 16), self.backoff_cap)
+                ctx.wake_at = now + cycles + delay + self.rng.randrange(self.backoff_base)
+                ctx.retries = min(ctx.retries + 1, 255)
+                return cycles
+            elif name == "END":
+                ctx.busy = False
+                return cycles
+            elif name == "SETF":
+                ctx.flags |= 1 << v["flag"]
+            elif name == "CLRF":
+                ctx.flags &= ~(1 << v["flag"])
+            elif name == "MOVP":
+                dst = Ptr(v["dst"])
+                if dst not in (Ptr.PTR, Ptr.FWD, Ptr.BWD, Ptr.HEAD):
+                    raise ModelError(f"MOVP to {dst.name}")
+                ctx.regs[dst] = self._ptr(ctx, v["src"])
+            elif name == "MOVS":
+                ctx.state = v["state"]
+            elif name == "CLRRETRY":
+                ctx.retries = 0
+            elif name == "DIR_RD":
+                mstate, locked, head = self.directory[self._home_line(ctx)]
+                ctx.mstate, ctx.locked = mstate, locked
+                ctx.regs[Ptr.HEAD] = (head, mstate != MemoryState.HOME)
+            elif name == "DIR_WR":
+                entry = self.directory[self._home_line(ctx)]
+                if v["mstate_src"] == MStateSrc.IMM:
+                    entry[0] = MemoryState(v["mstate"])
+                if v["lock"] == Lock.SET:
+                    entry[1] = True
+                elif v["lock"] == Lock.CLEAR:
+                    entry[1] = False
+                if v["head"] != Ptr.KEEP:
+                    entry[2] = self._ptr(ctx, v["head"])[0]
+            elif name == "C_LOOKUP":
+                s, w = self._find(ctx.addr)
+                ctx.hit = w is not None
+                if ctx.hit:
+                    tag = self.tags[s][w]
+                    ctx.way, ctx.state = w, tag.state
+                    ctx.regs[Ptr.FWD] = (tag.fwd, coh.has_forward(tag.state))
+                    ctx.regs[Ptr.BWD] = (tag.bwd, coh.has_backward(tag.state))
+                else:
+                    ctx.state = CacheState.INVALID
+                    ctx.regs[Ptr.FWD] = ctx.regs[Ptr.BWD] = (0, False)
+            elif name == "C_ALLOC":
+                s = self.set_of(ctx.addr)
+                ctx.victim = ctx.no_way = False
+                invalid = [w for w in range(self.ways) if self.tags[s][w].state == CacheState.INVALID]
+                stable = [w for w in self.lru[s] if self.tags[s][w].state in coh.STABLE_VALID]
+                if invalid:
+                    ctx.way = invalid[0]
+                elif stable:
+                    ctx.way = stable[0]
+                    ctx.victim = True
+                    ctx.vaddr = self.tags[s][ctx.way].addr
+                else:
+                    ctx.no_way = True
+            elif name == "C_WR":
+                s = self.set_of(ctx.addr)
+                tag = self.tags[s][ctx.way]
+                if tag.state != CacheState.INVALID and tag.addr != ctx.addr:
+                    raise ModelError(f"node {self.node_id}: C_WR over way {ctx.way} of another line")
+                if v["state_src"] == StateSrc.IMM:
+                    tag.state = CacheState(v["state"])
+                elif v["state_src"] == StateSrc.REG:
+                    tag.state = CacheState(ctx.state)
+                if v["fwd"] != Ptr.KEEP:
+                    tag.fwd = self._ptr(ctx, v["fwd"])[0]
+                if v["bwd"] != Ptr.KEEP:
+                    tag.bwd = self._ptr(ctx, v["bwd"])[0]
+                tag.addr = ctx.addr
+                ctx.state = tag.state
+            elif name == "C_TOUCH":
+                self._touch(self.set_of(ctx.addr), ctx.way)
+            elif name == "C_SCAN":
+                total = self.sets * self.ways
+                ctx.scan_done = True
+                while ctx.scan < total:
+                    s, w = divmod(ctx.scan, self.ways)
+                    ctx.scan += 1
+                    if self.tags[s][w].state in coh.STABLE_VALID:
+                        ctx.addr, ctx.way, ctx.scan_done = self.tags[s][w].addr, w, False
+                        break
+            elif name == "SWAP_VICTIM":
+                ctx.addr, ctx.vaddr = ctx.vaddr, ctx.addr
+            elif name == "RD_LINE":
+                cycles += WORDS
+                ctx.line = list(self._line(ctx, v["mem"]))
+                ctx.flags |= 1 << Flag.DATA
+            elif name == "WR_LINE":
+                cycles += WORDS
+                self._line(ctx, v["mem"])[:] = ctx.line
+            elif name == "M_TO_BUF":
+                cycles += WORDS
+                if not ctx.msg.has_data:
+                    raise ModelError("M_TO_BUF on a message without data")
+                ctx.line = list(ctx.msg.data)
+                ctx.flags |= 1 << Flag.DATA
+            elif name == "MERGE_HOST":
+                cycles += WORDS
+                _merge(ctx.line, ctx.request.data, ctx.request.be)
+            elif name == "MERGE_MSG":
+                cycles += WORDS
+                _merge(ctx.line, ctx.msg.data, ctx.msg.be)
+            elif name == "SEND":
+                cycles += WORDS if v["data"] else 0
+                self._send(ctx, v)
+            elif name == "REPLY":
+                cycles += WORDS if v["data"] else 0
+                self._reply(ctx, v)
+            elif name == "COMPLETE":
+                req = ctx.request
+                status = Status(v["status"])
+                words = ctx.line[req.word:req.word + req.count] if (status == Status.OK and
+                                                                     req.kind == LocalKind.READ) else []
+                self.completions.append((req, status, words))
+            elif name == "COUNT":
+                self.counters[v["counter"]] += 1
+            else:
+                raise ModelError(f"operation {name} not modelled")
+
+    def _line(self, ctx, mem):
+        if Mem(mem) == Mem.HOME:
+            return self.home[self._home_line(ctx)]
+        s = self.set_of(ctx.addr)
+        return self.cdata[s][ctx.way]
+
+    def _flag(self, ctx, src):
+        src = FlagSrc(src)
+        if src == FlagSrc.F_GONE:
+            return ctx.flags >> Flag.GONE & 1
+        if src == FlagSrc.F_DIRTY:
+            return ctx.flags >> Flag.DIRTY & 1
+        return int(src == FlagSrc.ONE)
+
+    def _send(self, ctx, v):
+        dest = Dest(v["dest"])
+        if dest == Dest.HOME:
+            target, valid = home_of(ctx.addr), True
+        else:
+            target, valid = ctx.regs[{Dest.PTR: Ptr.PTR, Dest.FWD: Ptr.FWD, Dest.BWD: Ptr.BWD,
+                                      Dest.HEAD: Ptr.HEAD}[dest]]
+        if not valid:
+            raise ModelError(f"node {self.node_id}: SEND {Command(v['cmd']).name} to an invalid {dest.name}")
+        ptr, ptr_valid = self._ptr(ctx, v["ptr"])
+        req = ctx.request
+        self.outbox.append(Packet(
+            target=target, source=self.node_id, ptype=PacketType.REQUEST, cmd=v["cmd"],
+            tid=ctx.index, addr=ctx.addr, ptr=ptr, ptr_valid=int(ptr_valid), flag=self._flag(ctx, v["flag"]),
+            has_data=v["data"], data=list(ctx.line) if v["data"] else [],
+            word=req.word if req else 0, count=req.count if req else 0, be=req.be if req else 0))
+
+    def _reply(self, ctx, v):
+        m = ctx.msg
+        ptr, ptr_valid = self._ptr(ctx, v["ptr"])
+        self.outbox.append(Packet(
+            target=m.source, source=self.node_id, ptype=PacketType.RESPONSE, cmd=m.cmd, tid=m.tid,
+            status=v["status"], addr=m.addr, ptr=ptr, ptr_valid=int(ptr_valid),
+            flag=self._flag(ctx, v["flag"]), mstate=ctx.mstate,
+            has_data=v["data"], data=list(ctx.line) if v["data"] else []))
+
+    # --- inspection ------------------------------------------------------------------------------
+
+    def busy(self):
+        return any(c.busy for c in self.contexts) or bool(self.local_queue or self.incoming)
+
+
+def _merge(line, data, be):
+    for word in range(WORDS):
+        mask = 0
+        for byte in range(4):
+            if be >> (4 * word + byte) & 1:
+                mask |= 0xFF << (8 * byte)
+        if mask:
+            line[word] = (line[word] & ~mask) | (data[word] & mask)

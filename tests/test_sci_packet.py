@@ -1,0 +1,78 @@
+"""SCI packet format: encode/decode round trip, CRC, malformed input."""
+
+import random
+
+import pytest
+
+from numavia.gateware import sci_packet as sp
+
+
+def random_packet(rng, ptype=None):
+    ptype = rng.choice(list(sp.PacketType)) if ptype is None else ptype
+    fields = {f.name: rng.randrange(1 << f.width) for f in sp.HEADER_FIELDS}
+    fields["ptype"] = ptype
+    if ptype == sp.PacketType.ECHO:
+        # an echo carries only its first two header symbols
+        keep = {f.name for f in sp.HEADER_FIELDS[:8]}
+        fields = {k: (v if k in keep else 0) for k, v in fields.items()}
+        fields["has_data"] = 0
+    packet = sp.Packet(**fields)
+    if packet.has_data:
+        packet.data = [rng.randrange(1 << 32) for _ in range(sp.DATA_WORDS)]
+    return packet
+
+
+def test_round_trip_of_random_packets():
+    rng = random.Random(7)
+    for _ in range(500):
+        packet = random_packet(rng)
+        symbols = sp.encode(packet)
+        assert len(symbols) == sp.packet_symbols(packet.ptype, packet.has_data)
+        assert all(0 <= s < 1 << 16 for s in symbols)
+        assert sp.decode(symbols) == packet
+
+
+def test_crc_is_ccitt_false():
+    # "12345678" as four big-endian symbols; CRC-16/CCITT-FALSE of the 8 bytes.
+    assert sp.crc16([0x3132, 0x3334, 0x3536, 0x3738]) == 0xA12B
+
+
+def test_any_single_bit_flip_is_detected():
+    rng = random.Random(3)
+    symbols = sp.encode(random_packet(rng, sp.PacketType.REQUEST))
+    for i in range(len(symbols)):
+        for bit in range(16):
+            bad = list(symbols)
+            bad[i] ^= 1 << bit
+            with pytest.raises(sp.PacketError):
+                sp.decode(bad)
+
+
+@pytest.mark.parametrize("symbols, message", [
+    ([], "shorter"),
+    ([0x1234, 0x0000], "shorter"),
+])
+def test_too_short(symbols, message):
+    with pytest.raises(sp.PacketError, match=message):
+        sp.decode(symbols)
+
+
+def test_truncated_body_is_rejected():
+    packet = sp.Packet(target=1, source=2, has_data=1, data=list(range(16)))
+    symbols = sp.encode(packet)
+    body = symbols[:-5]
+    with pytest.raises(sp.PacketError, match="body symbols"):
+        sp.decode(body + [sp.crc16(body)])
+
+
+def test_field_overflow_is_rejected():
+    with pytest.raises(sp.PacketError, match="does not fit"):
+        sp.encode(sp.Packet(target=64))
+
+
+def test_line_address():
+    assert sp.home_of(sp.line_address(5, 0x1C0)) == 5
+    with pytest.raises(ValueError):
+        sp.line_address(5, 0x1C4)
+    with pytest.raises(ValueError):
+        sp.line_address(64, 0)
