@@ -9,6 +9,8 @@ SETUP = REPO_ROOT / ".ci" / "setup.sh"
 
 
 def test_second_run_changes_nothing():
+    first = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert first.returncode == 0, first.stderr
     stamp = REPO_ROOT / ".venv" / ".numavia-setup"
     before = stamp.stat().st_mtime_ns
     result = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, cwd=REPO_ROOT)
