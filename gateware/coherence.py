@@ -97,9 +97,10 @@ def is_head(state):
 
 # --- Network cache geometry ----------------------------------------------------------------------
 
-#: Odd multiplier spreading home nodes over the sets: slices of different homes sit at the same
+#: Shifts of the home node XORed into the set index: slices of different homes sit at the same
 #: offsets (data is partitioned by node), so indexing by offset alone would make them collide.
-HOME_SET_SPREAD = 37
+#: XOR (not a multiply) keeps the tag SRAM's address path free of carries.
+HOME_SET_SHIFTS = (0, 2, 5)
 
 
 def cache_set(line_index, home, sets):
@@ -107,4 +108,7 @@ def cache_set(line_index, home, sets):
 
     Works on ints and on Amaranth values alike; ``sets`` is a power of two.
     """
-    return (line_index ^ (home * HOME_SET_SPREAD)) & (sets - 1)
+    spread = home << HOME_SET_SHIFTS[0]
+    for shift in HOME_SET_SHIFTS[1:]:
+        spread = spread ^ (home << shift)
+    return (line_index ^ spread) & (sets - 1)

@@ -163,8 +163,40 @@ CTRL = Block("ctrl", base=0x0000, size=0x100, doc="Identity, node id, control an
     Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
 ))
 
+#: Event counters of the local access controller, in register order (32 bits, they wrap).
+LAC_COUNTERS = (
+    ("HOME_READ_HITS", "reads of this node's slice served from memory"),
+    ("HOME_WRITE_HITS", "writes to this node's slice served without the sequencer"),
+    ("CACHE_READ_HITS", "reads of other nodes' lines served by the network cache"),
+    ("CACHE_WRITE_HITS", "writes to ONLY_DIRTY lines of the network cache"),
+    ("PRIVATE_ACCESSES", "accesses to the private memory"),
+    ("READ_MISSES", "reads handed to the sequencer"),
+    ("WRITE_MISSES", "writes handed to the sequencer"),
+    ("ERRORS", "accesses answered with an error"),
+    ("STALL_CYCLES", "cycles host accesses waited for the sequencer to give up the tags"),
+    ("ACCESSES", "line accesses completed"),
+    ("ACCESS_CYCLES", "sum of their latencies, request accepted to last beat, in cycles"),
+    ("LAST_LATENCY", "latency of the last completed line access, in cycles"),
+    ("LAST_HANDOFF", "cycles from request to the miss reaching the sequencer, last miss"),
+)
+
+LAC = Block("lac", base=0x0100, size=0x100, doc="Local access controller and network cache", registers=(
+    Register("GEOMETRY", 0x00, Access.RO, "Network cache and slice geometry", fields=(
+        Field("WAYS", 0, 4), Field("SET_BITS", 4, 5), Field("SLICE_BITS", 9, 5),
+        Field("LOOKUP_LATENCY", 14, 4, "tag lookup latency in cycles"),
+    )),
+    Register("COMMAND", 0x04, Access.WO, "Commands", fields=(
+        Field("FLUSH", 0, doc="roll every network-cache line out (before entering NUMA mode)"),
+        Field("CLEAR_COUNTERS", 1, doc="zero the event counters"),
+    )),
+    Register("STATUS", 0x08, Access.RO, "Status", width=8, fields=(
+        Field("FLUSH_BUSY", 0, doc="a flush is in progress"),
+    )),
+    *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(LAC_COUNTERS)),
+))
+
 #: Where each block of the card lives in the 64 KiB register window. Reserved ahead so blocks
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
 #:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
-CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL,))
+CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC))

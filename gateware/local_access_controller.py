@@ -1,0 +1,339 @@
+"""Local access controller: the hard-wired path every host access takes (the paper's LAC).
+
+Per line access (the burst splitter guarantees at most one cache line): decode the address
+(private memory, this node's slice, another node's slice), take ownership of tags and memories,
+look the line up, and either serve it from memory (a hit) or hand it to the sequencer over the
+*miss interface* and pass the sequencer's answer back to the host.
+
+Hits: a read of this node's line in memory state HOME/FRESH, a write to one in HOME; a read of
+another node's line held by the network cache in a stable state, a write to one held
+ONLY_DIRTY; any private access. In NUMA mode the network cache is bypassed: every access to
+another node's slice is a miss (the sequencer makes it an uncached access at its home).
+
+Miss interface: a ``miss`` header (kind, line address, first word, word count); for writes
+exactly 16 ``miss_data`` beats follow, one per word of the line (byte enables zero outside the
+access); the sequencer answers on ``done`` with the host response beats themselves.
+"""
+
+from amaranth import Module, Signal, Mux, Cat, Const
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import coherence as coh, regmap
+from .coherence import LINE_BYTES, NODE_ID_BITS, CacheState, MemoryState
+from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
+from .memory_controller import MemSpace, MemoryPortSignature
+from .microcode.isa import LocalKind
+from .tag_store import TagOp, cache_data_index, command_layout, response_layout, set_of_line
+
+LINE_WORDS = LINE_BYTES // 4
+
+MissLayout = data.StructLayout({"kind": 2, "addr": 32, "word": 4, "count": 5})
+
+
+def _mask(states):
+    value = 0
+    for s in states:
+        value |= 1 << int(s)
+    return Const(value, 16)
+
+
+class MissSignature(wiring.Signature):
+    """The local side's view of the miss interface."""
+
+    def __init__(self):
+        super().__init__({
+            "miss": Out(stream.Signature(MissLayout)),
+            "miss_data": Out(stream.Signature(WriteBeatLayout)),
+            "done": In(stream.Signature(ResponseLayout)),
+        })
+
+
+class LacCounters(wiring.Signature):
+    """One 32-bit counter per ``regmap.LAC_COUNTERS`` entry (lower-case names)."""
+    NAMES = tuple(name.lower() for name, _ in regmap.LAC_COUNTERS)
+
+    def __init__(self):
+        super().__init__({name: Out(32) for name in self.NAMES})
+
+
+class LocalAccessController(wiring.Component):
+    def __init__(self, *, address_map=HostAddressMap(), sets, ways):
+        self.amap = address_map
+        self.sets, self.ways = sets, ways
+        set_bits, way_bits = (sets - 1).bit_length(), (ways - 1).bit_length()
+        super().__init__({
+            "line": In(HostPortSignature()),
+            "tag_cmd_valid": Out(1),
+            "tag_cmd_ready": In(1),
+            "tag_cmd": Out(command_layout(set_bits, way_bits)),
+            "tag_resp_valid": In(1),
+            "tag_resp": In(response_layout(way_bits)),
+            "mem": Out(MemoryPortSignature()),
+            "own_req": Out(1),
+            "own_grant": In(1),
+            "remote": Out(MissSignature()),
+            "node_id": In(NODE_ID_BITS),
+            "node_ready": In(1),
+            "numa_mode": In(1),
+            "flush": In(1),          # pulse: roll every line of the network cache out
+            "flush_busy": Out(1),
+            "clear_counters": In(1),
+            "refused_upstream": In(1),   # the burst splitter refused a malformed access
+            "counters": Out(LacCounters()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        amap = self.amap
+        line, mem, remote, ctr = self.line, self.mem, self.remote, self.counters
+
+        m.submodules.read_fifo = read_fifo = fifo.SyncFIFOBuffered(width=32, depth=LINE_WORDS)
+
+        # The access being served.
+        addr = Signal(32)
+        write = Signal()
+        count = Signal(range(LINE_WORDS + 1))
+        word = Signal(range(LINE_WORDS))
+        shared = Signal()
+        home = Signal(NODE_ID_BITS)
+        offset = Signal(32)
+        is_home = Signal()
+        cache_way = Signal.like(self.tag_resp.way)
+        kind_cache = Signal()         # served from the network cache (touch the LRU after)
+        issued = Signal(range(LINE_WORDS + 1))
+        moved = Signal(range(LINE_WORDS + 1))
+        start = Signal(32)
+        now = Signal(32)
+        m.d.sync += now.eq(now + 1)
+
+        line_addr = Cat(Const(0, 6), offset[6:26], home)     # global line address
+        set_index = set_of_line(line_addr, self.sets)
+        word_index = Signal(24)
+
+        req = line.req.payload
+        in_shared = req.addr < amap.shared_bytes
+        in_private = (req.addr >= amap.private_base) & (req.addr < amap.private_base + amap.private_bytes)
+
+        def finish_access():
+            m.d.sync += [ctr.accesses.eq(ctr.accesses + 1),
+                         ctr.last_latency.eq(now - start),
+                         ctr.access_cycles.eq(ctr.access_cycles + (now - start))]
+
+        read_hit_states = _mask(coh.READ_HIT)
+        write_hit_states = _mask(coh.WRITE_HIT)
+        resp = self.tag_resp
+
+        # A flush command waits for the access in progress; it is remembered until it starts.
+        flush_pending = Signal()
+        with m.If(self.flush):
+            m.d.sync += flush_pending.eq(1)
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(flush_pending):
+                    m.d.sync += flush_pending.eq(0)
+                    m.next = "FLUSH"
+                with m.Else():
+                    m.d.comb += line.req.ready.eq(1)
+                with m.If(~flush_pending & line.req.valid):
+                    m.d.sync += [
+                        addr.eq(req.addr), write.eq(req.write), count.eq(req.count),
+                        word.eq(req.addr[2:6]), start.eq(now), issued.eq(0), moved.eq(0),
+                        shared.eq(in_shared), home.eq(req.addr >> amap.slice_bits),
+                        offset.eq(req.addr & (amap.slice_bytes - 1)),
+                        is_home.eq((req.addr >> amap.slice_bits) == self.node_id),
+                        kind_cache.eq(0),
+                    ]
+                    bad = ((req.count == 0) | (req.count > LINE_WORDS) |
+                           (req.addr[2:6] + req.count > LINE_WORDS) |
+                           ~(in_shared | in_private) | (in_shared & ~self.node_ready))
+                    with m.If(bad):
+                        m.next = "REFUSE"
+                    with m.Elif(in_private):
+                        m.d.sync += word_index.eq((req.addr - amap.private_base) >> 2)
+                        m.next = "OWN_PRIVATE"
+                    with m.Else():
+                        m.d.sync += word_index.eq((req.addr & (amap.slice_bytes - 1)) >> 2)
+                        m.next = "OWN"
+
+            with m.State("OWN_PRIVATE"):
+                m.d.comb += self.own_req.eq(1)
+                with m.If(self.own_grant):
+                    m.d.sync += ctr.private_accesses.eq(ctr.private_accesses + 1)
+                    with m.If(write):
+                        m.next = "WRITE_PRIVATE"
+                    with m.Else():
+                        m.next = "READ_PRIVATE"
+                with m.Else():
+                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
+
+            with m.State("OWN"):
+                m.d.comb += self.own_req.eq(1)
+                with m.If(self.own_grant):
+                    m.next = "LOOKUP"
+                with m.Else():
+                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
+
+            with m.State("LOOKUP"):
+                m.d.comb += [self.own_req.eq(1), self.tag_cmd_valid.eq(1),
+                             self.tag_cmd.op.eq(TagOp.LOOKUP), self.tag_cmd.addr.eq(line_addr)]
+                with m.If(self.tag_cmd_ready):
+                    m.next = "DECIDE"
+
+            with m.State("DECIDE"):
+                m.d.comb += self.own_req.eq(1)
+                with m.If(self.tag_resp_valid):
+                    mstate = resp.dir.mstate
+                    home_read = is_home & ~write & ((mstate == MemoryState.HOME) | (mstate == MemoryState.FRESH))
+                    home_write = is_home & write & (mstate == MemoryState.HOME) & ~resp.dir.lock
+                    cache_ok = ~is_home & ~self.numa_mode & resp.hit
+                    cache_read = cache_ok & ~write & read_hit_states.bit_select(resp.tag.state, 1)
+                    cache_write = cache_ok & write & write_hit_states.bit_select(resp.tag.state, 1)
+                    m.d.sync += cache_way.eq(resp.way)
+                    with m.If(home_read):
+                        m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
+                        m.next = "READ_HOME"
+                    with m.Elif(home_write):
+                        m.d.sync += ctr.home_write_hits.eq(ctr.home_write_hits + 1)
+                        m.next = "WRITE_HOME"
+                    with m.Elif(cache_read):
+                        m.d.sync += [ctr.cache_read_hits.eq(ctr.cache_read_hits + 1), kind_cache.eq(1),
+                                     word_index.eq(cache_data_index(set_index, resp.way, word, self.ways))]
+                        m.next = "READ_CACHE"
+                    with m.Elif(cache_write):
+                        m.d.sync += [ctr.cache_write_hits.eq(ctr.cache_write_hits + 1), kind_cache.eq(1),
+                                     word_index.eq(cache_data_index(set_index, resp.way, word, self.ways))]
+                        m.next = "WRITE_CACHE"
+                    with m.Else():
+                        with m.If(write):
+                            m.d.sync += ctr.write_misses.eq(ctr.write_misses + 1)
+                        with m.Else():
+                            m.d.sync += ctr.read_misses.eq(ctr.read_misses + 1)
+                        m.next = "MISS"
+
+            # --- hits: memory reads into the FIFO, memory writes from the host's beats -----------
+            for state, space in (("READ_HOME", MemSpace.HOME), ("READ_CACHE", MemSpace.CACHE),
+                                 ("READ_PRIVATE", MemSpace.PRIVATE)):
+                with m.State(state):
+                    m.d.comb += self.own_req.eq(1)
+                    with m.If(issued != count):
+                        m.d.comb += [mem.cmd.valid.eq(1), mem.cmd.payload.space.eq(space),
+                                     mem.cmd.payload.index.eq(word_index)]
+                        with m.If(mem.cmd.ready):
+                            m.d.sync += [issued.eq(issued + 1), word_index.eq(word_index + 1)]
+                    with m.Else():
+                        m.next = "HIT_DONE"
+            for state, space in (("WRITE_HOME", MemSpace.HOME), ("WRITE_CACHE", MemSpace.CACHE),
+                                 ("WRITE_PRIVATE", MemSpace.PRIVATE)):
+                with m.State(state):
+                    m.d.comb += self.own_req.eq(1)
+                    with m.If(issued != count):
+                        m.d.comb += [mem.cmd.valid.eq(line.wdata.valid), mem.cmd.payload.space.eq(space),
+                                     mem.cmd.payload.index.eq(word_index),
+                                     mem.cmd.payload.write.eq(1),
+                                     mem.cmd.payload.data.eq(line.wdata.payload.data),
+                                     mem.cmd.payload.be.eq(line.wdata.payload.be),
+                                     line.wdata.ready.eq(mem.cmd.ready)]
+                        with m.If(line.wdata.valid & mem.cmd.ready):
+                            m.d.sync += [issued.eq(issued + 1), word_index.eq(word_index + 1)]
+                    with m.Else():
+                        m.next = "HIT_DONE"
+
+            with m.State("HIT_DONE"):
+                # Update the LRU of a cache hit, then let the sequencer have the card.
+                m.d.comb += self.own_req.eq(kind_cache)
+                with m.If(kind_cache):
+                    m.d.comb += [self.tag_cmd_valid.eq(1), self.tag_cmd.op.eq(TagOp.TOUCH),
+                                 self.tag_cmd.addr.eq(line_addr), self.tag_cmd.way.eq(cache_way)]
+                    with m.If(self.tag_cmd_ready):
+                        m.d.sync += kind_cache.eq(0)
+                with m.Else():
+                    m.next = "ANSWER"
+
+            with m.State("ANSWER"):
+                with m.If(write):
+                    m.d.comb += [line.resp.valid.eq(1), line.resp.payload.last.eq(1)]
+                    with m.If(line.resp.ready):
+                        finish_access()
+                        m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [line.resp.valid.eq(read_fifo.r_rdy),
+                                 line.resp.payload.data.eq(read_fifo.r_data),
+                                 line.resp.payload.last.eq(moved + 1 == count),
+                                 read_fifo.r_en.eq(line.resp.ready)]
+                    with m.If(read_fifo.r_rdy & line.resp.ready):
+                        m.d.sync += moved.eq(moved + 1)
+                        with m.If(moved + 1 == count):
+                            finish_access()
+                            m.next = "IDLE"
+
+            # --- misses: hand over to the sequencer, pass its answer back ------------------------
+            with m.State("MISS"):
+                m.d.comb += [remote.miss.valid.eq(1),
+                             remote.miss.payload.kind.eq(Mux(write, LocalKind.WRITE, LocalKind.READ)),
+                             remote.miss.payload.addr.eq(line_addr),
+                             remote.miss.payload.word.eq(word),
+                             remote.miss.payload.count.eq(count)]
+                with m.If(remote.miss.ready):
+                    m.d.sync += [ctr.last_handoff.eq(now - start), moved.eq(0)]
+                    with m.If(write):
+                        m.next = "MISS_DATA"
+                    with m.Else():
+                        m.next = "MISS_WAIT"
+            with m.State("MISS_DATA"):
+                # 16 beats, one per word of the line; the host's beats at their positions.
+                inside = (moved >= word) & (moved < word + count)
+                m.d.comb += [remote.miss_data.valid.eq(~inside | line.wdata.valid),
+                             remote.miss_data.payload.data.eq(Mux(inside, line.wdata.payload.data, 0)),
+                             remote.miss_data.payload.be.eq(Mux(inside, line.wdata.payload.be, 0)),
+                             line.wdata.ready.eq(inside & remote.miss_data.ready)]
+                with m.If(remote.miss_data.valid & remote.miss_data.ready):
+                    m.d.sync += moved.eq(moved + 1)
+                    with m.If(moved == LINE_WORDS - 1):
+                        m.next = "MISS_WAIT"
+            with m.State("MISS_WAIT"):
+                m.d.comb += [line.resp.payload.eq(remote.done.payload), line.resp.valid.eq(remote.done.valid),
+                             remote.done.ready.eq(line.resp.ready)]
+                with m.If(remote.done.valid & line.resp.ready & remote.done.payload.last):
+                    with m.If(remote.done.payload.error):
+                        m.d.sync += ctr.errors.eq(ctr.errors + 1)
+                    finish_access()
+                    m.next = "IDLE"
+
+            # --- refused: drain the write beats, answer errors -------------------------------------
+            with m.State("REFUSE"):
+                with m.If(write & (moved != count)):
+                    m.d.comb += line.wdata.ready.eq(1)
+                    with m.If(line.wdata.valid):
+                        m.d.sync += moved.eq(moved + 1)
+                with m.Else():
+                    last = write | (issued + 1 >= count)
+                    m.d.comb += [line.resp.valid.eq(1), line.resp.payload.error.eq(1),
+                                 line.resp.payload.last.eq(last)]
+                    with m.If(line.resp.ready):
+                        m.d.sync += issued.eq(issued + 1)
+                        with m.If(last):
+                            m.d.sync += ctr.errors.eq(ctr.errors + 1)
+                            m.next = "IDLE"
+
+            # --- flush: the sequencer rolls every valid line out ------------------------------------
+            with m.State("FLUSH"):
+                m.d.comb += [remote.miss.valid.eq(1),
+                             remote.miss.payload.kind.eq(LocalKind.FLUSH)]
+                with m.If(remote.miss.ready):
+                    m.next = "FLUSH_WAIT"
+            with m.State("FLUSH_WAIT"):
+                m.d.comb += remote.done.ready.eq(1)
+                with m.If(remote.done.valid & remote.done.payload.last):
+                    m.next = "IDLE"
+        m.d.comb += self.flush_busy.eq(flush_pending | fsm.ongoing("FLUSH") | fsm.ongoing("FLUSH_WAIT"))
+
+        with m.If(self.refused_upstream):
+            m.d.sync += ctr.errors.eq(ctr.errors + 1)
+        with m.If(self.clear_counters):    # last assignment wins over the increments above
+            m.d.sync += [getattr(ctr, name).eq(0) for name in LacCounters.NAMES]
+
+        # Read data of hits: memory -> FIFO (the FIFO holds a whole line, so reads never stall).
+        m.d.comb += [read_fifo.w_data.eq(mem.rdata), read_fifo.w_en.eq(mem.rvalid)]
+        return m

@@ -1,0 +1,127 @@
+"""The card's local side: everything a host access touches before it needs another node.
+
+Host port -> burst splitter -> local access controller, with the tag SRAM, the memory controller
+and the ownership arbiter shared with the sequencer (the remote access controller), whose ports
+come out of this component: the miss interface, a second tag command port, the memory
+controller's remote port and its ownership request. Registers: ``regmap.LAC``.
+"""
+
+from dataclasses import dataclass
+
+from amaranth import Module, Mux
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from . import regmap, wishbone
+from .burst_splitter import BurstSplitter
+from .coherence import LINE_BYTES, NODE_ID_BITS
+from .host_port import HostAddressMap, HostPortSignature
+from .local_access_controller import LacCounters, LocalAccessController, MissSignature
+from .memory_controller import MemoryController, MemoryPortSignature
+from .ownership import Ownership
+from .register_bank import RegisterBank
+from .tag_store import LOOKUP_LATENCY, TagStore, command_layout, response_layout
+
+
+@dataclass(frozen=True)
+class CacheGeometry:
+    sets: int = 64
+    ways: int = 4
+
+    def __post_init__(self):
+        for name in ("sets", "ways"):
+            v = getattr(self, name)
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"{name} must be a power of two, not {v}")
+
+    @property
+    def set_bits(self):
+        return (self.sets - 1).bit_length()
+
+    @property
+    def way_bits(self):
+        return (self.ways - 1).bit_length()
+
+
+class RemoteSideSignature(wiring.Signature):
+    """What the sequencer uses of the local side (the sequencer's view)."""
+
+    def __init__(self, geometry):
+        super().__init__({
+            "tag_cmd_valid": Out(1),
+            "tag_cmd_ready": In(1),
+            "tag_cmd": Out(command_layout(geometry.set_bits, geometry.way_bits)),
+            "tag_resp_valid": In(1),
+            "tag_resp": In(response_layout(geometry.way_bits)),
+            "mem": Out(MemoryPortSignature()),
+            "own_req": Out(1),
+            "own_grant": In(1),
+        })
+
+
+class LocalSide(wiring.Component):
+    def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry()):
+        self.amap, self.geometry = address_map, geometry
+        super().__init__({
+            "host": In(HostPortSignature()),
+            "miss": Out(MissSignature()),
+            "remote": In(RemoteSideSignature(geometry)),
+            "bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
+            "node_id": In(NODE_ID_BITS),
+            "node_ready": In(1),
+            "numa_mode": In(1),
+            "counters": Out(LacCounters()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g, amap = self.geometry, self.amap
+        slice_lines = amap.slice_bytes // LINE_BYTES
+        m.submodules.splitter = splitter = BurstSplitter()
+        m.submodules.lac = lac = LocalAccessController(address_map=amap, sets=g.sets, ways=g.ways)
+        m.submodules.tags = tags = TagStore(sets=g.sets, ways=g.ways, slice_lines=slice_lines)
+        m.submodules.memory = memory = MemoryController(
+            home_words=amap.slice_bytes // 4, cache_words=g.sets * g.ways * LINE_BYTES // 4,
+            private_words=amap.private_bytes // 4)
+        m.submodules.ownership = own = Ownership()
+        m.submodules.bank = bank = RegisterBank(regmap.LAC)
+
+        wiring.connect(m, wiring.flipped(self.host), splitter.host)
+        wiring.connect(m, splitter.line, lac.line)
+        wiring.connect(m, lac.remote, wiring.flipped(self.miss))
+        wiring.connect(m, lac.mem, memory.local)
+        wiring.connect(m, wiring.flipped(self.remote.mem), memory.remote)
+        wiring.connect(m, wiring.flipped(self.bus), bank.bus)
+        m.d.comb += [
+            lac.node_id.eq(self.node_id), lac.node_ready.eq(self.node_ready),
+            lac.numa_mode.eq(self.numa_mode), lac.refused_upstream.eq(splitter.refused),
+            own.local_req.eq(lac.own_req), lac.own_grant.eq(own.local_grant),
+            own.remote_req.eq(self.remote.own_req), self.remote.own_grant.eq(own.remote_grant),
+        ]
+        # The tag SRAM's command port belongs to whoever owns the card.
+        remote_owns = own.remote_grant
+        m.d.comb += [
+            tags.cmd_valid.eq(Mux(remote_owns, self.remote.tag_cmd_valid, lac.tag_cmd_valid)),
+            tags.cmd.eq(Mux(remote_owns, self.remote.tag_cmd, lac.tag_cmd)),
+            lac.tag_cmd_ready.eq(tags.cmd_ready & ~remote_owns),
+            self.remote.tag_cmd_ready.eq(tags.cmd_ready & remote_owns),
+            lac.tag_resp_valid.eq(tags.resp_valid), lac.tag_resp.eq(tags.resp),
+            self.remote.tag_resp_valid.eq(tags.resp_valid), self.remote.tag_resp.eq(tags.resp),
+        ]
+
+        # Registers.
+        command = regmap.LAC.register("COMMAND")
+        geometry = regmap.LAC.register("GEOMETRY")
+        m.d.comb += [
+            lac.flush.eq(bank.command.w_stb & bank.command.w_data[command.field("FLUSH").lsb]),
+            lac.clear_counters.eq(bank.command.w_stb & bank.command.w_data[command.field("CLEAR_COUNTERS").lsb]),
+            bank.status.value.eq(lac.flush_busy),
+            bank.geometry.value.eq(
+                g.ways << geometry.field("WAYS").lsb | g.set_bits << geometry.field("SET_BITS").lsb |
+                amap.slice_bits << geometry.field("SLICE_BITS").lsb |
+                LOOKUP_LATENCY << geometry.field("LOOKUP_LATENCY").lsb),
+        ]
+        for name in LacCounters.NAMES:
+            m.d.comb += [bank.port(name).value.eq(getattr(lac.counters, name)),
+                         getattr(self.counters, name).eq(getattr(lac.counters, name))]
+        return m

