@@ -199,4 +199,4 @@ LAC = Block("lac", base=0x0100, size=0x100, doc="Local access controller and net
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
 #:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
-CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC))
+CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL,))   # LAC joins when the card instantiates it
