@@ -195,6 +195,45 @@ LAC = Block("lac", base=0x0100, size=0x100, doc="Local access controller and net
     *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(LAC_COUNTERS)),
 ))
 
+#: Event counters of the sequencer, in register order (32 bits): the microcode's COUNT events
+#: (microcode.isa.Counter, same order) then the sequencer's own.
+RAC_COUNTERS = (
+    ("PROTOCOL_ERRORS", "requests a correct protocol run never sends (must stay 0)"),
+    ("NACKS_SENT", "requests answered NACK (line in a transient state)"),
+    ("ROLLOUTS", "lines rolled out of the network cache"),
+    ("PURGES", "lines invalidated here by a writer"),
+    ("MIXED_MODE", "uncached accesses refused because another node caches the line"),
+    ("RETRY_LIMITS", "local accesses abandoned after too many retries"),
+    ("COUNTER6", "reserved"),
+    ("COUNTER7", "reserved"),
+    ("RUNS", "microprogram runs"),
+    ("INSTRUCTIONS", "micro-instructions executed"),
+    ("REQUESTS", "requests received"),
+    ("RESPONSES", "responses received"),
+    ("DROPPED_RESPONSES", "responses nobody was waiting for"),
+    ("SEND_STALLS", "SENDs suspended because the outgoing queue was full"),
+    ("FAILED_SENDS", "packets the ring link gave up on"),
+    ("NOT_READY_REPLIES", "requests refused before the control store was loaded"),
+)
+
+RAC = Block("rac", base=0x0200, size=0x100, doc="Remote access controller (microprogrammed sequencer)", registers=(
+    Register("CTRL", 0x00, Access.RW, "Control", width=8, fields=(
+        Field("LOADED", 0, doc="the control store holds a verified image: serve remote traffic"),
+    )),
+    Register("STATUS", 0x04, Access.RO, "Status", width=16, fields=(
+        Field("LOADED", 0), Field("WRITE_REFUSED", 1, doc="a write to the loaded control store was ignored"),
+        Field("BUSY_CONTEXTS", 8, 5, "transaction-buffer entries in use"),
+    )),
+    Register("UCODE_ADDR", 0x08, Access.WO, "Set the control-store address", width=16),
+    Register("UCODE_POS", 0x0C, Access.RO, "Current control-store address", width=16),
+    Register("UCODE_WDATA_LO", 0x10, Access.RW, "Low word of the next control-store write"),
+    Register("UCODE_WDATA_HI", 0x14, Access.WO, "High word: writes {HI, LO} at the address, then address + 1"),
+    Register("UCODE_RDATA_LO", 0x18, Access.RO, "Low word of the control store at the address"),
+    Register("UCODE_RDATA_HI", 0x1C, Access.RO, "High word of the control store at the address"),
+    Register("UCODE_DEPTH", 0x20, Access.RO, "Words in the control store", width=16),
+    *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RAC_COUNTERS)),
+))
+
 #: Where each block of the card lives in the 64 KiB register window. Reserved ahead so blocks
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)

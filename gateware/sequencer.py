@@ -1,0 +1,724 @@
+"""The remote access controller's sequencer: runs the microcode of the control store.
+
+It executes :mod:`microcode.isa` with the semantics of the instruction-set simulator
+(:mod:`microcode.model`), on the card's real tag SRAM and memories:
+
+* **Contexts.** ``num_transactions`` transaction-buffer entries for local misses, plus a handler
+  context for incoming requests. The active context's registers are flops; a suspended context
+  is saved in a context memory. Per context: a 16-word line buffer; per transaction entry: the
+  host's write data and byte enables.
+* **Scheduling** (when no context runs): an incoming response resumes the context waiting for it;
+  an incoming request starts the handler at its vector; a miss from the local access controller
+  takes a free transaction entry; a context whose backoff timer expired resumes. A run takes
+  ownership of the tags and memories and keeps it until ``WAIT``, ``BACKOFF`` or ``END``.
+* **No blocking on the network.** ``SEND`` finds the outgoing queue full: the context suspends
+  and retries the ``SEND`` later. Replies never wait long: the ring link accepts a request only
+  with a slot reserved for its reply.
+* **Not loaded.** Until the control store is loaded, requests are answered ``NOT_READY`` and
+  local misses complete with an error, without any microcode.
+"""
+
+from amaranth import Module, Signal, Cat, Const, Mux, C
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from . import coherence as coh
+from .coherence import CacheState, LINE_BYTES, MemoryState, NODE_ID_BITS
+from .host_port import ResponseLayout
+from .local_access_controller import MissSignature
+from .local_side import CacheGeometry, RemoteSideSignature
+from .memory_controller import MemSpace
+from .microcode import isa
+from .microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
+from .sci_layouts import HeaderLayout
+from .sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
+from .tag_store import TagOp, cache_data_index, set_of_line
+
+LINE_WORDS = LINE_BYTES // 4
+PointerLayout = data.StructLayout({"id": NODE_ID_BITS, "valid": 1})
+
+ContextLayout = data.StructLayout({
+    "pc": isa.TARGET_BITS, "ret": isa.TARGET_BITS, "addr": 32, "vaddr": 32,
+    "kind": 2, "lword": 4, "lcount": 5,
+    "state": 4, "mstate": 2, "locked": 1,
+    "head": PointerLayout, "ptr": PointerLayout, "fwd": PointerLayout, "bwd": PointerLayout,
+    "flags": 6, "retries": 8, "way": 3, "hit": 1, "victim": 1, "no_way": 1,
+    "scan": 16, "scan_done": 1,
+})
+
+EXTRA_COUNTERS = ("runs", "instructions", "requests", "responses", "dropped_responses",
+                  "send_stalls", "failed_sends", "not_ready_replies")
+
+
+class SequencerCounters(wiring.Signature):
+    NAMES = tuple(c.name.lower() for c in isa.Counter) + EXTRA_COUNTERS
+
+    def __init__(self):
+        super().__init__({name: Out(32) for name in self.NAMES})
+
+
+def _state_mask(states):
+    value = 0
+    for s in states:
+        value |= 1 << int(s)
+    return Const(value, 16)
+
+
+def _command_vector(cmd):
+    """Amaranth version of isa.command_index."""
+    expr = Const(isa.INVALID_COMMAND_SLOT, 4)
+    for c in Command:
+        expr = Mux(cmd == int(c), isa.command_index(c), expr)
+    return expr
+
+
+class Sequencer(wiring.Component):
+    def __init__(self, *, geometry=CacheGeometry(), slice_lines, num_transactions=isa.NUM_TRANSACTIONS,
+                 retry_limit=255, backoff_base=16, backoff_max_shift=8, send_retry_delay=16):
+        if not 1 <= num_transactions <= isa.NUM_TRANSACTIONS:
+            raise ValueError(f"1..{isa.NUM_TRANSACTIONS} transaction entries")
+        if backoff_base & (backoff_base - 1):
+            raise ValueError("backoff_base must be a power of two")
+        self.geometry = geometry
+        self.slice_lines = slice_lines
+        self.num_txn = num_transactions
+        self.retry_limit = retry_limit
+        self.backoff_base = backoff_base
+        self.backoff_max_shift = backoff_max_shift
+        self.send_retry_delay = send_retry_delay
+        super().__init__({
+            "node_id": In(NODE_ID_BITS),
+            "numa_mode": In(1),
+            "loaded": In(1),
+            "fetch_addr": Out(isa.TARGET_BITS),
+            "fetch_data": In(isa.WORD_BITS),
+            "miss": In(MissSignature()),
+            "local": Out(RemoteSideSignature(geometry)),
+            "send_header": Out(stream.Signature(HeaderLayout)),
+            "send_data": Out(stream.Signature(32)),
+            "recv_header": In(stream.Signature(HeaderLayout)),
+            "recv_data": In(stream.Signature(32)),
+            "failed": In(stream.Signature(HeaderLayout)),
+            "busy_contexts": Out(range(isa.NUM_TRANSACTIONS + 2)),
+            "counters": Out(SequencerCounters()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.geometry
+        N = self.num_txn
+        HANDLER = isa.HANDLER_CONTEXT
+        ctr = self.counters
+        tag = self.local
+
+        def count(name, cond=None):
+            stmt = getattr(ctr, name).eq(getattr(ctr, name) + 1)
+            if cond is None:
+                m.d.sync += stmt
+            else:
+                with m.If(cond):
+                    m.d.sync += stmt
+
+        # --- storage -----------------------------------------------------------------------------
+        m.submodules.contexts = ctx_mem = Memory(shape=ContextLayout, depth=32, init=[])
+        ctx_rd, ctx_wr = ctx_mem.read_port(), ctx_mem.write_port()
+        m.submodules.line_buffers = lb_mem = Memory(shape=32, depth=32 * LINE_WORDS, init=[])
+        lb_rd, lb_wr = lb_mem.read_port(), lb_mem.write_port()
+        m.submodules.host_data = hd_mem = Memory(shape=32, depth=isa.NUM_TRANSACTIONS * LINE_WORDS, init=[])
+        hd_rd, hd_wr = hd_mem.read_port(), hd_mem.write_port()
+        m.submodules.host_be = hbe_mem = Memory(shape=LINE_BYTES, depth=isa.NUM_TRANSACTIONS, init=[])
+        hbe_rd, hbe_wr = hbe_mem.read_port(), hbe_mem.write_port()
+        m.submodules.message_data = md_mem = Memory(shape=32, depth=LINE_WORDS, init=[])
+        md_rd, md_wr = md_mem.read_port(), md_mem.write_port()
+
+        r = Signal(ContextLayout)          # the running context's registers
+        ctx = Signal(5)                    # its index
+        msg = Signal(HeaderLayout)         # the packet that started or resumed the run
+        hbe = Signal(LINE_BYTES)           # its host byte enables (transaction contexts)
+        instr = Signal(isa.WORD_BITS)
+
+        busy = Signal(N)
+        waiting = Signal(N)
+        timer_on = Signal(N)
+        timers = [Signal(16, name=f"timer{i}") for i in range(N)]
+        for i, t in enumerate(timers):
+            with m.If(timer_on[i] & (t != 0)):
+                m.d.sync += t.eq(t - 1)
+        expired = Cat(*[timer_on[i] & (timers[i] == 0) for i in range(N)])
+        m.d.comb += self.busy_contexts.eq(sum(busy[i] for i in range(N)))
+
+        lfsr = Signal(16, init=0xACE1)
+        m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
+
+        free_ctx = Signal(4)
+        have_free = Signal()
+        for i in reversed(range(N)):
+            with m.If(~busy[i]):
+                m.d.comb += [free_ctx.eq(i), have_free.eq(1)]
+        expired_ctx = Signal(4)
+        for i in reversed(range(N)):
+            with m.If(expired[i]):
+                m.d.comb += expired_ctx.eq(i)
+
+        # --- decoded instruction fields ---------------------------------------------------------
+        def field(name):
+            lsb, width = isa.FIELDS[name]
+            return instr[lsb:lsb + width]
+
+        op, fa, fb, fc, fd, imm, target = (field(n) for n in ("op", "a", "b", "c", "d", "imm", "target"))
+        pc_next = r.pc + 1
+
+        home_of_addr = r.addr[ADDR_HOME_SHIFT:]
+        is_home = home_of_addr == self.node_id
+
+        def pointer_source(sel):
+            """(id, valid) of a Ptr source."""
+            value = Signal(PointerLayout)
+            with m.Switch(sel):
+                with m.Case(Ptr.PTR):
+                    m.d.comb += value.eq(r.ptr)
+                with m.Case(Ptr.FWD):
+                    m.d.comb += value.eq(r.fwd)
+                with m.Case(Ptr.BWD):
+                    m.d.comb += value.eq(r.bwd)
+                with m.Case(Ptr.HEAD):
+                    m.d.comb += value.eq(r.head)
+                with m.Case(Ptr.M_SRC):
+                    m.d.comb += [value.id.eq(msg.source), value.valid.eq(1)]
+                with m.Case(Ptr.M_PTR):
+                    m.d.comb += [value.id.eq(msg.ptr), value.valid.eq(msg.ptr_valid)]
+                with m.Case(Ptr.SELF):
+                    m.d.comb += [value.id.eq(self.node_id), value.valid.eq(1)]
+            return value
+
+        def flag_source(sel):
+            return Mux(sel == FlagSrc.ONE, 1,
+                       Mux(sel == FlagSrc.F_GONE, r.flags[Flag.GONE],
+                           Mux(sel == FlagSrc.F_DIRTY, r.flags[Flag.DIRTY], 0)))
+
+        # Conditions.
+        cond = Signal()
+        status = msg.status
+        cond_values = {
+            Cond.ALWAYS: C(1, 1),
+            Cond.M_OK: status == Status.OK,
+            Cond.M_NACK: status == Status.NACK,
+            Cond.M_ERROR: (status == Status.ERROR) | (status == Status.NOT_READY),
+            Cond.M_PTR_V: msg.ptr_valid,
+            Cond.M_FLAG: msg.flag,
+            Cond.M_HAS_DATA: msg.has_data,
+            Cond.HIT: r.hit,
+            Cond.VICTIM: r.victim,
+            Cond.NO_WAY: r.no_way,
+            Cond.LOCKED: r.locked,
+            Cond.SRC_IS_HEAD: r.head.valid & (r.head.id == msg.source),
+            Cond.SRC_IS_FWD: r.fwd.valid & (r.fwd.id == msg.source),
+            Cond.SRC_IS_BWD: r.bwd.valid & (r.bwd.id == msg.source),
+            Cond.FWD_V: r.fwd.valid,
+            Cond.BWD_V: r.bwd.valid,
+            Cond.RETRY_MAX: r.retries >= self.retry_limit,
+            Cond.NUMA: self.numa_mode,
+            Cond.IS_HOME: is_home,
+            Cond.SCAN_DONE: r.scan_done,
+            Cond.PTR_V: r.ptr.valid,
+        }
+        for flag, c in isa.FLAG_CONDS.items():
+            cond_values[c] = r.flags[flag]
+        with m.Switch(fa):
+            for c, v in cond_values.items():
+                with m.Case(c):
+                    m.d.comb += cond.eq(v)
+
+        dispatch_value = Signal(4)
+        with m.Switch(fa):
+            with m.Case(Field.STATE):
+                m.d.comb += dispatch_value.eq(r.state)
+            with m.Case(Field.MSTATE):
+                m.d.comb += dispatch_value.eq(r.mstate)
+            with m.Case(Field.M_MSTATE):
+                m.d.comb += dispatch_value.eq(msg.mstate)
+            with m.Case(Field.KIND):
+                m.d.comb += dispatch_value.eq(r.kind)
+
+        # Memory-side addresses of the current line.
+        set_index = set_of_line(r.addr, g.sets)
+        line_offset_words = r.addr[6:ADDR_HOME_SHIFT] << 4     # home slice word index of word 0
+        cache_word0 = cache_data_index(set_index, r.way, 0, g.ways)
+
+        has_fwd = _state_mask([s for s in CacheState if coh.has_forward(s)])
+        has_bwd = _state_mask([s for s in CacheState if coh.has_backward(s)])
+        stable = _state_mask(coh.STABLE_VALID)
+
+        # --- line-buffer engines ------------------------------------------------------------------
+        i = Signal(5)           # issue counter
+        j = Signal(5)           # completion counter
+        lb_base = Cat(Const(0, 4), ctx)           # line buffer word 0 of the context
+        pipe_valid = Signal()                      # the LB read port holds the word at index i-1
+        stream_start = Signal(4)
+        stream_count = Signal(5)
+        stream_dst = Signal(2)                     # 0: memory write, 1: send_data, 2: done
+        DST_MEM, DST_SEND, DST_DONE = 0, 1, 2
+        mem_space = Signal(2)
+        mem_index0 = Signal(24)
+        done_error = Signal()
+
+        # Default port controls.
+        m.d.comb += [lb_rd.en.eq(0), ctx_rd.en.eq(1), hd_rd.en.eq(1), md_rd.en.eq(1), hbe_rd.en.eq(1)]
+
+        tcmd = Signal.like(tag.tag_cmd)   # the tag SRAM command of the instruction being executed
+        after = Signal(isa.TARGET_BITS)   # pc to continue at after a multi-cycle op
+        op_q, fa_q, fb_q, fc_q, fd_q = (Signal(6, name=f"{n}_q") for n in ("op", "a", "b", "c", "d"))
+        imm_q = Signal(16)
+        # A run owns the tags and memories from its first instruction to WAIT/BACKOFF/END.
+        running = Signal()
+
+        def finish(new_pc=None):
+            m.d.sync += r.pc.eq(after if new_pc is None else new_pc)
+            m.next = "FETCH"
+
+        with m.FSM() as fsm:
+            # ============================ scheduling ============================================
+            with m.State("IDLE"):
+                hdr = self.recv_header.payload
+                with m.If(self.recv_header.valid):
+                    m.d.comb += self.recv_header.ready.eq(1)
+                    m.d.sync += [msg.eq(hdr), j.eq(0)]
+                    with m.If(hdr.ptype == PacketType.RESPONSE):
+                        count("responses")
+                        resumable = (hdr.tid < N) & waiting.bit_select(hdr.tid[:4], 1) & self.loaded
+                        with m.If(resumable):
+                            m.d.sync += [ctx.eq(hdr.tid), waiting.bit_select(hdr.tid[:4], 1).eq(0)]
+                            m.next = "MSG_DATA"
+                        with m.Else():
+                            count("dropped_responses")
+                            m.next = "DROP_DATA"
+                    with m.Elif(hdr.ptype == PacketType.REQUEST):
+                        count("requests")
+                        with m.If(self.loaded):
+                            m.d.sync += ctx.eq(HANDLER)
+                            m.next = "MSG_DATA"
+                        with m.Else():
+                            count("not_ready_replies")
+                            m.next = "NOT_READY"
+                    with m.Else():
+                        m.next = "DROP_DATA"
+                with m.Elif(self.failed.valid):
+                    m.d.comb += self.failed.ready.eq(1)
+                    f = self.failed.payload
+                    count("failed_sends")
+                    mine = (f.ptype == PacketType.REQUEST) & (f.tid < N) & waiting.bit_select(f.tid[:4], 1)
+                    with m.If(mine):
+                        # The request could not be delivered: its answer is an error.
+                        m.d.sync += [msg.eq(f), msg.ptype.eq(PacketType.RESPONSE), msg.status.eq(Status.ERROR),
+                                     msg.has_data.eq(0), ctx.eq(f.tid), waiting.bit_select(f.tid[:4], 1).eq(0)]
+                        m.next = "RESTORE"
+                with m.Elif(self.miss.miss.valid & (have_free | ~self.loaded)):
+                    mp = self.miss.miss.payload
+                    m.d.comb += self.miss.miss.ready.eq(1)
+                    m.d.sync += [ctx.eq(free_ctx), j.eq(0), hbe.eq(0),
+                                 r.eq(0), r.addr.eq(mp.addr), r.kind.eq(mp.kind), r.lword.eq(mp.word),
+                                 r.lcount.eq(mp.count), r.pc.eq(isa.local_vector(0) + mp.kind)]
+                    with m.If(~self.loaded):
+                        m.d.sync += [done_error.eq(1)]
+                        m.next = "REFUSE_MISS"
+                    with m.Else():
+                        m.d.sync += busy.bit_select(free_ctx, 1).eq(1)
+                        with m.If(mp.kind == isa.LocalKind.WRITE):
+                            m.next = "HOST_DATA"
+                        with m.Else():
+                            m.next = "SAVE_HBE"
+                with m.Elif(expired.any()):
+                    m.d.sync += [ctx.eq(expired_ctx), timer_on.bit_select(expired_ctx, 1).eq(0)]
+                    m.next = "RESTORE"
+
+            # An incoming packet's data block into the message buffer.
+            with m.State("MSG_DATA"):
+                with m.If(msg.has_data & (j != LINE_WORDS)):
+                    m.d.comb += [self.recv_data.ready.eq(1), md_wr.addr.eq(j[:4]),
+                                 md_wr.data.eq(self.recv_data.payload), md_wr.en.eq(self.recv_data.valid)]
+                    with m.If(self.recv_data.valid):
+                        m.d.sync += j.eq(j + 1)
+                with m.Else():
+                    with m.If(ctx == HANDLER):
+                        m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
+                        m.next = "OWN"
+                    with m.Else():
+                        m.next = "RESTORE"
+
+            with m.State("DROP_DATA"):
+                with m.If(msg.has_data & (j != LINE_WORDS)):
+                    m.d.comb += self.recv_data.ready.eq(1)
+                    with m.If(self.recv_data.valid):
+                        m.d.sync += j.eq(j + 1)
+                with m.Else():
+                    m.next = "IDLE"
+
+            # Control store not loaded: answer NOT_READY without microcode.
+            with m.State("NOT_READY"):
+                with m.If(msg.has_data & (j != LINE_WORDS)):
+                    m.d.comb += self.recv_data.ready.eq(1)
+                    with m.If(self.recv_data.valid):
+                        m.d.sync += j.eq(j + 1)
+                with m.Else():
+                    h = self.send_header.payload
+                    m.d.comb += [self.send_header.valid.eq(1), h.target.eq(msg.source),
+                                 h.ptype.eq(PacketType.RESPONSE), h.cmd.eq(msg.cmd), h.tid.eq(msg.tid),
+                                 h.status.eq(Status.NOT_READY), h.addr.eq(msg.addr)]
+                    with m.If(self.send_header.ready):
+                        m.next = "IDLE"
+
+            with m.State("REFUSE_MISS"):
+                # drain the write data, then one error beat per word (reads) or one (writes)
+                with m.If((r.kind == isa.LocalKind.WRITE) & (j != LINE_WORDS)):
+                    m.d.comb += self.miss.miss_data.ready.eq(1)
+                    with m.If(self.miss.miss_data.valid):
+                        m.d.sync += j.eq(j + 1)
+                with m.Else():
+                    last = (r.kind != isa.LocalKind.READ) | (i + 1 >= r.lcount)
+                    m.d.comb += [self.miss.done.valid.eq(1), self.miss.done.payload.error.eq(1),
+                                 self.miss.done.payload.last.eq(last)]
+                    with m.If(self.miss.done.ready):
+                        m.d.sync += i.eq(i + 1)
+                        with m.If(last):
+                            m.d.sync += i.eq(0)
+                            m.next = "IDLE"
+
+            # A local write's data: 16 beats into the context's host buffer.
+            with m.State("HOST_DATA"):
+                beat = self.miss.miss_data.payload
+                m.d.comb += [self.miss.miss_data.ready.eq(1), hd_wr.addr.eq(Cat(j[:4], ctx[:4])),
+                             hd_wr.data.eq(beat.data), hd_wr.en.eq(self.miss.miss_data.valid)]
+                with m.If(self.miss.miss_data.valid):
+                    m.d.sync += [hbe.word_select(j[:4], 4).eq(beat.be), j.eq(j + 1)]
+                    with m.If(j == LINE_WORDS - 1):
+                        m.next = "SAVE_HBE"
+            with m.State("SAVE_HBE"):
+                m.d.comb += [hbe_wr.addr.eq(ctx[:4]), hbe_wr.data.eq(hbe), hbe_wr.en.eq(1)]
+                m.next = "OWN"
+
+            with m.State("RESTORE"):
+                m.d.comb += [ctx_rd.addr.eq(ctx), hbe_rd.addr.eq(ctx[:4])]
+                m.next = "RESTORE2"
+            with m.State("RESTORE2"):
+                m.d.sync += [r.eq(ctx_rd.data), hbe.eq(hbe_rd.data)]
+                m.next = "OWN"
+
+            with m.State("OWN"):
+                m.d.comb += tag.own_req.eq(1)
+                with m.If(tag.own_grant):
+                    count("runs")
+                    m.d.sync += running.eq(1)
+                    m.next = "FETCH"
+
+            # ============================ execution ============================================
+            with m.State("FETCH"):
+                m.d.comb += self.fetch_addr.eq(r.pc)
+                m.next = "EXEC"
+
+            with m.State("EXEC"):
+                m.d.comb += instr.eq(self.fetch_data)
+                m.d.sync += after.eq(pc_next)
+                count("instructions")
+                with m.Switch(op):
+                    with m.Case(isa.OPS["NOP"].code):
+                        finish(pc_next)
+                    with m.Case(isa.OPS["JMP"].code):
+                        finish(target)
+                    with m.Case(isa.OPS["BRT"].code):
+                        finish(Mux(cond, target, pc_next))
+                    with m.Case(isa.OPS["BRF"].code):
+                        finish(Mux(cond, pc_next, target))
+                    with m.Case(isa.OPS["DISP"].code):
+                        finish(target + dispatch_value)
+                    with m.Case(isa.OPS["CALL"].code):
+                        m.d.sync += r.ret.eq(pc_next)
+                        finish(target)
+                    with m.Case(isa.OPS["RET"].code):
+                        finish(r.ret)
+                    with m.Case(isa.OPS["WAIT"].code):
+                        m.d.sync += [r.pc.eq(pc_next), waiting.bit_select(ctx[:4], 1).eq(1)]
+                        m.next = "SAVE"
+                    with m.Case(isa.OPS["BACKOFF"].code):
+                        shift = Mux(r.retries > self.backoff_max_shift, self.backoff_max_shift, r.retries)
+                        jitter = lfsr[:(self.backoff_base - 1).bit_length()] if self.backoff_base > 1 else 0
+                        delay = (self.backoff_base << shift) + jitter
+                        with m.Switch(ctx[:4]):
+                            for k in range(N):
+                                with m.Case(k):
+                                    m.d.sync += timers[k].eq(delay)
+                        m.d.sync += [r.pc.eq(pc_next), timer_on.bit_select(ctx[:4], 1).eq(1),
+                                     r.retries.eq(Mux(r.retries == 255, 255, r.retries + 1))]
+                        m.next = "SAVE"
+                    with m.Case(isa.OPS["END"].code):
+                        with m.If(ctx != HANDLER):
+                            m.d.sync += busy.bit_select(ctx[:4], 1).eq(0)
+                        m.d.sync += running.eq(0)
+                        m.next = "IDLE"
+                    with m.Case(isa.OPS["SETF"].code):
+                        m.d.sync += r.flags.bit_select(fa[:3], 1).eq(1)
+                        finish(pc_next)
+                    with m.Case(isa.OPS["CLRF"].code):
+                        m.d.sync += r.flags.bit_select(fa[:3], 1).eq(0)
+                        finish(pc_next)
+                    with m.Case(isa.OPS["MOVP"].code):
+                        src = pointer_source(fb)
+                        with m.Switch(fa):
+                            for reg, name in ((Ptr.PTR, "ptr"), (Ptr.FWD, "fwd"), (Ptr.BWD, "bwd"), (Ptr.HEAD, "head")):
+                                with m.Case(reg):
+                                    m.d.sync += getattr(r, name).eq(src)
+                        finish(pc_next)
+                    with m.Case(isa.OPS["MOVS"].code):
+                        m.d.sync += r.state.eq(imm[:4])
+                        finish(pc_next)
+                    with m.Case(isa.OPS["CLRRETRY"].code):
+                        m.d.sync += r.retries.eq(0)
+                        finish(pc_next)
+                    with m.Case(isa.OPS["DIR_RD"].code, isa.OPS["C_LOOKUP"].code):
+                        m.d.sync += [tcmd.op.eq(TagOp.LOOKUP), tcmd.addr.eq(r.addr)]
+                        m.next = "TAG"
+                    with m.Case(isa.OPS["C_ALLOC"].code):
+                        m.d.sync += [tcmd.op.eq(TagOp.ALLOC), tcmd.addr.eq(r.addr)]
+                        m.next = "TAG"
+                    with m.Case(isa.OPS["DIR_WR"].code):
+                        head = pointer_source(fc)
+                        m.d.sync += [tcmd.op.eq(TagOp.WRITE_DIR), tcmd.addr.eq(r.addr),
+                                     tcmd.mstate.eq(Mux(fa == MStateSrc.IMM, imm[:2], r.mstate)),
+                                     tcmd.lock.eq(Mux(fb == Lock.SET, 1, Mux(fb == Lock.CLEAR, 0, r.locked))),
+                                     tcmd.head.eq(Mux(fc == Ptr.KEEP, r.head.id, head.id))]
+                        m.next = "TAG"
+                    with m.Case(isa.OPS["C_WR"].code):
+                        fwd_src, bwd_src = pointer_source(fb), pointer_source(fc)
+                        new_state = Mux(fa == StateSrc.IMM, imm[:4], r.state)
+                        m.d.sync += [tcmd.op.eq(TagOp.WRITE_TAG), tcmd.addr.eq(r.addr), tcmd.way.eq(r.way),
+                                     tcmd.state.eq(new_state),
+                                     tcmd.fwd.eq(Mux(fb == Ptr.KEEP, r.fwd.id, fwd_src.id)),
+                                     tcmd.bwd.eq(Mux(fc == Ptr.KEEP, r.bwd.id, bwd_src.id)),
+                                     r.state.eq(new_state)]
+                        m.next = "TAG"
+                    with m.Case(isa.OPS["C_TOUCH"].code):
+                        m.d.sync += [tcmd.op.eq(TagOp.TOUCH), tcmd.addr.eq(r.addr), tcmd.way.eq(r.way)]
+                        m.next = "TAG"
+                    with m.Case(isa.OPS["C_SCAN"].code):
+                        m.next = "SCAN"
+                    with m.Case(isa.OPS["SWAP_VICTIM"].code):
+                        m.d.sync += [r.addr.eq(r.vaddr), r.vaddr.eq(r.addr)]
+                        finish(pc_next)
+                    with m.Case(isa.OPS["RD_LINE"].code):
+                        m.d.sync += [i.eq(0), j.eq(0), r.flags[Flag.DATA].eq(1),
+                                     mem_space.eq(Mux(fa == Mem.HOME, MemSpace.HOME, MemSpace.CACHE)),
+                                     mem_index0.eq(Mux(fa == Mem.HOME, line_offset_words, cache_word0))]
+                        m.next = "RD_LINE"
+                    with m.Case(isa.OPS["WR_LINE"].code):
+                        m.d.sync += [i.eq(0), pipe_valid.eq(0), stream_start.eq(0), stream_count.eq(LINE_WORDS),
+                                     stream_dst.eq(DST_MEM),
+                                     mem_space.eq(Mux(fa == Mem.HOME, MemSpace.HOME, MemSpace.CACHE)),
+                                     mem_index0.eq(Mux(fa == Mem.HOME, line_offset_words, cache_word0))]
+                        m.next = "LB_STREAM"
+                    with m.Case(isa.OPS["M_TO_BUF"].code, isa.OPS["MERGE_HOST"].code, isa.OPS["MERGE_MSG"].code):
+                        m.d.sync += [i.eq(0), pipe_valid.eq(0)]
+                        with m.If(op == isa.OPS["M_TO_BUF"].code):
+                            m.d.sync += r.flags[Flag.DATA].eq(1)
+                        m.next = "MERGE"
+                    with m.Case(isa.OPS["SEND"].code, isa.OPS["REPLY"].code):
+                        m.next = "HEADER"
+                    with m.Case(isa.OPS["COMPLETE"].code):
+                        m.d.sync += [i.eq(0), pipe_valid.eq(0), done_error.eq(imm[:5] != Status.OK),
+                                     stream_start.eq(r.lword), stream_dst.eq(DST_DONE),
+                                     stream_count.eq(Mux(r.kind == isa.LocalKind.READ, r.lcount, 1))]
+                        m.next = "COMPLETE"
+                    with m.Case(isa.OPS["COUNT"].code):
+                        with m.Switch(fa):
+                            for counter in isa.Counter:
+                                with m.Case(counter):
+                                    count(counter.name.lower())
+                        finish(pc_next)
+                    with m.Default():
+                        count("protocol_error")
+                        m.d.sync += running.eq(0)
+                        m.next = "IDLE"
+                        with m.If(ctx != HANDLER):
+                            m.d.sync += busy.bit_select(ctx[:4], 1).eq(0)
+                # Keep the instruction for the multi-cycle states.
+                m.d.sync += Cat(op_q, fa_q, fb_q, fc_q, fd_q, imm_q).eq(Cat(op, fa, fb, fc, fd, imm))
+
+            # --- tag SRAM commands -------------------------------------------------------------
+            with m.State("TAG"):
+                m.d.comb += [tag.tag_cmd_valid.eq(1), tag.tag_cmd.eq(tcmd)]
+                with m.If(tag.tag_cmd_ready):
+                    with m.If((tcmd.op == TagOp.WRITE_TAG) | (tcmd.op == TagOp.WRITE_DIR) |
+                              (tcmd.op == TagOp.TOUCH)):
+                        finish()
+                    with m.Else():
+                        m.next = "TAG_WAIT"
+            with m.State("TAG_WAIT"):
+                resp = tag.tag_resp
+                with m.If(tag.tag_resp_valid):
+                    with m.If(op_q == isa.OPS["DIR_RD"].code):
+                        m.d.sync += [r.mstate.eq(resp.dir.mstate), r.locked.eq(resp.dir.lock),
+                                     r.head.id.eq(resp.dir.head), r.head.valid.eq(resp.dir.mstate != MemoryState.HOME)]
+                    with m.Elif(op_q == isa.OPS["C_LOOKUP"].code):
+                        st = Mux(resp.hit, resp.tag.state, CacheState.INVALID)
+                        m.d.sync += [r.hit.eq(resp.hit), r.state.eq(st),
+                                     r.fwd.id.eq(Mux(resp.hit, resp.tag.fwd, 0)),
+                                     r.fwd.valid.eq(resp.hit & has_fwd.bit_select(resp.tag.state, 1)),
+                                     r.bwd.id.eq(Mux(resp.hit, resp.tag.bwd, 0)),
+                                     r.bwd.valid.eq(resp.hit & has_bwd.bit_select(resp.tag.state, 1))]
+                        with m.If(resp.hit):
+                            m.d.sync += r.way.eq(resp.way)
+                    with m.Elif(op_q == isa.OPS["C_ALLOC"].code):
+                        m.d.sync += [r.victim.eq(resp.victim), r.no_way.eq(resp.no_way),
+                                     r.vaddr.eq(Cat(Const(0, 6), resp.victim_line))]
+                        with m.If(~resp.no_way):
+                            m.d.sync += r.way.eq(resp.way)
+                    finish()
+
+            # --- flush scan: next valid way -------------------------------------------------------
+            with m.State("SCAN"):
+                total = g.sets * g.ways
+                with m.If(r.scan >= total):
+                    m.d.sync += r.scan_done.eq(1)
+                    finish()
+                with m.Else():
+                    m.d.comb += [tag.tag_cmd_valid.eq(1), tag.tag_cmd.op.eq(TagOp.READ_WAY),
+                                 tag.tag_cmd.set.eq(r.scan >> max(0, g.way_bits)),
+                                 tag.tag_cmd.way.eq(r.scan & (g.ways - 1))]
+                    with m.If(tag.tag_cmd_ready):
+                        m.next = "SCAN_WAIT"
+            with m.State("SCAN_WAIT"):
+                resp = tag.tag_resp
+                with m.If(tag.tag_resp_valid):
+                    m.d.sync += r.scan.eq(r.scan + 1)
+                    with m.If(stable.bit_select(resp.tag.state, 1)):
+                        m.d.sync += [r.addr.eq(Cat(Const(0, 6), resp.tag.line)),
+                                     r.way.eq(r.scan & (g.ways - 1)), r.scan_done.eq(0)]
+                        finish()
+                    with m.Else():
+                        m.next = "SCAN"
+
+            # --- memory -> line buffer ------------------------------------------------------------
+            with m.State("RD_LINE"):
+                mem = tag.mem
+                with m.If(i != LINE_WORDS):
+                    m.d.comb += [mem.cmd.valid.eq(1), mem.cmd.payload.space.eq(mem_space),
+                                 mem.cmd.payload.index.eq(mem_index0 + i)]
+                    with m.If(mem.cmd.ready):
+                        m.d.sync += i.eq(i + 1)
+                m.d.comb += [lb_wr.addr.eq(lb_base | j[:4]), lb_wr.data.eq(mem.rdata), lb_wr.en.eq(mem.rvalid)]
+                with m.If(mem.rvalid):
+                    m.d.sync += j.eq(j + 1)
+                    with m.If(j == LINE_WORDS - 1):
+                        finish()
+
+            # --- line buffer -> memory / send_data / done, with back-pressure ----------------------
+            with m.State("LB_STREAM"):
+                sink_ready = Signal()
+                with m.Switch(stream_dst):
+                    with m.Case(DST_MEM):
+                        mem = tag.mem
+                        m.d.comb += [mem.cmd.valid.eq(pipe_valid), mem.cmd.payload.space.eq(mem_space),
+                                     mem.cmd.payload.index.eq(mem_index0 + i), mem.cmd.payload.write.eq(1),
+                                     mem.cmd.payload.data.eq(lb_rd.data), mem.cmd.payload.be.eq(0xF),
+                                     sink_ready.eq(mem.cmd.ready)]
+                    with m.Case(DST_SEND):
+                        m.d.comb += [self.send_data.valid.eq(pipe_valid), self.send_data.payload.eq(lb_rd.data),
+                                     sink_ready.eq(self.send_data.ready)]
+                    with m.Case(DST_DONE):
+                        d = self.miss.done
+                        m.d.comb += [d.valid.eq(pipe_valid), d.payload.data.eq(Mux(done_error, 0, lb_rd.data)),
+                                     d.payload.error.eq(done_error), d.payload.last.eq(i + 1 == stream_count),
+                                     sink_ready.eq(d.ready)]
+                # Read the next word when the port is empty or its word is being taken.
+                advance = ~pipe_valid | sink_ready
+                with m.If(pipe_valid & sink_ready):
+                    m.d.sync += i.eq(i + 1)
+                with m.If(advance):
+                    nxt = Mux(pipe_valid, i + 1, i)
+                    m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | (stream_start + nxt)[:4])]
+                    m.d.sync += pipe_valid.eq(nxt < stream_count)
+                with m.If(pipe_valid & sink_ready & (i + 1 == stream_count)):
+                    finish()
+
+            # --- message data / host data merged into the line buffer ------------------------------
+            with m.State("MERGE"):
+                m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | i[:4]), md_rd.addr.eq(i[:4]),
+                             hd_rd.addr.eq(Cat(i[:4], ctx[:4]))]
+                with m.If(i != LINE_WORDS):
+                    m.d.sync += i.eq(i + 1)
+                m.d.sync += pipe_valid.eq(i != LINE_WORDS)
+                k = Signal(4)
+                m.d.sync += k.eq(i[:4])
+                mask = Signal(32)
+                be = Mux(op_q == isa.OPS["MERGE_MSG"].code, msg.be, hbe).word_select(k, 4)
+                m.d.comb += mask.eq(Cat(*[b.replicate(8) for b in be]))
+                merged = Signal(32)
+                with m.Switch(op_q):
+                    with m.Case(isa.OPS["M_TO_BUF"].code):
+                        m.d.comb += merged.eq(md_rd.data)
+                    with m.Case(isa.OPS["MERGE_HOST"].code):
+                        m.d.comb += merged.eq((lb_rd.data & ~mask) | (hd_rd.data & mask))
+                    with m.Case(isa.OPS["MERGE_MSG"].code):
+                        m.d.comb += merged.eq((lb_rd.data & ~mask) | (md_rd.data & mask))
+                m.d.comb += [lb_wr.addr.eq(lb_base | k), lb_wr.data.eq(merged), lb_wr.en.eq(pipe_valid)]
+                with m.If(pipe_valid & (k == LINE_WORDS - 1)):
+                    finish()
+
+            # --- packets ---------------------------------------------------------------------------
+            with m.State("HEADER"):
+                h = self.send_header.payload
+                is_send = op_q == isa.OPS["SEND"].code
+                dest = Signal(NODE_ID_BITS)
+                with m.Switch(fa_q):
+                    with m.Case(Dest.HOME):
+                        m.d.comb += dest.eq(home_of_addr)
+                    with m.Case(Dest.PTR):
+                        m.d.comb += dest.eq(r.ptr.id)
+                    with m.Case(Dest.FWD):
+                        m.d.comb += dest.eq(r.fwd.id)
+                    with m.Case(Dest.BWD):
+                        m.d.comb += dest.eq(r.bwd.id)
+                    with m.Case(Dest.HEAD):
+                        m.d.comb += dest.eq(r.head.id)
+                send_ptr = pointer_source(fb_q)
+                reply_ptr = pointer_source(fa_q)
+                with m.If(is_send):
+                    m.d.comb += [h.target.eq(dest), h.ptype.eq(PacketType.REQUEST), h.cmd.eq(imm_q[:6]),
+                                 h.tid.eq(ctx), h.addr.eq(r.addr), h.ptr.eq(send_ptr.id),
+                                 h.ptr_valid.eq(send_ptr.valid), h.flag.eq(flag_source(fc_q)),
+                                 h.has_data.eq(fd_q[0]), h.word.eq(r.lword), h.count.eq(r.lcount),
+                                 h.be.eq(hbe)]
+                with m.Else():
+                    m.d.comb += [h.target.eq(msg.source), h.ptype.eq(PacketType.RESPONSE), h.cmd.eq(msg.cmd),
+                                 h.tid.eq(msg.tid), h.status.eq(imm_q[:5]), h.addr.eq(msg.addr),
+                                 h.ptr.eq(reply_ptr.id), h.ptr_valid.eq(reply_ptr.valid),
+                                 h.flag.eq(flag_source(fb_q)), h.mstate.eq(r.mstate), h.has_data.eq(fc_q[0])]
+                with_data = Mux(is_send, fd_q[0], fc_q[0])
+                m.d.comb += self.send_header.valid.eq(1)
+                with m.If(self.send_header.ready):
+                    with m.If(with_data):
+                        m.d.sync += [i.eq(0), pipe_valid.eq(0), stream_start.eq(0),
+                                     stream_count.eq(LINE_WORDS), stream_dst.eq(DST_SEND)]
+                        m.next = "LB_STREAM"
+                    with m.Else():
+                        finish()
+                with m.Elif(is_send):
+                    # The outgoing queue has no room for a request: suspend and retry the SEND.
+                    count("send_stalls")
+                    with m.Switch(ctx[:4]):
+                        for k2 in range(N):
+                            with m.Case(k2):
+                                m.d.sync += timers[k2].eq(self.send_retry_delay)
+                    m.d.sync += timer_on.bit_select(ctx[:4], 1).eq(1)
+                    m.next = "SAVE"
+
+            with m.State("COMPLETE"):
+                m.next = "LB_STREAM"
+
+            # --- suspend ---------------------------------------------------------------------------
+            with m.State("SAVE"):
+                m.d.comb += [ctx_wr.addr.eq(ctx), ctx_wr.data.eq(r), ctx_wr.en.eq(1)]
+                m.d.sync += running.eq(0)
+                m.next = "IDLE"
+
+        m.d.comb += tag.own_req.eq(running | fsm.ongoing("OWN"))
+        return m

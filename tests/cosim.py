@@ -1,0 +1,314 @@
+"""Co-simulation: one RTL card (local side + remote access controller, in Amaranth's simulator)
+among model cards running the same microcode, joined by an order-preserving network, with random
+host loads and stores on every node. Deviations of the RTL from the protocol show up as
+coherence violations, protocol-error counts, or a stuck access."""
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from numavia.coherence_check import Access, NodeView
+from numavia.gateware import regmap, wishbone
+from numavia.gateware.coherence import LINE_BYTES
+from numavia.gateware.host_port import HostAddressMap, HostPortSignature
+from numavia.gateware.local_side import CacheGeometry, LocalSide
+from numavia.gateware.microcode.isa import LocalKind
+from numavia.gateware.microcode.model import CardModel, LocalRequest, WORDS
+from numavia.gateware.remote_access_controller import RemoteAccessController
+from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, PacketType, Status
+from numavia.gateware.sci_layouts import HeaderLayout
+from amaranth.lib import stream
+from stream_bfm import recv, send
+from wishbone_bfm import read as wb_read, write as wb_write
+
+
+class Engine(wiring.Component):
+    """Local side + remote access controller of one card, without the ring link."""
+
+    def __init__(self, amap, geometry, program):
+        self.amap, self.geometry, self.program = amap, geometry, program
+        super().__init__({
+            "host": In(HostPortSignature()),
+            "lac_bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
+            "rac_bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
+            "node_id": In(6),
+            "numa_mode": In(1),
+            "send_header": Out(stream.Signature(HeaderLayout)),
+            "send_data": Out(stream.Signature(32)),
+            "recv_header": In(stream.Signature(HeaderLayout)),
+            "recv_data": In(stream.Signature(32)),
+            "failed": In(stream.Signature(HeaderLayout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        amap, g = self.amap, self.geometry
+        m.submodules.local = local = LocalSide(address_map=amap, geometry=g)
+        m.submodules.rac = rac = RemoteAccessController(geometry=g, slice_lines=amap.slice_bytes // LINE_BYTES,
+                                                        ucode_init=self.program)
+        wiring.connect(m, wiring.flipped(self.host), local.host)
+        wiring.connect(m, wiring.flipped(self.lac_bus), local.bus)
+        wiring.connect(m, wiring.flipped(self.rac_bus), rac.bus)
+        wiring.connect(m, local.miss, rac.miss)
+        wiring.connect(m, rac.local, local.remote)
+        for name in ("send_header", "send_data"):
+            wiring.connect(m, getattr(rac, name), wiring.flipped(getattr(self, name)))
+        for name in ("recv_header", "recv_data", "failed"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(rac, name))
+        m.d.comb += [local.node_id.eq(self.node_id), local.node_ready.eq(1), local.numa_mode.eq(self.numa_mode),
+                     rac.node_id.eq(self.node_id), rac.numa_mode.eq(self.numa_mode)]
+        return m
+
+
+def packet_fields(packet):
+    return {f.name: getattr(packet, f.name) for f in HEADER_FIELDS}
+
+
+@dataclass
+class CoSimConfig:
+    nodes: int = 3
+    rtl_node: int = 1
+    operations: int = 60            # per node
+    lines_per_home: int = 2
+    words_per_line: int = 2
+    write_fraction: float = 0.45
+    sets: int = 2
+    ways: int = 2
+    numa: bool = False
+    min_latency: int = 4
+    max_latency: int = 40
+    max_gap: int = 30
+    watchdog: int = 60_000
+    egress_stalls: bool = False     # the outgoing queue is sometimes full for a while
+    seed: int = 1
+
+
+@dataclass
+class CoSimResult:
+    accesses: list = field(default_factory=list)
+    cycles: int = 0
+    rtl_counters: dict = field(default_factory=dict)
+    model_counters: list = field(default_factory=list)
+    views: list = field(default_factory=list)
+
+
+class CoSim:
+    def __init__(self, program_words, config):
+        self.cfg = config
+        self.rng = random.Random(config.seed)
+        self.amap = HostAddressMap(slice_bytes=max(64, config.lines_per_home * 8) * LINE_BYTES,
+                                   max_nodes=4, private_bytes=LINE_BYTES * 4)
+        self.geometry = CacheGeometry(config.sets, config.ways)
+        self.words = list(program_words)
+        self.models = {n: CardModel(n, program_words, sets=config.sets, ways=config.ways,
+                                    slice_bytes=self.amap.slice_bytes, numa=config.numa, seed=config.seed)
+                       for n in range(config.nodes) if n != config.rtl_node}
+        self.dut = Engine(self.amap, self.geometry, self.words)
+        self.now = 0
+        self.events = []          # (time, seq, kind, payload) for the model nodes
+        self.seq = 0
+        self.to_rtl = []          # (arrival, seq, packet)
+        self.last_delivery = {}
+        self.busy_until = {n: 0 for n in self.models}
+        self.pending = {}         # node -> (request, Access, started)
+        self.result = CoSimResult()
+        self.write_counter = {n: 0 for n in range(config.nodes)}
+        self.remaining = {n: config.operations for n in range(config.nodes)}
+        self.hot = []
+        for home in range(config.nodes):
+            for line in range(config.lines_per_home):
+                base = (home << 26) | ((line * 5 % 8) * LINE_BYTES)
+                self.hot += [base + (4 * 7 * w) % LINE_BYTES for w in range(config.words_per_line)]
+
+    # --- shared helpers -------------------------------------------------------------------------
+
+    def _push(self, time, kind, *payload):
+        self.seq += 1
+        heapq.heappush(self.events, (time, self.seq, kind, payload))
+
+    def route(self, source, packet, time):
+        key = (source, packet.target)
+        arrival = max(time + self.rng.randint(self.cfg.min_latency, self.cfg.max_latency),
+                      self.last_delivery.get(key, 0) + 1)
+        self.last_delivery[key] = arrival
+        if packet.target == self.cfg.rtl_node:
+            self.seq += 1
+            heapq.heappush(self.to_rtl, (arrival, self.seq, packet))
+        elif packet.target in self.models:
+            self._push(arrival, "deliver", packet.target, packet)
+        else:
+            raise AssertionError(f"node {source} sent a packet to node {packet.target}")
+
+    def next_access(self, node):
+        if self.remaining[node] == 0:
+            return None
+        self.remaining[node] -= 1
+        addr = self.rng.choice(self.hot)
+        write = self.rng.random() < self.cfg.write_fraction
+        value = 0
+        if write:
+            self.write_counter[node] += 1
+            value = (node + 1) << 24 | self.write_counter[node]
+        return addr, write, value
+
+    # --- model nodes ----------------------------------------------------------------------------
+
+    def model_issue(self, node):
+        nxt = self.next_access(node)
+        if nxt is None:
+            return
+        addr, write, value = nxt
+        line, word = addr - addr % LINE_BYTES, (addr % LINE_BYTES) // 4
+        data = [0] * WORDS
+        data[word] = value
+        request = LocalRequest(LocalKind.WRITE if write else LocalKind.READ, line, word, 1, data,
+                               (0xF << 4 * word) if write else 0)
+        access = Access(node, addr, write, value, self.now, None)
+        served = self.models[node].local_access(request)
+        if served is not None:
+            access.completed = self.now
+            if not write:
+                access.value = served[0]
+            self.result.accesses.append(access)
+            self._push(self.now + 2 + self.rng.randrange(self.cfg.max_gap), "host", node)
+        else:
+            self.pending[node] = (request, access, self.now)
+            self._push(self.now, "card", node)
+
+    def advance_models(self):
+        while self.events and self.events[0][0] <= self.now:
+            _, _, kind, payload = heapq.heappop(self.events)
+            node = payload[0]
+            if kind == "host":
+                if node not in self.pending:
+                    self.model_issue(node)
+                continue
+            if kind == "deliver":
+                self.models[node].deliver(payload[1])
+            card = self.models[node]
+            if self.now < self.busy_until[node]:
+                self._push(self.busy_until[node], "card", node)
+                continue
+            cycles = card.step(self.now)
+            if cycles:
+                self.busy_until[node] = self.now + cycles
+                self._push(self.busy_until[node], "card", node)
+                for packet in card.outbox:
+                    self.route(node, packet, self.now + cycles)
+                card.outbox.clear()
+                for request, status, words in card.completions:
+                    req, access, _ = self.pending.pop(node)
+                    assert request is req and status == Status.OK, f"node {node}: access failed"
+                    access.completed = self.now + cycles
+                    if not access.write:
+                        access.value = words[0]
+                    self.result.accesses.append(access)
+                    self._push(self.now + cycles + 1 + self.rng.randrange(self.cfg.max_gap), "host", node)
+                card.completions.clear()
+            else:
+                wake = card.next_wake()
+                if wake is not None and wake > self.now:
+                    self._push(wake, "card", node)
+
+    # --- the RTL card ---------------------------------------------------------------------------
+
+    def host_address(self, global_addr):
+        return (global_addr >> 26) * self.amap.slice_bytes + (global_addr & 0x3FFFFFF)
+
+    def run(self):
+        cfg, dut = self.cfg, self.dut
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        rtl = cfg.rtl_node
+        state = {"rtl_done": False, "models_done": False}
+
+        async def clock(ctx):
+            for n in self.models:
+                self._push(self.rng.randrange(cfg.max_gap), "host", n)
+            while True:
+                await ctx.tick()
+                self.now += 1
+                self.advance_models()
+                stuck = [n for n, (_, _, t) in self.pending.items() if self.now - t > cfg.watchdog]
+                if stuck:
+                    raise AssertionError(f"node(s) {stuck} waited {cfg.watchdog} cycles: deadlock?")
+                if state["rtl_done"] and not self.pending and not any(self.remaining[n] for n in self.models):
+                    if not self.to_rtl and not any(m.busy() for m in self.models.values()):
+                        return
+
+        async def ingress(ctx):
+            while True:
+                if self.to_rtl and self.to_rtl[0][0] <= self.now:
+                    _, _, packet = heapq.heappop(self.to_rtl)
+                    await send(ctx, dut.recv_header, packet_fields(packet))
+                    for word in packet.data if packet.has_data else []:
+                        await send(ctx, dut.recv_data, word)
+                else:
+                    await ctx.tick()
+
+        async def egress(ctx):
+            while True:
+                if cfg.egress_stalls and self.rng.random() < 0.3:
+                    for _ in range(self.rng.randrange(5, 80)):   # a full outgoing queue
+                        await ctx.tick()
+                header = await recv(ctx, dut.send_header)
+                fields = {f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS}
+                packet = Packet(**fields)
+                packet.source = rtl
+                if packet.has_data:
+                    packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(WORDS)]
+                self.route(rtl, packet, self.now)
+
+        async def rtl_host(ctx):
+            ctx.set(dut.node_id, rtl)
+            ctx.set(dut.numa_mode, cfg.numa)
+            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, 1)
+            while True:
+                nxt = self.next_access(rtl)
+                if nxt is None:
+                    break
+                addr, write, value = nxt
+                issued = self.now
+                await send(ctx, dut.host.req, {"addr": self.host_address(addr), "write": write, "count": 1})
+                if write:
+                    await send(ctx, dut.host.wdata, {"data": value, "be": 0xF})
+                beat = await recv(ctx, dut.host.resp)
+                assert not beat.error, f"RTL access at {addr:#x} failed"
+                access = Access(rtl, addr, write, value if write else int(beat.data), issued, self.now)
+                self.result.accesses.append(access)
+                for _ in range(self.rng.randrange(cfg.max_gap)):
+                    await ctx.tick()
+            self.result.rtl_counters = {
+                name: await wb_read(ctx, dut.rac_bus, regmap.RAC.register(name).offset)
+                for name, _ in regmap.RAC_COUNTERS}
+            state["rtl_done"] = True
+
+        sim.add_testbench(clock)
+        sim.add_testbench(ingress, background=True)
+        sim.add_testbench(egress, background=True)
+        sim.add_testbench(rtl_host)
+        sim.run()
+        self.result.cycles = self.now
+        self.result.model_counters = [list(m.counters) for m in self.models.values()]
+        return self.result
+
+    def model_views(self):
+        views = []
+        for card in self.models.values():
+            directory, memory, cache = {}, {}, {}
+            for index, (mstate, locked, head) in enumerate(card.directory):
+                addr = (card.node_id << 26) | index * LINE_BYTES
+                if mstate or locked:
+                    directory[addr] = (mstate, locked, head)
+                memory[addr] = list(card.home[index])
+            for s, ways in enumerate(card.tags):
+                for w, tag in enumerate(ways):
+                    if tag.state:
+                        cache[tag.addr] = (tag.state, tag.fwd, tag.bwd, list(card.cdata[s][w]))
+            views.append(NodeView(card.node_id, directory, memory, cache))
+        return views
