@@ -1,6 +1,13 @@
 """The Numavia card: every block of the card behind one register window.
 
-This is the top of the gateware; ``numavia.soc`` instantiates its Verilog inside the LiteX SoC.
+This is the top of the gateware; ``numavia.soc`` instantiates its Verilog inside the LiteX SoC,
+and the card cluster bench instantiates it alone. Ports:
+
+* ``regs``: the register window (``regmap.CARD``);
+* ``window``: the SoC bus's view of the host port (shared window + private memory), and
+  ``host``: a second host port (trace player, PCIe), arbitrated round robin with it;
+* ``rx``/``tx``: the SCI ring link;
+* ``node_id_strap``: the node id the board (or the simulation) gives this card.
 """
 
 from dataclasses import dataclass, asdict
@@ -11,15 +18,41 @@ from amaranth.lib.wiring import In, Out
 
 from . import regmap, wishbone
 from .card_control import CardControl
+from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
+from .local_side import CacheGeometry, LocalSide
+from .microcode import isa
+from .remote_access_controller import RemoteAccessController
+from .ring_link import RingLink
+from .sci_layouts import SymbolLayout
 
 
 @dataclass(frozen=True)
 class CardConfig:
     """Every parameter of the card. The Verilog cache is keyed by these values."""
     clk_freq_hz: int = 100_000_000
+    slice_bytes: int = 256 * 1024          # this node's share of the global shared memory
+    max_nodes: int = 1 << regmap.NODE_ID_BITS
+    private_bytes: int = 64 * 1024
+    cache_sets: int = 64                   # network cache: sets x ways x 64-byte lines
+    cache_ways: int = 4
+    transactions: int = isa.NUM_TRANSACTIONS
+    ring_queue_depth: int = 16             # incoming and outgoing queues, packets each
+    ring_outstanding: int = 4              # packets in flight awaiting their echo
 
     def as_dict(self):
         return asdict(self)
+
+    def address_map(self):
+        return HostAddressMap(slice_bytes=self.slice_bytes, max_nodes=self.max_nodes,
+                              private_bytes=self.private_bytes)
+
+    def geometry(self):
+        return CacheGeometry(sets=self.cache_sets, ways=self.cache_ways)
+
+    @property
+    def window_addr_width(self):
+        """Word-address bits of the ``window`` port."""
+        return (self.address_map().window_bytes // 4 - 1).bit_length()
 
 
 class Card(wiring.Component):
@@ -27,20 +60,55 @@ class Card(wiring.Component):
         self.config = config
         super().__init__({
             "regs":          In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
+            "window":        In(wishbone.Signature(addr_width=config.window_addr_width)),
+            "host":          In(HostPortSignature()),
+            "rx":            In(SymbolLayout),
+            "tx":            Out(SymbolLayout),
             "node_id_strap": In(regmap.NODE_ID_BITS),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        blocks = {b.name: b for b in regmap.CARD.blocks}
+        amap, geometry = cfg.address_map(), cfg.geometry()
+
         m.submodules.decoder = decoder = wishbone.Decoder(
             addr_width=regmap.CARD.addr_width,
             windows=[(b.name, b.base // 4, b.addr_width) for b in regmap.CARD.blocks])
         wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
 
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz)
-        wiring.connect(m, decoder.ctrl, ctrl.bus)
-        m.d.comb += ctrl.node_id_strap.eq(self.node_id_strap)
-        assert set(blocks) == {"ctrl"}, "every block of the register map must be instantiated"
+        m.submodules.local = local = LocalSide(address_map=amap, geometry=geometry)
+        m.submodules.rac = rac = RemoteAccessController(
+            geometry=geometry, slice_lines=amap.slice_bytes // 64, num_transactions=cfg.transactions)
+        m.submodules.ring = ring = RingLink(out_depth=cfg.ring_queue_depth, in_depth=cfg.ring_queue_depth,
+                                            max_outstanding=cfg.ring_outstanding)
+        blocks = {"ctrl": ctrl, "lac": local, "rac": rac, "ring": ring}
+        for block in regmap.CARD.blocks:
+            wiring.connect(m, getattr(decoder, block.name), blocks[block.name].bus)
+
+        # Host accesses: the SoC bus window and the second host port, one at a time.
+        m.submodules.window_port = window_port = WishboneHostPort(addr_width=cfg.window_addr_width)
+        m.submodules.host_arbiter = arbiter = HostPortArbiter(2)
+        wiring.connect(m, wiring.flipped(self.window), window_port.bus)
+        wiring.connect(m, window_port.host, arbiter.host0)
+        wiring.connect(m, wiring.flipped(self.host), arbiter.host1)
+        wiring.connect(m, arbiter.out, local.host)
+
+        # Local side <-> remote access controller <-> ring link.
+        wiring.connect(m, local.miss, rac.miss)
+        wiring.connect(m, rac.local, local.remote)
+        wiring.connect(m, rac.send_header, ring.send_header)
+        wiring.connect(m, rac.send_data, ring.send_data)
+        wiring.connect(m, ring.recv_header, rac.recv_header)
+        wiring.connect(m, ring.recv_data, rac.recv_data)
+        wiring.connect(m, ring.failed, rac.failed)
+
+        m.d.comb += [
+            ctrl.node_id_strap.eq(self.node_id_strap),
+            local.node_id.eq(ctrl.node_id), local.node_ready.eq(ctrl.ready), local.numa_mode.eq(ctrl.numa_mode),
+            rac.node_id.eq(ctrl.node_id), rac.numa_mode.eq(ctrl.numa_mode),
+            ring.node_id.eq(ctrl.node_id), ring.enable.eq(ctrl.ready),
+            ring.rx.eq(self.rx), self.tx.eq(ring.tx),
+        ]
         return m

@@ -24,7 +24,8 @@ from .coherence import LINE_BYTES, NODE_ID_BITS, CacheState, MemoryState
 from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
 from .memory_controller import MemSpace, MemoryPortSignature
 from .microcode.isa import LocalKind
-from .tag_store import TagOp, cache_data_index, command_layout, response_layout, set_of_line
+from .tag_store import (DirLayout, TagLayout, TagOp, cache_data_index, command_layout, response_layout,
+                        set_of_line)
 
 LINE_WORDS = LINE_BYTES // 4
 
@@ -79,6 +80,13 @@ class LocalAccessController(wiring.Component):
             "flush": In(1),          # pulse: roll every line of the network cache out
             "flush_busy": Out(1),
             "clear_counters": In(1),
+            "debug_start": In(1),        # pulse: read debug_what at debug_addr (see regmap.LAC)
+            "debug_what": In(3),
+            "debug_addr": In(32),
+            "debug_busy": Out(1),
+            "debug_tag": Out(TagLayout),
+            "debug_dir": Out(DirLayout),
+            "debug_data": Out(32),
             "refused_upstream": In(1),   # the burst splitter refused a malformed access
             "counters": Out(LacCounters()),
         })
@@ -128,15 +136,24 @@ class LocalAccessController(wiring.Component):
         flush_pending = Signal()
         with m.If(self.flush):
             m.d.sync += flush_pending.eq(1)
+        # So is a debug read.
+        debug_pending = Signal()
+        debug_what = Signal(3)
+        debug_addr = Signal(32)
+        with m.If(self.debug_start):
+            m.d.sync += [debug_pending.eq(1), debug_what.eq(self.debug_what), debug_addr.eq(self.debug_addr)]
 
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(flush_pending):
                     m.d.sync += flush_pending.eq(0)
                     m.next = "FLUSH"
+                with m.Elif(debug_pending):
+                    m.d.sync += debug_pending.eq(0)
+                    m.next = "DEBUG"
                 with m.Else():
                     m.d.comb += line.req.ready.eq(1)
-                with m.If(~flush_pending & line.req.valid):
+                with m.If(~flush_pending & ~debug_pending & line.req.valid):
                     m.d.sync += [
                         addr.eq(req.addr), write.eq(req.write), count.eq(req.count),
                         word.eq(req.addr[2:6]), start.eq(now), issued.eq(0), moved.eq(0),
@@ -327,7 +344,42 @@ class LocalAccessController(wiring.Component):
                 m.d.comb += remote.done.ready.eq(1)
                 with m.If(remote.done.valid & remote.done.payload.last):
                     m.next = "IDLE"
+            # --- debug reads of the tag SRAM and memories ------------------------------------------
+            with m.State("DEBUG"):
+                m.d.comb += self.own_req.eq(1)
+                with m.If(self.own_grant):
+                    with m.If(debug_what < 2):
+                        m.next = "DEBUG_TAG"
+                    with m.Else():
+                        m.next = "DEBUG_MEM"
+            with m.State("DEBUG_TAG"):
+                way_bits = (self.ways - 1).bit_length()
+                m.d.comb += [self.own_req.eq(1), self.tag_cmd_valid.eq(1), self.tag_cmd.addr.eq(debug_addr),
+                             self.tag_cmd.op.eq(Mux(debug_what == 0, TagOp.LOOKUP, TagOp.READ_WAY)),
+                             self.tag_cmd.set.eq(debug_addr >> way_bits),
+                             self.tag_cmd.way.eq(debug_addr & (self.ways - 1))]
+                with m.If(self.tag_cmd_ready):
+                    m.next = "DEBUG_TAG_WAIT"
+            with m.State("DEBUG_TAG_WAIT"):
+                m.d.comb += self.own_req.eq(1)
+                with m.If(self.tag_resp_valid):
+                    m.d.sync += [self.debug_tag.eq(resp.tag), self.debug_dir.eq(resp.dir)]
+                    m.next = "IDLE"
+            with m.State("DEBUG_MEM"):
+                m.d.comb += [self.own_req.eq(1), mem.cmd.valid.eq(1), mem.cmd.payload.index.eq(debug_addr),
+                             mem.cmd.payload.space.eq(debug_what - 2)]
+                with m.If(mem.cmd.ready):
+                    m.next = "DEBUG_MEM_WAIT"
+            with m.State("DEBUG_MEM_WAIT"):
+                m.d.comb += self.own_req.eq(1)
+                with m.If(mem.rvalid):
+                    m.d.sync += self.debug_data.eq(mem.rdata)
+                    m.next = "IDLE"
+
         m.d.comb += self.flush_busy.eq(flush_pending | fsm.ongoing("FLUSH") | fsm.ongoing("FLUSH_WAIT"))
+        m.d.comb += self.debug_busy.eq(debug_pending | fsm.ongoing("DEBUG") | fsm.ongoing("DEBUG_TAG") |
+                                       fsm.ongoing("DEBUG_TAG_WAIT") | fsm.ongoing("DEBUG_MEM") |
+                                       fsm.ongoing("DEBUG_MEM_WAIT"))
 
         with m.If(self.refused_upstream):
             m.d.sync += ctr.errors.eq(ctr.errors + 1)
@@ -335,5 +387,5 @@ class LocalAccessController(wiring.Component):
             m.d.sync += [getattr(ctr, name).eq(0) for name in LacCounters.NAMES]
 
         # Read data of hits: memory -> FIFO (the FIFO holds a whole line, so reads never stall).
-        m.d.comb += [read_fifo.w_data.eq(mem.rdata), read_fifo.w_en.eq(mem.rvalid)]
+        m.d.comb += [read_fifo.w_data.eq(mem.rdata), read_fifo.w_en.eq(mem.rvalid & ~fsm.ongoing("DEBUG_MEM_WAIT"))]
         return m

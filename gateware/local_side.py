@@ -115,7 +115,13 @@ class LocalSide(wiring.Component):
         m.d.comb += [
             lac.flush.eq(bank.command.w_stb & bank.command.w_data[command.field("FLUSH").lsb]),
             lac.clear_counters.eq(bank.command.w_stb & bank.command.w_data[command.field("CLEAR_COUNTERS").lsb]),
-            bank.status.value.eq(lac.flush_busy),
+            bank.status.value.eq(lac.flush_busy | lac.debug_busy << 1),
+            lac.debug_start.eq(bank.debug_cmd.w_stb), lac.debug_what.eq(bank.debug_cmd.w_data),
+            lac.debug_addr.eq(bank.debug_addr.value),
+            bank.debug_tag.value.eq(lac.debug_tag.state | lac.debug_tag.fwd << 8 | lac.debug_tag.bwd << 16),
+            bank.debug_tag_line.value.eq(lac.debug_tag.line << 6),
+            bank.debug_dir.value.eq(lac.debug_dir.mstate | lac.debug_dir.lock << 2 | lac.debug_dir.head << 8),
+            bank.debug_data.value.eq(lac.debug_data),
             bank.geometry.value.eq(
                 g.ways << geometry.field("WAYS").lsb | g.set_bits << geometry.field("SET_BITS").lsb |
                 amap.slice_bits << geometry.field("SLICE_BITS").lsb |

@@ -191,7 +191,23 @@ LAC = Block("lac", base=0x0100, size=0x100, doc="Local access controller and net
     )),
     Register("STATUS", 0x08, Access.RO, "Status", width=8, fields=(
         Field("FLUSH_BUSY", 0, doc="a flush is in progress"),
+        Field("DEBUG_BUSY", 1, doc="a debug read is in progress"),
     )),
+    # Debug reads of the tag SRAM and memories (for status tools and quiescence checks): write
+    # DEBUG_ADDR then DEBUG_CMD; when STATUS.DEBUG_BUSY clears, the DEBUG_* results are valid.
+    Register("DEBUG_ADDR", 0x10, Access.RW, "Debug read address: a global line address "
+             "(DIRECTORY), set * ways + way (TAG) or a word index (HOME/CACHE/PRIVATE memory)"),
+    Register("DEBUG_CMD", 0x14, Access.WO, "Start a debug read", width=3, fields=(
+        Field("WHAT", 0, 3, "0 directory entry, 1 cache tag, 2 home word, 3 cache word, 4 private word"),
+    )),
+    Register("DEBUG_TAG", 0x18, Access.RO, "Cache tag read: state, forward, backward", fields=(
+        Field("STATE", 0, 4), Field("FWD", 8, 6), Field("BWD", 16, 6),
+    )),
+    Register("DEBUG_TAG_LINE", 0x1C, Access.RO, "Cache tag read: global line address"),
+    Register("DEBUG_DIR", 0x20, Access.RO, "Directory read: memory state, lock, head", fields=(
+        Field("MSTATE", 0, 2), Field("LOCK", 2), Field("HEAD", 8, 6),
+    )),
+    Register("DEBUG_DATA", 0x24, Access.RO, "Memory word read"),
     *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(LAC_COUNTERS)),
 ))
 
@@ -238,4 +254,4 @@ RAC = Block("rac", base=0x0200, size=0x100, doc="Remote access controller (micro
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
 #:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
-CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL,))   # LAC joins when the card instantiates it
+CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC))

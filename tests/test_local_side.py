@@ -396,3 +396,38 @@ def test_node_not_ready_refuses_shared_accesses():
     sim.add_testbench(bench.sequencer, background=True)
     sim.run()
     assert out[0] == [(0, 1)] and out[1] == [(0, 0)]
+
+
+def test_debug_reads_show_tags_directory_and_memory():
+    line = NODE << 26 | 5 * LINE_BYTES
+    bench = Bench(seed=10, dirty_home_lines={line})
+    remote = 2 * AMAP.slice_bytes + 4 * LINE_BYTES
+    accesses = [(1, remote + 8, 1, [0xABCD0123], [0xF]),            # a write miss: ONLY_DIRTY fill
+                (1, AMAP.private_base + 12, 1, [0x600D], [0xF])]
+    lac = regmap.LAC
+
+    async def checks(ctx, b):
+        bus = b.dut.bus
+
+        async def debug(what, addr):
+            await wb_write(ctx, bus, lac.register("DEBUG_ADDR").offset, addr)
+            await wb_write(ctx, bus, lac.register("DEBUG_CMD").offset, what)
+            while await wb_read(ctx, bus, lac.register("STATUS").offset) & 2:
+                pass
+
+        await debug(0, line)                   # our own line, marked GONE by the bench
+        d = await wb_read(ctx, bus, lac.register("DEBUG_DIR").offset)
+        assert (d & 3, d >> 8 & 63) == (M.GONE, 2)
+        remote_line = line_address(remote)
+        _, way, _ = b.cache[remote_line]
+        s = cache_set((remote_line & 0x3FFFFFF) // LINE_BYTES, 2, GEOMETRY.sets)
+        await debug(1, s * GEOMETRY.ways + way)
+        t = await wb_read(ctx, bus, lac.register("DEBUG_TAG").offset)
+        assert t & 0xF == C.ONLY_DIRTY
+        assert await wb_read(ctx, bus, lac.register("DEBUG_TAG_LINE").offset) == remote_line
+        await debug(3, b.cache_index(remote_line, way, 2))
+        assert await wb_read(ctx, bus, lac.register("DEBUG_DATA").offset) == 0xABCD0123
+        await debug(4, 3)
+        assert await wb_read(ctx, bus, lac.register("DEBUG_DATA").offset) == 0x600D
+
+    bench.run(accesses, checks)

@@ -15,6 +15,7 @@ void fake_card_reset(unsigned strap)
     fake.version = NV_CTRL_VERSION_RESET;
     fake.strap = strap;
     fake.scratch = NV_CTRL_SCRATCH_RESET;
+    fake.store_depth = 1024;
 }
 
 uint32_t nv_reg_read(uint32_t offset)
@@ -34,6 +35,12 @@ uint32_t nv_reg_read(uint32_t offset)
         return (uint32_t)fake.cycles;
     case NV_CTRL_CYCLES_HI: return fake.cycles_hi_latch;
     case NV_CTRL_CLK_FREQ_HZ: return 100000000u;
+    case NV_RAC_UCODE_DEPTH: return fake.store_depth;
+    case NV_RAC_UCODE_POS: return fake.ucode_addr;
+    case NV_RAC_UCODE_RDATA_LO: return (uint32_t)(fake.store[fake.ucode_addr % 1024] & ~fake.store_stuck_bits);
+    case NV_RAC_UCODE_RDATA_HI: return (uint32_t)((fake.store[fake.ucode_addr % 1024] & ~fake.store_stuck_bits) >> 32);
+    case NV_RAC_CTRL: return fake.rac_ctrl;
+    case NV_RAC_STATUS: return fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK ? NV_RAC_STATUS_LOADED_MASK : 0;
     }
     return 0xdeadbeefu;
 }
@@ -48,6 +55,13 @@ void nv_reg_write(uint32_t offset, uint32_t value)
             fake.node_id = value & NV_NODE_ID_MASK;
         break;
     case NV_CTRL_CTRL: fake.ctrl = value & 0xff; break;
+    case NV_RAC_CTRL: fake.rac_ctrl = fake.refuse_loaded ? 0 : value & NV_RAC_CTRL_LOADED_MASK; break;
+    case NV_RAC_UCODE_ADDR: fake.ucode_addr = value; break;
+    case NV_RAC_UCODE_WDATA_LO: fake.wdata_lo = value; break;
+    case NV_RAC_UCODE_WDATA_HI:
+        if (!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK) && fake.ucode_addr < fake.store_depth)
+            fake.store[fake.ucode_addr++] = (uint64_t)value << 32 | fake.wdata_lo;
+        break;
     }
 }
 

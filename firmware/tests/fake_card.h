@@ -16,6 +16,14 @@ struct fake_card {
     uint32_t ctrl;
     uint64_t cycles;
     uint32_t cycles_hi_latch;
+    /* remote access controller: control store */
+    uint64_t store[1024];
+    uint32_t store_depth;
+    uint32_t ucode_addr;
+    uint32_t wdata_lo;
+    uint32_t rac_ctrl;
+    uint64_t store_stuck_bits;   /* bits that always read 0 */
+    int refuse_loaded;           /* CTRL.LOADED never sticks */
     unsigned reads, writes;
     char log[4096];            /* everything nv_log printed */
 };

@@ -73,32 +73,96 @@ static void test_cycles_are_64_bit(void)
     CHECK(nv_card_cycles() == 0x0000000712345678ull);
 }
 
+static const uint64_t image_words[] = {0x0400000000000013ull, 0xfedcba9876543210ull, 0x1ull, 0x8000000000000000ull};
+
+static struct nv_ucode_image image(void)
+{
+    struct nv_ucode_image img = {image_words, 4, 0};
+    uint8_t bytes[8];
+    for (int i = 0; i < 4; i++) {
+        for (int b = 0; b < 8; b++)
+            bytes[b] = (uint8_t)(image_words[i] >> (8 * b));
+        img.crc32 = nv_crc32(img.crc32, bytes, 8);
+    }
+    return img;
+}
+
+static void test_crc32_matches_zlib(void)
+{
+    CHECK(nv_crc32(0, "123456789", 9) == 0xcbf43926u);
+    CHECK(nv_crc32(nv_crc32(0, "1234", 4), "56789", 5) == 0xcbf43926u);
+}
+
+static void test_ucode_loads_verifies_and_goes_live(void)
+{
+    struct nv_ucode_image img = image();
+    uint32_t bad = 99;
+    fake_card_reset(0);
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK);
+    CHECK(fake.store[1] == image_words[1] && fake.store[3] == image_words[3]);
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);
+    CHECK(bad == 99);
+}
+
+static void test_ucode_bad_inputs_and_faults(void)
+{
+    struct nv_ucode_image img = image();
+    uint32_t bad = 0;
+    fake_card_reset(0);
+    CHECK(nv_ucode_load(NULL, &bad) == NV_ERR_ARG);
+    struct nv_ucode_image empty = {image_words, 0, 0};
+    CHECK(nv_ucode_load(&empty, &bad) == NV_ERR_RANGE);
+    fake.store_depth = 3;
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_RANGE);
+    CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
+
+    fake_card_reset(0);
+    fake.store_stuck_bits = 1ull << 36;      /* only word 1 has bit 36 set: it reads back wrong */
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_READBACK && bad == 1);
+    CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
+
+    fake_card_reset(0);
+    img.crc32 ^= 1;
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_CRC);
+    CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
+
+    fake_card_reset(0);
+    img = image();
+    fake.refuse_loaded = 1;
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_NOT_LOADED);
+}
+
 static void test_boot_prints_banner_and_sets_node_id(void)
 {
     struct nv_card_info info;
+    struct nv_ucode_image img = image();
     fake_card_reset(9);
-    CHECK(nv_boot(&info, "test", "1.2.3") == NV_OK);
+    CHECK(nv_boot(&info, "test", "1.2.3", &img) == NV_OK);
     CHECK(info.node_id == 9 && fake.node_id == 9);
     CHECK(strstr(fake.log, "numavia firmware 1.2.3 (test)") != NULL);
     CHECK(strstr(fake.log, "card: id 0x4e4d5641") != NULL);
     CHECK(strstr(fake.log, "node id strap 9, node id set to 9 (read back 9)") != NULL);
-    CHECK(nv_boot(NULL, "test", "1") == NV_ERR_ARG);
-    CHECK(nv_boot(&info, NULL, "1") == NV_ERR_ARG);
+    CHECK(strstr(fake.log, "microcode loaded and verified (4 words") != NULL);
+    CHECK(nv_boot(NULL, "test", "1", &img) == NV_ERR_ARG);
+    CHECK(nv_boot(&info, NULL, "1", &img) == NV_ERR_ARG);
+    CHECK(nv_boot(&info, "test", "1", NULL) == NV_ERR_ARG);
 }
 
 static void test_boot_reports_missing_card(void)
 {
     struct nv_card_info info;
+    struct nv_ucode_image img = image();
     fake_card_reset(0);
     fake.id = 0;
-    CHECK(nv_boot(&info, "test", "1") == NV_ERR_NO_CARD);
+    CHECK(nv_boot(&info, "test", "1", &img) == NV_ERR_NO_CARD);
     CHECK(strstr(fake.log, "identity 0x00000000, expected 0x4e4d5641") != NULL);
     CHECK(fake.node_id == 0 && fake.ctrl == 0);
 }
 
 static void test_strerror_covers_every_status(void)
 {
-    const nv_status all[] = {NV_OK, NV_ERR_NO_CARD, NV_ERR_VERSION, NV_ERR_RANGE, NV_ERR_READBACK, NV_ERR_ARG};
+    const nv_status all[] = {NV_OK, NV_ERR_NO_CARD, NV_ERR_VERSION, NV_ERR_RANGE, NV_ERR_READBACK, NV_ERR_ARG,
+                             NV_ERR_CRC, NV_ERR_NOT_LOADED};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         CHECK(strcmp(nv_strerror(all[i]), "unknown error") != 0);
     CHECK(strcmp(nv_strerror((nv_status)42), "unknown error") == 0);
@@ -112,6 +176,9 @@ int main(void)
     test_scratch_detects_stuck_bit_and_restores();
     test_node_id_range_and_readback();
     test_cycles_are_64_bit();
+    test_crc32_matches_zlib();
+    test_ucode_loads_verifies_and_goes_live();
+    test_ucode_bad_inputs_and_faults();
     test_boot_prints_banner_and_sets_node_id();
     test_boot_reports_missing_card();
     test_strerror_covers_every_status();

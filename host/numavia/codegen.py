@@ -2,7 +2,9 @@
 
 * ``numavia_regs.h``: C header for the firmware (bare metal, Zephyr, unit tests);
 * ``numavia_regs.py``: flat constants for scripts that run without this package;
-* ``regmap.json``: a neutral description the Renode generator and external tools read.
+* ``regmap.json``: a neutral description the Renode generator and external tools read;
+* ``numavia_ucode.h`` and ``sci_ucode.lst``: the assembled SCI microcode for the firmware, and its
+  listing.
 
 Output is deterministic: the same definitions give the same bytes.
 """
@@ -92,10 +94,18 @@ def regmap_json():
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def microcode_program():
+    from numavia.gateware.microcode.assembler import assemble
+    source = Path(regmap.__file__).parent / "microcode" / "sci.uasm"
+    return assemble(source.read_text(), "gateware/microcode/sci.uasm")
+
+
 OUTPUTS = {
     "numavia_regs.h": c_header,
     "numavia_regs.py": python_module,
     "regmap.json": regmap_json,
+    "numavia_ucode.h": lambda: microcode_program().c_array(),
+    "sci_ucode.lst": lambda: microcode_program().listing,
 }
 
 

@@ -39,7 +39,11 @@ inline void put_be32(std::vector<uint8_t> &v, uint32_t x) {
 template <typename Pads>
 class EtherboneServer : public Peripheral {
 public:
-    EtherboneServer(Pads &pads, int node, int port) : pads_(pads), node_(node), port_(port) {
+    EtherboneServer(Pads &pads, int node, int port)
+        : master_(WishbonePins{pads.hostbridge_cyc, pads.hostbridge_stb, pads.hostbridge_we,
+                               pads.hostbridge_sel, pads.hostbridge_ack, pads.hostbridge_err,
+                               pads.hostbridge_adr, pads.hostbridge_dat_w, pads.hostbridge_dat_r}),
+          node_(node), port_(port) {
         listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
         ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -60,8 +64,8 @@ public:
         ::close(listen_fd_);
     }
 
-    void drive(uint64_t) override { master_.drive(pads_); }
-    void sample(uint64_t) override { master_.sample(pads_); }
+    void drive(uint64_t) override { master_.drive(); }
+    void sample(uint64_t) override { master_.sample(); }
     bool ever_connected() const { return ever_connected_; }
     bool connected() const { return client_fd_ >= 0; }
     uint64_t bus_errors() const { return bus_errors_; }
@@ -211,7 +215,7 @@ private:
         }
     }
 
-    Pads &pads_;
+    WishboneMaster master_;
     int node_, port_;
     int listen_fd_ = -1, client_fd_ = -1;
     bool ever_connected_ = false;
@@ -221,5 +225,4 @@ private:
     size_t reply_reads_ = 0, outstanding_ = 0;
     bool record_error_ = false;
     uint64_t bus_errors_ = 0, accesses_ = 0;
-    WishboneMaster<Pads> master_;
 };

@@ -14,6 +14,8 @@ const char *nv_strerror(nv_status status)
     case NV_ERR_RANGE: return "argument out of range";
     case NV_ERR_READBACK: return "register read-back mismatch";
     case NV_ERR_ARG: return "missing argument";
+    case NV_ERR_CRC: return "control store CRC mismatch";
+    case NV_ERR_NOT_LOADED: return "remote access controller did not go live";
     }
     return "unknown error";
 }
@@ -74,9 +76,10 @@ uint64_t nv_card_cycles(void)
     return (uint64_t)hi << 32 | lo;
 }
 
-nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version)
+nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version,
+                  const struct nv_ucode_image *ucode)
 {
-    if (info == NULL || port == NULL || fw_version == NULL)
+    if (info == NULL || port == NULL || fw_version == NULL || ucode == NULL)
         return NV_ERR_ARG;
     nv_log("numavia firmware %s (%s)\n", fw_version, port);
     nv_status status = nv_card_probe(info);
@@ -98,5 +101,13 @@ nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_ve
     info->node_id = nv_reg_read(NV_CTRL_NODE_ID) & NV_NODE_ID_MASK;
     nv_log("card: node id strap %u, node id set to %u (read back %u)\n", info->node_id_strap,
            info->node_id_strap, info->node_id);
+    uint32_t bad_word = 0;
+    status = nv_ucode_load(ucode, &bad_word);
+    if (status == NV_ERR_READBACK)
+        nv_log("card: control store word %lu read back wrong\n", (unsigned long)bad_word);
+    if (status != NV_OK)
+        return status;
+    nv_log("card: microcode loaded and verified (%lu words, crc 0x%08lx)\n", (unsigned long)ucode->count,
+           (unsigned long)ucode->crc32);
     return NV_OK;
 }

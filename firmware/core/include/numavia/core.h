@@ -14,7 +14,16 @@ typedef enum {
     NV_ERR_RANGE = -3,     /* an argument is outside its valid range */
     NV_ERR_READBACK = -4,  /* a register did not read back what was written */
     NV_ERR_ARG = -5,       /* a required pointer argument is NULL */
+    NV_ERR_CRC = -6,       /* the control store's contents do not have the image's CRC */
+    NV_ERR_NOT_LOADED = -7 /* the remote access controller refused to go live */
 } nv_status;
+
+/* A microcode image for the remote access controller's control store (numavia_ucode.h). */
+struct nv_ucode_image {
+    const uint64_t *words;
+    uint32_t count;
+    uint32_t crc32;          /* zlib CRC-32 of the words, little-endian */
+};
 
 struct nv_card_info {
     uint32_t id;
@@ -39,8 +48,17 @@ nv_status nv_card_set_node_id(unsigned node_id);
 /* 64-bit cycle counter of the card (consistent across the 32-bit carry). */
 uint64_t nv_card_cycles(void);
 
-/* The boot sequence every port runs: probe, scratch check, node id from the strap, banner.
- * `port` names the build ("bare-metal", "zephyr") in the banner. */
-nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version);
+/* CRC-32 (zlib, reflected 0xEDB88320) of `len` bytes, continuing from `crc` (0 to start). */
+uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);
+
+/* Write `image` into the control store, read every word back, check the CRC, then let the
+ * sequencer serve remote traffic. On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first
+ * address that read back wrong. */
+nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word);
+
+/* The boot sequence every port runs: probe, scratch check, node id from the strap, microcode,
+ * banner. `port` names the build ("bare-metal", "zephyr") in the banner. */
+nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version,
+                  const struct nv_ucode_image *ucode);
 
 #endif

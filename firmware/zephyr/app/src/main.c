@@ -3,6 +3,7 @@
 
 #include "numavia/core.h"
 #include "numavia/platform.h"
+#include "numavia_ucode.h"
 
 #ifndef NV_FW_VERSION
 #define NV_FW_VERSION "dev"
@@ -10,8 +11,9 @@
 
 int main(void)
 {
+    static const struct nv_ucode_image ucode = {nv_ucode, NV_UCODE_WORDS, NV_UCODE_CRC32};
     struct nv_card_info info;
-    nv_status status = nv_boot(&info, "zephyr", NV_FW_VERSION);
+    nv_status status = nv_boot(&info, "zephyr", NV_FW_VERSION, &ucode);
     if (status != NV_OK) {
         nv_log("numavia: boot failed: %s\n", nv_strerror(status));
         return -1;

@@ -1,0 +1,60 @@
+/* Loading the remote access controller's control store. */
+#include <stddef.h>
+
+#include "numavia/core.h"
+#include "numavia/platform.h"
+#include "numavia_regs.h"
+
+uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len)
+{
+    const uint8_t *p = data;
+    crc = ~crc;
+    while (len--) {
+        crc ^= *p++;
+        for (int bit = 0; bit < 8; bit++)
+            crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1u));
+    }
+    return ~crc;
+}
+
+static uint64_t read_word(uint32_t addr)
+{
+    nv_reg_write(NV_RAC_UCODE_ADDR, addr);
+    uint32_t lo = nv_reg_read(NV_RAC_UCODE_RDATA_LO);
+    uint32_t hi = nv_reg_read(NV_RAC_UCODE_RDATA_HI);
+    return (uint64_t)hi << 32 | lo;
+}
+
+nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
+{
+    if (image == NULL || image->words == NULL)
+        return NV_ERR_ARG;
+    if (image->count == 0 || image->count > nv_reg_read(NV_RAC_UCODE_DEPTH))
+        return NV_ERR_RANGE;
+    /* The store can only be written while the sequencer is not live. */
+    nv_reg_write(NV_RAC_CTRL, 0);
+    nv_reg_write(NV_RAC_UCODE_ADDR, 0);
+    for (uint32_t i = 0; i < image->count; i++) {
+        nv_reg_write(NV_RAC_UCODE_WDATA_LO, (uint32_t)image->words[i]);
+        nv_reg_write(NV_RAC_UCODE_WDATA_HI, (uint32_t)(image->words[i] >> 32));
+    }
+    uint32_t crc = 0;
+    for (uint32_t i = 0; i < image->count; i++) {
+        uint64_t word = read_word(i);
+        if (word != image->words[i]) {
+            if (bad_word != NULL)
+                *bad_word = i;
+            return NV_ERR_READBACK;
+        }
+        uint8_t bytes[8];
+        for (int b = 0; b < 8; b++)
+            bytes[b] = (uint8_t)(word >> (8 * b));
+        crc = nv_crc32(crc, bytes, sizeof bytes);
+    }
+    if (crc != image->crc32)
+        return NV_ERR_CRC;
+    nv_reg_write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK);
+    if (!(nv_reg_read(NV_RAC_STATUS) & NV_RAC_STATUS_LOADED_MASK))
+        return NV_ERR_NOT_LOADED;
+    return NV_OK;
+}

@@ -1,0 +1,46 @@
+"""An Amaranth component's converted Verilog as a Migen ``Instance``, ports derived from its
+signature (named as ``amaranth.back.verilog`` names them: the member path joined by ``__``)."""
+
+from amaranth.hdl import Shape
+from amaranth.lib import wiring
+from migen import ClockSignal, Instance, ResetSignal, Signal
+
+
+def port_list(component):
+    """``[(name, direction, width)]`` of the component's ports; direction is "i" or "o"."""
+    ports = []
+    for path, member, _ in component.signature.flatten(component):
+        name = "__".join(str(p) for p in path)
+        direction = "i" if member.flow == wiring.In else "o"
+        ports.append((name, direction, Shape.cast(member.shape).width))
+    return ports
+
+
+class AmaranthInstance:
+    """Migen signals for every port of ``component`` and the Instance of its Verilog module."""
+
+    def __init__(self, component, module_name, clock_domain="sys"):
+        self.ports = {}
+        connections = {"i_clk": ClockSignal(clock_domain), "i_rst": ResetSignal(clock_domain)}
+        for name, direction, width in port_list(component):
+            signal = Signal(width, name=name)
+            self.ports[name] = signal
+            connections[f"{direction}_{name}"] = signal
+        self.instance = Instance(module_name, **connections)
+
+    def __getitem__(self, name):
+        return self.ports[name]
+
+    def group(self, prefix):
+        """``{suffix: signal}`` of the ports whose name starts with ``prefix + "__"``."""
+        start = prefix + "__"
+        return {name[len(start):]: sig for name, sig in self.ports.items() if name.startswith(start)}
+
+    def connect_wishbone(self, prefix, bus, addr_width):
+        """Statements joining a LiteX wishbone.Interface (a master) to the target port ``prefix``."""
+        p = self.group(prefix)
+        return [
+            p["cyc"].eq(bus.cyc), p["stb"].eq(bus.stb), p["we"].eq(bus.we),
+            p["adr"].eq(bus.adr[:addr_width]), p["dat_w"].eq(bus.dat_w), p["sel"].eq(bus.sel),
+            bus.dat_r.eq(p["dat_r"]), bus.ack.eq(p["ack"]), bus.err.eq(p["err"]),
+        ]

@@ -1,0 +1,285 @@
+// Card cluster bench: N Numavia cards (no CPU) in a ring, in one Verilator model.
+//
+// Each card is brought up the way its firmware would (node id, microcode loaded through the
+// control-store registers), then its host port runs random single-word loads and stores over a
+// small hot set of lines, to force sharing, conflicts and evictions. Every access is logged; at
+// the end every card's directory, tags and data are read through the debug registers and dumped,
+// so that numavia.coherence_check can judge the run.
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verilated.h"
+
+#include "cluster_ports.h"  // generated: NV_NODES, NodePorts, nv_bind_ports(), nv_clocks()
+#include "card_config.h"    // generated: the card's parameters
+#include "numavia_regs.h"   // generated from gateware/regmap.py
+#include "bus_script.hpp"
+#include "clocks.hpp"
+#include "host_driver.hpp"
+#include "ring_link.hpp"
+#include "rng.hpp"
+
+namespace {
+
+struct Options {
+    uint64_t ops = 1000;                 // accesses per node
+    uint64_t seed = 1;
+    unsigned hot_lines = 2;              // hot lines in each node's slice
+    unsigned words = 2;                  // words used in each hot line
+    double write_fraction = 0.4;
+    unsigned max_gap = 30;
+    unsigned ring_delay = 4;
+    double flip_rate = 0;
+    bool numa = false;
+    uint64_t max_cycles = 0;
+    uint64_t watchdog = 2'000'000;
+    std::string ucode, log = "accesses.log", dump = "state.json";
+};
+
+[[noreturn]] void usage(const char *msg) {
+    std::fprintf(stderr, "bench: %s\n"
+        "usage: Vcard_cluster --ucode FILE [--ops N] [--seed N] [--hot-lines N] [--words N]\n"
+        "       [--write-fraction F] [--max-gap N] [--ring-delay N] [--flip-rate F] [--numa]\n"
+        "       [--max-cycles N] [--watchdog N] [--log FILE] [--dump FILE]\n", msg);
+    std::exit(2);
+}
+
+Options parse(int argc, char **argv) {
+    Options o;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(("missing value for " + a).c_str());
+            return argv[++i];
+        };
+        if (a == "--ops") o.ops = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--seed") o.seed = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--hot-lines") o.hot_lines = std::atoi(value().c_str());
+        else if (a == "--words") o.words = std::atoi(value().c_str());
+        else if (a == "--write-fraction") o.write_fraction = std::atof(value().c_str());
+        else if (a == "--max-gap") o.max_gap = std::atoi(value().c_str());
+        else if (a == "--ring-delay") o.ring_delay = std::atoi(value().c_str());
+        else if (a == "--flip-rate") o.flip_rate = std::atof(value().c_str());
+        else if (a == "--numa") o.numa = true;
+        else if (a == "--max-cycles") o.max_cycles = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--watchdog") o.watchdog = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--ucode") o.ucode = value();
+        else if (a == "--log") o.log = value();
+        else if (a == "--dump") o.dump = value();
+        else if (a.rfind("+verilator+", 0) == 0) continue;
+        else usage(("unknown argument " + a).c_str());
+    }
+    if (o.ucode.empty()) usage("--ucode is required");
+    if (o.hot_lines * 5 >= NV_SLICE_LINES || o.words == 0 || o.words > 16) usage("hot set does not fit");
+    return o;
+}
+
+std::vector<uint64_t> read_ucode(const std::string &path) {
+    std::vector<uint64_t> words;
+    std::FILE *f = std::fopen(path.c_str(), "r");
+    if (!f) usage(("cannot read " + path).c_str());
+    unsigned long long w;
+    while (std::fscanf(f, "%llx", &w) == 1) words.push_back(w);
+    std::fclose(f);
+    if (words.empty()) usage(("no microcode words in " + path).c_str());
+    return words;
+}
+
+uint32_t host_address(unsigned home, uint32_t offset) { return home * NV_SLICE_BYTES + offset; }
+uint32_t line_offset(unsigned line) { return (line * 5 % NV_SLICE_LINES) * 64; }
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options opt = parse(argc, argv);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    const std::vector<uint64_t> ucode = read_ucode(opt.ucode);
+
+    auto context = std::make_unique<VerilatedContext>();
+    context->commandArgs(argc, argv);
+    auto top = std::make_unique<ClusterModel>(context.get(), "cluster");
+    NodePorts n[NV_NODES];
+    nv_bind_ports(top.get(), n);
+    ClockDomain sys(nv_clocks(top.get())[0]);
+
+    std::FILE *log = std::fopen(opt.log.c_str(), "w");
+    if (!log) usage(("cannot write " + opt.log).c_str());
+
+    // The hot words, as host port addresses.
+    std::vector<uint32_t> hot;
+    for (unsigned home = 0; home < NV_NODES; home++)
+        for (unsigned line = 0; line < opt.hot_lines; line++)
+            for (unsigned w = 0; w < opt.words; w++)
+                hot.push_back(host_address(home, line_offset(line) + (4 * 7 * w) % 64));
+
+    std::vector<std::unique_ptr<BusScript>> scripts;
+    std::vector<std::unique_ptr<HostDriver>> hosts;
+    std::vector<RingPins> ring_pins;
+    std::vector<uint64_t> issued(NV_NODES, 0), writes(NV_NODES, 0);
+    Rng traffic(opt.seed);
+    for (int i = 0; i < NV_NODES; i++) {
+        scripts.emplace_back(new BusScript(WishbonePins{n[i].regs__cyc, n[i].regs__stb, n[i].regs__we,
+                                                        n[i].regs__sel, n[i].regs__ack, n[i].regs__err,
+                                                        n[i].regs__adr, n[i].regs__dat_w, n[i].regs__dat_r}, i));
+        auto source = [&, i](HostOp &op) {
+            if (issued[i] >= opt.ops) return false;
+            issued[i]++;
+            op.addr = hot[traffic.below(hot.size())];
+            op.write = traffic.chance(opt.write_fraction);
+            op.value = op.write ? uint32_t(i + 1) << 24 | uint32_t(++writes[i]) : 0;
+            op.gap = traffic.below(opt.max_gap);
+            return true;
+        };
+        hosts.emplace_back(new HostDriver(i, HostPins{n[i].host__req__valid, n[i].host__req__ready,
+                                                      n[i].host__wdata__valid, n[i].host__wdata__ready,
+                                                      n[i].host__resp__valid, n[i].host__resp__ready,
+                                                      n[i].host__req__payload, n[i].host__wdata__payload,
+                                                      n[i].host__resp__payload}, source, log));
+        ring_pins.push_back({n[i].tx, n[i].rx});
+        sys.add(scripts.back().get());
+        sys.add(hosts.back().get());
+    }
+    Ring ring(ring_pins, opt.ring_delay, opt.flip_rate, opt.seed ^ 0x5EED);
+    sys.add(&ring);
+
+    // Bring-up, as the firmware does it.
+    for (int i = 0; i < NV_NODES; i++) {
+        BusScript &s = *scripts[i];
+        s.write(NV_CTRL_NODE_ID, i);
+        s.write(NV_CTRL_CTRL, NV_CTRL_CTRL_NODE_ID_VALID_MASK | (opt.numa ? NV_CTRL_CTRL_NUMA_MODE_MASK : 0));
+        s.write(NV_RAC_UCODE_ADDR, 0);
+        for (uint64_t w : ucode) {
+            s.write(NV_RAC_UCODE_WDATA_LO, uint32_t(w));
+            s.write(NV_RAC_UCODE_WDATA_HI, uint32_t(w >> 32));
+        }
+        s.write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK);
+    }
+
+    enum class Phase { BringUp, Traffic, DumpTags, DumpData, Done } phase = Phase::BringUp;
+    struct Dump {
+        std::vector<uint32_t> dir, home, tag, tag_line, cache;
+    };
+    std::vector<Dump> dumps(NV_NODES);
+    auto all_idle = [&]() {
+        for (auto &s : scripts)
+            if (!s->idle()) return false;
+        return true;
+    };
+    auto debug_read = [&](BusScript &s, uint32_t what, uint32_t addr, uint32_t reg, uint32_t *out,
+                          uint32_t reg2 = 0, uint32_t *out2 = nullptr) {
+        s.write(NV_LAC_DEBUG_ADDR, addr);
+        s.write(NV_LAC_DEBUG_CMD, what);
+        s.poll(NV_LAC_STATUS, NV_LAC_STATUS_DEBUG_BUSY_MASK, 0);
+        s.read(reg, out);
+        if (out2) s.read(reg2, out2);
+    };
+
+    const auto wall_start = std::chrono::steady_clock::now();
+    uint64_t traffic_start = 0, traffic_end = 0;
+    int exit_code = 0;
+    std::string reason;
+    top->rst = 1;
+    for (;;) {
+        // One sys cycle: inputs, evaluate, sample, rising edge.
+        top->rst = sys.cycle() < 8;
+        sys.fall();
+        sys.drive();
+        top->eval();
+        sys.sample();
+        sys.rise();
+        top->eval();
+        const uint64_t cycle = sys.cycle();
+        if ((cycle & 63) != 0) continue;
+        if (g_stop) { reason = "interrupted"; exit_code = 130; break; }
+        if (opt.max_cycles && cycle >= opt.max_cycles) { reason = "cycle limit"; exit_code = 3; break; }
+        if (phase == Phase::BringUp && all_idle()) {
+            phase = Phase::Traffic;
+            traffic_start = cycle;
+            for (auto &h : hosts) h->enable();
+        } else if (phase == Phase::Traffic) {
+            bool done = true;
+            for (int i = 0; i < NV_NODES; i++) {
+                done &= hosts[i]->done();
+                if (hosts[i]->waiting(cycle) > opt.watchdog) {
+                    std::fprintf(stderr, "bench: node %d: %s at %#x pending for %llu cycles: deadlock?\n", i,
+                                 hosts[i]->current().write ? "write" : "read", hosts[i]->current().addr,
+                                 (unsigned long long)hosts[i]->waiting(cycle));
+                    reason = "watchdog";
+                    exit_code = 4;
+                }
+            }
+            if (exit_code) break;
+            if (done) {
+                traffic_end = cycle;
+                phase = Phase::DumpTags;
+                for (int i = 0; i < NV_NODES; i++) {
+                    Dump &d = dumps[i];
+                    d.dir.resize(opt.hot_lines);
+                    d.home.resize(opt.hot_lines * 16);
+                    d.tag.resize(NV_CACHE_SETS * NV_CACHE_WAYS);
+                    d.tag_line.resize(NV_CACHE_SETS * NV_CACHE_WAYS);
+                    d.cache.assign(NV_CACHE_SETS * NV_CACHE_WAYS * 16, 0);
+                    for (unsigned line = 0; line < opt.hot_lines; line++) {
+                        const uint32_t global = uint32_t(i) << 26 | line_offset(line);
+                        debug_read(*scripts[i], 0, global, NV_LAC_DEBUG_DIR, &d.dir[line]);
+                        for (unsigned w = 0; w < 16; w++)
+                            debug_read(*scripts[i], 2, line_offset(line) / 4 + w, NV_LAC_DEBUG_DATA, &d.home[line * 16 + w]);
+                    }
+                    for (unsigned k = 0; k < NV_CACHE_SETS * NV_CACHE_WAYS; k++)
+                        debug_read(*scripts[i], 1, k, NV_LAC_DEBUG_TAG, &d.tag[k], NV_LAC_DEBUG_TAG_LINE, &d.tag_line[k]);
+                }
+            }
+        } else if (phase == Phase::DumpTags && all_idle()) {
+            phase = Phase::DumpData;
+            for (int i = 0; i < NV_NODES; i++)
+                for (unsigned k = 0; k < NV_CACHE_SETS * NV_CACHE_WAYS; k++)
+                    if (dumps[i].tag[k] & 0xF)
+                        for (unsigned w = 0; w < 16; w++)
+                            debug_read(*scripts[i], 3, k * 16 + w, NV_LAC_DEBUG_DATA, &dumps[i].cache[k * 16 + w]);
+        } else if (phase == Phase::DumpData && all_idle()) {
+            reason = "done";
+            break;
+        }
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    top->final();
+    std::fclose(log);
+
+    if (FILE *f = std::fopen(opt.dump.c_str(), "w")) {
+        std::fprintf(f, "{\"reason\": \"%s\", \"cycles\": %llu, \"traffic_cycles\": %llu, \"wall_seconds\": %.3f, "
+                        "\"ring_flips\": %llu, \"nodes\": [\n", reason.c_str(), (unsigned long long)sys.cycle(),
+                     (unsigned long long)(traffic_end - traffic_start), wall, (unsigned long long)ring.flips());
+        for (int i = 0; i < NV_NODES; i++) {
+            const Dump &d = dumps[i];
+            std::fprintf(f, "%s {\"node\": %d, \"dir\": [", i ? ",\n" : "", i);
+            for (size_t k = 0; k < d.dir.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.dir[k]);
+            std::fprintf(f, "], \"home\": [");
+            for (size_t k = 0; k < d.home.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.home[k]);
+            std::fprintf(f, "], \"tag\": [");
+            for (size_t k = 0; k < d.tag.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.tag[k]);
+            std::fprintf(f, "], \"tag_line\": [");
+            for (size_t k = 0; k < d.tag_line.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.tag_line[k]);
+            std::fprintf(f, "], \"cache\": [");
+            for (size_t k = 0; k < d.cache.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.cache[k]);
+            std::fprintf(f, "]}");
+        }
+        std::fprintf(f, "\n]}\n");
+        std::fclose(f);
+    }
+    std::fprintf(stderr, "bench: %s after %llu cycles (%.2f s, %.0f cycles/s)\n", reason.c_str(),
+                 (unsigned long long)sys.cycle(), wall, sys.cycle() / (wall > 0 ? wall : 1));
+    return exit_code;
+}
