@@ -478,6 +478,7 @@ class RingLink(wiring.Component):
         ctx_attempts = [Signal(8, name=f"ctx{c}_attempts") for c in range(n_contexts)]
         ctx_timer = [Signal(16, name=f"ctx{c}_timer") for c in range(n_contexts)]
         ctx_accepted = [Signal(name=f"ctx{c}_accepted_while_sending") for c in range(n_contexts)]
+        ctx_sent = [Signal(name=f"ctx{c}_sent") for c in range(n_contexts)]   # sent at least once
         ctx_in_use = [state != _Context.FREE for state in ctx_state]
 
         queue_slot = [Signal(slot_bits, name=f"queue{i}_slot") for i in range(self.out_depth)]
@@ -687,14 +688,18 @@ class RingLink(wiring.Component):
                             ctx_target[c].eq(dispatch_target),
                             ctx_seq[c].eq(tx_seq.bit_select(dispatch_target, 1)),
                             ctx_attempts[c].eq(0),
+                            ctx_sent[c].eq(0),
                         ]
                 with m.Case(_Context.READY):
-                    with m.If(match & echo_accepted):
-                        m.d.sync += state.eq(_Context.DONE)    # a late echo of an earlier copy
+                    # A late echo of an earlier copy completes it; a packet never sent cannot
+                    # have been answered (an echo with its target and seq is older than it).
+                    with m.If(match & echo_accepted & ctx_sent[c]):
+                        m.d.sync += state.eq(_Context.DONE)
                     with m.Elif(tx_start_packet & (send_context == c)):
                         m.d.sync += [
                             state.eq(_Context.SENDING),
                             ctx_accepted[c].eq(0),
+                            ctx_sent[c].eq(1),
                             ctx_attempts[c].eq(Mux(ctx_attempts[c] == 0xFF, 0xFF, ctx_attempts[c] + 1)),
                         ]
                 with m.Case(_Context.SENDING):
@@ -711,8 +716,7 @@ class RingLink(wiring.Component):
                     with m.If(match & echo_accepted):
                         m.d.sync += state.eq(_Context.DONE)
                     with m.Elif(match & echo_refused):
-                        # The receiver is alive: only consecutive silent transmissions count.
-                        m.d.sync += [state.eq(_Context.BACKOFF), timer.eq(0), ctx_attempts[c].eq(0)]
+                        m.d.sync += [state.eq(_Context.BACKOFF), timer.eq(0)]
                     with m.Elif(timer >= echo_timeout):
                         m.d.comb += timed_out.eq(1)
                         with m.If(ctx_attempts[c] >= max_attempts):
@@ -733,7 +737,13 @@ class RingLink(wiring.Component):
                         m.d.sync += state.eq(_Context.FREE)
                 with m.Case(_Context.FAILED):
                     with m.If(failed_taken & (failed_context == c)):
-                        m.d.sync += state.eq(_Context.FREE)
+                        m.d.sync += state.eq(_Context.FREE)     # reported: its slot is freed now
+                    with m.Elif(match & echo_accepted):
+                        m.d.sync += state.eq(_Context.DONE)     # delivered after all: no report
+            # A BUSY answer proves the receiver alive: only consecutive silent transmissions count
+            # towards MAX_ATTEMPTS.
+            with m.If(match & echo_refused & (state != _Context.DONE) & (state != _Context.FAILED)):
+                m.d.sync += ctx_attempts[c].eq(0)
             events["TIMEOUTS"].append(timed_out)
         events["BUSY_RECEIVED"].append(echo_refused)
 
