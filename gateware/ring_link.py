@@ -25,8 +25,9 @@ Transmit
     per target suffices. ACCEPTED: the slot is freed and the target's bit toggles. BUSY: resend after
     ``BUSY_DELAY`` cycles (BUSY proves the receiver alive, so it never counts as a failed attempt:
     full queues back-pressure, nothing is dropped). No echo within ``ECHO_TIMEOUT`` cycles: resend;
-    after ``MAX_ATTEMPTS`` transmissions without any echo the packet is given up and its header
-    appears on ``failed``.
+    after ``MAX_ATTEMPTS`` consecutive transmissions without any echo the packet is given up and
+    its header appears on ``failed`` (an ACCEPTED echo arriving before the sequencer takes that
+    report still completes it). A given-up packet does not toggle its target's alternating bit.
 
 Output
     At packet boundaries the output chooses between the bypass FIFO and own traffic (echoes before
@@ -42,6 +43,23 @@ Scrubber
     forwarded and removes the next packet starting with that symbol seen within
     ``ECHO_TIMEOUT / 2`` cycles: one ring revolution is much shorter than that, while a sender's
     resend of a corrupt packet comes at least ``ECHO_TIMEOUT`` later and is not mistaken for it.
+
+Alternating bits
+    A sender's bit per target starts at 0; a receiver's last-accepted bit per source starts at 1,
+    so the first packet of every pair is new. Both are cleared only by reset.
+
+Known limits
+    * One bit cannot resynchronise a pair. If a packet is given up although its receiver had
+      accepted it (every echo lost ``MAX_ATTEMPTS`` times in a row), or if one node is reset while
+      the others run, the next packet of that pair is taken for a duplicate: echoed ACCEPTED but
+      not stored. Curing that needs a header change (for instance a "resync" bit the receiver
+      obeys); ``sci_packet`` is left as it is.
+    * The scrubber remembers one suspect per node: debris arriving faster than one per revolution
+      may circle more than once before it goes. A corrupt packet whose CRC still checks (about one
+      in 65536 of multi-bit errors) is not recognised by anyone.
+    * While ``enable`` is low nothing is sent, but packets already awaiting an echo keep counting
+      towards their timeout and may be given up.
+    * A context stays occupied until the sequencer takes its ``failed`` report.
 """
 
 from dataclasses import replace
@@ -51,12 +69,12 @@ from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import regmap, wishbone
+from .coherence import NODE_ID_BITS
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout, SymbolLayout
 from .sci_packet import (CRC_INIT, CRC_POLY, DATA_SYMBOLS, DATA_WORDS, ECHO_HEADER_SYMBOLS,
                          HEADER_BITS, HEADER_SYMBOLS, MAX_PACKET_SYMBOLS, SYMBOL_BITS, EchoStatus,
                          PacketType)
-from .coherence import NODE_ID_BITS
 
 #: Cycles from a symbol on ``rx`` to the same symbol on ``tx`` through an idle node: ``rx`` is
 #: registered (1), written into the bypass FIFO (2: readable the next cycle), then popped into the
@@ -304,7 +322,7 @@ class RingLink(wiring.Component):
                 forward_q.eq(~(for_me | came_back | scrub)),
                 first_q.eq(rx.data),
                 expected_q.eq(expected),
-                type_ok_q.eq(first.ptype != 3),
+                type_ok_q.eq(first.ptype.matches(*PacketType)),
                 is_echo_q.eq(first_is_echo),
                 duplicate_q.eq(rx_last_seq.bit_select(first.source, 1) == first.seq),
                 room_q.eq(in_count != self.in_depth),
