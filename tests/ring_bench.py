@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
+from numavia.gateware import regmap
 from numavia.gateware.ring_link import RingLink
 from numavia.gateware.sci_layouts import SymbolLayout
 from numavia.gateware.sci_packet import DATA_WORDS, Command, Packet, PacketType
 
-from ring_bfm import header_of, packet_from_header, receive, send, take
+from ring_bfm import packet_from_header, receive, send, take
 from wishbone_bfm import read
 
 
@@ -126,7 +127,6 @@ class Traffic:
     received: dict = field(default_factory=dict)   # (source, target) -> [Delivery]
     failed: dict = field(default_factory=dict)     # node index -> [header Packet]
     send_waits: dict = field(default_factory=dict)  # node index -> [cycles send_header held back]
-    accepted_at: dict = field(default_factory=dict)  # node index -> [cycle each send completed]
 
     def expected(self):
         return sum(len(p) for p in self.plan.values())
@@ -152,7 +152,6 @@ class Traffic:
                 self.sent.setdefault((source, packet.target), []).append(as_sent_by(packet, source))
                 waited = await send(ctx, link, packet)
                 self.send_waits.setdefault(i, []).append(waited)
-                self.accepted_at.setdefault(i, []).append(ctx.get(self.bench.cycle))
         return process
 
     def _receiver(self, i, link):
@@ -253,7 +252,6 @@ def flipper(bench, schedule):
 
 
 async def read_counters(ctx, link, names):
-    from numavia.gateware import regmap
     return {name: await read(ctx, link.bus, regmap.RING.register(name).offset) for name in names}
 
 

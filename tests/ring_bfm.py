@@ -4,9 +4,7 @@ Everything about the packet format comes from ``sci_packet`` (``encode``/``decod
 ``Packet.header_value``, ``field_positions``): nothing here knows where a field sits.
 """
 
-from amaranth.sim import Simulator
-
-from numavia.gateware.sci_packet import DATA_WORDS, HEADER_FIELD_NAMES, Packet, decode, field_positions
+from numavia.gateware.sci_packet import DATA_WORDS, HEADER_FIELD_NAMES, Packet, field_positions
 
 _POSITIONS = field_positions()
 
@@ -15,16 +13,6 @@ def packet_from_header(value):
     """The header fields of a :data:`HeaderLayout` bit vector, as a :class:`Packet` without data."""
     return Packet(**{name: (value >> _POSITIONS[name][0]) & ((1 << _POSITIONS[name][1]) - 1)
                      for name in HEADER_FIELD_NAMES})
-
-
-def header_of(packet):
-    """``packet`` without its data block: what a header stream carries."""
-    return Packet(**{name: getattr(packet, name) for name in HEADER_FIELD_NAMES})
-
-
-def raw(ctx, view):
-    """The bit vector behind a layout-shaped port."""
-    return ctx.get(view.as_value())
 
 
 async def put(ctx, stream, value, *, limit=None):
