@@ -81,6 +81,11 @@ from .sci_packet import (CRC_INIT, CRC_POLY, DATA_SYMBOLS, DATA_WORDS, ECHO_HEAD
 #: ``tx`` register (3).
 BYPASS_LATENCY = 3
 
+#: Cycles from the last symbol of a packet on ``rx`` to the first symbol of its echo on ``tx``
+#: through an idle node: ``rx`` register (1), the verdict in the idle cycle that ends the packet
+#: (2), the echo queue readable (3), the ``tx`` register (4).
+ECHO_TURNAROUND = 4
+
 #: Symbols of a request/response, header and CRC, without and with its data block.
 _SHORT_PACKET = HEADER_SYMBOLS + 1
 _LONG_PACKET = HEADER_SYMBOLS + DATA_SYMBOLS + 1

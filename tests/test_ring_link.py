@@ -16,7 +16,7 @@ from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 
 from numavia.gateware import regmap
-from numavia.gateware.ring_link import BYPASS_LATENCY, RingLink, _saturating_counter
+from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
 from numavia.gateware.sci_packet import (MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode,
                                          encode)
 
@@ -490,6 +490,38 @@ def check_quiet_and_consistent(traffic, result):
     for c in result["counters"]:
         assert c["TX_ECHOES"] == c["RX_PACKETS"] + c["DUPLICATES"] + c["BUSY_SENT"]
     return delivered
+
+
+def test_idle_ring_latencies():
+    """On an idle ring a packet gains ``delay + BYPASS_LATENCY`` cycles per node it passes and its
+    echo leaves ECHO_TURNAROUND cycles after the packet's last symbol: the round trip to the last
+    echo symbol is ``L + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY``
+    for a packet of L symbols (38 and 70 cycles for 4 nodes and a delay of 4)."""
+    nodes, delay = 4, 4
+    packets = [Packet(target=2, cmd=1), Packet(target=2, cmd=2, has_data=1, data=list(range(16)))]
+    bench = RingBench(nodes, delay=delay)
+    seen = {i: [] for i in range(nodes)}
+
+    async def main(ctx):
+        for packet in packets:
+            await send(ctx, bench.links[0], packet)
+            await receive(ctx, bench.links[2])
+            await wait_cycles(ctx, 200)
+    simulate(bench, main, background=[tx_monitor(bench.cycle, link, seen[i]) for i, link in enumerate(bench.links)])
+    round_trips = []
+    for k, packet in enumerate(packets):
+        length = len(encode(packet))
+        sent, forwarded = seen[0][k][0], seen[1][k][0]
+        echoed, echo_forwarded = seen[2][k][0], seen[3][k][0]
+        assert forwarded - sent == delay + BYPASS_LATENCY
+        last_symbol_at_target = forwarded + delay + length - 1
+        assert echoed - last_symbol_at_target == ECHO_TURNAROUND
+        assert echo_forwarded - echoed == delay + BYPASS_LATENCY
+        echo_length = len(seen[3][k][1])
+        round_trips.append(echo_forwarded + delay + echo_length - 1 - sent)
+        assert round_trips[-1] == \
+            length + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY
+    assert round_trips == [38, 70]
 
 
 @pytest.mark.parametrize("nodes", [2, 4])
