@@ -55,17 +55,22 @@ class CardConfig:
         return (self.address_map().window_bytes // 4 - 1).bit_length()
 
 
+def card_signature(config):
+    """The card's ports (also what the LiteX wrapper instantiates, without elaborating a Card)."""
+    return wiring.Signature({
+        "regs":          In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
+        "window":        In(wishbone.Signature(addr_width=config.window_addr_width)),
+        "host":          In(HostPortSignature()),
+        "rx":            In(SymbolLayout),
+        "tx":            Out(SymbolLayout),
+        "node_id_strap": In(regmap.NODE_ID_BITS),
+    })
+
+
 class Card(wiring.Component):
     def __init__(self, config=CardConfig()):
         self.config = config
-        super().__init__({
-            "regs":          In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
-            "window":        In(wishbone.Signature(addr_width=config.window_addr_width)),
-            "host":          In(HostPortSignature()),
-            "rx":            In(SymbolLayout),
-            "tx":            Out(SymbolLayout),
-            "node_id_strap": In(regmap.NODE_ID_BITS),
-        })
+        super().__init__(card_signature(config))
 
     def elaborate(self, platform):
         m = Module()

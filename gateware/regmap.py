@@ -250,8 +250,66 @@ RAC = Block("rac", base=0x0200, size=0x100, doc="Remote access controller (micro
     *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RAC_COUNTERS)),
 ))
 
+#: Saturating 32-bit event counters of the ring link, in register order (name, what is counted).
+RING_COUNTERS = (
+    ("TX_PACKETS", "Request/response packets transmitted, resends included"),
+    ("TX_ACCEPTED", "Own packets completed by an ACCEPTED echo (each packet once)"),
+    ("TX_ECHOES", "Echoes transmitted (ACCEPTED and BUSY)"),
+    ("RX_PACKETS", "Packets stored in the incoming queue"),
+    ("RX_ECHOES", "Echoes received for this node with a good CRC"),
+    ("BYPASSED", "Packets forwarded to the next node"),
+    ("CRC_ERRORS", "Packets for this node dropped for a bad CRC, a wrong length or an unknown type"),
+    ("DUPLICATES", "Packets received again (same alternating bit): echoed ACCEPTED, not stored"),
+    ("BUSY_SENT", "BUSY echoes sent because the incoming queue was full"),
+    ("BUSY_RECEIVED", "BUSY echoes received for own packets"),
+    ("TIMEOUTS", "Own packets resent (or given up) because no echo came within ECHO_TIMEOUT"),
+    ("SEND_FAILURES", "Own packets given up after MAX_ATTEMPTS and reported on the failed stream"),
+    ("UNDELIVERABLE", "Own packets that came back around the ring untaken and were removed"),
+    ("ECHO_OVERFLOWS", "Packets for this node dropped unechoed because the echo queue was full"),
+    ("SCRUBBED", "Corrupt packets removed on their second pass (nobody else would remove them)"),
+)
+
+RING = Block("ring", base=0x0300, size=0x100, doc="SCI ring link: configuration, queue status, counters", registers=(
+    Register("CONTROL", 0x00, Access.WO, "Commands", width=1, fields=(
+        Field("CLEAR", 0, doc="Write 1: zero every counter, BYPASS.PEAK and ERRORS"),
+    )),
+    Register("STATUS", 0x04, Access.RO, "Queue occupancies", fields=(
+        Field("OUT_QUEUE", 0, 8, "Packets in the outgoing queue (waiting or awaiting their echo)"),
+        Field("IN_QUEUE", 8, 8, "Packets in the incoming queue not yet taken by the sequencer"),
+        Field("OUTSTANDING", 16, 8, "Own packets in flight (sent or to be resent)"),
+        Field("ECHO_QUEUE", 24, 8, "Echoes waiting to be transmitted"),
+    )),
+    Register("BYPASS", 0x08, Access.RO, "Bypass FIFO occupancy, in entries (symbols and packet ends)", fields=(
+        Field("LEVEL", 0, 16, "Now"),
+        Field("PEAK", 16, 16, "Highest since reset or CONTROL.CLEAR"),
+    )),
+    Register("ERRORS", 0x0C, Access.RO, "Sticky design-invariant violations: never set in a correct design", width=2, fields=(
+        Field("BYPASS_OVERFLOW", 0, doc="A bypassed symbol found the bypass FIFO full"),
+        Field("BYPASS_UNDERRUN", 1, doc="The bypass FIFO ran dry inside a packet"),
+    )),
+    Register("PARAMS", 0x10, Access.RO, "Build parameters", fields=(
+        Field("OUT_DEPTH", 0, 8, "Outgoing queue, packets"),
+        Field("IN_DEPTH", 8, 8, "Incoming queue, packets"),
+        Field("MAX_OUTSTANDING", 16, 8, "Own packets awaiting their echo at once"),
+        Field("ECHO_DEPTH", 24, 8, "Echo queue, echoes"),
+    )),
+    Register("BYPASS_PARAMS", 0x14, Access.RO, "Bypass FIFO build parameters", fields=(
+        Field("DEPTH", 0, 16, "Entries"),
+        Field("THRESHOLD", 16, 16, "Above this occupancy own traffic waits (bypass is forced)"),
+    )),
+    Register("ECHO_TIMEOUT", 0x20, Access.RW,
+             "Cycles to wait for an echo before resending; also twice the scrubber's memory",
+             width=16, reset=4096),
+    Register("BUSY_DELAY", 0x24, Access.RW, "Cycles to wait after a BUSY echo before resending",
+             width=16, reset=64),
+    Register("MAX_ATTEMPTS", 0x28, Access.RW,
+             "Consecutive transmissions without any echo after which a packet is given up (a BUSY echo restarts the count)",
+             width=8, reset=8),
+    *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RING_COUNTERS)),
+))
+
 #: Where each block of the card lives in the 64 KiB register window. Reserved ahead so blocks
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
 #:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
-CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC))
+CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC, RING))

@@ -6,10 +6,12 @@ from amaranth.lib import wiring
 from migen import ClockSignal, Instance, ResetSignal, Signal
 
 
-def port_list(component):
-    """``[(name, direction, width)]`` of the component's ports; direction is "i" or "o"."""
+def port_list(signature):
+    """``[(name, direction, width)]`` of a component signature's ports; direction is "i" or "o"."""
     ports = []
-    for path, member, _ in component.signature.flatten(component):
+    for path, member in signature.members.flatten():
+        if not member.is_port:
+            continue
         name = "__".join(str(p) for p in path)
         direction = "i" if member.flow == wiring.In else "o"
         ports.append((name, direction, Shape.cast(member.shape).width))
@@ -17,12 +19,13 @@ def port_list(component):
 
 
 class AmaranthInstance:
-    """Migen signals for every port of ``component`` and the Instance of its Verilog module."""
+    """Migen signals for every port of a component (given its signature) and the Instance of its
+    Verilog module."""
 
-    def __init__(self, component, module_name, clock_domain="sys"):
+    def __init__(self, signature, module_name, clock_domain="sys"):
         self.ports = {}
         connections = {"i_clk": ClockSignal(clock_domain), "i_rst": ResetSignal(clock_domain)}
-        for name, direction, width in port_list(component):
+        for name, direction, width in port_list(signature):
             signal = Signal(width, name=name)
             self.ports[name] = signal
             connections[f"{direction}_{name}"] = signal

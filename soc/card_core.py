@@ -1,37 +1,32 @@
-"""The Amaranth card as a LiteX module: its Verilog, cached by inputs, behind a Wishbone slave."""
-
-from migen import ClockSignal, ResetSignal, Instance, Signal
+"""The Amaranth card as a LiteX module: its Verilog (cached by inputs), its register window and
+SoC-bus window as Wishbone slaves, and the ring link and second host port for the target."""
 
 from litex.gen import LiteXModule
 from litex.soc.interconnect import wishbone
 
 from numavia.gateware import regmap
 from numavia.gateware.build import TOP_NAME, card_verilog
-from numavia.gateware.card import CardConfig
+from numavia.gateware.card import CardConfig, card_signature
+
+from .amaranth_instance import AmaranthInstance
 
 
 class CardCore(LiteXModule):
-    """``bus`` is the card's register window (``regmap.CARD``); ``node_id_strap`` its strap input."""
+    """``regs``: the register window (``regmap.CARD``); ``window``: the host port seen from the
+    SoC bus (shared window + private memory). ``ring_rx``/``ring_tx``, ``node_id_strap`` and
+    ``host`` (the second host port's signals by name) are for the target to connect."""
 
     def __init__(self, platform, config=CardConfig(), *, log=None):
         self.config = config
-        self.bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
-        self.node_id_strap = Signal(regmap.NODE_ID_BITS)
         self.verilog = card_verilog(config, log=log)
         platform.add_source(str(self.verilog))
+        card = AmaranthInstance(card_signature(config), TOP_NAME)
+        self.specials += card.instance
 
-        aw = regmap.CARD.addr_width
-        self.specials += Instance(TOP_NAME,
-            i_clk           = ClockSignal("sys"),
-            i_rst           = ResetSignal("sys"),
-            i_node_id_strap = self.node_id_strap,
-            i_regs__cyc     = self.bus.cyc,
-            i_regs__stb     = self.bus.stb,
-            i_regs__we      = self.bus.we,
-            i_regs__adr     = self.bus.adr[:aw],
-            i_regs__dat_w   = self.bus.dat_w,
-            i_regs__sel     = self.bus.sel,
-            o_regs__dat_r   = self.bus.dat_r,
-            o_regs__ack     = self.bus.ack,
-            o_regs__err     = self.bus.err,
-        )
+        self.regs = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+        self.window = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+        self.comb += card.connect_wishbone("regs", self.regs, regmap.CARD.addr_width)
+        self.comb += card.connect_wishbone("window", self.window, config.window_addr_width)
+        self.node_id_strap = card["node_id_strap"]
+        self.ring_rx, self.ring_tx = card["rx"], card["tx"]
+        self.host = card.group("host")

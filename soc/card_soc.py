@@ -16,7 +16,8 @@ from .card_core import CardCore
 class NumaviaSoC(SoCCore):
     mem_map = {
         **SoCCore.mem_map,
-        "card": 0x8000_0000,
+        "card":   0x8000_0000,     # the card's registers
+        "shared": 0x9000_0000,     # the host port: every node's shared slice, then private memory
     }
 
     def __init__(self, platform, *, sys_clk_freq=100e6, card_config=None, cpu_variant="standard",
@@ -37,5 +38,9 @@ class NumaviaSoC(SoCCore):
             **kwargs)
 
         self.card = CardCore(platform, card_config, log=log)
-        self.bus.add_slave("card", self.card.bus,
+        self.bus.add_slave("card", self.card.regs,
                            SoCRegion(origin=self.mem_map["card"], size=regmap.CARD.size, cached=False))
+        # Uncached, as the paper's PCI shared memory was: every access reaches the card.
+        self.bus.add_slave("shared", self.card.window,
+                           SoCRegion(origin=self.mem_map["shared"],
+                                     size=card_config.address_map().window_bytes, cached=False))

@@ -15,6 +15,8 @@ from litex.soc.integration.builder import Builder
 from litex.soc.interconnect import wishbone
 
 from numavia.gateware import regmap
+from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
+from numavia.gateware.sci_layouts import SymbolLayout
 
 from .card_soc import NumaviaSoC
 
@@ -31,6 +33,20 @@ _io = [
         Subsignal("sink_valid",   Pins(1)),
         Subsignal("sink_ready",   Pins(1)),
         Subsignal("sink_data",    Pins(8)),
+    ),
+    # The SCI ring link: one symbol + frame bit per cycle each way.
+    ("ring", 0,
+        Subsignal("rx", Pins(SymbolLayout.size)),
+        Subsignal("tx", Pins(SymbolLayout.size)),
+    ),
+    # The card's second host port (what a PCIe endpoint drives on a board): trace replay.
+    ("hostport", 0,
+        Subsignal("req_valid", Pins(1)), Subsignal("req_ready", Pins(1)),
+        Subsignal("req_payload", Pins(RequestLayout.size)),
+        Subsignal("wdata_valid", Pins(1)), Subsignal("wdata_ready", Pins(1)),
+        Subsignal("wdata_payload", Pins(WriteBeatLayout.size)),
+        Subsignal("resp_valid", Pins(1)), Subsignal("resp_ready", Pins(1)),
+        Subsignal("resp_payload", Pins(ResponseLayout.size)),
     ),
     ("hostbridge", 0,
         Subsignal("adr",   Pins(30)),
@@ -74,6 +90,19 @@ class SimNodeSoC(NumaviaSoC):
         self.crg = CRG(platform.request("sys_clk"), rst=platform.request("sys_rst"))
 
         self.comb += self.card.node_id_strap.eq(platform.request("node_id_strap"))
+
+        ring = platform.request("ring")
+        self.comb += [self.card.ring_rx.eq(ring.rx), ring.tx.eq(self.card.ring_tx)]
+
+        hp, host = platform.request("hostport"), self.card.host
+        self.comb += [
+            host["req__valid"].eq(hp.req_valid), hp.req_ready.eq(host["req__ready"]),
+            host["req__payload"].eq(hp.req_payload),
+            host["wdata__valid"].eq(hp.wdata_valid), hp.wdata_ready.eq(host["wdata__ready"]),
+            host["wdata__payload"].eq(hp.wdata_payload),
+            hp.resp_valid.eq(host["resp__valid"]), host["resp__ready"].eq(hp.resp_ready),
+            hp.resp_payload.eq(host["resp__payload"]),
+        ]
 
         pads = platform.request("hostbridge")
         bridge = wishbone.Interface(data_width=32, address_width=32, addressing="word")

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from numavia import codegen
 from numavia.bridge import BridgeError, HostBridge
 from numavia.gateware import regmap
 from numavia.soc import sim
@@ -26,6 +27,9 @@ def test_two_nodes_boot_with_identity_read_over_the_bus(tmp_path):
         assert f"card: id {regmap.CARD_ID:#010x} version {major}.{minor}.{patch} clock 100000000 Hz" in text
         assert "card: scratch register ok" in text
         assert f"card: node id strap {node}, node id set to {node} (read back {node})" in text
+        program = codegen.microcode_program()
+        assert (f"card: microcode loaded and verified ({len(program.words)} words, "
+                f"crc {program.crc32:#010x})") in text
         assert f"{sim.READY_MARKER} (node {node})" in text
         assert summary["marker_cycles"][node] is not None
 

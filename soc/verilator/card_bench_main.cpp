@@ -131,9 +131,9 @@ int main(int argc, char **argv) {
     std::vector<uint64_t> issued(NV_NODES, 0), writes(NV_NODES, 0);
     Rng traffic(opt.seed);
     for (int i = 0; i < NV_NODES; i++) {
-        scripts.emplace_back(new BusScript(WishbonePins{n[i].regs__cyc, n[i].regs__stb, n[i].regs__we,
-                                                        n[i].regs__sel, n[i].regs__ack, n[i].regs__err,
-                                                        n[i].regs__adr, n[i].regs__dat_w, n[i].regs__dat_r}, i));
+        scripts.emplace_back(new BusScript(WishbonePins{n[i].regs_cyc, n[i].regs_stb, n[i].regs_we,
+                                                        n[i].regs_sel, n[i].regs_ack, n[i].regs_err,
+                                                        n[i].regs_adr, n[i].regs_dat_w, n[i].regs_dat_r}, i));
         auto source = [&, i](HostOp &op) {
             if (issued[i] >= opt.ops) return false;
             issued[i]++;
@@ -143,11 +143,11 @@ int main(int argc, char **argv) {
             op.gap = traffic.below(opt.max_gap);
             return true;
         };
-        hosts.emplace_back(new HostDriver(i, HostPins{n[i].host__req__valid, n[i].host__req__ready,
-                                                      n[i].host__wdata__valid, n[i].host__wdata__ready,
-                                                      n[i].host__resp__valid, n[i].host__resp__ready,
-                                                      n[i].host__req__payload, n[i].host__wdata__payload,
-                                                      n[i].host__resp__payload}, source, log));
+        hosts.emplace_back(new HostDriver(i, HostPins{n[i].host_req_valid, n[i].host_req_ready,
+                                                      n[i].host_wdata_valid, n[i].host_wdata_ready,
+                                                      n[i].host_resp_valid, n[i].host_resp_ready,
+                                                      n[i].host_req_payload, n[i].host_wdata_payload,
+                                                      n[i].host_resp_payload}, source, log));
         ring_pins.push_back({n[i].tx, n[i].rx});
         sys.add(scripts.back().get());
         sys.add(hosts.back().get());

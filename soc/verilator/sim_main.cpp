@@ -25,6 +25,7 @@
 #include "clocks.hpp"
 #include "console.hpp"
 #include "etherbone_server.hpp"
+#include "ring_link.hpp"
 
 namespace {
 
@@ -40,6 +41,9 @@ struct Options {
     bool quiet = false;
     uint64_t progress_every = 0;      // cycles between progress lines on stderr (0: none)
     double wall_limit = 0;            // seconds of wall time before giving up (0: none)
+    unsigned ring_delay = 4;          // cycles per ring hop (link + cable)
+    double ring_flip_rate = 0;        // probability of a bit flip per ring symbol
+    uint64_t seed = 1;
 };
 
 [[noreturn]] void usage(const char *msg) {
@@ -47,7 +51,8 @@ struct Options {
         "sim: %s\n"
         "usage: Vnumavia_cluster [--max-cycles N] [--stop-marker TEXT] [--out-dir DIR]\n"
         "                        [--bridge-port PORT] [--serve] [--quiet] [--progress N]\n"
-        "                        [--wall-limit SECONDS]\n", msg);
+        "                        [--wall-limit SECONDS] [--ring-delay N] [--ring-flip-rate F]\n"
+        "                        [--seed N]\n", msg);
     std::exit(2);
 }
 
@@ -67,6 +72,9 @@ Options parse(int argc, char **argv) {
         else if (a == "--quiet") o.quiet = true;
         else if (a == "--progress") o.progress_every = std::strtoull(value().c_str(), nullptr, 0);
         else if (a == "--wall-limit") o.wall_limit = std::atof(value().c_str());
+        else if (a == "--ring-delay") o.ring_delay = std::atoi(value().c_str());
+        else if (a == "--ring-flip-rate") o.ring_flip_rate = std::atof(value().c_str());
+        else if (a == "--seed") o.seed = std::strtoull(value().c_str(), nullptr, 0);
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
     }
@@ -103,6 +111,10 @@ int main(int argc, char **argv) {
             sys.add(bridges.back().get());
         }
     }
+    std::vector<RingPins> ring_pins;
+    for (int i = 0; i < NV_NODES; i++) ring_pins.push_back({nodes[i].ring_tx, nodes[i].ring_rx});
+    Ring ring(ring_pins, opt.ring_delay, opt.ring_flip_rate, opt.seed);
+    sys.add(&ring);
     if (opt.bridge_port)
         std::fprintf(stderr, "sim: host bridges on 127.0.0.1:%d..%d\n", opt.bridge_port,
                      opt.bridge_port + NV_NODES - 1);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 
 #include "verilated.h"
 
@@ -13,10 +14,18 @@ struct BusOp {
     bool error = false;
 };
 
+// A model input of any width up to 32 bits (Verilator types ports by width).
+struct InputPort {
+    template <typename T>
+    InputPort(T *port) : set([port](uint32_t value) { *port = T(value); }) {}
+    std::function<void(uint32_t)> set;
+};
+
 // The model ports of one Wishbone target, word addressed, 32-bit data.
 struct WishbonePins {
     CData *cyc, *stb, *we, *sel, *ack, *err;
-    IData *adr, *dat_w, *dat_r;
+    InputPort adr;
+    IData *dat_w, *dat_r;
 };
 
 class WishboneMaster {
@@ -40,7 +49,7 @@ public:
         *p_.stb = busy_;
         if (busy_) {
             *p_.we = current_.write;
-            *p_.adr = current_.byte_addr >> 2;
+            p_.adr.set(current_.byte_addr >> 2);
             *p_.dat_w = current_.data;
             *p_.sel = 0xF;
         }
