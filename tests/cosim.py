@@ -119,6 +119,7 @@ class CoSim:
         self.result = CoSimResult()
         self.write_counter = {n: 0 for n in range(config.nodes)}
         self.remaining = {n: config.operations for n in range(config.nodes)}
+        self.scripted = False
         self.hot = []
         for home in range(config.nodes):
             for line in range(config.lines_per_home):
@@ -201,6 +202,8 @@ class CoSim:
                 for packet in card.outbox:
                     self.route(node, packet, self.now + cycles)
                 card.outbox.clear()
+                if self.scripted:           # the script collects its own completions
+                    continue
                 for request, status, words in card.completions:
                     req, access, _ = self.pending.pop(node)
                     assert request is req and status == Status.OK, f"node {node}: access failed"
@@ -312,3 +315,148 @@ class CoSim:
                         cache[tag.addr] = (tag.state, tag.fwd, tag.bwd, list(card.cdata[s][w]))
             views.append(NodeView(card.node_id, directory, memory, cache))
         return views
+
+
+class ScriptedCoSim(CoSim):
+    """The co-simulation driven by a script: one access at a time, each run to quiescence, then
+    a snapshot of every node's view of one line (the RTL node's through its debug registers).
+
+    ``steps``: ``(node, "read"|"write"|"flush", global_addr, value)``. Returns one snapshot per step:
+    ``{"value": read value, "dir": (mstate, locked, head), "nodes": {node: (state, fwd, bwd)}}``
+    where absent nodes hold the line INVALID.
+    """
+
+    def run_script(self, steps, line):
+        cfg, dut = self.cfg, self.dut
+        rtl = cfg.rtl_node
+        self.scripted = True
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        snapshots = []
+        sets, ways = cfg.sets, cfg.ways
+
+        def quiet():
+            return (not self.to_rtl and not self.events_pending() and
+                    not any(m.busy() for m in self.models.values()))
+
+        async def clock(ctx):
+            while True:
+                await ctx.tick()
+                self.now += 1
+                self.advance_models()
+
+        async def ingress(ctx):
+            while True:
+                if self.to_rtl and self.to_rtl[0][0] <= self.now:
+                    _, _, packet = heapq.heappop(self.to_rtl)
+                    await send(ctx, dut.recv_header, packet_fields(packet))
+                    for word in packet.data if packet.has_data else []:
+                        await send(ctx, dut.recv_data, word)
+                else:
+                    await ctx.tick()
+
+        async def egress(ctx):
+            while True:
+                header = await recv(ctx, dut.send_header)
+                packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
+                packet.source = rtl
+                if packet.has_data:
+                    packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(WORDS)]
+                self.route(rtl, packet, self.now)
+
+        async def debug(ctx, what, addr):
+            await wb_write(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_ADDR").offset, addr)
+            await wb_write(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_CMD").offset, what)
+            while await wb_read(ctx, dut.lac_bus, regmap.LAC.register("STATUS").offset) & 2:
+                pass
+
+        async def rtl_line_state(ctx):
+            from numavia.gateware.coherence import cache_set
+            s = cache_set((line & 0x3FFFFFF) // LINE_BYTES, line >> 26, sets)
+            for way in range(ways):
+                await debug(ctx, 1, s * ways + way)
+                tag = await wb_read(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_TAG").offset)
+                tline = await wb_read(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_TAG_LINE").offset)
+                if tag & 0xF and tline == line:
+                    return (tag & 0xF, tag >> 8 & 63, tag >> 16 & 63)
+            return None
+
+        async def rtl_dir(ctx):
+            await debug(ctx, 0, line)
+            d = await wb_read(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_DIR").offset)
+            return (d & 3, bool(d >> 2 & 1), d >> 8 & 63)
+
+        async def orchestrate(ctx):
+            ctx.set(dut.node_id, rtl)
+            ctx.set(dut.numa_mode, cfg.numa)
+            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, 1)
+            for node, op, addr, value in steps:
+                result = None
+                if node == rtl:
+                    if op == "flush":
+                        await wb_write(ctx, dut.lac_bus, regmap.LAC.register("COMMAND").offset, 1)
+                        while await wb_read(ctx, dut.lac_bus, regmap.LAC.register("STATUS").offset) & 1:
+                            pass
+                    else:
+                        write = op == "write"
+                        await send(ctx, dut.host.req, {"addr": self.host_address(addr), "write": write, "count": 1})
+                        if write:
+                            await send(ctx, dut.host.wdata, {"data": value, "be": 0xF})
+                        beat = await recv(ctx, dut.host.resp)
+                        assert not beat.error, f"step {node} {op} {addr:#x} failed"
+                        result = int(beat.data)
+                else:
+                    card = self.models[node]
+                    if op == "flush":
+                        card.flush()
+                        self._push(self.now, "card", node)
+                    else:
+                        word = (addr % LINE_BYTES) // 4
+                        data = [0] * WORDS
+                        data[word] = value
+                        request = LocalRequest(LocalKind.WRITE if op == "write" else LocalKind.READ,
+                                               addr - addr % LINE_BYTES, word, 1, data,
+                                               (0xF << 4 * word) if op == "write" else 0)
+                        served = card.local_access(request)
+                        if served is None:
+                            self._push(self.now, "card", node)
+                            while not card.completions:
+                                await ctx.tick()
+                            request_done, status, words = card.completions.pop()
+                            assert status == Status.OK, f"step {node} {op} {addr:#x} failed"
+                            served = words
+                        result = served[0] if served else None
+                    if op == "flush":
+                        while not card.completions:
+                            await ctx.tick()
+                        card.completions.clear()
+                for _ in range(200):               # let rollouts and echoes finish
+                    await ctx.tick()
+                while not quiet():
+                    await ctx.tick()
+                snapshot = {"value": result, "nodes": {}}
+                home = line >> 26
+                for n, card in self.models.items():
+                    for s_ways in card.tags:
+                        for tag in s_ways:
+                            if tag.state and tag.addr == line:
+                                snapshot["nodes"][n] = (tag.state, tag.fwd, tag.bwd)
+                    if n == home:
+                        mstate, locked, head = card.directory[(line & 0x3FFFFFF) // LINE_BYTES]
+                        snapshot["dir"] = (mstate, locked, head)
+                state = await rtl_line_state(ctx)
+                if state is not None:
+                    snapshot["nodes"][rtl] = state
+                if home == rtl:
+                    snapshot["dir"] = await rtl_dir(ctx)
+                snapshots.append(snapshot)
+
+        sim.add_testbench(clock, background=True)
+        sim.add_testbench(ingress, background=True)
+        sim.add_testbench(egress, background=True)
+        sim.add_testbench(orchestrate)
+        sim.run()
+        return snapshots
+
+    def events_pending(self):
+        return any(kind != "host" for _, _, kind, _ in self.events)

@@ -96,6 +96,31 @@ def _add_firmware(sub):
     p.set_defaults(func=cmd_firmware)
 
 
+# --- numavia bench -----------------------------------------------------------------------------
+
+def cmd_bench_latency(args):
+    from numavia.bench import latency
+    out = Path(args.out)
+    figures = latency.run(args.nodes, log=_log, out=buildcache.build_root() / "run" / "latency")
+    print(latency.report(figures, out))
+    _log(f"results in {out}/latency.{{md,csv,json,png}}")
+    return 0
+
+
+def _add_bench(sub):
+    p = sub.add_parser("bench", help="benchmarks: figures from the simulated hardware, with the paper's beside them",
+                       description="Run a benchmark on the cycle-accurate simulation and write its tables "
+                                   "(Markdown, CSV, JSON) and plots (PNG) into a results folder.")
+    benches = p.add_subparsers(dest="bench", metavar="BENCHMARK", parser_class=_Parser)
+    benches.required = True
+    lat = benches.add_parser("latency", help="shared-memory access latencies (the paper's Table 1)",
+                             description="Each access alone on a ring of cards, timed by the card's own "
+                                         "cycle counter, in NCC-NUMA and NUMA mode.")
+    lat.add_argument("--nodes", type=_positive, default=4, help="cards in the ring (default 4)")
+    lat.add_argument("--out", default="results/latency", help="results folder (default results/latency)")
+    lat.set_defaults(func=cmd_bench_latency)
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 def make_parser():
@@ -106,6 +131,7 @@ def make_parser():
     sub.required = True
     _add_sim(sub)
     _add_firmware(sub)
+    _add_bench(sub)
     return parser
 
 

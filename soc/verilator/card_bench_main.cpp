@@ -21,6 +21,7 @@
 
 #include "cluster_ports.h"  // generated: NV_NODES, NodePorts, nv_bind_ports(), nv_clocks()
 #include "card_config.h"    // generated: the card's parameters
+#include "counters_table.h" // generated: every counter register
 #include "numavia_regs.h"   // generated from gateware/regmap.py
 #include "bus_script.hpp"
 #include "clocks.hpp"
@@ -43,6 +44,15 @@ struct Options {
     uint64_t max_cycles = 0;
     uint64_t watchdog = 2'000'000;
     std::string ucode, log = "accesses.log", dump = "state.json";
+    std::string script;                  // scripted mode: steps run one at a time
+    std::string latencies = "latencies.log";
+};
+
+// A scripted step: node, r(ead)/w(rite)/f(lush), host port address, value.
+struct ScriptStep {
+    int node;
+    char op;
+    uint32_t addr, value;
 };
 
 [[noreturn]] void usage(const char *msg) {
@@ -75,12 +85,31 @@ Options parse(int argc, char **argv) {
         else if (a == "--ucode") o.ucode = value();
         else if (a == "--log") o.log = value();
         else if (a == "--dump") o.dump = value();
+        else if (a == "--script") o.script = value();
+        else if (a == "--latencies") o.latencies = value();
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
     }
     if (o.ucode.empty()) usage("--ucode is required");
     if (o.hot_lines * 5 >= NV_SLICE_LINES || o.words == 0 || o.words > 16) usage("hot set does not fit");
     return o;
+}
+
+std::vector<ScriptStep> read_script(const std::string &path) {
+    std::vector<ScriptStep> steps;
+    std::FILE *f = std::fopen(path.c_str(), "r");
+    if (!f) usage(("cannot read " + path).c_str());
+    ScriptStep s;
+    unsigned long addr, value;
+    while (std::fscanf(f, "%d %c %li %li", &s.node, &s.op, &addr, &value) == 4) {
+        if (s.node < 0 || s.node >= NV_NODES || (s.op != 'r' && s.op != 'w' && s.op != 'f'))
+            usage(("bad step in " + path).c_str());
+        s.addr = uint32_t(addr);
+        s.value = uint32_t(value);
+        steps.push_back(s);
+    }
+    std::fclose(f);
+    return steps;
 }
 
 std::vector<uint64_t> read_ucode(const std::string &path) {
@@ -107,6 +136,16 @@ int main(int argc, char **argv) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     const std::vector<uint64_t> ucode = read_ucode(opt.ucode);
+    const std::vector<ScriptStep> script = opt.script.empty() ? std::vector<ScriptStep>() : read_script(opt.script);
+    size_t step = 0;                 // scripted mode: the step in progress
+    bool step_issued = false;
+    uint64_t step_done_at = 0;
+    uint32_t step_latency = 0;
+    std::FILE *latency_log = nullptr;
+    if (!script.empty()) {
+        latency_log = std::fopen(opt.latencies.c_str(), "w");
+        if (!latency_log) usage(("cannot write " + opt.latencies).c_str());
+    }
 
     auto context = std::make_unique<VerilatedContext>();
     context->commandArgs(argc, argv);
@@ -135,13 +174,20 @@ int main(int argc, char **argv) {
                                                         n[i].regs_sel, n[i].regs_ack, n[i].regs_err,
                                                         n[i].regs_adr, n[i].regs_dat_w, n[i].regs_dat_r}, i));
         auto source = [&, i](HostOp &op) {
-            if (issued[i] >= opt.ops) return false;
+            if (!script.empty()) {           // scripted: only this node's turn, once
+                if (step >= script.size()) return Next::End;
+                if (script[step].node != i || script[step].op == 'f' || step_issued) return Next::Wait;
+                op = {script[step].op == 'w', script[step].addr, script[step].value, 0};
+                step_issued = true;
+                return Next::Op;
+            }
+            if (issued[i] >= opt.ops) return Next::End;
             issued[i]++;
             op.addr = hot[traffic.below(hot.size())];
             op.write = traffic.chance(opt.write_fraction);
             op.value = op.write ? uint32_t(i + 1) << 24 | uint32_t(++writes[i]) : 0;
             op.gap = traffic.below(opt.max_gap);
-            return true;
+            return Next::Op;
         };
         hosts.emplace_back(new HostDriver(i, HostPins{n[i].host_req_valid, n[i].host_req_ready,
                                                       n[i].host_wdata_valid, n[i].host_wdata_ready,
@@ -168,9 +214,10 @@ int main(int argc, char **argv) {
         s.write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK);
     }
 
-    enum class Phase { BringUp, Traffic, DumpTags, DumpData, Done } phase = Phase::BringUp;
+    enum class Phase { BringUp, Traffic, Script, DumpTags, DumpData, Done } phase = Phase::BringUp;
+    const size_t num_counters = sizeof kCounterRegisters / sizeof kCounterRegisters[0];
     struct Dump {
-        std::vector<uint32_t> dir, home, tag, tag_line, cache;
+        std::vector<uint32_t> dir, home, tag, tag_line, cache, counters;
     };
     std::vector<Dump> dumps(NV_NODES);
     auto all_idle = [&]() {
@@ -206,9 +253,36 @@ int main(int argc, char **argv) {
         if (g_stop) { reason = "interrupted"; exit_code = 130; break; }
         if (opt.max_cycles && cycle >= opt.max_cycles) { reason = "cycle limit"; exit_code = 3; break; }
         if (phase == Phase::BringUp && all_idle()) {
-            phase = Phase::Traffic;
+            phase = script.empty() ? Phase::Traffic : Phase::Script;
             traffic_start = cycle;
             for (auto &h : hosts) h->enable();
+        } else if (phase == Phase::Script) {
+            // Run each step to completion, let the ring settle, then read the card's own
+            // measurement of it (LAC.LAST_LATENCY).
+            if (step >= script.size()) {
+                traffic_end = cycle;
+                phase = Phase::Done;
+                reason = "script done";
+                break;
+            }
+            const ScriptStep &s = script[step];
+            if (s.op == 'f' && !step_issued) {
+                scripts[s.node]->write(NV_LAC_COMMAND, NV_LAC_COMMAND_FLUSH_MASK);
+                scripts[s.node]->poll(NV_LAC_STATUS, NV_LAC_STATUS_FLUSH_BUSY_MASK, 0);
+                step_issued = true;
+            }
+            const bool finished = s.op == 'f' ? scripts[s.node]->idle() : hosts[s.node]->completed() > issued[s.node];
+            if (step_issued && finished && !step_done_at) {
+                issued[s.node] = hosts[s.node]->completed();
+                step_done_at = cycle;
+                scripts[s.node]->read(NV_LAC_LAST_LATENCY, &step_latency);
+            } else if (step_done_at && cycle - step_done_at > 2000 && all_idle()) {
+                std::fprintf(latency_log, "%zu %d %c %u %u\n", step, s.node, s.op, s.addr,
+                             s.op == 'f' ? 0u : step_latency);
+                step++;
+                step_issued = false;
+                step_done_at = 0;
+            }
         } else if (phase == Phase::Traffic) {
             bool done = true;
             for (int i = 0; i < NV_NODES; i++) {
@@ -232,6 +306,9 @@ int main(int argc, char **argv) {
                     d.tag.resize(NV_CACHE_SETS * NV_CACHE_WAYS);
                     d.tag_line.resize(NV_CACHE_SETS * NV_CACHE_WAYS);
                     d.cache.assign(NV_CACHE_SETS * NV_CACHE_WAYS * 16, 0);
+                    d.counters.resize(num_counters);
+                    for (size_t k = 0; k < num_counters; k++)
+                        scripts[i]->read(kCounterRegisters[k].offset, &d.counters[k]);
                     for (unsigned line = 0; line < opt.hot_lines; line++) {
                         const uint32_t global = uint32_t(i) << 26 | line_offset(line);
                         debug_read(*scripts[i], 0, global, NV_LAC_DEBUG_DIR, &d.dir[line]);
@@ -257,6 +334,7 @@ int main(int argc, char **argv) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     top->final();
     std::fclose(log);
+    if (latency_log) std::fclose(latency_log);
 
     if (FILE *f = std::fopen(opt.dump.c_str(), "w")) {
         std::fprintf(f, "{\"reason\": \"%s\", \"cycles\": %llu, \"traffic_cycles\": %llu, \"wall_seconds\": %.3f, "
@@ -274,7 +352,10 @@ int main(int argc, char **argv) {
             for (size_t k = 0; k < d.tag_line.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.tag_line[k]);
             std::fprintf(f, "], \"cache\": [");
             for (size_t k = 0; k < d.cache.size(); k++) std::fprintf(f, "%s%u", k ? ", " : "", d.cache[k]);
-            std::fprintf(f, "]}");
+            std::fprintf(f, "], \"counters\": {");
+            for (size_t k = 0; k < d.counters.size(); k++)
+                std::fprintf(f, "%s\"%s\": %u", k ? ", " : "", kCounterRegisters[k].name, d.counters[k]);
+            std::fprintf(f, "}}");
         }
         std::fprintf(f, "\n]}\n");
         std::fclose(f);

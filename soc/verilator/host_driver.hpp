@@ -24,9 +24,12 @@ struct HostOp {
     uint32_t gap;        // idle cycles before issuing
 };
 
+// What an op source answers: an op, nothing yet (ask again next cycle), or no more ops.
+enum class Next { Op, Wait, End };
+
 class HostDriver : public Peripheral {
 public:
-    using Source = std::function<bool(HostOp &)>;
+    using Source = std::function<Next(HostOp &)>;
 
     HostDriver(int node, const HostPins &pins, Source source, std::FILE *log)
         : node_(node), p_(pins), source_(std::move(source)), log_(log) {}
@@ -46,11 +49,10 @@ public:
         if (!enabled_) return;
         if (phase_ == Phase::Idle && !finished_) {
             if (!have_op_) {
-                have_op_ = source_(op_);
-                if (!have_op_) {
-                    finished_ = true;
-                    return;
-                }
+                const Next next = source_(op_);
+                if (next == Next::End) finished_ = true;
+                if (next != Next::Op) return;
+                have_op_ = true;
                 start_at_ = cycle + op_.gap;
             }
             if (cycle >= start_at_) {

@@ -1,0 +1,41 @@
+"""Writing benchmark results: a table as Markdown and CSV, the raw figures and the run's
+provenance (command, configuration, version) as JSON, into one results folder."""
+
+import csv
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from numavia import __version__
+
+
+def command_line():
+    return " ".join(shlex.quote(a) for a in ["numavia", *sys.argv[1:]]) if sys.argv else "numavia"
+
+
+def markdown_table(headers, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] +
+                     [line(r) for r in rows]) + "\n"
+
+
+def write(folder, name, *, title, headers, rows, figures, config, notes=()):
+    """Write ``name``.md/.csv/.json into ``folder``; returns the Markdown text."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    md = [f"# {title}", "", markdown_table(headers, rows)]
+    md += [f"- {n}" for n in notes]
+    md += ["", f"Command: `{command_line()}`", f"numavia {__version__}, {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
+    text = "\n".join(md)
+    (folder / f"{name}.md").write_text(text)
+    with open(folder / f"{name}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(headers)
+        w.writerows(rows)
+    (folder / f"{name}.json").write_text(json.dumps(
+        {"title": title, "command": command_line(), "version": __version__, "config": config,
+         "figures": figures}, indent=2, default=str) + "\n")
+    return text

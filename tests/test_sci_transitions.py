@@ -1,0 +1,119 @@
+"""Directed tests of the SCI state transitions on the real RTL.
+
+Each script runs on four nodes, one access at a time, each to quiescence; after every step the
+test checks the line's directory entry at its home and the state and list pointers of every copy.
+Each script runs with the RTL card in every role (home, and each list position), the other
+nodes being model cards running the same microcode.
+
+Transitions covered (cache side / home side):
+  read attach: HOME -> FRESH (ONLY_FRESH), FRESH -> FRESH (HEAD_FRESH; old head ONLY_FRESH -> TAIL,
+  HEAD_FRESH -> MID), GONE -> GONE (HEAD_DIRTY; old head ONLY_DIRTY -> TAIL, HEAD_DIRTY -> MID);
+  write: tail writer, mid writer and head writers roll out first; write attach on FRESH (purge of
+  a 2-entry list) and GONE (data from the old head, purge); home read of a GONE line (CFETCH, list
+  unchanged); home write of FRESH and GONE lines (recall purge, line HOME);
+  rollouts: mid, tail, head fresh, head dirty (home lock, successor made head), only fresh,
+  only dirty (write-back); NUMA mode: uncached reads and writes, nothing cached.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from numavia.gateware.coherence import CacheState as C, MemoryState as M, has_backward, has_forward
+from numavia.gateware.microcode import isa
+from numavia.gateware.microcode.assembler import assemble
+from cosim import CoSimConfig, ScriptedCoSim
+
+PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text())
+L = 0 << 26 | 0x40      # a line of node 0
+V1, V2, V3, V4 = 0x11111111, 0x22222222, 0x33333333, 0x44444444
+
+
+def run(script, rtl_node, numa=False):
+    steps = [s[0] for s in script]
+    cosim = ScriptedCoSim(PROGRAM.words, CoSimConfig(nodes=4, rtl_node=rtl_node, numa=numa, seed=rtl_node))
+    snapshots = cosim.run_script(steps, L)
+    for i, ((step, expected), snap) in enumerate(zip(script, snapshots)):
+        where = f"step {i} {step} (RTL is node {rtl_node})"
+        if "value" in expected:
+            assert snap["value"] == expected["value"], where
+        assert snap["dir"][:2] == (expected["dir"][0], False), f"{where}: directory {snap['dir']}"
+        if expected["dir"][0] != M.HOME:
+            assert snap["dir"][2] == expected["dir"][1], f"{where}: head {snap['dir']}"
+        got = {}
+        for node, (state, fwd, bwd) in snap["nodes"].items():
+            got[node] = (C(state), fwd if has_forward(state) else None, bwd if has_backward(state) else None)
+        assert got == expected["nodes"], where
+
+
+def copy(state, fwd=None, bwd=None):
+    return (state, fwd, bwd)
+
+
+LIST_LIFECYCLE = [
+    ((1, "read", L + 4, 0), {"value": 0, "dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),
+    ((2, "read", L, 0), {"dir": (M.FRESH, 2), "nodes": {2: copy(C.HEAD_FRESH, fwd=1), 1: copy(C.TAIL_VALID, bwd=2)}}),
+    ((3, "read", L, 0), {"dir": (M.FRESH, 3), "nodes": {3: copy(C.HEAD_FRESH, fwd=2),
+                                                        2: copy(C.MID_VALID, fwd=1, bwd=3),
+                                                        1: copy(C.TAIL_VALID, bwd=2)}}),
+    ((1, "write", L, V1), {"dir": (M.GONE, 1), "nodes": {1: copy(C.ONLY_DIRTY)}}),           # tail writer
+    ((2, "read", L, 0), {"value": V1, "dir": (M.GONE, 2), "nodes": {2: copy(C.HEAD_DIRTY, fwd=1),
+                                                                    1: copy(C.TAIL_VALID, bwd=2)}}),
+    ((3, "read", L, 0), {"value": V1, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2),
+                                                                    2: copy(C.MID_VALID, fwd=1, bwd=3),
+                                                                    1: copy(C.TAIL_VALID, bwd=2)}}),
+    ((2, "write", L, V2), {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),           # mid writer
+    ((0, "read", L, 0), {"value": V2, "dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),  # CFETCH
+    ((3, "read", L, 0), {"value": V2, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2),
+                                                                    2: copy(C.TAIL_VALID, bwd=3)}}),
+    ((3, "write", L, V3), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),           # head writer
+    ((1, "read", L, 0), {"value": V3, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=3),
+                                                                    3: copy(C.TAIL_VALID, bwd=1)}}),
+    ((0, "write", L, V4), {"dir": (M.HOME, 0), "nodes": {}}),                               # recall GONE
+    ((2, "read", L, 0), {"value": V4, "dir": (M.FRESH, 2), "nodes": {2: copy(C.ONLY_FRESH)}}),
+    ((0, "write", L + 8, V1), {"dir": (M.HOME, 0), "nodes": {}}),                           # recall FRESH
+    ((3, "read", L + 8, 0), {"value": V1, "dir": (M.FRESH, 3), "nodes": {3: copy(C.ONLY_FRESH)}}),
+]
+
+ROLLOUTS = [
+    ((1, "read", L, 0), {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),
+    ((2, "read", L, 0), {"dir": (M.FRESH, 2), "nodes": {2: copy(C.HEAD_FRESH, fwd=1), 1: copy(C.TAIL_VALID, bwd=2)}}),
+    ((3, "read", L, 0), {"dir": (M.FRESH, 3), "nodes": {3: copy(C.HEAD_FRESH, fwd=2),
+                                                        2: copy(C.MID_VALID, fwd=1, bwd=3),
+                                                        1: copy(C.TAIL_VALID, bwd=2)}}),
+    ((2, "flush", 0, 0), {"dir": (M.FRESH, 3), "nodes": {3: copy(C.HEAD_FRESH, fwd=1),        # mid leaves
+                                                         1: copy(C.TAIL_VALID, bwd=3)}}),
+    ((3, "flush", 0, 0), {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),            # head leaves
+    ((1, "flush", 0, 0), {"dir": (M.HOME, 0), "nodes": {}}),                                  # only fresh
+    ((2, "write", L, V1), {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),
+    ((3, "read", L, 0), {"value": V1, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2),
+                                                                    2: copy(C.TAIL_VALID, bwd=3)}}),
+    ((2, "flush", 0, 0), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),             # tail leaves
+    ((1, "read", L, 0), {"value": V1, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=3),
+                                                                    3: copy(C.TAIL_VALID, bwd=1)}}),
+    ((1, "flush", 0, 0), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),             # head dirty leaves
+    ((3, "flush", 0, 0), {"dir": (M.HOME, 0), "nodes": {}}),                                  # only dirty: write-back
+    ((0, "read", L, 0), {"value": V1, "dir": (M.HOME, 0), "nodes": {}}),
+]
+
+NUMA = [
+    ((1, "write", L, V1), {"dir": (M.HOME, 0), "nodes": {}}),
+    ((2, "read", L, 0), {"value": V1, "dir": (M.HOME, 0), "nodes": {}}),
+    ((0, "write", L + 4, V2), {"dir": (M.HOME, 0), "nodes": {}}),
+    ((3, "read", L + 4, 0), {"value": V2, "dir": (M.HOME, 0), "nodes": {}}),
+]
+
+
+@pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])
+def test_list_lifecycle(rtl_node):
+    run(LIST_LIFECYCLE, rtl_node)
+
+
+@pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])
+def test_rollouts_from_every_position(rtl_node):
+    run(ROLLOUTS, rtl_node)
+
+
+@pytest.mark.parametrize("rtl_node", [0, 2])
+def test_numa_mode_accesses_are_uncached(rtl_node):
+    run(NUMA, rtl_node, numa=True)
