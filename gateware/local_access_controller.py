@@ -128,6 +128,17 @@ class LocalAccessController(wiring.Component):
                          ctr.last_latency.eq(now - start),
                          ctr.access_cycles.eq(ctr.access_cycles + (now - start))]
 
+        def answer_reads():
+            """Pass read data from the FIFO to the host; true on the last beat."""
+            m.d.comb += [line.resp.valid.eq(read_fifo.r_rdy),
+                         line.resp.payload.data.eq(read_fifo.r_data),
+                         line.resp.payload.last.eq(moved + 1 == count),
+                         read_fifo.r_en.eq(line.resp.ready)]
+            last = read_fifo.r_rdy & line.resp.ready & (moved + 1 == count)
+            with m.If(read_fifo.r_rdy & line.resp.ready):
+                m.d.sync += moved.eq(moved + 1)
+            return last
+
         read_hit_states = _mask(coh.READ_HIT)
         write_hit_states = _mask(coh.WRITE_HIT)
         resp = self.tag_resp
@@ -234,6 +245,7 @@ class LocalAccessController(wiring.Component):
                                  ("READ_PRIVATE", MemSpace.PRIVATE)):
                 with m.State(state):
                     m.d.comb += self.own_req.eq(1)
+                    answer_reads()          # words already read go out while the rest are read
                     with m.If(issued != count):
                         m.d.comb += [mem.cmd.valid.eq(1), mem.cmd.payload.space.eq(space),
                                      mem.cmd.payload.index.eq(word_index)]
@@ -275,15 +287,9 @@ class LocalAccessController(wiring.Component):
                         finish_access()
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += [line.resp.valid.eq(read_fifo.r_rdy),
-                                 line.resp.payload.data.eq(read_fifo.r_data),
-                                 line.resp.payload.last.eq(moved + 1 == count),
-                                 read_fifo.r_en.eq(line.resp.ready)]
-                    with m.If(read_fifo.r_rdy & line.resp.ready):
-                        m.d.sync += moved.eq(moved + 1)
-                        with m.If(moved + 1 == count):
-                            finish_access()
-                            m.next = "IDLE"
+                    with m.If(answer_reads()):
+                        finish_access()
+                        m.next = "IDLE"
 
             # --- misses: hand over to the sequencer, pass its answer back ------------------------
             with m.State("MISS"):

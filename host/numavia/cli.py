@@ -107,6 +107,17 @@ def cmd_bench_latency(args):
     return 0
 
 
+def cmd_bench_local_side(args):
+    from numavia.bench import local_side
+    out = Path(args.out)
+    _log("simulating the local side")
+    figures = local_side.measure()
+    synth = None if args.no_synth else local_side.synthesis(device=args.device, log=_log)
+    print(local_side.report(figures, synth, out))
+    _log(f"results in {out}/local_side.{{md,csv,json}}")
+    return 0
+
+
 def _add_bench(sub):
     p = sub.add_parser("bench", help="benchmarks: figures from the simulated hardware, with the paper's beside them",
                        description="Run a benchmark on the cycle-accurate simulation and write its tables "
@@ -119,6 +130,13 @@ def _add_bench(sub):
     lat.add_argument("--nodes", type=_positive, default=4, help="cards in the ring (default 4)")
     lat.add_argument("--out", default="results/latency", help="results folder (default results/latency)")
     lat.set_defaults(func=cmd_bench_latency)
+    loc = benches.add_parser("local-side", help="the local side alone: hits, bursts, hand-off, ECP5 synthesis",
+                             description="Amaranth simulation of the local side with its counters, and an "
+                                         "out-of-context open ECP5 synthesis.")
+    loc.add_argument("--device", default="85k", help="ECP5 device for synthesis (default 85k)")
+    loc.add_argument("--no-synth", action="store_true", help="skip the synthesis (minutes)")
+    loc.add_argument("--out", default="results/local_side", help="results folder")
+    loc.set_defaults(func=cmd_bench_local_side)
 
 
 # --- entry point -----------------------------------------------------------------------------
