@@ -65,6 +65,19 @@ def test_python_module_and_json_agree_with_header(tmp_path):
     assert {r["name"] for r in ctrl["registers"]} == {r.name for r in regmap.CTRL.registers}
 
 
+def test_sci_header_matches_the_packet_definition_and_compiles(tmp_path):
+    from numavia.gateware import sci_packet as sp
+    header = codegen.sci_header()
+    defines = dict(re.findall(r"#define (NV_\w+)\s+(\d+)u", header))
+    for name, (lsb, width) in sp.field_positions().items():
+        assert int(defines[f"NV_SCI_{name.upper()}_LSB"]) == lsb
+        assert int(defines[f"NV_SCI_{name.upper()}_WIDTH"]) == width
+    assert int(defines["NV_SCI_CMD_MREAD"]) == sp.Command.MREAD
+    (tmp_path / "numavia_sci.h").write_text(header)
+    (tmp_path / "t.c").write_text('#include "numavia_sci.h"\nint main(void){return NV_SCI_CMD_CPURGE;}\n')
+    subprocess.run(["cc", "-Wall", "-Werror", "-c", "t.c"], cwd=tmp_path, check=True)
+
+
 def test_generation_is_deterministic(tmp_path):
     first = [p.read_bytes() for p in codegen.write_all(tmp_path / "a")]
     second = [p.read_bytes() for p in codegen.write_all(tmp_path / "b")]

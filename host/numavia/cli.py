@@ -118,6 +118,20 @@ def cmd_bench_local_side(args):
     return 0
 
 
+def cmd_bench_coherence(args):
+    from numavia.bench import coherence
+    from numavia.errors import NumaviaError
+    out = Path(args.out)
+    figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, numa=args.numa,
+                            log=_log)
+    print(coherence.report(figures, out))
+    _log(f"results in {out}/coherence.{{md,csv,json,png}}")
+    if figures["violation_count"] or figures["protocol_errors"]:
+        raise NumaviaError(f"{figures['violation_count']} coherence violation(s), "
+                           f"{figures['protocol_errors']} protocol error(s): see {out}/coherence.json")
+    return 0
+
+
 def _add_bench(sub):
     p = sub.add_parser("bench", help="benchmarks: figures from the simulated hardware, with the paper's beside them",
                        description="Run a benchmark on the cycle-accurate simulation and write its tables "
@@ -137,6 +151,16 @@ def _add_bench(sub):
     loc.add_argument("--no-synth", action="store_true", help="skip the synthesis (minutes)")
     loc.add_argument("--out", default="results/local_side", help="results folder")
     loc.set_defaults(func=cmd_bench_local_side)
+    coh = benches.add_parser("coherence", help="random sharing on a ring of RTL cards, checked",
+                             description="Random loads and stores on a hot set from every card, checked "
+                                         "for coherence; latency distribution and protocol events.")
+    coh.add_argument("--nodes", type=_positive, default=8, help="cards in the ring (default 8)")
+    coh.add_argument("--ops", type=_positive, default=10_000, help="accesses per card (default 10000)")
+    coh.add_argument("--seed", type=int, default=1)
+    coh.add_argument("--flip-rate", type=float, default=0.0, help="ring bit errors per symbol")
+    coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
+    coh.add_argument("--out", default="results/coherence", help="results folder")
+    coh.set_defaults(func=cmd_bench_coherence)
 
 
 # --- entry point -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 * ``numavia_regs.h``: C header for the firmware (bare metal, Zephyr, unit tests);
 * ``numavia_regs.py``: flat constants for scripts that run without this package;
 * ``regmap.json``: a neutral description the Renode generator and external tools read;
+* ``numavia_sci.h``: the SCI packet format, commands and coherence states (from ``sci_packet.py``);
 * ``numavia_ucode.h`` and ``sci_ucode.lst``: the assembled SCI microcode for the firmware, and its
   listing.
 
@@ -94,6 +95,32 @@ def regmap_json():
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def sci_header():
+    """SCI packet format, commands and coherence states for C (firmware, tools)."""
+    from numavia.gateware import coherence, sci_packet as sp
+    lines = [f"/* {_HEADER_NOTE.replace('regmap.py', 'sci_packet.py and coherence.py')} */",
+             "#ifndef NUMAVIA_SCI_H", "#define NUMAVIA_SCI_H", ""]
+    lines += [f"#define NV_SCI_HEADER_SYMBOLS {sp.HEADER_SYMBOLS}u",
+              f"#define NV_SCI_ECHO_HEADER_SYMBOLS {sp.ECHO_HEADER_SYMBOLS}u",
+              f"#define NV_SCI_DATA_WORDS {sp.DATA_WORDS}u",
+              f"#define NV_SCI_MAX_PACKET_SYMBOLS {sp.MAX_PACKET_SYMBOLS}u",
+              f"#define NV_SCI_CRC_POLY 0x{sp.CRC_POLY:04x}u",
+              f"#define NV_SCI_CRC_INIT 0x{sp.CRC_INIT:04x}u",
+              f"#define NV_SCI_ADDR_HOME_SHIFT {sp.ADDR_HOME_SHIFT}u", "",
+              "/* Header fields: bit position in the header vector (bit HEADER_BITS-1 is sent first). */"]
+    for f in sp.HEADER_FIELDS:
+        lsb, width = sp.field_positions()[f.name]
+        lines.append(f"#define NV_SCI_{f.name.upper()}_LSB {lsb}u")
+        lines.append(f"#define NV_SCI_{f.name.upper()}_WIDTH {width}u")
+    for enum, prefix in ((sp.PacketType, "NV_SCI_PTYPE"), (sp.Command, "NV_SCI_CMD"), (sp.Status, "NV_SCI_STATUS"),
+                         (sp.EchoStatus, "NV_SCI_ECHO"), (coherence.MemoryState, "NV_MSTATE"),
+                         (coherence.CacheState, "NV_CSTATE")):
+        lines.append("")
+        lines += [f"#define {prefix}_{m.name} {int(m)}u" for m in enum]
+    lines += ["", "#endif /* NUMAVIA_SCI_H */", ""]
+    return "\n".join(lines)
+
+
 def microcode_program():
     from numavia.gateware.microcode.assembler import assemble
     source = Path(regmap.__file__).parent / "microcode" / "sci.uasm"
@@ -104,6 +131,7 @@ OUTPUTS = {
     "numavia_regs.h": c_header,
     "numavia_regs.py": python_module,
     "regmap.json": regmap_json,
+    "numavia_sci.h": sci_header,
     "numavia_ucode.h": lambda: microcode_program().c_array(),
     "sci_ucode.lst": lambda: microcode_program().listing,
 }
