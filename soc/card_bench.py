@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia import buildcache, codegen
+from numavia import buildcache, codegen, trace
 from numavia.coherence_check import Access, NodeView
 from numavia.gateware import regmap
 from numavia.gateware.build import TOP_NAME, card_verilog
@@ -85,6 +85,7 @@ def build_bench(nodes, config, log=print, jobs=None):
         (folder / "card_config.h").write_text(config_header(config))
         (folder / "host_port_layout.h").write_text(layout_header())
         (folder / "counters_table.h").write_text(counters_header())
+        (folder / "numavia_trace.h").write_text(trace.c_header())
         codegen.write_all(folder)
         cmd = ["verilator", *VERILATOR_FLAGS, "-j", str(jobs or 2), "--top-module", BENCH_TOP,
                "--Mdir", str(folder / "obj_dir"), "-o", binary,
@@ -112,9 +113,12 @@ class BenchRun:
 
 
 def run_bench(binary, run_dir, *, ops=0, seed=1, hot_lines=2, words=2, write_fraction=0.4, ring_delay=4,
-              flip_rate=0.0, numa=False, max_gap=30, watchdog=2_000_000, max_cycles=None, script=None):
-    """Run the bench: random traffic (``ops`` per node), or ``script``, a list of
-    ``(node, "r"|"w"|"f", host_addr, value)`` steps whose latencies come back in ``latencies``."""
+              flip_rate=0.0, numa=False, max_gap=30, watchdog=2_000_000, max_cycles=None, script=None,
+              trace_dir=None, log_accesses=True):
+    """Run the bench: random traffic (``ops`` per node); or ``script``, a list of
+    ``(node, "r"|"w"|"f", host_addr, value)`` steps whose latencies come back in ``latencies``; or
+    the traces ``trace_dir/node<i>.trace`` (numavia.trace), whose figures come back in
+    ``state["trace"]``."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ucode = run_dir / "ucode.hex"
@@ -122,12 +126,14 @@ def run_bench(binary, run_dir, *, ops=0, seed=1, hot_lines=2, words=2, write_fra
     cmd = [str(binary), "--ucode", str(ucode), "--ops", str(ops), "--seed", str(seed),
            "--hot-lines", str(hot_lines), "--words", str(words), "--write-fraction", str(write_fraction),
            "--ring-delay", str(ring_delay), "--flip-rate", str(flip_rate), "--max-gap", str(max_gap),
-           "--watchdog", str(watchdog), "--log", str(run_dir / "accesses.log"),
+           "--watchdog", str(watchdog), "--log", str(run_dir / "accesses.log") if log_accesses else "",
            "--dump", str(run_dir / "state.json")]
     if numa:
         cmd.append("--numa")
     if max_cycles:
         cmd += ["--max-cycles", str(max_cycles)]
+    if trace_dir is not None:
+        cmd += ["--trace-dir", str(trace_dir)]
     if script is not None:
         (run_dir / "script.txt").write_text("".join(f"{n} {op} {addr:#x} {value:#x}\n" for n, op, addr, value in script))
         cmd += ["--script", str(run_dir / "script.txt"), "--latencies", str(run_dir / "latencies.log")]
@@ -136,7 +142,7 @@ def run_bench(binary, run_dir, *, ops=0, seed=1, hot_lines=2, words=2, write_fra
     if script is not None and (run_dir / "latencies.log").exists():
         run.latencies = [int(line.split()[4]) for line in (run_dir / "latencies.log").read_text().splitlines()]
     log_path = run_dir / "accesses.log"
-    if log_path.exists():
+    if log_accesses and log_path.exists():
         run.accesses = read_access_log(log_path.read_text())
     state_path = run_dir / "state.json"
     if state_path.exists():

@@ -28,6 +28,7 @@
 #include "host_driver.hpp"
 #include "ring_link.hpp"
 #include "rng.hpp"
+#include "trace_player.hpp"
 
 namespace {
 
@@ -45,6 +46,7 @@ struct Options {
     uint64_t watchdog = 2'000'000;
     std::string ucode, log = "accesses.log", dump = "state.json";
     std::string script;                  // scripted mode: steps run one at a time
+    std::string trace_dir;               // trace mode: node<i>.trace for every node
     std::string latencies = "latencies.log";
 };
 
@@ -86,6 +88,7 @@ Options parse(int argc, char **argv) {
         else if (a == "--log") o.log = value();
         else if (a == "--dump") o.dump = value();
         else if (a == "--script") o.script = value();
+        else if (a == "--trace-dir") o.trace_dir = value();
         else if (a == "--latencies") o.latencies = value();
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
@@ -154,8 +157,8 @@ int main(int argc, char **argv) {
     nv_bind_ports(top.get(), n);
     ClockDomain sys(nv_clocks(top.get())[0]);
 
-    std::FILE *log = std::fopen(opt.log.c_str(), "w");
-    if (!log) usage(("cannot write " + opt.log).c_str());
+    std::FILE *log = nullptr;           // no access log when --log is empty (long traces)
+    if (!opt.log.empty() && !(log = std::fopen(opt.log.c_str(), "w"))) usage(("cannot write " + opt.log).c_str());
 
     // The hot words, as host port addresses.
     std::vector<uint32_t> hot;
@@ -164,6 +167,11 @@ int main(int argc, char **argv) {
             for (unsigned w = 0; w < opt.words; w++)
                 hot.push_back(host_address(home, line_offset(line) + (4 * 7 * w) % 64));
 
+    Barriers barriers(NV_NODES);
+    std::vector<std::unique_ptr<TraceSource>> traces;
+    if (!opt.trace_dir.empty())
+        for (int i = 0; i < NV_NODES; i++)
+            traces.emplace_back(new TraceSource(opt.trace_dir + "/node" + std::to_string(i) + ".trace", i, barriers));
     std::vector<std::unique_ptr<BusScript>> scripts;
     std::vector<std::unique_ptr<HostDriver>> hosts;
     std::vector<RingPins> ring_pins;
@@ -173,7 +181,8 @@ int main(int argc, char **argv) {
         scripts.emplace_back(new BusScript(WishbonePins{n[i].regs_cyc, n[i].regs_stb, n[i].regs_we,
                                                         n[i].regs_sel, n[i].regs_ack, n[i].regs_err,
                                                         n[i].regs_adr, n[i].regs_dat_w, n[i].regs_dat_r}, i));
-        auto source = [&, i](HostOp &op) {
+        auto source = [&, i](HostOp &op, uint64_t cycle) {
+            if (!traces.empty()) return (*traces[i])(op, cycle);
             if (!script.empty()) {           // scripted: only this node's turn, once
                 if (step >= script.size()) return Next::End;
                 if (script[step].node != i || script[step].op == 'f' || step_issued) return Next::Wait;
@@ -333,13 +342,23 @@ int main(int argc, char **argv) {
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     top->final();
-    std::fclose(log);
+    if (log) std::fclose(log);
     if (latency_log) std::fclose(latency_log);
 
     if (FILE *f = std::fopen(opt.dump.c_str(), "w")) {
         std::fprintf(f, "{\"reason\": \"%s\", \"cycles\": %llu, \"traffic_cycles\": %llu, \"wall_seconds\": %.3f, "
-                        "\"ring_flips\": %llu, \"nodes\": [\n", reason.c_str(), (unsigned long long)sys.cycle(),
+                        "\"ring_flips\": %llu, ", reason.c_str(), (unsigned long long)sys.cycle(),
                      (unsigned long long)(traffic_end - traffic_start), wall, (unsigned long long)ring.flips());
+        std::fprintf(f, "\"trace\": [");
+        for (size_t i = 0; i < traces.size(); i++)
+            std::fprintf(f, "%s{\"node\": %zu, \"records\": %zu, \"accesses\": %llu, \"errors\": %llu, "
+                            "\"finished\": %llu, \"compute\": %llu, \"memory\": %llu, \"barrier\": %llu}",
+                         i ? ", " : "", i, traces[i]->size(), (unsigned long long)hosts[i]->completed(),
+                         (unsigned long long)hosts[i]->errors(),
+                         (unsigned long long)(traces[i]->finished_at() - traffic_start),
+                         (unsigned long long)traces[i]->compute_cycles(), (unsigned long long)hosts[i]->memory_cycles(),
+                         (unsigned long long)traces[i]->barrier_cycles());
+        std::fprintf(f, "], \"nodes\": [\n");
         for (int i = 0; i < NV_NODES; i++) {
             const Dump &d = dumps[i];
             std::fprintf(f, "%s {\"node\": %d, \"dir\": [", i ? ",\n" : "", i);
