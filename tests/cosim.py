@@ -12,12 +12,13 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from numavia.coherence_check import Access, NodeView
+from numavia.coherence_check import Access
 from numavia.gateware import regmap, wishbone
 from numavia.gateware.coherence import LINE_BYTES
 from numavia.gateware.host_port import HostAddressMap, HostPortSignature
 from numavia.gateware.local_side import CacheGeometry, LocalSide
 from numavia.gateware.microcode.isa import LocalKind
+from numavia.gateware.microcode.cluster_model import card_views
 from numavia.gateware.microcode.model import CardModel, LocalRequest, WORDS
 from numavia.gateware.remote_access_controller import RemoteAccessController
 from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, PacketType, Status
@@ -244,29 +245,6 @@ class CoSim:
                     if not self.to_rtl and not any(m.busy() for m in self.models.values()):
                         return
 
-        async def ingress(ctx):
-            while True:
-                if self.to_rtl and self.to_rtl[0][0] <= self.now:
-                    _, _, packet = heapq.heappop(self.to_rtl)
-                    await send(ctx, dut.recv_header, packet_fields(packet))
-                    for word in packet.data if packet.has_data else []:
-                        await send(ctx, dut.recv_data, word)
-                else:
-                    await ctx.tick()
-
-        async def egress(ctx):
-            while True:
-                if cfg.egress_stalls and self.rng.random() < 0.3:
-                    for _ in range(self.rng.randrange(5, 80)):   # a full outgoing queue
-                        await ctx.tick()
-                header = await recv(ctx, dut.send_header)
-                fields = {f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS}
-                packet = Packet(**fields)
-                packet.source = rtl
-                if packet.has_data:
-                    packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(WORDS)]
-                self.route(rtl, packet, self.now)
-
         async def rtl_host(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
@@ -292,8 +270,8 @@ class CoSim:
             state["rtl_done"] = True
 
         sim.add_testbench(clock)
-        sim.add_testbench(ingress, background=True)
-        sim.add_testbench(egress, background=True)
+        sim.add_testbench(self._ingress, background=True)
+        sim.add_testbench(self._egress, background=True)
         sim.add_testbench(rtl_host)
         sim.run()
         self.result.cycles = self.now
@@ -301,20 +279,33 @@ class CoSim:
         return self.result
 
     def model_views(self):
-        views = []
-        for card in self.models.values():
-            directory, memory, cache = {}, {}, {}
-            for index, (mstate, locked, head) in enumerate(card.directory):
-                addr = (card.node_id << 26) | index * LINE_BYTES
-                if mstate or locked:
-                    directory[addr] = (mstate, locked, head)
-                memory[addr] = list(card.home[index])
-            for s, ways in enumerate(card.tags):
-                for w, tag in enumerate(ways):
-                    if tag.state:
-                        cache[tag.addr] = (tag.state, tag.fwd, tag.bwd, list(card.cdata[s][w]))
-            views.append(NodeView(card.node_id, directory, memory, cache))
-        return views
+        return card_views(self.models.values())
+
+    # --- packets to and from the RTL card (testbench processes) --------------------------------
+
+    async def _ingress(self, ctx):
+        dut = self.dut
+        while True:
+            if self.to_rtl and self.to_rtl[0][0] <= self.now:
+                _, _, packet = heapq.heappop(self.to_rtl)
+                await send(ctx, dut.recv_header, packet_fields(packet))
+                for word in packet.data if packet.has_data else []:
+                    await send(ctx, dut.recv_data, word)
+            else:
+                await ctx.tick()
+
+    async def _egress(self, ctx):
+        dut, cfg = self.dut, self.cfg
+        while True:
+            if cfg.egress_stalls and self.rng.random() < 0.3:
+                for _ in range(self.rng.randrange(5, 80)):   # a full outgoing queue
+                    await ctx.tick()
+            header = await recv(ctx, dut.send_header)
+            packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
+            packet.source = cfg.rtl_node
+            if packet.has_data:
+                packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(WORDS)]
+            self.route(cfg.rtl_node, packet, self.now)
 
 
 class ScriptedCoSim(CoSim):
@@ -344,25 +335,6 @@ class ScriptedCoSim(CoSim):
                 await ctx.tick()
                 self.now += 1
                 self.advance_models()
-
-        async def ingress(ctx):
-            while True:
-                if self.to_rtl and self.to_rtl[0][0] <= self.now:
-                    _, _, packet = heapq.heappop(self.to_rtl)
-                    await send(ctx, dut.recv_header, packet_fields(packet))
-                    for word in packet.data if packet.has_data else []:
-                        await send(ctx, dut.recv_data, word)
-                else:
-                    await ctx.tick()
-
-        async def egress(ctx):
-            while True:
-                header = await recv(ctx, dut.send_header)
-                packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
-                packet.source = rtl
-                if packet.has_data:
-                    packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(WORDS)]
-                self.route(rtl, packet, self.now)
 
         async def debug(ctx, what, addr):
             await wb_write(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_ADDR").offset, addr)
@@ -452,8 +424,8 @@ class ScriptedCoSim(CoSim):
                 snapshots.append(snapshot)
 
         sim.add_testbench(clock, background=True)
-        sim.add_testbench(ingress, background=True)
-        sim.add_testbench(egress, background=True)
+        sim.add_testbench(self._ingress, background=True)
+        sim.add_testbench(self._egress, background=True)
         sim.add_testbench(orchestrate)
         sim.run()
         return snapshots

@@ -55,7 +55,8 @@ def test_host_bridge_reaches_the_card_and_reports_bus_errors(tmp_path):
     b = build(2)
     sim.prepare_run(tmp_path, b.soc_dir, b.firmware)
     port = free_port_range(2)
-    proc = subprocess.Popen(sim.harness_command(b.model, tmp_path, bridge_port=port, serve=True, quiet=True),
+    proc = subprocess.Popen(sim.harness_command(b.model, tmp_path, bridge_port=port, serve=True,
+                                                until_disconnect=True, quiet=True),
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     try:
         card = regmap.CARD

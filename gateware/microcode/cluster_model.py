@@ -180,18 +180,23 @@ class ClusterModel:
 
     def views(self):
         """NodeViews of every card, for check_quiescent."""
-        from numavia.coherence_check import NodeView
-        out = []
-        for card in self.cards:
-            directory, memory, cache = {}, {}, {}
-            for index, (mstate, locked, head) in enumerate(card.directory):
-                addr = line_address(card.node_id, index * LINE_BYTES)
-                if mstate or locked:
-                    directory[addr] = (mstate, locked, head)
-                memory[addr] = list(card.home[index])
-            for s, ways in enumerate(card.tags):
-                for w, tag in enumerate(ways):
-                    if tag.state:
-                        cache[tag.addr] = (tag.state, tag.fwd, tag.bwd, list(card.cdata[s][w]))
-            out.append(NodeView(card.node_id, directory, memory, cache))
-        return out
+        return card_views(self.cards)
+
+
+def card_views(cards):
+    """NodeViews of model cards (numavia.coherence_check)."""
+    from numavia.coherence_check import NodeView
+    out = []
+    for card in cards:
+        directory, memory, cache = {}, {}, {}
+        for index, (mstate, locked, head) in enumerate(card.directory):
+            addr = line_address(card.node_id, index * LINE_BYTES)
+            if mstate or locked:
+                directory[addr] = (mstate, locked, head)
+            memory[addr] = list(card.home[index])
+        for s, ways in enumerate(card.tags):
+            for w, tag in enumerate(ways):
+                if tag.state:
+                    cache[tag.addr] = (tag.state, tag.fwd, tag.bwd, list(card.cdata[s][w]))
+        out.append(NodeView(card.node_id, directory, memory, cache))
+    return out

@@ -35,19 +35,26 @@ def cmd_sim(args):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant)
+    if args.trace_dir:
+        _check_traces(Path(args.trace_dir), config.nodes)
     build = sim.build_all(config, log=_log)
     run_dir = Path(args.out or buildcache.build_root() / "run" / f"sim-{config.nodes}")
+    if args.serve:
+        return _serve(build, run_dir, args)
     _log(f"running {config.nodes} node(s); stops when every node prints \"{sim.READY_MARKER}\""
          + (f" or after {args.max_cycles} cycles" if args.max_cycles else "")
          + (f" or {args.wall_limit} s" if args.wall_limit else ""))
     code, summary = sim.run(build, run_dir, max_cycles=args.max_cycles, wall_limit=args.wall_limit,
-                            quiet=args.quiet, progress=args.progress)
+                            quiet=args.quiet, progress=args.progress, trace_dir=args.trace_dir)
     if summary is None:
         raise sim.SimError(f"the simulator exited with status {code} and wrote no run.json")
     mhz = config.sys_clk_freq / 1e6
     for node, cycle in enumerate(summary["marker_cycles"]):
         state = f"ready at cycle {cycle} ({cycle / mhz:.1f} us)" if cycle is not None else "not ready"
         print(f"  node {node}: {state}")
+    for t in summary.get("trace", []):
+        print(f"  node {t['node']} trace: {t['accesses']} accesses in {t['finished']} cycles "
+              f"(compute {t['compute']}, memory {t['memory']}, barriers {t['barrier']}, errors {t['errors']})")
     print(f"  {summary['cycles']} cycles in {summary['wall_seconds']:.2f} s wall "
           f"({summary['cycles_per_second']:.0f} cycles/s); logs in {run_dir}")
     if code != 0:
@@ -56,6 +63,42 @@ def cmd_sim(args):
                            + (f"; node(s) {', '.join(missing)} never printed \"{sim.READY_MARKER}\""
                               if missing else ""))
     return 0
+
+
+def _check_traces(folder, nodes):
+    from numavia import trace
+    for i in range(nodes):
+        path = folder / f"node{i}.trace"
+        if not path.exists():
+            raise trace.TraceError(f"{path} is missing: a trace per node is needed")
+        node, _ = trace.read_trace(path)
+        if node != i:
+            raise trace.TraceError(f"{path} is node {node}'s trace")
+
+
+def _serve(build, run_dir, args):
+    """Run with host bridges until Ctrl-C or the last host disconnects; tools attach meanwhile."""
+    import subprocess
+    from numavia.session import Session, regions_from_csr_json
+    from numavia.soc import sim
+    sim.prepare_run(run_dir, build.soc_dir, build.firmware)
+    cmd = sim.harness_command(build.model, run_dir, bridge_port=args.bridge_port, serve=True,
+                              until_disconnect=args.until_disconnect, quiet=args.quiet,
+                              stop_marker=sim.READY_MARKER)
+    proc = subprocess.Popen(cmd, cwd=run_dir)
+    session = Session(proc.pid, build.config.nodes, args.bridge_port,
+                      regions_from_csr_json(build.soc_dir / "csr.json"))
+    session.save()
+    _log(f"serving {build.config.nodes} node(s) on 127.0.0.1:{args.bridge_port}..; "
+         f"`numavia mem`/`numavia status` attach; Ctrl-C stops")
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        code = proc.wait()
+    finally:
+        Session.remove()
+    return 0 if code in (0, 130, -15) else code
 
 
 def _add_sim(sub):
@@ -73,7 +116,84 @@ def _add_sim(sub):
     p.add_argument("--quiet", action="store_true", help="do not echo the node consoles")
     p.add_argument("--progress", type=_positive, default=None, metavar="CYCLES",
                    help="print a progress line every CYCLES cycles")
+    p.add_argument("--trace-dir", help="replay node<i>.trace (numavia.trace) on each node's host port "
+                                       "once every node is ready; stop when all are done")
+    p.add_argument("--serve", action="store_true",
+                   help="keep running with a host bridge per node (numavia mem/status attach) until Ctrl-C")
+    p.add_argument("--until-disconnect", action="store_true",
+                   help="with --serve: also stop when the last host that connected disconnects")
+    p.add_argument("--bridge-port", type=_positive, default=1234,
+                   help="TCP port of node 0's host bridge; node i listens on PORT + i (default 1234)")
     p.set_defaults(func=cmd_sim)
+
+
+# --- numavia mem / status ---------------------------------------------------------------------
+
+def _address(text):
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an address") from None
+
+
+def cmd_mem(args):
+    from numavia.session import Session
+    session = Session.load()
+    count = 1 if args.op == "write" else args.count
+    session.check_address(args.node, args.addr, 4 * count)
+    with session.bridge(args.node) as bridge:
+        if args.op == "read":
+            for i, word in enumerate(bridge.read(args.addr, count)):
+                print(f"{args.addr + 4 * i:#010x}: {word:#010x}")
+        else:
+            if args.value is None:
+                raise argparse.ArgumentTypeError("write needs a VALUE")
+            bridge.write(args.addr, args.value & 0xFFFFFFFF)
+    return 0
+
+
+def _add_mem(sub):
+    p = sub.add_parser("mem", help="read or write a node's memory map through its host bridge",
+                       description="Attach to `numavia sim --serve` and access a node's SoC bus: "
+                                   "registers, RAM, or the shared window (which goes through the card).")
+    p.add_argument("op", choices=["read", "write"])
+    p.add_argument("addr", type=_address, metavar="ADDR")
+    p.add_argument("value", type=_address, nargs="?", metavar="VALUE")
+    p.add_argument("--node", type=int, default=0, help="node to access (default 0)")
+    p.add_argument("--count", type=_positive, default=1, help="words to read (default 1)")
+    p.set_defaults(func=cmd_mem)
+
+
+STATUS_COUNTERS = [("lac", "ACCESSES"), ("lac", "CACHE_READ_HITS"), ("lac", "READ_MISSES"),
+                   ("lac", "WRITE_MISSES"), ("lac", "ERRORS"), ("rac", "RUNS"), ("rac", "NACKS_SENT"),
+                   ("rac", "PROTOCOL_ERRORS"), ("ring", "TX_PACKETS"), ("ring", "RX_PACKETS"),
+                   ("ring", "CRC_ERRORS"), ("ring", "TIMEOUTS")]
+
+
+def cmd_status(args):
+    from numavia.results import markdown_table
+    from numavia.session import Session, read_card
+    from numavia.gateware import regmap
+    session = Session.load()
+    headers = ["node", "id", "ready", "microcode", "numa"] + [f"{b}.{r}" for b, r in STATUS_COUNTERS]
+    rows = []
+    for node in range(session.nodes):
+        with session.bridge(node) as bridge:
+            read = lambda block, reg: read_card(bridge, session, block, reg)
+            ctrl = read("ctrl", "CTRL")
+            numa = ctrl & regmap.CTRL.register("CTRL").field("NUMA_MODE").mask
+            rows.append([node, read("ctrl", "NODE_ID"),
+                         "yes" if read("ctrl", "STATUS") & 1 else "no",
+                         "loaded" if read("rac", "STATUS") & 1 else "not loaded",
+                         "on" if numa else "off"] + [read(b, r) for b, r in STATUS_COUNTERS])
+    print(markdown_table(headers, rows), end="")
+    return 0
+
+
+def _add_status(sub):
+    p = sub.add_parser("status", help="node ids, microcode, mode and counters of every node",
+                       description="Attach to `numavia sim --serve` and read every card's state.")
+    p.set_defaults(func=cmd_status)
 
 
 # --- numavia firmware ---------------------------------------------------------------------------
@@ -173,14 +293,19 @@ def make_parser():
     sub.required = True
     _add_sim(sub)
     _add_firmware(sub)
+    _add_mem(sub)
+    _add_status(sub)
     _add_bench(sub)
     return parser
 
 
 def main(argv=None):
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except argparse.ArgumentTypeError as e:
+        parser.exit(2, f"numavia: error: {e}\n")
     except KeyboardInterrupt:
         _log("interrupted")
         return 130

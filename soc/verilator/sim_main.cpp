@@ -26,6 +26,7 @@
 #include "console.hpp"
 #include "etherbone_server.hpp"
 #include "ring_link.hpp"
+#include "trace_player.hpp"
 
 namespace {
 
@@ -37,10 +38,12 @@ struct Options {
     std::string stop_marker;          // stop when every node printed a line containing this
     std::string out_dir = ".";
     int bridge_port = 0;              // 0: no host bridge; node i listens on bridge_port + i
-    bool serve = false;               // keep running after the marker, until hosts disconnect
+    bool serve = false;               // keep running after the marker, until a signal
+    bool until_disconnect = false;    // ... or until the last host that connected disconnects
     bool quiet = false;
     uint64_t progress_every = 0;      // cycles between progress lines on stderr (0: none)
     double wall_limit = 0;            // seconds of wall time before giving up (0: none)
+    std::string trace_dir;            // replay node<i>.trace on each node's host port once all are ready
     unsigned ring_delay = 4;          // cycles per ring hop (link + cable)
     double ring_flip_rate = 0;        // probability of a bit flip per ring symbol
     uint64_t seed = 1;
@@ -52,7 +55,7 @@ struct Options {
         "usage: Vnumavia_cluster [--max-cycles N] [--stop-marker TEXT] [--out-dir DIR]\n"
         "                        [--bridge-port PORT] [--serve] [--quiet] [--progress N]\n"
         "                        [--wall-limit SECONDS] [--ring-delay N] [--ring-flip-rate F]\n"
-        "                        [--seed N]\n", msg);
+        "                        [--seed N] [--trace-dir DIR] [--until-disconnect]\n", msg);
     std::exit(2);
 }
 
@@ -69,16 +72,19 @@ Options parse(int argc, char **argv) {
         else if (a == "--out-dir") o.out_dir = value();
         else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
         else if (a == "--serve") o.serve = true;
+        else if (a == "--until-disconnect") o.until_disconnect = true;
         else if (a == "--quiet") o.quiet = true;
         else if (a == "--progress") o.progress_every = std::strtoull(value().c_str(), nullptr, 0);
         else if (a == "--wall-limit") o.wall_limit = std::atof(value().c_str());
         else if (a == "--ring-delay") o.ring_delay = std::atoi(value().c_str());
         else if (a == "--ring-flip-rate") o.ring_flip_rate = std::atof(value().c_str());
         else if (a == "--seed") o.seed = std::strtoull(value().c_str(), nullptr, 0);
+        else if (a == "--trace-dir") o.trace_dir = value();
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
     }
     if (o.serve && !o.bridge_port) usage("--serve needs --bridge-port");
+    if (o.until_disconnect && !o.serve) usage("--until-disconnect goes with --serve");
     return o;
 }
 
@@ -111,6 +117,26 @@ int main(int argc, char **argv) {
             sys.add(bridges.back().get());
         }
     }
+    // Trace replay on the card's second host port (what PCIe would drive on a board).
+    Barriers barriers(NV_NODES);
+    std::vector<std::unique_ptr<TraceSource>> traces;
+    std::vector<std::unique_ptr<HostDriver>> players;
+    if (!opt.trace_dir.empty()) {
+        for (int i = 0; i < NV_NODES; i++) {
+            traces.emplace_back(new TraceSource(opt.trace_dir + "/node" + std::to_string(i) + ".trace", i, barriers));
+            TraceSource *source = traces.back().get();
+            players.emplace_back(new HostDriver(i, HostPins{nodes[i].hostport_req_valid, nodes[i].hostport_req_ready,
+                                                            nodes[i].hostport_wdata_valid, nodes[i].hostport_wdata_ready,
+                                                            nodes[i].hostport_resp_valid, nodes[i].hostport_resp_ready,
+                                                            nodes[i].hostport_req_payload, nodes[i].hostport_wdata_payload,
+                                                            nodes[i].hostport_resp_payload},
+                                                 [source](HostOp &op, uint64_t cycle) { return (*source)(op, cycle); },
+                                                 nullptr));
+            sys.add(players.back().get());
+        }
+    }
+    uint64_t trace_start = 0;
+
     std::vector<RingPins> ring_pins;
     for (int i = 0; i < NV_NODES; i++) ring_pins.push_back({nodes[i].ring_tx, nodes[i].ring_rx});
     Ring ring(ring_pins, opt.ring_delay, opt.ring_flip_rate, opt.seed);
@@ -160,11 +186,22 @@ int main(int argc, char **argv) {
         for (auto &b : bridges) b->poll();
         bool all_ready = !opt.stop_marker.empty();
         for (auto &c : consoles) all_ready &= c->marker_seen();
-        if (all_ready && !opt.serve) {
+        if (!players.empty()) {
+            if (all_ready && !trace_start) {
+                trace_start = cycle;
+                for (auto &p : players) p->enable();
+            }
+            bool traces_done = trace_start != 0;
+            for (auto &p : players) traces_done &= p->done();
+            if (traces_done && !opt.serve) {
+                reason = "every trace is done";
+                break;
+            }
+        } else if (all_ready && !opt.serve) {
             reason = "every node is ready";
             break;
         }
-        if (opt.serve) {
+        if (opt.serve && opt.until_disconnect) {
             bool any_connected = false, any_ever = false;
             for (auto &b : bridges) {
                 any_connected |= b->connected();
@@ -206,6 +243,19 @@ int main(int argc, char **argv) {
                 std::fprintf(f, "%snull", i ? ", " : "");
         }
         std::fprintf(f, "]");
+        if (!traces.empty()) {
+            std::fprintf(f, ",\n  \"trace_start\": %llu,\n  \"trace\": [", (unsigned long long)trace_start);
+            for (int i = 0; i < NV_NODES; i++)
+                std::fprintf(f, "%s{\"node\": %d, \"records\": %zu, \"accesses\": %llu, \"errors\": %llu, "
+                                "\"finished\": %llu, \"compute\": %llu, \"memory\": %llu, \"barrier\": %llu}",
+                             i ? ", " : "", i, traces[i]->size(), (unsigned long long)players[i]->completed(),
+                             (unsigned long long)players[i]->errors(),
+                             (unsigned long long)(traces[i]->finished_at() ? traces[i]->finished_at() - trace_start : 0),
+                             (unsigned long long)traces[i]->compute_cycles(),
+                             (unsigned long long)players[i]->memory_cycles(),
+                             (unsigned long long)traces[i]->barrier_cycles());
+            std::fprintf(f, "]");
+        }
         if (opt.bridge_port) {
             std::fprintf(f, ",\n  \"bridge_accesses\": [");
             for (int i = 0; i < NV_NODES; i++)

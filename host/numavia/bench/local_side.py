@@ -5,6 +5,7 @@ from the local access controller's own counters; and its open ECP5 synthesis (ou
 from amaranth.sim import Simulator
 
 from numavia.gateware import regmap
+from numavia.gateware.bfm import recv, send, wishbone_read
 from numavia.gateware.card import CardConfig
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry, LocalSide
@@ -12,42 +13,6 @@ from numavia.gateware.tag_store import LOOKUP_LATENCY
 
 NODE = 1
 LAC = regmap.LAC
-
-
-async def _stream_send(ctx, stream, payload):
-    ctx.set(stream.payload, payload)
-    ctx.set(stream.valid, 1)
-    while True:
-        _, _, ready = await ctx.tick().sample(stream.ready)
-        if ready:
-            break
-    ctx.set(stream.valid, 0)
-
-
-async def _stream_recv(ctx, stream):
-    ctx.set(stream.ready, 1)
-    while True:
-        _, _, valid, payload = await ctx.tick().sample(stream.valid, stream.payload)
-        if valid:
-            break
-    ctx.set(stream.ready, 0)
-    return payload
-
-
-async def _bus_read(ctx, bus, offset):
-    ctx.set(bus.adr, offset // 4)
-    ctx.set(bus.we, 0)
-    ctx.set(bus.sel, 0xF)
-    ctx.set(bus.cyc, 1)
-    ctx.set(bus.stb, 1)
-    while True:
-        _, _, ack, data = await ctx.tick().sample(bus.ack, bus.dat_r)
-        if ack:
-            break
-    ctx.set(bus.cyc, 0)
-    ctx.set(bus.stb, 0)
-    await ctx.tick()
-    return data
 
 
 def measure(amap=None, geometry=None):
@@ -60,15 +25,15 @@ def measure(amap=None, geometry=None):
     figures = {}
 
     async def counter(ctx, name):
-        return await _bus_read(ctx, dut.bus, LAC.register(name).offset)
+        return await wishbone_read(ctx, dut.bus, LAC.register(name).offset)
 
     async def access(ctx, addr, count, write=False):
-        await _stream_send(ctx, dut.host.req, {"addr": addr, "write": write, "count": count})
+        await send(ctx, dut.host.req, {"addr": addr, "write": write, "count": count})
         if write:
             for i in range(count):
-                await _stream_send(ctx, dut.host.wdata, {"data": i, "be": 0xF})
+                await send(ctx, dut.host.wdata, {"data": i, "be": 0xF})
         while True:
-            beat = await _stream_recv(ctx, dut.host.resp)
+            beat = await recv(ctx, dut.host.resp)
             if beat.last:
                 return
 
@@ -97,9 +62,9 @@ def measure(amap=None, geometry=None):
     async def responder(ctx):
         # Stands in for the sequencer: takes a miss, answers at once (the hand-off is what is timed).
         while True:
-            miss = await _stream_recv(ctx, dut.miss.miss)
+            miss = await recv(ctx, dut.miss.miss)
             for i in range(miss.count):
-                await _stream_send(ctx, dut.miss.done, {"data": 0, "error": 0, "last": i == miss.count - 1})
+                await send(ctx, dut.miss.done, {"data": 0, "error": 0, "last": i == miss.count - 1})
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -1,0 +1,59 @@
+"""Bus functional models for Amaranth simulator testbenches: streams (amaranth.lib.stream) and
+Wishbone. Used by the tests and by the benchmarks that run blocks in the simulator.
+
+A stream beat moves on a clock edge where valid and ready are both high. Loops sample explicitly
+rather than use ``until``, so background testbenches can be abandoned at the end of a simulation.
+"""
+
+
+class BusError(Exception):
+    """A Wishbone access ended in ``err``."""
+
+
+async def send(ctx, stream, payload):
+    ctx.set(stream.payload, payload)
+    ctx.set(stream.valid, 1)
+    while True:
+        _, _, ready = await ctx.tick().sample(stream.ready)
+        if ready:
+            break
+    ctx.set(stream.valid, 0)
+
+
+async def recv(ctx, stream):
+    ctx.set(stream.ready, 1)
+    while True:
+        _, _, valid, payload = await ctx.tick().sample(stream.valid, stream.payload)
+        if valid:
+            break
+    ctx.set(stream.ready, 0)
+    return payload
+
+
+async def _wishbone_cycle(ctx, bus, adr, we, dat_w=0, sel=0xF, timeout=64):
+    ctx.set(bus.adr, adr)
+    ctx.set(bus.we, we)
+    ctx.set(bus.dat_w, dat_w)
+    ctx.set(bus.sel, sel)
+    ctx.set(bus.cyc, 1)
+    ctx.set(bus.stb, 1)
+    for _ in range(timeout):
+        _, _, ack, err, data = await ctx.tick().sample(bus.ack, bus.err, bus.dat_r)
+        if ack or err:
+            break
+    else:
+        raise TimeoutError(f"no ack/err for word address {adr:#x}")
+    ctx.set(bus.cyc, 0)
+    ctx.set(bus.stb, 0)
+    await ctx.tick()
+    if err:
+        raise BusError(f"bus error at word address {adr:#x}")
+    return data
+
+
+async def wishbone_read(ctx, bus, byte_addr):
+    return await _wishbone_cycle(ctx, bus, byte_addr // 4, 0)
+
+
+async def wishbone_write(ctx, bus, byte_addr, value, sel=0xF):
+    await _wishbone_cycle(ctx, bus, byte_addr // 4, 1, value, sel)

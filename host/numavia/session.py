@@ -1,0 +1,93 @@
+"""The running simulation, as host tools find it: ``numavia sim --serve`` records its host-bridge
+ports and memory map in a session file; ``numavia mem`` and ``numavia status`` attach to it
+(the way LiteX tools attach to a board through litex_server)."""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from numavia import buildcache
+from numavia.bridge import HostBridge
+from numavia.errors import NumaviaError
+from numavia.gateware import regmap
+
+
+class SessionError(NumaviaError):
+    pass
+
+
+def session_path():
+    """Where the session is recorded: $NUMAVIA_SESSION, else build/run/session.json."""
+    env = os.environ.get("NUMAVIA_SESSION")
+    return Path(env) if env else buildcache.build_root() / "run" / "session.json"
+
+
+@dataclass
+class Region:
+    name: str
+    base: int
+    size: int
+
+    def contains(self, addr, length=4):
+        return self.base <= addr and addr + length <= self.base + self.size
+
+
+@dataclass
+class Session:
+    pid: int
+    nodes: int
+    bridge_port: int
+    regions: list
+
+    def save(self):
+        path = session_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"pid": self.pid, "nodes": self.nodes, "bridge_port": self.bridge_port,
+                                    "regions": [r.__dict__ for r in self.regions]}, indent=1))
+
+    @staticmethod
+    def remove():
+        session_path().unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls):
+        path = session_path()
+        if not path.exists():
+            raise SessionError("no simulation is running (start one with `numavia sim --serve`)")
+        data = json.loads(path.read_text())
+        try:
+            os.kill(data["pid"], 0)
+        except ProcessLookupError:
+            raise SessionError(f"the simulation recorded in {path} (pid {data['pid']}) is gone") from None
+        return cls(data["pid"], data["nodes"], data["bridge_port"], [Region(**r) for r in data["regions"]])
+
+    def region(self, name):
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise SessionError(f"the SoC has no {name} region")
+
+    def check_address(self, node, addr, length=4):
+        if not 0 <= node < self.nodes:
+            raise SessionError(f"node {node} is not in the ring (nodes 0..{self.nodes - 1})")
+        if addr % 4:
+            raise SessionError(f"address {addr:#010x} is not word aligned")
+        if not any(r.contains(addr, length) for r in self.regions):
+            known = ", ".join(f"{r.name} {r.base:#010x}+{r.size:#x}" for r in self.regions)
+            raise SessionError(f"{addr:#010x} is in no region of node {node}'s memory map ({known})")
+
+    def bridge(self, node):
+        if not 0 <= node < self.nodes:
+            raise SessionError(f"node {node} is not in the ring (nodes 0..{self.nodes - 1})")
+        return HostBridge(self.bridge_port + node)
+
+
+def regions_from_csr_json(path):
+    memories = json.loads(Path(path).read_text())["memories"]
+    return [Region(name, m["base"], m["size"]) for name, m in memories.items()]
+
+
+def read_card(bridge, session, block, register):
+    """A card register of one node."""
+    return bridge.read(session.region("card").base + regmap.CARD.address(block, register))
