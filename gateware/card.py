@@ -7,7 +7,8 @@ and the card cluster bench instantiates it alone. Ports:
 * ``window``: the SoC bus's view of the host port (shared window + private memory), and
   ``host``: a second host port (trace player, PCIe), arbitrated round robin with it;
 * ``rx``/``tx``: the SCI ring link;
-* ``node_id_strap``: the node id the board (or the simulation) gives this card.
+* ``node_id_strap``, ``mode_strap``: the node id and switches the board (or the simulation)
+  gives this card.
 """
 
 from dataclasses import dataclass, asdict
@@ -64,6 +65,7 @@ def card_signature(config):
         "rx":            In(SymbolLayout),
         "tx":            Out(SymbolLayout),
         "node_id_strap": In(regmap.NODE_ID_BITS),
+        "mode_strap":    In(8),      # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
     })
 
 
@@ -110,7 +112,7 @@ class Card(wiring.Component):
         wiring.connect(m, ring.failed, rac.failed)
 
         m.d.comb += [
-            ctrl.node_id_strap.eq(self.node_id_strap),
+            ctrl.node_id_strap.eq(self.node_id_strap), ctrl.mode_strap.eq(self.mode_strap),
             local.node_id.eq(ctrl.node_id), local.node_ready.eq(ctrl.ready), local.numa_mode.eq(ctrl.numa_mode),
             rac.node_id.eq(ctrl.node_id), rac.numa_mode.eq(ctrl.numa_mode),
             ring.node_id.eq(ctrl.node_id), ring.enable.eq(ctrl.ready),

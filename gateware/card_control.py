@@ -20,6 +20,7 @@ class CardControl(wiring.Component):
         super().__init__({
             "bus":           In(wishbone.Signature(addr_width=regmap.CTRL.addr_width)),
             "node_id_strap": In(regmap.NODE_ID_BITS),
+            "mode_strap":    In(8),
             "node_id":       Out(regmap.NODE_ID_BITS),
             "ready":         Out(1),
             "numa_mode":     Out(1),
@@ -47,6 +48,7 @@ class CardControl(wiring.Component):
             bank.cycles_lo.value.eq(self.cycles[:32]),
             bank.cycles_hi.value.eq(cycles_hi_latch),
             bank.clk_freq_hz.value.eq(self.clk_freq_hz),
+            bank.mode_strap.value.eq(self.mode_strap),
 
             self.node_id.eq(bank.node_id.value),
             self.ready.eq(node_id_valid),

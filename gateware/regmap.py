@@ -161,6 +161,9 @@ CTRL = Block("ctrl", base=0x0000, size=0x100, doc="Identity, node id, control an
              "Free-running cycle counter, low word; reading it latches CYCLES_HI"),
     Register("CYCLES_HI", 0x24, Access.RO, "Cycle counter high word, as latched by the last CYCLES_LO read"),
     Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
+    Register("MODE_STRAP", 0x2C, Access.RO, "Board switches the firmware applies at boot", width=8, fields=(
+        Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),
+    )),
 ))
 
 #: Event counters of the local access controller, in register order (32 bits, they wrap).

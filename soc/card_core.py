@@ -27,6 +27,6 @@ class CardCore(LiteXModule):
         self.window = wishbone.Interface(data_width=32, address_width=32, addressing="word")
         self.comb += card.connect_wishbone("regs", self.regs, regmap.CARD.addr_width)
         self.comb += card.connect_wishbone("window", self.window, config.window_addr_width)
-        self.node_id_strap = card["node_id_strap"]
+        self.node_id_strap, self.mode_strap = card["node_id_strap"], card["mode_strap"]
         self.ring_rx, self.ring_tx = card["rx"], card["tx"]
         self.host = card.group("host")

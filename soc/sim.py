@@ -63,6 +63,11 @@ class SimConfig:
     def soc_params(self):
         return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq}
 
+    def card_config(self):
+        """The card every node carries (its address map is what host-port traces address)."""
+        from numavia.gateware.card import CardConfig
+        return CardConfig(clk_freq_hz=self.sys_clk_freq)
+
 
 def _tool_version(cmd):
     try:
@@ -94,7 +99,8 @@ def build_soc(config, log=print):
     """Folder with ``gateware/numavia_node.v``, ``software/include/generated``, ``csr.json``."""
     def produce(folder):
         from .sim_target import build_node
-        soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq, log=log)
+        soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq,
+                          card_config=config.card_config(), log=log)
         with _output_to(folder / "litex.log"):
             _, sources = build_node(folder, **soc_kwargs)
         # Sources inside the (temporary) build folder are recorded relative to it.
@@ -216,10 +222,15 @@ EXIT_REASONS = {0: "ok", 2: "bad harness arguments", 3: "cycle limit reached bef
 
 def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None,
                     serve=False, until_disconnect=False, quiet=False, progress=None, wall_limit=None,
-                    trace_dir=None, ring_delay=None):
-    cmd = [str(model), "--out-dir", str(run_dir)]
+                    trace_dir=None, ring_delay=None, access_log=None, numa=False):
+    # The harness runs inside the run folder: every path it gets is absolute.
+    cmd = [str(model), "--out-dir", str(Path(run_dir).resolve())]
+    if access_log:
+        cmd += ["--access-log", str(Path(access_log).resolve())]
+    if numa:
+        cmd.append("--numa")
     if trace_dir:
-        cmd += ["--trace-dir", str(trace_dir)]
+        cmd += ["--trace-dir", str(Path(trace_dir).resolve())]
     if ring_delay:
         cmd += ["--ring-delay", str(ring_delay)]
     if wall_limit:

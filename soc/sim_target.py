@@ -26,6 +26,7 @@ _io = [
     ("sys_clk", 0, Pins(1)),
     ("sys_rst", 0, Pins(1)),
     ("node_id_strap", 0, Pins(regmap.NODE_ID_BITS)),
+    ("mode_strap", 0, Pins(8)),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -89,7 +90,8 @@ class SimNodeSoC(NumaviaSoC):
         super().__init__(platform, uart_name="sim", **kwargs)
         self.crg = CRG(platform.request("sys_clk"), rst=platform.request("sys_rst"))
 
-        self.comb += self.card.node_id_strap.eq(platform.request("node_id_strap"))
+        self.comb += [self.card.node_id_strap.eq(platform.request("node_id_strap")),
+                      self.card.mode_strap.eq(platform.request("mode_strap"))]
 
         ring = platform.request("ring")
         self.comb += [self.card.ring_rx.eq(ring.rx), ring.tx.eq(self.card.ring_tx)]

@@ -124,12 +124,23 @@ def test_trace_replay_on_the_host_ports_honours_barriers(tmp_path):
     traces.mkdir()
     trace.write_trace(traces / "node0.trace", 0, [trace.write_access(a, 0x11), trace.barrier(0),
                                                   trace.read_access(remote, words=2)])
-    trace.write_trace(traces / "node1.trace", 1, [trace.write_access(remote, 0x22, gap=3000), trace.barrier(0),
-                                                  trace.read_access(a)])
-    code, summary = sim.run(b, tmp_path / "run", quiet=True, trace_dir=traces, max_cycles=5_000_000)
+    trace.write_trace(traces / "node1.trace", 1, [trace.write_access(remote, 0x22, gap=3000),
+                                                  trace.barrier(0, gap=1500), trace.read_access(a)])
+    log = tmp_path / "access.log"
+    code, summary = sim.run(b, tmp_path / "run", quiet=True, trace_dir=traces, max_cycles=5_000_000,
+                            access_log=log)
     assert code == 0 and summary["reason"] == "every trace is done"
     stats = {t["node"]: t for t in summary["trace"]}
     assert stats[0]["accesses"] == stats[1]["accesses"] == 2
     assert stats[0]["errors"] == stats[1]["errors"] == 0
-    assert stats[0]["barrier"] >= 2000 > stats[1]["barrier"]     # node 0 waited for node 1's compute
-    assert stats[1]["compute"] == 3000
+    # Node 0 waited at the barrier for node 1's compute before its write and before the barrier.
+    assert stats[0]["barrier"] >= 4500 > stats[1]["barrier"]
+    assert stats[1]["compute"] == 4500
+    # Completion order: both writes, then the reads, each of which sees the other node's write.
+    entries = [line.split() for line in log.read_text().splitlines()]
+    order = [(int(node), int(write)) for node, _, write, *_ in entries]
+    assert sorted(order[:2]) == [(0, 1), (1, 1)] and sorted(order[2:]) == [(0, 0), (1, 0)]
+    reads = {int(e[0]): int(e[3]) for e in entries if e[2] == "0"}
+    assert reads == {0: 0x22, 1: 0x11}
+    done = {(int(e[0]), int(e[2])): int(e[5]) for e in entries}
+    assert min(done[(0, 0)], done[(1, 0)]) > max(done[(0, 1)], done[(1, 1)])

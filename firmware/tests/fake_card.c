@@ -35,6 +35,7 @@ uint32_t nv_reg_read(uint32_t offset)
         return (uint32_t)fake.cycles;
     case NV_CTRL_CYCLES_HI: return fake.cycles_hi_latch;
     case NV_CTRL_CLK_FREQ_HZ: return 100000000u;
+    case NV_CTRL_MODE_STRAP: return fake.mode_strap;
     case NV_RAC_UCODE_DEPTH: return fake.store_depth;
     case NV_RAC_UCODE_POS: return fake.ucode_addr;
     case NV_RAC_UCODE_RDATA_LO: return (uint32_t)(fake.store[fake.ucode_addr % 1024] & ~fake.store_stuck_bits);

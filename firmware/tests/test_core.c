@@ -148,6 +148,20 @@ static void test_boot_prints_banner_and_sets_node_id(void)
     CHECK(nv_boot(&info, "test", "1", NULL) == NV_ERR_ARG);
 }
 
+static void test_boot_applies_the_numa_switch(void)
+{
+    struct nv_card_info info;
+    struct nv_ucode_image img = image();
+    fake_card_reset(2);
+    CHECK(nv_boot(&info, "test", "1", &img) == NV_OK);
+    CHECK(!(fake.ctrl & NV_CTRL_CTRL_NUMA_MODE_MASK));
+    fake_card_reset(2);
+    fake.mode_strap = NV_CTRL_MODE_STRAP_NUMA_MASK;
+    CHECK(nv_boot(&info, "test", "1", &img) == NV_OK);
+    CHECK(fake.ctrl & NV_CTRL_CTRL_NUMA_MODE_MASK && fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK);
+    CHECK(strstr(fake.log, "NUMA mode") != NULL);
+}
+
 static void test_boot_reports_missing_card(void)
 {
     struct nv_card_info info;
@@ -180,6 +194,7 @@ int main(void)
     test_ucode_loads_verifies_and_goes_live();
     test_ucode_bad_inputs_and_faults();
     test_boot_prints_banner_and_sets_node_id();
+    test_boot_applies_the_numa_switch();
     test_boot_reports_missing_card();
     test_strerror_covers_every_status();
     printf("%d checks, %d failures\n", checks, failures);

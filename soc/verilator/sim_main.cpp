@@ -44,6 +44,8 @@ struct Options {
     uint64_t progress_every = 0;      // cycles between progress lines on stderr (0: none)
     double wall_limit = 0;            // seconds of wall time before giving up (0: none)
     std::string trace_dir;            // replay node<i>.trace on each node's host port once all are ready
+    std::string access_log;           // with --trace-dir: every replayed access (node addr w value issue done err)
+    bool numa = false;                // set every node's NUMA switch (regmap.CTRL.MODE_STRAP)
     unsigned ring_delay = 4;          // cycles per ring hop (link + cable)
     double ring_flip_rate = 0;        // probability of a bit flip per ring symbol
     uint64_t seed = 1;
@@ -55,7 +57,8 @@ struct Options {
         "usage: Vnumavia_cluster [--max-cycles N] [--stop-marker TEXT] [--out-dir DIR]\n"
         "                        [--bridge-port PORT] [--serve] [--quiet] [--progress N]\n"
         "                        [--wall-limit SECONDS] [--ring-delay N] [--ring-flip-rate F]\n"
-        "                        [--seed N] [--trace-dir DIR] [--until-disconnect]\n", msg);
+        "                        [--seed N] [--trace-dir DIR] [--access-log FILE] [--numa]\n"
+        "                        [--until-disconnect]\n", msg);
     std::exit(2);
 }
 
@@ -80,6 +83,8 @@ Options parse(int argc, char **argv) {
         else if (a == "--ring-flip-rate") o.ring_flip_rate = std::atof(value().c_str());
         else if (a == "--seed") o.seed = std::strtoull(value().c_str(), nullptr, 0);
         else if (a == "--trace-dir") o.trace_dir = value();
+        else if (a == "--access-log") o.access_log = value();
+        else if (a == "--numa") o.numa = true;
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
     }
@@ -121,6 +126,10 @@ int main(int argc, char **argv) {
     Barriers barriers(NV_NODES);
     std::vector<std::unique_ptr<TraceSource>> traces;
     std::vector<std::unique_ptr<HostDriver>> players;
+    for (int i = 0; i < NV_NODES; i++) *nodes[i].mode_strap = opt.numa ? 1 : 0;
+    std::FILE *access_log = nullptr;
+    if (!opt.access_log.empty() && !(access_log = std::fopen(opt.access_log.c_str(), "w")))
+        usage(("cannot write " + opt.access_log).c_str());
     if (!opt.trace_dir.empty()) {
         for (int i = 0; i < NV_NODES; i++) {
             traces.emplace_back(new TraceSource(opt.trace_dir + "/node" + std::to_string(i) + ".trace", i, barriers));
@@ -131,7 +140,7 @@ int main(int argc, char **argv) {
                                                             nodes[i].hostport_req_payload, nodes[i].hostport_wdata_payload,
                                                             nodes[i].hostport_resp_payload},
                                                  [source](HostOp &op, uint64_t cycle) { return (*source)(op, cycle); },
-                                                 nullptr));
+                                                 access_log));
             sys.add(players.back().get());
         }
     }
@@ -227,6 +236,7 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "sim: %llu cycles\n", (unsigned long long)cycle);
     }
 
+    if (access_log) std::fclose(access_log);
     const uint64_t cycle = sys.cycle();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     top->final();

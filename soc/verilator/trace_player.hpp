@@ -46,7 +46,14 @@ public:
             const NvTraceRecord &r = records_[next_];
             if (r.kind == NV_TRACE_BARRIER) {
                 if (!waiting_) {
-                    compute_cycles_ += r.gap;
+                    // The compute before a barrier delays the arrival, as it delays an access.
+                    if (!computing_) {
+                        computing_ = true;
+                        arrive_at_ = cycle + r.gap;
+                        compute_cycles_ += r.gap;
+                    }
+                    if (cycle < arrive_at_) return Next::Wait;
+                    computing_ = false;
                     barriers_.arrive(r.addr);
                     waiting_ = true;
                     wait_started_ = cycle;
@@ -79,6 +86,6 @@ private:
     Barriers &barriers_;
     std::vector<NvTraceRecord> records_;
     size_t next_ = 0;
-    bool waiting_ = false;
-    uint64_t wait_started_ = 0, compute_cycles_ = 0, barrier_cycles_ = 0, finished_at_ = 0;
+    bool waiting_ = false, computing_ = false;
+    uint64_t arrive_at_ = 0, wait_started_ = 0, compute_cycles_ = 0, barrier_cycles_ = 0, finished_at_ = 0;
 };

@@ -101,6 +101,10 @@ nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_ve
     info->node_id = nv_reg_read(NV_CTRL_NODE_ID) & NV_NODE_ID_MASK;
     nv_log("card: node id strap %u, node id set to %u (read back %u)\n", info->node_id_strap,
            info->node_id_strap, info->node_id);
+    if (nv_reg_read(NV_CTRL_MODE_STRAP) & NV_CTRL_MODE_STRAP_NUMA_MASK) {
+        nv_reg_write(NV_CTRL_CTRL, nv_reg_read(NV_CTRL_CTRL) | NV_CTRL_CTRL_NUMA_MODE_MASK);
+        nv_log("card: NUMA mode (network cache off), as the board switch says\n");
+    }
     uint32_t bad_word = 0;
     status = nv_ucode_load(ucode, &bad_word);
     if (status == NV_ERR_READBACK)
