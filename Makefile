@@ -8,7 +8,7 @@ JOBS    ?= 2
 
 help:
 	@echo "make setup            install Debian packages and the pinned Python environment"
-	@echo "make demo             set up, build and run the multi-node ring simulation with its report"
+	@echo "make demo             set up, then build, boot and measure a 4-node ring (report in results/demo)"
 	@echo "make test             run every test (unit, gateware, firmware, end-to-end simulation)"
 	@echo "make test-fast        the tests that need no Verilator build"
 	@echo "make sim              build and boot the simulated ring (NODES=2)"
@@ -29,8 +29,9 @@ NODES ?= 2
 sim: setup
 	$(NUMAVIA) sim --nodes $(NODES)
 
+DEMO_NODES ?= 4
 demo: setup
-	$(NUMAVIA) sim --nodes $(NODES)
+	$(NUMAVIA) demo --nodes $(DEMO_NODES) --out results/demo
 
 firmware: setup
 	$(NUMAVIA) firmware

@@ -45,7 +45,8 @@ def cmd_sim(args):
          + (f" or after {args.max_cycles} cycles" if args.max_cycles else "")
          + (f" or {args.wall_limit} s" if args.wall_limit else ""))
     code, summary = sim.run(build, run_dir, max_cycles=args.max_cycles, wall_limit=args.wall_limit,
-                            quiet=args.quiet, progress=args.progress, trace_dir=args.trace_dir)
+                            quiet=args.quiet, progress=args.progress, trace_dir=args.trace_dir,
+                            numa=args.numa, access_log=args.access_log)
     if summary is None:
         raise sim.SimError(f"the simulator exited with status {code} and wrote no run.json")
     mhz = config.sys_clk_freq / 1e6
@@ -83,7 +84,7 @@ def _serve(build, run_dir, args):
     from numavia.soc import sim
     sim.prepare_run(run_dir, build.soc_dir, build.firmware)
     cmd = sim.harness_command(build.model, run_dir, bridge_port=args.bridge_port, serve=True,
-                              until_disconnect=args.until_disconnect, quiet=args.quiet,
+                              until_disconnect=args.until_disconnect, quiet=args.quiet, numa=args.numa,
                               stop_marker=sim.READY_MARKER)
     proc = subprocess.Popen(cmd, cwd=run_dir)
     session = Session(proc.pid, build.config.nodes, args.bridge_port,
@@ -118,6 +119,10 @@ def _add_sim(sub):
                    help="print a progress line every CYCLES cycles")
     p.add_argument("--trace-dir", help="replay node<i>.trace (numavia.trace) on each node's host port "
                                        "once every node is ready; stop when all are done")
+    p.add_argument("--access-log", metavar="FILE",
+                   help="with --trace-dir: log every replayed access (node addr write value issued done error)")
+    p.add_argument("--numa", action="store_true",
+                   help="set every card's NUMA switch: the firmware turns the network cache off")
     p.add_argument("--serve", action="store_true",
                    help="keep running with a host bridge per node (numavia mem/status attach) until Ctrl-C")
     p.add_argument("--until-disconnect", action="store_true",
@@ -283,6 +288,28 @@ def _add_bench(sub):
     coh.set_defaults(func=cmd_bench_coherence)
 
 
+# --- numavia demo --------------------------------------------------------------------------------
+
+def cmd_demo(args):
+    from numavia.demo import Demo
+    if args.nodes < 2:
+        raise NumaviaError("the demo needs a ring: --nodes 2 or more")
+    Demo(nodes=args.nodes, out=Path(args.out), log=_log).run()
+    return 0
+
+
+def _add_demo(sub):
+    from numavia.demo import DEFAULT_NODES
+    p = sub.add_parser("demo", help="the main job: build and boot a ring, measure latency and kernels, report",
+                       description="Build (cached) and boot a ring of full nodes in one cycle-accurate model, "
+                                   "then measure the Table 1 latency set and shared-memory kernels in "
+                                   "NCC-NUMA and NUMA mode; write a report with tables and PNG plots.")
+    p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES,
+                   help=f"nodes in the ring (default {DEFAULT_NODES})")
+    p.add_argument("--out", default="results/demo", help="report folder (default results/demo)")
+    p.set_defaults(func=cmd_demo)
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 def make_parser():
@@ -296,6 +323,7 @@ def make_parser():
     _add_mem(sub)
     _add_status(sub)
     _add_bench(sub)
+    _add_demo(sub)
     return parser
 
 

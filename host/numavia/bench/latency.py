@@ -13,6 +13,7 @@ from numavia.soc import card_bench
 PAPER = {"local shared read": (0.9, 0.01), "remote read": (5.38, 4.02)}
 
 REQUESTER = 0
+MODES = {"ncc": False, "numa": True}
 
 
 @dataclass
@@ -50,6 +51,29 @@ class Script:
             self.steps.append((node, op, self.address(h, index), value))
         self.measured.append((measurement.name, len(self.steps) - 1))
 
+    def traces(self, nodes):
+        """The script as host-port traces for the ring simulation: every step alone, between two
+        barriers, so the access log's i-th entry is step i."""
+        from numavia import trace
+        records = {n: [] for n in range(nodes)}
+        for number, (node, op, addr, value) in enumerate(self.steps):
+            records[node].append(trace.write_access(addr, value) if op == "w" else trace.read_access(addr))
+            for n in range(nodes):
+                records[n].append(trace.barrier(number))
+        return records
+
+
+def scripts(nodes, config):
+    """``{mode: Script}``: every row in NCC-NUMA mode, the rows that apply in NUMA mode."""
+    out = {}
+    for mode, numa in MODES.items():
+        script = Script(config)
+        for m in measurements(nodes):
+            if not numa or m.numa:
+                script.add(m)
+        out[mode] = script
+    return out
+
 
 def measurements(nodes):
     """The rows: on a ring of ``nodes``; node 0 is the requester, node 1 is one hop downstream and
@@ -83,28 +107,32 @@ def run(nodes=4, *, config=None, log=print, out=None):
     """Measure every row on a ring of ``nodes`` cards, NCC-NUMA and NUMA. Returns the figures."""
     config = config or CardConfig(max_nodes=16)
     binary = card_bench.build_bench(nodes, config, log=log)
-    ns_per_cycle = 1e9 / config.clk_freq_hz
-    results = {}
-    for mode, numa in (("ncc", False), ("numa", True)):
-        script = Script(config)
-        for m in measurements(nodes):
-            if numa and not m.numa:
-                continue
-            script.add(m)
+    measured = {}
+    for mode, script in scripts(nodes, config).items():
         log(f"{nodes}-node ring, {mode.upper()} mode: {len(script.steps)} accesses")
         run_dir = (out or card_bench.buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
-        bench = card_bench.run_bench(binary, run_dir, script=script.steps, numa=numa)
+        bench = card_bench.run_bench(binary, run_dir, script=script.steps, numa=MODES[mode])
         if bench.returncode or len(bench.latencies) != len(script.steps):
             raise card_bench.SimError(f"latency bench ({mode}) failed: {bench.stderr.strip().splitlines()[-1:]}")
         for name, index in script.measured:
-            results.setdefault(name, {})[mode] = bench.latencies[index]
+            measured.setdefault(name, {})[mode] = bench.latencies[index]
+    return figures(nodes, config, measured)
+
+
+CARD_COUNTER = "the card's LAC.LAST_LATENCY counter (host-port request accepted to last response beat)"
+
+
+def figures(nodes, config, measured, measured_by=CARD_COUNTER):
+    """The figures ``report`` takes, from ``{row name: {mode: cycles}}``."""
+    ns_per_cycle = 1e9 / config.clk_freq_hz
     rows = []
     for m in measurements(nodes):
-        r = results[m.name]
+        r = measured[m.name]
         rows.append({"name": m.name, "ncc_cycles": r.get("ncc"), "numa_cycles": r.get("numa"),
                      "ncc_ns": r.get("ncc") and r["ncc"] * ns_per_cycle,
                      "numa_ns": r.get("numa") and r["numa"] * ns_per_cycle, "paper_us": m.paper})
-    return {"nodes": nodes, "clock_mhz": config.clk_freq_hz / 1e6, "rows": rows, "config": config.as_dict()}
+    return {"nodes": nodes, "clock_mhz": config.clk_freq_hz / 1e6, "rows": rows, "config": config.as_dict(),
+            "measured_by": measured_by}
 
 
 def report(figures, out):
@@ -120,8 +148,7 @@ def report(figures, out):
     text = results.write(
         out, "latency", title=f"Shared-memory access latency, {figures['nodes']}-node ring",
         headers=headers, rows=rows, figures=figures, config=figures["config"],
-        notes=[f"Card clock {figures['clock_mhz']:.0f} MHz; latency = the card's LAC.LAST_LATENCY counter "
-               "(host-port request accepted to last response beat).",
+        notes=[f"Card clock {figures['clock_mhz']:.0f} MHz; latency = {figures['measured_by']}.",
                "The paper measured from the host CPU over 32-bit/33 MHz PCI; its NUMA system kept "
                "local shared memory in host DRAM (10 ns).",
                "The ring is one-way: a request and its answer always travel the whole ring between "
