@@ -1,0 +1,68 @@
+"""A Wishbone RAM for Amaranth simulations, with LiteX's SRAM timing (ack the cycle after the
+request, one access per two cycles) and ``err`` outside its window, like the SoC's interconnect.
+
+Testbenches read and write its contents as bytes with :func:`load` and :func:`dump`.
+"""
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In
+
+from numavia.gateware import wishbone
+
+
+class WishboneSRAM(wiring.Component):
+    def __init__(self, *, base, size, addr_width=30):
+        self.base = base              # byte address of the first word
+        self.size = size              # bytes
+        self.mem = Memory(shape=32, depth=size // 4, init=[])
+        self.accesses = 0
+        super().__init__({"bus": In(wishbone.Signature(addr_width=addr_width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = self.mem
+        bus = self.bus
+        rd = self.mem.read_port(domain="comb")
+        wr = self.mem.write_port(granularity=8)
+        index = Signal(range(self.size // 4 + 1))
+        inside = Signal()
+        m.d.comb += [
+            index.eq(bus.adr - self.base // 4),
+            inside.eq((bus.adr >= self.base // 4) & (bus.adr < (self.base + self.size) // 4)),
+            rd.addr.eq(index),
+            wr.addr.eq(index),
+            wr.data.eq(bus.dat_w),
+        ]
+        request = bus.cyc & bus.stb & ~bus.ack & ~bus.err
+        m.d.sync += [bus.ack.eq(request & inside), bus.err.eq(request & ~inside)]
+        with m.If(request & inside):
+            m.d.sync += bus.dat_r.eq(rd.data)
+            with m.If(bus.we):
+                m.d.comb += wr.en.eq(bus.sel)
+        return m
+
+
+def load(ctx, sram, addr, data):
+    """Write ``data`` (bytes) at byte address ``addr`` (any alignment)."""
+    for i, byte in enumerate(data):
+        a = addr + i - sram.base
+        word = ctx.get(sram.mem.data[a // 4])
+        shift = 8 * (a % 4)
+        ctx.set(sram.mem.data[a // 4], (word & ~(0xFF << shift)) | (byte << shift))
+
+
+def load_words(ctx, sram, addr, data):
+    """Faster :func:`load` for word-aligned ``addr`` and a multiple of 4 bytes."""
+    assert addr % 4 == 0 and len(data) % 4 == 0
+    for i in range(0, len(data), 4):
+        ctx.set(sram.mem.data[(addr - sram.base + i) // 4], int.from_bytes(data[i:i + 4], "little"))
+
+
+def dump(ctx, sram, addr, length):
+    out = bytearray()
+    for i in range(length):
+        a = addr + i - sram.base
+        out.append((ctx.get(sram.mem.data[a // 4]) >> (8 * (a % 4))) & 0xFF)
+    return bytes(out)
