@@ -8,8 +8,9 @@ entry. Level 2 holds the physical address of each page of each region, from ``L2
 ``(L2[L2_INDEX + i] & ~PAGE_MASK) | (va & PAGE_MASK)``.
 
 The firmware writes the table through the VIA block's ``ATT_ADDR``/``ATT_WDATA`` registers, in
-32-bit words: level 1 occupies words ``0 .. regions*L1_WORDS-1``, level 2 follows at word
-``L2_WORD_BASE(regions)``. It writes an entry's ``ATTRIBUTES`` word (with ``VALID``) last.
+32-bit words: level-1 entry ``h`` occupies words ``h*L1_STRIDE_WORDS ..`` (its ``L1_WORDS`` words,
+the rest of the stride is unused), level 2 follows at word :func:`l2_word_base`. The firmware
+writes an entry's ``ATTRIBUTES`` word (with ``VALID``) last.
 
 Pure Python (no Amaranth).
 """
@@ -35,6 +36,9 @@ L1_ENTRY = ByteStruct("ATT_L1", 24, "Level-1 entry: one registered region", (
 ))
 
 L1_WORDS = L1_ENTRY.words
+#: Words between level-1 entries in the ATT_ADDR space (a power of two, so decoding is a shift).
+L1_STRIDE_WORDS = 8
+assert L1_WORDS <= L1_STRIDE_WORDS
 
 L2_ENTRY = ByteStruct("ATT_L2", 4, "Level-2 entry: one physical page", (
     Field("PHYS_ADDR", 0, 4, "physical address (of the region start for page 0)"),
@@ -43,7 +47,13 @@ L2_ENTRY = ByteStruct("ATT_L2", 4, "Level-2 entry: one physical page", (
 
 def l2_word_base(regions):
     """Word address of level-2 entry 0 in the ATT_ADDR space."""
-    return regions * L1_WORDS
+    return regions * L1_STRIDE_WORDS
+
+
+#: What a lookup checks the region for, besides the protection tag (NEED_* of a request).
+NEED_LOCAL, NEED_RDMA_READ, NEED_RDMA_WRITE = 0, 1, 2
+#: Why a lookup failed (0: it did not).
+FAIL_NONE, FAIL_HANDLE, FAIL_PTAG, FAIL_RIGHTS, FAIL_RANGE, FAIL_PAGE = range(6)
 
 
 def region_pages(start_va, length):

@@ -145,6 +145,7 @@ def _via_symbols():
     yield "NV_ATT_PAGE_SHIFT", via_att.PAGE_SHIFT, "ATT page size is 1 << this"
     yield "NV_ATT_PAGE_SIZE", via_att.PAGE_SIZE, None
     yield "NV_ATT_L1_WORDS", via_att.L1_WORDS, "32-bit words per level-1 entry"
+    yield "NV_ATT_L1_STRIDE_WORDS", via_att.L1_STRIDE_WORDS, "ATT_ADDR words between level-1 entries"
     yield "NV_ETHERTYPE", via_frame.ETHERTYPE, "IEEE local experimental EtherType"
     yield "NV_FRAME_VIA_HEADER_SIZE", via_frame.VIA_HEADER_SIZE, "VIA header bytes in the Ethernet payload"
     yield "NV_MGMT_PAYLOAD_MAX", via_frame.MGMT_PAYLOAD_MAX, "bytes of a management frame's payload"
