@@ -3,7 +3,8 @@
 The payload of a frame comes from several DMA reads (one per data segment and page), each of which
 starts and ends at any byte. The packer is told the payload's total length, takes beats until it
 has that many bytes, and emits full words with only the final one partial (``last``). An ``error``
-on any input beat is carried to the frame's last word, so the frame can be dropped.
+on any input beat is carried to the frame's last word, so the frame can be dropped. ``abort``
+forgets the frame in progress.
 """
 
 from amaranth import Module, Signal, Mux
@@ -20,6 +21,7 @@ class BytePacker(wiring.Component):
             "length": In(stream.Signature(16)),
             "beats": In(stream.Signature(PackerBeat)),
             "words": Out(stream.Signature(PackedWord)),
+            "abort": In(1),
         })
 
     def elaborate(self, platform):
@@ -77,4 +79,6 @@ class BytePacker(wiring.Component):
             ]
             with m.If(last):
                 m.d.sync += have_length.eq(0)
+        with m.If(self.abort):
+            m.d.sync += [have_length.eq(0), count.eq(0), out.valid.eq(0), error.eq(0)]
         return m

@@ -10,7 +10,9 @@ Accesses to offsets with no register, and writes to ``ro`` registers, answer ``e
 
 A :class:`regmap.RegisterArray` becomes an array port named after it: ``bank.vi[3].sq_doorbell``.
 ``counts`` builds fewer elements than the map reserves (a parameter of the card); ``resets``
-overrides reset values of ``rw`` registers (parameters such as the default MTU).
+overrides reset values of ``rw`` registers (parameters such as the default MTU); ``hw_writable``
+names ``rw`` registers the block's logic may also load (``hw_en``/``hw_data``; a bus write in the
+same cycle wins), such as an address register that increments after each data access.
 """
 
 from amaranth import Module, Signal
@@ -21,9 +23,12 @@ from . import wishbone
 from .regmap import Access
 
 
-def register_signature(reg):
+def register_signature(reg, hw_writable=False):
     if reg.access is Access.RW:
-        return wiring.Signature({"value": Out(reg.width), "w_stb": Out(1)})
+        members = {"value": Out(reg.width), "w_stb": Out(1)}
+        if hw_writable:
+            members.update(hw_en=In(1), hw_data=In(reg.width))
+        return wiring.Signature(members)
     if reg.access is Access.RO:
         return wiring.Signature({"value": In(reg.width), "r_stb": Out(1)})
     return wiring.Signature({"w_data": Out(reg.width), "w_stb": Out(1)})
@@ -34,8 +39,12 @@ def array_signature(array):
 
 
 class RegisterBank(wiring.Component):
-    def __init__(self, block, *, counts=None, resets=None):
+    def __init__(self, block, *, counts=None, resets=None, hw_writable=()):
         self.block = block
+        self.hw_writable = set(hw_writable)
+        for name in self.hw_writable:
+            if block.register(name).access is not Access.RW:
+                raise ValueError(f"register {name}: only rw registers can be hardware-writable")
         self.counts = {a.name: a.count for a in block.arrays}
         for name, count in (counts or {}).items():
             if not 0 < count <= block.array(name).count:
@@ -49,7 +58,7 @@ class RegisterBank(wiring.Component):
                 raise ValueError(f"register {name}: reset {value} is not valid for this register")
         members = {"bus": In(wishbone.Signature(addr_width=block.addr_width))}
         for reg in block.registers:
-            members[reg.name.lower()] = Out(register_signature(reg))
+            members[reg.name.lower()] = Out(register_signature(reg, reg.name in self.hw_writable))
         for array in block.arrays:
             members[array.name.lower()] = Out(array_signature(array)).array(self.counts[array.name])
         super().__init__(members)
@@ -82,6 +91,9 @@ class RegisterBank(wiring.Component):
             if reg.access is Access.RW:
                 storage[name] = Signal(reg.width, init=reset, name=f"{name}_q")
                 m.d.comb += port.value.eq(storage[name])
+                if hasattr(port, "hw_en"):
+                    with m.If(port.hw_en):
+                        m.d.sync += storage[name].eq(port.hw_data)
             m.d.sync += port.w_stb.eq(0) if reg.access is not Access.RO else port.r_stb.eq(0)
 
         m.d.sync += [bus.ack.eq(0), bus.err.eq(0)]

@@ -4,8 +4,8 @@ The data stream carries bytes packed from lane 0 (``nbytes`` per beat, normally 
 (byte address, length) takes the next ``length`` bytes of the stream and writes them with byte
 selects, so ranges may start and end at any alignment and one beat may feed two ranges. A write is
 issued as soon as its bytes are buffered; back-to-back words cost a Wishbone classic cycle each.
-``flush`` drops buffered bytes nobody will take (the end of a frame). A bus error pulses ``error``
-and the command continues.
+``flush`` drops buffered bytes nobody will take (the end of a frame) and abandons the command in
+progress. A bus error pulses ``error`` and the command continues.
 """
 
 from amaranth import Module, Signal, Mux, Value
@@ -69,8 +69,6 @@ class DmaWriter(wiring.Component):
             count_next.eq(kept + Mux(accepted, self.data.payload.nbytes, 0)),
         ]
         m.d.sync += [buf.eq(buf_next), count.eq(count_next)]
-        with m.If(self.flush):
-            m.d.sync += count.eq(0)
 
         m.d.comb += [
             self.busy.eq(active),
@@ -115,4 +113,6 @@ class DmaWriter(wiring.Component):
                 m.d.sync += start(word_adr + 1, 0, left, buf_next)   # back to back: stb stays up
             with m.Else():
                 m.d.sync += [bus.cyc.eq(0), bus.stb.eq(0)]
+        with m.If(self.flush):
+            m.d.sync += [count.eq(0), active.eq(0), bus.cyc.eq(0), bus.stb.eq(0)]
         return m
