@@ -74,10 +74,10 @@ COMMANDS = (
     Command("DISCONNECT", 0x35, "Disconnect VI: both ends flush their queues and return to IDLE",
             args=("VI",)),
     Command("BENCH", 0x40, "Run a ping-pong between this node's benchmark agent and the peer's: "
-            "ITERATIONS round trips of SIZE bytes with OP on VI; BUF is this node's registered buffer, "
-            "REMOTE_* the peer's (RDMA); DESC is a 256-byte host area for the agent's descriptors. "
-            "The initiator (ROLE 1) sends first",
-            args=("ROLE", "OP", "VI", "SIZE", "ITERATIONS", "BUF_VA_LO", "BUF_VA_HI", "BUF_HANDLE",
+            "ITERATIONS round trips of SIZE bytes with OP on VI; BUF is this node's registered buffer "
+            "(physically contiguous from BUF_PA), REMOTE_* the peer's (RDMA); DESC is a 256-byte host "
+            "area for the agent's descriptors. The initiator (ROLE 1) sends first",
+            args=("ROLE", "OP", "VI", "SIZE", "ITERATIONS", "BUF_VA_LO", "BUF_VA_HI", "BUF_HANDLE", "BUF_PA",
                   "REMOTE_VA_LO", "REMOTE_VA_HI", "REMOTE_HANDLE", "DESC", "TIMEOUT_US"),
             results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS",
                      "POST_SEND_CYCLES")),

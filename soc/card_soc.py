@@ -2,10 +2,15 @@
 
 Targets (simulation, boards) derive from :class:`NumaviaSoC` and add their clocking, UART and
 host access. The card sits in VexRiscv's uncached I/O region, as the paper's card sat on PCI.
+``hostmem`` is RAM standing for the host's memory: the host (the CPU, or the host bridge) puts VIA
+descriptors and buffers there and the card reaches it through its DMA initiator. Targets attach
+an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`; the card's VIA engine owns the MAC.
 """
 
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
+
+from liteeth.mac.core import LiteEthMACCore
 
 from numavia.gateware import regmap
 from numavia.gateware.card import CardConfig
@@ -16,15 +21,19 @@ from .card_core import CardCore
 class NumaviaSoC(SoCCore):
     mem_map = {
         **SoCCore.mem_map,
+        "hostmem": 0x6000_0000,
         "card": 0x8000_0000,
     }
 
     def __init__(self, platform, *, sys_clk_freq=100e6, card_config=None, cpu_variant="standard",
-                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, uart_name="serial",
-                 log=None, **kwargs):
-        card_config = card_config or CardConfig(clk_freq_hz=int(sys_clk_freq))
+                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, host_mem_size=0x40_0000,
+                 uart_name="serial", log=None, **kwargs):
+        card_config = card_config or CardConfig(clk_freq_hz=int(sys_clk_freq), host_mem_base=self.mem_map["hostmem"],
+                                                host_mem_size=host_mem_size)
         if card_config.clk_freq_hz != int(sys_clk_freq):
             raise ValueError("the card's clk_freq_hz must equal the SoC's sys_clk_freq")
+        if (card_config.host_mem_base, card_config.host_mem_size) != (self.mem_map["hostmem"], host_mem_size):
+            raise ValueError("the card's host memory window must be the SoC's hostmem region")
         SoCCore.__init__(self, platform, sys_clk_freq,
             ident                    = "Numavia node",
             cpu_type                 = "vexriscv",
@@ -36,6 +45,18 @@ class NumaviaSoC(SoCCore):
             uart_name                = uart_name,
             **kwargs)
 
+        self.add_ram("hostmem", self.mem_map["hostmem"], host_mem_size)
+
         self.card = CardCore(platform, card_config, log=log)
         self.bus.add_slave("card", self.card.bus,
                            SoCRegion(origin=self.mem_map["card"], size=regmap.CARD.size, cached=False))
+        self.bus.add_master("card_dma", self.card.dma)
+
+    def add_via_ethernet(self, phy):
+        """The LiteEth MAC core (preamble, FCS, padding, clock-domain crossing) between ``phy`` and
+        the card's 32-bit frame streams."""
+        self.via_mac = LiteEthMACCore(phy, dw=32, with_preamble_crc=True, with_padding=True)
+        self.comb += [
+            self.card.eth_tx.connect(self.via_mac.sink),
+            self.via_mac.source.connect(self.card.eth_rx),
+        ]

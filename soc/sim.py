@@ -51,6 +51,8 @@ class SimConfig:
     nodes: int = 2
     cpu_variant: str = "standard"
     sys_clk_freq: int = 100_000_000
+    eth_clk_freq: int = 125_000_000     # GMII
+    host_mem_size: int = 0x40_0000      # the node's "hostmem" RAM (VIA buffers and descriptors)
 
     def __post_init__(self):
         if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
@@ -58,10 +60,11 @@ class SimConfig:
 
     def clock_periods_ps(self):
         """Period of every clock input of the node, sys first."""
-        return {"sys_clk": round(1e12 / self.sys_clk_freq)}
+        return {"sys_clk": round(1e12 / self.sys_clk_freq), "eth_clk": round(1e12 / self.eth_clk_freq)}
 
     def soc_params(self):
-        return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq}
+        return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq,
+                "host_mem_size": self.host_mem_size}
 
 
 def _tool_version(cmd):
@@ -94,7 +97,8 @@ def build_soc(config, log=print):
     """Folder with ``gateware/numavia_node.v``, ``software/include/generated``, ``csr.json``."""
     def produce(folder):
         from .sim_target import build_node
-        soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq, log=log)
+        soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq,
+                          host_mem_size=config.host_mem_size, log=log)
         with _output_to(folder / "litex.log"):
             _, sources = build_node(folder, **soc_kwargs)
         # Sources inside the (temporary) build folder are recorded relative to it.
@@ -196,8 +200,16 @@ EXIT_REASONS = {0: "ok", 2: "bad harness arguments", 3: "cycle limit reached bef
 
 
 def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None,
-                    serve=False, quiet=False, progress=None, wall_limit=None):
+                    serve=False, quiet=False, progress=None, wall_limit=None, eth_delay=None, eth_loss=None,
+                    eth_corrupt=None, eth_seed=None):
+    """The simulator's command line. ``eth_*`` set the Ethernet switch between the nodes
+    (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss and corruption
+    probabilities, and the seed of the fault generator."""
     cmd = [str(model), "--out-dir", str(run_dir)]
+    for option, value in (("--eth-delay", eth_delay), ("--eth-loss", eth_loss),
+                          ("--eth-corrupt", eth_corrupt), ("--eth-seed", eth_seed)):
+        if value is not None:
+            cmd += [option, str(value)]
     if wall_limit:
         cmd += ["--wall-limit", str(wall_limit)]
     if max_cycles:

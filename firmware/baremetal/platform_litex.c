@@ -4,6 +4,7 @@
 
 #include <generated/csr.h>
 #include <generated/mem.h>
+#include <system.h>
 
 #include "numavia/platform.h"
 
@@ -15,6 +16,22 @@ uint32_t nv_reg_read(uint32_t offset)
 void nv_reg_write(uint32_t offset, uint32_t value)
 {
     *(volatile uint32_t *)(CARD_BASE + offset) = value;
+}
+
+uint32_t nv_host_read32(uint32_t phys)
+{
+    return *(volatile uint32_t *)phys;
+}
+
+void nv_host_write32(uint32_t phys, uint32_t value)
+{
+    *(volatile uint32_t *)phys = value;
+}
+
+/* The data cache is write-through, so only reads can be stale: drop every cached line. */
+void nv_host_sync(void)
+{
+    flush_cpu_dcache();
 }
 
 static int uart_putc(char c, FILE *file)

@@ -25,6 +25,7 @@
 #include "clocks.hpp"
 #include "console.hpp"
 #include "etherbone_server.hpp"
+#include "gmii_link.hpp"
 
 namespace {
 
@@ -40,6 +41,7 @@ struct Options {
     bool quiet = false;
     uint64_t progress_every = 0;      // cycles between progress lines on stderr (0: none)
     double wall_limit = 0;            // seconds of wall time before giving up (0: none)
+    GmiiLinkOptions eth;              // --eth-*: the Ethernet switch between the nodes
 };
 
 [[noreturn]] void usage(const char *msg) {
@@ -47,7 +49,8 @@ struct Options {
         "sim: %s\n"
         "usage: Vnumavia_cluster [--max-cycles N] [--stop-marker TEXT] [--out-dir DIR]\n"
         "                        [--bridge-port PORT] [--serve] [--quiet] [--progress N]\n"
-        "                        [--wall-limit SECONDS]\n", msg);
+        "                        [--wall-limit SECONDS] [--eth-delay CYCLES] [--eth-loss P]\n"
+        "                        [--eth-corrupt P] [--eth-seed N]\n", msg);
     std::exit(2);
 }
 
@@ -67,6 +70,10 @@ Options parse(int argc, char **argv) {
         else if (a == "--quiet") o.quiet = true;
         else if (a == "--progress") o.progress_every = std::strtoull(value().c_str(), nullptr, 0);
         else if (a == "--wall-limit") o.wall_limit = std::atof(value().c_str());
+        else if (GmiiLinkOptions::accepts(a)) {
+            std::string error;
+            if (!o.eth.set(a, value(), error)) usage(error.c_str());
+        }
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
     }
@@ -103,6 +110,9 @@ int main(int argc, char **argv) {
             sys.add(bridges.back().get());
         }
     }
+    GmiiSwitch<NodePorts> eth_link(nodes, NV_NODES, opt.eth, opt.out_dir + "/eth_link.json");
+    for (auto &d : domains)
+        if (std::string(d.spec().name) == "eth") d.add(&eth_link);
     if (opt.bridge_port)
         std::fprintf(stderr, "sim: host bridges on 127.0.0.1:%d..%d\n", opt.bridge_port,
                      opt.bridge_port + NV_NODES - 1);

@@ -1,0 +1,208 @@
+/* The benchmark agent: NetPIPE-style ping-pong between two nodes' agents, timed by the card.
+ *
+ * The agent is what a host process does with VIPL, done by the node's CPU so that nothing slower
+ * than the CPU sits in the timed loop: it writes descriptors into host memory, rings doorbells and
+ * polls the descriptors' DONE bits (or, for RDMA write, the last byte of its buffer). It counts the
+ * cycles of the whole run and of the receive-side calls the paper compares (VipPostRecv). */
+#include <stddef.h>
+
+#include "numavia/platform.h"
+#include "numavia/via.h"
+#include "numavia_regs.h"
+#include "numavia_via.h"
+#include "via_internal.h"
+
+#define RECV_DESC 0u     /* offsets in the agent's descriptor area */
+#define SEND_DESC 128u
+#define DESC_WORDS 16u
+#define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
+
+struct agent {
+    struct nv_via *via;
+    const struct nv_bench_args *a;
+    struct nv_bench_result *r;
+    uint64_t timeout_cycles;
+};
+
+/* Build a descriptor with one data segment (and the address segment of an RDMA) and post it. */
+static void post(struct agent *g, int send_queue, uint32_t op, uint32_t length)
+{
+    const struct nv_bench_args *a = g->a;
+    uint32_t w[DESC_WORDS] = {0};
+    int rdma = op != NV_CONTROL_OP_SENDRECV;
+    uint32_t at = NV_DESC_CONTROL_SIZE;
+    nv_put_field(w, CTRL(SEG_COUNT), 1);
+    nv_put_field(w, CTRL(CONTROL), op << NV_DESC_CONTROL_CONTROL_OP_SHIFT);
+    if (rdma) {
+        nv_put_field(w, at + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES, a->remote_va);
+        nv_put_field(w, at + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES,
+                     a->remote_handle);
+        at += NV_DESC_ADDRESS_SIZE;
+    }
+    nv_put_field(w, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, a->buf_va);
+    nv_put_field(w, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, a->buf_handle);
+    nv_put_field(w, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, length);
+    at += NV_DESC_DATA_SIZE;
+    uint32_t desc = a->desc + (send_queue ? SEND_DESC : RECV_DESC);
+    for (uint32_t i = 0; i < at / 4; i++)
+        nv_host_write32(desc + 4 * i, w[i]);
+    nv_reg_write(send_queue ? NV_VIA_VI_SQ_DOORBELL_AT(a->vi) : NV_VIA_VI_RQ_DOORBELL_AT(a->vi), desc);
+}
+
+static void post_recv(struct agent *g)
+{
+    uint64_t t0 = nv_card_cycles();
+    post(g, 0, NV_CONTROL_OP_SENDRECV, g->a->size);
+    g->r->post_recv_cycles += (uint32_t)(nv_card_cycles() - t0);
+    g->r->post_recvs++;
+}
+
+static void post_send(struct agent *g, uint32_t op)
+{
+    uint64_t t0 = nv_card_cycles();
+    post(g, 1, op, g->a->size);
+    g->r->post_send_cycles += (uint32_t)(nv_card_cycles() - t0);
+}
+
+/* Wait for a descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
+static uint32_t wait_done(struct agent *g, uint32_t offset)
+{
+    uint32_t status_addr = g->a->desc + offset + NV_DESC_CONTROL_STATUS_OFFSET;
+    uint64_t deadline = nv_card_cycles() + g->timeout_cycles;
+    for (;;) {
+        nv_host_sync();
+        uint32_t status = nv_host_read32(status_addr);
+        g->r->polls++;
+        if (status & NV_DESC_CONTROL_STATUS_DONE_MASK) {
+            if (status & NV_DESC_STATUS_ERROR_MASK) {
+                nv_log("bench: descriptor completed with status 0x%08lx\n", (unsigned long)status);
+                return NV_VIP_ERROR;
+            }
+            return NV_VIP_SUCCESS;
+        }
+        if (nv_card_cycles() > deadline)
+            return NV_VIP_TIMEOUT;
+    }
+}
+
+/* RDMA-write ping-pong: the last byte of each transfer is a marker the receiver polls for. */
+static uint8_t marker(uint32_t i, uint32_t initiator)
+{
+    return (uint8_t)((2 * i + initiator) % 255 + 1);
+}
+
+static uint32_t last_word(const struct nv_bench_args *a)
+{
+    return (a->buf_pa + a->size - 1) & ~3u;
+}
+
+static unsigned last_shift(const struct nv_bench_args *a)
+{
+    return 8 * ((a->buf_pa + a->size - 1) & 3u);
+}
+
+static void set_marker(struct agent *g, uint8_t m)
+{
+    uint32_t word = nv_host_read32(last_word(g->a));
+    word = (word & ~(0xffu << last_shift(g->a))) | (uint32_t)m << last_shift(g->a);
+    nv_host_write32(last_word(g->a), word);
+}
+
+static uint32_t wait_marker(struct agent *g, uint8_t m)
+{
+    uint64_t deadline = nv_card_cycles() + g->timeout_cycles;
+    for (;;) {
+        nv_host_sync();
+        g->r->polls++;
+        if (((nv_host_read32(last_word(g->a)) >> last_shift(g->a)) & 0xff) == m)
+            return NV_VIP_SUCCESS;
+        if (nv_card_cycles() > deadline)
+            return NV_VIP_TIMEOUT;
+    }
+}
+
+#define CHECK(x) do { uint32_t r_ = (x); if (r_ != NV_VIP_SUCCESS) return r_; } while (0)
+
+static uint32_t send_recv(struct agent *g)
+{
+    uint32_t n = g->a->iterations;
+    int initiator = g->a->role != 0;
+    post_recv(g);
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < n; i++) {
+        if (initiator) {
+            if (i > 0)
+                CHECK(wait_done(g, SEND_DESC));
+            post_send(g, NV_CONTROL_OP_SENDRECV);
+            CHECK(wait_done(g, RECV_DESC));
+            if (i + 1 < n)
+                post_recv(g);
+        } else {
+            CHECK(wait_done(g, RECV_DESC));
+            if (i + 1 < n)
+                post_recv(g);
+            if (i > 0)
+                CHECK(wait_done(g, SEND_DESC));
+            post_send(g, NV_CONTROL_OP_SENDRECV);
+        }
+    }
+    CHECK(wait_done(g, SEND_DESC));
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+static uint32_t rdma_write(struct agent *g)
+{
+    uint32_t n = g->a->iterations;
+    int initiator = g->a->role != 0;
+    if (g->a->size == 0)
+        return NV_VIP_INVALID_PARAMETER;   /* the marker needs a byte */
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < n; i++) {
+        if (!initiator)
+            CHECK(wait_marker(g, marker(i, 1)));
+        if (i > 0)
+            CHECK(wait_done(g, SEND_DESC));
+        set_marker(g, marker(i, initiator));
+        post_send(g, NV_CONTROL_OP_RDMA_WRITE);
+        if (initiator)
+            CHECK(wait_marker(g, marker(i, 0)));
+    }
+    CHECK(wait_done(g, SEND_DESC));
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+static uint32_t rdma_read(struct agent *g)
+{
+    if (g->a->role == 0)
+        return NV_VIP_SUCCESS;   /* the remote side of a read needs no CPU */
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < g->a->iterations; i++) {
+        post_send(g, NV_CONTROL_OP_RDMA_READ);
+        CHECK(wait_done(g, SEND_DESC));
+    }
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct nv_bench_result *r)
+{
+    *r = (struct nv_bench_result){0};
+    if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED ||
+        a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) || !nv_via_host_range(via, a->desc, 256) ||
+        (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
+        return NV_VIP_INVALID_PARAMETER;
+    struct agent g = {.via = via, .a = a, .r = r,
+                      .timeout_cycles = (uint64_t)(a->timeout_us ? a->timeout_us : 1000000u) *
+                                        (via->clk_freq_hz / 1000000u)};
+    switch (a->op) {
+    case NV_BENCH_OP_SEND_RECV:
+        return send_recv(&g);
+    case NV_BENCH_OP_RDMA_WRITE:
+        return rdma_write(&g);
+    case NV_BENCH_OP_RDMA_READ:
+        return rdma_read(&g);
+    }
+    return NV_VIP_INVALID_PARAMETER;
+}
