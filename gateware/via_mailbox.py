@@ -79,8 +79,7 @@ COMMANDS = (
             "area for the agent's descriptors. The initiator (ROLE 1) sends first",
             args=("ROLE", "OP", "VI", "SIZE", "ITERATIONS", "BUF_VA_LO", "BUF_VA_HI", "BUF_HANDLE", "BUF_PA",
                   "REMOTE_VA_LO", "REMOTE_VA_HI", "REMOTE_HANDLE", "DESC", "TIMEOUT_US"),
-            results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS",
-                     "POST_SEND_CYCLES")),
+            results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS")),
 )
 
 BENCH_OP = Constants("BENCH_OP", "What the benchmark agent measures", (

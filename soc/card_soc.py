@@ -3,12 +3,16 @@
 Targets (simulation, boards) derive from :class:`NumaviaSoC` and add their clocking, UART and
 host access. The card sits in VexRiscv's uncached I/O region, as the paper's card sat on PCI.
 ``hostmem`` is RAM standing for the host's memory: the host (the CPU, or the host bridge) puts VIA
-descriptors and buffers there and the card reaches it through its DMA initiator. Targets attach
-an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`; the card's VIA engine owns the MAC.
+descriptors and buffers there and the card reaches it through its DMA initiator. The same RAM is
+visible again at ``hostmem_uncached``, in the CPU's uncached I/O space: VexRiscv's data cache is
+not coherent with DMA, and a host CPU polling a descriptor should cost a memory read, not a
+whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`;
+the card's VIA engine owns the MAC.
 """
 
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
+from litex.soc.interconnect import wishbone
 
 from liteeth.mac.core import LiteEthMACCore
 
@@ -23,6 +27,7 @@ class NumaviaSoC(SoCCore):
         **SoCCore.mem_map,
         "hostmem": 0x6000_0000,
         "card": 0x8000_0000,
+        "hostmem_uncached": 0xA000_0000,   # the same RAM as hostmem, uncached for the CPU
     }
 
     def __init__(self, platform, *, sys_clk_freq=100e6, card_config=None, cpu_variant="standard",
@@ -45,12 +50,24 @@ class NumaviaSoC(SoCCore):
             uart_name                = uart_name,
             **kwargs)
 
-        self.add_ram("hostmem", self.mem_map["hostmem"], host_mem_size)
+        self._add_host_memory(host_mem_size)
 
         self.card = CardCore(platform, card_config, log=log)
         self.bus.add_slave("card", self.card.bus,
                            SoCRegion(origin=self.mem_map["card"], size=regmap.CARD.size, cached=False))
         self.bus.add_master("card_dma", self.card.dma)
+
+    def _add_host_memory(self, size):
+        """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""
+        self.hostmem = wishbone.SRAM(size, name="hostmem")
+        windows = []
+        for name, cached in (("hostmem", True), ("hostmem_uncached", False)):
+            bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+            self.bus.add_slave(name, bus, SoCRegion(origin=self.mem_map[name], size=size, mode="rw",
+                                                    cached=cached))
+            windows.append(bus)
+        # The SoC bus serves one initiator at a time, so the windows never compete.
+        self.hostmem_windows = wishbone.Arbiter(windows, self.hostmem.bus)
 
     def add_via_ethernet(self, phy):
         """The LiteEth MAC core (preamble, FCS, padding, clock-domain crossing) between ``phy`` and

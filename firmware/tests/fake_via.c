@@ -74,6 +74,7 @@ uint32_t fake_via_read(uint32_t offset)
         case NV_VIA_VI_CQ_BIND: return fake_via.vi[i].cq_bind;
         case NV_VIA_VI_STATE: return fake_via.vi[i].state;
         case NV_VIA_VI_QUEUE_STATUS: return fake_via.vi[i].queued;
+        case NV_VIA_VI_RX_PSN: return fake_via.vi[i].rx_psn;
         }
     }
     if (in_array(offset, NV_VIA_CQ_BASE, NV_VIA_CQ_STRIDE, FAKE_CQS, &i, &reg)) {

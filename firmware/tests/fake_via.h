@@ -31,7 +31,7 @@ struct fake_via {
     struct fake_frame inbox[FAKE_MAX_FRAMES];   /* frames to deliver, in order */
     unsigned inbox_count, inbox_next;
     struct {
-        uint32_t peer, ptag, cq_bind, state, queued;
+        uint32_t peer, ptag, cq_bind, state, queued, rx_psn;
         unsigned connects, fails, resets;
         uint32_t sq_doorbells, rq_doorbells, last_doorbell;
     } vi[FAKE_VIS];

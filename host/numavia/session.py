@@ -50,6 +50,9 @@ class ClusterSession:
 
     def __enter__(self):
         sim.prepare_run(self.run_dir, self.build.soc_dir, self.build.firmware)
+        for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
+            for path in self.run_dir.glob(stale):
+                path.unlink()
         self.port = free_port_range(self.nodes)
         cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
                                   quiet=True, **self.harness_kwargs)

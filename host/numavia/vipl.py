@@ -353,16 +353,34 @@ def _wait(poll, timeout, what):
 def VipConnectRequest(vi, node, discriminator, *, buffer=None, timeout=30.0, firmware_timeout_us=50_000):
     """Connect ``vi`` to the VI a peer accepts on ``discriminator``; ``buffer`` (registered) is
     offered to the peer for RDMA. Returns the peer's offered :class:`RemoteBuffer` or None."""
+    connect_start(vi, node, discriminator, buffer=buffer, firmware_timeout_us=firmware_timeout_us)
+    return connect_finish(vi, timeout=timeout)
+
+
+def connect_start(vi, node, discriminator, *, buffer=None, firmware_timeout_us=50_000):
+    """The first half of :func:`VipConnectRequest`: the firmware starts asking the peer."""
     vi.nic.command("CONNECT_REQUEST", vi=vi.number, node=node, discriminator=discriminator,
                    timeout_us=firmware_timeout_us, **_buffer_args(buffer))
 
+
+def connect_finish(vi, *, timeout=30.0):
+    """The second half of :func:`VipConnectRequest`: wait until the peer answered."""
     def status():
         result, res = vi.nic.command("CONNECT_STATUS", vi=vi.number, allow=("SUCCESS", "NOT_DONE"))
         return None if result == "NOT_DONE" else res
-    res = _wait(status, timeout, f"connection of VI {vi.number} to node {node}")
+    res = _wait(status, timeout, f"connection of VI {vi.number}")
     vi.peer = (res["node"], res["peer_vi"])
     vi.remote_buffer = _remote_buffer(res)
     return vi.remote_buffer
+
+
+def connect_pair(client, server, discriminator, *, client_buffer=None, server_buffer=None, timeout=30.0):
+    """Connect two VIs from one thread (a test or a benchmark drives both nodes): returns
+    ``(buffer the server offered, buffer the client offered)``."""
+    connect_start(client, server.nic.node_id, discriminator, buffer=client_buffer)
+    request = VipConnectWait(server.nic, discriminator, timeout=timeout)
+    VipConnectAccept(request, server, buffer=server_buffer)
+    return connect_finish(client, timeout=timeout), server.remote_buffer
 
 
 @dataclass

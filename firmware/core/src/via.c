@@ -282,7 +282,6 @@ uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
         RES(BENCH, POST_RECV_CYCLES) = r.post_recv_cycles;
         RES(BENCH, POST_RECVS) = r.post_recvs;
         RES(BENCH, POLLS) = r.polls;
-        RES(BENCH, POST_SEND_CYCLES) = r.post_send_cycles;
         return result;
     }
     }

@@ -2,8 +2,10 @@
  *
  * The agent is what a host process does with VIPL, done by the node's CPU so that nothing slower
  * than the CPU sits in the timed loop: it writes descriptors into host memory, rings doorbells and
- * polls the descriptors' DONE bits (or, for RDMA write, the last byte of its buffer). It counts the
- * cycles of the whole run and of the receive-side calls the paper compares (VipPostRecv). */
+ * waits for the descriptors' DONE bits (or, for RDMA write, the last byte of its buffer). It counts
+ * the cycles of the whole run and of the receive-side call the paper compares (VipPostRecv).
+ * Polling host memory costs one bus read: the bare-metal port reaches host memory through the
+ * SoC's uncached window (a PC's coherent cache gives the same). */
 #include <stddef.h>
 
 #include "numavia/platform.h"
@@ -21,16 +23,18 @@ struct agent {
     struct nv_via *via;
     const struct nv_bench_args *a;
     struct nv_bench_result *r;
-    uint64_t timeout_cycles;
+    uint32_t timeout_cycles;
+    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS];   /* descriptor images */
+    unsigned recv_count, send_count;
 };
 
-/* Build a descriptor with one data segment (and the address segment of an RDMA) and post it. */
-static void post(struct agent *g, int send_queue, uint32_t op, uint32_t length)
+/* A descriptor with one data segment (and the address segment of an RDMA), as words. */
+static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
 {
-    const struct nv_bench_args *a = g->a;
-    uint32_t w[DESC_WORDS] = {0};
     int rdma = op != NV_CONTROL_OP_SENDRECV;
     uint32_t at = NV_DESC_CONTROL_SIZE;
+    for (unsigned i = 0; i < DESC_WORDS; i++)
+        w[i] = 0;
     nv_put_field(w, CTRL(SEG_COUNT), 1);
     nv_put_field(w, CTRL(CONTROL), op << NV_DESC_CONTROL_CONTROL_OP_SHIFT);
     if (rdma) {
@@ -41,38 +45,52 @@ static void post(struct agent *g, int send_queue, uint32_t op, uint32_t length)
     }
     nv_put_field(w, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, a->buf_va);
     nv_put_field(w, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, a->buf_handle);
-    nv_put_field(w, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, length);
-    at += NV_DESC_DATA_SIZE;
+    nv_put_field(w, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, a->size);
+    return (at + NV_DESC_DATA_SIZE) / 4;
+}
+
+/* Post a descriptor: write it into host memory (its STATUS word zero) and ring the doorbell. The
+ * fields are the same every time, so they are laid out once and copied, as a VIPL library fills
+ * its descriptor structure. */
+static void post(const struct agent *g, int send_queue)
+{
+    const struct nv_bench_args *a = g->a;
+    const uint32_t *w = send_queue ? g->send_words : g->recv_words;
+    unsigned n = send_queue ? g->send_count : g->recv_count;
     uint32_t desc = a->desc + (send_queue ? SEND_DESC : RECV_DESC);
-    for (uint32_t i = 0; i < at / 4; i++)
+    for (unsigned i = 0; i < n; i++)
         nv_host_write32(desc + 4 * i, w[i]);
     nv_reg_write(send_queue ? NV_VIA_VI_SQ_DOORBELL_AT(a->vi) : NV_VIA_VI_RQ_DOORBELL_AT(a->vi), desc);
 }
 
+/* The low word of the card's cycle counter: one register read, for intervals under 40 s. */
+static uint32_t cycles32(void)
+{
+    return nv_reg_read(NV_CTRL_CYCLES_LO);
+}
+
 static void post_recv(struct agent *g)
 {
-    uint64_t t0 = nv_card_cycles();
-    post(g, 0, NV_CONTROL_OP_SENDRECV, g->a->size);
-    g->r->post_recv_cycles += (uint32_t)(nv_card_cycles() - t0);
+    uint32_t t0 = cycles32();
+    post(g, 0);
+    g->r->post_recv_cycles += cycles32() - t0;
     g->r->post_recvs++;
 }
 
-static void post_send(struct agent *g, uint32_t op)
+static void post_send(struct agent *g)
 {
-    uint64_t t0 = nv_card_cycles();
-    post(g, 1, op, g->a->size);
-    g->r->post_send_cycles += (uint32_t)(nv_card_cycles() - t0);
+    post(g, 1);
 }
 
 /* Wait for a descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
 static uint32_t wait_done(struct agent *g, uint32_t offset)
 {
     uint32_t status_addr = g->a->desc + offset + NV_DESC_CONTROL_STATUS_OFFSET;
-    uint64_t deadline = nv_card_cycles() + g->timeout_cycles;
+    uint32_t deadline = cycles32() + g->timeout_cycles;
     for (;;) {
+        g->r->polls++;
         nv_host_sync();
         uint32_t status = nv_host_read32(status_addr);
-        g->r->polls++;
         if (status & NV_DESC_CONTROL_STATUS_DONE_MASK) {
             if (status & NV_DESC_STATUS_ERROR_MASK) {
                 nv_log("bench: descriptor completed with status 0x%08lx\n", (unsigned long)status);
@@ -80,7 +98,7 @@ static uint32_t wait_done(struct agent *g, uint32_t offset)
             }
             return NV_VIP_SUCCESS;
         }
-        if (nv_card_cycles() > deadline)
+        if ((int32_t)(cycles32() - deadline) > 0)
             return NV_VIP_TIMEOUT;
     }
 }
@@ -110,13 +128,13 @@ static void set_marker(struct agent *g, uint8_t m)
 
 static uint32_t wait_marker(struct agent *g, uint8_t m)
 {
-    uint64_t deadline = nv_card_cycles() + g->timeout_cycles;
+    uint32_t deadline = cycles32() + g->timeout_cycles;
     for (;;) {
-        nv_host_sync();
         g->r->polls++;
+        nv_host_sync();
         if (((nv_host_read32(last_word(g->a)) >> last_shift(g->a)) & 0xff) == m)
             return NV_VIP_SUCCESS;
-        if (nv_card_cycles() > deadline)
+        if ((int32_t)(cycles32() - deadline) > 0)
             return NV_VIP_TIMEOUT;
     }
 }
@@ -133,7 +151,7 @@ static uint32_t send_recv(struct agent *g)
         if (initiator) {
             if (i > 0)
                 CHECK(wait_done(g, SEND_DESC));
-            post_send(g, NV_CONTROL_OP_SENDRECV);
+            post_send(g);
             CHECK(wait_done(g, RECV_DESC));
             if (i + 1 < n)
                 post_recv(g);
@@ -143,7 +161,7 @@ static uint32_t send_recv(struct agent *g)
                 post_recv(g);
             if (i > 0)
                 CHECK(wait_done(g, SEND_DESC));
-            post_send(g, NV_CONTROL_OP_SENDRECV);
+            post_send(g);
         }
     }
     CHECK(wait_done(g, SEND_DESC));
@@ -164,7 +182,7 @@ static uint32_t rdma_write(struct agent *g)
         if (i > 0)
             CHECK(wait_done(g, SEND_DESC));
         set_marker(g, marker(i, initiator));
-        post_send(g, NV_CONTROL_OP_RDMA_WRITE);
+        post_send(g);
         if (initiator)
             CHECK(wait_marker(g, marker(i, 0)));
     }
@@ -179,7 +197,7 @@ static uint32_t rdma_read(struct agent *g)
         return NV_VIP_SUCCESS;   /* the remote side of a read needs no CPU */
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < g->a->iterations; i++) {
-        post_send(g, NV_CONTROL_OP_RDMA_READ);
+        post_send(g);
         CHECK(wait_done(g, SEND_DESC));
     }
     g->r->cycles = nv_card_cycles() - t0;
@@ -193,9 +211,18 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) || !nv_via_host_range(via, a->desc, 256) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
-    struct agent g = {.via = via, .a = a, .r = r,
-                      .timeout_cycles = (uint64_t)(a->timeout_us ? a->timeout_us : 1000000u) *
-                                        (via->clk_freq_hz / 1000000u)};
+    static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
+                                   [NV_BENCH_OP_RDMA_WRITE] = NV_CONTROL_OP_RDMA_WRITE,
+                                   [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ};
+    if (a->op >= sizeof ops / sizeof ops[0])
+        return NV_VIP_INVALID_PARAMETER;
+    static struct agent g;
+    uint32_t timeout_us = a->timeout_us ? a->timeout_us : 1000000u;
+    if (timeout_us > 20000000u)
+        timeout_us = 20000000u;   /* the 32-bit cycle counter wraps after 42 s */
+    g = (struct agent){.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
+    g.recv_count = build(a, NV_CONTROL_OP_SENDRECV, g.recv_words);
+    g.send_count = build(a, ops[a->op], g.send_words);
     switch (a->op) {
     case NV_BENCH_OP_SEND_RECV:
         return send_recv(&g);
