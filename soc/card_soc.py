@@ -10,16 +10,39 @@ whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.
 the card's VIA engine owns the MAC.
 """
 
+from litex.gen import LiteXModule
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
-from litex.soc.interconnect import wishbone
+from litex.soc.interconnect import stream, wishbone
 
+from liteeth.common import eth_phy_description
 from liteeth.mac.core import LiteEthMACCore
 
 from numavia.gateware import regmap
 from numavia.gateware.card import CardConfig
 
 from .card_core import CardCore
+
+
+class _MarkLastByte(LiteXModule):
+    """An 8-bit PHY whose received frames carry ``last_be`` as well as ``last``.
+
+    LiteEth's FCS checker only compares the CRC on a beat with ``last_be`` set, and for 8-bit PHYs
+    LiteEth 2024.12 derives ``last_be`` only after that checker: without this, frames with a bad
+    FCS would pass as good ones.
+    """
+
+    def __init__(self, phy):
+        self.dw = phy.dw
+        for name in ("tx_clk_freq", "rx_clk_freq", "integrated_ifg_inserter"):
+            if hasattr(phy, name):
+                setattr(self, name, getattr(phy, name))
+        self.sink = phy.sink
+        self.source = stream.Endpoint(eth_phy_description(phy.dw))
+        self.comb += [
+            phy.source.connect(self.source, omit={"last_be"}),
+            self.source.last_be.eq(phy.source.last),
+        ]
 
 
 class NumaviaSoC(SoCCore):
@@ -72,6 +95,8 @@ class NumaviaSoC(SoCCore):
     def add_via_ethernet(self, phy):
         """The LiteEth MAC core (preamble, FCS, padding, clock-domain crossing) between ``phy`` and
         the card's 32-bit frame streams."""
+        if phy.dw == 8:
+            phy = self.via_phy_last_byte = _MarkLastByte(phy)
         self.via_mac = LiteEthMACCore(phy, dw=32, with_preamble_crc=True, with_padding=True)
         self.comb += [
             self.card.eth_tx.connect(self.via_mac.sink),
