@@ -506,7 +506,7 @@ class RxEngine(wiring.Component):
                 m.next = "DROP"
 
             with m.State("MGMT"):
-                m.d.comb += self.frames.ready.eq(1)
+                m.d.comb += self.frames.ready.eq(mgmt_words != payload_words)   # not the next frame's
                 with m.If(mgmt_words == payload_words):
                     m.d.sync += self.mgmt_valid.eq(1)
                     m.next = "DROP"

@@ -96,6 +96,15 @@ class Node:
             return await read(ctx, self.engine.regs, addr)
         await write(ctx, self.engine.regs, addr, value)
 
+    async def reg_array(self, ctx, array, index, value=None):
+        addr = VIA.array(array).offset_of(index, "WORD")
+        if value is None:
+            return await read(ctx, self.engine.regs, addr)
+        await write(ctx, self.engine.regs, addr, value)
+
+    async def mgmt_word(self, ctx, index, value):
+        await write(ctx, self.engine.regs, VIA.array("MGMT_TX_DATA").offset_of(index, "WORD"), value)
+
     async def enable(self, ctx):
         await self.reg(ctx, "CTRL", VIA.register("CTRL").field("ENABLE").mask)
 
