@@ -8,7 +8,7 @@ bus error: the descriptor address does not hold memory).
 """
 
 from amaranth import Module, Signal, Cat, Mux
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import via_descriptor, wishbone

@@ -11,7 +11,7 @@ from amaranth import Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_att, via_frame, wishbone
+from . import regmap, via_frame, wishbone
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .via_completion import CompletionUnit

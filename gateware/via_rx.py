@@ -177,7 +177,6 @@ class RxEngine(wiring.Component):
         length = Signal(16)
         vi = Signal(range(vis))
         op = Signal(4)
-        kind = Signal(4)           # what happens after validation (the header's op, or a refusal)
         desc = Signal(32)
         error_bits = Signal(16)
         last = Signal()

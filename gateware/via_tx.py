@@ -19,7 +19,7 @@ header goes into the transmit FIFO, and the payload follows by DMA through the b
 An RDMA read sends one READ_REQUEST and holds the queue until the response has arrived.
 """
 
-from amaranth import Module, Signal, Mux, Array, Cat, C
+from amaranth import Module, Signal, Mux, Array, C
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -212,7 +212,6 @@ class TxEngine(wiring.Component):
         frame_error = Signal()
         desc = Signal(32)
         total = Signal(32)
-        first = Signal()
         last = Signal()
         slot = Signal(range(vis * qd))
         job = Signal(ReadJob)

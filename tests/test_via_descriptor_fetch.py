@@ -4,10 +4,9 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware import via_descriptor
 from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
 from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
-from streams import get, put
+from streams import put
 from wishbone_sram import WishboneSRAM, load
 
 BASE = 0x6000_0000

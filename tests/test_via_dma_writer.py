@@ -8,7 +8,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware.via_dma_writer import DmaWriter
-from streams import put, wait_for
+from streams import put
 from wishbone_sram import WishboneSRAM, dump, load_words
 
 BASE = 0x6000_0000

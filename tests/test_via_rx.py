@@ -5,7 +5,7 @@ errors, buffer overflow, management frames, and RDMA reads served with no CPU.""
 from numavia.gateware import regmap, via_frame
 from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
-from test_via_tx import DESC, pa, setup
+from test_via_tx import pa, setup
 from via_pair import HOST
 from via_single import frame, header, run, wait_frames
 

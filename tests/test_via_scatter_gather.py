@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 from numavia.gateware import via_att
 from numavia.gateware.via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from numavia.gateware.via_translate import AddressTranslator
-from streams import get, put
+from streams import put
 
 REGIONS, PAGES = 4, 32
 PTAG = 3

@@ -7,7 +7,6 @@ moves 4 bytes a cycle) and can drop chosen frames in either direction.
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In
 
 from numavia.gateware import regmap, via_att, via_descriptor
 from numavia.gateware.via_engine import ViaEngine
@@ -25,7 +24,7 @@ CTRL = via_descriptor.CONTROL_SEGMENT
 
 
 class Link(wiring.Component):
-    """Passes frames from ``a`` to ``b``, dropping the frames whose index is in ``drop``."""
+    """Passes frames from one engine to the other, dropping the frames whose index is in ``drop``."""
 
     def __init__(self, engine_from, engine_to, drop=()):
         self.src, self.dst, self.drop = engine_from, engine_to, tuple(drop)
@@ -34,7 +33,6 @@ class Link(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         src, dst = self.src.eth_tx, self.dst.eth_rx
-        dropping = Signal()
         index = self.frames
         drop_now = Signal()
         for d in self.drop:
@@ -47,7 +45,6 @@ class Link(wiring.Component):
         ]
         with m.If(src.valid & src.payload.last):
             m.d.sync += index.eq(index + 1)
-        del dropping
         return m
 
 

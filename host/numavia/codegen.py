@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 from numavia.gateware import regmap, via_att, via_descriptor, via_frame, via_mailbox
-from numavia.gateware.bytestruct import ByteStruct, Constants
 
 _HEADER_NOTE = "Generated from gateware/regmap.py by numavia.codegen: do not edit."
 _VIA_NOTE = "Generated from gateware/via_*.py by numavia.codegen: do not edit."
