@@ -41,7 +41,7 @@ class ClusterSession:
     def __init__(self, build, run_dir, *, ready_timeout=120.0, **harness_kwargs):
         self.build = build
         self.nodes = build.config.nodes
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir).resolve()   # the harness runs inside it
         self.ready_timeout = ready_timeout
         self.harness_kwargs = harness_kwargs
         self.proc = None
