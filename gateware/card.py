@@ -9,7 +9,7 @@ from amaranth import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_frame, wishbone
+from . import regmap, via_frame, wishbone, wishbone_burst
 from .card_control import CardControl
 from .via_engine import ViaEngine
 from .via_layouts import EthBeat
@@ -59,7 +59,7 @@ class Card(wiring.Component):
         super().__init__({
             "regs":          In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
             "node_id_strap": In(regmap.NODE_ID_BITS),
-            "dma":           Out(wishbone.Signature(addr_width=30)),   # into the SoC: host memory
+            "dma":           Out(wishbone_burst.Signature(addr_width=30)),   # into the SoC: host memory
             "eth_tx":        Out(stream.Signature(EthBeat)),          # to the LiteEth MAC core
             "eth_rx":        In(stream.Signature(EthBeat)),
         })

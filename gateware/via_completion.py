@@ -12,7 +12,7 @@ from amaranth import Module, Signal, Mux, Array, Cat
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_descriptor, wishbone
+from . import regmap, via_descriptor, wishbone_burst
 
 CompletionRequest = data.StructLayout({
     "desc": 32, "status": 32, "length": 32, "imm": 32, "write_imm": 1, "vi": 8, "recv": 1,
@@ -31,7 +31,7 @@ class CompletionUnit(wiring.Component):
         self.sources = sources
         super().__init__({
             "requests": In(stream.Signature(CompletionRequest)).array(sources),
-            "bus": Out(wishbone.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=30)),
             "cq_bind": In(16).array(vis),
             "cq_base": In(32).array(cqs),
             "cq_size": In(17).array(cqs),

@@ -11,7 +11,7 @@ from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import via_descriptor, wishbone
+from . import via_descriptor, wishbone_burst
 from .via_dma_reader import DmaReader
 from .via_layouts import DescAddress, DescControl
 from .via_scatter_gather import Segment
@@ -27,7 +27,7 @@ class DescriptorFetcher(wiring.Component):
     def __init__(self, *, max_segments):
         self.max_segments = max_segments
         super().__init__({
-            "bus": Out(wishbone.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=30)),
             "cmd": In(stream.Signature(32)),
             "result": Out(stream.Signature(2)),
             "control": Out(DescControl),

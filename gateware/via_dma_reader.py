@@ -5,9 +5,10 @@ range and emits one beat per word with the range's bytes moved down to lane 0 (`
 1..4; a zero-length command emits a single empty beat), ``last`` on the command's final beat. A
 bus error marks that beat ``error`` and the command continues, so the stream framing never breaks.
 
-Reads are issued back to back (a Wishbone classic cycle each) while a small FIFO has room, so a
-slow consumer throttles the bus instead of losing data. After ``max_burst`` accesses the reader
-drops ``cyc`` for a cycle so that other initiators (the CPU, the other DMA engines) get the bus.
+Reads are issued back to back as an incrementing burst (a word a cycle on a bursting target, a
+word every other cycle on a classic one) while a small FIFO has room, so a slow consumer throttles
+the bus instead of losing data. After ``max_burst`` words the reader drops ``cyc`` for a cycle so
+that other initiators (the CPU, the other DMA engines) get the bus.
 """
 
 from amaranth import Module, Signal, Mux
@@ -15,18 +16,18 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
+from . import wishbone_burst
 
 ReadCommand = data.StructLayout({"addr": 32, "length": 16})
 ReadBeat = data.StructLayout({"data": 32, "nbytes": 3, "last": 1, "error": 1})
 
 
 class DmaReader(wiring.Component):
-    def __init__(self, *, fifo_depth=4, max_burst=16):
+    def __init__(self, *, fifo_depth=8, max_burst=16):
         self.fifo_depth = fifo_depth
         self.max_burst = max_burst
         super().__init__({
-            "bus": Out(wishbone.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=30)),
             "cmd": In(stream.Signature(ReadCommand)),
             "beats": Out(stream.Signature(ReadBeat)),
             "busy": Out(1),
@@ -49,8 +50,8 @@ class DmaReader(wiring.Component):
         empty_command = Signal()    # a zero-length command: one empty beat, no bus access
         burst = Signal(range(self.max_burst))
 
-        # Room for the word of an access that is started now (the FIFO only fills through us).
-        room = fifo.w_level < self.fifo_depth - 1
+        # Room for the next word once this cycle's is in (the FIFO only fills through us).
+        room = fifo.w_level < self.fifo_depth - 2
         m.d.comb += self.busy.eq(active | fifo.r_rdy)
 
         take = Signal(3)
@@ -79,8 +80,9 @@ class DmaReader(wiring.Component):
             with m.If(fifo.w_rdy):
                 m.d.sync += active.eq(0)
         with m.Elif(active):
-            m.d.comb += [bus.adr.eq(word_adr), bus.sel.eq(0xF), bus.we.eq(0)]
-            with m.If(bus.cyc & (bus.ack | bus.err)):
+            m.d.comb += [bus.adr.eq(word_adr), bus.sel.eq(0xF), bus.we.eq(0),
+                         bus.cti.eq(wishbone_burst.CTI_INCREMENTING)]
+            with m.If(bus.cyc & bus.stb & (bus.ack | bus.err)):
                 m.d.comb += fifo.w_en.eq(1)
                 m.d.sync += [
                     word_adr.eq(word_adr + 1),

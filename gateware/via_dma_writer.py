@@ -3,7 +3,8 @@
 The data stream carries bytes packed from lane 0 (``nbytes`` per beat, normally 4); each command
 (byte address, length) takes the next ``length`` bytes of the stream and writes them with byte
 selects, so ranges may start and end at any alignment and one beat may feed two ranges. A write is
-issued as soon as its bytes are buffered; back-to-back words cost a Wishbone classic cycle each.
+issued as soon as its bytes are buffered; consecutive words go out as an incrementing burst (a
+word a cycle on a bursting target).
 ``flush`` drops buffered bytes nobody will take (the end of a frame) and abandons the command in
 progress. A bus error pulses ``error`` and the command continues.
 """
@@ -12,7 +13,7 @@ from amaranth import Module, Signal, Mux, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
+from . import wishbone_burst
 
 WriteCommand = data.StructLayout({"addr": 32, "length": 16})
 WriteData = data.StructLayout({"data": 32, "nbytes": 3})
@@ -22,7 +23,7 @@ class DmaWriter(wiring.Component):
     def __init__(self, *, max_burst=16):
         self.max_burst = max_burst
         super().__init__({
-            "bus": Out(wishbone.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=30)),
             "cmd": In(stream.Signature(WriteCommand)),
             "data": In(stream.Signature(WriteData)),
             "flush": In(1),
@@ -42,7 +43,7 @@ class DmaWriter(wiring.Component):
         remaining = Signal(17)    # bytes of the command not yet written
         burst = Signal(range(self.max_burst))
 
-        done_now = bus.cyc & (bus.ack | bus.err)
+        done_now = bus.cyc & bus.stb & (bus.ack | bus.err)
 
         def take_for(lane_, remaining_):
             room = (4 - Value.cast(lane_)).as_unsigned()[:3]
@@ -72,9 +73,10 @@ class DmaWriter(wiring.Component):
 
         m.d.comb += [
             self.busy.eq(active),
-            self.error.eq(bus.cyc & bus.err),
+            self.error.eq(bus.cyc & bus.stb & bus.err),
             self.cmd.ready.eq(~active),
             bus.we.eq(1),
+            bus.cti.eq(wishbone_burst.CTI_INCREMENTING),
         ]
 
         def start(adr, lane_, remaining_, source):

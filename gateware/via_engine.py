@@ -11,7 +11,7 @@ from amaranth import Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_frame, wishbone
+from . import regmap, via_frame, wishbone, wishbone_burst
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .via_completion import CompletionUnit
@@ -43,7 +43,7 @@ class ViaEngine(wiring.Component):
             self.resets["RETRY_LIMIT"] = retry_limit
         super().__init__({
             "regs": In(wishbone.Signature(addr_width=regmap.VIA.addr_width)),
-            "dma": Out(wishbone.Signature(addr_width=30)),
+            "dma": Out(wishbone_burst.Signature(addr_width=30)),
             "eth_tx": Out(stream.Signature(EthBeat)),
             "eth_rx": In(stream.Signature(EthBeat)),
             "node_id": In(regmap.NODE_ID_BITS),

@@ -23,7 +23,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_att, via_descriptor, via_frame, wishbone
+from . import regmap, via_att, via_descriptor, via_frame, wishbone_burst
 from .packet_fifo import FifoOut
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
@@ -64,8 +64,8 @@ class RxEngine(wiring.Component):
             "frame_valid": In(1),
             "frame_length": In(16),
             "frame_skip": Out(1),
-            "fetch_bus": Out(wishbone.Signature(addr_width=30)),
-            "write_bus": Out(wishbone.Signature(addr_width=30)),
+            "fetch_bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "write_bus": Out(wishbone_burst.Signature(addr_width=30)),
             "att": Out(lookup_signature()),
             "enable": In(1),
             "node_id": In(regmap.NODE_ID_BITS),

@@ -25,7 +25,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_att, via_descriptor, via_frame, wishbone
+from . import regmap, via_att, via_descriptor, via_frame, wishbone_burst
 from .byte_packer import BytePacker
 from .packet_fifo import FifoWord
 from .via_completion import CompletionRequest
@@ -62,8 +62,8 @@ class TxEngine(wiring.Component):
         vis = p.vis
         super().__init__({
             "frames": Out(stream.Signature(FifoWord)),
-            "fetch_bus": Out(wishbone.Signature(addr_width=30)),
-            "read_bus": Out(wishbone.Signature(addr_width=30)),
+            "fetch_bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "read_bus": Out(wishbone_burst.Signature(addr_width=30)),
             "att": Out(lookup_signature()),
             "enable": In(1),
             "node_id": In(regmap.NODE_ID_BITS),

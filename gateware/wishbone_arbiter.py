@@ -1,15 +1,16 @@
 """Round-robin arbiter: several Wishbone initiators share one initiator port.
 
 A grant lasts while the granted initiator holds ``cyc``; when it drops ``cyc`` the next requester
-(in round-robin order) is granted on the following cycle. Routing is combinational, so a granted
-initiator sees the target exactly as if it were connected directly.
+(in round-robin order) is granted on the following cycle, so a target's late ``ack`` after a burst
+still goes to the initiator that owned it. Routing is combinational, so a granted initiator sees
+the target exactly as if it were connected directly. Ports are :mod:`wishbone_burst` ports.
 """
 
 from amaranth import Module, Signal, Cat
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
+from . import wishbone_burst
 
 
 class WishboneArbiter(wiring.Component):
@@ -17,7 +18,7 @@ class WishboneArbiter(wiring.Component):
         if count < 1:
             raise ValueError("an arbiter needs at least one initiator")
         self.count = count
-        sig = wishbone.Signature(addr_width=addr_width, data_width=data_width)
+        sig = wishbone_burst.Signature(addr_width=addr_width, data_width=data_width)
         super().__init__({
             "initiators": In(sig).array(count),
             "bus": Out(sig),
@@ -52,5 +53,7 @@ class WishboneArbiter(wiring.Component):
                     self.bus.adr.eq(ini.adr),
                     self.bus.dat_w.eq(ini.dat_w),
                     self.bus.sel.eq(ini.sel),
+                    self.bus.cti.eq(ini.cti),
+                    self.bus.bte.eq(ini.bte),
                 ]
         return m

@@ -29,7 +29,7 @@ class CardCore(LiteXModule):
     def __init__(self, platform, config=CardConfig(), *, log=None):
         self.config = config
         self.bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
-        self.dma = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+        self.dma = wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True)
         self.eth_tx = stream.Endpoint(eth_phy_description(32))
         self.eth_rx = stream.Endpoint(eth_phy_description(32))
         self.node_id_strap = Signal(regmap.NODE_ID_BITS)
@@ -56,6 +56,8 @@ class CardCore(LiteXModule):
             o_dma__adr      = self.dma.adr[:30],
             o_dma__dat_w    = self.dma.dat_w,
             o_dma__sel      = self.dma.sel,
+            o_dma__cti      = self.dma.cti,
+            o_dma__bte      = self.dma.bte,
             i_dma__dat_r    = self.dma.dat_r,
             i_dma__ack      = self.dma.ack,
             i_dma__err      = self.dma.err,

@@ -71,6 +71,7 @@ class NumaviaSoC(SoCCore):
             integrated_sram_size     = sram_size,
             integrated_main_ram_size = main_ram_size,
             uart_name                = uart_name,
+            bus_bursting             = True,   # the card's DMA (and cache refills) stream a word a cycle
             **kwargs)
 
         self._add_host_memory(host_mem_size)
@@ -82,10 +83,11 @@ class NumaviaSoC(SoCCore):
 
     def _add_host_memory(self, size):
         """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""
-        self.hostmem = wishbone.SRAM(size, name="hostmem")
+        self.hostmem = wishbone.SRAM(size, name="hostmem", bus=wishbone.Interface(
+            data_width=32, address_width=32, addressing="word", bursting=True))
         windows = []
         for name, cached in (("hostmem", True), ("hostmem_uncached", False)):
-            bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+            bus = wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True)
             self.bus.add_slave(name, bus, SoCRegion(origin=self.mem_map[name], size=size, mode="rw",
                                                     cached=cached))
             windows.append(bus)

@@ -16,9 +16,9 @@ ME = 0
 
 
 class Single(wiring.Component):
-    def __init__(self, *, rto_cycles=3000, retry_limit=8, params=PARAMS):
+    def __init__(self, *, rto_cycles=3000, retry_limit=8, params=PARAMS, bursting=True):
         self.engine = ViaEngine(params, rto_cycles=rto_cycles, retry_limit=retry_limit)
-        self.ram = WishboneSRAM(base=HOST, size=HOST_SIZE)
+        self.ram = WishboneSRAM(base=HOST, size=HOST_SIZE, bursting=bursting)
         super().__init__({})
 
     def elaborate(self, platform):

@@ -1,24 +1,27 @@
-"""A Wishbone RAM for Amaranth simulations, with LiteX's SRAM timing (ack the cycle after the
-request, one access per two cycles) and ``err`` outside its window, like the SoC's interconnect.
+"""A Wishbone RAM for Amaranth simulations that behaves like LiteX's ``wishbone.SRAM`` on the
+SoC bus: ``ack`` the cycle after a request (a word every other cycle) or, with ``bursting`` and an
+incrementing burst (``cti == 0b010``), a word every cycle from an internal address counter, exactly
+as LiteX's does (including its registered ``ack`` after the initiator lets go, and its rewriting
+of a burst's first word); ``err`` outside its window, like the SoC's interconnect.
 
 Testbenches read and write its contents as bytes with :func:`load` and :func:`dump`.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
-from numavia.gateware import wishbone
+from numavia.gateware import wishbone_burst
 
 
 class WishboneSRAM(wiring.Component):
-    def __init__(self, *, base, size, addr_width=30):
+    def __init__(self, *, base, size, addr_width=30, bursting=True):
         self.base = base              # byte address of the first word
         self.size = size              # bytes
+        self.bursting = bursting
         self.mem = Memory(shape=32, depth=size // 4, init=[])
-        self.accesses = 0
-        super().__init__({"bus": In(wishbone.Signature(addr_width=addr_width))})
+        super().__init__({"bus": In(wishbone_burst.Signature(addr_width=addr_width))})
 
     def elaborate(self, platform):
         m = Module()
@@ -26,20 +29,33 @@ class WishboneSRAM(wiring.Component):
         bus = self.bus
         rd = self.mem.read_port(domain="comb")
         wr = self.mem.write_port(granularity=8)
+        burst = Signal()
+        latched = Signal()
+        counter = Signal(len(bus.adr))
+        adr = Signal(len(bus.adr))
+        m.d.comb += [
+            burst.eq(self.bursting & (bus.cti == wishbone_burst.CTI_INCREMENTING)),
+            adr.eq(Mux(burst & latched, counter, bus.adr)),
+        ]
         index = Signal(range(self.size // 4 + 1))
         inside = Signal()
         m.d.comb += [
-            index.eq(bus.adr - self.base // 4),
-            inside.eq((bus.adr >= self.base // 4) & (bus.adr < (self.base + self.size) // 4)),
+            index.eq(adr - self.base // 4),
+            inside.eq((adr >= self.base // 4) & (adr < (self.base + self.size) // 4)),
             rd.addr.eq(index),
             wr.addr.eq(index),
             wr.data.eq(bus.dat_w),
         ]
-        request = bus.cyc & bus.stb & ~bus.ack & ~bus.err
+        active = bus.cyc & bus.stb
+        request = active & ~bus.err & (~bus.ack | burst)
         m.d.sync += [bus.ack.eq(request & inside), bus.err.eq(request & ~inside)]
-        with m.If(request & inside):
+        with m.If(active & burst):
+            m.d.sync += [latched.eq(1), counter.eq(Mux(latched, counter + 1, bus.adr + ~bus.we))]
+        with m.Else():
+            m.d.sync += [latched.eq(0), counter.eq(0)]
+        with m.If(active & inside):
             m.d.sync += bus.dat_r.eq(rd.data)
-            with m.If(bus.we):
+            with m.If(bus.we & (request | self.bursting)):
                 m.d.comb += wr.en.eq(bus.sel)
         return m
 
