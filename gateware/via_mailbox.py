@@ -73,10 +73,10 @@ COMMANDS = (
     Command("CONNECT_REJECT", 0x34, "Reject REQUEST", args=("REQUEST",)),
     Command("DISCONNECT", 0x35, "Disconnect VI: both ends flush their queues and return to IDLE",
             args=("VI",)),
-    Command("BENCH", 0x40, "Run a ping-pong between this node's benchmark agent and the peer's: "
-            "ITERATIONS round trips of SIZE bytes with OP on VI; BUF is this node's registered buffer "
-            "(physically contiguous from BUF_PA), REMOTE_* the peer's (RDMA); DESC is a 256-byte host "
-            "area for the agent's descriptors. The initiator (ROLE 1) sends first",
+    Command("BENCH", 0x40, "Run a test between this node's benchmark agent and the peer's: "
+            "ITERATIONS round trips (or streamed messages) of SIZE bytes with OP on VI; BUF is this "
+            "node's registered buffer (physically contiguous from BUF_PA), REMOTE_* the peer's (RDMA); "
+            "DESC is a 4 KiB host area for the agent's descriptors. The initiator (ROLE 1) sends first",
             args=("ROLE", "OP", "VI", "SIZE", "ITERATIONS", "BUF_VA_LO", "BUF_VA_HI", "BUF_HANDLE", "BUF_PA",
                   "REMOTE_VA_LO", "REMOTE_VA_HI", "REMOTE_HANDLE", "DESC", "TIMEOUT_US"),
             results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS")),
@@ -86,6 +86,8 @@ BENCH_OP = Constants("BENCH_OP", "What the benchmark agent measures", (
     ("SEND_RECV", 0, "send/receive ping-pong"),
     ("RDMA_WRITE", 1, "RDMA-write ping-pong: each side polls the last byte of its buffer"),
     ("RDMA_READ", 2, "RDMA reads of SIZE bytes (no remote CPU): the initiator alone"),
+    ("SEND_STREAM", 3, "a stream of sends, 8 in flight, into receives the peer keeps posted"),
+    ("WRITE_STREAM", 4, "a stream of RDMA writes, 8 in flight (no remote CPU)"),
 ))
 
 

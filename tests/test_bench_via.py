@@ -40,11 +40,11 @@ def test_bad_arguments_exit_2_with_one_line(args):
 @pytest.mark.slow
 def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
     out = tmp_path / "results"
-    result = numavia("bench", "via", "--ops", "send,write,read", "--mtu", "1500", "--min-size", "4",
+    result = numavia("bench", "via", "--mtu", "1500", "--min-size", "4",
                      "--max-size", "2k", "--iterations", "3", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     rows = list(csv.DictReader(open(out / "via_bench.csv")))
-    assert {r["op"] for r in rows} == {"send", "write", "read"}
+    assert {r["op"] for r in rows} == {"send", "write", "read", "send-stream", "write-stream"}
     assert sorted({int(r["size"]) for r in rows}) == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     for r in rows:
         assert float(r["latency_us"]) > 0.5 and int(r["cycles"]) > 0
@@ -52,6 +52,9 @@ def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
     send = sorted((int(r["size"]), float(r["latency_us"])) for r in rows if r["op"] == "send")
     assert send[-1][1] > send[0][1] and send[0][1] < 30
     summary = (out / "via_bench.md").read_text()
-    assert "numavia bench via --ops send,write,read" in summary and "VipPostRecv" in summary
+    assert "numavia bench via --mtu 1500" in summary and "VipPostRecv" in summary and "Streaming" in summary
+    # Streams overlap messages: a 2 KiB stream beats the 2 KiB ping-pong's one-way bandwidth.
+    bw = {r["op"]: float(r["bandwidth_MBps"]) for r in rows if r["size"] == "2048"}
+    assert bw["send-stream"] > bw["send"]
     assert (out / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "MTU 1500" in result.stderr   # progress lines

@@ -393,7 +393,8 @@ static void test_bench_refuses_an_unconnected_vi(void)
     a.timeout_us = 50;
     CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
     CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].rq_doorbells == 1);
-    CHECK(fake_via.vi[vi].last_doorbell == FAKE_HOST_BASE + 0x100 || fake_via.vi[vi].last_doorbell == FAKE_HOST_BASE + 0x180);
+    CHECK(fake_via.vi[vi].last_doorbell >= FAKE_HOST_BASE + 0x100 &&
+          fake_via.vi[vi].last_doorbell < FAKE_HOST_BASE + 0x1100 && !(fake_via.vi[vi].last_doorbell & 15));
     CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);
 }
 

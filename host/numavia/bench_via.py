@@ -7,6 +7,8 @@ against the paper's figures and the wire limits, and a PNG of latency and bandwi
 
 Latency is the half round trip for send/receive and RDMA write (what the paper reports), and the
 whole operation for an RDMA read (a read is itself a round trip); bandwidth is size / latency.
+The streaming tests keep eight messages in flight and report the time per message and the
+resulting bandwidth (no latency: messages overlap).
 """
 
 import csv
@@ -24,8 +26,12 @@ from numavia.gateware import via_frame, via_mailbox
 from numavia.gateware.card import CardConfig
 
 OPS = {"send": via_mailbox.BENCH_OP.SEND_RECV, "write": via_mailbox.BENCH_OP.RDMA_WRITE,
-       "read": via_mailbox.BENCH_OP.RDMA_READ}
-OP_TITLES = {"send": "send/receive", "write": "RDMA write", "read": "RDMA read"}
+       "read": via_mailbox.BENCH_OP.RDMA_READ, "send-stream": via_mailbox.BENCH_OP.SEND_STREAM,
+       "write-stream": via_mailbox.BENCH_OP.WRITE_STREAM}
+OP_TITLES = {"send": "send/receive", "write": "RDMA write", "read": "RDMA read",
+             "send-stream": "send stream", "write-stream": "RDMA write stream"}
+STREAMS = ("send-stream", "write-stream")
+PING_PONGS = ("send", "write", "read")
 
 #: The paper's figures (seed 001) and the spec's wire limits.
 PAPER = {"latency_us": 12.5, "bandwidth_MBps": 95.5, "rdma_gain_us": 2.9, "post_recv_us": 6.0}
@@ -50,6 +56,12 @@ def sizes(min_size, max_size, perturbation=0):
 
 def iterations_for(size, *, most, target_bytes=256 * 1024):
     return max(2, min(most, -(-target_bytes // max(size, 1))))
+
+
+def messages_for(size, *, most, target_bytes=1024 * 1024):
+    """Messages of a streaming point: enough to fill the pipe, at least twice the 8 in flight for
+    small messages."""
+    return max(4, min(4 * most, -(-target_bytes // max(size, 1))))
 
 
 class Bench:
@@ -90,7 +102,7 @@ class Bench:
                 errors.append(e)
 
         threads = []
-        if op != "read":
+        if op not in ("read", "write-stream"):   # the remote CPU takes no part in these
             threads.append(threading.Thread(target=run, args=(1,)))
             threads[0].start()
             time.sleep(0.02)   # the responder's agent is waiting before the first message
@@ -101,7 +113,7 @@ class Bench:
             raise BenchError(f"{op} of {size} bytes: {errors[0]}")
         r0, r1 = results[0], results.get(1)
         cycles = r0["cycles_lo"] | r0["cycles_hi"] << 32
-        per_op = cycles / iterations / (2 if op != "read" else 1)
+        per_op = cycles / iterations / (2 if op in ("send", "write") else 1)
         latency_us = per_op / self.freq * 1e6
         post_recv = r1["post_recv_cycles"] / r1["post_recvs"] if r1 and r1["post_recvs"] else 0.0
         return {"iterations": iterations, "cycles": cycles, "latency_us": latency_us,
@@ -128,7 +140,8 @@ def run_sweep(args, log):
                 for size in points:
                     if size == 0 and op == "write":
                         continue   # the RDMA-write ping-pong detects arrival by a byte
-                    n = iterations_for(size, most=args.iterations)
+                    n = (messages_for(size, most=args.iterations) if op in STREAMS
+                         else iterations_for(size, most=args.iterations))
                     r = bench.point(op, size, n)
                     rows.append({"mtu": mtu, "op": op, "size": size, **r})
                     log(f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
@@ -177,7 +190,7 @@ def summary(rows, info, args, command):
     for mtu in args.mtu:
         for op in args.ops:
             pts = _find(rows, mtu=mtu, op=op)
-            if not pts:
+            if not pts or op in STREAMS:
                 continue
             small = _find(pts, size=smallest)
             peak = max(pts, key=lambda r: r["bandwidth_MBps"])
@@ -189,6 +202,21 @@ def summary(rows, info, args, command):
               + "; ".join(f"MTU {m}: {WIRE_LIMIT_MBPS.get(m, 0):.1f} MB/s counting Ethernet headers only, "
                           f"{via_frame.wire_limit_bytes_per_s(m) / 1e6:.1f} MB/s with this card's "
                           f"{via_frame.VIA_HEADER_SIZE}-byte VIA header" for m in args.mtu), ""]
+    streams = [op for op in args.ops if op in STREAMS]
+    if streams:
+        lines += ["## Streaming (8 messages in flight)", "",
+                  f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | peak bandwidth (MB/s) at size |",
+                  "|---|---|---|---|---|"]
+        for mtu in args.mtu:
+            for op in streams:
+                pts = _find(rows, mtu=mtu, op=op)
+                small = _find(pts, size=smallest)
+                if not pts or not small:
+                    continue
+                peak = max(pts, key=lambda r: r["bandwidth_MBps"])
+                lines.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
+                             f"{1e6 / small[0]['latency_us']:.0f} | {peak['bandwidth_MBps']:.1f} at {peak['size']} B |")
+        lines.append("")
     if "send" in args.ops and "write" in args.ops:
         lines += ["## RDMA write vs send/receive", "",
                   f"Paper: RDMA {PAPER['rdma_gain_us']} us faster at every size. Here (mean over sizes up to "
@@ -211,8 +239,8 @@ def summary(rows, info, args, command):
     lines += ["## Card counters after the run", "", "| counter | node 0 | node 1 |", "|---|---|---|"]
     for name in info["counters"][0]:
         lines.append(f"| {name} | {info['counters'][0][name]} | {info['counters'][1][name]} |")
-    lines += ["", "## All points", "", "| MTU | operation | size (B) | iterations | latency (us) | MB/s |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "## All points", "", "Streams: `iterations` messages, `latency` the time per message.", "",
+              "| MTU | operation | size (B) | iterations | latency (us) | MB/s |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['mtu']} | {OP_TITLES[r['op']]} | {r['size']} | {r['iterations']} | "
                      f"{r['latency_us']:.2f} | {r['bandwidth_MBps']:.2f} |")
@@ -232,8 +260,9 @@ def plot(rows, path, args):
             if not pts:
                 continue
             label = f"{OP_TITLES[op]}, MTU {mtu}"
-            lat.plot([r["size"] for r in pts], [r["latency_us"] for r in pts], styles.get(mtu, ":"),
-                     marker=".", label=label)
+            if op not in STREAMS:   # a stream's time per message is not a latency
+                lat.plot([r["size"] for r in pts], [r["latency_us"] for r in pts], styles.get(mtu, ":"),
+                         marker=".", label=label)
             bw.plot([r["size"] for r in pts], [r["bandwidth_MBps"] for r in pts], styles.get(mtu, ":"),
                     marker=".", label=label)
     lat.axhline(PAPER["latency_us"], color="grey", linestyle=":", label="paper: 12.5 us (RDMA, 4 B)")

@@ -162,8 +162,10 @@ def _add_bench(sub):
                          description="Latency and bandwidth of the VIA engine between two simulated nodes, "
                                      "measured by the firmware's benchmark agents with the card's cycle counter. "
                                      "Writes via_bench.csv, via_bench.md and via_bench.png to --out.")
-    v.add_argument("--ops", type=_choices_list(("send", "write", "read")), default=["send", "write", "read"],
-                   help="operations, comma separated (default send,write,read)")
+    ops = ("send", "write", "read", "send-stream", "write-stream")
+    v.add_argument("--ops", type=_choices_list(ops), default=list(ops),
+                   help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
+                        "write-stream (default all)")
     v.add_argument("--mtu", type=_mtu_list, default=[1500, 9000], help="MTUs, comma separated (default 1500,9000)")
     v.add_argument("--min-size", type=_size, default=4, help="smallest message (default 4)")
     v.add_argument("--max-size", type=_size, default=1024 * 1024, help="largest message (default 1Mi)")

@@ -14,8 +14,12 @@
 #include "numavia_via.h"
 #include "via_internal.h"
 
-#define RECV_DESC 0u     /* offsets in the agent's descriptor area */
-#define SEND_DESC 128u
+/* The agent's descriptor area (a page): ping-pongs use one receive and one send slot, streams
+ * STREAM_DEPTH of each. */
+#define SLOT_BYTES 256u
+#define STREAM_DEPTH 8u
+#define RECV_DESC 0u
+#define SEND_DESC (STREAM_DEPTH * SLOT_BYTES)
 #define DESC_WORDS 16u
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
 
@@ -52,12 +56,17 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
 /* Post a descriptor: write it into host memory (its STATUS word zero) and ring the doorbell. The
  * fields are the same every time, so they are laid out once and copied, as a VIPL library fills
  * its descriptor structure. */
-static void post(const struct agent *g, int send_queue)
+static uint32_t slot(int send_queue, uint32_t index)
+{
+    return (send_queue ? SEND_DESC : RECV_DESC) + (index % STREAM_DEPTH) * SLOT_BYTES;
+}
+
+static void post_slot(const struct agent *g, int send_queue, uint32_t index)
 {
     const struct nv_bench_args *a = g->a;
     const uint32_t *w = send_queue ? g->send_words : g->recv_words;
     unsigned n = send_queue ? g->send_count : g->recv_count;
-    uint32_t desc = a->desc + (send_queue ? SEND_DESC : RECV_DESC);
+    uint32_t desc = a->desc + slot(send_queue, index);
     for (unsigned i = 0; i < n; i++)
         nv_host_write32(desc + 4 * i, w[i]);
     nv_reg_write(send_queue ? NV_VIA_VI_SQ_DOORBELL_AT(a->vi) : NV_VIA_VI_RQ_DOORBELL_AT(a->vi), desc);
@@ -69,17 +78,22 @@ static uint32_t cycles32(void)
     return nv_reg_read(NV_CTRL_CYCLES_LO);
 }
 
-static void post_recv(struct agent *g)
+static void post_recv_slot(struct agent *g, uint32_t index)
 {
     uint32_t t0 = cycles32();
-    post(g, 0);
+    post_slot(g, 0, index);
     g->r->post_recv_cycles += cycles32() - t0;
     g->r->post_recvs++;
 }
 
+static void post_recv(struct agent *g)
+{
+    post_recv_slot(g, 0);
+}
+
 static void post_send(struct agent *g)
 {
-    post(g, 1);
+    post_slot(g, 1, 0);
 }
 
 /* Wait for a descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
@@ -191,6 +205,37 @@ static uint32_t rdma_write(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
+/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight until ITERATIONS
+ * completed; the responder keeps STREAM_DEPTH receives posted (none for RDMA writes). */
+static uint32_t stream(struct agent *g, int with_receives)
+{
+    uint32_t n = g->a->iterations;
+    if (g->a->role == 0) {
+        if (!with_receives)
+            return NV_VIP_SUCCESS;   /* RDMA writes need no remote CPU */
+        for (uint32_t i = 0; i < n && i < STREAM_DEPTH; i++)
+            post_recv_slot(g, i);
+        uint64_t t0 = nv_card_cycles();
+        for (uint32_t i = 0; i < n; i++) {
+            CHECK(wait_done(g, slot(0, i)));
+            if (i + STREAM_DEPTH < n)
+                post_recv_slot(g, i);
+        }
+        g->r->cycles = nv_card_cycles() - t0;
+        return NV_VIP_SUCCESS;
+    }
+    uint32_t posted = 0, completed = 0;
+    uint64_t t0 = nv_card_cycles();
+    while (completed < n) {
+        while (posted < n && posted - completed < STREAM_DEPTH)
+            post_slot(g, 1, posted++);
+        CHECK(wait_done(g, slot(1, completed)));
+        completed++;
+    }
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
 static uint32_t rdma_read(struct agent *g)
 {
     if (g->a->role == 0)
@@ -208,12 +253,15 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
 {
     *r = (struct nv_bench_result){0};
     if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED ||
-        a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) || !nv_via_host_range(via, a->desc, 256) ||
+        a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
+        !nv_via_host_range(via, a->desc, 2 * STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
     static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
                                    [NV_BENCH_OP_RDMA_WRITE] = NV_CONTROL_OP_RDMA_WRITE,
-                                   [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ};
+                                   [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ,
+                                   [NV_BENCH_OP_SEND_STREAM] = NV_CONTROL_OP_SENDRECV,
+                                   [NV_BENCH_OP_WRITE_STREAM] = NV_CONTROL_OP_RDMA_WRITE};
     if (a->op >= sizeof ops / sizeof ops[0])
         return NV_VIP_INVALID_PARAMETER;
     static struct agent g;
@@ -230,6 +278,10 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         return rdma_write(&g);
     case NV_BENCH_OP_RDMA_READ:
         return rdma_read(&g);
+    case NV_BENCH_OP_SEND_STREAM:
+        return stream(&g, 1);
+    case NV_BENCH_OP_WRITE_STREAM:
+        return stream(&g, 0);
     }
     return NV_VIP_INVALID_PARAMETER;
 }
