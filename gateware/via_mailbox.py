@@ -86,7 +86,7 @@ BENCH_OP = Constants("BENCH_OP", "What the benchmark agent measures", (
     ("SEND_RECV", 0, "send/receive ping-pong"),
     ("RDMA_WRITE", 1, "RDMA-write ping-pong: each side polls the last byte of its buffer"),
     ("RDMA_READ", 2, "RDMA reads of SIZE bytes (no remote CPU): the initiator alone"),
-    ("SEND_STREAM", 3, "a stream of sends, 8 in flight, into receives the peer keeps posted"),
+    ("SEND_STREAM", 3, "a stream of at most 16 sends, 8 in flight, into receives the peer posted first"),
     ("WRITE_STREAM", 4, "a stream of RDMA writes, 8 in flight (no remote CPU)"),
 ))
 

@@ -58,10 +58,11 @@ def iterations_for(size, *, most, target_bytes=256 * 1024):
     return max(2, min(most, -(-target_bytes // max(size, 1))))
 
 
-def messages_for(size, *, most, target_bytes=1024 * 1024):
-    """Messages of a streaming point: enough to fill the pipe, at least twice the 8 in flight for
-    small messages."""
-    return max(4, min(4 * most, -(-target_bytes // max(size, 1))))
+def messages_for(op, size, *, most, target_bytes=1024 * 1024):
+    """Messages of a streaming point: enough to fill the pipe; a send stream has a receive posted
+    for each message first, so at most a receive queue's worth (16)."""
+    n = max(4, min(4 * most, -(-target_bytes // max(size, 1))))
+    return min(n, 16) if op == "send-stream" else n
 
 
 class Bench:
@@ -91,6 +92,14 @@ class Bench:
                     buf_pa=me.pa(0), remote_va_lo=peer.va, remote_va_hi=peer.va >> 32,
                     remote_handle=peer.handle, desc=self.descs[node], timeout_us=20_000_000)
 
+    def _wait_receives(self, count, errors):
+        """Start the initiator only once the responder's agent has posted its receives."""
+        deadline = time.monotonic() + 60
+        while not errors and self.nics[1].vi_reg(self.vis[1].number, "QUEUE_STATUS") >> 16 < count:
+            if time.monotonic() > deadline:
+                raise BenchError("the responder's agent did not post its receives")
+            time.sleep(0.005)
+
     def point(self, op, size, iterations):
         """One measurement: both agents for a ping-pong, the initiator alone for reads."""
         results, errors = {}, []
@@ -105,7 +114,7 @@ class Bench:
         if op not in ("read", "write-stream"):   # the remote CPU takes no part in these
             threads.append(threading.Thread(target=run, args=(1,)))
             threads[0].start()
-            time.sleep(0.02)   # the responder's agent is waiting before the first message
+            self._wait_receives(iterations if op == "send-stream" else 1 if op == "send" else 0, errors)
         run(0)
         for t in threads:
             t.join()
@@ -140,7 +149,7 @@ def run_sweep(args, log):
                 for size in points:
                     if size == 0 and op == "write":
                         continue   # the RDMA-write ping-pong detects arrival by a byte
-                    n = (messages_for(size, most=args.iterations) if op in STREAMS
+                    n = (messages_for(op, size, most=args.iterations) if op in STREAMS
                          else iterations_for(size, most=args.iterations))
                     r = bench.point(op, size, n)
                     rows.append({"mtu": mtu, "op": op, "size": size, **r})

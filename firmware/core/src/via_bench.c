@@ -14,12 +14,14 @@
 #include "numavia_via.h"
 #include "via_internal.h"
 
-/* The agent's descriptor area (a page): ping-pongs use one receive and one send slot, streams
- * STREAM_DEPTH of each. */
-#define SLOT_BYTES 256u
+/* The agent's descriptor area (a page): ping-pongs use one receive and one send slot; a send
+ * stream has all its receives posted beforehand (at most RECV_SLOTS) and STREAM_DEPTH sends in
+ * flight. */
+#define SLOT_BYTES 128u
 #define STREAM_DEPTH 8u
+#define RECV_SLOTS 16u
 #define RECV_DESC 0u
-#define SEND_DESC (STREAM_DEPTH * SLOT_BYTES)
+#define SEND_DESC (RECV_SLOTS * SLOT_BYTES)
 #define DESC_WORDS 16u
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
 
@@ -58,7 +60,7 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
  * its descriptor structure. */
 static uint32_t slot(int send_queue, uint32_t index)
 {
-    return (send_queue ? SEND_DESC : RECV_DESC) + (index % STREAM_DEPTH) * SLOT_BYTES;
+    return send_queue ? SEND_DESC + (index % STREAM_DEPTH) * SLOT_BYTES : RECV_DESC + (index % RECV_SLOTS) * SLOT_BYTES;
 }
 
 static void post_slot(const struct agent *g, int send_queue, uint32_t index)
@@ -206,21 +208,22 @@ static uint32_t rdma_write(struct agent *g)
 }
 
 /* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight until ITERATIONS
- * completed; the responder keeps STREAM_DEPTH receives posted (none for RDMA writes). */
+ * completed. For sends the responder posts a receive for every message first (VIA has no flow
+ * control: a send that finds no receive breaks the connection), then waits for them all; the
+ * host starts the initiator once they are posted. */
 static uint32_t stream(struct agent *g, int with_receives)
 {
     uint32_t n = g->a->iterations;
+    if (with_receives && n > RECV_SLOTS)
+        return NV_VIP_INVALID_PARAMETER;
     if (g->a->role == 0) {
         if (!with_receives)
             return NV_VIP_SUCCESS;   /* RDMA writes need no remote CPU */
-        for (uint32_t i = 0; i < n && i < STREAM_DEPTH; i++)
+        for (uint32_t i = 0; i < n; i++)
             post_recv_slot(g, i);
         uint64_t t0 = nv_card_cycles();
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; i < n; i++)
             CHECK(wait_done(g, slot(0, i)));
-            if (i + STREAM_DEPTH < n)
-                post_recv_slot(g, i);
-        }
         g->r->cycles = nv_card_cycles() - t0;
         return NV_VIP_SUCCESS;
     }
@@ -254,7 +257,7 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
     *r = (struct nv_bench_result){0};
     if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED ||
         a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
-        !nv_via_host_range(via, a->desc, 2 * STREAM_DEPTH * SLOT_BYTES) ||
+        !nv_via_host_range(via, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
     static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
