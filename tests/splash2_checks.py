@@ -16,7 +16,8 @@ def generated(kernel, processes, size="small", **kwargs):
 
 def check_trace_invariants(g, max_words=LINE_BYTES // 4):
     """Addresses inside allocated shared regions of the ring's slices, word aligned, within one
-    line; every process has the same barrier sequence; returns the accesses per process as
+    line; every process has the same barrier sequence; barrier carriers only right before a
+    barrier. Returns the kernel's accesses (carriers left out) per process as
     ``(write, address, words, home)``."""
     m = g.machine
     shared = [r for r in m.regions if not r.local]
@@ -27,9 +28,13 @@ def check_trace_invariants(g, max_words=LINE_BYTES // 4):
     sequences, accesses = [], []
     for rec in m.recorders:
         barriers, mine = [], []
-        for x in rec.records:
+        for i, x in enumerate(rec.records):
             if x.kind == trace.Kind.BARRIER:
                 barriers.append(x.addr)
+                continue
+            if x.addr == m.carrier[rec.process]:          # carries the compute before a barrier
+                assert x.kind == trace.Kind.READ and x.words == 1 and x.gap > 0
+                assert rec.records[i + 1].kind == trace.Kind.BARRIER
                 continue
             assert x.addr < LOCAL_SPACE, "a local-memory access reached the trace"
             assert x.addr % 4 == 0 and 1 <= x.words <= max_words

@@ -48,8 +48,8 @@ def test_trace_invariants(processes, placement):
             neighbours = {q for q in (p - 1, p + 1) if 0 <= q < processes}
             allowed = [r for r in g.machine.regions if not r.local and (
                 r.name.startswith("reduction") or
-                (r.owner in neighbours and int(r.name.split("[")[1][:-1]) in
-                 (bands[r.owner].start, bands[r.owner].stop - 1) and "[" in r.name))]
+                (r.owner in neighbours and "[" in r.name and int(r.name.split("[")[1][:-1]) in
+                 (bands[r.owner].start, bands[r.owner].stop - 1)))]
             remote = [x for x in mine if x[3] != p]
             assert remote and not any(write for write, *_ in remote)
             assert all(any(r.base <= addr < r.base + r.nbytes for r in allowed) for _, addr, _, _ in remote)

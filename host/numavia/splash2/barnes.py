@@ -423,11 +423,11 @@ class _Barnes:
             for b in zone:
                 self.body(p, b, BODY_MOTION)
                 self.body(p, b, HEADER)
+                self.rec[p].compute(UPDATE_OPS)
                 self.body(p, b, HEADER, write=True)
                 self.body(p, b, (BODY_MOTION[0], 24), write=True)
             self.vel[zone] += self.acc[zone] * dt
             self.pos[zone] += self.vel[zone] * dt
-            self.rec[p].compute(UPDATE_OPS * len(zone))
         self.machine.barrier()
 
     def step(self):

@@ -24,6 +24,12 @@ a row segment, a body record). How the host issues the run is the ``access`` gra
 Compute. Kernels count operations (floating-point arithmetic, comparisons, index arithmetic of
 the inner loops); :class:`CostModel` turns them into card cycles with one parameter,
 ``ns_per_op``. The gap of a record is the compute since the previous record.
+
+Barriers. The card bench's trace player (``soc/verilator/trace_player.hpp``) counts a barrier
+record's gap as compute but arrives at the barrier at once, without spending it. So that compute
+before a barrier takes its time, it is carried by a *carrier*: a one-word read of the process's
+own slice just before the barrier, whose gap is that compute (a home hit, about 12 cycles).
+Carriers are counted apart from the kernel's own accesses.
 """
 
 import json
@@ -78,6 +84,7 @@ class ProcessStats:
     reads: int = 0
     writes: int = 0
     barriers: int = 0
+    carriers: int = 0                # reads that carry the compute before a barrier
 
 
 class Recorder:
@@ -152,7 +159,11 @@ class Recorder:
             addr += chunk
 
     def _barrier(self, number):
-        self.records.append(trace.barrier(number, gap=self._take_gap()))
+        gap = self._take_gap()
+        if gap:
+            self.records.append(trace.read_access(self.machine.carrier[self.process], gap=gap))
+            self.stats.carriers += 1
+        self.records.append(trace.barrier(number))
         self.stats.barriers += 1
 
 
@@ -186,6 +197,7 @@ class Machine:
         self._shared_used = [0] * processes
         self._local_used = [0] * processes
         self._barriers = 0
+        self.carrier = [self.alloc(f"barrier carrier of {p}", p, WORD_BYTES) for p in range(processes)]
 
     @property
     def slice_bits(self):
@@ -231,6 +243,7 @@ class Machine:
             "shared_bytes_per_node": list(self._shared_used),
             "local_bytes_per_node": list(self._local_used),
             "home_accesses": home, "remote_accesses": remote,
+            "carriers": sum(s["carriers"] for s in stats),
             "remote_per_home": remote / home if home else None,
             "compute_cycles": [round(self.cost.cycles(s["ops"])) for s in stats],
             "per_process": stats,

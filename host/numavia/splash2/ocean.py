@@ -154,13 +154,16 @@ def run(params, machine, placement="paper"):
     for _ in range(params.steps):
         zeta, new = zetas[cur], zetas[1 - cur]
         for p, rows in enumerate(parts):
-            for r in range(rows.start - 1, rows.stop + 1):
+            new.values[rows.start:rows.stop, 1:-1] = advance_rows(psi.values, zeta.values, rows, G)
+            # A rolling window of three rows of psi and zeta: row i + 1 comes in, row i goes out.
+            for r in (rows.start - 1, rows.start):
                 rec[p].read(*psi.row(r))
                 rec[p].read(*zeta.row(r))
-            new.values[rows.start:rows.stop, 1:-1] = advance_rows(psi.values, zeta.values, rows, G)
             for r in rows:
+                rec[p].read(*psi.row(r + 1))
+                rec[p].read(*zeta.row(r + 1))
+                rec[p].compute(STENCIL_STEP_OPS * (G - 2))
                 rec[p].write(*new.row(r))
-            rec[p].compute(STENCIL_STEP_OPS * len(rows) * (G - 2))
         machine.barrier()
         cur = 1 - cur
         zeta = new
@@ -169,16 +172,16 @@ def run(params, machine, placement="paper"):
             largest = [0.0] * P
             for colour in (0, 1):
                 for p, rows in enumerate(parts):
-                    for r in range(rows.start - 1, rows.stop + 1):
-                        rec[p].read(*psi.row(r))
-                    for r in rows:
-                        rec[p].read(*zeta.row(r))
                     largest[p] = max(largest[p], relax_rows(psi.values, zeta.values, rows, colour, G))
+                    rec[p].read(*psi.row(rows.start - 1))
+                    rec[p].read(*psi.row(rows.start))
                     for r in rows:
+                        rec[p].read(*psi.row(r + 1))
+                        rec[p].read(*zeta.row(r))
+                        # Half the points of the row; the black sweep also takes max |psi|.
+                        rec[p].compute(SOR_OPS * (G - 2) / 2 + colour * (G - 2))
                         rec[p].write(*psi.row(r))
-                    rec[p].compute(SOR_OPS * len(rows) * (G - 2) / 2)
                     if colour == 1:
-                        rec[p].compute(len(rows) * (G - 2))          # max |psi| of the band
                         rec[p].write(slots[k % 2][p], 2 * DOUBLE)
                 machine.barrier()
             scale = max(float(np.max(np.abs(psi.values[rows.start:rows.stop]))) for rows in parts)
