@@ -313,6 +313,15 @@ def _mtu(text):
     return value
 
 
+def cmd_bench_stream(args):
+    from numavia.bench import stream
+    out = Path(args.out)
+    figures = stream.measure(args.array_bytes, args.passes, log=_log)
+    print(stream.report(figures, out))
+    _log(f"results in {out}/stream.{{md,csv,json,png}}")
+    return 0
+
+
 def cmd_bench_via(args):
     from numavia import bench_via
     if args.min_size > args.max_size:
@@ -403,6 +412,16 @@ def _add_bench(sub):
                      help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)")
     spl.add_argument("--out", default="results/splash2", help="results folder (default results/splash2)")
     spl.set_defaults(func=cmd_bench_splash2)
+
+    st = benches.add_parser("stream", help="STREAM-style bandwidth of private, home and remote memory",
+                            description="Copy, Scale, Add and Triad streamed by node 0's host port in line "
+                                        "bursts over arrays in private memory, the node's own shared slice and "
+                                        "a remote slice (NCC-NUMA and NUMA), timed by the RTL's cycle stamps.")
+    st.add_argument("--array-bytes", type=_size, default=4096,
+                    help="bytes per array, a multiple of 64 (default 4096: all three fit the network cache)")
+    st.add_argument("--passes", type=_positive, default=4, help="passes of each kernel (default 4)")
+    st.add_argument("--out", default="results/stream", help="results folder (default results/stream)")
+    st.set_defaults(func=cmd_bench_stream)
 
     v = benches.add_parser("via", help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
                          description="Latency and bandwidth of the VIA engine between two simulated nodes, "
