@@ -48,11 +48,12 @@ def test_stream_on_the_rtl_orders_the_memories(tmp_path):
         private, home = best["private", kernel], best["home", kernel]
         ncc, numa = best["remote (NCC)", kernel], best["remote (NUMA)", kernel]
         # Every remote line crosses the ring in NUMA mode; the network cache keeps the arrays
-        # after the first pass, so NCC-NUMA's best pass beats its cold one and NUMA's.
+        # after the first pass, so NCC-NUMA's best pass beats NUMA's.
         assert numa["best_MBps"] < home["best_MBps"] and numa["best_MBps"] < private["best_MBps"]
         assert ncc["best_MBps"] > numa["best_MBps"]
-        assert ncc["first_cycles"] > ncc["best_cycles"]
         assert 0 < private["best_MBps"] <= 4 * figures["clock_mhz"]    # a 32-bit port: a word a cycle at most
+    # Copy runs first: its first pass finds the network cache cold.
+    assert best["remote (NCC)", "copy"]["first_cycles"] > best["remote (NCC)", "copy"]["best_cycles"]
     stream.report(figures, tmp_path)
     for name in ("stream.md", "stream.csv", "stream.json", "stream.png"):
         assert (tmp_path / name).stat().st_size > 0
