@@ -322,6 +322,15 @@ def cmd_bench_stream(args):
     return 0
 
 
+def cmd_bench_shm(args):
+    from numavia.bench import shm
+    out = Path(args.out)
+    figures = shm.measure(args.max_size, log=_log)
+    print(shm.report(figures, out))
+    _log(f"results in {out}/shm.{{md,csv,json,png}}")
+    return 0
+
+
 def cmd_bench_via(args):
     from numavia import bench_via
     if args.min_size > args.max_size:
@@ -422,6 +431,14 @@ def _add_bench(sub):
     st.add_argument("--passes", type=_positive, default=4, help="passes of each kernel (default 4)")
     st.add_argument("--out", default="results/stream", help="results folder (default results/stream)")
     st.set_defaults(func=cmd_bench_stream)
+
+    sh = benches.add_parser("shm", help="NetPIPE-style sweep over shared memory: remote loads and stores",
+                            description="Messages of 4 bytes up to --max-size moved between node 0 and node 1's "
+                                        "slice by remote loads and stores, NCC-NUMA and NUMA, timed by the RTL's "
+                                        "cycle stamps.")
+    sh.add_argument("--max-size", type=_size, default=16 * 1024, help="largest message (default 16k)")
+    sh.add_argument("--out", default="results/shm", help="results folder (default results/shm)")
+    sh.set_defaults(func=cmd_bench_shm)
 
     v = benches.add_parser("via", help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
                          description="Latency and bandwidth of the VIA engine between two simulated nodes, "

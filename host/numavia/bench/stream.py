@@ -81,22 +81,30 @@ def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None
     rows = []
     for case in cases():
         run_dir = root / f"{case.placement}-{case.mode}-{array_bytes}"
-        traces = run_dir / "traces"
-        traces.mkdir(parents=True, exist_ok=True)
         records, segments = stream_trace(array_bases(case.placement, array_bytes, amap), array_bytes, passes)
-        trace.write_trace(traces / "node0.trace", 0, records)
-        trace.write_trace(traces / "node1.trace", 1, [trace.barrier(0)])
         log(f"{case.label}: {len(records) - 1:,} line accesses")
-        bench = card_bench.run_bench(binary, run_dir, trace_dir=traces, numa=case.mode == "numa")
-        accesses = sorted((a for a in bench.accesses if a.node == 0), key=lambda a: a.issued)
-        if bench.returncode or len(accesses) != len(records) - 1:
-            tail = bench.stderr.strip().splitlines()[-1:] or ["no output"]
-            raise NumaviaError(f"STREAM {case.label}: {len(accesses)} of {len(records) - 1} accesses done: {tail[0]}")
-        for kernel, number, first, count in segments:
-            part = accesses[first:first + count]
+        timed = time_segments(binary, run_dir, records, segments, numa=case.mode == "numa", what=f"STREAM {case.label}")
+        for (kernel, number, _, _), cycles in zip(segments, timed):
             rows.append({"placement": case.placement, "mode": case.mode, "label": case.label, "kernel": kernel,
-                         "pass": number, "cycles": part[-1].completed - part[0].issued})
+                         "pass": number, "cycles": cycles})
     return figures(rows, array_bytes, passes, config)
+
+
+def time_segments(binary, run_dir, records, segments, *, numa, what):
+    """Replay ``records`` on node 0 of a two-card ring (node 1 only meets the closing barrier);
+    returns the cycles of each ``(name, ..., first record, record count)`` segment: the first
+    access's request to the last one's completion, from the bench's cycle stamps."""
+    traces = run_dir / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    trace.write_trace(traces / "node0.trace", 0, records)
+    trace.write_trace(traces / "node1.trace", 1, [trace.barrier(0)])
+    bench = card_bench.run_bench(binary, run_dir, trace_dir=traces, numa=numa)
+    accesses = sorted((a for a in bench.accesses if a.node == 0), key=lambda a: a.issued)
+    expected = sum(r.kind != trace.Kind.BARRIER for r in records)
+    if bench.returncode or len(accesses) != expected:
+        tail = bench.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise NumaviaError(f"{what}: {len(accesses)} of {expected} accesses done: {tail[0]}")
+    return [accesses[first + count - 1].completed - accesses[first].issued for *_, first, count in segments]
 
 
 def figures(rows, array_bytes, passes, config):
