@@ -2,11 +2,14 @@
 
 The simulation serves one port per node (``numavia sim --serve``). Beyond RemoteClient, this
 client notices bus errors: a read reply flags them, and writes are confirmed with a probe that
-returns the node's bus-error count (see ``soc/verilator/etherbone_server.hpp``).
+returns the node's bus-error count (see ``soc/verilator/etherbone_server.hpp``). One bridge may
+serve several threads (a benchmark polls a node while another thread waits on it): each access
+is one request/reply exchange under a lock.
 """
 
 import socket
 import struct
+import threading
 
 from numavia.errors import NumaviaError
 
@@ -30,6 +33,7 @@ class HostBridge(EtherboneIPC):
         except OSError as e:
             raise BridgeError(f"cannot reach the host bridge at {host}:{port} ({e.strerror or e})") from None
         self.socket.settimeout(timeout)
+        self._lock = threading.Lock()
         self.server_info = self.socket.recv(128).decode(errors="replace")
         self._errors = self._error_count()
 
@@ -48,22 +52,24 @@ class HostBridge(EtherboneIPC):
         """One 32-bit word at byte address ``addr``, or a list of ``count`` consecutive words."""
         n = 1 if count is None else count
         words = []
-        for base in range(0, n, _MAX_BURST):
-            words += self._read_burst(addr + 4 * base, min(_MAX_BURST, n - base))
+        with self._lock:
+            for base in range(0, n, _MAX_BURST):
+                words += self._read_burst(addr + 4 * base, min(_MAX_BURST, n - base))
         return words[0] if count is None else words
 
     def write(self, addr, values):
         """Write one word or a list of consecutive words; raises BridgeError on a bus error."""
         values = values if isinstance(values, (list, tuple)) else [values]
-        for base in range(0, len(values), _MAX_BURST):
-            record = EtherboneRecord(4)
-            record.writes = EtherboneWrites(base_addr=addr + 4 * base, addr_size=4,
-                                            datas=list(values[base:base + _MAX_BURST]))
-            record.wcount = len(record.writes)
-            self._send(record)
-        errors = self._error_count()
-        if errors != self._errors:
-            self._errors = errors
+        with self._lock:
+            for base in range(0, len(values), _MAX_BURST):
+                record = EtherboneRecord(4)
+                record.writes = EtherboneWrites(base_addr=addr + 4 * base, addr_size=4,
+                                                datas=list(values[base:base + _MAX_BURST]))
+                record.wcount = len(record.writes)
+                self._send(record)
+            errors = self._error_count()
+            failed, self._errors = errors != self._errors, errors
+        if failed:
             raise BridgeError(f"bus error writing {len(values)} word(s) at {addr:#010x}")
 
     # --- protocol ------------------------------------------------------------------------------
