@@ -138,13 +138,14 @@ namespace Antmicro.Renode.Tools.Network
             }
         }
 
-        // Every machine has finished the quantum: node i's symbols go to node i+1 (the last to the first).
+        // Every machine has finished the quantum: node i's symbols go to node i+1, the last node's to
+        // the first (a one-node ring loops back to itself, as a looped-back cable would).
         private void ExchangeSymbols()
         {
             lock(cards)
             {
                 var ring = cards.OrderBy(c => c.NodeId).ToList();
-                if(ring.Count < 2)
+                if(ring.Count == 0)
                 {
                     return;
                 }

@@ -72,7 +72,8 @@ def _covered_by_ethmac(soc, p):
 
 def _silenced(soc, p):
     # The SoC identifier ROM: the firmware never reads it, so reads return 0 without a warning.
-    return [f"sysbus:", f"    init add:", f"        SilenceRange <{_hex(p.base)} {_hex(CSR_PAGE_BYTES)}>"]
+    return [f"// {p.name}: LiteX's SoC identifier, unused by the firmware", "sysbus:", "    init add:",
+            f"        SilenceRange <{_hex(p.base)} {_hex(CSR_PAGE_BYTES)}>"]
 
 
 #: csr.json CSR block name -> emitter of its .repl entry.
