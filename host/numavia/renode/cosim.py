@@ -36,14 +36,11 @@ SYMBOL_PRESENT_BIT = 32
 BUS_WIDTH = 64
 
 
-def card_config(soc_config):
-    return soc_config.card_config()
-
-
 def card_verilog(soc_config, log=None):
-    """Path of the card Verilog the SoC of ``soc_config`` instantiates (cached build)."""
+    """Path of the card Verilog the SoC of ``soc_config`` (a ``SimConfig``) instantiates: the
+    same cache entry ``soc/card_core.py`` adds to the SoC's sources."""
     from numavia.gateware.build import card_verilog as build
-    return build(card_config(soc_config), log=log)
+    return build(soc_config.card_config(), log=log)
 
 
 def sha256(path):
