@@ -8,16 +8,18 @@ and the card cluster bench instantiates it alone. Ports:
   ``host``: a second host port (trace player, PCIe), arbitrated round robin with it;
 * ``rx``/``tx``: the SCI ring link;
 * ``node_id_strap``, ``mode_strap``: the node id and switches the board (or the simulation)
-  gives this card.
+  gives this card;
+* ``dma``, ``eth_tx``/``eth_rx`` (with the VIA engine): bursts into the SoC's host memory, and
+  frames to and from the LiteEth MAC.
 """
 
 from dataclasses import dataclass, asdict
 
 from amaranth import Module
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, wishbone
+from . import regmap, via_frame, wishbone, wishbone_burst
 from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
 from .local_side import CacheGeometry, LocalSide
@@ -25,6 +27,9 @@ from .microcode import isa
 from .remote_access_controller import RemoteAccessController
 from .ring_link import RingLink
 from .sci_layouts import SymbolLayout
+from .via_engine import ViaEngine
+from .via_layouts import EthBeat
+from .via_params import ViaParams
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,36 @@ class CardConfig:
     transactions: int = isa.NUM_TRANSACTIONS
     ring_queue_depth: int = 16             # incoming and outgoing queues, packets each
     ring_outstanding: int = 4              # packets in flight awaiting their echo
+    # VIA engine (docs/via.md). Without it (the coherence bench, small FPGAs) its register window
+    # answers bus errors and the card has no dma/eth ports.
+    via: bool = True
+    via_vis: int = 8
+    via_cqs: int = 4
+    via_queue_depth: int = 16
+    via_max_segments: int = 8
+    via_window: int = 32
+    via_max_mtu: int = via_frame.MTU_JUMBO
+    via_mtu: int = via_frame.MTU_DEFAULT
+    via_att_regions: int = 64
+    via_att_pages: int = 2048
+    via_tx_buffer_bytes: int = 32 * 1024
+    via_rx_buffer_bytes: int = 64 * 1024
+    via_rto_cycles: int = 25_000
+    via_retry_limit: int = 64
+    host_mem_base: int = 0x6000_0000
+    host_mem_size: int = 0x40_0000
+
+    def __post_init__(self):
+        self.via_params()   # checks the VIA parameters
+        if not via_frame.MTU_MIN <= self.via_mtu <= self.via_max_mtu:
+            raise ValueError(f"via_mtu must be {via_frame.MTU_MIN}..{self.via_max_mtu}")
+
+    def via_params(self):
+        return ViaParams(vis=self.via_vis, cqs=self.via_cqs, queue_depth=self.via_queue_depth,
+                         max_segments=self.via_max_segments, window=self.via_window, max_mtu=self.via_max_mtu,
+                         att_regions=self.via_att_regions, att_pages=self.via_att_pages,
+                         host_base=self.host_mem_base, host_size=self.host_mem_size,
+                         tx_buffer_bytes=self.via_tx_buffer_bytes, rx_buffer_bytes=self.via_rx_buffer_bytes)
 
     def as_dict(self):
         return asdict(self)
@@ -66,7 +101,16 @@ def card_signature(config):
         "tx":            Out(SymbolLayout),
         "node_id_strap": In(regmap.NODE_ID_BITS),
         "mode_strap":    In(8),      # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
+        **({"dma":       Out(wishbone_burst.Signature(addr_width=30)),   # into the SoC: host memory
+            "eth_tx":    Out(stream.Signature(EthBeat)),                 # to the LiteEth MAC core
+            "eth_rx":    In(stream.Signature(EthBeat)),
+            } if config.via else {}),
     })
+
+
+def card_blocks(config):
+    """The register-map blocks this configuration instantiates."""
+    return tuple(b for b in regmap.CARD.blocks if config.via or b is not regmap.VIA)
 
 
 class Card(wiring.Component):
@@ -81,7 +125,7 @@ class Card(wiring.Component):
 
         m.submodules.decoder = decoder = wishbone.Decoder(
             addr_width=regmap.CARD.addr_width,
-            windows=[(b.name, b.base // 4, b.addr_width) for b in regmap.CARD.blocks])
+            windows=[(b.name, b.base // 4, b.addr_width) for b in card_blocks(cfg)])
         wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
 
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz)
@@ -90,9 +134,18 @@ class Card(wiring.Component):
             geometry=geometry, slice_lines=amap.slice_bytes // 64, num_transactions=cfg.transactions)
         m.submodules.ring = ring = RingLink(out_depth=cfg.ring_queue_depth, in_depth=cfg.ring_queue_depth,
                                             max_outstanding=cfg.ring_outstanding)
-        blocks = {"ctrl": ctrl, "lac": local, "rac": rac, "ring": ring}
-        for block in regmap.CARD.blocks:
-            wiring.connect(m, getattr(decoder, block.name), blocks[block.name].bus)
+        buses = {"ctrl": ctrl.bus, "lac": local.bus, "rac": rac.bus, "ring": ring.bus}
+        if cfg.via:
+            m.submodules.via = via = ViaEngine(cfg.via_params(), mtu=cfg.via_mtu,
+                                               rto_cycles=cfg.via_rto_cycles, retry_limit=cfg.via_retry_limit)
+            buses["via"] = via.regs
+            m.d.comb += via.node_id.eq(ctrl.node_id)
+            # DMA into host memory (the SoC's), frames to and from the Ethernet MAC.
+            wiring.connect(m, via.dma, wiring.flipped(self.dma))
+            wiring.connect(m, via.eth_tx, wiring.flipped(self.eth_tx))
+            wiring.connect(m, wiring.flipped(self.eth_rx), via.eth_rx)
+        for block in card_blocks(cfg):
+            wiring.connect(m, getattr(decoder, block.name), buses[block.name])
 
         # Host accesses: the SoC bus window and the second host port, one at a time.
         m.submodules.window_port = window_port = WishboneHostPort(addr_width=cfg.window_addr_width)

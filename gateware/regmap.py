@@ -6,6 +6,9 @@ Nothing else in the project writes a register offset down.
 
 Offsets are in bytes. A :class:`Block` sits at ``base`` inside the card's register window; a
 :class:`Register` sits at ``offset`` inside its block. Registers are 32 bits wide on the bus.
+A :class:`RegisterArray` repeats a group of registers at a stride (one group per VI, per
+completion queue, ...); its ``count`` is the capacity the map reserves, and a card may build fewer
+elements (the rest answer ``err`` like any hole).
 """
 
 from dataclasses import dataclass, field
@@ -63,12 +66,51 @@ class Register:
 
 
 @dataclass(frozen=True)
+class RegisterArray:
+    """``count`` copies of ``registers`` (offsets relative to an element), ``stride`` bytes apart."""
+    name: str
+    offset: int
+    count: int
+    stride: int
+    doc: str
+    registers: tuple = ()
+
+    def __post_init__(self):
+        if self.offset % 4 or self.stride % 4 or self.stride <= 0 or self.count <= 0:
+            raise ValueError(f"array {self.name}: offset and stride must be word aligned, count positive")
+        seen = {}
+        for r in self.registers:
+            if r.offset + 4 > self.stride:
+                raise ValueError(f"array {self.name}: register {r.name} lies outside the stride")
+            if r.offset in seen:
+                raise ValueError(f"array {self.name}: {r.name} and {seen[r.offset]} share offset {r.offset:#x}")
+            seen[r.offset] = r.name
+
+    @property
+    def size(self):
+        return self.count * self.stride
+
+    def register(self, name):
+        for r in self.registers:
+            if r.name == name:
+                return r
+        raise KeyError(f"array {self.name} has no register {name}")
+
+    def offset_of(self, index, register):
+        """Byte offset inside the block of ``register`` of element ``index``."""
+        if not 0 <= index < self.count:
+            raise IndexError(f"array {self.name} has {self.count} elements, not {index + 1}")
+        return self.offset + index * self.stride + self.register(register).offset
+
+
+@dataclass(frozen=True)
 class Block:
     name: str
     base: int
     size: int
     doc: str
     registers: tuple = ()
+    arrays: tuple = ()
 
     def __post_init__(self):
         seen = {}
@@ -78,12 +120,30 @@ class Block:
             if r.offset in seen:
                 raise ValueError(f"block {self.name}: {r.name} and {seen[r.offset]} share offset {r.offset:#x}")
             seen[r.offset] = r.name
+        spans = [(r.offset, r.offset + 4, r.name) for r in self.registers]
+        for a in self.arrays:
+            if a.offset + a.size > self.size:
+                raise ValueError(f"block {self.name}: array {a.name} lies outside the block")
+            spans.append((a.offset, a.offset + a.size, a.name))
+        spans.sort()
+        for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
+            if s1 < e0:
+                raise ValueError(f"block {self.name}: {n0} and {n1} overlap")
+        names = [r.name for r in self.registers] + [a.name for a in self.arrays]
+        if len(set(names)) != len(names):
+            raise ValueError(f"block {self.name}: duplicate register or array names")
 
     def register(self, name):
         for r in self.registers:
             if r.name == name:
                 return r
         raise KeyError(f"block {self.name} has no register {name}")
+
+    def array(self, name):
+        for a in self.arrays:
+            if a.name == name:
+                return a
+        raise KeyError(f"block {self.name} has no array {name}")
 
     @property
     def addr_width(self):
@@ -118,6 +178,11 @@ class RegisterMap:
         """Byte offset of ``block.register`` inside the window."""
         b = self.block(block)
         return b.base + b.register(register).offset
+
+    def element_address(self, block, array, index, register):
+        """Byte offset of ``register`` of element ``index`` of ``block.array`` inside the window."""
+        b = self.block(block)
+        return b.base + b.array(array).offset_of(index, register)
 
     @property
     def addr_width(self):
@@ -315,4 +380,135 @@ RING = Block("ring", base=0x0300, size=0x100, doc="SCI ring link: configuration,
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
 #:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
-CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC, RING))
+
+#: Event counters of the VIA engine, in register order from VIA_COUNTER_BASE. Each counts up and
+#: wraps; reading one has no side effect.
+VIA_COUNTERS = (
+    ("TX_FRAMES", "frames handed to the MAC (all kinds)"),
+    ("RX_FRAMES", "frames that passed the FCS check and fitted the receive buffer"),
+    ("RX_BAD_FCS", "frames dropped for a bad FCS (corruption on the link)"),
+    ("RX_OVERFLOW", "frames dropped because the receive buffer was full"),
+    ("RX_NOT_FOR_US", "frames with another EtherType or another destination MAC"),
+    ("RX_MALFORMED", "VIA frames dropped as malformed (short, bad operation, bad lengths)"),
+    ("RX_NO_VI", "frames for a VI that does not exist, is not connected, or has another peer"),
+    ("RX_DUPLICATE", "data frames received again (already acknowledged): dropped, re-acknowledged"),
+    ("RX_OUT_OF_ORDER", "data frames after a gap: dropped, a NAK asks for the missing one"),
+    ("RX_RQ_EMPTY", "sends or RDMA writes with immediate data that found no receive descriptor"),
+    ("RX_PROTECTION", "RDMA requests refused by translation, protection tag or rights"),
+    ("RX_DESCRIPTOR_ERROR", "receive descriptors completed in error (format, protection, length)"),
+    ("RX_STALE_RESPONSE", "read responses for no outstanding read, or at an unexpected offset"),
+    ("RX_MGMT_DROPPED", "management frames dropped because the previous one was not taken yet"),
+    ("TX_TIMEOUTS", "retransmission timer expiries (go back to the oldest unacknowledged frame)"),
+    ("TX_NAK_SEQUENCE", "sequence NAKs received (go back to the frame the peer asked for)"),
+    ("TX_ERRORS", "VIs put in the error state by a remote error, a retry limit or a DMA error"),
+    ("CQ_OVERFLOWS", "completion-queue entries lost because the queue was full"),
+    ("DOORBELLS_REFUSED", "doorbells refused: queue full, or descriptor address outside host memory"),
+    ("DMA_ERRORS", "DMA accesses answered with a bus error"),
+    ("READ_REQUESTS_DROPPED", "RDMA read requests dropped because the response queue was full"),
+)
+VIA_COUNTER_BASE = 0x080
+
+VI_STATES = (("IDLE", 0), ("CONNECTED", 1), ("ERROR", 2))
+
+VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VIs, doorbells, completion queues, ATT, "
+            "firmware mailbox and management frames", registers=(
+    Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
+    Register("CQ_COUNT", 0x004, Access.RO, "Completion queues this card has", width=8),
+    Register("QUEUE_DEPTH", 0x008, Access.RO, "Descriptors each work queue holds", width=16),
+    Register("MAX_SEGMENTS", 0x00C, Access.RO, "Data segments a descriptor may have", width=8),
+    Register("MAX_MTU", 0x010, Access.RO, "Largest MTU the buffers hold", width=16),
+    Register("ATT_REGIONS", 0x014, Access.RO, "Level-1 entries of the ATT (memory handles)", width=16),
+    Register("ATT_PAGES", 0x018, Access.RO, "Level-2 entries of the ATT (pages)", width=24),
+    Register("HOST_MEM_BASE", 0x01C, Access.RO, "First byte of the host memory the card may DMA to"),
+    Register("HOST_MEM_SIZE", 0x020, Access.RO, "Bytes of that host memory"),
+    Register("WINDOW", 0x024, Access.RO, "Frames a VI may have unacknowledged", width=16),
+    Register("CTRL", 0x028, Access.RW, "Engine control", width=8, fields=(
+        Field("ENABLE", 0, doc="Serve doorbells and the link; when 0, received frames are dropped"),
+    )),
+    Register("MTU", 0x02C, Access.RW, "Ethernet payload bytes per frame (change only while idle)",
+             width=16, reset=1500),
+    Register("RTO_CYCLES", 0x030, Access.RW, "Retransmission timeout in sys cycles", reset=25_000),
+    Register("RETRY_LIMIT", 0x034, Access.RW, "Timeouts in a row without progress before a VI fails",
+             width=16, reset=64),
+    Register("ATT_ADDR", 0x038, Access.RW, "Word address in the ATT (level 1, then level 2)", width=24),
+    Register("ATT_WDATA", 0x03C, Access.WO, "Write the ATT word at ATT_ADDR, then increment ATT_ADDR"),
+    Register("ATT_RDATA", 0x040, Access.RO, "The ATT word at ATT_ADDR"),
+    Register("MBOX_CMD", 0x050, Access.RW, "Host to firmware: command of the mailbox", fields=(
+        Field("CODE", 0, 16, "command (numavia.gateware.via_mailbox)"),
+        Field("SEQ", 16, 16, "changes with every new command"),
+    )),
+    Register("MBOX_STATUS", 0x054, Access.RW, "Firmware to host: result of the mailbox command", fields=(
+        Field("RESULT", 0, 16, "VIP_* result code"),
+        Field("SEQ", 16, 16, "SEQ of the command this result belongs to"),
+    )),
+    Register("MGMT_TX_CTRL", 0x060, Access.WO, "Send MGMT_TX_DATA as a management frame", fields=(
+        Field("DST_NODE", 0, NODE_ID_BITS, "destination node"),
+        Field("LENGTH", 8, 7, "payload bytes (at most 64)"),
+        Field("RAW", 16, doc="send the bytes as a whole frame from its first header byte (tests)"),
+    )),
+    Register("MGMT_TX_STATUS", 0x064, Access.RO, "Management transmit status", width=8, fields=(
+        Field("BUSY", 0, doc="the previous management frame is not sent yet"),
+    )),
+    Register("MGMT_RX_STATUS", 0x068, Access.RO, "Received management frame", fields=(
+        Field("VALID", 0, doc="MGMT_RX_DATA holds a frame not yet popped"),
+        Field("SRC_NODE", 8, NODE_ID_BITS, "sending node"),
+        Field("LENGTH", 16, 7, "payload bytes"),
+    )),
+    Register("MGMT_RX_POP", 0x06C, Access.WO, "Release MGMT_RX_DATA for the next management frame"),
+    *(Register(name, VIA_COUNTER_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_COUNTERS)),
+), arrays=(
+    RegisterArray("MBOX_DATA", 0x100, 16, 4, "Mailbox arguments and results", registers=(
+        Register("WORD", 0x0, Access.RW, "one word"),
+    )),
+    RegisterArray("MGMT_TX_DATA", 0x140, 16, 4, "Payload of the next management frame", registers=(
+        Register("WORD", 0x0, Access.RW, "one word, little-endian bytes"),
+    )),
+    RegisterArray("MGMT_RX_DATA", 0x180, 16, 4, "Payload of the received management frame", registers=(
+        Register("WORD", 0x0, Access.RO, "one word, little-endian bytes"),
+    )),
+    RegisterArray("VI", 0x400, 16, 0x40, "One Virtual Interface: doorbells, state, connection", registers=(
+        Register("SQ_DOORBELL", 0x00, Access.WO, "Post a send descriptor: its physical address"),
+        Register("RQ_DOORBELL", 0x04, Access.WO, "Post a receive descriptor: its physical address"),
+        Register("CMD", 0x08, Access.WO, "State change (firmware)", width=8, fields=(
+            Field("CONNECT", 0, doc="IDLE -> CONNECTED: sequence numbers restart at 0"),
+            Field("FAIL", 1, doc="-> ERROR: posted descriptors complete as FLUSHED"),
+            Field("RESET", 2, doc="-> IDLE (after ERROR, once the queues are empty)"),
+        )),
+        Register("STATE", 0x0C, Access.RO, "State and last error", fields=(
+            Field("STATE", 0, 2, "IDLE, CONNECTED or ERROR"),
+            Field("ERROR", 8, 16, "STATUS error bits that put the VI in ERROR"),
+        )),
+        Register("PEER", 0x10, Access.RW, "The connected peer", fields=(
+            Field("NODE", 0, NODE_ID_BITS, "peer node"),
+            Field("VI", 16, 8, "peer VI"),
+        )),
+        Register("PTAG", 0x14, Access.RW, "Protection tag of the VI", width=16),
+        Register("CQ_BIND", 0x18, Access.RW, "Completion queues of the work queues", width=16, fields=(
+            Field("SEND_CQ", 0, 4, "completion queue of the send queue"),
+            Field("SEND_EN", 4, doc="send completions go to SEND_CQ"),
+            Field("RECV_CQ", 8, 4, "completion queue of the receive queue"),
+            Field("RECV_EN", 12, doc="receive completions go to RECV_CQ"),
+        )),
+        Register("QUEUE_STATUS", 0x1C, Access.RO, "Posted descriptors not yet completed", fields=(
+            Field("SQ", 0, 16, "on the send queue"),
+            Field("RQ", 16, 16, "on the receive queue"),
+        )),
+        Register("TX_PSN", 0x20, Access.RO, "Next sequence number this VI sends"),
+        Register("RX_PSN", 0x24, Access.RO, "Next sequence number this VI expects"),
+    )),
+    RegisterArray("CQ", 0x800, 16, 0x20, "One completion queue: a ring of CQ_ENTRY in host memory",
+                  registers=(
+        Register("BASE", 0x00, Access.RW, "Physical address of the ring"),
+        Register("SIZE", 0x04, Access.RW, "Entries in the ring, a power of two (0: queue off)", width=17),
+        Register("HEAD", 0x08, Access.RW, "Entries the host has consumed (free-running)"),
+        Register("TAIL", 0x0C, Access.RO, "Entries the card has written (free-running)"),
+        Register("CTRL", 0x10, Access.WO, "Commands", width=8, fields=(
+            Field("RESET", 0, doc="TAIL and OVERFLOW back to 0"),
+        )),
+        Register("STATUS", 0x14, Access.RO, "Status", width=8, fields=(
+            Field("OVERFLOW", 0, doc="an entry was lost because the ring was full"),
+        )),
+    )),
+))
+
+CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC, RING, VIA))

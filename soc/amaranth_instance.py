@@ -24,10 +24,13 @@ class AmaranthInstance:
 
     def __init__(self, signature, module_name, clock_domain="sys"):
         self.ports = {}
+        self._outputs = set()
         connections = {"i_clk": ClockSignal(clock_domain), "i_rst": ResetSignal(clock_domain)}
         for name, direction, width in port_list(signature):
             signal = Signal(width, name=name)
             self.ports[name] = signal
+            if direction == "o":
+                self._outputs.add(name)
             connections[f"{direction}_{name}"] = signal
         self.instance = Instance(module_name, **connections)
 
@@ -47,3 +50,24 @@ class AmaranthInstance:
             p["adr"].eq(bus.adr[:addr_width]), p["dat_w"].eq(bus.dat_w), p["sel"].eq(bus.sel),
             bus.dat_r.eq(p["dat_r"]), bus.ack.eq(p["ack"]), bus.err.eq(p["err"]),
         ]
+
+    def connect_wishbone_initiator(self, prefix, bus, addr_width):
+        """Statements joining the initiator port ``prefix`` (with ``cti``/``bte`` when it bursts) to
+        a LiteX wishbone.Interface (a slave)."""
+        p = self.group(prefix)
+        statements = [
+            bus.cyc.eq(p["cyc"]), bus.stb.eq(p["stb"]), bus.we.eq(p["we"]),
+            bus.adr.eq(p["adr"]), bus.dat_w.eq(p["dat_w"]), bus.sel.eq(p["sel"]),
+            p["dat_r"].eq(bus.dat_r), p["ack"].eq(bus.ack), p["err"].eq(bus.err),
+        ]
+        statements += [getattr(bus, name).eq(p[name]) for name in ("cti", "bte") if name in p]
+        return statements
+
+    def connect_stream(self, prefix, endpoint, payload):
+        """Statements joining the stream port ``prefix`` to a LiteX ``stream.Endpoint``; ``payload``
+        is the endpoint's fields concatenated in the order of the port's payload layout. The
+        direction follows the port's ``valid``."""
+        p = self.group(prefix)
+        if f"{prefix}__valid" in self._outputs:
+            return [endpoint.valid.eq(p["valid"]), p["ready"].eq(endpoint.ready), payload.eq(p["payload"])]
+        return [p["valid"].eq(endpoint.valid), endpoint.ready.eq(p["ready"]), p["payload"].eq(payload)]

@@ -2,10 +2,21 @@
 
 Targets (simulation, boards) derive from :class:`NumaviaSoC` and add their clocking, UART and
 host access. The card sits in VexRiscv's uncached I/O region, as the paper's card sat on PCI.
+``hostmem`` is RAM standing for the host's memory: the host (the CPU, or the host bridge) puts VIA
+descriptors and buffers there and the card reaches it through its DMA initiator. The same RAM is
+visible again at ``hostmem_uncached``, in the CPU's uncached I/O space: VexRiscv's data cache is
+not coherent with DMA, and a host CPU polling a descriptor should cost a memory read, not a
+whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`;
+the card's VIA engine owns the MAC.
 """
 
+from litex.gen import LiteXModule
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
+from litex.soc.interconnect import stream, wishbone
+
+from liteeth.common import eth_phy_description
+from liteeth.mac.core import LiteEthMACCore
 
 from numavia.gateware import regmap
 from numavia.gateware.card import CardConfig
@@ -13,19 +24,45 @@ from numavia.gateware.card import CardConfig
 from .card_core import CardCore
 
 
+class _MarkLastByte(LiteXModule):
+    """An 8-bit PHY whose received frames carry ``last_be`` as well as ``last``.
+
+    LiteEth's FCS checker only compares the CRC on a beat with ``last_be`` set, and for 8-bit PHYs
+    LiteEth 2024.12 derives ``last_be`` only after that checker: without this, frames with a bad
+    FCS would pass as good ones.
+    """
+
+    def __init__(self, phy):
+        self.dw = phy.dw
+        for name in ("tx_clk_freq", "rx_clk_freq", "integrated_ifg_inserter"):
+            if hasattr(phy, name):
+                setattr(self, name, getattr(phy, name))
+        self.sink = phy.sink
+        self.source = stream.Endpoint(eth_phy_description(phy.dw))
+        self.comb += [
+            phy.source.connect(self.source, omit={"last_be"}),
+            self.source.last_be.eq(phy.source.last),
+        ]
+
+
 class NumaviaSoC(SoCCore):
     mem_map = {
         **SoCCore.mem_map,
-        "card":   0x8000_0000,     # the card's registers
-        "shared": 0x9000_0000,     # the host port: every node's shared slice, then private memory
+        "hostmem":          0x6000_0000,   # RAM standing for host memory: the VIA engine DMAs here
+        "card":             0x8000_0000,   # the card's registers
+        "shared":           0x9000_0000,   # the host port: every node's shared slice, then private memory
+        "hostmem_uncached": 0xA000_0000,   # the same RAM as hostmem, uncached for the CPU
     }
 
     def __init__(self, platform, *, sys_clk_freq=100e6, card_config=None, cpu_variant="standard",
-                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, uart_name="serial",
-                 log=None, **kwargs):
-        card_config = card_config or CardConfig(clk_freq_hz=int(sys_clk_freq))
+                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, host_mem_size=0x40_0000,
+                 uart_name="serial", log=None, **kwargs):
+        card_config = card_config or CardConfig(clk_freq_hz=int(sys_clk_freq), host_mem_base=self.mem_map["hostmem"],
+                                                host_mem_size=host_mem_size)
         if card_config.clk_freq_hz != int(sys_clk_freq):
             raise ValueError("the card's clk_freq_hz must equal the SoC's sys_clk_freq")
+        if (card_config.host_mem_base, card_config.host_mem_size) != (self.mem_map["hostmem"], host_mem_size):
+            raise ValueError("the card's host memory window must be the SoC's hostmem region")
         SoCCore.__init__(self, platform, sys_clk_freq,
             ident                    = "Numavia node",
             cpu_type                 = "vexriscv",
@@ -35,7 +72,10 @@ class NumaviaSoC(SoCCore):
             integrated_sram_size     = sram_size,
             integrated_main_ram_size = main_ram_size,
             uart_name                = uart_name,
+            bus_bursting             = True,   # the card's DMA (and cache refills) stream a word a cycle
             **kwargs)
+
+        self._add_host_memory(host_mem_size)
 
         self.card = CardCore(platform, card_config, log=log)
         self.bus.add_slave("card", self.card.regs,
@@ -44,3 +84,28 @@ class NumaviaSoC(SoCCore):
         self.bus.add_slave("shared", self.card.window,
                            SoCRegion(origin=self.mem_map["shared"],
                                      size=card_config.address_map().window_bytes, cached=False))
+        self.bus.add_master("card_dma", self.card.dma)
+
+    def _add_host_memory(self, size):
+        """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""
+        self.hostmem = wishbone.SRAM(size, name="hostmem", bus=wishbone.Interface(
+            data_width=32, address_width=32, addressing="word", bursting=True))
+        windows = []
+        for name, cached in (("hostmem", True), ("hostmem_uncached", False)):
+            bus = wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True)
+            self.bus.add_slave(name, bus, SoCRegion(origin=self.mem_map[name], size=size, mode="rw",
+                                                    cached=cached))
+            windows.append(bus)
+        # The SoC bus serves one initiator at a time, so the windows never compete.
+        self.hostmem_windows = wishbone.Arbiter(windows, self.hostmem.bus)
+
+    def add_via_ethernet(self, phy):
+        """The LiteEth MAC core (preamble, FCS, padding, clock-domain crossing) between ``phy`` and
+        the card's 32-bit frame streams."""
+        if phy.dw == 8:
+            phy = self.via_phy_last_byte = _MarkLastByte(phy)
+        self.via_mac = LiteEthMACCore(phy, dw=32, with_preamble_crc=True, with_padding=True)
+        self.comb += [
+            self.card.eth_tx.connect(self.via_mac.sink),
+            self.via_mac.source.connect(self.card.eth_rx),
+        ]

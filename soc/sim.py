@@ -51,6 +51,8 @@ class SimConfig:
     nodes: int = 2
     cpu_variant: str = "standard"
     sys_clk_freq: int = 100_000_000
+    eth_clk_freq: int = 125_000_000     # GMII
+    host_mem_size: int = 0x40_0000      # the node's "hostmem" RAM (VIA buffers and descriptors)
 
     def __post_init__(self):
         if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
@@ -58,15 +60,18 @@ class SimConfig:
 
     def clock_periods_ps(self):
         """Period of every clock input of the node, sys first."""
-        return {"sys_clk": round(1e12 / self.sys_clk_freq)}
+        return {"sys_clk": round(1e12 / self.sys_clk_freq), "eth_clk": round(1e12 / self.eth_clk_freq)}
 
     def soc_params(self):
-        return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq}
+        return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq,
+                "host_mem_size": self.host_mem_size}
 
     def card_config(self):
         """The card every node carries (its address map is what host-port traces address)."""
         from numavia.gateware.card import CardConfig
-        return CardConfig(clk_freq_hz=self.sys_clk_freq)
+        from .card_soc import NumaviaSoC
+        return CardConfig(clk_freq_hz=self.sys_clk_freq, host_mem_base=NumaviaSoC.mem_map["hostmem"],
+                          host_mem_size=self.host_mem_size)
 
 
 def _tool_version(cmd):
@@ -100,7 +105,7 @@ def build_soc(config, log=print):
     def produce(folder):
         from .sim_target import build_node
         soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq,
-                          card_config=config.card_config(), log=log)
+                          host_mem_size=config.host_mem_size, card_config=config.card_config(), log=log)
         with _output_to(folder / "litex.log"):
             _, sources = build_node(folder, **soc_kwargs)
         # Sources inside the (temporary) build folder are recorded relative to it.
@@ -222,7 +227,11 @@ EXIT_REASONS = {0: "ok", 2: "bad harness arguments", 3: "cycle limit reached bef
 
 def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None,
                     serve=False, until_disconnect=False, quiet=False, progress=None, wall_limit=None,
-                    trace_dir=None, ring_delay=None, access_log=None, numa=False):
+                    trace_dir=None, ring_delay=None, access_log=None, numa=False, eth_delay=None, eth_loss=None,
+                    eth_corrupt=None, eth_seed=None):
+    """The simulator's command line. ``eth_*`` set the Ethernet switch between the nodes
+    (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss and corruption
+    probabilities, and the seed of the fault generator."""
     # The harness runs inside the run folder: every path it gets is absolute.
     cmd = [str(model), "--out-dir", str(Path(run_dir).resolve())]
     if access_log:
@@ -233,6 +242,10 @@ def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER
         cmd += ["--trace-dir", str(Path(trace_dir).resolve())]
     if ring_delay:
         cmd += ["--ring-delay", str(ring_delay)]
+    for option, value in (("--eth-delay", eth_delay), ("--eth-loss", eth_loss),
+                          ("--eth-corrupt", eth_corrupt), ("--eth-seed", eth_seed)):
+        if value is not None:
+            cmd += [option, str(value)]
     if wall_limit:
         cmd += ["--wall-limit", str(wall_limit)]
     if max_cycles:

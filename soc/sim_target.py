@@ -7,12 +7,17 @@ Several nodes are instantiated side by side by :mod:`numavia.soc.cluster`.
 
 import os
 
+from migen import ClockDomain, ClockDomainsRenamer, ResetSignal, Record
+from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.sim import SimPlatform as LiteXSimPlatform
 from litex.build.io import CRG
+from litex.gen import LiteXModule
 from litex.soc.integration.builder import Builder
 from litex.soc.interconnect import wishbone
+
+from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 
 from numavia.gateware import regmap
 from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
@@ -27,6 +32,13 @@ _io = [
     ("sys_rst", 0, Pins(1)),
     ("node_id_strap", 0, Pins(regmap.NODE_ID_BITS)),
     ("mode_strap", 0, Pins(8)),
+    ("eth_clk", 0, Pins(1)),          # 125 MHz GMII clock, shared by every node of the cluster
+    ("eth", 0,                        # GMII, joined to the other nodes by the harness (gmii_link.hpp)
+        Subsignal("tx_en",   Pins(1)),
+        Subsignal("tx_data", Pins(8)),
+        Subsignal("rx_dv",   Pins(1)),
+        Subsignal("rx_data", Pins(8)),
+    ),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -84,11 +96,33 @@ class SimPlatform(LiteXSimPlatform):
         return v_output.ns
 
 
+class SimGMIIPHY(LiteXModule):
+    """LiteEth's GMII transmitter and receiver on the simulation's eth_clk (no clock buffers)."""
+    dw = 8
+    tx_clk_freq = rx_clk_freq = 125e6
+
+    def __init__(self, clock, pads):
+        self.cd_eth_tx = ClockDomain()
+        self.cd_eth_rx = ClockDomain()
+        self.comb += [self.cd_eth_tx.clk.eq(clock), self.cd_eth_rx.clk.eq(clock)]
+        self.specials += [AsyncResetSynchronizer(self.cd_eth_tx, ResetSignal("sys")),
+                          AsyncResetSynchronizer(self.cd_eth_rx, ResetSignal("sys"))]
+        # The transmitter registers its outputs; the node's ports stay plain wires (the cluster
+        # generator wires `wire` ports), so it drives a copy of the pads.
+        tx_pads = Record([("tx_en", 1), ("tx_data", 8)])
+        self.comb += [pads.tx_en.eq(tx_pads.tx_en), pads.tx_data.eq(tx_pads.tx_data)]
+        self.tx = ClockDomainsRenamer("eth_tx")(LiteEthPHYGMIITX(tx_pads))
+        self.rx = ClockDomainsRenamer("eth_rx")(LiteEthPHYGMIIRX(pads))
+        self.sink, self.source = self.tx.sink, self.rx.source
+
+
 class SimNodeSoC(NumaviaSoC):
     def __init__(self, **kwargs):
         platform = SimPlatform()
         super().__init__(platform, uart_name="sim", **kwargs)
         self.crg = CRG(platform.request("sys_clk"), rst=platform.request("sys_rst"))
+        self.eth_phy = SimGMIIPHY(platform.request("eth_clk"), platform.request("eth"))
+        self.add_via_ethernet(self.eth_phy)
 
         self.comb += [self.card.node_id_strap.eq(platform.request("node_id_strap")),
                       self.card.mode_strap.eq(platform.request("mode_strap"))]

@@ -1,7 +1,6 @@
 """Shared helpers for tests that build and run the Verilator cluster model."""
 
-import socket
-
+from numavia.cluster_session import free_port_range  # noqa: F401 (re-exported for the tests)
 from numavia.soc import sim
 
 _builds = {}
@@ -14,20 +13,3 @@ def build(nodes=2, **kwargs):
         _builds[config] = sim.build_all(config, log=lambda message: None)
     return _builds[config]
 
-
-def free_port_range(count):
-    """A base port such that base .. base+count-1 are free on 127.0.0.1."""
-    for base in range(23000, 60000, 97):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")

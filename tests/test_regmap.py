@@ -82,3 +82,39 @@ def test_generation_is_deterministic(tmp_path):
     first = [p.read_bytes() for p in codegen.write_all(tmp_path / "a")]
     second = [p.read_bytes() for p in codegen.write_all(tmp_path / "b")]
     assert first == second
+
+
+# --- register arrays (the VIA block's VIs, completion queues, mailbox words) -------------------
+
+def test_array_checks_its_stride_and_the_block_checks_overlaps():
+    from numavia.gateware.regmap import RegisterArray
+    with pytest.raises(ValueError, match="outside the stride"):
+        RegisterArray("A", 0x0, 2, 0x8, "", registers=(Register("X", 0x8, Access.RW, ""),))
+    arr = RegisterArray("A", 0x10, 4, 0x8, "", registers=(Register("X", 0x4, Access.RW, ""),))
+    with pytest.raises(ValueError, match="overlap"):
+        Block("b", 0, 0x100, "", registers=(Register("R", 0x18, Access.RW, ""),), arrays=(arr,))
+    with pytest.raises(ValueError, match="outside the block"):
+        Block("b", 0, 0x20, "", arrays=(arr,))
+    assert arr.offset_of(3, "X") == 0x10 + 3 * 8 + 4
+    with pytest.raises(IndexError):
+        arr.offset_of(4, "X")
+
+
+def test_array_registers_in_the_generated_outputs(tmp_path):
+    header = codegen.c_header()
+    defines = dict(re.findall(r"#define (NV_\w+)\s+(0x[0-9a-f]+)u", header))
+    vi = regmap.VIA.array("VI")
+    assert int(defines["NV_VIA_VI_SQ_DOORBELL"], 16) == regmap.CARD.element_address("via", "VI", 0, "SQ_DOORBELL")
+    assert int(defines["NV_VIA_VI_STRIDE"], 16) == vi.stride
+    (tmp_path / "numavia_regs.h").write_text(header)
+    (tmp_path / "t.c").write_text('#include "numavia_regs.h"\n'
+                                  "int main(void){return NV_VIA_VI_RQ_DOORBELL_AT(3) == %du ? 0 : 1;}\n"
+                                  % regmap.CARD.element_address("via", "VI", 3, "RQ_DOORBELL"))
+    subprocess.run(["cc", "-Wall", "-Werror", "t.c", "-o", "t"], cwd=tmp_path, check=True)
+    assert subprocess.run([str(tmp_path / "t")]).returncode == 0
+    namespace = {}
+    exec(codegen.python_module(), namespace)
+    assert namespace["VIA_CQ_STRIDE"] == regmap.VIA.array("CQ").stride
+    doc = json.loads(codegen.regmap_json())
+    via = next(b for b in doc["blocks"] if b["name"] == "via")
+    assert {a["name"] for a in via["arrays"]} == {a.name for a in regmap.VIA.arrays}

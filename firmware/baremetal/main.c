@@ -2,6 +2,7 @@
 #include "numavia/core.h"
 #include "numavia/platform.h"
 #include "numavia_ucode.h"
+#include "numavia/via.h"
 
 #ifndef NV_FW_VERSION
 #define NV_FW_VERSION "dev"
@@ -17,8 +18,15 @@ int main(void)
         for (;;)
             ;
     }
+    static struct nv_via via;
+    status = nv_via_init(&via, info.node_id, info.clk_freq_hz);
+    if (status != NV_OK) {
+        nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
+        for (;;)
+            ;
+    }
     /* The simulation and the host utility wait for this line (NV_READY_MARKER). */
     nv_log(NV_READY_MARKER " (node %u)\n", info.node_id);
     for (;;)
-        ;
+        nv_via_poll(&via);   /* mailbox, management frames, connection timers */
 }

@@ -17,6 +17,29 @@ void nv_reg_write(uint32_t offset, uint32_t value)
     *(volatile uint32_t *)(CARD_BASE + offset) = value;
 }
 
+/* Host memory through its uncached window: a read sees what the card's DMA wrote, at the cost
+ * of one bus access (the cached window would need a whole-cache invalidation first). */
+static volatile uint32_t *host_word(uint32_t phys)
+{
+    return (volatile uint32_t *)(phys - HOSTMEM_BASE + HOSTMEM_UNCACHED_BASE);
+}
+
+uint32_t nv_host_read32(uint32_t phys)
+{
+    return *host_word(phys);
+}
+
+void nv_host_write32(uint32_t phys, uint32_t value)
+{
+    *host_word(phys) = value;
+}
+
+/* Nothing to do with the uncached window; kept for ports that read host memory through a cache
+ * (the data cache is write-through, so only reads can be stale). */
+void nv_host_sync(void)
+{
+}
+
 static int uart_putc(char c, FILE *file)
 {
     (void)file;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "fake_card.h"
+#include "fake_via.h"
 #include "numavia/platform.h"
 #include "numavia_regs.h"
 
@@ -18,9 +19,16 @@ void fake_card_reset(unsigned strap)
     fake.store_depth = 1024;
 }
 
+static int via_offset(uint32_t offset)
+{
+    return offset >= NV_VIA_BASE && offset < NV_VIA_BASE + 0x1000;
+}
+
 uint32_t nv_reg_read(uint32_t offset)
 {
     fake.reads++;
+    if (via_offset(offset))
+        return fake_via_read(offset);
     switch (offset) {
     case NV_CTRL_ID: return fake.id;
     case NV_CTRL_VERSION: return fake.version;
@@ -30,9 +38,13 @@ uint32_t nv_reg_read(uint32_t offset)
     case NV_CTRL_CTRL: return fake.ctrl;
     case NV_CTRL_STATUS:
         return (fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK) ? NV_CTRL_STATUS_READY_MASK : 0;
-    case NV_CTRL_CYCLES_LO:
+    case NV_CTRL_CYCLES_LO: {
+        /* Time passes as the firmware looks at it (1 us per read at 100 MHz), so its timeouts end. */
+        uint32_t lo = (uint32_t)fake.cycles;
         fake.cycles_hi_latch = (uint32_t)(fake.cycles >> 32);
-        return (uint32_t)fake.cycles;
+        fake.cycles += fake.cycles_per_read;
+        return lo;
+    }
     case NV_CTRL_CYCLES_HI: return fake.cycles_hi_latch;
     case NV_CTRL_CLK_FREQ_HZ: return 100000000u;
     case NV_CTRL_MODE_STRAP: return fake.mode_strap;
@@ -49,6 +61,10 @@ uint32_t nv_reg_read(uint32_t offset)
 void nv_reg_write(uint32_t offset, uint32_t value)
 {
     fake.writes++;
+    if (via_offset(offset)) {
+        fake_via_write(offset, value);
+        return;
+    }
     switch (offset) {
     case NV_CTRL_SCRATCH: fake.scratch = value; break;
     case NV_CTRL_NODE_ID:

@@ -16,6 +16,7 @@ struct fake_card {
     int node_id_ignores_writes;
     uint32_t ctrl;
     uint64_t cycles;
+    uint32_t cycles_per_read;  /* how far CYCLES moves at each read (0: it stands still) */
     uint32_t cycles_hi_latch;
     /* remote access controller: control store */
     uint64_t store[1024];

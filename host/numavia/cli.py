@@ -310,6 +310,61 @@ def cmd_bench_coherence(args):
     return 0
 
 
+def _size(text):
+    """A byte count: 4096, 0x1000, 64k, 1Mi."""
+    units = {"k": 1024, "ki": 1024, "m": 1024 * 1024, "mi": 1024 * 1024}
+    t = text.strip().lower()
+    for suffix in ("ki", "mi", "k", "m"):
+        if t.endswith(suffix):
+            t, scale = t[:-len(suffix)], units[suffix]
+            break
+    else:
+        scale = 1
+    try:
+        value = int(t, 0) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4, 64k, 1Mi)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _choices_list(choices):
+    def parse(text):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in choices]
+        if not items or bad:
+            raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(choices)}")
+        return items
+    return parse
+
+
+def _mtu_list(text):
+    from numavia.gateware import via_frame
+    try:
+        values = [int(t, 0) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of MTUs") from None
+    if not values or any(not via_frame.MTU_MIN <= v <= via_frame.MTU_JUMBO for v in values):
+        raise argparse.ArgumentTypeError(f"MTUs must be {via_frame.MTU_MIN}..{via_frame.MTU_JUMBO}")
+    return values
+
+
+def cmd_bench_via(args):
+    from numavia import bench_via
+    if args.min_size > args.max_size:
+        args.parser.error(f"--min-size {args.min_size} is larger than --max-size {args.max_size}")
+    if args.max_size > 2 * 1024 * 1024:
+        args.parser.error("--max-size is at most 2Mi (the simulated host memory holds 4 MiB)")
+    if args.eth_delay < 14:
+        args.parser.error("--eth-delay must be at least 14 cycles (the switch reads the destination first)")
+    args.command_line = None
+    paths = bench_via.main(args, _log)
+    for p in paths:
+        print(p)
+    return 0
+
+
 def _add_bench(sub):
     p = sub.add_parser("bench", help="benchmarks: figures from the simulated hardware, with the paper's beside them",
                        description="Run a benchmark on the cycle-accurate simulation and write its tables "
@@ -339,6 +394,28 @@ def _add_bench(sub):
     coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
     coh.add_argument("--out", default="results/coherence", help="results folder")
     coh.set_defaults(func=cmd_bench_coherence)
+
+    v = benches.add_parser("via", help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
+                         description="Latency and bandwidth of the VIA engine between two simulated nodes, "
+                                     "measured by the firmware's benchmark agents with the card's cycle counter. "
+                                     "Writes via_bench.csv, via_bench.md and via_bench.png to --out.")
+    ops = ("send", "write", "read", "send-stream", "write-stream")
+    v.add_argument("--ops", type=_choices_list(ops), default=list(ops),
+                   help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
+                        "write-stream (default all)")
+    v.add_argument("--mtu", type=_mtu_list, default=[1500, 9000], help="MTUs, comma separated (default 1500,9000)")
+    v.add_argument("--min-size", type=_size, default=4, help="smallest message (default 4)")
+    v.add_argument("--max-size", type=_size, default=1024 * 1024, help="largest message (default 1Mi)")
+    v.add_argument("--perturbation", type=_size, default=0,
+                   help="also measure each power of two +- this many bytes (NetPIPE style; default 0)")
+    v.add_argument("--iterations", type=_positive, default=20,
+                   help="round trips per point for small messages (large ones use fewer, at least 2)")
+    v.add_argument("--eth-delay", type=_positive, default=50, metavar="CYCLES",
+                   help="Ethernet PHY+cable delay in 125 MHz cycles (default 50 = 400 ns)")
+    v.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="wall-time limit for one measurement (default 900)")
+    v.add_argument("--out", default="results/via", help="output folder (default results/via)")
+    v.set_defaults(func=cmd_bench_via, parser=v)
 
 
 # --- numavia demo --------------------------------------------------------------------------------

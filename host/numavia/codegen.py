@@ -6,6 +6,8 @@
 * ``numavia_sci.h``: the SCI packet format, commands and coherence states (from ``sci_packet.py``);
 * ``numavia_ucode.h`` and ``sci_ucode.lst``: the assembled SCI microcode for the firmware, and its
   listing.
+* ``numavia_via.h`` / ``numavia_via.py``: the VIA formats (descriptor, ATT, wire header, mailbox,
+  management messages) as offsets, sizes, bit masks and constants, from the ``via_*`` modules.
 
 Output is deterministic: the same definitions give the same bytes.
 """
@@ -13,9 +15,15 @@ Output is deterministic: the same definitions give the same bytes.
 import json
 from pathlib import Path
 
-from numavia.gateware import regmap
+from numavia.gateware import (bytestruct, coherence, regmap, sci_packet, via_att, via_descriptor, via_frame,
+                              via_mailbox)
 
 _HEADER_NOTE = "Generated from gateware/regmap.py by numavia.codegen: do not edit."
+_VIA_NOTE = "Generated from gateware/via_*.py by numavia.codegen: do not edit."
+
+#: The definition modules every generated file depends on (build caches key on them).
+SOURCES = tuple(Path(mod.__file__) for mod in (regmap, coherence, sci_packet, bytestruct, via_att, via_descriptor,
+                                               via_frame, via_mailbox)) + (Path(__file__),)
 
 
 def _c_name(*parts):
@@ -23,17 +31,39 @@ def _c_name(*parts):
 
 
 def _register_symbols(rmap):
-    """(symbol, value, comment) for every block, register and field of ``rmap``."""
+    """(symbol, value, comment) for every block, register and field of ``rmap``.
+
+    A register of an array gets the address of element 0; ``<ARRAY>_STRIDE`` steps to the others.
+    """
     for block in rmap.blocks:
         yield _c_name(block.name, "BASE"), block.base, f"block {block.name}: {block.doc}"
         for reg in block.registers:
-            addr = block.base + reg.offset
-            yield _c_name(block.name, reg.name), addr, f"{reg.access.value}: {reg.doc}"
-            if reg.reset:
-                yield _c_name(block.name, reg.name, "RESET"), reg.reset, None
-            for f in reg.fields:
-                yield _c_name(block.name, reg.name, f.name, "SHIFT"), f.lsb, f.doc or None
-                yield _c_name(block.name, reg.name, f.name, "MASK"), f.mask, None
+            yield from _one_register(block.name, reg, block.base + reg.offset)
+        for array in block.arrays:
+            yield _c_name(block.name, array.name, "BASE"), block.base + array.offset, f"array: {array.doc}"
+            yield _c_name(block.name, array.name, "STRIDE"), array.stride, None
+            yield _c_name(block.name, array.name, "CAPACITY"), array.count, "elements the map reserves"
+            for reg in array.registers:
+                yield from _one_register(f"{block.name}_{array.name}", reg, block.base + array.offset + reg.offset)
+
+
+def _one_register(prefix, reg, addr):
+    yield _c_name(prefix, reg.name), addr, f"{reg.access.value}: {reg.doc}"
+    if reg.reset:
+        yield _c_name(prefix, reg.name, "RESET"), reg.reset, None
+    for f in reg.fields:
+        yield _c_name(prefix, reg.name, f.name, "SHIFT"), f.lsb, f.doc or None
+        yield _c_name(prefix, reg.name, f.name, "MASK"), f.mask, None
+
+
+def _array_macros(rmap):
+    """C macros ``NV_<BLOCK>_<ARRAY>_<REG>_AT(i)``: the register of element ``i``."""
+    for block in rmap.blocks:
+        for array in block.arrays:
+            for reg in array.registers:
+                name = _c_name(block.name, array.name, reg.name)
+                yield (f"#define {name}_AT(i) ({name} + (uint32_t)(i) * "
+                       f"{_c_name(block.name, array.name, 'STRIDE')})")
 
 
 def _constants():
@@ -49,18 +79,21 @@ def _constants():
     ]
 
 
+def _c_define(symbol, value, comment):
+    text = f"#define {symbol:<44} 0x{value:08x}u"
+    return text + (f"  /* {comment} */" if comment else "")
+
+
 def c_header():
-    lines = [f"/* {_HEADER_NOTE} */", "#ifndef NUMAVIA_REGS_H", "#define NUMAVIA_REGS_H", ""]
-
-    def emit(symbol, value, comment):
-        text = f"#define {symbol:<44} 0x{value:08x}u"
-        lines.append(text + (f"  /* {comment} */" if comment else ""))
-
+    lines = [f"/* {_HEADER_NOTE} */", "#ifndef NUMAVIA_REGS_H", "#define NUMAVIA_REGS_H", "",
+             "#include <stdint.h>", ""]
     for item in _constants():
-        emit(*item)
+        lines.append(_c_define(*item))
     lines.append("")
     for item in _register_symbols(regmap.CARD):
-        emit(*item)
+        lines.append(_c_define(*item))
+    lines.append("")
+    lines += list(_array_macros(regmap.CARD))
     lines += ["", "#endif /* NUMAVIA_REGS_H */", ""]
     return "\n".join(lines)
 
@@ -73,15 +106,19 @@ def python_module():
 
 
 def regmap_json():
+    def registers(regs):
+        return [{
+            "name": r.name, "offset": r.offset, "access": r.access.value, "width": r.width,
+            "reset": r.reset, "doc": r.doc,
+            "fields": [{"name": f.name, "lsb": f.lsb, "width": f.width, "doc": f.doc} for f in r.fields],
+        } for r in regs]
+
     def block(b):
         return {
             "name": b.name, "base": b.base, "size": b.size, "doc": b.doc,
-            "registers": [{
-                "name": r.name, "offset": r.offset, "access": r.access.value, "width": r.width,
-                "reset": r.reset, "doc": r.doc,
-                "fields": [{"name": f.name, "lsb": f.lsb, "width": f.width, "doc": f.doc}
-                           for f in r.fields],
-            } for r in b.registers],
+            "registers": registers(b.registers),
+            "arrays": [{"name": a.name, "offset": a.offset, "count": a.count, "stride": a.stride,
+                        "doc": a.doc, "registers": registers(a.registers)} for a in b.arrays],
         }
 
     doc = {
@@ -97,7 +134,7 @@ def regmap_json():
 
 def sci_header():
     """SCI packet format, commands and coherence states for C (firmware, tools)."""
-    from numavia.gateware import coherence, sci_packet as sp
+    sp = sci_packet
     lines = [f"/* {_HEADER_NOTE.replace('regmap.py', 'sci_packet.py and coherence.py')} */",
              "#ifndef NUMAVIA_SCI_H", "#define NUMAVIA_SCI_H", ""]
     lines += [f"#define NV_SCI_HEADER_SYMBOLS {sp.HEADER_SYMBOLS}u",
@@ -125,6 +162,84 @@ def microcode_program():
     from numavia.gateware.microcode.assembler import assemble
     source = Path(regmap.__file__).parent / "microcode" / "sci.uasm"
     return assemble(source.read_text(), "gateware/microcode/sci.uasm")
+# --- VIA formats ----------------------------------------------------------------------------------
+
+VIA_STRUCTS = (via_descriptor.CONTROL_SEGMENT, via_descriptor.ADDRESS_SEGMENT, via_descriptor.DATA_SEGMENT,
+               via_descriptor.CQ_ENTRY, via_att.L1_ENTRY, via_att.L2_ENTRY, via_frame.HEADER,
+               via_mailbox.MGMT_MESSAGE)
+VIA_CONSTANT_GROUPS = (via_descriptor.CONTROL_OP, via_descriptor.STATUS_OP, via_frame.OP, via_frame.NAK,
+                       via_mailbox.RESULT, via_mailbox.BENCH_OP, via_mailbox.MGMT_TYPE)
+
+
+def _via_symbols():
+    """(symbol, value, comment) of every VIA format definition."""
+    yield "NV_DESCRIPTOR_ALIGN", via_descriptor.DESCRIPTOR_ALIGN, "descriptor alignment in host memory"
+    yield "NV_DESC_STATUS_ERROR_MASK", via_descriptor.STATUS_ERROR_MASK, "every error bit of STATUS"
+    yield "NV_ATT_PAGE_SHIFT", via_att.PAGE_SHIFT, "ATT page size is 1 << this"
+    yield "NV_ATT_PAGE_SIZE", via_att.PAGE_SIZE, None
+    yield "NV_ATT_L1_WORDS", via_att.L1_WORDS, "32-bit words per level-1 entry"
+    yield "NV_ATT_L1_STRIDE_WORDS", via_att.L1_STRIDE_WORDS, "ATT_ADDR words between level-1 entries"
+    yield "NV_ETHERTYPE", via_frame.ETHERTYPE, "IEEE local experimental EtherType"
+    yield "NV_FRAME_VIA_HEADER_SIZE", via_frame.VIA_HEADER_SIZE, "VIA header bytes in the Ethernet payload"
+    yield "NV_MGMT_PAYLOAD_MAX", via_frame.MGMT_PAYLOAD_MAX, "bytes of a management frame's payload"
+    yield "NV_MTU_DEFAULT", via_frame.MTU_DEFAULT, None
+    yield "NV_MTU_JUMBO", via_frame.MTU_JUMBO, None
+    yield "NV_MTU_MIN", via_frame.MTU_MIN, None
+    yield "NV_MBOX_NONE", via_mailbox.NONE, "an absent optional argument"
+    for name, value in regmap.VI_STATES:
+        yield f"NV_VI_STATE_{name}", value, None
+    for struct in VIA_STRUCTS:
+        yield from _struct_symbols(struct)
+    for group in VIA_CONSTANT_GROUPS:
+        for name, value, doc in group.values:
+            yield _c_name(group.name, name), value, doc or None
+    for cmd in via_mailbox.COMMANDS:
+        yield _c_name("MBOX", cmd.name), cmd.code, cmd.doc
+        for i, arg in enumerate(cmd.args):
+            yield _c_name("MBOX", cmd.name, "ARG", arg), i, None
+        for i, res in enumerate(cmd.results):
+            yield _c_name("MBOX", cmd.name, "RES", res), i, None
+
+
+def _struct_symbols(struct):
+    yield _c_name(struct.name, "SIZE"), struct.size, struct.doc
+    for f in struct.ordered_fields():
+        yield _c_name(struct.name, f.name, "OFFSET"), f.offset, f.doc or None
+        yield _c_name(struct.name, f.name, "BYTES"), f.size, None
+        for b in f.bits:
+            yield _c_name(struct.name, f.name, b.name, "SHIFT"), b.lsb, b.doc or None
+            yield _c_name(struct.name, f.name, b.name, "MASK"), b.mask, None
+
+
+def via_c_header():
+    lines = [f"/* {_VIA_NOTE} */", "#ifndef NUMAVIA_VIA_H", "#define NUMAVIA_VIA_H", ""]
+    lines += [_c_define(*item) for item in _via_symbols()]
+    lines += ["", "#endif /* NUMAVIA_VIA_H */", ""]
+    return "\n".join(lines)
+
+
+def via_python_module():
+    """Standalone module: the constants, plus ``STRUCTS`` and ``encode``/``decode`` for the records."""
+    lines = [f'"""{_VIA_NOTE}"""', ""]
+    for symbol, value, comment in _via_symbols():
+        lines.append(f"{symbol[3:]} = {value:#x}" + (f"  # {comment}" if comment else ""))
+    lines += ["", "# name: (size, {field: (offset, size)})", "STRUCTS = {"]
+    for struct in VIA_STRUCTS:
+        fields = ", ".join(f"{f.name!r}: ({f.offset}, {f.size})" for f in struct.ordered_fields())
+        lines.append(f"    {struct.name!r}: ({struct.size}, {{{fields}}}),")
+    lines += ["}", "", "",
+              "def encode(struct, **values):",
+              "    size, fields = STRUCTS[struct]",
+              "    data = bytearray(size)",
+              "    for name, value in values.items():",
+              "        offset, width = fields[name]",
+              "        data[offset:offset + width] = int(value).to_bytes(width, 'little')",
+              "    return bytes(data)", "", "",
+              "def decode(struct, data):",
+              "    size, fields = STRUCTS[struct]",
+              "    return {name: int.from_bytes(bytes(data[o:o + w]), 'little') for name, (o, w) in fields.items()}",
+              ""]
+    return "\n".join(lines)
 
 
 OUTPUTS = {
@@ -134,6 +249,8 @@ OUTPUTS = {
     "numavia_sci.h": sci_header,
     "numavia_ucode.h": lambda: microcode_program().c_array(),
     "sci_ucode.lst": lambda: microcode_program().listing,
+    "numavia_via.h": via_c_header,
+    "numavia_via.py": via_python_module,
 }
 
 

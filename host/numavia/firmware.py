@@ -37,7 +37,7 @@ def build_firmware(soc_dir, log=print):
         raise FirmwareError(f"{CROSS_GCC} not found: run `make setup` (Debian gcc-riscv64-unknown-elf)")
     sources = (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
                buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile")) +
-               [Path(regmap.__file__), Path(codegen.__file__)] +
+               [Path(regmap.__file__), *codegen.SOURCES] +
                buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
     key = buildcache.digest(sources, params={"soc": Path(soc_dir).name, "version": __version__,
                                              "gcc": _gcc_version()})

@@ -27,6 +27,7 @@
 #include "etherbone_server.hpp"
 #include "ring_link.hpp"
 #include "trace_player.hpp"
+#include "gmii_link.hpp"
 
 namespace {
 
@@ -49,6 +50,7 @@ struct Options {
     unsigned ring_delay = 4;          // cycles per ring hop (link + cable)
     double ring_flip_rate = 0;        // probability of a bit flip per ring symbol
     uint64_t seed = 1;
+    GmiiLinkOptions eth;              // --eth-*: the Ethernet switch between the nodes
 };
 
 [[noreturn]] void usage(const char *msg) {
@@ -58,7 +60,8 @@ struct Options {
         "                        [--bridge-port PORT] [--serve] [--quiet] [--progress N]\n"
         "                        [--wall-limit SECONDS] [--ring-delay N] [--ring-flip-rate F]\n"
         "                        [--seed N] [--trace-dir DIR] [--access-log FILE] [--numa]\n"
-        "                        [--until-disconnect]\n", msg);
+        "                        [--until-disconnect] [--eth-delay CYCLES] [--eth-loss P]\n"
+        "                        [--eth-corrupt P] [--eth-seed N]\n", msg);
     std::exit(2);
 }
 
@@ -85,6 +88,10 @@ Options parse(int argc, char **argv) {
         else if (a == "--trace-dir") o.trace_dir = value();
         else if (a == "--access-log") o.access_log = value();
         else if (a == "--numa") o.numa = true;
+        else if (GmiiLinkOptions::accepts(a)) {
+            std::string error;
+            if (!o.eth.set(a, value(), error)) usage(error.c_str());
+        }
         else if (a.rfind("+verilator+", 0) == 0) continue;
         else usage(("unknown argument " + a).c_str());
     }
@@ -150,6 +157,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NV_NODES; i++) ring_pins.push_back({nodes[i].ring_tx, nodes[i].ring_rx});
     Ring ring(ring_pins, opt.ring_delay, opt.ring_flip_rate, opt.seed);
     sys.add(&ring);
+    GmiiSwitch<NodePorts> eth_link(nodes, NV_NODES, opt.eth, opt.out_dir + "/eth_link.json");
+    for (auto &d : domains)
+        if (std::string(d.spec().name) == "eth") d.add(&eth_link);
     if (opt.bridge_port)
         std::fprintf(stderr, "sim: host bridges on 127.0.0.1:%d..%d\n", opt.bridge_port,
                      opt.bridge_port + NV_NODES - 1);

@@ -1,6 +1,7 @@
 /* Zephyr port of the platform interface: the card's window comes from the devicetree. */
 #include <stdarg.h>
 
+#include <zephyr/cache.h>
 #include <zephyr/devicetree.h>
 #include <zephyr/sys/printk.h>
 #include <zephyr/sys/sys_io.h>
@@ -26,4 +27,19 @@ void nv_log(const char *fmt, ...)
     va_start(ap, fmt);
     vprintk(fmt, ap);
     va_end(ap);
+}
+
+uint32_t nv_host_read32(uint32_t phys)
+{
+    return sys_read32(phys);
+}
+
+void nv_host_write32(uint32_t phys, uint32_t value)
+{
+    sys_write32(value, phys);
+}
+
+void nv_host_sync(void)
+{
+    sys_cache_data_invd_all();
 }

@@ -1,0 +1,322 @@
+/* VIA protocol manager: engine set-up, the mailbox, protection tags, completion queues, VIs. */
+#include <stddef.h>
+#include <string.h>
+
+#include "numavia/platform.h"
+#include "numavia/via.h"
+#include "numavia_regs.h"
+#include "numavia_via.h"
+#include "via_internal.h"
+
+void nv_put_field(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value)
+{
+    for (unsigned i = 0; i < bytes; i++) {
+        unsigned at = offset + i;
+        words[at / 4] &= ~(0xffu << (8 * (at % 4)));
+        words[at / 4] |= (uint32_t)((value >> (8 * i)) & 0xff) << (8 * (at % 4));
+    }
+}
+
+uint64_t nv_get_field(const uint32_t *words, unsigned offset, unsigned bytes)
+{
+    uint64_t value = 0;
+    for (unsigned i = 0; i < bytes; i++) {
+        unsigned at = offset + i;
+        value |= (uint64_t)((words[at / 4] >> (8 * (at % 4))) & 0xff) << (8 * i);
+    }
+    return value;
+}
+
+uint64_t nv_via_now_us(const struct nv_via *via)
+{
+    return nv_card_cycles() / (via->clk_freq_hz / 1000000u);
+}
+
+uint64_t nv_via_deadline(const struct nv_via *via, uint32_t us)
+{
+    return nv_card_cycles() + (uint64_t)us * (via->clk_freq_hz / 1000000u);
+}
+
+int nv_via_expired(uint64_t deadline)
+{
+    return nv_card_cycles() >= deadline;
+}
+
+unsigned nv_via_vi_state(unsigned vi)
+{
+    return (nv_reg_read(NV_VIA_VI_STATE_AT(vi)) & NV_VIA_VI_STATE_STATE_MASK) >> NV_VIA_VI_STATE_STATE_SHIFT;
+}
+
+/* Fail a VI and wait until the engine has flushed its queues, then return it to IDLE. */
+uint32_t nv_via_reset_vi(struct nv_via *via, unsigned vi)
+{
+    nv_reg_write(NV_VIA_VI_CMD_AT(vi), NV_VIA_VI_CMD_FAIL_MASK);
+    uint64_t deadline = nv_via_deadline(via, NV_VIA_FLUSH_TIMEOUT_US);
+    while (nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(vi)) != 0) {
+        if (nv_via_expired(deadline)) {
+            nv_log("via: VI %u: queues did not drain\n", vi);
+            return NV_VIP_ERROR;
+        }
+    }
+    nv_reg_write(NV_VIA_VI_CMD_AT(vi), NV_VIA_VI_CMD_RESET_MASK);
+    return NV_VIP_SUCCESS;
+}
+
+nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz)
+{
+    if (via == NULL || clk_freq_hz < 1000000u)
+        return NV_ERR_ARG;
+    memset(via, 0, sizeof *via);
+    via->node_id = node_id;
+    via->clk_freq_hz = clk_freq_hz;
+    via->vis = nv_reg_read(NV_VIA_VI_COUNT);
+    via->cqs = nv_reg_read(NV_VIA_CQ_COUNT);
+    via->queue_depth = nv_reg_read(NV_VIA_QUEUE_DEPTH);
+    via->max_segments = nv_reg_read(NV_VIA_MAX_SEGMENTS);
+    via->att_regions = nv_reg_read(NV_VIA_ATT_REGIONS);
+    via->att_pages = nv_reg_read(NV_VIA_ATT_PAGES);
+    via->max_mtu = nv_reg_read(NV_VIA_MAX_MTU);
+    via->host_base = nv_reg_read(NV_VIA_HOST_MEM_BASE);
+    via->host_size = nv_reg_read(NV_VIA_HOST_MEM_SIZE);
+    if (via->vis == 0 || via->vis > NV_VIA_MAX_VIS || via->cqs > NV_VIA_MAX_CQS ||
+        via->att_regions > NV_VIA_MAX_REGIONS || via->att_pages > NV_VIA_MAX_PAGES)
+        return NV_ERR_RANGE;
+    for (unsigned i = 0; i < via->att_regions; i++) {   /* no stale regions from before a reset */
+        nv_reg_write(NV_VIA_ATT_ADDR, i * NV_ATT_L1_STRIDE_WORDS + NV_ATT_L1_ATTRIBUTES_OFFSET / 4);
+        nv_reg_write(NV_VIA_ATT_WDATA, 0);   /* clears VALID (and the tag sharing its word) */
+    }
+    for (unsigned i = 0; i < via->cqs; i++) {
+        nv_reg_write(NV_VIA_CQ_SIZE_AT(i), 0);
+        nv_reg_write(NV_VIA_CQ_CTRL_AT(i), NV_VIA_CQ_CTRL_RESET_MASK);
+    }
+    for (unsigned i = 0; i < via->vis; i++)
+        nv_reg_write(NV_VIA_VI_CMD_AT(i), NV_VIA_VI_CMD_RESET_MASK);
+    via->mbox_seq = (nv_reg_read(NV_VIA_MBOX_CMD) & NV_VIA_MBOX_CMD_SEQ_MASK) >> NV_VIA_MBOX_CMD_SEQ_SHIFT;
+    nv_reg_write(NV_VIA_CTRL, NV_VIA_CTRL_ENABLE_MASK);
+    nv_log("via: %u VIs, %u CQs, queues of %u, %u segments, MTU up to %u, ATT %u regions / %u pages\n",
+           via->vis, via->cqs, via->queue_depth, via->max_segments, via->max_mtu, via->att_regions,
+           via->att_pages);
+    return NV_OK;
+}
+
+/* --- protection tags, completion queues, VIs ------------------------------------------------ */
+
+static int ptag_valid(const struct nv_via *via, uint32_t ptag)
+{
+    return ptag >= 1 && ptag <= NV_VIA_MAX_PTAGS && (via->ptags & (1u << (ptag - 1)));
+}
+
+static uint32_t create_ptag(struct nv_via *via, uint32_t *ptag)
+{
+    for (unsigned i = 0; i < NV_VIA_MAX_PTAGS; i++) {
+        if (!(via->ptags & (1u << i))) {
+            via->ptags |= 1u << i;
+            *ptag = i + 1;
+            return NV_VIP_SUCCESS;
+        }
+    }
+    return NV_VIP_ERROR_RESOURCE;
+}
+
+static uint32_t destroy_ptag(struct nv_via *via, uint32_t ptag)
+{
+    if (!ptag_valid(via, ptag))
+        return NV_VIP_INVALID_PTAG;
+    for (unsigned i = 0; i < via->vis; i++)
+        if (via->vi[i].used && via->vi[i].ptag == ptag)
+            return NV_VIP_INVALID_STATE;
+    for (unsigned i = 0; i < via->att_regions; i++)
+        if (via->regions[i].used && via->regions[i].ptag == ptag)
+            return NV_VIP_INVALID_STATE;
+    via->ptags &= ~(1u << (ptag - 1));
+    return NV_VIP_SUCCESS;
+}
+
+int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
+{
+    return addr >= via->host_base && length <= via->host_size &&
+           addr - via->host_base <= via->host_size - length;
+}
+
+static uint32_t create_cq(struct nv_via *via, uint32_t base, uint32_t entries, uint32_t *cq)
+{
+    if (entries < 2 || entries > 65536 || (entries & (entries - 1)) || (base & 7) ||
+        !nv_via_host_range(via, base, entries * NV_CQ_ENTRY_SIZE))
+        return NV_VIP_INVALID_PARAMETER;
+    for (unsigned i = 0; i < via->cqs; i++) {
+        if (!(via->cqs_used & (1u << i))) {
+            via->cqs_used |= 1u << i;
+            nv_reg_write(NV_VIA_CQ_SIZE_AT(i), 0);
+            nv_reg_write(NV_VIA_CQ_BASE_AT(i), base);
+            nv_reg_write(NV_VIA_CQ_HEAD_AT(i), 0);
+            nv_reg_write(NV_VIA_CQ_CTRL_AT(i), NV_VIA_CQ_CTRL_RESET_MASK);
+            nv_reg_write(NV_VIA_CQ_SIZE_AT(i), entries);
+            *cq = i;
+            return NV_VIP_SUCCESS;
+        }
+    }
+    return NV_VIP_ERROR_RESOURCE;
+}
+
+static int cq_valid(const struct nv_via *via, uint32_t cq)
+{
+    return cq < via->cqs && (via->cqs_used & (1u << cq));
+}
+
+static uint32_t destroy_cq(struct nv_via *via, uint32_t cq)
+{
+    if (!cq_valid(via, cq))
+        return NV_VIP_INVALID_PARAMETER;
+    for (unsigned i = 0; i < via->vis; i++) {
+        if (!via->vi[i].used)
+            continue;
+        uint32_t bind = nv_reg_read(NV_VIA_VI_CQ_BIND_AT(i));
+        if (((bind & NV_VIA_VI_CQ_BIND_SEND_EN_MASK) &&
+             ((bind & NV_VIA_VI_CQ_BIND_SEND_CQ_MASK) >> NV_VIA_VI_CQ_BIND_SEND_CQ_SHIFT) == cq) ||
+            ((bind & NV_VIA_VI_CQ_BIND_RECV_EN_MASK) &&
+             ((bind & NV_VIA_VI_CQ_BIND_RECV_CQ_MASK) >> NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT) == cq))
+            return NV_VIP_INVALID_STATE;
+    }
+    nv_reg_write(NV_VIA_CQ_SIZE_AT(cq), 0);
+    via->cqs_used &= ~(1u << cq);
+    return NV_VIP_SUCCESS;
+}
+
+static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq, uint32_t *vi)
+{
+    if (!ptag_valid(via, ptag))
+        return NV_VIP_INVALID_PTAG;
+    if ((send_cq != NV_MBOX_NONE && !cq_valid(via, send_cq)) || (recv_cq != NV_MBOX_NONE && !cq_valid(via, recv_cq)))
+        return NV_VIP_INVALID_PARAMETER;
+    for (unsigned i = 0; i < via->vis; i++) {
+        if (via->vi[i].used)
+            continue;
+        if (nv_via_vi_state(i) != NV_VI_STATE_IDLE || nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(i)) != 0)
+            continue;   /* not clean yet (a disconnect still draining) */
+        memset(&via->vi[i], 0, sizeof via->vi[i]);
+        via->vi[i].used = 1;
+        via->vi[i].ptag = (uint16_t)ptag;
+        uint32_t bind = 0;
+        if (send_cq != NV_MBOX_NONE)
+            bind |= send_cq << NV_VIA_VI_CQ_BIND_SEND_CQ_SHIFT | NV_VIA_VI_CQ_BIND_SEND_EN_MASK;
+        if (recv_cq != NV_MBOX_NONE)
+            bind |= recv_cq << NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT | NV_VIA_VI_CQ_BIND_RECV_EN_MASK;
+        nv_reg_write(NV_VIA_VI_PTAG_AT(i), ptag);
+        nv_reg_write(NV_VIA_VI_CQ_BIND_AT(i), bind);
+        nv_reg_write(NV_VIA_VI_PEER_AT(i), 0);
+        *vi = i;
+        return NV_VIP_SUCCESS;
+    }
+    return NV_VIP_ERROR_RESOURCE;
+}
+
+int nv_via_vi_valid(const struct nv_via *via, uint32_t vi)
+{
+    return vi < via->vis && via->vi[vi].used;
+}
+
+static uint32_t destroy_vi(struct nv_via *via, uint32_t vi)
+{
+    if (!nv_via_vi_valid(via, vi))
+        return NV_VIP_INVALID_PARAMETER;
+    if (via->vi[vi].conn != NV_CONN_NONE || nv_via_vi_state(vi) != NV_VI_STATE_IDLE ||
+        nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(vi)) != 0)
+        return NV_VIP_INVALID_STATE;
+    nv_reg_write(NV_VIA_VI_CQ_BIND_AT(vi), 0);
+    via->vi[vi].used = 0;
+    return NV_VIP_SUCCESS;
+}
+
+/* --- the mailbox ----------------------------------------------------------------------------- */
+
+#define ARG(cmd, name) args[NV_MBOX_##cmd##_ARG_##name]
+#define RES(cmd, name) args[NV_MBOX_##cmd##_RES_##name]
+
+uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
+{
+    switch (code) {
+    case NV_MBOX_NOP:
+        return NV_VIP_SUCCESS;
+    case NV_MBOX_CREATE_PTAG:
+        return create_ptag(via, &RES(CREATE_PTAG, PTAG));
+    case NV_MBOX_DESTROY_PTAG:
+        return destroy_ptag(via, ARG(DESTROY_PTAG, PTAG));
+    case NV_MBOX_REGISTER_MEM: {
+        uint64_t va = (uint64_t)ARG(REGISTER_MEM, VA_HI) << 32 | ARG(REGISTER_MEM, VA_LO);
+        return nv_via_register_mem(via, va, ARG(REGISTER_MEM, LENGTH), ARG(REGISTER_MEM, PTAG),
+                                   ARG(REGISTER_MEM, ATTRIBUTES), ARG(REGISTER_MEM, PAGE_LIST),
+                                   ARG(REGISTER_MEM, PAGE_COUNT), &RES(REGISTER_MEM, HANDLE));
+    }
+    case NV_MBOX_DEREGISTER_MEM:
+        return nv_via_deregister_mem(via, ARG(DEREGISTER_MEM, HANDLE));
+    case NV_MBOX_CREATE_CQ:
+        return create_cq(via, ARG(CREATE_CQ, BASE), ARG(CREATE_CQ, ENTRIES), &RES(CREATE_CQ, CQ));
+    case NV_MBOX_DESTROY_CQ:
+        return destroy_cq(via, ARG(DESTROY_CQ, CQ));
+    case NV_MBOX_CREATE_VI:
+        return create_vi(via, ARG(CREATE_VI, PTAG), ARG(CREATE_VI, SEND_CQ), ARG(CREATE_VI, RECV_CQ),
+                         &RES(CREATE_VI, VI));
+    case NV_MBOX_DESTROY_VI:
+        return destroy_vi(via, ARG(DESTROY_VI, VI));
+    case NV_MBOX_CONNECT_REQUEST:
+    case NV_MBOX_CONNECT_STATUS:
+    case NV_MBOX_CONNECT_WAIT:
+    case NV_MBOX_CONNECT_ACCEPT:
+    case NV_MBOX_CONNECT_REJECT:
+    case NV_MBOX_DISCONNECT:
+        return nv_via_connection_command(via, code, args);
+    case NV_MBOX_BENCH: {
+        struct nv_bench_args a = {
+            .role = ARG(BENCH, ROLE), .op = ARG(BENCH, OP), .vi = ARG(BENCH, VI), .size = ARG(BENCH, SIZE),
+            .iterations = ARG(BENCH, ITERATIONS),
+            .buf_va = (uint64_t)ARG(BENCH, BUF_VA_HI) << 32 | ARG(BENCH, BUF_VA_LO),
+            .buf_handle = ARG(BENCH, BUF_HANDLE), .buf_pa = ARG(BENCH, BUF_PA),
+            .remote_va = (uint64_t)ARG(BENCH, REMOTE_VA_HI) << 32 | ARG(BENCH, REMOTE_VA_LO),
+            .remote_handle = ARG(BENCH, REMOTE_HANDLE), .desc = ARG(BENCH, DESC),
+            .timeout_us = ARG(BENCH, TIMEOUT_US),
+        };
+        struct nv_bench_result r;
+        uint32_t result = nv_via_bench(via, &a, &r);
+        RES(BENCH, CYCLES_LO) = (uint32_t)r.cycles;
+        RES(BENCH, CYCLES_HI) = (uint32_t)(r.cycles >> 32);
+        RES(BENCH, POST_RECV_CYCLES) = r.post_recv_cycles;
+        RES(BENCH, POST_RECVS) = r.post_recvs;
+        RES(BENCH, POLLS) = r.polls;
+        return result;
+    }
+    }
+    return NV_VIP_INVALID_FUNCTION;
+}
+
+static void serve_mailbox(struct nv_via *via)
+{
+    uint32_t cmd = nv_reg_read(NV_VIA_MBOX_CMD);
+    uint16_t seq = (uint16_t)((cmd & NV_VIA_MBOX_CMD_SEQ_MASK) >> NV_VIA_MBOX_CMD_SEQ_SHIFT);
+    if (seq == via->mbox_seq)
+        return;
+    via->mbox_seq = seq;
+    uint32_t args[16];
+    for (unsigned i = 0; i < 16; i++)
+        args[i] = nv_reg_read(NV_VIA_MBOX_DATA_WORD_AT(i));
+    uint32_t code = (cmd & NV_VIA_MBOX_CMD_CODE_MASK) >> NV_VIA_MBOX_CMD_CODE_SHIFT;
+    uint32_t result = nv_via_command(via, code, args);
+    for (unsigned i = 0; i < 16; i++)
+        nv_reg_write(NV_VIA_MBOX_DATA_WORD_AT(i), args[i]);
+    nv_reg_write(NV_VIA_MBOX_STATUS, (uint32_t)seq << NV_VIA_MBOX_STATUS_SEQ_SHIFT | (result & NV_VIA_MBOX_STATUS_RESULT_MASK));
+}
+
+void nv_via_poll(struct nv_via *via)
+{
+    serve_mailbox(via);
+    uint32_t rx = nv_reg_read(NV_VIA_MGMT_RX_STATUS);
+    if (rx & NV_VIA_MGMT_RX_STATUS_VALID_MASK) {
+        uint32_t words[NV_MGMT_PAYLOAD_MAX / 4];
+        unsigned length = (rx & NV_VIA_MGMT_RX_STATUS_LENGTH_MASK) >> NV_VIA_MGMT_RX_STATUS_LENGTH_SHIFT;
+        for (unsigned i = 0; i < (length + 3) / 4; i++)
+            words[i] = nv_reg_read(NV_VIA_MGMT_RX_DATA_WORD_AT(i));
+        nv_reg_write(NV_VIA_MGMT_RX_POP, 1);
+        nv_via_handle_mgmt(via, (rx & NV_VIA_MGMT_RX_STATUS_SRC_NODE_MASK) >> NV_VIA_MGMT_RX_STATUS_SRC_NODE_SHIFT,
+                           words, length);
+    }
+    nv_via_connection_timers(via);
+}

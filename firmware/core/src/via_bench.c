@@ -1,0 +1,290 @@
+/* The benchmark agent: NetPIPE-style ping-pong between two nodes' agents, timed by the card.
+ *
+ * The agent is what a host process does with VIPL, done by the node's CPU so that nothing slower
+ * than the CPU sits in the timed loop: it writes descriptors into host memory, rings doorbells and
+ * waits for the descriptors' DONE bits (or, for RDMA write, the last byte of its buffer). It counts
+ * the cycles of the whole run and of the receive-side call the paper compares (VipPostRecv).
+ * Polling host memory costs one bus read: the bare-metal port reaches host memory through the
+ * SoC's uncached window (a PC's coherent cache gives the same). */
+#include <stddef.h>
+
+#include "numavia/platform.h"
+#include "numavia/via.h"
+#include "numavia_regs.h"
+#include "numavia_via.h"
+#include "via_internal.h"
+
+/* The agent's descriptor area (a page): ping-pongs use one receive and one send slot; a send
+ * stream has all its receives posted beforehand (at most RECV_SLOTS) and STREAM_DEPTH sends in
+ * flight. */
+#define SLOT_BYTES 128u
+#define STREAM_DEPTH 8u
+#define RECV_SLOTS 16u
+#define RECV_DESC 0u
+#define SEND_DESC (RECV_SLOTS * SLOT_BYTES)
+#define DESC_WORDS 16u
+#define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
+
+struct agent {
+    struct nv_via *via;
+    const struct nv_bench_args *a;
+    struct nv_bench_result *r;
+    uint32_t timeout_cycles;
+    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS];   /* descriptor images */
+    unsigned recv_count, send_count;
+};
+
+/* A descriptor with one data segment (and the address segment of an RDMA), as words. */
+static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
+{
+    int rdma = op != NV_CONTROL_OP_SENDRECV;
+    uint32_t at = NV_DESC_CONTROL_SIZE;
+    for (unsigned i = 0; i < DESC_WORDS; i++)
+        w[i] = 0;
+    nv_put_field(w, CTRL(SEG_COUNT), 1);
+    nv_put_field(w, CTRL(CONTROL), op << NV_DESC_CONTROL_CONTROL_OP_SHIFT);
+    if (rdma) {
+        nv_put_field(w, at + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES, a->remote_va);
+        nv_put_field(w, at + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES,
+                     a->remote_handle);
+        at += NV_DESC_ADDRESS_SIZE;
+    }
+    nv_put_field(w, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, a->buf_va);
+    nv_put_field(w, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, a->buf_handle);
+    nv_put_field(w, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, a->size);
+    return (at + NV_DESC_DATA_SIZE) / 4;
+}
+
+/* Post a descriptor: write it into host memory (its STATUS word zero) and ring the doorbell. The
+ * fields are the same every time, so they are laid out once and copied, as a VIPL library fills
+ * its descriptor structure. */
+static uint32_t slot(int send_queue, uint32_t index)
+{
+    return send_queue ? SEND_DESC + (index % STREAM_DEPTH) * SLOT_BYTES : RECV_DESC + (index % RECV_SLOTS) * SLOT_BYTES;
+}
+
+static void post_slot(const struct agent *g, int send_queue, uint32_t index)
+{
+    const struct nv_bench_args *a = g->a;
+    const uint32_t *w = send_queue ? g->send_words : g->recv_words;
+    unsigned n = send_queue ? g->send_count : g->recv_count;
+    uint32_t desc = a->desc + slot(send_queue, index);
+    for (unsigned i = 0; i < n; i++)
+        nv_host_write32(desc + 4 * i, w[i]);
+    nv_reg_write(send_queue ? NV_VIA_VI_SQ_DOORBELL_AT(a->vi) : NV_VIA_VI_RQ_DOORBELL_AT(a->vi), desc);
+}
+
+/* The low word of the card's cycle counter: one register read, for intervals under 40 s. */
+static uint32_t cycles32(void)
+{
+    return nv_reg_read(NV_CTRL_CYCLES_LO);
+}
+
+static void post_recv_slot(struct agent *g, uint32_t index)
+{
+    uint32_t t0 = cycles32();
+    post_slot(g, 0, index);
+    g->r->post_recv_cycles += cycles32() - t0;
+    g->r->post_recvs++;
+}
+
+static void post_recv(struct agent *g)
+{
+    post_recv_slot(g, 0);
+}
+
+static void post_send(struct agent *g)
+{
+    post_slot(g, 1, 0);
+}
+
+/* Wait for a descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
+static uint32_t wait_done(struct agent *g, uint32_t offset)
+{
+    uint32_t status_addr = g->a->desc + offset + NV_DESC_CONTROL_STATUS_OFFSET;
+    uint32_t deadline = cycles32() + g->timeout_cycles;
+    for (;;) {
+        g->r->polls++;
+        nv_host_sync();
+        uint32_t status = nv_host_read32(status_addr);
+        if (status & NV_DESC_CONTROL_STATUS_DONE_MASK) {
+            if (status & NV_DESC_STATUS_ERROR_MASK) {
+                nv_log("bench: descriptor completed with status 0x%08lx\n", (unsigned long)status);
+                return NV_VIP_ERROR;
+            }
+            return NV_VIP_SUCCESS;
+        }
+        if ((int32_t)(cycles32() - deadline) > 0)
+            return NV_VIP_TIMEOUT;
+    }
+}
+
+/* RDMA-write ping-pong: the last byte of each transfer is a marker the receiver polls for. */
+static uint8_t marker(uint32_t i, uint32_t initiator)
+{
+    return (uint8_t)((2 * i + initiator) % 255 + 1);
+}
+
+static uint32_t last_word(const struct nv_bench_args *a)
+{
+    return (a->buf_pa + a->size - 1) & ~3u;
+}
+
+static unsigned last_shift(const struct nv_bench_args *a)
+{
+    return 8 * ((a->buf_pa + a->size - 1) & 3u);
+}
+
+static void set_marker(struct agent *g, uint8_t m)
+{
+    uint32_t word = nv_host_read32(last_word(g->a));
+    word = (word & ~(0xffu << last_shift(g->a))) | (uint32_t)m << last_shift(g->a);
+    nv_host_write32(last_word(g->a), word);
+}
+
+static uint32_t wait_marker(struct agent *g, uint8_t m)
+{
+    uint32_t deadline = cycles32() + g->timeout_cycles;
+    for (;;) {
+        g->r->polls++;
+        nv_host_sync();
+        if (((nv_host_read32(last_word(g->a)) >> last_shift(g->a)) & 0xff) == m)
+            return NV_VIP_SUCCESS;
+        if ((int32_t)(cycles32() - deadline) > 0)
+            return NV_VIP_TIMEOUT;
+    }
+}
+
+#define CHECK(x) do { uint32_t r_ = (x); if (r_ != NV_VIP_SUCCESS) return r_; } while (0)
+
+static uint32_t send_recv(struct agent *g)
+{
+    uint32_t n = g->a->iterations;
+    int initiator = g->a->role != 0;
+    post_recv(g);
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < n; i++) {
+        if (initiator) {
+            if (i > 0)
+                CHECK(wait_done(g, SEND_DESC));
+            post_send(g);
+            CHECK(wait_done(g, RECV_DESC));
+            if (i + 1 < n)
+                post_recv(g);
+        } else {
+            CHECK(wait_done(g, RECV_DESC));
+            if (i + 1 < n)
+                post_recv(g);
+            if (i > 0)
+                CHECK(wait_done(g, SEND_DESC));
+            post_send(g);
+        }
+    }
+    CHECK(wait_done(g, SEND_DESC));
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+static uint32_t rdma_write(struct agent *g)
+{
+    uint32_t n = g->a->iterations;
+    int initiator = g->a->role != 0;
+    if (g->a->size == 0)
+        return NV_VIP_INVALID_PARAMETER;   /* the marker needs a byte */
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < n; i++) {
+        if (!initiator)
+            CHECK(wait_marker(g, marker(i, 1)));
+        if (i > 0)
+            CHECK(wait_done(g, SEND_DESC));
+        set_marker(g, marker(i, initiator));
+        post_send(g);
+        if (initiator)
+            CHECK(wait_marker(g, marker(i, 0)));
+    }
+    CHECK(wait_done(g, SEND_DESC));
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight until ITERATIONS
+ * completed. For sends the responder posts a receive for every message first (VIA has no flow
+ * control: a send that finds no receive breaks the connection), then waits for them all; the
+ * host starts the initiator once they are posted. */
+static uint32_t stream(struct agent *g, int with_receives)
+{
+    uint32_t n = g->a->iterations;
+    if (with_receives && n > RECV_SLOTS)
+        return NV_VIP_INVALID_PARAMETER;
+    if (g->a->role == 0) {
+        if (!with_receives)
+            return NV_VIP_SUCCESS;   /* RDMA writes need no remote CPU */
+        for (uint32_t i = 0; i < n; i++)
+            post_recv_slot(g, i);
+        uint64_t t0 = nv_card_cycles();
+        for (uint32_t i = 0; i < n; i++)
+            CHECK(wait_done(g, slot(0, i)));
+        g->r->cycles = nv_card_cycles() - t0;
+        return NV_VIP_SUCCESS;
+    }
+    uint32_t posted = 0, completed = 0;
+    uint64_t t0 = nv_card_cycles();
+    while (completed < n) {
+        while (posted < n && posted - completed < STREAM_DEPTH)
+            post_slot(g, 1, posted++);
+        CHECK(wait_done(g, slot(1, completed)));
+        completed++;
+    }
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+static uint32_t rdma_read(struct agent *g)
+{
+    if (g->a->role == 0)
+        return NV_VIP_SUCCESS;   /* the remote side of a read needs no CPU */
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < g->a->iterations; i++) {
+        post_send(g);
+        CHECK(wait_done(g, SEND_DESC));
+    }
+    g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct nv_bench_result *r)
+{
+    *r = (struct nv_bench_result){0};
+    if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED ||
+        a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
+        !nv_via_host_range(via, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
+        (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
+        return NV_VIP_INVALID_PARAMETER;
+    static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
+                                   [NV_BENCH_OP_RDMA_WRITE] = NV_CONTROL_OP_RDMA_WRITE,
+                                   [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ,
+                                   [NV_BENCH_OP_SEND_STREAM] = NV_CONTROL_OP_SENDRECV,
+                                   [NV_BENCH_OP_WRITE_STREAM] = NV_CONTROL_OP_RDMA_WRITE};
+    if (a->op >= sizeof ops / sizeof ops[0])
+        return NV_VIP_INVALID_PARAMETER;
+    static struct agent g;
+    uint32_t timeout_us = a->timeout_us ? a->timeout_us : 1000000u;
+    if (timeout_us > 20000000u)
+        timeout_us = 20000000u;   /* the 32-bit cycle counter wraps after 42 s */
+    g = (struct agent){.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
+    g.recv_count = build(a, NV_CONTROL_OP_SENDRECV, g.recv_words);
+    g.send_count = build(a, ops[a->op], g.send_words);
+    switch (a->op) {
+    case NV_BENCH_OP_SEND_RECV:
+        return send_recv(&g);
+    case NV_BENCH_OP_RDMA_WRITE:
+        return rdma_write(&g);
+    case NV_BENCH_OP_RDMA_READ:
+        return rdma_read(&g);
+    case NV_BENCH_OP_SEND_STREAM:
+        return stream(&g, 1);
+    case NV_BENCH_OP_WRITE_STREAM:
+        return stream(&g, 0);
+    }
+    return NV_VIP_INVALID_PARAMETER;
+}

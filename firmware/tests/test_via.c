@@ -1,0 +1,416 @@
+/* Host unit tests of the VIA protocol manager against the fake VIA block. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fake_card.h"
+#include "fake_via.h"
+#include "numavia/via.h"
+#include "numavia_regs.h"
+#include "numavia_via.h"
+
+static int failures, checks;
+
+#define CHECK(cond) do { \
+    checks++; \
+    if (!(cond)) { failures++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
+} while (0)
+
+static struct nv_via via;
+
+static void setup(void)
+{
+    fake_card_reset(0);
+    fake_via_reset();
+    fake.cycles_per_read = 100;   /* 1 us per look at the clock */
+    CHECK(nv_via_init(&via, 0, 100000000u) == NV_OK);
+}
+
+static uint64_t field(const uint32_t *words, unsigned offset, unsigned bytes)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; i++)
+        v |= (uint64_t)((words[(offset + i) / 4] >> (8 * ((offset + i) % 4))) & 0xff) << (8 * i);
+    return v;
+}
+#define L1(words, name) field(words, NV_ATT_L1_##name##_OFFSET, NV_ATT_L1_##name##_BYTES)
+#define MSG(words, name) field(words, NV_MGMT_MESSAGE_##name##_OFFSET, NV_MGMT_MESSAGE_##name##_BYTES)
+
+static void put(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value)
+{
+    for (unsigned i = 0; i < bytes; i++) {
+        unsigned at = offset + i;
+        words[at / 4] = (words[at / 4] & ~(0xffu << (8 * (at % 4)))) |
+                        (uint32_t)((value >> (8 * i)) & 0xff) << (8 * (at % 4));
+    }
+}
+#define PUTMSG(words, name, v) put(words, NV_MGMT_MESSAGE_##name##_OFFSET, NV_MGMT_MESSAGE_##name##_BYTES, v)
+
+static uint32_t ptag(void)
+{
+    uint32_t t = 0;
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, (uint32_t[16]){0}) == NV_VIP_SUCCESS);
+    uint32_t args[16] = {0};
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS);
+    t = args[NV_MBOX_CREATE_PTAG_RES_PTAG];
+    return t;
+}
+
+static void test_init_reads_the_card_and_enables_the_engine(void)
+{
+    setup();
+    CHECK(via.vis == FAKE_VIS && via.cqs == FAKE_CQS && via.att_regions == FAKE_REGIONS);
+    CHECK(via.host_base == FAKE_HOST_BASE && via.host_size == FAKE_HOST_SIZE);
+    CHECK(fake_via.ctrl & NV_VIA_CTRL_ENABLE_MASK);
+    CHECK(fake_via.vi[3].resets == 1 && fake_via.cq[1].resets == 1);
+    CHECK(strstr(fake.log, "via: 4 VIs, 2 CQs") != NULL);
+    CHECK(nv_via_init(NULL, 0, 100000000u) == NV_ERR_ARG);
+}
+
+static void test_protection_tags(void)
+{
+    setup();
+    uint32_t args[16] = {0};
+    for (unsigned i = 0; i < NV_VIA_MAX_PTAGS; i++)
+        CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS);
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_ERROR_RESOURCE);
+    args[NV_MBOX_DESTROY_PTAG_ARG_PTAG] = 0;
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_PTAG, args) == NV_VIP_INVALID_PTAG);
+    args[NV_MBOX_DESTROY_PTAG_ARG_PTAG] = 3;
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_PTAG, args) == NV_VIP_SUCCESS);
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_PTAG, args) == NV_VIP_INVALID_PTAG);
+}
+
+/* A region of 9 KiB at VA 0x1C00 on pages 0x60002C00, 0x60005000, 0x60008000 (the paper's Fig. 6). */
+static uint32_t register_paper_region(uint32_t tag, uint32_t *handle)
+{
+    const uint32_t list = FAKE_HOST_BASE + 0x100;
+    fake_host_put32(list, FAKE_HOST_BASE + 0x2C00);
+    fake_host_put32(list + 4, FAKE_HOST_BASE + 0x5000);
+    fake_host_put32(list + 8, FAKE_HOST_BASE + 0x8000);
+    return nv_via_register_mem(&via, 0x1C00, 9 * 1024, tag, NV_ATT_L1_ATTRIBUTES_RDMA_WRITE_MASK, list, 3, handle);
+}
+
+static void test_register_writes_both_levels_valid_last(void)
+{
+    setup();
+    uint32_t tag = ptag(), handle = 99;
+    CHECK(register_paper_region(tag, &handle) == NV_VIP_SUCCESS);
+    CHECK(handle == 0);
+    const uint32_t *l1 = &fake_via.att[handle * NV_ATT_L1_STRIDE_WORDS];
+    CHECK(L1(l1, START_VA) == 0x1C00 && L1(l1, LENGTH) == 9 * 1024);
+    CHECK(L1(l1, PAGE_COUNT) == 3 && L1(l1, FIRST_PAGE_SIZE) == 0x400);
+    CHECK(L1(l1, PTAG) == tag);
+    CHECK(L1(l1, ATTRIBUTES) == (NV_ATT_L1_ATTRIBUTES_VALID_MASK | NV_ATT_L1_ATTRIBUTES_RDMA_WRITE_MASK));
+    uint32_t l2 = (uint32_t)L1(l1, L2_INDEX);
+    const uint32_t *pages = &fake_via.att[FAKE_REGIONS * NV_ATT_L1_STRIDE_WORDS + l2];
+    CHECK(pages[0] == FAKE_HOST_BASE + 0x2C00 && pages[1] == FAKE_HOST_BASE + 0x5000 &&
+          pages[2] == FAKE_HOST_BASE + 0x8000);
+    unsigned valid_word = handle * NV_ATT_L1_STRIDE_WORDS + NV_ATT_L1_ATTRIBUTES_OFFSET / 4;
+    CHECK(fake_via.att_last_write[valid_word] == fake_via.att_writes);   /* the last word written */
+    CHECK(fake_via.host_syncs > 0);                                      /* the page list was re-read */
+
+    /* A second region gets the next handle and other level-2 entries; deregistering frees both. */
+    uint32_t second;
+    CHECK(register_paper_region(tag, &second) == NV_VIP_SUCCESS && second == 1);
+    CHECK(fake_via.att[FAKE_REGIONS * NV_ATT_L1_STRIDE_WORDS + l2 + 3] == FAKE_HOST_BASE + 0x2C00);
+    CHECK(nv_via_deregister_mem(&via, handle) == NV_VIP_SUCCESS);
+    CHECK(!(L1(l1, ATTRIBUTES) & NV_ATT_L1_ATTRIBUTES_VALID_MASK));
+    CHECK(nv_via_deregister_mem(&via, handle) == NV_VIP_INVALID_PARAMETER);
+    uint32_t again;
+    CHECK(register_paper_region(tag, &again) == NV_VIP_SUCCESS && again == handle);
+}
+
+static void test_register_refuses_bad_arguments_and_writes_nothing(void)
+{
+    setup();
+    uint32_t tag = ptag(), handle;
+    const uint32_t list = FAKE_HOST_BASE + 0x100;
+    fake_host_put32(list, FAKE_HOST_BASE + 0x2C00);
+    fake_host_put32(list + 4, FAKE_HOST_BASE + 0x5000);
+    unsigned writes = fake_via.att_writes;
+    CHECK(nv_via_register_mem(&via, 0x1C00, 0, tag, 0, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_register_mem(&via, 0x1C00, 100, tag + 1, 0, list, 1, &handle) == NV_VIP_INVALID_PTAG);
+    CHECK(nv_via_register_mem(&via, 0x1C00, 0x1000, tag, 0, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_register_mem(&via, 0x1D00, 16, tag, 0, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_register_mem(&via, 0x1C00, 16, tag, 0x80, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
+    fake_host_put32(list + 4, 0x10000000u);   /* a page outside host memory */
+    CHECK(nv_via_register_mem(&via, 0x1C00, 0x800, tag, 0, list, 2, &handle) == NV_VIP_INVALID_PARAMETER);
+    CHECK(fake_via.att_writes == writes);
+    /* Out of handles. */
+    fake_host_put32(list, FAKE_HOST_BASE + 0x10);
+    for (unsigned i = 0; i < FAKE_REGIONS; i++)
+        CHECK(nv_via_register_mem(&via, 0x10, 8, tag, 0, list, 1, &handle) == NV_VIP_SUCCESS);
+    CHECK(nv_via_register_mem(&via, 0x10, 8, tag, 0, list, 1, &handle) == NV_VIP_ERROR_RESOURCE);
+    /* A tag still used by a region cannot go. */
+    uint32_t args[16] = {[NV_MBOX_DESTROY_PTAG_ARG_PTAG] = tag};
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_PTAG, args) == NV_VIP_INVALID_STATE);
+}
+
+static void test_completion_queues_and_vis(void)
+{
+    setup();
+    uint32_t tag = ptag();
+    uint32_t args[16] = {[NV_MBOX_CREATE_CQ_ARG_BASE] = FAKE_HOST_BASE + 0x800, [NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 12};
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_CQ, args) == NV_VIP_INVALID_PARAMETER);   /* not a power of two */
+    args[NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 16;
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_CQ, args) == NV_VIP_SUCCESS);
+    uint32_t cq = args[NV_MBOX_CREATE_CQ_RES_CQ];
+    CHECK(fake_via.cq[cq].base == FAKE_HOST_BASE + 0x800 && fake_via.cq[cq].size == 16);
+
+    uint32_t vargs[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag + 1, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = cq};
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PTAG);
+    vargs[NV_MBOX_CREATE_VI_ARG_PTAG] = tag;
+    vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = 1;   /* not created */
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PARAMETER);
+    vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE;
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_SUCCESS);
+    uint32_t vi = vargs[NV_MBOX_CREATE_VI_RES_VI];
+    CHECK(fake_via.vi[vi].ptag == tag);
+    CHECK(fake_via.vi[vi].cq_bind == (cq << NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT | NV_VIA_VI_CQ_BIND_RECV_EN_MASK));
+    uint32_t dargs[16] = {[NV_MBOX_DESTROY_CQ_ARG_CQ] = cq};
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_INVALID_STATE);   /* bound to the VI */
+    uint32_t xargs[16] = {[NV_MBOX_DESTROY_VI_ARG_VI] = vi};
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, xargs) == NV_VIP_SUCCESS);
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, xargs) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_SUCCESS && fake_via.cq[cq].size == 0);
+    /* Every VI taken: none left. */
+    for (unsigned i = 0; i < FAKE_VIS; i++)
+        CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, (uint32_t[16]){[0] = tag, [1] = NV_MBOX_NONE,
+                                                                      [2] = NV_MBOX_NONE}) == NV_VIP_SUCCESS);
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, (uint32_t[16]){[0] = tag, [1] = NV_MBOX_NONE,
+                                                                  [2] = NV_MBOX_NONE}) == NV_VIP_ERROR_RESOURCE);
+}
+
+static uint32_t new_vi(uint32_t tag)
+{
+    uint32_t args[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE};
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, args) == NV_VIP_SUCCESS);
+    return args[NV_MBOX_CREATE_VI_RES_VI];
+}
+
+static void message(uint32_t *w, unsigned type, unsigned src_vi, unsigned dst_vi, uint32_t disc, uint32_t id)
+{
+    memset(w, 0, NV_MGMT_MESSAGE_SIZE);
+    PUTMSG(w, TYPE, type);
+    PUTMSG(w, SRC_VI, src_vi);
+    PUTMSG(w, DST_VI, dst_vi);
+    PUTMSG(w, DISCRIMINATOR, disc);
+    PUTMSG(w, REQUEST_ID, id);
+}
+
+static void test_client_connects_with_buffer_exchange(void)
+{
+    setup();
+    uint32_t vi = new_vi(ptag());
+    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi, [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 0};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_INVALID_PARAMETER);   /* ourselves */
+    args[NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 1;
+    args[NV_MBOX_CONNECT_REQUEST_ARG_DISCRIMINATOR] = 77;
+    args[NV_MBOX_CONNECT_REQUEST_ARG_BUF_VA_LO] = 0x1000;
+    args[NV_MBOX_CONNECT_REQUEST_ARG_BUF_VA_HI] = 0x7f;
+    args[NV_MBOX_CONNECT_REQUEST_ARG_BUF_HANDLE] = 4;
+    args[NV_MBOX_CONNECT_REQUEST_ARG_BUF_LENGTH] = 8192;
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
+    nv_via_poll(&via);
+    CHECK(fake_via.sent_count == 1);
+    const uint32_t *req = fake_via.sent[0].words;
+    CHECK(fake_via.sent[0].node == 1 && fake_via.sent[0].length == NV_MGMT_MESSAGE_SIZE);
+    CHECK(MSG(req, TYPE) == NV_MGMT_TYPE_CONNECT_REQUEST && MSG(req, SRC_VI) == vi && MSG(req, DISCRIMINATOR) == 77);
+    CHECK(MSG(req, BUF_VA) == 0x7f00001000ull && MSG(req, BUF_HANDLE) == 4 && MSG(req, BUF_LENGTH) == 8192);
+    CHECK(MSG(req, FLAGS) & NV_MGMT_MESSAGE_FLAGS_HAS_BUFFER_MASK);
+    uint32_t st[16] = {[NV_MBOX_CONNECT_STATUS_ARG_VI] = vi};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_NOT_DONE);
+
+    uint32_t accept[8];
+    message(accept, NV_MGMT_TYPE_CONNECT_ACCEPT, 2, vi, 77, (uint32_t)MSG(req, REQUEST_ID) + 1);
+    fake_via_inject(1, accept, NV_MGMT_MESSAGE_SIZE);   /* another attempt's answer: ignored */
+    message(accept, NV_MGMT_TYPE_CONNECT_ACCEPT, 2, vi, 77, (uint32_t)MSG(req, REQUEST_ID));
+    PUTMSG(accept, FLAGS, NV_MGMT_MESSAGE_FLAGS_HAS_BUFFER_MASK);
+    PUTMSG(accept, BUF_VA, 0x5000);
+    PUTMSG(accept, BUF_HANDLE, 6);
+    PUTMSG(accept, BUF_LENGTH, 4096);
+    fake_via_inject(1, accept, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    CHECK(fake_via.vi[vi].connects == 0);
+    nv_via_poll(&via);
+    CHECK(fake_via.vi[vi].connects == 1 && fake_via.vi[vi].state == NV_VI_STATE_CONNECTED);
+    CHECK(fake_via.vi[vi].peer == (1u << NV_VIA_VI_PEER_NODE_SHIFT | 2u << NV_VIA_VI_PEER_VI_SHIFT));
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_SUCCESS);
+    CHECK(st[NV_MBOX_CONNECT_STATUS_RES_PEER_VI] == 2 && st[NV_MBOX_CONNECT_STATUS_RES_BUF_HANDLE] == 6);
+    CHECK(st[NV_MBOX_CONNECT_STATUS_RES_BUF_VA_LO] == 0x5000 && st[NV_MBOX_CONNECT_STATUS_RES_BUF_LENGTH] == 4096);
+    /* Connected VIs cannot connect again or be destroyed. */
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_INVALID_STATE);
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, (uint32_t[16]){[0] = vi}) == NV_VIP_INVALID_STATE);
+}
+
+static void test_client_retries_then_times_out_or_is_rejected(void)
+{
+    setup();
+    uint32_t vi = new_vi(ptag());
+    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi, [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 3,
+                         [NV_MBOX_CONNECT_REQUEST_ARG_BUF_HANDLE] = NV_MBOX_NONE,
+                         [NV_MBOX_CONNECT_REQUEST_ARG_TIMEOUT_US] = 1000};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
+    uint32_t st[16] = {[NV_MBOX_CONNECT_STATUS_ARG_VI] = vi};
+    for (int i = 0; i < 2000 && nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_NOT_DONE; i++)
+        nv_via_poll(&via);
+    CHECK(fake_via.sent_count >= 3);   /* repeated every NV_VIA_RETRY_US */
+    CHECK(!(MSG(fake_via.sent[0].words, FLAGS) & NV_MGMT_MESSAGE_FLAGS_HAS_BUFFER_MASK));
+    CHECK(fake_via.vi[vi].connects == 0);
+    CHECK(strstr(fake.log, "did not answer") != NULL);
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_INVALID_STATE);   /* reported once */
+
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
+    nv_via_poll(&via);
+    uint32_t reject[8];
+    message(reject, NV_MGMT_TYPE_CONNECT_REJECT, 0xffff, vi, 0,
+            (uint32_t)MSG(fake_via.sent[(fake_via.sent_count - 1) % FAKE_MAX_FRAMES].words, REQUEST_ID));
+    fake_via_inject(3, reject, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_REJECT);
+}
+
+static void test_server_accepts_once_and_answers_repeats(void)
+{
+    setup();
+    uint32_t vi = new_vi(ptag());
+    uint32_t req[8];
+    message(req, NV_MGMT_TYPE_CONNECT_REQUEST, 5, 0xffff, 42, 9);
+    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);
+    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);   /* the client repeated itself */
+    nv_via_poll(&via);
+    nv_via_poll(&via);
+    uint32_t w[16] = {[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 41};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_NOT_DONE);
+    w[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 42;
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_SUCCESS);
+    CHECK(w[NV_MBOX_CONNECT_WAIT_RES_NODE] == 2 && w[NV_MBOX_CONNECT_WAIT_RES_PEER_VI] == 5);
+    CHECK(w[NV_MBOX_CONNECT_WAIT_RES_BUF_HANDLE] == NV_MBOX_NONE);
+    uint32_t request = w[NV_MBOX_CONNECT_WAIT_RES_REQUEST];
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_NOT_DONE);   /* one request, one host */
+
+    uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = request + 1, [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
+                      [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_HANDLE] = 2, [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_LENGTH] = 64};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_NO_MATCH);
+    a[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = request;
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
+    CHECK(fake_via.vi[vi].state == NV_VI_STATE_CONNECTED);
+    CHECK(fake_via.vi[vi].peer == (2u << NV_VIA_VI_PEER_NODE_SHIFT | 5u << NV_VIA_VI_PEER_VI_SHIFT));
+    CHECK(fake_via.sent_count == 1);
+    const uint32_t *acc = fake_via.sent[0].words;
+    CHECK(MSG(acc, TYPE) == NV_MGMT_TYPE_CONNECT_ACCEPT && MSG(acc, SRC_VI) == vi && MSG(acc, DST_VI) == 5);
+    CHECK(MSG(acc, REQUEST_ID) == 9 && MSG(acc, BUF_HANDLE) == 2 && MSG(acc, BUF_LENGTH) == 64);
+
+    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);   /* our ACCEPT was lost: the client asks again */
+    nv_via_poll(&via);
+    CHECK(fake_via.sent_count == 2 && MSG(fake_via.sent[1].words, TYPE) == NV_MGMT_TYPE_CONNECT_ACCEPT);
+    CHECK(fake_via.vi[vi].connects == 1);
+}
+
+static void test_disconnect_both_ways(void)
+{
+    setup();
+    uint32_t vi = new_vi(ptag());
+    uint32_t req[8];
+    message(req, NV_MGMT_TYPE_CONNECT_REQUEST, 1, 0xffff, 7, 1);
+    fake_via_inject(1, req, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    uint32_t w[16] = {[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 7};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_SUCCESS);
+    uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = w[0], [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
+                      [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_HANDLE] = NV_MBOX_NONE};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
+
+    /* The peer disconnects: we reset the VI and acknowledge. */
+    uint32_t disc[8];
+    message(disc, NV_MGMT_TYPE_DISCONNECT, 1, vi, 0, 1);
+    fake_via_inject(1, disc, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    CHECK(fake_via.vi[vi].fails == 1 && fake_via.vi[vi].state == NV_VI_STATE_IDLE);
+    CHECK(MSG(fake_via.sent[fake_via.sent_count - 1].words, TYPE) == NV_MGMT_TYPE_DISCONNECT_ACK);
+
+    /* We disconnect a VI that failed on a remote error: it is reset and the peer told until it answers. */
+    message(req, NV_MGMT_TYPE_CONNECT_REQUEST, 1, 0xffff, 7, 2);
+    fake_via_inject(1, req, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    w[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 7;   /* the results overwrote the arguments */
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_SUCCESS);
+    a[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = w[NV_MBOX_CONNECT_WAIT_RES_REQUEST];
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
+    fake_via.vi[vi].state = NV_VI_STATE_ERROR;
+    unsigned before = fake_via.sent_count;
+    CHECK(nv_via_command(&via, NV_MBOX_DISCONNECT, (uint32_t[16]){[0] = vi}) == NV_VIP_SUCCESS);
+    CHECK(fake_via.vi[vi].state == NV_VI_STATE_IDLE && fake_via.vi[vi].resets >= 2);
+    for (int i = 0; i < 300; i++)
+        nv_via_poll(&via);
+    CHECK(fake_via.sent_count - before >= 2);   /* DISCONNECT, repeated */
+    CHECK(MSG(fake_via.sent[before].words, TYPE) == NV_MGMT_TYPE_DISCONNECT);
+    uint32_t ack[8];
+    message(ack, NV_MGMT_TYPE_DISCONNECT_ACK, 1, vi, 0, 0);
+    fake_via_inject(1, ack, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    unsigned after = fake_via.sent_count;
+    for (int i = 0; i < 300; i++)
+        nv_via_poll(&via);
+    CHECK(fake_via.sent_count == after);   /* acknowledged: no more repeats */
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, (uint32_t[16]){[0] = vi}) == NV_VIP_SUCCESS);
+}
+
+static void test_mailbox_runs_each_command_once(void)
+{
+    setup();
+    fake_via.mbox_cmd = 5u << NV_VIA_MBOX_CMD_SEQ_SHIFT | NV_MBOX_CREATE_PTAG;
+    nv_via_poll(&via);
+    CHECK(fake_via.mbox_status == (5u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_SUCCESS));
+    CHECK(fake_via.mbox_data[NV_MBOX_CREATE_PTAG_RES_PTAG] == 1);
+    nv_via_poll(&via);   /* same SEQ: nothing new */
+    CHECK(via.ptags == 1);
+    fake_via.mbox_cmd = 6u << NV_VIA_MBOX_CMD_SEQ_SHIFT | 0x7777;
+    nv_via_poll(&via);
+    CHECK(fake_via.mbox_status == (6u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_INVALID_FUNCTION));
+}
+
+static void test_bench_refuses_an_unconnected_vi(void)
+{
+    setup();
+    uint32_t vi = new_vi(ptag());
+    struct nv_bench_args a = {.role = 1, .op = NV_BENCH_OP_SEND_RECV, .vi = vi, .size = 4, .iterations = 1,
+                              .buf_pa = FAKE_HOST_BASE, .desc = FAKE_HOST_BASE + 0x100};
+    struct nv_bench_result r;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    fake_via.vi[vi].state = NV_VI_STATE_CONNECTED;
+    a.desc = FAKE_HOST_BASE + 0x104;   /* misaligned */
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    a.desc = FAKE_HOST_BASE + 0x100;
+    a.op = NV_BENCH_OP_RDMA_WRITE;
+    a.size = 0;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    /* A send with nobody answering: the descriptor is posted, then the agent gives up. */
+    a.op = NV_BENCH_OP_SEND_RECV;
+    a.size = 4;
+    a.timeout_us = 50;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
+    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].rq_doorbells == 1);
+    CHECK(fake_via.vi[vi].last_doorbell >= FAKE_HOST_BASE + 0x100 &&
+          fake_via.vi[vi].last_doorbell < FAKE_HOST_BASE + 0x1100 && !(fake_via.vi[vi].last_doorbell & 15));
+    CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);
+}
+
+int main(void)
+{
+    test_init_reads_the_card_and_enables_the_engine();
+    test_protection_tags();
+    test_register_writes_both_levels_valid_last();
+    test_register_refuses_bad_arguments_and_writes_nothing();
+    test_completion_queues_and_vis();
+    test_client_connects_with_buffer_exchange();
+    test_client_retries_then_times_out_or_is_rejected();
+    test_server_accepts_once_and_answers_repeats();
+    test_disconnect_both_ways();
+    test_mailbox_runs_each_command_once();
+    test_bench_refuses_an_unconnected_vi();
+    printf("%d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}

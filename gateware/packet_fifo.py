@@ -1,0 +1,122 @@
+"""Packet FIFO: store-and-forward buffer of whole frames.
+
+A frame is written word by word and becomes visible to the reader only when its last word is in
+(commit); a frame whose last word carries ``error`` is discarded, so a frame with a bad FCS never
+reaches the VIA receive logic, and a frame the transmit logic abandons never reaches the MAC.
+
+Two write disciplines:
+
+* ``drop_when_full=True`` (receive): the writer is never stalled (the MAC cannot wait); a frame
+  that does not fit is dropped whole and ``dropped_full`` pulses;
+* ``drop_when_full=False`` (transmit): the writer waits for room.
+
+The reader sees the head frame's length in bytes (``head_length``, when ``head_valid``), streams its
+words (``last`` on the final one, ``nbytes`` 1..4), and may ``skip`` the rest of it.
+"""
+
+from amaranth import Module, Signal, Mux, Cat
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+FifoWord = data.StructLayout({"data": 32, "nbytes": 3, "last": 1, "error": 1})
+FifoOut = data.StructLayout({"data": 32, "nbytes": 3, "last": 1})
+
+
+class PacketFifo(wiring.Component):
+    def __init__(self, *, depth_words, max_frames=32, drop_when_full):
+        if depth_words & (depth_words - 1):
+            raise ValueError("depth_words must be a power of two")
+        self.depth = depth_words
+        self.max_frames = max_frames
+        self.drop_when_full = drop_when_full
+        super().__init__({
+            "w": In(stream.Signature(FifoWord)),
+            "r": Out(stream.Signature(FifoOut)),
+            "head_valid": Out(1),
+            "head_length": Out(16),
+            "skip": In(1),
+            "dropped_full": Out(1),
+            "dropped_error": Out(1),
+            "committed": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        aw = (self.depth - 1).bit_length()
+        mem = Memory(shape=32, depth=self.depth, init=[])
+        m.submodules.mem = mem
+        wport = mem.write_port()
+        rport = mem.read_port(transparent_for=(wport,))
+        m.submodules.lengths = lengths = SyncFIFOBuffered(width=16 + 3, depth=self.max_frames)
+
+        wr = Signal(aw + 1)        # next word to write (of the frame being written)
+        committed = Signal(aw + 1)  # end of the last committed frame
+        rd = Signal(aw + 1)        # next word to read
+        words = Signal(16)         # words of the frame being written
+        dropping = Signal()        # the frame being written no longer fits: drop it at its end
+
+        free = Signal(aw + 1)
+        m.d.comb += free.eq(self.depth - (wr - rd))
+        w = self.w.payload
+        fits = (free != 0) & (~w.last | lengths.w_rdy)
+
+        if self.drop_when_full:
+            m.d.comb += self.w.ready.eq(1)
+        else:
+            m.d.comb += self.w.ready.eq(fits)
+        write = self.w.valid & self.w.ready
+
+        m.d.comb += [
+            wport.addr.eq(wr[:aw]),
+            wport.data.eq(w.data),
+            lengths.w_data.eq(Cat((words + 1)[:16], w.nbytes)),
+        ]
+        with m.If(write):
+            with m.If(~dropping & fits):
+                m.d.comb += wport.en.eq(1)
+                m.d.sync += [wr.eq(wr + 1), words.eq(words + 1)]
+            with m.Else():
+                m.d.sync += dropping.eq(1)
+            with m.If(w.last):
+                m.d.sync += [words.eq(0), dropping.eq(0)]
+                with m.If(~dropping & fits & ~w.error):
+                    m.d.comb += [lengths.w_en.eq(1), self.committed.eq(1)]
+                    m.d.sync += committed.eq(wr + 1)
+                with m.Else():
+                    m.d.sync += wr.eq(committed)
+                    with m.If(w.error & ~dropping & fits):
+                        m.d.comb += self.dropped_error.eq(1)
+                    with m.Else():
+                        m.d.comb += self.dropped_full.eq(1)
+
+        # Read side: the memory's output always shows the word at rd (addressed one cycle ahead).
+        head_words = Signal(16)
+        head_nbytes = Signal(3)
+        m.d.comb += [head_words.eq(lengths.r_data[:16]), head_nbytes.eq(lengths.r_data[16:])]
+        left = Signal(16)          # words of the head frame not read yet
+        started = Signal()         # left is loaded for the head frame
+        words_left = Mux(started, left, head_words)
+        m.d.comb += [
+            self.head_valid.eq(lengths.r_rdy),
+            self.head_length.eq(((head_words - 1) << 2) + head_nbytes),
+            self.r.valid.eq(lengths.r_rdy & ~self.skip),
+            self.r.payload.data.eq(rport.data),
+            self.r.payload.last.eq(words_left == 1),
+            self.r.payload.nbytes.eq(Mux(words_left == 1, head_nbytes, 4)),
+        ]
+        rd_next = Signal(aw + 1)
+        m.d.comb += [rd_next.eq(rd), rport.addr.eq(rd_next[:aw])]
+        m.d.sync += rd.eq(rd_next)
+        with m.If(self.skip & lengths.r_rdy):
+            m.d.comb += [rd_next.eq(rd + words_left), lengths.r_en.eq(1)]
+            m.d.sync += started.eq(0)
+        with m.Elif(self.r.valid & self.r.ready):
+            m.d.comb += rd_next.eq(rd + 1)
+            with m.If(words_left == 1):
+                m.d.comb += lengths.r_en.eq(1)
+                m.d.sync += started.eq(0)
+            with m.Else():
+                m.d.sync += [started.eq(1), left.eq(words_left - 1)]
+        return m

@@ -1,0 +1,129 @@
+"""Completion unit: writes finished descriptors' status back to host memory and fills the CQs.
+
+The transmit and receive engines hand over completions in the order their work queues require.
+For each, the unit writes the descriptor's ``IMMEDIATE_DATA`` (if the completion carries some),
+``LENGTH`` and last ``STATUS`` (whose ``DONE`` bit releases the descriptor to the host), then, if
+the work queue is bound to a completion queue, the entry ``(descriptor, VI, queue, phase)`` at the
+ring's tail. An entry that finds the ring full is lost: the queue's ``OVERFLOW`` flag is set and
+the overflow counter pulses, but the descriptor itself is still completed, so nothing waits on it.
+"""
+
+from amaranth import Module, Signal, Mux, Array, Cat
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import regmap, via_descriptor, wishbone_burst
+
+CompletionRequest = data.StructLayout({
+    "desc": 32, "status": 32, "length": 32, "imm": 32, "write_imm": 1, "vi": 8, "recv": 1,
+})
+
+_BIND = regmap.VIA.array("VI").register("CQ_BIND")
+_CTRL_OFFSETS = {f.name: via_descriptor.CONTROL_SEGMENT.field(f.name).offset
+                 for f in via_descriptor.CONTROL_SEGMENT.fields}
+_INFO = via_descriptor.CQ_ENTRY.field("INFO")
+
+
+class CompletionUnit(wiring.Component):
+    def __init__(self, *, vis, cqs, sources=2):
+        self.vis = vis
+        self.cqs = cqs
+        self.sources = sources
+        super().__init__({
+            "requests": In(stream.Signature(CompletionRequest)).array(sources),
+            "bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "cq_bind": In(16).array(vis),
+            "cq_base": In(32).array(cqs),
+            "cq_size": In(17).array(cqs),
+            "cq_head": In(32).array(cqs),
+            "cq_reset": In(1).array(cqs),
+            "cq_tail": Out(32).array(cqs),
+            "cq_overflow": Out(1).array(cqs),
+            "overflow": Out(1),
+            "dma_error": Out(1),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.bus
+        req = Signal(CompletionRequest)
+        source = Signal(range(self.sources))
+        tails = Array(self.cq_tail)
+        overflows = Array(self.cq_overflow)
+
+        for i in range(self.cqs):
+            with m.If(self.cq_reset[i]):
+                m.d.sync += [self.cq_tail[i].eq(0), self.cq_overflow[i].eq(0)]
+
+        bind = Array(self.cq_bind)[req.vi]
+        field = lambda name: bind[_BIND.field(name).lsb:_BIND.field(name).lsb + _BIND.field(name).width]
+        cq = Signal(4)
+        enabled = Signal()
+        m.d.comb += [
+            cq.eq(Mux(req.recv, field("RECV_CQ"), field("SEND_CQ"))),
+            enabled.eq(Mux(req.recv, field("RECV_EN"), field("SEND_EN"))),
+        ]
+        size = Array(self.cq_size)[cq]
+        tail = tails[cq]
+        head = Array(self.cq_head)[cq]
+        base = Array(self.cq_base)[cq]
+        full = Signal()
+        m.d.comb += full.eq((tail - head) >= size)
+        slot = Signal(32)
+        m.d.comb += slot.eq(base + ((tail & (size - 1)) << 3))
+        info = Signal(32)
+        m.d.comb += info.eq(Cat(req.vi, req.recv)
+                            | (((tail & size) == 0) << _INFO.bit("PHASE").lsb))
+
+        done = bus.cyc & (bus.ack | bus.err)
+        m.d.comb += [bus.sel.eq(0xF), bus.we.eq(1), self.dma_error.eq(bus.cyc & bus.err)]
+
+        def write(state, addr, value, next_state):
+            with m.State(state):
+                m.d.comb += [bus.cyc.eq(1), bus.stb.eq(1), bus.adr.eq(addr[2:]), bus.dat_w.eq(value)]
+                with m.If(done):
+                    m.next = next_state
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                # Round robin between the sources, one completion at a time.
+                chosen = Signal(range(self.sources))
+                any_valid = Signal()
+                for offset in reversed(range(1, self.sources + 1)):
+                    cand = Signal(range(self.sources), name=f"cand{offset}")
+                    m.d.comb += cand.eq((source + offset) % self.sources)
+                    with m.If(Array(r.valid for r in self.requests)[cand]):
+                        m.d.comb += [chosen.eq(cand), any_valid.eq(1)]
+                with m.If(any_valid):
+                    m.d.comb += Array(r.ready for r in self.requests)[chosen].eq(1)
+                    m.d.sync += [req.eq(Array(r.payload.as_value() for r in self.requests)[chosen]), source.eq(chosen)]
+                    m.next = "IMM"
+            with m.State("IMM"):
+                with m.If(req.write_imm):
+                    m.d.comb += [bus.cyc.eq(1), bus.stb.eq(1), bus.dat_w.eq(req.imm),
+                                 bus.adr.eq((req.desc + _CTRL_OFFSETS["IMMEDIATE_DATA"])[2:])]
+                    with m.If(done):
+                        m.next = "LENGTH"
+                with m.Else():
+                    m.next = "LENGTH"
+            write("LENGTH", req.desc + _CTRL_OFFSETS["LENGTH"], req.length, "STATUS")
+            write("STATUS", req.desc + _CTRL_OFFSETS["STATUS"], req.status, "QUEUE")
+            with m.State("QUEUE"):
+                with m.If(~enabled | (cq >= self.cqs) | (size == 0)):
+                    m.next = "IDLE"
+                with m.Elif(full):
+                    m.d.sync += overflows[cq].eq(1)
+                    m.d.comb += self.overflow.eq(1)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "ENTRY0"
+            write("ENTRY0", slot, req.desc, "ENTRY1")
+            with m.State("ENTRY1"):
+                # The INFO word (with the phase bit that marks the entry new) goes last.
+                m.d.comb += [bus.cyc.eq(1), bus.stb.eq(1), bus.adr.eq((slot + 4)[2:]), bus.dat_w.eq(info)]
+                with m.If(done):
+                    m.d.sync += tail.eq(tail + 1)
+                    m.next = "IDLE"
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        return m

@@ -1,0 +1,124 @@
+"""Descriptor fetcher: reads one VI descriptor from host memory by DMA.
+
+It reads the control segment, checks the operation and the segment count, then reads the address
+segment (RDMA operations) and the data segments, which it writes straight into a scatter/gather
+walker's segment table. The control and address segments stay on its outputs until the next
+fetch. The answer is OK, FORMAT (bad operation or more segments than the card handles) or DMA (a
+bus error: the descriptor address does not hold memory).
+"""
+
+from amaranth import Module, Signal, Cat, Mux
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import via_descriptor, wishbone_burst
+from .via_dma_reader import DmaReader
+from .via_layouts import DescAddress, DescControl
+from .via_scatter_gather import Segment
+
+FETCH_OK, FETCH_FORMAT, FETCH_DMA = 0, 1, 2
+
+_CONTROL_WORDS = via_descriptor.CONTROL_SEGMENT.size // 4
+_ADDRESS_WORDS = via_descriptor.ADDRESS_SEGMENT.size // 4
+_DATA_WORDS = via_descriptor.DATA_SEGMENT.size // 4
+
+
+class DescriptorFetcher(wiring.Component):
+    def __init__(self, *, max_segments):
+        self.max_segments = max_segments
+        super().__init__({
+            "bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "cmd": In(stream.Signature(32)),
+            "result": Out(stream.Signature(2)),
+            "control": Out(DescControl),
+            "address": Out(DescAddress),
+            "seg_index": Out(range(max_segments)),
+            "seg_data": Out(Segment),
+            "seg_write": Out(1),
+            "seg_count": Out(range(max_segments + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.reader = reader = DmaReader()
+        wiring.connect(m, reader.bus, wiring.flipped(self.bus))
+
+        addr = Signal(32)
+        words = Signal(range(_ADDRESS_WORDS + _DATA_WORDS * self.max_segments + _CONTROL_WORDS + 1))
+        error = Signal()
+        status = Signal(2)
+        segment = Signal(128)
+        control = Signal(DescControl.size)
+        address = Signal(DescAddress.size)
+        m.d.comb += [self.control.eq(control), self.address.eq(address)]
+        view = DescControl(control)
+        op = view.control.op
+        rdma = (op == via_descriptor.CONTROL_OP.RDMA_WRITE) | (op == via_descriptor.CONTROL_OP.RDMA_READ)
+        head_words = Signal(range(_ADDRESS_WORDS + 1))
+        m.d.comb += head_words.eq(rdma * _ADDRESS_WORDS)
+
+        beat = reader.beats.payload
+        m.d.comb += reader.beats.ready.eq(1)
+        got = reader.beats.valid
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [addr.eq(self.cmd.payload), words.eq(0), error.eq(0), self.seg_count.eq(0)]
+                    m.next = "READ_CONTROL"
+            with m.State("READ_CONTROL"):
+                m.d.comb += [reader.cmd.valid.eq(1), reader.cmd.payload.addr.eq(addr),
+                             reader.cmd.payload.length.eq(via_descriptor.CONTROL_SEGMENT.size)]
+                with m.If(reader.cmd.ready):
+                    m.next = "CONTROL"
+            with m.State("CONTROL"):
+                with m.If(got):
+                    m.d.sync += [control.eq(Cat(control[32:], beat.data)), error.eq(error | beat.error)]
+                    with m.If(beat.last):
+                        m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.sync += words.eq(0)
+                with m.If(error):
+                    m.d.sync += status.eq(FETCH_DMA)
+                    m.next = "ANSWER"
+                with m.Elif((op == 3) | (view.seg_count > self.max_segments)):
+                    m.d.sync += status.eq(FETCH_FORMAT)
+                    m.next = "ANSWER"
+                with m.Elif((view.seg_count == 0) & ~rdma):
+                    m.d.sync += status.eq(FETCH_OK)
+                    m.next = "ANSWER"
+                with m.Else():
+                    m.next = "READ_REST"
+            with m.State("READ_REST"):
+                m.d.comb += [reader.cmd.valid.eq(1),
+                             reader.cmd.payload.addr.eq(addr + via_descriptor.CONTROL_SEGMENT.size),
+                             reader.cmd.payload.length.eq(head_words * 4
+                                                          + view.seg_count * via_descriptor.DATA_SEGMENT.size)]
+                with m.If(reader.cmd.ready):
+                    m.next = "REST"
+            with m.State("REST"):
+                with m.If(got):
+                    m.d.sync += [words.eq(words + 1), error.eq(error | beat.error)]
+                    with m.If(words < head_words):
+                        m.d.sync += address.eq(Cat(address[32:], beat.data))
+                    with m.Else():
+                        m.d.sync += segment.eq(Cat(segment[32:], beat.data))
+                        with m.If((words - head_words)[:2] == _DATA_WORDS - 1):
+                            m.d.comb += self.seg_write.eq(1)
+                    with m.If(beat.last):
+                        m.d.sync += status.eq(Mux(error | beat.error, FETCH_DMA, FETCH_OK))
+                        m.d.sync += self.seg_count.eq(view.seg_count)
+                        m.next = "ANSWER"
+            with m.State("ANSWER"):
+                m.d.comb += [self.result.valid.eq(1), self.result.payload.eq(status)]
+                with m.If(self.result.ready):
+                    m.next = "IDLE"
+
+        # A segment is written when its fourth word arrives: the table gets the assembled words.
+        m.d.comb += [
+            self.seg_index.eq((words - head_words) >> 2),
+            self.seg_data.eq(Cat(segment[32:], beat.data)),
+        ]
+        return m
+

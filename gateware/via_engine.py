@@ -1,0 +1,242 @@
+"""The VIA engine: the card's hardware VIA over Gigabit Ethernet.
+
+It joins the register block (``regmap.VIA``: doorbells, VI state, completion queues, ATT access,
+mailbox, management frames, counters), the transmit and receive engines, the address translator,
+the completion unit, the two store-and-forward frame buffers and the DMA arbiter. Its ports go to
+the card top: the register window, one Wishbone DMA initiator into the SoC (host memory), and the
+32-bit frame streams of the LiteEth MAC core.
+"""
+
+from amaranth import Module, Signal, Mux, Cat
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import regmap, via_frame, wishbone, wishbone_burst
+from .packet_fifo import PacketFifo
+from .register_bank import RegisterBank
+from .via_completion import CompletionUnit
+from .via_layouts import EthBeat
+from .via_params import ViaParams
+from .via_rx import RX_EVENTS, RxEngine
+from .via_translate import AddressTranslator
+from .via_tx import TX_EVENTS, TxEngine
+from .wishbone_arbiter import WishboneArbiter
+
+_STATES = dict(regmap.VI_STATES)
+_VI = regmap.VIA.array("VI")
+_CMD = _VI.register("CMD")
+_PEER = _VI.register("PEER")
+
+
+def _field(value, reg, name):
+    f = reg.field(name)
+    return value[f.lsb:f.lsb + f.width]
+
+
+class ViaEngine(wiring.Component):
+    def __init__(self, params=ViaParams(), *, mtu=via_frame.MTU_DEFAULT, rto_cycles=None, retry_limit=None):
+        self.p = params
+        self.resets = {"MTU": mtu}
+        if rto_cycles is not None:
+            self.resets["RTO_CYCLES"] = rto_cycles
+        if retry_limit is not None:
+            self.resets["RETRY_LIMIT"] = retry_limit
+        super().__init__({
+            "regs": In(wishbone.Signature(addr_width=regmap.VIA.addr_width)),
+            "dma": Out(wishbone_burst.Signature(addr_width=30)),
+            "eth_tx": Out(stream.Signature(EthBeat)),
+            "eth_rx": In(stream.Signature(EthBeat)),
+            "node_id": In(regmap.NODE_ID_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        vis, cqs = p.vis, p.cqs
+
+        m.submodules.bank = bank = RegisterBank(regmap.VIA, counts={"VI": vis, "CQ": cqs}, resets=self.resets,
+                                                hw_writable=("ATT_ADDR",))
+        wiring.connect(m, wiring.flipped(self.regs), bank.bus)
+        m.submodules.tx = tx = TxEngine(p)
+        m.submodules.rx = rx = RxEngine(p)
+        m.submodules.att = att = AddressTranslator(regions=p.att_regions, pages=p.att_pages, ports=2)
+        m.submodules.completion = completion = CompletionUnit(vis=vis, cqs=cqs, sources=2)
+        m.submodules.tx_fifo = tx_fifo = PacketFifo(depth_words=p.tx_buffer_bytes // 4, drop_when_full=False)
+        m.submodules.rx_fifo = rx_fifo = PacketFifo(depth_words=p.rx_buffer_bytes // 4, drop_when_full=True)
+        m.submodules.dma = arbiter = WishboneArbiter(count=5, addr_width=30)
+
+        # --- DMA: five initiators share the card's port into the SoC --------------------------
+        for i, bus in enumerate((tx.fetch_bus, tx.read_bus, rx.fetch_bus, rx.write_bus, completion.bus)):
+            wiring.connect(m, bus, arbiter.initiators[i])
+        wiring.connect(m, arbiter.bus, wiring.flipped(self.dma))
+
+        wiring.connect(m, tx.att, att.lookups[0])
+        wiring.connect(m, rx.att, att.lookups[1])
+        wiring.connect(m, tx.completions, completion.requests[0])
+        wiring.connect(m, rx.completions, completion.requests[1])
+        wiring.connect(m, rx.jobs, tx.jobs)
+
+        # --- frames: engine -> transmit buffer -> MAC; MAC -> receive buffer -> engine ---------
+        wiring.connect(m, tx.frames, tx_fifo.w)
+        out = self.eth_tx.payload
+        nb = tx_fifo.r.payload.nbytes
+        m.d.comb += [
+            self.eth_tx.valid.eq(tx_fifo.r.valid),
+            tx_fifo.r.ready.eq(self.eth_tx.ready),
+            out.data.eq(tx_fifo.r.payload.data),
+            out.last.eq(tx_fifo.r.payload.last),
+            out.last_be.eq(Mux(tx_fifo.r.payload.last, 1 << (nb - 1)[:2], 0)),
+            out.error.eq(0),
+        ]
+        beat = self.eth_rx.payload
+        be = beat.last_be
+        m.d.comb += [
+            self.eth_rx.ready.eq(rx_fifo.w.ready),
+            rx_fifo.w.valid.eq(self.eth_rx.valid),
+            rx_fifo.w.payload.data.eq(beat.data),
+            rx_fifo.w.payload.last.eq(beat.last),
+            rx_fifo.w.payload.nbytes.eq(Mux(~beat.last | be[3], 4, Mux(be[2], 3, Mux(be[1], 2, 1)))),
+            rx_fifo.w.payload.error.eq(beat.error != 0),
+        ]
+        m.d.comb += [
+            rx.frames.valid.eq(rx_fifo.r.valid),
+            rx.frames.payload.eq(rx_fifo.r.payload),
+            rx_fifo.r.ready.eq(rx.frames.ready),
+            rx.frame_valid.eq(rx_fifo.head_valid),
+            rx.frame_length.eq(rx_fifo.head_length),
+            rx_fifo.skip.eq(rx.frame_skip),
+        ]
+
+        # --- global registers ----------------------------------------------------------------
+        enable = bank.ctrl.value[regmap.VIA.register("CTRL").field("ENABLE").lsb]
+        for engine in (tx, rx):
+            m.d.comb += [engine.enable.eq(enable), engine.node_id.eq(self.node_id)]
+        m.d.comb += [
+            tx.mtu.eq(bank.mtu.value),
+            tx.rto.eq(bank.rto_cycles.value),
+            tx.retry_limit.eq(bank.retry_limit.value),
+            bank.vi_count.value.eq(vis),
+            bank.cq_count.value.eq(cqs),
+            bank.queue_depth.value.eq(p.queue_depth),
+            bank.max_segments.value.eq(p.max_segments),
+            bank.max_mtu.value.eq(p.max_mtu),
+            bank.att_regions.value.eq(p.att_regions),
+            bank.att_pages.value.eq(p.att_pages),
+            bank.host_mem_base.value.eq(p.host_base),
+            bank.host_mem_size.value.eq(p.host_size),
+            bank.window.value.eq(p.window),
+        ]
+
+        # ATT access: ATT_WDATA writes the word at ATT_ADDR and moves ATT_ADDR on.
+        m.d.comb += [
+            att.write_addr.eq(bank.att_addr.value),
+            att.write_data.eq(bank.att_wdata.w_data),
+            att.write_en.eq(bank.att_wdata.w_stb),
+            bank.att_addr.hw_en.eq(bank.att_wdata.w_stb),
+            bank.att_addr.hw_data.eq(bank.att_addr.value + 1),
+            att.read_addr.eq(bank.att_addr.value),
+            bank.att_rdata.value.eq(att.read_data),
+        ]
+
+        # Management frames.
+        mgmt_rx = regmap.VIA.register("MGMT_RX_STATUS")
+        m.d.comb += [
+            tx.mgmt_request.eq(bank.mgmt_tx_ctrl.w_stb),
+            tx.mgmt_ctrl.eq(bank.mgmt_tx_ctrl.w_data),
+            bank.mgmt_tx_status.value.eq(tx.mgmt_busy),
+            bank.mgmt_rx_status.value.eq(
+                (rx.mgmt_valid << mgmt_rx.field("VALID").lsb)
+                | (rx.mgmt_src << mgmt_rx.field("SRC_NODE").lsb)
+                | (rx.mgmt_length << mgmt_rx.field("LENGTH").lsb)),
+            rx.mgmt_pop.eq(bank.mgmt_rx_pop.w_stb),
+        ]
+        for i in range(via_frame.MGMT_PAYLOAD_MAX // 4):
+            m.d.comb += [tx.mgmt_data[i].eq(bank.mgmt_tx_data[i].word.value),
+                         bank.mgmt_rx_data[i].word.value.eq(rx.mgmt_data[i])]
+
+        # --- VIs: state machine, configuration, doorbells --------------------------------------
+        state_reg = _VI.register("STATE")
+        for v in range(vis):
+            regs = bank.vi[v]
+            state = Signal(2, name=f"vi{v}_state")
+            error = Signal(16, name=f"vi{v}_error")
+            connect = Signal(name=f"vi{v}_connect")
+            cmd = regs.cmd
+            with m.If(tx.fail & (tx.fail_vi == v) & (state != _STATES["IDLE"])):
+                m.d.sync += [state.eq(_STATES["ERROR"]), error.eq(error | tx.fail_bits)]
+            with m.If(rx.fail & (rx.fail_vi == v) & (state != _STATES["IDLE"])):
+                m.d.sync += [state.eq(_STATES["ERROR"]), error.eq(error | rx.fail_bits | Mux(
+                    tx.fail & (tx.fail_vi == v), tx.fail_bits, 0))]
+            with m.If(cmd.w_stb):
+                with m.If(_field(cmd.w_data, _CMD, "CONNECT")):
+                    m.d.comb += connect.eq(1)
+                    m.d.sync += [state.eq(_STATES["CONNECTED"]), error.eq(0)]
+                with m.Elif(_field(cmd.w_data, _CMD, "FAIL")):
+                    m.d.sync += state.eq(_STATES["ERROR"])
+                with m.Elif(_field(cmd.w_data, _CMD, "RESET")):
+                    m.d.sync += [state.eq(_STATES["IDLE"]), error.eq(0)]
+            for engine in (tx, rx):
+                m.d.comb += [
+                    engine.vi_state[v].eq(state),
+                    engine.vi_connect[v].eq(connect),
+                    engine.vi_peer_node[v].eq(_field(regs.peer.value, _PEER, "NODE")),
+                    engine.vi_peer_vi[v].eq(_field(regs.peer.value, _PEER, "VI")),
+                    engine.vi_ptag[v].eq(regs.ptag.value),
+                ]
+            m.d.comb += [
+                regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
+                tx.sq_doorbell[v].eq(regs.sq_doorbell.w_stb),
+                tx.sq_doorbell_addr[v].eq(regs.sq_doorbell.w_data),
+                rx.rq_doorbell[v].eq(regs.rq_doorbell.w_stb),
+                rx.rq_doorbell_addr[v].eq(regs.rq_doorbell.w_data),
+                regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
+                regs.tx_psn.value.eq(tx.snd_nxt[v]),
+                regs.rx_psn.value.eq(rx.rcv_nxt[v]),
+                completion.cq_bind[v].eq(regs.cq_bind.value),
+            ]
+
+        # --- receive <-> transmit ------------------------------------------------------------
+        for name in ("rcv_nxt", "ack_pending", "nak_pending", "nak_code", "nak_psn", "peer_ack", "rx_nak",
+                     "rx_nak_code", "rx_nak_psn", "read_offset"):
+            for v in range(vis):
+                m.d.comb += getattr(tx, name)[v].eq(getattr(rx, name)[v])
+        for name in ("read_active", "read_psn", "read_desc", "read_len"):
+            for v in range(vis):
+                m.d.comb += getattr(rx, name)[v].eq(getattr(tx, name)[v])
+        m.d.comb += [tx.read_progress.eq(rx.read_progress), tx.read_progress_vi.eq(rx.read_progress_vi)]
+        for name in ("ack_sent", "ack_sent_vi", "ack_sent_psn", "nak_sent", "nak_sent_vi", "rx_nak_taken",
+                     "rx_nak_taken_vi", "read_start", "read_start_vi"):
+            m.d.comb += getattr(rx, name).eq(getattr(tx, name))
+
+        # --- completion queues ------------------------------------------------------------------
+        cq_ctrl = regmap.VIA.array("CQ").register("CTRL")
+        for i in range(cqs):
+            regs = bank.cq[i]
+            m.d.comb += [
+                completion.cq_base[i].eq(regs.base.value),
+                completion.cq_size[i].eq(regs.size.value),
+                completion.cq_head[i].eq(regs.head.value),
+                completion.cq_reset[i].eq(regs.ctrl.w_stb & _field(regs.ctrl.w_data, cq_ctrl, "RESET")),
+                regs.tail.value.eq(completion.cq_tail[i]),
+                regs.status.value.eq(completion.cq_overflow[i]),
+            ]
+
+        # --- counters -----------------------------------------------------------------------------
+        events = {name: [] for name, _ in regmap.VIA_COUNTERS}
+        for name in TX_EVENTS:
+            events[name].append(getattr(tx.events, name.lower()))
+        for name in RX_EVENTS:
+            events[name].append(getattr(rx.events, name.lower()))
+        events["DMA_ERRORS"].append(completion.dma_error)
+        events["CQ_OVERFLOWS"].append(completion.overflow)
+        events["TX_FRAMES"].append(self.eth_tx.valid & self.eth_tx.ready & self.eth_tx.payload.last)
+        events["RX_FRAMES"].append(rx_fifo.committed)
+        events["RX_BAD_FCS"].append(rx_fifo.dropped_error)
+        events["RX_OVERFLOW"].append(rx_fifo.dropped_full)
+        for name, pulses in events.items():
+            if not pulses:
+                raise AssertionError(f"counter {name} has no source")
+            counter = Signal(32, name=f"count_{name.lower()}")
+            m.d.sync += counter.eq(counter + sum(pulses))
+            m.d.comb += bank.port(name).value.eq(counter)
+        return m

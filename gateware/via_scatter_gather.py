@@ -1,0 +1,153 @@
+"""Scatter/gather walker: turns a message window into physical DMA chunks.
+
+The engine loads a descriptor's data segments (virtual address, memory handle, length) into the
+walker's segment table, or a single segment for the remote side of an RDMA. Then:
+
+* ``VALIDATE`` looks every segment up in the ATT (the whole range of each, with the VI's
+  protection tag and the right the operation needs) and answers the first failure, or success
+  and the segments' total length. Nothing is transferred before this passes, so a failing
+  descriptor touches no memory.
+* ``WALK offset length`` emits the physical chunks that hold message bytes
+  ``offset .. offset+length``, split where a segment or a page ends, for the DMA engines.
+
+``result`` answers every command once, after the last chunk of a walk.
+"""
+
+from amaranth import Module, Signal, Mux, Array
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import via_att
+from .via_translate import lookup_signature
+
+OP_VALIDATE, OP_WALK = 0, 1
+
+Segment = data.StructLayout({"va": 64, "handle": 32, "length": 32})
+WalkCommand = data.StructLayout({"op": 1, "offset": 32, "length": 32})
+WalkResult = data.StructLayout({"fail": 3, "total": 32})
+Chunk = data.StructLayout({"pa": 32, "length": 16})
+
+
+class ScatterGather(wiring.Component):
+    def __init__(self, *, max_segments):
+        self.max_segments = max_segments
+        super().__init__({
+            "seg_index": In(range(max_segments)),
+            "seg_data": In(Segment),
+            "seg_write": In(1),
+            "count": In(range(max_segments + 1)),
+            "ptag": In(16),
+            "need": In(2),
+            "cmd": In(stream.Signature(WalkCommand)),
+            "result": Out(stream.Signature(WalkResult)),
+            "chunks": Out(stream.Signature(Chunk)),
+            "att": Out(lookup_signature()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        table = Array(Signal(Segment, name=f"seg{i}") for i in range(self.max_segments))
+        with m.If(self.seg_write):
+            m.d.sync += table[self.seg_index].eq(self.seg_data)
+
+        index = Signal(range(self.max_segments + 1))
+        skip = Signal(32)          # bytes of segment `index` before the window position
+        remaining = Signal(32)     # bytes of the window still to emit
+        total = Signal(33)
+        fail = Signal(3)
+        request_length = Signal(32)
+        chunk_length = Signal(16)
+        wanted = Signal(32)
+        seg = table[index]
+        avail = Signal(32)
+        m.d.comb += avail.eq(seg.length - skip)
+        in_range = index < self.count
+
+        att = self.att
+        m.d.comb += [
+            att.req.payload.handle.eq(seg.handle),
+            att.req.payload.ptag.eq(self.ptag),
+            att.req.payload.need.eq(self.need),
+        ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [index.eq(0), skip.eq(self.cmd.payload.offset), total.eq(0),
+                                 fail.eq(0), remaining.eq(self.cmd.payload.length)]
+                    with m.If(self.cmd.payload.op == OP_VALIDATE):
+                        m.next = "VALIDATE"
+                    with m.Else():
+                        m.next = "SKIP"
+
+            # --- VALIDATE: one whole-range lookup per segment --------------------------------
+            with m.State("VALIDATE"):
+                m.d.comb += [att.req.payload.va.eq(seg.va), att.req.payload.length.eq(seg.length)]
+                with m.If(~in_range):
+                    with m.If(total[32]):
+                        m.d.sync += fail.eq(via_att.FAIL_RANGE)   # more than 4 GiB in all
+                    m.next = "ANSWER"
+                with m.Else():
+                    m.d.comb += att.req.valid.eq(1)
+                    with m.If(att.req.ready):
+                        m.next = "VALIDATE_WAIT"
+            with m.State("VALIDATE_WAIT"):
+                m.d.comb += att.resp.ready.eq(1)
+                with m.If(att.resp.valid):
+                    m.d.sync += [total.eq(total + seg.length), index.eq(index + 1)]
+                    with m.If(att.resp.payload.fail != via_att.FAIL_NONE):
+                        m.d.sync += fail.eq(att.resp.payload.fail)
+                        m.next = "ANSWER"
+                    with m.Else():
+                        m.next = "VALIDATE"
+
+            # --- WALK: find the window's first segment, then one lookup per chunk ------------
+            with m.State("SKIP"):
+                with m.If(in_range & (skip >= seg.length)):
+                    m.d.sync += [skip.eq(skip - seg.length), index.eq(index + 1)]
+                with m.Else():
+                    m.next = "CHUNK"
+            with m.State("CHUNK"):
+                m.d.comb += request_length.eq(Mux(avail < remaining, avail, remaining))
+                m.d.comb += [att.req.payload.va.eq(seg.va + skip), att.req.payload.length.eq(request_length)]
+                with m.If(remaining == 0):
+                    m.next = "ANSWER"
+                with m.Elif(~in_range):
+                    m.d.sync += fail.eq(via_att.FAIL_RANGE)      # the window runs past the segments
+                    m.next = "ANSWER"
+                with m.Elif(avail == 0):
+                    m.d.sync += [index.eq(index + 1), skip.eq(0)]   # an empty segment
+                with m.Else():
+                    m.d.comb += att.req.valid.eq(1)
+                    with m.If(att.req.ready):
+                        m.next = "CHUNK_WAIT"
+            with m.State("CHUNK_WAIT"):
+                m.d.comb += wanted.eq(Mux(avail < remaining, avail, remaining))
+                page_left = att.resp.payload.page_left
+                m.d.comb += chunk_length.eq(Mux(wanted < page_left, wanted, page_left))
+                with m.If(att.resp.valid & (att.resp.payload.fail != via_att.FAIL_NONE)):
+                    m.d.comb += att.resp.ready.eq(1)
+                    m.d.sync += fail.eq(att.resp.payload.fail)
+                    m.next = "ANSWER"
+                with m.Elif(att.resp.valid):
+                    m.d.comb += [
+                        self.chunks.valid.eq(1),
+                        self.chunks.payload.pa.eq(att.resp.payload.pa),
+                        self.chunks.payload.length.eq(chunk_length),
+                        att.resp.ready.eq(self.chunks.ready),
+                    ]
+                    with m.If(self.chunks.ready):
+                        m.d.sync += remaining.eq(remaining - chunk_length)
+                        with m.If(chunk_length == avail):
+                            m.d.sync += [index.eq(index + 1), skip.eq(0)]
+                        with m.Else():
+                            m.d.sync += skip.eq(skip + chunk_length)
+                        m.next = "CHUNK"
+
+            with m.State("ANSWER"):
+                m.d.comb += [self.result.valid.eq(1), self.result.payload.fail.eq(fail),
+                             self.result.payload.total.eq(total[:32])]
+                with m.If(self.result.ready):
+                    m.next = "IDLE"
+        return m

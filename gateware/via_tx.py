@@ -1,0 +1,693 @@
+"""VIA transmit engine: every frame the card sends, and the reliability of its VIs' send queues.
+
+A scheduler visits the VIs that have work (round robin; idle VIs cost nothing) and, between
+them, the firmware's management frames and the RDMA read responses the receive engine queued.
+A visit to a VI:
+
+1. takes a NAK the peer sent (sequence: go back; an error code: the VI fails),
+2. takes the peer's cumulative acknowledgement (restarting the retransmission timer),
+3. completes acknowledged descriptors in queue order (or flushes them if the VI failed),
+4. checks the retransmission timer (go back N to the oldest unacknowledged frame; after
+   RETRY_LIMIT expiries without progress the VI fails with a transport error),
+5. sends at most one frame: an ACK/NAK the VI owes, or the next frame of its send queue while
+   fewer than ``window`` frames are unacknowledged.
+
+A data frame is built from the descriptor, which is fetched again for every frame (frames of a
+message carry their offset, so going back needs no saved state): the descriptor's segments are
+validated through the ATT (a failure completes the descriptor in error, nothing is sent), the
+header goes into the transmit FIFO, and the payload follows by DMA through the byte packer.
+An RDMA read sends one READ_REQUEST and holds the queue until the response has arrived.
+"""
+
+from amaranth import Module, Signal, Mux, Array, C
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from . import regmap, via_att, via_descriptor, via_frame, wishbone_burst
+from .byte_packer import BytePacker
+from .packet_fifo import FifoWord
+from .via_completion import CompletionRequest
+from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
+from .via_dma_reader import DmaReader
+from .via_layouts import FrameHeader
+from .via_rx import ReadJob
+from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
+from .via_translate import lookup_signature
+
+#: Pulses of the transmit engine, counted by the engine top (names of regmap.VIA_COUNTERS).
+TX_EVENTS = ("TX_TIMEOUTS", "TX_NAK_SEQUENCE", "TX_ERRORS", "DOORBELLS_REFUSED", "DMA_ERRORS")
+
+_STATUS = via_descriptor.CONTROL_SEGMENT.field("STATUS")
+_OP = via_frame.OP
+_NAK = via_frame.NAK
+_CTL = via_descriptor.CONTROL_OP
+_SOP = via_descriptor.STATUS_OP
+_HEADER_WORDS = via_frame.HEADER.size // 4
+_CONNECTED = dict(regmap.VI_STATES)["CONNECTED"]
+_ERROR = dict(regmap.VI_STATES)["ERROR"]
+_MGMT = regmap.VIA.register("MGMT_TX_CTRL")
+
+SlotInfo = data.StructLayout({"end_psn": 32, "length": 32, "op": 3, "error": 16})
+
+
+def status_bits(**bits):
+    return via_descriptor.CONTROL_SEGMENT.encode_bits("STATUS", **bits)
+
+
+class TxEngine(wiring.Component):
+    def __init__(self, params):
+        self.p = p = params
+        vis = p.vis
+        super().__init__({
+            "frames": Out(stream.Signature(FifoWord)),
+            "fetch_bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "read_bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "att": Out(lookup_signature()),
+            "enable": In(1),
+            "node_id": In(regmap.NODE_ID_BITS),
+            "mtu": In(16),
+            "rto": In(32),
+            "retry_limit": In(16),
+            "vi_state": In(2).array(vis),
+            "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
+            "vi_peer_vi": In(8).array(vis),
+            "vi_ptag": In(16).array(vis),
+            "vi_connect": In(1).array(vis),
+            "fail": Out(1), "fail_vi": Out(range(vis)), "fail_bits": Out(16),
+            "sq_doorbell": In(1).array(vis),
+            "sq_doorbell_addr": In(32).array(vis),
+            "sq_count": Out(16).array(vis),
+            "snd_nxt": Out(32).array(vis),
+            # From the receive engine.
+            "rcv_nxt": In(32).array(vis),
+            "ack_pending": In(1).array(vis),
+            "nak_pending": In(1).array(vis),
+            "nak_code": In(4).array(vis),
+            "nak_psn": In(32).array(vis),
+            "peer_ack": In(32).array(vis),
+            "rx_nak": In(1).array(vis),
+            "rx_nak_code": In(4).array(vis),
+            "rx_nak_psn": In(32).array(vis),
+            "read_offset": In(32).array(vis),
+            "read_progress": In(1), "read_progress_vi": In(range(vis)),
+            "jobs": In(stream.Signature(ReadJob)),
+            # To the receive engine.
+            "ack_sent": Out(1), "ack_sent_vi": Out(range(vis)), "ack_sent_psn": Out(32),
+            "nak_sent": Out(1), "nak_sent_vi": Out(range(vis)),
+            "rx_nak_taken": Out(1), "rx_nak_taken_vi": Out(range(vis)),
+            "read_start": Out(1), "read_start_vi": Out(range(vis)),
+            "read_active": Out(1).array(vis),
+            "read_psn": Out(32).array(vis),
+            "read_desc": Out(32).array(vis),
+            "read_len": Out(32).array(vis),
+            "completions": Out(stream.Signature(CompletionRequest)),
+            # Management frames from the firmware.
+            "mgmt_request": In(1),
+            "mgmt_ctrl": In(32),
+            "mgmt_data": In(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
+            "mgmt_busy": Out(1),
+            "events": Out(data.StructLayout({name.lower(): 1 for name in TX_EVENTS})),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        vis, qd = p.vis, p.queue_depth
+        ev = self.events
+
+        m.submodules.fetcher = fetcher = DescriptorFetcher(max_segments=p.max_segments)
+        m.submodules.sg = sg = ScatterGather(max_segments=p.max_segments)
+        m.submodules.reader = reader = DmaReader()
+        m.submodules.packer = packer = BytePacker()
+        m.submodules.jobs = jobs = SyncFIFOBuffered(width=ReadJob.size, depth=p.read_jobs)
+        wiring.connect(m, fetcher.bus, wiring.flipped(self.fetch_bus))
+        wiring.connect(m, reader.bus, wiring.flipped(self.read_bus))
+        wiring.connect(m, sg.att, wiring.flipped(self.att))
+        m.d.comb += [
+            jobs.w_data.eq(self.jobs.payload.as_value()),
+            jobs.w_en.eq(self.jobs.valid),
+            self.jobs.ready.eq(jobs.w_rdy),
+        ]
+
+        now = Signal(32)
+        m.d.sync += now.eq(now + 1)
+
+        # --- send queues: doorbells append descriptor addresses ------------------------------
+        sq_mem = Memory(shape=32, depth=vis * qd, init=[])
+        info_mem = Memory(shape=SlotInfo, depth=vis * qd, init=[])
+        m.submodules.sq_mem = sq_mem
+        m.submodules.info_mem = info_mem
+        sq_w = sq_mem.write_port()
+        sq_r = sq_mem.read_port(domain="comb")          # the slot being sent
+        sq_head_r = sq_mem.read_port(domain="comb")     # the slot being completed
+        info_w = info_mem.write_port()
+        info_r = info_mem.read_port(domain="comb")
+
+        def arr(name, width, init=0):
+            return Array(Signal(width, name=f"{name}{v}", init=init) for v in range(vis))
+        ptr = range(2 * qd)
+        head, cur, tail = arr("sq_head", ptr), arr("sq_cur", ptr), arr("sq_tail", ptr)
+        # Going back N moves `cur` (and snd_nxt) back; `cur_max` (and snd_max) keep how far the VI
+        # has ever sent: slots head..cur_max-1 have been sent whole and know their last PSN.
+        cur_max = arr("sq_cur_max", ptr)
+        for v in range(vis):
+            m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[:len(head[v])])
+            addr = self.sq_doorbell_addr[v]
+            ok = ((addr[:4] == 0) & (addr >= p.host_base) & (addr < p.host_base + p.host_size - 32)
+                  & (self.sq_count[v] < qd))
+            with m.If(self.sq_doorbell[v]):
+                with m.If(ok):
+                    m.d.comb += [sq_w.en.eq(1), sq_w.addr.eq(v * qd + tail[v][:len(tail[v]) - 1]),
+                                 sq_w.data.eq(addr)]
+                    m.d.sync += tail[v].eq(tail[v] + 1)
+                with m.Else():
+                    m.d.comb += ev.doorbells_refused.eq(1)
+
+        snd_nxt, una, snd_max = Array(self.snd_nxt), arr("una", 32), arr("snd_max", 32)
+        head_psn, head_end = arr("head_psn", 32), arr("head_end", 32)
+        cur_offset = arr("cur_offset", 32)
+        deadline, timer_on, retries = arr("deadline", 32), arr("timer_on", 1), arr("retries", 16)
+        err_pending = arr("err_pending", 16)
+        rewind = arr("rewind", 1)
+        read_active, read_psn = Array(self.read_active), Array(self.read_psn)
+        read_desc, read_len = Array(self.read_desc), Array(self.read_len)
+
+        # --- which VIs have work --------------------------------------------------------------
+        window_open = Signal(vis)
+        work = Signal(vis)
+        for v in range(vis):
+            connected = self.vi_state[v] == _CONNECTED
+            outstanding = self.snd_nxt[v] - una[v]
+            ack_valid = ((self.peer_ack[v] - una[v])[:32] <= (snd_max[v] - una[v])[:32])
+            fenced = self.read_active[v] & (self.snd_nxt[v] != self.read_psn[v])
+            m.d.comb += [
+                window_open[v].eq(outstanding[:32] < p.window),
+                work[v].eq(self.enable & (
+                    self.rx_nak[v]
+                    | ((self.peer_ack[v] != una[v]) & ack_valid)
+                    | ((head[v] != cur_max[v]) & ~(una[v] - head_end[v])[31])
+                    | ((self.vi_state[v] == _ERROR) & (head[v] != tail[v]))
+                    | (connected & timer_on[v] & ~(now - deadline[v])[31])
+                    | (connected & (self.ack_pending[v] | self.nak_pending[v]))
+                    | (connected & (cur[v] != tail[v]) & window_open[v] & ~fenced)
+                )),
+            ]
+
+        vi = Signal(range(vis))
+        last_vi = Signal(range(vis))
+        next_vi = Signal(range(vis))
+        any_work = Signal()
+        for offset in reversed(range(1, vis + 1)):
+            cand = (last_vi + offset) % vis if vis > 1 else C(0)
+            with m.If(work.bit_select(cand, 1)):
+                m.d.comb += [next_vi.eq(cand), any_work.eq(1)]
+
+        # --- the frame being built ------------------------------------------------------------
+        hdr_bits = Signal(FrameHeader.size)
+        hdr = FrameHeader(hdr_bits)
+        hdr_word = Signal(range(_HEADER_WORDS + 1))
+        payload_len = Signal(16)
+        frame_error = Signal()
+        desc = Signal(32)
+        total = Signal(32)
+        last = Signal()
+        slot = Signal(range(vis * qd))
+        job = Signal(ReadJob)
+        job_active = Signal()
+        prefer_job = Signal()
+        mgmt_pending = Signal()
+        mgmt_ctrl = Signal(32)
+        mgmt_word = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
+        is_read = Signal()
+        retransmit = Signal()
+
+        mtu = Signal(16)
+        m.d.comb += mtu.eq(Mux(self.mtu < via_frame.MTU_MIN, via_frame.MTU_MIN,
+                               Mux(self.mtu > p.max_mtu, p.max_mtu, self.mtu)))
+        per_frame = Signal(16)
+        m.d.comb += per_frame.eq(mtu - via_frame.VIA_HEADER_SIZE)
+
+        peer_node = Array(self.vi_peer_node)[vi]
+        my_mac = C(via_frame.MAC_PREFIX_FIELD, 48) | (self.node_id << 40)
+
+        def base_header(op_, to_node, dst_vi, psn):
+            return [
+                hdr_bits.eq(0),
+                hdr.dst_mac.eq(C(via_frame.MAC_PREFIX_FIELD, 48) | (to_node << 40)),
+                hdr.src_mac.eq(my_mac),
+                hdr.ethertype.eq(via_frame.ETHERTYPE_FIELD),
+                hdr.op.eq(op_),
+                hdr.src_vi.eq(vi),
+                hdr.dst_vi.eq(dst_vi),
+                hdr.psn.eq(psn),
+                hdr.ack_psn.eq(Array(self.rcv_nxt)[vi]),
+                hdr_word.eq(0),
+                frame_error.eq(0),
+            ]
+
+        def fail(bits):
+            return [self.fail.eq(1), self.fail_vi.eq(vi), self.fail_bits.eq(bits), ev.tx_errors.eq(1)]
+
+        # Frame output: header words from here, then payload words from the packer.
+        payload_mode = Signal()
+        m.d.comb += packer.words.ready.eq(payload_mode & self.frames.ready)
+        with m.If(payload_mode):
+            m.d.comb += [
+                self.frames.valid.eq(packer.words.valid),
+                self.frames.payload.data.eq(packer.words.payload.data),
+                self.frames.payload.nbytes.eq(packer.words.payload.nbytes),
+                self.frames.payload.last.eq(packer.words.payload.last),
+                self.frames.payload.error.eq(packer.words.payload.error),
+            ]
+        m.d.comb += [
+            reader.cmd.valid.eq(payload_mode & sg.chunks.valid),
+            reader.cmd.payload.addr.eq(sg.chunks.payload.pa),
+            reader.cmd.payload.length.eq(sg.chunks.payload.length),
+            sg.chunks.ready.eq(payload_mode & reader.cmd.ready),
+            packer.beats.valid.eq(reader.beats.valid),
+            packer.beats.payload.data.eq(reader.beats.payload.data),
+            packer.beats.payload.nbytes.eq(reader.beats.payload.nbytes),
+            packer.beats.payload.error.eq(reader.beats.payload.error),
+            reader.beats.ready.eq(packer.beats.ready),
+            ev.dma_errors.eq(reader.beats.valid & reader.beats.ready & reader.beats.payload.error),
+        ]
+
+        # Scatter/gather: descriptor segments from the fetcher, or one segment for a read response.
+        single = Signal()
+        m.d.comb += [
+            sg.seg_index.eq(Mux(single, 0, fetcher.seg_index)),
+            sg.seg_data.va.eq(Mux(single, job.va, fetcher.seg_data.va)),
+            sg.seg_data.handle.eq(Mux(single, job.handle, fetcher.seg_data.handle)),
+            sg.seg_data.length.eq(Mux(single, job.length, fetcher.seg_data.length)),
+            sg.seg_write.eq(fetcher.seg_write),
+            sg.count.eq(Mux(single, 1, fetcher.seg_count)),
+            sg.ptag.eq(Array(self.vi_ptag)[vi]),
+            sg.need.eq(Mux(single, via_att.NEED_RDMA_READ, via_att.NEED_LOCAL)),
+        ]
+
+        m.d.comb += [
+            sq_r.addr.eq(vi * qd + cur[vi][:len(cur[vi]) - 1]),
+            sq_head_r.addr.eq(vi * qd + head[vi][:len(head[vi]) - 1]),
+            info_r.addr.eq(vi * qd + head[vi][:len(head[vi]) - 1]),
+            self.mgmt_busy.eq(mgmt_pending),
+        ]
+        slot_info = info_r.data
+
+        with m.If(self.mgmt_request):
+            m.d.sync += [mgmt_pending.eq(1), mgmt_ctrl.eq(self.mgmt_ctrl)]
+
+        # A long read response keeps the read's timer from expiring while it streams in.
+        with m.If(self.read_progress):
+            m.d.sync += [deadline[self.read_progress_vi].eq(now + self.rto), retries[self.read_progress_vi].eq(0)]
+
+        for v in range(vis):
+            with m.If(self.vi_connect[v]):
+                m.d.sync += [self.snd_nxt[v].eq(0), una[v].eq(0), head_psn[v].eq(0), head_end[v].eq(0),
+                             cur[v].eq(head[v]), cur_max[v].eq(head[v]), snd_max[v].eq(0),
+                             cur_offset[v].eq(0), timer_on[v].eq(0), retries[v].eq(0),
+                             self.read_active[v].eq(0), err_pending[v].eq(0), rewind[v].eq(0)]
+
+        mgmt_len = mgmt_ctrl[_MGMT.field("LENGTH").lsb:][:_MGMT.field("LENGTH").width]
+        mgmt_raw = mgmt_ctrl[_MGMT.field("RAW").lsb]
+        mgmt_node = mgmt_ctrl[_MGMT.field("DST_NODE").lsb:][:_MGMT.field("DST_NODE").width]
+        mgmt_words = Signal(5)
+        m.d.comb += mgmt_words.eq((mgmt_len + 3) >> 2)
+
+        frames = self.frames
+
+        def emit_header(done):
+            """Stream the header's words into the frame FIFO; the last one ends a payload-less frame."""
+            end = hdr_word == _HEADER_WORDS - 1
+            m.d.comb += [
+                frames.valid.eq(1),
+                frames.payload.data.eq(hdr_bits.word_select(hdr_word, 32)),
+                frames.payload.nbytes.eq(4),
+                frames.payload.last.eq(end & (payload_len == 0)),
+                frames.payload.error.eq(0),
+            ]
+            with m.If(frames.ready):
+                m.d.sync += hdr_word.eq(hdr_word + 1)
+                with m.If(end):
+                    m.next = done
+
+        walk_done = Signal()
+        words_done = Signal()
+
+        def payload(state, offset, done):
+            """States `state` and `state`_RUN: the payload through walker, reader and packer."""
+            with m.State(state):
+                m.d.sync += [walk_done.eq(0), words_done.eq(0)]
+                with m.If(payload_len == 0):
+                    m.next = done
+                with m.Else():
+                    both = packer.length.ready & sg.cmd.ready
+                    m.d.comb += [
+                        packer.length.valid.eq(both), packer.length.payload.eq(payload_len),
+                        sg.cmd.valid.eq(both), sg.cmd.payload.op.eq(OP_WALK),
+                        sg.cmd.payload.offset.eq(offset), sg.cmd.payload.length.eq(payload_len),
+                    ]
+                    with m.If(both):
+                        m.d.sync += payload_mode.eq(1)
+                        m.next = f"{state}_RUN"
+            with m.State(f"{state}_RUN"):
+                m.d.comb += sg.result.ready.eq(1)
+                with m.If(sg.result.valid):
+                    m.d.sync += walk_done.eq(1)
+                    with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
+                        m.d.sync += [frame_error.eq(1), payload_mode.eq(0)]
+                        m.next = f"{state}_ABORT"
+                with m.If(frames.valid & frames.ready & frames.payload.last):
+                    m.d.sync += [words_done.eq(1), frame_error.eq(frame_error | frames.payload.error)]
+                with m.If(walk_done & words_done):
+                    m.d.sync += payload_mode.eq(0)
+                    m.next = done
+            with m.State(f"{state}_ABORT"):
+                # The ATT changed under a checked transfer: let the reader finish, then end the frame
+                # with an error word so the FIFO drops it.
+                with m.If(~reader.busy):
+                    m.d.comb += [packer.abort.eq(1), frames.valid.eq(1), frames.payload.last.eq(1),
+                                 frames.payload.error.eq(1)]
+                    with m.If(frames.ready):
+                        m.next = done
+
+        def slot_error(bits):
+            op_status = Mux(fetcher.control.control.op == _CTL.RDMA_WRITE, _SOP.RDMA_WRITE,
+                            Mux(fetcher.control.control.op == _CTL.RDMA_READ, _SOP.RDMA_READ, _SOP.SEND))
+            m.d.comb += [info_w.en.eq(1), info_w.addr.eq(slot), info_w.data.end_psn.eq(snd_nxt[vi]),
+                         info_w.data.length.eq(0), info_w.data.op.eq(op_status), info_w.data.error.eq(bits)]
+            m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0)]
+            with m.If(cur[vi] == cur_max[vi]):
+                m.d.sync += cur_max[vi].eq(cur[vi] + 1)
+            with m.If(cur[vi] == head[vi]):
+                m.d.sync += head_end[vi].eq(snd_nxt[vi])
+
+        with m.FSM():
+            with m.State("SCAN"):
+                m.d.sync += [single.eq(0), payload_mode.eq(0)]
+                have_job = job_active | jobs.r_rdy
+                with m.If(mgmt_pending & self.enable):
+                    m.next = "MGMT"
+                with m.Elif(have_job & self.enable & (prefer_job | ~any_work)):
+                    m.d.sync += prefer_job.eq(0)
+                    with m.If(~job_active):
+                        m.d.comb += jobs.r_en.eq(1)
+                        m.d.sync += [job.eq(jobs.r_data), job_active.eq(1)]
+                    m.next = "RESPONSE"
+                with m.Elif(any_work):
+                    m.d.sync += [vi.eq(next_vi), last_vi.eq(next_vi), prefer_job.eq(1)]
+                    m.next = "VISIT_NAK"
+
+            # --- 1. a NAK from the peer -----------------------------------------------------
+            with m.State("VISIT_NAK"):
+                with m.If(Array(self.rx_nak)[vi]):
+                    m.d.comb += [self.rx_nak_taken.eq(1), self.rx_nak_taken_vi.eq(vi)]
+                    code = Array(self.rx_nak_code)[vi]
+                    psn = Array(self.rx_nak_psn)[vi]
+                    in_flight = (psn - una[vi])[:32] <= (snd_max[vi] - una[vi])[:32]
+                    with m.If(code == _NAK.SEQUENCE):
+                        with m.If(in_flight):
+                            # Everything before `psn` arrived; resend from there.
+                            m.d.comb += ev.tx_nak_sequence.eq(1)
+                            m.d.sync += [una[vi].eq(psn), rewind[vi].eq(1)]
+                    with m.Elif(Array(self.vi_state)[vi] == _CONNECTED):
+                        bits = Mux(code == _NAK.REMOTE_PROTECTION, status_bits(RDMA_PROTECTION_ERROR=1),
+                                   status_bits(REMOTE_DESCRIPTOR_ERROR=1))
+                        m.d.comb += fail(bits)
+                        m.d.sync += [err_pending[vi].eq(bits), timer_on[vi].eq(0)]
+                m.next = "VISIT_ACK"
+
+            # --- 2. the peer's cumulative acknowledgement ------------------------------------
+            with m.State("VISIT_ACK"):
+                ack = Array(self.peer_ack)[vi]
+                progress = (ack - una[vi])[:32]
+                with m.If((progress != 0) & (progress <= (snd_max[vi] - una[vi])[:32])):
+                    m.d.sync += [una[vi].eq(ack), retries[vi].eq(0),
+                                 timer_on[vi].eq(ack != snd_max[vi]), deadline[vi].eq(now + self.rto)]
+                    with m.If(progress > (snd_nxt[vi] - una[vi])[:32]):
+                        # Acknowledged past what we were about to resend: skip ahead to it.
+                        m.d.sync += rewind[vi].eq(1)
+                m.next = "VISIT_COMPLETE"
+
+            # --- 3. completions in queue order ------------------------------------------------
+            with m.State("VISIT_COMPLETE"):
+                with m.If((Array(self.vi_state)[vi] == _ERROR) & (head[vi] != tail[vi])):
+                    m.next = "FLUSH"
+                with m.Elif((head[vi] != cur_max[vi]) & ~(una[vi] - head_end[vi])[31]):
+                    m.next = "COMPLETE"
+                with m.Else():
+                    m.next = "VISIT_TIMER"
+            with m.State("COMPLETE"):
+                c = self.completions.payload
+                error = slot_info.error
+                m.d.comb += [
+                    self.completions.valid.eq(1),
+                    c.desc.eq(sq_head_r.data),
+                    c.status.eq(status_bits(DONE=1) | error | (slot_info.op << _STATUS.bit("OP").lsb)),
+                    c.length.eq(Mux(error != 0, 0, slot_info.length)),
+                    c.vi.eq(vi),
+                    c.recv.eq(0),
+                ]
+                with m.If(self.completions.ready):
+                    m.d.sync += [head[vi].eq(head[vi] + 1), head_psn[vi].eq(head_end[vi])]
+                    with m.If(slot_info.op == _SOP.RDMA_READ):
+                        m.d.sync += read_active[vi].eq(0)
+                    m.next = "COMPLETE_NEXT"
+            with m.State("COMPLETE_NEXT"):
+                # The new head's end, if its message has been sent.
+                with m.If(head[vi] != cur_max[vi]):
+                    m.d.sync += head_end[vi].eq(slot_info.end_psn)
+                m.next = "VISIT_COMPLETE"
+            with m.State("FLUSH"):
+                c = self.completions.payload
+                sent = head[vi] != cur_max[vi]
+                bits = Mux(sent & (slot_info.error != 0), slot_info.error,
+                           Mux(err_pending[vi] != 0, err_pending[vi], status_bits(FLUSHED=1)))
+                m.d.comb += [
+                    self.completions.valid.eq(1),
+                    c.desc.eq(sq_head_r.data),
+                    c.status.eq(status_bits(DONE=1) | bits
+                                | (Mux(sent, slot_info.op, 0) << _STATUS.bit("OP").lsb)),
+                    c.length.eq(0),
+                    c.vi.eq(vi),
+                    c.recv.eq(0),
+                ]
+                with m.If(self.completions.ready):
+                    m.d.sync += [head[vi].eq(head[vi] + 1), err_pending[vi].eq(0), read_active[vi].eq(0),
+                                 timer_on[vi].eq(0)]
+                    with m.If(head[vi] == cur[vi]):
+                        m.d.sync += [cur[vi].eq(head[vi] + 1), cur_offset[vi].eq(0)]
+                    with m.If(~sent):
+                        m.d.sync += cur_max[vi].eq(head[vi] + 1)
+                    m.next = "VISIT_COMPLETE"
+
+            # --- 4. the retransmission timer -------------------------------------------------
+            with m.State("VISIT_TIMER"):
+                with m.If(timer_on[vi] & ~(now - deadline[vi])[31] & (Array(self.vi_state)[vi] == _CONNECTED)):
+                    with m.If(retries[vi] + 1 >= self.retry_limit):
+                        m.d.comb += fail(status_bits(TRANSPORT_ERROR=1))
+                        m.d.sync += [err_pending[vi].eq(status_bits(TRANSPORT_ERROR=1)), timer_on[vi].eq(0)]
+                    with m.Else():
+                        m.d.comb += ev.tx_timeouts.eq(1)
+                        m.d.sync += [retries[vi].eq(retries[vi] + 1), rewind[vi].eq(1)]
+                m.next = "VISIT_REWIND"
+            with m.State("VISIT_REWIND"):
+                with m.If(rewind[vi]):
+                    m.d.sync += [
+                        rewind[vi].eq(0),
+                        snd_nxt[vi].eq(una[vi]),
+                        cur[vi].eq(head[vi]),
+                        cur_offset[vi].eq((una[vi] - head_psn[vi])[:24] * per_frame),
+                        timer_on[vi].eq(0),
+                    ]
+                m.next = "VISIT_CONTROL"
+
+            # --- 5. one frame: an acknowledgement owed, or data -------------------------------
+            with m.State("VISIT_CONTROL"):
+                with m.If((Array(self.vi_state)[vi] == _CONNECTED)
+                          & (Array(self.nak_pending)[vi] | Array(self.ack_pending)[vi])):
+                    with m.If(Array(self.nak_pending)[vi]):
+                        m.d.sync += [*base_header(_OP.NAK, peer_node, Array(self.vi_peer_vi)[vi],
+                                                  Array(self.nak_psn)[vi]),
+                                     hdr.nak_code.eq(Array(self.nak_code)[vi])]
+                    with m.Else():
+                        m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi_peer_vi)[vi], snd_nxt[vi])
+                    m.d.sync += payload_len.eq(0)
+                    m.next = "CONTROL_HEADER"
+                with m.Elif((Array(self.vi_state)[vi] == _CONNECTED) & (cur[vi] != tail[vi]) & window_open.bit_select(vi, 1)
+                            & ~(read_active[vi] & (snd_nxt[vi] != read_psn[vi]))):
+                    m.d.sync += [desc.eq(sq_r.data), slot.eq(vi * qd + cur[vi][:len(cur[vi]) - 1])]
+                    m.next = "FETCH"
+                with m.Else():
+                    m.next = "SCAN"
+            with m.State("CONTROL_HEADER"):
+                emit_header("CONTROL_SENT")
+            with m.State("CONTROL_SENT"):
+                m.d.comb += [self.ack_sent.eq(1), self.ack_sent_vi.eq(vi), self.ack_sent_psn.eq(hdr.ack_psn)]
+                with m.If(hdr.op == _OP.NAK):
+                    m.d.comb += [self.nak_sent.eq(1), self.nak_sent_vi.eq(vi)]
+                m.next = "SCAN"
+
+            # --- a data frame -----------------------------------------------------------------
+            with m.State("FETCH"):
+                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.eq(desc)]
+                with m.If(fetcher.cmd.ready):
+                    m.next = "FETCHED"
+            with m.State("FETCHED"):
+                m.d.comb += fetcher.result.ready.eq(1)
+                with m.If(fetcher.result.valid):
+                    with m.If(fetcher.result.payload != FETCH_OK):
+                        m.d.sync += frame_error.eq(1)
+                        m.next = "SLOT_FORMAT"
+                    with m.Else():
+                        m.next = "VALIDATE"
+            with m.State("VALIDATE"):
+                m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
+                with m.If(sg.cmd.ready):
+                    m.next = "VALIDATED"
+            with m.State("VALIDATED"):
+                m.d.comb += sg.result.ready.eq(1)
+                with m.If(sg.result.valid):
+                    with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
+                        m.next = "SLOT_PROTECTION"
+                    with m.Else():
+                        m.d.sync += total.eq(sg.result.payload.total)
+                        m.next = "PLAN"
+            with m.State("SLOT_FORMAT"):
+                slot_error(status_bits(FORMAT_ERROR=1))
+                m.next = "SCAN"
+            with m.State("SLOT_PROTECTION"):
+                slot_error(status_bits(PROTECTION_ERROR=1))
+                m.next = "SCAN"
+            with m.State("PLAN"):
+                ctl = fetcher.control
+                left = Signal(32)
+                m.d.comb += left.eq(total - cur_offset[vi])
+                length = Mux(left < per_frame, left, per_frame)
+                op_map = Mux(ctl.control.op == _CTL.RDMA_WRITE, _OP.RDMA_WRITE,
+                             Mux(ctl.control.op == _CTL.RDMA_READ, _OP.READ_REQUEST, _OP.SEND))
+                read = ctl.control.op == _CTL.RDMA_READ
+                m.d.sync += [
+                    *base_header(op_map, peer_node, Array(self.vi_peer_vi)[vi], snd_nxt[vi]),
+                    hdr.flags.first.eq(read | (cur_offset[vi] == 0)),
+                    hdr.flags.last.eq(read | (left <= per_frame)),
+                    hdr.flags.immediate.eq(ctl.control.immediate),
+                    hdr.msg_length.eq(total),
+                    hdr.offset.eq(Mux(read, Mux(read_active[vi], Array(self.read_offset)[vi], 0), cur_offset[vi])),
+                    hdr.payload_length.eq(Mux(read, 0, length)),
+                    hdr.remote_va.eq(fetcher.address.remote_va),
+                    hdr.remote_handle.eq(fetcher.address.remote_handle),
+                    hdr.immediate_data.eq(ctl.immediate_data),
+                    payload_len.eq(Mux(read, 0, length)),
+                    is_read.eq(read),
+                    last.eq(read | (left <= per_frame)),
+                    retransmit.eq(read_active[vi]),
+                ]
+                m.next = "DATA_HEADER"
+            with m.State("DATA_HEADER"):
+                emit_header("DATA_PAYLOAD")
+            payload("DATA_PAYLOAD", hdr.offset, "DATA_SENT")
+            with m.State("DATA_SENT"):
+                with m.If(frame_error):
+                    m.d.comb += fail(status_bits(TRANSPORT_ERROR=1))
+                    m.d.sync += [err_pending[vi].eq(status_bits(TRANSPORT_ERROR=1)), timer_on[vi].eq(0)]
+                    m.next = "SCAN"
+                with m.Else():
+                    m.d.comb += [self.ack_sent.eq(1), self.ack_sent_vi.eq(vi), self.ack_sent_psn.eq(hdr.ack_psn)]
+                    m.d.sync += snd_nxt[vi].eq(snd_nxt[vi] + 1)
+                    with m.If(snd_nxt[vi] == snd_max[vi]):
+                        m.d.sync += snd_max[vi].eq(snd_nxt[vi] + 1)
+                    with m.If(~timer_on[vi]):
+                        m.d.sync += [timer_on[vi].eq(1), deadline[vi].eq(now + self.rto)]
+                    with m.If(is_read):
+                        m.d.sync += [read_active[vi].eq(1), read_psn[vi].eq(snd_nxt[vi]), read_desc[vi].eq(desc),
+                                     read_len[vi].eq(total)]
+                        with m.If(~retransmit):
+                            m.d.comb += [self.read_start.eq(1), self.read_start_vi.eq(vi)]
+                    with m.If(last):
+                        op_status = Mux(is_read, _SOP.RDMA_READ,
+                                        Mux(hdr.op == _OP.RDMA_WRITE, _SOP.RDMA_WRITE, _SOP.SEND))
+                        m.d.comb += [info_w.en.eq(1), info_w.addr.eq(slot),
+                                     info_w.data.end_psn.eq(snd_nxt[vi] + 1), info_w.data.length.eq(total),
+                                     info_w.data.op.eq(op_status), info_w.data.error.eq(0)]
+                        m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0)]
+                        with m.If(cur[vi] == cur_max[vi]):
+                            m.d.sync += cur_max[vi].eq(cur[vi] + 1)
+                        with m.If(cur[vi] == head[vi]):
+                            m.d.sync += head_end[vi].eq(snd_nxt[vi] + 1)
+                    with m.Else():
+                        m.d.sync += cur_offset[vi].eq(cur_offset[vi] + payload_len)
+                    m.next = "SCAN"
+
+            # --- RDMA read responses ----------------------------------------------------------
+            with m.State("RESPONSE"):
+                m.d.sync += vi.eq(job.vi)
+                m.next = "RESPONSE_PLAN"
+            with m.State("RESPONSE_PLAN"):
+                left = Signal(32)
+                m.d.comb += left.eq(job.length - job.offset)
+                length = Mux(left < per_frame, left, per_frame)
+                with m.If(Array(self.vi_state)[vi] != _CONNECTED):
+                    m.d.sync += job_active.eq(0)
+                    m.next = "SCAN"
+                with m.Else():
+                    m.d.sync += [
+                        *base_header(_OP.READ_RESPONSE, peer_node, Array(self.vi_peer_vi)[vi], job.psn),
+                        hdr.flags.first.eq(job.offset == 0),
+                        hdr.flags.last.eq(left <= per_frame),
+                        hdr.msg_length.eq(job.length),
+                        hdr.offset.eq(job.offset),
+                        hdr.payload_length.eq(length),
+                        payload_len.eq(length),
+                        single.eq(1),
+                    ]
+                    m.next = "RESPONSE_LOAD"
+            with m.State("RESPONSE_LOAD"):
+                m.d.comb += sg.seg_write.eq(1)
+                m.next = "RESPONSE_HEADER"
+            with m.State("RESPONSE_HEADER"):
+                emit_header("RESPONSE_PAYLOAD")
+            payload("RESPONSE_PAYLOAD", hdr.offset, "RESPONSE_SENT")
+            with m.State("RESPONSE_SENT"):
+                m.d.comb += [self.ack_sent.eq(1), self.ack_sent_vi.eq(vi), self.ack_sent_psn.eq(hdr.ack_psn)]
+                m.d.sync += job.offset.eq(job.offset + payload_len)
+                with m.If(frame_error | hdr.flags.last):
+                    m.d.sync += job_active.eq(0)
+                m.next = "SCAN"
+
+            # --- management frames ------------------------------------------------------------
+            with m.State("MGMT"):
+                m.d.sync += mgmt_word.eq(0)
+                with m.If(mgmt_raw):
+                    with m.If(mgmt_len == 0):
+                        m.d.sync += mgmt_pending.eq(0)
+                        m.next = "SCAN"
+                    with m.Else():
+                        m.next = "MGMT_PAYLOAD"
+                with m.Else():
+                    m.d.sync += [*base_header(_OP.MGMT, mgmt_node, 0, 0), hdr.src_vi.eq(0),
+                                 hdr.ack_psn.eq(0), hdr.payload_length.eq(mgmt_len), payload_len.eq(mgmt_len)]
+                    m.next = "MGMT_HEADER"
+            with m.State("MGMT_HEADER"):
+                emit_header("MGMT_PAYLOAD")
+            with m.State("MGMT_PAYLOAD"):
+                end = mgmt_word == mgmt_words - 1
+                rem = mgmt_len[:2]
+                m.d.comb += [
+                    self.frames.valid.eq(1),
+                    self.frames.payload.data.eq(Array(self.mgmt_data)[mgmt_word]),
+                    self.frames.payload.last.eq(end),
+                    self.frames.payload.nbytes.eq(Mux(end & (rem != 0), rem, 4)),
+                ]
+                with m.If(mgmt_words == 0):
+                    m.d.comb += self.frames.valid.eq(0)
+                    m.d.sync += mgmt_pending.eq(0)
+                    m.next = "SCAN"
+                with m.Elif(self.frames.ready):
+                    m.d.sync += mgmt_word.eq(mgmt_word + 1)
+                    with m.If(end):
+                        m.d.sync += mgmt_pending.eq(0)
+                        m.next = "SCAN"
+        return m
+

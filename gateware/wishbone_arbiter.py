@@ -1,0 +1,59 @@
+"""Round-robin arbiter: several Wishbone initiators share one initiator port.
+
+A grant lasts while the granted initiator holds ``cyc``; when it drops ``cyc`` the next requester
+(in round-robin order) is granted on the following cycle, so a target's late ``ack`` after a burst
+still goes to the initiator that owned it. Routing is combinational, so a granted initiator sees
+the target exactly as if it were connected directly. Ports are :mod:`wishbone_burst` ports.
+"""
+
+from amaranth import Module, Signal, Cat
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from . import wishbone_burst
+
+
+class WishboneArbiter(wiring.Component):
+    def __init__(self, *, count, addr_width, data_width=32):
+        if count < 1:
+            raise ValueError("an arbiter needs at least one initiator")
+        self.count = count
+        sig = wishbone_burst.Signature(addr_width=addr_width, data_width=data_width)
+        super().__init__({
+            "initiators": In(sig).array(count),
+            "bus": Out(sig),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.count
+        grant = Signal(range(n))
+        requests = Cat(*(i.cyc for i in self.initiators))
+
+        # Keep the grant while its owner holds cyc; otherwise move to the next requester after it.
+        with m.If(~(requests.bit_select(grant, 1))):
+            for offset in reversed(range(1, n + 1)):
+                candidate = Signal(range(n), name=f"candidate_{offset}")
+                m.d.comb += candidate.eq((grant + offset) % n if n > 1 else 0)
+                with m.If(requests.bit_select(candidate, 1)):
+                    m.d.sync += grant.eq(candidate)
+
+        for i, ini in enumerate(self.initiators):
+            granted = grant == i
+            m.d.comb += [
+                ini.dat_r.eq(self.bus.dat_r),
+                ini.ack.eq(self.bus.ack & granted),
+                ini.err.eq(self.bus.err & granted),
+            ]
+            with m.If(granted):
+                m.d.comb += [
+                    self.bus.cyc.eq(ini.cyc),
+                    self.bus.stb.eq(ini.stb),
+                    self.bus.we.eq(ini.we),
+                    self.bus.adr.eq(ini.adr),
+                    self.bus.dat_w.eq(ini.dat_w),
+                    self.bus.sel.eq(ini.sel),
+                    self.bus.cti.eq(ini.cti),
+                    self.bus.bte.eq(ini.bte),
+                ]
+        return m

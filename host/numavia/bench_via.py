@@ -1,0 +1,300 @@
+"""``numavia bench via``: NetPIPE-style sweep of the VIA engine on two simulated nodes.
+
+For each MTU, operation and message size the two nodes' benchmark agents (firmware) run a
+ping-pong over a connected VI pair, timed by the card's cycle counter; the host sets everything
+up through VIPL and collects the cycle counts. Results: a CSV of every point, a Markdown summary
+against the paper's figures and the wire limits, and a PNG of latency and bandwidth.
+
+Latency is the half round trip for send/receive and RDMA write (what the paper reports), and the
+whole operation for an RDMA read (a read is itself a round trip); bandwidth is size / latency.
+The streaming tests keep eight messages in flight and report the time per message and the
+resulting bandwidth (no latency: messages overlap).
+"""
+
+import csv
+import shlex
+import sys
+import threading
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from numavia import vipl
+from numavia.errors import NumaviaError
+from numavia.gateware import via_frame, via_mailbox
+from numavia.gateware.card import CardConfig
+
+OPS = {"send": via_mailbox.BENCH_OP.SEND_RECV, "write": via_mailbox.BENCH_OP.RDMA_WRITE,
+       "read": via_mailbox.BENCH_OP.RDMA_READ, "send-stream": via_mailbox.BENCH_OP.SEND_STREAM,
+       "write-stream": via_mailbox.BENCH_OP.WRITE_STREAM}
+OP_TITLES = {"send": "send/receive", "write": "RDMA write", "read": "RDMA read",
+             "send-stream": "send stream", "write-stream": "RDMA write stream"}
+STREAMS = ("send-stream", "write-stream")
+PING_PONGS = ("send", "write", "read")
+
+#: The paper's figures (seed 001) and the spec's wire limits.
+PAPER = {"latency_us": 12.5, "bandwidth_MBps": 95.5, "rdma_gain_us": 2.9, "post_recv_us": 6.0}
+WIRE_LIMIT_MBPS = {1500: 121.9, 9000: 124.5}
+
+
+class BenchError(NumaviaError):
+    pass
+
+
+def sizes(min_size, max_size, perturbation=0):
+    """Powers of two from ``min_size`` to ``max_size``, each also +- ``perturbation`` (NetPIPE)."""
+    out, s = set(), 1
+    while s <= max_size:
+        if s >= min_size:
+            out.add(s)
+            if perturbation:
+                out.update(x for x in (s - perturbation, s + perturbation) if min_size <= x <= max_size)
+        s *= 2
+    return sorted(out)
+
+
+def iterations_for(size, *, most, target_bytes=256 * 1024):
+    return max(2, min(most, -(-target_bytes // max(size, 1))))
+
+
+def messages_for(op, size, *, most, target_bytes=1024 * 1024):
+    """Messages of a streaming point: enough to fill the pipe; a send stream has a receive posted
+    for each message first, so at most a receive queue's worth (16)."""
+    n = max(4, min(4 * most, -(-target_bytes // max(size, 1))))
+    return min(n, 16) if op == "send-stream" else n
+
+
+class Bench:
+    def __init__(self, session, *, max_size, log, timeout):
+        self.log = log
+        self.nics = [session.nic(0, timeout=timeout), session.nic(1, timeout=timeout)]
+        self.freq = self.nics[0]._reg(0x28)   # CTRL.CLK_FREQ_HZ
+        ptags = [n.create_ptag() for n in self.nics]
+        self.buffers = []
+        for nic, ptag in zip(self.nics, ptags):
+            buf = nic.alloc(max(max_size, 4096), contiguous=True)
+            nic.register(buf, ptag, rdma_write=True, rdma_read=True)
+            self.buffers.append(buf)
+        self.descs = [nic.memory.pages(1)[0] for nic in self.nics]
+        self.vis = [nic.create_vi(ptag) for nic, ptag in zip(self.nics, ptags)]
+        vipl.connect_pair(self.vis[0], self.vis[1], 0xBE7C, client_buffer=self.buffers[0],
+                          server_buffer=self.buffers[1])
+
+    def set_mtu(self, mtu):
+        for nic in self.nics:
+            nic.via_reg("MTU", mtu)
+
+    def _args(self, node, op, size, iterations):
+        me, peer = self.buffers[node], self.vis[node].remote_buffer
+        return dict(role=1 if node == 0 else 0, op=OPS[op], vi=self.vis[node].number, size=size,
+                    iterations=iterations, buf_va_lo=me.va, buf_va_hi=me.va >> 32, buf_handle=me.handle,
+                    buf_pa=me.pa(0), remote_va_lo=peer.va, remote_va_hi=peer.va >> 32,
+                    remote_handle=peer.handle, desc=self.descs[node], timeout_us=20_000_000)
+
+    def _wait_receives(self, count, errors):
+        """Start the initiator only once the responder's agent has posted its receives."""
+        deadline = time.monotonic() + 60
+        while not errors and self.nics[1].vi_reg(self.vis[1].number, "QUEUE_STATUS") >> 16 < count:
+            if time.monotonic() > deadline:
+                raise BenchError("the responder's agent did not post its receives")
+            time.sleep(0.005)
+
+    def point(self, op, size, iterations):
+        """One measurement: both agents for a ping-pong, the initiator alone for reads."""
+        results, errors = {}, []
+
+        def run(node):
+            try:
+                results[node] = self.nics[node].command("BENCH", **self._args(node, op, size, iterations))[1]
+            except NumaviaError as e:
+                errors.append(e)
+
+        threads = []
+        if op not in ("read", "write-stream"):   # the remote CPU takes no part in these
+            threads.append(threading.Thread(target=run, args=(1,)))
+            threads[0].start()
+            self._wait_receives(iterations if op == "send-stream" else 1 if op == "send" else 0, errors)
+        run(0)
+        for t in threads:
+            t.join()
+        if errors:
+            raise BenchError(f"{op} of {size} bytes: {errors[0]}")
+        r0, r1 = results[0], results.get(1)
+        cycles = r0["cycles_lo"] | r0["cycles_hi"] << 32
+        per_op = cycles / iterations / (2 if op in ("send", "write") else 1)
+        latency_us = per_op / self.freq * 1e6
+        post_recv = r1["post_recv_cycles"] / r1["post_recvs"] if r1 and r1["post_recvs"] else 0.0
+        return {"iterations": iterations, "cycles": cycles, "latency_us": latency_us,
+                "bandwidth_MBps": size / latency_us if latency_us else 0.0,
+                "receiver_post_recv_cycles": post_recv}
+
+
+def run_sweep(args, log):
+    from numavia.cluster_session import ClusterSession
+    from numavia.soc import sim
+
+    config = sim.SimConfig(nodes=2)
+    build = sim.build_all(config, log=log)
+    points = sizes(args.min_size, args.max_size, args.perturbation)
+    ops = args.ops
+    run_dir = Path(args.out) / "run"
+    rows = []
+    started = time.monotonic()
+    with ClusterSession(build, run_dir, eth_delay=args.eth_delay) as session:
+        bench = Bench(session, max_size=args.max_size, log=log, timeout=args.timeout)
+        for mtu in args.mtu:
+            bench.set_mtu(mtu)
+            for op in ops:
+                for size in points:
+                    if size == 0 and op == "write":
+                        continue   # the RDMA-write ping-pong detects arrival by a byte
+                    n = (messages_for(op, size, most=args.iterations) if op in STREAMS
+                         else iterations_for(size, most=args.iterations))
+                    r = bench.point(op, size, n)
+                    rows.append({"mtu": mtu, "op": op, "size": size, **r})
+                    log(f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
+                        f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)")
+        counters = [n.counters() for n in bench.nics]
+    return rows, {"build": build, "config": config, "counters": counters, "run_dir": run_dir,
+                  "wall_seconds": time.monotonic() - started}
+
+
+def write_results(rows, info, args, command):
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fields = ["mtu", "op", "size", "iterations", "cycles", "latency_us", "bandwidth_MBps",
+              "receiver_post_recv_cycles"]
+    with open(out / "via_bench.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{r[k]:.4f}" if isinstance(r[k], float) else r[k]) for k in fields})
+    (out / "via_bench.md").write_text(summary(rows, info, args, command))
+    plot(rows, out / "via_bench.png", args)
+    return [out / "via_bench.csv", out / "via_bench.md", out / "via_bench.png"]
+
+
+def _find(rows, **kw):
+    return [r for r in rows if all(r[k] == v for k, v in kw.items())]
+
+
+def summary(rows, info, args, command):
+    card = CardConfig()
+    lines = [
+        "# VIA engine benchmark (two simulated nodes)", "",
+        f"Command: `{command}`  ", f"Date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}  ",
+        f"Simulation: {info['config']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
+        f"({args.eth_delay * 8} ns), sys clock {card.clk_freq_hz / 1e6:.0f} MHz  ",
+        f"Card: {', '.join(f'{k}={v}' for k, v in asdict(card).items() if k.startswith('via_'))}  ",
+        f"Builds: SoC `{info['build'].soc_dir.name}`, firmware `{info['build'].firmware.parent.name}`, "
+        f"model `{info['build'].model.parent.parent.name}`; {info['wall_seconds']:.0f} s wall", "",
+        "Latency: half round trip (send/receive, RDMA write), whole operation (RDMA read), from the",
+        "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.", "",
+    ]
+    smallest = min(r["size"] for r in rows if r["size"] > 0)
+    lines += ["## Smallest message and peak bandwidth", "",
+              "| MTU | operation | latency at %d B (us) | peak bandwidth (MB/s) at size | paper |" % smallest,
+              "|---|---|---|---|---|"]
+    for mtu in args.mtu:
+        for op in args.ops:
+            pts = _find(rows, mtu=mtu, op=op)
+            if not pts or op in STREAMS:
+                continue
+            small = _find(pts, size=smallest)
+            peak = max(pts, key=lambda r: r["bandwidth_MBps"])
+            paper = (f"{PAPER['latency_us']} us, {PAPER['bandwidth_MBps']} MB/s (RDMA, MTU 1514)"
+                     if op == "write" else "")
+            lines.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
+                         f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {paper} |")
+    lines += ["", "Wire limits (payload on back-to-back full frames): "
+              + "; ".join(f"MTU {m}: {WIRE_LIMIT_MBPS.get(m, 0):.1f} MB/s counting Ethernet headers only, "
+                          f"{via_frame.wire_limit_bytes_per_s(m) / 1e6:.1f} MB/s with this card's "
+                          f"{via_frame.VIA_HEADER_SIZE}-byte VIA header" for m in args.mtu), ""]
+    streams = [op for op in args.ops if op in STREAMS]
+    if streams:
+        lines += ["## Streaming (8 messages in flight)", "",
+                  f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | peak bandwidth (MB/s) at size |",
+                  "|---|---|---|---|---|"]
+        for mtu in args.mtu:
+            for op in streams:
+                pts = _find(rows, mtu=mtu, op=op)
+                small = _find(pts, size=smallest)
+                if not pts or not small:
+                    continue
+                peak = max(pts, key=lambda r: r["bandwidth_MBps"])
+                lines.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
+                             f"{1e6 / small[0]['latency_us']:.0f} | {peak['bandwidth_MBps']:.1f} at {peak['size']} B |")
+        lines.append("")
+    if "send" in args.ops and "write" in args.ops:
+        lines += ["## RDMA write vs send/receive", "",
+                  f"Paper: RDMA {PAPER['rdma_gain_us']} us faster at every size. Here (mean over sizes up to "
+                  "16 KiB):", ""]
+        for mtu in args.mtu:
+            gains = [s["latency_us"] - w["latency_us"] for s in _find(rows, mtu=mtu, op="send")
+                     for w in _find(rows, mtu=mtu, op="write", size=s["size"]) if s["size"] <= 16384]
+            if gains:
+                lines.append(f"- MTU {mtu}: {sum(gains) / len(gains):.2f} us faster "
+                             f"(from {min(gains):.2f} to {max(gains):.2f} us)")
+        lines.append("")
+    sends = [r for r in rows if r["op"] == "send" and r["receiver_post_recv_cycles"]]
+    if sends:
+        cycles = sum(r["receiver_post_recv_cycles"] for r in sends) / len(sends)
+        lines += ["## Receiver CPU per message", "",
+                  f"- send/receive: VipPostRecv takes {cycles:.0f} cycles = {cycles / 100:.2f} us of the "
+                  f"receiving CPU per message (mean over {len(sends)} points; paper: "
+                  f"{PAPER['post_recv_us']} us)",
+                  "- RDMA write and read: 0 (the receiving CPU takes no part)", ""]
+    lines += ["## Card counters after the run", "", "| counter | node 0 | node 1 |", "|---|---|---|"]
+    for name in info["counters"][0]:
+        lines.append(f"| {name} | {info['counters'][0][name]} | {info['counters'][1][name]} |")
+    lines += ["", "## All points", "", "Streams: `iterations` messages, `latency` the time per message.", "",
+              "| MTU | operation | size (B) | iterations | latency (us) | MB/s |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['mtu']} | {OP_TITLES[r['op']]} | {r['size']} | {r['iterations']} | "
+                     f"{r['latency_us']:.2f} | {r['bandwidth_MBps']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path, args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (lat, bw) = plt.subplots(1, 2, figsize=(13, 5))
+    styles = {1500: "-", 9000: "--"}
+    for mtu in args.mtu:
+        for op in args.ops:
+            pts = [r for r in _find(rows, mtu=mtu, op=op) if r["size"] > 0]
+            if not pts:
+                continue
+            label = f"{OP_TITLES[op]}, MTU {mtu}"
+            if op not in STREAMS:   # a stream's time per message is not a latency
+                lat.plot([r["size"] for r in pts], [r["latency_us"] for r in pts], styles.get(mtu, ":"),
+                         marker=".", label=label)
+            bw.plot([r["size"] for r in pts], [r["bandwidth_MBps"] for r in pts], styles.get(mtu, ":"),
+                    marker=".", label=label)
+    lat.axhline(PAPER["latency_us"], color="grey", linestyle=":", label="paper: 12.5 us (RDMA, 4 B)")
+    bw.axhline(PAPER["bandwidth_MBps"], color="grey", linestyle=":", label="paper: 95.5 MB/s")
+    for mtu in args.mtu:
+        bw.axhline(WIRE_LIMIT_MBPS.get(mtu, 0), color="red", linestyle=styles.get(mtu, ":"), linewidth=0.8,
+                   label=f"GbE limit, MTU {mtu}")
+    for ax, title, unit in ((lat, "Latency", "us"), (bw, "Bandwidth", "MB/s")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    lat.set_yscale("log")
+    fig.suptitle("Numavia VIA engine, two simulated nodes over GbE (latency: half round trip; read: whole op)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(args, log):
+    command = "numavia " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.command_line is None \
+        else args.command_line
+    rows, info = run_sweep(args, log)
+    return write_results(rows, info, args, command)

@@ -1,0 +1,119 @@
+"""A running cluster simulation the host tools talk to: the harness in serve mode, one host
+bridge per node, ready once every node's firmware printed its ready line.
+
+    with ClusterSession(build, run_dir, eth_loss=0.01) as session:
+        nic0 = session.nic(0)
+"""
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from numavia.bridge import BridgeError, HostBridge
+from numavia.errors import NumaviaError
+from numavia.soc import sim
+
+
+class SessionError(NumaviaError):
+    pass
+
+
+def free_port_range(count, start=23000):
+    """A base port such that ``base .. base+count-1`` are free on 127.0.0.1."""
+    for base in range(start, 60000, 97):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                s.bind(("127.0.0.1", port))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise SessionError("no free TCP port range on 127.0.0.1")
+
+
+class ClusterSession:
+    def __init__(self, build, run_dir, *, ready_timeout=120.0, **harness_kwargs):
+        self.build = build
+        self.nodes = build.config.nodes
+        self.run_dir = Path(run_dir).resolve()   # the harness runs inside it
+        self.ready_timeout = ready_timeout
+        self.harness_kwargs = harness_kwargs
+        self.proc = None
+        self.bridges = []
+        self._nics = {}
+
+    def __enter__(self):
+        sim.prepare_run(self.run_dir, self.build.soc_dir, self.build.firmware)
+        for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
+            for path in self.run_dir.glob(stale):
+                path.unlink()
+        self.port = free_port_range(self.nodes)
+        cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
+                                  quiet=True, **self.harness_kwargs)
+        self._stderr = open(self.run_dir / "harness.stderr", "w")
+        self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
+        try:
+            self._wait_ready()
+            for i in range(self.nodes):
+                self.bridges.append(self._connect(self.port + i))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + self.ready_timeout
+        logs = [self.run_dir / f"node{i}.log" for i in range(self.nodes)]
+        while True:
+            if self.proc.poll() is not None:
+                raise SessionError(f"the simulator exited with status {self.proc.returncode} before every node "
+                                   f"was ready (see {self.run_dir})")
+            if all(p.exists() and sim.READY_MARKER in p.read_text() for p in logs):
+                return
+            if time.monotonic() > deadline:
+                raise SessionError(f"nodes not ready after {self.ready_timeout} s (logs in {self.run_dir})")
+            time.sleep(0.05)
+
+    def _connect(self, port):
+        for _ in range(200):
+            try:
+                return HostBridge(port)
+            except BridgeError:
+                time.sleep(0.05)
+        return HostBridge(port)
+
+    def nic(self, node, **kwargs):
+        from numavia.vipl import VipOpenNic
+        if node not in self._nics:
+            self._nics[node] = VipOpenNic(self.bridges[node], **kwargs)
+        return self._nics[node]
+
+    def log(self, node):
+        return (self.run_dir / f"node{node}.log").read_text()
+
+    def __exit__(self, *exc):
+        for b in self.bridges:
+            try:
+                b.close()
+            except OSError:
+                pass
+        self.bridges = []
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+        return False
+
+    def link_stats(self):
+        import json
+        path = self.run_dir / "eth_link.json"
+        return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,474 @@
+"""VIPL-style host library for the card's VIA engine, over a node's host bridge.
+
+The calls follow the VI Provider Library: ``VipOpenNic``, ``VipCreatePtag``, ``VipRegisterMem``,
+``VipCreateCQ``, ``VipCreateVi``, ``VipConnectRequest``/``Wait``/``Accept``/``Reject``,
+``VipDisconnect``, ``VipPostSend``/``Recv``, ``VipSendDone``/``Wait``, ``VipRecvDone``/``Wait``,
+``VipCQDone``/``Wait``. Data path calls touch only host memory and the VI's doorbell, as a
+user-level VIPL does; set-up calls go to the card's firmware through the mailbox
+(``numavia.gateware.via_mailbox``). On top, :class:`Nic` and :class:`Vi` offer Pythonic methods.
+
+Errors raise :class:`ViplError` (with the VIP result name), never return codes.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from numavia.errors import NumaviaError
+from numavia.gateware import regmap, via_att, via_descriptor, via_mailbox
+from numavia.gateware.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
+from numavia.hostmem import AddressSpace, PhysicalMemory
+
+CARD_BASE = 0x8000_0000          # the card's register window on the node's bus (NumaviaSoC.mem_map)
+VIA = regmap.VIA
+_VI = VIA.array("VI")
+_CQ = VIA.array("CQ")
+RESULT = via_mailbox.RESULT
+NONE = via_mailbox.NONE
+_STATUS = CONTROL_SEGMENT.field("STATUS")
+_SLOT = 256                      # bytes per descriptor slot in a VI's descriptor pages
+_STATES = {value: name for name, value in regmap.VI_STATES}
+
+
+class ViplError(NumaviaError):
+    """A VIPL call failed; ``result`` is the VIP result name (``"INVALID_PARAMETER"``, ...)."""
+
+    def __init__(self, result, message):
+        self.result = result
+        super().__init__(f"{message}: VIP_{result}")
+
+
+@dataclass
+class MemAttributes:
+    ptag: int
+    enable_rdma_write: bool = False
+    enable_rdma_read: bool = False
+
+
+@dataclass
+class RemoteBuffer:
+    """An RDMA buffer a peer offered while connecting."""
+    va: int
+    handle: int
+    length: int
+
+
+@dataclass
+class Descriptor:
+    """What the host posts: an operation on a list of ``(va, handle, length)`` data segments.
+
+    After completion ``status``, ``length`` and ``immediate_data`` hold what the card wrote;
+    ``errors`` names the error bits that are set.
+    """
+    op: int = CONTROL_OP.SENDRECV
+    segments: list = field(default_factory=list)
+    immediate: int = None
+    remote_va: int = 0
+    remote_handle: int = 0
+    status: int = 0
+    length: int = 0
+    immediate_data: int = 0
+    address: int = None          # physical address while posted
+
+    def encode(self):
+        return via_descriptor.encode_descriptor(self.op, self.segments, immediate=self.immediate,
+                                                remote_va=self.remote_va, remote_handle=self.remote_handle)
+
+    @property
+    def done(self):
+        return bool(self.status & _STATUS.bit("DONE").mask)
+
+    @property
+    def errors(self):
+        return [name for name, _ in via_descriptor.STATUS_ERRORS if self.status & _STATUS.bit(name).mask]
+
+    @property
+    def completed_op(self):
+        return via_descriptor.STATUS_OP.name_of((self.status & _STATUS.bit("OP").mask) >> _STATUS.bit("OP").lsb)
+
+
+def send_descriptor(buffer, length=None, offset=0, *, immediate=None):
+    return Descriptor(CONTROL_OP.SENDRECV, [(buffer.va + offset, buffer.handle, buffer.length - offset
+                                             if length is None else length)], immediate=immediate)
+
+
+class _Ring:
+    """Descriptor slots of one work queue, in host memory (one page per 16 slots)."""
+
+    def __init__(self, nic, depth):
+        self.pages = nic.memory.pages((depth * _SLOT + via_att.PAGE_SIZE - 1) // via_att.PAGE_SIZE, contiguous=True)
+        self.depth = depth
+        self.next = 0
+        self.posted = []          # Descriptors in completion order
+
+    def slot(self):
+        address = self.pages[0] + (self.next % self.depth) * _SLOT
+        self.next += 1
+        return address
+
+
+class Nic:
+    """An open NIC: the card of one node, reached through its host bridge (``VipOpenNic``)."""
+
+    def __init__(self, bridge, *, card_base=CARD_BASE, seed=1, timeout=60.0):
+        self.bridge = bridge
+        self.card_base = card_base
+        self.timeout = timeout
+        if self._reg(regmap.CARD.address("ctrl", "ID")) != regmap.CARD_ID:
+            raise ViplError("ERROR", f"no Numavia card at {card_base:#x}")
+        self.node_id = self._reg(regmap.CARD.address("ctrl", "NODE_ID"))
+        self.attributes = {r.name.lower(): self.via_reg(r.name) for r in VIA.registers if r.name in (
+            "VI_COUNT", "CQ_COUNT", "QUEUE_DEPTH", "MAX_SEGMENTS", "MAX_MTU", "ATT_REGIONS", "ATT_PAGES",
+            "HOST_MEM_BASE", "HOST_MEM_SIZE", "WINDOW", "MTU")}
+        self.memory = PhysicalMemory(bridge, self.attributes["host_mem_base"], self.attributes["host_mem_size"],
+                                     seed=seed + self.node_id)
+        self.space = AddressSpace(self.memory)
+        self._scratch = self.memory.pages(1)[0]     # page lists for registrations
+        self._mbox_seq = (self.via_reg("MBOX_STATUS") >> VIA.register("MBOX_STATUS").field("SEQ").lsb) & 0xFFFF
+        self.vis = {}
+        self._wait_firmware()
+
+    # --- registers and the mailbox --------------------------------------------------------------
+
+    def _reg(self, offset, value=None):
+        if value is None:
+            return self.bridge.read(self.card_base + offset)
+        self.bridge.write(self.card_base + offset, value)
+
+    def via_reg(self, name, value=None):
+        return self._reg(regmap.CARD.address("via", name), value)
+
+    def vi_reg(self, vi, name, value=None):
+        return self._reg(regmap.CARD.element_address("via", "VI", vi, name), value)
+
+    def cq_reg(self, cq, name, value=None):
+        return self._reg(regmap.CARD.element_address("via", "CQ", cq, name), value)
+
+    def counters(self):
+        base = self.card_base + regmap.CARD.address("via", regmap.VIA_COUNTERS[0][0])
+        values = self.bridge.read(base, len(regmap.VIA_COUNTERS))
+        return {name: v for (name, _), v in zip(regmap.VIA_COUNTERS, values)}
+
+    def command(self, name, *, allow=("SUCCESS",), **args):
+        """Run mailbox command ``name``; returns ``(result name, results dict)``."""
+        cmd = via_mailbox.command(name)
+        words = [0] * 16
+        for arg, value in args.items():
+            words[cmd.args.index(arg.upper())] = value & 0xFFFF_FFFF
+        data = regmap.CARD.element_address("via", "MBOX_DATA", 0, "WORD")
+        self.bridge.write(self.card_base + data, words)
+        self._mbox_seq = (self._mbox_seq + 1) & 0xFFFF
+        seq_shift = VIA.register("MBOX_CMD").field("SEQ").lsb
+        self.via_reg("MBOX_CMD", self._mbox_seq << seq_shift | cmd.code)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            status = self.via_reg("MBOX_STATUS")
+            if status >> seq_shift == self._mbox_seq:
+                break
+            if time.monotonic() > deadline:
+                raise ViplError("TIMEOUT", f"node {self.node_id}: the firmware did not answer {name}")
+        result = RESULT.name_of(status & 0xFFFF) or f"UNKNOWN_{status & 0xFFFF}"
+        values = self.bridge.read(self.card_base + data, 16)
+        if result not in allow:
+            raise ViplError(result, f"node {self.node_id}: {name}")
+        return result, {r.lower(): values[i] for i, r in enumerate(cmd.results)}
+
+    def _wait_firmware(self):
+        self.command("NOP")
+
+    # --- Pythonic wrappers -----------------------------------------------------------------------
+
+    def alloc(self, length, *, offset=0, contiguous=False):
+        return self.space.alloc(length, offset=offset, contiguous=contiguous)
+
+    def create_ptag(self):
+        return VipCreatePtag(self)
+
+    def register(self, buffer, ptag, *, rdma_write=False, rdma_read=False):
+        buffer.handle = VipRegisterMem(self, buffer.va, buffer.length,
+                                       MemAttributes(ptag, rdma_write, rdma_read), buffer=buffer)
+        return buffer.handle
+
+    def create_cq(self, entries=16):
+        return VipCreateCQ(self, entries)
+
+    def create_vi(self, ptag, *, send_cq=None, recv_cq=None):
+        return VipCreateVi(self, ptag, send_cq=send_cq, recv_cq=recv_cq)
+
+
+# --- VIPL ------------------------------------------------------------------------------------------
+
+def VipOpenNic(bridge, **kwargs):
+    return Nic(bridge, **kwargs)
+
+
+def VipCloseNic(nic):
+    nic.bridge.close()
+
+
+def VipQueryNic(nic):
+    return dict(nic.attributes, node_id=nic.node_id)
+
+
+def VipCreatePtag(nic):
+    return nic.command("CREATE_PTAG")[1]["ptag"]
+
+
+def VipDestroyPtag(nic, ptag):
+    nic.command("DESTROY_PTAG", ptag=ptag)
+
+
+def VipRegisterMem(nic, va, length, attributes, *, buffer):
+    """Register ``length`` bytes at ``va`` (held by ``buffer``); returns the memory handle."""
+    if not (buffer.va <= va and va + length <= buffer.va + buffer.length):
+        raise ViplError("INVALID_PARAMETER", "the range is not inside the buffer")
+    first = buffer.pa(va - buffer.va)
+    pages = [first] + [buffer.pa(((va >> via_att.PAGE_SHIFT) + i << via_att.PAGE_SHIFT) - buffer.va)
+                       for i in range(1, via_att.region_pages(va, length)[0])]
+    nic.memory.write_words(nic._scratch, pages)
+    rights = via_att.L1_ENTRY.encode_bits("ATTRIBUTES", RDMA_READ=int(attributes.enable_rdma_read),
+                                          RDMA_WRITE=int(attributes.enable_rdma_write))
+    _, res = nic.command("REGISTER_MEM", va_lo=va, va_hi=va >> 32, length=length, ptag=attributes.ptag,
+                         attributes=rights, page_list=nic._scratch, page_count=len(pages))
+    return res["handle"]
+
+
+def VipDeregisterMem(nic, handle):
+    nic.command("DEREGISTER_MEM", handle=handle)
+
+
+class CQ:
+    def __init__(self, nic, entries):
+        self.nic, self.entries = nic, entries
+        pages = (entries * CQ_ENTRY.size + via_att.PAGE_SIZE - 1) // via_att.PAGE_SIZE
+        self.base = nic.memory.pages(pages, contiguous=True)[0]
+        nic.memory.write(self.base, bytes(entries * CQ_ENTRY.size))
+        self.id = nic.command("CREATE_CQ", base=self.base, entries=entries)[1]["cq"]
+        self.head = 0
+
+    def done(self):
+        return VipCQDone(self)
+
+
+def VipCreateCQ(nic, entries):
+    return CQ(nic, entries)
+
+
+def VipDestroyCQ(cq):
+    cq.nic.command("DESTROY_CQ", cq=cq.id)
+
+
+def VipCQDone(cq):
+    """``(vi, is_recv)`` of the next completion, or None. Raises if the queue overflowed."""
+    at = cq.base + (cq.head % cq.entries) * CQ_ENTRY.size
+    words = cq.nic.bridge.read(at, 2)
+    entry = CQ_ENTRY.decode(words[0].to_bytes(4, "little") + words[1].to_bytes(4, "little"))
+    info = CQ_ENTRY.decode_bits("INFO", entry["INFO"])
+    expected_phase = 1 - (cq.head // cq.entries) % 2
+    if info["PHASE"] != expected_phase:
+        if cq.nic.cq_reg(cq.id, "STATUS") & 1:
+            raise ViplError("ERROR_RESOURCE", f"completion queue {cq.id} overflowed")
+        return None
+    cq.head += 1
+    cq.nic.cq_reg(cq.id, "HEAD", cq.head)
+    return cq.nic.vis[info["VI"]], bool(info["RECV"])
+
+
+def VipCQWait(cq, timeout=None):
+    return _wait(lambda: VipCQDone(cq), timeout or cq.nic.timeout, f"completion queue {cq.id}")
+
+
+class Vi:
+    def __init__(self, nic, number, ptag, send_cq, recv_cq):
+        self.nic, self.number, self.ptag = nic, number, ptag
+        self.send_cq, self.recv_cq = send_cq, recv_cq
+        depth = nic.attributes["queue_depth"]
+        self.send_queue, self.recv_queue = _Ring(nic, depth), _Ring(nic, depth)
+        self.peer = None
+        self.remote_buffer = None
+
+    @property
+    def state(self):
+        value = self.nic.vi_reg(self.number, "STATE")
+        return _STATES.get(value & 3, "?")
+
+    @property
+    def error_bits(self):
+        return (self.nic.vi_reg(self.number, "STATE") >> _VI.register("STATE").field("ERROR").lsb) & 0xFFFF
+
+    # Pythonic data path
+    def post_send(self, descriptor):
+        VipPostSend(self, descriptor)
+        return descriptor
+
+    def post_recv(self, descriptor):
+        VipPostRecv(self, descriptor)
+        return descriptor
+
+    def send_wait(self, timeout=None):
+        return VipSendWait(self, timeout)
+
+    def recv_wait(self, timeout=None):
+        return VipRecvWait(self, timeout)
+
+    def disconnect(self):
+        VipDisconnect(self)
+
+
+def VipCreateVi(nic, ptag, *, send_cq=None, recv_cq=None):
+    res = nic.command("CREATE_VI", ptag=ptag, send_cq=NONE if send_cq is None else send_cq.id,
+                      recv_cq=NONE if recv_cq is None else recv_cq.id)[1]
+    vi = Vi(nic, res["vi"], ptag, send_cq, recv_cq)
+    nic.vis[vi.number] = vi
+    return vi
+
+
+def VipDestroyVi(vi):
+    vi.nic.command("DESTROY_VI", vi=vi.number)
+    del vi.nic.vis[vi.number]
+
+
+def _buffer_args(buffer):
+    if buffer is None:
+        return {"buf_va_lo": 0, "buf_va_hi": 0, "buf_handle": NONE, "buf_length": 0}
+    return {"buf_va_lo": buffer.va, "buf_va_hi": buffer.va >> 32, "buf_handle": buffer.handle,
+            "buf_length": buffer.length}
+
+
+def _remote_buffer(res):
+    if res["buf_handle"] == NONE:
+        return None
+    return RemoteBuffer(res["buf_va_lo"] | res["buf_va_hi"] << 32, res["buf_handle"], res["buf_length"])
+
+
+def _wait(poll, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = poll()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise ViplError("TIMEOUT", f"{what} did not complete in {timeout} s")
+
+
+def VipConnectRequest(vi, node, discriminator, *, buffer=None, timeout=30.0, firmware_timeout_us=50_000):
+    """Connect ``vi`` to the VI a peer accepts on ``discriminator``; ``buffer`` (registered) is
+    offered to the peer for RDMA. Returns the peer's offered :class:`RemoteBuffer` or None."""
+    connect_start(vi, node, discriminator, buffer=buffer, firmware_timeout_us=firmware_timeout_us)
+    return connect_finish(vi, timeout=timeout)
+
+
+def connect_start(vi, node, discriminator, *, buffer=None, firmware_timeout_us=50_000):
+    """The first half of :func:`VipConnectRequest`: the firmware starts asking the peer."""
+    vi.nic.command("CONNECT_REQUEST", vi=vi.number, node=node, discriminator=discriminator,
+                   timeout_us=firmware_timeout_us, **_buffer_args(buffer))
+
+
+def connect_finish(vi, *, timeout=30.0):
+    """The second half of :func:`VipConnectRequest`: wait until the peer answered."""
+    def status():
+        result, res = vi.nic.command("CONNECT_STATUS", vi=vi.number, allow=("SUCCESS", "NOT_DONE"))
+        return None if result == "NOT_DONE" else res
+    res = _wait(status, timeout, f"connection of VI {vi.number}")
+    vi.peer = (res["node"], res["peer_vi"])
+    vi.remote_buffer = _remote_buffer(res)
+    return vi.remote_buffer
+
+
+def connect_pair(client, server, discriminator, *, client_buffer=None, server_buffer=None, timeout=30.0):
+    """Connect two VIs from one thread (a test or a benchmark drives both nodes): returns
+    ``(buffer the server offered, buffer the client offered)``."""
+    connect_start(client, server.nic.node_id, discriminator, buffer=client_buffer)
+    request = VipConnectWait(server.nic, discriminator, timeout=timeout)
+    VipConnectAccept(request, server, buffer=server_buffer)
+    return connect_finish(client, timeout=timeout), server.remote_buffer
+
+
+@dataclass
+class ConnectionRequest:
+    nic: Nic
+    id: int
+    node: int
+    vi: int
+    buffer: RemoteBuffer
+
+
+def VipConnectWait(nic, discriminator, *, timeout=30.0):
+    def poll():
+        result, res = nic.command("CONNECT_WAIT", discriminator=discriminator, allow=("SUCCESS", "NOT_DONE"))
+        return None if result == "NOT_DONE" else res
+    res = _wait(poll, timeout, f"a connection request on {discriminator}")
+    return ConnectionRequest(nic, res["request"], res["node"], res["peer_vi"], _remote_buffer(res))
+
+
+def VipConnectAccept(request, vi, *, buffer=None):
+    request.nic.command("CONNECT_ACCEPT", request=request.id, vi=vi.number, **_buffer_args(buffer))
+    vi.peer = (request.node, request.vi)
+    vi.remote_buffer = request.buffer
+
+
+def VipConnectReject(request):
+    request.nic.command("CONNECT_REJECT", request=request.id)
+
+
+def VipDisconnect(vi):
+    vi.nic.command("DISCONNECT", vi=vi.number)
+    vi.peer = None
+    for ring in (vi.send_queue, vi.recv_queue):
+        for d in ring.posted:   # the engine flushed them
+            _read_back(vi.nic, d)
+        ring.posted.clear()
+
+
+def _post(vi, ring, doorbell, descriptor):
+    if len(ring.posted) >= ring.depth:
+        raise ViplError("ERROR_RESOURCE", f"VI {vi.number}: work queue full ({ring.depth} posted)")
+    data = descriptor.encode()
+    if len(data) > _SLOT:
+        raise ViplError("INVALID_PARAMETER", f"descriptor of {len(data)} bytes")
+    address = ring.slot()
+    vi.nic.memory.write(address, data)
+    descriptor.address, descriptor.status = address, 0
+    ring.posted.append(descriptor)
+    vi.nic.vi_reg(vi.number, doorbell, address)
+
+
+def VipPostSend(vi, descriptor):
+    _post(vi, vi.send_queue, "SQ_DOORBELL", descriptor)
+
+
+def VipPostRecv(vi, descriptor):
+    _post(vi, vi.recv_queue, "RQ_DOORBELL", descriptor)
+
+
+def _read_back(nic, descriptor):
+    words = nic.bridge.read(descriptor.address, 8)
+    ctrl = CONTROL_SEGMENT.decode(b"".join(w.to_bytes(4, "little") for w in words))
+    descriptor.status, descriptor.length = ctrl["STATUS"], ctrl["LENGTH"]
+    descriptor.immediate_data = ctrl["IMMEDIATE_DATA"]
+
+
+def _done(vi, ring):
+    if not ring.posted:
+        return None
+    head = ring.posted[0]
+    status = vi.nic.bridge.read(head.address + CONTROL_SEGMENT.field("STATUS").offset)
+    if not status & _STATUS.bit("DONE").mask:
+        return None
+    _read_back(vi.nic, head)
+    return ring.posted.pop(0)
+
+
+def VipSendDone(vi):
+    return _done(vi, vi.send_queue)
+
+
+def VipRecvDone(vi):
+    return _done(vi, vi.recv_queue)
+
+
+def VipSendWait(vi, timeout=None):
+    return _wait(lambda: VipSendDone(vi), timeout or vi.nic.timeout, f"VI {vi.number} send")
+
+
+def VipRecvWait(vi, timeout=None):
+    return _wait(lambda: VipRecvDone(vi), timeout or vi.nic.timeout, f"VI {vi.number} receive")

@@ -1,0 +1,218 @@
+// Gigabit Ethernet between the nodes: every node's GMII port on one cut-through switch.
+//
+// Each cycle of the 125 MHz eth clock the switch takes the byte each node transmits and, once a
+// frame's destination MAC is in (byte 14 after preamble and SFD), forwards it to the node that MAC
+// names (locally administered 02:4e:56:00:00:<node>; broadcast goes to every other node, other
+// MACs are dropped). A frame leaves the switch `delay` cycles after it entered (PHY + cable
+// latency of both ends), after the frame ahead of it on that port plus the 12-byte gap. Two nodes
+// are thus GMII back to back with a delay; more nodes share a switch.
+//
+// Faults for reliability tests: each forwarded frame is lost with probability `loss` or gets one
+// bit flipped (after the SFD, so the FCS check catches it) with probability `corrupt`, drawn
+// from a generator seeded with `seed`: the same seed gives the same faults at the same cycles.
+// Counts go to eth_link.json in the run folder.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "peripheral.hpp"
+
+struct GmiiLinkOptions {
+    uint64_t delay = 50;     // eth cycles from a byte entering the switch to it leaving (>= 14)
+    double loss = 0;         // probability that a frame is lost
+    double corrupt = 0;      // probability that a frame gets a bit flipped
+    uint64_t seed = 1;
+
+    static bool accepts(const std::string &name) { return name.rfind("--eth-", 0) == 0; }
+
+    // Set the option `name` (one of --eth-delay/-loss/-corrupt/-seed); false and `error` if bad.
+    bool set(const std::string &name, const std::string &value, std::string &error) {
+        char *end = nullptr;
+        if (name == "--eth-delay" || name == "--eth-seed") {
+            unsigned long long v = std::strtoull(value.c_str(), &end, 0);
+            if (end == value.c_str() || *end) return fail(error, name, value);
+            if (name == "--eth-delay") {
+                if (v < kMinDelay) {
+                    error = name + " must be at least " + std::to_string(kMinDelay) + " cycles";
+                    return false;
+                }
+                delay = v;
+            } else {
+                seed = v;
+            }
+            return true;
+        }
+        if (name == "--eth-loss" || name == "--eth-corrupt") {
+            double v = std::strtod(value.c_str(), &end);
+            if (end == value.c_str() || *end || v < 0 || v > 1) return fail(error, name, value);
+            (name == "--eth-loss" ? loss : corrupt) = v;
+            return true;
+        }
+        error = "unknown argument " + name;
+        return false;
+    }
+
+    static constexpr uint64_t kMinDelay = 14;   // the switch must have read the destination MAC
+
+private:
+    static bool fail(std::string &error, const std::string &name, const std::string &value) {
+        error = "bad value '" + value + "' for " + name;
+        return false;
+    }
+};
+
+template <typename Pads>
+class GmiiSwitch : public Peripheral {
+public:
+    GmiiSwitch(Pads *nodes, int count, const GmiiLinkOptions &opt, std::string stats_path)
+        : nodes_(nodes), opt_(opt), stats_path_(std::move(stats_path)), rng_(opt.seed),
+          in_(count), out_(count), stats_(count) {}
+
+    ~GmiiSwitch() override { write_stats(); }
+    GmiiSwitch(const GmiiSwitch &) = delete;
+    GmiiSwitch &operator=(const GmiiSwitch &) = delete;
+
+    void drive(uint64_t cycle) override {
+        for (size_t i = 0; i < out_.size(); i++) {
+            Port &port = out_[i];
+            uint8_t dv = 0, data = 0;
+            while (!port.queue.empty()) {
+                Scheduled &s = port.queue.front();
+                if (s.start < port.free_at) s.start = port.free_at;   // after the previous frame and gap
+                if (cycle < s.start) break;
+                const uint64_t k = cycle - s.start;
+                const Frame &f = *s.frame;
+                if (f.complete && k >= f.bytes.size()) {   // sent whole: the next may start after a gap
+                    port.free_at = cycle + kGap;
+                    port.queue.pop_front();
+                    continue;
+                }
+                if (k < f.bytes.size()) {
+                    dv = 1;
+                    data = f.bytes[k];
+                    if (static_cast<int64_t>(k) == s.flip_byte) data ^= uint8_t(1u << s.flip_bit);
+                }
+                break;
+            }
+            *nodes_[i].eth_rx_dv = dv;
+            *nodes_[i].eth_rx_data = data;
+        }
+    }
+
+    void sample(uint64_t cycle) override {
+        for (size_t i = 0; i < in_.size(); i++) {
+            Port &port = in_[i];
+            const bool en = *nodes_[i].eth_tx_en;
+            if (en) {
+                if (!port.current) {
+                    port.current = std::make_shared<Frame>();
+                    port.start = cycle;
+                    port.routed = false;
+                }
+                port.current->bytes.push_back(*nodes_[i].eth_tx_data);
+                if (!port.routed && port.current->bytes.size() == kDestinationEnd) route(int(i), port);
+            } else if (port.current) {
+                port.current->complete = true;
+                if (!port.routed) stats_[i].runts++;   // ended before its destination MAC
+                port.current.reset();
+            }
+        }
+    }
+
+private:
+    static constexpr uint64_t kGap = 12;              // interframe gap, bytes
+    static constexpr size_t kPreamble = 8;            // 7 x 0x55 and the SFD
+    static constexpr size_t kDestinationEnd = kPreamble + 6;
+
+    struct Frame {
+        std::vector<uint8_t> bytes;   // as on the wire, preamble to FCS
+        bool complete = false;
+    };
+    struct Scheduled {
+        std::shared_ptr<Frame> frame;
+        uint64_t start;
+        int64_t flip_byte = -1;
+        int flip_bit = 0;
+    };
+    struct Port {
+        std::shared_ptr<Frame> current;   // input: the frame arriving
+        uint64_t start = 0;
+        bool routed = false;
+        std::deque<Scheduled> queue;      // output: frames to send, in order
+        uint64_t free_at = 0;
+    };
+    struct Stats {
+        uint64_t sent = 0, delivered = 0, lost = 0, corrupted = 0, unknown = 0, runts = 0;
+    };
+
+    void route(int src, Port &in) {
+        in.routed = true;
+        const std::vector<uint8_t> &b = in.current->bytes;
+        const uint8_t *da = &b[kPreamble];
+        stats_[src].sent++;
+        static const uint8_t prefix[5] = {0x02, 0x4e, 0x56, 0x00, 0x00};
+        bool broadcast = da[0] & 1;
+        bool ours = std::equal(prefix, prefix + 5, da) && da[5] < out_.size() && da[5] != src;
+        if (!broadcast && !ours) {
+            stats_[src].unknown++;
+            return;
+        }
+        for (size_t dst = 0; dst < out_.size(); dst++) {
+            if (int(dst) == src || (!broadcast && dst != da[5])) continue;
+            if (chance(opt_.loss)) {
+                stats_[dst].lost++;
+                continue;
+            }
+            Port &out = out_[dst];
+            Scheduled s{in.current, in.start + opt_.delay};
+            if (chance(opt_.corrupt)) {
+                // A byte after the SFD: up to the shortest frame's length, so it is always inside.
+                s.flip_byte = int64_t(kPreamble + next() % 60);
+                s.flip_bit = int(next() % 8);
+                stats_[dst].corrupted++;
+            }
+            stats_[dst].delivered++;
+            out.queue.push_back(s);
+        }
+    }
+
+    uint64_t next() {   // splitmix64: small, fast and the same on every platform
+        uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    bool chance(double p) { return p > 0 && double(next() >> 11) * 0x1.0p-53 < p; }
+
+    void write_stats() {
+        if (stats_path_.empty()) return;
+        FILE *f = std::fopen(stats_path_.c_str(), "w");
+        if (!f) return;
+        std::fprintf(f, "{\n  \"delay_cycles\": %llu, \"loss\": %g, \"corrupt\": %g, \"seed\": %llu,\n  \"ports\": [",
+                     (unsigned long long)opt_.delay, opt_.loss, opt_.corrupt, (unsigned long long)opt_.seed);
+        for (size_t i = 0; i < stats_.size(); i++) {
+            const Stats &s = stats_[i];
+            std::fprintf(f, "%s\n    {\"sent\": %llu, \"delivered\": %llu, \"lost\": %llu, \"corrupted\": %llu, "
+                            "\"unknown_destination\": %llu, \"runts\": %llu}",
+                         i ? "," : "", (unsigned long long)s.sent, (unsigned long long)s.delivered,
+                         (unsigned long long)s.lost, (unsigned long long)s.corrupted,
+                         (unsigned long long)s.unknown, (unsigned long long)s.runts);
+        }
+        std::fprintf(f, "\n  ]\n}\n");
+        std::fclose(f);
+    }
+
+    Pads *nodes_;
+    GmiiLinkOptions opt_;
+    std::string stats_path_;
+    uint64_t rng_;
+    std::vector<Port> in_, out_;
+    std::vector<Stats> stats_;
+};

@@ -1,0 +1,115 @@
+// Unit test of the harness's GMII switch (gmii_link.hpp) with plain variables for the node ports:
+// forwarding by destination MAC, the delay, the gap between frames, loss, corruption, determinism.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "verilated.h"
+#include "gmii_link.hpp"
+
+struct Pads {
+    CData *eth_tx_en, *eth_tx_data, *eth_rx_dv, *eth_rx_data;
+};
+
+struct Node {
+    CData tx_en = 0, tx_data = 0, rx_dv = 0, rx_data = 0;
+    std::vector<std::vector<uint8_t>> received;   // frames seen on rx, bytes as on the wire
+    std::vector<uint64_t> starts;
+    bool in_frame = false;
+};
+
+static int failures = 0;
+#define CHECK(c) do { if (!(c)) { failures++; std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
+
+static std::vector<uint8_t> frame(int dst, int src, int length, uint8_t fill) {
+    std::vector<uint8_t> f = {0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0xd5,
+                              0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(dst), 0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(src)};
+    while (int(f.size()) < 8 + length) f.push_back(fill++);
+    return f;
+}
+
+// Run `cycles` cycles; node i transmits frames[i] back to back (with a 12-byte gap) from cycle 0.
+static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<uint8_t>>> &frames,
+                             const GmiiLinkOptions &opt, uint64_t cycles) {
+    std::vector<Node> nodes(n);
+    std::vector<Pads> pads(n);
+    for (int i = 0; i < n; i++)
+        pads[i] = {&nodes[i].tx_en, &nodes[i].tx_data, &nodes[i].rx_dv, &nodes[i].rx_data};
+    GmiiSwitch<Pads> sw(pads.data(), n, opt, "");
+    std::vector<size_t> which(n, 0), pos(n, 0);
+    std::vector<uint64_t> gap(n, 0);
+    for (uint64_t c = 0; c < cycles; c++) {
+        for (int i = 0; i < n; i++) {   // what each node transmits this cycle
+            Node &node = nodes[i];
+            node.tx_en = 0;
+            if (which[i] < frames[i].size() && gap[i] == 0) {
+                node.tx_en = 1;
+                node.tx_data = frames[i][which[i]][pos[i]++];
+                if (pos[i] == frames[i][which[i]].size()) { which[i]++; pos[i] = 0; gap[i] = 12; }
+            } else if (gap[i]) {
+                gap[i]--;
+            }
+        }
+        sw.drive(c);
+        sw.sample(c);
+        for (int i = 0; i < n; i++) {
+            Node &node = nodes[i];
+            if (node.rx_dv) {
+                if (!node.in_frame) { node.received.emplace_back(); node.starts.push_back(c); }
+                node.received.back().push_back(node.rx_data);
+            }
+            node.in_frame = node.rx_dv;
+        }
+    }
+    return nodes;
+}
+
+int main() {
+    GmiiLinkOptions opt;
+    std::string error;
+    CHECK(!opt.set("--eth-delay", "3", error) && error.find("at least") != std::string::npos);
+    CHECK(!opt.set("--eth-loss", "1.5", error));
+    CHECK(!opt.set("--eth-loss", "x", error));
+    CHECK(opt.set("--eth-delay", "40", error) && opt.delay == 40);
+
+    // Forwarding by destination MAC, after the delay, byte for byte.
+    auto a = frame(1, 0, 70, 1), b = frame(2, 0, 64, 9), c = frame(0, 2, 64, 5);
+    auto nodes = run(3, {{a, b}, {}, {c}}, opt, 600);
+    CHECK(nodes[1].received.size() == 1 && nodes[1].received[0] == a);
+    CHECK(nodes[2].received.size() == 1 && nodes[2].received[0] == b);
+    CHECK(nodes[0].received.size() == 1 && nodes[0].received[0] == c);
+    CHECK(nodes[1].starts[0] == 40);   // sent from cycle 0, delay 40
+
+    // Two nodes sending to the same node at once: one frame waits for the other and the gap.
+    auto x = frame(2, 0, 100, 1), y = frame(2, 1, 100, 2);
+    nodes = run(3, {{x}, {y}, {}}, opt, 600);
+    CHECK(nodes[2].received.size() == 2 && nodes[2].received[0] == x && nodes[2].received[1] == y);
+    CHECK(nodes[2].starts[1] >= nodes[2].starts[0] + x.size() + 12);
+
+    // Unknown destinations are dropped.
+    nodes = run(2, {{frame(7, 0, 64, 1)}, {}}, opt, 300);
+    CHECK(nodes[1].received.empty());
+
+    // Corruption flips one bit after the SFD; loss drops whole frames; a seed repeats itself.
+    GmiiLinkOptions bad = opt;
+    bad.corrupt = 1.0;
+    nodes = run(2, {{a}, {}}, bad, 300);
+    CHECK(nodes[1].received.size() == 1 && nodes[1].received[0].size() == a.size());
+    int diff_bits = 0, first_diff = -1;
+    for (size_t i = 0; i < a.size(); i++) {
+        uint8_t d = a[i] ^ nodes[1].received[0][i];
+        if (d && first_diff < 0) first_diff = int(i);
+        diff_bits += __builtin_popcount(d);
+    }
+    CHECK(diff_bits == 1 && first_diff >= 8);
+    GmiiLinkOptions lossy = opt;
+    lossy.loss = 0.5;
+    lossy.seed = 42;
+    std::vector<std::vector<uint8_t>> many(40, frame(1, 0, 64, 3));
+    auto r1 = run(2, {many, {}}, lossy, 5000), r2 = run(2, {many, {}}, lossy, 5000);
+    CHECK(r1[1].received.size() > 5 && r1[1].received.size() < 35);
+    CHECK(r1[1].starts == r2[1].starts);
+    std::printf("%d failures\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,60 @@
+"""``numavia bench via``: arguments, and a CI-sized sweep that writes its three result files."""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+
+def numavia(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "numavia.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_help():
+    result = numavia("bench", "via", "--help")
+    assert result.returncode == 0 and "usage:" in result.stdout and "--mtu" in result.stdout
+    assert "via" in numavia("bench", "--help").stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["bench"],
+    ["bench", "nope"],
+    ["bench", "via", "--ops", "send,fly"],
+    ["bench", "via", "--mtu", "20"],
+    ["bench", "via", "--mtu", "big"],
+    ["bench", "via", "--min-size", "-4"],
+    ["bench", "via", "--max-size", "lots"],
+    ["bench", "via", "--min-size", "8k", "--max-size", "4k"],
+    ["bench", "via", "--max-size", "8Mi"],
+    ["bench", "via", "--eth-delay", "3"],
+    ["bench", "via", "--iterations", "0"],
+])
+def test_bad_arguments_exit_2_with_one_line(args):
+    result = numavia(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0], result.stderr
+
+
+@pytest.mark.slow
+def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
+    out = tmp_path / "results"
+    result = numavia("bench", "via", "--mtu", "1500", "--min-size", "4",
+                     "--max-size", "2k", "--iterations", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = list(csv.DictReader(open(out / "via_bench.csv")))
+    assert {r["op"] for r in rows} == {"send", "write", "read", "send-stream", "write-stream"}
+    assert sorted({int(r["size"]) for r in rows}) == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    for r in rows:
+        assert float(r["latency_us"]) > 0.5 and int(r["cycles"]) > 0
+    # Latency grows with size; the smallest send is within the range the hardware allows.
+    send = sorted((int(r["size"]), float(r["latency_us"])) for r in rows if r["op"] == "send")
+    assert send[-1][1] > send[0][1] and send[0][1] < 30
+    summary = (out / "via_bench.md").read_text()
+    assert "numavia bench via --mtu 1500" in summary and "VipPostRecv" in summary and "Streaming" in summary
+    # Streams overlap messages: a 2 KiB stream beats the 2 KiB ping-pong's one-way bandwidth.
+    bw = {r["op"]: float(r["bandwidth_MBps"]) for r in rows if r["size"] == "2048"}
+    assert bw["send-stream"] > bw["send"]
+    assert (out / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "MTU 1500" in result.stderr   # progress lines

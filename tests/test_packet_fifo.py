@@ -1,0 +1,101 @@
+"""Packet FIFO: whole frames only, FCS-error frames discarded, overflow drops whole frames, skip."""
+
+import random
+
+from amaranth.sim import Simulator
+
+from numavia.gateware.packet_fifo import PacketFifo
+
+
+def frame_words(data):
+    return [data[i:i + 4] for i in range(0, len(data), 4)]
+
+
+def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, skip_frames=(), seed=7):
+    """Write ``frames`` [(bytes, error)] then read frames; returns (frames read, counters)."""
+    dut = PacketFifo(depth_words=depth, max_frames=8, drop_when_full=drop_when_full)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    got, counters = [], {"full": 0, "error": 0, "committed": 0}
+
+    async def bench(ctx):
+        rng = random.Random(seed)
+        writes = []
+        for data, error in frames:
+            words = frame_words(data)
+            for i, w in enumerate(words):
+                last = i == len(words) - 1
+                writes.append({"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w),
+                               "last": last, "error": error and last})
+        current, index, cycle, idle = bytearray(), 0, 0, 0
+        while idle < 200:
+            cycle += 1
+            reading = cycle > read_after
+            ready = reading and (ready_pattern is None or rng.random() < ready_pattern)
+            skip = reading and ctx.get(dut.head_valid) and not current and index in skip_frames
+            ctx.set(dut.skip, skip)
+            ctx.set(dut.r.ready, ready)
+            word = ctx.get(dut.r.payload) if ready and ctx.get(dut.r.valid) and not skip else None
+            length = ctx.get(dut.head_length)
+            if writes:
+                ctx.set(dut.w.payload, writes[0])
+                ctx.set(dut.w.valid, 1)
+                taken = ctx.get(dut.w.ready)
+            else:
+                ctx.set(dut.w.valid, 0)
+                taken = False
+            for name, sig in (("full", dut.dropped_full), ("error", dut.dropped_error),
+                              ("committed", dut.committed)):
+                counters[name] += ctx.get(sig)
+            await ctx.tick()
+            idle = 0 if writes or word is not None or not reading else idle + 1
+            if taken:
+                writes.pop(0)
+            if skip:
+                got.append(("skipped", length))
+                index += 1
+            if word is not None:
+                current += word.data.to_bytes(4, "little")[:word.nbytes]
+                if word.last:
+                    got.append((bytes(current), length))
+                    current = bytearray()
+                    index += 1
+
+    sim.add_testbench(bench)
+    sim.run()
+    return got, counters
+
+
+def test_frames_come_out_whole_with_their_lengths():
+    rng = random.Random(1)
+    frames = [(bytes(rng.randrange(256) for _ in range(n)), False) for n in (1, 4, 5, 60, 13, 8)]
+    got, counters = run(frames, drop_when_full=False, ready_pattern=0.5)
+    assert got == [(d, len(d)) for d, _ in frames]
+    assert counters["committed"] == 6
+
+
+def test_frame_with_error_is_discarded():
+    frames = [(b"good-one", False), (b"bad-frame-with-fcs-error", True), (b"next", False)]
+    got, counters = run(frames, drop_when_full=True)
+    assert got == [(b"good-one", 8), (b"next", 4)]
+    assert counters["error"] == 1 and counters["full"] == 0
+
+
+def test_receive_side_drops_whole_frames_when_full_and_never_stalls():
+    frames = [(bytes([i]) * 100, False) for i in range(5)]      # 25 words each, 64 words of room
+    got, counters = run(frames, drop_when_full=True, read_after=400)
+    assert [g[0][0] for g in got] == [0, 1]                     # the rest did not fit: dropped
+    assert counters["full"] == 3
+    assert all(g[0] == bytes([g[0][0]]) * 100 for g in got)
+
+
+def test_transmit_side_waits_for_room():
+    frames = [(bytes([i]) * 100, False) for i in range(5)]
+    got, counters = run(frames, drop_when_full=False, read_after=400)
+    assert [g[0] for g in got] == [d for d, _ in frames] and counters["full"] == 0
+
+
+def test_skip_discards_the_rest_of_the_head_frame():
+    frames = [(b"a" * 9, False), (b"b" * 30, False), (b"c" * 3, False)]
+    got, _ = run(frames, drop_when_full=True, skip_frames=(1,), read_after=50)
+    assert got == [(b"a" * 9, 9), ("skipped", 30), (b"c" * 3, 3)]

@@ -1,0 +1,93 @@
+"""Descriptor fetcher: control, address and data segments from host memory; format and bus errors."""
+
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
+from streams import put
+from wishbone_sram import WishboneSRAM, load
+
+BASE = 0x6000_0000
+
+
+class Top(wiring.Component):
+    def __init__(self):
+        self.fetcher = DescriptorFetcher(max_segments=4)
+        self.sram = WishboneSRAM(base=BASE, size=2048)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.fetcher = self.fetcher
+        m.submodules.sram = self.sram
+        wiring.connect(m, self.fetcher.bus, self.sram.bus)
+        return m
+
+
+def run(descriptors, fetch_addrs):
+    top = Top()
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    out = []
+
+    async def bench(ctx):
+        for addr, data in descriptors:
+            load(ctx, top.sram, addr, data)
+        f = top.fetcher
+        for addr in fetch_addrs:
+            segments = {}
+            await put(ctx, f.cmd, addr)
+            ctx.set(f.result.ready, 1)
+            for _ in range(500):
+                if ctx.get(f.seg_write):
+                    seg = ctx.get(f.seg_data)
+                    segments[ctx.get(f.seg_index)] = (seg.va, seg.handle, seg.length)
+                if ctx.get(f.result.valid):
+                    status = ctx.get(f.result.payload)
+                    await ctx.tick()
+                    break
+                await ctx.tick()
+            ctx.set(f.result.ready, 0)
+            control = ctx.get(f.control)
+            address = ctx.get(f.address)
+            out.append((status, control, address, ctx.get(f.seg_count),
+                        [segments[i] for i in sorted(segments)]))
+
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+SEGS = [(0x7F00_0000_1003, 5, 100), (0x2000, 6, 0), (0x1234_5678_9ABC, 7, 65536)]
+
+
+def test_send_descriptor_with_segments():
+    d = encode_descriptor(CONTROL_OP.SENDRECV, SEGS, immediate=0xCAFE, next_va=0x1111_2222_3333)
+    (status, control, _, count, segs), = run([(BASE + 0x40, d)], [BASE + 0x40])
+    assert status == FETCH_OK and count == 3 and segs == SEGS
+    assert control.seg_count == 3 and control.control.immediate == 1 and control.immediate_data == 0xCAFE
+    assert control.next_va == 0x1111_2222_3333
+
+
+def test_rdma_descriptor_reads_the_address_segment():
+    d = encode_descriptor(CONTROL_OP.RDMA_READ, SEGS[:1], remote_va=0xABCD_0000_0010, remote_handle=9)
+    (status, control, address, count, segs), = run([(BASE, d)], [BASE])
+    assert status == FETCH_OK and control.control.op == CONTROL_OP.RDMA_READ
+    assert (address.remote_va, address.remote_handle) == (0xABCD_0000_0010, 9)
+    assert count == 1 and segs == SEGS[:1]
+
+
+def test_too_many_segments_or_bad_op_is_a_format_error():
+    many = encode_descriptor(CONTROL_OP.SENDRECV, SEGS * 2)
+    bad_op = bytearray(encode_descriptor(CONTROL_OP.SENDRECV, []))
+    bad_op[14] = 3
+    out = run([(BASE, many), (BASE + 0x200, bytes(bad_op))], [BASE, BASE + 0x200])
+    assert [o[0] for o in out] == [FETCH_FORMAT, FETCH_FORMAT]
+
+
+def test_address_outside_memory_is_a_dma_error_and_the_fetcher_recovers():
+    ok = encode_descriptor(CONTROL_OP.SENDRECV, SEGS[:1])
+    out = run([(BASE, ok)], [BASE + 0x4000, BASE])
+    assert out[0][0] == FETCH_DMA and out[1][0] == FETCH_OK and out[1][4] == SEGS[:1]

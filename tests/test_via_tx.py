@@ -1,0 +1,157 @@
+"""VIA transmit engine, its frames captured from the engine's Ethernet port: header fields,
+segmentation by MTU, the window, go-back-N on timeout and on NAK, the retry limit, acknowledgements,
+management and raw frames."""
+
+import pytest
+
+from numavia.gateware import regmap, via_frame
+from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from test_via_engine import PTAG, VA, status
+from via_pair import HOST, PARAMS
+from via_single import PEER, frame, header, run, wait_frames
+
+OP = via_frame.OP
+DESC = HOST + 0x100
+VIA = regmap.VIA
+
+
+async def setup(ctx, node, *, vi=1):
+    await node.enable(ctx)
+    await node.register(ctx, 1, VA, 0x4000, [HOST + 0x8040, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000,
+                                             HOST + 0x4000], PTAG, read=1, write_=1)
+    await node.connect(ctx, vi, PEER, 2, PTAG)
+
+
+def pa(va):
+    pages = [HOST + 0x8000, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000, HOST + 0x4000]
+    return pages[(va >> 12) - (VA >> 12)] + (va & 0xFFF)
+
+
+def test_data_frame_carries_every_header_field_and_the_payload():
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        node.load(ctx, pa(VA + 3), bytes(range(100)))
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 3, 1, 100)],
+                                                                immediate=0xFEED))
+        raw, = await wait_frames(ctx, wire, 1)
+        h = header(raw)
+        assert h["DST_MAC"] == via_frame.mac_field(PEER) and h["SRC_MAC"] == via_frame.mac_field(0)
+        assert h["ETHERTYPE"] == via_frame.ETHERTYPE_FIELD and h["OP"] == OP.SEND
+        assert via_frame.HEADER.decode_bits("FLAGS", h["FLAGS"]) == {"FIRST": 1, "LAST": 1, "IMMEDIATE": 1}
+        assert (h["SRC_VI"], h["DST_VI"], h["PSN"], h["ACK_PSN"]) == (1, 2, 0, 0)
+        assert (h["MSG_LENGTH"], h["OFFSET"], h["PAYLOAD_LENGTH"], h["IMMEDIATE_DATA"]) == (100, 0, 100, 0xFEED)
+        assert raw[via_frame.HEADER.size:] == bytes(range(100))
+        await ctx.tick().repeat(4)                               # the counter counts the MAC's last beat
+        assert await node.counter(ctx, "TX_FRAMES") == 1
+    run(bench)
+
+
+def test_messages_are_cut_to_the_mtu():
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.reg(ctx, "MTU", 200)                      # 158 payload bytes per frame
+        data = bytes((7 * i) & 0xFF for i in range(500))
+        node.load(ctx, pa(VA), data)
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 500)]))
+        frames = await wait_frames(ctx, wire, 4)
+        hs = [header(f) for f in frames]
+        assert [h["OFFSET"] for h in hs] == [0, 158, 316, 474] and [h["PSN"] for h in hs] == [0, 1, 2, 3]
+        assert [h["PAYLOAD_LENGTH"] for h in hs] == [158, 158, 158, 26]
+        assert [via_frame.HEADER.decode_bits("FLAGS", h["FLAGS"])["FIRST"] for h in hs] == [1, 0, 0, 0]
+        assert [via_frame.HEADER.decode_bits("FLAGS", h["FLAGS"])["LAST"] for h in hs] == [0, 0, 0, 1]
+        assert b"".join(f[via_frame.HEADER.size:] for f in frames) == data
+    run(bench)
+
+
+def test_window_then_go_back_n_on_timeout_then_acks_complete():
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.reg(ctx, "MTU", 200)
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 158 * 12)]))
+        await wait_frames(ctx, wire, PARAMS.window)
+        await ctx.tick().repeat(1000)
+        assert len(wire.sent) == PARAMS.window                   # no acknowledgement: the window is full
+        await wait_frames(ctx, wire, PARAMS.window + 1, timeout=6000)
+        assert header(wire.sent[PARAMS.window])["PSN"] == 0       # the timer went back to the first frame
+        assert await node.counter(ctx, "TX_TIMEOUTS") == 1
+        # The peer acknowledges everything: the rest goes out and the descriptor completes.
+        wire.send(frame(OP.ACK, ack=PARAMS.window))
+        await wait_frames(ctx, wire, PARAMS.window + 1 + 4)
+        wire.send(frame(OP.ACK, ack=12))
+        st = await node.wait_done(ctx, DESC)
+        assert st["STATUS"] == status(DONE=1) and st["LENGTH"] == 158 * 12
+        assert await node.vi_reg(ctx, 1, "TX_PSN") == 12
+    run(bench)
+
+
+def test_sequence_nak_resends_from_the_frame_asked_for():
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.reg(ctx, "MTU", 200)
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 158 * 4)]))
+        await wait_frames(ctx, wire, 4)
+        wire.send(frame(OP.NAK, psn=2, ack=2, nak=via_frame.NAK.SEQUENCE))
+        frames = await wait_frames(ctx, wire, 6)
+        assert [header(f)["PSN"] for f in frames[4:]] == [2, 3]
+        assert header(frames[4])["OFFSET"] == 316
+        assert await node.counter(ctx, "TX_NAK_SEQUENCE") == 1
+        wire.send(frame(OP.ACK, ack=4))
+        assert (await node.wait_done(ctx, DESC))["STATUS"] == status(DONE=1)
+    run(bench)
+
+
+def test_retry_limit_fails_the_vi_with_a_transport_error():
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 8)]))
+        await node.post(ctx, 1, "send", DESC + 0x40, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 8)]))
+        st = await node.wait_done(ctx, DESC, timeout=60000)
+        assert st["STATUS"] == status(DONE=1, TRANSPORT_ERROR=1)
+        assert (await node.wait_done(ctx, DESC + 0x40))["STATUS"] == status(DONE=1, FLUSHED=1)
+        state = await node.vi_reg(ctx, 1, "STATE")
+        assert state & 3 == 2 and state >> 8 == status(TRANSPORT_ERROR=1)
+        assert await node.counter(ctx, "TX_TIMEOUTS") == 7        # RETRY_LIMIT 8: the 8th expiry fails
+        assert await node.counter(ctx, "TX_ERRORS") == 1
+    run(bench, rto_cycles=500)
+
+
+def test_remote_error_nak_fails_the_vi():
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 8)],
+                                                                remote_va=0x123, remote_handle=7))
+        await wait_frames(ctx, wire, 1)
+        wire.send(frame(OP.NAK, psn=0, ack=0, nak=via_frame.NAK.REMOTE_PROTECTION))
+        st = await node.wait_done(ctx, DESC)
+        assert st["STATUS"] == status(DONE=1, OP=2, RDMA_PROTECTION_ERROR=1)
+    run(bench)
+
+
+def test_management_and_raw_frames():
+    async def bench(ctx, node, wire):
+        await node.enable(ctx)
+        ctrl = VIA.register("MGMT_TX_CTRL")
+        for i, word in enumerate([0x04030201, 0x08070605, 0x0A09]):
+            await node.mgmt_word(ctx, i, word)
+        await node.reg(ctx, "MGMT_TX_CTRL", 3 << ctrl.field("DST_NODE").lsb | 10 << ctrl.field("LENGTH").lsb)
+        mgmt, = await wait_frames(ctx, wire, 1)
+        h = header(mgmt)
+        assert h["OP"] == OP.MGMT and h["DST_MAC"] == via_frame.mac_field(3) and h["PAYLOAD_LENGTH"] == 10
+        assert mgmt[via_frame.HEADER.size:] == bytes(range(1, 11))
+        await node.reg(ctx, "MGMT_TX_CTRL", 10 << ctrl.field("LENGTH").lsb | ctrl.field("RAW").mask)
+        await wait_frames(ctx, wire, 2)
+        assert wire.sent[1] == bytes(range(1, 11))                 # verbatim (the MAC pads it)
+        assert await node.reg(ctx, "MGMT_TX_STATUS") == 0
+    run(bench)
+
+
+@pytest.mark.parametrize("addr", [0x1000_0000, HOST + 0x108, HOST + 0xFFFF0])
+def test_doorbells_outside_host_memory_or_misaligned_are_refused(addr):
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.vi_reg(ctx, 1, "SQ_DOORBELL", addr)
+        assert await node.counter(ctx, "DOORBELLS_REFUSED") == 1
+        assert await node.vi_reg(ctx, 1, "QUEUE_STATUS") == 0
+        await ctx.tick().repeat(200)
+        assert wire.sent == []
+    run(bench)
