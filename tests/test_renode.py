@@ -37,8 +37,17 @@ def fixture_csr():
 
 def without_ethernet(csr):
     csr = copy.deepcopy(csr)
-    del csr["csr_bases"]["ethmac"], csr["csr_bases"]["ethphy"], csr["memories"]["ethmac"]
-    csr["constants"] = {k: v for k, v in csr["constants"].items() if not k.startswith("ethmac_")}
+    del csr["csr_bases"]["via_mac"]
+    return csr
+
+
+def with_litex_ethmac(csr):
+    """The fixture's SoC with a LiteEth MAC of its own (CSRs, packet buffer, PHY CSRs, interrupt)
+    instead of the VIA engine's MAC core: what a LiteX SoC with `add_ethernet` puts in csr.json."""
+    csr = without_ethernet(csr)
+    csr["csr_bases"].update(ethmac=0xf0002000, ethphy=0xf0002800)
+    csr["memories"]["ethmac"] = {"base": 0xb0000000, "size": 0x2000, "type": "io"}
+    csr["constants"].update(ethmac_interrupt=2, ethmac_rx_slots=2, ethmac_tx_slots=2, ethmac_slot_size=2048)
     return csr
 
 
@@ -58,22 +67,28 @@ def platform(files):
 
 # --- The platform follows csr.json ----------------------------------------------------------------
 
-def test_every_csr_peripheral_is_at_its_csr_json_address(platform):
-    csr = fixture_csr()
+def placed_addresses(platform):
+    """Every address the platform registers a peripheral at or silences."""
     registered = {r.base for e in platform.values() for r in e.registrations}
     silenced = {int(m, 16) for e in platform.values() for line in e.init
                 for m in re.findall(r"<(0x[0-9a-f]+) ", line)}
+    return registered | silenced
+
+
+def test_every_csr_peripheral_is_at_its_csr_json_address(platform):
+    csr = fixture_csr()
     for name, base in csr["csr_bases"].items():
-        assert base in registered | silenced, f"{name} at {base:#x} is not in the platform"
-    for name in ("ctrl", "uart", "timer0", "ethmac"):
+        assert base in placed_addresses(platform), f"{name} at {base:#x} is not in the platform"
+    for name in ("ctrl", "uart", "timer0"):
         assert platform[name].registrations[0].base == csr["csr_bases"][name]
+    assert {"identifier_mem", "via_mac"} <= set(csr["csr_bases"])     # the two silenced blocks
 
 
 def test_every_interrupt_goes_to_its_csr_json_line(platform):
     constants = fixture_csr()["constants"]
     irqs = {name[:-len("_interrupt")]: line for name, line in constants.items()
             if name.endswith("_interrupt") and not name.startswith("config_")}
-    assert set(irqs) == {"uart", "timer0", "ethmac"}
+    assert set(irqs) == {"uart", "timer0"}
     for name, line in irqs.items():
         assert platform[name].irqs == [("cpu", line)], name
     connected = sorted(line for e in platform.values() for _, line in e.irqs)
@@ -82,11 +97,14 @@ def test_every_interrupt_goes_to_its_csr_json_line(platform):
 
 def test_memories_cpu_and_models(platform):
     csr = fixture_csr()
-    for name in ("rom", "sram", "main_ram"):
+    for name in ("rom", "sram", "main_ram", "hostmem"):
         region = csr["memories"][name]
         assert platform[name].type == "Memory.MappedMemory"
         assert platform[name].registrations[0].base == region["base"]
         assert int(platform[name].properties["size"], 0) == region["size"]
+    # One host memory, seen again uncached: the same Renode memory at both addresses.
+    assert [r.base for r in platform["hostmem"].registrations] == [
+        csr["memories"]["hostmem"]["base"], csr["memories"]["hostmem_uncached"]["base"]]
     assert platform["cpu"].type == "CPU.VexRiscv"
     assert platform["cpu"].properties["cpuType"] == '"rv32im_zicsr_zifencei"'   # variant standard
     assert platform["timer0"].type == "Timers.LiteX_Timer_CSR32"                # 32-bit CSRs
@@ -106,8 +124,10 @@ def test_card_is_cosimulated_at_both_windows(platform):
     assert int(card.properties["limitBuffer"]) == DEFAULT_QUANTUM_CYCLES
 
 
-def test_ethmac_in_csr_json_yields_the_litex_ethernet_model(platform, files):
-    csr = fixture_csr()
+def test_ethmac_in_csr_json_yields_the_litex_ethernet_model():
+    csr = with_litex_ethmac(fixture_csr())
+    files = files_for(csr)
+    platform = parse_repl(files[REPL])
     mac = platform["ethmac"]
     assert mac.type == "Network.LiteX_Ethernet_CSR32"
     buffer = csr["memories"]["ethmac"]
@@ -115,26 +135,43 @@ def test_ethmac_in_csr_json_yields_the_litex_ethernet_model(platform, files):
         (csr["csr_bases"]["ethmac"], CSR_PAGE_BYTES, None),
         (buffer["base"], buffer["size"], "buffer"),
         (csr["csr_bases"]["ethphy"], CSR_PAGE_BYTES, "phy")]
+    assert mac.irqs == [("cpu", 2)]
     assert platform["ethphy"].registrations[0].parent == "ethmac"
     ring = parse_resc(files[RESC])
     assert script.SWITCH_NAME in ring.externals
     for machine in ring.machines:
         assert ["connector", "Connect", "sysbus.ethmac", script.SWITCH_NAME] in ring.machine_commands(machine)
-    assert "Skip" not in files[ROBOT_FILE]
+
+
+def test_via_mac_puts_the_card_on_the_switch(files):
+    """The VIA engine owns the MAC (via_mac CSRs): frames enter and leave through the card."""
+    from numavia.gateware.via_frame import mac_address
+    ring = parse_resc(files[RESC])
+    assert script.SWITCH_NAME in ring.externals
+    for node, machine in enumerate(ring.machines):
+        commands = ring.machine_commands(machine)
+        assert ["connector", "Connect", f"sysbus.{CARD_NAME}", script.SWITCH_NAME] in commands
+        mac = ":".join(f"{b:02x}" for b in mac_address(node))
+        assert [f"sysbus.{CARD_NAME}", "MacAddress", f'"{mac}"'] in commands
+    assert "ethmac" not in parse_repl(files[REPL])
 
 
 def test_no_ethmac_no_ethernet():
     files = files_for(without_ethernet(fixture_csr()))
     assert "ethmac" not in parse_repl(files[REPL])
-    assert script.SWITCH_NAME not in parse_resc(files[RESC]).externals
-    assert re.search(r"RDMA Ping Between Two Nodes\n    Skip ", files[ROBOT_FILE])
+    ring = parse_resc(files[RESC])
+    assert script.SWITCH_NAME not in ring.externals
+    assert not any("MacAddress" in c.words for c in ring.commands)
+    assert re.search(r"RDMA Ping Between Two Nodes\n    Skip    this SoC has no Ethernet MAC", files[ROBOT_FILE])
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda c: c["csr_bases"].update(spi=0xf0003000), "spi"),
     (lambda c: c["memories"].update(hyperram={"base": 0x20000000, "size": 0x1000, "type": "cached"}), "hyperram"),
     (lambda c: c["memories"].pop("shared"), "shared"),
-    (lambda c: c["csr_bases"].pop("ethphy"), "part of a LiteEth MAC"),
+    (lambda c: c.update(with_litex_ethmac(c)) or c["csr_bases"].pop("ethphy"), "part of a LiteEth MAC"),
+    (lambda c: c["memories"]["hostmem_uncached"].update(size=0x1000), "sizes differ"),
+    (lambda c: c["memories"].pop("hostmem"), "without the region it is a window onto"),
     (lambda c: c["constants"].update(config_csr_data_width=16), "csr_data_width 16"),
 ])
 def test_what_renode_cannot_model_stops_generation(change, message):
@@ -315,13 +352,17 @@ def test_golden_files(files, request):
 
 # --- The co-simulated card is the SoC's card ------------------------------------------------------------------
 
-def test_connector_uses_the_generated_action_numbers():
+def _camel(name):
+    return "".join(w.capitalize() for w in name.lower().split("_"))
+
+
+def test_connector_uses_the_generated_protocol_numbers():
+    """RingLink.cs is written by hand: its protocol constants must be the generator's."""
     source = cosim.CONNECTOR_SOURCE.read_text()
     declared = {m[1]: int(m[2]) for m in re.finditer(r"public const int (\w+)Action = (\d+);", source)}
-    expected = {"".join(w.capitalize() for w in name.lower().split("_")): value
-                for name, value in cosim.RING_ACTIONS.items()}
-    assert declared == expected
-    assert f"public const ulong SymbolPresent = 1UL << {cosim.SYMBOL_PRESENT_BIT};" in source
+    assert declared == {_camel(name): value for name, value in cosim.PROTOCOL_ACTIONS.items()}
+    for name in ("PRESENT_BIT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT"):
+        assert f"public const int {_camel(name)} = {getattr(cosim, name)};" in source, name
 
 
 def test_wrapper_connects_every_card_port(files):
@@ -333,6 +374,10 @@ def test_wrapper_connects_every_card_port(files):
     memories = fixture_csr()["memories"]
     assert f"64'h{memories['card']['base'] // 4:x}" in wrapper
     assert f"64'h{memories['shared']['base'] // 4:x}" in wrapper
+    # The DMA initiator's word address becomes the byte address Renode's system bus takes.
+    assert "assign dma_adr = {dma_adr_word, 2'b00};" in wrapper      # 30-bit word address
+    header = files[f"cosim/{cosim.HEADER_FILE}"]
+    assert "#define NV_CARD_HAS_VIA 1" in header and "#define NV_ETH_BEAT_LAST_BE_LSB 33" in header
 
 
 def test_wrapper_refuses_a_card_port_it_does_not_know(monkeypatch):
@@ -368,10 +413,13 @@ def test_generator_reads_the_real_csr_json(soc_dir):
     files = files_for(real, nodes=2)
     platform = parse_repl(files[REPL])
     for name, base in real["csr_bases"].items():
-        if name != "identifier_mem":
-            assert any(r.base == base for r in platform[name].registrations), name
+        assert base in placed_addresses(platform), name
+    for name, region in real["memories"].items():
+        if name != "csr":
+            assert region["base"] in placed_addresses(platform), name
     assert ("ethmac" in platform) == ("ethmac" in real["csr_bases"])
-    parse_resc(files[RESC])
+    ring = parse_resc(files[RESC])
+    assert (script.SWITCH_NAME in ring.externals) == ("via_mac" in real["csr_bases"] or "ethmac" in real["csr_bases"])
 
 
 def _cmake_configure(tmp_path, cosim_dir, *extra):

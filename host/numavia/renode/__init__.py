@@ -46,7 +46,7 @@ def render(csr, *, nodes, card_config, ready_marker, quantum_cycles=DEFAULT_QUAN
                                 slice_bytes=card_config.address_map().slice_bytes,
                                 boot_timeout_s=BOOT_TIMEOUT_S, provenance=source),
         f"cosim/{cosim.WRAPPER_FILE}": cosim.wrapper_verilog(soc, card_config),
-        f"cosim/{cosim.HEADER_FILE}": cosim.header(soc),
+        f"cosim/{cosim.HEADER_FILE}": cosim.header(soc, card_config),
     }
 
 

@@ -4,7 +4,7 @@ Each CSR peripheral in csr.json is emitted by the handler registered for its nam
 without a handler stops generation (see :mod:`numavia.renode.soc`) so nothing is silently missing.
 """
 
-from .soc import CSR_PAGE_BYTES, RenodeError
+from .soc import CSR_PAGE_BYTES, ETHERNET_CARD, RenodeError
 
 #: The card's type in the platform: Renode's CoSimulatedPeripheral, extended in RingLink.cs with
 #: the ring-link exchange and the node-id strap.
@@ -70,10 +70,12 @@ def _covered_by_ethmac(soc, p):
     return []
 
 
-def _silenced(soc, p):
-    # The SoC identifier ROM: the firmware never reads it, so reads return 0 without a warning.
-    return [f"// {p.name}: LiteX's SoC identifier, unused by the firmware", "sysbus:", "    init add:",
-            f"        SilenceRange <{_hex(p.base)} {_hex(CSR_PAGE_BYTES)}>"]
+def _silenced(why):
+    """CSRs the firmware never reads: reads return 0 without a warning."""
+    def emit(soc, p):
+        return [f"// {p.name}: {why}", "sysbus:", "    init add:",
+                f"        SilenceRange <{_hex(p.base)} {_hex(CSR_PAGE_BYTES)}>"]
+    return emit
 
 
 #: csr.json CSR block name -> emitter of its .repl entry.
@@ -83,7 +85,10 @@ PERIPHERAL_HANDLERS = {
     "timer0": _timer,
     "ethmac": _ethmac,
     "ethphy": _covered_by_ethmac,
-    "identifier_mem": _silenced,
+    "identifier_mem": _silenced("LiteX's SoC identifier, unused by the firmware"),
+    # The LiteEth MAC core between the card's VIA engine and the PHY (preamble, FCS, padding):
+    # in Renode the card's frames go to the switch directly, so only its counters would be here.
+    "via_mac": _silenced("the VIA engine's LiteEth MAC core; frames reach the switch through the card"),
 }
 
 
@@ -103,7 +108,9 @@ def repl(soc, *, quantum_cycles, provenance):
         f"// VexRiscv {soc.cpu_variant} at {soc.clock_hz} Hz; the card is its Verilog, co-simulated.",
     ]]
     for r in soc.ram:
-        entries.append([f"{r.name}: Memory.MappedMemory @ sysbus {_hex(r.base)}", f"    size: {_hex(r.size)}"])
+        where = (f"{{ {'; '.join(f'sysbus {_hex(b)}' for b in (r.base, *r.aliases))} }}" if r.aliases
+                 else f"sysbus {_hex(r.base)}")
+        entries.append([f"{r.name}: Memory.MappedMemory @ {where}", f"    size: {_hex(r.size)}"])
     entries.append(["cpu: CPU.VexRiscv @ sysbus", f'    cpuType: "{soc.cpu_isa}"'])
     for p in soc.peripherals:
         lines = PERIPHERAL_HANDLERS[p.name](soc, p)
@@ -113,6 +120,8 @@ def repl(soc, *, quantum_cycles, provenance):
         "// The card's gateware in Verilator through Renode's co-simulation (renode/cosim). It sees",
         "// absolute addresses so one model can serve both windows; one tick is one card clock cycle",
         "// and the model advances a quantum's worth of cycles at a time.",
+        *(["// Its VIA engine's DMA reaches host memory on the system bus; its Ethernet frames go to",
+           "// the switch (RingLink.cs)."] if soc.ethernet == ETHERNET_CARD else []),
         f"{CARD_NAME}: {CARD_TYPE} @ {{ {card_registrations(soc)} }}",
         "    useAbsoluteAddress: true",
         "    maxWidth: 32",

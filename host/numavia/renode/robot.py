@@ -1,8 +1,8 @@
 """Robot Framework tests for the Renode ring (run with ``renode-test``).
 
-They check what the Verilator path checks: every node boots to the ready line, a write into
-another node's slice of the shared window is seen by the home node and by a third node, and,
-when the SoC has its Ethernet MAC, an RDMA ping between two nodes.
+They check what the Verilator path checks: every node boots to the ready line, and a write into
+another node's slice of the shared window is seen by the home node and by every other node. The
+RDMA ping is listed but skipped, with the reason (see :func:`rdma_ping_skip_reason`).
 """
 
 from .platform import CARD_NAME
@@ -12,6 +12,16 @@ from .script import RESC_FILE, machine_name
 PROBE_VALUE = 0x5EED_CAFE
 #: Offset of the probe word inside the target node's slice, clear of what the firmware uses.
 PROBE_OFFSET = 0x100
+
+
+def rdma_ping_skip_reason(soc):
+    """Why the RDMA ping test cannot run yet (it is listed, skipped, so the gap stays visible)."""
+    if not soc.ethernet:
+        return "this SoC has no Ethernet MAC: the VIA engine is not in it"
+    # The ping is a VIPL exchange (numavia.vipl: registration, connection, descriptors, doorbells)
+    # that a host runs over a bridge into each node's bus; Renode has no such bridge here yet.
+    return ("needs a VIPL host on each node (numavia.vipl over a bridge into Renode's system bus), "
+            "which the Renode ring does not provide yet")
 
 
 def _cell(*cells):
@@ -71,14 +81,5 @@ def robot(soc, *, nodes, ready_marker, slice_bytes, boot_timeout_s, provenance):
     for n in observers:
         lines += [f"    ${{seen}}=    Read Word On    {machine_name(n)}    ${{PROBE}}",
                   "    Should Be Equal As Integers    ${seen}    ${PROBE_VALUE}"]
-    lines += ["", "RDMA Ping Between Two Nodes"]
-    if soc.has_ethernet:
-        lines += [
-            f"    [Documentation]    {machine_name(0)} pings {machine_name(1 % nodes)} with an RDMA write over "
-            "the Ethernet switch and waits for the reply.",
-            "    Boot Ring",
-            "    Wait For Line On Uart    via: rdma ping ok    testerId=${uart0}",
-        ]
-    else:
-        lines.append("    Skip    this SoC has no Ethernet MAC (ethmac): the VIA engine is not in it")
+    lines += ["", "RDMA Ping Between Two Nodes", f"    Skip    {rdma_ping_skip_reason(soc)}"]
     return "\n".join(lines) + "\n"

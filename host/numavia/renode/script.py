@@ -6,6 +6,7 @@ ring connector moves link symbols only at quantum boundaries (see RingLink.cs).
 """
 
 from .platform import CARD_NAME
+from .soc import ETHERNET_CARD, ETHERNET_LITEX
 
 RING_NAME = "ring"
 SWITCH_NAME = "via_switch"
@@ -19,6 +20,12 @@ FIRMWARE_FILE = "firmware.bin"
 
 def machine_name(node):
     return f"node{node}"
+
+
+def _card_mac(node):
+    """The MAC address the card's VIA engine puts in its frames (numavia.gateware.via_frame)."""
+    from numavia.gateware.via_frame import mac_address
+    return ":".join(f"{b:02x}" for b in mac_address(node))
 
 
 def resc(soc, *, nodes, quantum_seconds, provenance):
@@ -41,7 +48,10 @@ def resc(soc, *, nodes, quantum_seconds, provenance):
         "emulation SetGlobalSerialExecution true",
         f"emulation CreateNumaviaRing \"{RING_NAME}\"",
     ]
-    if soc.has_ethernet:
+    # The Ethernet MAC the switch connects: LiteEth's own model, or the card, whose VIA engine
+    # sends and receives the frames.
+    mac = {ETHERNET_LITEX: "sysbus.ethmac", ETHERNET_CARD: f"sysbus.{CARD_NAME}"}.get(soc.ethernet)
+    if mac:
         lines.append(f"emulation CreateSwitch \"{SWITCH_NAME}\"")
     for node in range(nodes):
         name = machine_name(node)
@@ -53,8 +63,10 @@ def resc(soc, *, nodes, quantum_seconds, provenance):
             f"sysbus.{CARD_NAME} NodeId {node}",
             f"connector Connect sysbus.{CARD_NAME} {RING_NAME}",
         ]
-        if soc.has_ethernet:
-            lines.append(f"connector Connect sysbus.ethmac {SWITCH_NAME}")
+        if soc.ethernet == ETHERNET_CARD:
+            lines.append(f"sysbus.{CARD_NAME} MacAddress \"{_card_mac(node)}\"")
+        if mac:
+            lines.append(f"connector Connect {mac} {SWITCH_NAME}")
         lines += [
             f"sysbus LoadBinary $firmware_{name} {rom.base:#x}",
             f"cpu PC {rom.base:#x}",

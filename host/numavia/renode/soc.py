@@ -24,8 +24,18 @@ CSR_PAGE_BYTES = 0x800
 #: shared window. Both are served by the co-simulated card Verilog.
 CARD_REGIONS = ("card", "shared")
 
-#: Memory regions modelled as plain RAM in Renode (the ROM is RAM the script loads firmware into).
-RAM_REGIONS = ("rom", "sram", "main_ram")
+#: Memory regions modelled as plain RAM in Renode (the ROM is RAM the script loads firmware into;
+#: ``hostmem`` stands for the host's memory, where VIA descriptors and buffers live).
+RAM_REGIONS = ("rom", "sram", "main_ram", "hostmem")
+
+#: Regions that are a second window onto another region's RAM (``NumaviaSoC._add_host_memory``:
+#: the CPU reaches host memory uncached there). Renode registers the one memory at both addresses.
+ALIASED_REGIONS = {"hostmem_uncached": "hostmem"}
+
+#: Where an Ethernet MAC is, by what csr.json holds: a LiteEth MAC with its own packet buffer
+#: (``ethmac``), or the LiteEth MAC core between the card's VIA engine and the PHY (``via_mac``),
+#: in which case frames enter and leave through the card.
+ETHERNET_LITEX, ETHERNET_CARD = "litex", "card"
 
 #: VexRiscv variants LiteX builds, and the ISA Renode's VexRiscv must emulate for each. Renode
 #: wants the CSR and fence extensions spelled out.
@@ -50,6 +60,7 @@ class Region:
     name: str
     base: int
     size: int
+    aliases: tuple = ()     # further base addresses of the same memory
 
 
 @dataclass(frozen=True)
@@ -80,8 +91,13 @@ class SocDescription:
         raise KeyError(name)
 
     @property
-    def has_ethernet(self):
-        return self.peripheral("ethmac") is not None
+    def ethernet(self):
+        """ETHERNET_LITEX, ETHERNET_CARD or None (see those constants)."""
+        if self.peripheral("ethmac") is not None:
+            return ETHERNET_LITEX
+        if self.peripheral("via_mac") is not None:
+            return ETHERNET_CARD
+        return None
 
 
 def load_csr_json(path):
@@ -110,7 +126,7 @@ def describe(csr):
         raise RenodeError(f"VexRiscv variant {variants} has no Renode ISA mapping "
                           f"(known: {', '.join(VEXRISCV_ISA)})")
 
-    known = set(RAM_REGIONS) | set(CARD_REGIONS) | {"csr", "ethmac"}
+    known = set(RAM_REGIONS) | set(ALIASED_REGIONS) | set(CARD_REGIONS) | {"csr", "ethmac"}
     unknown = sorted(set(memories) - known)
     if unknown:
         raise RenodeError(f"memory region(s) {', '.join(unknown)} in csr.json have no Renode model: "
@@ -120,7 +136,17 @@ def describe(csr):
         raise RenodeError(f"csr.json has no {', '.join(missing)} region: is the card in this SoC?")
 
     def region(name):
-        return Region(name, memories[name]["base"], memories[name]["size"])
+        aliases = []
+        for alias, target in ALIASED_REGIONS.items():
+            if target == name and alias in memories:
+                if memories[alias]["size"] != memories[name]["size"]:
+                    raise RenodeError(f"{alias} is a window onto {name} but their sizes differ")
+                aliases.append(memories[alias]["base"])
+        return Region(name, memories[name]["base"], memories[name]["size"], tuple(aliases))
+
+    orphans = [alias for alias, target in ALIASED_REGIONS.items() if alias in memories and target not in memories]
+    if orphans:
+        raise RenodeError(f"{', '.join(orphans)} in csr.json without the region it is a window onto")
 
     peripherals = tuple(sorted((Peripheral(name, base, constants.get(f"{name}_interrupt"))
                                 for name, base in bases.items()), key=lambda p: p.base))

@@ -5,8 +5,16 @@ module numavia_card_cosim (
   input [63:0] wb_adr, input [63:0] wb_dat_w, output [63:0] wb_dat_r,
   input [7:0] wb_sel, input wb_cyc, input wb_stb, input wb_we, output wb_ack,
   input [16:0] ring_rx, output [16:0] ring_tx,
-  input [5:0] node_id_strap, input [7:0] mode_strap
+  input [5:0] node_id_strap, input [7:0] mode_strap,
+  // VIA: DMA initiator into the system bus (host memory), Ethernet frame streams.
+  output dma_cyc, output dma_stb, output dma_we, output [31:0] dma_adr, output [31:0] dma_dat_w,
+  input [31:0] dma_dat_r, output [7:0] dma_sel, input dma_ack,
+  output eth_tx_valid, input eth_tx_ready, output [40:0] eth_tx_payload,
+  input eth_rx_valid, output eth_rx_ready, input [40:0] eth_rx_payload
 );
+  wire [29:0] dma_adr_word; wire [3:0] dma_sel_card;
+  assign dma_adr = {dma_adr_word, 2'b00};
+  assign dma_sel = {4'b0, dma_sel_card};
   // regs: csr.json region card, 0x80000000 + 0x10000
   wire regs_sel_q = wb_adr >= 64'h20000000 && wb_adr < 64'h20004000;
   wire [63:0] regs_adr = wb_adr - 64'h20000000;
@@ -51,6 +59,23 @@ module numavia_card_cosim (
     .rx(ring_rx),
     .tx(ring_tx),
     .node_id_strap(node_id_strap),
-    .mode_strap(mode_strap)
+    .mode_strap(mode_strap),
+    .dma__cyc(dma_cyc),
+    .dma__stb(dma_stb),
+    .dma__we(dma_we),
+    .dma__adr(dma_adr_word),
+    .dma__dat_w(dma_dat_w),
+    .dma__sel(dma_sel_card),
+    .dma__cti(),
+    .dma__bte(),
+    .dma__dat_r(dma_dat_r),
+    .dma__ack(dma_ack),
+    .dma__err(1'b0),
+    .eth_tx__payload(eth_tx_payload),
+    .eth_tx__valid(eth_tx_valid),
+    .eth_tx__ready(eth_tx_ready),
+    .eth_rx__payload(eth_rx_payload),
+    .eth_rx__valid(eth_rx_valid),
+    .eth_rx__ready(eth_rx_ready)
   );
 endmodule
