@@ -5,7 +5,9 @@ come from :func:`numavia.gateware.build.card_verilog` with the SoC's card config
 cached build the SoC uses), are written to ``card.cmake``, and CMake refuses to build when the
 file's hash no longer matches. Around the card, a generated wrapper gives Renode's Wishbone
 model one bus: it decodes the absolute addresses of the card's two windows (from csr.json) to
-the card's ``regs`` and ``window`` ports, and brings the ring link and straps out flat.
+the card's ``regs`` and ``window`` ports, and brings the ring link and straps out flat; with the
+VIA engine, also its DMA initiator (byte addresses for Renode's system bus) and its Ethernet
+frame streams. Every card port must be handled here, so a new one stops generation by name.
 """
 
 import hashlib
