@@ -25,7 +25,7 @@ BENCH_TOP = "card_cluster"
 
 #: Small cards, so the hot set sees sharing, conflicts and evictions.
 def bench_card_config(**overrides):
-    params = dict(slice_bytes=16 * 1024, max_nodes=16, private_bytes=1024, cache_sets=4, cache_ways=2)
+    params = dict(slice_bytes=16 * 1024, max_nodes=16, private_bytes=1024, cache_sets=4, cache_ways=2, via=False)
     params.update(overrides)
     return CardConfig(**params)
 

@@ -1,5 +1,5 @@
-"""``numavia demo``, end to end on a two-node ring: boot, latency set, kernels, report; and a
-failing step names the step and the node."""
+"""``numavia demo``, end to end on a two-node ring: boot, latency set, RDMA sweep, kernels, report;
+and a failing step names the step and the node."""
 
 import json
 import subprocess
@@ -19,9 +19,10 @@ def test_demo_on_two_nodes_reports_every_step(tmp_path):
     out = tmp_path / "report"
     proc = subprocess.run(CLI + ["demo", "--nodes", "2", "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for step in ("[1/5 build]", "[2/5 boot]", "[3/5 latency]", "[4/5 kernels]", "[5/5 report]"):
+    for step in ("[1/6 build]", "[2/6 boot]", "[3/6 latency]", "[4/6 rdma]", "[5/6 kernels]", "[6/6 report]"):
         assert step in proc.stderr
-    for name in ("demo.md", "demo.json", "latency.md", "latency.png", "kernels.md", "kernels.csv", "kernels.png"):
+    for name in ("demo.md", "demo.json", "latency.md", "latency.png", "kernels.md", "kernels.csv", "kernels.png",
+                 "via_bench.md", "via_bench.csv", "via_bench.png"):
         assert (out / name).stat().st_size > 0, name
     figures = json.loads((out / "demo.json").read_text())["figures"]
     assert [b["node"] for b in figures["boot"]] == [0, 1]
@@ -32,6 +33,13 @@ def test_demo_on_two_nodes_reports_every_step(tmp_path):
     # cache hit costs about a local read, and NUMA mode has no network cache to hit.
     assert remote["ncc_cycles"] > 3 * local["ncc_cycles"] and remote["numa_cycles"] > 3 * local["numa_cycles"]
     assert hit["ncc_cycles"] < remote["ncc_cycles"] / 3 and hit["numa_cycles"] > remote["numa_cycles"] / 2
+    rdma = {(r["op"], r["size"]): r for r in figures["rdma"]["rows"]}
+    assert {op for op, _ in rdma} == {"send", "write", "read"}
+    for op in ("send", "write", "read"):
+        # Cycle-counted by the agents: small messages cost microseconds, and a 64 KiB message
+        # takes at least its time on the wire (125 MB/s) and longer than a 4-byte one.
+        assert 1 < rdma[op, 4]["latency_us"] < rdma[op, 65536]["latency_us"]
+        assert 0 < rdma[op, 65536]["bandwidth_MBps"] < 125
     kernels = {(k["kernel"], k["workers"], k["mode"]): k for k in figures["kernels"]}
     assert set(kernels) == {(k, w, m) for k in ("jacobi", "matmul") for w, m in ((1, "ncc"), (2, "ncc"), (2, "numa"))}
     # Matrix multiply reuses remote rows of B: the network cache makes NCC-NUMA faster than NUMA.
@@ -39,7 +47,7 @@ def test_demo_on_two_nodes_reports_every_step(tmp_path):
     for k in kernels.values():
         assert k["compute"] > 0 and k["memory"] > 0 and k["cycles"] >= k["compute"] + k["memory"]
     text = (out / "demo.md").read_text()
-    assert "Access latency" in text and "Matrix multiply" in text
+    assert "Access latency" in text and "RDMA ping-pong" in text and "Matrix multiply" in text
 
 
 def test_a_failing_run_names_the_step_and_the_node(tmp_path):

@@ -130,32 +130,36 @@ class Bench:
                 "receiver_post_recv_cycles": post_recv}
 
 
+def sweep(session, args, points, log):
+    """Every (MTU, operation, size) point between nodes 0 and 1 of a running session; returns the
+    rows and both cards' counters afterwards."""
+    bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout)
+    rows = []
+    for mtu in args.mtu:
+        bench.set_mtu(mtu)
+        for op in args.ops:
+            for size in points:
+                if size == 0 and op == "write":
+                    continue   # the RDMA-write ping-pong detects arrival by a byte
+                n = (messages_for(op, size, most=args.iterations) if op in STREAMS
+                     else iterations_for(size, most=args.iterations))
+                r = bench.point(op, size, n)
+                rows.append({"mtu": mtu, "op": op, "size": size, **r})
+                log(f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
+                    f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)")
+    return rows, [n.counters() for n in bench.nics]
+
+
 def run_sweep(args, log):
     from numavia.cluster_session import ClusterSession
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=2)
     build = sim.build_all(config, log=log)
-    points = sizes(args.min_size, args.max_size, args.perturbation)
-    ops = args.ops
     run_dir = Path(args.out) / "run"
-    rows = []
     started = time.monotonic()
     with ClusterSession(build, run_dir, eth_delay=args.eth_delay) as session:
-        bench = Bench(session, max_size=args.max_size, log=log, timeout=args.timeout)
-        for mtu in args.mtu:
-            bench.set_mtu(mtu)
-            for op in ops:
-                for size in points:
-                    if size == 0 and op == "write":
-                        continue   # the RDMA-write ping-pong detects arrival by a byte
-                    n = (messages_for(op, size, most=args.iterations) if op in STREAMS
-                         else iterations_for(size, most=args.iterations))
-                    r = bench.point(op, size, n)
-                    rows.append({"mtu": mtu, "op": op, "size": size, **r})
-                    log(f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
-                        f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)")
-        counters = [n.counters() for n in bench.nics]
+        rows, counters = sweep(session, args, sizes(args.min_size, args.max_size, args.perturbation), log)
     return rows, {"build": build, "config": config, "counters": counters, "run_dir": run_dir,
                   "wall_seconds": time.monotonic() - started}
 

@@ -30,6 +30,35 @@ def _positive(text):
     return value
 
 
+def _list_of(convert, allowed=None, what="value"):
+    """A comma-separated list for argparse; each item converted and, if given, among ``allowed``."""
+    def parse(text):
+        items = []
+        for item in text.split(","):
+            try:
+                value = convert(item.strip())
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{item.strip()!r} is not a valid {what}") from None
+            if allowed is not None and value not in allowed:
+                raise argparse.ArgumentTypeError(
+                    f"{item.strip()!r} is not a {what} (choose from {', '.join(map(str, allowed))})")
+            items.append(value)
+        if not items or len(set(items)) != len(items):
+            raise argparse.ArgumentTypeError(f"{text!r}: give distinct {what}s, separated by commas")
+        return items
+    return parse
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
 # --- numavia sim ----------------------------------------------------------------------------------
 
 def cmd_sim(args):
@@ -329,25 +358,30 @@ def _size(text):
     return value
 
 
-def _choices_list(choices):
-    def parse(text):
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        bad = [t for t in items if t not in choices]
-        if not items or bad:
-            raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(choices)}")
-        return items
-    return parse
-
-
-def _mtu_list(text):
+def _mtu(text):
     from numavia.gateware import via_frame
-    try:
-        values = [int(t, 0) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of MTUs") from None
-    if not values or any(not via_frame.MTU_MIN <= v <= via_frame.MTU_JUMBO for v in values):
+    value = int(text, 0)
+    if not via_frame.MTU_MIN <= value <= via_frame.MTU_JUMBO:
         raise argparse.ArgumentTypeError(f"MTUs must be {via_frame.MTU_MIN}..{via_frame.MTU_JUMBO}")
-    return values
+    return value
+
+
+def cmd_bench_stream(args):
+    from numavia.bench import stream
+    out = Path(args.out)
+    figures = stream.measure(args.array_bytes, args.passes, log=_log)
+    print(stream.report(figures, out))
+    _log(f"results in {out}/stream.{{md,csv,json,png}}")
+    return 0
+
+
+def cmd_bench_shm(args):
+    from numavia.bench import shm
+    out = Path(args.out)
+    figures = shm.measure(args.max_size, log=_log)
+    print(shm.report(figures, out))
+    _log(f"results in {out}/shm.{{md,csv,json,png}}")
+    return 0
 
 
 def cmd_bench_via(args):
@@ -362,6 +396,20 @@ def cmd_bench_via(args):
     paths = bench_via.main(args, _log)
     for p in paths:
         print(p)
+    return 0
+
+
+def cmd_bench_splash2(args):
+    from numavia.bench import splash2
+    from numavia.instrument import CostModel
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NumaviaError(f"the results folder {out} is a file")
+    figures = splash2.run(args.kernels, args.nodes, args.modes, size=args.size, ways=args.ways,
+                          placement=args.placement, access=args.access, cost=CostModel(ns_per_op=args.ns_per_op),
+                          log=_log)
+    print(splash2.report(figures, out))
+    _log(f"results in {out}/splash2_*.{{md,csv,json}}, splash2_time.png, splash2_speedup.png")
     return 0
 
 
@@ -394,16 +442,67 @@ def _add_bench(sub):
     coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
     coh.add_argument("--out", default="results/coherence", help="results folder")
     coh.set_defaults(func=cmd_bench_coherence)
+    from numavia.splash2 import KERNELS, PLACEMENTS
+    spl = benches.add_parser(
+        "splash2", help="SPLASH-2 LU, FFT, Ocean, Barnes on 1-8 cards (the paper's Tables 3-6, Fig. 6)",
+        description="Run the SPLASH-2 kernels with P processes, record their shared-memory accesses as "
+                    "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
+                    "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
+                    "associativity (Table 4), line size (Table 3: not available), remote/local accesses "
+                    "(Table 6) and the compute/memory/barrier split (Fig. 6). The full paper-size run "
+                    "takes a few hours on 2 cores; --size small takes minutes.")
+    spl.add_argument("--kernels", type=_list_of(str, tuple(KERNELS), "kernel"), default=list(KERNELS),
+                     help="comma-separated kernels (default lu,fft,ocean,barnes)")
+    spl.add_argument("--nodes", type=_list_of(int, (1, 2, 4, 8, 16), "node count"), default=[1, 2, 4, 8],
+                     help="ring sizes, comma-separated from 1,2,4,8,16 (default 1,2,4,8; 1 is always run)")
+    spl.add_argument("--modes", type=_list_of(str, ("ncc", "numa"), "mode"), default=["ncc", "numa"],
+                     help="ncc (network cache on) and/or numa (off) (default ncc,numa)")
+    spl.add_argument("--size", choices=["small", "paper"], default="paper",
+                     help="problem sizes: the paper's (LU 256x256, FFT 1024, Ocean 66x66, Barnes 4K) or "
+                          "small ones (default paper)")
+    spl.add_argument("--ways", type=_list_of(int, (1, 2, 4, 8), "way count"), default=[1, 2, 4],
+                     help="network cache associativities for Table 4, equal capacity (default 1,2,4; "
+                          "give 4 to skip the table)")
+    spl.add_argument("--placement", choices=list(PLACEMENTS), default="paper",
+                     help="paper: data only its own node touches in host memory (Ocean, FFT), as the "
+                          "paper; shared: everything in the cards' shared memory (default paper)")
+    spl.add_argument("--access", choices=["line", "double"], default="line",
+                     help="host access granularity: line (bursts of up to 16 words within a 64-byte line) "
+                          "or double (one 2-word access per double, as the paper's CPU on uncached PCI) "
+                          "(default line)")
+    spl.add_argument("--ns-per-op", type=_positive_float, default=2.5, metavar="NS",
+                     help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)")
+    spl.add_argument("--out", default="results/splash2", help="results folder (default results/splash2)")
+    spl.set_defaults(func=cmd_bench_splash2)
+
+    st = benches.add_parser("stream", help="STREAM-style bandwidth of private, home and remote memory",
+                            description="Copy, Scale, Add and Triad streamed by node 0's host port in line "
+                                        "bursts over arrays in private memory, the node's own shared slice and "
+                                        "a remote slice (NCC-NUMA and NUMA), timed by the RTL's cycle stamps.")
+    st.add_argument("--array-bytes", type=_size, default=4096,
+                    help="bytes per array, a multiple of 64 (default 4096: all three fit the network cache)")
+    st.add_argument("--passes", type=_positive, default=4, help="passes of each kernel (default 4)")
+    st.add_argument("--out", default="results/stream", help="results folder (default results/stream)")
+    st.set_defaults(func=cmd_bench_stream)
+
+    sh = benches.add_parser("shm", help="NetPIPE-style sweep over shared memory: remote loads and stores",
+                            description="Messages of 4 bytes up to --max-size moved between node 0 and node 1's "
+                                        "slice by remote loads and stores, NCC-NUMA and NUMA, timed by the RTL's "
+                                        "cycle stamps.")
+    sh.add_argument("--max-size", type=_size, default=16 * 1024, help="largest message (default 16k)")
+    sh.add_argument("--out", default="results/shm", help="results folder (default results/shm)")
+    sh.set_defaults(func=cmd_bench_shm)
 
     v = benches.add_parser("via", help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
                          description="Latency and bandwidth of the VIA engine between two simulated nodes, "
                                      "measured by the firmware's benchmark agents with the card's cycle counter. "
                                      "Writes via_bench.csv, via_bench.md and via_bench.png to --out.")
     ops = ("send", "write", "read", "send-stream", "write-stream")
-    v.add_argument("--ops", type=_choices_list(ops), default=list(ops),
+    v.add_argument("--ops", type=_list_of(str, ops, "operation"), default=list(ops),
                    help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
                         "write-stream (default all)")
-    v.add_argument("--mtu", type=_mtu_list, default=[1500, 9000], help="MTUs, comma separated (default 1500,9000)")
+    v.add_argument("--mtu", type=_list_of(_mtu, what="MTU"), default=[1500, 9000],
+                   help="MTUs, comma separated (default 1500,9000)")
     v.add_argument("--min-size", type=_size, default=4, help="smallest message (default 4)")
     v.add_argument("--max-size", type=_size, default=1024 * 1024, help="largest message (default 1Mi)")
     v.add_argument("--perturbation", type=_size, default=0,

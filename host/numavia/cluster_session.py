@@ -55,7 +55,7 @@ class ClusterSession:
                 path.unlink()
         self.port = free_port_range(self.nodes)
         cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
-                                  quiet=True, **self.harness_kwargs)
+                                  until_disconnect=True, quiet=True, **self.harness_kwargs)
         self._stderr = open(self.run_dir / "harness.stderr", "w")
         self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
         try:
@@ -112,6 +112,14 @@ class ClusterSession:
                 self.proc.wait()
         self._stderr.close()
         return False
+
+    def run_summary(self):
+        """The harness's ``run.json`` (cycles, wall time), once the session has ended."""
+        import json
+        path = self.run_dir / "run.json"
+        if not path.exists():
+            raise SessionError(f"the simulator wrote no run.json in {self.run_dir}")
+        return json.loads(path.read_text())
 
     def link_stats(self):
         import json

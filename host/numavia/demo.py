@@ -3,10 +3,13 @@ one cycle-accurate Verilator model, boots it, and measures what the card does:
 
 1. boot: every node reports its node id and its microcode loaded and verified;
 2. latency: the Table 1 access set, each access alone on the ring, NCC-NUMA and NUMA mode;
-3. kernels: small shared-memory programs (:mod:`numavia.kernels`) on one node and on every node,
+3. rdma: a NetPIPE-style ping-pong sweep of the VIA engine between nodes 0 and 1 over the
+   simulated GbE switch (send/receive, RDMA write, RDMA read), run by the firmware's benchmark
+   agents and set up from the host through VIPL;
+4. kernels: small shared-memory programs (:mod:`numavia.kernels`) on one node and on every node,
    NCC-NUMA and NUMA, with the time split into compute, memory and barrier wait.
 
-Each measurement is a trace replayed at the nodes' host ports (what the host would do over PCIe)
+Latency and kernel measurements are traces replayed at the nodes' host ports (what the host would do over PCIe)
 while the firmware runs; times come from the simulation's cycle counters. The report is Markdown,
 CSV and JSON with PNG plots in one folder; ``demo.md`` indexes it.
 """
@@ -14,10 +17,11 @@ CSV and JSON with PNG plots in one folder; ``demo.md`` indexes it.
 import contextlib
 import json
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia import buildcache, kernels, results, trace
+from numavia import bench_via, buildcache, kernels, results, trace
 from numavia.bench import latency
 from numavia.errors import NumaviaError
 
@@ -26,6 +30,9 @@ MAX_CYCLES = 200_000_000              # per run; a hang is reported, not waited 
 PROGRESS_CYCLES = 5_000_000
 MODES = latency.MODES
 ACCESS_LOG_LATENCY = "the host-port driver's cycle stamps (request presented to last response beat)"
+#: The RDMA step: ping-pongs from 4 bytes to 64 KiB, at the standard MTU, as the paper measured.
+RDMA_SWEEP = SimpleNamespace(ops=["send", "write", "read"], mtu=[1500], iterations=10, eth_delay=50, timeout=900)
+RDMA_SIZES = [4 ** k for k in range(1, 9)]
 
 
 class DemoError(NumaviaError):
@@ -53,7 +60,7 @@ class Demo:
     # --- running ---------------------------------------------------------------------------
 
     def run(self):
-        plan = [("build", self.build), ("boot", self.boot), ("latency", self.latency),
+        plan = [("build", self.build), ("boot", self.boot), ("latency", self.latency), ("rdma", self.rdma),
                 ("kernels", self.kernels), ("report", self.report)]
         for number, (name, action) in enumerate(plan, 1):
             with self.step(f"{number}/{len(plan)} {name}", name):
@@ -143,6 +150,18 @@ class Demo:
                 measured.setdefault(name, {})[mode] = entries[index]["cycles"]
         self.figures["latency"] = latency.figures(self.nodes, self.card, measured, measured_by=ACCESS_LOG_LATENCY)
 
+    def rdma(self):
+        from numavia.cluster_session import ClusterSession
+        run_dir = self.run_root / "rdma"
+        start = time.monotonic()
+        session = ClusterSession(self.built, run_dir, eth_delay=RDMA_SWEEP.eth_delay)
+        with session:
+            rows, counters = bench_via.sweep(session, RDMA_SWEEP, RDMA_SIZES, lambda m: self.log(f"  {m}"))
+        self.runs.append(("rdma", session.run_summary()))
+        self.figures["rdma"] = {"rows": rows, "counters": counters, "eth_delay_cycles": RDMA_SWEEP.eth_delay}
+        self.rdma_run = {"build": self.built, "config": self.config, "run_dir": run_dir,
+                         "wall_seconds": time.monotonic() - start}
+
     def kernels(self):
         rows = []
         for kernel in (k() for k in kernels.KERNELS.values()):
@@ -163,6 +182,9 @@ class Demo:
     def report(self):
         self.out.mkdir(parents=True, exist_ok=True)
         latency.report(self.figures["latency"], self.out)
+        rdma = self.figures["rdma"]
+        bench_via.write_results(rdma["rows"], {**self.rdma_run, "counters": rdma["counters"]},
+                                SimpleNamespace(**vars(RDMA_SWEEP), out=self.out), results.command_line())
         write_kernels(self.figures["kernels"], self.card, self.out)
         self.figures["simulation"] = {
             "nodes": self.nodes, "runs": [{"label": label, "cycles": s["cycles"], "wall_seconds": s["wall_seconds"],
@@ -244,6 +266,10 @@ def index(demo):
                    f"{r['paper_us'][0] * 1000:.0f}" if r["paper_us"] else "",
                    f"{r['paper_us'][1] * 1000:.0f}" if r["paper_us"] else ""] for r in lat.values()]),
              "Full table: [latency.md](latency.md), plot: latency.png.", "",
+             "## RDMA ping-pong (VIA over simulated GbE, nodes 0 and 1, MTU 1500)", "",
+             rdma_table(f["rdma"]["rows"]),
+             f"Paper (seed 001): {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
+             "MB/s peak. Full sweep: [via_bench.md](via_bench.md), plot: via_bench.png.", "",
              "## Shared-memory kernels", "",
              results.markdown_table(
                  ["kernel", "nodes", "mode", "us", "speedup"],
@@ -257,6 +283,18 @@ def index(demo):
              "Steps: " + ", ".join(f"{s['step']} {s['wall_seconds']:.0f} s" for s in f["simulation"]["steps"]),
              "", f"Command: `{results.command_line()}`", ""]
     return "\n".join(lines)
+
+
+def rdma_table(rows):
+    """Latency (us) per size and operation, then the bandwidth at the largest size."""
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    by = {(r["op"], r["size"]): r for r in rows}
+    sizes = sorted({r["size"] for r in rows})
+    table = [[f"{size:,}"] + [f"{by[op, size]['latency_us']:.2f}" if (op, size) in by else "" for op in ops]
+             for size in sizes]
+    table.append(["MB/s at the largest"] + [f"{by[op, sizes[-1]]['bandwidth_MBps']:.1f}" if (op, sizes[-1]) in by
+                                             else "" for op in ops])
+    return results.markdown_table(["bytes"] + [f"{bench_via.OP_TITLES[op]} us" for op in ops], table)
 
 
 def _ns(value):

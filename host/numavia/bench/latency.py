@@ -105,7 +105,7 @@ def measurements(nodes):
 
 def run(nodes=4, *, config=None, log=print, out=None):
     """Measure every row on a ring of ``nodes`` cards, NCC-NUMA and NUMA. Returns the figures."""
-    config = config or CardConfig(max_nodes=16)
+    config = config or CardConfig(max_nodes=16, via=False)   # the coherence side alone
     binary = card_bench.build_bench(nodes, config, log=log)
     measured = {}
     for mode, script in scripts(nodes, config).items():

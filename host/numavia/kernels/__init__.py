@@ -7,36 +7,41 @@ shared memory) with its compute in between, and a barrier wherever the program h
 simulated ring replays the traces; its cycle counters give the time, split into compute,
 memory and barrier wait.
 
-Writes carry a tag (the kernel step), not the doubles: a trace holds one value per burst.
+The recording is :mod:`numavia.instrument`'s, as for the SPLASH-2 kernels; these kernels count
+their compute in card cycles (one operation per cycle). Writes carry a value that identifies the
+writer and the write, not the doubles: a trace holds one value per burst.
 """
 
 import numpy as np
 
 from numavia.errors import NumaviaError
+from numavia.instrument import CostModel, Machine
 
 from .jacobi import Jacobi
-from .layout import SharedArrays, TraceBuilder, block_rows
 from .matmul import MatMul
+from .rows import RowArrays, block_rows
 
 KERNELS = {k.name: k for k in (Jacobi, MatMul)}
-
 
 
 class KernelError(NumaviaError):
     pass
 
 
+def record(kernel, address_map, workers, nodes):
+    """Run ``kernel`` on ``workers`` of a ``nodes``-node ring; returns ``(result, machine)``."""
+    machine = Machine(nodes, address_map.slice_bytes, CostModel.per_cycle())
+    return kernel.record(RowArrays(machine, workers)), machine   # kernels end on a barrier
+
+
 def write_traces(kernel, address_map, workers, nodes, folder):
-    """Run ``kernel`` on ``workers`` of a ``nodes``-node ring, check its result against the
-    reference, and write node<i>.trace into ``folder``. Returns the accesses per node."""
-    arrays = SharedArrays(address_map, workers)
-    builder = TraceBuilder(arrays, nodes)
-    result = kernel.record(arrays, builder)
+    """Record ``kernel``, check its result against the reference, and write node<i>.trace (and
+    summary.json) into ``folder``. Returns the card accesses per node."""
+    result, machine = record(kernel, address_map, workers, nodes)
     if not np.allclose(result, kernel.reference()):
         raise KernelError(f"{kernel.name} on {workers} worker(s) disagrees with its reference")
-    folder.mkdir(parents=True, exist_ok=True)
-    return builder.write(folder)
+    machine.write_traces(folder)
+    return {r.process: r.stats.reads + r.stats.writes for r in machine.recorders}
 
 
-__all__ = ["KERNELS", "Jacobi", "KernelError", "MatMul", "SharedArrays", "TraceBuilder", "block_rows",
-           "write_traces"]
+__all__ = ["KERNELS", "Jacobi", "KernelError", "MatMul", "RowArrays", "block_rows", "record", "write_traces"]

@@ -41,16 +41,16 @@ class Jacobi:
             a = self.sweep(a)
         return a
 
-    def record(self, arrays, builder):
+    def record(self, arrays):
         """Run the partitioned program, recording its traces; returns the final grid."""
         n = self.n
         grids = [arrays.allocate("grid0", n, n), arrays.allocate("grid1", n, n)]
         a = self.initial()
         for p in range(arrays.workers):
             for r in arrays.rows(grids[0], p):
-                builder.write_row(p, grids[0], r, tag=0)
-                builder.write_row(p, grids[1], r, tag=0)
-        builder.barrier()
+                arrays.write_row(p, grids[0], r)
+                arrays.write_row(p, grids[1], r)
+        arrays.barrier()
         for sweep in range(self.sweeps):
             src, dst = grids[sweep % 2], grids[(sweep + 1) % 2]
             b = a.copy()
@@ -58,13 +58,13 @@ class Jacobi:
                 interior = [r for r in arrays.rows(src, p) if 0 < r < n - 1]
                 if not interior:
                     continue
-                builder.read_row(p, src, interior[0] - 1)
-                builder.read_row(p, src, interior[0])
+                arrays.read_row(p, src, interior[0] - 1)
+                arrays.read_row(p, src, interior[0])
                 for r in interior:
-                    builder.read_row(p, src, r + 1)
+                    arrays.read_row(p, src, r + 1)
                     b[r, 1:-1] = 0.25 * (a[r - 1, 1:-1] + a[r + 1, 1:-1] + a[r, :-2] + a[r, 2:])
-                    builder.compute(p, self.cycles_per_point * (n - 2))
-                    builder.write_row(p, dst, r, tag=sweep + 1)
-            builder.barrier()
+                    arrays.compute(p, self.cycles_per_point * (n - 2))
+                    arrays.write_row(p, dst, r)
+            arrays.barrier()
             a = b
         return a

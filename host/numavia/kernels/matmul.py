@@ -31,7 +31,7 @@ class MatMul:
         a, b = self.operands()
         return a @ b
 
-    def record(self, arrays, builder):
+    def record(self, arrays):
         """Run the partitioned program, recording its traces; returns C."""
         n = self.n
         names = [arrays.allocate(x, n, n) for x in ("A", "B", "C")]
@@ -40,18 +40,18 @@ class MatMul:
         c = np.zeros((n, n))
         for p in range(arrays.workers):
             for r in arrays.rows(A, p):
-                builder.write_row(p, A, r, tag=1)
-                builder.write_row(p, B, r, tag=2)
-        builder.barrier()
+                arrays.write_row(p, A, r)
+                arrays.write_row(p, B, r)
+        arrays.barrier()
         for p in range(arrays.workers):
             for i in arrays.rows(C, p):
-                builder.read_row(p, A, i)
+                arrays.read_row(p, A, i)
                 row = np.zeros(n)
                 for k in range(n):
-                    builder.read_row(p, B, k)
+                    arrays.read_row(p, B, k)
                     row += a[i, k] * b[k]
-                    builder.compute(p, self.cycles_per_madd * n)
+                    arrays.compute(p, self.cycles_per_madd * n)
                 c[i] = row
-                builder.write_row(p, C, i, tag=3)
-        builder.barrier()
+                arrays.write_row(p, C, i)
+        arrays.barrier()
         return c

@@ -1,0 +1,119 @@
+"""NetPIPE-style sweep over shared memory: node 0's host moves a message of ``size`` bytes to or
+from node 1's slice with remote stores and loads (line bursts; a message under a line is one
+burst of its words), one request at a time, as a host does over the uncached PCI window.
+
+For each size, on fresh lines: ``load`` (cold: every line comes over the ring), ``load again``
+(the same lines: in NCC-NUMA mode the network cache serves them) and ``store`` (cold lines). Time
+is the card cluster bench's cycle stamps from the first request to the last completion; it is a
+one-way transfer time, the shared-memory counterpart of half a VIA round trip.
+"""
+
+from numavia import results, trace
+from numavia.errors import NumaviaError
+from numavia.gateware.card import CardConfig
+from numavia.gateware.coherence import LINE_BYTES
+from numavia.soc import card_bench
+
+from .stream import NODES, time_segments
+
+OPS = ("load", "load again", "store")
+MODES = ("ncc", "numa")
+
+
+def sizes(max_size):
+    out, s = [], 4
+    while s <= max_size:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def bursts(addr, size):
+    """``(address, words)`` of the bursts that move ``size`` bytes from ``addr`` (line aligned)."""
+    return [(addr + offset, min(LINE_BYTES, size - offset) // 4) for offset in range(0, size, LINE_BYTES)]
+
+
+def sweep_trace(points, base):
+    """Node 0's records for every size and operation, on fresh lines from ``base``; and the
+    ``(size, op, first record, count)`` segments."""
+    records, segments, addr = [], [], base
+    for size in points:
+        span = -(-size // LINE_BYTES) * LINE_BYTES
+        load_at, store_at = addr, addr + span
+        addr += 2 * span
+        for op in OPS:
+            first = len(records)
+            for a, words in bursts(store_at if op == "store" else load_at, size):
+                records.append(trace.write_access(a, size, words=words) if op == "store"
+                               else trace.read_access(a, words=words))
+            segments.append((size, op, first, len(records) - first))
+    records.append(trace.barrier(0))
+    return records, segments, addr - base
+
+
+def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None):
+    if max_size < 4:
+        raise NumaviaError("--max-size must be at least 4 bytes")
+    config = config or CardConfig(max_nodes=16, via=False)
+    amap = config.address_map()
+    points = sizes(max_size)
+    records, segments, used = sweep_trace(points, amap.slice_bytes)   # node 1's slice
+    if used > amap.slice_bytes:
+        raise NumaviaError(f"a sweep to {max_size} bytes needs {used} bytes of node 1's {amap.slice_bytes}-byte slice")
+    binary = card_bench.build_bench(NODES, config, log=log)
+    root = run_root or card_bench.buildcache.build_root() / "run" / "shm"
+    rows = []
+    for mode in MODES:
+        log(f"{mode.upper()}: {len(points)} sizes, {len(records) - 1:,} accesses")
+        timed = time_segments(binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa",
+                              what=f"shared-memory sweep ({mode})")
+        for (size, op, _, _), cycles in zip(segments, timed):
+            us = cycles / config.clk_freq_hz * 1e6
+            rows.append({"mode": mode, "op": op, "size": size, "cycles": cycles, "latency_us": us,
+                         "bandwidth_MBps": size / us})
+    return {"clock_mhz": config.clk_freq_hz / 1e6, "rows": rows,
+            "cache_bytes": config.cache_sets * config.cache_ways * LINE_BYTES}
+
+
+def report(figs, out):
+    by = {(r["mode"], r["op"], r["size"]): r for r in figs["rows"]}
+    columns = [(m, op) for m in MODES for op in OPS]
+    rows = [[f"{size:,}"] + [f"{by[m, op, size]['latency_us']:.2f}" for m, op in columns]
+            for size in sorted({r["size"] for r in figs["rows"]})]
+    largest = max(r["size"] for r in figs["rows"])
+    rows.append([f"MB/s at {largest:,}"] + [f"{by[m, op, largest]['bandwidth_MBps']:.1f}" for m, op in columns])
+    text = results.write(
+        out, "shm", title="NetPIPE-style sweep over shared memory (node 0 to node 1's slice)",
+        headers=["bytes"] + [f"{m.upper()} {op} (us)" for m, op in columns], rows=rows, figures=figs,
+        config={"clock_mhz": figs["clock_mhz"], "network_cache_bytes": figs["cache_bytes"]},
+        notes=["One-way transfer time: first request to last completion, from the RTL's cycle stamps.",
+               f"'load again' reads the same lines a second time: the network cache "
+               f"({figs['cache_bytes']:,} bytes) serves them in NCC-NUMA mode.",
+               "Compare with VIA's half round trip in `numavia bench via` (via_bench.md)."])
+    plot(figs, out)
+    return text
+
+
+def plot(figs, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (lat, bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for mode, style in zip(MODES, ("-", "--")):
+        for op in OPS:
+            pts = sorted((r for r in figs["rows"] if r["mode"] == mode and r["op"] == op), key=lambda r: r["size"])
+            label = f"{mode.upper()} {op}"
+            lat.plot([r["size"] for r in pts], [r["latency_us"] for r in pts], style, marker=".", label=label)
+            bw.plot([r["size"] for r in pts], [r["bandwidth_MBps"] for r in pts], style, marker=".", label=label)
+    for ax, title, unit in ((lat, "Transfer time", "us"), (bw, "Bandwidth", "MB/s")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Shared memory, node 0 to node 1's slice (one request at a time)")
+    fig.tight_layout()
+    fig.savefig(out / "shm.png", dpi=110)
+    plt.close(fig)

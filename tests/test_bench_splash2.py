@@ -1,0 +1,124 @@
+"""numavia bench splash2: the command line, trace caching, and (slow) small kernels replayed on
+rings of RTL cards, with the replay's own figures checked against the traces."""
+
+import subprocess
+import sys
+
+import pytest
+
+from numavia import trace
+from numavia.bench import splash2
+from numavia.soc import card_bench as cb
+from numavia.splash2 import traces
+
+SMALL_SLICE = cb.bench_card_config().slice_bytes      # the bench card the coherence tests build
+
+
+def numavia(*args):
+    return subprocess.run([sys.executable, "-m", "numavia.cli", *args], capture_output=True, text=True)
+
+
+def test_help_names_the_tables():
+    result = numavia("bench", "splash2", "--help")
+    assert result.returncode == 0
+    for text in ("--kernels", "--nodes", "--modes", "--size", "--out", "Table 5", "Table 4", "Table 3"):
+        assert text in result.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--nodes", "3"], ["--nodes", "two"], ["--nodes", "2,2"], ["--kernels", "water"], ["--modes", "ccnuma"],
+    ["--size", "huge"], ["--ways", "3"], ["--placement", "everywhere"], ["--access", "byte"],
+    ["--ns-per-op", "0"],
+])
+def test_bad_arguments_exit_2_with_one_line(args):
+    result = numavia("bench", "splash2", *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0], result.stderr
+
+
+def test_a_file_as_results_folder_is_one_line_error(tmp_path):
+    (tmp_path / "taken").write_text("")
+    result = numavia("bench", "splash2", "--size", "small", "--out", str(tmp_path / "taken"))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is a file" in lines[0], result.stderr
+
+
+def test_traces_are_cached_by_kernel_size_processes_and_placement(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path))
+    made = []
+    first = traces.traces("fft", "small", 2, slice_bytes=SMALL_SLICE, log=made.append)
+    again = traces.traces("fft", "small", 2, slice_bytes=SMALL_SLICE, log=made.append)
+    other = traces.traces("fft", "small", 2, placement="shared", slice_bytes=SMALL_SLICE, log=made.append)
+    assert first == again != other and first.parent == tmp_path / "splash2"
+    assert sum("computing" in m for m in made) == 2
+    summary = traces.summary(first)
+    for p in range(2):
+        node, records = trace.read_trace(first / f"node{p}.trace")
+        assert node == p and len(records) == summary["records"][p]
+    assert summary["check_error"] < 1e-9 and summary["processes"] == 2
+
+
+def test_ways_keep_the_capacity():
+    config = splash2.splash_card_config()
+    for ways in (1, 2, 4):
+        c = splash2.with_ways(config, ways)
+        assert c.cache_ways == ways and c.cache_sets * ways == splash2.CACHE_LINES
+        assert c.slice_bytes == config.slice_bytes
+
+
+@pytest.mark.slow
+def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
+    """A small kernel on 2 RTL cards, both modes: every access of the trace is replayed, the
+    cards count them, and with the network cache off no access hits it."""
+    config = cb.bench_card_config()
+    folder = traces.traces("ocean", "small", 2, slice_bytes=config.slice_bytes)
+    summary = traces.summary(folder)
+    binary = cb.build_bench(2, config, log=lambda m: None)
+    for numa in (False, True):
+        run = cb.run_bench(binary, tmp_path / f"numa{numa}", trace_dir=folder, numa=numa, log_accesses=False)
+        assert run.returncode == 0, run.stderr
+        for t, counters in zip(run.state["trace"], (n["counters"] for n in run.state["nodes"])):
+            expected = summary["records"][t["node"]] - summary["barriers"]
+            assert t["errors"] == 0 and t["accesses"] == expected
+            assert counters["LAC_ACCESSES"] == expected             # one line access per record
+            assert counters["RAC_PROTOCOL_ERRORS"] == 0
+            cache_hits = counters["LAC_CACHE_READ_HITS"] + counters["LAC_CACHE_WRITE_HITS"]
+            if numa:
+                assert cache_hits == 0 and counters["RAC_MIXED_MODE"] == 0
+        if numa:
+            # NUMA: remote = misses, home = hits, exactly what the trace says.
+            remote = sum(n["counters"]["LAC_READ_MISSES"] + n["counters"]["LAC_WRITE_MISSES"] for n in run.state["nodes"])
+            assert remote == summary["remote_accesses"]
+        else:
+            assert sum(n["counters"]["LAC_CACHE_READ_HITS"] for n in run.state["nodes"]) > 0
+
+
+@pytest.mark.slow
+def test_small_benchmark_writes_the_tables(tmp_path):
+    config = cb.bench_card_config()
+    log = []
+    figures = splash2.run(["fft", "ocean"], nodes=[2], size="small", ways=[config.cache_ways], config=config,
+                          cache_replays=False, log=log.append)
+    assert figures["nodes"] == [1, 2]                            # the 1-node base is always run
+    assert any("replaying" in m for m in log)
+    for kernel in ("fft", "ocean"):
+        for mode in ("ncc", "numa"):
+            base, two = splash2.find(figures, kernel, mode, 1), splash2.find(figures, kernel, mode, 2)
+            assert base["cycles"] > 0 and two["cycles"] > 0
+            assert splash2.speedup(figures, kernel, mode, 2) == base["cycles"] / two["cycles"]
+            for t in two["per_node"]:       # the node's time is its compute, memory and barrier waits
+                assert t["compute"] + t["memory"] + t["barrier"] <= t["finished"] <= two["cycles"]
+                assert t["finished"] - (t["compute"] + t["memory"] + t["barrier"]) <= 2 * t["accesses"]
+        # One node has no remote lines: both modes behave alike, to the cycle.
+        assert splash2.find(figures, kernel, "ncc", 1)["cycles"] == splash2.find(figures, kernel, "numa", 1)["cycles"]
+        numa = splash2.find(figures, kernel, "numa", 2)
+        assert splash2.counter_ratio(numa) == pytest.approx(figures["traces"][kernel][2]["remote_per_home"])
+    text = splash2.report(figures, tmp_path)
+    for name in ("splash2_table5", "splash2_table3", "splash2_table6", "splash2_time"):
+        for suffix in ("md", "csv", "json"):
+            assert (tmp_path / f"{name}.{suffix}").stat().st_size > 0
+    for png in ("splash2_time.png", "splash2_speedup.png"):
+        assert (tmp_path / png).stat().st_size > 0
+    assert "not available" in text and "FFT" in text and "Ocean" in text
