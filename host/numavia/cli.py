@@ -1,6 +1,7 @@
 """The ``numavia`` command line."""
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -248,6 +249,58 @@ def _add_firmware(sub):
                        description="Generate the SoC headers if needed and build firmware.bin.")
     p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"])
     p.set_defaults(func=cmd_firmware)
+
+
+# --- numavia renode ---------------------------------------------------------------------------
+
+def cmd_renode(args):
+    from numavia import renode
+    from numavia.firmware import build_firmware
+    from numavia.renode import cosim, run
+    from numavia.soc import sim
+
+    config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant)
+    # A run needs Renode, its integration library, CMake and Verilator: say which is missing
+    # before spending minutes on builds.
+    renode_root = run.require_tools(args.renode_dir) if args.run else None
+    out = Path(args.out)
+    _log(f"SoC ({config.cpu_variant} VexRiscv + card) and firmware, cached under build/")
+    soc_dir = sim.build_soc(config, log=_log)
+    firmware = build_firmware(soc_dir, log=_log)
+    files = renode.generate(soc_dir / "csr.json", out, nodes=config.nodes, card_config=config.card_config(),
+                            card_verilog=cosim.card_verilog(config, log=_log), ready_marker=sim.READY_MARKER,
+                            quantum_cycles=args.quantum)
+    shutil.copyfile(firmware, out / renode.script.FIRMWARE_FILE)
+    for path in files:
+        print(path)
+    print(out / renode.script.FIRMWARE_FILE)
+    if args.run:
+        run.build_card_model(out, renode_root, _log)
+        run.run_tests(out, _log)
+    return 0
+
+
+def _add_renode(sub):
+    from numavia.renode import DEFAULT_QUANTUM_CYCLES
+    p = sub.add_parser("renode", help="write the Renode ring (platform, script, Robot tests) for the SoC",
+                       description="Generate, from the SoC's csr.json (built and cached as for `numavia sim`), "
+                                   "a Renode node platform (.repl), an N-node ring script (.resc) with the card "
+                                   "co-simulated from its Verilog, Robot tests and the card's co-simulation "
+                                   "inputs (renode/cosim builds them with CMake). --run also builds the card "
+                                   "model and runs the tests: it needs Renode (renode, renode-test) and its "
+                                   "integration library.")
+    p.add_argument("--nodes", type=_positive, default=2, help="machines in the ring (default 2)")
+    p.add_argument("--out", default="build/renode", help="output folder (default build/renode)")
+    p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"],
+                   help="VexRiscv variant of each node (default standard)")
+    p.add_argument("--quantum", type=_positive, default=DEFAULT_QUANTUM_CYCLES, metavar="CYCLES",
+                   help=f"global quantum in card clock cycles; ring symbols move once per quantum "
+                        f"(default {DEFAULT_QUANTUM_CYCLES})")
+    p.add_argument("--run", action="store_true",
+                   help="then build the co-simulated card (CMake + Verilator) and run the Robot tests")
+    p.add_argument("--renode-dir", metavar="DIR",
+                   help="Renode's root folder, holding its co-simulation integration library (default $RENODE_ROOT)")
+    p.set_defaults(func=cmd_renode)
 
 
 # --- numavia bench -----------------------------------------------------------------------------
@@ -500,6 +553,7 @@ def make_parser():
     _add_status(sub)
     _add_bench(sub)
     _add_demo(sub)
+    _add_renode(sub)
     return parser
 
 

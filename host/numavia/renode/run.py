@@ -1,0 +1,70 @@
+"""Running the generated ring: build the co-simulated card with CMake, then ``renode-test``.
+
+Renode cannot be installed on every machine (it is not a Debian or PyPI package), so each tool
+is looked for first and a missing one is reported in one line before anything is built.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import ROBOT_FILE
+from .cosim import COSIM_PROJECT_DIR
+from .soc import RenodeError
+
+INTEGRATION_MARKER = "verilator-integration-library.cmake"
+
+
+def find_integration_library(renode_dir):
+    """The folder of Renode's co-simulation integration library under ``renode_dir``."""
+    if not renode_dir:
+        raise RenodeError("Renode's co-simulation integration library is needed: pass --renode-dir "
+                          "(Renode's root folder) or set RENODE_ROOT")
+    root = Path(renode_dir)
+    if not root.is_dir():
+        raise RenodeError(f"--renode-dir {root} is not a folder")
+    found = sorted(root.rglob(INTEGRATION_MARKER))
+    if len(found) != 1:
+        raise RenodeError(f"{root} holds {len(found)} Renode integration libraries ({INTEGRATION_MARKER}); "
+                          f"expected one: is it Renode's root folder?")
+    return found[0].parent
+
+
+def require_tools(renode_dir):
+    """Everything a run needs, checked before any build: returns Renode's root folder."""
+    for tool, why in (("renode-test", "Renode's test runner (install Renode from https://renode.io)"),
+                      ("renode", "Renode itself (install it from https://renode.io)"),
+                      ("cmake", "to build the co-simulated card (run `make setup`)"),
+                      ("verilator", "to verilate the card (run `make setup`)")):
+        if shutil.which(tool) is None:
+            raise RenodeError(f"{tool} not found on PATH: it is {why}")
+    root = renode_dir or os.environ.get("RENODE_ROOT")
+    find_integration_library(root)
+    return Path(root).resolve()
+
+
+def _step(cmd, log_path, what):
+    with open(log_path, "w") as log_file:
+        code = subprocess.run([str(c) for c in cmd], stdout=log_file, stderr=subprocess.STDOUT).returncode
+    if code:
+        raise RenodeError(f"{what} failed (exit status {code}; log: {log_path})")
+
+
+def build_card_model(out_dir, renode_dir, log):
+    cosim_dir = Path(out_dir).resolve() / "cosim"
+    build_dir = cosim_dir / "build"
+    log("configuring the co-simulated card (CMake)")
+    _step(["cmake", "-S", COSIM_PROJECT_DIR, "-B", build_dir, f"-DUSER_RENODE_DIR={Path(renode_dir).resolve()}",
+           f"-DNUMAVIA_COSIM_DIR={cosim_dir}"], cosim_dir / "cmake-configure.log", "CMake configuration")
+    log("building the co-simulated card (Verilator, a few minutes)")
+    _step(["cmake", "--build", build_dir, "--target", "Vnumavia_card", "-j", str(os.cpu_count() or 2)],
+          cosim_dir / "cmake-build.log", "the co-simulated card's build")
+
+
+def run_tests(out_dir, log):
+    out_dir = Path(out_dir).resolve()
+    log(f"running {ROBOT_FILE} with renode-test")
+    code = subprocess.run(["renode-test", str(out_dir / ROBOT_FILE)], cwd=out_dir).returncode
+    if code:
+        raise RenodeError(f"renode-test reported failures (exit status {code}); results in {out_dir}")

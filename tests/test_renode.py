@@ -1,0 +1,495 @@
+"""Renode files generated from csr.json: content, syntax, determinism, golden files, the card
+co-simulation's link to the SoC's card Verilog, and the entry points when Renode is missing.
+
+Regenerate the golden files after an intended change with
+``.venv/bin/pytest tests/test_renode.py --update-golden`` and review the diff.
+"""
+
+import copy
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from numavia.renode import DEFAULT_QUANTUM_CYCLES, ROBOT_FILE, cosim, generate, render, script
+from numavia.renode.platform import CARD_NAME, CARD_TYPE
+from numavia.renode.soc import CSR_PAGE_BYTES, RenodeError, describe
+from numavia.renode.syntax import SyntaxProblem, parse_repl, parse_resc
+from numavia.soc.sim import READY_MARKER, SimConfig
+
+HERE = Path(__file__).parent
+FIXTURE = HERE / "fixtures" / "renode" / "csr.json"
+GOLDEN = HERE / "golden" / "renode"
+NODES = 4
+CARD_CONFIG = SimConfig().card_config()
+REPL, RESC = script.REPL_FILE, script.RESC_FILE
+
+
+def fixture_csr():
+    return json.loads(FIXTURE.read_text())
+
+
+def without_ethernet(csr):
+    csr = copy.deepcopy(csr)
+    del csr["csr_bases"]["via_mac"]
+    return csr
+
+
+def with_litex_ethmac(csr):
+    """The fixture's SoC with a LiteEth MAC of its own (CSRs, packet buffer, PHY CSRs, interrupt)
+    instead of the VIA engine's MAC core: what a LiteX SoC with `add_ethernet` puts in csr.json."""
+    csr = without_ethernet(csr)
+    csr["csr_bases"].update(ethmac=0xf0002000, ethphy=0xf0002800)
+    csr["memories"]["ethmac"] = {"base": 0xb0000000, "size": 0x2000, "type": "io"}
+    csr["constants"].update(ethmac_interrupt=2, ethmac_rx_slots=2, ethmac_tx_slots=2, ethmac_slot_size=2048)
+    return csr
+
+
+def files_for(csr, nodes=NODES, **kwargs):
+    return render(csr, nodes=nodes, card_config=CARD_CONFIG, ready_marker=READY_MARKER, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def files():
+    return files_for(fixture_csr())
+
+
+@pytest.fixture(scope="module")
+def platform(files):
+    return parse_repl(files[REPL])
+
+
+# --- The platform follows csr.json ----------------------------------------------------------------
+
+def placed_addresses(platform):
+    """Every address the platform registers a peripheral at or silences."""
+    registered = {r.base for e in platform.values() for r in e.registrations}
+    silenced = {int(m, 16) for e in platform.values() for line in e.init
+                for m in re.findall(r"<(0x[0-9a-f]+) ", line)}
+    return registered | silenced
+
+
+def test_every_csr_peripheral_is_at_its_csr_json_address(platform):
+    csr = fixture_csr()
+    for name, base in csr["csr_bases"].items():
+        assert base in placed_addresses(platform), f"{name} at {base:#x} is not in the platform"
+    for name in ("ctrl", "uart", "timer0"):
+        assert platform[name].registrations[0].base == csr["csr_bases"][name]
+    assert {"identifier_mem", "via_mac"} <= set(csr["csr_bases"])     # the two silenced blocks
+
+
+def test_every_interrupt_goes_to_its_csr_json_line(platform):
+    constants = fixture_csr()["constants"]
+    irqs = {name[:-len("_interrupt")]: line for name, line in constants.items()
+            if name.endswith("_interrupt") and not name.startswith("config_")}
+    assert set(irqs) == {"uart", "timer0"}
+    for name, line in irqs.items():
+        assert platform[name].irqs == [("cpu", line)], name
+    connected = sorted(line for e in platform.values() for _, line in e.irqs)
+    assert connected == sorted(irqs.values())
+
+
+def test_memories_cpu_and_models(platform):
+    csr = fixture_csr()
+    for name in ("rom", "sram", "main_ram", "hostmem"):
+        region = csr["memories"][name]
+        assert platform[name].type == "Memory.MappedMemory"
+        assert platform[name].registrations[0].base == region["base"]
+        assert int(platform[name].properties["size"], 0) == region["size"]
+    # One host memory, seen again uncached: the same Renode memory at both addresses.
+    assert [r.base for r in platform["hostmem"].registrations] == [
+        csr["memories"]["hostmem"]["base"], csr["memories"]["hostmem_uncached"]["base"]]
+    assert platform["cpu"].type == "CPU.VexRiscv"
+    assert platform["cpu"].properties["cpuType"] == '"rv32im_zicsr_zifencei"'   # variant standard
+    assert platform["timer0"].type == "Timers.LiteX_Timer_CSR32"                # 32-bit CSRs
+    assert int(platform["timer0"].properties["frequency"]) == csr["constants"]["config_clock_frequency"]
+    assert platform["uart"].type == "UART.LiteX_UART"
+    assert platform["ctrl"].type == "Miscellaneous.LiteX_SoC_Controller_CSR32"
+
+
+def test_card_is_cosimulated_at_both_windows(platform):
+    memories = fixture_csr()["memories"]
+    card = platform[CARD_NAME]
+    assert card.type == CARD_TYPE
+    assert [(r.base, r.size) for r in card.registrations] == [
+        (memories["card"]["base"], memories["card"]["size"]),
+        (memories["shared"]["base"], memories["shared"]["size"])]
+    assert card.properties["useAbsoluteAddress"] == "true"
+    assert int(card.properties["limitBuffer"]) == DEFAULT_QUANTUM_CYCLES
+
+
+def test_ethmac_in_csr_json_yields_the_litex_ethernet_model():
+    csr = with_litex_ethmac(fixture_csr())
+    files = files_for(csr)
+    platform = parse_repl(files[REPL])
+    mac = platform["ethmac"]
+    assert mac.type == "Network.LiteX_Ethernet_CSR32"
+    buffer = csr["memories"]["ethmac"]
+    assert [(r.base, r.size, r.region) for r in mac.registrations] == [
+        (csr["csr_bases"]["ethmac"], CSR_PAGE_BYTES, None),
+        (buffer["base"], buffer["size"], "buffer"),
+        (csr["csr_bases"]["ethphy"], CSR_PAGE_BYTES, "phy")]
+    assert mac.irqs == [("cpu", 2)]
+    assert platform["ethphy"].registrations[0].parent == "ethmac"
+    ring = parse_resc(files[RESC])
+    assert script.SWITCH_NAME in ring.externals
+    for machine in ring.machines:
+        assert ["connector", "Connect", "sysbus.ethmac", script.SWITCH_NAME] in ring.machine_commands(machine)
+
+
+def test_via_mac_puts_the_card_on_the_switch(files):
+    """The VIA engine owns the MAC (via_mac CSRs): frames enter and leave through the card."""
+    from numavia.gateware.via_frame import mac_address
+    ring = parse_resc(files[RESC])
+    assert script.SWITCH_NAME in ring.externals
+    for node, machine in enumerate(ring.machines):
+        commands = ring.machine_commands(machine)
+        assert ["connector", "Connect", f"sysbus.{CARD_NAME}", script.SWITCH_NAME] in commands
+        mac = ":".join(f"{b:02x}" for b in mac_address(node))
+        assert [f"sysbus.{CARD_NAME}", "MacAddress", f'"{mac}"'] in commands
+    assert "ethmac" not in parse_repl(files[REPL])
+
+
+def test_no_ethmac_no_ethernet():
+    files = files_for(without_ethernet(fixture_csr()))
+    assert "ethmac" not in parse_repl(files[REPL])
+    ring = parse_resc(files[RESC])
+    assert script.SWITCH_NAME not in ring.externals
+    assert not any("MacAddress" in c.words for c in ring.commands)
+    assert re.search(r"RDMA Ping Between Two Nodes\n    Skip    this SoC has no Ethernet MAC", files[ROBOT_FILE])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["csr_bases"].update(spi=0xf0003000), "spi"),
+    (lambda c: c["memories"].update(hyperram={"base": 0x20000000, "size": 0x1000, "type": "cached"}), "hyperram"),
+    (lambda c: c["memories"].pop("shared"), "shared"),
+    (lambda c: c.update(with_litex_ethmac(c)) or c["csr_bases"].pop("ethphy"), "part of a LiteEth MAC"),
+    (lambda c: c["memories"]["hostmem_uncached"].update(size=0x1000), "sizes differ"),
+    (lambda c: c["memories"].pop("hostmem"), "without the region it is a window onto"),
+    (lambda c: c["constants"].update(config_csr_data_width=16), "csr_data_width 16"),
+])
+def test_what_renode_cannot_model_stops_generation(change, message):
+    csr = fixture_csr()
+    change(csr)
+    with pytest.raises(RenodeError, match=message):
+        files_for(csr)
+
+
+# --- The ring script and the Robot tests ---------------------------------------------------------------
+
+def test_ring_script_builds_every_node(files):
+    ring = parse_resc(files[RESC])
+    assert ring.machines == [f"node{i}" for i in range(NODES)]
+    assert ring.externals[0] == script.RING_NAME
+    global_commands = [c.words for c in ring.commands if c.machine is None]
+    assert ["emulation", "SetGlobalSerialExecution", "true"] in global_commands
+    assert ["emulation", "SetGlobalQuantum", '"0.00001"'] in global_commands   # 1000 cycles at 100 MHz
+    rom = fixture_csr()["memories"]["rom"]["base"]
+    for i, machine in enumerate(ring.machines):
+        commands = ring.machine_commands(machine)
+        assert commands[0] == ["machine", "LoadPlatformDescription", "$platform"]
+        assert [f"sysbus.{CARD_NAME}", "NodeId", str(i)] in commands
+        assert ["connector", "Connect", f"sysbus.{CARD_NAME}", script.RING_NAME] in commands
+        assert ["sysbus", "LoadBinary", f"$firmware_{machine}", f"{rom:#x}"] in commands
+        assert ring.variables[f"firmware_{machine}"] == "$firmware"   # per-node image, overridable
+    # The model is loaded before the strap is set (setting it talks to the model).
+    commands = ring.machine_commands("node0")
+    assert commands.index([f"sysbus.{CARD_NAME}", "SimulationFilePathLinux", "$card_model"]) < \
+        commands.index([f"sysbus.{CARD_NAME}", "NodeId", "0"])
+
+
+def test_quantum_sets_script_and_model_together():
+    files = files_for(fixture_csr(), quantum_cycles=250)
+    assert int(parse_repl(files[REPL])[CARD_NAME].properties["limitBuffer"]) == 250
+    assert 'emulation SetGlobalQuantum "0.0000025"' in files[RESC]
+
+
+def test_robot_tests_boot_every_node_and_probe_another_slice(files):
+    text = files[ROBOT_FILE]
+    for case in ("Every Node Boots", "Remote Write Is Visible On Other Nodes", "RDMA Ping Between Two Nodes"):
+        assert f"\n{case}\n" in text
+    assert f"${{READY}}          {READY_MARKER}\n" in text
+    for i in range(NODES):
+        assert f"Create Terminal Tester    sysbus.uart    machine=node{i}" in text
+        assert f"Wait For Line On Uart    ${{READY}}    testerId=${{uart{i}}}" in text
+    probe = int(re.search(r"\$\{PROBE\}\s+(0x[0-9a-f]+)", text)[1], 16)
+    shared = fixture_csr()["memories"]["shared"]["base"]
+    slice_bytes = CARD_CONFIG.address_map().slice_bytes
+    assert (probe - shared) // slice_bytes == 1        # node 1's slice, written from node 0
+    assert text.count("Read Word On    node") == NODES - 1
+
+
+# --- Syntax readers reject broken files ------------------------------------------------------------
+
+GOOD_REPL_LINES = [
+    "cpu: CPU.VexRiscv @ sysbus",
+    '    cpuType: "rv32im_zicsr_zifencei"',
+    "",
+    "uart: UART.LiteX_UART @ sysbus 0xf0001800",
+    "    -> cpu@0",
+    "",
+    "card: CoSimulated.NumaviaCard @ { sysbus <0x80000000, +0x10000>; sysbus <0x90000000, +0x2000000> }",
+    "    useAbsoluteAddress: true",
+]
+
+
+def test_repl_reader_accepts_the_good_sample():
+    entries = parse_repl("\n".join(GOOD_REPL_LINES) + "\n")
+    assert entries["uart"].irqs == [("cpu", 0)]
+    assert len(entries["card"].registrations) == 2
+
+
+@pytest.mark.parametrize("lineno, replacement, problem", [
+    (4, "\tcpuType: \"rv32im\"", "tab"),
+    (2, '      cpuType: "rv32im"', "indentation"),
+    (4, "uart UART.LiteX_UART @ sysbus 0xf0001800", "expected `name: Type"),
+    (4, "uart: @ sysbus 0xf0001800", "needs a type"),
+    (4, "uart: UART.LiteX_UART @ sysbus 0xzz", "not a registration"),
+    (5, "    -> plic@0", "unknown plic"),
+    (5, "    -> cpu", "expected `key: value`"),
+    (7, "card: CoSimulated.NumaviaCard @ { sysbus <0x80000000, +0x10000>; sysbus <0x90000000 }", "not a registration"),
+    (7, "card: CoSimulated.NumaviaCard @ { sysbus <0x80000000, +0x10000>", "registration list"),
+    (7, "uart: UART.LiteX_UART @ sysbus 0xf0002000", "defined twice"),
+    (8, "    useAbsoluteAddress true", "expected `key: value`"),
+    (1, "    frequency: 100", "outside an entry"),
+])
+def test_repl_reader_rejects_broken_input(lineno, replacement, problem):
+    lines = list(GOOD_REPL_LINES)
+    lines[lineno - 1] = replacement
+    with pytest.raises(SyntaxProblem, match=problem) as e:
+        parse_repl("\n".join(lines) + "\n")
+    assert e.value.lineno == lineno or problem.startswith("unknown")
+
+
+GOOD_RESC_LINES = [
+    ":name: ring",
+    "$platform?=@$ORIGIN/numavia_node.repl",
+    'emulation CreateNumaviaRing "ring"',
+    'mach create "node0"',
+    "machine LoadPlatformDescription $platform",
+    "connector Connect sysbus.card ring",
+    "cpu PC 0x0",
+    "mach clear",
+]
+
+
+def test_resc_reader_accepts_the_good_sample():
+    ring = parse_resc("\n".join(GOOD_RESC_LINES) + "\n")
+    assert ring.machines == ["node0"] and ring.externals == ["ring"]
+
+
+@pytest.mark.parametrize("lineno, replacement, problem", [
+    (2, "$platform?=numavia_node.repl", "not a path"),
+    (5, "machine LoadPlatformDescription $nowhere", "used before it is set"),
+    (6, "connector Connect sysbus.card switch", "created external"),
+    (7, "cpu PC", "cpu PC <address>"),
+    (7, "mach set \"node9\"", "unknown mach command"),
+    (5, 'mach create "node0"', "created twice"),
+    (4, 'mach create "node0', "unbalanced quotes"),
+    (8, "start", "unknown command"),
+    (4, "emulation SetGlobalQuantum \"0.1\"\nmach create \"node0\"\nemulation SetGlobalQuantum \"0.1\"",
+     "before the machines"),
+    (3, ":description: late", "headers"),
+    (4, "  mach create \"node0\"", "whitespace"),
+])
+def test_resc_reader_rejects_broken_input(lineno, replacement, problem):
+    lines = list(GOOD_RESC_LINES)
+    lines[lineno - 1] = replacement
+    with pytest.raises(SyntaxProblem, match=problem):
+        parse_resc("\n".join(lines) + "\n")
+
+
+def test_machine_commands_need_a_machine():
+    with pytest.raises(SyntaxProblem, match="needs a current machine"):
+        parse_resc("sysbus LoadBinary @fw.bin 0x0\n")
+
+
+# --- Determinism and golden files -----------------------------------------------------------------------
+
+def _generate(out, card_verilog):
+    return generate(FIXTURE, out, nodes=NODES, card_config=CARD_CONFIG, card_verilog=card_verilog,
+                    ready_marker=READY_MARKER)
+
+
+def test_same_inputs_same_bytes(tmp_path):
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    first = _generate(tmp_path / "a", verilog)
+    second = _generate(tmp_path / "b", verilog)
+    assert [p.relative_to(tmp_path / "a") for p in first] == [p.relative_to(tmp_path / "b") for p in second]
+    assert len(first) == 7
+    for a, b in zip(first, second):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert (tmp_path / "a" / script.CONNECTOR_FILE).read_bytes() == cosim.CONNECTOR_SOURCE.read_bytes()
+
+
+def test_output_changes_with_its_inputs(files):
+    other = fixture_csr()
+    other["csr_bases"]["uart"] += CSR_PAGE_BYTES * 8
+    changed = files_for(other)
+    assert changed[REPL] != files[REPL]
+    assert files_for(fixture_csr(), nodes=NODES + 1)[RESC] != files[RESC]
+
+
+def test_golden_files(files, request):
+    """The generated text, byte for byte, against tests/golden/renode (from the fixture, 4 nodes)."""
+    if request.config.getoption("--update-golden"):
+        shutil.rmtree(GOLDEN, ignore_errors=True)
+        for name, text in files.items():
+            (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
+            (GOLDEN / name).write_text(text)
+    golden = sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*") if p.is_file())
+    assert golden == sorted(files), "golden files and generated files differ in names (--update-golden)"
+    for name, text in files.items():
+        assert (GOLDEN / name).read_text() == text, f"{name} differs from its golden file (--update-golden)"
+
+
+# --- The co-simulated card is the SoC's card ------------------------------------------------------------------
+
+def _camel(name):
+    return "".join(w.capitalize() for w in name.lower().split("_"))
+
+
+def test_connector_uses_the_generated_protocol_numbers():
+    """RingLink.cs is written by hand: its protocol constants must be the generator's."""
+    source = cosim.CONNECTOR_SOURCE.read_text()
+    declared = {m[1]: int(m[2]) for m in re.finditer(r"public const int (\w+)Action = (\d+);", source)}
+    assert declared == {_camel(name): value for name, value in cosim.PROTOCOL_ACTIONS.items()}
+    for name in ("PRESENT_BIT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT"):
+        assert f"public const int {_camel(name)} = {getattr(cosim, name)};" in source, name
+
+
+def test_wrapper_connects_every_card_port(files):
+    from numavia.gateware.card import card_signature
+    from numavia.soc.amaranth_instance import port_list
+    wrapper = files[f"cosim/{cosim.WRAPPER_FILE}"]
+    for name, _, _ in port_list(card_signature(CARD_CONFIG)):
+        assert f".{name}(" in wrapper
+    memories = fixture_csr()["memories"]
+    assert f"64'h{memories['card']['base'] // 4:x}" in wrapper
+    assert f"64'h{memories['shared']['base'] // 4:x}" in wrapper
+    # The DMA initiator's word address becomes the byte address Renode's system bus takes.
+    assert "assign dma_adr = {dma_adr_word, 2'b00};" in wrapper      # 30-bit word address
+    header = files[f"cosim/{cosim.HEADER_FILE}"]
+    assert "#define NV_CARD_HAS_VIA 1" in header and "#define NV_ETH_BEAT_LAST_BE_LSB 33" in header
+
+
+def test_wrapper_refuses_a_card_port_it_does_not_know(monkeypatch):
+    from numavia.soc import amaranth_instance
+    real = amaranth_instance.port_list
+    monkeypatch.setattr(amaranth_instance, "port_list", lambda sig: real(sig) + [("mac__tx", "o", 8)])
+    with pytest.raises(RenodeError, match="mac__tx"):
+        files_for(fixture_csr())
+
+
+@pytest.fixture(scope="module")
+def soc_dir():
+    from numavia.soc import sim
+    return sim.build_soc(SimConfig(), log=lambda message: None)   # cached after the first build
+
+
+def test_cosim_card_verilog_is_the_socs_card_verilog(soc_dir, tmp_path):
+    """Same file (the cache entry the SoC build lists as a source) and the hash CMake checks."""
+    card_verilog = cosim.card_verilog(SimConfig())
+    soc_sources = [Path(s) for s in json.loads((soc_dir / "sources.json").read_text())]
+    soc_card = [s for s in soc_sources if s.name == card_verilog.name]
+    assert soc_card == [card_verilog]
+    files = generate(soc_dir / "csr.json", tmp_path, nodes=2, card_config=CARD_CONFIG,
+                     card_verilog=card_verilog, ready_marker=READY_MARKER)
+    inputs = (tmp_path / "cosim" / cosim.CMAKE_INPUTS_FILE).read_text()
+    assert f'set(NUMAVIA_CARD_VERILOG "{soc_card[0]}")' in inputs
+    assert f'set(NUMAVIA_CARD_VERILOG_SHA256 "{hashlib.sha256(soc_card[0].read_bytes()).hexdigest()}")' in inputs
+    assert len(files) == 7
+
+
+def test_generator_reads_the_real_csr_json(soc_dir):
+    real = json.loads((soc_dir / "csr.json").read_text())
+    files = files_for(real, nodes=2)
+    platform = parse_repl(files[REPL])
+    for name, base in real["csr_bases"].items():
+        assert base in placed_addresses(platform), name
+    for name, region in real["memories"].items():
+        if name != "csr":
+            assert region["base"] in placed_addresses(platform), name
+    assert ("ethmac" in platform) == ("ethmac" in real["csr_bases"])
+    ring = parse_resc(files[RESC])
+    assert (script.SWITCH_NAME in ring.externals) == ("via_mac" in real["csr_bases"] or "ethmac" in real["csr_bases"])
+
+
+def _cmake_configure(tmp_path, cosim_dir, *extra):
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed (make setup installs it)")
+    result = subprocess.run(["cmake", "-S", str(cosim.COSIM_PROJECT_DIR), "-B", str(tmp_path / "build"),
+                             f"-DNUMAVIA_COSIM_DIR={cosim_dir}", *extra],
+                            capture_output=True, text=True, env={**os.environ, "RENODE_ROOT": ""})
+    return result.returncode, " ".join((result.stdout + result.stderr).split())
+
+
+def test_cmake_refuses_a_card_verilog_that_changed(tmp_path):
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    _generate(tmp_path / "out", verilog)
+    verilog.write_text("module numavia_card; wire changed; endmodule\n")
+    code, output = _cmake_configure(tmp_path, tmp_path / "out" / "cosim", f"-DUSER_RENODE_DIR={tmp_path}")
+    assert code != 0 and "changed since `numavia renode` recorded it" in output
+
+
+def test_cmake_needs_the_integration_library(tmp_path):
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    _generate(tmp_path / "out", verilog)
+    code, output = _cmake_configure(tmp_path, tmp_path / "out" / "cosim")
+    assert code != 0 and "-DUSER_RENODE_DIR" in output
+    code, output = _cmake_configure(tmp_path, tmp_path / "out" / "cosim", f"-DUSER_RENODE_DIR={tmp_path / 'out'}")
+    assert code != 0 and "found 0 Renode integration libraries" in output
+
+
+def test_cmake_needs_the_generated_inputs(tmp_path):
+    code, output = _cmake_configure(tmp_path, tmp_path / "nothing")
+    assert code != 0 and "has no card.cmake" in output
+
+
+# --- Entry points without Renode ------------------------------------------------------------------------------
+
+def numavia(*args, path):
+    env = {**os.environ, "PATH": str(path), "RENODE_ROOT": ""}
+    return subprocess.run([sys.executable, "-m", "numavia.cli", *args], capture_output=True, text=True, env=env)
+
+
+def _tool_stub(folder, name):
+    stub = folder / name
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+
+
+def test_run_without_renode_says_so_in_one_line(tmp_path):
+    result = numavia("renode", "--run", "--out", str(tmp_path / "out"), path=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "numavia: error: renode-test not found on PATH: it is Renode's test runner "
+        "(install Renode from https://renode.io)"]
+    assert not (tmp_path / "out").exists()        # nothing was built or written
+
+
+def test_run_without_the_integration_library_says_so_in_one_line(tmp_path):
+    for tool in ("renode", "renode-test", "cmake", "verilator"):
+        _tool_stub(tmp_path, tool)
+    result = numavia("renode", "--run", "--out", str(tmp_path / "out"), path=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "integration library" in lines[0] and "--renode-dir" in lines[0]
+    result = numavia("renode", "--run", "--renode-dir", str(tmp_path), path=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "holds 0 Renode integration libraries" in lines[0]
+
+
+def test_renode_command_help_and_bad_arguments(tmp_path):
+    assert "usage: numavia renode" in numavia("renode", "--help", path=os.environ["PATH"]).stdout
+    result = numavia("renode", "--nodes", "0", path=os.environ["PATH"])
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
