@@ -33,7 +33,7 @@ numavia="$repo/.venv/bin/numavia"
 board_dts=$(find "$ZEPHYR_BASE/boards" -name litex_vexriscv.dts -print -quit)
 [ -n "$board_dts" ] || { echo "numavia: $ZEPHYR_BASE has no litex_vexriscv board" >&2; exit 1; }
 
-out="$repo/build/zephyr"
+out="${NUMAVIA_BUILD_DIR:-$repo/build}/zephyr"
 mkdir -p "$out/generated"
 # Everything generated comes from this checkout: C headers and microcode from gateware/, the
 # overlay from the SoC's csr.json and the register map, against the board of this Zephyr tree.
