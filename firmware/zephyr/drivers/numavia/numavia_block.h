@@ -2,6 +2,7 @@
 #ifndef NUMAVIA_BLOCK_H
 #define NUMAVIA_BLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <zephyr/device.h>
