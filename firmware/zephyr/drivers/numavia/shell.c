@@ -78,8 +78,14 @@ static int cmd_status(const struct shell *sh, size_t argc, char **argv)
 }
 
 #ifdef CONFIG_NUMAVIA_RAC
-static int report_ucode(const struct shell *sh, const char *what, nv_status status, uint32_t bad_word)
+/* `ucode load` and `ucode verify`: the same report around a different operation. */
+static int ucode_command(const struct shell *sh, const char *what,
+                         nv_status (*operation)(const struct device *rac, uint32_t *bad_word))
 {
+    if (!card_booted(sh))
+        return -ENODEV;
+    uint32_t bad_word = 0;
+    nv_status status = operation(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &bad_word);
     const struct nv_ucode_image *image = numavia_ucode_image();
     if (status == NV_OK) {
         shell_print(sh, "microcode %s: %u words, crc 0x%08x", what, image->count, image->crc32);
@@ -96,22 +102,14 @@ static int cmd_ucode_load(const struct shell *sh, size_t argc, char **argv)
 {
     ARG_UNUSED(argc);
     ARG_UNUSED(argv);
-    if (!card_booted(sh))
-        return -ENODEV;
-    uint32_t bad_word = 0;
-    nv_status status = numavia_ucode_load(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &bad_word);
-    return report_ucode(sh, "loaded and verified", status, bad_word);
+    return ucode_command(sh, "loaded and verified", numavia_ucode_load);
 }
 
 static int cmd_ucode_verify(const struct shell *sh, size_t argc, char **argv)
 {
     ARG_UNUSED(argc);
     ARG_UNUSED(argv);
-    if (!card_booted(sh))
-        return -ENODEV;
-    uint32_t bad_word = 0;
-    nv_status status = numavia_ucode_verify(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &bad_word);
-    return report_ucode(sh, "verified", status, bad_word);
+    return ucode_command(sh, "verified", numavia_ucode_verify);
 }
 
 SHELL_STATIC_SUBCMD_SET_CREATE(numavia_ucode_cmds,
