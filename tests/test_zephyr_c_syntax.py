@@ -57,7 +57,8 @@ def stub_devicetree(csr, tmp_path, move=None):
     card_tok = token(zephyr_overlay.CARD_COMPATIBLE)
     regs = card.props["reg"].to_nums()
     for i, name in enumerate(card.props["reg-names"].to_strings()):
-        lines += [f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
+        lines += [f"#define STUB_HASREG_{card_tok}_{name} 1",
+                  f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
                   f"#define STUB_SIZE_{card_tok}_{name} {regs[2 * i + 1]:#x}u"]
     lines.append(f"#define STUB_COUNT_{card_tok} 1")
     for node in card.nodes.values():

@@ -18,8 +18,9 @@ ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 CORE = REPO_ROOT / "firmware" / "core"
 BINDINGS = ZEPHYR / "dts" / "bindings"
 DRIVERS = ZEPHYR / "drivers" / "numavia"
-#: The core's port interface (numavia/platform.h): the only nv_* functions a port defines.
-PLATFORM_FUNCTIONS = {"nv_reg_read", "nv_reg_write", "nv_log"}
+#: The core's port interface: the only nv_* functions a port defines.
+PLATFORM_FUNCTIONS = set(re.findall(r"^\w[\w *]*?\b(nv_\w+)\(",
+                                    (CORE / "include" / "numavia" / "platform.h").read_text(), flags=re.M))
 
 
 def dt_token(compatible):
@@ -175,13 +176,16 @@ def test_zephyr_sources_copy_no_core_logic():
     core = set()
     for source in core_source_list():
         core |= defined_functions((CORE / source).read_text())
-    assert {"nv_boot", "nv_ucode_load", "nv_ucode_verify"} <= core
+    assert {"nv_boot", "nv_ucode_load", "nv_ucode_verify", "nv_via_poll"} <= core
+    assert {"nv_reg_read", "nv_log", "nv_host_read32"} <= PLATFORM_FUNCTIONS
     for path, text in module_c_sources().items():
         mine = defined_functions(text)
         assert not mine & core, f"{path.name} redefines core functions {mine & core}"
         # A port implements the platform interface and nothing else under the core's prefix.
         assert {f for f in mine if f.startswith("nv_")} <= PLATFORM_FUNCTIONS, path.name
         assert not (CORE / "src" / path.name).exists(), f"{path.name} shadows a core source"
+    # ... and the Zephyr port implements all of it.
+    assert PLATFORM_FUNCTIONS <= defined_functions((DRIVERS / "platform.c").read_text())
 
 
 def test_zephyr_application_reports_like_the_bare_metal_main():

@@ -122,9 +122,14 @@ def test_card_blocks_sit_at_the_window_from_csr_json_plus_the_regmap_offset(csr,
     path = tmp_path / "card.dts"
     path.write_text(card_tree(zephyr_overlay.overlay(csr)))
     card = dtlib.DT(str(path)).label2node[zephyr_overlay.CARD_LABEL]
-    window, shared = csr["memories"]["card"], csr["memories"]["shared"]
-    assert card.props["reg"].to_nums() == [window["base"], window["size"], shared["base"], shared["size"]]
-    assert card.props["reg-names"].to_strings() == ["registers", "shared"]
+    memories = csr["memories"]
+    window = memories["card"]
+    # The shared-memory window and host memory (cached, and uncached for the firmware's reads).
+    regions = ["shared", "hostmem", "hostmem_uncached"]
+    assert set(regions) <= set(memories), "the node SoC is expected to have these regions"
+    assert card.props["reg-names"].to_strings() == ["registers", *regions]
+    assert card.props["reg"].to_nums() == [window["base"], window["size"]] + [
+        n for name in regions for n in (memories[name]["base"], memories[name]["size"])]
     assert "interrupts" not in card.props   # the node SoC's card raises no interrupt (yet)
     children = {node.props["compatible"].to_string(): node for node in card.nodes.values()}
     assert len(children) == len(regmap.CARD.blocks)

@@ -11,7 +11,8 @@ from ``csr.json``; this module does the same for the Numavia node SoC and adds t
   peripherals the board enables depends on the Zephyr release: given the board's .dts (the build
   script passes the one of the Zephyr tree it builds with), every label it enables and the SoC
   lacks is disabled; without it, the labels LiteX's flow knows are;
-* the card: a ``numavia,card`` node for its register window (and the shared-memory window) with
+* the card: a ``numavia,card`` node for its register window (and the shared-memory and host-memory
+  windows) with
   one child per register block of ``gateware/regmap.py``, at the window's base from ``csr.json``
   plus the block's base from the register map, and each block's event counters.
 
@@ -31,10 +32,12 @@ from litex.tools import litex_json2dts_zephyr as litex_zephyr
 from numavia.errors import NumaviaError
 from numavia.gateware import regmap
 
-#: csr.json memory regions of the card (see soc/card_soc.py): its register window, and the
-#: window through which the card serves shared memory (host port).
+#: csr.json memory regions of the card (see soc/card_soc.py): its register window, then the ones
+#: the card's node is given when the SoC has them: the window through which the card serves
+#: shared memory (host port), and the RAM standing for host memory that the VIA engine reaches by
+#: DMA, cached and (for the firmware, which must see what the DMA wrote) uncached.
 CARD_REGION = "card"
-SHARED_REGION = "shared"
+CARD_EXTRA_REGIONS = ("shared", "hostmem", "hostmem_uncached")
 #: The RAM Zephyr is linked into on litex_vexriscv (the board's ``zephyr,sram``).
 RAM_REGION = "main_ram"
 RAM_LABEL = "ram0"
@@ -148,8 +151,8 @@ def _card_part(csr):
                            f"needs {regmap.CARD.size:#x}")
     base = window["base"]
     regs = [("registers", base, window["size"])]
-    if SHARED_REGION in memories:
-        regs.append(("shared", memories[SHARED_REGION]["base"], memories[SHARED_REGION]["size"]))
+    regs += [(name, memories[name]["base"], memories[name]["size"]) for name in CARD_EXTRA_REGIONS
+             if name in memories]
 
     lines = ["/* The Numavia card: window from csr.json, blocks from gateware/regmap.py */",
              "/ {", "\tsoc {",
