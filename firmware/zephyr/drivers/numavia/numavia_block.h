@@ -30,7 +30,7 @@ BUILD_ASSERT(DT_REG_SIZE_BY_NAME(NUMAVIA_CARD_NODE, registers) == NV_CARD_WINDOW
 #define NUMAVIA_FIELD(value, NAME) (((value) & NAME##_MASK) >> NAME##_SHIFT)
 
 /* The config of every block's device. Counters live here, not in each driver, so that one routine
- * (counters.c) serves the counters of any block. */
+ * (block.c) serves the counters of any block. */
 struct numavia_block_config {
     mm_reg_t base;                    /* the block's bus address */
     const char *const *counter_names; /* NULL when the block has no counters */

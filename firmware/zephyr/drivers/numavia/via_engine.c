@@ -64,6 +64,9 @@ static int via_engine_init(const struct device *dev)
 
 unsigned numavia_via_vi_count(const struct device *via)
 {
+    /* A failed set-up leaves the manager's state half made: report no VIs rather than read it. */
+    if (!device_is_ready(via))
+        return 0;
     const struct via_engine_data *data = via->data;
     return MIN(data->via.vis, NV_VIA_MAX_VIS);
 }

@@ -62,10 +62,11 @@ struct numavia_vi_info {
     uint16_t sq_posted, rq_posted;  /* descriptors posted and not completed yet */
 };
 
-/* VIs the engine has. */
+/* VIs the engine has (0 when its set-up failed). */
 unsigned numavia_via_vi_count(const struct device *via);
 
-/* A consistent snapshot of VI `vi` (taken between two rounds of the protocol manager). */
+/* A consistent snapshot of VI `vi` (taken between two rounds of the protocol manager); -EINVAL
+ * for a VI the engine does not have. */
 int numavia_via_vi_info(const struct device *via, unsigned vi, struct numavia_vi_info *info);
 
 /* Human-readable name of an enum nv_via_conn_state value; never NULL. */

@@ -1,4 +1,5 @@
-/* Event counters of any card block: consecutive 32-bit registers, named in the devicetree. */
+/* What every block driver shares: the init of a block that only needs the booted card, and the
+ * event counters of any block (consecutive 32-bit registers, named in the devicetree). */
 #include <errno.h>
 
 #include <zephyr/sys/sys_io.h>
