@@ -80,6 +80,18 @@ def test_interrupt_zero_is_kept(csr):
     assert cells(label_blocks(zephyr_overlay.overlay(csr))["uart0"], "interrupts") == [0, 0]
 
 
+def test_everything_in_csr_json_is_mapped_or_said_to_be_left_out(csr):
+    text = zephyr_overlay.overlay(csr)
+    (left_out,) = re.findall(r"Not given to Zephyr: CSR cores (.*?); memory regions (.*?)\. \*/", text)
+    cores, regions = (set(part.split(", ")) for part in left_out)
+    for core in csr["csr_bases"]:
+        assert (core in NODE_SOC_CORES) != (core in cores), core
+    for name, region in csr["memories"].items():
+        mapped = f"<{region['base']:#x} {region['size']:#x}>" in text
+        assert mapped != (name in regions), name
+    assert {"rom", "csr"} <= regions   # the BIOS ROM and the CSR bus are not Zephyr's to use
+
+
 def test_clock_and_ram_come_from_csr_json(csr):
     blocks = label_blocks(zephyr_overlay.overlay(csr))
     assert cells(blocks["cpu0"], "clock-frequency") == [csr["constants"]["config_clock_frequency"]]
