@@ -132,6 +132,28 @@ static void test_ucode_bad_inputs_and_faults(void)
     CHECK(nv_ucode_load(&img, &bad) == NV_ERR_NOT_LOADED);
 }
 
+static void test_ucode_verify_checks_a_live_store_without_writing_it(void)
+{
+    struct nv_ucode_image img = image();
+    uint32_t bad = 99;
+    fake_card_reset(0);
+    CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_READBACK && bad == 0);   /* empty store */
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK);
+    CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);                      /* still live */
+
+    fake.store[2] ^= 1ull << 40;                                         /* a bit flips later */
+    uint64_t flipped = fake.store[2];
+    CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_READBACK && bad == 2);
+    CHECK(fake.store[2] == flipped);                                     /* nothing rewritten */
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);
+
+    fake.store[2] = image_words[2];
+    img.crc32 ^= 1;
+    CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_CRC);
+    CHECK(nv_ucode_verify(NULL, &bad) == NV_ERR_ARG);
+}
+
 static void test_boot_prints_banner_and_sets_node_id(void)
 {
     struct nv_card_info info;
@@ -193,6 +215,7 @@ int main(void)
     test_crc32_matches_zlib();
     test_ucode_loads_verifies_and_goes_live();
     test_ucode_bad_inputs_and_faults();
+    test_ucode_verify_checks_a_live_store_without_writing_it();
     test_boot_prints_banner_and_sets_node_id();
     test_boot_applies_the_numa_switch();
     test_boot_reports_missing_card();

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Build the Zephyr application for the card: needs a Zephyr tree (ZEPHYR_BASE) or a west workspace.
+# Build the card firmware as a Zephyr application for the node SoC: board litex_vexriscv plus a
+# devicetree overlay generated from the SoC's csr.json (`numavia zephyr-overlay`).
+# Needs a Zephyr tree: ZEPHYR_BASE, or a west workspace (see firmware/zephyr/README.md).
+#
+#   build.sh [--shell] [-- extra cmake arguments]
+#
+#   --shell                  add the `numavia` shell (app/shell.conf)
+#   NUMAVIA_CSR_JSON=<file>  the SoC's csr.json (default: the simulated node SoC, generated and cached)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+
+extra_conf=()
+if [ "${1:-}" = "--shell" ]; then
+    extra_conf+=("$here/app/shell.conf")
+    shift
+fi
+[ "${1:-}" = "--" ] && shift
 
 if [ -z "${ZEPHYR_BASE:-}" ]; then
     if command -v west >/dev/null 2>&1 && topdir=$(west topdir 2>/dev/null); then
@@ -14,9 +28,23 @@ if [ -z "${ZEPHYR_BASE:-}" ]; then
 fi
 [ -d "$ZEPHYR_BASE" ] || { echo "numavia: ZEPHYR_BASE=$ZEPHYR_BASE is not a folder" >&2; exit 1; }
 command -v west >/dev/null || { echo "numavia: west not found (pip install west)" >&2; exit 1; }
+numavia="$repo/.venv/bin/numavia"
+[ -x "$numavia" ] || { echo "numavia: $numavia not found: run make setup" >&2; exit 1; }
+board_dts=$(find "$ZEPHYR_BASE/boards" -name litex_vexriscv.dts -print -quit)
+[ -n "$board_dts" ] || { echo "numavia: $ZEPHYR_BASE has no litex_vexriscv board" >&2; exit 1; }
 
-out="$repo/build/zephyr"
+out="${NUMAVIA_BUILD_DIR:-$repo/build}/zephyr"
 mkdir -p "$out/generated"
+# Everything generated comes from this checkout: C headers and microcode from gateware/, the
+# overlay from the SoC's csr.json and the register map, against the board of this Zephyr tree.
 "$repo/.venv/bin/python" -c "from numavia import codegen; codegen.write_all('$out/generated')"
+"$numavia" zephyr-overlay ${NUMAVIA_CSR_JSON:+--csr-json "$NUMAVIA_CSR_JSON"} --board-dts "$board_dts" \
+    --out "$out/numavia_node.overlay" --conf "$out/numavia_node.conf"
+extra_conf=("$out/numavia_node.conf" "${extra_conf[@]}")
+version=$("$numavia" --version | awk '{print $NF}')
+
 west build -p auto -b litex_vexriscv -d "$out/app" "$here/app" -- \
-    -DNUMAVIA_GENERATED_DIR="$out/generated" "$@"
+    -DNUMAVIA_GENERATED_DIR="$out/generated" \
+    -DEXTRA_DTC_OVERLAY_FILE="$out/numavia_node.overlay" \
+    -DEXTRA_CONF_FILE="$(IFS=';'; echo "${extra_conf[*]}")" \
+    -DCONFIG_NUMAVIA_FW_VERSION=\""$version"\" "$@"

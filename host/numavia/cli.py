@@ -303,6 +303,35 @@ def _add_renode(sub):
     p.set_defaults(func=cmd_renode)
 
 
+# --- numavia zephyr-overlay ------------------------------------------------------------------
+
+def cmd_zephyr_overlay(args):
+    from numavia import zephyr_overlay
+
+    if args.csr_json:
+        csr_json = Path(args.csr_json)
+    else:
+        from numavia.soc import sim
+        csr_json = sim.build_soc(sim.SimConfig(cpu_variant=args.cpu_variant), log=_log) / "csr.json"
+    zephyr_overlay.write(csr_json, args.out, conf=args.conf, board_dts=args.board_dts)
+    _log(f"{args.out}: devicetree overlay for litex_vexriscv from {csr_json}")
+    return 0
+
+
+def _add_zephyr_overlay(sub):
+    p = sub.add_parser("zephyr-overlay", help="devicetree overlay for Zephyr's litex_vexriscv board, from csr.json",
+                       description="Write the devicetree overlay (LiteX peripherals and the card's blocks) "
+                                   "for a node SoC, from its csr.json and the register map.")
+    p.add_argument("--csr-json", help="the SoC's csr.json (default: generate the simulated node SoC, cached)")
+    p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"],
+                   help="VexRiscv variant of the generated SoC when --csr-json is not given")
+    p.add_argument("--out", required=True, help="overlay file to write (.overlay)")
+    p.add_argument("--conf", help="also write the Kconfig fragment the SoC needs (.conf)")
+    p.add_argument("--board-dts", help="the Zephyr tree's litex_vexriscv.dts: disable every peripheral "
+                                       "it enables that the SoC lacks (default: the ones LiteX knows)")
+    p.set_defaults(func=cmd_zephyr_overlay)
+
+
 # --- numavia bench -----------------------------------------------------------------------------
 
 def cmd_bench_latency(args):
@@ -549,6 +578,7 @@ def make_parser():
     sub.required = True
     _add_sim(sub)
     _add_firmware(sub)
+    _add_zephyr_overlay(sub)
     _add_mem(sub)
     _add_status(sub)
     _add_bench(sub)

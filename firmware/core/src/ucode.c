@@ -32,19 +32,22 @@ static uint64_t read_word(uint32_t addr)
     return (uint64_t)hi << 32 | lo;
 }
 
-nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
+static nv_status check_image(const struct nv_ucode_image *image)
 {
     if (image == NULL || image->words == NULL)
         return NV_ERR_ARG;
     if (image->count == 0 || image->count > nv_reg_read(NV_RAC_UCODE_DEPTH))
         return NV_ERR_RANGE;
-    /* The store can only be written while the sequencer is not live. */
-    nv_reg_write(NV_RAC_CTRL, 0);
-    nv_reg_write(NV_RAC_UCODE_ADDR, 0);
-    for (uint32_t i = 0; i < image->count; i++) {
-        nv_reg_write(NV_RAC_UCODE_WDATA_LO, (uint32_t)image->words[i]);
-        nv_reg_write(NV_RAC_UCODE_WDATA_HI, (uint32_t)(image->words[i] >> 32));
-    }
+    return NV_OK;
+}
+
+nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word)
+{
+    nv_status status = check_image(image);
+    if (status != NV_OK)
+        return status;
+    /* The CRC is taken over what the store returns, not over the image: it catches a store that
+     * matches the image but an image that is not the one it claims to be (wrong header). */
     uint32_t crc = 0;
     for (uint32_t i = 0; i < image->count; i++) {
         uint64_t word = read_word(i);
@@ -58,8 +61,24 @@ nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
             bytes[b] = (uint8_t)(word >> (8 * b));
         crc = nv_crc32(crc, bytes, sizeof bytes);
     }
-    if (crc != image->crc32)
-        return NV_ERR_CRC;
+    return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
+}
+
+nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
+{
+    nv_status status = check_image(image);
+    if (status != NV_OK)
+        return status;
+    /* The store can only be written while the sequencer is not live. */
+    nv_reg_write(NV_RAC_CTRL, 0);
+    nv_reg_write(NV_RAC_UCODE_ADDR, 0);
+    for (uint32_t i = 0; i < image->count; i++) {
+        nv_reg_write(NV_RAC_UCODE_WDATA_LO, (uint32_t)image->words[i]);
+        nv_reg_write(NV_RAC_UCODE_WDATA_HI, (uint32_t)(image->words[i] >> 32));
+    }
+    status = nv_ucode_verify(image, bad_word);
+    if (status != NV_OK)
+        return status;
     nv_reg_write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK);
     if (!(nv_reg_read(NV_RAC_STATUS) & NV_RAC_STATUS_LOADED_MASK))
         return NV_ERR_NOT_LOADED;

@@ -56,6 +56,11 @@ uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);
  * address that read back wrong. */
 nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word);
 
+/* Read the control store back and compare it with `image` word by word, then check the CRC of
+ * what was read; writes nothing to the store and leaves the sequencer as it is (live or not).
+ * On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first address that differs. */
+nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word);
+
 /* The boot sequence every port runs: probe, scratch check, node id from the strap, microcode,
  * banner. `port` names the build ("bare-metal", "zephyr") in the banner. */
 nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version,

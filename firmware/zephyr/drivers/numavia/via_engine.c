@@ -1,0 +1,117 @@
+/* VIA engine: runs the portable core's VIA protocol manager (numavia/via.h) in a thread.
+ *
+ * The engine moves data without the CPU; the manager serves the host's mailbox commands,
+ * connection set-up with the peer's firmware, memory registration and timeouts, one round per
+ * nv_via_poll(). Bare metal calls nv_via_poll() in its main loop; here a thread does, and a mutex
+ * keeps the shell's snapshots (numavia_via_vi_info) from seeing a half-done round. */
+#define DT_DRV_COMPAT numavia_via_engine
+
+#include <errno.h>
+
+#include <zephyr/device.h>
+#include <zephyr/devicetree.h>
+#include <zephyr/kernel.h>
+
+#include "numavia/core.h"
+#include "numavia/drivers.h"
+#include "numavia/platform.h"
+#include "numavia/via.h"
+#include "numavia_block.h"
+
+/* One card, so one engine: the thread's stack is static. */
+BUILD_ASSERT(DT_NUM_INST_STATUS_OKAY(DT_DRV_COMPAT) == 1, "one numavia,via-engine per card");
+
+struct via_engine_data {
+    struct nv_via via;     /* the manager's state: several KiB (ATT bookkeeping), so static */
+    struct k_mutex lock;
+    struct k_thread thread;
+};
+
+K_KERNEL_STACK_DEFINE(via_engine_stack, CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE);
+
+static void via_engine_serve(void *device, void *unused1, void *unused2)
+{
+    ARG_UNUSED(unused1);
+    ARG_UNUSED(unused2);
+    const struct device *dev = device;
+    struct via_engine_data *data = dev->data;
+    for (;;) {
+        k_mutex_lock(&data->lock, K_FOREVER);
+        nv_via_poll(&data->via);
+        k_mutex_unlock(&data->lock);
+        k_sleep(K_USEC(CONFIG_NUMAVIA_VIA_POLL_PERIOD_US));
+    }
+}
+
+static int via_engine_init(const struct device *dev)
+{
+    struct via_engine_data *data = dev->data;
+    struct nv_card_info info;
+    if (numavia_card_get_info(NUMAVIA_CARD_CONTROL_DEVICE, &info) != 0)
+        return -ENODEV;
+    nv_status status = nv_via_init(&data->via, info.node_id, info.clk_freq_hz);
+    if (status != NV_OK) {
+        nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
+        return -EIO;
+    }
+    k_mutex_init(&data->lock);
+    k_tid_t tid = k_thread_create(&data->thread, via_engine_stack, K_KERNEL_STACK_SIZEOF(via_engine_stack),
+                                  via_engine_serve, (void *)dev, NULL, NULL,
+                                  CONFIG_NUMAVIA_VIA_THREAD_PRIORITY, 0, K_NO_WAIT);
+    k_thread_name_set(tid, "numavia_via");
+    return 0;
+}
+
+unsigned numavia_via_vi_count(const struct device *via)
+{
+    /* A failed set-up leaves the manager's state half made: report no VIs rather than read it. */
+    if (!device_is_ready(via))
+        return 0;
+    const struct via_engine_data *data = via->data;
+    return MIN(data->via.vis, NV_VIA_MAX_VIS);
+}
+
+int numavia_via_vi_info(const struct device *via, unsigned vi, struct numavia_vi_info *info)
+{
+    struct via_engine_data *data = via->data;
+    if (vi >= numavia_via_vi_count(via) || info == NULL)
+        return -EINVAL;
+    k_mutex_lock(&data->lock, K_FOREVER);
+    const struct nv_via_vi *v = &data->via.vi[vi];
+    info->open = v->used;
+    info->connection = v->conn;
+    info->ptag = v->ptag;
+    info->peer_node = v->peer_node;
+    info->peer_vi = v->peer_vi;
+    uint32_t state = nv_reg_read(NV_VIA_VI_STATE_AT(vi));
+    uint32_t queues = nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(vi));
+    k_mutex_unlock(&data->lock);
+    info->hw_state = NUMAVIA_FIELD(state, NV_VIA_VI_STATE_STATE);
+    info->hw_error = NUMAVIA_FIELD(state, NV_VIA_VI_STATE_ERROR);
+    info->sq_posted = NUMAVIA_FIELD(queues, NV_VIA_VI_QUEUE_STATUS_SQ);
+    info->rq_posted = NUMAVIA_FIELD(queues, NV_VIA_VI_QUEUE_STATUS_RQ);
+    return 0;
+}
+
+const char *numavia_via_connection_name(uint8_t connection)
+{
+    switch ((enum nv_via_conn_state)connection) {
+    case NV_CONN_NONE: return "none";
+    case NV_CONN_REQUESTING: return "requesting";
+    case NV_CONN_CONNECTED: return "connected";
+    case NV_CONN_REJECTED: return "rejected";
+    case NV_CONN_TIMED_OUT: return "timed-out";
+    case NV_CONN_DISCONNECTING: return "disconnecting";
+    }
+    return "unknown";
+}
+
+#define VIA_ENGINE_DEFINE(inst)                                                                   \
+    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_VIA_BASE);                                               \
+    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, via_engine_config_##inst);                                  \
+    static struct via_engine_data via_engine_data_##inst;                                         \
+    DEVICE_DT_INST_DEFINE(inst, via_engine_init, NULL, &via_engine_data_##inst,                   \
+                          &via_engine_config_##inst, POST_KERNEL,                                 \
+                          CONFIG_NUMAVIA_VIA_INIT_PRIORITY, NULL);
+
+DT_INST_FOREACH_STATUS_OKAY(VIA_ENGINE_DEFINE)

@@ -1,0 +1,86 @@
+/* Public API of the Numavia card's Zephyr drivers.
+ *
+ * One card per SoC: the portable core addresses the card through a single register window, so
+ * each block has at most one device, found with DEVICE_DT_GET_ONE(<compatible>). The functions
+ * below take that device; the ones named after a block only accept that block's device. */
+#ifndef NUMAVIA_DRIVERS_H
+#define NUMAVIA_DRIVERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zephyr/device.h>
+
+#include "numavia/core.h"
+
+/* --- card control (numavia,card-control) ------------------------------------------------------ */
+
+/* Result of the boot sequence the driver ran at init (NV_OK when the device is ready). Valid
+ * even when the device is not ready: it says why. */
+nv_status numavia_card_boot_status(const struct device *card);
+
+/* What the boot read from the card: identity, version, node id, clock. -ENODEV if boot failed. */
+int numavia_card_get_info(const struct device *card, struct nv_card_info *info);
+
+/* The card's 64-bit cycle counter. */
+uint64_t numavia_card_cycles(const struct device *card);
+
+/* NUMA mode (network cache bypassed) is on. */
+bool numavia_card_numa_mode(const struct device *card);
+
+/* --- remote access controller (numavia,remote-access-controller) ------------------------------- */
+
+struct numavia_rac_status {
+    bool loaded;            /* the sequencer serves remote traffic */
+    bool write_refused;     /* a write to the live control store was ignored (sticky) */
+    uint8_t busy_contexts;  /* transaction-buffer entries in use */
+    uint32_t depth;         /* words in the control store */
+};
+
+int numavia_rac_get_status(const struct device *rac, struct numavia_rac_status *status);
+
+/* The microcode image built into this firmware (generated from gateware/microcode). */
+const struct nv_ucode_image *numavia_ucode_image(void);
+
+/* Reload the built-in image: takes the sequencer offline, writes, verifies, puts it back live.
+ * Remote traffic is refused (NOT_READY) meanwhile. On NV_ERR_READBACK `*bad_word` is the first
+ * bad address. */
+nv_status numavia_ucode_load(const struct device *rac, uint32_t *bad_word);
+
+/* Compare the control store with the built-in image without writing it. */
+nv_status numavia_ucode_verify(const struct device *rac, uint32_t *bad_word);
+
+/* --- VIA engine (numavia,via-engine) ------------------------------------------------------------ */
+
+struct numavia_vi_info {
+    bool open;           /* the host created this VI */
+    uint8_t connection;  /* enum nv_via_conn_state (numavia/via.h) */
+    uint8_t hw_state;    /* the engine's VI state: NV_VI_STATE_IDLE, _CONNECTED or _ERROR */
+    uint16_t hw_error;   /* status error bits that put the VI in ERROR */
+    uint16_t ptag;       /* protection tag */
+    uint8_t peer_node, peer_vi;
+    uint16_t sq_posted, rq_posted;  /* descriptors posted and not completed yet */
+};
+
+/* VIs the engine has (0 when its set-up failed). */
+unsigned numavia_via_vi_count(const struct device *via);
+
+/* A consistent snapshot of VI `vi` (taken between two rounds of the protocol manager); -EINVAL
+ * for a VI the engine does not have. */
+int numavia_via_vi_info(const struct device *via, unsigned vi, struct numavia_vi_info *info);
+
+/* Human-readable name of an enum nv_via_conn_state value; never NULL. */
+const char *numavia_via_connection_name(uint8_t connection);
+
+/* --- event counters (any block with `event-counters` in its devicetree node) -------------------- */
+
+/* Counters of the block (0 for a block without counters). */
+unsigned numavia_counter_count(const struct device *block);
+
+/* Name of counter `index` as the register map spells it (lower case), or NULL if out of range. */
+const char *numavia_counter_name(const struct device *block, unsigned index);
+
+/* Read counter `index` (32 bits, wraps). -EINVAL if out of range. */
+int numavia_counter_read(const struct device *block, unsigned index, uint32_t *value);
+
+#endif /* NUMAVIA_DRIVERS_H */

@@ -1,0 +1,225 @@
+"""Zephyr devicetree overlay for the card's SoC, generated from the SoC's ``csr.json``.
+
+Zephyr's ``litex_vexriscv`` board describes a generic LiteX SoC; a real SoC moves its peripherals
+around and leaves some out. LiteX's ``litex_json2dts_zephyr`` flow fixes that with an overlay made
+from ``csr.json``; this module does the same for the Numavia node SoC and adds the card:
+
+* LiteX peripherals, with the board labels and conventions of ``litex_json2dts_zephyr`` (one
+  ``reg`` entry per CSR, named in ``reg-names``; ``interrupts`` from ``<name>_interrupt``), the
+  RAM the application runs from, and ``status = "disabled"`` for every board peripheral the SoC
+  does not have (the board enables them, and their drivers would poke empty address space). Which
+  peripherals the board enables depends on the Zephyr release: given the board's .dts (the build
+  script passes the one of the Zephyr tree it builds with), every label it enables and the SoC
+  lacks is disabled; without it, the labels LiteX's flow knows are;
+* the card: a ``numavia,card`` node for its register window (and the shared-memory and host-memory
+  windows) with
+  one child per register block of ``gateware/regmap.py``, at the window's base from ``csr.json``
+  plus the block's base from the register map, and each block's event counters.
+
+Nothing in the output is written down by hand: addresses and interrupts come from ``csr.json``,
+the card's layout from the register map. We generate the LiteX part ourselves rather than calling
+``litex_json2dts_zephyr.generate_dts_config`` because that function drops an interrupt numbered 0
+(``if irq``), and the node SoC's UART is interrupt 0; we still take LiteX's table of which LiteX
+core maps to which board label, so the two flows agree on names.
+"""
+
+import json
+import re
+from pathlib import Path
+
+from litex.tools import litex_json2dts_zephyr as litex_zephyr
+
+from numavia.errors import NumaviaError
+from numavia.gateware import regmap
+
+#: csr.json memory regions of the card (see soc/card_soc.py): its register window, then the ones
+#: the card's node is given when the SoC has them: the window through which the card serves
+#: shared memory (host port), and the RAM standing for host memory that the VIA engine reaches by
+#: DMA, cached and (for the firmware, which must see what the DMA wrote) uncached.
+CARD_REGION = "card"
+CARD_EXTRA_REGIONS = ("shared", "hostmem", "hostmem_uncached")
+#: The RAM Zephyr is linked into on litex_vexriscv (the board's ``zephyr,sram``).
+RAM_REGION = "main_ram"
+RAM_LABEL = "ram0"
+
+#: Devicetree node of each register block: (compatible, node name, label). A block added to the
+#: register map must be added here too (generation fails until it is), with a binding in
+#: firmware/zephyr/dts/bindings and a driver.
+BLOCK_NODES = {
+    "ctrl": ("numavia,card-control", "control", "numavia_ctrl"),
+    "lac": ("numavia,local-access-controller", "local-access-controller", "numavia_lac"),
+    "rac": ("numavia,remote-access-controller", "remote-access-controller", "numavia_rac"),
+    "ring": ("numavia,ring-link", "ring-link", "numavia_ring"),
+    "via": ("numavia,via-engine", "via-engine", "numavia_via"),
+}
+CARD_COMPATIBLE = "numavia,card"
+CARD_LABEL = "numavia_card"
+
+
+class OverlayError(NumaviaError):
+    pass
+
+
+def block_counters(block):
+    """``(offset in the block, [names])`` of ``block``'s event counters, or ``None``.
+
+    The register map lists each block's counters as ``<BLOCK>_COUNTERS``, laid out as consecutive
+    32-bit registers; the devicetree carries the first offset and the names so that one driver
+    routine reads the counters of any block.
+    """
+    counters = getattr(regmap, f"{block.name.upper()}_COUNTERS", None)
+    if not counters:
+        return None
+    offsets = [block.register(name).offset for name, _ in counters]
+    if offsets != list(range(offsets[0], offsets[0] + 4 * len(offsets), 4)):
+        raise OverlayError(f"block {block.name}: counters are not consecutive registers")
+    return offsets[0], [name.lower() for name, _ in counters]
+
+
+def _litex_cores():
+    """``(csr name, board label, disable when absent)`` of the LiteX cores litex_json2dts_zephyr
+    maps to board nodes."""
+    for name, params in litex_zephyr.overlay_handlers.items():
+        if name in ("cpu", RAM_REGION):
+            continue
+        yield name, params.get("alias", name), params.get("disable_handler", True)
+
+
+def board_enabled_labels(board_dts):
+    """Labels a board .dts turns on with ``&label { ... status = "okay"; ... };``."""
+    return sorted(set(re.findall(r'&(\w+)\s*\{[^{}]*status\s*=\s*"okay"', board_dts)))
+
+
+def _csr_registers(csr, name):
+    """The CSRs of core ``name`` in address order: ``[(short name, address, bytes)]``."""
+    regs = [(reg[len(name) + 1:], p["addr"], 4 * p["size"])
+            for reg, p in csr["csr_registers"].items() if reg.startswith(name + "_")]
+    return sorted(regs, key=lambda r: r[1])
+
+
+def _cells(*values):
+    return "<" + " ".join(f"0x{v:x}" if v > 9 else str(v) for v in values) + ">"
+
+
+def _reg_lines(entries, indent):
+    """``reg``/``reg-names`` for ``[(name, address, size)]``."""
+    pad = "\t" * indent
+    regs = (",\n" + pad + "      ").join(_cells(a, s) for _, a, s in entries)
+    names = ", ".join(f'"{n}"' for n, _, _ in entries)
+    return [f"{pad}reg = {regs};", f"{pad}reg-names = {names};"]
+
+
+def _interrupt(csr, name):
+    return csr["constants"].get(f"{name}_interrupt")
+
+
+def _litex_part(csr, board_labels):
+    lines = ["/* LiteX SoC: labels of Zephyr's litex_vexriscv board, as litex_json2dts_zephyr names them */",
+             "&cpu0 {", f"\tclock-frequency = <{csr['constants']['config_clock_frequency']}>;", "};"]
+    present = set()
+    for name, label, _ in _litex_cores():
+        regs = _csr_registers(csr, name)
+        if not regs:
+            continue
+        present.add(label)
+        lines.append(f"&{label} {{")
+        lines += _reg_lines(regs, 1)
+        irq = _interrupt(csr, name)
+        if irq is not None:
+            lines.append(f"\tinterrupts = <{irq} 0>;")
+        lines += ['\tstatus = "okay";', "};"]
+    if board_labels is None:
+        absent = [label for _, label, disable in _litex_cores() if disable and label not in present]
+    else:
+        absent = [label for label in board_labels if label not in present]
+    for label in absent:
+        lines += [f"&{label} {{", '\tstatus = "disabled";', "};"]
+    ram = csr["memories"].get(RAM_REGION)
+    if ram is None:
+        raise OverlayError(f"csr.json has no {RAM_REGION} region: Zephyr needs RAM to run from")
+    lines += [f"&{RAM_LABEL} {{", f"\treg = {_cells(ram['base'], ram['size'])};", "};"]
+    return lines
+
+
+def _card_part(csr):
+    memories = csr["memories"]
+    if CARD_REGION not in memories:
+        raise OverlayError(f"csr.json has no '{CARD_REGION}' region: not a Numavia node SoC")
+    window = memories[CARD_REGION]
+    if window["size"] != regmap.CARD.size:
+        raise OverlayError(f"the SoC maps {window['size']:#x} bytes for the card, the register map "
+                           f"needs {regmap.CARD.size:#x}")
+    base = window["base"]
+    regs = [("registers", base, window["size"])]
+    regs += [(name, memories[name]["base"], memories[name]["size"]) for name in CARD_EXTRA_REGIONS
+             if name in memories]
+
+    lines = ["/* The Numavia card: window from csr.json, blocks from gateware/regmap.py */",
+             "/ {", "\tsoc {",
+             f"\t\t{CARD_LABEL}: numavia-card@{base:x} {{",
+             f'\t\t\tcompatible = "{CARD_COMPATIBLE}";']
+    lines += _reg_lines(regs, 3)
+    irq = _interrupt(csr, CARD_REGION)
+    if irq is not None:
+        lines += ["\t\t\tinterrupt-parent = <&intc0>;", f"\t\t\tinterrupts = <{irq} 0>;"]
+    # Children carry bus addresses (identity ``ranges``), so every address in this file is one
+    # the CPU uses and can be checked against csr.json as it stands.
+    lines += ["\t\t\t#address-cells = <1>;", "\t\t\t#size-cells = <1>;", "\t\t\tranges;"]
+    for block in regmap.CARD.blocks:
+        if block.name not in BLOCK_NODES:
+            raise OverlayError(f"register block '{block.name}' has no devicetree node: add it to "
+                               "numavia.zephyr_overlay.BLOCK_NODES (and a binding and a driver)")
+        compatible, node, label = BLOCK_NODES[block.name]
+        addr = base + block.base
+        lines += ["", f"\t\t\t{label}: {node}@{addr:x} {{", f'\t\t\t\tcompatible = "{compatible}";',
+                  f"\t\t\t\treg = {_cells(addr, block.size)};"]
+        counters = block_counters(block)
+        if counters:
+            offset, names = counters
+            lines.append(f"\t\t\t\tevent-counters-offset = <0x{offset:x}>;")
+            lines.append("\t\t\t\tevent-counters = " + ",\n\t\t\t\t\t".join(f'"{n}"' for n in names) + ";")
+        lines.append("\t\t\t};")
+    lines += ["\t\t};", "\t};", "};"]
+    return lines
+
+
+def _left_out(csr):
+    """What of csr.json the overlay gives Zephyr no node for, said in the overlay itself so that
+    nothing is dropped silently (LiteX's flow prints it; a file keeps it)."""
+    mapped_cores = {name for name, _, _ in _litex_cores() if _csr_registers(csr, name)}
+    cores = sorted(set(csr["csr_bases"]) - mapped_cores)
+    regions = sorted(set(csr["memories"]) - {RAM_REGION, CARD_REGION, *CARD_EXTRA_REGIONS})
+    return [f"/* Not given to Zephyr: CSR cores {', '.join(cores) or 'none'}; "
+            f"memory regions {', '.join(regions) or 'none'}. */"]
+
+
+def overlay(csr, source="csr.json", board_labels=None):
+    """The overlay's text for the SoC described by the parsed ``csr.json`` ``csr``.
+
+    ``board_labels``: the labels the board enables (:func:`board_enabled_labels`), or ``None`` for
+    the ones litex_json2dts_zephyr knows.
+    """
+    head = [f"/* Generated by numavia.zephyr_overlay from {source} and gateware/regmap.py: do not edit.",
+            " * Board: litex_vexriscv (Zephyr). */", *_left_out(csr), ""]
+    return "\n".join(head + _litex_part(csr, board_labels) + [""] + _card_part(csr)) + "\n"
+
+
+def kconfig_fragment(csr):
+    """Kconfig settings the board needs for this SoC (what litex_json2dts_zephyr passes as -D)."""
+    return f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n"
+
+
+def write(csr_json, out, conf=None, board_dts=None):
+    """Write the overlay for ``csr_json`` to ``out`` (and the Kconfig fragment to ``conf``);
+    ``board_dts`` is the board's .dts, whose enabled peripherals the SoC may lack."""
+    csr_json = Path(csr_json)
+    try:
+        csr = json.loads(csr_json.read_text())
+        board_labels = board_enabled_labels(Path(board_dts).read_text()) if board_dts else None
+    except (OSError, json.JSONDecodeError) as e:
+        raise OverlayError(f"cannot read {e.filename or csr_json}: {e}") from None
+    text = overlay(csr, source=csr_json.name, board_labels=board_labels)
+    Path(out).write_text(text)
+    if conf:
+        Path(conf).write_text(kconfig_fragment(csr))
+    return text
