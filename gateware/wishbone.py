@@ -9,9 +9,10 @@ from amaranth.lib.wiring import In, Out
 
 
 class Signature(wiring.Signature):
-    """Initiator's view: ``Out`` members are driven by the initiator."""
+    """Initiator's view: ``Out`` members are driven by the initiator. ``extra`` adds members
+    (the bursting variant's ``cti``/``bte``)."""
 
-    def __init__(self, *, addr_width, data_width=32, granularity=8):
+    def __init__(self, *, addr_width, data_width=32, granularity=8, extra=None):
         if data_width % granularity:
             raise ValueError("data_width must be a multiple of granularity")
         self.addr_width = addr_width
@@ -24,18 +25,20 @@ class Signature(wiring.Signature):
             "adr":   Out(addr_width),
             "dat_w": Out(data_width),
             "sel":   Out(data_width // granularity),
+            **(extra or {}),
             "dat_r": In(data_width),
             "ack":   In(1),
             "err":   In(1),
         })
 
     def __eq__(self, other):
-        return (isinstance(other, Signature) and
+        return (type(other) is type(self) and
                 (self.addr_width, self.data_width, self.granularity) ==
                 (other.addr_width, other.data_width, other.granularity))
 
     def __repr__(self):
-        return f"wishbone.Signature(addr_width={self.addr_width}, data_width={self.data_width})"
+        return f"{type(self).__module__.rsplit('.', 1)[-1]}.Signature(addr_width={self.addr_width}, " \
+               f"data_width={self.data_width})"
 
 
 def byte_mask(sel, granularity=8):
