@@ -13,18 +13,7 @@ This module imports no Amaranth, so host tools use it without the HDL.
 
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Bits:
-    """A named bit range inside a field (``lsb`` counts from the field's least significant bit)."""
-    name: str
-    lsb: int
-    width: int = 1
-    doc: str = ""
-
-    @property
-    def mask(self):
-        return ((1 << self.width) - 1) << self.lsb
+from .regmap import Field as Bits   # a named bit range; ``lsb`` counts from the field's bit 0
 
 
 @dataclass(frozen=True)
