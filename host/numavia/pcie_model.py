@@ -111,6 +111,7 @@ class EndpointHarness:
         self.msi_writes = []
         self.host_memory = {}
         self.pending_reads = []        # the card's reads not yet answered
+        self.peak_pending_reads = 0
         self.registers = dict(registers or {})   # BAR0 word offset -> value; others answer err
         self.register_writes = []
         self.shared = bytearray(shared_bytes)
@@ -161,6 +162,9 @@ class EndpointHarness:
                 self.host_memory[start + i] = b
         elif tlp.fmt_type in (TlpType.MEM_READ, TlpType.MEM_READ_64):
             self.pending_reads.append((self.cycle, tlp))
+            tags = [t.tag for _, t in self.pending_reads]
+            assert len(tags) == len(set(tags)), f"tag reused while in flight: {tags}"
+            self.peak_pending_reads = max(self.peak_pending_reads, len(tags))
 
     async def _memory_responder(self, ctx):
         """Answer the card's reads from ``host_memory``."""
