@@ -106,6 +106,7 @@ class EndpointHarness:
         self.order, self.drop_tags = order, set(drop_tags)
         self.cycle = 0
         self.to_card = []              # (not_before_cycle, Tlp)
+        self.sent = []                 # (cycle its first beat was taken, Tlp)
         self.from_card = []            # (cycle, Tlp) of everything the card sent
         self.completions = []          # (cycle, Tlp) of completions for the host's requests
         self.msi_writes = []
@@ -130,10 +131,12 @@ class EndpointHarness:
                 continue
             item = ready_now[0]
             self.to_card.remove(item)
-            for data, keep, last in dwords_to_beats(tlp_to_dwords(item[1]), self.lanes):
+            for i, (data, keep, last) in enumerate(dwords_to_beats(tlp_to_dwords(item[1]), self.lanes)):
                 while self.random.random() >= self.rx_valid:
                     await ctx.tick()
                 await send(ctx, self.dut.phy_rx, {"data": data, "keep": keep, "last": last})
+                if i == 0:
+                    self.sent.append((self.cycle, item[1]))
 
     async def _phy_receiver(self, ctx):
         dwords = []
@@ -293,6 +296,7 @@ class EndpointHarness:
 
     async def dma_read(self, ctx, addr, dwords):
         """One DMA read command; returns [(data, error)] and the cycle count until the last word."""
+        assert 1 <= dwords <= 1024, "a DMA command moves 1..1024 dwords"
         start = self.cycle
         await send(ctx, self.dut.dma.read_cmd, {"addr": addr, "dwords": dwords})
         words = []
@@ -303,6 +307,7 @@ class EndpointHarness:
                 return words, self.cycle - start
 
     async def dma_write(self, ctx, addr, words, first_be=0xF, last_be=0xF):
+        assert 1 <= len(words) <= 1024, "a DMA command moves 1..1024 dwords"
         await send(ctx, self.dut.dma.write_cmd, {"addr": addr, "dwords": len(words),
                                                  "first_be": first_be, "last_be": last_be})
         for w in words:
