@@ -14,7 +14,6 @@ from amaranth.lib.wiring import In, Out
 from numavia.gateware import regmap
 from numavia.gateware.host_port import HostPortSignature
 from numavia.gateware.pcie import tlp
-from numavia.gateware.pcie.config import EndpointParams
 from numavia.gateware.pcie.endpoint import PcieEndpoint
 from numavia.gateware.pcie.requester import DmaSignature
 from numavia.gateware.register_bank import RegisterBank

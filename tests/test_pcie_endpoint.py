@@ -79,7 +79,7 @@ def test_endpoint_against_root_complex():
 import cocotb
 from cocotb.clock import Clock
 from cocotb.queue import Queue
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import RisingEdge
 from cocotbext.pcie.core import Device, RootComplex
 from cocotbext.pcie.core.tlp import TlpType
 from cocotbext.pcie.core.utils import PcieId

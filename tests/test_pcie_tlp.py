@@ -7,11 +7,11 @@ import pytest
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from amaranth import Module
-from cocotbext.pcie.core.tlp import CplStatus, Tlp, TlpType
+from cocotbext.pcie.core.tlp import Tlp
 
 from numavia.gateware.pcie.rx import TlpReceiver
 from numavia.gateware.pcie.tx import TlpTransmitter
-from numavia.pcie_model import (HOST_ID, CARD_ID, beat_dwords, config_write, dwords_to_beats,
+from numavia.pcie_model import (CARD_ID, beat_dwords, config_write, dwords_to_beats,
                                 dwords_to_tlp, memory_read, memory_write, tlp_to_dwords)
 
 

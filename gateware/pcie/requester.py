@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from . import tlp
 from .config import ConfigState
-from .tlp import CplStatus, Fmt, Type
+from .tlp import CplStatus, Type
 
 TAG_BITS = 5          # without the extended tag field, tags are 5 bits
 

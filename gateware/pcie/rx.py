@@ -61,7 +61,8 @@ class TlpReceiver(wiring.Component):
         tlp.parse_header(m, dws, out.payload.header)
         fmt = tlp.Dw0Layout(dws[0]).fmt
         header_length = Signal(3)
-        # While the first dword is being taken, its fmt is on the wire, not yet in dws[0].
+        # fmt comes from dws[0], which holds DW0 from the second header dword on: the header's end
+        # is only looked for from then (index != 0).
         m.d.comb += header_length.eq(3 + fmt[0])
 
         with m.FSM():

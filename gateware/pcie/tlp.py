@@ -18,7 +18,7 @@ Two stream formats:
 
 from amaranth import Cat, Const, Mux, Value
 from amaranth.lib import data, enum, stream, wiring
-from amaranth.lib.wiring import Out
+
 
 MAX_PAYLOAD_DWORDS = 1024        # the 10-bit length field; 0 encodes 1024
 
