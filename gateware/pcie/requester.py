@@ -168,7 +168,8 @@ class Requester(wiring.Component):
             m.d.sync += index.eq(Mux(cpl.payload.last, 0, index + 1))
             with m.If(ours & failed):
                 m.d.sync += slot_error[cpl_slot].eq(1)
-            with m.Elif(ours & tlp.has_data(h) & ~slot_error[cpl_slot]):
+            # (A completion that claims more data than the read asked for stays inside its slot.)
+            with m.Elif(ours & tlp.has_data(h) & ~slot_error[cpl_slot] & (place < slot_dwords[cpl_slot])):
                 m.d.comb += [
                     write_port.addr.eq(cpl_slot * self.slot_dwords + place),
                     write_port.data.eq(cpl.payload.data),
