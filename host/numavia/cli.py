@@ -442,6 +442,15 @@ def cmd_bench_splash2(args):
     return 0
 
 
+def cmd_bench_pcie(args):
+    from numavia.bench import pcie
+    out = Path(args.out)
+    _log("simulating the PCIe endpoint")
+    print(pcie.report(pcie.measure(), out))
+    _log(f"results in {out}/pcie.{{md,csv,json,png}}")
+    return 0
+
+
 def _add_bench(sub):
     p = sub.add_parser("bench", help="benchmarks: figures from the simulated hardware, with the paper's beside them",
                        description="Run a benchmark on the cycle-accurate simulation and write its tables "
@@ -544,6 +553,11 @@ def _add_bench(sub):
                    help="wall-time limit for one measurement (default 900)")
     v.add_argument("--out", default="results/via", help="output folder (default results/via)")
     v.set_defaults(func=cmd_bench_via, parser=v)
+    pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
+                             description="Amaranth simulation of the PCIe endpoint at the transaction layer "
+                                         "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
+    pci.add_argument("--out", default="results/pcie", help="results folder (default results/pcie)")
+    pci.set_defaults(func=cmd_bench_pcie)
 
 
 # --- numavia demo --------------------------------------------------------------------------------
