@@ -62,6 +62,16 @@ CONTROL_SEGMENT = ByteStruct("DESC_CONTROL", 32, "Control segment, first in ever
 
 STATUS_ERROR_MASK = sum(CONTROL_SEGMENT.field("STATUS").bit(name).mask for name, _ in STATUS_ERRORS)
 
+
+def status_bits(**bits):
+    """A STATUS value with the named bits set (``status_bits(DONE=1, FLUSHED=1)``)."""
+    return CONTROL_SEGMENT.encode_bits("STATUS", **bits)
+
+
+def status_op(op):
+    """STATUS.OP = ``op`` (a STATUS_OP value or a signal), in place."""
+    return op << CONTROL_SEGMENT.field("STATUS").bit("OP").lsb
+
 ADDRESS_SEGMENT = ByteStruct("DESC_ADDRESS", 16, "Address segment: the remote buffer of an RDMA", (
     Field("REMOTE_VA", 0, 8, "virtual address in the peer's registered region"),
     Field("REMOTE_HANDLE", 8, 4, "the peer's memory handle for that region"),

@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 from . import regmap, via_att, via_descriptor, via_frame, wishbone_burst
 from .packet_fifo import FifoOut
 from .via_completion import CompletionRequest
+from .via_descriptor import status_bits, status_op
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
@@ -45,14 +46,6 @@ _NAK = via_frame.NAK
 _HEADER_WORDS = via_frame.HEADER.size // 4
 _CONNECTED = dict(regmap.VI_STATES)["CONNECTED"]
 _ERROR = dict(regmap.VI_STATES)["ERROR"]
-
-
-def status_bits(**bits):
-    return via_descriptor.CONTROL_SEGMENT.encode_bits("STATUS", **bits)
-
-
-def status_op(op):
-    return op << _STATUS.bit("OP").lsb
 
 
 class RxEngine(wiring.Component):

@@ -29,6 +29,7 @@ from . import regmap, via_att, via_descriptor, via_frame, wishbone_burst
 from .byte_packer import BytePacker
 from .packet_fifo import FifoWord
 from .via_completion import CompletionRequest
+from .via_descriptor import status_bits, status_op
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
@@ -39,7 +40,6 @@ from .via_translate import lookup_signature
 #: Pulses of the transmit engine, counted by the engine top (names of regmap.VIA_COUNTERS).
 TX_EVENTS = ("TX_TIMEOUTS", "TX_NAK_SEQUENCE", "TX_ERRORS", "DOORBELLS_REFUSED", "DMA_ERRORS")
 
-_STATUS = via_descriptor.CONTROL_SEGMENT.field("STATUS")
 _OP = via_frame.OP
 _NAK = via_frame.NAK
 _CTL = via_descriptor.CONTROL_OP
@@ -50,10 +50,6 @@ _ERROR = dict(regmap.VI_STATES)["ERROR"]
 _MGMT = regmap.VIA.register("MGMT_TX_CTRL")
 
 SlotInfo = data.StructLayout({"end_psn": 32, "length": 32, "op": 3, "error": 16})
-
-
-def status_bits(**bits):
-    return via_descriptor.CONTROL_SEGMENT.encode_bits("STATUS", **bits)
 
 
 class TxEngine(wiring.Component):
@@ -444,7 +440,7 @@ class TxEngine(wiring.Component):
                 m.d.comb += [
                     self.completions.valid.eq(1),
                     c.desc.eq(sq_head_r.data),
-                    c.status.eq(status_bits(DONE=1) | error | (slot_info.op << _STATUS.bit("OP").lsb)),
+                    c.status.eq(status_bits(DONE=1) | error | status_op(slot_info.op)),
                     c.length.eq(Mux(error != 0, 0, slot_info.length)),
                     c.vi.eq(vi),
                     c.recv.eq(0),
@@ -468,7 +464,7 @@ class TxEngine(wiring.Component):
                     self.completions.valid.eq(1),
                     c.desc.eq(sq_head_r.data),
                     c.status.eq(status_bits(DONE=1) | bits
-                                | (Mux(sent, slot_info.op, 0) << _STATUS.bit("OP").lsb)),
+                                | status_op(Mux(sent, slot_info.op, 0))),
                     c.length.eq(0),
                     c.vi.eq(vi),
                     c.recv.eq(0),
