@@ -41,3 +41,12 @@ def test_bad_arguments_exit_2_with_one_line(args):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "error:" in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("command", [["bench", "stream"], ["bench", "shm"], ["bench", "latency"], ["demo"]])
+def test_a_file_as_output_folder_is_one_line_error(tmp_path, command):
+    (tmp_path / "taken").write_text("")
+    result = subprocess.run([sys.executable, "-m", "numavia.cli", *command, "--out", str(tmp_path / "taken")],
+                            capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "is a file" in lines[0], result.stderr

@@ -263,7 +263,7 @@ def cmd_renode(args):
     # A run needs Renode, its integration library, CMake and Verilator: say which is missing
     # before spending minutes on builds.
     renode_root = run.require_tools(args.renode_dir) if args.run else None
-    out = Path(args.out)
+    out = _results_folder(args.out)
     _log(f"SoC ({config.cpu_variant} VexRiscv + card) and firmware, cached under build/")
     soc_dir = sim.build_soc(config, log=_log)
     firmware = build_firmware(soc_dir, log=_log)
@@ -334,9 +334,17 @@ def _add_zephyr_overlay(sub):
 
 # --- numavia bench -----------------------------------------------------------------------------
 
+def _results_folder(text):
+    """The folder a command writes into; a file in its place is a one-line error, not a traceback."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise NumaviaError(f"the output folder {out} is a file")
+    return out
+
+
 def cmd_bench_latency(args):
     from numavia.bench import latency
-    out = Path(args.out)
+    out = _results_folder(args.out)
     figures = latency.run(args.nodes, log=_log, out=buildcache.build_root() / "run" / "latency")
     print(latency.report(figures, out))
     _log(f"results in {out}/latency.{{md,csv,json,png}}")
@@ -345,7 +353,7 @@ def cmd_bench_latency(args):
 
 def cmd_bench_local_side(args):
     from numavia.bench import local_side
-    out = Path(args.out)
+    out = _results_folder(args.out)
     _log("simulating the local side")
     figures = local_side.measure()
     synth = None if args.no_synth else local_side.synthesis(device=args.device, log=_log)
@@ -357,7 +365,7 @@ def cmd_bench_local_side(args):
 def cmd_bench_coherence(args):
     from numavia.bench import coherence
     from numavia.errors import NumaviaError
-    out = Path(args.out)
+    out = _results_folder(args.out)
     figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, numa=args.numa,
                             log=_log)
     print(coherence.report(figures, out))
@@ -397,7 +405,7 @@ def _mtu(text):
 
 def cmd_bench_stream(args):
     from numavia.bench import stream
-    out = Path(args.out)
+    out = _results_folder(args.out)
     figures = stream.measure(args.array_bytes, args.passes, log=_log)
     print(stream.report(figures, out))
     _log(f"results in {out}/stream.{{md,csv,json,png}}")
@@ -406,7 +414,7 @@ def cmd_bench_stream(args):
 
 def cmd_bench_shm(args):
     from numavia.bench import shm
-    out = Path(args.out)
+    out = _results_folder(args.out)
     figures = shm.measure(args.max_size, log=_log)
     print(shm.report(figures, out))
     _log(f"results in {out}/shm.{{md,csv,json,png}}")
@@ -421,6 +429,7 @@ def cmd_bench_via(args):
         args.parser.error("--max-size is at most 2Mi (the simulated host memory holds 4 MiB)")
     if args.eth_delay < 14:
         args.parser.error("--eth-delay must be at least 14 cycles (the switch reads the destination first)")
+    _results_folder(args.out)
     args.command_line = None
     paths = bench_via.main(args, _log)
     for p in paths:
@@ -431,9 +440,7 @@ def cmd_bench_via(args):
 def cmd_bench_splash2(args):
     from numavia.bench import splash2
     from numavia.instrument import CostModel
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise NumaviaError(f"the results folder {out} is a file")
+    out = _results_folder(args.out)
     figures = splash2.run(args.kernels, args.nodes, args.modes, size=args.size, ways=args.ways,
                           placement=args.placement, access=args.access, cost=CostModel(ns_per_op=args.ns_per_op),
                           log=_log)
@@ -444,7 +451,7 @@ def cmd_bench_splash2(args):
 
 def cmd_bench_pcie(args):
     from numavia.bench import pcie
-    out = Path(args.out)
+    out = _results_folder(args.out)
     _log("simulating the PCIe endpoint")
     print(pcie.report(pcie.measure(), out))
     _log(f"results in {out}/pcie.{{md,csv,json,png}}")
@@ -566,7 +573,7 @@ def cmd_demo(args):
     from numavia.demo import Demo
     if args.nodes < 2:
         raise NumaviaError("the demo needs a ring: --nodes 2 or more")
-    Demo(nodes=args.nodes, out=Path(args.out), log=_log).run()
+    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log).run()
     return 0
 
 
