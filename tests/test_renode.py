@@ -323,7 +323,7 @@ def test_same_inputs_same_bytes(tmp_path):
     first = _generate(tmp_path / "a", verilog)
     second = _generate(tmp_path / "b", verilog)
     assert [p.relative_to(tmp_path / "a") for p in first] == [p.relative_to(tmp_path / "b") for p in second]
-    assert len(first) == 7
+    assert len(first) == 8
     for a, b in zip(first, second):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert (tmp_path / "a" / script.CONNECTOR_FILE).read_bytes() == cosim.CONNECTOR_SOURCE.read_bytes()
@@ -405,7 +405,7 @@ def test_cosim_card_verilog_is_the_socs_card_verilog(soc_dir, tmp_path):
     inputs = (tmp_path / "cosim" / cosim.CMAKE_INPUTS_FILE).read_text()
     assert f'set(NUMAVIA_CARD_VERILOG "{soc_card[0]}")' in inputs
     assert f'set(NUMAVIA_CARD_VERILOG_SHA256 "{hashlib.sha256(soc_card[0].read_bytes()).hexdigest()}")' in inputs
-    assert len(files) == 7
+    assert len(files) == 8
 
 
 def test_generator_reads_the_real_csr_json(soc_dir):

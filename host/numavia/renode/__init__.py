@@ -45,6 +45,7 @@ def render(csr, *, nodes, card_config, ready_marker, quantum_cycles=DEFAULT_QUAN
         ROBOT_FILE: robot.robot(soc, nodes=nodes, ready_marker=ready_marker,
                                 slice_bytes=card_config.address_map().slice_bytes,
                                 boot_timeout_s=BOOT_TIMEOUT_S, provenance=source),
+        **({robot.HOST_LIBRARY_FILE: robot.host_library()} if soc.ethernet else {}),
         f"cosim/{cosim.WRAPPER_FILE}": cosim.wrapper_verilog(soc, card_config),
         f"cosim/{cosim.HEADER_FILE}": cosim.header(soc, card_config),
     }

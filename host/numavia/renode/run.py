@@ -6,6 +6,7 @@ is looked for first and a missing one is reported in one line before anything is
 
 import os
 import shutil
+import site
 import subprocess
 from pathlib import Path
 
@@ -62,9 +63,16 @@ def build_card_model(out_dir, renode_dir, log):
           cosim_dir / "cmake-build.log", "the co-simulated card's build")
 
 
+def host_site_folders():
+    """``NUMAVIA_SITE`` for ``renode-test``: the site folders of this Python environment, which
+    the generated keyword library adds (with their ``.pth`` files) to import ``numavia``."""
+    return os.pathsep.join(site.getsitepackages())
+
+
 def run_tests(out_dir, log):
     out_dir = Path(out_dir).resolve()
     log(f"running {ROBOT_FILE} with renode-test")
-    code = subprocess.run(["renode-test", str(out_dir / ROBOT_FILE)], cwd=out_dir).returncode
+    env = dict(os.environ, NUMAVIA_SITE=host_site_folders())
+    code = subprocess.run(["renode-test", str(out_dir / ROBOT_FILE)], cwd=out_dir, env=env).returncode
     if code:
         raise RenodeError(f"renode-test reported failures (exit status {code}); results in {out_dir}")

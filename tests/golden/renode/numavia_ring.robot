@@ -5,6 +5,7 @@ Suite Teardown    Teardown
 Test Setup        Reset Emulation
 Test Teardown     Test Teardown
 Resource          ${RENODEKEYWORDS}
+Library           ${CURDIR}/numavia_host.py
 
 *** Variables ***
 ${RING_SCRIPT}    ${CURDIR}/numavia_ring.resc
@@ -48,4 +49,6 @@ Remote Write Is Visible On Other Nodes
     Should Be Equal As Integers    ${seen}    ${PROBE_VALUE}
 
 RDMA Ping Between Two Nodes
-    Skip    needs a VIPL host on each node (numavia.vipl over a bridge into Renode's system bus), which the Renode ring does not provide yet
+    [Documentation]    The hosts of node0 and node1 connect a VI pair through their firmware and ping 256 bytes each way by RDMA write with immediate data, checked on both sides.
+    Boot Ring
+    RDMA Ping    node0    node1    size=256    rounds=2
