@@ -562,12 +562,16 @@ static void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t
     }
 }
 
+/* Bytes of the message that differ from the pattern (a word at a time: the buffer is aligned). */
 static uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     uint32_t bad = 0;
     nv_host_sync();
-    for (uint32_t k = 0; k < size; k++)
-        bad += read_byte(buf.pa + k) != pattern(message, sender, k);
+    for (uint32_t k = 0; k < size; k += 4) {
+        uint32_t got = nv_host_read32(buf.pa + k);
+        for (uint32_t b = 0; b < 4 && k + b < size; b++)
+            bad += (uint8_t)(got >> (8 * b)) != pattern(message, sender, k + b);
+    }
     return bad;
 }
 
@@ -600,7 +604,7 @@ uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t
     static struct nv_pp pp;
     *r = (struct nv_bench_result){0};
     uint32_t threshold = words[NV_PP_ARG_THRESHOLD], flags = words[NV_PP_ARG_FLAGS];
-    if (a->iterations == 0 || threshold > NV_PP_MAX_PUSH || a->size > 0x7fffffffu - NV_PP_AREA_BYTES ||
+    if (a->iterations == 0 || (a->buf_pa & 3u) || threshold > NV_PP_MAX_PUSH || a->size > 0x7fffffffu - NV_PP_AREA_BYTES ||
         !nv_via_host_range(via, a->buf_pa, NV_PP_AREA_BYTES + a->size))
         return NV_VIP_INVALID_PARAMETER;
     struct nv_pp_config cfg = {
