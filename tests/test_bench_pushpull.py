@@ -41,7 +41,8 @@ def test_bad_arguments_exit_2_with_one_line(args):
 def test_out_folder_that_is_a_file_is_one_line(tmp_path):
     (tmp_path / "f").write_text("")
     result = numavia("bench", "pushpull", "--out", str(tmp_path / "f"))
-    assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "is a file" in lines[0], result.stderr
 
 
 def test_sizes_include_every_threshold_edge():
