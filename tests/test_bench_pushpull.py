@@ -63,6 +63,7 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
     assert {r["scheme"] for r in rows if r["kind"] == "baseline"} == {"send"}
     for r in pp:
         assert float(r["pingpong_us"]) > 1 and float(r["one_way_us"]) > 1 and int(r["cycles"]) > 0
+        assert abs(float(r["bandwidth_MBps"]) - int(r["size"]) / float(r["pingpong_us"])) < 0.01
         # Only messages past bytes_to_push are pulled; the original translates every message.
         assert float(r["pulls_per_msg"]) == (1.0 if int(r["size"]) > 64 else 0.0)
         if r["scheme"] == "original":

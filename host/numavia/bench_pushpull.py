@@ -123,7 +123,8 @@ class PushPullPair:
                 "copied_bytes": word["COPIED_BYTES"], "pulls": word["PULLS"], "iterations": iterations}
 
     def point(self, scheme, size, threshold, iterations):
-        """A ping-pong point: latencies in us and the per-message work."""
+        """A ping-pong point: latencies in us, NetPIPE's bandwidth (size / ping-pong latency) and
+        the per-message work."""
         f0, f1 = self.run(scheme, size, threshold, iterations)
         us = 1e6 / self.freq
         one_ways = f0["one_ways"] + f1["one_ways"]
@@ -131,6 +132,7 @@ class PushPullPair:
         messages = 2 * iterations
         return {"iterations": iterations, "cycles": f0["cycles"],
                 "pingpong_us": f0["cycles"] / iterations / 2 * us, "one_way_us": one_way * us,
+                "bandwidth_MBps": size / (f0["cycles"] / iterations / 2 * us) if f0["cycles"] else 0.0,
                 "translated_pages_per_msg": (f0["translated_pages"] + f1["translated_pages"]) / messages,
                 "copied_bytes_per_msg": (f0["copied_bytes"] + f1["copied_bytes"]) / messages,
                 "pulls_per_msg": (f0["pulls"] + f1["pulls"]) / messages}
@@ -175,6 +177,7 @@ def sweep(session, args, points, log):
                 r = via.point(op, size, n)
                 rows.append({"kind": "baseline", "scheme": op, "threshold": "", "size": size,
                              "iterations": n, "cycles": r["cycles"], "pingpong_us": r["latency_us"],
+                             "bandwidth_MBps": r["bandwidth_MBps"],
                              "one_way_us": "", "translated_pages_per_msg": "", "copied_bytes_per_msg": "",
                              "pulls_per_msg": ""})
                 log(f"{BASELINE_TITLES[op]:>12} {size:>7} B: ping-pong {r['latency_us']:8.2f} us ({n} x)")
@@ -199,7 +202,7 @@ def run_sweep(args, log):
 
 
 FIELDS = ["kind", "scheme", "threshold", "size", "iterations", "cycles", "pingpong_us", "one_way_us",
-          "translated_pages_per_msg", "copied_bytes_per_msg", "pulls_per_msg"]
+          "bandwidth_MBps", "translated_pages_per_msg", "copied_bytes_per_msg", "pulls_per_msg"]
 
 
 def _find(rows, **kw):
@@ -290,12 +293,13 @@ def summary(rows, meta, args, info):
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## All push-pull points", "",
-              "| scheme | bytes_to_push | size (B) | iterations | ping-pong (us) | one-way (us) | "
-              "ATT pages/msg | bytes copied/msg | pulls/msg |", "|---|---|---|---|---|---|---|---|---|"]
+              "| scheme | bytes_to_push | size (B) | iterations | cycles | ping-pong (us) | one-way (us) | MB/s | "
+              "ATT pages/msg | bytes copied/msg | pulls/msg |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["kind"] == "pushpull":
-            lines.append(f"| {r['scheme']} | {r['threshold']} | {r['size']} | {r['iterations']} | "
-                         f"{r['pingpong_us']:.2f} | {r['one_way_us']:.2f} | {r['translated_pages_per_msg']:.1f} | "
+            lines.append(f"| {r['scheme']} | {r['threshold']} | {r['size']} | {r['iterations']} | {r['cycles']} | "
+                         f"{r['pingpong_us']:.2f} | {r['one_way_us']:.2f} | {r['bandwidth_MBps']:.2f} | "
+                         f"{r['translated_pages_per_msg']:.1f} | "
                          f"{r['copied_bytes_per_msg']:.0f} | {r['pulls_per_msg']:.2f} |")
     lines += ["", "## Card counters after the run", "", "| counter | node 0 | node 1 |", "|---|---|---|"]
     for name in info["counters"][0]:
