@@ -41,6 +41,8 @@ struct fake_via {
     } cq[FAKE_CQS];
     uint8_t host[FAKE_HOST_SIZE];
     unsigned host_syncs;
+    /* Called after a doorbell is counted, if set: a test's model of the engine behind it. */
+    void (*doorbell_hook)(unsigned vi, int send_queue, uint32_t descriptor);
 };
 
 extern struct fake_via fake_via;

@@ -437,6 +437,26 @@ def cmd_bench_via(args):
     return 0
 
 
+def cmd_bench_pushpull(args):
+    from numavia import bench_pushpull, pushpull_format
+    if args.min_size > args.max_size:
+        args.parser.error(f"--min-size {args.min_size} is larger than --max-size {args.max_size}")
+    if args.max_size > 1024 * 1024:
+        args.parser.error("--max-size is at most 1Mi (the library's translations hold 520 pages)")
+    bad = [t for t in args.thresholds if t > pushpull_format.MAX_PUSH]
+    if bad:
+        args.parser.error(f"--thresholds: bytes_to_push is at most {pushpull_format.MAX_PUSH} "
+                          f"(a pushed-buffer slot), not {bad[0]}")
+    if args.eth_delay < 14:
+        args.parser.error("--eth-delay must be at least 14 cycles (the switch reads the destination first)")
+    _results_folder(args.out)
+    args.command_line = None
+    paths = bench_pushpull.main(args, _log)
+    for p in paths:
+        print(p)
+    return 0
+
+
 def cmd_bench_splash2(args):
     from numavia.bench import splash2
     from numavia.instrument import CostModel
@@ -560,6 +580,31 @@ def _add_bench(sub):
                    help="wall-time limit for one measurement (default 900)")
     v.add_argument("--out", default="results/via", help="output folder (default results/via)")
     v.set_defaults(func=cmd_bench_via, parser=v)
+    pp = benches.add_parser("pushpull", help="push-pull messaging (seed 002): original vs advanced scheme over VIA",
+                            description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
+                                        "VIA engine) between two simulated nodes, original and advanced scheme, "
+                                        "swept over message size and bytes_to_push, beside plain send/receive and "
+                                        "RDMA write; card cycle counters. Writes pushpull_bench.{csv,md,json,png} "
+                                        "to --out.")
+    pp.add_argument("--schemes", type=_list_of(str, ("original", "advanced"), "scheme"),
+                    default=["original", "advanced"], help="schemes, comma separated (default original,advanced)")
+    pp.add_argument("--thresholds", type=_list_of(_size, what="bytes_to_push"), default=[64, 512, 2048],
+                    help="bytes_to_push values, comma separated, 0..2048 (default 64,512,2048)")
+    pp.add_argument("--min-size", type=_size, default=1, help="smallest message (default 1)")
+    pp.add_argument("--max-size", type=_size, default=64 * 1024, help="largest message (default 64Ki)")
+    pp.add_argument("--iterations", type=_positive, default=10,
+                    help="round trips per point for small messages (large ones use fewer, at least 2)")
+    pp.add_argument("--baselines", type=_list_of(str, ("send", "write"), "baseline"), default=["send", "write"],
+                    help="plain VIA ping-pongs to compare with, comma separated (default send,write)")
+    pp.add_argument("--no-baselines", dest="baselines", action="store_const", const=[],
+                    help="measure push-pull only")
+    pp.add_argument("--mtu", type=_mtu, default=1500, help="MTU (default 1500)")
+    pp.add_argument("--eth-delay", type=_positive, default=50, metavar="CYCLES",
+                    help="Ethernet PHY+cable delay in 125 MHz cycles (default 50 = 400 ns)")
+    pp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
+                    help="wall-time limit for one measurement (default 900)")
+    pp.add_argument("--out", default="results/pushpull", help="output folder (default results/pushpull)")
+    pp.set_defaults(func=cmd_bench_pushpull, parser=pp)
     pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
                              description="Amaranth simulation of the PCIe endpoint at the transaction layer "
                                          "against a host that answers at once; x1 Gen1/Gen2 equivalents.")

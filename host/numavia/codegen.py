@@ -8,6 +8,8 @@
   listing.
 * ``numavia_via.h`` / ``numavia_via.py``: the VIA formats (descriptor, ATT, wire header, mailbox,
   management messages) as offsets, sizes, bit masks and constants, from the ``via_*`` modules.
+* ``numavia_pushpull.h``: the push-pull messaging library's header, layout and benchmark words
+  (``numavia.pushpull_format``).
 
 Output is deterministic: the same definitions give the same bytes.
 """
@@ -15,6 +17,7 @@ Output is deterministic: the same definitions give the same bytes.
 import json
 from pathlib import Path
 
+from numavia import pushpull_format
 from numavia.gateware import (bytestruct, coherence, regmap, sci_packet, via_att, via_descriptor, via_frame,
                               via_mailbox)
 
@@ -23,7 +26,7 @@ _VIA_NOTE = "Generated from gateware/via_*.py by numavia.codegen: do not edit."
 
 #: The definition modules every generated file depends on (build caches key on them).
 SOURCES = tuple(Path(mod.__file__) for mod in (regmap, coherence, sci_packet, bytestruct, via_att, via_descriptor,
-                                               via_frame, via_mailbox)) + (Path(__file__),)
+                                               via_frame, via_mailbox, pushpull_format)) + (Path(__file__),)
 
 
 def _c_name(*parts):
@@ -242,6 +245,17 @@ def via_python_module():
     return "\n".join(lines)
 
 
+def pushpull_c_header():
+    lines = ["/* Generated from host/numavia/pushpull_format.py by numavia.codegen: do not edit. */",
+             "#ifndef NUMAVIA_PUSHPULL_FORMAT_H", "#define NUMAVIA_PUSHPULL_FORMAT_H", ""]
+    items = list(_struct_symbols(pushpull_format.HEADER)) + list(pushpull_format.constants())
+    for group in (pushpull_format.SCHEME, pushpull_format.KIND, pushpull_format.BENCH_OP, pushpull_format.FLAGS):
+        items += [(_c_name(group.name, name), value, doc or None) for name, value, doc in group.values]
+    lines += [_c_define(*item) for item in items]
+    lines += ["", "#endif /* NUMAVIA_PUSHPULL_FORMAT_H */", ""]
+    return "\n".join(lines)
+
+
 OUTPUTS = {
     "numavia_regs.h": c_header,
     "numavia_regs.py": python_module,
@@ -251,6 +265,7 @@ OUTPUTS = {
     "sci_ucode.lst": lambda: microcode_program().listing,
     "numavia_via.h": via_c_header,
     "numavia_via.py": via_python_module,
+    "numavia_pushpull.h": pushpull_c_header,
 }
 
 

@@ -148,12 +148,18 @@ class Nic:
         values = self.bridge.read(base, len(regmap.VIA_COUNTERS))
         return {name: v for (name, _), v in zip(regmap.VIA_COUNTERS, values)}
 
-    def command(self, name, *, allow=("SUCCESS",), **args):
-        """Run mailbox command ``name``; returns ``(result name, results dict)``."""
+    def command(self, name, *, allow=("SUCCESS",), extra_words=None, **args):
+        """Run mailbox command ``name``; returns ``(result name, results dict)``. ``extra_words``
+        ({index: value}) fills argument words past the command's own (push-pull's BENCH); the
+        results dict then also holds every word as ``words``."""
         cmd = via_mailbox.command(name)
         words = [0] * 16
         for arg, value in args.items():
             words[cmd.args.index(arg.upper())] = value & 0xFFFF_FFFF
+        for index, value in (extra_words or {}).items():
+            if not len(cmd.args) <= index < 16:
+                raise ValueError(f"{name}: word {index} is not past the command's arguments")
+            words[index] = value & 0xFFFF_FFFF
         data = regmap.CARD.element_address("via", "MBOX_DATA", 0, "WORD")
         self.bridge.write(self.card_base + data, words)
         self._mbox_seq = (self._mbox_seq + 1) & 0xFFFF
@@ -170,7 +176,10 @@ class Nic:
         values = self.bridge.read(self.card_base + data, 16)
         if result not in allow:
             raise ViplError(result, f"node {self.node_id}: {name}")
-        return result, {r.lower(): values[i] for i, r in enumerate(cmd.results)}
+        results = {r.lower(): values[i] for i, r in enumerate(cmd.results)}
+        if extra_words is not None:
+            results["words"] = list(values)
+        return result, results
 
     def _wait_firmware(self):
         self.command("NOP")

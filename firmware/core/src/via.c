@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "numavia/platform.h"
+#include "numavia/pushpull.h"
 #include "numavia/via.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
@@ -276,7 +277,9 @@ uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
             .timeout_us = ARG(BENCH, TIMEOUT_US),
         };
         struct nv_bench_result r;
-        uint32_t result = nv_via_bench(via, &a, &r);
+        uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED
+                              ? nv_pp_bench(via, &a, args, &r)   /* push-pull: two more words each way */
+                              : nv_via_bench(via, &a, &r);
         RES(BENCH, CYCLES_LO) = (uint32_t)r.cycles;
         RES(BENCH, CYCLES_HI) = (uint32_t)(r.cycles >> 32);
         RES(BENCH, POST_RECV_CYCLES) = r.post_recv_cycles;

@@ -1,0 +1,90 @@
+/* Push-pull messaging over the VIA engine (seed 002, Kim & Kim; docs/via.md "Push-pull messaging").
+ *
+ * A portable library on the firmware's VIA API: it writes descriptors into host memory, rings
+ * doorbells and polls completions the way a VIPL library in a host process would. The benchmark
+ * agent drives it, so its latency comes from the card's cycle counter with nothing slower than
+ * the node's CPU in the loop.
+ *
+ * A message's first min(length, bytes_to_push) bytes are pushed (a SEND) into a pushed-buffer
+ * slot the receiver keeps posted; the rest is pulled by the receiver (an RDMA read) straight into
+ * the user buffer once the receive is posted, then acknowledged. A message that arrives before
+ * its receive waits in its slot. Formats and layout: numavia_pushpull.h (generated from
+ * host/numavia/pushpull_format.py). User buffers are physically contiguous (va, pa) ranges of
+ * host memory: translating one is writing its pages into the card's ATT. */
+#ifndef NUMAVIA_PUSHPULL_H
+#define NUMAVIA_PUSHPULL_H
+
+#include <stdint.h>
+
+#include "numavia/via.h"
+#include "numavia_pushpull.h"
+
+#define NV_PP_SEND_DESCS 8u   /* send descriptors in flight at most (pushes, acks, reads) */
+
+/* How one message of `length` bytes travels (pure: the unit tests check the edge cases). */
+enum nv_pp_path {
+    NV_PP_PATH_REGISTER = 0,   /* advanced, tiny: the bytes ride in the descriptor's immediate data */
+    NV_PP_PATH_BOUNCE,         /* advanced, pushed part copied behind the header: no translation */
+    NV_PP_PATH_GATHER,         /* original: the push gathers from the translated user buffer */
+};
+struct nv_pp_plan {
+    uint32_t pushed, pulled;
+    uint8_t path;              /* enum nv_pp_path */
+    uint8_t send_translates;   /* the sender writes the ATT: 0 none, 1 the whole buffer, 2 the pulled part */
+    uint8_t recv_translates_early;   /* the receiver translates before the push arrives (masked) */
+    uint8_t ack_overlaps_pull;       /* the ack is queued behind the pull, before it completes */
+};
+void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *plan);
+
+struct nv_pp_buf {
+    uint64_t va;
+    uint32_t pa;   /* physically contiguous from here */
+};
+
+struct nv_pp_config {
+    unsigned scheme;            /* NV_PP_SCHEME_* */
+    uint32_t threshold;         /* bytes_to_push, at most NV_PP_MAX_PUSH */
+    unsigned vi;                /* a connected VI */
+    struct nv_pp_buf area;      /* NV_PP_AREA_BYTES of a registered region: slots, bounce, page lists */
+    uint32_t area_handle;
+    uint32_t desc;              /* a 4 KiB host page for the descriptors */
+    uint32_t timeout_us;
+};
+
+struct nv_pp_stats {
+    uint64_t one_way_cycles;    /* sum over received messages of (arrival in the user buffer - send start) */
+    uint32_t one_ways, translated_pages, copied_bytes, pulls, credit_waits;
+};
+
+struct nv_pp {
+    struct nv_via *via;
+    struct nv_pp_config cfg;
+    uint8_t open;
+    uint32_t timeout_cycles;
+    uint32_t credits, owed;     /* slots the peer has for us; slots we re-posted and not yet told */
+    uint32_t send_seq, acked_seq;
+    /* Receive slots in the order they were posted (the engine completes them in that order), and
+     * DATA messages that arrived, in arrival order. */
+    uint8_t posted[NV_PP_SLOTS], arrived[NV_PP_SLOTS];
+    unsigned posted_head, posted_count, arrived_head, arrived_count;
+    /* Send descriptors: posted and reaped counts (ring of NV_PP_SEND_DESCS); the last users of the
+     * bounce slot and of the ack header. */
+    uint32_t sends_posted, sends_reaped, bounce_user, ack_user;
+    struct nv_pp_stats stats;
+};
+
+/* Post every pushed-buffer slot; credits start at NV_PP_SLOTS (the peer does the same). */
+uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_config *cfg);
+/* Send `length` bytes; returns when the buffer may be reused. */
+uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length);
+/* Receive the next message into `buf` (capacity bytes); its length in *length. */
+uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length);
+/* Wait for every send descriptor; the endpoint stays open (its slots stay posted). */
+uint32_t nv_pp_drain(struct nv_pp *pp);
+
+/* The benchmark agent's push-pull ping-pong (BENCH with OP NV_PP_BENCH_OP_*): `words` are the
+ * mailbox words (arguments in, results out). */
+uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *args, uint32_t words[16],
+                     struct nv_bench_result *result);
+
+#endif

@@ -1,0 +1,388 @@
+/* Host unit tests of the push-pull library's protocol (firmware/core/src/pushpull.c): the plan at
+ * the threshold's edges, and two endpoints on two VIs of the fake card joined by a minimal model
+ * of the engine (below) that moves data at each doorbell, checks every segment against the ATT
+ * the library wrote, and flags a SEND that finds no receive (fatal on the real card). The real
+ * engine and firmware run the same library end to end in tests/test_pushpull_system.py. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fake_card.h"
+#include "fake_via.h"
+#include "numavia/pushpull.h"
+#include "numavia/via.h"
+#include "numavia_regs.h"
+#include "numavia_via.h"
+
+static int failures, checks;
+
+#define CHECK(cond) do { \
+    checks++; \
+    if (!(cond)) { failures++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
+} while (0)
+
+static uint64_t field(const uint32_t *words, unsigned offset, unsigned bytes)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; i++)
+        v |= (uint64_t)((words[(offset + i) / 4] >> (8 * ((offset + i) % 4))) & 0xff) << (8 * i);
+    return v;
+}
+
+static void put(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value)
+{
+    for (unsigned i = 0; i < bytes; i++) {
+        unsigned at = offset + i;
+        words[at / 4] = (words[at / 4] & ~(0xffu << (8 * (at % 4)))) |
+                        (uint32_t)((value >> (8 * i)) & 0xff) << (8 * (at % 4));
+    }
+}
+
+/* --- the plan ------------------------------------------------------------------------------- */
+
+static void test_plan_at_the_threshold(void)
+{
+    struct nv_pp_plan p;
+    const uint32_t t = 512;
+    for (unsigned scheme = 0; scheme < 2; scheme++) {
+        nv_pp_plan(scheme, t, t - 1, &p);
+        CHECK(p.pushed == t - 1 && p.pulled == 0);
+        nv_pp_plan(scheme, t, t, &p);
+        CHECK(p.pushed == t && p.pulled == 0);
+        nv_pp_plan(scheme, t, t + 1, &p);
+        CHECK(p.pushed == t && p.pulled == 1);
+        nv_pp_plan(scheme, t, 0, &p);
+        CHECK(p.pushed == 0 && p.pulled == 0);
+        nv_pp_plan(scheme, 0, 100, &p);      /* bytes_to_push 0: everything is pulled */
+        CHECK(p.pushed == 0 && p.pulled == 100);
+        nv_pp_plan(scheme, 100000, 5000, &p);   /* clamped to what a slot holds */
+        CHECK(p.pushed == NV_PP_MAX_PUSH && p.pulled == 5000 - NV_PP_MAX_PUSH);
+    }
+    /* Original: the user buffer is always translated and gathered from; nothing overlaps. */
+    nv_pp_plan(NV_PP_SCHEME_ORIGINAL, t, t, &p);
+    CHECK(p.path == NV_PP_PATH_GATHER && p.send_translates == 1 && !p.recv_translates_early && !p.ack_overlaps_pull);
+    nv_pp_plan(NV_PP_SCHEME_ORIGINAL, t, 1, &p);
+    CHECK(p.path == NV_PP_PATH_GATHER && p.send_translates == 1);
+    nv_pp_plan(NV_PP_SCHEME_ORIGINAL, t, 0, &p);
+    CHECK(p.send_translates == 0);
+    /* Advanced: register path up to NV_PP_REGISTER_BYTES, bounce to the threshold, then only the
+     * pulled part is translated. */
+    nv_pp_plan(NV_PP_SCHEME_ADVANCED, t, NV_PP_REGISTER_BYTES, &p);
+    CHECK(p.path == NV_PP_PATH_REGISTER && p.send_translates == 0);
+    nv_pp_plan(NV_PP_SCHEME_ADVANCED, t, NV_PP_REGISTER_BYTES + 1, &p);
+    CHECK(p.path == NV_PP_PATH_BOUNCE && p.send_translates == 0);
+    nv_pp_plan(NV_PP_SCHEME_ADVANCED, t, t, &p);
+    CHECK(p.path == NV_PP_PATH_BOUNCE && p.send_translates == 0 && p.recv_translates_early && p.ack_overlaps_pull);
+    nv_pp_plan(NV_PP_SCHEME_ADVANCED, t, t + 1, &p);
+    CHECK(p.path == NV_PP_PATH_BOUNCE && p.send_translates == 2);
+    nv_pp_plan(NV_PP_SCHEME_ADVANCED, 2, 3, &p);   /* tiny but longer than the threshold: pulled */
+    CHECK(p.path == NV_PP_PATH_BOUNCE && p.pulled == 1);
+}
+
+/* --- a minimal engine: two VIs joined back to back, data moved at each doorbell -------------- */
+
+#define MAX_POSTED 16
+static struct nv_via via;
+static struct {
+    uint32_t recv[MAX_POSTED];
+    unsigned head, count;
+} rq[FAKE_VIS];
+static unsigned vis[2];
+static unsigned sends_without_receive, refused_segments;
+static struct nv_pp ep[2];
+static struct nv_pp_buf user[2];
+static int auto_receive = -1;   /* endpoint that receives as soon as a push reaches it */
+static uint32_t auto_capacity, auto_length, auto_result;
+
+static void host_read(uint32_t pa, void *out, uint32_t n)
+{
+    memcpy(out, &fake_via.host[pa - FAKE_HOST_BASE], n);
+}
+
+static void host_write(uint32_t pa, const void *in, uint32_t n)
+{
+    memcpy(&fake_via.host[pa - FAKE_HOST_BASE], in, n);
+}
+
+/* The physical address of [va, va+n) in region `handle` with `right` (0: local use), as the
+ * engine's ATT lookup; 0 if refused. Test buffers are identity mapped (va == pa). */
+static uint32_t lookup(uint64_t va, uint32_t handle, uint32_t n, uint32_t right)
+{
+    if (handle >= FAKE_REGIONS)
+        return 0;
+    const uint32_t *l1 = &fake_via.att[handle * NV_ATT_L1_STRIDE_WORDS];
+    uint64_t start = field(l1, NV_ATT_L1_START_VA_OFFSET, NV_ATT_L1_START_VA_BYTES);
+    uint64_t length = field(l1, NV_ATT_L1_LENGTH_OFFSET, NV_ATT_L1_LENGTH_BYTES);
+    uint32_t attrs = (uint32_t)field(l1, NV_ATT_L1_ATTRIBUTES_OFFSET, NV_ATT_L1_ATTRIBUTES_BYTES);
+    if (!(attrs & NV_ATT_L1_ATTRIBUTES_VALID_MASK) || (right && !(attrs & right)) || va < start ||
+        va + n > start + length)
+        return 0;
+    return (uint32_t)va;
+}
+
+static void complete(uint32_t desc, uint32_t length, uint32_t status_bits)
+{
+    uint32_t w[8];
+    host_read(desc, w, sizeof w);
+    put(w, NV_DESC_CONTROL_LENGTH_OFFSET, NV_DESC_CONTROL_LENGTH_BYTES, length);
+    put(w, NV_DESC_CONTROL_STATUS_OFFSET, NV_DESC_CONTROL_STATUS_BYTES, NV_DESC_CONTROL_STATUS_DONE_MASK | status_bits);
+    host_write(desc, w, sizeof w);
+}
+
+static void engine(unsigned vi, int send_queue, uint32_t desc)
+{
+    if (!send_queue) {
+        rq[vi].recv[(rq[vi].head + rq[vi].count++) % MAX_POSTED] = desc;
+        return;
+    }
+    unsigned peer = vi == vis[0] ? vis[1] : vis[0];
+    uint32_t w[20];
+    host_read(desc, w, sizeof w);
+    unsigned op = (unsigned)(field(w, NV_DESC_CONTROL_CONTROL_OFFSET, 2) & NV_DESC_CONTROL_CONTROL_OP_MASK) >>
+                  NV_DESC_CONTROL_CONTROL_OP_SHIFT;
+    unsigned nsegs = (unsigned)field(w, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES);
+    unsigned at = NV_DESC_CONTROL_SIZE + (op == NV_CONTROL_OP_SENDRECV ? 0 : NV_DESC_ADDRESS_SIZE);
+    static uint8_t data[16384];
+    uint32_t total = 0;
+    if (op == NV_CONTROL_OP_RDMA_READ) {
+        uint64_t rva = field(w, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, 8);
+        uint32_t rh = (uint32_t)field(w, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, 4);
+        uint32_t n = (uint32_t)field(w, at + NV_DESC_DATA_LENGTH_OFFSET, 4);
+        uint32_t src = lookup(rva, rh, n, NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK);
+        uint32_t dst = lookup(field(w, at + NV_DESC_DATA_VA_OFFSET, 8), (uint32_t)field(w, at + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
+        if (!src || !dst) {
+            refused_segments++;
+            complete(desc, 0, NV_DESC_STATUS_ERROR_MASK & -NV_DESC_STATUS_ERROR_MASK);   /* some error bit */
+            return;
+        }
+        host_read(src, data, n);
+        host_write(dst, data, n);
+        complete(desc, n, 0);
+        return;
+    }
+    for (unsigned i = 0; i < nsegs; i++, at += NV_DESC_DATA_SIZE) {
+        uint32_t n = (uint32_t)field(w, at + NV_DESC_DATA_LENGTH_OFFSET, 4);
+        uint32_t pa = lookup(field(w, at + NV_DESC_DATA_VA_OFFSET, 8), (uint32_t)field(w, at + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
+        if (!pa) {
+            refused_segments++;
+            return;
+        }
+        host_read(pa, data + total, n);
+        total += n;
+    }
+    if (rq[peer].count == 0) {   /* VIA: the connection breaks */
+        sends_without_receive++;
+        return;
+    }
+    uint32_t rdesc = rq[peer].recv[rq[peer].head];
+    rq[peer].head = (rq[peer].head + 1) % MAX_POSTED;
+    rq[peer].count--;
+    uint32_t r[12];
+    host_read(rdesc, r, sizeof r);
+    uint32_t n = (uint32_t)field(r, NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET, 4);
+    uint32_t pa = lookup(field(r, NV_DESC_CONTROL_SIZE + NV_DESC_DATA_VA_OFFSET, 8),
+                         (uint32_t)field(r, NV_DESC_CONTROL_SIZE + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
+    CHECK(pa != 0 && total <= n);
+    host_write(pa, data, total);
+    uint32_t imm_bits = 0;
+    if (field(w, NV_DESC_CONTROL_CONTROL_OFFSET, 2) & NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK) {
+        put(r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET, 4, field(w, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET, 4));
+        host_write(rdesc, r, 32);
+        imm_bits = NV_DESC_CONTROL_STATUS_IMMEDIATE_MASK;
+    }
+    complete(rdesc, total, imm_bits);
+    complete(desc, total, 0);
+    if (auto_receive >= 0 && peer == vis[auto_receive]) {   /* the receiver was waiting */
+        int who = auto_receive;
+        auto_receive = -1;
+        auto_result = nv_pp_recv(&ep[who], user[who], auto_capacity, &auto_length);
+    }
+}
+
+#define AREA(i) (FAKE_HOST_BASE + (i) * NV_PP_AREA_BYTES)
+#define DESC(i) (FAKE_HOST_BASE + 0x8000u + (i) * 0x800u)
+#define USER(i) (FAKE_HOST_BASE + 0x9000u + (i) * 0x2000u)
+#define PAGE_LIST (FAKE_HOST_BASE + 0xf000u)
+
+static uint32_t register_area(uint32_t tag, uint32_t pa, uint32_t length)
+{
+    uint32_t pages = (length + NV_ATT_PAGE_SIZE - 1) / NV_ATT_PAGE_SIZE, handle = 0;
+    for (uint32_t i = 0; i < pages; i++)
+        fake_host_put32(PAGE_LIST + 4 * i, pa + i * NV_ATT_PAGE_SIZE);
+    CHECK(nv_via_register_mem(&via, pa, length, tag, 0, PAGE_LIST, pages, &handle) == NV_VIP_SUCCESS);
+    return handle;
+}
+
+static unsigned valid_regions(void)
+{
+    unsigned n = 0;
+    for (unsigned h = 0; h < FAKE_REGIONS; h++)
+        n += lookup(field(&fake_via.att[h * NV_ATT_L1_STRIDE_WORDS], 0, 8), h, 1, 0) != 0;
+    return n;
+}
+
+static void open_pair(unsigned scheme, uint32_t threshold, uint32_t timeout_us)
+{
+    fake_card_reset(0);
+    fake_via_reset();
+    fake.cycles_per_read = 10;
+    CHECK(nv_via_init(&via, 0, 100000000u) == NV_OK);
+    memset(rq, 0, sizeof rq);
+    sends_without_receive = refused_segments = 0;
+    auto_receive = -1;
+    fake_via.doorbell_hook = engine;
+    uint32_t args[16] = {0};
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS);
+    uint32_t tag = args[NV_MBOX_CREATE_PTAG_RES_PTAG];
+    for (unsigned i = 0; i < 2; i++) {
+        uint32_t a[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE};
+        CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, a) == NV_VIP_SUCCESS);
+        vis[i] = a[NV_MBOX_CREATE_VI_RES_VI];
+        fake_via.vi[vis[i]].state = NV_VI_STATE_CONNECTED;
+        user[i] = (struct nv_pp_buf){USER(i), USER(i)};
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        struct nv_pp_config cfg = {.scheme = scheme, .threshold = threshold, .vi = vis[i],
+                                   .area = {AREA(i), AREA(i)}, .area_handle = register_area(tag, AREA(i), NV_PP_AREA_BYTES),
+                                   .desc = DESC(i), .timeout_us = timeout_us};
+        CHECK(nv_pp_open(&ep[i], &via, &cfg) == NV_VIP_SUCCESS);
+        CHECK(rq[vis[i]].count == NV_PP_SLOTS);
+    }
+}
+
+static void fill(unsigned who, uint32_t n, uint32_t seed)
+{
+    for (uint32_t k = 0; k < n; k++)
+        fake_via.host[user[who].pa - FAKE_HOST_BASE + k] = (uint8_t)(k * 31u + seed);
+}
+
+static int intact(unsigned who, uint32_t n, uint32_t seed)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (fake_via.host[user[who].pa - FAKE_HOST_BASE + k] != (uint8_t)(k * 31u + seed))
+            return 0;
+    return 1;
+}
+
+static void test_every_size_class_under_both_schemes(void)
+{
+    const uint32_t t = 64;
+    const uint32_t sizes[] = {0, 1, NV_PP_REGISTER_BYTES, NV_PP_REGISTER_BYTES + 1, t - 1, t, t + 1, 3 * t + 5, 5000};
+    for (unsigned scheme = 0; scheme < 2; scheme++) {
+        open_pair(scheme, t, 1000);
+        unsigned regions = valid_regions();
+        for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            uint32_t n = sizes[i];
+            struct nv_pp_plan p;
+            nv_pp_plan(scheme, t, n, &p);
+            fill(0, n, i + 10 * scheme);
+            memset(&fake_via.host[user[1].pa - FAKE_HOST_BASE], 0xee, n + 8);
+            struct nv_pp_stats s0 = ep[0].stats, s1 = ep[1].stats;
+            auto_receive = 1;
+            auto_capacity = n + 8;
+            auto_length = 0xffffffffu;
+            CHECK(nv_pp_send(&ep[0], user[0], n) == NV_VIP_SUCCESS);
+            CHECK(auto_receive == -1 && auto_result == NV_VIP_SUCCESS && auto_length == n);
+            CHECK(intact(1, n, i + 10 * scheme));
+            CHECK(fake_via.host[user[1].pa - FAKE_HOST_BASE + n] == 0xee);   /* nothing past the message */
+            CHECK(ep[1].stats.pulls - s1.pulls == (p.pulled ? 1u : 0u));
+            /* What was translated, and what was copied, is what the scheme says. */
+            uint32_t sender_pages = ep[0].stats.translated_pages - s0.translated_pages;
+            if (scheme == NV_PP_SCHEME_ORIGINAL)
+                CHECK((sender_pages > 0) == (n > 0) && ep[0].stats.copied_bytes == s0.copied_bytes);
+            else
+                CHECK((sender_pages > 0) == (p.pulled > 0) &&
+                      ep[0].stats.copied_bytes - s0.copied_bytes == (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
+            CHECK(valid_regions() == regions);   /* every translation was dropped */
+            /* And back (the ping-pong's pong), receiver posted early the other way. */
+            fill(1, n, 99 + i);
+            auto_receive = 0;
+            auto_capacity = n;
+            CHECK(nv_pp_send(&ep[1], user[1], n) == NV_VIP_SUCCESS);
+            CHECK(auto_result == NV_VIP_SUCCESS && auto_length == n && intact(0, n, 99 + i));
+        }
+        CHECK(nv_pp_drain(&ep[0]) == NV_VIP_SUCCESS && nv_pp_drain(&ep[1]) == NV_VIP_SUCCESS);
+        CHECK(sends_without_receive == 0 && refused_segments == 0);
+        CHECK(ep[0].stats.one_ways == 9 && ep[1].stats.one_ways == 9);
+    }
+}
+
+static void test_receiver_not_posted_yet_and_credits(void)
+{
+    const uint32_t t = 64;
+    for (unsigned scheme = 0; scheme < 2; scheme++) {
+        open_pair(scheme, t, 200);
+        /* Short messages wait in the pushed buffer until the receive is posted; the sender never
+         * sends without a slot: after NV_PP_SLOTS it waits for credits (here: times out). */
+        for (unsigned i = 0; i < NV_PP_SLOTS; i++) {
+            fill(0, t, 40 + i);
+            CHECK(nv_pp_send(&ep[0], user[0], t - i) == NV_VIP_SUCCESS);
+        }
+        CHECK(nv_pp_send(&ep[0], user[0], 1) == NV_VIP_TIMEOUT);
+        CHECK(sends_without_receive == 0 && ep[0].credits == 0);
+        fill(0, t, 0);   /* the sender's buffer changes: what was pushed must not */
+        for (unsigned i = 0; i < NV_PP_SLOTS; i++) {
+            uint32_t length = 0;
+            CHECK(nv_pp_recv(&ep[1], user[1], t, &length) == NV_VIP_SUCCESS);
+            CHECK(length == t - i && intact(1, t - i, 40 + i));
+        }
+        /* The receiver owed most of its slots and said so (CREDIT): the sender can go on. */
+        CHECK(ep[1].owed < NV_PP_SLOTS - 1);
+        fill(0, 5, 7);
+        CHECK(nv_pp_send(&ep[0], user[0], 5) == NV_VIP_SUCCESS);
+        uint32_t length = 0;
+        CHECK(nv_pp_recv(&ep[1], user[1], t, &length) == NV_VIP_SUCCESS && length == 5 && intact(1, 5, 7));
+        CHECK(sends_without_receive == 0 && refused_segments == 0);
+    }
+}
+
+static void test_long_message_waits_for_its_pull(void)
+{
+    /* A long message whose receive is not posted: the pushed part waits, the sender keeps its
+     * buffer (no ACK) and gives up at its timeout; the pushed part is still there afterwards. */
+    const uint32_t t = 64;
+    open_pair(NV_PP_SCHEME_ADVANCED, t, 100);
+    fill(0, 300, 3);
+    CHECK(nv_pp_send(&ep[0], user[0], 300) == NV_VIP_TIMEOUT);
+    CHECK(ep[1].stats.pulls == 0 && valid_regions() == 2);   /* the pull region was dropped */
+    CHECK(ep[1].posted_count == NV_PP_SLOTS);   /* not yet looked at */
+}
+
+static void test_refuses_what_does_not_fit(void)
+{
+    const uint32_t t = 64;
+    open_pair(NV_PP_SCHEME_ORIGINAL, t, 200);
+    fill(0, 40, 1);
+    CHECK(nv_pp_send(&ep[0], user[0], 40) == NV_VIP_SUCCESS);
+    uint32_t length = 0;
+    CHECK(nv_pp_recv(&ep[1], user[1], 39, &length) == NV_VIP_INVALID_PARAMETER);
+    CHECK(ep[1].posted_count == NV_PP_SLOTS);   /* its slot is posted again */
+    struct nv_pp_config bad = ep[0].cfg;
+    bad.threshold = NV_PP_MAX_PUSH + 1;
+    struct nv_pp other;
+    CHECK(nv_pp_open(&other, &via, &bad) == NV_VIP_INVALID_PARAMETER);
+    bad = ep[0].cfg;
+    bad.desc += 4;
+    CHECK(nv_pp_open(&other, &via, &bad) == NV_VIP_INVALID_PARAMETER);
+    fake_via.vi[vis[0]].state = NV_VI_STATE_IDLE;
+    CHECK(nv_pp_open(&other, &via, &ep[0].cfg) == NV_VIP_INVALID_PARAMETER);
+    /* The benchmark's push-pull runs need the endpoint opened first on that VI. */
+    struct nv_bench_args a = {.role = 1, .op = NV_PP_BENCH_OP_ADVANCED, .vi = vis[1], .size = 4, .iterations = 1,
+                              .buf_va = AREA(1), .buf_pa = AREA(1), .desc = DESC(1) + 0x100};
+    uint32_t words[16] = {[NV_PP_ARG_THRESHOLD] = t};
+    struct nv_bench_result r;
+    CHECK(nv_pp_bench(&via, &a, words, &r) == NV_VIP_INVALID_STATE);
+    words[NV_PP_ARG_THRESHOLD] = NV_PP_MAX_PUSH + 1;
+    CHECK(nv_pp_bench(&via, &a, words, &r) == NV_VIP_INVALID_PARAMETER);
+}
+
+int main(void)
+{
+    test_plan_at_the_threshold();
+    test_every_size_class_under_both_schemes();
+    test_receiver_not_posted_yet_and_credits();
+    test_long_message_waits_for_its_pull();
+    test_refuses_what_does_not_fit();
+    printf("%d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}
