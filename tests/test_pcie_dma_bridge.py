@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The VIA engine's Wishbone DMA port onto the PCIe requester (``WishboneToDma``), through the real
 endpoint to the Python host of ``numavia.pcie_model``: burst and single reads data-checked with the
 read-ahead cut at its boundaries, bursts given up half way, writes with partial byte enables,
@@ -221,7 +222,6 @@ def test_a_read_that_times_out_answers_err_and_the_next_read_works():
     run(h, body)
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.UnusedElaboratable")
 def test_parameters_are_checked():
     with pytest.raises(ValueError, match="read_ahead_words must be a power of two"):
         WishboneToDma(read_ahead_words=12)
