@@ -21,11 +21,9 @@ MSI once its memory write is on the link.
 
 from dataclasses import dataclass, asdict
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
-
-from amaranth import Signal
 
 from . import regmap, via_frame, wishbone, wishbone_burst
 from .card_control import CardControl
@@ -86,7 +84,10 @@ class CardConfig:
         if not via_frame.MTU_MIN <= self.via_mtu <= self.via_max_mtu:
             raise ValueError(f"via_mtu must be {via_frame.MTU_MIN}..{self.via_max_mtu}")
         if self.pcie:
-            self.pcie_params()   # checks the endpoint parameters
+            try:
+                self.pcie_params()
+            except ValueError as e:      # the endpoint's parameter names are ours with "pcie_"
+                raise ValueError(f"pcie_{e}") from None
 
     def via_params(self):
         return ViaParams(vis=self.via_vis, cqs=self.via_cqs, queue_depth=self.via_queue_depth,

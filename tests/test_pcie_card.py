@@ -103,6 +103,49 @@ def test_bar0_reaches_the_registers_next_to_the_soc_bus():
     run(body)
 
 
+def test_the_soc_bus_and_pcie_share_the_registers_and_the_window_at_the_same_time():
+    """The SoC's CPU hammers the registers and the window while the PCIe host does too: every
+    access of either side gets its own answer (the arbiters hand whole accesses over)."""
+    soc_results = []
+
+    async def body(ctx, h):
+        card = h.card
+        bar0_write(h, reg(regmap.CTRL, "CTRL"), regmap.CTRL.register("CTRL").field("NODE_ID_VALID").mask)
+        await bar0_read(ctx, h, reg(regmap.CTRL, "STATUS"))
+        pcie_words = {0x200 + 4 * i: 0xA000_0000 + i for i in range(8)}
+        soc_words = {0x300 + 4 * i: 0x5000_0000 + i for i in range(8)}
+        for addr, value in pcie_words.items():
+            h.send(memory_write(BAR2 + addr, value.to_bytes(4, "little")))
+        start = len(h.completions)
+        for tag in range(8):
+            h.send(memory_read(BAR0 + reg(regmap.CTRL, "VERSION"), 4, tag=tag))
+            h.send(memory_read(BAR2 + 0x200 + 4 * tag, 4, tag=8 + tag))
+        # Meanwhile, on the SoC bus:
+        for addr, value in soc_words.items():
+            await wb_write(ctx, card.window, addr, value)
+            soc_results.append(await wb_read(ctx, card.regs, reg(regmap.CTRL, "ID")) == regmap.CARD_ID)
+        await h.wait(ctx, lambda: len(h.completions) - start >= 16, what="completions")
+        major, minor, patch = regmap.HW_VERSION
+        answers = {c.tag: int.from_bytes(completion_payload([c]), "little") for _, c in h.completions[start:]}
+        assert sorted(answers) == list(range(16))
+        assert [answers[t] for t in range(8)] == [major << 16 | minor << 8 | patch] * 8
+        assert [answers[8 + t] for t in range(8)] == [pcie_words[0x200 + 4 * t] for t in range(8)]
+        assert all(soc_results) and len(soc_results) == 8
+        for addr, value in {**pcie_words, **soc_words}.items():
+            assert await wb_read(ctx, card.window, addr) == value
+        for tag, (addr, value) in enumerate(soc_words.items()):
+            assert await bar2_read(ctx, h, addr, 4, tag=tag) == value.to_bytes(4, "little")
+    run(body)
+
+
+def test_pcie_parameters_are_checked_with_their_card_names():
+    import pytest
+    with pytest.raises(ValueError, match="^pcie_dma_outstanding must be a power of two"):
+        CardConfig(pcie=True, pcie_dma_outstanding=3)
+    with pytest.raises(ValueError, match="^pcie_data_width must be a multiple of 32 bits"):
+        CardConfig(pcie=True, pcie_data_width=48)
+
+
 def test_bar2_reaches_the_local_side_and_the_soc_window_sees_the_same_memory():
     rng = random.Random(5)
 
