@@ -7,8 +7,10 @@ The VIA engine reads and writes host memory as a Wishbone initiator with increme
 * **Reads.** A classic cycle reads one dword. A cycle with ``cti = INCREMENTING`` reads ahead to
   the next ``read_ahead_words`` boundary (which never crosses a 4 KiB page); the words are handed
   to the initiator as ``ack``s (``err`` for a failed read) while it keeps asking for the next
-  address. Words it no longer wants (it dropped ``cyc`` or moved elsewhere) are discarded; when it
-  wants more, the next read goes out. Host memory has no read side effects, so reading a few words
+  address. While it does, the following pieces of ``read_ahead_words`` are requested too, up to
+  ``reads_in_flight`` at a time and never past the 4 KiB page, so the host's round trip overlaps
+  the hand-out. Words the initiator no longer wants (it dropped ``cyc``, moved elsewhere, or
+  ended the burst) are discarded. Host memory has no read side effects, so reading a few pieces
   too many is harmless.
 * **Writes.** Consecutive words are acknowledged into a buffer of ``write_buffer_words`` until the
   burst ends (the initiator stops, jumps, or the buffer is full); they then become one write
@@ -34,11 +36,14 @@ from .requester import DmaSignature
 
 
 class WishboneToDma(wiring.Component):
-    def __init__(self, *, read_ahead_words=16, write_buffer_words=64):
+    def __init__(self, *, read_ahead_words=16, reads_in_flight=4, write_buffer_words=64):
         for name, v in (("read_ahead_words", read_ahead_words), ("write_buffer_words", write_buffer_words)):
             if v & (v - 1) or not 1 <= v <= 1024:
                 raise ValueError(f"{name} must be a power of two, 1..1024")
+        if not 1 <= reads_in_flight <= 16:
+            raise ValueError("reads_in_flight must be 1..16")
         self.read_ahead_words = read_ahead_words
+        self.reads_in_flight = reads_in_flight
         self.write_buffer_words = write_buffer_words
         super().__init__({
             "bus": In(wishbone_burst.Signature(addr_width=30)),
@@ -62,6 +67,13 @@ class WishboneToDma(wiring.Component):
         reading = bus.cyc & bus.stb & ~bus.we
         writing = bus.cyc & bus.stb & bus.we
         to_boundary = ahead - (bus.adr & (ahead - 1))
+        requested = Signal(30)                # the word after the last one asked of the requester
+        in_flight = Signal(range(self.reads_in_flight + 1))   # read commands not fully handed out
+        issued = Signal()
+        finished = Signal()
+        m.d.sync += in_flight.eq(in_flight + issued - finished)
+        m.d.comb += [finished.eq(dma.read_data.valid & dma.read_data.ready & dma.read_data.payload.last),
+                     issued.eq(dma.read_cmd.valid & dma.read_cmd.ready)]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -74,7 +86,7 @@ class WishboneToDma(wiring.Component):
                 with m.If(reading):
                     m.d.comb += dma.read_cmd.valid.eq(1)
                     with m.If(dma.read_cmd.ready):
-                        m.d.sync += expected.eq(bus.adr)
+                        m.d.sync += [expected.eq(bus.adr), requested.eq(bus.adr + dma.read_cmd.payload.dwords)]
                         m.next = "READ"
                 with m.Elif(writing):
                     m.d.sync += [start.eq(bus.adr), expected.eq(bus.adr), count.eq(0)]
@@ -85,22 +97,30 @@ class WishboneToDma(wiring.Component):
                 wanted = reading & (bus.adr == expected)
                 # The initiator is done with this read: it ended the cycle or asks for another word.
                 abandoned = ~bus.cyc | (bus.stb & ~wanted)
+                # Ask for the next piece while the burst goes on, inside the page (1024 words).
+                more = (wanted & (bus.cti == wishbone_burst.CTI_INCREMENTING)
+                        & (in_flight < self.reads_in_flight) & (requested[:10] != 0))
                 m.d.comb += [
                     bus.dat_r.eq(beat.payload.data),
                     bus.ack.eq(beat.valid & wanted & ~beat.payload.error),
                     bus.err.eq(beat.valid & wanted & beat.payload.error),
                     beat.ready.eq(wanted | abandoned),
+                    dma.read_cmd.valid.eq(more & ~abandoned),
+                    dma.read_cmd.payload.addr.eq(Cat(Const(0, 2), requested)),
+                    dma.read_cmd.payload.dwords.eq(ahead - (requested & (ahead - 1))),
                 ]
+                with m.If(issued):
+                    m.d.sync += requested.eq(requested + dma.read_cmd.payload.dwords)
                 with m.If(beat.valid & wanted):
                     m.d.sync += expected.eq(expected + 1)
-                with m.If(beat.valid & beat.ready & beat.payload.last):
+                with m.If(finished & (in_flight == 1) & ~issued):
                     m.next = "IDLE"
                 with m.Elif(abandoned):
                     m.next = "DRAIN"
 
             with m.State("DRAIN"):
                 m.d.comb += dma.read_data.ready.eq(1)
-                with m.If(dma.read_data.valid & dma.read_data.payload.last):
+                with m.If(finished & (in_flight == 1)):
                     m.next = "IDLE"
 
             with m.State("COLLECT"):
