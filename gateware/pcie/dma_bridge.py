@@ -7,7 +7,8 @@ The VIA engine reads and writes host memory as a Wishbone initiator with increme
 * **Reads.** A classic cycle reads one dword. A cycle with ``cti = INCREMENTING`` reads ahead to
   the next ``read_ahead_words`` boundary (which never crosses a 4 KiB page); the words are handed
   to the initiator as ``ack``s (``err`` for a failed read) while it keeps asking for the next
-  address. While it does, the following pieces of ``read_ahead_words`` are requested too, up to
+  address. Once a burst has gone past its first piece (a short one, a descriptor, does not pay
+  for more), the following pieces of ``read_ahead_words`` are requested ahead, up to
   ``reads_in_flight`` at a time and never past the 4 KiB page, so the host's round trip overlaps
   the hand-out. Words the initiator no longer wants (it dropped ``cyc``, moved elsewhere, or
   ended the burst) are discarded. Host memory has no read side effects, so reading a few pieces
@@ -71,6 +72,7 @@ class WishboneToDma(wiring.Component):
         in_flight = Signal(range(self.reads_in_flight + 1))   # read commands not fully handed out
         issued = Signal()
         finished = Signal()
+        streaming = Signal()                  # the burst has gone past its first piece
         m.d.sync += in_flight.eq(in_flight + issued - finished)
         m.d.comb += [finished.eq(dma.read_data.valid & dma.read_data.ready & dma.read_data.payload.last),
                      issued.eq(dma.read_cmd.valid & dma.read_cmd.ready)]
@@ -83,6 +85,7 @@ class WishboneToDma(wiring.Component):
                     dma.read_cmd.payload.dwords.eq(
                         Mux(bus.cti == wishbone_burst.CTI_INCREMENTING, to_boundary, 1)),
                 ]
+                m.d.sync += streaming.eq(0)
                 with m.If(reading):
                     m.d.comb += dma.read_cmd.valid.eq(1)
                     with m.If(dma.read_cmd.ready):
@@ -98,8 +101,11 @@ class WishboneToDma(wiring.Component):
                 # The initiator is done with this read: it ended the cycle or asks for another word.
                 abandoned = ~bus.cyc | (bus.stb & ~wanted)
                 # Ask for the next piece while the burst goes on, inside the page (1024 words).
-                more = (wanted & (bus.cti == wishbone_burst.CTI_INCREMENTING)
+                going_on = wanted & (bus.cti == wishbone_burst.CTI_INCREMENTING)
+                more = (going_on & (streaming | finished)
                         & (in_flight < self.reads_in_flight) & (requested[:10] != 0))
+                with m.If(going_on & finished):
+                    m.d.sync += streaming.eq(1)
                 m.d.comb += [
                     bus.dat_r.eq(beat.payload.data),
                     bus.ack.eq(beat.valid & wanted & ~beat.payload.error),
