@@ -173,6 +173,8 @@ class Card(wiring.Component):
             _join_wishbone(m, self.regs, regs_arbiter.initiators[0])
             _join_wishbone(m, pcie.csr, regs_arbiter.initiators[1])
             _join_wishbone(m, regs_arbiter.bus, decoder.bus)
+            register_write = Signal()
+            m.d.comb += register_write.eq(decoder.bus.cyc & decoder.bus.stb & decoder.bus.we)
         else:
             wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
 
@@ -193,6 +195,9 @@ class Card(wiring.Component):
                 m.submodules.pcie_dma = dma_bridge = WishboneToDma()
                 wiring.connect(m, via.dma, dma_bridge.bus)
                 wiring.connect(m, dma_bridge.dma, pcie.dma)
+                # A doorbell (any register write) orders the host's earlier memory writes before
+                # the engine's next reads: nothing the bridge read ahead before it may be used.
+                m.d.comb += dma_bridge.flush.eq(register_write)
                 # The MSI waits until the entry's memory write has gone to the requester, so that
                 # it follows the write on the link and the host finds the entry when it looks.
                 cq_pending = Signal()

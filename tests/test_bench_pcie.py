@@ -21,6 +21,9 @@ def test_pcie_figures_and_report(tmp_path):
     for nbytes in (4, 64, 256):
         assert figures[f"card_bar2_read_{nbytes}B_round_trip_cycles"] > figures[f"bar2_read_{nbytes}B_round_trip_cycles"]
     assert 0 < figures["card_doorbell_to_descriptor_read_cycles"] < figures["card_doorbell_to_status_write_cycles"] < 1000
+    # A 1 KiB send reads its data over PCIe (at most a dword a cycle) and pays the host's turnaround.
+    instant = figures["card_via_send_1KiB_doorbell_to_frame_end_cycles_host_0"]
+    assert 1024 // 4 < instant < figures["card_via_send_1KiB_doorbell_to_frame_end_cycles_host_100"]
     for row in pcie.link_equivalents(figures):
         assert row["achieved_mb_s"] == min(row["endpoint_mb_s"], row["link_mb_s"])
     text = pcie.report(figures, tmp_path)

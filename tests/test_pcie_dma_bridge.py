@@ -36,6 +36,7 @@ class BridgeTop(wiring.Component):
             "shared": Out(HostPortSignature()),
             "bus": In(wishbone_burst.Signature(addr_width=30)),
             "idle": Out(1),
+            "flush": In(1),
         })
 
     def elaborate(self, platform):
@@ -48,7 +49,7 @@ class BridgeTop(wiring.Component):
         wiring.connect(m, ep.shared, wiring.flipped(self.shared))
         wiring.connect(m, wiring.flipped(self.bus), bridge.bus)
         wiring.connect(m, bridge.dma, ep.dma)
-        m.d.comb += self.idle.eq(bridge.idle)
+        m.d.comb += [self.idle.eq(bridge.idle), bridge.flush.eq(self.flush)]
         return m
 
 
@@ -169,6 +170,53 @@ def test_a_long_burst_keeps_several_reads_in_flight_and_stays_in_its_page():
         got = await burst_read(ctx, bus, HOST + 0x1FF8, 4)    # across the page: two reads, in order
         assert [d for d, _ in got] == [int.from_bytes(data[0x1FF8 + 4 * i:0x1FFC + 4 * i], "little")
                                        if 0x1FF8 + 4 * i < 0x2000 else 0 for i in range(4)]
+    run(h, body)
+
+
+async def paused_burst_read(ctx, h, addr, words, pause_after, pause_cycles, during_pause=None):
+    """A burst that lets go of the bus after ``pause_after`` words for ``pause_cycles`` and then
+    continues (as the VIA engine's DMA reader does when its FIFO is full)."""
+    first = await burst_read(ctx, h.dut.bus, addr, words, give_up_after=pause_after)
+    for _ in range(pause_cycles):
+        if during_pause:
+            during_pause()
+            during_pause = None
+            ctx.set(h.dut.flush, 1)
+        await ctx.tick()
+        ctx.set(h.dut.flush, 0)
+    rest = await burst_read(ctx, h.dut.bus, addr + 4 * pause_after, words - pause_after)
+    return [d for d, _ in first + rest]
+
+
+def test_a_short_pause_continues_the_burst_and_a_flush_or_a_long_pause_reads_again():
+    h = harness(seed=11, completion_delay=20)
+    data = fill(h, HOST, 0x400, seed=12)
+
+    def words_at(offset, n, memory=data):
+        return [int.from_bytes(memory[offset + 4 * i:offset + 4 * i + 4], "little") for i in range(n)]
+
+    async def body(ctx, h):
+        # A pause of a few cycles: the burst goes on from what was read ahead, no piece read twice.
+        before = len(reads_sent(h))
+        assert await paused_burst_read(ctx, h, HOST + 0x40, 32, 6, 5) == words_at(0x40, 32)
+        addrs = [t.address for t in reads_sent(h)[before:]]
+        assert len(addrs) == len(set(addrs)) and addrs[:2] == [HOST + 0x40, HOST + 0x80]
+        # The host changes memory and rings a doorbell (flush) during the pause: the burst gets
+        # the new words, read again.
+        new = bytes(range(0x40))
+
+        def host_writes():
+            for i, b in enumerate(new):
+                h.host_memory[HOST + 0x118 + i] = b
+        before = len(reads_sent(h))
+        got = await paused_burst_read(ctx, h, HOST + 0x100, 16, 6, 5, during_pause=host_writes)
+        assert got[:6] == words_at(0x100, 6)
+        assert got[6:] == [int.from_bytes(new[4 * i:4 * i + 4], "little") for i in range(10)]
+        assert HOST + 0x118 in [t.address for t in reads_sent(h)[before:]]
+        # A long pause: what was read ahead is dropped and read again.
+        before = len(reads_sent(h))
+        assert await paused_burst_read(ctx, h, HOST + 0x200, 16, 4, 40) == words_at(0x200, 16)
+        assert [t.address for t in reads_sent(h)[before:]][:2] == [HOST + 0x200, HOST + 0x210]
     run(h, body)
 
 

@@ -10,8 +10,12 @@ The VIA engine reads and writes host memory as a Wishbone initiator with increme
   address. Once a burst has gone past its first piece (a short one, a descriptor, does not pay
   for more), the following pieces of ``read_ahead_words`` are requested ahead, up to
   ``reads_in_flight`` at a time and never past the 4 KiB page, so the host's round trip overlaps
-  the hand-out. Words the initiator no longer wants (it dropped ``cyc``, moved elsewhere, or
-  ended the burst) are discarded. Host memory has no read side effects, so reading a few pieces
+  the hand-out. An initiator that pauses (drops ``cyc`` for at most ``resume_cycles``, as the VIA
+  engine's DMA reader does whenever its FIFO is full) and comes back for the next word continues
+  where it was. Words the initiator no longer wants (it moved elsewhere, wrote, or stayed away
+  longer) are discarded, and so is everything read ahead when ``flush`` pulses: the card pulses it
+  on every register write, the point (a doorbell) after which the engine must see what the host
+  wrote to its memory before, so no word read ahead earlier is handed out after it. Host memory has no read side effects, so reading a few pieces
   too many is harmless.
 * **Writes.** Consecutive words are acknowledged into a buffer of ``write_buffer_words`` until the
   burst ends (the initiator stops, jumps, or the buffer is full); they then become one write
@@ -37,7 +41,7 @@ from .requester import DmaSignature
 
 
 class WishboneToDma(wiring.Component):
-    def __init__(self, *, read_ahead_words=16, reads_in_flight=4, write_buffer_words=64):
+    def __init__(self, *, read_ahead_words=16, reads_in_flight=4, write_buffer_words=64, resume_cycles=16):
         for name, v in (("read_ahead_words", read_ahead_words), ("write_buffer_words", write_buffer_words)):
             if v & (v - 1) or not 1 <= v <= 1024:
                 raise ValueError(f"{name} must be a power of two, 1..1024")
@@ -45,11 +49,13 @@ class WishboneToDma(wiring.Component):
             raise ValueError("reads_in_flight must be 1..16")
         self.read_ahead_words = read_ahead_words
         self.reads_in_flight = reads_in_flight
+        self.resume_cycles = resume_cycles
         self.write_buffer_words = write_buffer_words
         super().__init__({
             "bus": In(wishbone_burst.Signature(addr_width=30)),
             "dma": Out(DmaSignature()),
             "idle": Out(1),
+            "flush": In(1),
         })
 
     def elaborate(self, platform):
@@ -73,6 +79,7 @@ class WishboneToDma(wiring.Component):
         issued = Signal()
         finished = Signal()
         streaming = Signal()                  # the burst has gone past its first piece
+        away = Signal(range(self.resume_cycles + 1))   # cycles the initiator has let go of the bus
         m.d.sync += in_flight.eq(in_flight + issued - finished)
         m.d.comb += [finished.eq(dma.read_data.valid & dma.read_data.ready & dma.read_data.payload.last),
                      issued.eq(dma.read_cmd.valid & dma.read_cmd.ready)]
@@ -89,7 +96,8 @@ class WishboneToDma(wiring.Component):
                 with m.If(reading):
                     m.d.comb += dma.read_cmd.valid.eq(1)
                     with m.If(dma.read_cmd.ready):
-                        m.d.sync += [expected.eq(bus.adr), requested.eq(bus.adr + dma.read_cmd.payload.dwords)]
+                        m.d.sync += [expected.eq(bus.adr), requested.eq(bus.adr + dma.read_cmd.payload.dwords),
+                                     away.eq(0)]
                         m.next = "READ"
                 with m.Elif(writing):
                     m.d.sync += [start.eq(bus.adr), expected.eq(bus.adr), count.eq(0)]
@@ -98,8 +106,10 @@ class WishboneToDma(wiring.Component):
             with m.State("READ"):
                 beat = dma.read_data
                 wanted = reading & (bus.adr == expected)
-                # The initiator is done with this read: it ended the cycle or asks for another word.
-                abandoned = ~bus.cyc | (bus.stb & ~wanted)
+                # The initiator is done with this read: it asks for another word, or stays away.
+                abandoned = ((bus.cyc & bus.stb & ~wanted) | (~bus.cyc & (away == self.resume_cycles))
+                             | self.flush)
+                m.d.sync += away.eq(Mux(bus.cyc, 0, away + 1))
                 # Ask for the next piece while the burst goes on, inside the page (1024 words).
                 going_on = wanted & (bus.cti == wishbone_burst.CTI_INCREMENTING)
                 more = (going_on & (streaming | finished)
