@@ -11,11 +11,17 @@ and the card cluster bench instantiates it alone. Ports:
   gives this card;
 * ``dma``, ``eth_tx``/``eth_rx`` (with the VIA engine): bursts into the SoC's host memory, and
   frames to and from the LiteEth MAC.
+
+With ``CardConfig.pcie`` the card is a PCIe endpoint (docs/pcie.md): ``pcie_rx``/``pcie_tx`` carry
+TLPs to and from the PHY; BAR0 reaches the register window (shared with ``regs``, round robin),
+BAR2 takes the second host port (so ``host`` is not a port then), the VIA engine's DMA goes to
+host memory over PCIe (so ``dma`` is not a port either), and a completion-queue entry raises an
+MSI once its memory write is on the link.
 """
 
 from dataclasses import dataclass, asdict
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -24,12 +30,17 @@ from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
 from .local_side import CacheGeometry, LocalSide
 from .microcode import isa
+from .pcie import tlp
+from .pcie.config import EndpointParams
+from .pcie.dma_bridge import WishboneToDma
+from .pcie.endpoint import PcieEndpoint
 from .remote_access_controller import RemoteAccessController
 from .ring_link import RingLink
 from .sci_layouts import SymbolLayout
 from .via_engine import ViaEngine
 from .via_layouts import EthBeat
 from .via_params import ViaParams
+from .wishbone_arbiter import WishboneArbiter
 
 
 @dataclass(frozen=True)
@@ -62,11 +73,21 @@ class CardConfig:
     via_retry_limit: int = 64
     host_mem_base: int = 0x6000_0000
     host_mem_size: int = 0x40_0000
+    # PCIe endpoint (docs/pcie.md). Off: the host is the SoC (its bus reaches regs/window/dma).
+    pcie: bool = False
+    pcie_data_width: int = 64                    # the PHY's TLP stream
+    pcie_dma_outstanding: int = 8
+    pcie_completion_timeout_cycles: int = 50_000
 
     def __post_init__(self):
         self.via_params()   # checks the VIA parameters
         if not via_frame.MTU_MIN <= self.via_mtu <= self.via_max_mtu:
             raise ValueError(f"via_mtu must be {via_frame.MTU_MIN}..{self.via_max_mtu}")
+        if self.pcie:
+            try:
+                self.pcie_params()
+            except ValueError as e:      # the endpoint's parameter names are ours with "pcie_"
+                raise ValueError(f"pcie_{e}") from None
 
     def via_params(self):
         return ViaParams(vis=self.via_vis, cqs=self.via_cqs, queue_depth=self.via_queue_depth,
@@ -74,6 +95,12 @@ class CardConfig:
                          att_regions=self.via_att_regions, att_pages=self.via_att_pages,
                          host_base=self.host_mem_base, host_size=self.host_mem_size,
                          tx_buffer_bytes=self.via_tx_buffer_bytes, rx_buffer_bytes=self.via_rx_buffer_bytes)
+
+    def pcie_params(self):
+        """The endpoint's parameters: BAR0 is the whole register window, BAR2 the host port's."""
+        return EndpointParams(bar0_bytes=regmap.CARD.size, bar2_bytes=self.address_map().window_bytes,
+                              data_width=self.pcie_data_width, dma_outstanding=self.pcie_dma_outstanding,
+                              completion_timeout_cycles=self.pcie_completion_timeout_cycles)
 
     def as_dict(self):
         return asdict(self)
@@ -96,16 +123,27 @@ def card_signature(config):
     return wiring.Signature({
         "regs":          In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
         "window":        In(wishbone.Signature(addr_width=config.window_addr_width)),
-        "host":          In(HostPortSignature()),
+        **({"host":      In(HostPortSignature())} if not config.pcie else {}),
         "rx":            In(SymbolLayout),
         "tx":            Out(SymbolLayout),
         "node_id_strap": In(regmap.NODE_ID_BITS),
         "mode_strap":    In(8),      # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
-        **({"dma":       Out(wishbone_burst.Signature(addr_width=30)),   # into the SoC: host memory
-            "eth_tx":    Out(stream.Signature(EthBeat)),                 # to the LiteEth MAC core
+        **({"dma":       Out(wishbone_burst.Signature(addr_width=30))}   # into the SoC: host memory
+           if config.via and not config.pcie else {}),
+        **({"eth_tx":    Out(stream.Signature(EthBeat)),                 # to the LiteEth MAC core
             "eth_rx":    In(stream.Signature(EthBeat)),
             } if config.via else {}),
+        **({"pcie_rx":   In(tlp.TlpStreamSignature(config.pcie_data_width)),   # TLPs from the PHY
+            "pcie_tx":   Out(tlp.TlpStreamSignature(config.pcie_data_width)),
+            } if config.pcie else {}),
     })
+
+
+def _join_wishbone(m, initiator, target):
+    """Connect Wishbone ports whose signatures differ only in the bursting members (left at 0)."""
+    m.d.comb += [getattr(target, name).eq(getattr(initiator, name))
+                 for name in ("cyc", "stb", "we", "adr", "dat_w", "sel")]
+    m.d.comb += [getattr(initiator, name).eq(getattr(target, name)) for name in ("dat_r", "ack", "err")]
 
 
 def card_blocks(config):
@@ -126,7 +164,19 @@ class Card(wiring.Component):
         m.submodules.decoder = decoder = wishbone.Decoder(
             addr_width=regmap.CARD.addr_width,
             windows=[(b.name, b.base // 4, b.addr_width) for b in card_blocks(cfg)])
-        wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
+        if cfg.pcie:
+            m.submodules.pcie = pcie = PcieEndpoint(cfg.pcie_params())
+            wiring.connect(m, wiring.flipped(self.pcie_rx), pcie.phy_rx)
+            wiring.connect(m, pcie.phy_tx, wiring.flipped(self.pcie_tx))
+            # The SoC's CPU and the PCIe host (BAR0) take turns on the register window.
+            m.submodules.regs_arbiter = regs_arbiter = WishboneArbiter(count=2, addr_width=regmap.CARD.addr_width)
+            _join_wishbone(m, self.regs, regs_arbiter.initiators[0])
+            _join_wishbone(m, pcie.csr, regs_arbiter.initiators[1])
+            _join_wishbone(m, regs_arbiter.bus, decoder.bus)
+            register_write = Signal()
+            m.d.comb += register_write.eq(decoder.bus.cyc & decoder.bus.stb & decoder.bus.we)
+        else:
+            wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
 
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz)
         m.submodules.local = local = LocalSide(address_map=amap, geometry=geometry)
@@ -136,23 +186,39 @@ class Card(wiring.Component):
                                             max_outstanding=cfg.ring_outstanding)
         buses = {"ctrl": ctrl.bus, "lac": local.bus, "rac": rac.bus, "ring": ring.bus}
         if cfg.via:
-            m.submodules.via = via = ViaEngine(cfg.via_params(), mtu=cfg.via_mtu,
-                                               rto_cycles=cfg.via_rto_cycles, retry_limit=cfg.via_retry_limit)
+            m.submodules.via = via = ViaEngine(cfg.via_params(), mtu=cfg.via_mtu, rto_cycles=cfg.via_rto_cycles,
+                                               retry_limit=cfg.via_retry_limit, cq_event=cfg.pcie)
             buses["via"] = via.regs
             m.d.comb += via.node_id.eq(ctrl.node_id)
-            # DMA into host memory (the SoC's), frames to and from the Ethernet MAC.
-            wiring.connect(m, via.dma, wiring.flipped(self.dma))
+            # DMA into host memory (the SoC's, or the PCIe host's), frames to and from the Ethernet MAC.
+            if cfg.pcie:
+                m.submodules.pcie_dma = dma_bridge = WishboneToDma()
+                wiring.connect(m, via.dma, dma_bridge.bus)
+                wiring.connect(m, dma_bridge.dma, pcie.dma)
+                # A doorbell (any register write) orders the host's earlier memory writes before
+                # the engine's next reads: nothing the bridge read ahead before it may be used.
+                m.d.comb += dma_bridge.flush.eq(register_write)
+                # The MSI waits until the entry's memory write has gone to the requester, so that
+                # it follows the write on the link and the host finds the entry when it looks.
+                cq_pending = Signal()
+                with m.If(via.cq_event):
+                    m.d.sync += cq_pending.eq(1)
+                with m.Elif(cq_pending & dma_bridge.idle):
+                    m.d.sync += cq_pending.eq(0)
+                    m.d.comb += pcie.msi_event.eq(1)
+            else:
+                wiring.connect(m, via.dma, wiring.flipped(self.dma))
             wiring.connect(m, via.eth_tx, wiring.flipped(self.eth_tx))
             wiring.connect(m, wiring.flipped(self.eth_rx), via.eth_rx)
         for block in card_blocks(cfg):
             wiring.connect(m, getattr(decoder, block.name), buses[block.name])
 
-        # Host accesses: the SoC bus window and the second host port, one at a time.
+        # Host accesses: the SoC bus window and the second host port (or PCIe BAR2), one at a time.
         m.submodules.window_port = window_port = WishboneHostPort(addr_width=cfg.window_addr_width)
         m.submodules.host_arbiter = arbiter = HostPortArbiter(2)
         wiring.connect(m, wiring.flipped(self.window), window_port.bus)
         wiring.connect(m, window_port.host, arbiter.host0)
-        wiring.connect(m, wiring.flipped(self.host), arbiter.host1)
+        wiring.connect(m, pcie.shared if cfg.pcie else wiring.flipped(self.host), arbiter.host1)
         wiring.connect(m, arbiter.out, local.host)
 
         # Local side <-> remote access controller <-> ring link.

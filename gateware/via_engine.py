@@ -4,7 +4,9 @@ It joins the register block (``regmap.VIA``: doorbells, VI state, completion que
 mailbox, management frames, counters), the transmit and receive engines, the address translator,
 the completion unit, the two store-and-forward frame buffers and the DMA arbiter. Its ports go to
 the card top: the register window, one Wishbone DMA initiator into the SoC (host memory), and the
-32-bit frame streams of the LiteEth MAC core.
+32-bit frame streams of the LiteEth MAC core. With ``cq_event`` it also has an output of that name
+that pulses when a completion-queue entry has been written (the card's PCIe MSI; without PCIe the
+firmware polls the queues, and the port is not there at all).
 """
 
 from amaranth import Module, Signal, Mux, Cat
@@ -34,8 +36,10 @@ def _field(value, reg, name):
 
 
 class ViaEngine(wiring.Component):
-    def __init__(self, params=ViaParams(), *, mtu=via_frame.MTU_DEFAULT, rto_cycles=None, retry_limit=None):
+    def __init__(self, params=ViaParams(), *, mtu=via_frame.MTU_DEFAULT, rto_cycles=None, retry_limit=None,
+                 cq_event=False):
         self.p = params
+        self.has_cq_event = cq_event
         self.resets = {"MTU": mtu}
         if rto_cycles is not None:
             self.resets["RTO_CYCLES"] = rto_cycles
@@ -47,6 +51,7 @@ class ViaEngine(wiring.Component):
             "eth_tx": Out(stream.Signature(EthBeat)),
             "eth_rx": In(stream.Signature(EthBeat)),
             "node_id": In(regmap.NODE_ID_BITS),
+            **({"cq_event": Out(1)} if cq_event else {}),
         })
 
     def elaborate(self, platform):
@@ -220,6 +225,15 @@ class ViaEngine(wiring.Component):
                 regs.tail.value.eq(completion.cq_tail[i]),
                 regs.status.value.eq(completion.cq_overflow[i]),
             ]
+
+        if self.has_cq_event:
+            # An entry is written when its queue's tail moves on by one (a reset moves it to 0).
+            written = []
+            for i in range(cqs):
+                previous = Signal(32, name=f"cq{i}_previous_tail")
+                m.d.sync += previous.eq(completion.cq_tail[i])
+                written.append(completion.cq_tail[i] == (previous + 1)[:32])
+            m.d.comb += self.cq_event.eq(Cat(*written).any())
 
         # --- counters -----------------------------------------------------------------------------
         events = {name: [] for name, _ in regmap.VIA_COUNTERS}

@@ -53,6 +53,8 @@ class EndpointParams:
             v = getattr(self, name)
             if v & (v - 1) or not 4096 <= v <= 1 << 31:
                 raise ValueError(f"{name} must be a power of two between 4 KiB and 2 GiB")
+        if self.data_width % 32 or self.data_width < 64:
+            raise ValueError(f"data_width must be a multiple of 32 bits, at least 64, not {self.data_width}")
         _size_code(self.max_payload_bytes, "max_payload_bytes")
         _size_code(self.max_read_request_bytes, "max_read_request_bytes")
         if not 1 <= self.dma_outstanding <= 16 or self.dma_outstanding & (self.dma_outstanding - 1):

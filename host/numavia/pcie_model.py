@@ -6,7 +6,9 @@
   beats. The cocotb shim (tests/test_pcie_endpoint.py) and the Amaranth harness below share these.
 * :class:`EndpointHarness`: the endpoint in Amaranth's simulator with a small host in Python (a
   root complex stand-in with host memory that answers the card's reads, optionally split and out
-  of order), a register file behind BAR0 and memory behind the shared-window host port.
+  of order), a register file behind BAR0 and memory behind the shared-window host port. With
+  ``card_side=False`` it plays only the host, for a design that has its own BAR targets (the
+  whole card, tests/test_pcie_card.py).
 """
 
 import random
@@ -94,12 +96,18 @@ class EndpointHarness:
     ``completion_bytes`` (RCB-aligned) after ``completion_delay`` cycles, the reads served in
     ``order`` ("fifo" or "reverse" per batch of outstanding reads), ``drop_tags`` never answered.
     ``tx_ready`` is the probability that the host takes a PHY beat in a cycle (back-pressure).
+    ``phy_rx``/``phy_tx``/``data_width``: the DUT's TLP streams and their width when the DUT is not
+    a bare ``PcieEndpoint``; ``card_side=False``: do not model what is behind BAR0/BAR2.
     """
 
     def __init__(self, dut, *, seed=1, tx_ready=1.0, rx_valid=1.0, completion_bytes=64,
-                 completion_delay=4, order="fifo", drop_tags=(), registers=None, shared_bytes=1 << 16):
+                 completion_delay=4, order="fifo", drop_tags=(), registers=None, shared_bytes=1 << 16,
+                 phy_rx=None, phy_tx=None, data_width=None, card_side=True):
         self.dut = dut
-        self.lanes = dut.params.data_width // 32
+        self.phy_rx = dut.phy_rx if phy_rx is None else phy_rx
+        self.phy_tx = dut.phy_tx if phy_tx is None else phy_tx
+        self.lanes = (data_width or dut.params.data_width) // 32
+        self.card_side = card_side
         self.random = random.Random(seed)
         self.tx_ready, self.rx_valid = tx_ready, rx_valid
         self.completion_bytes, self.completion_delay = completion_bytes, completion_delay
@@ -134,7 +142,7 @@ class EndpointHarness:
             for i, (data, keep, last) in enumerate(dwords_to_beats(tlp_to_dwords(item[1]), self.lanes)):
                 while self.random.random() >= self.rx_valid:
                     await ctx.tick()
-                await send(ctx, self.dut.phy_rx, {"data": data, "keep": keep, "last": last})
+                await send(ctx, self.phy_rx, {"data": data, "keep": keep, "last": last})
                 if i == 0:
                     self.sent.append((self.cycle, item[1]))
 
@@ -142,8 +150,8 @@ class EndpointHarness:
         dwords = []
         while True:
             ready = self.random.random() < self.tx_ready
-            ctx.set(self.dut.phy_tx.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(self.dut.phy_tx.valid, self.dut.phy_tx.payload)
+            ctx.set(self.phy_tx.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(self.phy_tx.valid, self.phy_tx.payload)
             if not (valid and ready):
                 continue
             dwords += beat_dwords(payload.data, payload.keep, self.lanes)
@@ -247,13 +255,15 @@ class EndpointHarness:
             await ctx.tick()
             self.cycle += 1
 
-    def run(self, testbench):
-        """Run ``testbench(ctx, harness)`` with all models in the background."""
+    def run(self, testbench, processes=()):
+        """Run ``testbench(ctx, harness)`` with all models (and ``processes``) in the background."""
         from amaranth.sim import Simulator
         sim = Simulator(self.dut)
         sim.add_clock(1e-8)
-        for process in (self._clock, self._phy_sender, self._phy_receiver, self._memory_responder,
-                        self._registers, self._shared_memory):
+        models = [self._clock, self._phy_sender, self._phy_receiver, self._memory_responder]
+        if self.card_side:
+            models += [self._registers, self._shared_memory]
+        for process in models + list(processes):
             sim.add_testbench(process, background=True)
 
         async def main(ctx):

@@ -4,6 +4,11 @@ DMA read latency and DMA throughput in cycles, turned into x1 Gen1/Gen2 equivale
 The host side is the Python model of ``numavia.pcie_model`` answering at once (no link, no root
 complex), and the BARs' targets answer at once too, so every cycle counted is the endpoint's own.
 A cycle is one beat of the 64-bit TLP stream; the endpoint's datapath moves one dword a cycle.
+
+The ``card_*`` figures come from the whole card with its endpoint (``CardConfig(pcie=True)``), so
+BAR0 goes through the register arbiter and decoder to the real registers, BAR2 through the host
+port arbiter to the local access controller and its memory, and a VIA doorbell through the engine
+to its DMA over PCIe; the host still answers at once.
 """
 
 from cocotbext.pcie.core.tlp import TlpType
@@ -14,6 +19,7 @@ from numavia.pcie_model import EndpointHarness, memory_read, memory_write
 
 BAR0, BAR2 = 0xF000_0000, 0xE000_0000
 HOST = 0x1_0000_0000
+CARD_HOST = 0x6000_0000                # the VIA engine's host memory: its DMA addresses are 32-bit
 PAPER_LOCAL_SHARED_READ_US = 0.9       # the paper's local shared read over PCI
 
 # Payload bandwidth of one lane after 8b/10b (bytes/s), and the per-TLP link overhead in bytes:
@@ -80,6 +86,103 @@ def measure():
     h.run(bench)
     figures["dma_read_tlp_payload_bytes"] = 64          # completions split at the host's 64-byte RCB
     figures["dma_write_tlp_payload_bytes"] = 256        # max payload size 256
+    figures.update(measure_card())
+    return figures
+
+
+CARD_BENCH_CONFIG = dict(slice_bytes=4096, max_nodes=4, private_bytes=4096, cache_sets=4, cache_ways=2,
+                         via_vis=4, via_cqs=2, via_queue_depth=4, via_max_segments=4, via_window=8,
+                         via_max_mtu=1500, via_mtu=1500, via_att_regions=8, via_att_pages=64,
+                         via_tx_buffer_bytes=4096, via_rx_buffer_bytes=8192, host_mem_base=CARD_HOST,
+                         host_mem_size=0x1_0000, pcie=True, pcie_completion_timeout_cycles=100_000)
+
+
+def measure_card():
+    """Round trips through the whole card, and a VIA doorbell's way to its DMA on the link."""
+    from numavia.gateware import regmap, via_att, via_descriptor
+    from numavia.gateware.card import Card, CardConfig
+    from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+    config = CardConfig(**CARD_BENCH_CONFIG)
+    card = Card(config)
+    h = EndpointHarness(card, phy_rx=card.pcie_rx, phy_tx=card.pcie_tx, data_width=config.pcie_data_width,
+                        card_side=False, completion_delay=0)
+    ctrl, via, vi = regmap.CTRL, regmap.VIA, regmap.VIA.array("VI")
+    figures = {}
+
+    def write_register(offset, value):
+        h.send(memory_write(BAR0 + offset, value.to_bytes(4, "little")))
+
+    async def bench(ctx, h):
+        await h.enumerate(ctx, bar0=BAR0, bar2=BAR2, mps_code=1, mrrs_code=2)
+        write_register(ctrl.base + ctrl.register("CTRL").offset, ctrl.register("CTRL").field("NODE_ID_VALID").mask)
+        request = memory_read(BAR0 + ctrl.base + ctrl.register("ID").offset, 4, tag=1)
+        await h.request(ctx, request)
+        figures["card_bar0_read_4B_round_trip_cycles"] = _round_trip(h, request)
+        h.send(memory_write(BAR2 + 0x100, bytes(range(256))))      # this node's slice: a home access
+        for tag, nbytes in ((2, 4), (3, 64), (4, 256)):
+            request = memory_read(BAR2 + 0x100, nbytes, tag=tag)
+            await h.request(ctx, request)
+            figures[f"card_bar2_read_{nbytes}B_round_trip_cycles"] = _round_trip(h, request)
+
+        # A send whose buffer is not registered: the engine fetches the descriptor, finds the
+        # protection error and writes the status back, all by DMA over PCIe.
+        desc = CARD_HOST + 0x100
+        for i, b in enumerate(encode_descriptor(CONTROL_OP.SENDRECV, [(0x1000, 1, 4)])):
+            h.host_memory[desc + i] = b
+        write_register(via.base + via.register("CTRL").offset, via.register("CTRL").field("ENABLE").mask)
+        write_register(via.base + vi.offset_of(1, "PEER"), 1 << vi.register("PEER").field("NODE").lsb)
+        write_register(via.base + vi.offset_of(1, "CMD"), vi.register("CMD").field("CONNECT").mask)
+        await h.wait(ctx, lambda: not h.to_card, what="set-up written")
+        await ctx.tick().repeat(20)
+        doorbell = memory_write(BAR0 + via.base + vi.offset_of(1, "SQ_DOORBELL"), desc.to_bytes(4, "little"))
+        h.send(doorbell)
+        status_at = desc + via_descriptor.CONTROL_SEGMENT.field("STATUS").offset
+
+        def status_written():
+            return [c for c, t in h.from_card if t.fmt_type in (TlpType.MEM_WRITE, TlpType.MEM_WRITE_64)
+                    and t.address <= status_at < t.address + 4 * t.length]
+        await h.wait(ctx, status_written, what="the descriptor's status written back")
+        (rung,) = [c for c, t in h.sent if t is doorbell]
+        fetch = min(c for c, t in h.from_card if c > rung and t.fmt_type in (TlpType.MEM_READ, TlpType.MEM_READ_64))
+        figures["card_doorbell_to_descriptor_read_cycles"] = fetch - rung
+        figures["card_doorbell_to_status_write_cycles"] = status_written()[0] - rung
+
+        # A 1 KiB send from a registered buffer: descriptor and data fetched over PCIe, the frame
+        # out on the Ethernet side; with the host answering at once and after 100 cycles (0.8 us
+        # at 125 MHz, a root complex's round trip).
+        va, handle, page = 0x10_0000_0000, 1, CARD_HOST + 0x4000
+        count, first = via_att.region_pages(va, 0x1000)
+        write_register(via.base + via.register("ATT_ADDR").offset, via_att.l2_word_base(config.via_att_regions) + 8)
+        write_register(via.base + via.register("ATT_WDATA").offset, page)
+        entry = via_att.L1_ENTRY.encode(
+            START_VA=va, LENGTH=0x1000, L2_INDEX=8, PAGE_COUNT=count, FIRST_PAGE_SIZE=first, PTAG=0,
+            ATTRIBUTES=via_att.L1_ENTRY.encode_bits("ATTRIBUTES", VALID=1))
+        write_register(via.base + via.register("ATT_ADDR").offset, handle * via_att.L1_STRIDE_WORDS)
+        for i in range(0, len(entry), 4):
+            write_register(via.base + via.register("ATT_WDATA").offset, int.from_bytes(entry[i:i + 4], "little"))
+        for n, delay in enumerate((0, 100)):
+            h.completion_delay = delay
+            desc = CARD_HOST + 0x200 + 0x40 * n
+            for i, b in enumerate(encode_descriptor(CONTROL_OP.SENDRECV, [(va, handle, 1024)])):
+                h.host_memory[desc + i] = b
+            await h.wait(ctx, lambda: not h.to_card, what="set-up written")
+            frames = len(frame_ends)
+            doorbell = memory_write(BAR0 + via.base + vi.offset_of(1, "SQ_DOORBELL"), desc.to_bytes(4, "little"))
+            h.send(doorbell)
+            await h.wait(ctx, lambda: len(frame_ends) > frames, what="the 1 KiB frame")
+            (rung,) = [c for c, t in h.sent if t is doorbell]
+            figures[f"card_via_send_1KiB_doorbell_to_frame_end_cycles_host_{delay}"] = frame_ends[-1] - rung
+
+    frame_ends = []
+
+    async def ethernet(ctx):
+        while True:
+            ctx.set(card.eth_tx.ready, 1)
+            _, _, valid, last = await ctx.tick().sample(card.eth_tx.valid, card.eth_tx.payload.last)
+            if valid and last:
+                frame_ends.append(h.cycle)
+
+    h.run(bench, processes=[ethernet])
     return figures
 
 
@@ -101,23 +204,19 @@ def link_equivalents(figures):
 
 def report(figures, out):
     from numavia import results
-    from numavia.bench import local_side
-    from numavia.gateware.card import CardConfig
     links = link_equivalents(figures)
     clock = USER_CLOCK_HZ["x1 Gen2"]
     bar2 = figures["bar2_read_4B_round_trip_cycles"]
-    # The card's part of a local shared read: the endpoint's round trip plus a hit in the local
-    # side behind the host port (its own benchmark, at the card's clock).
-    hit_cycles = local_side.measure()["own_read_hit_cycles"]
-    card_ns = bar2 / clock * 1e9 + hit_cycles / CardConfig().clk_freq_hz * 1e9
-    figures["local_side_read_hit_cycles"] = hit_cycles
+    # The card's part of a local shared read: BAR2 through the whole card (endpoint, host port
+    # arbiter, local access controller, its memory), the card clocked by the x1 Gen2 user clock.
+    card_ns = figures["card_bar2_read_4B_round_trip_cycles"] / clock * 1e9
     rows = [[name.replace("_", " "), value] for name, value in figures.items()]
     rows += [[f"DMA {r['direction']} {r['link']} (MB/s: endpoint {r['endpoint_mb_s']}, link {r['link_mb_s']})",
               r["achieved_mb_s"]] for r in links]
     rows.append([f"BAR2 4-byte read round trip at {clock / 1e6:.0f} MHz (ns), endpoint only",
                  round(bar2 / clock * 1e9, 1)])
-    rows.append([f"card's part of a local shared read: endpoint + local-side hit ({hit_cycles} cycles at "
-                 f"{CardConfig().clk_freq_hz / 1e6:.0f} MHz) (ns)", round(card_ns, 1)])
+    rows.append([f"card's part of a local shared read: BAR2 4-byte read through the whole card at "
+                 f"{clock / 1e6:.0f} MHz (ns)", round(card_ns, 1)])
     rows.append(["paper: local shared read over PCI, host CPU to card and back (ns)",
                  PAPER_LOCAL_SHARED_READ_US * 1000])
     text = results.write(
@@ -128,8 +227,12 @@ def report(figures, out):
                "and answering at once, so the cycles are the endpoint's own (from the request's first beat "
                "on the TLP stream to the completion's last).",
                "Not included: PHY, data link layer, the root complex and the host CPU; the paper's 0.9 us is "
-               "the whole path from the host CPU. The card's part adds the local side's read hit from its own "
-               "simulation (as `numavia bench local-side` measures it) to the endpoint's round trip.",
+               "the whole path from the host CPU. The card_* figures are the whole card with its endpoint "
+               "(CardConfig(pcie=True)): BAR0 through the register arbiter to the registers, BAR2 through "
+               "the local access controller to its memory (a home access of this node's slice), and a VIA "
+               "doorbell to the engine's descriptor fetch and status write-back by DMA over PCIe; a 1 KiB VIA "
+               "send from doorbell to its frame's last beat, the host answering reads at once or after 100 "
+               "cycles.",
                "Link MB/s: 8b/10b payload rate x payload / (payload + header + 8 bytes framing, sequence, LCRC). "
                "Endpoint MB/s: its bytes/cycle at the clock where 4 bytes a cycle equal the lane's rate "
                "(62.5 MHz for Gen1, 125 MHz for Gen2); reads are in 64-byte completions (the host's RCB).",
