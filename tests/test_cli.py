@@ -50,3 +50,18 @@ def test_a_file_as_output_folder_is_one_line_error(tmp_path, command):
                             capture_output=True, text=True)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1 and "is a file" in lines[0], result.stderr
+
+
+def test_output_folder_is_created_before_any_work(tmp_path):
+    from numavia.cli import _results_folder
+    deep = tmp_path / "new" / "deeper"
+    assert _results_folder(str(deep)) == deep and deep.is_dir()
+
+
+@pytest.mark.parametrize("command", [["bench", "coherence"], ["bench", "via"], ["bench", "pushpull"]])
+def test_an_output_folder_that_cannot_be_created_is_one_line_error(tmp_path, command):
+    (tmp_path / "taken").write_text("")
+    result = subprocess.run([sys.executable, "-m", "numavia.cli", *command, "--out", str(tmp_path / "taken" / "sub")],
+                            capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "cannot create the output folder" in lines[0], result.stderr

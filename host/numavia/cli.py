@@ -335,10 +335,15 @@ def _add_zephyr_overlay(sub):
 # --- numavia bench -----------------------------------------------------------------------------
 
 def _results_folder(text):
-    """The folder a command writes into; a file in its place is a one-line error, not a traceback."""
+    """The folder a command writes into, created before any work (results must never be lost to a
+    missing folder after a long run); a file in its place is a one-line error, not a traceback."""
     out = Path(text)
     if out.exists() and not out.is_dir():
         raise NumaviaError(f"the output folder {out} is a file")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NumaviaError(f"cannot create the output folder {out}: {e.strerror}") from None
     return out
 
 
