@@ -9,6 +9,7 @@ tests/fuzz/corpus/<target>/ (or firmware/tests/fuzz_corpus/) as a regression tes
 """
 
 import argparse
+import hashlib
 import subprocess
 import sys
 import time
@@ -35,7 +36,7 @@ def command(name, seconds, corpus, artifacts, binary=None):
     if name == "firmware":
         return [str(binary)] + options + [str(REPO / "firmware/tests/fuzz_corpus")]
     for data in targets.seeds(name):
-        (corpus / f"seed-{abs(hash(data)):x}").write_bytes(data)
+        (corpus / f"seed-{hashlib.sha1(data).hexdigest()}").write_bytes(data)
     return [sys.executable, str(HERE / "run_atheris.py"), name] + options + [str(HERE / "corpus" / name)]
 
 
