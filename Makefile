@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 NUMAVIA := $(VENV)/bin/numavia
 JOBS    ?= 2
 
-.PHONY: help setup test test-fast sim demo firmware firmware-zephyr clean
+.PHONY: help setup test test-fast sim demo firmware firmware-zephyr fuzz soak clean
 
 help:
 	@echo "make setup            install Debian packages and the pinned Python environment"
@@ -14,6 +14,8 @@ help:
 	@echo "make sim              build and boot the simulated ring (NODES=2)"
 	@echo "make firmware         build the bare-metal firmware for the simulated SoC"
 	@echo "make firmware-zephyr  build the Zephyr application (needs ZEPHYR_BASE or a west workspace)"
+	@echo "make fuzz             every fuzz target for FUZZ_SECONDS each (default 60; corpus in build/fuzz)"
+	@echo "make soak             full-size reliability soaks (10^6 coherence ops, 10^5 VIA messages; hours)"
 	@echo "make clean            remove build/ (all cached Verilog, Verilator models, firmware)"
 
 setup:
@@ -35,6 +37,13 @@ demo: setup
 
 firmware: setup
 	$(NUMAVIA) firmware
+
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	$(PY) tests/fuzz/fuzz_all.py --seconds $(FUZZ_SECONDS)
+
+soak: setup
+	$(PY) tests/soak.py --out results/soak
 
 firmware-zephyr:
 	@bash firmware/zephyr/build.sh

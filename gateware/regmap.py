@@ -512,3 +512,17 @@ VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VIs, doorbells, co
 ))
 
 CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC, RING, VIA))
+
+#: The counters that count faults: corrupted, lost, duplicated or refused traffic, recovered by
+#: the hardware or refused by it (``numavia status`` shows them and logs every increase). The
+#: rest count ordinary events. ``ring.ERRORS`` (sticky invariant bits) is read beside them.
+ERROR_COUNTERS = (
+    ("lac", "ERRORS"),
+    ("rac", "PROTOCOL_ERRORS"), ("rac", "RETRY_LIMITS"), ("rac", "DROPPED_RESPONSES"),
+    ("rac", "FAILED_SENDS"), ("rac", "NOT_READY_REPLIES"),
+    ("ring", "CRC_ERRORS"), ("ring", "DUPLICATES"), ("ring", "TIMEOUTS"), ("ring", "SEND_FAILURES"),
+    ("ring", "UNDELIVERABLE"), ("ring", "ECHO_OVERFLOWS"), ("ring", "SCRUBBED"),
+    *(("via", name) for name, _ in VIA_COUNTERS if name not in ("TX_FRAMES", "RX_FRAMES", "RX_NOT_FOR_US")),
+)
+for _block, _register in ERROR_COUNTERS:
+    CARD.block(_block).register(_register)   # every name exists (KeyError at import otherwise)

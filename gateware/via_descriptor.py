@@ -111,3 +111,48 @@ def encode_descriptor(op, segments, *, immediate=None, remote_va=0, remote_handl
     for va, handle, length in segments:
         data += DATA_SEGMENT.encode(VA=va, HANDLE=handle, LENGTH=length)
     return data
+
+
+class DescriptorError(ValueError):
+    """Bytes that are not a descriptor the card would execute."""
+
+
+def decode_descriptor(data, max_segments=None):
+    """The fields of the descriptor at the start of ``data``, or :class:`DescriptorError`.
+
+    Returns a dict with ``op``, ``immediate`` (None or the value), ``segments`` (a list of
+    ``(va, handle, length)``), ``remote_va``, ``remote_handle``, ``next_va``, ``next_handle``,
+    ``length`` and ``status`` (the card's fields), so that ``encode_descriptor`` of the host's
+    fields gives the same bytes back.
+    """
+    data = bytes(data)
+    if len(data) < CONTROL_SEGMENT.size:
+        raise DescriptorError(f"{len(data)} bytes is shorter than a control segment ({CONTROL_SEGMENT.size})")
+    ctrl = CONTROL_SEGMENT.decode(data)
+    bits = CONTROL_SEGMENT.decode_bits("CONTROL", ctrl["CONTROL"])
+    if CONTROL_OP.name_of(bits["OP"]) is None:
+        raise DescriptorError(f"unknown operation {bits['OP']}")
+    unknown = ctrl["CONTROL"] & ~sum(b.mask for b in CONTROL_SEGMENT.field("CONTROL").bits)
+    if unknown:
+        raise DescriptorError(f"CONTROL bits {unknown:#x} are not defined")
+    count = ctrl["SEG_COUNT"]
+    if max_segments is not None and count > max_segments:
+        raise DescriptorError(f"{count} data segments; the card takes at most {max_segments}")
+    rdma = bits["OP"] in (CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ)
+    size = descriptor_size(count, rdma)
+    if len(data) < size:
+        raise DescriptorError(f"{count} data segments need {size} bytes, only {len(data)} given")
+    result = {"op": bits["OP"], "immediate": ctrl["IMMEDIATE_DATA"] if bits["IMMEDIATE"] else None,
+              "remote_va": 0, "remote_handle": 0, "next_va": ctrl["NEXT_VA"],
+              "next_handle": ctrl["NEXT_HANDLE"], "length": ctrl["LENGTH"], "status": ctrl["STATUS"],
+              "segments": []}
+    offset = CONTROL_SEGMENT.size
+    if rdma:
+        address = ADDRESS_SEGMENT.decode(data[offset:])
+        result.update(remote_va=address["REMOTE_VA"], remote_handle=address["REMOTE_HANDLE"])
+        offset += ADDRESS_SEGMENT.size
+    for _ in range(count):
+        seg = DATA_SEGMENT.decode(data[offset:])
+        result["segments"].append((seg["VA"], seg["HANDLE"], seg["LENGTH"]))
+        offset += DATA_SEGMENT.size
+    return result

@@ -103,3 +103,41 @@ def wire_limit_bytes_per_s(mtu, header=True, line_rate=125e6):
     frame_on_wire = 8 + ETH_HEADER_SIZE + mtu + 4 + 12   # preamble/SFD, header, payload, FCS, gap
     payload = payload_per_frame(mtu) if header else mtu
     return line_rate * payload / frame_on_wire
+
+
+class FrameError(ValueError):
+    """Bytes that the card's receiver would drop as not a well-formed VIA frame."""
+
+
+#: Operations whose payload is a piece of a message at OFFSET (so it must fit MSG_LENGTH).
+DATA_OPS = (OP.SEND, OP.RDMA_WRITE, OP.READ_RESPONSE)
+
+
+def decode_frame(frame, max_payload=payload_per_frame(MTU_JUMBO)):
+    """``(header fields, payload)`` of a received frame (FCS already removed), or :class:`FrameError`.
+
+    Makes the receiver's acceptance checks (``via_rx``: length, EtherType, operation, lengths)
+    on the host, for tools and tests that read frames; the destination MAC is not checked
+    (the caller knows whose frame it is).
+    """
+    frame = bytes(frame)
+    if len(frame) < HEADER.size:
+        raise FrameError(f"{len(frame)} bytes is shorter than the {HEADER.size}-byte VIA header")
+    h = HEADER.decode(frame)
+    if h["ETHERTYPE"] != ETHERTYPE_FIELD:
+        ethertype = int.from_bytes(frame[12:14], "big")
+        raise FrameError(f"EtherType {ethertype:#06x} is not VIA's {ETHERTYPE:#06x}")
+    if OP.name_of(h["OP"]) is None:
+        raise FrameError(f"unknown operation {h['OP']}")
+    body = len(frame) - HEADER.size
+    length = h["PAYLOAD_LENGTH"]
+    if length > body:
+        raise FrameError(f"PAYLOAD_LENGTH {length} but only {body} bytes follow the header")
+    if length > max_payload:
+        raise FrameError(f"PAYLOAD_LENGTH {length} exceeds the largest payload {max_payload}")
+    if h["OP"] == OP.MGMT and length > MGMT_PAYLOAD_MAX:
+        raise FrameError(f"a management frame carries at most {MGMT_PAYLOAD_MAX} bytes, not {length}")
+    if h["OP"] in DATA_OPS and h["OFFSET"] + length > h["MSG_LENGTH"]:
+        raise FrameError(f"bytes {h['OFFSET']}..{h['OFFSET'] + length} lie outside the "
+                         f"{h['MSG_LENGTH']}-byte message")
+    return h, frame[HEADER.size:HEADER.size + length]

@@ -37,6 +37,10 @@ class RingBench(Elaboratable):
         self.flip = [Signal(SymbolLayout.size, name=f"flip_into_{i}") for i in range(nodes)]
         self.enable = [Signal(init=1, name=f"enable_{i}") for i in range(nodes)]
         self.cycle = Signal(32)
+        #: The delay line into node i, oldest last: ``lines[i][-1]`` enters node i this cycle (before
+        #: ``flip``), ``lines[i][-2]`` next cycle, and so on (for fault injectors that look ahead).
+        self.lines = [[Signal(SymbolLayout.size, name=f"line{(i - 1) % nodes}_{k}") for k in range(delay)]
+                      for i in range(nodes)]
 
     def elaborate(self, platform):
         m = Module()
@@ -45,12 +49,11 @@ class RingBench(Elaboratable):
         for i, link in enumerate(self.links):
             m.submodules[f"node{i}"] = link
             m.d.comb += [link.node_id.eq(self.node_ids[i]), link.enable.eq(self.enable[i])]
+            nxt = (i + 1) % n
             line = [link.tx.as_value()]
-            for k in range(self.delay):
-                stage = Signal(SymbolLayout.size, name=f"line{i}_{k}")
+            for stage in self.lines[nxt]:
                 m.d.sync += stage.eq(line[-1])
                 line.append(stage)
-            nxt = (i + 1) % n
             m.d.comb += self.links[nxt].rx.as_value().eq(line[-1] ^ self.flip[nxt])
         return m
 
@@ -251,6 +254,50 @@ def flipper(bench, schedule):
             ctx.set(bench.flip[link], 1 << bit)
             await ctx.tick()
             ctx.set(bench.flip[link], 0)
+    return process
+
+
+def packet_faults(bench, node, rng, *, drop=0.0, duplicate=0.0, counts=None):
+    """A background testbench that, on the link into ``node``, loses whole packets (probability
+    ``drop`` each: their symbols become idle) and duplicates them (probability ``duplicate``: a
+    copy follows after one idle symbol, written over idle symbols only, so nothing else is
+    disturbed; needs a delay line longer than the longest packet). Echoes are packets too, so a
+    lost echo makes the sender resend a packet its target already has. ``counts`` (a dict)
+    receives the numbers of packets seen, dropped and duplicated."""
+    from numavia.gateware.sci_packet import MAX_PACKET_SYMBOLS
+    counts = counts if counts is not None else {}
+    for key in ("packets", "dropped", "duplicated"):
+        counts.setdefault(key, 0)
+    frame_bit = 1 << 16
+    if duplicate and len(bench.lines[node]) < MAX_PACKET_SYMBOLS + 2:
+        raise ValueError(f"duplicating needs a delay of at least {MAX_PACKET_SYMBOLS + 2}")
+
+    async def process(ctx):
+        line, flip = bench.lines[node], bench.flip[node]
+        in_packet = dropping = False
+        symbols, inject = [], []
+        while True:
+            current = ctx.get(line[-1])
+            if inject:
+                ctx.set(flip, inject.pop(0) ^ current)      # over an idle symbol (checked below)
+            elif current & frame_bit:
+                if not in_packet:
+                    in_packet, symbols = True, []
+                    dropping = rng.random() < drop
+                    counts["packets"] += 1
+                    counts["dropped"] += dropping
+                symbols.append(current)
+                ctx.set(flip, current if dropping else 0)
+            else:
+                ctx.set(flip, 0)
+                if in_packet:
+                    in_packet = False
+                    # The next len+1 symbols are in the line already: copy only into silence.
+                    ahead = [ctx.get(s) for s in line[-1 - len(symbols) - 1:-1]]
+                    if not dropping and rng.random() < duplicate and not any(a & frame_bit for a in ahead):
+                        inject = list(symbols)
+                        counts["duplicated"] += 1
+            await ctx.tick()
     return process
 
 

@@ -104,6 +104,8 @@ def test_protection_errors_write_nothing_and_other_vis_keep_working(pair):
     b0, b1 = pair.buffers
     foreign = nic1.alloc(4096)
     nic1.register(foreign, nic1.create_ptag(), rdma_write=True, rdma_read=True)   # another tag
+    foreign_local = nic0.alloc(4096)
+    nic0.register(foreign_local, nic0.create_ptag())                               # node 0, another tag
     no_rights = nic1.alloc(4096)
     nic1.register(no_rights, pair.ptags[1])                                        # no RDMA rights
     good0, good1 = pair.connect()
@@ -152,7 +154,14 @@ def test_protection_errors_write_nothing_and_other_vis_keep_working(pair):
     # A bad local handle fails only the descriptor: nothing is sent and the VI stays connected.
     vi0, vi1 = pair.connect()
     frames = pair.counters(0)["TX_FRAMES"]
-    d = vi0.post_send(Descriptor(segments=[(b0.va, unused_handle, 8)]))
+    with pytest.raises(ViplError, match="memory handle .* is not registered"):   # the host library refuses it ...
+        vi0.post_send(Descriptor(segments=[(b0.va, unused_handle, 8)]))
+    with pytest.raises(ViplError, match="INVALID_PTAG"):
+        vi0.post_send(Descriptor(segments=[(foreign_local.va, foreign_local.handle, 8)]))
+    with pytest.raises(ViplError, match="outside region"):
+        vi0.post_send(Descriptor(segments=[(b0.va + b0.length - 4, b0.handle, 8)]))
+    assert pair.nics[0].vi_reg(vi0.number, "QUEUE_STATUS") == 0                   # ... before the card sees it
+    d = vi0.post_send(Descriptor(segments=[(b0.va, unused_handle, 8)]), check=False)   # the card refuses too
     assert vi0.send_wait().errors == ["PROTECTION_ERROR"] and vi0.state == "CONNECTED"
     assert pair.counters(0)["TX_FRAMES"] == frames
     vi1.post_recv(Descriptor(segments=[(b1.va, b1.handle, 8)]))

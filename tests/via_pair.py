@@ -49,20 +49,26 @@ class Link(wiring.Component):
 
 
 class Pair(wiring.Component):
-    def __init__(self, *, drop_ab=(), drop_ba=(), params=PARAMS, rto_cycles=3000):
+    """``direct=False`` leaves the engines' Ethernet ports unconnected for a testbench wire
+    (``via_faults.FaultyWire``) to carry the frames."""
+
+    def __init__(self, *, drop_ab=(), drop_ba=(), params=PARAMS, rto_cycles=3000, direct=True):
         self.a = ViaEngine(params, rto_cycles=rto_cycles, retry_limit=8)
         self.b = ViaEngine(params, rto_cycles=rto_cycles, retry_limit=8)
         self.ram_a = WishboneSRAM(base=HOST, size=HOST_SIZE)
         self.ram_b = WishboneSRAM(base=HOST, size=HOST_SIZE)
-        self.ab = Link(self.a, self.b, drop_ab)
-        self.ba = Link(self.b, self.a, drop_ba)
+        self.direct = direct
+        if direct:
+            self.ab = Link(self.a, self.b, drop_ab)
+            self.ba = Link(self.b, self.a, drop_ba)
         super().__init__({})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.a, m.submodules.b = self.a, self.b
         m.submodules.ram_a, m.submodules.ram_b = self.ram_a, self.ram_b
-        m.submodules.ab, m.submodules.ba = self.ab, self.ba
+        if self.direct:
+            m.submodules.ab, m.submodules.ba = self.ab, self.ba
         wiring.connect(m, self.a.dma, self.ram_a.bus)
         wiring.connect(m, self.b.dma, self.ram_b.bus)
         m.d.comb += [self.a.node_id.eq(0), self.b.node_id.eq(1)]

@@ -20,7 +20,8 @@ void fake_via_inject(unsigned node, const uint32_t *words, unsigned length)
     struct fake_frame *f = &fake_via.inbox[fake_via.inbox_count++];
     f->node = node;
     f->length = length;
-    memcpy(f->words, words, (length + 3) / 4 * 4);
+    unsigned bytes = (length + 3) / 4 * 4;   /* the receive registers hold at most 16 words */
+    memcpy(f->words, words, bytes < sizeof f->words ? bytes : sizeof f->words);
 }
 
 static int in_array(uint32_t offset, uint32_t base, uint32_t stride, unsigned count, unsigned *index, uint32_t *reg)

@@ -49,6 +49,16 @@ def _list_of(convert, allowed=None, what="value"):
     return parse
 
 
+def _count(text):
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
 def _positive_float(text):
     try:
         value = float(text)
@@ -206,12 +216,15 @@ STATUS_COUNTERS = [("lac", "ACCESSES"), ("lac", "CACHE_READ_HITS"), ("lac", "REA
 
 
 def cmd_status(args):
+    from numavia.errorlog import ErrorLog, read_cycles, read_errors
     from numavia.results import markdown_table
-    from numavia.session import Session, read_card
+    from numavia.session import Session, read_card, session_path
     from numavia.gateware import regmap
     session = Session.load()
     headers = ["node", "id", "ready", "microcode", "numa"] + [f"{b}.{r}" for b, r in STATUS_COUNTERS]
-    rows = []
+    rows, errors = [], []
+    log = ErrorLog(session_path().parent, session.pid)
+    new_entries = []
     for node in range(session.nodes):
         with session.bridge(node) as bridge:
             read = lambda block, reg: read_card(bridge, session, block, reg)
@@ -221,13 +234,36 @@ def cmd_status(args):
                          "yes" if read("ctrl", "STATUS") & 1 else "no",
                          "loaded" if read("rac", "STATUS") & 1 else "not loaded",
                          "on" if numa else "off"] + [read(b, r) for b, r in STATUS_COUNTERS])
+            cycle = read_cycles(read)
+            values = read_errors(read)
+            errors.append(values)
+            new_entries += log.update(node, cycle, values)
+    log.save()
     print(markdown_table(headers, rows), end="")
+    counted = [name for name in errors[0] if any(e[name] for e in errors)]
+    print(f"\nerror counters ({len(errors[0])} per node): ", end="")
+    if counted:
+        print(f"{len(counted)} non-zero\n")
+        print(markdown_table(["node"] + counted, [[n] + [e[c] for c in counted] for n, e in enumerate(errors)]),
+              end="")
+    else:
+        print("all zero")
+    lines = log.lines()
+    shown = lines[-args.log_lines:] if args.log_lines else []
+    print(f"\nerror log ({len(lines)} entries, {len(new_entries)} new; {log.log_path}):")
+    for line in shown:
+        print(f"  {line}")
     return 0
 
 
 def _add_status(sub):
-    p = sub.add_parser("status", help="node ids, microcode, mode and counters of every node",
-                       description="Attach to `numavia sim --serve` and read every card's state.")
+    p = sub.add_parser("status", help="node ids, microcode, mode, counters and error log of every node",
+                       description="Attach to `numavia sim --serve` and read every card's state, its error "
+                                   "counters (faults detected, recovered or refused) and the error log: "
+                                   "each increase of an error counter since the previous `numavia status`, "
+                                   "stamped with the node's cycle counter.")
+    p.add_argument("--log-lines", type=_count, default=20, metavar="N",
+                   help="show the last N error-log entries (default 20; 0: none)")
     p.set_defaults(func=cmd_status)
 
 

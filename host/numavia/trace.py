@@ -91,6 +91,11 @@ def read_trace(path):
         kind, words, _, addr, value, gap = RECORD.unpack_from(data, HEADER.size + i * RECORD.size)
         if kind not in Kind._value2member_map_:
             raise TraceError(f"{path}: record {i} has unknown kind {kind}")
+        # The C++ player trusts these: refuse what the writer would refuse.
+        if kind != Kind.BARRIER and not 1 <= words <= MAX_WORDS:
+            raise TraceError(f"{path}: record {i} is an access of {words} words (1..{MAX_WORDS})")
+        if kind != Kind.BARRIER and addr % 4:
+            raise TraceError(f"{path}: record {i} address {addr:#x} is not word aligned")
         records.append(Record(Kind(kind), addr, words, value, gap))
     return node, records
 

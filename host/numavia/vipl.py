@@ -125,6 +125,7 @@ class Nic:
         self._scratch = self.memory.pages(1)[0]     # page lists for registrations
         self._mbox_seq = (self.via_reg("MBOX_STATUS") >> VIA.register("MBOX_STATUS").field("SEQ").lsb) & 0xFFFF
         self.vis = {}
+        self.regions = {}      # memory handle -> (va, length, ptag) of what this host registered
         self._wait_firmware()
 
     # --- registers and the mailbox --------------------------------------------------------------
@@ -238,11 +239,13 @@ def VipRegisterMem(nic, va, length, attributes, *, buffer):
                                           RDMA_WRITE=int(attributes.enable_rdma_write))
     _, res = nic.command("REGISTER_MEM", va_lo=va, va_hi=va >> 32, length=length, ptag=attributes.ptag,
                          attributes=rights, page_list=nic._scratch, page_count=len(pages))
+    nic.regions[res["handle"]] = (va, length, attributes.ptag)
     return res["handle"]
 
 
 def VipDeregisterMem(nic, handle):
     nic.command("DEREGISTER_MEM", handle=handle)
+    nic.regions.pop(handle, None)
 
 
 class CQ:
@@ -305,12 +308,12 @@ class Vi:
         return (self.nic.vi_reg(self.number, "STATE") >> _VI.register("STATE").field("ERROR").lsb) & 0xFFFF
 
     # Pythonic data path
-    def post_send(self, descriptor):
-        VipPostSend(self, descriptor)
+    def post_send(self, descriptor, *, check=True):
+        VipPostSend(self, descriptor, check=check)
         return descriptor
 
-    def post_recv(self, descriptor):
-        VipPostRecv(self, descriptor)
+    def post_recv(self, descriptor, *, check=True):
+        VipPostRecv(self, descriptor, check=check)
         return descriptor
 
     def send_wait(self, timeout=None):
@@ -428,7 +431,26 @@ def VipDisconnect(vi):
         ring.posted.clear()
 
 
-def _post(vi, ring, doorbell, descriptor):
+def _check_segments(vi, descriptor):
+    """Refuse, before the card sees it, a local segment outside what this host registered for the
+    VI's protection tag (the card checks again: this only catches the mistake earlier)."""
+    for i, (va, handle, length) in enumerate(descriptor.segments):
+        region = vi.nic.regions.get(handle)
+        if region is None:
+            raise ViplError("INVALID_PARAMETER", f"segment {i}: memory handle {handle} is not registered "
+                                                 f"on node {vi.nic.node_id}")
+        start, size, ptag = region
+        if ptag != vi.ptag:
+            raise ViplError("INVALID_PTAG", f"segment {i}: memory handle {handle} has protection tag {ptag}, "
+                                            f"VI {vi.number} has {vi.ptag}")
+        if not (start <= va and va + length <= start + size):
+            raise ViplError("INVALID_PARAMETER", f"segment {i}: {length} bytes at {va:#x} are outside "
+                                                 f"region {handle} ({size} bytes at {start:#x})")
+
+
+def _post(vi, ring, doorbell, descriptor, check=True):
+    if check:
+        _check_segments(vi, descriptor)
     if len(ring.posted) >= ring.depth:
         raise ViplError("ERROR_RESOURCE", f"VI {vi.number}: work queue full ({ring.depth} posted)")
     data = descriptor.encode()
@@ -441,12 +463,14 @@ def _post(vi, ring, doorbell, descriptor):
     vi.nic.vi_reg(vi.number, doorbell, address)
 
 
-def VipPostSend(vi, descriptor):
-    _post(vi, vi.send_queue, "SQ_DOORBELL", descriptor)
+def VipPostSend(vi, descriptor, *, check=True):
+    """Post ``descriptor`` on the send queue; ``check=False`` skips the host-side segment check
+    (to test that the card refuses on its own)."""
+    _post(vi, vi.send_queue, "SQ_DOORBELL", descriptor, check)
 
 
-def VipPostRecv(vi, descriptor):
-    _post(vi, vi.recv_queue, "RQ_DOORBELL", descriptor)
+def VipPostRecv(vi, descriptor, *, check=True):
+    _post(vi, vi.recv_queue, "RQ_DOORBELL", descriptor, check)
 
 
 def _read_back(nic, descriptor):

@@ -315,6 +315,11 @@ void nv_via_poll(struct nv_via *via)
     if (rx & NV_VIA_MGMT_RX_STATUS_VALID_MASK) {
         uint32_t words[NV_MGMT_PAYLOAD_MAX / 4];
         unsigned length = (rx & NV_VIA_MGMT_RX_STATUS_LENGTH_MASK) >> NV_VIA_MGMT_RX_STATUS_LENGTH_SHIFT;
+        /* The LENGTH field can say more than the data registers hold: never read past them
+         * (found by the fuzzer; the receiver drops longer management frames, but the firmware
+         * does not rely on that for its stack). */
+        if (length > NV_MGMT_PAYLOAD_MAX)
+            length = NV_MGMT_PAYLOAD_MAX;
         for (unsigned i = 0; i < (length + 3) / 4; i++)
             words[i] = nv_reg_read(NV_VIA_MGMT_RX_DATA_WORD_AT(i));
         nv_reg_write(NV_VIA_MGMT_RX_POP, 1);

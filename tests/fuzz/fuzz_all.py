@@ -1,0 +1,80 @@
+"""`make fuzz`: every fuzz target for a while, each growing its corpus under build/fuzz/<target>.
+
+    python tests/fuzz/fuzz_all.py [--seconds N] [--targets a,b] [--jobs 1]
+
+Python targets run under atheris (tests/fuzz/run_atheris.py); ``firmware`` is the libFuzzer
+target of the firmware core (firmware/tests/fuzz_firmware.c, built with clang). A crash is
+reported with its input file and ends the run with status 1: fix it, then keep the input in
+tests/fuzz/corpus/<target>/ (or firmware/tests/fuzz_corpus/) as a regression test.
+"""
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+import targets  # noqa: E402
+
+
+def build_firmware_target(out):
+    from numavia import codegen
+    gen = out / "generated"
+    codegen.write_all(gen)
+    subprocess.run(["make", "-s", "-C", str(REPO / "firmware/tests"), f"BUILD_DIR={out}", f"GEN_DIR={gen}",
+                    str(out / "fuzz_firmware")], check=True)
+    return out / "fuzz_firmware"
+
+
+def command(name, seconds, corpus, artifacts, binary=None):
+    options = [f"-max_total_time={seconds}", "-max_len=4096", f"-artifact_prefix={artifacts}/", str(corpus)]
+    if name == "firmware":
+        return [str(binary)] + options + [str(REPO / "firmware/tests/fuzz_corpus")]
+    for data in targets.seeds(name):
+        (corpus / f"seed-{hashlib.sha1(data).hexdigest()}").write_bytes(data)
+    return [sys.executable, str(HERE / "run_atheris.py"), name] + options + [str(HERE / "corpus" / name)]
+
+
+def main(argv=None):
+    all_targets = sorted(targets.TARGETS) + ["firmware"]
+    p = argparse.ArgumentParser(description="Run every fuzz target for a bounded time (make fuzz).")
+    p.add_argument("--seconds", type=int, default=60, help="wall time per target (default 60)")
+    p.add_argument("--targets", default=",".join(all_targets),
+                   help=f"comma-separated targets (default all: {','.join(all_targets)})")
+    p.add_argument("--out", default=str(REPO / "build" / "fuzz"), help="corpus and crash folder (default build/fuzz)")
+    args = p.parse_args(argv)
+    chosen = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in chosen if t not in all_targets]
+    if unknown or args.seconds <= 0:
+        p.error(f"unknown target(s) {', '.join(unknown)}" if unknown else "--seconds must be positive")
+    out = Path(args.out)
+    binary = build_firmware_target(out) if "firmware" in chosen else None
+    crashed = []
+    for name in chosen:
+        corpus, artifacts = out / name / "corpus", out / name / "crashes"
+        corpus.mkdir(parents=True, exist_ok=True)
+        artifacts.mkdir(parents=True, exist_ok=True)
+        print(f"fuzz: {name} for {args.seconds} s", file=sys.stderr, flush=True)
+        start = time.monotonic()
+        result = subprocess.run(command(name, args.seconds, corpus, artifacts, binary),
+                                capture_output=True, text=True)
+        runs = [line for line in result.stderr.splitlines() if line.startswith("Done ")]
+        files = sorted(artifacts.glob("crash-*"))
+        status = "CRASH " + ", ".join(map(str, files)) if (result.returncode or files) else "ok"
+        print(f"  {name}: {runs[-1] if runs else 'no summary'}; {status} ({time.monotonic() - start:.0f} s)")
+        if result.returncode or files:
+            crashed.append(name)
+            print(result.stderr[-4000:], file=sys.stderr)
+    if crashed:
+        print(f"fuzz: error: crashes in {', '.join(crashed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
