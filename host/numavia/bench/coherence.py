@@ -2,7 +2,6 @@
 bench), judged by numavia.coherence_check, with the traffic's figures: access latencies, hit
 rates, protocol events, and simulation speed."""
 
-from pathlib import Path
 import time
 
 from numavia.coherence_check import check_history, check_quiescent
@@ -57,7 +56,6 @@ def report(figures, out):
             "nacks", "rollouts", "purges", "ring_flips", "ring_crc_errors", "ring_timeouts",
             "wall_seconds", "sim_cycles_per_second"]
     rows = [[k.replace("_", " "), figures[k]] for k in keys]
-    Path(out).mkdir(parents=True, exist_ok=True)   # the plot is written before the tables
     plot(figures, out)
     data = {k: v for k, v in figures.items() if k != "latencies"}
     return results.write(out, "coherence", title=f"Coherence stress, {figures['nodes']} cards",
