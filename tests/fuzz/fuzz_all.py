@@ -37,7 +37,8 @@ def command(name, seconds, corpus, artifacts, binary=None):
         return [str(binary)] + options + [str(REPO / "firmware/tests/fuzz_corpus")]
     for data in targets.seeds(name):
         (corpus / f"seed-{hashlib.sha1(data).hexdigest()}").write_bytes(data)
-    return [sys.executable, str(HERE / "run_atheris.py"), name] + options + [str(HERE / "corpus" / name)]
+    stored = HERE / "corpus" / name   # only targets that once crashed have stored inputs
+    return [sys.executable, str(HERE / "run_atheris.py"), name] + options + ([str(stored)] if stored.is_dir() else [])
 
 
 def main(argv=None):
@@ -52,7 +53,7 @@ def main(argv=None):
     unknown = [t for t in chosen if t not in all_targets]
     if unknown or args.seconds <= 0:
         p.error(f"unknown target(s) {', '.join(unknown)}" if unknown else "--seconds must be positive")
-    out = Path(args.out)
+    out = Path(args.out).resolve()   # make -C runs elsewhere
     binary = build_firmware_target(out) if "firmware" in chosen else None
     crashed = []
     for name in chosen:
