@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 NUMAVIA := $(VENV)/bin/numavia
 JOBS    ?= 2
 
-.PHONY: help setup test test-fast sim demo firmware firmware-zephyr clean
+.PHONY: help setup test test-fast sim demo firmware firmware-zephyr bitstream flash clean
 
 help:
 	@echo "make setup            install Debian packages and the pinned Python environment"
@@ -14,6 +14,8 @@ help:
 	@echo "make sim              build and boot the simulated ring (NODES=2)"
 	@echo "make firmware         build the bare-metal firmware for the simulated SoC"
 	@echo "make firmware-zephyr  build the Zephyr application (needs ZEPHYR_BASE or a west workspace)"
+	@echo "make bitstream BOARD=b  build a board's bitstream and the bare-SoC comparison (b: colorlight_i5, ecpix5)"
+	@echo "make flash BOARD=b      load it with openFPGALoader (CABLE=... to choose the cable)"
 	@echo "make clean            remove build/ (all cached Verilog, Verilator models, firmware)"
 
 setup:
@@ -38,6 +40,13 @@ firmware: setup
 
 firmware-zephyr:
 	@bash firmware/zephyr/build.sh
+
+BOARD ?= colorlight_i5
+bitstream: setup
+	$(NUMAVIA) build --board $(BOARD) --compare-bare --out results/boards
+
+flash: setup
+	$(NUMAVIA) flash --board $(BOARD) $(if $(CABLE),--cable $(CABLE))
 
 clean:
 	rm -rf build

@@ -6,10 +6,10 @@ engine's frames. Ring link: source-synchronous, 16 data bits + frame + forwarded
 (:mod:`numavia.boards.ring_phy`), transmit on PMOD0, PMOD1 and PMOD2 pins 0-1, receive on PMOD4,
 PMOD5 and PMOD6 pins 0-1; a cable crosses one board's transmit to the next board's receive. LEDs
 (red channel of the four RGB LEDs): heartbeat, ring receive activity, Ethernet traffic, ring
-transmit. Host: USB UART (FT2232 channel B), ``litex_server --uart``.
+transmit. Node id: jumpers on PMOD7 pins 0-5 (the card's strap). Host: USB UART (FT2232 channel B), ``litex_server --uart``.
 """
 
-from litex.build.generic_platform import Pins, Subsignal, IOStandard
+from litex.build.generic_platform import IOStandard, Misc, Pins, Subsignal
 from litex_boards.platforms import lambdaconcept_ecpix5
 
 from numavia.boards.target import Board
@@ -32,6 +32,13 @@ def ring_pads(platform):
          Subsignal("data", Pins(" ".join(rx[2:]))), IOStandard("LVCMOS33")),
     ])
     return platform.request("ring_tx"), platform.request("ring_rx")
+
+
+def node_id_pads(platform):
+    """Six jumpers on PMOD7 pins 0-5 (to 3.3 V: a one bit; pulled down when open)."""
+    platform.add_extension([("node_id", 0, Pins(" ".join(f"pmod7:{i}" for i in range(6))),
+                             IOStandard("LVCMOS33"), Misc("PULLMODE=DOWN"))])
+    return platform.request("node_id")
 
 
 class _RedChannel:
@@ -77,6 +84,7 @@ BOARD = Board(
     ring_pads=ring_pads,
     leds=leds,
     reset=reset,
+    node_id_pads=node_id_pads,
 )
 
 

@@ -227,6 +227,36 @@ def format_report(report):
     return "\n".join(lines)
 
 
+def write_results(reports, out):
+    """``<board>-<config>.{json,csv,md}`` in ``out``: one row per build, and the card's cost (the
+    difference to the bare SoC) when both are there."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{reports[0]['board']}-{reports[0]['config']}"
+    rows = []
+    for r in reports:
+        sys_clock = min((c for n, c in r["clocks"].items() if "sys" in n), key=lambda c: c["achieved_mhz"],
+                        default={"achieved_mhz": None, "target_mhz": None})
+        rows.append({"board": r["board"], "config": r["config"], "soc": "SoC + card" if r["card"] else "bare LiteX SoC",
+                     "luts": r["luts"], "ffs": r["ffs"], "brams": r["brams"],
+                     "sys_fmax_mhz": sys_clock["achieved_mhz"], "sys_target_mhz": sys_clock["target_mhz"],
+                     "all_clocks_met": r["timing_met"],
+                     "synthesis_s": r["times_s"].get("synthesis_s"), "place_route_s": r["times_s"].get("place_route_s")})
+    with_card = [r for r in rows if r["soc"] == "SoC + card"]
+    bare = [r for r in rows if r["soc"] != "SoC + card"]
+    if with_card and bare:
+        rows.append({"board": rows[0]["board"], "config": rows[0]["config"], "soc": "card's cost",
+                     **{k: with_card[0][k] - bare[0][k] for k in ("luts", "ffs", "brams")}})
+    (out / f"{stem}.json").write_text(json.dumps({"builds": reports, "table": rows}, indent=1))
+    columns = list(rows[0])
+    csv_lines = [",".join(columns)] + [",".join("" if r.get(c) is None else str(r.get(c)) for c in columns) for r in rows]
+    (out / f"{stem}.csv").write_text("\n".join(csv_lines) + "\n")
+    md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join("" if r.get(c) is None else str(r.get(c)) for c in columns) + " |" for r in rows]
+    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    return [out / f"{stem}.{ext}" for ext in ("json", "csv", "md")]
+
+
 def flash(board, bitstream, *, cable=None, to_flash=False, log=print):
     """Load ``bitstream`` into the FPGA (or write it to the configuration flash) with openFPGALoader."""
     tool = shutil.which("openFPGALoader")

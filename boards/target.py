@@ -53,6 +53,7 @@ class Board:
     ring_pads: object              # platform -> (tx_pads, rx_pads), or None: ring looped back inside
     leds: object                   # platform -> list of LED signals (active high)
     reset: object = None           # platform -> reset signal (active high), or None
+    node_id_pads: object = None    # platform -> the node id strap's pads (jumpers), or None: node 0
     notes: dict = field(default_factory=dict)
 
 
@@ -120,8 +121,10 @@ class BoardSoC(NumaviaSoC):
             else:   # no pins for the ring on this board: a one-node ring inside the FPGA
                 self.comb += self.card.ring_rx.eq(self.card.ring_tx)
                 ring_active = self.card.ring_tx[-1]
-            # The node id and mode come from the firmware/host over the bridge on boards: straps 0.
-            self.comb += [self.card.node_id_strap.eq(0), self.card.mode_strap.eq(0)]
+            # The node id comes from jumpers where the board has pins for them (the firmware copies
+            # the strap into NODE_ID at boot); the mode switches stay at their defaults.
+            node_id = board.node_id_pads(platform) if board.node_id_pads else 0
+            self.comb += [self.card.node_id_strap.eq(node_id), self.card.mode_strap.eq(0)]
             # The second host port (a PCIe endpoint or the trace player elsewhere) is idle here.
             host = self.card.host
             self.comb += [host["req__valid"].eq(0), host["wdata__valid"].eq(0), host["resp__ready"].eq(1)]

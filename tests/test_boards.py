@@ -85,13 +85,19 @@ def test_flash_without_a_bitstream_or_cable_fails_in_one_line(tmp_path):
     assert last.startswith("numavia: error: openFPGALoader failed:")
 
 
+def test_build_refuses_bare_and_compare_bare_together():
+    result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "numavia: error: --bare and --compare-bare exclude each other"
+
+
 @pytest.mark.slow
 def test_reduced_card_on_the_25f_builds_and_meets_timing():
     """Synthesis, place and route of the whole SoC with the reduced card on the Colorlight i5;
     timing judged from nextpnr's report (it runs with --timing-allow-fail, so its exit status
     says nothing about timing)."""
     board = flow.load_board("colorlight_i5")
-    report = flow.build(board, bitstream=False, log=lambda m: None)
+    report = flow.build(board, log=lambda m: None)   # the same cache entry as `make bitstream`
     assert report["clocks"], "nextpnr analysed no clock"
     sys_clocks = [c for name, c in report["clocks"].items() if "sys" in name]
     assert sys_clocks and all(c["target_mhz"] == pytest.approx(board.sys_clk_freq / 1e6, abs=0.5)

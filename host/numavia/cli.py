@@ -260,10 +260,22 @@ def cmd_build(args):
     from numavia.boards import flow
 
     board = flow.load_board(args.board)
+    if args.bare and args.compare_bare:
+        raise NumaviaError("--bare and --compare-bare exclude each other")
+    out = _results_folder(args.out) if args.out else None
     report = flow.build(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max,
                         bitstream=not args.no_bitstream, log=_log)
     print(flow.format_report(report))
-    flow.check_timing(report)
+    reports = [report]
+    if args.compare_bare:
+        bare = flow.build(board, args.config, with_card=False, bitstream=not args.no_bitstream, log=_log)
+        print(flow.format_report(bare))
+        reports.append(bare)
+    if out:
+        for path in flow.write_results(reports, out):
+            _log(f"wrote {path}")
+    for r in reports:
+        flow.check_timing(r)
     return 0
 
 
@@ -276,7 +288,10 @@ def _add_build(sub):
     p.add_argument("--config", help="card configuration of the board (default: the board's own)")
     p.add_argument("--nodes-max", type=_positive, help="largest ring the card addresses (CardConfig.max_nodes)")
     p.add_argument("--bare", action="store_true", help="the LiteX SoC without the card, for comparison")
+    p.add_argument("--compare-bare", action="store_true",
+                   help="also build the bare LiteX SoC on the same board and report the card's cost")
     p.add_argument("--no-bitstream", action="store_true", help="stop after place and route (no ecppack)")
+    p.add_argument("--out", help="write the figures (JSON, CSV, Markdown) to this folder")
     p.set_defaults(func=cmd_build)
 
 
