@@ -22,7 +22,6 @@ import struct
 from dataclasses import dataclass, field
 
 from migen import ClockDomain, If, Signal
-from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from litex.gen import LiteXModule
 from litex.soc.cores.clock import ECP5PLL
@@ -64,8 +63,7 @@ class _CRG(LiteXModule):
         reset = board.reset(platform) if board.reset else 0
         self.comb += pll.reset.eq(reset)
         pll.register_clkin(platform.request(board.clk_name), board.clk_freq)
-        pll.create_clkout(self.cd_sys, sys_clk_freq)
-        self.specials += AsyncResetSynchronizer(self.cd_sys, ~pll.locked | reset)
+        pll.create_clkout(self.cd_sys, sys_clk_freq)   # held in reset until the PLL locks
 
 
 class _Heartbeat(LiteXModule):
@@ -109,10 +107,12 @@ class BoardSoC(NumaviaSoC):
         self.heartbeat = _Heartbeat(sys_clk_freq)
         leds = board.leds(platform)
         activity = [self.heartbeat.out]
-        if with_card:
+        via = with_card and card_config.via
+        if via:
             self.ethphy = LiteEthPHYRGMII(platform.request("eth_clocks", 0), platform.request("eth", 0),
                                           rx_delay=0e-9)
             self.add_via_ethernet(self.ethphy)
+        if with_card:
             if board.ring_pads is not None:
                 tx_pads, rx_pads = board.ring_pads(platform)
                 self.ring_pins = RingPins(self.card, tx_pads, rx_pads)
@@ -129,7 +129,8 @@ class BoardSoC(NumaviaSoC):
             host = self.card.host
             self.comb += [host["req__valid"].eq(0), host["wdata__valid"].eq(0), host["resp__ready"].eq(1)]
             eth_seen = Signal()
-            self.sync += eth_seen.eq(self.card.eth_rx.valid | self.card.eth_tx.valid)
+            if via:
+                self.sync += eth_seen.eq(self.card.eth_rx.valid | self.card.eth_tx.valid)
             activity = [self.heartbeat.out, ring_active, eth_seen, self.card.ring_tx[-1]]
         for led, source in zip(leds, activity):
             self.comb += led.eq(source)
