@@ -73,11 +73,12 @@ BOARD = Board(
     sys_clk_freq=SYS_CLK_FREQ,
     configs={
         # The card as simulated, with the shared slice and private memory sized for the block RAM
-        # (on-chip, as in simulation; the DDR3 is not used).
+        # (on-chip, as in simulation; the DDR3 is not used). With 64 KiB of host memory yosys
+        # mapped 215 block RAMs (of 208): 32 KiB.
         "full": {
             "card": {"slice_bytes": 64 * 1024, "private_bytes": 16 * 1024},
             "soc": {"rom_size": 0x8000, "sram_size": 0x2000, "main_ram_size": 0x8000,
-                    "host_mem_size": 0x1_0000},
+                    "host_mem_size": 0x8000},
         },
     },
     default_config="full",
