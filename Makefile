@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 NUMAVIA := $(VENV)/bin/numavia
 JOBS    ?= 2
 
-.PHONY: help setup test test-fast sim demo firmware firmware-zephyr fuzz soak clean
+.PHONY: help setup test test-fast sim demo firmware firmware-zephyr fuzz soak bitstream flash clean
 
 help:
 	@echo "make setup            install Debian packages and the pinned Python environment"
@@ -16,6 +16,8 @@ help:
 	@echo "make firmware-zephyr  build the Zephyr application (needs ZEPHYR_BASE or a west workspace)"
 	@echo "make fuzz             every fuzz target for FUZZ_SECONDS each (default 60; corpus in build/fuzz)"
 	@echo "make soak             full-size reliability soaks (10^6 coherence ops, 10^5 VIA messages; hours)"
+	@echo "make bitstream BOARD=b  build a board's bitstream and the bare-SoC comparison (b: colorlight_i5, ecpix5)"
+	@echo "make flash BOARD=b      load it with openFPGALoader (CABLE=... to choose the cable)"
 	@echo "make clean            remove build/ (all cached Verilog, Verilator models, firmware)"
 
 setup:
@@ -47,6 +49,13 @@ soak: setup
 
 firmware-zephyr:
 	@bash firmware/zephyr/build.sh
+
+BOARD ?= colorlight_i5
+bitstream: setup
+	$(NUMAVIA) build --board $(BOARD) --compare-bare --out results/boards
+
+flash: setup
+	$(NUMAVIA) flash --board $(BOARD) $(if $(CABLE),--cable $(CABLE))
 
 clean:
 	rm -rf build

@@ -84,7 +84,8 @@ class NumaviaSoC(SoCCore):
         self.bus.add_slave("shared", self.card.window,
                            SoCRegion(origin=self.mem_map["shared"],
                                      size=card_config.address_map().window_bytes, cached=False))
-        self.bus.add_master("card_dma", self.card.dma)
+        if card_config.via:   # without the VIA engine (small FPGAs) the card has no DMA initiator
+            self.bus.add_master("card_dma", self.card.dma)
 
     def _add_host_memory(self, size):
         """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""

@@ -287,6 +287,75 @@ def _add_firmware(sub):
     p.set_defaults(func=cmd_firmware)
 
 
+# --- numavia build / flash (boards) ----------------------------------------------------------
+
+_BOARDS = ("ecpix5", "colorlight_i5")
+
+
+def cmd_build(args):
+    from numavia.boards import flow
+
+    board = flow.load_board(args.board)
+    if args.bare and args.compare_bare:
+        raise NumaviaError("--bare and --compare-bare exclude each other")
+    out = _results_folder(args.out) if args.out else None
+    report = flow.build(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max,
+                        bitstream=not args.no_bitstream, log=_log)
+    print(flow.format_report(report))
+    reports = [report]
+    if args.compare_bare:
+        bare = flow.build(board, args.config, with_card=False, bitstream=not args.no_bitstream, log=_log)
+        print(flow.format_report(bare))
+        reports.append(bare)
+    if out:
+        for path in flow.write_results(reports, out):
+            _log(f"wrote {path}")
+    for r in reports:
+        flow.check_timing(r)
+    return 0
+
+
+def _add_build(sub):
+    p = sub.add_parser("build", help="build a board's bitstream with the open ECP5 flow (yosys, nextpnr, ecppack)",
+                       description="Generate the node SoC for a board, synthesise, place and route it and pack "
+                                   "the bitstream (cached by inputs); print resources and Fmax per clock domain; "
+                                   "fail if a clock misses its target (from nextpnr's report).")
+    p.add_argument("--board", required=True, choices=_BOARDS)
+    p.add_argument("--config", help="card configuration of the board (default: the board's own)")
+    p.add_argument("--nodes-max", type=_positive, help="largest ring the card addresses (CardConfig.max_nodes)")
+    p.add_argument("--bare", action="store_true", help="the LiteX SoC without the card, for comparison")
+    p.add_argument("--compare-bare", action="store_true",
+                   help="also build the bare LiteX SoC on the same board and report the card's cost")
+    p.add_argument("--no-bitstream", action="store_true", help="stop after place and route (no ecppack)")
+    p.add_argument("--out", help="write the figures (JSON, CSV, Markdown) to this folder")
+    p.set_defaults(func=cmd_build)
+
+
+def cmd_flash(args):
+    from numavia.boards import flow
+
+    board = flow.load_board(args.board)
+    bitstream = args.bitstream
+    if bitstream is None:
+        report = flow.build(board, args.config, log=_log)
+        flow.check_timing(report)
+        bitstream = report["bitstream"]
+    flow.flash(board, bitstream, cable=args.cable, to_flash=args.flash, log=_log)
+    return 0
+
+
+def _add_flash(sub):
+    p = sub.add_parser("flash", help="load a board's bitstream with openFPGALoader",
+                       description="Load the bitstream into the FPGA (or, with --flash, write it to the "
+                                   "configuration flash) with openFPGALoader; builds it first if needed.")
+    p.add_argument("--board", required=True, choices=_BOARDS)
+    p.add_argument("--config", help="card configuration of the board (default: the board's own)")
+    p.add_argument("--bitstream", type=Path, help="a .bit file (default: build it)")
+    p.add_argument("--cable", help="openFPGALoader cable name (-c), e.g. ft2232, dirtyJtag; default: the board's")
+    p.add_argument("--flash", action="store_true", help="write the configuration flash instead of the FPGA's SRAM")
+    p.set_defaults(func=cmd_flash)
+
+
 # --- numavia renode ---------------------------------------------------------------------------
 
 def cmd_renode(args):
@@ -691,6 +760,8 @@ def make_parser():
     _add_bench(sub)
     _add_demo(sub)
     _add_renode(sub)
+    _add_build(sub)
+    _add_flash(sub)
     return parser
 
 

