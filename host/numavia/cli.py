@@ -20,14 +20,20 @@ def _log(message):
     print(f"numavia: {message}", file=sys.stderr, flush=True)
 
 
-def _positive(text):
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+def _integer_at_least(minimum, what):
+    def convert(text):
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+        return value
+    return convert
+
+
+_positive = _integer_at_least(1, "positive")
+_count = _integer_at_least(0, "at least 0")
 
 
 def _list_of(convert, allowed=None, what="value"):
@@ -47,16 +53,6 @@ def _list_of(convert, allowed=None, what="value"):
             raise argparse.ArgumentTypeError(f"{text!r}: give distinct {what}s, separated by commas")
         return items
     return parse
-
-
-def _count(text):
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
 
 
 def _positive_float(text):
