@@ -9,6 +9,7 @@ fails with the clocks that missed.
 """
 
 import argparse
+import hashlib
 import json
 import re
 import shutil
@@ -116,11 +117,19 @@ def check_constraints(verilog_text, lpf_text):
     return sites
 
 
-def _yosys_script(gateware):
-    """LiteX's yosys script, reading the SoC's Verilog from the build folder it is copied into (it
-    names the folder LiteX wrote it in, a temporary one)."""
-    script = (gateware / f"{TOP}.ys").read_text()
-    return re.sub(rf"read_verilog \S*/{TOP}\.v", f"read_verilog {TOP}.v", script)
+def _yosys_script(gateware, folder):
+    """LiteX's yosys script, reading every Verilog source from the build folder: the SoC's own
+    (LiteX names the temporary folder it wrote it in) and the others (card, CPU) copied beside
+    it, because YoWASP's tools see only the folder they run in, not absolute paths such as /tmp."""
+    def local(match):
+        options, source = match.group(1), Path(match.group(2))
+        if source.name == f"{TOP}.v":
+            return f"read_verilog {options}{TOP}.v"
+        name = f"src_{hashlib.sha256(str(source).encode()).hexdigest()[:8]}_{source.name}"
+        shutil.copy(source, folder / name)
+        return f"read_verilog {options}{name}"
+    return re.sub(r"^read_verilog ((?:-\S+ )*)(\S+)$", local, (gateware / f"{TOP}.ys").read_text(),
+                  flags=re.MULTILINE)
 
 
 def _tool(name):
@@ -155,7 +164,7 @@ def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=
         for f in gateware.iterdir():
             if f.is_file():
                 shutil.copy(f, folder)
-        (folder / f"{TOP}.ys").write_text(_yosys_script(gateware))
+        (folder / f"{TOP}.ys").write_text(_yosys_script(gateware, folder))
         times = {}
         log(f"yosys synth_ecp5 ({board.name}); minutes")
         times["synthesis_s"] = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"],
