@@ -27,13 +27,13 @@ def _integer_at_least(minimum, what):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+            raise argparse.ArgumentTypeError(f"{text!r} {what}")
         return value
     return convert
 
 
-_positive = _integer_at_least(1, "positive")
-_count = _integer_at_least(0, "at least 0")
+_positive = _integer_at_least(1, "must be positive")
+_count = _integer_at_least(0, "must not be negative")
 
 
 def _list_of(convert, allowed=None, what="value"):
