@@ -26,7 +26,9 @@ from pathlib import Path
 
 from numavia import pushpull_format as ppf
 from numavia import vipl
+from numavia.results import rows_where
 from numavia.errors import NumaviaError
+from numavia.gateware import regmap
 from numavia.gateware.card import CardConfig
 
 SCHEMES = {"original": ppf.BENCH_OP.ORIGINAL, "advanced": ppf.BENCH_OP.ADVANCED}
@@ -48,7 +50,7 @@ class PushPullPair:
     def __init__(self, session, *, max_size, timeout=60.0, discriminator=0x9977, log=None):
         self.log = log or (lambda message: None)
         self.nics = [session.nic(0, timeout=timeout), session.nic(1, timeout=timeout)]
-        self.freq = self.nics[0]._reg(0x28)   # CTRL.CLK_FREQ_HZ
+        self.freq = self.nics[0]._reg(regmap.CARD.address("ctrl", "CLK_FREQ_HZ"))
         self.ptags = [n.create_ptag() for n in self.nics]
         self.buffers, self.descs = [], []
         for nic, ptag in zip(self.nics, self.ptags):
@@ -205,15 +207,11 @@ FIELDS = ["kind", "scheme", "threshold", "size", "iterations", "cycles", "pingpo
           "bandwidth_MBps", "translated_pages_per_msg", "copied_bytes_per_msg", "pulls_per_msg"]
 
 
-def _find(rows, **kw):
-    return [r for r in rows if all(r[k] == v for k, v in kw.items())]
-
-
 def gains(rows):
     """Advanced vs original at every (threshold, size): latency reduction in percent."""
     out = []
-    for o in _find(rows, kind="pushpull", scheme="original"):
-        a = _find(rows, kind="pushpull", scheme="advanced", threshold=o["threshold"], size=o["size"])
+    for o in rows_where(rows, kind="pushpull", scheme="original"):
+        a = rows_where(rows, kind="pushpull", scheme="advanced", threshold=o["threshold"], size=o["size"])
         if a:
             out.append({"threshold": o["threshold"], "size": o["size"],
                         "pingpong_gain_pct": 100 * (1 - a[0]["pingpong_us"] / o["pingpong_us"]),
@@ -285,10 +283,10 @@ def summary(rows, meta, args, info):
         for size in sizes_:
             cells = []
             for b in args.baselines:
-                x = _find(base, scheme=b, size=size)
+                x = rows_where(base, scheme=b, size=size)
                 cells.append(f"{x[0]['pingpong_us']:.2f}" if x else "")
             for s, t in cols:
-                x = _find(rows, kind="pushpull", scheme=s, threshold=t, size=size)
+                x = rows_where(rows, kind="pushpull", scheme=s, threshold=t, size=size)
                 cells.append(f"{x[0]['pingpong_us']:.2f}" if x else "")
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -316,7 +314,7 @@ def plot(rows, path, args):
     styles = {"original": "--", "advanced": "-"}
     for t in args.thresholds:
         for s in args.schemes:
-            pts = [r for r in _find(rows, kind="pushpull", scheme=s, threshold=t) if r["size"] > 0]
+            pts = [r for r in rows_where(rows, kind="pushpull", scheme=s, threshold=t) if r["size"] > 0]
             if not pts:
                 continue
             label = f"{s}, bytes_to_push {t}"
@@ -329,7 +327,7 @@ def plot(rows, path, args):
             gain.plot([x["size"] for x in g], [x["one_way_gain_pct"] for x in g], ":", marker=".",
                       label=f"one-way, bytes_to_push {t}")
     for b in args.baselines:
-        pts = [r for r in _find(rows, kind="baseline", scheme=b) if r["size"] > 0]
+        pts = [r for r in rows_where(rows, kind="baseline", scheme=b) if r["size"] > 0]
         if pts:
             lat.plot([r["size"] for r in pts], [r["pingpong_us"] for r in pts], ":", color="grey" if b == "send"
                      else "black", marker="x", label=f"plain VIA {BASELINE_TITLES[b]}")

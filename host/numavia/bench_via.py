@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from numavia import vipl
+from numavia.results import rows_where
 from numavia.errors import NumaviaError
-from numavia.gateware import via_frame, via_mailbox
+from numavia.gateware import regmap, via_frame, via_mailbox
 from numavia.gateware.card import CardConfig
 
 OPS = {"send": via_mailbox.BENCH_OP.SEND_RECV, "write": via_mailbox.BENCH_OP.RDMA_WRITE,
@@ -69,7 +70,7 @@ class Bench:
     def __init__(self, session, *, max_size, log, timeout):
         self.log = log
         self.nics = [session.nic(0, timeout=timeout), session.nic(1, timeout=timeout)]
-        self.freq = self.nics[0]._reg(0x28)   # CTRL.CLK_FREQ_HZ
+        self.freq = self.nics[0]._reg(regmap.CARD.address("ctrl", "CLK_FREQ_HZ"))
         ptags = [n.create_ptag() for n in self.nics]
         self.buffers = []
         for nic, ptag in zip(self.nics, ptags):
@@ -179,10 +180,6 @@ def write_results(rows, info, args, command):
     return [out / "via_bench.csv", out / "via_bench.md", out / "via_bench.png"]
 
 
-def _find(rows, **kw):
-    return [r for r in rows if all(r[k] == v for k, v in kw.items())]
-
-
 def summary(rows, info, args, command):
     card = CardConfig()
     lines = [
@@ -202,10 +199,10 @@ def summary(rows, info, args, command):
               "|---|---|---|---|---|"]
     for mtu in args.mtu:
         for op in args.ops:
-            pts = _find(rows, mtu=mtu, op=op)
+            pts = rows_where(rows, mtu=mtu, op=op)
             if not pts or op in STREAMS:
                 continue
-            small = _find(pts, size=smallest)
+            small = rows_where(pts, size=smallest)
             peak = max(pts, key=lambda r: r["bandwidth_MBps"])
             paper = (f"{PAPER['latency_us']} us, {PAPER['bandwidth_MBps']} MB/s (RDMA, MTU 1514)"
                      if op == "write" else "")
@@ -222,8 +219,8 @@ def summary(rows, info, args, command):
                   "|---|---|---|---|---|"]
         for mtu in args.mtu:
             for op in streams:
-                pts = _find(rows, mtu=mtu, op=op)
-                small = _find(pts, size=smallest)
+                pts = rows_where(rows, mtu=mtu, op=op)
+                small = rows_where(pts, size=smallest)
                 if not pts or not small:
                     continue
                 peak = max(pts, key=lambda r: r["bandwidth_MBps"])
@@ -235,8 +232,8 @@ def summary(rows, info, args, command):
                   f"Paper: RDMA {PAPER['rdma_gain_us']} us faster at every size. Here (mean over sizes up to "
                   "16 KiB):", ""]
         for mtu in args.mtu:
-            gains = [s["latency_us"] - w["latency_us"] for s in _find(rows, mtu=mtu, op="send")
-                     for w in _find(rows, mtu=mtu, op="write", size=s["size"]) if s["size"] <= 16384]
+            gains = [s["latency_us"] - w["latency_us"] for s in rows_where(rows, mtu=mtu, op="send")
+                     for w in rows_where(rows, mtu=mtu, op="write", size=s["size"]) if s["size"] <= 16384]
             if gains:
                 lines.append(f"- MTU {mtu}: {sum(gains) / len(gains):.2f} us faster "
                              f"(from {min(gains):.2f} to {max(gains):.2f} us)")
@@ -269,7 +266,7 @@ def plot(rows, path, args):
     styles = {1500: "-", 9000: "--"}
     for mtu in args.mtu:
         for op in args.ops:
-            pts = [r for r in _find(rows, mtu=mtu, op=op) if r["size"] > 0]
+            pts = [r for r in rows_where(rows, mtu=mtu, op=op) if r["size"] > 0]
             if not pts:
                 continue
             label = f"{OP_TITLES[op]}, MTU {mtu}"

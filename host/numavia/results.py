@@ -15,6 +15,11 @@ def command_line():
     return " ".join(shlex.quote(a) for a in ["numavia", *sys.argv[1:]]) if sys.argv else "numavia"
 
 
+def rows_where(rows, **fields):
+    """The result rows (dicts) whose ``fields`` have the given values."""
+    return [r for r in rows if all(r[k] == v for k, v in fields.items())]
+
+
 def markdown_table(headers, rows):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
