@@ -178,7 +178,7 @@ class Card(wiring.Component):
         else:
             wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
 
-        m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz)
+        m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz, via=cfg.via, pcie=cfg.pcie)
         m.submodules.local = local = LocalSide(address_map=amap, geometry=geometry)
         m.submodules.rac = rac = RemoteAccessController(
             geometry=geometry, slice_lines=amap.slice_bytes // 64, num_transactions=cfg.transactions)

@@ -12,11 +12,14 @@ class CardControl(wiring.Component):
     """Registers of :data:`regmap.CTRL` and the card-wide state they hold.
 
     ``cycles`` is the free-running counter every latency figure of the card is measured with.
-    Reading ``CYCLES_LO`` latches the high word so a 64-bit read is consistent.
+    Reading ``CYCLES_LO`` latches the high word so a 64-bit read is consistent. ``FEATURES`` tells
+    software which optional blocks (``via``, ``pcie``) the card was built with.
     """
 
-    def __init__(self, *, clk_freq_hz):
+    def __init__(self, *, clk_freq_hz, via=True, pcie=False):
         self.clk_freq_hz = int(clk_freq_hz)
+        features = regmap.CTRL.register("FEATURES")
+        self.features = (bool(via) << features.field("VIA").lsb) | (bool(pcie) << features.field("PCIE").lsb)
         super().__init__({
             "bus":           In(wishbone.Signature(addr_width=regmap.CTRL.addr_width)),
             "node_id_strap": In(regmap.NODE_ID_BITS),
@@ -49,6 +52,7 @@ class CardControl(wiring.Component):
             bank.cycles_hi.value.eq(cycles_hi_latch),
             bank.clk_freq_hz.value.eq(self.clk_freq_hz),
             bank.mode_strap.value.eq(self.mode_strap),
+            bank.features.value.eq(self.features),
 
             self.node_id.eq(bank.node_id.value),
             self.ready.eq(node_id_valid),

@@ -194,7 +194,7 @@ class RegisterMap:
 #: "NMVA" in ASCII: a read of CTRL.ID that returns anything else means no card answers.
 CARD_ID = 0x4E4D5641
 #: Version of the card's hardware interface (this register map): bump on incompatible change.
-HW_VERSION = (0, 1, 0)
+HW_VERSION = (0, 2, 0)
 #: Node ids are 6 bits: a ring of up to 64 cards.
 NODE_ID_BITS = 6
 
@@ -228,6 +228,10 @@ CTRL = Block("ctrl", base=0x0000, size=0x100, doc="Identity, node id, control an
     Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
     Register("MODE_STRAP", 0x2C, Access.RO, "Board switches the firmware applies at boot", width=8, fields=(
         Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),
+    )),
+    Register("FEATURES", 0x30, Access.RO, "Blocks this card was built with (CardConfig)", width=8, fields=(
+        Field("VIA", 0, doc="the VIA engine (the VIA block answers; small FPGAs build without it)"),
+        Field("PCIE", 1, doc="the PCIe endpoint: BAR0 registers, BAR2 host port, VIA DMA to the PCIe host"),
     )),
 ))
 

@@ -53,6 +53,7 @@ class SimConfig:
     sys_clk_freq: int = 100_000_000
     eth_clk_freq: int = 125_000_000     # GMII
     host_mem_size: int = 0x40_0000      # the node's "hostmem" RAM (VIA buffers and descriptors)
+    via: bool = True                    # False: the card as small FPGAs build it (no VIA engine)
 
     def __post_init__(self):
         if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
@@ -64,14 +65,14 @@ class SimConfig:
 
     def soc_params(self):
         return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq,
-                "host_mem_size": self.host_mem_size}
+                "host_mem_size": self.host_mem_size, "via": self.via}
 
     def card_config(self):
         """The card every node carries (its address map is what host-port traces address)."""
         from numavia.gateware.card import CardConfig
         from .card_soc import NumaviaSoC
         return CardConfig(clk_freq_hz=self.sys_clk_freq, host_mem_base=NumaviaSoC.mem_map["hostmem"],
-                          host_mem_size=self.host_mem_size)
+                          host_mem_size=self.host_mem_size, via=self.via)
 
 
 def _tool_version(cmd):

@@ -121,8 +121,12 @@ class SimNodeSoC(NumaviaSoC):
         platform = SimPlatform()
         super().__init__(platform, uart_name="sim", **kwargs)
         self.crg = CRG(platform.request("sys_clk"), rst=platform.request("sys_rst"))
-        self.eth_phy = SimGMIIPHY(platform.request("eth_clk"), platform.request("eth"))
-        self.add_via_ethernet(self.eth_phy)
+        eth_clk, eth = platform.request("eth_clk"), platform.request("eth")
+        if self.card.config.via:
+            self.eth_phy = SimGMIIPHY(eth_clk, eth)
+            self.add_via_ethernet(self.eth_phy)
+        else:   # the harness's switch still joins every node's port: a card without VIA stays silent
+            self.comb += [eth.tx_en.eq(0), eth.tx_data.eq(0)]
 
         self.comb += [self.card.node_id_strap.eq(platform.request("node_id_strap")),
                       self.card.mode_strap.eq(platform.request("mode_strap"))]

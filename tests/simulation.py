@@ -1,5 +1,11 @@
 """Shared helpers for tests that build and run the Verilator cluster model."""
 
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
 from numavia.cluster_session import free_port_range  # noqa: F401 (re-exported for the tests)
 from numavia.soc import sim
 
@@ -13,3 +19,28 @@ def build(nodes=2, **kwargs):
         _builds[config] = sim.build_all(config, log=lambda message: None)
     return _builds[config]
 
+
+
+@contextlib.contextmanager
+def served_cli(tmp_path, nodes, *sim_args):
+    """``numavia sim --serve`` of ``nodes`` nodes in the background, as a user starts it; yields
+    ``cli(*args)``, which runs another ``numavia`` command against it. The run folder is
+    ``tmp_path / "run"``."""
+    env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
+    cli = [sys.executable, "-m", "numavia.cli"]
+    proc = subprocess.Popen(cli + ["sim", "--nodes", str(nodes), "--serve", "--quiet",
+                                   "--bridge-port", str(free_port_range(nodes)), "--out", str(tmp_path / "run"),
+                                   *sim_args], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(3000):
+            if (tmp_path / "session.json").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stderr.read()
+        yield lambda *args: subprocess.run(cli + list(args), env=env, capture_output=True, text=True)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -14,8 +14,8 @@ def reg(name):
     return CTRL.register(name).offset
 
 
-def run(testbench, strap=0):
-    dut = CardControl(clk_freq_hz=100_000_000)
+def run(testbench, strap=0, **features):
+    dut = CardControl(clk_freq_hz=100_000_000, **features)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
@@ -38,6 +38,20 @@ def test_reset_values():
         assert await read(ctx, dut.bus, reg("CLK_FREQ_HZ")) == 100_000_000
         assert ctx.get(dut.ready) == 0
     run(tb)
+
+
+@pytest.mark.parametrize("via,pcie", [(True, False), (False, False), (True, True)])
+def test_features_tell_which_blocks_were_built(via, pcie):
+    features = CTRL.register("FEATURES")
+
+    async def tb(ctx, dut):
+        value = await read(ctx, dut.bus, reg("FEATURES"))
+        assert bool(value & features.field("VIA").mask) == via
+        assert bool(value & features.field("PCIE").mask) == pcie
+        with pytest.raises(BusError):   # read-only: the build decides
+            await write(ctx, dut.bus, reg("FEATURES"), 0xFF)
+        assert await read(ctx, dut.bus, reg("FEATURES")) == value
+    run(tb, via=via, pcie=pcie)
 
 
 def test_strap_is_visible():

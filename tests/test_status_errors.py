@@ -2,15 +2,10 @@
 Hostile doorbells (a descriptor address outside host memory, a misaligned one) are refused by the
 real card, counted, and logged once with the node's cycle; other nodes stay clean."""
 
-import os
-import subprocess
-import sys
-import time
-
 import pytest
 
 from numavia.gateware import regmap
-from simulation import build, free_port_range
+from simulation import build, served_cli
 
 pytestmark = pytest.mark.slow
 
@@ -19,17 +14,8 @@ CARD = 0x8000_0000     # the card's registers in a node's memory map (csr.json r
 
 def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
     build(2)   # cached model; the CLI below finds it
-    env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
-    port = free_port_range(2)
-    cli = [sys.executable, "-m", "numavia.cli"]
-    proc = subprocess.Popen(cli + ["sim", "--nodes", "2", "--serve", "--quiet", "--bridge-port", str(port),
-                                   "--out", str(tmp_path / "run")], env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(3000):
-            if (tmp_path / "session.json").exists():
-                break
-            time.sleep(0.1)
-        status = lambda *extra: subprocess.run(cli + ["status", *extra], env=env, capture_output=True, text=True)
+    with served_cli(tmp_path, 2) as numavia:
+        status = lambda *extra: numavia("status", *extra)
         clean = status()
         assert clean.returncode == 0, clean.stderr
         assert f"error counters ({len(regmap.ERROR_COUNTERS) + 1} per node): all zero" in clean.stdout
@@ -37,8 +23,7 @@ def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
 
         doorbell = CARD + regmap.CARD.element_address("via", "VI", 0, "SQ_DOORBELL")
         for bad in (0x40, 0x6000_0004):      # outside host memory; not 16-byte aligned
-            w = subprocess.run(cli + ["mem", "write", hex(doorbell), hex(bad)], env=env, capture_output=True,
-                               text=True)
+            w = numavia("mem", "write", hex(doorbell), hex(bad))
             assert w.returncode == 0, w.stderr
         faulty = status()
         assert faulty.returncode == 0, faulty.stderr
@@ -53,9 +38,3 @@ def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
         assert "error log (1 entries, 0 new" in again.stdout
         bad_arg = status("--log-lines", "-1")
         assert bad_arg.returncode == 2 and bad_arg.stderr.count("\n") == 1 and "must not be negative" in bad_arg.stderr
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()

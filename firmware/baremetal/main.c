@@ -1,6 +1,9 @@
 /* Bare-metal firmware of the Numavia card's VexRiscv. */
+#include <stdbool.h>
+
 #include "numavia/core.h"
 #include "numavia/platform.h"
+#include "numavia_regs.h"
 #include "numavia_ucode.h"
 #include "numavia/via.h"
 
@@ -18,15 +21,22 @@ int main(void)
         for (;;)
             ;
     }
+    /* Small FPGAs build the card without the VIA engine: its registers do not answer there. */
+    bool with_via = info.features & NV_CTRL_FEATURES_VIA_MASK;
     static struct nv_via via;
-    status = nv_via_init(&via, info.node_id, info.clk_freq_hz);
-    if (status != NV_OK) {
-        nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
-        for (;;)
-            ;
+    if (with_via) {
+        status = nv_via_init(&via, info.node_id, info.clk_freq_hz);
+        if (status != NV_OK) {
+            nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
+            for (;;)
+                ;
+        }
     }
     /* The simulation and the host utility wait for this line (NV_READY_MARKER). */
     nv_log(NV_READY_MARKER " (node %u)\n", info.node_id);
-    for (;;)
-        nv_via_poll(&via);   /* mailbox, management frames, connection timers */
+    for (;;) {
+        /* The shared memory needs no firmware once the microcode is live; VIA needs its manager. */
+        if (with_via)
+            nv_via_poll(&via);   /* mailbox, management frames, connection timers */
+    }
 }

@@ -16,6 +16,7 @@ void fake_card_reset(unsigned strap)
     fake.version = NV_CTRL_VERSION_RESET;
     fake.strap = strap;
     fake.scratch = NV_CTRL_SCRATCH_RESET;
+    fake.features = NV_CTRL_FEATURES_VIA_MASK;
     fake.store_depth = 1024;
 }
 
@@ -48,6 +49,7 @@ uint32_t nv_reg_read(uint32_t offset)
     case NV_CTRL_CYCLES_HI: return fake.cycles_hi_latch;
     case NV_CTRL_CLK_FREQ_HZ: return 100000000u;
     case NV_CTRL_MODE_STRAP: return fake.mode_strap;
+    case NV_CTRL_FEATURES: return fake.features;
     case NV_RAC_UCODE_DEPTH: return fake.store_depth;
     case NV_RAC_UCODE_POS: return fake.ucode_addr;
     case NV_RAC_UCODE_RDATA_LO: return (uint32_t)(fake.store[fake.ucode_addr % 1024] & ~fake.store_stuck_bits);

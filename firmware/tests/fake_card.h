@@ -10,6 +10,7 @@ struct fake_card {
     uint32_t version;          /* what CTRL.VERSION reads */
     uint32_t strap;
     uint32_t mode_strap;
+    uint32_t features;         /* what CTRL.FEATURES reads */
     uint32_t scratch;
     uint32_t scratch_stuck_low;  /* bits of SCRATCH that always read 0 */
     uint32_t node_id;

@@ -22,6 +22,7 @@ static void test_probe_reads_identity(void)
     CHECK(info.version_major == NV_HW_VERSION_MAJOR && info.version_minor == NV_HW_VERSION_MINOR);
     CHECK(info.node_id_strap == 5);
     CHECK(info.clk_freq_hz == 100000000u);
+    CHECK(info.features == NV_CTRL_FEATURES_VIA_MASK);
 }
 
 static void test_probe_without_card(void)
@@ -163,11 +164,23 @@ static void test_boot_prints_banner_and_sets_node_id(void)
     CHECK(info.node_id == 9 && fake.node_id == 9);
     CHECK(strstr(fake.log, "numavia firmware 1.2.3 (test)") != NULL);
     CHECK(strstr(fake.log, "card: id 0x4e4d5641") != NULL);
+    CHECK(strstr(fake.log, "with VIA engine") != NULL);
     CHECK(strstr(fake.log, "node id strap 9, node id set to 9 (read back 9)") != NULL);
     CHECK(strstr(fake.log, "microcode loaded and verified (4 words") != NULL);
     CHECK(nv_boot(NULL, "test", "1", &img) == NV_ERR_ARG);
     CHECK(nv_boot(&info, NULL, "1", &img) == NV_ERR_ARG);
     CHECK(nv_boot(&info, "test", "1", NULL) == NV_ERR_ARG);
+}
+
+static void test_boot_says_whether_the_card_has_via(void)
+{
+    struct nv_card_info info;
+    struct nv_ucode_image img = image();
+    fake_card_reset(0);
+    fake.features = 0;   /* a small FPGA's card: no VIA engine */
+    CHECK(nv_boot(&info, "test", "1", &img) == NV_OK);
+    CHECK(!(info.features & NV_CTRL_FEATURES_VIA_MASK));
+    CHECK(strstr(fake.log, "without VIA engine") != NULL);
 }
 
 static void test_boot_applies_the_numa_switch(void)
@@ -217,6 +230,7 @@ int main(void)
     test_ucode_bad_inputs_and_faults();
     test_ucode_verify_checks_a_live_store_without_writing_it();
     test_boot_prints_banner_and_sets_node_id();
+    test_boot_says_whether_the_card_has_via();
     test_boot_applies_the_numa_switch();
     test_boot_reports_missing_card();
     test_strerror_covers_every_status();

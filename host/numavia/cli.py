@@ -70,7 +70,7 @@ def _positive_float(text):
 def cmd_sim(args):
     from numavia.soc import sim
 
-    config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant)
+    config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant, via=not args.no_via)
     if args.trace_dir:
         _check_traces(Path(args.trace_dir), config.nodes)
     build = sim.build_all(config, log=_log)
@@ -159,6 +159,8 @@ def _add_sim(sub):
                    help="with --trace-dir: log every replayed access (node addr write value issued done error)")
     p.add_argument("--numa", action="store_true",
                    help="set every card's NUMA switch: the firmware turns the network cache off")
+    p.add_argument("--no-via", action="store_true",
+                   help="build the cards without the VIA engine, as small FPGAs do (shared memory only)")
     p.add_argument("--serve", action="store_true",
                    help="keep running with a host bridge per node (numavia mem/status attach) until Ctrl-C")
     p.add_argument("--until-disconnect", action="store_true",
@@ -212,12 +214,12 @@ STATUS_COUNTERS = [("lac", "ACCESSES"), ("lac", "CACHE_READ_HITS"), ("lac", "REA
 
 
 def cmd_status(args):
-    from numavia.errorlog import ErrorLog, read_cycles, read_errors
+    from numavia.errorlog import ErrorLog, card_features, read_cycles, read_errors
     from numavia.results import markdown_table
     from numavia.session import Session, read_card, session_path
     from numavia.gateware import regmap
     session = Session.load()
-    headers = ["node", "id", "ready", "microcode", "numa"] + [f"{b}.{r}" for b, r in STATUS_COUNTERS]
+    headers = ["node", "id", "ready", "microcode", "numa", "features"] + [f"{b}.{r}" for b, r in STATUS_COUNTERS]
     rows, errors = [], []
     log = ErrorLog(session_path().parent, session.pid)
     new_entries = []
@@ -229,7 +231,8 @@ def cmd_status(args):
             rows.append([node, read("ctrl", "NODE_ID"),
                          "yes" if read("ctrl", "STATUS") & 1 else "no",
                          "loaded" if read("rac", "STATUS") & 1 else "not loaded",
-                         "on" if numa else "off"] + [read(b, r) for b, r in STATUS_COUNTERS])
+                         "on" if numa else "off", ",".join(card_features(read)) or "-"]
+                        + [read(b, r) for b, r in STATUS_COUNTERS])
             cycle = read_cycles(read)
             values = read_errors(read)
             errors.append(values)

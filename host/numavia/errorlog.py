@@ -24,9 +24,18 @@ def counter_doc(block, register):
     return regmap.CARD.block(block).register(register).doc
 
 
+def card_features(read):
+    """Names of the optional blocks the card was built with (``ctrl.FEATURES``), lower case."""
+    features = regmap.CTRL.register("FEATURES")
+    value = read("ctrl", "FEATURES")
+    return [field.name.lower() for field in features.fields if value & field.mask]
+
+
 def read_errors(read):
-    """``{name: value}`` of one node's error counters and ``ring.ERRORS``; ``read(block, reg)``."""
-    values = {counter_name(b, r): read(b, r) for b, r in regmap.ERROR_COUNTERS}
+    """``{name: value}`` of one node's error counters and ``ring.ERRORS``; ``read(block, reg)``.
+    A card built without the VIA engine has no VIA counters (its VIA block does not answer)."""
+    with_via = "via" in card_features(read)
+    values = {counter_name(b, r): read(b, r) for b, r in regmap.ERROR_COUNTERS if b != "via" or with_via}
     values["ring.ERRORS"] = read("ring", "ERRORS")
     return values
 

@@ -36,6 +36,7 @@ nv_status nv_card_probe(struct nv_card_info *info)
     info->node_id_strap = nv_reg_read(NV_CTRL_NODE_ID_STRAP) & NV_NODE_ID_MASK;
     info->node_id = nv_reg_read(NV_CTRL_NODE_ID) & NV_NODE_ID_MASK;
     info->clk_freq_hz = nv_reg_read(NV_CTRL_CLK_FREQ_HZ);
+    info->features = nv_reg_read(NV_CTRL_FEATURES);
     return NV_OK;
 }
 
@@ -88,9 +89,10 @@ nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_ve
                (unsigned long)NV_CARD_ID);
     if (status != NV_OK)
         return status;
-    nv_log("card: id 0x%08lx version %u.%u.%u clock %lu Hz\n", (unsigned long)info->id,
+    nv_log("card: id 0x%08lx version %u.%u.%u clock %lu Hz, %s VIA engine%s\n", (unsigned long)info->id,
            info->version_major, info->version_minor, info->version_patch,
-           (unsigned long)info->clk_freq_hz);
+           (unsigned long)info->clk_freq_hz, (info->features & NV_CTRL_FEATURES_VIA_MASK) ? "with" : "without",
+           (info->features & NV_CTRL_FEATURES_PCIE_MASK) ? ", PCIe" : "");
     status = nv_card_check_scratch();
     if (status != NV_OK)
         return status;

@@ -31,6 +31,7 @@ struct nv_card_info {
     uint8_t node_id_strap;
     uint8_t node_id;
     uint32_t clk_freq_hz;
+    uint32_t features;       /* CTRL.FEATURES: NV_CTRL_FEATURES_VIA_MASK, NV_CTRL_FEATURES_PCIE_MASK */
 };
 
 /* Human-readable name of a status code; never NULL. */

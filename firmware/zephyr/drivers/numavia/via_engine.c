@@ -49,6 +49,10 @@ static int via_engine_init(const struct device *dev)
     struct nv_card_info info;
     if (numavia_card_get_info(NUMAVIA_CARD_CONTROL_DEVICE, &info) != 0)
         return -ENODEV;
+    if (!(info.features & NV_CTRL_FEATURES_VIA_MASK)) {
+        nv_log("numavia: this card was built without the VIA engine\n");
+        return -ENODEV;
+    }
     nv_status status = nv_via_init(&data->via, info.node_id, info.clk_freq_hz);
     if (status != NV_OK) {
         nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
