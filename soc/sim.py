@@ -229,10 +229,10 @@ EXIT_REASONS = {0: "ok", 2: "bad harness arguments", 3: "cycle limit reached bef
 def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None,
                     serve=False, until_disconnect=False, quiet=False, progress=None, wall_limit=None,
                     trace_dir=None, ring_delay=None, access_log=None, numa=False, eth_delay=None, eth_loss=None,
-                    eth_corrupt=None, eth_seed=None):
+                    eth_corrupt=None, eth_duplicate=None, eth_reorder=None, eth_seed=None):
     """The simulator's command line. ``eth_*`` set the Ethernet switch between the nodes
-    (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss and corruption
-    probabilities, and the seed of the fault generator."""
+    (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss, corruption,
+    duplication and reordering probabilities, and the seed of the fault generator."""
     # The harness runs inside the run folder: every path it gets is absolute.
     cmd = [str(model), "--out-dir", str(Path(run_dir).resolve())]
     if access_log:
@@ -243,8 +243,9 @@ def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER
         cmd += ["--trace-dir", str(Path(trace_dir).resolve())]
     if ring_delay:
         cmd += ["--ring-delay", str(ring_delay)]
-    for option, value in (("--eth-delay", eth_delay), ("--eth-loss", eth_loss),
-                          ("--eth-corrupt", eth_corrupt), ("--eth-seed", eth_seed)):
+    for option, value in (("--eth-delay", eth_delay), ("--eth-loss", eth_loss), ("--eth-corrupt", eth_corrupt),
+                          ("--eth-duplicate", eth_duplicate), ("--eth-reorder", eth_reorder),
+                          ("--eth-seed", eth_seed)):
         if value is not None:
             cmd += [option, str(value)]
     if wall_limit:

@@ -23,17 +23,19 @@ def build(nodes=2, **kwargs):
 
 @contextlib.contextmanager
 def served_cli(tmp_path, nodes, *sim_args):
-    """``numavia sim --serve`` of ``nodes`` nodes in the background, as a user starts it; yields
-    ``cli(*args)``, which runs another ``numavia`` command against it. The run folder is
-    ``tmp_path / "run"``."""
+    """``numavia sim --serve`` of ``nodes`` nodes in the background, as a user starts it; once every
+    node's firmware is ready, yields ``cli(*args)``, which runs another ``numavia`` command against
+    it. The run folder is ``tmp_path / "run"``."""
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     cli = [sys.executable, "-m", "numavia.cli"]
     proc = subprocess.Popen(cli + ["sim", "--nodes", str(nodes), "--serve", "--quiet",
                                    "--bridge-port", str(free_port_range(nodes)), "--out", str(tmp_path / "run"),
                                    *sim_args], env=env, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(3000):
-            if (tmp_path / "session.json").exists() or proc.poll() is not None:
+        logs = [tmp_path / "run" / f"node{i}.log" for i in range(nodes)]
+        ready = lambda log: log.exists() and sim.READY_MARKER in log.read_text()
+        for _ in range(6000):
+            if ((tmp_path / "session.json").exists() and all(map(ready, logs))) or proc.poll() is not None:
                 break
             time.sleep(0.1)
         assert proc.poll() is None, proc.stderr.read()

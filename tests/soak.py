@@ -7,8 +7,9 @@
   card bench), ring symbols hit by bit errors at 1e-4 each; checked by the coherence checker:
   no violation, no lost or corrupted write, no deadlock (the run finishes).
 * via-system: two full nodes (RTL + firmware, host VIPL over the bridges), Ethernet switch losing
-  1 % and corrupting 0.1 % of the frames; RDMA writes with immediate data, each checked on arrival
-  (once, in order, intact).
+  1 %, corrupting 0.1 %, duplicating 1 % and reordering 1 % of the frames; RDMA writes with
+  immediate data, each checked on arrival (once, in order, intact); throughput from node 0's
+  cycle counter.
 * via-wire: two VIA engines (RTL, Amaranth simulator) on a wire that also duplicates and reorders
   frames (1 % loss, 0.1 % corruption, 1 % duplication, 1 % reordering).
 
@@ -42,6 +43,7 @@ def coherence_soak(ops_per_card, seed, out):
 
 def via_system_soak(messages, seed, out):
     from numavia.cluster_session import ClusterSession
+    from numavia.errorlog import read_cycles
     from numavia.gateware.via_descriptor import CONTROL_OP
     from numavia.vipl import Descriptor
     from simulation import build
@@ -50,10 +52,12 @@ def via_system_soak(messages, seed, out):
     slot = lambda i: (i % batch) * size
     start = time.monotonic()
     damaged = 0
-    with ClusterSession(build(2), out / "via-system", eth_loss=0.01, eth_corrupt=0.001, eth_seed=seed) as s:
+    with ClusterSession(build(2), out / "via-system", eth_loss=0.01, eth_corrupt=0.001, eth_duplicate=0.01,
+                        eth_reorder=0.01, eth_seed=seed) as s:
         pair = Pair(s)
         vi0, vi1 = pair.connect()
         b0, b1 = pair.buffers
+        first_cycle = read_cycles(pair.nics[0].card_reg)
         done = 0
         while done < messages:
             n = min(batch, messages - done)
@@ -74,19 +78,25 @@ def via_system_soak(messages, seed, out):
             done += n
             if done % 512 == 0 or done == messages:
                 log(f"via-system: {done}/{messages} messages")
+        cycles = read_cycles(pair.nics[0].card_reg) - first_cycle
+        clock_hz = pair.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         c0, c1 = pair.counters(0), pair.counters(1)
     stats = s.link_stats()
-    lost = sum(p["lost"] for p in stats["ports"])
-    corrupted = sum(p["corrupted"] for p in stats["ports"])
+    total = lambda what: sum(p[what] for p in stats["ports"])
+    lost, corrupted = total("lost"), total("corrupted")
     recovered = c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"]
     ok = damaged == 0 and recovered == corrupted and c0["TX_ERRORS"] == c1["TX_ERRORS"] == 0
     wall = time.monotonic() - start
-    return {"part": "VIA full system (1 % loss, 0.1 % corruption)", "ok": ok, "operations": messages,
-            "faults injected": f"{lost} frames lost, {corrupted} corrupted",
+    mbps = messages * size / (cycles / clock_hz) / 1e6
+    return {"part": "VIA full system (1 % loss, 0.1 % corruption, 1 % duplication, 1 % reordering)", "ok": ok,
+            "operations": messages,
+            "faults injected": f"{lost} frames lost, {corrupted} corrupted, {total('duplicated')} duplicated, "
+                               f"{total('reordered')} reordered",
             "detected/recovered": f"{recovered} bad FCS, {c0['TX_TIMEOUTS'] + c1['TX_TIMEOUTS']} timeouts, "
                                   f"{c0['TX_NAK_SEQUENCE'] + c1['TX_NAK_SEQUENCE']} sequence NAKs",
             "violations": damaged, "figures": {"counters": [c0, c1], "link": stats, "wall_seconds": wall,
-                                               "payload_bytes": messages * size}}
+                                               "payload_bytes": messages * size, "card_cycles": cycles,
+                                               "throughput_MB_per_s": mbps}}
 
 
 def via_wire_soak(messages, seed):

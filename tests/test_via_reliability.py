@@ -1,5 +1,6 @@
-"""Reliable delivery on a faulty link: with frames lost and corrupted by the simulated switch,
-every message arrives exactly once, in order, byte for byte (real RTL + firmware, two nodes)."""
+"""Reliable delivery on a faulty link: with frames lost, corrupted, duplicated and reordered by the
+simulated switch, every message arrives exactly once, in order, byte for byte (real RTL +
+firmware, two nodes)."""
 
 import pytest
 
@@ -63,18 +64,19 @@ def vipl_recv_done(vi):
     return VipRecvDone(vi)
 
 
-@pytest.mark.parametrize("loss,corrupt,seed", [(0.01, 0.001, 7), (0.02, 0.02, 11)])
-def test_every_message_exactly_once_in_order(tmp_path_factory, loss, corrupt, seed):
-    with session(tmp_path_factory, f"faulty-{seed}", eth_loss=loss, eth_corrupt=corrupt, eth_seed=seed) as s:
+@pytest.mark.parametrize("loss,corrupt,duplicate,reorder,seed", [(0.01, 0.001, 0.01, 0.01, 7),
+                                                            (0.02, 0.02, 0.02, 0.02, 11)])
+def test_every_message_exactly_once_in_order(tmp_path_factory, loss, corrupt, duplicate, reorder, seed):
+    with session(tmp_path_factory, f"faulty-{seed}", eth_loss=loss, eth_corrupt=corrupt, eth_duplicate=duplicate,
+                 eth_reorder=reorder, eth_seed=seed) as s:
         pair = Pair(s)
         exchange(pair, seed)
         c0, c1 = pair.counters(0), pair.counters(1)
     stats = s.link_stats()
-    lost = sum(p["lost"] for p in stats["ports"])
-    corrupted = sum(p["corrupted"] for p in stats["ports"])
-    assert lost > 0, stats                                   # the faults really happened ...
+    total = lambda what: sum(p[what] for p in stats["ports"])
+    assert total("lost") > 0 and total("duplicated") + total("reordered") > 0, stats   # the faults happened ...
     assert c0["TX_TIMEOUTS"] + c0["TX_NAK_SEQUENCE"] + c1["TX_TIMEOUTS"] + c1["TX_NAK_SEQUENCE"] > 0
-    assert c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == corrupted  # ... every corrupted frame was caught
+    assert c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == total("corrupted")   # ... every corrupted frame was caught
     if corrupt >= 0.01:
-        assert corrupted > 0
+        assert total("corrupted") > 0
     assert c0["TX_ERRORS"] == c1["TX_ERRORS"] == 0

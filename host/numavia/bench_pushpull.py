@@ -50,7 +50,7 @@ class PushPullPair:
     def __init__(self, session, *, max_size, timeout=60.0, discriminator=0x9977, log=None):
         self.log = log or (lambda message: None)
         self.nics = [session.nic(0, timeout=timeout), session.nic(1, timeout=timeout)]
-        self.freq = self.nics[0]._reg(regmap.CARD.address("ctrl", "CLK_FREQ_HZ"))
+        self.freq = self.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         self.ptags = [n.create_ptag() for n in self.nics]
         self.buffers, self.descs = [], []
         for nic, ptag in zip(self.nics, self.ptags):

@@ -70,7 +70,7 @@ class Bench:
     def __init__(self, session, *, max_size, log, timeout):
         self.log = log
         self.nics = [session.nic(0, timeout=timeout), session.nic(1, timeout=timeout)]
-        self.freq = self.nics[0]._reg(regmap.CARD.address("ctrl", "CLK_FREQ_HZ"))
+        self.freq = self.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         ptags = [n.create_ptag() for n in self.nics]
         self.buffers = []
         for nic, ptag in zip(self.nics, ptags):

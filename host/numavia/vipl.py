@@ -135,8 +135,12 @@ class Nic:
             return self.bridge.read(self.card_base + offset)
         self.bridge.write(self.card_base + offset, value)
 
+    def card_reg(self, block, name, value=None):
+        """Read (or write ``value`` to) register ``name`` of the card's ``block`` (``regmap.CARD``)."""
+        return self._reg(regmap.CARD.address(block, name), value)
+
     def via_reg(self, name, value=None):
-        return self._reg(regmap.CARD.address("via", name), value)
+        return self.card_reg("via", name, value)
 
     def vi_reg(self, vi, name, value=None):
         return self._reg(regmap.CARD.element_address("via", "VI", vi, name), value)

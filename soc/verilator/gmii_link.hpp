@@ -7,10 +7,12 @@
 // latency of both ends), after the frame ahead of it on that port plus the 12-byte gap. Two nodes
 // are thus GMII back to back with a delay; more nodes share a switch.
 //
-// Faults for reliability tests: each forwarded frame is lost with probability `loss` or gets one
-// bit flipped (after the SFD, so the FCS check catches it) with probability `corrupt`, drawn
-// from a generator seeded with `seed`: the same seed gives the same faults at the same cycles.
-// Counts go to eth_link.json in the run folder.
+// Faults for reliability tests: each forwarded frame is lost with probability `loss`, gets one
+// bit flipped (after the SFD, so the FCS check catches it) with probability `corrupt`, is sent
+// twice with probability `duplicate`, or is held back with probability `reorder` until the next
+// frame to the same port has overtaken it (or `kHoldLimit` cycles have passed, so a lone frame is
+// late, not lost). Every draw comes from a generator seeded with `seed`: the same seed gives the
+// same faults at the same cycles. Counts go to eth_link.json in the run folder.
 #pragma once
 
 #include <algorithm>
@@ -28,11 +30,14 @@ struct GmiiLinkOptions {
     uint64_t delay = 50;     // eth cycles from a byte entering the switch to it leaving (>= 14)
     double loss = 0;         // probability that a frame is lost
     double corrupt = 0;      // probability that a frame gets a bit flipped
+    double duplicate = 0;    // probability that a frame is delivered twice
+    double reorder = 0;      // probability that a frame is overtaken by the next one to its port
     uint64_t seed = 1;
 
     static bool accepts(const std::string &name) { return name.rfind("--eth-", 0) == 0; }
 
-    // Set the option `name` (one of --eth-delay/-loss/-corrupt/-seed); false and `error` if bad.
+    // Set the option `name` (--eth-delay/-loss/-corrupt/-duplicate/-reorder/-seed); false and
+    // `error` if bad.
     bool set(const std::string &name, const std::string &value, std::string &error) {
         char *end = nullptr;
         if (name == "--eth-delay" || name == "--eth-seed") {
@@ -49,10 +54,15 @@ struct GmiiLinkOptions {
             }
             return true;
         }
-        if (name == "--eth-loss" || name == "--eth-corrupt") {
+        double *probability = name == "--eth-loss"      ? &loss
+                            : name == "--eth-corrupt"   ? &corrupt
+                            : name == "--eth-duplicate" ? &duplicate
+                            : name == "--eth-reorder"   ? &reorder
+                                                        : nullptr;
+        if (probability) {
             double v = std::strtod(value.c_str(), &end);
             if (end == value.c_str() || *end || v < 0 || v > 1) return fail(error, name, value);
-            (name == "--eth-loss" ? loss : corrupt) = v;
+            *probability = v;
             return true;
         }
         error = "unknown argument " + name;
@@ -82,6 +92,10 @@ public:
     void drive(uint64_t cycle) override {
         for (size_t i = 0; i < out_.size(); i++) {
             Port &port = out_[i];
+            if (port.held && cycle >= port.held->start + kHoldLimit) {
+                port.held->start = cycle;   // nothing overtook it: it leaves now
+                release_held(port);
+            }
             uint8_t dv = 0, data = 0;
             while (!port.queue.empty()) {
                 Scheduled &s = port.queue.front();
@@ -130,6 +144,7 @@ private:
     static constexpr uint64_t kGap = 12;              // interframe gap, bytes
     static constexpr size_t kPreamble = 8;            // 7 x 0x55 and the SFD
     static constexpr size_t kDestinationEnd = kPreamble + 6;
+    static constexpr uint64_t kHoldLimit = 20000;     // longest a reordered frame waits, eth cycles
 
     struct Frame {
         std::vector<uint8_t> bytes;   // as on the wire, preamble to FCS
@@ -147,10 +162,17 @@ private:
         bool routed = false;
         std::deque<Scheduled> queue;      // output: frames to send, in order
         uint64_t free_at = 0;
+        std::unique_ptr<Scheduled> held;  // output: a frame the next one overtakes (reordering)
     };
     struct Stats {
-        uint64_t sent = 0, delivered = 0, lost = 0, corrupted = 0, unknown = 0, runts = 0;
+        uint64_t sent = 0, delivered = 0, lost = 0, corrupted = 0, duplicated = 0, reordered = 0,
+                 unknown = 0, runts = 0;
     };
+
+    static void release_held(Port &port) {
+        port.queue.push_back(*port.held);
+        port.held.reset();
+    }
 
     void route(int src, Port &in) {
         in.routed = true;
@@ -179,7 +201,17 @@ private:
                 stats_[dst].corrupted++;
             }
             stats_[dst].delivered++;
+            if (!out.held && chance(opt_.reorder)) {
+                stats_[dst].reordered++;
+                out.held = std::make_unique<Scheduled>(s);
+                continue;
+            }
             out.queue.push_back(s);
+            if (out.held) release_held(out);   // the frame held back goes right behind this one
+            if (chance(opt_.duplicate)) {
+                stats_[dst].duplicated++;
+                out.queue.push_back(s);
+            }
         }
     }
 
@@ -195,14 +227,18 @@ private:
         if (stats_path_.empty()) return;
         FILE *f = std::fopen(stats_path_.c_str(), "w");
         if (!f) return;
-        std::fprintf(f, "{\n  \"delay_cycles\": %llu, \"loss\": %g, \"corrupt\": %g, \"seed\": %llu,\n  \"ports\": [",
-                     (unsigned long long)opt_.delay, opt_.loss, opt_.corrupt, (unsigned long long)opt_.seed);
+        std::fprintf(f, "{\n  \"delay_cycles\": %llu, \"loss\": %g, \"corrupt\": %g, \"duplicate\": %g, "
+                        "\"reorder\": %g, \"seed\": %llu,\n  \"ports\": [",
+                     (unsigned long long)opt_.delay, opt_.loss, opt_.corrupt, opt_.duplicate, opt_.reorder,
+                     (unsigned long long)opt_.seed);
         for (size_t i = 0; i < stats_.size(); i++) {
             const Stats &s = stats_[i];
             std::fprintf(f, "%s\n    {\"sent\": %llu, \"delivered\": %llu, \"lost\": %llu, \"corrupted\": %llu, "
-                            "\"unknown_destination\": %llu, \"runts\": %llu}",
+                            "\"duplicated\": %llu, \"reordered\": %llu, \"unknown_destination\": %llu, "
+                            "\"runts\": %llu}",
                          i ? "," : "", (unsigned long long)s.sent, (unsigned long long)s.delivered,
                          (unsigned long long)s.lost, (unsigned long long)s.corrupted,
+                         (unsigned long long)s.duplicated, (unsigned long long)s.reordered,
                          (unsigned long long)s.unknown, (unsigned long long)s.runts);
         }
         std::fprintf(f, "\n  ]\n}\n");

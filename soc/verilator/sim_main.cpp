@@ -61,7 +61,8 @@ struct Options {
         "                        [--wall-limit SECONDS] [--ring-delay N] [--ring-flip-rate F]\n"
         "                        [--seed N] [--trace-dir DIR] [--access-log FILE] [--numa]\n"
         "                        [--until-disconnect] [--eth-delay CYCLES] [--eth-loss P]\n"
-        "                        [--eth-corrupt P] [--eth-seed N]\n", msg);
+        "                        [--eth-corrupt P] [--eth-duplicate P] [--eth-reorder P]\n"
+        "                        [--eth-seed N]\n", msg);
     std::exit(2);
 }
 

@@ -1,5 +1,7 @@
 // Unit test of the harness's GMII switch (gmii_link.hpp) with plain variables for the node ports:
-// forwarding by destination MAC, the delay, the gap between frames, loss, corruption, determinism.
+// forwarding by destination MAC, the delay, the gap between frames, loss, corruption, duplication,
+// reordering, determinism.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -71,6 +73,11 @@ int main() {
     CHECK(!opt.set("--eth-delay", "3", error) && error.find("at least") != std::string::npos);
     CHECK(!opt.set("--eth-loss", "1.5", error));
     CHECK(!opt.set("--eth-loss", "x", error));
+    CHECK(!opt.set("--eth-reorder", "-0.1", error) && error.find("--eth-reorder") != std::string::npos);
+    CHECK(!opt.set("--eth-frobnicate", "1", error) && error.find("unknown") != std::string::npos);
+    CHECK(opt.set("--eth-duplicate", "0.25", error) && opt.duplicate == 0.25);
+    CHECK(opt.set("--eth-reorder", "0", error) && opt.reorder == 0);
+    opt.duplicate = 0;
     CHECK(opt.set("--eth-delay", "40", error) && opt.delay == 40);
 
     // Forwarding by destination MAC, after the delay, byte for byte.
@@ -110,6 +117,33 @@ int main() {
     auto r1 = run(2, {many, {}}, lossy, 5000), r2 = run(2, {many, {}}, lossy, 5000);
     CHECK(r1[1].received.size() > 5 && r1[1].received.size() < 35);
     CHECK(r1[1].starts == r2[1].starts);
+
+    // Duplication delivers the same frame twice, the copy after the original and a gap.
+    GmiiLinkOptions twice = opt;
+    twice.duplicate = 1.0;
+    nodes = run(2, {{a}, {}}, twice, 600);
+    CHECK(nodes[1].received.size() == 2 && nodes[1].received[0] == a && nodes[1].received[1] == a);
+    CHECK(nodes[1].starts[1] >= nodes[1].starts[0] + a.size() + 12);
+
+    // Reordering: a held frame goes right behind the next frame to its port, every frame arrives
+    // once and intact; a frame with nothing behind it is late, not lost.
+    std::vector<std::vector<uint8_t>> numbered;
+    for (int i = 0; i < 30; i++) numbered.push_back(frame(1, 0, 64, uint8_t(16 * i)));
+    GmiiLinkOptions shuffled = opt;
+    shuffled.reorder = 0.3;
+    shuffled.seed = 9;
+    nodes = run(2, {numbered, {}}, shuffled, 6000);
+    std::vector<std::vector<uint8_t>> sorted_rx = nodes[1].received, sorted_tx = numbered;
+    std::sort(sorted_rx.begin(), sorted_rx.end());
+    std::sort(sorted_tx.begin(), sorted_tx.end());
+    CHECK(sorted_rx == sorted_tx);                  // each frame exactly once, byte for byte
+    CHECK(nodes[1].received != numbered);           // ... but not all in the order sent
+    GmiiLinkOptions always = opt;
+    always.reorder = 1.0;
+    nodes = run(2, {{a, b = frame(1, 0, 64, 9)}, {}}, always, 30000);
+    CHECK(nodes[1].received.size() == 2 && nodes[1].received[0] == b && nodes[1].received[1] == a);
+    nodes = run(2, {{a}, {}}, always, 30000);
+    CHECK(nodes[1].received.size() == 1 && nodes[1].received[0] == a && nodes[1].starts[0] >= 20000);
     std::printf("%d failures\n", failures);
     return failures ? 1 : 0;
 }
