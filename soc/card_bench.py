@@ -82,6 +82,12 @@ def build_bench(nodes, config, log=print, jobs=None):
     return folder / "obj_dir" / binary
 
 
+def duplicating_ring_delay():
+    """The shortest ring delay (cycles per hop) that holds a copy of the longest packet."""
+    from numavia.gateware.sci_packet import MAX_PACKET_SYMBOLS
+    return MAX_PACKET_SYMBOLS + 2
+
+
 @dataclass
 class BenchRun:
     returncode: int
@@ -92,19 +98,22 @@ class BenchRun:
 
 
 def run_bench(binary, run_dir, *, ops=0, seed=1, hot_lines=2, words=2, write_fraction=0.4, ring_delay=4,
-              flip_rate=0.0, numa=False, max_gap=30, watchdog=2_000_000, max_cycles=None, script=None,
+              flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, max_gap=30, watchdog=2_000_000, max_cycles=None, script=None,
               trace_dir=None, log_accesses=True):
     """Run the bench: random traffic (``ops`` per node); or ``script``, a list of
     ``(node, "r"|"w"|"f", host_addr, value)`` steps whose latencies come back in ``latencies``; or
     the traces ``trace_dir/node<i>.trace`` (numavia.trace), whose figures come back in
-    ``state["trace"]``."""
+    ``state["trace"]``. Ring faults (``soc/verilator/ring_link.hpp``): ``flip_rate`` per packet
+    symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicates need ``ring_delay`` of at
+    least :func:`duplicating_ring_delay`)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ucode = run_dir / "ucode.hex"
     ucode.write_text("".join(f"{w:016x}\n" for w in codegen.microcode_program().words))
     cmd = [str(binary), "--ucode", str(ucode), "--ops", str(ops), "--seed", str(seed),
            "--hot-lines", str(hot_lines), "--words", str(words), "--write-fraction", str(write_fraction),
-           "--ring-delay", str(ring_delay), "--flip-rate", str(flip_rate), "--max-gap", str(max_gap),
+           "--ring-delay", str(ring_delay), "--flip-rate", str(flip_rate), "--ring-drop", str(ring_drop),
+           "--ring-duplicate", str(ring_duplicate), "--max-gap", str(max_gap),
            "--watchdog", str(watchdog), "--log", str(run_dir / "accesses.log") if log_accesses else "",
            "--dump", str(run_dir / "state.json")]
     if numa:

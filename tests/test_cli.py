@@ -34,6 +34,9 @@ def test_version():
     ["sim", "--nodes", "zero"],
     ["sim", "--nodes", "0"],
     ["sim", "--cpu-variant", "huge"],
+    ["bench", "coherence", "--ring-drop", "1.5"],
+    ["bench", "coherence", "--flip-rate", "-1e-4"],
+    ["bench", "coherence", "--ring-duplicate", "often"],
     [],
 ])
 def test_bad_arguments_exit_2_with_one_line(args):

@@ -60,6 +60,15 @@ def test_ring_bit_errors_are_survived(tmp_path):
     assert total(counters, "RING_CRC_ERRORS") > 0 and total(counters, "RING_TIMEOUTS") > 0
 
 
+def test_lost_and_duplicated_ring_packets_are_survived(tmp_path):
+    # Each hop long enough to hold a packet's copy (ring_link.hpp writes copies over idle symbols).
+    run, counters = stress(tmp_path, 4, 2000, seed=6, ring_drop=0.01, ring_duplicate=0.01,
+                           ring_delay=cb.duplicating_ring_delay())
+    assert run.state["ring_dropped"] > 0 and run.state["ring_duplicated"] > 0
+    assert total(counters, "RING_TIMEOUTS") > 0        # losses (of packets or echoes) resent
+    assert total(counters, "RING_DUPLICATES") > 0      # copies recognised by their alternating bit
+
+
 def test_numa_mode_caches_nothing(tmp_path):
     run, counters = stress(tmp_path, 4, 1000, seed=5, numa=True)
     assert total(counters, "RAC_ROLLOUTS") == 0 and total(counters, "LAC_CACHE_READ_HITS") == 0

@@ -55,14 +55,21 @@ def _list_of(convert, allowed=None, what="value"):
     return parse
 
 
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+def _float_where(accept, requirement):
+    """An argparse type: a float for which ``accept(value)`` holds, else '<text> <requirement>'."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} {requirement}")
+        return value
+    return parse
+
+
+_positive_float = _float_where(lambda v: v > 0, "must be positive")
+_probability = _float_where(lambda v: 0 <= v <= 1, "is not a probability (0 to 1)")
 
 
 # --- numavia sim ----------------------------------------------------------------------------------
@@ -475,8 +482,8 @@ def cmd_bench_coherence(args):
     from numavia.bench import coherence
     from numavia.errors import NumaviaError
     out = _results_folder(args.out)
-    figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, numa=args.numa,
-                            log=_log)
+    figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, ring_drop=args.ring_drop,
+                            ring_duplicate=args.ring_duplicate, numa=args.numa, log=_log)
     print(coherence.report(figures, out))
     _log(f"results in {out}/coherence.{{md,csv,json,png}}")
     if figures["violation_count"] or figures["protocol_errors"]:
@@ -612,7 +619,11 @@ def _add_bench(sub):
     coh.add_argument("--nodes", type=_positive, default=8, help="cards in the ring (default 8)")
     coh.add_argument("--ops", type=_positive, default=10_000, help="accesses per card (default 10000)")
     coh.add_argument("--seed", type=int, default=1)
-    coh.add_argument("--flip-rate", type=float, default=0.0, help="ring bit errors per symbol")
+    coh.add_argument("--flip-rate", type=_probability, default=0.0, help="ring bit errors per symbol")
+    coh.add_argument("--ring-drop", type=_probability, default=0.0, metavar="P",
+                     help="probability that a ring packet (echoes too) is lost")
+    coh.add_argument("--ring-duplicate", type=_probability, default=0.0, metavar="P",
+                     help="probability that a ring packet arrives twice (each hop then holds a packet's copy)")
     coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
     coh.add_argument("--out", default="results/coherence", help="results folder")
     coh.set_defaults(func=cmd_bench_coherence)

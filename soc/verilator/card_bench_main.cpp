@@ -23,6 +23,7 @@
 #include "card_config.h"    // generated: the card's parameters
 #include "counters_table.h" // generated: every counter register
 #include "numavia_regs.h"   // generated from gateware/regmap.py
+#include "numavia_sci.h"    // generated from gateware/sci_packet.py
 #include "bus_script.hpp"
 #include "clocks.hpp"
 #include "host_driver.hpp"
@@ -40,7 +41,9 @@ struct Options {
     double write_fraction = 0.4;
     unsigned max_gap = 30;
     unsigned ring_delay = 4;
-    double flip_rate = 0;
+    double flip_rate = 0;                // ring faults (ring_link.hpp)
+    double ring_drop = 0;
+    double ring_duplicate = 0;
     bool numa = false;
     uint64_t max_cycles = 0;
     uint64_t watchdog = 2'000'000;
@@ -60,7 +63,8 @@ struct ScriptStep {
 [[noreturn]] void usage(const char *msg) {
     std::fprintf(stderr, "bench: %s\n"
         "usage: Vcard_cluster --ucode FILE [--ops N] [--seed N] [--hot-lines N] [--words N]\n"
-        "       [--write-fraction F] [--max-gap N] [--ring-delay N] [--flip-rate F] [--numa]\n"
+        "       [--write-fraction F] [--max-gap N] [--ring-delay N] [--flip-rate F]\n"
+        "       [--ring-drop P] [--ring-duplicate P] [--numa]\n"
         "       [--max-cycles N] [--watchdog N] [--log FILE] [--dump FILE]\n", msg);
     std::exit(2);
 }
@@ -81,6 +85,8 @@ Options parse(int argc, char **argv) {
         else if (a == "--max-gap") o.max_gap = std::atoi(value().c_str());
         else if (a == "--ring-delay") o.ring_delay = std::atoi(value().c_str());
         else if (a == "--flip-rate") o.flip_rate = std::atof(value().c_str());
+        else if (a == "--ring-drop") o.ring_drop = std::atof(value().c_str());
+        else if (a == "--ring-duplicate") o.ring_duplicate = std::atof(value().c_str());
         else if (a == "--numa") o.numa = true;
         else if (a == "--max-cycles") o.max_cycles = std::strtoull(value().c_str(), nullptr, 0);
         else if (a == "--watchdog") o.watchdog = std::strtoull(value().c_str(), nullptr, 0);
@@ -207,7 +213,18 @@ int main(int argc, char **argv) {
         sys.add(scripts.back().get());
         sys.add(hosts.back().get());
     }
-    Ring ring(ring_pins, opt.ring_delay, opt.flip_rate, opt.seed ^ 0x5EED);
+    RingFaults ring_faults;
+    ring_faults.flip_rate = opt.flip_rate;
+    ring_faults.drop = opt.ring_drop;
+    ring_faults.duplicate = opt.ring_duplicate;
+    ring_faults.max_packet = NV_SCI_MAX_PACKET_SYMBOLS;
+    std::unique_ptr<Ring> ring_ptr;
+    try {
+        ring_ptr.reset(new Ring(ring_pins, opt.ring_delay, ring_faults, opt.seed ^ 0x5EED));
+    } catch (const std::invalid_argument &e) {
+        usage(e.what());
+    }
+    Ring &ring = *ring_ptr;
     sys.add(&ring);
 
     // Bring-up, as the firmware does it.
@@ -347,8 +364,11 @@ int main(int argc, char **argv) {
 
     if (FILE *f = std::fopen(opt.dump.c_str(), "w")) {
         std::fprintf(f, "{\"reason\": \"%s\", \"cycles\": %llu, \"traffic_cycles\": %llu, \"wall_seconds\": %.3f, "
-                        "\"ring_flips\": %llu, ", reason.c_str(), (unsigned long long)sys.cycle(),
-                     (unsigned long long)(traffic_end - traffic_start), wall, (unsigned long long)ring.flips());
+                        "\"ring_flips\": %llu, \"ring_packets\": %llu, \"ring_dropped\": %llu, "
+                        "\"ring_duplicated\": %llu, ", reason.c_str(), (unsigned long long)sys.cycle(),
+                     (unsigned long long)(traffic_end - traffic_start), wall, (unsigned long long)ring.counts().flips,
+                     (unsigned long long)ring.counts().packets, (unsigned long long)ring.counts().dropped,
+                     (unsigned long long)ring.counts().duplicated);
         std::fprintf(f, "\"trace\": [");
         for (size_t i = 0; i < traces.size(); i++)
             std::fprintf(f, "%s{\"node\": %zu, \"records\": %zu, \"accesses\": %llu, \"errors\": %llu, "

@@ -156,7 +156,9 @@ int main(int argc, char **argv) {
 
     std::vector<RingPins> ring_pins;
     for (int i = 0; i < NV_NODES; i++) ring_pins.push_back({nodes[i].ring_tx, nodes[i].ring_rx});
-    Ring ring(ring_pins, opt.ring_delay, opt.ring_flip_rate, opt.seed);
+    RingFaults ring_faults;
+    ring_faults.flip_rate = opt.ring_flip_rate;
+    Ring ring(ring_pins, opt.ring_delay, ring_faults, opt.seed);
     sys.add(&ring);
     GmiiSwitch<NodePorts> eth_link(nodes, NV_NODES, opt.eth, opt.out_dir + "/eth_link.json");
     for (auto &d : domains)

@@ -9,14 +9,21 @@ from numavia.errors import NumaviaError
 from numavia.soc import card_bench
 
 
-def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, numa=False, log=print, run_dir=None):
+def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, log=print,
+        run_dir=None):
+    """Run and judge the stress; ring faults: ``flip_rate`` per symbol, ``ring_drop`` and
+    ``ring_duplicate`` per packet (duplicating lengthens each hop to hold a packet's copy)."""
     config = card_bench.bench_card_config()
     binary = card_bench.build_bench(nodes, config, log=log)
     run_dir = run_dir or card_bench.buildcache.build_root() / "run" / f"coherence-{nodes}"
-    log(f"{nodes} cards, {ops} random accesses each (seed {seed}{', ring bit errors' if flip_rate else ''}"
+    ring_delay = card_bench.duplicating_ring_delay() if ring_duplicate else 4
+    faults = [name for name, rate in (("ring bit errors", flip_rate), ("lost ring packets", ring_drop),
+                                      ("duplicated ring packets", ring_duplicate)) if rate]
+    log(f"{nodes} cards, {ops} random accesses each (seed {seed}{''.join(', ' + f for f in faults)}"
         f"{', NUMA mode' if numa else ''})")
     started = time.monotonic()
-    bench = card_bench.run_bench(binary, run_dir, ops=ops, seed=seed, flip_rate=flip_rate, numa=numa)
+    bench = card_bench.run_bench(binary, run_dir, ops=ops, seed=seed, flip_rate=flip_rate, ring_drop=ring_drop,
+                                 ring_duplicate=ring_duplicate, ring_delay=ring_delay, numa=numa)
     wall = time.monotonic() - started
     if bench.returncode:
         raise NumaviaError(f"the coherence bench stopped: {bench.stderr.strip().splitlines()[-1:]}")
@@ -36,14 +43,17 @@ def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, numa=False, log=print, ru
     hits = total("LAC_HOME_READ_HITS") + total("LAC_HOME_WRITE_HITS") + total("LAC_CACHE_READ_HITS") + \
         total("LAC_CACHE_WRITE_HITS")
     return {
-        "nodes": nodes, "ops_per_node": ops, "seed": seed, "flip_rate": flip_rate, "numa": numa,
+        "nodes": nodes, "ops_per_node": ops, "seed": seed, "flip_rate": flip_rate, "ring_drop": ring_drop,
+        "ring_duplicate": ring_duplicate, "ring_delay": ring_delay, "numa": numa,
         "accesses": len(bench.accesses), "violations": violations[:20], "violation_count": len(violations),
         "traffic_cycles": cycles, "cycles_per_access_per_node": round(cycles / ops, 1),
         "latency_median": latencies[len(latencies) // 2], "latency_p99": latencies[int(len(latencies) * 0.99)],
         "latency_max": latencies[-1], "hit_ratio": round(hits / max(1, total("LAC_ACCESSES")), 3),
         "nacks": total("RAC_NACKS_SENT"), "rollouts": total("RAC_ROLLOUTS"), "purges": total("RAC_PURGES"),
         "protocol_errors": total("RAC_PROTOCOL_ERRORS"), "ring_crc_errors": total("RING_CRC_ERRORS"),
-        "ring_timeouts": total("RING_TIMEOUTS"), "ring_flips": bench.state["ring_flips"],
+        "ring_timeouts": total("RING_TIMEOUTS"), "ring_duplicates_refused": total("RING_DUPLICATES"),
+        "ring_flips": bench.state["ring_flips"], "ring_packets": bench.state["ring_packets"],
+        "ring_dropped": bench.state["ring_dropped"], "ring_duplicated": bench.state["ring_duplicated"],
         "wall_seconds": round(wall, 1), "sim_cycles_per_second": round(bench.state["cycles"] / max(wall, 1e-9)),
         "latencies": latencies, "config": config.as_dict(),
     }
@@ -53,7 +63,8 @@ def report(figures, out):
     from numavia import results
     keys = ["nodes", "accesses", "violation_count", "protocol_errors", "traffic_cycles",
             "cycles_per_access_per_node", "latency_median", "latency_p99", "latency_max", "hit_ratio",
-            "nacks", "rollouts", "purges", "ring_flips", "ring_crc_errors", "ring_timeouts",
+            "nacks", "rollouts", "purges", "ring_flips", "ring_dropped", "ring_duplicated", "ring_crc_errors",
+            "ring_timeouts", "ring_duplicates_refused",
             "wall_seconds", "sim_cycles_per_second"]
     rows = [[k.replace("_", " "), figures[k]] for k in keys]
     plot(figures, out)

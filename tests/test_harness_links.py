@@ -1,0 +1,28 @@
+"""The harness's link models, each compiled on its own with plain variables for the node ports
+(tests/cpp/test_<model>.cpp): the Ethernet switch (soc/verilator/gmii_link.hpp: forwarding by MAC,
+delay, gaps, loss, corruption, duplication, reordering, determinism) and the SCI ring
+(soc/verilator/ring_link.hpp: delay, bit flips, lost and duplicated packets, determinism)."""
+
+import subprocess
+
+import pytest
+
+from numavia.buildcache import REPO_ROOT
+
+HARNESS = REPO_ROOT / "soc" / "verilator"
+UNIT_TESTS = sorted((REPO_ROOT / "tests" / "cpp").glob("test_*.cpp"))
+
+
+def verilator_include():
+    root = subprocess.run(["verilator", "--getenv", "VERILATOR_ROOT"], capture_output=True, text=True)
+    return f"{root.stdout.strip()}/include"
+
+
+@pytest.mark.parametrize("source", UNIT_TESTS, ids=[p.stem for p in UNIT_TESTS])
+def test_link_model(tmp_path, source):
+    binary = tmp_path / source.stem
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-fsanitize=address,undefined",
+                    f"-I{verilator_include()}", f"-I{HARNESS}", str(source), "-o", str(binary)], check=True)
+    result = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "0 failures"
