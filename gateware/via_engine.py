@@ -1,13 +1,14 @@
 """The VIA engine: the card's hardware VIA over Gigabit Ethernet.
 
 It joins the register block (``regmap.VIA``: VI state, completion queues, ATT access, mailbox,
-management frames, counters), the doorbell pages (``regmap.DOORBELL``, port ``doorbells``: one
-page per VI, so that a driver can map a process its own VI's doorbells and no other's), the transmit and receive engines, the address translator,
-the completion unit, the two store-and-forward frame buffers and the DMA arbiter. Its ports go to
-the card top: the register window, one Wishbone DMA initiator into the SoC (host memory), and the
-32-bit frame streams of the LiteEth MAC core. With ``cq_event`` it also has an output of that name
-that pulses when a completion-queue entry has been written (the card's PCIe MSI; without PCIe the
-firmware polls the queues, and the port is not there at all).
+management frames, counters), the doorbell pages (``regmap.DOORBELL``, port ``doorbells``: one page
+per VI, so that a driver can map a process its own VI's doorbells and no other's), the transmit and
+receive engines, the address translator, the completion unit, the two store-and-forward frame
+buffers and the DMA arbiter. Its ports go to the card top: the register window, one Wishbone DMA
+initiator into the SoC (host memory), and the 32-bit frame streams of the LiteEth MAC core. With
+``cq_event`` it also has an output of that name that pulses when a completion-queue entry has been
+written (the card's PCIe MSI; without PCIe the firmware polls the queues, and the port is not there
+at all).
 """
 
 from amaranth import Module, Signal, Mux, Cat

@@ -5,8 +5,9 @@ The calls follow the VI Provider Library: ``VipOpenNic``, ``VipCreatePtag``, ``V
 ``VipDisconnect``, ``VipPostSend``/``Recv``, ``VipSendDone``/``Wait``, ``VipRecvDone``/``Wait``,
 ``VipCQDone``/``Wait``. Data path calls touch only host memory and the VI's doorbell page
 (``Vi.doorbell_page``: the one 4 KiB page of the card's window a driver maps into the VI owner's
-process; it holds that VI's doorbells and nothing else), as a user-level VIPL does; set-up calls go to the card's firmware through the mailbox
-(``numavia.gateware.via_mailbox``). On top, :class:`Nic` and :class:`Vi` offer Pythonic methods.
+process; it holds that VI's doorbells and nothing else), as a user-level VIPL does; set-up calls go
+to the card's firmware through the mailbox (``numavia.gateware.via_mailbox``). On top, :class:`Nic`
+and :class:`Vi` offer Pythonic methods.
 
 Errors raise :class:`ViplError` (with the VIP result name), never return codes.
 """
