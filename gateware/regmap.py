@@ -539,7 +539,8 @@ DOORBELL = Block("doorbell", base=0x1_0000, size=VI_CAPACITY * DOORBELL_PAGE_BYT
     )),
 ))
 
-CARD = RegisterMap("card", size=0x2_0000, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
+#: The window ends with the doorbell pages, so it grows with them (0x2_0000 bytes: 128 KiB).
+CARD = RegisterMap("card", size=DOORBELL.base + DOORBELL.size, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
 
 #: The counters that count faults: corrupted, lost, duplicated or refused traffic, recovered by
 #: the hardware or refused by it (``numavia status`` shows them and logs every increase). The
