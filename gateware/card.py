@@ -148,7 +148,7 @@ def _join_wishbone(m, initiator, target):
 
 def card_blocks(config):
     """The register-map blocks this configuration instantiates."""
-    return tuple(b for b in regmap.CARD.blocks if config.via or b is not regmap.VIA)
+    return tuple(b for b in regmap.CARD.blocks if config.via or b not in (regmap.VIA, regmap.DOORBELL))
 
 
 class Card(wiring.Component):
@@ -188,7 +188,7 @@ class Card(wiring.Component):
         if cfg.via:
             m.submodules.via = via = ViaEngine(cfg.via_params(), mtu=cfg.via_mtu, rto_cycles=cfg.via_rto_cycles,
                                                retry_limit=cfg.via_retry_limit, cq_event=cfg.pcie)
-            buses["via"] = via.regs
+            buses["via"], buses["doorbell"] = via.regs, via.doorbells
             m.d.comb += via.node_id.eq(ctrl.node_id)
             # DMA into host memory (the SoC's, or the PCIe host's), frames to and from the Ethernet MAC.
             if cfg.pcie:

@@ -96,11 +96,15 @@ class RegisterArray:
                 return r
         raise KeyError(f"array {self.name} has no register {name}")
 
-    def offset_of(self, index, register):
-        """Byte offset inside the block of ``register`` of element ``index``."""
+    def element_offset(self, index):
+        """Byte offset inside the block of element ``index``."""
         if not 0 <= index < self.count:
             raise IndexError(f"array {self.name} has {self.count} elements, not {index + 1}")
-        return self.offset + index * self.stride + self.register(register).offset
+        return self.offset + index * self.stride
+
+    def offset_of(self, index, register):
+        """Byte offset inside the block of ``register`` of element ``index``."""
+        return self.element_offset(index) + self.register(register).offset
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,11 @@ class RegisterMap:
         b = self.block(block)
         return b.base + b.register(register).offset
 
+    def element_base(self, block, array, index):
+        """Byte offset of element ``index`` of ``block.array`` inside the window."""
+        b = self.block(block)
+        return b.base + b.array(array).element_offset(index)
+
     def element_address(self, block, array, index, register):
         """Byte offset of ``register`` of element ``index`` of ``block.array`` inside the window."""
         b = self.block(block)
@@ -194,7 +203,7 @@ class RegisterMap:
 #: "NMVA" in ASCII: a read of CTRL.ID that returns anything else means no card answers.
 CARD_ID = 0x4E4D5641
 #: Version of the card's hardware interface (this register map): bump on incompatible change.
-HW_VERSION = (0, 2, 0)
+HW_VERSION = (1, 0, 0)
 #: Node ids are 6 bits: a ring of up to 64 cards.
 NODE_ID_BITS = 6
 
@@ -380,10 +389,11 @@ RING = Block("ring", base=0x0300, size=0x100, doc="SCI ring link: configuration,
     *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RING_COUNTERS)),
 ))
 
-#: Where each block of the card lives in the 64 KiB register window. Reserved ahead so blocks
+#: Where each block of the card lives in the 128 KiB register window. Reserved ahead so blocks
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
-#:   0x0300 ring   0x1000-0x1fff via (engine, doorbells, completion queues)   0x2000 pcie
+#:   0x0300 ring   0x1000-0x1fff via (engine, VI state, completion queues)   0x2000 pcie
+#:   0x10000-0x1ffff doorbell (one DOORBELL_PAGE_BYTES page per VI: the only part a process maps)
 
 #: Event counters of the VIA engine, in register order from VIA_COUNTER_BASE. Each counts up and
 #: wraps; reading one has no side effect.
@@ -406,7 +416,8 @@ VIA_COUNTERS = (
     ("TX_NAK_SEQUENCE", "sequence NAKs received (go back to the frame the peer asked for)"),
     ("TX_ERRORS", "VIs put in the error state by a remote error, a retry limit or a DMA error"),
     ("CQ_OVERFLOWS", "completion-queue entries lost because the queue was full"),
-    ("DOORBELLS_REFUSED", "doorbells refused: queue full, or descriptor address outside host memory"),
+    ("DOORBELLS_REFUSED", "doorbells refused: queue full, descriptor address outside host memory, "
+                          "or a write to a doorbell page of no VI or to no doorbell of a page"),
     ("DMA_ERRORS", "DMA accesses answered with a bus error"),
     ("READ_REQUESTS_DROPPED", "RDMA read requests dropped because the response queue was full"),
 )
@@ -414,7 +425,13 @@ VIA_COUNTER_BASE = 0x080
 
 VI_STATES = (("IDLE", 0), ("CONNECTED", 1), ("ERROR", 2))
 
-VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VIs, doorbells, completion queues, ATT, "
+#: VIs the register map reserves room for (a card may build fewer: ``VIA.VI_COUNT``).
+VI_CAPACITY = 16
+#: Bytes of one VI's doorbell page: the unit an operating system maps into a process, so it is the
+#: host's page size. A page holds that VI's doorbells and nothing else.
+DOORBELL_PAGE_BYTES = 0x1000
+
+VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VI state, completion queues, ATT, "
             "firmware mailbox and management frames", registers=(
     Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
     Register("CQ_COUNT", 0x004, Access.RO, "Completion queues this card has", width=8),
@@ -470,9 +487,10 @@ VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VIs, doorbells, co
     RegisterArray("MGMT_RX_DATA", 0x180, 16, 4, "Payload of the received management frame", registers=(
         Register("WORD", 0x0, Access.RO, "one word, little-endian bytes"),
     )),
-    RegisterArray("VI", 0x400, 16, 0x40, "One Virtual Interface: doorbells, state, connection", registers=(
-        Register("SQ_DOORBELL", 0x00, Access.WO, "Post a send descriptor: its physical address"),
-        Register("RQ_DOORBELL", 0x04, Access.WO, "Post a receive descriptor: its physical address"),
+    # Offsets 0x00 and 0x04 of a VI held its doorbells before they moved to their own pages
+    # (DOORBELL); they stay holes so that an old driver's doorbell write answers err.
+    RegisterArray("VI", 0x400, VI_CAPACITY, 0x40, "One Virtual Interface: state, connection, binding "
+                  "(privileged; its doorbells are in the DOORBELL block)", registers=(
         Register("CMD", 0x08, Access.WO, "State change (firmware)", width=8, fields=(
             Field("CONNECT", 0, doc="IDLE -> CONNECTED: sequence numbers restart at 0"),
             Field("FAIL", 1, doc="-> ERROR: posted descriptors complete as FLUSHED"),
@@ -515,7 +533,18 @@ VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VIs, doorbells, co
     )),
 ))
 
-CARD = RegisterMap("card", size=0x1_0000, blocks=(CTRL, LAC, RAC, RING, VIA))
+DOORBELL = Block("doorbell", base=0x1_0000, size=VI_CAPACITY * DOORBELL_PAGE_BYTES,
+                 doc="VI doorbells, one page per VI: a driver maps a process only its own VI's page",
+                 arrays=(
+    RegisterArray("VI", 0x000, VI_CAPACITY, DOORBELL_PAGE_BYTES,
+                  "The doorbell page of one VI (the page index is the VI number)", registers=(
+        Register("SQ_DOORBELL", 0x00, Access.WO, "Post a send descriptor: its physical address"),
+        Register("RQ_DOORBELL", 0x04, Access.WO, "Post a receive descriptor: its physical address"),
+    )),
+))
+
+#: The window ends with the doorbell pages, so it grows with them (0x2_0000 bytes: 128 KiB).
+CARD = RegisterMap("card", size=DOORBELL.base + DOORBELL.size, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
 
 #: The counters that count faults: corrupted, lost, duplicated or refused traffic, recovered by
 #: the hardware or refused by it (``numavia status`` shows them and logs every increase). The

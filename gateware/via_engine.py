@@ -1,12 +1,14 @@
 """The VIA engine: the card's hardware VIA over Gigabit Ethernet.
 
-It joins the register block (``regmap.VIA``: doorbells, VI state, completion queues, ATT access,
-mailbox, management frames, counters), the transmit and receive engines, the address translator,
-the completion unit, the two store-and-forward frame buffers and the DMA arbiter. Its ports go to
-the card top: the register window, one Wishbone DMA initiator into the SoC (host memory), and the
-32-bit frame streams of the LiteEth MAC core. With ``cq_event`` it also has an output of that name
-that pulses when a completion-queue entry has been written (the card's PCIe MSI; without PCIe the
-firmware polls the queues, and the port is not there at all).
+It joins the register block (``regmap.VIA``: VI state, completion queues, ATT access, mailbox,
+management frames, counters), the doorbell pages (``regmap.DOORBELL``, port ``doorbells``: one page
+per VI, so that a driver can map a process its own VI's doorbells and no other's), the transmit and
+receive engines, the address translator, the completion unit, the two store-and-forward frame
+buffers and the DMA arbiter. Its ports go to the card top: the register window, one Wishbone DMA
+initiator into the SoC (host memory), and the 32-bit frame streams of the LiteEth MAC core. With
+``cq_event`` it also has an output of that name that pulses when a completion-queue entry has been
+written (the card's PCIe MSI; without PCIe the firmware polls the queues, and the port is not there
+at all).
 """
 
 from amaranth import Module, Signal, Mux, Cat
@@ -47,6 +49,7 @@ class ViaEngine(wiring.Component):
             self.resets["RETRY_LIMIT"] = retry_limit
         super().__init__({
             "regs": In(wishbone.Signature(addr_width=regmap.VIA.addr_width)),
+            "doorbells": In(wishbone.Signature(addr_width=regmap.DOORBELL.addr_width)),
             "dma": Out(wishbone_burst.Signature(addr_width=30)),
             "eth_tx": Out(stream.Signature(EthBeat)),
             "eth_rx": In(stream.Signature(EthBeat)),
@@ -62,6 +65,13 @@ class ViaEngine(wiring.Component):
         m.submodules.bank = bank = RegisterBank(regmap.VIA, counts={"VI": vis, "CQ": cqs}, resets=self.resets,
                                                 hw_writable=("ATT_ADDR",))
         wiring.connect(m, wiring.flipped(self.regs), bank.bus)
+        # The doorbell pages: page i decodes VI i's two doorbells and nothing else, so a doorbell
+        # for VI i can only come through page i. Pages of VIs this card does not build, and the
+        # rest of every page, answer err like any hole of the window.
+        m.submodules.doorbell_bank = doorbell_bank = RegisterBank(regmap.DOORBELL, counts={"VI": vis})
+        wiring.connect(m, wiring.flipped(self.doorbells), doorbell_bank.bus)
+        doorbell_refused = Signal()
+        m.d.comb += doorbell_refused.eq(doorbell_bank.bus.err & self.doorbells.we)
         m.submodules.tx = tx = TxEngine(p)
         m.submodules.rx = rx = RxEngine(p)
         m.submodules.att = att = AddressTranslator(regions=p.att_regions, pages=p.att_pages, ports=2)
@@ -163,6 +173,7 @@ class ViaEngine(wiring.Component):
         state_reg = _VI.register("STATE")
         for v in range(vis):
             regs = bank.vi[v]
+            page = doorbell_bank.vi[v]
             state = Signal(2, name=f"vi{v}_state")
             error = Signal(16, name=f"vi{v}_error")
             connect = Signal(name=f"vi{v}_connect")
@@ -190,10 +201,10 @@ class ViaEngine(wiring.Component):
                 ]
             m.d.comb += [
                 regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
-                tx.sq_doorbell[v].eq(regs.sq_doorbell.w_stb),
-                tx.sq_doorbell_addr[v].eq(regs.sq_doorbell.w_data),
-                rx.rq_doorbell[v].eq(regs.rq_doorbell.w_stb),
-                rx.rq_doorbell_addr[v].eq(regs.rq_doorbell.w_data),
+                tx.sq_doorbell[v].eq(page.sq_doorbell.w_stb),
+                tx.sq_doorbell_addr[v].eq(page.sq_doorbell.w_data),
+                rx.rq_doorbell[v].eq(page.rq_doorbell.w_stb),
+                rx.rq_doorbell_addr[v].eq(page.rq_doorbell.w_data),
                 regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
                 regs.tx_psn.value.eq(tx.snd_nxt[v]),
                 regs.rx_psn.value.eq(rx.rcv_nxt[v]),
@@ -241,6 +252,7 @@ class ViaEngine(wiring.Component):
             events[name].append(getattr(tx.events, name.lower()))
         for name in RX_EVENTS:
             events[name].append(getattr(rx.events, name.lower()))
+        events["DOORBELLS_REFUSED"].append(doorbell_refused)
         events["DMA_ERRORS"].append(completion.dma_error)
         events["CQ_OVERFLOWS"].append(completion.overflow)
         events["TX_FRAMES"].append(self.eth_tx.valid & self.eth_tx.ready & self.eth_tx.payload.last)

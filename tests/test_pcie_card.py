@@ -182,6 +182,11 @@ def vi_reg(vi, name):
     return VIA.base + VIA.array("VI").offset_of(vi, name)
 
 
+def doorbell(vi, name):
+    """Address in BAR0 of ``name`` in VI ``vi``'s doorbell page (what a driver maps for the VI)."""
+    return regmap.CARD.element_address("doorbell", "VI", vi, name)
+
+
 def cq_reg(cq, name):
     return VIA.base + VIA.array("CQ").offset_of(cq, name)
 
@@ -223,7 +228,11 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
 
         # The doorbell: the engine reads the descriptor and the data over PCIe and sends a frame.
         reads_before = len([t for _, t in h.from_card if t.fmt_type.name.startswith("MEM_READ")])
-        bar0_write(h, vi_reg(1, "SQ_DOORBELL"), DESC)
+        # A doorbell in the page of a VI this card does not have: refused and counted, nothing sent.
+        bar0_write(h, doorbell(CONFIG.via_vis, "SQ_DOORBELL"), DESC)
+        assert await bar0_read(ctx, h, VIA.base + VIA.register("DOORBELLS_REFUSED").offset) == 1
+        assert h.frames_sent == []
+        bar0_write(h, doorbell(1, "SQ_DOORBELL"), DESC)
         await h.wait(ctx, lambda: h.frames_sent, 20_000, "the send's frame")
         raw, = h.frames_sent
         hd = header(raw)

@@ -96,20 +96,25 @@ def test_array_checks_its_stride_and_the_block_checks_overlaps():
     with pytest.raises(ValueError, match="outside the block"):
         Block("b", 0, 0x20, "", arrays=(arr,))
     assert arr.offset_of(3, "X") == 0x10 + 3 * 8 + 4
+    assert arr.element_offset(3) == 0x10 + 3 * 8
     with pytest.raises(IndexError):
         arr.offset_of(4, "X")
+    with pytest.raises(IndexError):
+        arr.element_offset(-1)
 
 
 def test_array_registers_in_the_generated_outputs(tmp_path):
     header = codegen.c_header()
     defines = dict(re.findall(r"#define (NV_\w+)\s+(0x[0-9a-f]+)u", header))
-    vi = regmap.VIA.array("VI")
-    assert int(defines["NV_VIA_VI_SQ_DOORBELL"], 16) == regmap.CARD.element_address("via", "VI", 0, "SQ_DOORBELL")
-    assert int(defines["NV_VIA_VI_STRIDE"], 16) == vi.stride
+    pages = regmap.DOORBELL.array("VI")
+    assert int(defines["NV_DOORBELL_VI_SQ_DOORBELL"], 16) == regmap.CARD.element_address(
+        "doorbell", "VI", 0, "SQ_DOORBELL")
+    assert int(defines["NV_DOORBELL_VI_STRIDE"], 16) == pages.stride == regmap.DOORBELL_PAGE_BYTES
+    assert int(defines["NV_VIA_VI_STRIDE"], 16) == regmap.VIA.array("VI").stride
     (tmp_path / "numavia_regs.h").write_text(header)
     (tmp_path / "t.c").write_text('#include "numavia_regs.h"\n'
-                                  "int main(void){return NV_VIA_VI_RQ_DOORBELL_AT(3) == %du ? 0 : 1;}\n"
-                                  % regmap.CARD.element_address("via", "VI", 3, "RQ_DOORBELL"))
+                                  "int main(void){return NV_DOORBELL_VI_RQ_DOORBELL_AT(3) == %du ? 0 : 1;}\n"
+                                  % regmap.CARD.element_address("doorbell", "VI", 3, "RQ_DOORBELL"))
     subprocess.run(["cc", "-Wall", "-Werror", "t.c", "-o", "t"], cwd=tmp_path, check=True)
     assert subprocess.run([str(tmp_path / "t")]).returncode == 0
     namespace = {}
@@ -118,3 +123,23 @@ def test_array_registers_in_the_generated_outputs(tmp_path):
     doc = json.loads(codegen.regmap_json())
     via = next(b for b in doc["blocks"] if b["name"] == "via")
     assert {a["name"] for a in via["arrays"]} == {a.name for a in regmap.VIA.arrays}
+
+
+def test_each_vi_has_its_own_doorbell_page_and_only_there():
+    """Gap 1 of docs/reliability.md: a page holds one VI's doorbells and nothing else."""
+    pages = regmap.DOORBELL.array("VI")
+    page = regmap.DOORBELL_PAGE_BYTES
+    assert page == 4096 and pages.stride == page and pages.count == regmap.VIA.array("VI").count
+    assert {r.name for r in pages.registers} == {"SQ_DOORBELL", "RQ_DOORBELL"}
+    bases = [regmap.CARD.element_base("doorbell", "VI", i) for i in range(pages.count)]
+    assert all(b % page == 0 for b in bases) and all(b1 - b0 == page for b0, b1 in zip(bases, bases[1:]))
+    # No other register of the window shares a page with any doorbell.
+    doorbell_pages = set(bases)
+    for block in regmap.CARD.blocks:
+        if block is regmap.DOORBELL:
+            continue
+        assert block.base // page * page not in doorbell_pages
+        assert (block.base + block.size - 1) // page * page not in doorbell_pages
+    # The VI array of the privileged block no longer has doorbells (one address per doorbell).
+    assert not {"SQ_DOORBELL", "RQ_DOORBELL"} & {r.name for r in regmap.VIA.array("VI").registers}
+    assert regmap.CARD.size == regmap.DOORBELL.base + regmap.DOORBELL.size

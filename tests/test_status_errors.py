@@ -21,7 +21,7 @@ def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
         assert f"error counters ({len(regmap.ERROR_COUNTERS) + 1} per node): all zero" in clean.stdout
         assert "error log (0 entries, 0 new" in clean.stdout
 
-        doorbell = CARD + regmap.CARD.element_address("via", "VI", 0, "SQ_DOORBELL")
+        doorbell = CARD + regmap.CARD.element_address("doorbell", "VI", 0, "SQ_DOORBELL")
         for bad in (0x40, 0x6000_0004):      # outside host memory; not 16-byte aligned
             w = numavia("mem", "write", hex(doorbell), hex(bad))
             assert w.returncode == 0, w.stderr

@@ -8,6 +8,7 @@ test_via_reliability.py, exactly-once in-order delivery under injected loss and 
 import pytest
 
 from numavia import vipl
+from numavia.bridge import BridgeError
 from numavia.gateware import regmap, via_frame
 from numavia.gateware.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor, ViplError
@@ -273,10 +274,21 @@ def test_bad_doorbells_descriptors_and_full_queues(pair):
     vi0, vi1 = pair.connect()
     b0, b1 = pair.buffers
     refused = pair.counters(0)["DOORBELLS_REFUSED"]
-    nic0.vi_reg(vi0.number, "SQ_DOORBELL", 0x1000_0000)          # not host memory
-    nic0.vi_reg(vi0.number, "SQ_DOORBELL", b0.pa(0) & ~0xF | 4)  # not 16-byte aligned
+    vi0.ring("SQ_DOORBELL", 0x1000_0000)          # not host memory
+    vi0.ring("SQ_DOORBELL", b0.pa(0) & ~0xF | 4)  # not 16-byte aligned
     assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + 2
     assert nic0.vi_reg(vi0.number, "QUEUE_STATUS") == 0
+
+    # Doorbell pages: each VI's own 4 KiB page. The page of a VI the card does not have, and
+    # any other word of a page, answer a bus error and are counted; nothing is posted.
+    assert vi0.doorbell_page == nic0.card_base + regmap.CARD.element_base("doorbell", "VI", vi0.number)
+    missing = nic0.doorbell_page(nic0.attributes["vi_count"])
+    cmd_offset = regmap.VIA.array("VI").register("CMD").offset   # where CMD sits in a VI's element
+    for address in (missing, missing + 4, vi0.doorbell_page + cmd_offset):
+        with pytest.raises(BridgeError, match="bus error"):
+            nic0.bridge.write(address, b0.pa(0))
+    assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + 5
+    assert nic0.vi_reg(vi0.number, "QUEUE_STATUS") == 0 and vi0.state == "CONNECTED"
 
     # Too many data segments: a format error, and the VI carries on.
     d = vi0.post_send(Descriptor(segments=[(b0.va, b0.handle, 1)] * (nic0.attributes["max_segments"] + 1)))
@@ -288,7 +300,7 @@ def test_bad_doorbells_descriptors_and_full_queues(pair):
     with pytest.raises(ViplError, match="ERROR_RESOURCE"):
         vi1.post_recv(Descriptor(segments=[(b1.va, b1.handle, 16)]))
     refused = pair.counters(1)["DOORBELLS_REFUSED"]
-    nic1.vi_reg(vi1.number, "RQ_DOORBELL", recvs[0].address)
+    vi1.ring("RQ_DOORBELL", recvs[0].address)
     assert pair.counters(1)["DOORBELLS_REFUSED"] == refused + 1
     assert nic1.vi_reg(vi1.number, "QUEUE_STATUS") >> 16 == depth
     for i in range(depth):

@@ -149,7 +149,7 @@ def test_management_and_raw_frames():
 def test_doorbells_outside_host_memory_or_misaligned_are_refused(addr):
     async def bench(ctx, node, wire):
         await setup(ctx, node)
-        await node.vi_reg(ctx, 1, "SQ_DOORBELL", addr)
+        await node.doorbell(ctx, 1, "SQ_DOORBELL", addr)
         assert await node.counter(ctx, "DOORBELLS_REFUSED") == 1
         assert await node.vi_reg(ctx, 1, "QUEUE_STATUS") == 0
         await ctx.tick().repeat(200)

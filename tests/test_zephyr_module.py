@@ -108,7 +108,7 @@ def enabled(kconf, *names):
 
 
 DRIVER_SYMBOLS = ("NUMAVIA", "NUMAVIA_CARD_CONTROL", "NUMAVIA_RAC", "NUMAVIA_LAC", "NUMAVIA_RING_LINK",
-                  "NUMAVIA_VIA", "NUMAVIA_SHELL")
+                  "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL")
 
 
 def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
@@ -118,8 +118,8 @@ def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
     assert kconf.syms["NUMAVIA_VIA_POLL_PERIOD_US"].str_value == "100"
 
     no_via = load_kconfig(tmp_path, everything - {"numavia,via-engine"}, shell=False)
-    assert enabled(no_via, "NUMAVIA_VIA", "NUMAVIA_SHELL", "NUMAVIA_RAC") == \
-        {"NUMAVIA_VIA": "n", "NUMAVIA_SHELL": "n", "NUMAVIA_RAC": "y"}
+    assert enabled(no_via, "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_RAC") == \
+        {"NUMAVIA_VIA": "n", "NUMAVIA_VIA_DOORBELLS": "n", "NUMAVIA_SHELL": "n", "NUMAVIA_RAC": "y"}
 
     # A block driver needs the booted card: without card control, none of them builds.
     headless = load_kconfig(tmp_path, everything - {"numavia,card-control"}, shell=True)

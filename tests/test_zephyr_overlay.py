@@ -215,7 +215,7 @@ def test_a_soc_without_the_card_or_with_another_window_size_is_refused(csr):
         zephyr_overlay.overlay(no_card)
     small = json.loads(json.dumps(csr))
     small["memories"]["card"]["size"] = 0x1000
-    with pytest.raises(zephyr_overlay.OverlayError, match="needs 0x10000"):
+    with pytest.raises(zephyr_overlay.OverlayError, match=f"needs {regmap.CARD.size:#x}"):
         zephyr_overlay.overlay(small)
 
 

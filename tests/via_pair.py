@@ -20,6 +20,7 @@ PARAMS = ViaParams(vis=4, cqs=2, queue_depth=4, max_segments=4, window=8, max_mt
                    att_pages=64, host_base=HOST, host_size=HOST_SIZE, tx_buffer_bytes=4096,
                    rx_buffer_bytes=8192, read_jobs=2)
 VIA = regmap.VIA
+DOORBELLS = regmap.DOORBELL.array("VI")
 CTRL = via_descriptor.CONTROL_SEGMENT
 
 
@@ -93,6 +94,10 @@ class Node:
             return await read(ctx, self.engine.regs, addr)
         await write(ctx, self.engine.regs, addr, value)
 
+    async def doorbell(self, ctx, vi, name, value):
+        """Ring ``name`` (SQ_DOORBELL or RQ_DOORBELL) through VI ``vi``'s doorbell page."""
+        await write(ctx, self.engine.doorbells, DOORBELLS.offset_of(vi, name), value)
+
     async def cq_reg(self, ctx, cq, name, value=None):
         addr = VIA.array("CQ").offset_of(cq, name)
         if value is None:
@@ -143,7 +148,7 @@ class Node:
 
     async def post(self, ctx, vi, queue, desc, data):
         self.load(ctx, desc, data)
-        await self.vi_reg(ctx, vi, "SQ_DOORBELL" if queue == "send" else "RQ_DOORBELL", desc)
+        await self.doorbell(ctx, vi, "SQ_DOORBELL" if queue == "send" else "RQ_DOORBELL", desc)
 
     async def wait_done(self, ctx, desc, timeout=20000):
         for _ in range(timeout // 16):

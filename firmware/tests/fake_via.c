@@ -131,16 +131,6 @@ void fake_via_write(uint32_t offset, uint32_t value)
         case NV_VIA_VI_PEER: fake_via.vi[i].peer = value; return;
         case NV_VIA_VI_PTAG: fake_via.vi[i].ptag = value; return;
         case NV_VIA_VI_CQ_BIND: fake_via.vi[i].cq_bind = value; return;
-        case NV_VIA_VI_SQ_DOORBELL:
-        case NV_VIA_VI_RQ_DOORBELL:
-            if (reg == NV_VIA_VI_SQ_DOORBELL)
-                fake_via.vi[i].sq_doorbells++;
-            else
-                fake_via.vi[i].rq_doorbells++;
-            fake_via.vi[i].last_doorbell = value;
-            if (fake_via.doorbell_hook)
-                fake_via.doorbell_hook(i, reg == NV_VIA_VI_SQ_DOORBELL, value);
-            return;
         case NV_VIA_VI_CMD:   /* like the engine: a failed VI flushes its queues at once */
             if (value & NV_VIA_VI_CMD_CONNECT_MASK) {
                 fake_via.vi[i].state = NV_VI_STATE_CONNECTED;
@@ -155,6 +145,18 @@ void fake_via_write(uint32_t offset, uint32_t value)
             }
             return;
         }
+    }
+    /* Doorbells: only in each VI's own page, as the card decodes them. */
+    if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, FAKE_VIS, &i, &reg)
+        && (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
+        if (reg == NV_DOORBELL_VI_SQ_DOORBELL)
+            fake_via.vi[i].sq_doorbells++;
+        else
+            fake_via.vi[i].rq_doorbells++;
+        fake_via.vi[i].last_doorbell = value;
+        if (fake_via.doorbell_hook)
+            fake_via.doorbell_hook(i, reg == NV_DOORBELL_VI_SQ_DOORBELL, value);
+        return;
     }
     if (in_array(offset, NV_VIA_CQ_BASE, NV_VIA_CQ_STRIDE, FAKE_CQS, &i, &reg)) {
         switch (reg) {

@@ -3,9 +3,11 @@
 The calls follow the VI Provider Library: ``VipOpenNic``, ``VipCreatePtag``, ``VipRegisterMem``,
 ``VipCreateCQ``, ``VipCreateVi``, ``VipConnectRequest``/``Wait``/``Accept``/``Reject``,
 ``VipDisconnect``, ``VipPostSend``/``Recv``, ``VipSendDone``/``Wait``, ``VipRecvDone``/``Wait``,
-``VipCQDone``/``Wait``. Data path calls touch only host memory and the VI's doorbell, as a
-user-level VIPL does; set-up calls go to the card's firmware through the mailbox
-(``numavia.gateware.via_mailbox``). On top, :class:`Nic` and :class:`Vi` offer Pythonic methods.
+``VipCQDone``/``Wait``. Data path calls touch only host memory and the VI's doorbell page
+(``Vi.doorbell_page``: the one 4 KiB page of the card's window a driver maps into the VI owner's
+process; it holds that VI's doorbells and nothing else), as a user-level VIPL does; set-up calls go
+to the card's firmware through the mailbox (``numavia.gateware.via_mailbox``). On top, :class:`Nic`
+and :class:`Vi` offer Pythonic methods.
 
 Errors raise :class:`ViplError` (with the VIP result name), never return codes.
 """
@@ -22,6 +24,7 @@ CARD_BASE = 0x8000_0000          # the card's register window on the node's bus 
 VIA = regmap.VIA
 _VI = VIA.array("VI")
 _CQ = VIA.array("CQ")
+_DOORBELLS = regmap.DOORBELL.array("VI")
 RESULT = via_mailbox.RESULT
 NONE = via_mailbox.NONE
 _STATUS = CONTROL_SEGMENT.field("STATUS")
@@ -144,6 +147,10 @@ class Nic:
 
     def vi_reg(self, vi, name, value=None):
         return self._reg(regmap.CARD.element_address("via", "VI", vi, name), value)
+
+    def doorbell_page(self, vi):
+        """Bus address of VI ``vi``'s doorbell page: what a driver maps into the VI owner's process."""
+        return self.card_base + regmap.CARD.element_base("doorbell", "VI", vi)
 
     def cq_reg(self, cq, name, value=None):
         return self._reg(regmap.CARD.element_address("via", "CQ", cq, name), value)
@@ -301,6 +308,13 @@ class Vi:
         self.send_queue, self.recv_queue = _Ring(nic, depth), _Ring(nic, depth)
         self.peer = None
         self.remote_buffer = None
+        #: Bus address of this VI's doorbell page (``regmap.DOORBELL_PAGE_BYTES`` bytes); the data
+        #: path rings its doorbells through this page only.
+        self.doorbell_page = nic.doorbell_page(number)
+
+    def ring(self, doorbell, address):
+        """Write ``address`` to ``doorbell`` (``SQ_DOORBELL`` or ``RQ_DOORBELL``) of this VI's page."""
+        self.nic.bridge.write(self.doorbell_page + _DOORBELLS.register(doorbell).offset, address)
 
     @property
     def state(self):
@@ -464,7 +478,7 @@ def _post(vi, ring, doorbell, descriptor, check=True):
     vi.nic.memory.write(address, data)
     descriptor.address, descriptor.status = address, 0
     ring.posted.append(descriptor)
-    vi.nic.vi_reg(vi.number, doorbell, address)
+    vi.ring(doorbell, address)
 
 
 def VipPostSend(vi, descriptor, *, check=True):

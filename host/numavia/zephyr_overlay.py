@@ -51,6 +51,7 @@ BLOCK_NODES = {
     "rac": ("numavia,remote-access-controller", "remote-access-controller", "numavia_rac"),
     "ring": ("numavia,ring-link", "ring-link", "numavia_ring"),
     "via": ("numavia,via-engine", "via-engine", "numavia_via"),
+    "doorbell": ("numavia,via-doorbells", "via-doorbells", "numavia_via_doorbells"),
 }
 CARD_COMPATIBLE = "numavia,card"
 CARD_LABEL = "numavia_card"

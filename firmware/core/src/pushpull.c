@@ -164,7 +164,7 @@ static void post(const struct nv_pp *pp, int send_queue, uint32_t offset, const 
     uint32_t addr = pp->cfg.desc + offset;
     for (unsigned i = 0; i < at / 4; i++)
         nv_host_write32(addr + 4 * i, w[i]);
-    nv_reg_write(send_queue ? NV_VIA_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_VIA_VI_RQ_DOORBELL_AT(pp->cfg.vi), addr);
+    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi), addr);
 }
 
 /* 1 if the descriptor is done, 0 if not yet; VIP_ERROR (>1) if it completed in error. */

@@ -71,7 +71,7 @@ static void post_slot(const struct agent *g, int send_queue, uint32_t index)
     uint32_t desc = a->desc + slot(send_queue, index);
     for (unsigned i = 0; i < n; i++)
         nv_host_write32(desc + 4 * i, w[i]);
-    nv_reg_write(send_queue ? NV_VIA_VI_SQ_DOORBELL_AT(a->vi) : NV_VIA_VI_RQ_DOORBELL_AT(a->vi), desc);
+    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(a->vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(a->vi), desc);
 }
 
 /* The low word of the card's cycle counter: one register read, for intervals under 40 s. */

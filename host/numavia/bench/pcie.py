@@ -107,6 +107,7 @@ def measure_card():
     h = EndpointHarness(card, phy_rx=card.pcie_rx, phy_tx=card.pcie_tx, data_width=config.pcie_data_width,
                         card_side=False, completion_delay=0)
     ctrl, via, vi = regmap.CTRL, regmap.VIA, regmap.VIA.array("VI")
+    sq_doorbell = regmap.CARD.element_address("doorbell", "VI", 1, "SQ_DOORBELL")   # VI 1's page
     figures = {}
 
     def write_register(offset, value):
@@ -134,7 +135,7 @@ def measure_card():
         write_register(via.base + vi.offset_of(1, "CMD"), vi.register("CMD").field("CONNECT").mask)
         await h.wait(ctx, lambda: not h.to_card, what="set-up written")
         await ctx.tick().repeat(20)
-        doorbell = memory_write(BAR0 + via.base + vi.offset_of(1, "SQ_DOORBELL"), desc.to_bytes(4, "little"))
+        doorbell = memory_write(BAR0 + sq_doorbell, desc.to_bytes(4, "little"))
         h.send(doorbell)
         status_at = desc + via_descriptor.CONTROL_SEGMENT.field("STATUS").offset
 
@@ -167,7 +168,7 @@ def measure_card():
                 h.host_memory[desc + i] = b
             await h.wait(ctx, lambda: not h.to_card, what="set-up written")
             frames = len(frame_ends)
-            doorbell = memory_write(BAR0 + via.base + vi.offset_of(1, "SQ_DOORBELL"), desc.to_bytes(4, "little"))
+            doorbell = memory_write(BAR0 + sq_doorbell, desc.to_bytes(4, "little"))
             h.send(doorbell)
             await h.wait(ctx, lambda: len(frame_ends) > frames, what="the 1 KiB frame")
             (rung,) = [c for c, t in h.sent if t is doorbell]

@@ -72,6 +72,12 @@ int numavia_via_vi_info(const struct device *via, unsigned vi, struct numavia_vi
 /* Human-readable name of an enum nv_via_conn_state value; never NULL. */
 const char *numavia_via_connection_name(uint8_t connection);
 
+/* --- VIA doorbell pages (numavia,via-doorbells) ------------------------------------------------- */
+
+/* Bus address of VI `vi`'s doorbell page (NV_DOORBELL_VI_STRIDE bytes): the one region to map
+ * into the memory domain of the thread that owns the VI. -EINVAL for a VI the engine does not have. */
+int numavia_via_doorbell_page(const struct device *doorbells, unsigned vi, uintptr_t *page);
+
 /* --- event counters (any block with `event-counters` in its devicetree node) -------------------- */
 
 /* Counters of the block (0 for a block without counters). */

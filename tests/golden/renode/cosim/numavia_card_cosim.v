@@ -15,8 +15,8 @@ module numavia_card_cosim (
   wire [29:0] dma_adr_word; wire [3:0] dma_sel_card;
   assign dma_adr = {dma_adr_word, 2'b00};
   assign dma_sel = {4'b0, dma_sel_card};
-  // regs: csr.json region card, 0x80000000 + 0x10000
-  wire regs_sel_q = wb_adr >= 64'h20000000 && wb_adr < 64'h20004000;
+  // regs: csr.json region card, 0x80000000 + 0x20000
+  wire regs_sel_q = wb_adr >= 64'h20000000 && wb_adr < 64'h20008000;
   wire [63:0] regs_adr = wb_adr - 64'h20000000;
   wire [31:0] regs_dat_r; wire regs_ack, regs_err;
   // window: csr.json region shared, 0x90000000 + 0x2000000
@@ -32,7 +32,7 @@ module numavia_card_cosim (
     .regs__cyc(regs_sel_q & wb_cyc),
     .regs__stb(regs_sel_q & wb_stb),
     .regs__we(wb_we),
-    .regs__adr(regs_adr[13:0]),
+    .regs__adr(regs_adr[14:0]),
     .regs__dat_w(wb_dat_w[31:0]),
     .regs__sel(wb_sel[3:0]),
     .regs__dat_r(regs_dat_r),
