@@ -164,6 +164,7 @@ private:
         uint64_t free_at = 0;
         std::unique_ptr<Scheduled> held;  // output: a frame the next one overtakes (reordering)
     };
+    // Per receiving port, frames as they arrive: `delivered` and `corrupted` count copies too.
     struct Stats {
         uint64_t sent = 0, delivered = 0, lost = 0, corrupted = 0, duplicated = 0, reordered = 0,
                  unknown = 0, runts = 0;
@@ -208,8 +209,10 @@ private:
             }
             out.queue.push_back(s);
             if (out.held) release_held(out);   // the frame held back goes right behind this one
-            if (chance(opt_.duplicate)) {
+            if (chance(opt_.duplicate)) {   // an exact copy: a corrupted frame's copy is corrupted too
                 stats_[dst].duplicated++;
+                stats_[dst].corrupted += s.flip_byte >= 0;
+                stats_[dst].delivered++;
                 out.queue.push_back(s);
             }
         }

@@ -24,6 +24,17 @@ struct Node {
 static int failures = 0;
 #define CHECK(c) do { if (!(c)) { failures++; std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
 
+static std::string slurp(const std::string &path) {
+    std::string text;
+    if (FILE *f = std::fopen(path.c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+        std::fclose(f);
+    }
+    return text;
+}
+
 static std::vector<uint8_t> frame(int dst, int src, int length, uint8_t fill) {
     std::vector<uint8_t> f = {0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0xd5,
                               0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(dst), 0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(src)};
@@ -33,12 +44,12 @@ static std::vector<uint8_t> frame(int dst, int src, int length, uint8_t fill) {
 
 // Run `cycles` cycles; node i transmits frames[i] back to back (with a 12-byte gap) from cycle 0.
 static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<uint8_t>>> &frames,
-                             const GmiiLinkOptions &opt, uint64_t cycles) {
+                             const GmiiLinkOptions &opt, uint64_t cycles, const std::string &stats_path = "") {
     std::vector<Node> nodes(n);
     std::vector<Pads> pads(n);
     for (int i = 0; i < n; i++)
         pads[i] = {&nodes[i].tx_en, &nodes[i].tx_data, &nodes[i].rx_dv, &nodes[i].rx_data};
-    GmiiSwitch<Pads> sw(pads.data(), n, opt, "");
+    GmiiSwitch<Pads> sw(pads.data(), n, opt, stats_path);
     std::vector<size_t> which(n, 0), pos(n, 0);
     std::vector<uint64_t> gap(n, 0);
     for (uint64_t c = 0; c < cycles; c++) {
@@ -124,6 +135,15 @@ int main() {
     nodes = run(2, {{a}, {}}, twice, 600);
     CHECK(nodes[1].received.size() == 2 && nodes[1].received[0] == a && nodes[1].received[1] == a);
     CHECK(nodes[1].starts[1] >= nodes[1].starts[0] + a.size() + 12);
+    // A corrupted frame's copy is corrupted too, and counted so: a receiver's bad-FCS count must
+    // equal the switch's.
+    GmiiLinkOptions twice_bad = twice;
+    twice_bad.corrupt = 1.0;
+    const std::string stats_path = "test_gmii_link_stats.json";
+    nodes = run(2, {{a}, {}}, twice_bad, 600, stats_path);
+    CHECK(nodes[1].received.size() == 2 && nodes[1].received[0] == nodes[1].received[1] && nodes[1].received[0] != a);
+    CHECK(slurp(stats_path).find("\"delivered\": 2, \"lost\": 0, \"corrupted\": 2, \"duplicated\": 1") !=
+          std::string::npos);
 
     // Reordering: a held frame goes right behind the next frame to its port, every frame arrives
     // once and intact; a frame with nothing behind it is late, not lost.
