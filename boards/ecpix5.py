@@ -68,6 +68,7 @@ BOARD = Board(
     nextpnr_device="um5g-85k",
     package="CABGA554",
     speed="8",
+    nextpnr_router="router2",
     clk_name="clk100",
     clk_freq=100e6,
     sys_clk_freq=SYS_CLK_FREQ,

