@@ -81,17 +81,16 @@ def via_system_soak(messages, seed, out):
         cycles = read_cycles(pair.nics[0].card_reg) - first_cycle
         clock_hz = pair.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         c0, c1 = pair.counters(0), pair.counters(1)
-    stats = s.link_stats()
-    total = lambda what: sum(p[what] for p in stats["ports"])
-    lost, corrupted = total("lost"), total("corrupted")
+    total = s.link_totals()
+    lost, corrupted = total["lost"], total["corrupted"]
     recovered = c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"]
     ok = damaged == 0 and recovered == corrupted and c0["TX_ERRORS"] == c1["TX_ERRORS"] == 0
     wall = time.monotonic() - start
     mbps = messages * size / (cycles / clock_hz) / 1e6
     return {"part": "VIA full system (1 % loss, 0.1 % corruption, 1 % duplication, 1 % reordering)", "ok": ok,
             "operations": messages,
-            "faults injected": f"{lost} frames lost, {corrupted} corrupted, {total('duplicated')} duplicated, "
-                               f"{total('reordered')} reordered",
+            "faults injected": f"{lost} frames lost, {corrupted} corrupted, {total['duplicated']} duplicated, "
+                               f"{total['reordered']} reordered",
             "detected/recovered": f"{recovered} bad FCS, {c0['TX_TIMEOUTS'] + c1['TX_TIMEOUTS']} timeouts, "
                                   f"{c0['TX_NAK_SEQUENCE'] + c1['TX_NAK_SEQUENCE']} sequence NAKs",
             "violations": damaged, "figures": {"counters": [c0, c1], "link": stats, "wall_seconds": wall,

@@ -122,6 +122,15 @@ class ClusterSession:
         return json.loads(path.read_text())
 
     def link_stats(self):
+        """The Ethernet switch's ``eth_link.json`` (its fault rates, and per port what it sent,
+        delivered, lost, corrupted, duplicated, reordered), or None if there was no switch."""
         import json
         path = self.run_dir / "eth_link.json"
         return json.loads(path.read_text()) if path.exists() else None
+
+    def link_totals(self):
+        """The switch's per-port counts summed over its ports (``{"lost": n, ...}``), or None."""
+        stats = self.link_stats()
+        if stats is None:
+            return None
+        return {name: sum(port[name] for port in stats["ports"]) for name in stats["ports"][0]}
