@@ -203,7 +203,8 @@ class RegisterMap:
 #: "NMVA" in ASCII: a read of CTRL.ID that returns anything else means no card answers.
 CARD_ID = 0x4E4D5641
 #: Version of the card's hardware interface (this register map): bump on incompatible change.
-HW_VERSION = (1, 0, 0)
+#: 2.0: a VI posts only descriptors inside the area its driver gave it (VI ``DESC_BASE``/``DESC_SIZE``).
+HW_VERSION = (2, 0, 0)
 #: Node ids are 6 bits: a ring of up to 64 cards.
 NODE_ID_BITS = 6
 
@@ -416,8 +417,9 @@ VIA_COUNTERS = (
     ("TX_NAK_SEQUENCE", "sequence NAKs received (go back to the frame the peer asked for)"),
     ("TX_ERRORS", "VIs put in the error state by a remote error, a retry limit or a DMA error"),
     ("CQ_OVERFLOWS", "completion-queue entries lost because the queue was full"),
-    ("DOORBELLS_REFUSED", "doorbells refused: queue full, descriptor address outside host memory, "
-                          "or a write to a doorbell page of no VI or to no doorbell of a page"),
+    ("DOORBELLS_REFUSED", "doorbells refused: queue full, descriptor address unaligned or outside the "
+                          "VI's descriptor area or host memory, or a write to a doorbell page of no VI "
+                          "or to no doorbell of a page"),
     ("DMA_ERRORS", "DMA accesses answered with a bus error"),
     ("READ_REQUESTS_DROPPED", "RDMA read requests dropped because the response queue was full"),
 )
@@ -517,6 +519,13 @@ VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VI state, completi
         )),
         Register("TX_PSN", 0x20, Access.RO, "Next sequence number this VI sends"),
         Register("RX_PSN", 0x24, Access.RO, "Next sequence number this VI expects"),
+        # The descriptor area is the driver's (privileged) grant: a process rings only its own VI's
+        # doorbell page, and the area keeps its descriptors - and the status the card writes back
+        # into them - inside memory the driver gave that process.
+        Register("DESC_BASE", 0x28, Access.RW, "Physical address of the VI's descriptor area "
+                 "(DESCRIPTOR_ALIGN-aligned): its doorbells may name descriptors only inside it"),
+        Register("DESC_SIZE", 0x2C, Access.RW, "Bytes of the descriptor area (0, the reset value: the VI "
+                 "can post nothing)"),
     )),
     RegisterArray("CQ", 0x800, 16, 0x20, "One completion queue: a ring of CQ_ENTRY in host memory",
                   registers=(

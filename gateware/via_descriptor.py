@@ -32,7 +32,8 @@ STATUS_OP = Constants("STATUS_OP", "What completed (STATUS.OP), written by the c
 
 #: Error bits of STATUS, in bit order (bit 1 upwards; bit 0 is DONE).
 STATUS_ERRORS = (
-    ("FORMAT_ERROR", "malformed descriptor: bad operation, segment count or alignment"),
+    ("FORMAT_ERROR", "malformed descriptor: bad operation, segment count or alignment, or its segments "
+                     "run past the VI's descriptor area"),
     ("PROTECTION_ERROR", "a local data segment failed address translation or protection"),
     ("LENGTH_ERROR", "the receive buffers are smaller than the incoming message"),
     ("FLUSHED", "the VI entered the error state or was disconnected before this completed"),

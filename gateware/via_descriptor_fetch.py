@@ -3,12 +3,17 @@
 It reads the control segment, checks the operation and the segment count, then reads the address
 segment (RDMA operations) and the data segments, which it writes straight into a scatter/gather
 walker's segment table. The control and address segments stay on its outputs until the next
-fetch. The answer is OK, FORMAT (bad operation or more segments than the card handles) or DMA (a
-bus error: the descriptor address does not hold memory).
+fetch. The answer is OK, FORMAT (bad operation, more segments than the card handles, or segments
+running past the end of the VI's descriptor area) or DMA (a bus error: the descriptor address does
+not hold memory).
+
+``postable`` is the doorbell side of the same rule (checked by the engine as a doorbell arrives): a
+doorbell names a descriptor whose control segment lies in host memory and in its VI's descriptor
+area; the rest is checked here, once the control segment has said how long the descriptor is.
 """
 
 from amaranth import Module, Signal, Cat, Mux
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import via_descriptor, wishbone_burst
@@ -17,6 +22,18 @@ from .via_layouts import DescAddress, DescControl
 from .via_scatter_gather import Segment
 
 FETCH_OK, FETCH_FORMAT, FETCH_DMA = 0, 1, 2
+
+#: A fetch: the descriptor's address and the end (exclusive) of its VI's descriptor area.
+FetchCommand = data.StructLayout({"addr": 32, "area_end": 33})
+
+
+def postable(p, addr, area_base, area_size):
+    """Whether a doorbell may queue the descriptor at ``addr`` (``p``: the engine's ViaParams):
+    aligned, and its control segment inside host memory and inside the VI's descriptor area."""
+    end = addr + via_descriptor.CONTROL_SEGMENT.size
+    return ((addr[:(via_descriptor.DESCRIPTOR_ALIGN - 1).bit_length()] == 0)
+            & (addr >= p.host_base) & (end <= p.host_base + p.host_size)
+            & (addr >= area_base) & (end <= area_base + area_size))
 
 _CONTROL_WORDS = via_descriptor.CONTROL_SEGMENT.size // 4
 _ADDRESS_WORDS = via_descriptor.ADDRESS_SEGMENT.size // 4
@@ -28,7 +45,7 @@ class DescriptorFetcher(wiring.Component):
         self.max_segments = max_segments
         super().__init__({
             "bus": Out(wishbone_burst.Signature(addr_width=30)),
-            "cmd": In(stream.Signature(32)),
+            "cmd": In(stream.Signature(FetchCommand)),
             "result": Out(stream.Signature(2)),
             "control": Out(DescControl),
             "address": Out(DescAddress),
@@ -44,6 +61,7 @@ class DescriptorFetcher(wiring.Component):
         wiring.connect(m, reader.bus, wiring.flipped(self.bus))
 
         addr = Signal(32)
+        area_end = Signal(33)
         words = Signal(range(_ADDRESS_WORDS + _DATA_WORDS * self.max_segments + _CONTROL_WORDS + 1))
         error = Signal()
         status = Signal(2)
@@ -65,7 +83,8 @@ class DescriptorFetcher(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [addr.eq(self.cmd.payload), words.eq(0), error.eq(0), self.seg_count.eq(0)]
+                    m.d.sync += [addr.eq(self.cmd.payload.addr), area_end.eq(self.cmd.payload.area_end),
+                                 words.eq(0), error.eq(0), self.seg_count.eq(0)]
                     m.next = "READ_CONTROL"
             with m.State("READ_CONTROL"):
                 m.d.comb += [reader.cmd.valid.eq(1), reader.cmd.payload.addr.eq(addr),
@@ -82,7 +101,9 @@ class DescriptorFetcher(wiring.Component):
                 with m.If(error):
                     m.d.sync += status.eq(FETCH_DMA)
                     m.next = "ANSWER"
-                with m.Elif((op == 3) | (view.seg_count > self.max_segments)):
+                with m.Elif((op == 3) | (view.seg_count > self.max_segments)
+                            | (addr + via_descriptor.CONTROL_SEGMENT.size + head_words * 4
+                               + view.seg_count * via_descriptor.DATA_SEGMENT.size > area_end)):
                     m.d.sync += status.eq(FETCH_FORMAT)
                     m.next = "ANSWER"
                 with m.Elif((view.seg_count == 0) & ~rdma):

@@ -11,7 +11,7 @@ written (the card's PCIe MSI; without PCIe the firmware polls the queues, and th
 at all).
 """
 
-from amaranth import Module, Signal, Mux, Cat
+from amaranth import Array, Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,6 +19,7 @@ from . import regmap, via_frame, wishbone, wishbone_burst
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .via_completion import CompletionUnit
+from .via_descriptor_fetch import postable
 from .via_layouts import EthBeat
 from .via_params import ViaParams
 from .via_rx import RX_EVENTS, RxEngine
@@ -72,6 +73,19 @@ class ViaEngine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.doorbells), doorbell_bank.bus)
         doorbell_refused = Signal()
         m.d.comb += doorbell_refused.eq(doorbell_bank.bus.err & self.doorbells.we)
+        # Doorbells come one at a time (one bus), so a single check serves every VI: the address
+        # must name a descriptor in the ringing VI's descriptor area (``postable``).
+        rung, rung_vi, rung_addr = Signal(), Signal(range(vis)), Signal(32)
+        for v in range(vis):
+            page = doorbell_bank.vi[v]
+            with m.If(page.sq_doorbell.w_stb | page.rq_doorbell.w_stb):
+                m.d.comb += [rung.eq(1), rung_vi.eq(v),
+                             rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data))]
+        area_base = Array(bank.vi[v].desc_base.value for v in range(vis))[rung_vi]
+        area_size = Array(bank.vi[v].desc_size.value for v in range(vis))[rung_vi]
+        postable_doorbell, area_refused = Signal(), Signal()
+        m.d.comb += [postable_doorbell.eq(postable(p, rung_addr, area_base, area_size)),
+                     area_refused.eq(rung & ~postable_doorbell)]
         m.submodules.tx = tx = TxEngine(p)
         m.submodules.rx = rx = RxEngine(p)
         m.submodules.att = att = AddressTranslator(regions=p.att_regions, pages=p.att_pages, ports=2)
@@ -198,12 +212,14 @@ class ViaEngine(wiring.Component):
                     engine.vi_peer_node[v].eq(_field(regs.peer.value, _PEER, "NODE")),
                     engine.vi_peer_vi[v].eq(_field(regs.peer.value, _PEER, "VI")),
                     engine.vi_ptag[v].eq(regs.ptag.value),
+                    engine.vi_desc_base[v].eq(regs.desc_base.value),
+                    engine.vi_desc_size[v].eq(regs.desc_size.value),
                 ]
             m.d.comb += [
                 regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
-                tx.sq_doorbell[v].eq(page.sq_doorbell.w_stb),
+                tx.sq_doorbell[v].eq(page.sq_doorbell.w_stb & postable_doorbell),
                 tx.sq_doorbell_addr[v].eq(page.sq_doorbell.w_data),
-                rx.rq_doorbell[v].eq(page.rq_doorbell.w_stb),
+                rx.rq_doorbell[v].eq(page.rq_doorbell.w_stb & postable_doorbell),
                 rx.rq_doorbell_addr[v].eq(page.rq_doorbell.w_data),
                 regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
                 regs.tx_psn.value.eq(tx.snd_nxt[v]),
@@ -252,7 +268,7 @@ class ViaEngine(wiring.Component):
             events[name].append(getattr(tx.events, name.lower()))
         for name in RX_EVENTS:
             events[name].append(getattr(rx.events, name.lower()))
-        events["DOORBELLS_REFUSED"].append(doorbell_refused)
+        events["DOORBELLS_REFUSED"] += [doorbell_refused, area_refused]
         events["DMA_ERRORS"].append(completion.dma_error)
         events["CQ_OVERFLOWS"].append(completion.overflow)
         events["TX_FRAMES"].append(self.eth_tx.valid & self.eth_tx.ready & self.eth_tx.payload.last)

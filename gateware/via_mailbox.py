@@ -55,8 +55,9 @@ COMMANDS = (
     Command("CREATE_CQ", 0x20, "Set up a completion queue on a host ring of ENTRIES (power of two)",
             args=("BASE", "ENTRIES"), results=("CQ",)),
     Command("DESTROY_CQ", 0x21, "Turn a completion queue off", args=("CQ",)),
-    Command("CREATE_VI", 0x22, "Allocate a VI; SEND_CQ/RECV_CQ may be NONE",
-            args=("PTAG", "SEND_CQ", "RECV_CQ"), results=("VI",)),
+    Command("CREATE_VI", 0x22, "Allocate a VI; SEND_CQ/RECV_CQ may be NONE. DESC_BASE/DESC_SIZE: the "
+            "host area (aligned, in host memory) its descriptors must lie in (the caller's own memory)",
+            args=("PTAG", "SEND_CQ", "RECV_CQ", "DESC_BASE", "DESC_SIZE"), results=("VI",)),
     Command("DESTROY_VI", 0x23, "Free an idle VI whose queues are empty", args=("VI",)),
     Command("CONNECT_REQUEST", 0x30, "Start connecting VI to a peer listening on DISCRIMINATOR; the "
             "buffer (BUF_*, or BUF_HANDLE = NONE) is offered to the peer for RDMA",
@@ -76,7 +77,8 @@ COMMANDS = (
     Command("BENCH", 0x40, "Run a test between this node's benchmark agent and the peer's: "
             "ITERATIONS round trips (or streamed messages) of SIZE bytes with OP on VI; BUF is this "
             "node's registered buffer (physically contiguous from BUF_PA), REMOTE_* the peer's (RDMA); "
-            "DESC is a 4 KiB host area for the agent's descriptors. The initiator (ROLE 1) sends first",
+            "DESC is a 4 KiB host area for the agent's descriptors (it becomes the VI's descriptor area). "
+            "The initiator (ROLE 1) sends first",
             args=("ROLE", "OP", "VI", "SIZE", "ITERATIONS", "BUF_VA_LO", "BUF_VA_HI", "BUF_HANDLE", "BUF_PA",
                   "REMOTE_VA_LO", "REMOTE_VA_HI", "REMOTE_HANDLE", "DESC", "TIMEOUT_US"),
             results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS")),

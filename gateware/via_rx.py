@@ -67,6 +67,8 @@ class RxEngine(wiring.Component):
             "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
             "vi_peer_vi": In(8).array(vis),
             "vi_ptag": In(16).array(vis),
+            "vi_desc_base": In(32).array(vis),
+            "vi_desc_size": In(32).array(vis),
             "vi_connect": In(1).array(vis),
             "fail": Out(1), "fail_vi": Out(range(vis)), "fail_bits": Out(16),
             # Receive queues.
@@ -127,8 +129,7 @@ class RxEngine(wiring.Component):
         for v in range(vis):
             m.d.comb += self.rq_count[v].eq((rq_tail[v] - rq_head[v])[:len(rq_head[v])])
             addr = self.rq_doorbell_addr[v]
-            ok = ((addr[:4] == 0) & (addr >= p.host_base) & (addr < p.host_base + p.host_size - 32)
-                  & (self.rq_count[v] < qd))
+            ok = self.rq_count[v] < qd         # the address was checked by the engine (``postable``)
             with m.If(self.rq_doorbell[v]):
                 with m.If(ok):
                     m.d.comb += [rq_w.en.eq(1), rq_w.addr.eq(v * qd + rq_tail[v][:len(rq_tail[v]) - 1]),
@@ -399,7 +400,8 @@ class RxEngine(wiring.Component):
 
             # --- a local descriptor: receive queue head (send) or the RDMA read's own ----------
             with m.State("FETCH"):
-                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.eq(desc)]
+                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.addr.eq(desc),
+                             fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi])]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
             with m.State("FETCHED"):

@@ -70,6 +70,8 @@ class TxEngine(wiring.Component):
             "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
             "vi_peer_vi": In(8).array(vis),
             "vi_ptag": In(16).array(vis),
+            "vi_desc_base": In(32).array(vis),
+            "vi_desc_size": In(32).array(vis),
             "vi_connect": In(1).array(vis),
             "fail": Out(1), "fail_vi": Out(range(vis)), "fail_bits": Out(16),
             "sq_doorbell": In(1).array(vis),
@@ -151,8 +153,7 @@ class TxEngine(wiring.Component):
         for v in range(vis):
             m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[:len(head[v])])
             addr = self.sq_doorbell_addr[v]
-            ok = ((addr[:4] == 0) & (addr >= p.host_base) & (addr < p.host_base + p.host_size - 32)
-                  & (self.sq_count[v] < qd))
+            ok = self.sq_count[v] < qd         # the address was checked by the engine (``postable``)
             with m.If(self.sq_doorbell[v]):
                 with m.If(ok):
                     m.d.comb += [sq_w.en.eq(1), sq_w.addr.eq(v * qd + tail[v][:len(tail[v]) - 1]),
@@ -527,7 +528,8 @@ class TxEngine(wiring.Component):
 
             # --- a data frame -----------------------------------------------------------------
             with m.State("FETCH"):
-                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.eq(desc)]
+                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.addr.eq(desc),
+                             fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi])]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
             with m.State("FETCHED"):

@@ -217,6 +217,8 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
         peer = VIA.array("VI").register("PEER")
         bar0_write(h, vi_reg(1, "PEER"), PEER << peer.field("NODE").lsb | 2 << peer.field("VI").lsb)
         bar0_write(h, vi_reg(1, "PTAG"), PTAG)
+        bar0_write(h, vi_reg(1, "DESC_BASE"), DESC)
+        bar0_write(h, vi_reg(1, "DESC_SIZE"), 0x100)
         bar0_write(h, vi_reg(1, "CMD"), VIA.array("VI").register("CMD").field("CONNECT").mask)
         bind = VIA.array("VI").register("CQ_BIND")
         bar0_write(h, vi_reg(1, "CQ_BIND"), bind.field("SEND_EN").mask)

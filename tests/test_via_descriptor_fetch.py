@@ -1,21 +1,23 @@
-"""Descriptor fetcher: control, address and data segments from host memory; format and bus errors."""
+"""Descriptor fetcher: control, address and data segments from host memory; format and bus errors;
+descriptors that run past their VI's descriptor area."""
 
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.gateware.via_descriptor import CONTROL_OP, descriptor_size, encode_descriptor
 from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
 from streams import put
 from wishbone_sram import WishboneSRAM, load
 
 BASE = 0x6000_0000
+SIZE = 2048
 
 
 class Top(wiring.Component):
     def __init__(self):
         self.fetcher = DescriptorFetcher(max_segments=4)
-        self.sram = WishboneSRAM(base=BASE, size=2048)
+        self.sram = WishboneSRAM(base=BASE, size=SIZE)
         super().__init__({})
 
     def elaborate(self, platform):
@@ -26,7 +28,7 @@ class Top(wiring.Component):
         return m
 
 
-def run(descriptors, fetch_addrs):
+def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
     top = Top()
     sim = Simulator(top)
     sim.add_clock(1e-8)
@@ -38,7 +40,7 @@ def run(descriptors, fetch_addrs):
         f = top.fetcher
         for addr in fetch_addrs:
             segments = {}
-            await put(ctx, f.cmd, addr)
+            await put(ctx, f.cmd, {"addr": addr, "area_end": area_end})
             ctx.set(f.result.ready, 1)
             for _ in range(500):
                 if ctx.get(f.seg_write):
@@ -91,3 +93,18 @@ def test_address_outside_memory_is_a_dma_error_and_the_fetcher_recovers():
     ok = encode_descriptor(CONTROL_OP.SENDRECV, SEGS[:1])
     out = run([(BASE, ok)], [BASE + 0x4000, BASE])
     assert out[0][0] == FETCH_DMA and out[1][0] == FETCH_OK and out[1][4] == SEGS[:1]
+
+
+def test_a_descriptor_must_end_inside_its_vis_area():
+    """The area's end is checked against the descriptor's real length (address segment and data
+    segments counted) once the control segment has said it: exactly fitting is fine, a byte short
+    is a format error, and nothing past the control segment is read."""
+    send = encode_descriptor(CONTROL_OP.SENDRECV, SEGS)
+    read = encode_descriptor(CONTROL_OP.RDMA_READ, SEGS[:1], remote_va=0x10, remote_handle=9)
+    assert len(send) == descriptor_size(3, rdma=False) and len(read) == descriptor_size(1, rdma=True)
+    for desc in (send, read):
+        at = BASE + 0x100
+        fits, = run([(at, desc)], [at], area_end=at + len(desc))
+        short, = run([(at, desc)], [at], area_end=at + len(desc) - 1)
+        assert fits[0] == FETCH_OK and fits[3] == len(fits[4])
+        assert short[0] == FETCH_FORMAT and short[3] == 0 and short[4] == []

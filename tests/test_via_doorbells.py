@@ -1,6 +1,9 @@
 """Doorbell pages (gap 1 of docs/reliability.md): the VIA engine takes a doorbell for VI k only
 through VI k's own page of ``regmap.DOORBELL``; pages of VIs the card does not build, and every
 other word of a page, answer ``err``, are counted (``DOORBELLS_REFUSED``) and change nothing.
+Descriptor areas (gap 2): a VI's doorbells may name only descriptors inside the area its driver
+gave it (VI ``DESC_BASE``/``DESC_SIZE``), so a process cannot point its own doorbell at another's
+memory.
 
 Driven on the real engine (``ViaEngine``) in the Amaranth simulator with ``via_single``."""
 
@@ -9,7 +12,7 @@ import pytest
 from numavia.gateware import regmap
 from numavia.gateware.bfm import BusError
 from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
-from test_via_engine import PTAG, VA
+from test_via_engine import PTAG, VA, status
 from via_pair import HOST, PARAMS
 from via_single import PEER, header, run, wait_frames
 from wishbone_bfm import read, write
@@ -93,4 +96,49 @@ def test_pages_of_missing_vis_and_other_words_of_a_page_are_refused_counted_and_
         await node.doorbell(ctx, 1, "SQ_DOORBELL", DESC)
         await wait_frames(ctx, wire, 1)
         assert header(wire.sent[0])["SRC_VI"] == 1
+    run(bench)
+
+
+def test_a_vi_posts_only_descriptors_inside_its_own_descriptor_area():
+    area = {1: (HOST + 0x1000, 0x200), 2: (HOST + 0x1200, 0x200), 3: (0, 0)}   # VI 3: as at reset
+    send = encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 16)])
+
+    async def bench(ctx, node, wire):
+        await node.enable(ctx)
+        await node.register(ctx, 1, VA, 0x400, [HOST + 0x8000], PTAG, read=1, write_=1)
+        for vi, desc_area in area.items():
+            await node.connect(ctx, vi, PEER, vi, PTAG, desc_area=desc_area)
+        base, size = area[1]
+        end = base + size
+        # Refused, each counted, nothing queued: another VI's area, unaligned, just before the area,
+        # a control segment straddling its end, outside host memory; and any address on VI 3,
+        # whose driver gave it no area.
+        bad = [(1, "SQ_DOORBELL", area[2][0]), (1, "RQ_DOORBELL", area[2][0] + 0x40), (1, "SQ_DOORBELL", base + 8),
+               (1, "SQ_DOORBELL", base - 0x20), (1, "RQ_DOORBELL", end - 0x10), (1, "SQ_DOORBELL", 0x1000),
+               (3, "SQ_DOORBELL", base), (3, "RQ_DOORBELL", HOST)]
+        for vi, name, address in bad:
+            if address >= HOST:
+                node.load(ctx, address & ~0xF, send)
+        for n, (vi, name, address) in enumerate(bad, start=1):
+            await node.doorbell(ctx, vi, name, address)
+            assert await node.counter(ctx, "DOORBELLS_REFUSED") == n
+        await ctx.tick().repeat(300)
+        assert wire.sent == [] and await queue_status(ctx, node) == [(0, 0)] * PARAMS.vis
+        # The area's own descriptors go, to its last whole one.
+        node.load(ctx, base, send)
+        node.load(ctx, end - len(send), send)
+        await node.post(ctx, 1, "send", base, send)
+        await node.post(ctx, 1, "recv", end - len(send), send)
+        await wait_frames(ctx, wire, 1)
+        assert await queue_status(ctx, node) == [(0, 0), (1, 1)] + [(0, 0)] * (PARAMS.vis - 2)
+        # A control segment inside whose segments run past the end: posted, then refused as a
+        # format error once its length is known; what follows the area is never read as segments.
+        end2 = area[2][0] + area[2][1]
+        node.load(ctx, end2, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 99)])[-16:])
+        long = encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 16), (VA, 1, 16)])
+        await node.post(ctx, 2, "send", end2 - 0x20, long)
+        done = await node.wait_done(ctx, end2 - 0x20)
+        assert done["STATUS"] & status(FORMAT_ERROR=1)
+        assert {(header(f)["SRC_VI"], header(f)["MSG_LENGTH"]) for f in wire.sent} == {(1, 16)}
+        assert await node.counter(ctx, "DOORBELLS_REFUSED") == len(bad)
     run(bench)

@@ -279,6 +279,20 @@ def test_bad_doorbells_descriptors_and_full_queues(pair):
     assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + 2
     assert nic0.vi_reg(vi0.number, "QUEUE_STATUS") == 0
 
+    # Descriptor areas: the firmware gave vi0 the area VIPL allocated for its rings; a descriptor
+    # anywhere else - another VI's ring, a data buffer - is refused even through vi0's own page.
+    base, size = nic0.vi_reg(vi0.number, "DESC_BASE"), nic0.vi_reg(vi0.number, "DESC_SIZE")
+    assert base == vi0.desc_pages[0] and base < vi0.recv_queue.base < base + size
+    other = nic0.create_vi(vi0.ptag)
+    nic0.memory.write(other.send_queue.base, Descriptor(segments=[(b0.va, b0.handle, 8)]).encode())
+    vi0.ring("SQ_DOORBELL", other.send_queue.base)
+    vi0.ring("RQ_DOORBELL", b0.pa(0) & ~0xF)
+    assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + 4
+    assert nic0.vi_reg(vi0.number, "QUEUE_STATUS") == 0 and nic0.vi_reg(other.number, "QUEUE_STATUS") == 0
+    vipl.VipDestroyVi(other)
+    assert nic0.vi_reg(other.number, "DESC_SIZE") == 0
+    refused += 2
+
     # Doorbell pages: each VI's own 4 KiB page. The page of a VI the card does not have, and
     # any other word of a page, answer a bus error and are counted; nothing is posted.
     assert vi0.doorbell_page == nic0.card_base + regmap.CARD.element_base("doorbell", "VI", vi0.number)

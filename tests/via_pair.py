@@ -131,8 +131,12 @@ class Node:
         for i in range(0, len(data), 4):
             await self.reg(ctx, "ATT_WDATA", int.from_bytes(data[i:i + 4], "little"))
 
-    async def connect(self, ctx, vi, peer_node, peer_vi, ptag):
+    async def connect(self, ctx, vi, peer_node, peer_vi, ptag, *, desc_area=(HOST, HOST_SIZE)):
+        """Set a VI up as a driver does: its peer, protection tag and descriptor area (by default
+        the whole host RAM, so tests may put descriptors anywhere), then CONNECT."""
         peer = VIA.array("VI").register("PEER")
+        await self.vi_reg(ctx, vi, "DESC_BASE", desc_area[0])
+        await self.vi_reg(ctx, vi, "DESC_SIZE", desc_area[1])
         await self.vi_reg(ctx, vi, "PEER", peer_node << peer.field("NODE").lsb | peer_vi << peer.field("VI").lsb)
         await self.vi_reg(ctx, vi, "PTAG", ptag)
         await self.vi_reg(ctx, vi, "CMD", VIA.array("VI").register("CMD").field("CONNECT").mask)

@@ -76,6 +76,8 @@ uint32_t fake_via_read(uint32_t offset)
         case NV_VIA_VI_STATE: return fake_via.vi[i].state;
         case NV_VIA_VI_QUEUE_STATUS: return fake_via.vi[i].queued;
         case NV_VIA_VI_RX_PSN: return fake_via.vi[i].rx_psn;
+        case NV_VIA_VI_DESC_BASE: return fake_via.vi[i].desc_base;
+        case NV_VIA_VI_DESC_SIZE: return fake_via.vi[i].desc_size;
         }
     }
     if (in_array(offset, NV_VIA_CQ_BASE, NV_VIA_CQ_STRIDE, FAKE_CQS, &i, &reg)) {
@@ -131,6 +133,8 @@ void fake_via_write(uint32_t offset, uint32_t value)
         case NV_VIA_VI_PEER: fake_via.vi[i].peer = value; return;
         case NV_VIA_VI_PTAG: fake_via.vi[i].ptag = value; return;
         case NV_VIA_VI_CQ_BIND: fake_via.vi[i].cq_bind = value; return;
+        case NV_VIA_VI_DESC_BASE: fake_via.vi[i].desc_base = value; return;
+        case NV_VIA_VI_DESC_SIZE: fake_via.vi[i].desc_size = value; return;
         case NV_VIA_VI_CMD:   /* like the engine: a failed VI flushes its queues at once */
             if (value & NV_VIA_VI_CMD_CONNECT_MASK) {
                 fake_via.vi[i].state = NV_VI_STATE_CONNECTED;
@@ -149,6 +153,12 @@ void fake_via_write(uint32_t offset, uint32_t value)
     /* Doorbells: only in each VI's own page, as the card decodes them. */
     if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, FAKE_VIS, &i, &reg)
         && (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
+        /* The card's rule: the control segment inside the VI's descriptor area. */
+        if (value < fake_via.vi[i].desc_base || value - fake_via.vi[i].desc_base > fake_via.vi[i].desc_size ||
+            fake_via.vi[i].desc_size - (value - fake_via.vi[i].desc_base) < NV_DESC_CONTROL_SIZE) {
+            fake_via.vi[i].refused_doorbells++;
+            return;
+        }
         if (reg == NV_DOORBELL_VI_SQ_DOORBELL)
             fake_via.vi[i].sq_doorbells++;
         else

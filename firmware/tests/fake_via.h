@@ -33,7 +33,8 @@ struct fake_via {
     struct {
         uint32_t peer, ptag, cq_bind, state, queued, rx_psn;
         unsigned connects, fails, resets;
-        uint32_t sq_doorbells, rq_doorbells, last_doorbell;
+        uint32_t desc_base, desc_size;   /* the descriptor area, checked by doorbells as by the card */
+        uint32_t sq_doorbells, rq_doorbells, last_doorbell, refused_doorbells;
     } vi[FAKE_VIS];
     struct {
         uint32_t base, size, head;

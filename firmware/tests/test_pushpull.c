@@ -235,7 +235,8 @@ static void open_pair(unsigned scheme, uint32_t threshold, uint32_t timeout_us)
     uint32_t tag = args[NV_MBOX_CREATE_PTAG_RES_PTAG];
     for (unsigned i = 0; i < 2; i++) {
         uint32_t a[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE};
+                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC(i),
+                          [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = NV_DESC_CONTROL_SIZE};
         CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, a) == NV_VIP_SUCCESS);
         vis[i] = a[NV_MBOX_CREATE_VI_RES_VI];
         fake_via.vi[vis[i]].state = NV_VI_STATE_CONNECTED;

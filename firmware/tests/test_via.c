@@ -16,6 +16,7 @@ static int failures, checks;
 } while (0)
 
 static struct nv_via via;
+#define DESC_AREA (FAKE_HOST_BASE + 0xE000)   /* the descriptor area VIs are created with */
 
 static void setup(void)
 {
@@ -146,6 +147,8 @@ static void test_register_refuses_bad_arguments_and_writes_nothing(void)
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_PTAG, args) == NV_VIP_INVALID_STATE);
 }
 
+static uint32_t new_vi(uint32_t tag);
+
 static void test_completion_queues_and_vis(void)
 {
     setup();
@@ -158,34 +161,47 @@ static void test_completion_queues_and_vis(void)
     CHECK(fake_via.cq[cq].base == FAKE_HOST_BASE + 0x800 && fake_via.cq[cq].size == 16);
 
     uint32_t vargs[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag + 1, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = cq};
+                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = cq, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
+                          [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = 0x200};
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PTAG);
     vargs[NV_MBOX_CREATE_VI_ARG_PTAG] = tag;
     vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = 1;   /* not created */
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PARAMETER);
     vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE;
+    /* The descriptor area: aligned, room for a control segment, all in host memory. */
+    static const uint32_t bad_areas[][2] = {{DESC_AREA + 8, 0x200}, {DESC_AREA, 0}, {DESC_AREA, NV_DESC_CONTROL_SIZE - 1},
+                                            {FAKE_HOST_BASE - 0x200, 0x400}, {FAKE_HOST_BASE + FAKE_HOST_SIZE - 0x100, 0x200},
+                                            {DESC_AREA, 0xFFFFFFF0u}};
+    for (unsigned i = 0; i < sizeof bad_areas / sizeof bad_areas[0]; i++) {
+        vargs[NV_MBOX_CREATE_VI_ARG_DESC_BASE] = bad_areas[i][0];
+        vargs[NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = bad_areas[i][1];
+        CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PARAMETER);
+    }
+    vargs[NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA;
+    vargs[NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = 0x200;
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_SUCCESS);
     uint32_t vi = vargs[NV_MBOX_CREATE_VI_RES_VI];
     CHECK(fake_via.vi[vi].ptag == tag);
+    CHECK(fake_via.vi[vi].desc_base == DESC_AREA && fake_via.vi[vi].desc_size == 0x200);
     CHECK(fake_via.vi[vi].cq_bind == (cq << NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT | NV_VIA_VI_CQ_BIND_RECV_EN_MASK));
     uint32_t dargs[16] = {[NV_MBOX_DESTROY_CQ_ARG_CQ] = cq};
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_INVALID_STATE);   /* bound to the VI */
     uint32_t xargs[16] = {[NV_MBOX_DESTROY_VI_ARG_VI] = vi};
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, xargs) == NV_VIP_SUCCESS);
+    CHECK(fake_via.vi[vi].desc_size == 0);   /* a freed VI can post nothing */
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, xargs) == NV_VIP_INVALID_PARAMETER);
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_SUCCESS && fake_via.cq[cq].size == 0);
     /* Every VI taken: none left. */
     for (unsigned i = 0; i < FAKE_VIS; i++)
-        CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, (uint32_t[16]){[0] = tag, [1] = NV_MBOX_NONE,
-                                                                      [2] = NV_MBOX_NONE}) == NV_VIP_SUCCESS);
-    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, (uint32_t[16]){[0] = tag, [1] = NV_MBOX_NONE,
-                                                                  [2] = NV_MBOX_NONE}) == NV_VIP_ERROR_RESOURCE);
+        new_vi(tag);
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_ERROR_RESOURCE);
 }
 
 static uint32_t new_vi(uint32_t tag)
 {
     uint32_t args[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE};
+                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
+                         [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = 0x200};
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, args) == NV_VIP_SUCCESS);
     return args[NV_MBOX_CREATE_VI_RES_VI];
 }
@@ -392,7 +408,9 @@ static void test_bench_refuses_an_unconnected_vi(void)
     a.size = 4;
     a.timeout_us = 50;
     CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
-    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].rq_doorbells == 1);
+    /* The agent posted from its own area, which it made the VI's (none refused by the card). */
+    CHECK(fake_via.vi[vi].desc_base == FAKE_HOST_BASE + 0x100 && fake_via.vi[vi].desc_size >= 0x1000);
+    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].rq_doorbells == 1 && fake_via.vi[vi].refused_doorbells == 0);
     CHECK(fake_via.vi[vi].last_doorbell >= FAKE_HOST_BASE + 0x100 &&
           fake_via.vi[vi].last_doorbell < FAKE_HOST_BASE + 0x1100 && !(fake_via.vi[vi].last_doorbell & 15));
     CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);

@@ -95,16 +95,16 @@ def send_descriptor(buffer, length=None, offset=0, *, immediate=None):
 
 
 class _Ring:
-    """Descriptor slots of one work queue, in host memory (one page per 16 slots)."""
+    """Descriptor slots of one work queue, ``depth`` slots from ``base`` in the VI's descriptor area."""
 
-    def __init__(self, nic, depth):
-        self.pages = nic.memory.pages((depth * _SLOT + via_att.PAGE_SIZE - 1) // via_att.PAGE_SIZE, contiguous=True)
+    def __init__(self, base, depth):
+        self.base = base
         self.depth = depth
         self.next = 0
         self.posted = []          # Descriptors in completion order
 
     def slot(self):
-        address = self.pages[0] + (self.next % self.depth) * _SLOT
+        address = self.base + (self.next % self.depth) * _SLOT
         self.next += 1
         return address
 
@@ -300,12 +300,20 @@ def VipCQWait(cq, timeout=None):
     return _wait(lambda: VipCQDone(cq), timeout or cq.nic.timeout, f"completion queue {cq.id}")
 
 
+def _descriptor_area_bytes(nic):
+    """Both work queues' descriptor slots: the VI's descriptor area, the only memory its doorbells
+    may point the card at (VI ``DESC_BASE``/``DESC_SIZE``)."""
+    return 2 * nic.attributes["queue_depth"] * _SLOT
+
+
 class Vi:
-    def __init__(self, nic, number, ptag, send_cq, recv_cq):
+    def __init__(self, nic, number, ptag, send_cq, recv_cq, desc_pages):
         self.nic, self.number, self.ptag = nic, number, ptag
         self.send_cq, self.recv_cq = send_cq, recv_cq
         depth = nic.attributes["queue_depth"]
-        self.send_queue, self.recv_queue = _Ring(nic, depth), _Ring(nic, depth)
+        self.desc_pages = desc_pages
+        self.send_queue = _Ring(desc_pages[0], depth)
+        self.recv_queue = _Ring(desc_pages[0] + depth * _SLOT, depth)
         self.peer = None
         self.remote_buffer = None
         #: Bus address of this VI's doorbell page (``regmap.DOORBELL_PAGE_BYTES`` bytes); the data
@@ -345,15 +353,22 @@ class Vi:
 
 
 def VipCreateVi(nic, ptag, *, send_cq=None, recv_cq=None):
-    res = nic.command("CREATE_VI", ptag=ptag, send_cq=NONE if send_cq is None else send_cq.id,
-                      recv_cq=NONE if recv_cq is None else recv_cq.id)[1]
-    vi = Vi(nic, res["vi"], ptag, send_cq, recv_cq)
+    size = _descriptor_area_bytes(nic)
+    pages = nic.memory.pages(-(-size // via_att.PAGE_SIZE), contiguous=True)
+    try:
+        res = nic.command("CREATE_VI", ptag=ptag, send_cq=NONE if send_cq is None else send_cq.id,
+                          recv_cq=NONE if recv_cq is None else recv_cq.id, desc_base=pages[0], desc_size=size)[1]
+    except ViplError:
+        nic.memory.release(pages)
+        raise
+    vi = Vi(nic, res["vi"], ptag, send_cq, recv_cq, pages)
     nic.vis[vi.number] = vi
     return vi
 
 
 def VipDestroyVi(vi):
     vi.nic.command("DESTROY_VI", vi=vi.number)
+    vi.nic.memory.release(vi.desc_pages)
     del vi.nic.vis[vi.number]
 
 

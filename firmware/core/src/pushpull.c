@@ -352,6 +352,9 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
         (cfg->desc & (NV_DESCRIPTOR_ALIGN - 1)) || !nv_via_host_range(via, cfg->desc, DESC_AREA) ||
         (cfg->area.pa & 3u) || !nv_via_host_range(via, cfg->area.pa, NV_PP_AREA_BYTES))
         return NV_VIP_INVALID_PARAMETER;
+    uint32_t result = nv_via_set_desc_area(via, cfg->vi, cfg->desc, DESC_AREA);
+    if (result != NV_VIP_SUCCESS)
+        return result;
     *pp = (struct nv_pp){.via = via, .cfg = *cfg, .credits = NV_PP_SLOTS};
     uint32_t timeout_us = cfg->timeout_us ? cfg->timeout_us : 1000000u;
     if (timeout_us > 20000000u)

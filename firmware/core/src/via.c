@@ -139,6 +139,18 @@ int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
            addr - via->host_base <= via->host_size - length;
 }
 
+/* The area a VI's doorbells may name descriptors in (the engine refuses any other address): the
+ * memory of whoever the VI was given to. The firmware's own agents take it over for theirs. */
+uint32_t nv_via_set_desc_area(const struct nv_via *via, unsigned vi, uint32_t base, uint32_t size)
+{
+    if ((base & (NV_DESCRIPTOR_ALIGN - 1)) || size < NV_DESC_CONTROL_SIZE || !nv_via_host_range(via, base, size))
+        return NV_VIP_INVALID_PARAMETER;
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* never a mix of the old and the new area */
+    nv_reg_write(NV_VIA_VI_DESC_BASE_AT(vi), base);
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), size);
+    return NV_VIP_SUCCESS;
+}
+
 static uint32_t create_cq(struct nv_via *via, uint32_t base, uint32_t entries, uint32_t *cq)
 {
     if (entries < 2 || entries > 65536 || (entries & (entries - 1)) || (base & 7) ||
@@ -183,11 +195,14 @@ static uint32_t destroy_cq(struct nv_via *via, uint32_t cq)
     return NV_VIP_SUCCESS;
 }
 
-static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq, uint32_t *vi)
+static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq,
+                          uint32_t desc_base, uint32_t desc_size, uint32_t *vi)
 {
     if (!ptag_valid(via, ptag))
         return NV_VIP_INVALID_PTAG;
-    if ((send_cq != NV_MBOX_NONE && !cq_valid(via, send_cq)) || (recv_cq != NV_MBOX_NONE && !cq_valid(via, recv_cq)))
+    if ((send_cq != NV_MBOX_NONE && !cq_valid(via, send_cq)) || (recv_cq != NV_MBOX_NONE && !cq_valid(via, recv_cq)) ||
+        (desc_base & (NV_DESCRIPTOR_ALIGN - 1)) || desc_size < NV_DESC_CONTROL_SIZE ||
+        !nv_via_host_range(via, desc_base, desc_size))
         return NV_VIP_INVALID_PARAMETER;
     for (unsigned i = 0; i < via->vis; i++) {
         if (via->vi[i].used)
@@ -205,6 +220,7 @@ static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, u
         nv_reg_write(NV_VIA_VI_PTAG_AT(i), ptag);
         nv_reg_write(NV_VIA_VI_CQ_BIND_AT(i), bind);
         nv_reg_write(NV_VIA_VI_PEER_AT(i), 0);
+        nv_via_set_desc_area(via, i, desc_base, desc_size);
         *vi = i;
         return NV_VIP_SUCCESS;
     }
@@ -224,6 +240,7 @@ static uint32_t destroy_vi(struct nv_via *via, uint32_t vi)
         nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(vi)) != 0)
         return NV_VIP_INVALID_STATE;
     nv_reg_write(NV_VIA_VI_CQ_BIND_AT(vi), 0);
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* a free VI posts nothing */
     via->vi[vi].used = 0;
     return NV_VIP_SUCCESS;
 }
@@ -256,7 +273,7 @@ uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
         return destroy_cq(via, ARG(DESTROY_CQ, CQ));
     case NV_MBOX_CREATE_VI:
         return create_vi(via, ARG(CREATE_VI, PTAG), ARG(CREATE_VI, SEND_CQ), ARG(CREATE_VI, RECV_CQ),
-                         &RES(CREATE_VI, VI));
+                         ARG(CREATE_VI, DESC_BASE), ARG(CREATE_VI, DESC_SIZE), &RES(CREATE_VI, VI));
     case NV_MBOX_DESTROY_VI:
         return destroy_vi(via, ARG(DESTROY_VI, VI));
     case NV_MBOX_CONNECT_REQUEST:

@@ -260,6 +260,9 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         !nv_via_host_range(via, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
+    uint32_t result = nv_via_set_desc_area(via, a->vi, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES);
+    if (result != NV_VIP_SUCCESS)
+        return result;
     static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
                                    [NV_BENCH_OP_RDMA_WRITE] = NV_CONTROL_OP_RDMA_WRITE,
                                    [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ,

@@ -12,6 +12,7 @@ unsigned nv_via_vi_state(unsigned vi);
 uint32_t nv_via_reset_vi(struct nv_via *via, unsigned vi);
 int nv_via_vi_valid(const struct nv_via *via, uint32_t vi);
 int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length);
+uint32_t nv_via_set_desc_area(const struct nv_via *via, unsigned vi, uint32_t base, uint32_t size);
 uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t args[16]);
 void nv_via_connection_timers(struct nv_via *via);
 

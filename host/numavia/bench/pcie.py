@@ -132,6 +132,8 @@ def measure_card():
             h.host_memory[desc + i] = b
         write_register(via.base + via.register("CTRL").offset, via.register("CTRL").field("ENABLE").mask)
         write_register(via.base + vi.offset_of(1, "PEER"), 1 << vi.register("PEER").field("NODE").lsb)
+        write_register(via.base + vi.offset_of(1, "DESC_BASE"), desc)
+        write_register(via.base + vi.offset_of(1, "DESC_SIZE"), via_att.PAGE_SIZE)
         write_register(via.base + vi.offset_of(1, "CMD"), vi.register("CMD").field("CONNECT").mask)
         await h.wait(ctx, lambda: not h.to_card, what="set-up written")
         await ctx.tick().repeat(20)
