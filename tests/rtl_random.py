@@ -10,7 +10,9 @@ its fate from the documented acceptance rules (``via_frame``, ``sci_packet``, th
 itself could legitimately send) is drawn again rather than guessed.
 
 ``NUMAVIA_RTL_FUZZ_SCALE`` (a positive integer, default 1) multiplies the number of inputs per
-run; ``make fuzz`` sets it (tests/fuzz/fuzz_all.py) for a long run.
+run and ``NUMAVIA_RTL_FUZZ_SEED`` (an integer, default 0) is added to every test's fixed seed;
+``make fuzz`` sets both (tests/fuzz/fuzz_all.py) for a long run with fresh seeds, and prints them
+so that a failure can be replayed.
 """
 
 import os
@@ -35,18 +37,28 @@ from wishbone_sram import WishboneSRAM, load_words
 
 ME = 0
 SCALE_VARIABLE = "NUMAVIA_RTL_FUZZ_SCALE"
+SEED_VARIABLE = "NUMAVIA_RTL_FUZZ_SEED"
+
+
+def _integer(variable, default, minimum):
+    text = os.environ.get(variable, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ValueError(f"{variable} must be an integer of at least {minimum}, not {text!r}")
+    return value
 
 
 def scale():
     """Multiplier of the input counts (``NUMAVIA_RTL_FUZZ_SCALE``; 1 in CI)."""
-    text = os.environ.get(SCALE_VARIABLE, "1")
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{SCALE_VARIABLE} must be a positive integer, not {text!r}")
-    return value
+    return _integer(SCALE_VARIABLE, 1, 1)
+
+
+def seed(base):
+    """A test's seed: its fixed ``base`` plus ``NUMAVIA_RTL_FUZZ_SEED`` (0 in CI)."""
+    return base + _integer(SEED_VARIABLE, 0, 0)
 
 
 # --- One VIA engine whose receive FIFO the testbench can see drain ------------------------------
@@ -150,6 +162,12 @@ async def drain(ctx, wire, top, *, quiet=40, timeout=200_000):
                 return
         await ctx.tick()
     raise TimeoutError(f"the receive FIFO did not drain in {timeout} cycles (a hang)")
+
+
+#: Cycles to wait after a descriptor's DONE appears before its memory is reused: the test RAM
+#: (``WishboneSRAM`` with bursting) writes a single word again in the cycle that acknowledges it,
+#: so a testbench that rewrites the word at once has its data overwritten with the old value.
+COMPLETION_SETTLE = 4
 
 
 def snapshot(ctx, ram):
@@ -594,6 +612,7 @@ async def via_rx_fuzz(ctx, node, wire, top, *, seed, groups):
                 f"receive descriptor {addr:#x}: {st} expected status {status:#x} length {length}"
             if imm is not None:
                 assert st["IMMEDIATE_DATA"] == imm
+        await ctx.tick().repeat(COMPLETION_SETTLE)
         fuzz.retire(len(fuzz.completions) - checked_completions)
         checked_completions = len(fuzz.completions)
         if fuzz.mgmt is not None:
@@ -1111,6 +1130,7 @@ async def descriptor_fuzz(ctx, node, wire, top, *, seed, rounds):
             if serve is not None:
                 serve()
             if all(node.status(ctx, a)["STATUS"] & 1 for a in addrs):
+                await ctx.tick().repeat(COMPLETION_SETTLE)
                 return
             await ctx.tick().repeat(8)
         raise AssertionError("descriptors never completed: " + ", ".join(
