@@ -1,9 +1,11 @@
 """VIA receive engine, frames injected at the engine's Ethernet port: in-order data and its ACK,
 duplicates, gaps and their single NAK, refused frames with their counters (nothing written), FCS
-errors, buffer overflow, management frames, and RDMA reads served with no CPU."""
+errors, buffer overflow, management frames, RDMA reads served with no CPU, and seeded hostile frames
+among legitimate traffic (tests/rtl_random.py)."""
 
 from numavia.gateware import regmap, via_frame
 from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from rtl_random import run_engine, scale, seed, via_rx_fuzz
 from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup
 from via_pair import HOST
@@ -159,3 +161,21 @@ def test_read_request_is_served_with_no_cpu():
         assert header(nak)["OP"] == OP.NAK and header(nak)["NAK_CODE"] == via_frame.NAK.REMOTE_PROTECTION
         assert await node.counter(ctx, "RX_PROTECTION") == 1
     run(bench)
+
+
+def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless():
+    """Issue 11, random-constrained stimulus (tests/rtl_random.py): seeded groups of frames, half of
+    them mutated (bad FCS, other EtherType/MAC/VI/source, unknown operations, lengths that disagree,
+    truncation at every layer, trailing bytes, old/ahead/far sequence numbers, RDMA targets outside,
+    across, before their region or in regions of another tag or without the right, oversized frames),
+    among sends, RDMA writes (with and without immediate data), read requests, acknowledgements and
+    management frames. Every hostile frame is counted under the counter the reference model names
+    and nothing else moves; every legitimate message lands exactly once, intact, in order (host
+    memory equals the model's byte for byte, completions and read responses included); the receive
+    FIFO drains and a final send still completes. NUMAVIA_RTL_FUZZ_SCALE multiplies the groups."""
+    async def bench(ctx, node, wire, top):
+        fuzz = await via_rx_fuzz(ctx, node, wire, top, seed=seed(11), groups=24 * scale())
+        assert all(fuzz.counts[name] for name in ("RX_BAD_FCS", "RX_NOT_FOR_US", "RX_MALFORMED", "RX_NO_VI",
+                                                  "RX_DUPLICATE", "RX_OUT_OF_ORDER", "RX_PROTECTION",
+                                                  "RX_STALE_RESPONSE")), fuzz.counts
+    run_engine(bench)

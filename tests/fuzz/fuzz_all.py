@@ -6,10 +6,17 @@ Python targets run under atheris (tests/fuzz/run_atheris.py); ``firmware`` is th
 target of the firmware core (firmware/tests/fuzz_firmware.c, built with clang). A crash is
 reported with its input file and ends the run with status 1: fix it, then keep the input in
 tests/fuzz/corpus/<target>/ (or firmware/tests/fuzz_corpus/) as a regression test.
+
+``rtl`` is the random-constrained stimulus of the RTL receivers (tests/rtl_random.py: hostile
+frames into the VIA receive engine, hostile symbols into a ring node, random descriptors): their
+three tests under pytest with ``NUMAVIA_RTL_FUZZ_SCALE`` sized to ``--seconds`` and a fresh
+``NUMAVIA_RTL_FUZZ_SEED``; a failure prints both, which replay it.
 """
 
 import argparse
 import hashlib
+import os
+import random
 import subprocess
 import sys
 import time
@@ -41,8 +48,30 @@ def command(name, seconds, corpus, artifacts, binary=None):
     return [sys.executable, str(HERE / "run_atheris.py"), name] + options + ([str(stored)] if stored.is_dir() else [])
 
 
+#: The RTL stimulus tests (tests/rtl_random.py) and their CPU seconds at scale 1, together.
+RTL_TESTS = ("tests/test_via_rx.py::test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless",
+             "tests/test_ring_link.py::test_hostile_symbol_streams_among_legitimate_traffic",
+             "tests/test_via_tx.py::test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_buffers")
+RTL_SECONDS_AT_SCALE_1 = 50
+
+
+def run_rtl(seconds):
+    """The RTL stimulus scaled to about ``seconds``: ``(ok, summary line, output)``."""
+    scale = max(1, seconds // RTL_SECONDS_AT_SCALE_1)
+    seed = random.SystemRandom().randrange(1, 1 << 30)
+    env = dict(os.environ, NUMAVIA_RTL_FUZZ_SCALE=str(scale), NUMAVIA_RTL_FUZZ_SEED=str(seed))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *RTL_TESTS],
+                            cwd=REPO, env=env, capture_output=True, text=True)
+    lines = result.stdout.strip().splitlines()
+    summary = f"scale {scale}, seed {seed}: {lines[-1].strip('= ') if lines else 'no summary'}"
+    if result.returncode:
+        summary += (f"; replay: NUMAVIA_RTL_FUZZ_SCALE={scale} NUMAVIA_RTL_FUZZ_SEED={seed} "
+                    f".venv/bin/pytest {' '.join(RTL_TESTS)}")
+    return result.returncode == 0, summary, result.stdout + result.stderr
+
+
 def main(argv=None):
-    all_targets = sorted(targets.TARGETS) + ["firmware"]
+    all_targets = sorted(targets.TARGETS) + ["firmware", "rtl"]
     p = argparse.ArgumentParser(description="Run every fuzz target for a bounded time (make fuzz).")
     p.add_argument("--seconds", type=int, default=60, help="wall time per target (default 60)")
     p.add_argument("--targets", default=",".join(all_targets),
@@ -57,6 +86,15 @@ def main(argv=None):
     binary = build_firmware_target(out) if "firmware" in chosen else None
     crashed = []
     for name in chosen:
+        if name == "rtl":
+            print(f"fuzz: rtl for about {args.seconds} s", file=sys.stderr, flush=True)
+            start = time.monotonic()
+            ok, summary, output = run_rtl(args.seconds)
+            print(f"  rtl: {summary}; {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")
+            if not ok:
+                crashed.append(name)
+                print(output[-4000:], file=sys.stderr)
+            continue
         corpus, artifacts = out / name / "corpus", out / name / "crashes"
         corpus.mkdir(parents=True, exist_ok=True)
         artifacts.mkdir(parents=True, exist_ok=True)
