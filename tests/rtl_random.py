@@ -224,6 +224,9 @@ REGIONS = {
 #: Other VIs: 2 is connected to another node, 0 and 3 stay idle; 4 and up do not exist.
 OTHER_CONNECTIONS = {2: (3, 2)}
 DESC_SLOTS = [HOST + 0x100 * i for i in range(32)]     # receive descriptors (96 bytes each at most)
+SEND_SLOTS = [HOST + 0x2000 + 0x100 * i for i in range(8)]     # descriptors of one round
+#: The VI's descriptor area: the slots above and nothing else of host memory.
+DESC_AREA = (HOST, SEND_SLOTS[-1] + 0x100 - HOST)
 RECEIVE_CAPACITY = 1600
 
 
@@ -231,7 +234,7 @@ async def engine_setup(ctx, node):
     await node.enable(ctx)
     for r in REGIONS.values():
         await node.register(ctx, r.handle, r.va, r.length, r.pages, r.ptag, read=r.read, write_=r.write)
-    await node.connect(ctx, VI, PEER, PEER_VI, PTAG)
+    await node.connect(ctx, VI, PEER, PEER_VI, PTAG, desc_area=DESC_AREA)
     for vi, (peer, peer_vi) in OTHER_CONNECTIONS.items():
         await node.connect(ctx, vi, peer, peer_vi, PTAG)
 
@@ -984,7 +987,6 @@ _SEG_LIMIT = PARAMS.max_segments
 _VI_REGS = regmap.VIA.array("VI")
 _CONNECTED_STATE, _ERROR_STATE = dict(regmap.VI_STATES)["CONNECTED"], dict(regmap.VI_STATES)["ERROR"]
 _CONTROL_BITS = sum(b.mask for b in CONTROL_SEGMENT.field("CONTROL").bits)
-SEND_SLOTS = [HOST + 0x2000 + 0x100 * i for i in range(8)]     # descriptors of one round
 PER_FRAME_MTU = 600
 
 
@@ -1088,10 +1090,13 @@ class DescriptorFuzz:
         return bytes(data), fields
 
     def bad_doorbell(self):
-        """A descriptor address the doorbell must refuse: misaligned or outside host memory."""
+        """A descriptor address the doorbell must refuse: misaligned, outside host memory, or in
+        host memory but outside the VI's descriptor area (or its control segment straddling the end)."""
         rng = self.rng
+        area_end = DESC_AREA[0] + DESC_AREA[1]
         return rng.choice([HOST + 0x2000 + rng.randrange(1, 16), HOST + HOST_SIZE, HOST - 0x100,
-                           HOST + HOST_SIZE - 16, rng.randrange(1 << 32) | 1, 0])
+                           HOST + HOST_SIZE - 16, rng.randrange(1 << 32) | 1, 0,
+                           area_end, area_end - 16, area_end + 16 * rng.randrange((HOST + HOST_SIZE - area_end) // 16)])
 
 
 def peer_frame(op, **fields):
@@ -1159,7 +1164,7 @@ async def descriptor_fuzz(ctx, node, wire, top, *, seed, rounds):
             raise AssertionError("the queues of a failed VI did not drain")
         await node.vi_reg(ctx, VI, "CMD", _VI_REGS.register("CMD").field("RESET").mask)
         assert (await vi_state())[0] == dict(regmap.VI_STATES)["IDLE"]
-        await node.connect(ctx, VI, PEER, PEER_VI, PTAG)
+        await node.connect(ctx, VI, PEER, PEER_VI, PTAG, desc_area=DESC_AREA)
         assert await vi_state() == (_CONNECTED_STATE, 0)
         await ctx.tick().repeat(200)
         seen = len(wire.sent)                           # acknowledgements of the old connection
