@@ -403,7 +403,8 @@ VIA_COUNTERS = (
     ("RX_FRAMES", "frames that passed the FCS check and fitted the receive buffer"),
     ("RX_BAD_FCS", "frames dropped for a bad FCS (corruption on the link)"),
     ("RX_OVERFLOW", "frames dropped because the receive buffer was full"),
-    ("RX_NOT_FOR_US", "frames with another EtherType or another destination MAC"),
+    ("RX_NOT_FOR_US", "frames with another EtherType or another destination MAC, and management "
+                      "frames from a MAC that is not a card's"),
     ("RX_MALFORMED", "VIA frames dropped as malformed (short, bad operation, bad lengths)"),
     ("RX_NO_VI", "frames for a VI that does not exist, is not connected, or has another peer"),
     ("RX_DUPLICATE", "data frames received again (already acknowledged): dropped, re-acknowledged"),

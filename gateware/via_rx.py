@@ -289,7 +289,12 @@ class RxEngine(wiring.Component):
                     m.d.comb += ev.rx_malformed.eq(1)
                     m.next = "DROP"
                 with m.Elif(h.op == _OP.MGMT):
-                    with m.If(self.mgmt_valid):
+                    # Only cards manage cards: the firmware sees SRC_NODE alone, so a frame from
+                    # a MAC outside the cards' prefix would pass for one of them.
+                    with m.If(h.src_mac[:40] != via_frame.MAC_PREFIX_FIELD):
+                        m.d.comb += ev.rx_not_for_us.eq(1)
+                        m.next = "DROP"
+                    with m.Elif(self.mgmt_valid):
                         m.d.comb += ev.rx_mgmt_dropped.eq(1)
                         m.next = "DROP"
                     with m.Else():

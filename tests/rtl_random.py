@@ -287,14 +287,14 @@ def classify(raw, fcs_error, rcv_nxt):
             or (op in via_frame.DATA_OPS and h["OFFSET"] + length > h["MSG_LENGTH"])
             or (op == OP.MGMT and length > via_frame.MGMT_PAYLOAD_MAX)):
         return "RX_MALFORMED"
-    if op == OP.MGMT:
-        return "UNSAFE"                   # management frames are not part of a connection
+    src = h["SRC_MAC"].to_bytes(6, "little")
+    if op == OP.MGMT:                     # from a card: not part of a connection, left out
+        return "RX_NOT_FOR_US" if src[:5] != via_frame.MAC_PREFIX else "UNSAFE"
     vi = h["DST_VI"]
     if vi == VI:
         peer = (PEER, PEER_VI)
     else:
         peer = OTHER_CONNECTIONS.get(vi)
-    src = h["SRC_MAC"].to_bytes(6, "little")
     if (peer is None or src[:5] != via_frame.MAC_PREFIX or (src[5], h["SRC_VI"]) != peer):
         return "RX_NO_VI"
     if vi != VI or h["ACK_PSN"] != 0 or op == OP.NAK:

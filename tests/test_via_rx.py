@@ -124,10 +124,18 @@ def test_receive_buffer_overflow_drops_whole_frames():
     run(bench, bursting=False)   # host memory at a word every other cycle
 
 
-def test_management_frames_wait_for_the_firmware():
+def test_management_frames_come_only_from_cards_and_wait_for_the_firmware():
     async def bench(ctx, node, wire):
         await node.enable(ctx)
         mgmt = regmap.VIA.register("MGMT_RX_STATUS")
+        # From a MAC outside the cards' prefix (node 3's low byte): not a card, dropped and counted.
+        foreign = bytearray(frame(OP.MGMT, payload=b"spoof", src=3, dst_vi=0))
+        src_mac = via_frame.HEADER.field("SRC_MAC")
+        foreign[src_mac.offset:src_mac.offset + 5] = bytes(5)
+        wire.send(bytes(foreign))
+        await settle(ctx)
+        assert not await node.reg(ctx, "MGMT_RX_STATUS") & mgmt.field("VALID").mask
+        assert await node.counter(ctx, "RX_NOT_FOR_US") == 1
         wire.send(frame(OP.MGMT, payload=bytes(range(10)), src=3, dst_vi=0))
         wire.send(frame(OP.MGMT, payload=b"second", src=3, dst_vi=0))
         await settle(ctx)
