@@ -19,8 +19,6 @@ import os
 import random
 from dataclasses import replace
 
-from amaranth import Module, Signal
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware import regmap, via_att, via_frame
@@ -28,14 +26,13 @@ from numavia.gateware.sci_packet import (HEADER_BITS, SYMBOL_BITS, EchoStatus, P
                                          crc16, decode, encode, field_positions)
 from numavia.gateware.via_descriptor import (CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor,
                                              status_bits, status_op)
-from numavia.gateware.via_engine import ViaEngine
 from ring_bench import LinkBench, as_sent_by, random_packet, read_counters, tx_monitor
 from ring_bfm import receive, send
-from via_pair import HOST, HOST_SIZE, PARAMS, Node
+from via_pair import HOST, HOST_SIZE, PARAMS
+from via_single import ME
 from wishbone_bfm import read
-from wishbone_sram import WishboneSRAM, load_words
+from wishbone_sram import load_words
 
-ME = 0
 SCALE_VARIABLE = "NUMAVIA_RTL_FUZZ_SCALE"
 SEED_VARIABLE = "NUMAVIA_RTL_FUZZ_SEED"
 
@@ -61,100 +58,11 @@ def seed(base):
     return base + _integer(SEED_VARIABLE, 0, 0)
 
 
-# --- One VIA engine whose receive FIFO the testbench can see drain ------------------------------
-
-class ObservedEngine(ViaEngine):
-    """The real engine; ``rx_pending`` mirrors its receive FIFO's "a whole frame is waiting", so a
-    testbench can pace frames without overflowing the FIFO (an overflow would drop legitimate
-    frames, which is the MAC's business, not the receiver's)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.rx_pending = Signal()
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        m.d.comb += self.rx_pending.eq(m.submodules["rx_fifo"].head_valid)
-        return m
-
-
-class EngineTop(wiring.Component):
-    def __init__(self, *, params=PARAMS, rto_cycles=3000):
-        self.engine = ObservedEngine(params, rto_cycles=rto_cycles, retry_limit=8)
-        self.ram = WishboneSRAM(base=HOST, size=HOST_SIZE)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.engine, m.submodules.ram = self.engine, self.ram
-        wiring.connect(m, self.engine.dma, self.ram.bus)
-        m.d.comb += self.engine.node_id.eq(ME)
-        return m
-
-
-class Wire:
-    """Frames the engine sent (bytes) and frames queued for its receive port (with an FCS-error
-    flag); ``busy`` while a queued frame is still going in."""
-
-    def __init__(self):
-        self.sent = []
-        self.inject = []
-        self.busy = False
-
-    def send(self, data, *, fcs_error=False):
-        self.inject.append((bytes(data), fcs_error))
-
-
-def run_engine(bench, **kwargs):
-    """Simulate one engine: ``bench(ctx, node, wire, top)``; the wire pads frames to 60 bytes like
-    a MAC and flags an FCS error on the last beat."""
-    top = EngineTop(**kwargs)
-    sim = Simulator(top)
-    sim.add_clock(1e-8)
-    node = Node(top.engine, top.ram, ME)
-    wire = Wire()
-    eth_tx, eth_rx = top.engine.eth_tx, top.engine.eth_rx
-
-    async def ethernet(ctx):
-        frame, beats = bytearray(), []
-        while True:
-            ctx.set(eth_tx.ready, 1)
-            if ctx.get(eth_tx.valid):
-                beat = ctx.get(eth_tx.payload)
-                n = 4 if not beat.last else 1 + [1, 2, 4, 8].index(beat.last_be)
-                frame += beat.data.to_bytes(4, "little")[:n]
-                if beat.last:
-                    wire.sent.append(bytes(frame))
-                    frame = bytearray()
-            if not beats and wire.inject:
-                data, fcs_error = wire.inject.pop(0)
-                data = data.ljust(60, b"\0")
-                words = [data[i:i + 4] for i in range(0, len(data), 4)]
-                beats = [(w, i == len(words) - 1, fcs_error) for i, w in enumerate(words)]
-            wire.busy = bool(beats)
-            if beats:
-                w, last, err = beats.pop(0)
-                ctx.set(eth_rx.payload, {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "last": last,
-                                         "last_be": (1 << (len(w) - 1)) if last else 0,
-                                         "error": 0xF if last and err else 0})
-                ctx.set(eth_rx.valid, 1)
-            else:
-                ctx.set(eth_rx.valid, 0)
-            await ctx.tick()
-
-    async def tb(ctx):
-        await bench(ctx, node, wire, top)
-
-    sim.add_testbench(ethernet, background=True)
-    sim.add_testbench(tb)
-    sim.run()
-
-
-async def drain(ctx, wire, top, *, quiet=40, timeout=200_000):
+async def drain(ctx, wire, node, *, quiet=40, timeout=200_000):
     """Wait until every queued frame went in and the receive FIFO stayed empty ``quiet`` cycles."""
     still = 0
     for _ in range(timeout):
-        if wire.inject or wire.busy or ctx.get(top.engine.rx_pending):
+        if wire.inject or wire.busy or ctx.get(node.engine.rx_pending):
             still = 0
         else:
             still += 1
@@ -584,7 +492,7 @@ async def all_counters(ctx, node):
     return {name: await node.counter(ctx, name) for name in COUNTERS}
 
 
-async def via_rx_fuzz(ctx, node, wire, top, *, seed, groups):
+async def via_rx_fuzz(ctx, node, wire, *, seed, groups):
     """Groups of up to 12 frames, back to back, legitimate and hostile mixed (a group never holds
     more than the receive buffer, so nothing is lost to overflow); between groups the bench plays
     host and firmware: it checks completions, read responses and management frames and posts
@@ -602,7 +510,7 @@ async def via_rx_fuzz(ctx, node, wire, top, *, seed, groups):
 
     async def settle_group():
         nonlocal checked_completions, seen_sent
-        await drain(ctx, wire, top)
+        await drain(ctx, wire, node)
         for addr, status, length, imm in fuzz.completions[checked_completions:]:
             try:
                 st = await node.wait_done(ctx, addr, timeout=50_000)
@@ -679,9 +587,9 @@ async def via_rx_fuzz(ctx, node, wire, top, *, seed, groups):
         while fuzz.message:
             raw, fcs_error, _ = fuzz.legit_frame()
             wire.send(raw)
-            await drain(ctx, wire, top)
+            await drain(ctx, wire, node)
         await settle_group()
-    assert ctx.get(top.engine.rx_pending) == 0
+    assert ctx.get(node.engine.rx_pending) == 0
 
     after = await all_counters(ctx, node)
     delta = {name: after[name] - before[name] for name in COUNTERS}
@@ -1103,7 +1011,7 @@ def peer_frame(op, **fields):
     return HEADER.encode(**frame_fields(OP=op, **fields))
 
 
-async def descriptor_fuzz(ctx, node, wire, top, *, seed, rounds):
+async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
     """Rounds of up to four random descriptors, on the send queue (the bench plays the peer:
     checks every data frame against the descriptor, acknowledges, answers read requests, and now
     and then refuses an RDMA write with a remote-protection NAK) or on the receive queue (the bench
@@ -1283,7 +1191,7 @@ async def descriptor_fuzz(ctx, node, wire, top, *, seed, rounds):
                                          FLAGS=flags(offset == 0, offset + n == length, imm is not None))
                               + message[offset:offset + n])
                     peer_psn += 1
-                await drain(ctx, wire, top)
+                await drain(ctx, wire, node)
                 await wait_all([addr])
                 receive = status_op(STATUS_OP.RECEIVE)
                 if f["op"] != CONTROL_OP.SENDRECV:

@@ -5,7 +5,7 @@ among legitimate traffic (tests/rtl_random.py)."""
 
 from numavia.gateware import regmap, via_frame
 from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
-from rtl_random import run_engine, scale, seed, via_rx_fuzz
+from rtl_random import scale, seed, via_rx_fuzz
 from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup
 from via_pair import HOST
@@ -181,9 +181,9 @@ def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmles
     and nothing else moves; every legitimate message lands exactly once, intact, in order (host
     memory equals the model's byte for byte, completions and read responses included); the receive
     FIFO drains and a final send still completes. NUMAVIA_RTL_FUZZ_SCALE multiplies the groups."""
-    async def bench(ctx, node, wire, top):
-        fuzz = await via_rx_fuzz(ctx, node, wire, top, seed=seed(11), groups=24 * scale())
+    async def bench(ctx, node, wire):
+        fuzz = await via_rx_fuzz(ctx, node, wire, seed=seed(11), groups=24 * scale())
         assert all(fuzz.counts[name] for name in ("RX_BAD_FCS", "RX_NOT_FOR_US", "RX_MALFORMED", "RX_NO_VI",
                                                   "RX_DUPLICATE", "RX_OUT_OF_ORDER", "RX_PROTECTION",
                                                   "RX_STALE_RESPONSE")), fuzz.counts
-    run_engine(bench)
+    run(bench)

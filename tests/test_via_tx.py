@@ -8,7 +8,7 @@ from numavia.gateware import regmap, via_frame
 from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
 from via_pair import HOST, PARAMS
-from rtl_random import descriptor_fuzz, run_engine, scale, seed
+from rtl_random import descriptor_fuzz, scale, seed
 from via_single import PEER, frame, header, run, wait_frames
 
 OP = via_frame.OP
@@ -169,7 +169,7 @@ def test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_bu
     send descriptor fails alone; a bad receive descriptor or a remote NAK fails the VI, flushing the
     rest), refused doorbells are counted, host memory changes only where legitimate data and
     completions go (byte for byte), and a failed VI is reset, reconnected and works again."""
-    async def bench(ctx, node, wire, top):
-        fuzz = await descriptor_fuzz(ctx, node, wire, top, seed=seed(31), rounds=40 * scale())
+    async def bench(ctx, node, wire):
+        fuzz = await descriptor_fuzz(ctx, node, wire, seed=seed(31), rounds=40 * scale())
         assert all(fuzz.counts[name] for name in ("valid", "errors", "vi_errors", "refused")), fuzz.counts
-    run_engine(bench)
+    run(bench)

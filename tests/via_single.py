@@ -2,7 +2,7 @@
 testbench: every frame it transmits is captured, and frames can be injected into its receiver.
 For the transmit- and receive-engine tests."""
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
@@ -15,9 +15,24 @@ PEER = 1          # the node on the other side of the link
 ME = 0
 
 
+class ObservedEngine(ViaEngine):
+    """The real engine; ``rx_pending`` mirrors its receive FIFO's "a whole frame is waiting", so a
+    testbench can pace frames without overflowing the FIFO (an overflow would drop legitimate
+    frames, which is the MAC's business, not the receiver's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rx_pending = Signal()
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += self.rx_pending.eq(m.submodules["rx_fifo"].head_valid)
+        return m
+
+
 class Single(wiring.Component):
     def __init__(self, *, rto_cycles=3000, retry_limit=8, params=PARAMS, bursting=True):
-        self.engine = ViaEngine(params, rto_cycles=rto_cycles, retry_limit=retry_limit)
+        self.engine = ObservedEngine(params, rto_cycles=rto_cycles, retry_limit=retry_limit)
         self.ram = WishboneSRAM(base=HOST, size=HOST_SIZE, bursting=bursting)
         super().__init__({})
 
@@ -30,11 +45,13 @@ class Single(wiring.Component):
 
 
 class Wire:
-    """Captured frames (bytes) and frames waiting to be injected, with an FCS-error flag each."""
+    """Captured frames (bytes) and frames waiting to be injected, with an FCS-error flag each;
+    ``busy`` while a frame is still going in."""
 
     def __init__(self):
         self.sent = []
         self.inject = []
+        self.busy = False
 
     def send(self, data, *, fcs_error=False):
         self.inject.append((bytes(data), fcs_error))
@@ -65,6 +82,7 @@ def run(bench, **kwargs):
                 data = data.ljust(60, b"\0")           # the MAC pads short frames
                 words = [data[i:i + 4] for i in range(0, len(data), 4)]
                 beats = [(w, i == len(words) - 1, fcs_error) for i, w in enumerate(words)]
+            wire.busy = bool(beats)
             if beats:
                 w, last, err = beats.pop(0)
                 ctx.set(eth_rx.payload, {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "last": last,
