@@ -171,7 +171,7 @@ def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=
             if f.is_file():
                 shutil.copy(f, folder)
         (folder / f"{TOP}.ys").write_text(_yosys_script(gateware, folder))
-        log(f"yosys synth_ecp5 ({board.name}); minutes")
+        log(f"yosys synth_ecp5 ({board.name}); minutes, progress in {folder / 'yosys.log'}")
         seconds = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"], folder, "yosys.out", log)
         (folder / "times.json").write_text(json.dumps({"synthesis_s": seconds}))
 
@@ -186,7 +186,8 @@ def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=
         for f in (f"{TOP}.json", f"{TOP}.lpf", "yosys.log"):
             shutil.copy(netlist / f, folder)
         times = json.loads((netlist / "times.json").read_text())
-        log(f"nextpnr-ecp5 place and route ({board.name}, {board.nextpnr_router}); minutes to hours")
+        log(f"nextpnr-ecp5 place and route ({board.name}, {board.nextpnr_router}); minutes to hours, "
+            f"progress in {folder / 'nextpnr.log'}")
         times["place_route_s"] = _run_timed(
             [nextpnr, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf", "--textcfg", f"{TOP}.config",
              "--report", "report.json", *pnr_options],

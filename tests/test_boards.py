@@ -88,6 +88,15 @@ def test_flash_without_a_bitstream_or_cable_fails_in_one_line(tmp_path):
     assert last.startswith("numavia: error: openFPGALoader failed:")
 
 
+def test_a_failing_tool_is_one_line_and_its_whole_output_stays_in_the_log(tmp_path):
+    from numavia import synth
+    script = "echo placing 1; echo placing 2; echo 'ERROR: no BELs remaining for DP16KD' >&2; exit 3"
+    with pytest.raises(synth.SynthesisError, match=r"^sh failed: ERROR: no BELs remaining for DP16KD$"):
+        synth._run(["sh", "-c", script], tmp_path, "tool.log")
+    assert (tmp_path / "tool.log").read_text().splitlines() == [
+        "placing 1", "placing 2", "ERROR: no BELs remaining for DP16KD"]
+
+
 def test_build_refuses_bare_and_compare_bare_together():
     result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
     assert result.returncode == 1

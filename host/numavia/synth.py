@@ -24,12 +24,14 @@ class SynthesisError(NumaviaError):
 
 
 def _run(cmd, cwd, log):
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    (Path(cwd) / log).write_text(result.stdout + result.stderr)
-    if result.returncode:
-        lines = [l for l in (result.stderr + result.stdout).splitlines() if "ERROR" in l]
-        raise SynthesisError(f"{cmd[0]} failed: {lines[0] if lines else 'see ' + str(Path(cwd) / log)}")
-    return result.stdout
+    """Run a tool with its output going straight into ``cwd/log`` (so a run of hours can be
+    followed with ``tail -f``); a failure is one line: the tool's first ERROR, or the log's path."""
+    path = Path(cwd) / log
+    with open(path, "w") as out:
+        returncode = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
+    if returncode:
+        lines = [l for l in path.read_text(errors="replace").splitlines() if "ERROR" in l]
+        raise SynthesisError(f"{cmd[0]} failed: {lines[0] if lines else 'see ' + str(path)}")
 
 
 def synthesize(make_block, name, params, *, device="85k", freq_mhz=100, log=print):
