@@ -138,11 +138,24 @@ def _serve(build, run_dir, args):
     try:
         code = proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()
-        code = proc.wait()
+        code = _stop(proc)
     finally:
         Session.remove()
     return 0 if code in (0, 130, -15) else code
+
+
+def _stop(proc, grace_seconds=15.0):
+    """SIGTERM the simulator, and SIGKILL it if it has not stopped after ``grace_seconds`` (Ctrl-C
+    must always leave no process behind, even if the harness is stuck)."""
+    import subprocess
+    proc.terminate()
+    try:
+        return proc.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        _log(f"the simulator did not stop within {grace_seconds:g} s of SIGTERM: killed")
+        proc.kill()
+        proc.wait()
+        return 130                # stopped as asked, if not as politely
 
 
 def _add_sim(sub):
