@@ -25,12 +25,15 @@ def build(nodes=2, **kwargs):
 def served_cli(tmp_path, nodes, *sim_args):
     """``numavia sim --serve`` of ``nodes`` nodes in the background, as a user starts it; once every
     node's firmware is ready, yields ``cli(*args)``, which runs another ``numavia`` command against
-    it. The run folder is ``tmp_path / "run"``."""
+    it. The run folder is ``tmp_path / "run"``; the command's stderr goes to ``tmp_path / "sim.err"``
+    (a pipe nobody reads would fill with build output and block the simulator)."""
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     cli = [sys.executable, "-m", "numavia.cli"]
-    proc = subprocess.Popen(cli + ["sim", "--nodes", str(nodes), "--serve", "--quiet",
-                                   "--bridge-port", str(free_port_range(nodes)), "--out", str(tmp_path / "run"),
-                                   *sim_args], env=env, stderr=subprocess.PIPE, text=True)
+    err = tmp_path / "sim.err"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(cli + ["sim", "--nodes", str(nodes), "--serve", "--quiet",
+                                       "--bridge-port", str(free_port_range(nodes)), "--out", str(tmp_path / "run"),
+                                       *sim_args], env=env, stderr=stderr, text=True)
     try:
         logs = [tmp_path / "run" / f"node{i}.log" for i in range(nodes)]
         ready = lambda log: log.exists() and sim.READY_MARKER in log.read_text()
@@ -38,7 +41,7 @@ def served_cli(tmp_path, nodes, *sim_args):
             if ((tmp_path / "session.json").exists() and all(map(ready, logs))) or proc.poll() is not None:
                 break
             time.sleep(0.1)
-        assert proc.poll() is None, proc.stderr.read()
+        assert proc.poll() is None, err.read_text()
         yield lambda *args: subprocess.run(cli + list(args), env=env, capture_output=True, text=True)
     finally:
         proc.terminate()
