@@ -83,11 +83,13 @@ def test_four_node_runs_are_deterministic(tmp_path):
 def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     port = free_port_range(2)
-    # stderr into a file: a pipe nobody reads fills with build output and blocks the simulator.
+    # As from a terminal: SIGINT not ignored, even if this test runs under a job that ignores it
+    # (a background job of a non-interactive shell), which the child would inherit.
     with open(tmp_path / "sim.err", "w") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "numavia.cli", "sim", "--nodes", "2", "--serve", "--quiet",
                                  "--bridge-port", str(port), "--out", str(tmp_path / "run")],
-                                env=env, stderr=stderr, text=True)
+                                env=env, stderr=stderr, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for _ in range(1200):
             if (tmp_path / "session.json").exists():
