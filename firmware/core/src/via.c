@@ -141,9 +141,14 @@ int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
 
 /* The area a VI's doorbells may name descriptors in (the engine refuses any other address): the
  * memory of whoever the VI was given to. The firmware's own agents take it over for theirs. */
+static int desc_area_valid(const struct nv_via *via, uint32_t base, uint32_t size)
+{
+    return !(base & (NV_DESCRIPTOR_ALIGN - 1)) && size >= NV_DESC_CONTROL_SIZE && nv_via_host_range(via, base, size);
+}
+
 uint32_t nv_via_set_desc_area(const struct nv_via *via, unsigned vi, uint32_t base, uint32_t size)
 {
-    if ((base & (NV_DESCRIPTOR_ALIGN - 1)) || size < NV_DESC_CONTROL_SIZE || !nv_via_host_range(via, base, size))
+    if (!desc_area_valid(via, base, size))
         return NV_VIP_INVALID_PARAMETER;
     nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* never a mix of the old and the new area */
     nv_reg_write(NV_VIA_VI_DESC_BASE_AT(vi), base);
@@ -201,8 +206,7 @@ static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, u
     if (!ptag_valid(via, ptag))
         return NV_VIP_INVALID_PTAG;
     if ((send_cq != NV_MBOX_NONE && !cq_valid(via, send_cq)) || (recv_cq != NV_MBOX_NONE && !cq_valid(via, recv_cq)) ||
-        (desc_base & (NV_DESCRIPTOR_ALIGN - 1)) || desc_size < NV_DESC_CONTROL_SIZE ||
-        !nv_via_host_range(via, desc_base, desc_size))
+        !desc_area_valid(via, desc_base, desc_size))
         return NV_VIP_INVALID_PARAMETER;
     for (unsigned i = 0; i < via->vis; i++) {
         if (via->vi[i].used)
