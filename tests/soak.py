@@ -1,15 +1,21 @@
 """`make soak`: the full-size reliability soaks (CI runs the same code at small sizes in tests/).
 
-    python tests/soak.py [--parts coherence,via-system,via-wire] [--coherence-ops N] [--via-messages N]
-                         [--wire-messages N] [--seed N] [--out results/soak]
+    python tests/soak.py [--parts coherence,via-pushpull,via-system,via-wire] [--coherence-ops N]
+                         [--via-messages N] [--host-messages N] [--wire-messages N]
+                         [--eth-loss 0.01] [--eth-corrupt 0.001] [--eth-duplicate 0.01] [--eth-reorder 0.01]
+                         [--seed N] [--out results/soak]
 
 * coherence: random loads and stores from every card of an 8-card ring of RTL cards (Verilator
   card bench), ring symbols hit by bit errors at 1e-4 each; checked by the coherence checker:
   no violation, no lost or corrupted write, no deadlock (the run finishes).
-* via-system: two full nodes (RTL + firmware, host VIPL over the bridges), Ethernet switch losing
-  1 %, corrupting 0.1 %, duplicating 1 % and reordering 1 % of the frames; RDMA writes with
-  immediate data, each checked on arrival (once, in order, intact); throughput from node 0's
-  cycle counter.
+* via-pushpull: two full nodes (RTL + firmware), the Ethernet switch losing 1 %, corrupting 0.1 %,
+  duplicating 1 % and reordering 1 % of the frames; a one-way stream of push-pull messages between
+  the nodes' firmware agents (sends, RDMA reads and acks on the engine), in runs that rotate
+  through a mix of schemes and sizes (PUSHPULL_MIX), on --jobs pairs of nodes in parallel. Every message carries a pattern of its own index, checked byte for byte by the
+  receiving firmware: a lost, repeated, reordered or damaged message shows as bad bytes. Throughput
+  from the initiator's cycle counter.
+* via-system: the same switch, driven by the host's VIPL over the bridges (slow: every byte crosses
+  the simulated host bridge): RDMA writes with immediate data, each checked by the host on arrival.
 * via-wire: two VIA engines (RTL, Amaranth simulator) on a wire that also duplicates and reorders
   frames (1 % loss, 0.1 % corruption, 1 % duplication, 1 % reordering).
 
@@ -20,7 +26,9 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +49,89 @@ def coherence_soak(ops_per_card, seed, out):
             "violations": f["violation_count"] + f["protocol_errors"], "figures": f}
 
 
-def via_system_soak(messages, seed, out):
+#: The push-pull soak's traffic, run after run: (scheme, message size, run length as a share of
+#: --chunk). Mostly the advanced scheme's register path and pushed-only messages, with pulls (RDMA
+#: reads) in one frame and over three frames (MTU 1500), and the original scheme's gathered pushes
+#: and pulls. The library's CPU work costs thousands of cycles a message, so mostly small messages
+#: keep 10^5 of them to about an hour of simulation on two cores.
+PUSHPULL_THRESHOLD = 64
+PUSHPULL_MIX = (("advanced", 4, 1.0), ("advanced", 48, 1.0), ("advanced", 160, 0.25), ("advanced", 3000, 0.01),
+                ("original", 48, 0.1), ("original", 3000, 0.01))
+SESSION_START = threading.Lock()
+
+
+def link_faults(total):
+    return (f"{total['lost']} frames lost, {total['corrupted']} corrupted, {total['duplicated']} duplicated, "
+            f"{total['reordered']} reordered")
+
+
+def via_recovery(c0, c1):
+    both = lambda name: c0[name] + c1[name]
+    return (f"{both('RX_BAD_FCS')} bad FCS, {both('TX_TIMEOUTS')} timeouts, {both('TX_NAK_SEQUENCE')} sequence "
+            f"NAKs, {both('RX_DUPLICATE')} duplicates dropped")
+
+
+def engines_recovered(c0, c1, total):
+    """Every corrupted frame was caught by an FCS check, and no VI gave up."""
+    return c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == total["corrupted"] and c0["TX_ERRORS"] == c1["TX_ERRORS"] == 0
+
+
+def pushpull_stream(job, messages, seed, out, faults, chunk):
+    """One pair of nodes: ``messages`` push-pull messages, run by run through the classes."""
+    from numavia.bench_pushpull import PushPullPair
+    from numavia.cluster_session import ClusterSession
+    from simulation import build
+    rotation = [(scheme, size, max(1, round(chunk * share))) for scheme, size, share in PUSHPULL_MIX]
+    runs, done = [], 0
+    with ExitStack() as stack:
+        with SESSION_START:   # one at a time: a session takes the first free ports it finds
+            s = stack.enter_context(ClusterSession(build(2), out / f"via-pushpull-{job}", eth_seed=seed, **faults))
+        pair = PushPullPair(s, max_size=max(size for _, size, _ in PUSHPULL_MIX), timeout=3600)
+        clock_hz = pair.freq
+        while done < messages:
+            scheme, size, length = rotation[len(runs) % len(rotation)]
+            n = min(length, messages - done)
+            sender, receiver = pair.run(scheme, size, PUSHPULL_THRESHOLD, n, verify=True, burst=True)
+            runs.append({"scheme": scheme, "size": size, "messages": n, "cycles": sender["cycles"],
+                         "bad_bytes": receiver["bad_bytes"], "received": receiver["one_ways"]})
+            done += n
+            if len(runs) % len(rotation) == 0 or done == messages:
+                log(f"via-pushpull[{job}]: {done:,}/{messages:,} messages")
+        counters = [pair.nics[0].counters(), pair.nics[1].counters()]
+    return {"runs": runs, "counters": counters, "link": s.link_totals(), "clock_hz": clock_hz}
+
+
+def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
+    """``jobs`` pairs of nodes in parallel (one simulator process each), seeds seed, seed+1, ..."""
+    from concurrent.futures import ThreadPoolExecutor
+    shares = [messages // jobs + (j < messages % jobs) for j in range(jobs)]
+    with ThreadPoolExecutor(jobs) as pool:
+        streams = list(pool.map(lambda j: pushpull_stream(j, shares[j], seed + j, out, faults, chunk), range(jobs)))
+    runs = [r for stream in streams for r in stream["runs"]]
+    damaged = sum(r["bad_bytes"] for r in runs)
+    missing = sum(r["messages"] - r["received"] for r in runs)
+    cycles = max(sum(r["cycles"] for r in stream["runs"]) for stream in streams)   # the pairs ran side by side
+    payload_bytes = sum(r["messages"] * r["size"] for r in runs)
+    total = {k: sum(stream["link"][k] for stream in streams) for k in ("lost", "corrupted", "duplicated", "reordered")}
+    c0, c1 = ({k: sum(stream["counters"][node][k] for stream in streams) for k in streams[0]["counters"][node]}
+              for node in (0, 1))
+    ok = damaged == missing == 0 and engines_recovered(c0, c1, total)
+    mbps = payload_bytes / (cycles / streams[0]["clock_hz"]) / 1e6 if cycles else 0.0
+    return {"part": f"VIA push-pull between firmware agents ({fault_title(faults)})", "ok": ok,
+            "operations": messages, "faults injected": link_faults(total), "detected/recovered": via_recovery(c0, c1),
+            "violations": damaged + missing,
+            "figures": {"counters": [c0, c1], "link": total, "runs": runs, "pairs": jobs, "bad_bytes": damaged,
+                        "missing_messages": missing, "payload_bytes": payload_bytes, "card_cycles": cycles,
+                        "throughput_MB_per_s": mbps, "mean_cycles_per_message": cycles * jobs / messages}}
+
+
+def fault_title(faults):
+    return ", ".join(f"{faults['eth_' + kind] * 100:g} % {word}" for kind, word in
+                     (("loss", "loss"), ("corrupt", "corruption"), ("duplicate", "duplication"),
+                      ("reorder", "reordering")))
+
+
+def via_system_soak(messages, seed, out, faults):
     from numavia.cluster_session import ClusterSession
     from numavia.errorlog import read_cycles
     from numavia.gateware.via_descriptor import CONTROL_OP
@@ -52,8 +142,7 @@ def via_system_soak(messages, seed, out):
     slot = lambda i: (i % batch) * size
     start = time.monotonic()
     damaged = 0
-    with ClusterSession(build(2), out / "via-system", eth_loss=0.01, eth_corrupt=0.001, eth_duplicate=0.01,
-                        eth_reorder=0.01, eth_seed=seed) as s:
+    with ClusterSession(build(2), out / "via-system", eth_seed=seed, **faults) as s:
         pair = Pair(s)
         vi0, vi1 = pair.connect()
         b0, b1 = pair.buffers
@@ -82,31 +171,25 @@ def via_system_soak(messages, seed, out):
         clock_hz = pair.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         c0, c1 = pair.counters(0), pair.counters(1)
     total = s.link_totals()
-    lost, corrupted = total["lost"], total["corrupted"]
-    recovered = c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"]
-    ok = damaged == 0 and recovered == corrupted and c0["TX_ERRORS"] == c1["TX_ERRORS"] == 0
+    ok = damaged == 0 and engines_recovered(c0, c1, total)
     wall = time.monotonic() - start
     mbps = messages * size / (cycles / clock_hz) / 1e6
-    return {"part": "VIA full system (1 % loss, 0.1 % corruption, 1 % duplication, 1 % reordering)", "ok": ok,
-            "operations": messages,
-            "faults injected": f"{lost} frames lost, {corrupted} corrupted, {total['duplicated']} duplicated, "
-                               f"{total['reordered']} reordered",
-            "detected/recovered": f"{recovered} bad FCS, {c0['TX_TIMEOUTS'] + c1['TX_TIMEOUTS']} timeouts, "
-                                  f"{c0['TX_NAK_SEQUENCE'] + c1['TX_NAK_SEQUENCE']} sequence NAKs",
-            "violations": damaged, "figures": {"counters": [c0, c1], "link": stats, "wall_seconds": wall,
+    return {"part": f"VIA through the host's VIPL ({fault_title(faults)})", "ok": ok,
+            "operations": messages, "faults injected": link_faults(total), "detected/recovered": via_recovery(c0, c1),
+            "violations": damaged, "figures": {"counters": [c0, c1], "link": total, "wall_seconds": wall,
                                                "payload_bytes": messages * size, "card_cycles": cycles,
                                                "throughput_MB_per_s": mbps}}
 
 
-def via_wire_soak(messages, seed):
+def via_wire_soak(messages, seed, faults):
     from test_via_faults import run_messages
-    r = run_messages(messages, seed=seed, loss=0.01, corrupt=0.001, duplicate=0.01, reorder=0.01,
+    r = run_messages(messages, seed=seed, **{kind[4:]: rate for kind, rate in faults.items()},
                      log=lambda m: log(f"via-wire: {m}"))
     bad = sum(1 for _, status, intact, length_ok in r["delivered"] if not (intact and length_ok))
     bad += messages - len(r["delivered"]) + r["a.TX_ERRORS"]
     f = r["faults"]
     mbps = r["bytes"] / (r["cycles"] / 100e6) / 1e6 if r["cycles"] else 0
-    return {"part": "VIA engines, wire also duplicating and reordering", "ok": bad == 0, "operations": messages,
+    return {"part": f"VIA engines on a wire ({fault_title(faults)})", "ok": bad == 0, "operations": messages,
             "faults injected": f"{f['lost']} lost, {f['corrupted']} corrupted, {f['duplicated']} duplicated, "
                                f"{f['reordered']} reordered (of {f['frames']} frames)",
             "detected/recovered": f"{r['b.RX_DUPLICATE']} duplicates dropped, {r['b.RX_OUT_OF_ORDER']} out of "
@@ -115,19 +198,37 @@ def via_wire_soak(messages, seed):
                                            "throughput_MB_per_s_at_100MHz": mbps}}
 
 
+PARTS = ("coherence", "via-pushpull", "via-system", "via-wire")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Full-size reliability soaks (make soak).")
-    p.add_argument("--parts", default="coherence,via-system,via-wire")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of: {', '.join(PARTS)} (default all)")
     p.add_argument("--coherence-ops", type=int, default=125_000, help="accesses per card (default 125000: 10^6 in all)")
-    p.add_argument("--via-messages", type=int, default=100_000, help="full-system RDMA messages (default 10^5)")
+    p.add_argument("--via-messages", type=int, default=100_000,
+                   help="push-pull messages between the firmware agents (default 10^5)")
+    p.add_argument("--chunk", type=int, default=500,
+                   help="push-pull messages per run of the agents before the next scheme and size (default 500)")
+    p.add_argument("--jobs", type=int, default=1, help="pairs of nodes sharing the push-pull messages, in parallel")
+    p.add_argument("--host-messages", type=int, default=1000,
+                   help="RDMA writes driven by the host's VIPL (default 1000; about 0.6 s of wall time each)")
     p.add_argument("--wire-messages", type=int, default=200, help="messages over the reordering wire (default 200)")
+    for kind, rate in (("loss", 0.01), ("corrupt", 0.001), ("duplicate", 0.01), ("reorder", 0.01)):
+        p.add_argument(f"--eth-{kind}", type=float, default=rate, help=f"Ethernet frame {kind} rate (default {rate})")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="results/soak")
     args = p.parse_args(argv)
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
-    unknown = set(parts) - {"coherence", "via-system", "via-wire"}
+    unknown = set(parts) - set(PARTS)
     if unknown:
         p.error(f"unknown part(s): {', '.join(sorted(unknown))}")
+    for name in ("chunk", "jobs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1, not {getattr(args, name)}")
+    faults = {f"eth_{kind}": getattr(args, f"eth_{kind}") for kind in ("loss", "corrupt", "duplicate", "reorder")}
+    for name, rate in faults.items():
+        if not 0 <= rate < 1:
+            p.error(f"--{name.replace('_', '-')} must be in [0, 1), not {rate:g}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -137,10 +238,12 @@ def main(argv=None):
             start = time.monotonic()
             if part == "coherence":
                 row = coherence_soak(args.coherence_ops, args.seed, out)
+            elif part == "via-pushpull":
+                row = via_pushpull_soak(args.via_messages, args.seed, Path(tmp), faults, args.chunk, args.jobs)
             elif part == "via-system":
-                row = via_system_soak(args.via_messages, args.seed, Path(tmp))
+                row = via_system_soak(args.host_messages, args.seed, Path(tmp), faults)
             else:
-                row = via_wire_soak(args.wire_messages, args.seed)
+                row = via_wire_soak(args.wire_messages, args.seed, faults)
             row["wall_seconds"] = round(time.monotonic() - start, 1)
             rows.append(row)
             log(f"{part}: {'ok' if row['ok'] else 'FAILED'} ({row['violations']} violations)")

@@ -1,0 +1,49 @@
+"""`make soak` (tests/soak.py) at CI size: its VIA parts run end to end on two full nodes (RTL +
+firmware) over a switch that loses, corrupts, duplicates and reorders frames, and write their
+report; the full sizes are the same code with bigger counts."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import soak
+
+HERE = Path(__file__).resolve().parent
+RATES = ["--eth-loss", "0.03", "--eth-corrupt", "0.02", "--eth-duplicate", "0.03", "--eth-reorder", "0.03"]
+
+
+@pytest.mark.slow
+def test_the_via_soaks_deliver_every_message_through_every_fault(tmp_path):
+    mix = {(scheme, size) for scheme, size, _ in soak.PUSHPULL_MIX}
+    messages = 2 * 2 * len(mix)   # two pairs, each: at least one run of every kind in the mix
+    assert soak.main(["--parts", "via-pushpull,via-system", "--via-messages", str(messages), "--chunk", "2",
+                      "--jobs", "2", "--host-messages", "8", "--seed", "5", "--out", str(tmp_path), *RATES]) == 0
+    rows = json.loads((tmp_path / "soak.json").read_text())
+    pushpull, host = rows
+    assert pushpull["ok"] and host["ok"]
+    assert (pushpull["operations"], host["operations"]) == (messages, 8)
+    runs = pushpull["figures"]["runs"]
+    assert sum(r["messages"] for r in runs) == messages
+    assert {(r["scheme"], r["size"]) for r in runs} == mix
+    assert all(r["received"] == r["messages"] and r["bad_bytes"] == 0 for r in runs)
+    for row in rows:
+        link = row["figures"]["link"]
+        assert link["lost"] + link["corrupted"] + link["duplicated"] + link["reordered"] > 0, link
+        assert row["violations"] == 0 and row["figures"]["throughput_MB_per_s"] > 0
+    assert "| violations |" in (tmp_path / "soak.md").read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--parts", "via-nowhere"], "unknown part(s): via-nowhere"),
+    (["--eth-loss", "1.5"], "--eth-loss must be in [0, 1), not 1.5"),
+    (["--chunk", "0"], "--chunk must be at least 1, not 0"),
+])
+def test_bad_arguments_are_one_line_and_run_nothing(tmp_path, args, message):
+    out = tmp_path / "soak"
+    r = subprocess.run([sys.executable, str(HERE / "soak.py"), *args, "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(message)
+    assert not out.exists()
