@@ -98,7 +98,11 @@ def pushpull_stream(job, messages, seed, out, faults, chunk):
             if len(runs) % len(rotation) == 0 or done == messages:
                 log(f"via-pushpull[{job}]: {done:,}/{messages:,} messages")
         counters = [pair.nics[0].counters(), pair.nics[1].counters()]
-    return {"runs": runs, "counters": counters, "link": s.link_totals(), "clock_hz": clock_hz}
+        # Each engine took every frame the other sent exactly once: its next expected sequence
+        # number is the other's next one to send (both ways: pushes one way, acks and reads back).
+        psn = lambda node, name: pair.nics[node].vi_reg(pair.vis[node].number, name)
+        in_step = psn(0, "TX_PSN") == psn(1, "RX_PSN") and psn(1, "TX_PSN") == psn(0, "RX_PSN")
+    return {"runs": runs, "counters": counters, "link": s.link_totals(), "clock_hz": clock_hz, "in_step": in_step}
 
 
 def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
@@ -115,13 +119,14 @@ def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
     total = {k: sum(stream["link"][k] for stream in streams) for k in ("lost", "corrupted", "duplicated", "reordered")}
     c0, c1 = ({k: sum(stream["counters"][node][k] for stream in streams) for k in streams[0]["counters"][node]}
               for node in (0, 1))
-    ok = damaged == missing == 0 and engines_recovered(c0, c1, total)
+    out_of_step = sum(not stream["in_step"] for stream in streams)
+    ok = damaged == missing == out_of_step == 0 and engines_recovered(c0, c1, total)
     mbps = payload_bytes / (cycles / streams[0]["clock_hz"]) / 1e6 if cycles else 0.0
     return {"part": f"VIA push-pull between firmware agents ({fault_title(faults)})", "ok": ok,
             "operations": messages, "faults injected": link_faults(total), "detected/recovered": via_recovery(c0, c1),
-            "violations": damaged + missing,
+            "violations": damaged + missing + out_of_step,
             "figures": {"counters": [c0, c1], "link": total, "runs": runs, "pairs": jobs, "bad_bytes": damaged,
-                        "missing_messages": missing, "payload_bytes": payload_bytes, "card_cycles": cycles,
+                        "missing_messages": missing, "pairs_out_of_step": out_of_step, "payload_bytes": payload_bytes, "card_cycles": cycles,
                         "throughput_MB_per_s": mbps, "mean_cycles_per_message": cycles * jobs / messages}}
 
 

@@ -29,6 +29,7 @@ def test_the_via_soaks_deliver_every_message_through_every_fault(tmp_path):
     assert sum(r["messages"] for r in runs) == messages
     assert {(r["scheme"], r["size"]) for r in runs} == mix
     assert all(r["received"] == r["messages"] and r["bad_bytes"] == 0 for r in runs)
+    assert pushpull["figures"]["pairs_out_of_step"] == 0   # no frame taken twice or skipped, either way
     for row in rows:
         link = row["figures"]["link"]
         assert link["lost"] + link["corrupted"] + link["duplicated"] + link["reordered"] > 0, link
