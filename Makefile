@@ -15,7 +15,7 @@ help:
 	@echo "make firmware         build the bare-metal firmware for the simulated SoC"
 	@echo "make firmware-zephyr  build the Zephyr application (needs ZEPHYR_BASE or a west workspace)"
 	@echo "make fuzz             every fuzz target for FUZZ_SECONDS each (default 60; corpus in build/fuzz)"
-	@echo "make soak             full-size reliability soaks (10^6 coherence ops, 10^5 VIA messages; hours)"
+	@echo "make soak             full-size reliability soaks (10^6 coherence ops, 10^5 VIA messages; a few hours on 2 cores)"
 	@echo "make bitstream BOARD=b  build a board's bitstream and the bare-SoC comparison (b: colorlight_i5, ecpix5)"
 	@echo "make flash BOARD=b      load it with openFPGALoader (CABLE=... to choose the cable)"
 	@echo "make clean            remove build/ (all cached Verilog, Verilator models, firmware)"

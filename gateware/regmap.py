@@ -204,7 +204,8 @@ class RegisterMap:
 CARD_ID = 0x4E4D5641
 #: Version of the card's hardware interface (this register map): bump on incompatible change.
 #: 2.0: a VI posts only descriptors inside the area its driver gave it (VI ``DESC_BASE``/``DESC_SIZE``).
-HW_VERSION = (2, 0, 0)
+#: 2.1: a descriptor with CONTROL bits no version defines completes with FORMAT_ERROR.
+HW_VERSION = (2, 1, 0)
 #: Node ids are 6 bits: a ring of up to 64 cards.
 NODE_ID_BITS = 6
 

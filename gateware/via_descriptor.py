@@ -62,6 +62,10 @@ CONTROL_SEGMENT = ByteStruct("DESC_CONTROL", 32, "Control segment, first in ever
 ))
 
 STATUS_ERROR_MASK = sum(CONTROL_SEGMENT.field("STATUS").bit(name).mask for name, _ in STATUS_ERRORS)
+#: CONTROL bits no version defines: a descriptor with any of them set is refused (by the host's
+#: decoder and by the card, FORMAT_ERROR), so that they stay free for later use.
+CONTROL_UNDEFINED_MASK = ((1 << 8 * CONTROL_SEGMENT.field("CONTROL").size) - 1) & ~sum(
+    b.mask for b in CONTROL_SEGMENT.field("CONTROL").bits)
 
 
 def status_bits(**bits):
@@ -133,7 +137,7 @@ def decode_descriptor(data, max_segments=None):
     bits = CONTROL_SEGMENT.decode_bits("CONTROL", ctrl["CONTROL"])
     if CONTROL_OP.name_of(bits["OP"]) is None:
         raise DescriptorError(f"unknown operation {bits['OP']}")
-    unknown = ctrl["CONTROL"] & ~sum(b.mask for b in CONTROL_SEGMENT.field("CONTROL").bits)
+    unknown = ctrl["CONTROL"] & CONTROL_UNDEFINED_MASK
     if unknown:
         raise DescriptorError(f"CONTROL bits {unknown:#x} are not defined")
     count = ctrl["SEG_COUNT"]

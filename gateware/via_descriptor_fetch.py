@@ -3,8 +3,8 @@
 It reads the control segment, checks the operation and the segment count, then reads the address
 segment (RDMA operations) and the data segments, which it writes straight into a scatter/gather
 walker's segment table. The control and address segments stay on its outputs until the next
-fetch. The answer is OK, FORMAT (bad operation, more segments than the card handles, or segments
-running past the end of the VI's descriptor area) or DMA (a bus error: the descriptor address does
+fetch. The answer is OK, FORMAT (bad operation, CONTROL bits no version defines, more segments
+than the card handles, or segments running past the end of the VI's descriptor area) or DMA (a bus error: the descriptor address does
 not hold memory).
 
 ``postable`` is the doorbell side of the same rule (checked by the engine as a doorbell arrives): a
@@ -101,7 +101,8 @@ class DescriptorFetcher(wiring.Component):
                 with m.If(error):
                     m.d.sync += status.eq(FETCH_DMA)
                     m.next = "ANSWER"
-                with m.Elif((op == 3) | (view.seg_count > self.max_segments)
+                with m.Elif((op == 3) | (view.control.as_value() & via_descriptor.CONTROL_UNDEFINED_MASK).any()
+                            | (view.seg_count > self.max_segments)
                             | (addr + via_descriptor.CONTROL_SEGMENT.size + head_words * 4
                                + view.seg_count * via_descriptor.DATA_SEGMENT.size > area_end)):
                     m.d.sync += status.eq(FETCH_FORMAT)

@@ -24,8 +24,8 @@ from amaranth.sim import Simulator
 from numavia.gateware import regmap, via_att, via_frame
 from numavia.gateware.sci_packet import (HEADER_BITS, SYMBOL_BITS, EchoStatus, Packet, PacketError, PacketType,
                                          crc16, decode, encode, field_positions)
-from numavia.gateware.via_descriptor import (CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor,
-                                             status_bits, status_op)
+from numavia.gateware.via_descriptor import (CONTROL_OP, CONTROL_SEGMENT, CONTROL_UNDEFINED_MASK, STATUS_OP,
+                                             encode_descriptor, status_bits, status_op)
 from ring_bench import LinkBench, as_sent_by, random_packet, read_counters, tx_monitor
 from ring_bfm import receive, send
 from via_pair import HOST, HOST_SIZE, PARAMS
@@ -894,7 +894,6 @@ def ring_fuzz(*, seed, items, own_packets):
 _SEG_LIMIT = PARAMS.max_segments
 _VI_REGS = regmap.VIA.array("VI")
 _CONNECTED_STATE, _ERROR_STATE = dict(regmap.VI_STATES)["CONNECTED"], dict(regmap.VI_STATES)["ERROR"]
-_CONTROL_BITS = sum(b.mask for b in CONTROL_SEGMENT.field("CONTROL").bits)
 PER_FRAME_MTU = 600
 
 
@@ -974,17 +973,15 @@ class DescriptorFuzz:
         ctrl = CONTROL_SEGMENT.field("CONTROL")
         control = int.from_bytes(data[ctrl.offset:ctrl.offset + 2], "little")
         control = (control & ~CONTROL_SEGMENT.field("CONTROL").bit("OP").mask) | op
-        if rng.random() < 0.15:
-            # Bits CONTROL does not define: the engine ignores them (the host-side decoder,
-            # via_descriptor.decode_descriptor, refuses them).
-            control |= rng.randrange(1 << 16) & ~_CONTROL_BITS
+        if rng.random() < 0.15:   # bits CONTROL does not define: refused, as by the host's decoder
+            control |= rng.randrange(1 << 16) & CONTROL_UNDEFINED_MASK
         data[ctrl.offset:ctrl.offset + 2] = control.to_bytes(2, "little")
         if rng.random() < 0.15:
             reserved = CONTROL_SEGMENT.field("RESERVED")
             data[reserved.offset:reserved.offset + reserved.size] = rng.randbytes(reserved.size)
         rdma = op in (CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ)
         fields = dict(op=op, segments=segments, imm=imm, rdma=rdma)
-        if op == 3 or count > _SEG_LIMIT:
+        if op == 3 or control & CONTROL_UNDEFINED_MASK or count > _SEG_LIMIT:
             fields["error"] = "FORMAT_ERROR"
         elif not all(local_ok(*s) for s in segments):
             fields["error"] = "PROTECTION_ERROR"

@@ -1,11 +1,13 @@
 """Descriptor fetcher: control, address and data segments from host memory; format and bus errors;
 descriptors that run past their VI's descriptor area."""
 
+import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware.via_descriptor import CONTROL_OP, descriptor_size, encode_descriptor
+from numavia.gateware.via_descriptor import (CONTROL_OP, CONTROL_SEGMENT, CONTROL_UNDEFINED_MASK, DescriptorError,
+                                             decode_descriptor, descriptor_size, encode_descriptor)
 from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
 from streams import put
 from wishbone_sram import WishboneSRAM, load
@@ -87,6 +89,25 @@ def test_too_many_segments_or_bad_op_is_a_format_error():
     bad_op[14] = 3
     out = run([(BASE, many), (BASE + 0x200, bytes(bad_op))], [BASE, BASE + 0x200])
     assert [o[0] for o in out] == [FETCH_FORMAT, FETCH_FORMAT]
+
+
+def test_control_bits_no_version_defines_are_a_format_error():
+    """Each undefined CONTROL bit alone is refused, as the host's decoder refuses it; the defined
+    ones (OP, IMMEDIATE) pass."""
+    field = CONTROL_SEGMENT.field("CONTROL")
+    undefined = [1 << b for b in range(8 * field.size) if CONTROL_UNDEFINED_MASK >> b & 1]
+    assert undefined and not CONTROL_UNDEFINED_MASK & (field.bit("OP").mask | field.bit("IMMEDIATE").mask)
+    descriptors = []
+    for i, bit in enumerate([0, *undefined]):
+        d = bytearray(encode_descriptor(CONTROL_OP.RDMA_WRITE, SEGS[:1], immediate=7, remote_va=0x40, remote_handle=1))
+        control = int.from_bytes(d[field.offset:field.offset + field.size], "little") | bit
+        d[field.offset:field.offset + field.size] = control.to_bytes(field.size, "little")
+        descriptors.append((BASE + 0x80 * i, bytes(d)))
+        if bit:
+            with pytest.raises(DescriptorError, match="not defined"):
+                decode_descriptor(bytes(d))
+    out = run(descriptors, [addr for addr, _ in descriptors])
+    assert [o[0] for o in out] == [FETCH_OK] + [FETCH_FORMAT] * len(undefined)
 
 
 def test_address_outside_memory_is_a_dma_error_and_the_fetcher_recovers():
