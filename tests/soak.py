@@ -31,6 +31,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from numavia.errors import NumaviaError
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -114,7 +116,7 @@ def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
     runs = [r for stream in streams for r in stream["runs"]]
     damaged = sum(r["bad_bytes"] for r in runs)
     missing = sum(r["messages"] - r["received"] for r in runs)
-    cycles = max(sum(r["cycles"] for r in stream["runs"]) for stream in streams)   # the pairs ran side by side
+    cycles = sum(r["cycles"] for r in runs)   # of one pair at a time: throughput is a pair's
     payload_bytes = sum(r["messages"] * r["size"] for r in runs)
     total = {k: sum(stream["link"][k] for stream in streams) for k in ("lost", "corrupted", "duplicated", "reordered")}
     c0, c1 = ({k: sum(stream["counters"][node][k] for stream in streams) for k in streams[0]["counters"][node]}
@@ -126,8 +128,9 @@ def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
             "operations": messages, "faults injected": link_faults(total), "detected/recovered": via_recovery(c0, c1),
             "violations": damaged + missing + out_of_step,
             "figures": {"counters": [c0, c1], "link": total, "runs": runs, "pairs": jobs, "bad_bytes": damaged,
-                        "missing_messages": missing, "pairs_out_of_step": out_of_step, "payload_bytes": payload_bytes, "card_cycles": cycles,
-                        "throughput_MB_per_s": mbps, "mean_cycles_per_message": cycles * jobs / messages}}
+                        "missing_messages": missing, "pairs_out_of_step": out_of_step,
+                        "payload_bytes": payload_bytes, "card_cycles": cycles, "throughput_MB_per_s": mbps,
+                        "mean_cycles_per_message": cycles / messages}}
 
 
 def fault_title(faults):
@@ -239,29 +242,31 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        runners = {"coherence": lambda: coherence_soak(args.coherence_ops, args.seed, out),
+                   "via-pushpull": lambda: via_pushpull_soak(args.via_messages, args.seed, Path(tmp), faults,
+                                                             args.chunk, args.jobs),
+                   "via-system": lambda: via_system_soak(args.host_messages, args.seed, Path(tmp), faults),
+                   "via-wire": lambda: via_wire_soak(args.wire_messages, args.seed, faults)}
         for part in parts:
             log(f"{part} ...")
             start = time.monotonic()
-            if part == "coherence":
-                row = coherence_soak(args.coherence_ops, args.seed, out)
-            elif part == "via-pushpull":
-                row = via_pushpull_soak(args.via_messages, args.seed, Path(tmp), faults, args.chunk, args.jobs)
-            elif part == "via-system":
-                row = via_system_soak(args.host_messages, args.seed, Path(tmp), faults)
-            else:
-                row = via_wire_soak(args.wire_messages, args.seed, faults)
+            try:
+                row = runners[part]()
+            except NumaviaError as e:   # a VI failed, a node stopped answering, a build failed ...
+                row = {"part": part, "ok": False, "error": str(e), "operations": "-", "faults injected": "-",
+                       "detected/recovered": "-", "violations": "-"}
             row["wall_seconds"] = round(time.monotonic() - start, 1)
             rows.append(row)
-            log(f"{part}: {'ok' if row['ok'] else 'FAILED'} ({row['violations']} violations)")
+            log(f"{part}: {'ok' if row['ok'] else 'FAILED'} ({row.get('error') or str(row['violations']) + ' violations'})")
     (out / "soak.json").write_text(json.dumps(rows, indent=1, default=str))
     cols = ["part", "operations", "faults injected", "detected/recovered", "violations", "wall_seconds"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     (out / "soak.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
-    failed = [r["part"] for r in rows if not r["ok"]]
+    failed = [r["part"] + (f" ({r['error']})" if "error" in r else "") for r in rows if not r["ok"]]
     if failed:
-        print(f"soak: error: {', '.join(failed)} failed", file=sys.stderr)
+        print(f"soak: error: {'; '.join(failed)} failed", file=sys.stderr)
         return 1
     return 0
 

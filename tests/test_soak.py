@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from numavia.errors import NumaviaError
 import soak
 
 HERE = Path(__file__).resolve().parent
@@ -48,3 +49,19 @@ def test_bad_arguments_are_one_line_and_run_nothing(tmp_path, args, message):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(message)
     assert not out.exists()
+
+
+def test_a_part_that_fails_is_reported_in_one_line_and_the_rest_still_run(tmp_path, monkeypatch, capsys):
+    """The soak's own bookkeeping: a part that raises (a VI failed, a node stopped answering) is a
+    failed row and one line on stderr; the other parts run and are reported."""
+    def broken(*args):
+        raise NumaviaError("node 1: BENCH timed out")
+    monkeypatch.setattr(soak, "via_system_soak", broken)
+    monkeypatch.setattr(soak, "via_wire_soak", lambda messages, seed, faults: {
+        "part": "wire", "ok": True, "operations": messages, "faults injected": "0", "detected/recovered": "0",
+        "violations": 0})
+    assert soak.main(["--parts", "via-system,via-wire", "--wire-messages", "3", "--out", str(tmp_path)]) == 1
+    failed, wire = json.loads((tmp_path / "soak.json").read_text())
+    assert (failed["ok"], failed["error"]) == (False, "node 1: BENCH timed out") and wire["operations"] == 3
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "soak: error: via-system (node 1: BENCH timed out) failed"
