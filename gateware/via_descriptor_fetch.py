@@ -4,8 +4,8 @@ It reads the control segment, checks the operation and the segment count, then r
 segment (RDMA operations) and the data segments, which it writes straight into a scatter/gather
 walker's segment table. The control and address segments stay on its outputs until the next
 fetch. The answer is OK, FORMAT (bad operation, CONTROL bits no version defines, more segments
-than the card handles, or segments running past the end of the VI's descriptor area) or DMA (a bus error: the descriptor address does
-not hold memory).
+than the card handles, or segments running past the end of the VI's descriptor area) or DMA (a
+bus error: the descriptor address does not hold memory).
 
 ``postable`` is the doorbell side of the same rule (checked by the engine as a doorbell arrives): a
 doorbell names a descriptor whose control segment lies in host memory and in its VI's descriptor
