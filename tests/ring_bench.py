@@ -257,6 +257,21 @@ def flipper(bench, schedule):
     return process
 
 
+def stall_windows(rng, *, rate, length, horizon):
+    """Seeded stalls of a node's sequencer, as ``Traffic.stall`` windows: from any cycle before
+    ``horizon`` a stall begins with probability ``rate`` (one at a time) and lasts a number of
+    cycles drawn from the range ``length``."""
+    windows, cycle = [], 0
+    while rate:
+        cycle += int(rng.expovariate(rate)) + 1
+        if cycle >= horizon:
+            break
+        end = cycle + rng.randint(*length)
+        windows.append((cycle, end))
+        cycle = end
+    return windows
+
+
 def packet_faults(bench, node, rng, *, drop=0.0, duplicate=0.0, counts=None):
     """A background testbench that, on the link into ``node``, loses whole packets (probability
     ``drop`` each: their symbols become idle) and duplicates them (probability ``duplicate``: a

@@ -1,11 +1,11 @@
 """The SCI ring under packet faults (RTL ring links in the Amaranth simulator): whole packets lost
-and duplicated on the links (seeded, ring_bench.packet_faults), and a node whose sequencer stalls
-for a while. Every packet must still arrive exactly once, in order, intact; the counters show the
+and duplicated on the links (seeded, ring_bench.packet_faults), and nodes whose sequencers stall
+for a while (one fixed window, or seeded random ones: ring_bench.stall_windows). Every packet must still arrive exactly once, in order, intact; the counters show the
 recovery. (Bit flips: tests/test_ring_link.py; coherence on top: tests/test_coherence_cluster.py.)"""
 
 import random
 
-from ring_bench import RingBench, Traffic, check_delivery, packet_faults, simulate
+from ring_bench import RingBench, Traffic, check_delivery, packet_faults, simulate, stall_windows
 from test_ring_link import all_counters, random_plan, read, reg
 
 DELAY = 48     # longer than the longest packet, so that copies fit into silence
@@ -57,3 +57,18 @@ def test_a_stalled_node_holds_traffic_back_and_everything_arrives_after():
     assert total(result, "BUSY_SENT") > 0         # node 1's queue filled: senders were told to wait
     late = [d.cycle for (s, t), ds in traffic.received.items() if t == 1 for d in ds]
     assert not [c for c in late if 200 <= c < stall_end] and max(late) >= stall_end   # none while stalled
+
+
+def test_seeded_random_stalls_on_every_node_among_lost_and_duplicated_packets():
+    """Every node's sequencer stalls now and then (seeded: one stall per 2000 cycles on average,
+    300-1500 cycles each, incoming queues of 2) while packets are lost and duplicated."""
+    stall = {i: stall_windows(random.Random(f"5-stall-{i}"), rate=1 / 2000, length=(300, 1500), horizon=30_000)
+             for i in range(4)}
+    traffic, result, counts = run(4, 8, seed=5, drop=0.02, duplicate=0.02, stall=stall, in_depth=2)
+    check(traffic, result)
+    assert all(stall.values()) and counts["dropped"] + counts["duplicated"] > 0, (stall, counts)
+    assert total(result, "BUSY_SENT") > 0         # full queues told senders to wait
+    for i, windows in stall.items():             # nothing reached a node while it was stalled
+        node = traffic.bench.node_ids[i]
+        cycles = [d.cycle for (_, t), ds in traffic.received.items() if t == node for d in ds]
+        assert not [c for c in cycles for begin, end in windows if begin <= c < end]
