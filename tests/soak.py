@@ -133,10 +133,13 @@ def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
                         "mean_cycles_per_message": cycles / messages}}
 
 
+#: The switch's faults in the VIA parts: (option, default share of frames, noun, what happens).
+ETH_FAULTS = (("loss", 0.01, "loss", "lost"), ("corrupt", 0.001, "corruption", "corrupted"),
+              ("duplicate", 0.01, "duplication", "duplicated"), ("reorder", 0.01, "reordering", "reordered"))
+
+
 def fault_title(faults):
-    return ", ".join(f"{faults['eth_' + kind] * 100:g} % {word}" for kind, word in
-                     (("loss", "loss"), ("corrupt", "corruption"), ("duplicate", "duplication"),
-                      ("reorder", "reordering")))
+    return ", ".join(f"{faults['eth_' + kind] * 100:g} % {noun}" for kind, _, noun, _ in ETH_FAULTS)
 
 
 def via_system_soak(messages, seed, out, faults):
@@ -222,8 +225,9 @@ def main(argv=None):
     p.add_argument("--host-messages", type=int, default=1000,
                    help="RDMA writes driven by the host's VIPL (default 1000; about 0.6 s of wall time each)")
     p.add_argument("--wire-messages", type=int, default=200, help="messages over the reordering wire (default 200)")
-    for kind, rate in (("loss", 0.01), ("corrupt", 0.001), ("duplicate", 0.01), ("reorder", 0.01)):
-        p.add_argument(f"--eth-{kind}", type=float, default=rate, help=f"Ethernet frame {kind} rate (default {rate})")
+    for kind, rate, _, happens in ETH_FAULTS:
+        p.add_argument(f"--eth-{kind}", type=float, default=rate,
+                       help=f"share of Ethernet frames {happens} (default {rate})")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="results/soak")
     args = p.parse_args(argv)
@@ -234,7 +238,7 @@ def main(argv=None):
     for name in ("chunk", "jobs"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, not {getattr(args, name)}")
-    faults = {f"eth_{kind}": getattr(args, f"eth_{kind}") for kind in ("loss", "corrupt", "duplicate", "reorder")}
+    faults = {f"eth_{kind}": getattr(args, f"eth_{kind}") for kind, *_ in ETH_FAULTS}
     for name, rate in faults.items():
         if not 0 <= rate < 1:
             p.error(f"--{name.replace('_', '-')} must be in [0, 1), not {rate:g}")
