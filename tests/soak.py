@@ -26,9 +26,7 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 from numavia.errors import NumaviaError
@@ -59,7 +57,6 @@ def coherence_soak(ops_per_card, seed, out):
 PUSHPULL_THRESHOLD = 64
 PUSHPULL_MIX = (("advanced", 4, 1.0), ("advanced", 48, 1.0), ("advanced", 160, 0.25), ("advanced", 3000, 0.01),
                 ("original", 48, 0.1), ("original", 3000, 0.01))
-SESSION_START = threading.Lock()
 
 
 def link_faults(total):
@@ -85,9 +82,7 @@ def pushpull_stream(job, messages, seed, out, faults, chunk):
     from simulation import build
     rotation = [(scheme, size, max(1, round(chunk * share))) for scheme, size, share in PUSHPULL_MIX]
     runs, done = [], 0
-    with ExitStack() as stack:
-        with SESSION_START:   # one at a time: a session takes the first free ports it finds
-            s = stack.enter_context(ClusterSession(build(2), out / f"via-pushpull-{job}", eth_seed=seed, **faults))
+    with ClusterSession(build(2), out / f"via-pushpull-{job}", eth_seed=seed, **faults) as s:
         pair = PushPullPair(s, max_size=max(size for _, size, _ in PUSHPULL_MIX), timeout=3600)
         clock_hz = pair.freq
         while done < messages:

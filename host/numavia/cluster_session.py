@@ -7,6 +7,7 @@ bridge per node, ready once every node's firmware printed its ready line.
 
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,11 @@ from numavia.soc import sim
 
 class SessionError(NumaviaError):
     pass
+
+
+#: Sessions of one process start one at a time: a session's ports are free only until its
+#: simulator binds them, so two starting together would pick the same ones.
+_STARTING = threading.Lock()
 
 
 def free_port_range(count, start=23000):
@@ -53,18 +59,19 @@ class ClusterSession:
         for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
             for path in self.run_dir.glob(stale):
                 path.unlink()
-        self.port = free_port_range(self.nodes)
-        cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
-                                  until_disconnect=True, quiet=True, **self.harness_kwargs)
-        self._stderr = open(self.run_dir / "harness.stderr", "w")
-        self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
-        try:
-            self._wait_ready()
-            for i in range(self.nodes):
-                self.bridges.append(self._connect(self.port + i))
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
+        with _STARTING:
+            self.port = free_port_range(self.nodes)
+            cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
+                                      until_disconnect=True, quiet=True, **self.harness_kwargs)
+            self._stderr = open(self.run_dir / "harness.stderr", "w")
+            self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
+            try:
+                self._wait_ready()
+                for i in range(self.nodes):
+                    self.bridges.append(self._connect(self.port + i))
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
         return self
 
     def _wait_ready(self):
