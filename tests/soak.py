@@ -102,6 +102,12 @@ def pushpull_stream(job, messages, seed, out, faults, chunk):
     return {"runs": runs, "counters": counters, "link": s.link_totals(), "clock_hz": clock_hz, "in_step": in_step}
 
 
+def summed(counts):
+    """Key by key sum of dicts of counts (the pairs' counters and switch totals)."""
+    counts = list(counts)
+    return {k: sum(c[k] for c in counts) for k in counts[0]}
+
+
 def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
     """``jobs`` pairs of nodes in parallel (one simulator process each), seeds seed, seed+1, ..."""
     from concurrent.futures import ThreadPoolExecutor
@@ -113,9 +119,8 @@ def via_pushpull_soak(messages, seed, out, faults, chunk, jobs):
     missing = sum(r["messages"] - r["received"] for r in runs)
     cycles = sum(r["cycles"] for r in runs)   # of one pair at a time: throughput is a pair's
     payload_bytes = sum(r["messages"] * r["size"] for r in runs)
-    total = {k: sum(stream["link"][k] for stream in streams) for k in ("lost", "corrupted", "duplicated", "reordered")}
-    c0, c1 = ({k: sum(stream["counters"][node][k] for stream in streams) for k in streams[0]["counters"][node]}
-              for node in (0, 1))
+    total = summed(stream["link"] for stream in streams)
+    c0, c1 = (summed(stream["counters"][node] for stream in streams) for node in (0, 1))
     out_of_step = sum(not stream["in_step"] for stream in streams)
     ok = damaged == missing == out_of_step == 0 and engines_recovered(c0, c1, total)
     mbps = payload_bytes / (cycles / streams[0]["clock_hz"]) / 1e6 if cycles else 0.0
