@@ -1,7 +1,8 @@
 """The SCI ring under packet faults (RTL ring links in the Amaranth simulator): whole packets lost
 and duplicated on the links (seeded, ring_bench.packet_faults), and nodes whose sequencers stall
-for a while (one fixed window, or seeded random ones: ring_bench.stall_windows). Every packet must still arrive exactly once, in order, intact; the counters show the
-recovery. (Bit flips: tests/test_ring_link.py; coherence on top: tests/test_coherence_cluster.py.)"""
+for a while (one fixed window, or seeded random ones: ring_bench.stall_windows). Every packet must
+still arrive exactly once, in order, intact; the counters show the recovery. (Bit flips:
+tests/test_ring_link.py; coherence on top: tests/test_coherence_cluster.py.)"""
 
 import random
 
@@ -35,6 +36,12 @@ def total(result, name):
     return sum(c[name] for c in result["counters"])
 
 
+def arrivals(traffic, index):
+    """Cycles at which packets reached node ``index``'s sequencer."""
+    node = traffic.bench.node_ids[index]
+    return [d.cycle for (_, target), ds in traffic.received.items() if target == node for d in ds]
+
+
 def check(traffic, result):
     assert check_delivery(traffic) == traffic.expected()       # once each, in order, intact
     assert traffic.failed == {}                                # nothing given up
@@ -55,7 +62,7 @@ def test_a_stalled_node_holds_traffic_back_and_everything_arrives_after():
     traffic, result, _ = run(3, 10, seed=7, stall={1: [(200, stall_end)]}, in_depth=2)
     check(traffic, result)
     assert total(result, "BUSY_SENT") > 0         # node 1's queue filled: senders were told to wait
-    late = [d.cycle for (s, t), ds in traffic.received.items() if t == 1 for d in ds]
+    late = arrivals(traffic, 1)
     assert not [c for c in late if 200 <= c < stall_end] and max(late) >= stall_end   # none while stalled
 
 
@@ -69,6 +76,4 @@ def test_seeded_random_stalls_on_every_node_among_lost_and_duplicated_packets():
     assert all(stall.values()) and counts["dropped"] + counts["duplicated"] > 0, (stall, counts)
     assert total(result, "BUSY_SENT") > 0         # full queues told senders to wait
     for i, windows in stall.items():             # nothing reached a node while it was stalled
-        node = traffic.bench.node_ids[i]
-        cycles = [d.cycle for (_, t), ds in traffic.received.items() if t == node for d in ds]
-        assert not [c for c in cycles for begin, end in windows if begin <= c < end]
+        assert not [c for c in arrivals(traffic, i) for begin, end in windows if begin <= c < end]
