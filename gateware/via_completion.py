@@ -56,26 +56,21 @@ class CompletionUnit(wiring.Component):
             with m.If(self.cq_reset[i]):
                 m.d.sync += [self.cq_tail[i].eq(0), self.cq_overflow[i].eq(0)]
 
+        # The queue's registers are looked up and its slot computed in states of their own, one
+        # register stage each, so the bank's CQ registers and the adders stay off the path that
+        # drives the DMA address into the bus (docs/boards.md: the ECPIX-5's timing).
         bind = Array(self.cq_bind)[req.vi]
         field = lambda name: bind[_BIND.field(name).lsb:_BIND.field(name).lsb + _BIND.field(name).width]
         cq = Signal(4)
         enabled = Signal()
-        m.d.comb += [
-            cq.eq(Mux(req.recv, field("RECV_CQ"), field("SEND_CQ"))),
-            enabled.eq(Mux(req.recv, field("RECV_EN"), field("SEND_EN"))),
-        ]
-        size = Array(self.cq_size)[cq]
-        tail = tails[cq]
-        head = Array(self.cq_head)[cq]
-        base = Array(self.cq_base)[cq]
+        size = Signal.like(self.cq_size[0])
+        tail = Signal(32)
+        head = Signal(32)
+        base = Signal(32)
+        slot = Signal(32)
+        info = Signal(32)
         full = Signal()
         m.d.comb += full.eq((tail - head) >= size)
-        slot = Signal(32)
-        m.d.comb += slot.eq(base + ((tail & (size - 1)) << 3))
-        info = Signal(32)
-        m.d.comb += info.eq(Cat(req.vi, req.recv)
-                            | (((tail & size) == 0) << _INFO.bit("PHASE").lsb))
-
         done = bus.cyc & (bus.ack | bus.err)
         m.d.comb += [bus.sel.eq(0xF), bus.we.eq(1), self.dma_error.eq(bus.cyc & bus.err)]
 
@@ -108,8 +103,18 @@ class CompletionUnit(wiring.Component):
                 with m.Else():
                     m.next = "LENGTH"
             write("LENGTH", req.desc + _CTRL_OFFSETS["LENGTH"], req.length, "STATUS")
-            write("STATUS", req.desc + _CTRL_OFFSETS["STATUS"], req.status, "QUEUE")
+            write("STATUS", req.desc + _CTRL_OFFSETS["STATUS"], req.status, "LOOKUP")
+            with m.State("LOOKUP"):
+                m.d.sync += [cq.eq(Mux(req.recv, field("RECV_CQ"), field("SEND_CQ"))),
+                             enabled.eq(Mux(req.recv, field("RECV_EN"), field("SEND_EN")))]
+                m.next = "SELECT"
+            with m.State("SELECT"):
+                m.d.sync += [size.eq(Array(self.cq_size)[cq]), tail.eq(tails[cq]),
+                             head.eq(Array(self.cq_head)[cq]), base.eq(Array(self.cq_base)[cq])]
+                m.next = "QUEUE"
             with m.State("QUEUE"):
+                m.d.sync += [slot.eq(base + ((tail & (size - 1)) << 3)),
+                             info.eq(Cat(req.vi, req.recv) | (((tail & size) == 0) << _INFO.bit("PHASE").lsb))]
                 with m.If(~enabled | (cq >= self.cqs) | (size == 0)):
                     m.next = "IDLE"
                 with m.Elif(full):
@@ -123,7 +128,7 @@ class CompletionUnit(wiring.Component):
                 # The INFO word (with the phase bit that marks the entry new) goes last.
                 m.d.comb += [bus.cyc.eq(1), bus.stb.eq(1), bus.adr.eq((slot + 4)[2:]), bus.dat_w.eq(info)]
                 with m.If(done):
-                    m.d.sync += tail.eq(tail + 1)
+                    m.d.sync += tails[cq].eq(tail + 1)
                     m.next = "IDLE"
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
         return m
