@@ -74,12 +74,17 @@ class ViaEngine(wiring.Component):
         doorbell_refused = Signal()
         m.d.comb += doorbell_refused.eq(doorbell_bank.bus.err & self.doorbells.we)
         # Doorbells come one at a time (one bus), so a single check serves every VI: the address
-        # must name a descriptor in the ringing VI's descriptor area (``postable``).
+        # must name a descriptor in the ringing VI's descriptor area (``postable``). The doorbell
+        # is registered first and checked in the next cycle, so the bank's decoding and the
+        # check's adders and comparators are not one path (docs/boards.md: the ECPIX-5's timing).
         rung, rung_vi, rung_addr = Signal(), Signal(range(vis)), Signal(32)
+        sq_rung, rq_rung = Signal(vis), Signal(vis)
+        m.d.sync += [rung.eq(0), sq_rung.eq(0), rq_rung.eq(0)]
         for v in range(vis):
             page = doorbell_bank.vi[v]
+            m.d.sync += [sq_rung[v].eq(page.sq_doorbell.w_stb), rq_rung[v].eq(page.rq_doorbell.w_stb)]
             with m.If(page.sq_doorbell.w_stb | page.rq_doorbell.w_stb):
-                m.d.comb += [rung.eq(1), rung_vi.eq(v),
+                m.d.sync += [rung.eq(1), rung_vi.eq(v),
                              rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data))]
         area_base = Array(bank.vi[v].desc_base.value for v in range(vis))[rung_vi]
         area_size = Array(bank.vi[v].desc_size.value for v in range(vis))[rung_vi]
@@ -187,7 +192,6 @@ class ViaEngine(wiring.Component):
         state_reg = _VI.register("STATE")
         for v in range(vis):
             regs = bank.vi[v]
-            page = doorbell_bank.vi[v]
             state = Signal(2, name=f"vi{v}_state")
             error = Signal(16, name=f"vi{v}_error")
             connect = Signal(name=f"vi{v}_connect")
@@ -217,10 +221,10 @@ class ViaEngine(wiring.Component):
                 ]
             m.d.comb += [
                 regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
-                tx.sq_doorbell[v].eq(page.sq_doorbell.w_stb & postable_doorbell),
-                tx.sq_doorbell_addr[v].eq(page.sq_doorbell.w_data),
-                rx.rq_doorbell[v].eq(page.rq_doorbell.w_stb & postable_doorbell),
-                rx.rq_doorbell_addr[v].eq(page.rq_doorbell.w_data),
+                tx.sq_doorbell[v].eq(sq_rung[v] & postable_doorbell),
+                tx.sq_doorbell_addr[v].eq(rung_addr),
+                rx.rq_doorbell[v].eq(rq_rung[v] & postable_doorbell),
+                rx.rq_doorbell_addr[v].eq(rung_addr),
                 regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
                 regs.tx_psn.value.eq(tx.snd_nxt[v]),
                 regs.rx_psn.value.eq(rx.rcv_nxt[v]),
