@@ -96,14 +96,14 @@ class _Graph:
         for name, port in module.get("ports", {}).items():
             if port.get("direction") == "input":
                 self.drivers.update((b, f"port {name}") for b in port["bits"] if isinstance(b, int))
-        for name, cell in module["cells"].items():
+        for name, cell in module.get("cells", {}).items():
             self._add(name, cell)
             for port, direction in cell.get("port_directions", {}).items():
                 if direction == "output":
                     self.drivers.update((b, f"{cell['type']}.{port}") for b in cell["connections"].get(port, [])
                                         if isinstance(b, int))
         self.names = _names(module, lambda name: (len(name),))
-        # A clock goes by the name it has at the top (sys_clk), not by a block's port.
+        # A clock goes by its least nested name, not by some block's port.
         self.clock_names = _names(module, lambda name: (name.count("."), len(name)))
 
     def _add(self, name, cell):
