@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (test_bad_geometry_is_rejected builds TagStores that refuse their parameters: never elaborated)
 """Tag SRAM: lookup hit/miss in every way, replacement order, directory updates, latency."""
 
 import pytest
