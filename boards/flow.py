@@ -240,7 +240,8 @@ def check_timing(report):
     if not report["clocks"]:
         raise BoardError("nextpnr's report has no clocks: timing not analysed")
     if missed:
-        raise BoardError(f"timing not met on {report['board']}: {', '.join(missed)}")
+        raise BoardError(f"timing not met on {report['board']}: {', '.join(missed)} "
+                         f"(`numavia build --board {report['board']} --synth-only` names the slowest paths)")
 
 
 def format_report(report):

@@ -98,6 +98,18 @@ def test_a_failing_tool_is_one_line_and_its_whole_output_stays_in_the_log(tmp_pa
         "placing 1", "placing 2", "ERROR: no BELs remaining for DP16KD"]
 
 
+def test_a_missed_clock_fails_naming_it_and_how_to_find_its_paths():
+    met = {"achieved_mhz": 80.0, "target_mhz": 75.0, "met": True}
+    missed = {"achieved_mhz": 30.7, "target_mhz": 75.0, "met": False}
+    flow.check_timing({"board": "ecpix5", "clocks": {"sys": met}})
+    with pytest.raises(BoardError) as e:
+        flow.check_timing({"board": "ecpix5", "clocks": {"sys": missed, "eth_rx": met}})
+    assert str(e.value) == ("timing not met on ecpix5: sys 30.7 MHz < 75.0 MHz "
+                            "(`numavia build --board ecpix5 --synth-only` names the slowest paths)")
+    with pytest.raises(BoardError, match="no clocks"):
+        flow.check_timing({"board": "ecpix5", "clocks": {}})
+
+
 def test_build_refuses_bare_and_compare_bare_together():
     result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
     assert result.returncode == 1
