@@ -523,21 +523,16 @@ class RingLink(wiring.Component):
         queue_slot = [Signal(slot_bits, name=f"queue{i}_slot") for i in range(self.out_depth)]
         queue_target = [Signal(NODE_ID_BITS, name=f"queue{i}_target") for i in range(self.out_depth)]
         queue_length = Signal(range(self.out_depth + 1))
-        # Which entries may go is registered: comparing every queued target with every context's
-        # is the link's deepest logic (docs/boards.md). Being a cycle old, it is not used in the
-        # cycle after a dispatch (which shifts the queue and takes a context) or after a context
-        # was freed (so the oldest packet it unblocks goes first); an enqueue only appends.
-        eligible = Signal(self.out_depth)
-        eligible_stale = Signal()
-        m.d.sync += eligible.eq(Cat(*[
-            (i < queue_length) & ~Cat(*[ctx_in_use[c] & (ctx_target[c] == queue_target[i])
-                                        for c in range(n_contexts)]).any()
-            for i in range(self.out_depth)]))
-        any_eligible, take = _first_set(m, "dispatch", [eligible[i] for i in range(self.out_depth)])
+        eligible = []
+        for i in range(self.out_depth):
+            target_busy = Cat(*[ctx_in_use[c] & (ctx_target[c] == queue_target[i])
+                                for c in range(n_contexts)]).any()
+            eligible.append((i < queue_length) & ~target_busy)
+        any_eligible, take = _first_set(m, "dispatch", eligible)
         any_free_context, free_context = _first_set(m, "free_context",
                                                     [~in_use for in_use in ctx_in_use])
         dispatch = Signal()
-        m.d.comb += dispatch.eq(any_eligible & any_free_context & ~eligible_stale)
+        m.d.comb += dispatch.eq(any_eligible & any_free_context)
         append_at = queue_length - dispatch
         for i in range(self.out_depth):
             next_slot = queue_slot[i + 1] if i + 1 < self.out_depth else 0
@@ -717,7 +712,6 @@ class RingLink(wiring.Component):
         m.d.comb += freed.eq(Mux(any_release, Const(1, self.out_depth) << release_slot, 0) |
                              Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0))
         m.d.sync += free_slots.eq((free_slots & ~allocated) | freed)
-        m.d.sync += eligible_stale.eq(dispatch | any_release | failed_taken)
         events["SEND_FAILURES"].append(failed_taken)
 
         for c in range(n_contexts):
