@@ -77,15 +77,15 @@ class ViaEngine(wiring.Component):
         # must name a descriptor in the ringing VI's descriptor area (``postable``). The doorbell
         # is registered first and checked in the next cycle, so the bank's decoding and the
         # check's adders and comparators are not one path (docs/boards.md: the ECPIX-5's timing).
-        rung, rung_vi, rung_addr = Signal(), Signal(range(vis)), Signal(32)
+        rung_vi, rung_addr = Signal(range(vis)), Signal(32)
         sq_rung, rq_rung = Signal(vis), Signal(vis)
-        m.d.sync += [rung.eq(0), sq_rung.eq(0), rq_rung.eq(0)]
         for v in range(vis):
             page = doorbell_bank.vi[v]
             m.d.sync += [sq_rung[v].eq(page.sq_doorbell.w_stb), rq_rung[v].eq(page.rq_doorbell.w_stb)]
             with m.If(page.sq_doorbell.w_stb | page.rq_doorbell.w_stb):
-                m.d.sync += [rung.eq(1), rung_vi.eq(v),
+                m.d.sync += [rung_vi.eq(v),
                              rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data))]
+        rung = (sq_rung | rq_rung).any()
         area_base = Array(bank.vi[v].desc_base.value for v in range(vis))[rung_vi]
         area_size = Array(bank.vi[v].desc_size.value for v in range(vis))[rung_vi]
         postable_doorbell, area_refused = Signal(), Signal()
