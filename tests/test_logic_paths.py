@@ -101,10 +101,12 @@ def test_the_command_prints_the_report_and_fails_in_one_line_on_bad_input(netlis
     assert out.startswith("clock clk (port clk): worst path") and "-> deep" in out and "other_clk" not in out
     bad = tmp_path / "bad.json"
     bad.write_text('{"creator": "not yosys"}')
-    for args in ([str(bad)], [str(tmp_path / "missing.json")], [str(netlist), "--top", "nope"]):
+    for args in ([str(bad)], [str(tmp_path / "missing.json")], [str(netlist), "--top", "nope"],
+                 [str(netlist), "--clock", "clk", "--clock", "sys_clk"]):
         assert main(["paths", *args]) == 1
         err = capsys.readouterr().err.strip().splitlines()[-1]    # after the progress line
         assert err.startswith("numavia: error:") and str(args[0]) in err, err
+    assert err.endswith("no clock sys_clk (its clocks: clk, other_clk)")   # the last one: a clock it lacks
     with pytest.raises(SystemExit) as exit_:
         main(["paths", str(netlist), "--count", "0"])
     assert exit_.value.code == 2

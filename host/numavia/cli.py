@@ -366,6 +366,10 @@ def _print_paths(netlist, *, count, clocks=None, top=None):
     paths = logic_paths.worst_paths(logic_paths.load(netlist, top), count)
     if not paths:
         raise NumaviaError(f"{netlist}: no register-to-register paths")
+    known = dict.fromkeys(p.clock for p in paths)
+    unknown = [c for c in clocks or () if c not in known]
+    if unknown:
+        raise NumaviaError(f"{netlist}: no clock {', '.join(unknown)} (its clocks: {', '.join(known)})")
     print(logic_paths.format_paths(paths, clocks))
     return 0
 
