@@ -7,6 +7,11 @@ issued as soon as its bytes are buffered; consecutive words go out as an increme
 word a cycle on a bursting target).
 ``flush`` drops buffered bytes nobody will take (the end of a frame) and abandons the command in
 progress. A bus error pulses ``error`` and the command continues.
+
+``data.ready`` depends on registers only, not on the bus's ``ack`` in the same cycle: on the SoC
+the ``ack`` comes through the bus arbiter and address decoder, and passing it on to the receive
+FIFO's read address made that the card's slowest path. The buffer holds 12 bytes so that a beat
+fits whenever 8 or fewer are buffered, which keeps a word a cycle at any alignment.
 """
 
 from amaranth import Module, Signal, Mux, Value
@@ -17,6 +22,8 @@ from . import wishbone_burst
 
 WriteCommand = data.StructLayout({"addr": 32, "length": 16})
 WriteData = data.StructLayout({"data": 32, "nbytes": 3})
+
+BUFFER_BYTES = 12   # a beat enters while 8 or fewer bytes wait: a word a cycle at any alignment
 
 
 class DmaWriter(wiring.Component):
@@ -35,8 +42,8 @@ class DmaWriter(wiring.Component):
         m = Module()
         bus = self.bus
 
-        buf = Signal(64)          # buffered stream bytes, the oldest at bits 0..7
-        count = Signal(4)         # how many (0..8)
+        buf = Signal(8 * BUFFER_BYTES)   # buffered stream bytes, the oldest at bits 0..7
+        count = Signal(range(BUFFER_BYTES + 1))
         active = Signal()
         word_adr = Signal(30)
         lane = Signal(2)          # lane of the next write's first byte
@@ -52,17 +59,18 @@ class DmaWriter(wiring.Component):
         take = Signal(3)          # bytes the current write covers
         m.d.comb += take.eq(take_for(lane, remaining))
 
-        # Bytes leave the buffer when a write completes; a beat enters when it fits.
+        # Bytes leave the buffer when a write completes; a beat enters when it fits whatever the
+        # bus does this cycle.
         consumed = Signal(3)
         m.d.comb += consumed.eq(Mux(done_now, take, 0))
-        kept = Signal(4)
+        kept = Signal.like(count)
         m.d.comb += [
             kept.eq(count - consumed),
-            self.data.ready.eq((kept <= 4) & ~self.flush),
+            self.data.ready.eq((count <= BUFFER_BYTES - 4) & ~self.flush),
         ]
         accepted = self.data.valid & self.data.ready
-        buf_next = Signal(64)
-        count_next = Signal(4)
+        buf_next = Signal.like(buf)
+        count_next = Signal.like(count)
         beat_bytes = Signal(32)   # bytes past nbytes may hold anything: clear them
         m.d.comb += [
             beat_bytes.eq(self.data.payload.data & ((1 << (self.data.payload.nbytes * 8)) - 1)[:32]),
