@@ -20,26 +20,26 @@ class SessionError(NumaviaError):
     pass
 
 
-#: Sessions of one process start one at a time: a session's ports are free only until its
-#: simulator binds them, so two starting together would pick the same ones.
-_STARTING = threading.Lock()
+#: Sessions of one process pick their ports one at a time: a session's ports are free only until
+#: its simulator binds them, so two picking together would pick the same ones. Booting the nodes
+#: happens outside the lock.
+_PICKING_PORTS = threading.Lock()
+
+
+def _can_bind(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def free_port_range(count, start=23000):
     """A base port such that ``base .. base+count-1`` are free on 127.0.0.1."""
     for base in range(start, 60000, 97):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                socks.append(s)
+        if all(_can_bind(port) for port in range(base, base + count)):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
     raise SessionError("no free TCP port range on 127.0.0.1")
 
 
@@ -51,6 +51,7 @@ class ClusterSession:
         self.ready_timeout = ready_timeout
         self.harness_kwargs = harness_kwargs
         self.proc = None
+        self._stderr = None
         self.bridges = []
         self._nics = {}
 
@@ -59,32 +60,38 @@ class ClusterSession:
         for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
             for path in self.run_dir.glob(stale):
                 path.unlink()
-        with _STARTING:
-            self.port = free_port_range(self.nodes)
-            cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
-                                      until_disconnect=True, quiet=True, **self.harness_kwargs)
-            self._stderr = open(self.run_dir / "harness.stderr", "w")
-            self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
-            try:
-                self._wait_ready()
-                for i in range(self.nodes):
-                    self.bridges.append(self._connect(self.port + i))
-            except BaseException:
-                self.__exit__(None, None, None)
-                raise
+        deadline = time.monotonic() + self.ready_timeout
+        try:
+            with _PICKING_PORTS:
+                self.port = free_port_range(self.nodes)
+                cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
+                                          until_disconnect=True, quiet=True, **self.harness_kwargs)
+                self._stderr = open(self.run_dir / "harness.stderr", "w")
+                self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
+                self._wait_until(deadline, self._ports_bound, "its host bridges listened")
+            self._wait_until(deadline, self._nodes_ready, "every node was ready")
+            for i in range(self.nodes):
+                self.bridges.append(self._connect(self.port + i))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
-    def _wait_ready(self):
-        deadline = time.monotonic() + self.ready_timeout
+    def _ports_bound(self):
+        return not any(_can_bind(self.port + i) for i in range(self.nodes))
+
+    def _nodes_ready(self):
         logs = [self.run_dir / f"node{i}.log" for i in range(self.nodes)]
-        while True:
+        return all(p.exists() and sim.READY_MARKER in p.read_text() for p in logs)
+
+    def _wait_until(self, deadline, done, event):
+        while not done():
             if self.proc.poll() is not None:
-                raise SessionError(f"the simulator exited with status {self.proc.returncode} before every node "
-                                   f"was ready (see {self.run_dir})")
-            if all(p.exists() and sim.READY_MARKER in p.read_text() for p in logs):
-                return
+                raise SessionError(f"the simulator exited with status {self.proc.returncode} before {event} "
+                                   f"(see {self.run_dir})")
             if time.monotonic() > deadline:
-                raise SessionError(f"nodes not ready after {self.ready_timeout} s (logs in {self.run_dir})")
+                raise SessionError(f"nodes not ready after {self.ready_timeout} s (waiting until {event}; "
+                                   f"logs in {self.run_dir})")
             time.sleep(0.05)
 
     def _connect(self, port):
@@ -117,7 +124,8 @@ class ClusterSession:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()
         return False
 
     def run_summary(self):

@@ -1,0 +1,97 @@
+"""Cluster session start-up: its errors, and that one session's boot does not hold up another's.
+
+The simulator is a stand-in script with the harness's command line: the subject is the
+session's start-up (port choice, waiting, cleanup), which does not depend on what the nodes run.
+"""
+
+import json
+import socket
+import sys
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from numavia.cluster_session import ClusterSession, SessionError
+
+STAND_IN = """#!{python}
+import socket, sys, time
+args = sys.argv[1:]
+port = int(args[args.index("--bridge-port") + 1])
+if {exit_status} is not None:
+    sys.exit({exit_status})
+listeners = []
+for i in range({nodes}):
+    s = socket.socket()
+    s.bind(("127.0.0.1", port + i))
+    s.listen(1)
+    listeners.append(s)
+time.sleep({lifetime})   # bound, never ready
+"""
+
+
+def stand_in_build(tmp_path, name, *, nodes=2, exit_status=None, lifetime=600):
+    folder = tmp_path / name
+    (folder / "gateware").mkdir(parents=True)
+    (folder / "csr.json").write_text(json.dumps({"memories": {"rom": {"size": 64}}}))
+    (folder / "firmware.bin").write_bytes(b"\x13\x00\x00\x00")
+    model = folder / "model"
+    model.write_text(STAND_IN.format(python=sys.executable, nodes=nodes, exit_status=exit_status,
+                                     lifetime=lifetime))
+    model.chmod(0o755)
+    return SimpleNamespace(config=SimpleNamespace(nodes=nodes), soc_dir=folder, model=model,
+                           firmware=folder / "firmware.bin")
+
+
+def bindable(base, count):
+    """Whether any of the ports ``base .. base+count-1`` is free (nobody listens on it)."""
+    for port in range(base, base + count):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                pass
+    return False
+
+
+def test_a_simulator_that_exits_at_once_is_a_clear_error(tmp_path):
+    session = ClusterSession(stand_in_build(tmp_path, "dead", exit_status=3), tmp_path / "run")
+    with pytest.raises(SessionError, match="exited with status 3 before its host bridges listened"):
+        session.__enter__()
+    assert session.proc.returncode == 3
+
+
+def test_nodes_that_never_get_ready_time_out_and_the_simulator_is_stopped(tmp_path):
+    session = ClusterSession(stand_in_build(tmp_path, "silent", lifetime=3), tmp_path / "run", ready_timeout=1.0)
+    with pytest.raises(SessionError, match=r"not ready after 1.0 s \(waiting until every node was ready"):
+        session.__enter__()
+    assert session.proc.poll() is not None   # waited for (or killed), not left running
+    assert bindable(session.port, 1)   # its ports are free again
+
+
+def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
+    booting = ClusterSession(stand_in_build(tmp_path, "booting"), tmp_path / "run-a", ready_timeout=20)
+    failure = {}
+
+    def boot():
+        try:
+            booting.__enter__()
+        except SessionError as e:
+            failure["a"] = str(e)
+
+    thread = threading.Thread(target=boot)
+    thread.start()
+    try:
+        while booting.proc is None or bindable(booting.port, 2):
+            thread.join(0.05)
+            assert thread.is_alive(), failure
+        other = ClusterSession(stand_in_build(tmp_path, "other", exit_status=4), tmp_path / "run-b")
+        with pytest.raises(SessionError, match="status 4"):
+            other.__enter__()
+        assert other.port != booting.port
+        assert thread.is_alive()      # the first session is still waiting for its nodes, not timed out
+    finally:
+        booting.proc.kill()
+        thread.join()
+    assert "before every node was ready" in failure["a"]
