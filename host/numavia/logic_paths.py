@@ -84,6 +84,20 @@ def load(path, top=None):
     return modules[top]
 
 
+def _clock_drivers(module, clocks):
+    """Clock bit -> what drives it (an input port or a cell's output)."""
+    drivers = {}
+    for name, port in module.get("ports", {}).items():
+        if port.get("direction") == "input":
+            drivers.update((b, f"port {name}") for b in port["bits"] if b in clocks)
+    for cell in module.get("cells", {}).values():
+        for port, direction in cell.get("port_directions", {}).items():
+            if direction == "output":
+                drivers.update((b, f"{cell['type']}.{port}") for b in cell["connections"].get(port, [])
+                               if b in clocks)
+    return drivers
+
+
 class _Graph:
     """Bits of the module as nodes; combinational cells as edges, sequential cells as the
     sources and sinks of paths, each tagged with its clock bit."""
@@ -92,16 +106,10 @@ class _Graph:
         self.fanin = defaultdict(list)      # bit -> [(driving bit, delay)]
         self.launch = {}                    # bit -> (clock bit, time after the clock)
         self.capture = []                   # (bit, clock bit, cell name)
-        self.drivers = {}                   # bit -> what drives it
-        for name, port in module.get("ports", {}).items():
-            if port.get("direction") == "input":
-                self.drivers.update((b, f"port {name}") for b in port["bits"] if isinstance(b, int))
         for name, cell in module.get("cells", {}).items():
             self._add(name, cell)
-            for port, direction in cell.get("port_directions", {}).items():
-                if direction == "output":
-                    self.drivers.update((b, f"{cell['type']}.{port}") for b in cell["connections"].get(port, [])
-                                        if isinstance(b, int))
+        self.drivers = _clock_drivers(module, {clk for clk, _ in self.launch.values()} |
+                                      {clk for _, clk, _ in self.capture})
         self.names = _names(module, lambda name: (len(name),))
         # A clock goes by its least nested name, not by some block's port.
         self.clock_names = _names(module, lambda name: (name.count("."), len(name)))
