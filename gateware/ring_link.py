@@ -64,7 +64,7 @@ Known limits
 
 from dataclasses import replace
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -513,11 +513,7 @@ class RingLink(wiring.Component):
         ctx_state = [Signal(_Context, name=f"ctx{c}_state") for c in range(n_contexts)]
         ctx_slot = [Signal(slot_bits, name=f"ctx{c}_slot") for c in range(n_contexts)]
         ctx_target = [Signal(NODE_ID_BITS, name=f"ctx{c}_target") for c in range(n_contexts)]
-        # Per-target alternating bit of own packets. A target has one context at most, and its bit
-        # toggles only as that context is released: the bit of a context is read from tx_seq where
-        # it is needed, not copied at dispatch (that copy was the end of the dispatcher's long path).
-        tx_seq = Signal(1 << NODE_ID_BITS)
-        seq_of = Array(tx_seq)   # a target's bit (Array, not bit_select: a 64:1 mux, not a shifter)
+        ctx_seq = [Signal(name=f"ctx{c}_seq") for c in range(n_contexts)]
         ctx_attempts = [Signal(8, name=f"ctx{c}_attempts") for c in range(n_contexts)]
         ctx_timer = [Signal(16, name=f"ctx{c}_timer") for c in range(n_contexts)]
         ctx_accepted = [Signal(name=f"ctx{c}_accepted_while_sending") for c in range(n_contexts)]
@@ -553,12 +549,13 @@ class RingLink(wiring.Component):
                 with m.Case(i):
                     m.d.comb += [dispatch_slot.eq(queue_slot[i]), dispatch_target.eq(queue_target[i])]
 
+        # Per-target alternating bit of own packets.
+        tx_seq = Signal(1 << NODE_ID_BITS)
+
         # --- Echoes received: find the context they answer -------------------------------------------
         echo_accepted = good_echo & (rx_header.status == EchoStatus.ACCEPTED)
         echo_refused = good_echo & (rx_header.status == EchoStatus.BUSY)
-        echo_seq_matches = Signal()
-        m.d.comb += echo_seq_matches.eq(seq_of[rx_header.source] == rx_header.seq)
-        echo_match = [ctx_in_use[c] & (ctx_target[c] == rx_header.source) & echo_seq_matches
+        echo_match = [ctx_in_use[c] & (ctx_target[c] == rx_header.source) & (ctx_seq[c] == rx_header.seq)
                       for c in range(n_contexts)]
 
         # --- Output arbitration and serialiser ----------------------------------------------------------
@@ -582,11 +579,11 @@ class RingLink(wiring.Component):
         send_context = Signal.like(tx_context)
         m.d.comb += send_context.eq(Mux(any_later, later_choice, first_choice))
         send_context_slot = Signal(slot_bits)
-        send_context_target = Signal(NODE_ID_BITS)
+        send_context_seq = Signal()
         with m.Switch(send_context):
             for c in range(n_contexts):
                 with m.Case(c):
-                    m.d.comb += [send_context_slot.eq(ctx_slot[c]), send_context_target.eq(ctx_target[c])]
+                    m.d.comb += [send_context_slot.eq(ctx_slot[c]), send_context_seq.eq(ctx_seq[c])]
 
         out_headers_tx = out_headers.read_port(domain="comb")
         packet_header = Signal(HeaderLayout)
@@ -594,7 +591,7 @@ class RingLink(wiring.Component):
             out_headers_tx.addr.eq(send_context_slot),
             packet_header.eq(out_headers_tx.data),
             packet_header.source.eq(self.node_id),
-            packet_header.seq.eq(seq_of[send_context_target]),
+            packet_header.seq.eq(send_context_seq),
         ]
         echo_header = Signal(HeaderLayout)
         m.d.comb += [
@@ -690,7 +687,7 @@ class RingLink(wiring.Component):
         release_slot = Signal(slot_bits)
         release_target = Signal(NODE_ID_BITS)
         failed_slot = Signal(slot_bits)
-        failed_target = Signal(NODE_ID_BITS)
+        failed_seq = Signal()
         with m.Switch(release_context):
             for c in range(n_contexts):
                 with m.Case(c):
@@ -698,7 +695,7 @@ class RingLink(wiring.Component):
         with m.Switch(failed_context):
             for c in range(n_contexts):
                 with m.Case(c):
-                    m.d.comb += [failed_slot.eq(ctx_slot[c]), failed_target.eq(ctx_target[c])]
+                    m.d.comb += [failed_slot.eq(ctx_slot[c]), failed_seq.eq(ctx_seq[c])]
 
         out_headers_failed = out_headers.read_port(domain="comb")
         m.d.comb += [
@@ -706,7 +703,7 @@ class RingLink(wiring.Component):
             self.failed.valid.eq(any_failed),
             self.failed.payload.eq(out_headers_failed.data),
             self.failed.payload.source.eq(self.node_id),
-            self.failed.payload.seq.eq(seq_of[failed_target]),
+            self.failed.payload.seq.eq(failed_seq),
         ]
         failed_taken = self.failed.valid & self.failed.ready
         with m.If(any_release):
@@ -728,6 +725,7 @@ class RingLink(wiring.Component):
                             state.eq(_Context.READY),
                             ctx_slot[c].eq(dispatch_slot),
                             ctx_target[c].eq(dispatch_target),
+                            ctx_seq[c].eq(tx_seq.bit_select(dispatch_target, 1)),
                             ctx_attempts[c].eq(0),
                             ctx_sent[c].eq(0),
                         ]
