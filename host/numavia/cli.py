@@ -688,8 +688,9 @@ def _add_bench(sub):
                     "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
                     "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
                     "associativity (Table 4), line size (Table 3: not available), remote/local accesses "
-                    "(Table 6) and the compute/memory/barrier split (Fig. 6). The full paper-size run "
-                    "takes a few hours on 2 cores; --size small takes minutes.")
+                    "(Table 6) and the compute/memory/barrier split (Fig. 6). On 2 cores --size small "
+                    "takes about 1.5 hours, most of it verilating 8 ring models of 1-8 cards (cached for the "
+                    "next run; --ways 4 needs 4 of them); the paper sizes replay far longer traces.")
     spl.add_argument("--kernels", type=_list_of(str, tuple(KERNELS), "kernel"), default=list(KERNELS),
                      help="comma-separated kernels (default lu,fft,ocean,barnes)")
     spl.add_argument("--nodes", type=_list_of(int, (1, 2, 4, 8, 16), "node count"), default=[1, 2, 4, 8],
