@@ -81,6 +81,18 @@ BOARD = Board(
             "soc": {"rom_size": 0x8000, "sram_size": 0x2000, "main_ram_size": 0x8000,
                     "host_mem_size": 0x8000},
         },
+        # The full card with 4 VIs and 2 completion queues instead of 8 and 4, and half the VIA
+        # receive buffer (the transmit buffer holds two jumbo frames, its least). Each VI's state is logic, not memory: out of context the VIA engine is
+        # 33.9k LUT4 with 8 VIs and 17.6k with 2 (docs/boards.md). The clock is the lowest that
+        # still carries Gigabit Ethernet's line rate (the MAC hands the card 32 bits a cycle:
+        # 31.25 MHz), with margin.
+        "compact": {
+            "card": {"slice_bytes": 64 * 1024, "private_bytes": 16 * 1024,
+                     "via_vis": 4, "via_cqs": 2, "via_rx_buffer_bytes": 32 * 1024},
+            "soc": {"rom_size": 0x8000, "sram_size": 0x2000, "main_ram_size": 0x8000,
+                    "host_mem_size": 0x8000},
+            "sys_clk_freq": 40e6,
+        },
     },
     default_config="full",
     ring_pads=ring_pads,

@@ -70,7 +70,10 @@ def generate(board, config_name=None, *, with_card=True, nodes_max=None, log=pri
             return build_firmware(folder, log=log).read_bytes()
 
         log(f"LiteX: {board.name} SoC ({config_name}{'' if with_card else ', bare'})")
-        soc = BoardSoC(board_used, config_name, with_card=with_card, firmware=firmware if with_card else None)
+        try:
+            soc = BoardSoC(board_used, config_name, with_card=with_card, firmware=firmware if with_card else None)
+        except ValueError as e:   # a card parameter the configuration sets out of range
+            raise BoardError(f"{board.name} configuration {config_name!r}: {e}") from None
         builder = Builder(soc, output_dir=str(folder), compile_software=False, compile_gateware=False,
                           csr_json=str(folder / "csr.json"))
         builder.build(build_name=TOP)
@@ -212,14 +215,14 @@ def _tool_versions(tool):
 def summarise(folder, board, config_name, with_card):
     """Resources, the clocks' achieved and required frequencies, and the build times."""
     folder = Path(folder)
-    parsed = synth.parse_report(folder / "report.json", board.nextpnr_device, board.sys_clk_freq / 1e6)
+    sys_target = board.sys_clk_freq_of(config_name) / 1e6
+    parsed = synth.parse_report(folder / "report.json", board.nextpnr_device, sys_target)
     report = json.loads((folder / "report.json").read_text())
     clocks = {name: {"achieved_mhz": round(v["achieved"], 1), "target_mhz": round(v["constraint"], 1),
                      "met": v["achieved"] >= v["constraint"]}
               for name, v in report.get("fmax", {}).items()}
     # nextpnr names a clock after its net (often a CPU signal it reaches), so ``sys`` is found by
-    # its constraint: the PLL output nextpnr derived from the board's sys_clk_freq.
-    sys_target = board.sys_clk_freq / 1e6
+    # its constraint: the PLL output nextpnr derived from the configuration's sys clock.
     sys_clocks = [c for c in clocks.values() if abs(c["target_mhz"] - sys_target) < 0.5]
     sys_clock = min(sys_clocks, key=lambda c: c["achieved_mhz"]) if sys_clocks else None
     times = json.loads((folder / "times.json").read_text()) if (folder / "times.json").exists() else {}

@@ -47,7 +47,8 @@ class Board:
     clk_name: str
     clk_freq: float
     sys_clk_freq: float
-    configs: dict                  # name -> {"card": CardConfig kwargs, "soc": NumaviaSoC kwargs}
+    configs: dict                  # name -> {"card": CardConfig kwargs, "soc": NumaviaSoC kwargs,
+                                   #          optionally "sys_clk_freq": its own sys clock}
     default_config: str
     ring_pads: object              # platform -> (tx_pads, rx_pads), or None: ring looped back inside
     leds: object                   # platform -> list of LED signals (active high)
@@ -55,6 +56,10 @@ class Board:
     node_id_pads: object = None    # platform -> the node id strap's pads (jumpers), or None: node 0
     notes: dict = field(default_factory=dict)
     nextpnr_router: str = "router1"  # router2 is faster on big, congested designs
+
+    def sys_clk_freq_of(self, config_name):
+        """The ``sys`` clock of one configuration: its own where it sets one, else the board's."""
+        return self.configs[config_name].get("sys_clk_freq", self.sys_clk_freq)
 
 
 class _CRG(LiteXModule):
@@ -89,7 +94,7 @@ class BoardSoC(NumaviaSoC):
         self.board, self.config_name, self.with_card = board, config_name, with_card
         self._firmware = firmware
         platform = board.platform(**board.platform_args)
-        sys_clk_freq = board.sys_clk_freq
+        sys_clk_freq = board.sys_clk_freq_of(config_name)
         chosen = board.configs[config_name]
         soc_kwargs = dict(chosen["soc"])
         if with_card:

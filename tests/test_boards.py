@@ -1,6 +1,7 @@
 """Board targets: pin constraints of the generated SoCs, the open-flow build judged from nextpnr's
 report, and the build/flash commands' errors."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -11,19 +12,20 @@ from numavia import logic_paths
 from numavia.boards import flow
 from numavia.boards.flow import BoardError, TOP, check_constraints
 
-BOARDS = flow.BOARD_NAMES
+CONFIGS = [(name, config) for name in flow.BOARD_NAMES for config in flow.load_board(name).configs]
 
 
-@pytest.fixture(scope="module", params=BOARDS)
+@pytest.fixture(scope="module", params=CONFIGS, ids=["-".join(c) for c in CONFIGS])
 def generated(request):
-    board = flow.load_board(request.param)
-    folder = flow.generate(board, log=lambda m: None)
+    name, config = request.param
+    board = flow.load_board(name)
+    folder = flow.generate(board, config, log=lambda m: None)
     gateware = folder / "gateware"
-    return board, folder, (gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text()
+    return board, config, folder, (gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text()
 
 
 def test_every_port_has_one_pin_and_no_pin_is_shared(generated):
-    board, _, verilog, lpf = generated
+    board, config, _, verilog, lpf = generated
     sites = check_constraints(verilog, lpf)
     ports = flow.top_ports(verilog)
     assert sorted(sites) == sorted(ports)
@@ -32,12 +34,12 @@ def test_every_port_has_one_pin_and_no_pin_is_shared(generated):
     # card has its VIA engine.
     for port in (board.clk_name, "serial_tx", "serial_rx"):
         assert port in sites
-    via = board.configs[board.default_config]["card"].get("via", True)
+    via = board.configs[config]["card"].get("via", True)
     assert via == ("eth0_tx_ctl" in sites) == ("eth_clocks0_rx" in sites)
 
 
 def test_ring_link_on_pins_where_the_board_has_them(generated):
-    board, _, verilog, lpf = generated
+    board, _, _, verilog, lpf = generated
     ports = flow.top_ports(verilog)
     ring = [p for p in ports if p.startswith("ring_")]
     if board.ring_pads is None:
@@ -49,11 +51,17 @@ def test_ring_link_on_pins_where_the_board_has_them(generated):
 
 
 def test_firmware_is_in_the_rom(generated):
-    board, folder, verilog, _ = generated
+    _, _, folder, _, _ = generated
     rom = (folder / "gateware" / f"{TOP}_rom.init").read_text().split()
     assert any(int(word, 16) for word in rom)
     csr = json.loads((folder / "csr.json").read_text())
     assert "uart" in csr["csr_bases"]   # the firmware's console: the crossover UART
+
+
+def test_the_soc_runs_at_its_configurations_clock(generated):
+    board, config, folder, _, _ = generated
+    csr = json.loads((folder / "csr.json").read_text())
+    assert csr["constants"]["config_clock_frequency"] == board.sys_clk_freq_of(config)
 
 
 def test_constraint_checker_finds_a_shared_pin_and_a_missing_one():
@@ -71,6 +79,15 @@ def test_unknown_board_and_configuration_are_one_line_errors():
         flow.load_board("arty")
     with pytest.raises(BoardError, match="no configuration 'huge'"):
         flow.generate(flow.load_board("colorlight_i5"), "huge")
+
+
+def test_a_configuration_out_of_range_is_a_one_line_error():
+    board = flow.load_board("ecpix5")
+    small_buffer = {"card": {"via_tx_buffer_bytes": 4096}, "soc": board.configs[board.default_config]["soc"]}
+    board = dataclasses.replace(board, configs={"small_buffer": small_buffer}, default_config="small_buffer")
+    with pytest.raises(BoardError, match=r"^ecpix5 configuration 'small_buffer': tx_buffer_bytes must hold "
+                                         r"two frames of the largest MTU \(18028 bytes\)$"):
+        flow.generate(board, log=lambda m: None)
 
 
 def _numavia(*args):
@@ -128,7 +145,7 @@ def test_reduced_card_on_the_25f_builds_and_meets_timing():
     report = flow.build(board, log=lambda m: None)   # the same cache entry as `make bitstream`
     assert report["clocks"], "nextpnr analysed no clock"
     assert report["sys_clock"] is not None, "no clock constrained at the board's sys frequency"
-    assert report["sys_clock"]["target_mhz"] == pytest.approx(board.sys_clk_freq / 1e6, abs=0.5)
+    assert report["sys_clock"]["target_mhz"] == pytest.approx(board.sys_clk_freq_of(board.default_config) / 1e6, abs=0.5)
     for name, clock in report["clocks"].items():
         assert clock["achieved_mhz"] >= clock["target_mhz"], f"{name} misses timing"
     flow.check_timing(report)
