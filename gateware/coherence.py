@@ -97,18 +97,21 @@ def is_head(state):
 
 # --- Network cache geometry ----------------------------------------------------------------------
 
-#: Shifts of the home node XORed into the set index: slices of different homes sit at the same
-#: offsets (data is partitioned by node), so indexing by offset alone would make them collide.
-#: XOR (not a multiply) keeps the tag SRAM's address path free of carries.
-HOME_SET_SHIFTS = (0, 2, 5)
-
-
 def cache_set(line_index, home, sets):
     """Set of a line (``line_index`` = offset // LINE_BYTES within its home's slice).
 
+    Every node lays its slice out alike (the same arrays at the same offsets), so indexing by
+    offset alone would put every home's hot lines into the same sets. The home node's bits,
+    reversed, are XORed into the top of the index: two homes then use opposite halves of the
+    sets, four homes quarters, and so on, for any slice data that fits in sets / homes lines.
+    (Reversed so that the low node ids, the ones a small ring uses, spread widest; XOR and not a
+    sum keeps the tag SRAM's address path free of carries.)
+
     Works on ints and on Amaranth values alike; ``sets`` is a power of two.
     """
-    spread = home << HOME_SET_SHIFTS[0]
-    for shift in HOME_SET_SHIFTS[1:]:
-        spread = spread ^ (home << shift)
+    set_bits = (sets - 1).bit_length()
+    spread = 0
+    for bit in range(NODE_ID_BITS):
+        spread = spread ^ (((home >> bit) & 1) << (NODE_ID_BITS - 1 - bit))
+    spread = spread << (set_bits - NODE_ID_BITS) if set_bits >= NODE_ID_BITS else spread >> (NODE_ID_BITS - set_bits)
     return (line_index ^ spread) & (sets - 1)

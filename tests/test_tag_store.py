@@ -31,8 +31,8 @@ async def command(ctx, dut, op, *, addr=0, **fields):
             return resp, cycles
 
 
-def run(ways, testbench):
-    dut = TagStore(sets=SETS, ways=ways, slice_lines=SLICE_LINES)
+def run(ways, testbench, sets=SETS):
+    dut = TagStore(sets=sets, ways=ways, slice_lines=SLICE_LINES)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
@@ -145,6 +145,25 @@ def test_lookups_are_pipelined_one_per_cycle():
                 seen.append(resp.way)
         assert seen == [0, 1, 2, 3]
     run(4, tb)
+
+
+def test_homes_laying_out_their_slices_alike_share_a_direct_mapped_cache():
+    """Every node puts the same arrays at the same offsets of its slice, so the hot lines of
+    different homes have the same offsets. Four homes' first sets/4 lines must all fit a
+    direct-mapped cache at once: none evicts another (the home's bits spread over the top of the
+    set index; XORing small multiples of the home into the low bits left them colliding)."""
+    sets, homes = 256, 4
+    lines = [line_address(home, index * 64) for home in range(homes) for index in range(sets // homes)]
+
+    async def tb(ctx, dut):
+        for line in lines:
+            resp, _ = await command(ctx, dut, TagOp.ALLOC, addr=line)
+            assert not resp.victim and not resp.no_way, f"line {line:#x} evicts another"
+            await command(ctx, dut, TagOp.WRITE_TAG, addr=line, way=resp.way, state=C.ONLY_FRESH)
+        for line in lines:
+            resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=line)
+            assert resp.hit
+    run(1, tb, sets=sets)
 
 
 def test_bad_geometry_is_rejected():
