@@ -55,7 +55,7 @@ class Board:
     reset: object = None           # platform -> reset signal (active high), or None
     node_id_pads: object = None    # platform -> the node id strap's pads (jumpers), or None: node 0
     notes: dict = field(default_factory=dict)
-    nextpnr_router: str = "router1"  # router2 is faster on big, congested designs
+    nextpnr_router: str = "router1"  # nextpnr's router (router2 stalled on the ECPIX-5 card: docs/boards.md)
 
     def sys_clk_freq_of(self, config_name):
         """The ``sys`` clock of one configuration: its own where it sets one, else the board's."""
