@@ -81,10 +81,11 @@ BOARD = Board(
                     "host_mem_size": 0x8000},
         },
         # The full card with 4 VIs and 2 completion queues instead of 8 and 4, and half the VIA
-        # receive buffer (the transmit buffer holds two jumbo frames, its least). Each VI's state is logic, not memory: out of context the VIA engine is
-        # 33.9k LUT4 with 8 VIs and 17.6k with 2 (docs/boards.md). At 40 MHz it placed at
-        # 35.8 MHz; 33.3 MHz still carries Gigabit Ethernet's line rate (the MAC hands the card
-        # 32 bits a cycle: 133 MB/s against 125).
+        # receive buffer (the transmit buffer holds two jumbo frames, its least). Each VI's state
+        # is logic, not memory: out of context the VIA engine is 33.9k LUT4 with 8 VIs and 17.6k
+        # with 2 (docs/boards.md). At 40 MHz it placed at 35.8 MHz; 33.3 MHz still carries
+        # Gigabit Ethernet's line rate (the MAC hands the card 32 bits a cycle: 133 MB/s
+        # against 125).
         "compact": {
             "card": {"slice_bytes": 64 * 1024, "private_bytes": 16 * 1024,
                      "via_vis": 4, "via_cqs": 2, "via_rx_buffer_bytes": 32 * 1024},

@@ -113,5 +113,8 @@ def cache_set(line_index, home, sets):
     spread = 0
     for bit in range(NODE_ID_BITS):
         spread = spread ^ (((home >> bit) & 1) << (NODE_ID_BITS - 1 - bit))
-    spread = spread << (set_bits - NODE_ID_BITS) if set_bits >= NODE_ID_BITS else spread >> (NODE_ID_BITS - set_bits)
+    if set_bits >= NODE_ID_BITS:
+        spread = spread << (set_bits - NODE_ID_BITS)
+    else:
+        spread = spread >> (NODE_ID_BITS - set_bits)
     return (line_index ^ spread) & (sets - 1)
