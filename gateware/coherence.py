@@ -109,12 +109,8 @@ def cache_set(line_index, home, sets):
 
     Works on ints and on Amaranth values alike; ``sets`` is a power of two.
     """
-    set_bits = (sets - 1).bit_length()
+    top = (sets - 1).bit_length() - 1
     spread = 0
-    for bit in range(NODE_ID_BITS):
-        spread = spread ^ (((home >> bit) & 1) << (NODE_ID_BITS - 1 - bit))
-    if set_bits >= NODE_ID_BITS:
-        spread = spread << (set_bits - NODE_ID_BITS)
-    else:
-        spread = spread >> (NODE_ID_BITS - set_bits)
+    for bit in range(min(NODE_ID_BITS, top + 1)):   # home bit b to index bit top - b
+        spread = spread ^ (((home >> bit) & 1) << (top - bit))
     return (line_index ^ spread) & (sets - 1)
