@@ -17,6 +17,15 @@ from numavia.boards.target import Board
 SYS_CLK_FREQ = 75e6
 
 
+# The card as simulated, with the shared slice and private memory sized for the block RAM (on-chip,
+# as in simulation; the DDR3 is not used). With 64 KiB of host memory yosys mapped 215 block RAMs
+# (of 208): 32 KiB.
+FULL = {
+    "card": {"slice_bytes": 64 * 1024, "private_bytes": 16 * 1024},
+    "soc": {"rom_size": 0x8000, "sram_size": 0x2000, "main_ram_size": 0x8000, "host_mem_size": 0x8000},
+}
+
+
 def _pmod_pins(pmods, count):
     pins = [f"{pmod}:{i}" for pmod in pmods for i in range(8)]
     return pins[:count]
@@ -72,14 +81,7 @@ BOARD = Board(
     clk_freq=100e6,
     sys_clk_freq=SYS_CLK_FREQ,
     configs={
-        # The card as simulated, with the shared slice and private memory sized for the block RAM
-        # (on-chip, as in simulation; the DDR3 is not used). With 64 KiB of host memory yosys
-        # mapped 215 block RAMs (of 208): 32 KiB.
-        "full": {
-            "card": {"slice_bytes": 64 * 1024, "private_bytes": 16 * 1024},
-            "soc": {"rom_size": 0x8000, "sram_size": 0x2000, "main_ram_size": 0x8000,
-                    "host_mem_size": 0x8000},
-        },
+        "full": FULL,
         # The full card with 4 VIs and 2 completion queues instead of 8 and 4, and half the VIA
         # receive buffer (the transmit buffer holds two jumbo frames, its least). Each VI's state
         # is logic, not memory: out of context the VIA engine is 33.9k LUT4 with 8 VIs and 17.6k
@@ -87,10 +89,8 @@ BOARD = Board(
         # Gigabit Ethernet's line rate (the MAC hands the card 32 bits a cycle: 133 MB/s
         # against 125).
         "compact": {
-            "card": {"slice_bytes": 64 * 1024, "private_bytes": 16 * 1024,
-                     "via_vis": 4, "via_cqs": 2, "via_rx_buffer_bytes": 32 * 1024},
-            "soc": {"rom_size": 0x8000, "sram_size": 0x2000, "main_ram_size": 0x8000,
-                    "host_mem_size": 0x8000},
+            "card": {**FULL["card"], "via_vis": 4, "via_cqs": 2, "via_rx_buffer_bytes": 32 * 1024},
+            "soc": FULL["soc"],
             "sys_clk_freq": 100e6 / 3,
         },
     },
