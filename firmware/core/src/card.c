@@ -70,13 +70,6 @@ nv_status nv_card_set_node_id(unsigned node_id)
     return NV_OK;
 }
 
-uint64_t nv_card_cycles(void)
-{
-    uint32_t lo = nv_reg_read(NV_CTRL_CYCLES_LO);   /* latches the high word */
-    uint32_t hi = nv_reg_read(NV_CTRL_CYCLES_HI);
-    return (uint64_t)hi << 32 | lo;
-}
-
 nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_version,
                   const struct nv_ucode_image *ucode)
 {

@@ -39,6 +39,9 @@
 #define HDR(field) NV_PP_HEADER_##field##_OFFSET, NV_PP_HEADER_##field##_BYTES
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
 #define CHECK(x) do { uint32_t r_ = (x); if (r_ != NV_VIP_SUCCESS) return r_; } while (0)
+/* A message's path, kept together in the image (numavia/platform.h): the benchmark times it. */
+#define TIMED NV_TIMED(pushpull)
+#define TIMED_LOOP NV_TIMED_ENTRY(pushpull)
 
 /* Records (descriptors, headers) are little-endian with every field inside one 32-bit word, or
  * two whole words for 8-byte addresses (checked below), so fields are set with word operations:
@@ -55,7 +58,7 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
                FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
                NV_DESC_DATA_SIZE % 4 == 0, "descriptor fields must sit inside words");
 
-static inline void put_field(uint32_t *w, unsigned offset, unsigned bytes, uint64_t value)
+static inline TIMED void put_field(uint32_t *w, unsigned offset, unsigned bytes, uint64_t value)
 {
     if (bytes == 8) {
         w[offset / 4] = (uint32_t)value;
@@ -67,7 +70,7 @@ static inline void put_field(uint32_t *w, unsigned offset, unsigned bytes, uint6
     w[offset / 4] = (w[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask);
 }
 
-static inline uint64_t get_field(const uint32_t *w, unsigned offset, unsigned bytes)
+static inline TIMED uint64_t get_field(const uint32_t *w, unsigned offset, unsigned bytes)
 {
     if (bytes == 8)
         return (uint64_t)w[offset / 4 + 1] << 32 | w[offset / 4];
@@ -75,7 +78,7 @@ static inline uint64_t get_field(const uint32_t *w, unsigned offset, unsigned by
     return bytes == 4 ? v : v & ((1u << (8 * bytes)) - 1u);
 }
 
-void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
+TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
 {
     if (threshold > NV_PP_MAX_PUSH)
         threshold = NV_PP_MAX_PUSH;
@@ -94,26 +97,26 @@ void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_
     }
 }
 
-static uint32_t cycles32(void)
+static TIMED uint32_t cycles32(void)
 {
     return nv_reg_read(NV_CTRL_CYCLES_LO);
 }
 
 /* --- host memory ---------------------------------------------------------------------------- */
 
-static uint8_t read_byte(uint32_t pa)
+static TIMED uint8_t read_byte(uint32_t pa)
 {
     return (uint8_t)(nv_host_read32(pa & ~3u) >> (8 * (pa & 3u)));
 }
 
-static void write_byte(uint32_t pa, uint8_t value)
+static TIMED void write_byte(uint32_t pa, uint8_t value)
 {
     uint32_t shift = 8 * (pa & 3u), word = nv_host_read32(pa & ~3u);
     nv_host_write32(pa & ~3u, (word & ~(0xffu << shift)) | (uint32_t)value << shift);
 }
 
 /* A CPU copy through the uncached window: words where source and destination agree mod 4. */
-static void host_copy(uint32_t dst, uint32_t src, uint32_t n)
+static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
 {
     if (((dst ^ src) & 3u) == 0) {
         for (; n && (dst & 3u); n--)
@@ -142,7 +145,7 @@ struct desc {
 };
 
 /* Write the descriptor (STATUS zero) at `offset` of the descriptor page and ring the doorbell. */
-static void post(const struct nv_pp *pp, int send_queue, uint32_t offset, const struct desc *d)
+static TIMED void post(const struct nv_pp *pp, int send_queue, uint32_t offset, const struct desc *d)
 {
     uint32_t w[MAX_DESC_WORDS] = {0};
     uint32_t at = NV_DESC_CONTROL_SIZE;
@@ -168,7 +171,7 @@ static void post(const struct nv_pp *pp, int send_queue, uint32_t offset, const 
 }
 
 /* 1 if the descriptor is done, 0 if not yet; VIP_ERROR (>1) if it completed in error. */
-static uint32_t done(const struct nv_pp *pp, uint32_t offset)
+static TIMED uint32_t done(const struct nv_pp *pp, uint32_t offset)
 {
     nv_host_sync();
     uint32_t status = nv_host_read32(pp->cfg.desc + offset + NV_DESC_CONTROL_STATUS_OFFSET);
@@ -181,13 +184,13 @@ static uint32_t done(const struct nv_pp *pp, uint32_t offset)
     return 1;
 }
 
-static int expired(const struct nv_pp *pp, uint32_t start)
+static TIMED int expired(const struct nv_pp *pp, uint32_t start)
 {
     return cycles32() - start > pp->timeout_cycles;
 }
 
 /* Reap send descriptors, in order, until `count` have completed. */
-static uint32_t reap_sends(struct nv_pp *pp, uint32_t count)
+static TIMED uint32_t reap_sends(struct nv_pp *pp, uint32_t count)
 {
     uint32_t start = cycles32();
     while ((int32_t)(count - pp->sends_reaped) > 0) {
@@ -203,7 +206,7 @@ static uint32_t reap_sends(struct nv_pp *pp, uint32_t count)
 }
 
 /* Post a send-queue descriptor; its number in *index. */
-static uint32_t post_send(struct nv_pp *pp, const struct desc *d, uint32_t *index)
+static TIMED uint32_t post_send(struct nv_pp *pp, const struct desc *d, uint32_t *index)
 {
     if (pp->sends_posted - pp->sends_reaped >= NV_PP_SEND_DESCS)
         CHECK(reap_sends(pp, pp->sends_reaped + 1));
@@ -212,19 +215,19 @@ static uint32_t post_send(struct nv_pp *pp, const struct desc *d, uint32_t *inde
     return NV_VIP_SUCCESS;
 }
 
-static uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
+static TIMED uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
 {
     return pp->cfg.area.pa + offset;
 }
 
-static uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
+static TIMED uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
 {
     return pp->cfg.area.va + offset;
 }
 
 /* --- pushed-buffer slots and incoming messages ---------------------------------------------- */
 
-static void post_slot(struct nv_pp *pp, unsigned slot)
+static TIMED void post_slot(struct nv_pp *pp, unsigned slot)
 {
     struct desc d = {.op = NV_CONTROL_OP_SENDRECV, .nsegs = 1,
                      .segs = {{area_va(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES), pp->cfg.area_handle,
@@ -234,7 +237,7 @@ static void post_slot(struct nv_pp *pp, unsigned slot)
     pp->posted_count++;
 }
 
-static void read_header(const struct nv_pp *pp, unsigned slot, uint32_t w[8])
+static TIMED void read_header(const struct nv_pp *pp, unsigned slot, uint32_t w[8])
 {
     uint32_t at = area_pa(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES);
     for (unsigned i = 0; i < NV_PP_HEADER_SIZE / 4; i++)
@@ -243,7 +246,7 @@ static void read_header(const struct nv_pp *pp, unsigned slot, uint32_t w[8])
 
 /* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
  * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv. */
-static uint32_t poll_incoming(struct nv_pp *pp)
+static TIMED uint32_t poll_incoming(struct nv_pp *pp)
 {
     if (pp->posted_count == 0)
         return NV_VIP_SUCCESS;
@@ -275,7 +278,7 @@ static uint32_t poll_incoming(struct nv_pp *pp)
 }
 
 /* Wait until the peer has a slot for us. */
-static uint32_t wait_credit(struct nv_pp *pp)
+static TIMED uint32_t wait_credit(struct nv_pp *pp)
 {
     uint32_t start = cycles32();
     if (pp->credits == 0)
@@ -289,7 +292,7 @@ static uint32_t wait_credit(struct nv_pp *pp)
 }
 
 /* An ACK (for `seq`) or a CREDIT message: a header only, from the ack header area. */
-static uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq, uint32_t *index)
+static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq, uint32_t *index)
 {
     CHECK(reap_sends(pp, pp->ack_user));
     CHECK(wait_credit(pp));
@@ -311,7 +314,7 @@ static uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq, uint
 
 /* --- translation: a user range into the card's ATT ------------------------------------------- */
 
-static uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
+static TIMED uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
                           uint32_t attributes, uint32_t *handle)
 {
     *handle = NO_HANDLE;
@@ -331,14 +334,14 @@ static uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     return NV_VIP_SUCCESS;
 }
 
-static void untranslate(struct nv_pp *pp, uint32_t *handle)
+static TIMED void untranslate(struct nv_pp *pp, uint32_t *handle)
 {
     if (*handle != NO_HANDLE)
         nv_via_deregister_mem(pp->via, *handle);
     *handle = NO_HANDLE;
 }
 
-static struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offset)
+static TIMED struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offset)
 {
     return (struct nv_pp_buf){buf.va + offset, buf.pa + offset};
 }
@@ -366,7 +369,7 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     return NV_VIP_SUCCESS;
 }
 
-uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
+TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
 {
     uint32_t t0 = cycles32();
     if (!pp->open)
@@ -439,7 +442,7 @@ uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
 
 /* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again;
  * a receiver that owes most of its slots tells its peer (it may be sending only). */
-static uint32_t take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *w, struct nv_pp_buf buf)
+static TIMED uint32_t take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *w, struct nv_pp_buf buf)
 {
     uint32_t pushed = (uint32_t)get_field(w, HDR(PUSHED));
     if (get_field(w, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
@@ -455,7 +458,7 @@ static uint32_t take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *w, 
     return NV_VIP_SUCCESS;
 }
 
-uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
+TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
 {
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
@@ -539,7 +542,7 @@ uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, u
     return NV_VIP_SUCCESS;
 }
 
-uint32_t nv_pp_drain(struct nv_pp *pp)
+TIMED uint32_t nv_pp_drain(struct nv_pp *pp)
 {
     return reap_sends(pp, pp->sends_posted);
 }
@@ -548,13 +551,13 @@ uint32_t nv_pp_drain(struct nv_pp *pp)
 
 /* The test pattern, four bytes at a time (byte k of message m from sender s: 7k + 13m + 101s + 1),
  * so that checking a message costs a few cycles per byte on this core, not tens. */
-static uint32_t pattern_word(uint32_t message, uint32_t sender, uint32_t k)
+static TIMED uint32_t pattern_word(uint32_t message, uint32_t sender, uint32_t k)
 {
     uint32_t x = k * 7u + message * 13u + sender * 101u + 1u;
     return (x & 0xffu) | ((x + 7u) & 0xffu) << 8 | ((x + 14u) & 0xffu) << 16 | (x + 21u) << 24;
 }
 
-static void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
+static TIMED void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     for (uint32_t k = 0; k < size; k += 4) {
         uint32_t word = pattern_word(message, sender, k);
@@ -567,7 +570,7 @@ static void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t
 }
 
 /* Bytes of the message that differ from the pattern (a word at a time: the buffer is aligned). */
-static uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
+static TIMED uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     uint32_t bad = 0;
     nv_host_sync();
@@ -580,7 +583,7 @@ static uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message,
 }
 
 /* Scribble over the receive buffer so a message that did not arrive is not found there. */
-static void scribble(struct nv_pp_buf buf, uint32_t size)
+static TIMED void scribble(struct nv_pp_buf buf, uint32_t size)
 {
     for (uint32_t k = 0; k + 4 <= size; k += 4)
         nv_host_write32(buf.pa + k, 0xa5a5a5a5u);
@@ -588,7 +591,7 @@ static void scribble(struct nv_pp_buf buf, uint32_t size)
         write_byte(buf.pa + k, 0xa5);
 }
 
-static uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,
+static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,
                             uint32_t sender, int verify, uint32_t *bad)
 {
     uint32_t length = 0;
@@ -599,6 +602,40 @@ static uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t si
         *bad += size > length ? size - length : length - size;
     if (verify)
         *bad += bad_bytes(user, size, message, sender);
+    return NV_VIP_SUCCESS;
+}
+
+/* The timed run: ITERATIONS ping-pongs (or one-way messages, in a burst), drained; `late` cycles of
+ * delay before each receive. */
+static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_args *a, struct nv_pp_buf user,
+                                     uint32_t flags, uint64_t late, uint32_t *bad, uint64_t *cycles)
+{
+    int initiator = a->role != 0, verify = (flags & NV_PP_BENCH_FLAG_VERIFY) != 0;
+    int burst = (flags & NV_PP_BENCH_FLAG_BURST) != 0;
+    uint64_t t0 = nv_card_cycles();
+    for (uint32_t i = 0; i < a->iterations; i++) {
+        if (initiator) {
+            if (verify)
+                fill(user, a->size, i, 1);
+            CHECK(nv_pp_send(pp, user, a->size));
+            if (!burst)
+                CHECK(receive_one(pp, user, a->size, i, 0, verify, bad));
+        } else {
+            if (late) {   /* the receive is posted late: the push waits in its slot */
+                uint64_t until = nv_card_cycles() + late;
+                while (nv_card_cycles() < until)
+                    ;
+            }
+            CHECK(receive_one(pp, user, a->size, i, 1, verify, bad));
+            if (!burst) {
+                if (verify)
+                    fill(user, a->size, i, 0);
+                CHECK(nv_pp_send(pp, user, a->size));
+            }
+        }
+    }
+    CHECK(nv_pp_drain(pp));
+    *cycles = nv_card_cycles() - t0;
     return NV_VIP_SUCCESS;
 }
 
@@ -627,35 +664,9 @@ uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t
         pp.cfg.threshold = cfg.threshold;
     }
     pp.stats = (struct nv_pp_stats){0};
-    struct nv_pp_buf user = at_offset(cfg.area, NV_PP_AREA_BYTES);
-    int initiator = a->role != 0, verify = (flags & NV_PP_BENCH_FLAG_VERIFY) != 0;
-    int burst = (flags & NV_PP_BENCH_FLAG_BURST) != 0;
     uint64_t late = (uint64_t)(flags >> NV_PP_FLAGS_LATE_US_SHIFT) * (via->clk_freq_hz / 1000000u);
     uint32_t bad = 0;
-    uint64_t t0 = nv_card_cycles();
-    for (uint32_t i = 0; i < a->iterations; i++) {
-        if (initiator) {
-            if (verify)
-                fill(user, a->size, i, 1);
-            CHECK(nv_pp_send(&pp, user, a->size));
-            if (!burst)
-                CHECK(receive_one(&pp, user, a->size, i, 0, verify, &bad));
-        } else {
-            if (late) {   /* the receive is posted late: the push waits in its slot */
-                uint64_t until = nv_card_cycles() + late;
-                while (nv_card_cycles() < until)
-                    ;
-            }
-            CHECK(receive_one(&pp, user, a->size, i, 1, verify, &bad));
-            if (!burst) {
-                if (verify)
-                    fill(user, a->size, i, 0);
-                CHECK(nv_pp_send(&pp, user, a->size));
-            }
-        }
-    }
-    CHECK(nv_pp_drain(&pp));
-    r->cycles = nv_card_cycles() - t0;
+    CHECK(ping_pong(&pp, a, at_offset(cfg.area, NV_PP_AREA_BYTES), flags, late, &bad, &r->cycles));
     r->polls = pp.stats.credit_waits;
     words[NV_PP_RES_ONE_WAY_CYCLES_LO] = (uint32_t)pp.stats.one_way_cycles;
     words[NV_PP_RES_ONE_WAY_CYCLES_HI] = (uint32_t)(pp.stats.one_way_cycles >> 32);

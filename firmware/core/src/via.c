@@ -9,23 +9,27 @@
 #include "numavia_via.h"
 #include "via_internal.h"
 
-void nv_put_field(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value)
+/* These, and nv_via_host_range, are on push-pull's timed path through memory registration
+ * (NV_TIMED). The value goes byte by byte through its two 32-bit halves: a 64-bit shift by a
+ * variable count would call the C runtime (__ashldi3), outside the group. */
+NV_TIMED(pushpull) void nv_put_field(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value)
 {
+    uint32_t half[2] = {(uint32_t)value, (uint32_t)(value >> 32)};
     for (unsigned i = 0; i < bytes; i++) {
         unsigned at = offset + i;
         words[at / 4] &= ~(0xffu << (8 * (at % 4)));
-        words[at / 4] |= (uint32_t)((value >> (8 * i)) & 0xff) << (8 * (at % 4));
+        words[at / 4] |= ((half[i / 4] >> (8 * (i % 4))) & 0xff) << (8 * (at % 4));
     }
 }
 
-uint64_t nv_get_field(const uint32_t *words, unsigned offset, unsigned bytes)
+NV_TIMED(pushpull) uint64_t nv_get_field(const uint32_t *words, unsigned offset, unsigned bytes)
 {
-    uint64_t value = 0;
+    uint32_t half[2] = {0, 0};
     for (unsigned i = 0; i < bytes; i++) {
         unsigned at = offset + i;
-        value |= (uint64_t)((words[at / 4] >> (8 * (at % 4))) & 0xff) << (8 * i);
+        half[i / 4] |= ((words[at / 4] >> (8 * (at % 4))) & 0xff) << (8 * (i % 4));
     }
-    return value;
+    return (uint64_t)half[1] << 32 | half[0];
 }
 
 uint64_t nv_via_now_us(const struct nv_via *via)
@@ -133,7 +137,7 @@ static uint32_t destroy_ptag(struct nv_via *via, uint32_t ptag)
     return NV_VIP_SUCCESS;
 }
 
-int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
+NV_TIMED(pushpull) int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
 {
     return addr >= via->host_base && length <= via->host_size &&
            addr - via->host_base <= via->host_size - length;

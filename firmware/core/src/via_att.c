@@ -13,13 +13,15 @@
 #include "via_internal.h"
 
 #define PAGE_MASK (NV_ATT_PAGE_SIZE - 1u)
+/* Push-pull registers memory for every long message: this is on its timed path (NV_TIMED). */
+#define TIMED NV_TIMED(pushpull)
 
-static int l2_used(const struct nv_via *via, uint32_t i)
+static TIMED int l2_used(const struct nv_via *via, uint32_t i)
 {
     return (via->l2_used[i / 32] >> (i % 32)) & 1u;
 }
 
-static void l2_mark(struct nv_via *via, uint32_t first, uint32_t count, int used)
+static TIMED void l2_mark(struct nv_via *via, uint32_t first, uint32_t count, int used)
 {
     for (uint32_t i = first; i < first + count; i++) {
         if (used)
@@ -30,7 +32,7 @@ static void l2_mark(struct nv_via *via, uint32_t first, uint32_t count, int used
 }
 
 /* First run of `count` free level-2 entries, or att_pages if there is none. */
-static uint32_t l2_find(const struct nv_via *via, uint32_t count)
+static TIMED uint32_t l2_find(const struct nv_via *via, uint32_t count)
 {
     uint32_t run = 0;
     for (uint32_t i = 0; i < via->att_pages; i++) {
@@ -41,7 +43,7 @@ static uint32_t l2_find(const struct nv_via *via, uint32_t count)
     return via->att_pages;
 }
 
-static void att_write(uint32_t word, uint32_t value)
+static TIMED void att_write(uint32_t word, uint32_t value)
 {
     nv_reg_write(NV_VIA_ATT_ADDR, word);
     nv_reg_write(NV_VIA_ATT_WDATA, value);
@@ -49,7 +51,7 @@ static void att_write(uint32_t word, uint32_t value)
 
 #define PUT(words, field, value) nv_put_field(words, NV_ATT_L1_##field##_OFFSET, NV_ATT_L1_##field##_BYTES, value)
 
-uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag,
+TIMED uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag,
                              uint32_t attributes, uint32_t page_list, uint32_t page_count, uint32_t *handle)
 {
     const uint32_t rights = NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK | NV_ATT_L1_ATTRIBUTES_RDMA_WRITE_MASK;
@@ -108,7 +110,7 @@ uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, u
     return NV_VIP_SUCCESS;
 }
 
-uint32_t nv_via_deregister_mem(struct nv_via *via, uint32_t handle)
+TIMED uint32_t nv_via_deregister_mem(struct nv_via *via, uint32_t handle)
 {
     if (handle >= via->att_regions || !via->regions[handle].used)
         return NV_VIP_INVALID_PARAMETER;

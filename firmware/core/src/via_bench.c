@@ -24,6 +24,9 @@
 #define SEND_DESC (RECV_SLOTS * SLOT_BYTES)
 #define DESC_WORDS 16u
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
+/* The timed loops and everything they call, kept together in the image (numavia/platform.h). */
+#define TIMED NV_TIMED(via_bench)
+#define TIMED_LOOP NV_TIMED_ENTRY(via_bench)
 
 struct agent {
     struct nv_via *via;
@@ -58,12 +61,12 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
 /* Post a descriptor: write it into host memory (its STATUS word zero) and ring the doorbell. The
  * fields are the same every time, so they are laid out once and copied, as a VIPL library fills
  * its descriptor structure. */
-static uint32_t slot(int send_queue, uint32_t index)
+static TIMED uint32_t slot(int send_queue, uint32_t index)
 {
     return send_queue ? SEND_DESC + (index % STREAM_DEPTH) * SLOT_BYTES : RECV_DESC + (index % RECV_SLOTS) * SLOT_BYTES;
 }
 
-static void post_slot(const struct agent *g, int send_queue, uint32_t index)
+static TIMED void post_slot(const struct agent *g, int send_queue, uint32_t index)
 {
     const struct nv_bench_args *a = g->a;
     const uint32_t *w = send_queue ? g->send_words : g->recv_words;
@@ -75,12 +78,12 @@ static void post_slot(const struct agent *g, int send_queue, uint32_t index)
 }
 
 /* The low word of the card's cycle counter: one register read, for intervals under 40 s. */
-static uint32_t cycles32(void)
+static TIMED uint32_t cycles32(void)
 {
     return nv_reg_read(NV_CTRL_CYCLES_LO);
 }
 
-static void post_recv_slot(struct agent *g, uint32_t index)
+static TIMED void post_recv_slot(struct agent *g, uint32_t index)
 {
     uint32_t t0 = cycles32();
     post_slot(g, 0, index);
@@ -88,18 +91,18 @@ static void post_recv_slot(struct agent *g, uint32_t index)
     g->r->post_recvs++;
 }
 
-static void post_recv(struct agent *g)
+static TIMED void post_recv(struct agent *g)
 {
     post_recv_slot(g, 0);
 }
 
-static void post_send(struct agent *g)
+static TIMED void post_send(struct agent *g)
 {
     post_slot(g, 1, 0);
 }
 
 /* Wait for a descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
-static uint32_t wait_done(struct agent *g, uint32_t offset)
+static TIMED uint32_t wait_done(struct agent *g, uint32_t offset)
 {
     uint32_t status_addr = g->a->desc + offset + NV_DESC_CONTROL_STATUS_OFFSET;
     uint32_t deadline = cycles32() + g->timeout_cycles;
@@ -120,29 +123,29 @@ static uint32_t wait_done(struct agent *g, uint32_t offset)
 }
 
 /* RDMA-write ping-pong: the last byte of each transfer is a marker the receiver polls for. */
-static uint8_t marker(uint32_t i, uint32_t initiator)
+static TIMED uint8_t marker(uint32_t i, uint32_t initiator)
 {
     return (uint8_t)((2 * i + initiator) % 255 + 1);
 }
 
-static uint32_t last_word(const struct nv_bench_args *a)
+static TIMED uint32_t last_word(const struct nv_bench_args *a)
 {
     return (a->buf_pa + a->size - 1) & ~3u;
 }
 
-static unsigned last_shift(const struct nv_bench_args *a)
+static TIMED unsigned last_shift(const struct nv_bench_args *a)
 {
     return 8 * ((a->buf_pa + a->size - 1) & 3u);
 }
 
-static void set_marker(struct agent *g, uint8_t m)
+static TIMED void set_marker(struct agent *g, uint8_t m)
 {
     uint32_t word = nv_host_read32(last_word(g->a));
     word = (word & ~(0xffu << last_shift(g->a))) | (uint32_t)m << last_shift(g->a);
     nv_host_write32(last_word(g->a), word);
 }
 
-static uint32_t wait_marker(struct agent *g, uint8_t m)
+static TIMED uint32_t wait_marker(struct agent *g, uint8_t m)
 {
     uint32_t deadline = cycles32() + g->timeout_cycles;
     for (;;) {
@@ -157,7 +160,7 @@ static uint32_t wait_marker(struct agent *g, uint8_t m)
 
 #define CHECK(x) do { uint32_t r_ = (x); if (r_ != NV_VIP_SUCCESS) return r_; } while (0)
 
-static uint32_t send_recv(struct agent *g)
+static TIMED_LOOP uint32_t send_recv(struct agent *g)
 {
     uint32_t n = g->a->iterations;
     int initiator = g->a->role != 0;
@@ -185,7 +188,7 @@ static uint32_t send_recv(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-static uint32_t rdma_write(struct agent *g)
+static TIMED_LOOP uint32_t rdma_write(struct agent *g)
 {
     uint32_t n = g->a->iterations;
     int initiator = g->a->role != 0;
@@ -211,7 +214,7 @@ static uint32_t rdma_write(struct agent *g)
  * completed. For sends the responder posts a receive for every message first (VIA has no flow
  * control: a send that finds no receive breaks the connection), then waits for them all; the
  * host starts the initiator once they are posted. */
-static uint32_t stream(struct agent *g, int with_receives)
+static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
 {
     uint32_t n = g->a->iterations;
     if (with_receives && n > RECV_SLOTS)
@@ -239,7 +242,7 @@ static uint32_t stream(struct agent *g, int with_receives)
     return NV_VIP_SUCCESS;
 }
 
-static uint32_t rdma_read(struct agent *g)
+static TIMED_LOOP uint32_t rdma_read(struct agent *g)
 {
     if (g->a->role == 0)
         return NV_VIP_SUCCESS;   /* the remote side of a read needs no CPU */
@@ -270,11 +273,12 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
                                    [NV_BENCH_OP_WRITE_STREAM] = NV_CONTROL_OP_RDMA_WRITE};
     if (a->op >= sizeof ops / sizeof ops[0])
         return NV_VIP_INVALID_PARAMETER;
-    static struct agent g;
     uint32_t timeout_us = a->timeout_us ? a->timeout_us : 1000000u;
     if (timeout_us > 20000000u)
         timeout_us = 20000000u;   /* the 32-bit cycle counter wraps after 42 s */
-    g = (struct agent){.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
+    /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
+     * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
+    struct agent g = {.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
     g.recv_count = build(a, NV_CONTROL_OP_SENDRECV, g.recv_words);
     g.send_count = build(a, ops[a->op], g.send_words);
     switch (a->op) {

@@ -4,6 +4,9 @@
 
 #include <stdint.h>
 
+#include "numavia/platform.h"
+#include "numavia_regs.h"
+
 /* Printed once boot is complete; the simulation and host tools wait for it. */
 #define NV_READY_MARKER "numavia: ready"
 
@@ -46,8 +49,14 @@ nv_status nv_card_check_scratch(void);
 /* Set the node id (0 .. 2^NODE_ID_BITS-1), read it back, then mark it valid. */
 nv_status nv_card_set_node_id(unsigned node_id);
 
-/* 64-bit cycle counter of the card (consistent across the 32-bit carry). */
-uint64_t nv_card_cycles(void);
+/* 64-bit cycle counter of the card (consistent across the 32-bit carry). Always inline: the timed
+ * loops read it, and a call would leave their group (NV_TIMED). */
+static inline __attribute__((always_inline)) uint64_t nv_card_cycles(void)
+{
+    uint32_t lo = nv_reg_read(NV_CTRL_CYCLES_LO);   /* latches the high word */
+    uint32_t hi = nv_reg_read(NV_CTRL_CYCLES_HI);
+    return (uint64_t)hi << 32 | lo;
+}
 
 /* CRC-32 (zlib, reflected 0xEDB88320) of `len` bytes, continuing from `crc` (0 to start). */
 uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);

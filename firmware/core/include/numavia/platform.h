@@ -20,4 +20,15 @@ uint32_t nv_host_read32(uint32_t phys);
 void nv_host_write32(uint32_t phys, uint32_t value);
 void nv_host_sync(void);
 
+/* Code on a path the card's cycle counter times (the benchmark agents, push-pull messaging).
+ * Each GROUP, one benchmark's loops with everything they call, goes into a section of its own,
+ * .text.nv_timed.GROUP: one piece of the image per object file, so one piece in all in the
+ * bare-metal image (a single link-time partition, firmware/baremetal/Makefile). A group that fits
+ * the CPU's instruction cache then runs without conflict misses, and its figures move only when
+ * timed code changes, not when an edit elsewhere shifts it against the cache. */
+#define NV_TIMED(group) __attribute__((section(".text.nv_timed." #group)))
+/* A group's entry, called from untimed code: out of line, or it would be inlined into its caller
+ * and leave the group. */
+#define NV_TIMED_ENTRY(group) NV_TIMED(group) __attribute__((noinline))
+
 #endif
