@@ -1,10 +1,13 @@
 """``numavia bench via``: arguments, and a CI-sized sweep that writes its three result files."""
 
+import argparse
 import csv
 import subprocess
 import sys
 
 import pytest
+
+from numavia import bench_via
 
 
 def numavia(*args, cwd=None):
@@ -58,3 +61,17 @@ def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
     assert bw["send-stream"] > bw["send"]
     assert (out / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "MTU 1500" in result.stderr   # progress lines
+
+
+def rows_of(mtu, op, points):
+    return [{"mtu": mtu, "op": op, "size": size, "latency_us": us, "bandwidth_MBps": size / us}
+            for size, us in points]
+
+
+def test_latency_table_has_a_row_per_ping_pong_and_none_for_streams():
+    rows = rows_of(1500, "write", [(4, 5.9), (4096, 49.5)]) + rows_of(1500, "send-stream", [(4, 3.0)])
+    table = bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["write", "send-stream"]), 4)
+    assert [line for line in table if line.startswith("| 1500")] == [
+        "| 1500 | RDMA write | 5.90 | 82.7 at 4096 B | 12.5 us, 95.5 MB/s (RDMA, MTU 1514) |"]
+    # A sweep of streams only has no ping-pong to report: no empty table (the streams' own follows).
+    assert bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["send-stream"]), 4) == []

@@ -180,6 +180,28 @@ def write_results(rows, info, args, command):
     return [out / "via_bench.csv", out / "via_bench.md", out / "via_bench.png"]
 
 
+def latency_table(rows, args, smallest):
+    """The ping-pongs' smallest-message latency and peak bandwidth, as Markdown lines (none for a
+    sweep of streams only: their table follows)."""
+    table = []
+    for mtu in args.mtu:
+        for op in args.ops:
+            pts = rows_where(rows, mtu=mtu, op=op)
+            if not pts or op in STREAMS:
+                continue
+            small = rows_where(pts, size=smallest)
+            peak = max(pts, key=lambda r: r["bandwidth_MBps"])
+            paper = (f"{PAPER['latency_us']} us, {PAPER['bandwidth_MBps']} MB/s (RDMA, MTU 1514)"
+                     if op == "write" else "")
+            table.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
+                         f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {paper} |")
+    if not table:
+        return []
+    return ["## Smallest message and peak bandwidth", "",
+            "| MTU | operation | latency at %d B (us) | peak bandwidth (MB/s) at size | paper |" % smallest,
+            "|---|---|---|---|---|", *table, ""]
+
+
 def summary(rows, info, args, command):
     card = CardConfig()
     lines = [
@@ -194,21 +216,8 @@ def summary(rows, info, args, command):
         "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.", "",
     ]
     smallest = min(r["size"] for r in rows if r["size"] > 0)
-    lines += ["## Smallest message and peak bandwidth", "",
-              "| MTU | operation | latency at %d B (us) | peak bandwidth (MB/s) at size | paper |" % smallest,
-              "|---|---|---|---|---|"]
-    for mtu in args.mtu:
-        for op in args.ops:
-            pts = rows_where(rows, mtu=mtu, op=op)
-            if not pts or op in STREAMS:
-                continue
-            small = rows_where(pts, size=smallest)
-            peak = max(pts, key=lambda r: r["bandwidth_MBps"])
-            paper = (f"{PAPER['latency_us']} us, {PAPER['bandwidth_MBps']} MB/s (RDMA, MTU 1514)"
-                     if op == "write" else "")
-            lines.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
-                         f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {paper} |")
-    lines += ["", "Wire limits (payload on back-to-back full frames): "
+    lines += latency_table(rows, args, smallest)
+    lines += ["Wire limits (payload on back-to-back full frames): "
               + "; ".join(f"MTU {m}: {WIRE_LIMIT_MBPS.get(m, 0):.1f} MB/s counting Ethernet headers only, "
                           f"{via_frame.wire_limit_bytes_per_s(m) / 1e6:.1f} MB/s with this card's "
                           f"{via_frame.VIA_HEADER_SIZE}-byte VIA header" for m in args.mtu), ""]
