@@ -23,6 +23,7 @@
  * the receive. Slots are credits: every header returns the slots its sender re-posted. */
 #include <stddef.h>
 
+#include "numavia/core.h"
 #include "numavia/platform.h"
 #include "numavia/pushpull.h"
 #include "numavia_regs.h"
@@ -95,11 +96,6 @@ TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, stru
         p->recv_translates_early = 0;
         p->ack_overlaps_pull = 0;
     }
-}
-
-static TIMED uint32_t cycles32(void)
-{
-    return nv_reg_read(NV_CTRL_CYCLES_LO);
 }
 
 /* --- host memory ---------------------------------------------------------------------------- */
@@ -186,13 +182,13 @@ static TIMED uint32_t done(const struct nv_pp *pp, uint32_t offset)
 
 static TIMED int expired(const struct nv_pp *pp, uint32_t start)
 {
-    return cycles32() - start > pp->timeout_cycles;
+    return nv_card_cycles32() - start > pp->timeout_cycles;
 }
 
 /* Reap send descriptors, in order, until `count` have completed. */
 static TIMED uint32_t reap_sends(struct nv_pp *pp, uint32_t count)
 {
-    uint32_t start = cycles32();
+    uint32_t start = nv_card_cycles32();
     while ((int32_t)(count - pp->sends_reaped) > 0) {
         uint32_t d = done(pp, SEND_DESC(pp->sends_reaped));
         if (d == 1)
@@ -280,7 +276,7 @@ static TIMED uint32_t poll_incoming(struct nv_pp *pp)
 /* Wait until the peer has a slot for us. */
 static TIMED uint32_t wait_credit(struct nv_pp *pp)
 {
-    uint32_t start = cycles32();
+    uint32_t start = nv_card_cycles32();
     if (pp->credits == 0)
         pp->stats.credit_waits++;
     while (pp->credits == 0) {
@@ -371,7 +367,7 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
 
 TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
 {
-    uint32_t t0 = cycles32();
+    uint32_t t0 = nv_card_cycles32();
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
     struct nv_pp_plan p;
@@ -430,7 +426,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         r = reap_sends(pp, index + 1);   /* the push gathered from the user buffer */
     else
         pp->bounce_user = index + 1;
-    uint32_t start = cycles32();
+    uint32_t start = nv_card_cycles32();
     while (r == NV_VIP_SUCCESS && p.pulled && (int32_t)(seq - pp->acked_seq) > 0) {
         r = poll_incoming(pp);
         if (r == NV_VIP_SUCCESS && expired(pp, start))
@@ -469,7 +465,7 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         early_from = pp->cfg.threshold;
         CHECK(translate(pp, at_offset(buf, early_from), capacity - early_from, NV_PP_AREA_RECV_PAGES, 0, &handle));
     }
-    uint32_t start = cycles32();
+    uint32_t start = nv_card_cycles32();
     while (r == NV_VIP_SUCCESS && pp->arrived_count == 0) {
         r = poll_incoming(pp);
         if (r == NV_VIP_SUCCESS && expired(pp, start))
@@ -534,7 +530,7 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
     }
     untranslate(pp, &handle);
     CHECK(r);
-    pp->stats.one_way_cycles += cycles32() - sent;
+    pp->stats.one_way_cycles += nv_card_cycles32() - sent;
     pp->stats.one_ways++;
     if (pp->owed >= NV_PP_SLOTS - 1)
         CHECK(send_control(pp, NV_PP_KIND_CREDIT, 0, &ack_index));

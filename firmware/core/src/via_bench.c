@@ -8,6 +8,7 @@
  * SoC's uncached window (a PC's coherent cache gives the same). */
 #include <stddef.h>
 
+#include "numavia/core.h"
 #include "numavia/platform.h"
 #include "numavia/via.h"
 #include "numavia_regs.h"
@@ -77,17 +78,11 @@ static TIMED void post_slot(const struct agent *g, int send_queue, uint32_t inde
     nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(a->vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(a->vi), desc);
 }
 
-/* The low word of the card's cycle counter: one register read, for intervals under 40 s. */
-static TIMED uint32_t cycles32(void)
-{
-    return nv_reg_read(NV_CTRL_CYCLES_LO);
-}
-
 static TIMED void post_recv_slot(struct agent *g, uint32_t index)
 {
-    uint32_t t0 = cycles32();
+    uint32_t t0 = nv_card_cycles32();
     post_slot(g, 0, index);
-    g->r->post_recv_cycles += cycles32() - t0;
+    g->r->post_recv_cycles += nv_card_cycles32() - t0;
     g->r->post_recvs++;
 }
 
@@ -105,7 +100,7 @@ static TIMED void post_send(struct agent *g)
 static TIMED uint32_t wait_done(struct agent *g, uint32_t offset)
 {
     uint32_t status_addr = g->a->desc + offset + NV_DESC_CONTROL_STATUS_OFFSET;
-    uint32_t deadline = cycles32() + g->timeout_cycles;
+    uint32_t deadline = nv_card_cycles32() + g->timeout_cycles;
     for (;;) {
         g->r->polls++;
         nv_host_sync();
@@ -117,7 +112,7 @@ static TIMED uint32_t wait_done(struct agent *g, uint32_t offset)
             }
             return NV_VIP_SUCCESS;
         }
-        if ((int32_t)(cycles32() - deadline) > 0)
+        if ((int32_t)(nv_card_cycles32() - deadline) > 0)
             return NV_VIP_TIMEOUT;
     }
 }
@@ -147,13 +142,13 @@ static TIMED void set_marker(struct agent *g, uint8_t m)
 
 static TIMED uint32_t wait_marker(struct agent *g, uint8_t m)
 {
-    uint32_t deadline = cycles32() + g->timeout_cycles;
+    uint32_t deadline = nv_card_cycles32() + g->timeout_cycles;
     for (;;) {
         g->r->polls++;
         nv_host_sync();
         if (((nv_host_read32(last_word(g->a)) >> last_shift(g->a)) & 0xff) == m)
             return NV_VIP_SUCCESS;
-        if ((int32_t)(cycles32() - deadline) > 0)
+        if ((int32_t)(nv_card_cycles32() - deadline) > 0)
             return NV_VIP_TIMEOUT;
     }
 }

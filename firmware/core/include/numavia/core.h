@@ -58,6 +58,12 @@ static inline __attribute__((always_inline)) uint64_t nv_card_cycles(void)
     return (uint64_t)hi << 32 | lo;
 }
 
+/* Its low word alone: one register read, for intervals under 40 s (timeouts, per-call costs). */
+static inline __attribute__((always_inline)) uint32_t nv_card_cycles32(void)
+{
+    return nv_reg_read(NV_CTRL_CYCLES_LO);
+}
+
 /* CRC-32 (zlib, reflected 0xEDB88320) of `len` bytes, continuing from `crc` (0 to start). */
 uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);
 
