@@ -15,22 +15,26 @@ from amaranth.lib.wiring import In, Out
 from .coherence import LINE_BYTES
 from .host_port import HostPortSignature, MAX_BURST_WORDS
 
-LINE_WORDS = LINE_BYTES // 4
-
-
-def _min_line(words):
-    """Words of the next piece once the address is line aligned."""
-    return Mux(words < LINE_WORDS, words, LINE_WORDS)
-
 
 class BurstSplitter(wiring.Component):
     host: In(HostPortSignature())
     line: Out(HostPortSignature())
     refused: Out(1)      # pulses when a malformed access is refused (for the error counter)
 
+    def __init__(self, *, line_bytes=LINE_BYTES):
+        if line_bytes < 4 or line_bytes & (line_bytes - 1):
+            raise ValueError(f"line_bytes must be a power of two of at least 4, not {line_bytes}")
+        self.line_words = line_bytes // 4
+        super().__init__()
+
     def elaborate(self, platform):
         m = Module()
         host, line = self.host, self.line
+        LINE_WORDS = self.line_words
+
+        def _min_line(words):
+            """Words of the next piece once the address is line aligned."""
+            return Mux(words < LINE_WORDS, words, LINE_WORDS)
         addr = Signal(32)
         remaining = Signal(8)
         write = Signal()

@@ -25,10 +25,11 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_frame, wishbone, wishbone_burst
+from . import coherence, regmap, via_frame, wishbone, wishbone_burst
 from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
-from .local_side import CacheGeometry, LocalSide
+from .coherence import CacheGeometry
+from .local_side import LocalSide
 from .microcode import isa
 from .pcie import tlp
 from .pcie.config import EndpointParams
@@ -50,8 +51,9 @@ class CardConfig:
     slice_bytes: int = 256 * 1024          # this node's share of the global shared memory
     max_nodes: int = 1 << regmap.NODE_ID_BITS
     private_bytes: int = 64 * 1024
-    cache_sets: int = 64                   # network cache: sets x ways x 64-byte lines
+    cache_sets: int = 64                   # network cache: sets x ways x lines of line_bytes
     cache_ways: int = 4
+    line_bytes: int = coherence.LINE_BYTES     # cache line = directory unit = SCI data block
     transactions: int = isa.NUM_TRANSACTIONS
     ring_queue_depth: int = 16             # incoming and outgoing queues, packets each
     ring_outstanding: int = 4              # packets in flight awaiting their echo
@@ -80,6 +82,7 @@ class CardConfig:
     pcie_completion_timeout_cycles: int = 50_000
 
     def __post_init__(self):
+        self.geometry()     # checks the cache parameters
         self.via_params()   # checks the VIA parameters
         if not via_frame.MTU_MIN <= self.via_mtu <= self.via_max_mtu:
             raise ValueError(f"via_mtu must be {via_frame.MTU_MIN}..{self.via_max_mtu}")
@@ -110,7 +113,7 @@ class CardConfig:
                               private_bytes=self.private_bytes)
 
     def geometry(self):
-        return CacheGeometry(sets=self.cache_sets, ways=self.cache_ways)
+        return CacheGeometry(sets=self.cache_sets, ways=self.cache_ways, line_bytes=self.line_bytes)
 
     @property
     def window_addr_width(self):
@@ -181,9 +184,9 @@ class Card(wiring.Component):
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz, via=cfg.via, pcie=cfg.pcie)
         m.submodules.local = local = LocalSide(address_map=amap, geometry=geometry)
         m.submodules.rac = rac = RemoteAccessController(
-            geometry=geometry, slice_lines=amap.slice_bytes // 64, num_transactions=cfg.transactions)
+            geometry=geometry, slice_lines=amap.slice_bytes // cfg.line_bytes, num_transactions=cfg.transactions)
         m.submodules.ring = ring = RingLink(out_depth=cfg.ring_queue_depth, in_depth=cfg.ring_queue_depth,
-                                            max_outstanding=cfg.ring_outstanding)
+                                            max_outstanding=cfg.ring_outstanding, line_bytes=cfg.line_bytes)
         buses = {"ctrl": ctrl.bus, "lac": local.bus, "rac": rac.bus, "ring": ring.bus}
         if cfg.via:
             m.submodules.via = via = ViaEngine(cfg.via_params(), mtu=cfg.via_mtu, rto_cycles=cfg.via_rto_cycles,

@@ -11,10 +11,17 @@ while a transaction is in flight. In a transient state the line is never served 
 access controller; conflicting requests from other nodes are answered NACK (retry with backoff).
 """
 
+from dataclasses import dataclass
 from enum import IntEnum
 
-#: A network-cache line (and a home-memory directory line) is 64 bytes, as in the paper.
+#: A network-cache line (and a home-memory directory line) is 64 bytes by default, as in the
+#: paper; ``CacheGeometry.line_bytes`` builds a card with smaller lines (the paper's Table 3).
 LINE_BYTES = 64
+#: The line sizes a card can be built with. The largest: the SCI header's word, count and
+#: byte-enable fields cover 64 bytes; the smallest, 4 words, keeps every word-index field of the
+#: gateware at least 2 bits wide.
+LINE_SIZES = (16, 32, 64)
+MIN_LINE_BYTES, MAX_LINE_BYTES = LINE_SIZES[0], LINE_SIZES[-1]
 NODE_ID_BITS = 6
 
 
@@ -97,8 +104,56 @@ def is_head(state):
 
 # --- Network cache geometry ----------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class CacheGeometry:
+    """The network cache: ``sets`` x ``ways`` lines of ``line_bytes``. The line size is also the
+    home directory's unit and the length of an SCI packet's data block."""
+    sets: int = 64
+    ways: int = 4
+    line_bytes: int = LINE_BYTES
+
+    def __post_init__(self):
+        for name in ("sets", "ways", "line_bytes"):
+            v = getattr(self, name)
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"{name} must be a power of two, not {v}")
+        if self.line_bytes not in LINE_SIZES:
+            raise ValueError(f"line_bytes must be {MIN_LINE_BYTES}..{MAX_LINE_BYTES}, not {self.line_bytes}")
+
+    @property
+    def set_bits(self):
+        return (self.sets - 1).bit_length()
+
+    @property
+    def way_bits(self):
+        return (self.ways - 1).bit_length()
+
+    @property
+    def line_words(self):
+        return self.line_bytes // 4
+
+    @property
+    def offset_bits(self):
+        """Byte-offset bits of an address within its line."""
+        return self.line_bytes.bit_length() - 1
+
+    @property
+    def word_bits(self):
+        """Word-index bits within a line."""
+        return self.offset_bits - 2
+
+    @property
+    def line_addr_bits(self):
+        """Bits of a global line address (a byte address without its offset in the line)."""
+        return 32 - self.offset_bits
+
+    @property
+    def lines(self):
+        return self.sets * self.ways
+
+
 def cache_set(line_index, home, sets):
-    """Set of a line (``line_index`` = offset // LINE_BYTES within its home's slice).
+    """Set of a line (``line_index`` = offset // line bytes within its home's slice).
 
     Every node lays its slice out alike (the same arrays at the same offsets), so indexing by
     offset alone would put every home's hot lines into the same sets. The home node's bits,

@@ -11,7 +11,7 @@ ONLY_DIRTY; any private access. In NUMA mode the network cache is bypassed: ever
 another node's slice is a miss (the sequencer makes it an uncached access at its home).
 
 Miss interface: a ``miss`` header (kind, line address, first word, word count); for writes
-exactly 16 ``miss_data`` beats follow, one per word of the line (byte enables zero outside the
+exactly one ``miss_data`` beat per word of the line follows (byte enables zero outside the
 access); the sequencer answers on ``done`` with the host response beats themselves.
 """
 
@@ -20,15 +20,13 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import coherence as coh, regmap
-from .coherence import LINE_BYTES, NODE_ID_BITS, CacheState, MemoryState
+from .coherence import CacheGeometry, NODE_ID_BITS, CacheState, MemoryState
 from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
 from .memory_controller import MemSpace, MemoryPortSignature
 from .microcode.isa import LocalKind
-from .tag_store import (DirLayout, TagLayout, TagOp, cache_data_index, command_layout, response_layout,
-                        set_of_line)
+from .tag_store import DirLayout, TagOp, cache_data_index, command_layout, response_layout, set_of_line, tag_layout
 
-LINE_WORDS = LINE_BYTES // 4
-
+#: Word and count are sized for the largest line (coherence.MAX_LINE_BYTES).
 MissLayout = data.StructLayout({"kind": 2, "addr": 32, "word": 4, "count": 5})
 
 
@@ -59,17 +57,15 @@ class LacCounters(wiring.Signature):
 
 
 class LocalAccessController(wiring.Component):
-    def __init__(self, *, address_map=HostAddressMap(), sets, ways):
-        self.amap = address_map
-        self.sets, self.ways = sets, ways
-        set_bits, way_bits = (sets - 1).bit_length(), (ways - 1).bit_length()
+    def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry()):
+        self.amap, self.geometry = address_map, geometry
         super().__init__({
             "line": In(HostPortSignature()),
             "tag_cmd_valid": Out(1),
             "tag_cmd_ready": In(1),
-            "tag_cmd": Out(command_layout(set_bits, way_bits)),
+            "tag_cmd": Out(command_layout(geometry)),
             "tag_resp_valid": In(1),
-            "tag_resp": In(response_layout(way_bits)),
+            "tag_resp": In(response_layout(geometry)),
             "mem": Out(MemoryPortSignature()),
             "own_req": Out(1),
             "own_grant": In(1),
@@ -84,7 +80,7 @@ class LocalAccessController(wiring.Component):
             "debug_what": In(3),
             "debug_addr": In(32),
             "debug_busy": Out(1),
-            "debug_tag": Out(TagLayout),
+            "debug_tag": Out(tag_layout(geometry)),
             "debug_dir": Out(DirLayout),
             "debug_data": Out(32),
             "refused_upstream": In(1),   # the burst splitter refused a malformed access
@@ -93,8 +89,9 @@ class LocalAccessController(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        amap = self.amap
+        amap, g = self.amap, self.geometry
         line, mem, remote, ctr = self.line, self.mem, self.remote, self.counters
+        LINE_WORDS = g.line_words
 
         m.submodules.read_fifo = read_fifo = fifo.SyncFIFOBuffered(width=32, depth=LINE_WORDS)
 
@@ -115,8 +112,8 @@ class LocalAccessController(wiring.Component):
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
 
-        line_addr = Cat(Const(0, 6), offset[6:26], home)     # global line address
-        set_index = set_of_line(line_addr, self.sets)
+        line_addr = Cat(Const(0, g.offset_bits), offset[g.offset_bits:26], home)     # global line address
+        set_index = set_of_line(line_addr, g)
         word_index = Signal(24)
 
         req = line.req.payload
@@ -167,14 +164,14 @@ class LocalAccessController(wiring.Component):
                 with m.If(~flush_pending & ~debug_pending & line.req.valid):
                     m.d.sync += [
                         addr.eq(req.addr), write.eq(req.write), count.eq(req.count),
-                        word.eq(req.addr[2:6]), start.eq(now), issued.eq(0), moved.eq(0),
+                        word.eq(req.addr[2:g.offset_bits]), start.eq(now), issued.eq(0), moved.eq(0),
                         shared.eq(in_shared), home.eq(req.addr >> amap.slice_bits),
                         offset.eq(req.addr & (amap.slice_bytes - 1)),
                         is_home.eq((req.addr >> amap.slice_bits) == self.node_id),
                         kind_cache.eq(0),
                     ]
                     bad = ((req.count == 0) | (req.count > LINE_WORDS) |
-                           (req.addr[2:6] + req.count > LINE_WORDS) |
+                           (req.addr[2:g.offset_bits] + req.count > LINE_WORDS) |
                            ~(in_shared | in_private) | (in_shared & ~self.node_ready))
                     with m.If(bad):
                         m.next = "REFUSE"
@@ -227,11 +224,11 @@ class LocalAccessController(wiring.Component):
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
                         m.d.sync += [ctr.cache_read_hits.eq(ctr.cache_read_hits + 1), kind_cache.eq(1),
-                                     word_index.eq(cache_data_index(set_index, resp.way, word, self.ways))]
+                                     word_index.eq(cache_data_index(set_index, resp.way, word, g))]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
                         m.d.sync += [ctr.cache_write_hits.eq(ctr.cache_write_hits + 1), kind_cache.eq(1),
-                                     word_index.eq(cache_data_index(set_index, resp.way, word, self.ways))]
+                                     word_index.eq(cache_data_index(set_index, resp.way, word, g))]
                         m.next = "WRITE_CACHE"
                     with m.Else():
                         with m.If(write):
@@ -305,7 +302,7 @@ class LocalAccessController(wiring.Component):
                     with m.Else():
                         m.next = "MISS_WAIT"
             with m.State("MISS_DATA"):
-                # 16 beats, one per word of the line; the host's beats at their positions.
+                # One beat per word of the line; the host's beats at their positions.
                 inside = (moved >= word) & (moved < word + count)
                 m.d.comb += [remote.miss_data.valid.eq(~inside | line.wdata.valid),
                              remote.miss_data.payload.data.eq(Mux(inside, line.wdata.payload.data, 0)),
@@ -359,11 +356,10 @@ class LocalAccessController(wiring.Component):
                     with m.Else():
                         m.next = "DEBUG_MEM"
             with m.State("DEBUG_TAG"):
-                way_bits = (self.ways - 1).bit_length()
                 m.d.comb += [self.own_req.eq(1), self.tag_cmd_valid.eq(1), self.tag_cmd.addr.eq(debug_addr),
                              self.tag_cmd.op.eq(Mux(debug_what == 0, TagOp.LOOKUP, TagOp.READ_WAY)),
-                             self.tag_cmd.set.eq(debug_addr >> way_bits),
-                             self.tag_cmd.way.eq(debug_addr & (self.ways - 1))]
+                             self.tag_cmd.set.eq(debug_addr >> g.way_bits),
+                             self.tag_cmd.way.eq(debug_addr & (g.ways - 1))]
                 with m.If(self.tag_cmd_ready):
                     m.next = "DEBUG_TAG_WAIT"
             with m.State("DEBUG_TAG_WAIT"):

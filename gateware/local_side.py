@@ -6,15 +6,13 @@ come out of this component: the miss interface, a second tag command port, the m
 controller's remote port and its ownership request. Registers: ``regmap.LAC``.
 """
 
-from dataclasses import dataclass
-
 from amaranth import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from . import regmap, wishbone
 from .burst_splitter import BurstSplitter
-from .coherence import LINE_BYTES, NODE_ID_BITS
+from .coherence import CacheGeometry, NODE_ID_BITS
 from .host_port import HostAddressMap, HostPortSignature
 from .local_access_controller import LacCounters, LocalAccessController, MissSignature
 from .memory_controller import MemoryController, MemoryPortSignature
@@ -23,24 +21,7 @@ from .register_bank import RegisterBank
 from .tag_store import LOOKUP_LATENCY, TagStore, command_layout, response_layout
 
 
-@dataclass(frozen=True)
-class CacheGeometry:
-    sets: int = 64
-    ways: int = 4
-
-    def __post_init__(self):
-        for name in ("sets", "ways"):
-            v = getattr(self, name)
-            if v < 1 or v & (v - 1):
-                raise ValueError(f"{name} must be a power of two, not {v}")
-
-    @property
-    def set_bits(self):
-        return (self.sets - 1).bit_length()
-
-    @property
-    def way_bits(self):
-        return (self.ways - 1).bit_length()
+__all__ = ["CacheGeometry", "LocalSide", "RemoteSideSignature"]
 
 
 class RemoteSideSignature(wiring.Signature):
@@ -50,9 +31,9 @@ class RemoteSideSignature(wiring.Signature):
         super().__init__({
             "tag_cmd_valid": Out(1),
             "tag_cmd_ready": In(1),
-            "tag_cmd": Out(command_layout(geometry.set_bits, geometry.way_bits)),
+            "tag_cmd": Out(command_layout(geometry)),
             "tag_resp_valid": In(1),
-            "tag_resp": In(response_layout(geometry.way_bits)),
+            "tag_resp": In(response_layout(geometry)),
             "mem": Out(MemoryPortSignature()),
             "own_req": Out(1),
             "own_grant": In(1),
@@ -76,12 +57,12 @@ class LocalSide(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         g, amap = self.geometry, self.amap
-        slice_lines = amap.slice_bytes // LINE_BYTES
-        m.submodules.splitter = splitter = BurstSplitter()
-        m.submodules.lac = lac = LocalAccessController(address_map=amap, sets=g.sets, ways=g.ways)
-        m.submodules.tags = tags = TagStore(sets=g.sets, ways=g.ways, slice_lines=slice_lines)
+        slice_lines = amap.slice_bytes // g.line_bytes
+        m.submodules.splitter = splitter = BurstSplitter(line_bytes=g.line_bytes)
+        m.submodules.lac = lac = LocalAccessController(address_map=amap, geometry=g)
+        m.submodules.tags = tags = TagStore(geometry=g, slice_lines=slice_lines)
         m.submodules.memory = memory = MemoryController(
-            home_words=amap.slice_bytes // 4, cache_words=g.sets * g.ways * LINE_BYTES // 4,
+            home_words=amap.slice_bytes // 4, cache_words=g.lines * g.line_words,
             private_words=amap.private_bytes // 4)
         m.submodules.ownership = own = Ownership()
         m.submodules.bank = bank = RegisterBank(regmap.LAC)
@@ -119,13 +100,14 @@ class LocalSide(wiring.Component):
             lac.debug_start.eq(bank.debug_cmd.w_stb), lac.debug_what.eq(bank.debug_cmd.w_data),
             lac.debug_addr.eq(bank.debug_addr.value),
             bank.debug_tag.value.eq(lac.debug_tag.state | lac.debug_tag.fwd << 8 | lac.debug_tag.bwd << 16),
-            bank.debug_tag_line.value.eq(lac.debug_tag.line << 6),
+            bank.debug_tag_line.value.eq(lac.debug_tag.line << g.offset_bits),
             bank.debug_dir.value.eq(lac.debug_dir.mstate | lac.debug_dir.lock << 2 | lac.debug_dir.head << 8),
             bank.debug_data.value.eq(lac.debug_data),
             bank.geometry.value.eq(
                 g.ways << geometry.field("WAYS").lsb | g.set_bits << geometry.field("SET_BITS").lsb |
                 amap.slice_bits << geometry.field("SLICE_BITS").lsb |
-                LOOKUP_LATENCY << geometry.field("LOOKUP_LATENCY").lsb),
+                LOOKUP_LATENCY << geometry.field("LOOKUP_LATENCY").lsb |
+                g.offset_bits << geometry.field("LINE_BITS").lsb),
         ]
         for name in LacCounters.NAMES:
             m.d.comb += [bank.port(name).value.eq(getattr(lac.counters, name)),

@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 class MemSpace(IntEnum):
     HOME = 0       # this node's shared slice (word index = offset / 4)
-    CACHE = 1      # network-cache data (word index = ((set * ways) + way) * 16 + word)
+    CACHE = 1      # network-cache data (word index = ((set * ways) + way) * line words + word)
     PRIVATE = 2    # private memory (word index = offset / 4)
 
 

@@ -32,6 +32,10 @@ class Field:
     def mask(self):
         return ((1 << self.width) - 1) << self.lsb
 
+    def extract(self, value):
+        """This field's value within a register value."""
+        return (value & self.mask) >> self.lsb
+
 
 @dataclass(frozen=True)
 class Register:
@@ -267,6 +271,7 @@ LAC = Block("lac", base=0x0100, size=0x100, doc="Local access controller and net
     Register("GEOMETRY", 0x00, Access.RO, "Network cache and slice geometry", fields=(
         Field("WAYS", 0, 4), Field("SET_BITS", 4, 5), Field("SLICE_BITS", 9, 5),
         Field("LOOKUP_LATENCY", 14, 4, "tag lookup latency in cycles"),
+        Field("LINE_BITS", 18, 3, "log2 of the line size in bytes"),
     )),
     Register("COMMAND", 0x04, Access.WO, "Commands", fields=(
         Field("FLUSH", 0, doc="roll every network-cache line out (before entering NUMA mode)"),

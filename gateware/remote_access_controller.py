@@ -7,10 +7,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import regmap, wishbone
-from .coherence import NODE_ID_BITS
+from .coherence import CacheGeometry, NODE_ID_BITS
 from .control_store import ControlStore
 from .local_access_controller import MissSignature
-from .local_side import CacheGeometry, RemoteSideSignature
+from .local_side import RemoteSideSignature
 from .microcode import isa
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout

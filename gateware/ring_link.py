@@ -19,7 +19,7 @@ Receive
 
 Transmit
     The sequencer writes a header (``send_header``; the link fills in ``source`` and ``seq``) then,
-    if ``has_data``, exactly :data:`DATA_WORDS` words (``send_data``) into one of ``out_depth`` slots.
+    if ``has_data``, exactly one line of words (``send_data``) into one of ``out_depth`` slots.
     Up to ``max_outstanding`` packets are in flight (sent, awaiting their echo), at most one per
     target, so packets to one target leave in the order they were queued and one alternating bit
     per target suffices. ACCEPTED: the slot is freed and the target's bit toggles. BUSY: resend after
@@ -69,12 +69,11 @@ from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import regmap, wishbone
-from .coherence import NODE_ID_BITS
+from .coherence import LINE_BYTES, NODE_ID_BITS
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout, SymbolLayout
-from .sci_packet import (CRC_INIT, CRC_POLY, DATA_SYMBOLS, DATA_WORDS, ECHO_HEADER_SYMBOLS,
-                         HEADER_BITS, HEADER_SYMBOLS, MAX_PACKET_SYMBOLS, SYMBOL_BITS, EchoStatus,
-                         PacketType)
+from .sci_packet import (CRC_INIT, CRC_POLY, ECHO_HEADER_SYMBOLS, HEADER_BITS, HEADER_SYMBOLS, SYMBOL_BITS,
+                         EchoStatus, PacketType, max_packet_symbols)
 
 #: Cycles from a symbol on ``rx`` to the same symbol on ``tx`` through an idle node: ``rx`` is
 #: registered (1), written into the bypass FIFO (2: readable the next cycle), then popped into the
@@ -86,9 +85,9 @@ BYPASS_LATENCY = 3
 #: (2), the echo queue readable (3), the ``tx`` register (4).
 ECHO_TURNAROUND = 4
 
-#: Symbols of a request/response, header and CRC, without and with its data block.
+#: Symbols of a request/response without its data block, header and CRC (a data block adds the
+#: line's symbols: ``RingLink.long_packet``).
 _SHORT_PACKET = HEADER_SYMBOLS + 1
-_LONG_PACKET = HEADER_SYMBOLS + DATA_SYMBOLS + 1
 _ECHO_PACKET = ECHO_HEADER_SYMBOLS + 1
 
 _RING = regmap.RING
@@ -186,19 +185,22 @@ class RingLink(wiring.Component):
     echo_timeout, busy_delay, max_attempts : reset values of the registers of those names.
 
     The bypass FIFO never overflows. Its occupancy can only grow in cycles where the output does
-    not pop it, i.e. while an own packet (at most ``MAX_PACKET_SYMBOLS`` symbols) and its idle gap
+    not pop it, i.e. while an own packet (at most ``max_packet`` symbols) and its idle gap
     go out; the input adds at most one entry per cycle. Own traffic starts only when the occupancy is
     at most ``bypass_threshold``, so the occupancy stays below ``bypass_threshold`` +
-    ``MAX_PACKET_SYMBOLS`` + 2 (the packet, its gap, and the arbitration cycle after it, whose pop
+    ``max_packet`` + 2 (the packet, its gap, and the arbitration cycle after it, whose pop
     cancels that cycle's write). Above the threshold bypass is forced and pops one entry per cycle
     (the end marker is popped during the inter-packet gap), so the occupancy cannot grow.
-    ``bypass_threshold`` is therefore ``bypass_depth - MAX_PACKET_SYMBOLS - 2``.
+    ``bypass_threshold`` is therefore ``bypass_depth - max_packet - 2``.
+
+    line_bytes : the card's line size, the length of a packet's data block (every card of a ring
+        has the same).
     """
 
     def __init__(self, *, out_depth=16, in_depth=16, max_outstanding=4, echo_depth=8,
                  bypass_depth=128, echo_timeout=_RING.register("ECHO_TIMEOUT").reset,
                  busy_delay=_RING.register("BUSY_DELAY").reset,
-                 max_attempts=_RING.register("MAX_ATTEMPTS").reset):
+                 max_attempts=_RING.register("MAX_ATTEMPTS").reset, line_bytes=LINE_BYTES):
         for name, value in (("out_depth", out_depth), ("in_depth", in_depth),
                             ("max_outstanding", max_outstanding), ("echo_depth", echo_depth)):
             if not 1 <= value <= 255:   # each is shown in an 8-bit field of a status register
@@ -210,10 +212,14 @@ class RingLink(wiring.Component):
         self.max_outstanding = max_outstanding
         self.echo_depth = echo_depth
         self.bypass_depth = bypass_depth
-        self.bypass_threshold = bypass_depth - MAX_PACKET_SYMBOLS - 2
-        if self.bypass_threshold < MAX_PACKET_SYMBOLS + 1 or bypass_depth >= 1 << 16:
+        self.data_words = line_bytes // 4
+        self.data_symbols = line_bytes // 2
+        self.long_packet = _SHORT_PACKET + self.data_symbols
+        self.max_packet = max_packet_symbols(line_bytes)
+        self.bypass_threshold = bypass_depth - self.max_packet - 2
+        if self.bypass_threshold < self.max_packet + 1 or bypass_depth >= 1 << 16:
             # Below one packet of headroom, own traffic would wait on every bypass packet.
-            raise ValueError(f"bypass_depth must be {2 * MAX_PACKET_SYMBOLS + 3}..65535")
+            raise ValueError(f"bypass_depth must be {2 * self.max_packet + 3}..65535")
         # The configurable timings are registers; the constructor sets their reset values.
         resets = {"ECHO_TIMEOUT": echo_timeout, "BUSY_DELAY": busy_delay, "MAX_ATTEMPTS": max_attempts}
         self.register_block = replace(_RING, registers=tuple(
@@ -249,7 +255,9 @@ class RingLink(wiring.Component):
 
         # Queue storage: headers in small asynchronous-read memories (LUT RAM) so a header is
         # readable in the cycle it is needed; data blocks in synchronous-read memories (block RAM),
-        # one 32-bit word per slot and word index (address = slot * 16 + word).
+        # one 32-bit word per slot and word index (address = slot * line words + word).
+        DATA_WORDS, DATA_SYMBOLS, MAX_PACKET_SYMBOLS = self.data_words, self.data_symbols, self.max_packet
+        _LONG_PACKET = self.long_packet
         word_bits = (DATA_WORDS - 1).bit_length()
         m.submodules.out_headers = out_headers = memory.Memory(
             shape=HeaderLayout, depth=self.out_depth, init=[])

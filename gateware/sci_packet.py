@@ -6,7 +6,9 @@ generates the firmware's C header from it, and the host, the tests and the proto
 
 On the ring a packet is a sequence of 16-bit symbols sent while the link's ``frame`` bit is high:
 
-* request / response: 10 header symbols, 32 data symbols if ``has_data``, then a CRC-16 symbol;
+* request / response: 10 header symbols, a line of data if ``has_data`` (32 symbols for the
+  default 64-byte line, ``line_bytes / 2`` in general: every card of a ring has the same line
+  size), then a CRC-16 symbol;
 * echo (the receiver's acceptance or busy answer to a request/response): 2 header symbols + CRC.
 
 Header fields are packed most significant first, symbol 0 first. Data word *i* (32 bits) goes
@@ -20,7 +22,7 @@ from enum import IntEnum
 from .coherence import LINE_BYTES, NODE_ID_BITS
 
 SYMBOL_BITS = 16
-DATA_WORDS = LINE_BYTES // 4           # 16 words of 32 bits
+DATA_WORDS = LINE_BYTES // 4           # 16 words of 32 bits for the default line
 DATA_SYMBOLS = LINE_BYTES // 2         # 32 symbols
 CRC_POLY = 0x1021
 CRC_INIT = 0xFFFF
@@ -76,7 +78,7 @@ HEADER_FIELDS = (
     Field("source", NODE_ID_BITS, "node that sent it"),
     Field("ptype", 2, "PacketType"),
     Field("seq", 1, "link-level alternating bit of the (source, target) pair"),
-    Field("has_data", 1, "a 64-byte data block follows the header"),
+    Field("has_data", 1, "a line of data follows the header"),
     # symbol 1: transaction
     Field("cmd", 6, "Command"),
     Field("tid", 5, "requester's transaction id, returned in the response"),
@@ -91,7 +93,7 @@ HEADER_FIELDS = (
     Field("aux", 6, "reserved"),
     # symbol 5: uncached access range
     Field("word", 4, "first 32-bit word of an uncached access"),
-    Field("count", 5, "number of words of an uncached access (1..16)"),
+    Field("count", 5, "number of words of an uncached access (1..16 for a 64-byte line)"),
     Field("reserved", 7, ""),
     # symbols 6-9: byte enables of an uncached write, one bit per byte of the line
     Field("be", 64, "byte enables, bit i = byte i of the line"),
@@ -103,8 +105,14 @@ ECHO_HEADER_SYMBOLS = 2
 assert HEADER_BITS % SYMBOL_BITS == 0
 assert sum(f.width for f in HEADER_FIELDS[:8]) == ECHO_HEADER_SYMBOLS * SYMBOL_BITS
 
-#: Longest packet on the wire, in symbols: header + data + CRC.
-MAX_PACKET_SYMBOLS = HEADER_SYMBOLS + DATA_SYMBOLS + 1
+
+
+def max_packet_symbols(line_bytes=LINE_BYTES):
+    """Longest packet on the wire, in symbols: header + a line of data + CRC."""
+    return HEADER_SYMBOLS + line_bytes // 2 + 1
+
+
+MAX_PACKET_SYMBOLS = max_packet_symbols()
 
 #: Line addresses: the home node in the top bits, the byte offset inside its slice below.
 ADDR_HOME_SHIFT = 32 - NODE_ID_BITS
@@ -123,10 +131,10 @@ def field_positions():
 _POSITIONS = field_positions()
 
 
-def line_address(home, offset):
+def line_address(home, offset, line_bytes=LINE_BYTES):
     if not 0 <= home < (1 << NODE_ID_BITS):
         raise ValueError(f"home node {home} out of range")
-    if not 0 <= offset < (1 << ADDR_HOME_SHIFT) or offset % LINE_BYTES:
+    if not 0 <= offset < (1 << ADDR_HOME_SHIFT) or offset % line_bytes:
         raise ValueError(f"offset {offset:#x} is not a line offset")
     return home << ADDR_HOME_SHIFT | offset
 
@@ -170,7 +178,7 @@ class Packet:
     count: int = 0
     reserved: int = 0
     be: int = 0
-    data: list = field(default_factory=list)   # DATA_WORDS words when has_data
+    data: list = field(default_factory=list)   # a line's words when has_data
 
     def header_value(self):
         value = 0
@@ -183,14 +191,14 @@ class Packet:
         return value
 
 
-def encode(packet):
-    """Symbols of ``packet`` on the wire, CRC included."""
+def encode(packet, line_bytes=LINE_BYTES):
+    """Symbols of ``packet`` on the wire, CRC included, on a ring of ``line_bytes`` lines."""
     n_header = ECHO_HEADER_SYMBOLS if packet.ptype == PacketType.ECHO else HEADER_SYMBOLS
     value = packet.header_value()
     symbols = [(value >> (HEADER_BITS - SYMBOL_BITS * (i + 1))) & 0xFFFF for i in range(n_header)]
     if packet.ptype != PacketType.ECHO and packet.has_data:
-        if len(packet.data) != DATA_WORDS:
-            raise PacketError(f"a data packet carries {DATA_WORDS} words, not {len(packet.data)}")
+        if len(packet.data) != line_bytes // 4:
+            raise PacketError(f"a data packet carries {line_bytes // 4} words, not {len(packet.data)}")
         for word in packet.data:
             symbols += [(word >> 16) & 0xFFFF, word & 0xFFFF]
     elif packet.data:
@@ -198,8 +206,9 @@ def encode(packet):
     return symbols + [crc16(symbols)]
 
 
-def decode(symbols):
-    """The :class:`Packet` of a symbol sequence; raises :class:`PacketError` if malformed."""
+def decode(symbols, line_bytes=LINE_BYTES):
+    """The :class:`Packet` of a symbol sequence on a ring of ``line_bytes`` lines; raises
+    :class:`PacketError` if malformed."""
     symbols = list(symbols)
     if len(symbols) < ECHO_HEADER_SYMBOLS + 1:
         raise PacketError(f"{len(symbols)} symbols is shorter than any packet")
@@ -220,18 +229,18 @@ def decode(symbols):
     kwargs = {f.name: (value >> _POSITIONS[f.name][0]) & ((1 << f.width) - 1) for f in HEADER_FIELDS}
     packet = Packet(**kwargs)
     body = symbols[n_header:-1]
-    expected = DATA_SYMBOLS if (ptype != PacketType.ECHO and packet.has_data) else 0
+    expected = line_bytes // 2 if (ptype != PacketType.ECHO and packet.has_data) else 0
     if len(body) != expected:
         raise PacketError(f"{len(body)} body symbols where {expected} were expected")
     packet.data = [body[2 * i] << 16 | body[2 * i + 1] for i in range(len(body) // 2)]
     return packet
 
 
-def packet_symbols(ptype, has_data):
+def packet_symbols(ptype, has_data, line_bytes=LINE_BYTES):
     """Length on the wire, CRC included."""
     if ptype == PacketType.ECHO:
         return ECHO_HEADER_SYMBOLS + 1
-    return HEADER_SYMBOLS + (DATA_SYMBOLS if has_data else 0) + 1
+    return HEADER_SYMBOLS + (line_bytes // 2 if has_data else 0) + 1
 
 
 HEADER_FIELD_NAMES = tuple(f.name for f in dc_fields(Packet) if f.name != "data")

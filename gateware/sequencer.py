@@ -5,7 +5,7 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
 
 * **Contexts.** ``num_transactions`` transaction-buffer entries for local misses, plus a handler
   context for incoming requests. The active context's registers are flops; a suspended context
-  is saved in a context memory. Per context: a 16-word line buffer; per transaction entry: the
+  is saved in a context memory. Per context: a line buffer; per transaction entry: the
   host's write data and byte enables.
 * **Scheduling** (when no context runs): an incoming response resumes the context waiting for it;
   an incoming request starts the handler at its vector; a miss from the local access controller
@@ -24,10 +24,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from . import coherence as coh
-from .coherence import CacheState, LINE_BYTES, MemoryState, NODE_ID_BITS
+from .coherence import CacheGeometry, CacheState, MemoryState, NODE_ID_BITS
 from .host_port import ResponseLayout
 from .local_access_controller import MissSignature
-from .local_side import CacheGeometry, RemoteSideSignature
+from .local_side import RemoteSideSignature
 from .memory_controller import MemSpace
 from .microcode import isa
 from .microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
@@ -35,7 +35,6 @@ from .sci_layouts import HeaderLayout
 from .sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 from .tag_store import TagOp, cache_data_index, set_of_line
 
-LINE_WORDS = LINE_BYTES // 4
 PointerLayout = data.StructLayout({"id": NODE_ID_BITS, "valid": 1})
 
 ContextLayout = data.StructLayout({
@@ -107,6 +106,7 @@ class Sequencer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         g = self.geometry
+        LINE_WORDS, wb = g.line_words, g.word_bits
         N = self.num_txn
         HANDLER = isa.HANDLER_CONTEXT
         ctr = self.counters
@@ -127,7 +127,7 @@ class Sequencer(wiring.Component):
         lb_rd, lb_wr = lb_mem.read_port(), lb_mem.write_port()
         m.submodules.host_data = hd_mem = Memory(shape=32, depth=isa.NUM_TRANSACTIONS * LINE_WORDS, init=[])
         hd_rd, hd_wr = hd_mem.read_port(), hd_mem.write_port()
-        m.submodules.host_be = hbe_mem = Memory(shape=LINE_BYTES, depth=isa.NUM_TRANSACTIONS, init=[])
+        m.submodules.host_be = hbe_mem = Memory(shape=g.line_bytes, depth=isa.NUM_TRANSACTIONS, init=[])
         hbe_rd, hbe_wr = hbe_mem.read_port(), hbe_mem.write_port()
         m.submodules.message_data = md_mem = Memory(shape=32, depth=LINE_WORDS, init=[])
         md_rd, md_wr = md_mem.read_port(), md_mem.write_port()
@@ -135,7 +135,7 @@ class Sequencer(wiring.Component):
         r = Signal(ContextLayout)          # the running context's registers
         ctx = Signal(5)                    # its index
         msg = Signal(HeaderLayout)         # the packet that started or resumed the run
-        hbe = Signal(LINE_BYTES)           # its host byte enables (transaction contexts)
+        hbe = Signal(g.line_bytes)           # its host byte enables (transaction contexts)
         instr = Signal(isa.WORD_BITS)
 
         busy = Signal(N)
@@ -242,9 +242,9 @@ class Sequencer(wiring.Component):
                 m.d.comb += dispatch_value.eq(r.kind)
 
         # Memory-side addresses of the current line.
-        set_index = set_of_line(r.addr, g.sets)
-        line_offset_words = r.addr[6:ADDR_HOME_SHIFT] << 4     # home slice word index of word 0
-        cache_word0 = cache_data_index(set_index, r.way, 0, g.ways)
+        set_index = set_of_line(r.addr, g)
+        line_offset_words = r.addr[g.offset_bits:ADDR_HOME_SHIFT] << wb     # home slice word index of word 0
+        cache_word0 = cache_data_index(set_index, r.way, 0, g)
 
         has_fwd = _state_mask([s for s in CacheState if coh.has_forward(s)])
         has_bwd = _state_mask([s for s in CacheState if coh.has_backward(s)])
@@ -253,7 +253,7 @@ class Sequencer(wiring.Component):
         # --- line-buffer engines ------------------------------------------------------------------
         i = Signal(5)           # issue counter
         j = Signal(5)           # completion counter
-        lb_base = Cat(Const(0, 4), ctx)           # line buffer word 0 of the context
+        lb_base = Cat(Const(0, wb), ctx)           # line buffer word 0 of the context
         pipe_valid = Signal()                      # the LB read port holds the word at index i-1
         stream_start = Signal(4)
         stream_count = Signal(5)
@@ -335,7 +335,7 @@ class Sequencer(wiring.Component):
             # An incoming packet's data block into the message buffer.
             with m.State("MSG_DATA"):
                 with m.If(msg.has_data & (j != LINE_WORDS)):
-                    m.d.comb += [self.recv_data.ready.eq(1), md_wr.addr.eq(j[:4]),
+                    m.d.comb += [self.recv_data.ready.eq(1), md_wr.addr.eq(j[:wb]),
                                  md_wr.data.eq(self.recv_data.payload), md_wr.en.eq(self.recv_data.valid)]
                     with m.If(self.recv_data.valid):
                         m.d.sync += j.eq(j + 1)
@@ -387,10 +387,10 @@ class Sequencer(wiring.Component):
             # A local write's data: 16 beats into the context's host buffer.
             with m.State("HOST_DATA"):
                 beat = self.miss.miss_data.payload
-                m.d.comb += [self.miss.miss_data.ready.eq(1), hd_wr.addr.eq(Cat(j[:4], ctx[:4])),
+                m.d.comb += [self.miss.miss_data.ready.eq(1), hd_wr.addr.eq(Cat(j[:wb], ctx[:4])),
                              hd_wr.data.eq(beat.data), hd_wr.en.eq(self.miss.miss_data.valid)]
                 with m.If(self.miss.miss_data.valid):
-                    m.d.sync += [hbe.word_select(j[:4], 4).eq(beat.be), j.eq(j + 1)]
+                    m.d.sync += [hbe.word_select(j[:wb], 4).eq(beat.be), j.eq(j + 1)]
                     with m.If(j == LINE_WORDS - 1):
                         m.next = "SAVE_HBE"
             with m.State("SAVE_HBE"):
@@ -568,7 +568,7 @@ class Sequencer(wiring.Component):
                             m.d.sync += r.way.eq(resp.way)
                     with m.Elif(op_q == isa.OPS["C_ALLOC"].code):
                         m.d.sync += [r.victim.eq(resp.victim), r.no_way.eq(resp.no_way),
-                                     r.vaddr.eq(Cat(Const(0, 6), resp.victim_line))]
+                                     r.vaddr.eq(Cat(Const(0, g.offset_bits), resp.victim_line))]
                         with m.If(~resp.no_way):
                             m.d.sync += r.way.eq(resp.way)
                     finish()
@@ -590,7 +590,7 @@ class Sequencer(wiring.Component):
                 with m.If(tag.tag_resp_valid):
                     m.d.sync += r.scan.eq(r.scan + 1)
                     with m.If(stable.bit_select(resp.tag.state, 1)):
-                        m.d.sync += [r.addr.eq(Cat(Const(0, 6), resp.tag.line)),
+                        m.d.sync += [r.addr.eq(Cat(Const(0, g.offset_bits), resp.tag.line)),
                                      r.way.eq(r.scan & (g.ways - 1)), r.scan_done.eq(0)]
                         finish()
                     with m.Else():
@@ -604,7 +604,7 @@ class Sequencer(wiring.Component):
                                  mem.cmd.payload.index.eq(mem_index0 + i)]
                     with m.If(mem.cmd.ready):
                         m.d.sync += i.eq(i + 1)
-                m.d.comb += [lb_wr.addr.eq(lb_base | j[:4]), lb_wr.data.eq(mem.rdata), lb_wr.en.eq(mem.rvalid)]
+                m.d.comb += [lb_wr.addr.eq(lb_base | j[:wb]), lb_wr.data.eq(mem.rdata), lb_wr.en.eq(mem.rvalid)]
                 with m.If(mem.rvalid):
                     m.d.sync += j.eq(j + 1)
                     with m.If(j == LINE_WORDS - 1):
@@ -634,20 +634,20 @@ class Sequencer(wiring.Component):
                     m.d.sync += i.eq(i + 1)
                 with m.If(advance):
                     nxt = Mux(pipe_valid, i + 1, i)
-                    m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | (stream_start + nxt)[:4])]
+                    m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | (stream_start + nxt)[:wb])]
                     m.d.sync += pipe_valid.eq(nxt < stream_count)
                 with m.If(pipe_valid & sink_ready & (i + 1 == stream_count)):
                     finish()
 
             # --- message data / host data merged into the line buffer ------------------------------
             with m.State("MERGE"):
-                m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | i[:4]), md_rd.addr.eq(i[:4]),
-                             hd_rd.addr.eq(Cat(i[:4], ctx[:4]))]
+                m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | i[:wb]), md_rd.addr.eq(i[:wb]),
+                             hd_rd.addr.eq(Cat(i[:wb], ctx[:4]))]
                 with m.If(i != LINE_WORDS):
                     m.d.sync += i.eq(i + 1)
                 m.d.sync += pipe_valid.eq(i != LINE_WORDS)
-                k = Signal(4)
-                m.d.sync += k.eq(i[:4])
+                k = Signal(wb)
+                m.d.sync += k.eq(i[:wb])
                 mask = Signal(32)
                 be = Mux(op_q == isa.OPS["MERGE_MSG"].code, msg.be, hbe).word_select(k, 4)
                 m.d.comb += mask.eq(Cat(*[b.replicate(8) for b in be]))

@@ -7,7 +7,8 @@ command is registered, its address reads every memory, the compared result is re
 ``resp`` is valid three cycles after the command (:data:`LOOKUP_LATENCY`). Read-only commands may follow each other every cycle; a command that
 updates the LRU order (``TOUCH``) takes the port for one extra cycle.
 
-A directory entry: memory state, ``lock``, head node. A tag: line address (``addr`` >> 6), SCI
+A directory entry: memory state, ``lock``, head node. A tag: line address (``addr`` without its
+offset in the line), SCI
 cache state, forward and backward node pointers. LRU: per set, the ways in order, least
 recently used first.
 """
@@ -20,10 +21,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from . import coherence as coh
-from .coherence import CACHE_STATE_BITS, LINE_BYTES, MEMORY_STATE_BITS, NODE_ID_BITS
+from .coherence import CACHE_STATE_BITS, CacheGeometry, MEMORY_STATE_BITS, NODE_ID_BITS
 
 LOOKUP_LATENCY = 3
-LINE_ADDR_BITS = 32 - (LINE_BYTES.bit_length() - 1)
 
 
 class TagOp(IntEnum):
@@ -35,36 +35,44 @@ class TagOp(IntEnum):
     READ_WAY = 5    # tag of (set, way), for the flush scan
 
 
-TagLayout = data.StructLayout({"line": LINE_ADDR_BITS, "state": CACHE_STATE_BITS,
-                               "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS})
+def tag_layout(geometry):
+    return data.StructLayout({"line": geometry.line_addr_bits, "state": CACHE_STATE_BITS,
+                              "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS})
+
+
 DirLayout = data.StructLayout({"mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS})
 
 
-def command_layout(set_bits, way_bits):
+def command_layout(geometry):
     return data.StructLayout({
-        "op": 3, "addr": 32, "set": max(1, set_bits), "way": max(1, way_bits),
+        "op": 3, "addr": 32, "set": max(1, geometry.set_bits), "way": max(1, geometry.way_bits),
         "state": CACHE_STATE_BITS, "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS,
         "mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS,
     })
 
 
-def response_layout(way_bits):
+def response_layout(geometry):
     return data.StructLayout({
-        "hit": 1, "way": max(1, way_bits), "tag": TagLayout, "dir": DirLayout,
-        "victim": 1, "victim_line": LINE_ADDR_BITS, "no_way": 1,
+        "hit": 1, "way": max(1, geometry.way_bits), "tag": tag_layout(geometry), "dir": DirLayout,
+        "victim": 1, "victim_line": geometry.line_addr_bits, "no_way": 1,
     })
 
 
-def set_of_line(addr, sets):
+def line_index(addr, geometry):
+    """Index of a global line address's line within its home's slice (an Amaranth value)."""
+    return addr[geometry.offset_bits:26]
+
+
+def set_of_line(addr, geometry):
     """Cache set of a global line address (an Amaranth value)."""
-    if sets == 1:
+    if geometry.sets == 1:
         return Const(0, 1)
-    return coh.cache_set(addr[6:26], addr[26:32], sets)[:(sets - 1).bit_length()]
+    return coh.cache_set(line_index(addr, geometry), addr[26:32], geometry.sets)[:geometry.set_bits]
 
 
-def cache_data_index(set_index, way, word, ways):
+def cache_data_index(set_index, way, word, geometry):
     """Word index in the network-cache data memory of (set, way, word)."""
-    return ((set_index * ways + way) << 4) | word
+    return ((set_index * geometry.ways + way) << geometry.word_bits) | word
 
 
 def _states_mask(states):
@@ -75,21 +83,20 @@ def _states_mask(states):
 
 
 class TagStore(wiring.Component):
-    def __init__(self, *, sets, ways, slice_lines):
-        for name, v in (("sets", sets), ("ways", ways), ("slice_lines", slice_lines)):
-            if v < 1 or v & (v - 1):
-                raise ValueError(f"{name} must be a power of two, not {v}")
-        if ways > 8:
+    def __init__(self, *, geometry=CacheGeometry(), slice_lines):
+        if slice_lines < 1 or slice_lines & (slice_lines - 1):
+            raise ValueError(f"slice_lines must be a power of two, not {slice_lines}")
+        if geometry.ways > 8:
             raise ValueError("at most 8 ways")
-        self.sets, self.ways, self.slice_lines = sets, ways, slice_lines
-        self.set_bits = (sets - 1).bit_length()
-        self.way_bits = (ways - 1).bit_length()
+        self.geometry, self.slice_lines = geometry, slice_lines
+        self.sets, self.ways = geometry.sets, geometry.ways
+        self.set_bits, self.way_bits = geometry.set_bits, geometry.way_bits
         super().__init__({
             "cmd_valid": In(1),
             "cmd_ready": Out(1),
-            "cmd": In(command_layout(self.set_bits, self.way_bits)),
+            "cmd": In(command_layout(geometry)),
             "resp_valid": Out(1),
-            "resp": Out(response_layout(self.way_bits)),
+            "resp": Out(response_layout(geometry)),
         })
 
     def elaborate(self, platform):
@@ -99,6 +106,8 @@ class TagStore(wiring.Component):
         sb = max(1, self.set_bits)
 
         tags = []
+        g = self.geometry
+        TagLayout = tag_layout(g)
         for w in range(W):
             mem = Memory(shape=TagLayout, depth=self.sets, init=[])
             m.submodules[f"tag{w}"] = mem
@@ -124,10 +133,10 @@ class TagStore(wiring.Component):
         m.d.sync += c0_valid.eq(accept)
         with m.If(accept):
             m.d.sync += [c0.eq(cmd), c0_set.eq(Mux(cmd.op == TagOp.READ_WAY, cmd.set,
-                                                   set_of_line(cmd.addr, self.sets)))]
+                                                   set_of_line(cmd.addr, g)))]
         for rd, _ in tags:
             m.d.comb += rd.addr.eq(c0_set)
-        dir_index = c0.addr[6:26]
+        dir_index = line_index(c0.addr, g)
         m.d.comb += [dir_rd.addr.eq(dir_index), lru_rd.addr.eq(c0_set)]
 
         # Writes of tags and directory.
@@ -135,7 +144,7 @@ class TagStore(wiring.Component):
             for w, (_, wr) in enumerate(tags):
                 m.d.comb += [
                     wr.addr.eq(c0_set),
-                    wr.data.line.eq(c0.addr[6:]),
+                    wr.data.line.eq(c0.addr[g.offset_bits:]),
                     wr.data.state.eq(c0.state),
                     wr.data.fwd.eq(c0.fwd),
                     wr.data.bwd.eq(c0.bwd),
@@ -148,11 +157,11 @@ class TagStore(wiring.Component):
         # --- stage 1: memories answer; compare and choose ---------------------------------------
         s1_valid = Signal()
         s1_op = Signal(3)
-        s1_line = Signal(LINE_ADDR_BITS)
+        s1_line = Signal(g.line_addr_bits)
         s1_way = Signal(max(1, self.way_bits))
         s1_set = Signal(sb)
         m.d.sync += [s1_valid.eq(c0_valid & (c0.op != TagOp.WRITE_TAG) & (c0.op != TagOp.WRITE_DIR)),
-                     s1_op.eq(c0.op), s1_line.eq(c0.addr[6:]), s1_way.eq(c0.way), s1_set.eq(c0_set)]
+                     s1_op.eq(c0.op), s1_line.eq(c0.addr[g.offset_bits:]), s1_way.eq(c0.way), s1_set.eq(c0_set)]
 
         entries = [rd.data for rd, _ in tags]
         stable = _states_mask(coh.STABLE_VALID)

@@ -28,7 +28,7 @@ def test_help_names_the_tables():
 @pytest.mark.parametrize("args", [
     ["--nodes", "3"], ["--nodes", "two"], ["--nodes", "2,2"], ["--kernels", "water"], ["--modes", "ccnuma"],
     ["--size", "huge"], ["--ways", "3"], ["--placement", "everywhere"], ["--access", "byte"],
-    ["--ns-per-op", "0"],
+    ["--ns-per-op", "0"], ["--line-bytes", "48"], ["--line-bytes", "128"], ["--line-bytes", "32,32"],
 ])
 def test_bad_arguments_exit_2_with_one_line(args):
     result = numavia("bench", "splash2", *args)
@@ -68,6 +68,16 @@ def test_ways_keep_the_capacity():
         assert c.slice_bytes == config.slice_bytes
 
 
+def test_line_sizes_keep_the_capacity_and_the_ways():
+    config = splash2.splash_card_config(ways=1)
+    for line_bytes in (16, 32, 64):
+        c = splash2.with_line_bytes(config, line_bytes)
+        assert (c.line_bytes, c.cache_ways) == (line_bytes, 1)
+        assert c.cache_sets * line_bytes == splash2.CACHE_LINES * 64
+    with pytest.raises(ValueError, match="line_bytes must be"):
+        splash2.with_line_bytes(config, 128)
+
+
 @pytest.mark.slow
 def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
     """A small kernel on 2 RTL cards, both modes: every access of the trace is replayed, the
@@ -97,9 +107,9 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
 
 @pytest.mark.slow
 def test_small_benchmark_writes_the_tables(tmp_path):
-    config = cb.bench_card_config()
+    config = cb.bench_card_config(cache_sets=8, cache_ways=1)      # direct-mapped, as Table 3
     log = []
-    figures = splash2.run(["fft", "ocean"], nodes=[2], size="small", ways=[config.cache_ways], config=config,
+    figures = splash2.run(["fft", "ocean"], nodes=[2], size="small", ways=[1], line_sizes=[32, 64], config=config,
                           cache_replays=False, log=log.append)
     assert figures["nodes"] == [1, 2]                            # the 1-node base is always run
     assert any("replaying" in m for m in log)
@@ -115,10 +125,23 @@ def test_small_benchmark_writes_the_tables(tmp_path):
         assert splash2.find(figures, kernel, "ncc", 1)["cycles"] == splash2.find(figures, kernel, "numa", 1)["cycles"]
         numa = splash2.find(figures, kernel, "numa", 2)
         assert splash2.counter_ratio(numa) == pytest.approx(figures["traces"][kernel][2]["remote_per_home"])
+        # Table 3: the same trace on a card of 32-byte lines, twice the sets (equal capacity), and the
+        # card cuts each 16-word access into two line accesses.
+        short = splash2.find(figures, kernel, "ncc", 2, 1, 32)
+        assert (short["line_bytes"], short["sets"], short["ways"]) == (32, 16, 1)
+        line_accesses = lambda r: sum(c["LAC_ACCESSES"] for c in r["counters"])
+        assert line_accesses(short) > line_accesses(splash2.find(figures, kernel, "ncc", 2))
+        assert splash2.speedup(figures, kernel, "ncc", 2, 1, 32) == base_ncc_cycles(figures, kernel) / short["cycles"]
     text = splash2.report(figures, tmp_path)
     for name in ("splash2_table5", "splash2_table3", "splash2_table6", "splash2_time"):
         for suffix in ("md", "csv", "json"):
             assert (tmp_path / f"{name}.{suffix}").stat().st_size > 0
     for png in ("splash2_time.png", "splash2_speedup.png"):
         assert (tmp_path / png).stat().st_size > 0
-    assert "not available" in text and "FFT" in text and "Ocean" in text
+    assert "FFT" in text and "Ocean" in text
+    table3 = (tmp_path / "splash2_table3.md").read_text()
+    assert "32 B (16 sets)" in table3 and "64 B (8 sets)" in table3
+
+
+def base_ncc_cycles(figures, kernel):
+    return splash2.find(figures, kernel, "ncc", 1)["cycles"]

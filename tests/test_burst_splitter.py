@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware.burst_splitter import BurstSplitter, LINE_WORDS
+from numavia.gateware.burst_splitter import BurstSplitter
 from numavia.gateware.host_port import MAX_BURST_WORDS
 from stream_bfm import recv, send
 
@@ -16,10 +16,13 @@ def data_at(addr):
     return (addr * 0x9E3779B1) & 0xFFFFFFFF
 
 
-def simulate(accesses, *, error_piece=None):
+LINE_SIZES = pytest.mark.parametrize("line_bytes", [64, 32])
+
+
+def simulate(accesses, *, error_piece=None, line_bytes=64):
     """Run ``accesses`` [(write, addr, count, beats)] through the splitter against a responder.
     Returns (host responses per access, line requests seen, write beats seen)."""
-    dut = BurstSplitter()
+    dut = BurstSplitter(line_bytes=line_bytes)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     pieces, beats_seen, responses = [], [], []
@@ -59,20 +62,22 @@ def simulate(accesses, *, error_piece=None):
     return responses, pieces, beats_seen
 
 
-def expected_pieces(addr, count, write):
+def expected_pieces(addr, count, write, line_words):
     out = []
     while count:
-        n = min(count, LINE_WORDS - (addr // 4) % LINE_WORDS)
+        n = min(count, line_words - (addr // 4) % line_words)
         out.append((addr, write, n))
         addr, count = addr + 4 * n, count - n
     return out
 
 
-def test_reads_at_every_alignment_and_length():
-    accesses = [(0, BASE + 4 * offset, count, []) for offset in range(LINE_WORDS)
+@LINE_SIZES
+def test_reads_at_every_alignment_and_length(line_bytes):
+    line_words = line_bytes // 4
+    accesses = [(0, BASE + 4 * offset, count, []) for offset in range(line_words)
                 for count in list(range(1, 34)) + [47, 63, 64]]
-    responses, pieces, _ = simulate(accesses)
-    want_pieces = [p for _, a, c, _ in accesses for p in expected_pieces(a, c, 0)]
+    responses, pieces, _ = simulate(accesses, line_bytes=line_bytes)
+    want_pieces = [p for _, a, c, _ in accesses for p in expected_pieces(a, c, 0, line_words)]
     assert pieces == want_pieces
     for (_, addr, count, _), got in zip(accesses, responses):
         assert [d for d, _, _ in got] == [data_at(addr + 4 * i) for i in range(count)]
@@ -80,17 +85,24 @@ def test_reads_at_every_alignment_and_length():
         assert not any(e for _, e, _ in got)
 
 
-def test_writes_at_every_alignment_and_length_keep_data_and_byte_enables():
+@LINE_SIZES
+def test_writes_at_every_alignment_and_length_keep_data_and_byte_enables(line_bytes):
+    line_words = line_bytes // 4
     rng = random.Random(2)
     accesses = []
-    for offset in range(LINE_WORDS):
+    for offset in range(line_words):
         for count in list(range(1, 34)) + [64]:
             beats = [{"data": rng.randrange(1 << 32), "be": rng.randrange(16)} for _ in range(count)]
             accesses.append((1, BASE + 4 * offset, count, beats))
-    responses, pieces, beats_seen = simulate(accesses)
-    assert pieces == [p for _, a, c, _ in accesses for p in expected_pieces(a, c, 1)]
+    responses, pieces, beats_seen = simulate(accesses, line_bytes=line_bytes)
+    assert pieces == [p for _, a, c, _ in accesses for p in expected_pieces(a, c, 1, line_words)]
     assert beats_seen == [(b["data"], b["be"]) for *_, beats in accesses for b in beats]
     assert all(got == [(0, 0, 1)] for got in responses)
+
+
+def test_a_line_size_that_is_not_a_power_of_two_is_refused():
+    with pytest.raises(ValueError, match="power of two"):
+        BurstSplitter(line_bytes=48)
 
 
 def test_an_error_in_one_piece_fails_the_whole_write():

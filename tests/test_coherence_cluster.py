@@ -14,24 +14,25 @@ CONFIG = cb.bench_card_config()
 _built = {}
 
 
-def bench(nodes):
-    if nodes not in _built:
-        _built[nodes] = cb.build_bench(nodes, CONFIG, log=lambda m: None)
-    return _built[nodes]
+def bench(nodes, config=CONFIG):
+    if (nodes, config) not in _built:
+        _built[nodes, config] = cb.build_bench(nodes, config, log=lambda m: None)
+    return _built[nodes, config]
 
 
-def stress(tmp_path, nodes, ops, **kwargs):
-    run = cb.run_bench(bench(nodes), tmp_path, ops=ops, **kwargs)
+def stress(tmp_path, nodes, ops, config=CONFIG, **kwargs):
+    run = cb.run_bench(bench(nodes, config), tmp_path, ops=ops, **kwargs)
     assert run.returncode == 0, run.stderr
     assert len(run.accesses) == nodes * ops
     for a in run.accesses:
-        a.addr = cb.global_address(a.addr, CONFIG)
+        a.addr = cb.global_address(a.addr, config)
     assert check_history(run.accesses) == []
     last = {}
     for a in sorted(run.accesses, key=lambda a: a.completed):
         if a.write:
             last[a.addr] = a.value
-    assert check_quiescent(cb.node_views(run.state, CONFIG, kwargs.get("hot_lines", 2)), last) == []
+    views = cb.node_views(run.state, config, kwargs.get("hot_lines", 2))
+    assert check_quiescent(views, last, line_bytes=config.line_bytes) == []
     counters = [n["counters"] for n in run.state["nodes"]]
     assert all(c["RAC_PROTOCOL_ERRORS"] == 0 and c["RAC_RETRY_LIMITS"] == 0 for c in counters)
     return run, counters
@@ -46,6 +47,17 @@ def test_random_sharing_is_coherent(tmp_path, nodes, ops, seed):
     run, counters = stress(tmp_path, nodes, ops, seed=seed)
     assert total(counters, "RAC_NACKS_SENT") > 0 and total(counters, "RAC_ROLLOUTS") > 0
     assert total(counters, "RAC_PURGES") > 0
+
+
+def test_random_sharing_with_32_byte_lines_is_coherent(tmp_path):
+    """The paper's other line size (its Table 3): a card built with 32-byte lines (tags,
+    directory, memories, line buffers and SCI data blocks of 8 words), every word of a line used."""
+    config = cb.bench_card_config(line_bytes=32)
+    run, counters = stress(tmp_path, 4, 4000, config, seed=7, words=8)
+    assert total(counters, "RAC_NACKS_SENT") > 0 and total(counters, "RAC_ROLLOUTS") > 0
+    assert total(counters, "RAC_PURGES") > 0 and total(counters, "LAC_CACHE_READ_HITS") > 0
+    assert {a.addr % 32 for a in run.accesses} == set(range(0, 32, 4))    # every word of the lines
+    assert {len(words) for n in cb.node_views(run.state, config, 2) for words in n.memory.values()} == {8}
 
 
 def test_hundred_thousand_operations_on_eight_nodes(tmp_path):

@@ -48,13 +48,15 @@ class World:
 
 
 class Bench:
-    def __init__(self, *, numa=False, seed=1, slow_sequencer=0, dirty_home_lines=()):
+    def __init__(self, *, numa=False, seed=1, slow_sequencer=0, dirty_home_lines=(), geometry=GEOMETRY):
+        self.geometry = geometry
+        self.line_bytes, self.words = geometry.line_bytes, geometry.line_words
         self.rng = random.Random(seed)
         self.world = World(self.rng)
         self.numa = numa
         self.slow = slow_sequencer
         self.dirty_home_lines = set(dirty_home_lines)   # own lines the bench marks GONE/FRESH
-        self.dut = LocalSide(address_map=AMAP, geometry=GEOMETRY)
+        self.dut = LocalSide(address_map=AMAP, geometry=geometry)
         self.results = []            # (op, observed)
         self.fills = 0
         self.evictions = 0
@@ -123,8 +125,9 @@ class Bench:
                     return value
 
     def cache_index(self, line, way, word):
-        s = cache_set((line & 0x3FFFFFF) // LINE_BYTES, line >> 26, GEOMETRY.sets)
-        return (s * GEOMETRY.ways + way) * WORDS + word
+        g = self.geometry
+        s = cache_set((line & 0x3FFFFFF) // g.line_bytes, line >> 26, g.sets)
+        return (s * g.ways + way) * g.line_words + word
 
     def line_bytes_addr(self, line):
         return (line >> 26) * AMAP.slice_bytes + (line & 0x3FFFFFF)
@@ -135,15 +138,15 @@ class Bench:
         assert not resp.no_way
         way = resp.way
         if resp.victim:
-            victim = resp.victim_line << 6
+            victim = resp.victim_line * self.line_bytes
             state = self.cache.pop(victim)[2]
             if state == C.ONLY_DIRTY:
                 base = self.line_bytes_addr(victim)
-                for w in range(WORDS):
+                for w in range(self.words):
                     self.world.words[base + 4 * w] = await self.mem(ctx, MemSpace.CACHE, self.cache_index(victim, way, w))
             self.evictions += 1
         base = self.line_bytes_addr(line)
-        for w in range(WORDS):
+        for w in range(self.words):
             await self.mem(ctx, MemSpace.CACHE, self.cache_index(line, way, w), write=1, data=self.world.get(base + 4 * w))
         state = C.ONLY_DIRTY if dirty else C.ONLY_FRESH
         await self.tag(ctx, TagOp.WRITE_TAG, addr=line, way=way, state=state)
@@ -162,7 +165,7 @@ class Bench:
             kind, line, word, count = miss.kind, miss.addr, miss.word, miss.count
             beats = []
             if kind == LocalKind.WRITE:
-                for _ in range(WORDS):
+                for _ in range(self.words):
                     b = await recv(ctx, dut.miss.miss_data)
                     beats.append((b.data, b.be))
                 # Byte enables only inside the access.
@@ -177,7 +180,7 @@ class Bench:
                 for i, (data, be) in enumerate(beats):
                     if be:
                         self.world.put(base + 4 * i, data, be)
-                for w in range(WORDS):
+                for w in range(self.words):
                     await self.mem(ctx, MemSpace.HOME, (line & 0x3FFFFFF) // 4 + w, write=1, data=self.world.get(base + 4 * w))
                 await self.tag(ctx, TagOp.WRITE_DIR, addr=line, mstate=M.HOME, lock=0, head=0)
                 self.dirty_home_lines.discard(line)
@@ -217,7 +220,9 @@ class Bench:
             base = home * AMAP.slice_bytes + rng.choice([0, 4, 8, 13, 21]) * LINE_BYTES
         else:
             base = AMAP.private_base + rng.choice([0, 3]) * LINE_BYTES
-        addr = base + 4 * rng.randrange(WORDS)
+        # Offsets in 64-byte blocks: with smaller lines an access also starts in a block's later
+        # lines and a burst of 16 or 20 words spans several lines.
+        addr = base + 4 * rng.randrange(LINE_BYTES // 4)
         count = rng.choice([1, 1, 1, 2, 5, 16, 20])
         write = rng.random() < 0.45
         datas = [rng.randrange(1 << 32) for _ in range(count)]
@@ -285,15 +290,17 @@ def run_random(bench, n):
     return accesses
 
 
-def test_random_traffic_fills_evicts_and_hits():
-    bench = Bench(seed=3)
+@pytest.mark.parametrize("line_bytes", [64, 32])
+def test_random_traffic_fills_evicts_and_hits(line_bytes):
+    bench = Bench(seed=3, geometry=CacheGeometry(sets=GEOMETRY.sets, ways=GEOMETRY.ways, line_bytes=line_bytes))
     run_random(bench, 300)
     assert bench.fills > 10 and bench.evictions > 5 and bench.write_misses_checked > 5
 
 
-def test_counters_match_the_traffic():
-    bench = Bench(seed=9)
-    accesses = [bench.random_access() for _ in range(120)]
+@pytest.mark.parametrize("line_bytes", [64, 32])
+def test_counters_match_the_traffic(line_bytes):
+    bench = Bench(seed=9, geometry=CacheGeometry(sets=GEOMETRY.sets, ways=GEOMETRY.ways, line_bytes=line_bytes))
+    accesses = [bench.random_access() for _ in range(200)]
 
     async def checks(ctx, b):
         async def read(name):
@@ -303,11 +310,14 @@ def test_counters_match_the_traffic():
         misses = await read("READ_MISSES") + await read("WRITE_MISSES")
         assert misses == b.misses_seen > 0
         assert all(h > 0 for h in hits), hits     # every hit path was taken
-        line_accesses = sum(len(expected_pieces(a, c)) for _, a, c, _, _ in accesses)
+        line_accesses = sum(len(expected_pieces(a, c, b.words)) for _, a, c, _, _ in accesses)
         assert sum(hits) + misses == await read("ACCESSES") == line_accesses
         assert await read("ACCESS_CYCLES") >= 2 * line_accesses
         assert await read("ERRORS") == 0
-        assert await read("GEOMETRY") & 0xF == GEOMETRY.ways
+        geometry = regmap.LAC.register("GEOMETRY")
+        value = await read("GEOMETRY")
+        assert geometry.field("WAYS").extract(value) == GEOMETRY.ways
+        assert 1 << geometry.field("LINE_BITS").extract(value) == line_bytes
         await wb_write(ctx, b.dut.bus, regmap.LAC.register("COMMAND").offset,
                        regmap.LAC.register("COMMAND").field("CLEAR_COUNTERS").mask)
         assert await read("ACCESSES") == 0
@@ -315,10 +325,10 @@ def test_counters_match_the_traffic():
     bench.run(accesses, checks)
 
 
-def expected_pieces(addr, count):
+def expected_pieces(addr, count, words=WORDS):
     pieces = []
     while count:
-        n = min(count, WORDS - (addr // 4) % WORDS)
+        n = min(count, words - (addr // 4) % words)
         pieces.append((addr, n))
         addr, count = addr + 4 * n, count - n
     return pieces

@@ -5,7 +5,7 @@
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware.coherence import CacheState as C, MemoryState as M, cache_set
+from numavia.gateware.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
 from numavia.gateware.sci_packet import line_address
 from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
 from amaranth_helpers import rejected
@@ -31,8 +31,8 @@ async def command(ctx, dut, op, *, addr=0, **fields):
             return resp, cycles
 
 
-def run(ways, testbench, sets=SETS):
-    dut = TagStore(sets=sets, ways=ways, slice_lines=SLICE_LINES)
+def run(ways, testbench, sets=SETS, line_bytes=64):
+    dut = TagStore(geometry=CacheGeometry(sets=sets, ways=ways, line_bytes=line_bytes), slice_lines=SLICE_LINES)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
@@ -43,12 +43,12 @@ def run(ways, testbench, sets=SETS):
     sim.run()
 
 
-def lines_in_set(target_set, count, home=2):
+def lines_in_set(target_set, count, home=2, line_bytes=64):
     """``count`` distinct line addresses of ``home`` that map to ``target_set``."""
     out, index = [], 0
     while len(out) < count:
         if cache_set(index, home, SETS) == target_set:
-            out.append(line_address(home, index * 64))
+            out.append(line_address(home, index * line_bytes, line_bytes))
         index += 1
     return out
 
@@ -72,16 +72,16 @@ def test_fill_every_way_then_hit_each(ways):
     run(ways, tb)
 
 
-@pytest.mark.parametrize("ways", [2, 4])
-def test_replacement_follows_lru_and_skips_transient_ways(ways):
+@pytest.mark.parametrize("ways, line_bytes", [(2, 64), (4, 64), (4, 32)])
+def test_replacement_follows_lru_and_skips_transient_ways(ways, line_bytes):
     async def tb(ctx, dut):
-        lines = lines_in_set(5, ways + 1)
+        lines = lines_in_set(5, ways + 1, line_bytes=line_bytes)
         for way, line in enumerate(lines[:ways]):
             await command(ctx, dut, TagOp.WRITE_TAG, addr=line, way=way, state=C.ONLY_FRESH)
             await command(ctx, dut, TagOp.TOUCH, addr=line, way=way)
         # Touch order 0..ways-1: way 0 is least recently used.
         resp, _ = await command(ctx, dut, TagOp.ALLOC, addr=lines[ways])
-        assert resp.victim and resp.way == 0 and resp.victim_line == lines[0] >> 6
+        assert resp.victim and resp.way == 0 and resp.victim_line == lines[0] // line_bytes
         await command(ctx, dut, TagOp.TOUCH, addr=lines[0], way=0)
         resp, _ = await command(ctx, dut, TagOp.ALLOC, addr=lines[ways])
         assert resp.victim and resp.way == 1
@@ -97,12 +97,15 @@ def test_replacement_follows_lru_and_skips_transient_ways(ways):
         await command(ctx, dut, TagOp.WRITE_TAG, addr=lines[ways - 1], way=ways - 1, state=C.INVALID)
         resp, _ = await command(ctx, dut, TagOp.ALLOC, addr=lines[ways])
         assert resp.way == ways - 1 and not resp.victim and not resp.no_way
-    run(ways, tb)
+    run(ways, tb, line_bytes=line_bytes)
 
 
-def test_directory_updates_and_lookup_returns_them():
+@pytest.mark.parametrize("line_bytes", [64, 32])
+def test_directory_updates_and_lookup_returns_them(line_bytes):
+    """Neighbouring lines have their own directory entries (with 32-byte lines, the two halves
+    of a 64-byte block too)."""
     async def tb(ctx, dut):
-        a, b = line_address(0, 0x40), line_address(0, 0x80)
+        a, b = line_address(0, 2 * line_bytes, line_bytes), line_address(0, 3 * line_bytes, line_bytes)
         resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=a)
         assert (resp.dir.mstate, resp.dir.lock, resp.dir.head) == (M.HOME, 0, 0)
         await command(ctx, dut, TagOp.WRITE_DIR, addr=a, mstate=M.GONE, lock=1, head=17)
@@ -111,18 +114,19 @@ def test_directory_updates_and_lookup_returns_them():
         assert (resp.dir.mstate, resp.dir.lock, resp.dir.head) == (M.GONE, 1, 17)
         resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=b)
         assert (resp.dir.mstate, resp.dir.lock, resp.dir.head) == (M.FRESH, 0, 3)
-    run(4, tb)
+    run(4, tb, line_bytes=line_bytes)
 
 
-def test_read_way_scans_tags():
+@pytest.mark.parametrize("line_bytes", [64, 32])
+def test_read_way_scans_tags(line_bytes):
     async def tb(ctx, dut):
-        line = lines_in_set(6, 1)[0]
+        line = lines_in_set(6, 1, line_bytes=line_bytes)[0]
         await command(ctx, dut, TagOp.WRITE_TAG, addr=line, way=2, state=C.HEAD_DIRTY, fwd=4)
         resp, _ = await command(ctx, dut, TagOp.READ_WAY, set=6, way=2)
-        assert resp.tag.state == C.HEAD_DIRTY and resp.tag.line == line >> 6
+        assert resp.tag.state == C.HEAD_DIRTY and resp.tag.line == line // line_bytes
         resp, _ = await command(ctx, dut, TagOp.READ_WAY, set=6, way=1)
         assert resp.tag.state == C.INVALID
-    run(4, tb)
+    run(4, tb, line_bytes=line_bytes)
 
 
 def test_lookups_are_pipelined_one_per_cycle():
@@ -168,6 +172,10 @@ def test_homes_laying_out_their_slices_alike_share_a_direct_mapped_cache():
 
 def test_bad_geometry_is_rejected():
     with rejected(ValueError, "power of two"):
-        TagStore(sets=6, ways=4, slice_lines=64)
+        TagStore(geometry=CacheGeometry(sets=6, ways=4), slice_lines=64)
+    with rejected(ValueError, "power of two"):
+        TagStore(geometry=CacheGeometry(sets=8, ways=4), slice_lines=48)
     with rejected(ValueError, "at most 8"):
-        TagStore(sets=8, ways=16, slice_lines=64)
+        TagStore(geometry=CacheGeometry(sets=8, ways=16), slice_lines=64)
+    with rejected(ValueError, "line_bytes must be 16..64"):
+        CacheGeometry(line_bytes=128)

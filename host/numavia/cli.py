@@ -7,6 +7,7 @@ from pathlib import Path
 
 from numavia import __version__, buildcache
 from numavia.errors import NumaviaError
+from numavia.gateware.coherence import LINE_BYTES, LINE_SIZES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -537,7 +538,7 @@ def cmd_bench_coherence(args):
     from numavia.errors import NumaviaError
     out = _results_folder(args.out)
     figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, ring_drop=args.ring_drop,
-                            ring_duplicate=args.ring_duplicate, numa=args.numa, log=_log)
+                            ring_duplicate=args.ring_duplicate, numa=args.numa, line_bytes=args.line_bytes, log=_log)
     print(coherence.report(figures, out))
     _log(f"results in {out}/coherence.{{md,csv,json,png}}")
     if figures["violation_count"] or figures["protocol_errors"]:
@@ -631,7 +632,7 @@ def cmd_bench_splash2(args):
     from numavia.bench import splash2
     from numavia.instrument import CostModel
     out = _results_folder(args.out)
-    figures = splash2.run(args.kernels, args.nodes, args.modes, size=args.size, ways=args.ways,
+    figures = splash2.run(args.kernels, args.nodes, args.modes, size=args.size, ways=args.ways, line_sizes=args.line_bytes,
                           placement=args.placement, access=args.access, cost=CostModel(ns_per_op=args.ns_per_op),
                           log=_log)
     print(splash2.report(figures, out))
@@ -679,6 +680,8 @@ def _add_bench(sub):
     coh.add_argument("--ring-duplicate", type=_probability, default=0.0, metavar="P",
                      help="probability that a ring packet arrives twice (each hop then holds a packet's copy)")
     coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
+    coh.add_argument("--line-bytes", type=int, choices=LINE_SIZES, default=LINE_BYTES,
+                     help=f"the cards' line size (default {LINE_BYTES}, as in the paper)")
     coh.add_argument("--out", default="results/coherence", help="results folder")
     coh.set_defaults(func=cmd_bench_coherence)
     from numavia.splash2 import KERNELS, PLACEMENTS
@@ -687,10 +690,10 @@ def _add_bench(sub):
         description="Run the SPLASH-2 kernels with P processes, record their shared-memory accesses as "
                     "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
                     "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
-                    "associativity (Table 4), line size (Table 3: not available), remote/local accesses "
+                    "associativity (Table 4), line size (Table 3), remote/local accesses "
                     "(Table 6) and the compute/memory/barrier split (Fig. 6). On 2 cores --size small "
                     "takes about 1.5 hours, most of it verilating 8 ring models of 1-8 cards (cached for the "
-                    "next run; --ways 4 needs 4 of them); the paper sizes replay far longer traces.")
+                    "next run; --ways and --line-bytes add more); the paper sizes replay far longer traces.")
     spl.add_argument("--kernels", type=_list_of(str, tuple(KERNELS), "kernel"), default=list(KERNELS),
                      help="comma-separated kernels (default lu,fft,ocean,barnes)")
     spl.add_argument("--nodes", type=_list_of(int, (1, 2, 4, 8, 16), "node count"), default=[1, 2, 4, 8],
@@ -703,6 +706,9 @@ def _add_bench(sub):
     spl.add_argument("--ways", type=_list_of(int, (1, 2, 4, 8), "way count"), default=[1, 2, 4],
                      help="network cache associativities for Table 4, equal capacity (default 1,2,4; "
                           "give 4 to skip the table)")
+    spl.add_argument("--line-bytes", type=_list_of(int, LINE_SIZES, "line size"), default=[32, 64],
+                     help="line sizes for Table 3, direct-mapped at equal capacity (default 32,64; "
+                          "give 64 to skip the table)")
     spl.add_argument("--placement", choices=list(PLACEMENTS), default="paper",
                      help="paper: data only its own node touches in host memory (Ocean, FFT), as the "
                           "paper; shared: everything in the cards' shared memory (default paper)")

@@ -92,18 +92,19 @@ class NodeView:
     """What a checker needs of one card at quiescence."""
     node: int
     directory: dict    # line address -> (mstate, locked, head)   (this node's home lines)
-    memory: dict       # line address -> list of 16 words          (this node's home lines)
+    memory: dict       # line address -> list of the line's words   (this node's home lines)
     cache: dict        # line address -> (state, fwd, bwd, words)  (valid or transient ways)
 
 
-def check_quiescent(views, last_values, initial=0):
-    """``views``: NodeView per node; ``last_values``: {word byte address: last written value}."""
+def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
+    """``views``: NodeView per node; ``last_values``: {word byte address: last written value};
+    ``line_bytes``: the cards' line size."""
     violations = []
     nodes = {v.node: v for v in views}
     lines = set()
     for v in views:
         lines.update(v.cache)
-        lines.update(a - a % LINE_BYTES for a in last_values)
+        lines.update(a - a % line_bytes for a in last_values)
     for v in views:
         for addr, (state, *_rest) in v.cache.items():
             if state in coh.TRANSIENT:
@@ -114,7 +115,7 @@ def check_quiescent(views, last_values, initial=0):
             violations.append(f"line {line:#x}: home {home} is not in the cluster")
             continue
         mstate, locked, head = nodes[home].directory.get(line, (MemoryState.HOME, False, 0))
-        memory = nodes[home].memory.get(line, [initial] * (LINE_BYTES // 4))
+        memory = nodes[home].memory.get(line, [initial] * (line_bytes // 4))
         holders = {n: v.cache[line] for n, v in nodes.items() if line in v.cache}
         where = f"line {line:#x}"
         if locked:
@@ -158,7 +159,7 @@ def check_quiescent(views, last_values, initial=0):
                 violations.append(f"{where}: a clean copy differs from memory")
         else:
             current = memory
-        for word in range(LINE_BYTES // 4):
+        for word in range(line_bytes // 4):
             addr = line + 4 * word
             if addr in last_values and current[word] != last_values[addr]:
                 violations.append(f"{where} word {word}: holds {current[word]:#x}, last write was "

@@ -100,7 +100,7 @@ Options parse(int argc, char **argv) {
         else usage(("unknown argument " + a).c_str());
     }
     if (o.ucode.empty()) usage("--ucode is required");
-    if (o.hot_lines * 5 >= NV_SLICE_LINES || o.words == 0 || o.words > 16) usage("hot set does not fit");
+    if (o.hot_lines * 5 >= NV_SLICE_LINES || o.words == 0 || o.words > NV_LINE_WORDS) usage("hot set does not fit");
     return o;
 }
 
@@ -133,7 +133,7 @@ std::vector<uint64_t> read_ucode(const std::string &path) {
 }
 
 uint32_t host_address(unsigned home, uint32_t offset) { return home * NV_SLICE_BYTES + offset; }
-uint32_t line_offset(unsigned line) { return (line * 5 % NV_SLICE_LINES) * 64; }
+uint32_t line_offset(unsigned line) { return (line * 5 % NV_SLICE_LINES) * NV_LINE_BYTES; }
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
     for (unsigned home = 0; home < NV_NODES; home++)
         for (unsigned line = 0; line < opt.hot_lines; line++)
             for (unsigned w = 0; w < opt.words; w++)
-                hot.push_back(host_address(home, line_offset(line) + (4 * 7 * w) % 64));
+                hot.push_back(host_address(home, line_offset(line) + (4 * 7 * w) % NV_LINE_BYTES));
 
     Barriers barriers(NV_NODES);
     std::vector<std::unique_ptr<TraceSource>> traces;
@@ -328,18 +328,19 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < NV_NODES; i++) {
                     Dump &d = dumps[i];
                     d.dir.resize(opt.hot_lines);
-                    d.home.resize(opt.hot_lines * 16);
+                    d.home.resize(opt.hot_lines * NV_LINE_WORDS);
                     d.tag.resize(NV_CACHE_SETS * NV_CACHE_WAYS);
                     d.tag_line.resize(NV_CACHE_SETS * NV_CACHE_WAYS);
-                    d.cache.assign(NV_CACHE_SETS * NV_CACHE_WAYS * 16, 0);
+                    d.cache.assign(NV_CACHE_SETS * NV_CACHE_WAYS * NV_LINE_WORDS, 0);
                     d.counters.resize(num_counters);
                     for (size_t k = 0; k < num_counters; k++)
                         scripts[i]->read(kCounterRegisters[k].offset, &d.counters[k]);
                     for (unsigned line = 0; line < opt.hot_lines; line++) {
                         const uint32_t global = uint32_t(i) << 26 | line_offset(line);
                         debug_read(*scripts[i], 0, global, NV_LAC_DEBUG_DIR, &d.dir[line]);
-                        for (unsigned w = 0; w < 16; w++)
-                            debug_read(*scripts[i], 2, line_offset(line) / 4 + w, NV_LAC_DEBUG_DATA, &d.home[line * 16 + w]);
+                        for (unsigned w = 0; w < NV_LINE_WORDS; w++)
+                            debug_read(*scripts[i], 2, line_offset(line) / 4 + w, NV_LAC_DEBUG_DATA,
+                                       &d.home[line * NV_LINE_WORDS + w]);
                     }
                     for (unsigned k = 0; k < NV_CACHE_SETS * NV_CACHE_WAYS; k++)
                         debug_read(*scripts[i], 1, k, NV_LAC_DEBUG_TAG, &d.tag[k], NV_LAC_DEBUG_TAG_LINE, &d.tag_line[k]);
@@ -350,8 +351,9 @@ int main(int argc, char **argv) {
             for (int i = 0; i < NV_NODES; i++)
                 for (unsigned k = 0; k < NV_CACHE_SETS * NV_CACHE_WAYS; k++)
                     if (dumps[i].tag[k] & 0xF)
-                        for (unsigned w = 0; w < 16; w++)
-                            debug_read(*scripts[i], 3, k * 16 + w, NV_LAC_DEBUG_DATA, &dumps[i].cache[k * 16 + w]);
+                        for (unsigned w = 0; w < NV_LINE_WORDS; w++)
+                            debug_read(*scripts[i], 3, k * NV_LINE_WORDS + w, NV_LAC_DEBUG_DATA,
+                                       &dumps[i].cache[k * NV_LINE_WORDS + w]);
         } else if (phase == Phase::DumpData && all_idle()) {
             reason = "done";
             break;

@@ -6,20 +6,22 @@ import time
 
 from numavia.coherence_check import check_history, check_quiescent
 from numavia.errors import NumaviaError
+from numavia.gateware.coherence import LINE_BYTES
 from numavia.soc import card_bench
 
 
 def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, log=print,
-        run_dir=None):
-    """Run and judge the stress; ring faults: ``flip_rate`` per symbol, ``ring_drop`` and
-    ``ring_duplicate`` per packet (duplicating lengthens each hop to hold a packet's copy)."""
-    config = card_bench.bench_card_config()
+        run_dir=None, line_bytes=LINE_BYTES):
+    """Run and judge the stress on cards of ``line_bytes`` lines; ring faults: ``flip_rate`` per
+    symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicating lengthens each hop to hold
+    a packet's copy)."""
+    config = card_bench.bench_card_config(line_bytes=line_bytes)
     binary = card_bench.build_bench(nodes, config, log=log)
     run_dir = run_dir or card_bench.buildcache.build_root() / "run" / f"coherence-{nodes}"
     ring_delay = card_bench.duplicating_ring_delay() if ring_duplicate else 4
     faults = [name for name, rate in (("ring bit errors", flip_rate), ("lost ring packets", ring_drop),
                                       ("duplicated ring packets", ring_duplicate)) if rate]
-    log(f"{nodes} cards, {ops} random accesses each (seed {seed}{''.join(', ' + f for f in faults)}"
+    log(f"{nodes} cards of {line_bytes}-byte lines, {ops} random accesses each (seed {seed}{''.join(', ' + f for f in faults)}"
         f"{', NUMA mode' if numa else ''})")
     started = time.monotonic()
     bench = card_bench.run_bench(binary, run_dir, ops=ops, seed=seed, flip_rate=flip_rate, ring_drop=ring_drop,
@@ -35,7 +37,7 @@ def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_dupli
     for a in sorted(bench.accesses, key=lambda a: a.completed):
         if a.write:
             last[a.addr] = a.value
-    violations += check_quiescent(card_bench.node_views(bench.state, config, 2), last)
+    violations += check_quiescent(card_bench.node_views(bench.state, config, 2), last, line_bytes=line_bytes)
     counters = [n["counters"] for n in bench.state["nodes"]]
     total = lambda name: sum(c[name] for c in counters)
     latencies = sorted(a.completed - a.issued for a in bench.accesses)
@@ -71,8 +73,8 @@ def report(figures, out):
     data = {k: v for k, v in figures.items() if k != "latencies"}
     return results.write(out, "coherence", title=f"Coherence stress, {figures['nodes']} cards",
                          headers=["figure", "value"], rows=rows, figures=data, config=figures["config"],
-                         notes=["Random single-word loads and stores on 2 hot lines per home (4 sets x 2 "
-                                "ways network cache), checked for per-location linearisability and "
+                         notes=[f"Random single-word loads and stores on 2 hot lines per home (4 sets x 2 "
+                                f"ways network cache of {figures['config']['line_bytes']}-byte lines), checked for per-location linearisability and "
                                 "sharing-list consistency at the end.",
                                 "Latencies in card cycles (100 MHz) from host-port request to answer."])
 

@@ -1,10 +1,11 @@
-"""SPLASH-2 on the card ring, the paper's Tables 4-6 and Fig. 6: each kernel's traces (generated
+"""SPLASH-2 on the card ring, the paper's Tables 3-6 and Fig. 6: each kernel's traces (generated
 and cached by numavia.splash2.traces) replayed on rings of 1, 2, 4, 8 RTL cards (the card cluster
 bench, Verilator) in NCC-NUMA and NUMA mode. Every time is the simulated cards' cycle count at
 100 MHz; a kernel's time on P nodes is when its last process passes the closing barrier.
 
-Table 3 (32- vs 64-byte lines) is not measured: the line size is 64 bytes throughout the card
-(tags, memories, the SCI packet's data field), there is no 32-byte-line card to replay on.
+Table 4 (associativity) and Table 3 (line size) replay the same traces on cards built with other
+network caches of the same capacity: the host's accesses stay what the kernel made them, the card
+cuts them at its own line boundaries.
 """
 
 import json
@@ -25,9 +26,10 @@ MODE_NAMES = {"ncc": "NCC-NUMA", "numa": "NUMA"}
 WAYS_NAMES = {1: "direct-mapped", 2: "2-way", 4: "4-way", 8: "8-way"}
 ACCESS_NOTES = {"line": "line (bursts of up to 16 words)", "double": "double (2 words, as a CPU on uncached PCI)"}
 #: Bump when what a replay records changes: cached replays of another version are not reused.
-REPLAY_VERSION = 1
+REPLAY_VERSION = 2                    # 2: a replay records its cards' line size
 RING_DELAY = 4                        # cycles per link hop, the bench default
-TABLE4_NODES = (2, 4)                 # the paper's Table 4 columns
+TABLE4_NODES = (2, 4)                 # the paper's Table 3 and 4 columns
+TABLE3_WAYS = 1                       # the paper's Table 3 is direct-mapped (its 64-byte row is Table 4's)
 
 #: Network cache capacity in lines (256 KiB): a quarter of the 1 MiB slice, the paper's ratio
 #: (12 MB of network cache for 48 MB of shared memory per card).
@@ -49,7 +51,7 @@ PAPER_WAYS = {      # Table 4 (NCC-NUMA, 64-byte lines)
     4: {"lu": {2: 1.37, 4: 2.42}, "barnes": {2: 1.33, 4: 2.62}, "ocean": {2: 1.39, 4: 2.58},
         "fft": {2: 1.58, 4: 2.63}},
 }
-PAPER_LINE_BYTES = {  # Table 3 (the card cannot be built with 32-byte lines)
+PAPER_LINE_BYTES = {  # Table 3 (NCC-NUMA, direct-mapped)
     32: {"lu": {2: 1.15, 4: 1.98}, "barnes": {2: 1.11, 4: 2.13}, "ocean": {2: 1.29, 4: 2.39},
          "fft": {2: 1.39, 4: 2.33}},
     64: {"lu": {2: 1.33, 4: 2.31}, "barnes": {2: 1.29, 4: 2.50}, "ocean": {2: 1.38, 4: 2.56},
@@ -57,9 +59,6 @@ PAPER_LINE_BYTES = {  # Table 3 (the card cannot be built with 32-byte lines)
 }
 PAPER_REMOTE_PER_LOCAL = {"lu": {2: 0.96, 4: 3.0}, "barnes": {2: 0.96, 4: 2.84}, "ocean": {2: 0.25, 4: 0.33},
                           "fft": {2: 0.22, 4: 0.35}}   # Table 6
-TABLE3_REASON = ("not available: the Numavia card has 64-byte lines throughout (tag SRAM, memories, "
-                 "burst splitter, the SCI packet's 64-byte data field); there is no 32-byte-line card "
-                 "to replay on, and scaling 64-byte results would be invented, not measured")
 
 
 def splash_card_config(ways=4, capacity_lines=CACHE_LINES):
@@ -77,6 +76,15 @@ def with_ways(config, ways):
     if lines % ways:
         raise ValueError(f"{ways} ways do not divide {lines} lines")
     return replace(config, cache_ways=ways, cache_sets=lines // ways)
+
+
+def with_line_bytes(config, line_bytes):
+    """``config`` with lines of ``line_bytes`` at the same capacity and associativity (more or
+    fewer sets)."""
+    capacity = config.cache_sets * config.line_bytes
+    if capacity % line_bytes or capacity // line_bytes < 1:
+        raise ValueError(f"{line_bytes}-byte lines do not divide a {capacity}-byte way")
+    return replace(config, line_bytes=line_bytes, cache_sets=capacity // line_bytes)
 
 
 # --- replay ----------------------------------------------------------------------------------------
@@ -112,7 +120,7 @@ def replay(trace_dir, nodes, config, numa, *, cache=True, log=print):
                                    f"accesses ({t['errors']} errors), its trace has {expected}")
         result = {
             "traces": trace_dir.name, "nodes": nodes, "numa": numa, "ways": config.cache_ways,
-            "sets": config.cache_sets, "cycles": max(t["finished"] for t in per_node),
+            "sets": config.cache_sets, "line_bytes": config.line_bytes, "cycles": max(t["finished"] for t in per_node),
             "per_node": per_node, "counters": [n["counters"] for n in bench.state["nodes"]],
             "sim_cycles": bench.state["cycles"], "wall_seconds": round(wall, 2),
         }
@@ -135,13 +143,16 @@ def replay(trace_dir, nodes, config, numa, *, cache=True, log=print):
 # --- the benchmark -----------------------------------------------------------------------------------
 
 def run(kernels=tuple(KERNELS), nodes=(1, 2, 4, 8), modes=MODES, *, size="paper", ways=(1, 2, 4),
-        placement="paper", access="line", config=None, cost=None, cache_replays=True, log=print):
+        line_sizes=None, placement="paper", access="line", config=None, cost=None, cache_replays=True, log=print):
     """Generate (cached) and replay everything the tables need. Returns the figures.
 
-    ``nodes`` always gets 1 (the speedups' base). ``ways``: the associativities of Table 4, run
-    in NCC-NUMA mode on 2 and 4 nodes (the paper's columns, where in ``nodes``) at the capacity
-    of ``config``; the 1-node base is shared (one node never uses its network cache)."""
+    ``nodes`` always gets 1 (the speedups' base). ``ways``: the associativities of Table 4, and
+    ``line_sizes`` (default: ``config``'s alone) the line sizes of Table 3 (direct-mapped, as the
+    paper's), each run in NCC-NUMA mode on 2 and 4 nodes (the paper's columns, where in ``nodes``)
+    at the capacity of ``config``. Their speedups share ``config``'s 1-node time as base, so that
+    a row's speedups compare its P-node times with the other rows' directly."""
     config = config or splash_card_config()
+    line_sizes = sorted(set(line_sizes or [config.line_bytes]))
     cost = cost or CostModel()
     nodes = sorted(set(nodes) | {1})
     for k in kernels:
@@ -153,7 +164,14 @@ def run(kernels=tuple(KERNELS), nodes=(1, 2, 4, 8), modes=MODES, *, size="paper"
     figures = {"size": size, "placement": placement, "access": access, "cost": asdict(cost),
                "config": config.as_dict(),
                "kernels": list(kernels), "nodes": nodes, "modes": list(modes), "ways": sorted(ways),
-               "traces": {}, "runs": []}
+               "line_sizes": line_sizes, "traces": {}, "runs": []}
+    try:
+        variants = [with_ways(config, w) for w in sorted(ways)]
+        if len(line_sizes) > 1:
+            variants += [with_line_bytes(with_ways(config, TABLE3_WAYS), b) for b in line_sizes]
+    except ValueError as e:
+        raise NumaviaError(str(e)) from None
+    variants = [v for v in dict.fromkeys(variants) if v != config]   # each card once
     started = time.monotonic()
     folders = {}
     for kernel in kernels:                       # every trace first: a bad size fails early
@@ -173,25 +191,29 @@ def run(kernels=tuple(KERNELS), nodes=(1, 2, 4, 8), modes=MODES, *, size="paper"
             for mode in modes:
                 r = replay(folders[kernel, p], p, config, mode == "numa", cache=cache_replays, log=log)
                 figures["runs"].append({"kernel": kernel, "mode": mode, **r})
-            for w in ways:
-                if p not in TABLE4_NODES or "ncc" not in modes or w == config.cache_ways:
-                    continue
-                r = replay(folders[kernel, p], p, with_ways(config, w), False, cache=cache_replays, log=log)
+            if p not in TABLE4_NODES or "ncc" not in modes:
+                continue
+            for variant in variants:
+                r = replay(folders[kernel, p], p, variant, False, cache=cache_replays, log=log)
                 figures["runs"].append({"kernel": kernel, "mode": "ncc", **r})
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     return figures
 
 
-def find(figures, kernel, mode, nodes, ways=None):
+def find(figures, kernel, mode, nodes, ways=None, line_bytes=None):
+    """The run of ``kernel`` on ``nodes`` cards; ``ways``/``line_bytes`` default to the base
+    configuration's (1-node runs exist for it alone)."""
     ways = ways or figures["config"]["cache_ways"]
+    line_bytes = line_bytes or figures["config"]["line_bytes"]
     for r in figures["runs"]:
-        if r["kernel"] == kernel and r["mode"] == mode and r["nodes"] == nodes and (nodes == 1 or r["ways"] == ways):
+        if r["kernel"] == kernel and r["mode"] == mode and r["nodes"] == nodes and \
+                (nodes == 1 or (r["ways"], r["line_bytes"]) == (ways, line_bytes)):
             return r
     return None
 
 
-def speedup(figures, kernel, mode, nodes, ways=None):
-    base, run_ = find(figures, kernel, mode, 1), find(figures, kernel, mode, nodes, ways)
+def speedup(figures, kernel, mode, nodes, ways=None, line_bytes=None):
+    base, run_ = find(figures, kernel, mode, 1), find(figures, kernel, mode, nodes, ways, line_bytes)
     return base["cycles"] / run_["cycles"] if base and run_ else None
 
 
@@ -230,7 +252,7 @@ def report(figures, out):
         f"Placement '{figures['placement']}'; host accesses per {ACCESS_NOTES[figures['access']]}; "
         f"compute {figures['cost']['ns_per_op']} ns per operation; "
         f"cards: {config['slice_bytes'] // 1024} KiB slice, network cache {config['cache_sets']} sets x "
-        f"{config['cache_ways']} ways x 64 B; ring delay {RING_DELAY} cycles per hop; 100 MHz.",
+        f"{config['cache_ways']} ways x {config['line_bytes']} B; ring delay {RING_DELAY} cycles per hop; 100 MHz.",
     ]
     texts = []
 
@@ -277,16 +299,29 @@ def report(figures, out):
         texts.append(results.write(out, "splash2_table4", title="NCC-NUMA speedup by network cache associativity "
                                    "(Table 4)", headers=headers, rows=rows, figures=_runs_json(figures),
                                    config=config, notes=common + [
-                                       f"Equal capacity: {lines} lines of 64 B ({lines * 64 // 1024} KiB) per card.",
+                                       f"Equal capacity: {lines} lines of {config['line_bytes']} B "
+                                       f"({lines * config['line_bytes'] // 1024} KiB) per card.",
                                        "Speedups against the 1-node time (one node never uses its network cache)."]))
 
-    # Table 3: not measurable.
-    headers = ["line size"] + [f"paper {NAMES[k]} {p}" for k in kernels for p in (2, 4)] + ["Numavia"]
-    rows = [[f"{b} B"] + [PAPER_LINE_BYTES[b][k][p] for k in kernels for p in (2, 4)] +
-            ["not available" if b == 32 else "see Table 4 (direct-mapped row)"] for b in (32, 64)]
-    texts.append(results.write(out, "splash2_table3", title="Network cache line size (Table 3)", headers=headers,
-                               rows=rows, figures={"available": False, "reason": TABLE3_REASON}, config=config,
-                               notes=[f"32-byte lines: {TABLE3_REASON}."]))
+    # Table 3: line size at equal capacity.
+    sizes = figures["line_sizes"]
+    if "ncc" in modes and len(sizes) > 1 and table4:
+        headers = ["line size"] + [f"{NAMES[k]} {p}" for k in kernels for p in table4] + \
+            [f"paper {NAMES[k]} {p}" for k in kernels for p in (2, 4)]
+        capacity = config["cache_sets"] * config["cache_ways"] * config["line_bytes"]
+        rows = [[f"{b} B ({capacity // b // TABLE3_WAYS} sets)"] +
+                [_f(speedup(figures, k, "ncc", p, TABLE3_WAYS, b)) for k in kernels for p in table4] +
+                [PAPER_LINE_BYTES.get(b, {}).get(k, {}).get(p, "") for k in kernels for p in (2, 4)]
+                for b in sizes]
+        texts.append(results.write(out, "splash2_table3", title="NCC-NUMA speedup by network cache line size "
+                                   "(Table 3)", headers=headers, rows=rows, figures=_runs_json(figures),
+                                   config=config, notes=common + [
+                                       f"Equal capacity: {capacity // 1024} KiB per card, direct-mapped as in the "
+                                       "paper; each card built with the row's line size (tags, directory, "
+                                       "memories, SCI data blocks). The traces are the same: a host access of "
+                                       "up to 16 words is cut at the card's line boundaries.",
+                                       f"Speedups against the {config['line_bytes']}-byte card's 1-node time, so "
+                                       "that the rows compare the P-node times directly."]))
 
     # Table 6: remote per local shared access.
     headers = ["kernel"] + [f"{p} nodes: trace" for p in multi] + \
