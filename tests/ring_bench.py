@@ -88,7 +88,7 @@ async def drive(ctx, link, symbols, *, gap=1):
         await ctx.tick()
 
 
-def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE):
+def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE, data_words=DATA_WORDS):
     """A packet with every header field random (the link must carry them all); ``source`` and
     ``seq`` are left 0: the link fills them in. Responses by default: a request obliges its
     receiver to answer it (the link reserves an outgoing slot for that answer), which raw link
@@ -101,7 +101,7 @@ def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE):
         addr=rng.randrange(1 << 32), ptr=rng.randrange(64), ptr_valid=rng.randrange(2),
         flag=rng.randrange(2), mstate=rng.randrange(4), aux=rng.randrange(64), word=rng.randrange(16),
         count=rng.randrange(32), reserved=rng.randrange(128), be=rng.randrange(1 << 64),
-        data=[rng.randrange(1 << 32) for _ in range(DATA_WORDS)] if has_data else [])
+        data=[rng.randrange(1 << 32) for _ in range(data_words)] if has_data else [])
 
 
 def as_sent_by(packet, source):

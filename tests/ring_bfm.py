@@ -4,7 +4,7 @@ Everything about the packet format comes from ``sci_packet`` (``encode``/``decod
 ``Packet.header_value``, ``field_positions``): nothing here knows where a field sits.
 """
 
-from numavia.gateware.sci_packet import DATA_WORDS, HEADER_FIELD_NAMES, Packet, field_positions
+from numavia.gateware.sci_packet import HEADER_FIELD_NAMES, Packet, field_positions
 
 _POSITIONS = field_positions()
 
@@ -59,5 +59,5 @@ async def receive(ctx, link):
     header = await take(ctx, link.recv_header)
     packet = packet_from_header(header.as_value().value)
     if packet.has_data:
-        packet.data = [await take(ctx, link.recv_data) for _ in range(DATA_WORDS)]
+        packet.data = [await take(ctx, link.recv_data) for _ in range(link.data_words)]
     return packet

@@ -97,6 +97,29 @@ def test_packet_for_this_node_is_delivered_and_echoed():
     run_link(tb)
 
 
+def test_a_ring_of_32_byte_lines_carries_8_word_blocks_and_drops_64_byte_ones():
+    """On a ring of 32-byte-line cards a data packet is 10 + 16 + 1 symbols: delivered and
+    sent as such; a 64-byte block is a malformed packet there (dropped, counted, not echoed)."""
+    rng = random.Random(11)
+    short = replace(random_packet(rng, 5, data_ratio=1, data_words=8), source=2, seq=0)
+    long = replace(random_packet(rng, 5, data_ratio=1), source=3, seq=0)
+    own = random_packet(rng, 1, data_ratio=1, data_words=8)
+
+    async def tb(ctx, bench, transmitted):
+        link = bench.link
+        await drive(ctx, link, encode(long))
+        await drive(ctx, link, encode(short, line_bytes=32))
+        assert await receive(ctx, link) == short
+        await send(ctx, link, own)
+        await wait_cycles(ctx, 60)
+        sent = [symbols for _, symbols in transmitted]
+        assert decode(sent[0]) == echo(2, 5, 0, EchoStatus.ACCEPTED)
+        assert len(sent[1]) == 27 and decode(sent[1], line_bytes=32) == replace(as_sent_by(own, 5), seq=0)
+        assert only_nonzero(await all_counters(ctx, link)) == {"CRC_ERRORS": 1, "RX_PACKETS": 1, "TX_ECHOES": 1,
+                                                                "TX_PACKETS": 1}
+    run_link(tb, line_bytes=32)
+
+
 def test_packets_for_other_nodes_are_forwarded_bit_exact_with_fixed_latency():
     rng = random.Random(2)
     corrupt = encode(random_packet(rng, 9))
