@@ -19,9 +19,9 @@ from numavia.gateware.host_port import HostAddressMap, HostPortSignature
 from numavia.gateware.local_side import CacheGeometry, LocalSide
 from numavia.gateware.microcode.isa import LocalKind
 from numavia.gateware.microcode.cluster_model import card_views
-from numavia.gateware.microcode.model import CardModel, LocalRequest, WORDS
+from numavia.gateware.microcode.model import CardModel, LocalRequest
 from numavia.gateware.remote_access_controller import RemoteAccessController
-from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, PacketType, Status
+from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, PacketType, Status, decode, encode
 from numavia.gateware.sci_layouts import HeaderLayout
 from amaranth.lib import stream
 from stream_bfm import recv, send
@@ -50,7 +50,7 @@ class Engine(wiring.Component):
         m = Module()
         amap, g = self.amap, self.geometry
         m.submodules.local = local = LocalSide(address_map=amap, geometry=g)
-        m.submodules.rac = rac = RemoteAccessController(geometry=g, slice_lines=amap.slice_bytes // LINE_BYTES,
+        m.submodules.rac = rac = RemoteAccessController(geometry=g, slice_lines=amap.slice_bytes // g.line_bytes,
                                                         ucode_init=self.program)
         wiring.connect(m, wiring.flipped(self.host), local.host)
         wiring.connect(m, wiring.flipped(self.lac_bus), local.bus)
@@ -80,6 +80,7 @@ class CoSimConfig:
     write_fraction: float = 0.45
     sets: int = 2
     ways: int = 2
+    line_bytes: int = LINE_BYTES    # every card's line size, the RTL card's too
     numa: bool = False
     min_latency: int = 4
     max_latency: int = 40
@@ -102,12 +103,14 @@ class CoSim:
     def __init__(self, program_words, config):
         self.cfg = config
         self.rng = random.Random(config.seed)
-        self.amap = HostAddressMap(slice_bytes=max(64, config.lines_per_home * 8) * LINE_BYTES,
-                                   max_nodes=4, private_bytes=LINE_BYTES * 4)
-        self.geometry = CacheGeometry(config.sets, config.ways)
+        self.line_bytes = line_bytes = config.line_bytes
+        self.amap = HostAddressMap(slice_bytes=max(64, config.lines_per_home * 8) * line_bytes,
+                                   max_nodes=4, private_bytes=line_bytes * 4)
+        self.geometry = CacheGeometry(config.sets, config.ways, line_bytes)
         self.words = list(program_words)
         self.models = {n: CardModel(n, program_words, sets=config.sets, ways=config.ways,
-                                    slice_bytes=self.amap.slice_bytes, numa=config.numa, seed=config.seed)
+                                    slice_bytes=self.amap.slice_bytes, line_bytes=line_bytes,
+                                    numa=config.numa, seed=config.seed)
                        for n in range(config.nodes) if n != config.rtl_node}
         self.dut = Engine(self.amap, self.geometry, self.words)
         self.now = 0
@@ -124,8 +127,8 @@ class CoSim:
         self.hot = []
         for home in range(config.nodes):
             for line in range(config.lines_per_home):
-                base = (home << 26) | ((line * 5 % 8) * LINE_BYTES)
-                self.hot += [base + (4 * 7 * w) % LINE_BYTES for w in range(config.words_per_line)]
+                base = (home << 26) | ((line * 5 % 8) * line_bytes)
+                self.hot += [base + (4 * 7 * w) % line_bytes for w in range(config.words_per_line)]
 
     # --- shared helpers -------------------------------------------------------------------------
 
@@ -134,6 +137,8 @@ class CoSim:
         heapq.heappush(self.events, (time, self.seq, kind, payload))
 
     def route(self, source, packet, time):
+        # Through the wire format at this line size: a data block of the wrong length fails here.
+        packet = decode(encode(packet, line_bytes=self.line_bytes), line_bytes=self.line_bytes)
         key = (source, packet.target)
         arrival = max(time + self.rng.randint(self.cfg.min_latency, self.cfg.max_latency),
                       self.last_delivery.get(key, 0) + 1)
@@ -165,8 +170,9 @@ class CoSim:
         if nxt is None:
             return
         addr, write, value = nxt
-        line, word = addr - addr % LINE_BYTES, (addr % LINE_BYTES) // 4
-        data = [0] * WORDS
+        line_bytes = self.line_bytes
+        line, word = addr - addr % line_bytes, (addr % line_bytes) // 4
+        data = [0] * (line_bytes // 4)
         data[word] = value
         request = LocalRequest(LocalKind.WRITE if write else LocalKind.READ, line, word, 1, data,
                                (0xF << 4 * word) if write else 0)
@@ -304,7 +310,7 @@ class CoSim:
             packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
             packet.source = cfg.rtl_node
             if packet.has_data:
-                packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(WORDS)]
+                packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(self.geometry.line_words)]
             self.route(cfg.rtl_node, packet, self.now)
 
 
@@ -324,7 +330,7 @@ class ScriptedCoSim(CoSim):
         sim = Simulator(dut)
         sim.add_clock(1e-8)
         snapshots = []
-        sets, ways = cfg.sets, cfg.ways
+        sets, ways, line_bytes = cfg.sets, cfg.ways, self.line_bytes
 
         def quiet():
             return (not self.to_rtl and not self.events_pending() and
@@ -344,7 +350,7 @@ class ScriptedCoSim(CoSim):
 
         async def rtl_line_state(ctx):
             from numavia.gateware.coherence import cache_set
-            s = cache_set((line & 0x3FFFFFF) // LINE_BYTES, line >> 26, sets)
+            s = cache_set((line & 0x3FFFFFF) // line_bytes, line >> 26, sets)
             for way in range(ways):
                 await debug(ctx, 1, s * ways + way)
                 tag = await wb_read(ctx, dut.lac_bus, regmap.LAC.register("DEBUG_TAG").offset)
@@ -383,11 +389,11 @@ class ScriptedCoSim(CoSim):
                         card.flush()
                         self._push(self.now, "card", node)
                     else:
-                        word = (addr % LINE_BYTES) // 4
-                        data = [0] * WORDS
+                        word = (addr % line_bytes) // 4
+                        data = [0] * (line_bytes // 4)
                         data[word] = value
                         request = LocalRequest(LocalKind.WRITE if op == "write" else LocalKind.READ,
-                                               addr - addr % LINE_BYTES, word, 1, data,
+                                               addr - addr % line_bytes, word, 1, data,
                                                (0xF << 4 * word) if op == "write" else 0)
                         served = card.local_access(request)
                         if served is None:
@@ -414,7 +420,7 @@ class ScriptedCoSim(CoSim):
                             if tag.state and tag.addr == line:
                                 snapshot["nodes"][n] = (tag.state, tag.fwd, tag.bwd)
                     if n == home:
-                        mstate, locked, head = card.directory[(line & 0x3FFFFFF) // LINE_BYTES]
+                        mstate, locked, head = card.directory[(line & 0x3FFFFFF) // line_bytes]
                         snapshot["dir"] = (mstate, locked, head)
                 state = await rtl_line_state(ctx)
                 if state is not None:

@@ -30,6 +30,20 @@ def test_rtl_card_keeps_the_cluster_coherent(nodes, rtl_node, seed):
     assert result.rtl_counters["REQUESTS"] > 0 and result.rtl_counters["RUNS"] > 0
 
 
+def test_rtl_card_with_32_byte_lines_keeps_the_cluster_coherent():
+    # Every card on 8-word lines, all 8 words of each hot line in use; six hot lines per home,
+    # among them neighbours sharing a 64-byte block, which a 64-byte address split would merge.
+    cosim, result = run(nodes=4, rtl_node=2, seed=6, operations=60, line_bytes=32, words_per_line=8,
+                        lines_per_home=6)
+    assert cosim.geometry.line_bytes == 32
+    assert check_history(result.accesses) == []
+    assert result.rtl_counters["PROTOCOL_ERRORS"] == 0
+    assert all(c[isa.Counter.PROTOCOL_ERROR] == 0 for c in result.model_counters)
+    assert len(result.accesses) == 4 * 60
+    assert {a.addr % 32 for a in result.accesses if a.node == 2} == set(range(0, 32, 4))
+    assert result.rtl_counters["REQUESTS"] > 0 and result.rtl_counters["RUNS"] > 0
+
+
 def test_numa_mode_rtl_card_is_coherent_and_uncached():
     cosim, result = run(nodes=3, rtl_node=1, seed=4, operations=60, numa=True)
     assert check_history(result.accesses) == []

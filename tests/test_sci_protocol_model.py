@@ -23,7 +23,8 @@ def stress(words=PROGRAM.words, **kwargs):
     for a in sorted(result.accesses, key=lambda a: a.completed):
         if a.write:
             last[a.addr] = a.value
-    violations = check_history(result.accesses) + check_quiescent(model.views(), last)
+    violations = check_history(result.accesses) + check_quiescent(model.views(), last,
+                                                                  line_bytes=model.cfg.line_bytes)
     return result, violations
 
 
@@ -37,6 +38,18 @@ def test_random_sharing_stays_coherent(nodes, seed):
     assert sum(c[isa.Counter.ROLLOUT] for c in result.counters) > 50
     assert sum(c[isa.Counter.PURGE] for c in result.counters) > 50
     assert len(result.accesses) == nodes * 1500
+
+
+def test_random_sharing_with_32_byte_lines_stays_coherent():
+    # 8-word lines with all 8 words in use: requests, data blocks and merges at the smaller size.
+    result, violations = stress(nodes=4, operations=1500, seed=7, line_bytes=32, words_per_line=8)
+    assert violations == []
+    assert sum(c[isa.Counter.PROTOCOL_ERROR] for c in result.counters) == 0
+    assert sum(c[isa.Counter.NACK_SENT] for c in result.counters) > 0
+    assert sum(c[isa.Counter.ROLLOUT] for c in result.counters) > 50
+    assert sum(c[isa.Counter.PURGE] for c in result.counters) > 50
+    assert {a.addr % 32 for a in result.accesses} == set(range(0, 32, 4))
+    assert len(result.accesses) == 4 * 1500
 
 
 def test_numa_mode_stays_coherent_and_never_caches():

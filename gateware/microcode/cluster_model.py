@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..coherence import LINE_BYTES
 from ..sci_packet import ADDR_HOME_SHIFT, PacketType, Status, line_address
 from .isa import LocalKind
-from .model import CardModel, LocalRequest, WORDS
+from .model import CardModel, LocalRequest
 
 
 class Deadlock(RuntimeError):
@@ -29,6 +29,7 @@ class StressConfig:
     write_fraction: float = 0.4
     sets: int = 2                   # tiny cache: forces evictions
     ways: int = 2
+    line_bytes: int = LINE_BYTES    # every card's line size (coherence.LINE_SIZES)
     numa: bool = False
     min_latency: int = 4
     max_latency: int = 60
@@ -50,9 +51,9 @@ class ClusterModel:
     def __init__(self, program_words, config):
         self.cfg = config
         self.rng = random.Random(config.seed)
-        slice_bytes = max(64, config.lines_per_home * 4) * LINE_BYTES
-        self.cards = [CardModel(n, program_words, sets=config.sets, ways=config.ways,
-                                slice_bytes=slice_bytes, numa=config.numa, seed=config.seed)
+        slice_bytes = max(64, config.lines_per_home * 4) * config.line_bytes
+        self.cards = [CardModel(n, program_words, sets=config.sets, ways=config.ways, slice_bytes=slice_bytes,
+                                line_bytes=config.line_bytes, numa=config.numa, seed=config.seed)
                       for n in range(config.nodes)]
         self.events = []
         self.seq = 0
@@ -66,15 +67,16 @@ class ClusterModel:
         heapq.heappush(self.events, (time, self.seq, kind, payload))
 
     def _hot_words(self):
-        words = []
+        words, line_bytes = [], self.cfg.line_bytes
         for home in range(self.cfg.nodes):
             for line in range(self.cfg.lines_per_home):
-                base = line_address(home, (line * 5 % 64) * LINE_BYTES)
-                words += [base + 4 * w * 7 % LINE_BYTES for w in range(self.cfg.words_per_line)]
+                base = line_address(home, (line * 5 % 64) * line_bytes, line_bytes)
+                words += [base + 4 * w * 7 % line_bytes for w in range(self.cfg.words_per_line)]
         return words
 
     def run(self):
         cfg = self.cfg
+        line_bytes = cfg.line_bytes
         result = StressResult()
         hot = self._hot_words()
         remaining = [cfg.operations] * cfg.nodes
@@ -87,13 +89,13 @@ class ClusterModel:
                 return
             remaining[node] -= 1
             addr = self.rng.choice(hot)
-            line, word = addr - addr % LINE_BYTES, (addr % LINE_BYTES) // 4
+            line, word = addr - addr % line_bytes, (addr % line_bytes) // 4
             write = self.rng.random() < cfg.write_fraction
             value = 0
             if write:
                 write_counter[node] += 1
                 value = (node + 1) << 24 | write_counter[node]
-            data = [0] * WORDS
+            data = [0] * (line_bytes // 4)
             data[word] = value
             request = LocalRequest(LocalKind.WRITE if write else LocalKind.READ, line, word, 1,
                                    data, (0xF << (4 * word)) if write else 0)
@@ -190,7 +192,7 @@ def card_views(cards):
     for card in cards:
         directory, memory, cache = {}, {}, {}
         for index, (mstate, locked, head) in enumerate(card.directory):
-            addr = line_address(card.node_id, index * LINE_BYTES)
+            addr = line_address(card.node_id, index * card.line_bytes, card.line_bytes)
             if mstate or locked:
                 directory[addr] = (mstate, locked, head)
             memory[addr] = list(card.home[index])

@@ -20,9 +20,6 @@ from ..sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, h
 from . import isa
 from .isa import Cond, Dest, Field, Flag, FlagSrc, LocalKind, Lock, Mem, MStateSrc, Ptr, StateSrc
 
-WORDS = LINE_BYTES // 4
-FULL_BE = (1 << LINE_BYTES) - 1
-
 
 class ModelError(RuntimeError):
     """The microcode did something the hardware would treat as a fault."""
@@ -42,7 +39,7 @@ class LocalRequest:
     addr: int            # line address (home << 26 | line offset)
     word: int = 0        # first word inside the line
     count: int = 1
-    data: list = field(default_factory=lambda: [0] * WORDS)   # write data, line positions
+    data: list = None    # write data, line positions (None: a line of zeros, filled in by the card)
     be: int = 0          # write byte enables, bit i = byte i of the line
     tag: object = None   # caller's handle, returned with the completion
 
@@ -70,34 +67,45 @@ class Context:
     no_way: bool = False
     scan: int = 0
     scan_done: bool = False
-    line: list = field(default_factory=lambda: [0] * WORDS)
+    line_words: int = LINE_BYTES // 4
+    line: list = None    # the line buffer: line_words words
     msg: Packet = None
 
+    def __post_init__(self):
+        if self.line is None:
+            self.line = [0] * self.line_words
+
     def reset(self):
-        self.__init__(self.index)
+        self.__init__(self.index, line_words=self.line_words)
         self.busy = True
         self.regs = {Ptr.PTR: (0, False), Ptr.FWD: (0, False), Ptr.BWD: (0, False), Ptr.HEAD: (0, False)}
 
 
 class CardModel:
-    def __init__(self, node_id, program_words, *, sets=16, ways=4, slice_bytes=64 * LINE_BYTES,
+    def __init__(self, node_id, program_words, *, sets=16, ways=4, slice_bytes=None, line_bytes=LINE_BYTES,
                  numa=False, retry_limit=255, backoff_base=16, backoff_cap=4096, seed=0):
+        """``slice_bytes``: the home slice (default 64 lines); ``line_bytes``: one of
+        ``coherence.LINE_SIZES``, the same on every card of a ring."""
         if sets & (sets - 1):
             raise ValueError("sets must be a power of two")
+        if line_bytes not in coh.LINE_SIZES:
+            raise ValueError(f"line_bytes must be one of {coh.LINE_SIZES}, not {line_bytes}")
         self.node_id = node_id
         self.words = list(program_words)
         self.sets, self.ways = sets, ways
-        self.slice_lines = slice_bytes // LINE_BYTES
+        self.line_bytes = line_bytes
+        self.line_words = line_bytes // 4
+        self.slice_lines = 64 if slice_bytes is None else slice_bytes // line_bytes
         self.numa = numa
         self.retry_limit = retry_limit
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.rng = random.Random((seed << 8) ^ node_id)
         self.directory = [[MemoryState.HOME, False, 0] for _ in range(self.slice_lines)]
-        self.home = [[0] * WORDS for _ in range(self.slice_lines)]
+        self.home = [[0] * self.line_words for _ in range(self.slice_lines)]
         self.tags = [[Tag() for _ in range(ways)] for _ in range(sets)]
-        self.cdata = [[[0] * WORDS for _ in range(ways)] for _ in range(sets)]
+        self.cdata = [[[0] * self.line_words for _ in range(ways)] for _ in range(sets)]
         self.lru = [list(range(ways)) for _ in range(sets)]     # least recently used first
-        self.contexts = [Context(i) for i in range(isa.NUM_TRANSACTIONS + 1)]
+        self.contexts = [Context(i, line_words=self.line_words) for i in range(isa.NUM_TRANSACTIONS + 1)]
         self.counters = [0] * isa.NUM_COUNTERS
         self.stats = {"read_hits": 0, "write_hits": 0, "misses": 0, "instructions": 0}
         self.incoming = []        # packets delivered, in arrival order
@@ -108,7 +116,7 @@ class CardModel:
     # --- addressing ------------------------------------------------------------------------------
 
     def line_index(self, addr):
-        return (addr & ((1 << ADDR_HOME_SHIFT) - 1)) // LINE_BYTES
+        return (addr & ((1 << ADDR_HOME_SHIFT) - 1)) // self.line_bytes
 
     def set_of(self, addr):
         return coh.cache_set(self.line_index(addr), home_of(addr), self.sets)
@@ -129,6 +137,7 @@ class CardModel:
     def local_access(self, request):
         """Serve ``request`` if it hits (returns the words read, [] for a write), else hand it to
         the sequencer (returns None; the completion appears in ``completions``)."""
+        self._check_request(request)
         write = request.kind == LocalKind.WRITE
         home = home_of(request.addr)
         if home == self.node_id:
@@ -159,7 +168,18 @@ class CardModel:
         return None
 
     def flush(self, tag=None):
-        self.local_queue.append(LocalRequest(LocalKind.FLUSH, 0, tag=tag))
+        self.local_queue.append(LocalRequest(LocalKind.FLUSH, 0, data=[0] * self.line_words, tag=tag))
+
+    def _check_request(self, request):
+        if request.data is None:
+            request.data = [0] * self.line_words
+        # A request shaped for another line size would be merged into the wrong words.
+        if len(request.data) != self.line_words or request.be >> self.line_bytes:
+            raise ValueError(f"node {self.node_id}: a request for {len(request.data)}-word lines "
+                             f"on a card of {self.line_words}-word lines")
+        if request.word + request.count > self.line_words:
+            raise ValueError(f"node {self.node_id}: words {request.word}..{request.word + request.count - 1} "
+                             f"are not inside a {self.line_words}-word line")
 
     # --- network side ----------------------------------------------------------------------------
 
@@ -423,29 +443,29 @@ class CardModel:
             elif name == "SWAP_VICTIM":
                 ctx.addr, ctx.vaddr = ctx.vaddr, ctx.addr
             elif name == "RD_LINE":
-                cycles += WORDS
+                cycles += self.line_words
                 ctx.line = list(self._line(ctx, v["mem"]))
                 ctx.flags |= 1 << Flag.DATA
             elif name == "WR_LINE":
-                cycles += WORDS
+                cycles += self.line_words
                 self._line(ctx, v["mem"])[:] = ctx.line
             elif name == "M_TO_BUF":
-                cycles += WORDS
+                cycles += self.line_words
                 if not ctx.msg.has_data:
                     raise ModelError("M_TO_BUF on a message without data")
-                ctx.line = list(ctx.msg.data)
+                ctx.line = list(self._msg_data(ctx))
                 ctx.flags |= 1 << Flag.DATA
             elif name == "MERGE_HOST":
-                cycles += WORDS
+                cycles += self.line_words
                 _merge(ctx.line, ctx.request.data, ctx.request.be)
             elif name == "MERGE_MSG":
-                cycles += WORDS
-                _merge(ctx.line, ctx.msg.data, ctx.msg.be)
+                cycles += self.line_words
+                _merge(ctx.line, self._msg_data(ctx), ctx.msg.be)
             elif name == "SEND":
-                cycles += WORDS if v["data"] else 0
+                cycles += self.line_words if v["data"] else 0
                 self._send(ctx, v)
             elif name == "REPLY":
-                cycles += WORDS if v["data"] else 0
+                cycles += self.line_words if v["data"] else 0
                 self._reply(ctx, v)
             elif name == "COMPLETE":
                 req = ctx.request
@@ -457,6 +477,13 @@ class CardModel:
                 self.counters[v["counter"]] += 1
             else:
                 raise ModelError(f"operation {name} not modelled")
+
+    def _msg_data(self, ctx):
+        # Every card of a ring has the same line size: another block length is a fault.
+        if len(ctx.msg.data) != self.line_words:
+            raise ModelError(f"node {self.node_id}: a data block of {len(ctx.msg.data)} words "
+                             f"on a ring of {self.line_words}-word lines")
+        return ctx.msg.data
 
     def _line(self, ctx, mem):
         if Mem(mem) == Mem.HOME:
@@ -505,7 +532,7 @@ class CardModel:
 
 
 def _merge(line, data, be):
-    for word in range(WORDS):
+    for word in range(len(line)):
         mask = 0
         for byte in range(4):
             if be >> (4 * word + byte) & 1:
