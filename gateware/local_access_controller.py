@@ -20,7 +20,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import coherence as coh, regmap
-from .coherence import CacheGeometry, NODE_ID_BITS, CacheState, MemoryState
+from .coherence import CacheGeometry, NODE_ID_BITS, MemoryState
 from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
 from .memory_controller import MemSpace, MemoryPortSignature
 from .microcode.isa import LocalKind

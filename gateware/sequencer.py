@@ -25,7 +25,6 @@ from amaranth.lib.wiring import In, Out
 
 from . import coherence as coh
 from .coherence import CacheGeometry, CacheState, MemoryState, NODE_ID_BITS
-from .host_port import ResponseLayout
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import MemSpace

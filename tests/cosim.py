@@ -21,7 +21,7 @@ from numavia.gateware.microcode.isa import LocalKind
 from numavia.gateware.microcode.cluster_model import card_views
 from numavia.gateware.microcode.model import CardModel, LocalRequest
 from numavia.gateware.remote_access_controller import RemoteAccessController
-from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, PacketType, Status, decode, encode
+from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
 from numavia.gateware.sci_layouts import HeaderLayout
 from amaranth.lib import stream
 from stream_bfm import recv, send

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..coherence import LINE_BYTES
-from ..sci_packet import ADDR_HOME_SHIFT, PacketType, Status, line_address
+from ..sci_packet import Status, line_address
 from .isa import LocalKind
 from .model import CardModel, LocalRequest
 
