@@ -134,7 +134,7 @@ class Sequencer(wiring.Component):
         r = Signal(ContextLayout)          # the running context's registers
         ctx = Signal(5)                    # its index
         msg = Signal(HeaderLayout)         # the packet that started or resumed the run
-        hbe = Signal(g.line_bytes)           # its host byte enables (transaction contexts)
+        hbe = Signal(g.line_bytes)         # its host byte enables (transaction contexts)
         instr = Signal(isa.WORD_BITS)
 
         busy = Signal(N)
