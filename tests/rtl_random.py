@@ -531,8 +531,8 @@ async def via_rx_fuzz(ctx, node, wire, *, seed, groups):
             mgmt = regmap.VIA.register("MGMT_RX_STATUS")
             st = await node.reg(ctx, "MGMT_RX_STATUS")
             assert st & mgmt.field("VALID").mask, "a management frame was not delivered"
-            assert (st >> mgmt.field("SRC_NODE").lsb) & ((1 << mgmt.field("SRC_NODE").width) - 1) == src
-            assert (st >> mgmt.field("LENGTH").lsb) & 0x7F == len(payload)
+            assert mgmt.field("SRC_NODE").extract(st) == src
+            assert mgmt.field("LENGTH").extract(st) == len(payload)
             words = [await node.reg_array(ctx, "MGMT_RX_DATA", i) for i in range((len(payload) + 3) // 4)]
             assert b"".join(w.to_bytes(4, "little") for w in words)[:len(payload)] == payload
             await node.reg(ctx, "MGMT_RX_POP", 1)

@@ -225,7 +225,7 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
         bar0_write(h, cq_reg(0, "BASE"), CQ_BASE)
         bar0_write(h, cq_reg(0, "SIZE"), 4)
         state = VIA.array("VI").register("STATE").field("STATE")
-        assert (await bar0_read(ctx, h, vi_reg(1, "STATE")) >> state.lsb) & ((1 << state.width) - 1) == \
+        assert state.extract(await bar0_read(ctx, h, vi_reg(1, "STATE"))) == \
             dict(regmap.VI_STATES)["CONNECTED"]
 
         # The doorbell: the engine reads the descriptor and the data over PCIe and sends a frame.

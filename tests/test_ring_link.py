@@ -36,8 +36,7 @@ def reg(name):
 
 
 def field(register, name, value):
-    f = RING.register(register).field(name)
-    return (value & f.mask) >> f.lsb
+    return RING.register(register).field(name).extract(value)
 
 
 def echo(target, source, seq, status):

@@ -126,7 +126,7 @@ class Nic:
                                      seed=seed + self.node_id)
         self.space = AddressSpace(self.memory)
         self._scratch = self.memory.pages(1)[0]     # page lists for registrations
-        self._mbox_seq = (self.via_reg("MBOX_STATUS") >> VIA.register("MBOX_STATUS").field("SEQ").lsb) & 0xFFFF
+        self._mbox_seq = VIA.register("MBOX_STATUS").field("SEQ").extract(self.via_reg("MBOX_STATUS"))
         self.vis = {}
         self.regions = {}      # memory handle -> (va, length, ptag) of what this host registered
         self._wait_firmware()
@@ -331,7 +331,7 @@ class Vi:
 
     @property
     def error_bits(self):
-        return (self.nic.vi_reg(self.number, "STATE") >> _VI.register("STATE").field("ERROR").lsb) & 0xFFFF
+        return _VI.register("STATE").field("ERROR").extract(self.nic.vi_reg(self.number, "STATE"))
 
     # Pythonic data path
     def post_send(self, descriptor, *, check=True):
