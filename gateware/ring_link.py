@@ -73,7 +73,7 @@ from .coherence import LINE_BYTES, NODE_ID_BITS
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout, SymbolLayout
 from .sci_packet import (CRC_INIT, CRC_POLY, ECHO_HEADER_SYMBOLS, HEADER_BITS, HEADER_SYMBOLS, SYMBOL_BITS,
-                         EchoStatus, PacketType, max_packet_symbols)
+                         EchoStatus, PacketType, packet_symbols)
 
 #: Cycles from a symbol on ``rx`` to the same symbol on ``tx`` through an idle node: ``rx`` is
 #: registered (1), written into the bypass FIFO (2: readable the next cycle), then popped into the
@@ -85,8 +85,8 @@ BYPASS_LATENCY = 3
 #: (2), the echo queue readable (3), the ``tx`` register (4).
 ECHO_TURNAROUND = 4
 
-#: Symbols of a request/response without its data block, header and CRC (a data block adds the
-#: line's symbols: ``RingLink.long_packet``).
+#: Symbols of a request/response without its data block, header and CRC (with it, the longest
+#: packet: ``RingLink.max_packet``).
 _SHORT_PACKET = HEADER_SYMBOLS + 1
 _ECHO_PACKET = ECHO_HEADER_SYMBOLS + 1
 
@@ -213,9 +213,7 @@ class RingLink(wiring.Component):
         self.echo_depth = echo_depth
         self.bypass_depth = bypass_depth
         self.data_words = line_bytes // 4
-        self.data_symbols = line_bytes // 2
-        self.long_packet = _SHORT_PACKET + self.data_symbols
-        self.max_packet = max_packet_symbols(line_bytes)
+        self.max_packet = packet_symbols(PacketType.REQUEST, True, line_bytes)
         self.bypass_threshold = bypass_depth - self.max_packet - 2
         if self.bypass_threshold < self.max_packet + 1 or bypass_depth >= 1 << 16:
             # Below one packet of headroom, own traffic would wait on every bypass packet.
@@ -256,8 +254,9 @@ class RingLink(wiring.Component):
         # Queue storage: headers in small asynchronous-read memories (LUT RAM) so a header is
         # readable in the cycle it is needed; data blocks in synchronous-read memories (block RAM),
         # one 32-bit word per slot and word index (address = slot * line words + word).
-        DATA_WORDS, DATA_SYMBOLS, MAX_PACKET_SYMBOLS = self.data_words, self.data_symbols, self.max_packet
-        _LONG_PACKET = self.long_packet
+        DATA_WORDS, MAX_PACKET_SYMBOLS = self.data_words, self.max_packet
+        DATA_SYMBOLS = 2 * DATA_WORDS
+        _LONG_PACKET = MAX_PACKET_SYMBOLS      # a request/response with its data block
         word_bits = (DATA_WORDS - 1).bit_length()
         m.submodules.out_headers = out_headers = memory.Memory(
             shape=HeaderLayout, depth=self.out_depth, init=[])

@@ -23,7 +23,6 @@ from .coherence import LINE_BYTES, NODE_ID_BITS
 
 SYMBOL_BITS = 16
 DATA_WORDS = LINE_BYTES // 4           # 16 words of 32 bits for the default line
-DATA_SYMBOLS = LINE_BYTES // 2         # 32 symbols
 CRC_POLY = 0x1021
 CRC_INIT = 0xFFFF
 
@@ -104,15 +103,6 @@ HEADER_SYMBOLS = HEADER_BITS // SYMBOL_BITS
 ECHO_HEADER_SYMBOLS = 2
 assert HEADER_BITS % SYMBOL_BITS == 0
 assert sum(f.width for f in HEADER_FIELDS[:8]) == ECHO_HEADER_SYMBOLS * SYMBOL_BITS
-
-
-
-def max_packet_symbols(line_bytes=LINE_BYTES):
-    """Longest packet on the wire, in symbols: header + a line of data + CRC."""
-    return HEADER_SYMBOLS + line_bytes // 2 + 1
-
-
-MAX_PACKET_SYMBOLS = max_packet_symbols()
 
 #: Line addresses: the home node in the top bits, the byte offset inside its slice below.
 ADDR_HOME_SHIFT = 32 - NODE_ID_BITS
@@ -241,6 +231,10 @@ def packet_symbols(ptype, has_data, line_bytes=LINE_BYTES):
     if ptype == PacketType.ECHO:
         return ECHO_HEADER_SYMBOLS + 1
     return HEADER_SYMBOLS + (line_bytes // 2 if has_data else 0) + 1
+
+
+#: Longest packet on the wire (a request/response with a line of data), for the default line.
+MAX_PACKET_SYMBOLS = packet_symbols(PacketType.REQUEST, True)
 
 
 HEADER_FIELD_NAMES = tuple(f.name for f in dc_fields(Packet) if f.name != "data")
