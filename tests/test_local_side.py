@@ -5,6 +5,7 @@ and memory ports exactly as the sequencer does, serves reads from a model of the
 memory and checks every write that reaches it."""
 
 import random
+from dataclasses import replace
 
 import pytest
 from amaranth.sim import Simulator
@@ -292,14 +293,14 @@ def run_random(bench, n):
 
 @pytest.mark.parametrize("line_bytes", [64, 32])
 def test_random_traffic_fills_evicts_and_hits(line_bytes):
-    bench = Bench(seed=3, geometry=CacheGeometry(sets=GEOMETRY.sets, ways=GEOMETRY.ways, line_bytes=line_bytes))
+    bench = Bench(seed=3, geometry=replace(GEOMETRY, line_bytes=line_bytes))
     run_random(bench, 300)
     assert bench.fills > 10 and bench.evictions > 5 and bench.write_misses_checked > 5
 
 
 @pytest.mark.parametrize("line_bytes", [64, 32])
 def test_counters_match_the_traffic(line_bytes):
-    bench = Bench(seed=9, geometry=CacheGeometry(sets=GEOMETRY.sets, ways=GEOMETRY.ways, line_bytes=line_bytes))
+    bench = Bench(seed=9, geometry=replace(GEOMETRY, line_bytes=line_bytes))
     accesses = [bench.random_access() for _ in range(200)]
 
     async def checks(ctx, b):
