@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LambdaConcept ECPIX-5 (LFE5UM5G-85F): the full card.
+"""LambdaConcept ECPIX-5 (LFE5UM5G-85F): the full card and smaller configurations of it.
 
 Clock: 100 MHz oscillator, ``sys`` 75 MHz. Ethernet: the RTL8211 RGMII PHY carries the VIA
 engine's frames. Ring link: source-synchronous, 16 data bits + frame + forwarded clock each way
@@ -92,6 +92,14 @@ BOARD = Board(
             "card": {**FULL["card"], "via_vis": 4, "via_cqs": 2, "via_rx_buffer_bytes": 32 * 1024},
             "soc": FULL["soc"],
             "sys_clk_freq": 100e6 / 3,
+        },
+        # The coherent shared-memory card without the VIA engine (as the Colorlight's `reduced`,
+        # with the full card's cache and memories), for a ring of 85F boards: the configurations
+        # with the VIA engine place but do not route (docs/boards.md). Routed at 80.5 MHz. The
+        # Ethernet PHY is unused.
+        "coherent": {
+            "card": {**FULL["card"], "via": False},
+            "soc": FULL["soc"],
         },
     },
     default_config="full",

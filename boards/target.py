@@ -21,7 +21,8 @@ LiteX SoC the card's cost is measured against.
 import struct
 from dataclasses import dataclass, field
 
-from migen import ClockDomain, If, Signal
+from migen import ClockDomain, If, Instance, Signal
+from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from litex.gen import LiteXModule
 from litex.soc.cores.clock import ECP5PLL
@@ -63,13 +64,25 @@ class Board:
 
 
 class _CRG(LiteXModule):
+    """``sys`` from the PLL, held in reset until the PLL locks.
+
+    The synchronised reset reaches the card's flip-flops through a ``DCCA``: nextpnr-ecp5 promotes
+    only clocks to the global network by itself, and in the fabric this one net (over 13,000 loads
+    on the ECPIX-5) was the worst of the router's congestion (docs/boards.md)."""
+
     def __init__(self, platform, board, sys_clk_freq):
         self.cd_sys = ClockDomain()
+        self.cd_sys_reset = ClockDomain()   # only the reset synchroniser runs in it
         self.pll = pll = ECP5PLL()
         reset = board.reset(platform) if board.reset else 0
         self.comb += pll.reset.eq(reset)
         pll.register_clkin(platform.request(board.clk_name), board.clk_freq)
-        pll.create_clkout(self.cd_sys, sys_clk_freq)   # held in reset until the PLL locks
+        pll.create_clkout(self.cd_sys, sys_clk_freq, with_reset=False)
+        self.comb += self.cd_sys_reset.clk.eq(self.cd_sys.clk)
+        self.specials += [
+            AsyncResetSynchronizer(self.cd_sys_reset, ~pll.locked),
+            Instance("DCCA", i_CLKI=self.cd_sys_reset.rst, i_CE=1, o_CLKO=self.cd_sys.rst),
+        ]
 
 
 class _Heartbeat(LiteXModule):

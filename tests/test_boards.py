@@ -66,6 +66,23 @@ def test_generated_verilog_carries_no_date_or_revision(generated):
     assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", verilog)
 
 
+def test_the_sys_reset_reaches_its_flip_flops_through_a_global_buffer(generated):
+    """nextpnr-ecp5 promotes only clocks to the global network: the reset's thousands of loads
+    are put on one by the DCCA the CRG instantiates after the reset synchroniser."""
+    _, _, _, verilog, _ = generated
+    dcca = re.search(r"\nDCCA \w+\((.*?)\);", verilog, re.S)
+    assert dcca, "no DCCA in the top level"
+    ports = dict(re.findall(r"\.(\w+)\s*\(([^()]*)\)", dcca.group(1)))
+    assert ports["CLKO"] == "sys_rst" and ports["CE"] == "1'd1"
+    # its input is the synchroniser's last flip-flop, cleared by the PLL's lock
+    synchroniser = re.search(r"FD1S3BX \w+\(\s*// Inputs.\s*\.CK\s*\((\w+)\),\s*\.D\s*\(\w+\),"
+                             r"\s*\.PD\s*\(\(~\w*locked\)\),\s*// Outputs.\s*\.Q\s*\(" + ports["CLKI"] + r"\)",
+                             verilog)
+    assert synchroniser
+    # and nothing but the DCCA drives the reset
+    assert not re.search(r"assign\s+sys_rst\s*=", verilog)
+
+
 def test_the_soc_runs_at_its_configurations_clock(generated):
     board, config, folder, _, _ = generated
     csr = json.loads((folder / "csr.json").read_text())
