@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """LambdaConcept ECPIX-5 (LFE5UM5G-85F): the full card and smaller configurations of it.
 
-Clock: 100 MHz oscillator, ``sys`` 75 MHz. Ethernet: the RTL8211 RGMII PHY carries the VIA
+Clock: 100 MHz oscillator, ``sys`` 75 MHz (33.3 MHz for `minimal` and `compact`). Ethernet: the RTL8211 RGMII PHY carries the VIA
 engine's frames. Ring link: source-synchronous, 16 data bits + frame + forwarded clock each way
 (:mod:`numavia.boards.ring_phy`), transmit on PMOD0, PMOD1 and PMOD2 pins 0-1, receive on PMOD4,
 PMOD5 and PMOD6 pins 0-1; a cable crosses one board's transmit to the next board's receive. LEDs
@@ -93,6 +93,15 @@ BOARD = Board(
             "soc": FULL["soc"],
             "sys_clk_freq": 100e6 / 3,
         },
+        # The smallest card with the VIA engine: 2 VIs and 2 completion queues, a 32 KiB slice,
+        # 512 ATT pages, 16 KiB of main RAM and host memory (144 of the 208 block RAMs). With the
+        # reset on a global it routes: 48.8 MHz against 33.3 (docs/boards.md).
+        "minimal": {
+            "card": {**FULL["card"], "slice_bytes": 32 * 1024, "via_vis": 2, "via_cqs": 2,
+                     "via_rx_buffer_bytes": 32 * 1024, "via_att_pages": 512},
+            "soc": {**FULL["soc"], "main_ram_size": 0x4000, "host_mem_size": 0x4000},
+            "sys_clk_freq": 100e6 / 3,
+        },
         # The coherent shared-memory card without the VIA engine (as the Colorlight's `reduced`,
         # with the full card's cache and memories), for a ring of 85F boards: the configurations
         # with the VIA engine place but do not route (docs/boards.md). Routed at 80.5 MHz. The
@@ -102,7 +111,7 @@ BOARD = Board(
             "soc": FULL["soc"],
         },
     },
-    default_config="full",
+    default_config="minimal",   # the card with the VIA engine that routes on the 85F
     ring_pads=ring_pads,
     leds=leds,
     reset=reset,
