@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """LambdaConcept ECPIX-5 (LFE5UM5G-85F): the full card and smaller configurations of it.
 
-Clock: 100 MHz oscillator, ``sys`` 75 MHz (33.3 MHz for `minimal` and `compact`). Ethernet: the RTL8211 RGMII PHY carries the VIA
-engine's frames. Ring link: source-synchronous, 16 data bits + frame + forwarded clock each way
-(:mod:`numavia.boards.ring_phy`), transmit on PMOD0, PMOD1 and PMOD2 pins 0-1, receive on PMOD4,
-PMOD5 and PMOD6 pins 0-1; a cable crosses one board's transmit to the next board's receive. LEDs
-(red channel of the four RGB LEDs): heartbeat, ring receive activity, Ethernet traffic, ring
-transmit. Node id: jumpers on PMOD7 pins 0-5 (the card's strap). Host: USB UART (FT2232 channel B), ``litex_server --uart``.
+Clock: 100 MHz oscillator, ``sys`` 75 MHz (33.3 MHz for ``minimal`` and ``compact``). Ethernet: the
+RTL8211 RGMII PHY carries the VIA engine's frames. Ring link: source-synchronous, 16 data bits +
+frame + forwarded clock each way (:mod:`numavia.boards.ring_phy`), transmit on PMOD0, PMOD1 and
+PMOD2 pins 0-1, receive on PMOD4, PMOD5 and PMOD6 pins 0-1; a cable crosses one board's transmit to
+the next board's receive. LEDs (red channel of the four RGB LEDs): heartbeat, ring receive activity,
+Ethernet traffic, ring transmit. Node id: jumpers on PMOD7 pins 0-5 (the card's strap). Host: USB
+UART (FT2232 channel B), ``litex_server --uart``.
 """
 
 from litex.build.generic_platform import IOStandard, Misc, Pins, Subsignal
@@ -103,9 +104,8 @@ BOARD = Board(
             "sys_clk_freq": 100e6 / 3,
         },
         # The coherent shared-memory card without the VIA engine (as the Colorlight's `reduced`,
-        # with the full card's cache and memories), for a ring of 85F boards: the configurations
-        # with the VIA engine place but do not route (docs/boards.md). Routed at 80.5 MHz. The
-        # Ethernet PHY is unused.
+        # with the full card's cache and memories): a ring of 85F boards at the full card's clock.
+        # Routed at 80.5 MHz (docs/boards.md). The Ethernet PHY is unused.
         "coherent": {
             "card": {**FULL["card"], "via": False},
             "soc": FULL["soc"],

@@ -68,7 +68,8 @@ class _CRG(LiteXModule):
 
     The synchronised reset reaches the card's flip-flops through a ``DCCA``: nextpnr-ecp5 promotes
     only clocks to the global network by itself, and in the fabric this one net (over 13,000 loads
-    on the ECPIX-5) was the worst of the router's congestion (docs/boards.md)."""
+    on the ECPIX-5) kept the router from getting through the card with its VIA engine
+    (docs/boards.md)."""
 
     def __init__(self, platform, board, sys_clk_freq):
         self.cd_sys = ClockDomain()
