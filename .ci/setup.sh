@@ -13,6 +13,7 @@ DEBIAN_PACKAGES=(
     libevent-dev libjson-c-dev zlib1g-dev
     openfpgaloader
     clang libclang-rt-14-dev
+    openmpi-bin libopenmpi-dev
 )
 
 fail() { echo "setup: $*" >&2; exit 1; }

@@ -1,13 +1,13 @@
-"""The card cluster bench: N cards (no CPU) in a ring in one Verilator model, with random host
-traffic and a dump of every card's state at the end (see ``soc/verilator/card_bench_main.cpp``).
+"""The card ring bench: cards (no CPU) in a ring, one Verilator model each, with random host
+traffic, a script of measured steps or traces, and a dump of every card's state at the end (see
+``soc/verilator/card_main.cpp``). One build of the card serves every ring size.
 
-Used by the coherence stress tests and ``numavia bench coherence``; the checks are those of
-:mod:`numavia.coherence_check`.
+Used by the coherence stress tests and ``numavia bench coherence``/``latency``/``splash2``/``shm``/
+``stream``; the checks are those of :mod:`numavia.coherence_check`.
 """
 
 import json
 from dataclasses import dataclass, field
-import subprocess
 from pathlib import Path
 
 from numavia import buildcache, codegen, trace
@@ -16,10 +16,10 @@ from numavia.gateware import regmap
 from numavia.gateware.build import TOP_NAME, card_verilog
 from numavia.gateware.card import CardConfig
 
-from . import cluster
-from .sim import HARNESS_DIR, SimError, VERILATOR_FLAGS, _tool_version, layout_header, require_tool, verilate
+from . import model_top, ring_launch, simulator_build
+from .sim import SimError, build_mpi_variant, layout_header, require_tool
 
-BENCH_TOP = "card_cluster"
+BENCH_TOP = "numavia_card_model"
 
 
 #: Small cards, so the hot set sees sharing, conflicts and evictions.
@@ -55,32 +55,22 @@ def config_header(config):
         f"#define NV_PRIVATE_BASE {amap.private_base}u", ""])
 
 
-def build_bench(nodes, config, log=print, jobs=None):
-    """Path of the compiled bench for ``nodes`` cards of ``config``."""
+def build_bench(config, log=print, jobs=None, mpi=False):
+    """Path of the compiled bench for cards of ``config`` (any number of them); with ``mpi``, the
+    MPI build of it."""
     require_tool("verilator", "run `make setup` (Debian package verilator)")
     card_v = card_verilog(config, log=log)
-    harness = buildcache.source_files(HARNESS_DIR, ("*.cpp", "*.hpp", "*.h"))
-    key = buildcache.digest(harness + [card_v], params={
-        "nodes": nodes, "config": config.as_dict(), "verilator": _tool_version(["verilator", "--version"]),
-        "flags": VERILATOR_FLAGS})
-    binary = f"V{BENCH_TOP}"
-
-    def produce(folder):
-        ports = cluster.parse_ports(card_v.read_text(), TOP_NAME)
-        (folder / "cluster.v").write_text(
-            cluster.cluster_verilog(TOP_NAME, ports, nodes, regmap.NODE_ID_BITS, top=BENCH_TOP))
-        (folder / "cluster_ports.h").write_text(
-            cluster.ports_header(ports, nodes, {"clk": round(1e12 / config.clk_freq_hz)}, top=BENCH_TOP))
-        (folder / "card_config.h").write_text(config_header(config))
-        (folder / "host_port_layout.h").write_text(layout_header())
-        (folder / "counters_table.h").write_text(counters_header())
-        (folder / "numavia_trace.h").write_text(trace.c_header())
-        codegen.write_all(folder)
-        log(f"verilating {nodes} card(s)")
-        verilate(folder, BENCH_TOP, [folder / "cluster.v", card_v], HARNESS_DIR / "card_bench_main.cpp", jobs=jobs)
-
-    folder = buildcache.cached("card_bench", key, produce, log=log)
-    return folder / "obj_dir" / binary
+    ports = model_top.parse_ports(card_v.read_text(), TOP_NAME)
+    model = simulator_build.verilate_model(
+        BENCH_TOP, [card_v], {"model_top.v": model_top.model_verilog(TOP_NAME, ports, BENCH_TOP)},
+        log=log, jobs=jobs, note=" (the card: once for every ring size)")
+    headers = {"model_ports.h": model_top.ports_header(ports, BENCH_TOP, {"clk": round(1e12 / config.clk_freq_hz)},
+                                                        regmap.NODE_ID_BITS),
+               "card_config.h": config_header(config), "host_port_layout.h": layout_header(),
+               "counters_table.h": counters_header(), "numavia_trace.h": trace.c_header(),
+               "numavia_regs.h": codegen.c_header(), "numavia_sci.h": codegen.sci_header()}
+    binary = simulator_build.link_simulator(model, BENCH_TOP, "card_main.cpp", headers, log=log)
+    return build_mpi_variant(binary, log=log) if mpi else binary
 
 
 def duplicating_ring_delay():
@@ -98,45 +88,75 @@ class BenchRun:
     latencies: list = field(default_factory=list)   # scripted runs: cycles per step
 
 
-def run_bench(binary, run_dir, *, ops=0, seed=1, hot_lines=2, words=2, write_fraction=0.4, ring_delay=4,
-              flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, max_gap=30, watchdog=2_000_000, max_cycles=None, script=None,
-              trace_dir=None, log_accesses=True):
-    """Run the bench: random traffic (``ops`` per node); or ``script``, a list of
+def run_bench(binary, run_dir, *, nodes, ops=0, seed=1, hot_lines=2, words=2, write_fraction=0.4, ring_delay=4,
+              flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, max_gap=30, watchdog=2_000_000,
+              max_cycles=None, script=None, trace_dir=None, log_accesses=True, spread=None, mpi_binary=None):
+    """Run the bench on ``nodes`` cards: random traffic (``ops`` per node); or ``script``, a list of
     ``(node, "r"|"w"|"f", host_addr, value)`` steps whose latencies come back in ``latencies``; or
     the traces ``trace_dir/node<i>.trace`` (numavia.trace), whose figures come back in
     ``state["trace"]``. Ring faults (``soc/verilator/ring_link.hpp``): ``flip_rate`` per packet
     symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicates need ``ring_delay`` of at
-    least :func:`duplicating_ring_delay`)."""
+    least :func:`duplicating_ring_delay`). ``spread``: processes or MPI ranks (default: one process
+    per core); the results do not depend on it."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ucode = run_dir / "ucode.hex"
     ucode.write_text("".join(f"{w:016x}\n" for w in codegen.microcode_program().words))
-    cmd = [str(binary), "--ucode", str(ucode), "--ops", str(ops), "--seed", str(seed),
-           "--hot-lines", str(hot_lines), "--words", str(words), "--write-fraction", str(write_fraction),
-           "--ring-delay", str(ring_delay), "--flip-rate", str(flip_rate), "--ring-drop", str(ring_drop),
-           "--ring-duplicate", str(ring_duplicate), "--max-gap", str(max_gap),
-           "--watchdog", str(watchdog), "--log", str(run_dir / "accesses.log") if log_accesses else "",
-           "--dump", str(run_dir / "state.json")]
+    args = ["--ucode", str(ucode), "--ops", str(ops), "--seed", str(seed), "--hot-lines", str(hot_lines),
+            "--words", str(words), "--write-fraction", str(write_fraction), "--ring-delay", str(ring_delay),
+            "--ring-flip-rate", str(flip_rate), "--ring-drop", str(ring_drop),
+            "--ring-duplicate", str(ring_duplicate), "--max-gap", str(max_gap), "--watchdog", str(watchdog)]
+    if not log_accesses:
+        args.append("--no-access-log")
     if numa:
-        cmd.append("--numa")
+        args.append("--numa")
     if max_cycles:
-        cmd += ["--max-cycles", str(max_cycles)]
+        args += ["--max-cycles", str(max_cycles)]
     if trace_dir is not None:
-        cmd += ["--trace-dir", str(trace_dir)]
+        args += ["--trace-dir", str(Path(trace_dir).resolve())]
     if script is not None:
         (run_dir / "script.txt").write_text("".join(f"{n} {op} {addr:#x} {value:#x}\n" for n, op, addr, value in script))
-        cmd += ["--script", str(run_dir / "script.txt"), "--latencies", str(run_dir / "latencies.log")]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    run = BenchRun(proc.returncode, proc.stderr)
-    if script is not None and (run_dir / "latencies.log").exists():
-        run.latencies = [int(line.split()[4]) for line in (run_dir / "latencies.log").read_text().splitlines()]
-    log_path = run_dir / "accesses.log"
-    if log_accesses and log_path.exists():
-        run.accesses = read_access_log(log_path.read_text())
-    state_path = run_dir / "state.json"
-    if state_path.exists():
-        run.state = json.loads(state_path.read_text())
+        args += ["--script", str(run_dir / "script.txt")]
+    spread = (spread or ring_launch.Spread.default(nodes)).fitted(nodes)
+    if spread.mpi and mpi_binary is None:
+        mpi_binary = build_mpi_variant(binary)
+    ring = ring_launch.RingRun(binary, run_dir, nodes, args, spread, mpi_binary=mpi_binary, echo_stderr=False)
+    ring.start()
+    try:
+        code = ring.wait()
+    except BaseException:
+        ring.kill()
+        raise
+    if ring.failure:
+        code = code or 1
+    run = BenchRun(code, "\n".join(ring.stderr_log) + ("\n" + ring.failure if ring.failure else ""))
+    hub, results = ring_launch.read_results(run_dir, nodes)
+    if log_accesses:
+        parts = [run_dir / f"accesses.node{i}.log" for i in range(nodes)]
+        ring_launch.merge_logs(parts, run_dir / "accesses.log", key=lambda l: (int(l.split()[5]), int(l.split()[0])))
+        run.accesses = read_access_log((run_dir / "accesses.log").read_text())
+    if hub is not None and all(r is not None for r in results):
+        run.state = bench_state(hub, results, ring.wall_seconds)
+        (run_dir / "state.json").write_text(json.dumps(run.state))
+        if script is not None:
+            steps = sorted(step for r in results for step in r.get("latencies", []))
+            run.latencies = [cycles for _, cycles in steps]
     return run
+
+
+def bench_state(hub, results, wall_seconds):
+    """The bench's results in one object: counts over the ring, and each card's dump."""
+    start = min(r["traffic_start"] for r in results)
+    state = {"reason": hub["reason"], "cycles": max(r["cycles"] for r in results),
+             "traffic_cycles": max(r["traffic_end"] for r in results) - start, "wall_seconds": round(wall_seconds, 3),
+             "sim_wall_seconds": hub["wall_seconds"],
+             "processes": hub["processes"], "mpi": hub["mpi"]}
+    for name in ("flips", "packets", "dropped", "duplicated"):
+        state[f"ring_{name}"] = sum(r["ring_in"][name] for r in results)
+    state["trace"] = [r["trace"] for r in results if "trace" in r]
+    state["nodes"] = [{k: r[k] for k in ("node", "dir", "home", "tag", "tag_line", "cache", "counters")}
+                      for r in results if "dir" in r]
+    return state
 
 
 def read_access_log(text):

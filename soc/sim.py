@@ -3,7 +3,10 @@
 Three cached stages, each keyed by its inputs under ``build/``:
 
 1. ``soc/<key>``: the node SoC's Verilog, software headers and csr.json (LiteX + the card);
-2. ``verilator/<key>``: the N-node cluster top, compiled with the C++ harness;
+2. ``verilated/<key>`` and ``simulator/<key>``: one node's model and the simulator around it
+   (``node_main.cpp``; ``simulator_build``): the same binary runs every node of a ring of any size,
+   spread over processes or MPI ranks (``ring_launch``); ``simulator-mpi/<key>`` is its MPI build,
+   made when a run asks for MPI;
 3. ``firmware/<key>``: the bare-metal firmware for that SoC (``numavia.firmware``).
 
 A run happens in its own folder: the node memories' init files (the ROM holds the firmware),
@@ -15,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -24,10 +26,9 @@ from numavia import buildcache, trace
 from numavia.errors import NumaviaError
 from numavia.gateware import regmap
 
-from . import cluster
+from . import model_top, ring_launch, simulator_build
 
 HERE = Path(__file__).resolve().parent
-HARNESS_DIR = HERE / "verilator"
 SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")   # what the node's Verilog depends on
 
 
@@ -73,13 +74,6 @@ class SimConfig:
         from .card_soc import NumaviaSoC
         return CardConfig(clk_freq_hz=self.sys_clk_freq, host_mem_base=NumaviaSoC.mem_map["hostmem"],
                           host_mem_size=self.host_mem_size, via=self.via)
-
-
-def _tool_version(cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def require_tool(name, hint):
@@ -138,53 +132,33 @@ def _output_to(path):
             os.close(saved[1])
 
 
-# --- Stage 2: the Verilator model ----------------------------------------------------------------
+# --- Stage 2: the node simulator -----------------------------------------------------------------
 
-VERILATOR_FLAGS = [
-    "--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
-    "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT", "-Wno-MULTIDRIVEN",
-]
+MODEL_TOP = "numavia_node_model"
 
 
 def build_model(config, soc_dir, log=print, jobs=None):
-    """Path of the compiled cluster simulator for ``config.nodes`` nodes of ``soc_dir``'s SoC."""
+    """Path of the node simulator: one node of ``soc_dir``'s SoC, for any ring size and node id."""
     require_tool("verilator", "run `make setup` (Debian package verilator)")
-    harness = buildcache.source_files(HARNESS_DIR, ("*.cpp", "*.hpp", "*.h"))
-    key = buildcache.digest(harness, params={
-        "soc": soc_dir.name, "nodes": config.nodes,
-        "verilator": _tool_version(["verilator", "--version"]), "flags": VERILATOR_FLAGS})
-    binary = f"V{cluster.CLUSTER_TOP}"
-
-    def produce(folder):
-        node_v = soc_dir / "gateware" / "numavia_node.v"
-        ports = cluster.parse_ports(node_v.read_text(), "numavia_node")
-        (folder / "cluster.v").write_text(
-            cluster.cluster_verilog("numavia_node", ports, config.nodes, regmap.NODE_ID_BITS))
-        (folder / "cluster_ports.h").write_text(
-            cluster.ports_header(ports, config.nodes, config.clock_periods_ps()))
-        (folder / "host_port_layout.h").write_text(layout_header())
-        (folder / "numavia_trace.h").write_text(trace.c_header())
-        sources = [str(soc_dir / f) for f in json.loads((soc_dir / "sources.json").read_text())]
-        log(f"verilating {config.nodes} node(s) (a few minutes on 2 cores)")
-        verilate(folder, cluster.CLUSTER_TOP, [folder / "cluster.v", *sources], HARNESS_DIR / "sim_main.cpp",
-                 jobs=jobs)
-
-    folder = buildcache.cached("verilator", key, produce, log=log)
-    return folder / "obj_dir" / binary
+    node_v = soc_dir / "gateware" / "numavia_node.v"
+    ports = model_top.parse_ports(node_v.read_text(), "numavia_node")
+    sources = [soc_dir / f for f in json.loads((soc_dir / "sources.json").read_text())]
+    model = simulator_build.verilate_model(
+        MODEL_TOP, sources, {"model_top.v": model_top.model_verilog("numavia_node", ports, MODEL_TOP)},
+        log=log, jobs=jobs, note=" (the node: once for every ring size)")
+    headers = {"model_ports.h": model_top.ports_header(ports, MODEL_TOP, config.clock_periods_ps(),
+                                                        regmap.NODE_ID_BITS),
+               "host_port_layout.h": layout_header(), "numavia_trace.h": trace.c_header()}
+    return simulator_build.link_simulator(model, MODEL_TOP, "node_main.cpp", headers, log=log)
 
 
-def verilate(folder, top, verilog, main_cpp, jobs=None):
-    """Compile ``verilog`` with the C++ harness ``main_cpp`` into ``folder/obj_dir/V<top>``; the
-    generated headers the harness includes are expected in ``folder``."""
-    cmd = ["verilator", *VERILATOR_FLAGS, "-j", str(jobs or os.cpu_count() or 2), "--top-module", top,
-           "--Mdir", str(folder / "obj_dir"), "-o", f"V{top}",
-           "-CFLAGS", f"-O2 -I{folder} -I{HARNESS_DIR}", *map(str, verilog), str(main_cpp)]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    (folder / "verilator.log").write_text(result.stdout + result.stderr)
-    if result.returncode:
-        errors = [l for l in (result.stderr + result.stdout).splitlines() if "error" in l.lower()]
-        raise SimError(f"Verilator build of {top} failed: {errors[0] if errors else 'see the log'} "
-                       f"(log: {folder / 'verilator.log'})")
+def build_mpi_variant(binary, log=print):
+    """The MPI build of a simulator (its main compiled with mpicxx against the same model)."""
+    ring_launch.require_mpi()
+    return simulator_build.mpi_variant(binary, log=log)
+
+
+build_seconds = simulator_build.build_seconds
 
 
 # --- Runs ---------------------------------------------------------------------------------------
@@ -207,6 +181,9 @@ def prepare_run(run_dir, soc_dir, firmware_bin):
     csr = json.loads((soc_dir / "csr.json").read_text())
     rom_size = csr["memories"]["rom"]["size"]
     (run_dir / "numavia_node_rom.init").write_text(rom_init_text(firmware_bin, rom_size))
+    for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
+        for path in run_dir.glob(stale):
+            path.unlink()
     return run_dir
 
 
@@ -221,50 +198,40 @@ def layout_header():
     return "\n".join(lines) + "\n"
 
 
-#: Harness exit codes and what they mean.
-EXIT_REASONS = {0: "ok", 2: "bad harness arguments", 3: "cycle limit reached before every node was ready",
-                4: "wall-time limit reached", 130: "interrupted"}
+#: Exit codes of a run and what they mean.
+EXIT_REASONS = {0: "ok", 1: "a simulator process failed", 2: "bad simulator arguments",
+                3: "cycle limit reached before every node was ready", 4: "wall-time limit reached",
+                130: "interrupted"}
 
 
-def harness_command(model, run_dir, *, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None,
-                    serve=False, until_disconnect=False, quiet=False, progress=None, wall_limit=None,
-                    trace_dir=None, ring_delay=None, access_log=None, numa=False, eth_delay=None, eth_loss=None,
-                    eth_corrupt=None, eth_duplicate=None, eth_reorder=None, eth_seed=None):
-    """The simulator's command line. ``eth_*`` set the Ethernet switch between the nodes
+def simulator_args(*, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None, serve=False,
+                   until_disconnect=False, quiet=False, progress=None, wall_limit=None, trace_dir=None,
+                   ring_delay=None, access_log=None, numa=False, seed=None, eth_delay=None, eth_loss=None,
+                   eth_corrupt=None, eth_duplicate=None, eth_reorder=None, eth_seed=None):
+    """The node simulator's own options. ``eth_*`` set the Ethernet switch between the nodes
     (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss, corruption,
     duplication and reordering probabilities, and the seed of the fault generator."""
-    # The harness runs inside the run folder: every path it gets is absolute.
-    cmd = [str(model), "--out-dir", str(Path(run_dir).resolve())]
+    args = []
     if access_log:
-        cmd += ["--access-log", str(Path(access_log).resolve())]
+        args += ["--access-log", str(Path(access_log).resolve())]
     if numa:
-        cmd.append("--numa")
+        args.append("--numa")
     if trace_dir:
-        cmd += ["--trace-dir", str(Path(trace_dir).resolve())]
-    if ring_delay:
-        cmd += ["--ring-delay", str(ring_delay)]
-    for option, value in (("--eth-delay", eth_delay), ("--eth-loss", eth_loss), ("--eth-corrupt", eth_corrupt),
+        args += ["--trace-dir", str(Path(trace_dir).resolve())]
+    for option, value in (("--ring-delay", ring_delay), ("--seed", seed), ("--eth-delay", eth_delay),
+                          ("--eth-loss", eth_loss), ("--eth-corrupt", eth_corrupt),
                           ("--eth-duplicate", eth_duplicate), ("--eth-reorder", eth_reorder),
-                          ("--eth-seed", eth_seed)):
-        if value is not None:
-            cmd += [option, str(value)]
-    if wall_limit:
-        cmd += ["--wall-limit", str(wall_limit)]
-    if max_cycles:
-        cmd += ["--max-cycles", str(max_cycles)]
-    if stop_marker:
-        cmd += ["--stop-marker", stop_marker]
-    if bridge_port:
-        cmd += ["--bridge-port", str(bridge_port)]
+                          ("--eth-seed", eth_seed), ("--wall-limit", wall_limit), ("--max-cycles", max_cycles),
+                          ("--stop-marker", stop_marker), ("--bridge-port", bridge_port), ("--progress", progress)):
+        if value is not None and value != "":
+            args += [option, str(value)]
     if serve:
-        cmd.append("--serve")
+        args.append("--serve")
     if until_disconnect:
-        cmd.append("--until-disconnect")
+        args.append("--until-disconnect")
     if quiet:
-        cmd.append("--quiet")
-    if progress:
-        cmd += ["--progress", str(progress)]
-    return cmd
+        args.append("--quiet")
+    return args
 
 
 @dataclass
@@ -273,24 +240,69 @@ class Build:
     soc_dir: Path
     model: Path
     firmware: Path
+    mpi_model: Path | None = None
 
 
-def build_all(config, log=print):
-    """Every stage, cached: returns what a run needs."""
+def build_all(config, log=print, spread=None):
+    """Every stage, cached: returns what a run needs (with ``spread.mpi``, the MPI build too)."""
     from numavia.firmware import build_firmware
     log(f"SoC ({config.cpu_variant} VexRiscv @ {config.sys_clk_freq / 1e6:.0f} MHz + card)")
     soc_dir = build_soc(config, log=log)
     log("firmware (bare-metal, riscv64-unknown-elf-gcc + picolibc)")
     firmware = build_firmware(soc_dir, log=log)
-    log(f"cluster model ({config.nodes} node(s), Verilator)")
+    log("node model (Verilator)")
     model = build_model(config, soc_dir, log=log)
-    return Build(config, soc_dir, model, firmware)
+    mpi_model = build_mpi_variant(model, log=log) if spread is not None and spread.mpi else None
+    return Build(config, soc_dir, model, firmware, mpi_model)
 
 
-def run(build, run_dir, **harness_kwargs):
-    """Run the harness to completion; returns ``(exit_code, run.json contents)``."""
+def start(build, run_dir, spread=None, *, stdout=None, echo_stderr=True, **sim_kwargs):
+    """Start the ring (``spread``: processes or MPI ranks, default one process per core) on a
+    prepared run folder; returns the running :class:`ring_launch.RingRun`."""
+    spread = (spread or ring_launch.Spread.default(build.config.nodes)).fitted(build.config.nodes)
+    if spread.mpi and build.mpi_model is None:
+        build.mpi_model = build_mpi_variant(build.model)
     prepare_run(run_dir, build.soc_dir, build.firmware)
-    proc = subprocess.run(harness_command(build.model, run_dir, **harness_kwargs), cwd=run_dir)
-    summary_path = Path(run_dir) / "run.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
-    return proc.returncode, summary
+    run = ring_launch.RingRun(build.model, run_dir, build.config.nodes, simulator_args(**sim_kwargs), spread,
+                              mpi_binary=build.mpi_model, stdout=stdout, echo_stderr=echo_stderr)
+    return run.start()
+
+
+def run(build, run_dir, spread=None, **sim_kwargs):
+    """Run the ring to completion; returns ``(exit_code, run.json contents)``."""
+    ring = start(build, run_dir, spread, **sim_kwargs)
+    try:
+        code = ring.wait()
+    except KeyboardInterrupt:
+        code = ring.terminate()
+    summary = summarize(ring, access_log=sim_kwargs.get("access_log"))
+    if ring.failure:
+        raise SimError(ring.failure)
+    return code, summary
+
+
+def summarize(ring, access_log=None):
+    """Merge what the nodes and the hub wrote into ``run.json``; returns its contents (None if
+    the hub wrote nothing)."""
+    hub, nodes = ring_launch.read_results(ring.run_dir, ring.nodes)
+    if access_log:
+        ring_launch.merge_logs([Path(f"{access_log}.node{i}") for i in range(ring.nodes)], access_log,
+                               key=lambda line: (int(line.split()[5]), int(line.split()[0])))
+    if hub is None or any(n is None for n in nodes):
+        return None
+    wall = ring.wall_seconds
+    cycles = max(n["cycles"] for n in nodes)
+    summary = {"nodes": ring.nodes, "processes": hub["processes"], "mpi": hub["mpi"], "cycles": cycles,
+               "wall_seconds": round(wall, 3), "sim_wall_seconds": hub["wall_seconds"],
+               "cycles_per_second": round(cycles / max(wall, 1e-9)),
+               "node_cycles_per_second": round(cycles * ring.nodes / max(wall, 1e-9)),
+               "reason": hub["reason"], "exit_code": hub["exit_code"],
+               "marker_cycles": [n["marker_cycle"] for n in nodes],
+               "ring_in": [n["ring_in"] for n in nodes]}
+    if "trace" in nodes[0]:
+        summary["trace_start"] = nodes[0]["trace_start"]
+        summary["trace"] = [n["trace"] for n in nodes]
+    if "bridge_accesses" in nodes[0]:
+        summary["bridge_accesses"] = [n["bridge_accesses"] for n in nodes]
+    (ring.run_dir / "run.json").write_text(json.dumps(summary, indent=1))
+    return summary

@@ -85,9 +85,9 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
     config = cb.bench_card_config()
     folder = traces.traces("ocean", "small", 2, slice_bytes=config.slice_bytes)
     summary = traces.summary(folder)
-    binary = cb.build_bench(2, config, log=lambda m: None)
+    binary = cb.build_bench(config, log=lambda m: None)
     for numa in (False, True):
-        run = cb.run_bench(binary, tmp_path / f"numa{numa}", trace_dir=folder, numa=numa, log_accesses=False)
+        run = cb.run_bench(binary, tmp_path / f"numa{numa}", nodes=2, trace_dir=folder, numa=numa, log_accesses=False)
         assert run.returncode == 0, run.stderr
         for t, counters in zip(run.state["trace"], (n["counters"] for n in run.state["nodes"])):
             expected = summary["records"][t["node"]] - summary["barriers"]

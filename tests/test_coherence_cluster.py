@@ -14,14 +14,14 @@ CONFIG = cb.bench_card_config()
 _built = {}
 
 
-def bench(nodes, config=CONFIG):
-    if (nodes, config) not in _built:
-        _built[nodes, config] = cb.build_bench(nodes, config, log=lambda m: None)
-    return _built[nodes, config]
+def bench(config=CONFIG):
+    if config not in _built:
+        _built[config] = cb.build_bench(config, log=lambda m: None)
+    return _built[config]
 
 
 def stress(tmp_path, nodes, ops, config=CONFIG, **kwargs):
-    run = cb.run_bench(bench(nodes, config), tmp_path, ops=ops, **kwargs)
+    run = cb.run_bench(bench(config), tmp_path, nodes=nodes, ops=ops, **kwargs)
     assert run.returncode == 0, run.stderr
     assert len(run.accesses) == nodes * ops
     for a in run.accesses:

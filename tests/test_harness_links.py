@@ -1,7 +1,9 @@
-"""The harness's link models, each compiled on its own with plain variables for the node ports
-(tests/cpp/test_<model>.cpp): the Ethernet switch (soc/verilator/gmii_link.hpp: forwarding by MAC,
-delay, gaps, loss, corruption, duplication, reordering, determinism) and the SCI ring
-(soc/verilator/ring_link.hpp: delay, bit flips, lost and duplicated packets, determinism)."""
+"""The harness's links, each compiled on its own with plain variables for the node ports
+(tests/cpp/test_<model>.cpp): the Ethernet ports and switch (soc/verilator/gmii_link.hpp:
+forwarding by MAC, delay, gaps, loss, corruption, duplication, reordering, determinism), the SCI
+ring link (soc/verilator/ring_link.hpp: delay, bit flips, lost and duplicated packets,
+determinism) and the channels between processes (soc/verilator/arena.hpp: a producer and a
+consumer process over shared memory)."""
 
 import subprocess
 

@@ -1,7 +1,5 @@
 """End to end: SoC + card + firmware booting in the Verilator cluster model."""
 
-import re
-import subprocess
 import threading
 import time
 
@@ -72,11 +70,8 @@ def test_cycle_limit_stops_the_run_and_says_so(tmp_path):
 
 def test_host_bridge_reaches_the_card_and_reports_bus_errors(tmp_path):
     b = build(2)
-    sim.prepare_run(tmp_path, b.soc_dir, b.firmware)
     port = free_port_range(2)
-    proc = subprocess.Popen(sim.harness_command(b.model, tmp_path, bridge_port=port, serve=True,
-                                                until_disconnect=True, quiet=True),
-                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    ring = sim.start(b, tmp_path, bridge_port=port, serve=True, until_disconnect=True, quiet=True)
     try:
         card = regmap.CARD
         base = 0x8000_0000
@@ -109,9 +104,7 @@ def test_host_bridge_reaches_the_card_and_reports_bus_errors(tmp_path):
             for t in threads:
                 t.join()
             assert all(v == [regmap.CARD_ID] * 20 for v in values.values()) and bridge.read(scratch) in range(3)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0
-        assert "the host disconnected" in err
+        assert ring.wait(timeout=60) == 0
+        assert sim.summarize(ring)["reason"] == "the host disconnected"
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        ring.kill()

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,11 +24,8 @@ SHARED = 0x9000_0000
 
 def test_four_nodes_boot_and_share_memory(tmp_path):
     b = build(4)
-    sim.prepare_run(tmp_path, b.soc_dir, b.firmware)
     port = free_port_range(4)
-    proc = subprocess.Popen(sim.harness_command(b.model, tmp_path, bridge_port=port, serve=True,
-                                                until_disconnect=True, quiet=True),
-                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    ring = sim.start(b, tmp_path, bridge_port=port, serve=True, until_disconnect=True, quiet=True)
     try:
         bridges = [_connect(port + i) for i in range(4)]
         _wait_ready(tmp_path, 4)
@@ -44,11 +42,10 @@ def test_four_nodes_boot_and_share_memory(tmp_path):
         assert bridges[0].read(addr + 4) == 0x5EED_0003
         for br in bridges:
             br.close()
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0 and "the host disconnected" in err
+        assert ring.wait(timeout=60) == 0
+        assert sim.summarize(ring)["reason"] == "the host disconnected"
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        ring.kill()
 
 
 def _connect(port):
@@ -114,11 +111,25 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
         proc.wait(timeout=60)
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
-            os.kill(session["pid"], 0)                  # the harness is gone too
+            os.kill(session["pid"], 0)
+        assert _simulators_of(tmp_path / "run") == []   # every node's process is gone too
         assert not (tmp_path / "session.json").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _simulators_of(run_dir):
+    """Processes whose command line names ``run_dir`` (a ring simulator gets it as --out-dir)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(run_dir.resolve()).encode() in cmdline and b"--out-dir" in cmdline:
+            found.append(int(proc.name))
+    return found
 
 
 def test_trace_replay_on_the_host_ports_honours_barriers(tmp_path):

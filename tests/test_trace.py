@@ -42,7 +42,7 @@ def test_replay_honours_barriers(tmp_path):
         trace.write_access(a, 0x11), trace.barrier(0), trace.read_access(b)])
     trace.write_trace(tmp_path / "node1.trace", 1, [
         trace.write_access(b, 0x22, gap=5000), trace.barrier(0), trace.read_access(a, words=4)])
-    run = cb.run_bench(cb.build_bench(2, config, log=lambda m: None), tmp_path / "run", trace_dir=tmp_path)
+    run = cb.run_bench(cb.build_bench(config, log=lambda m: None), tmp_path / "run", nodes=2, trace_dir=tmp_path)
     assert run.returncode == 0, run.stderr
     by_node = {n: [x for x in run.accesses if x.node == n] for n in (0, 1)}
     write_a, read_b = by_node[0]

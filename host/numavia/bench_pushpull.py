@@ -191,11 +191,11 @@ def run_sweep(args, log):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=2)
-    build = sim.build_all(config, log=log)
+    build = sim.build_all(config, log=log, spread=args.spread)
     run_dir = Path(args.out) / "run"
     started = time.monotonic()
     points = sizes(args.min_size, args.max_size, args.thresholds)
-    with ClusterSession(build, run_dir, eth_delay=args.eth_delay) as session:
+    with ClusterSession(build, run_dir, spread=args.spread, eth_delay=args.eth_delay) as session:
         for nic in (session.nic(0), session.nic(1)):
             nic.via_reg("MTU", args.mtu)
         rows, counters = sweep(session, args, points, log)

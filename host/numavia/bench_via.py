@@ -156,10 +156,10 @@ def run_sweep(args, log):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=2)
-    build = sim.build_all(config, log=log)
+    build = sim.build_all(config, log=log, spread=args.spread)
     run_dir = Path(args.out) / "run"
     started = time.monotonic()
-    with ClusterSession(build, run_dir, eth_delay=args.eth_delay) as session:
+    with ClusterSession(build, run_dir, spread=args.spread, eth_delay=args.eth_delay) as session:
         rows, counters = sweep(session, args, sizes(args.min_size, args.max_size, args.perturbation), log)
     return rows, {"build": build, "config": config, "counters": counters, "run_dir": run_dir,
                   "wall_seconds": time.monotonic() - started}

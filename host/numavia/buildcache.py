@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,7 +79,16 @@ def cached(kind, key, produce, *, log=None):
         tmp.mkdir(parents=True)
         if log:
             log(f"building {kind}/{key}")
+        started = time.monotonic()
         produce(tmp)
         tmp.rename(final)
-        stamp.touch()
+        stamp.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1)}))
     return final
+
+
+def build_seconds(folder):
+    """How long the entry ``folder`` took to build (None if unknown)."""
+    try:
+        return json.loads((Path(folder) / ".complete").read_text())["seconds"]
+    except (OSError, ValueError, KeyError):
+        return None

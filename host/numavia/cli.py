@@ -8,6 +8,7 @@ from pathlib import Path
 from numavia import __version__, buildcache
 from numavia.errors import NumaviaError
 from numavia.gateware.coherence import LINE_BYTES, LINE_SIZES
+from numavia.soc.model_top import ETH_MIN_DELAY
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,24 +76,45 @@ _probability = _float_where(lambda v: 0 <= v <= 1, "is not a probability (0 to 1
 
 # --- numavia sim ----------------------------------------------------------------------------------
 
+def _spread(args, nodes):
+    """The processes or MPI ranks a run's nodes are spread over, from --procs/--mpi/--hostfile."""
+    from numavia.soc.ring_launch import Spread, default_procs
+    spread = Spread(procs=args.procs or default_procs(nodes), mpi=args.mpi, hostfile=args.hostfile)
+    spread.check(nodes)
+    return spread
+
+
+def _add_spread_options(p):
+    g = p.add_argument_group("spreading the ring (results do not depend on it)")
+    g.add_argument("--procs", type=_positive, default=None, metavar="P",
+                   help="processes (or MPI ranks) to run the nodes in (default: one per core, at most one per node)")
+    g.add_argument("--mpi", action="store_true", help="run the processes as MPI ranks with mpirun (OpenMPI)")
+    g.add_argument("--hostfile", metavar="FILE",
+                   help="with --mpi: mpirun's hostfile, to spread the ranks over machines (the run folder "
+                        "must be shared between them)")
+
+
 def cmd_sim(args):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant, via=not args.no_via)
+    spread = _spread(args, config.nodes)
     if args.trace_dir:
         _check_traces(Path(args.trace_dir), config.nodes)
-    build = sim.build_all(config, log=_log)
+    build = sim.build_all(config, log=_log, spread=spread)
     run_dir = Path(args.out or buildcache.build_root() / "run" / f"sim-{config.nodes}")
     if args.serve:
-        return _serve(build, run_dir, args)
-    _log(f"running {config.nodes} node(s); stops when every node prints \"{sim.READY_MARKER}\""
+        return _serve(build, run_dir, args, spread)
+    _log(f"running {config.nodes} node(s) in {spread.procs} {'MPI rank' if spread.mpi else 'process'}"
+         f"{'es' if spread.procs > 1 and not spread.mpi else 's' if spread.procs > 1 else ''}; stops when every "
+         f"node prints \"{sim.READY_MARKER}\""
          + (f" or after {args.max_cycles} cycles" if args.max_cycles else "")
          + (f" or {args.wall_limit} s" if args.wall_limit else ""))
-    code, summary = sim.run(build, run_dir, max_cycles=args.max_cycles, wall_limit=args.wall_limit,
+    code, summary = sim.run(build, run_dir, spread, max_cycles=args.max_cycles, wall_limit=args.wall_limit,
                             quiet=args.quiet, progress=args.progress, trace_dir=args.trace_dir,
                             numa=args.numa, access_log=args.access_log)
     if summary is None:
-        raise sim.SimError(f"the simulator exited with status {code} and wrote no run.json")
+        raise sim.SimError(f"the simulator exited with status {code} and wrote no results")
     mhz = config.sys_clk_freq / 1e6
     for node, cycle in enumerate(summary["marker_cycles"]):
         state = f"ready at cycle {cycle} ({cycle / mhz:.1f} us)" if cycle is not None else "not ready"
@@ -101,7 +123,8 @@ def cmd_sim(args):
         print(f"  node {t['node']} trace: {t['accesses']} accesses in {t['finished']} cycles "
               f"(compute {t['compute']}, memory {t['memory']}, barriers {t['barrier']}, errors {t['errors']})")
     print(f"  {summary['cycles']} cycles in {summary['wall_seconds']:.2f} s wall "
-          f"({summary['cycles_per_second']:.0f} cycles/s); logs in {run_dir}")
+          f"({summary['cycles_per_second']:.0f} cycles/s, {summary['node_cycles_per_second']:.0f} node-cycles/s); "
+          f"{summary['reason']}; logs in {run_dir}")
     if code != 0:
         missing = [str(n) for n, c in enumerate(summary["marker_cycles"]) if c is None]
         raise sim.SimError(f"{sim.EXIT_REASONS.get(code, f'simulator exit status {code}')}"
@@ -121,42 +144,28 @@ def _check_traces(folder, nodes):
             raise trace.TraceError(f"{path} is node {node}'s trace")
 
 
-def _serve(build, run_dir, args):
+def _serve(build, run_dir, args, spread):
     """Run with host bridges until Ctrl-C or the last host disconnects; tools attach meanwhile."""
-    import subprocess
+    import os
     from numavia.session import Session, regions_from_csr_json
     from numavia.soc import sim
-    sim.prepare_run(run_dir, build.soc_dir, build.firmware)
-    cmd = sim.harness_command(build.model, run_dir, bridge_port=args.bridge_port, serve=True,
-                              until_disconnect=args.until_disconnect, quiet=args.quiet, numa=args.numa,
-                              stop_marker=sim.READY_MARKER)
-    proc = subprocess.Popen(cmd, cwd=run_dir)
-    session = Session(proc.pid, build.config.nodes, args.bridge_port,
+    ring = sim.start(build, run_dir, spread, bridge_port=args.bridge_port, serve=True,
+                     until_disconnect=args.until_disconnect, quiet=args.quiet, numa=args.numa)
+    session = Session(os.getpid(), build.config.nodes, args.bridge_port,
                       regions_from_csr_json(build.soc_dir / "csr.json"))
     session.save()
     _log(f"serving {build.config.nodes} node(s) on 127.0.0.1:{args.bridge_port}..; "
          f"`numavia mem`/`numavia status` attach; Ctrl-C stops")
     try:
-        code = proc.wait()
+        code = ring.wait()
     except KeyboardInterrupt:
-        code = _stop(proc)
+        code = ring.terminate()
     finally:
         Session.remove()
-    return 0 if code in (0, 130, -15) else code
-
-
-def _stop(proc, grace_seconds=15.0):
-    """SIGTERM the simulator, and SIGKILL it if it has not stopped after ``grace_seconds`` (Ctrl-C
-    must always leave no process behind, even if the harness is stuck)."""
-    import subprocess
-    proc.terminate()
-    try:
-        return proc.wait(timeout=grace_seconds)
-    except subprocess.TimeoutExpired:
-        _log(f"the simulator did not stop within {grace_seconds:g} s of SIGTERM: killed")
-        proc.kill()
-        proc.wait()
-        return 130                # stopped as asked, if not as politely
+    sim.summarize(ring)
+    if ring.failure:
+        raise sim.SimError(ring.failure)
+    return 0 if code in (0, 130) else code
 
 
 def _add_sim(sub):
@@ -172,8 +181,9 @@ def _add_sim(sub):
                    help="VexRiscv variant of each node (default standard)")
     p.add_argument("--out", help="run folder for console logs and run.json (default build/run/sim-N)")
     p.add_argument("--quiet", action="store_true", help="do not echo the node consoles")
-    p.add_argument("--progress", type=_positive, default=None, metavar="CYCLES",
-                   help="print a progress line every CYCLES cycles")
+    p.add_argument("--progress", type=_positive, default=1_000_000, metavar="CYCLES",
+                   help="print a progress line (cycles, cycles/s, slowest node) each time the slowest node "
+                        "passes a multiple of CYCLES (default 1M)")
     p.add_argument("--trace-dir", help="replay node<i>.trace (numavia.trace) on each node's host port "
                                        "once every node is ready; stop when all are done")
     p.add_argument("--access-log", metavar="FILE",
@@ -188,6 +198,7 @@ def _add_sim(sub):
                    help="with --serve: also stop when the last host that connected disconnects")
     p.add_argument("--bridge-port", type=_positive, default=1234,
                    help="TCP port of node 0's host bridge; node i listens on PORT + i (default 1234)")
+    _add_spread_options(p)
     p.set_defaults(func=cmd_sim)
 
 
@@ -516,7 +527,8 @@ def _results_folder(text):
 def cmd_bench_latency(args):
     from numavia.bench import latency
     out = _results_folder(args.out)
-    figures = latency.run(args.nodes, log=_log, out=buildcache.build_root() / "run" / "latency")
+    figures = latency.run(args.nodes, log=_log, out=buildcache.build_root() / "run" / "latency",
+                          spread=_spread(args, args.nodes))
     print(latency.report(figures, out))
     _log(f"results in {out}/latency.{{md,csv,json,png}}")
     return 0
@@ -538,7 +550,8 @@ def cmd_bench_coherence(args):
     from numavia.errors import NumaviaError
     out = _results_folder(args.out)
     figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, ring_drop=args.ring_drop,
-                            ring_duplicate=args.ring_duplicate, numa=args.numa, line_bytes=args.line_bytes, log=_log)
+                            ring_duplicate=args.ring_duplicate, numa=args.numa, line_bytes=args.line_bytes, log=_log,
+                            spread=_spread(args, args.nodes))
     print(coherence.report(figures, out))
     _log(f"results in {out}/coherence.{{md,csv,json,png}}")
     if figures["violation_count"] or figures["protocol_errors"]:
@@ -577,7 +590,7 @@ def _mtu(text):
 def cmd_bench_stream(args):
     from numavia.bench import stream
     out = _results_folder(args.out)
-    figures = stream.measure(args.array_bytes, args.passes, log=_log)
+    figures = stream.measure(args.array_bytes, args.passes, log=_log, spread=_spread(args, stream.NODES))
     print(stream.report(figures, out))
     _log(f"results in {out}/stream.{{md,csv,json,png}}")
     return 0
@@ -586,7 +599,7 @@ def cmd_bench_stream(args):
 def cmd_bench_shm(args):
     from numavia.bench import shm
     out = _results_folder(args.out)
-    figures = shm.measure(args.max_size, log=_log)
+    figures = shm.measure(args.max_size, log=_log, spread=_spread(args, shm.NODES))
     print(shm.report(figures, out))
     _log(f"results in {out}/shm.{{md,csv,json,png}}")
     return 0
@@ -598,8 +611,10 @@ def cmd_bench_via(args):
         args.parser.error(f"--min-size {args.min_size} is larger than --max-size {args.max_size}")
     if args.max_size > 2 * 1024 * 1024:
         args.parser.error("--max-size is at most 2Mi (the simulated host memory holds 4 MiB)")
-    if args.eth_delay < 14:
-        args.parser.error("--eth-delay must be at least 14 cycles (the switch reads the destination first)")
+    if args.eth_delay < ETH_MIN_DELAY:
+        args.parser.error(f"--eth-delay must be at least {ETH_MIN_DELAY} cycles (the switch reads the destination "
+                          "first, and each link to and from it takes a cycle)")
+    args.spread = _spread(args, 2)
     _results_folder(args.out)
     args.command_line = None
     paths = bench_via.main(args, _log)
@@ -618,8 +633,10 @@ def cmd_bench_pushpull(args):
     if bad:
         args.parser.error(f"--thresholds: bytes_to_push is at most {pushpull_format.MAX_PUSH} "
                           f"(a pushed-buffer slot), not {bad[0]}")
-    if args.eth_delay < 14:
-        args.parser.error("--eth-delay must be at least 14 cycles (the switch reads the destination first)")
+    if args.eth_delay < ETH_MIN_DELAY:
+        args.parser.error(f"--eth-delay must be at least {ETH_MIN_DELAY} cycles (the switch reads the destination "
+                          "first, and each link to and from it takes a cycle)")
+    args.spread = _spread(args, 2)
     _results_folder(args.out)
     args.command_line = None
     paths = bench_pushpull.main(args, _log)
@@ -634,9 +651,28 @@ def cmd_bench_splash2(args):
     out = _results_folder(args.out)
     figures = splash2.run(args.kernels, args.nodes, args.modes, size=args.size, ways=args.ways, line_sizes=args.line_bytes,
                           placement=args.placement, access=args.access, cost=CostModel(ns_per_op=args.ns_per_op),
-                          log=_log)
+                          log=_log, spread=_spread(args, max(args.nodes)))
     print(splash2.report(figures, out))
     _log(f"results in {out}/splash2_*.{{md,csv,json}}, splash2_time.png, splash2_speedup.png")
+    return 0
+
+
+def cmd_bench_sim_speed(args):
+    from numavia.bench import sim_speed
+    from numavia.soc.ring_launch import require_mpi
+    from numavia.gateware import regmap
+    for option, values in (("--nodes", args.nodes), ("--procs", args.procs), ("--mpi-ranks", args.mpi_ranks)):
+        if any(v < 1 for v in values):
+            args.parser.error(f"{option}: every value must be at least 1")
+    if max(args.nodes) > 1 << regmap.NODE_ID_BITS:
+        args.parser.error(f"--nodes: a ring holds at most {1 << regmap.NODE_ID_BITS} nodes")
+    if args.mpi_ranks:
+        require_mpi()
+    out = _results_folder(args.out)
+    figures = sim_speed.measure(args.nodes, args.procs, args.mpi_ranks, cycles=args.cycles, cards=not args.no_cards,
+                                log=_log)
+    print(sim_speed.report(figures, out))
+    _log(f"results in {out}/sim_speed.{{md,csv,json,png}}")
     return 0
 
 
@@ -660,6 +696,7 @@ def _add_bench(sub):
                                          "cycle counter, in NCC-NUMA and NUMA mode.")
     lat.add_argument("--nodes", type=_positive, default=4, help="cards in the ring (default 4)")
     lat.add_argument("--out", default="results/latency", help="results folder (default results/latency)")
+    _add_spread_options(lat)
     lat.set_defaults(func=cmd_bench_latency)
     loc = benches.add_parser("local-side", help="the local side alone: hits, bursts, hand-off, ECP5 synthesis",
                              description="Amaranth simulation of the local side with its counters, and an "
@@ -683,6 +720,7 @@ def _add_bench(sub):
     coh.add_argument("--line-bytes", type=int, choices=LINE_SIZES, default=LINE_BYTES,
                      help=f"the cards' line size (default {LINE_BYTES}, as in the paper)")
     coh.add_argument("--out", default="results/coherence", help="results folder")
+    _add_spread_options(coh)
     coh.set_defaults(func=cmd_bench_coherence)
     from numavia.splash2 import KERNELS, PLACEMENTS
     spl = benches.add_parser(
@@ -719,6 +757,7 @@ def _add_bench(sub):
     spl.add_argument("--ns-per-op", type=_positive_float, default=2.5, metavar="NS",
                      help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)")
     spl.add_argument("--out", default="results/splash2", help="results folder (default results/splash2)")
+    _add_spread_options(spl)
     spl.set_defaults(func=cmd_bench_splash2)
 
     st = benches.add_parser("stream", help="STREAM-style bandwidth of private, home and remote memory",
@@ -729,6 +768,7 @@ def _add_bench(sub):
                     help="bytes per array, a multiple of 64 (default 4096: all three fit the network cache)")
     st.add_argument("--passes", type=_positive, default=4, help="passes of each kernel (default 4)")
     st.add_argument("--out", default="results/stream", help="results folder (default results/stream)")
+    _add_spread_options(st)
     st.set_defaults(func=cmd_bench_stream)
 
     sh = benches.add_parser("shm", help="NetPIPE-style sweep over shared memory: remote loads and stores",
@@ -737,6 +777,7 @@ def _add_bench(sub):
                                         "cycle stamps.")
     sh.add_argument("--max-size", type=_size, default=16 * 1024, help="largest message (default 16k)")
     sh.add_argument("--out", default="results/shm", help="results folder (default results/shm)")
+    _add_spread_options(sh)
     sh.set_defaults(func=cmd_bench_shm)
 
     v = benches.add_parser("via", help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
@@ -760,6 +801,7 @@ def _add_bench(sub):
     v.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-time limit for one measurement (default 900)")
     v.add_argument("--out", default="results/via", help="output folder (default results/via)")
+    _add_spread_options(v)
     v.set_defaults(func=cmd_bench_via, parser=v)
     pp = benches.add_parser("pushpull", help="push-pull messaging (seed 002): original vs advanced scheme over VIA",
                             description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
@@ -785,7 +827,22 @@ def _add_bench(sub):
     pp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                     help="wall-time limit for one measurement (default 900)")
     pp.add_argument("--out", default="results/pushpull", help="output folder (default results/pushpull)")
+    _add_spread_options(pp)
     pp.set_defaults(func=cmd_bench_pushpull, parser=pp)
+    ss = benches.add_parser("sim-speed", help="how fast the ring simulation runs, against ring size and spread",
+                            description="Boot rings of full nodes (and run the card bench) for a fixed number of "
+                                        "cycles, in 1..P processes and MPI ranks, and report simulated cycles per "
+                                        "second, node-cycles per second per core and the model's build time.")
+    ss.add_argument("--nodes", type=_list_of(int, what="ring size"), default=[2, 4, 8, 16],
+                    help="ring sizes, comma separated (default 2,4,8,16; at most 64)")
+    ss.add_argument("--procs", type=_list_of(int, what="process count"), default=[1, 2],
+                    help="process counts, comma separated (default 1,2)")
+    ss.add_argument("--mpi-ranks", type=_list_of(int, what="rank count"), default=[],
+                    help="MPI rank counts, comma separated (default none)")
+    ss.add_argument("--cycles", type=_positive, default=200_000, help="cycles per run (default 200000)")
+    ss.add_argument("--no-cards", action="store_true", help="leave out the card bench")
+    ss.add_argument("--out", default="results/sim_speed", help="results folder (default results/sim_speed)")
+    ss.set_defaults(func=cmd_bench_sim_speed, parser=ss)
     pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
                              description="Amaranth simulation of the PCIe endpoint at the transaction layer "
                                          "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
@@ -799,7 +856,7 @@ def cmd_demo(args):
     from numavia.demo import Demo
     if args.nodes < 2:
         raise NumaviaError("the demo needs a ring: --nodes 2 or more")
-    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log).run()
+    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log, spread=_spread(args, args.nodes)).run()
     return 0
 
 
@@ -812,6 +869,7 @@ def _add_demo(sub):
     p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES,
                    help=f"nodes in the ring (default {DEFAULT_NODES})")
     p.add_argument("--out", default="results/demo", help="report folder (default results/demo)")
+    _add_spread_options(p)
     p.set_defaults(func=cmd_demo)
 
 

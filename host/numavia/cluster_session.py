@@ -1,10 +1,11 @@
-"""A running cluster simulation the host tools talk to: the harness in serve mode, one host
+"""A running cluster simulation the host tools talk to: the ring in serve mode, one host
 bridge per node, ready once every node's firmware printed its ready line.
 
     with ClusterSession(build, run_dir, eth_loss=0.01) as session:
         nic0 = session.nic(0)
 """
 
+import json
 import socket
 import subprocess
 import threading
@@ -44,30 +45,27 @@ def free_port_range(count, start=23000):
 
 
 class ClusterSession:
-    def __init__(self, build, run_dir, *, ready_timeout=120.0, **harness_kwargs):
+    """``spread``: processes or MPI ranks of the ring (ring_launch.Spread; default one process
+    per core); ``sim_kwargs``: the simulator's options (sim.simulator_args)."""
+
+    def __init__(self, build, run_dir, *, ready_timeout=120.0, spread=None, **sim_kwargs):
         self.build = build
         self.nodes = build.config.nodes
-        self.run_dir = Path(run_dir).resolve()   # the harness runs inside it
+        self.run_dir = Path(run_dir).resolve()
         self.ready_timeout = ready_timeout
-        self.harness_kwargs = harness_kwargs
-        self.proc = None
-        self._stderr = None
+        self.spread = spread
+        self.sim_kwargs = sim_kwargs
+        self.ring = None
         self.bridges = []
         self._nics = {}
 
     def __enter__(self):
-        sim.prepare_run(self.run_dir, self.build.soc_dir, self.build.firmware)
-        for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
-            for path in self.run_dir.glob(stale):
-                path.unlink()
         deadline = time.monotonic() + self.ready_timeout
         try:
             with _PICKING_PORTS:
                 self.port = free_port_range(self.nodes)
-                cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
-                                          until_disconnect=True, quiet=True, **self.harness_kwargs)
-                self._stderr = open(self.run_dir / "harness.stderr", "w")
-                self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
+                self.ring = sim.start(self.build, self.run_dir, self.spread, bridge_port=self.port, serve=True,
+                                      until_disconnect=True, quiet=True, echo_stderr=False, **self.sim_kwargs)
                 self._wait_until(deadline, self._ports_bound, "its host bridges listened")
             self._wait_until(deadline, self._nodes_ready, "every node was ready")
             for i in range(self.nodes):
@@ -86,9 +84,9 @@ class ClusterSession:
 
     def _wait_until(self, deadline, done, event):
         while not done():
-            if self.proc.poll() is not None:
-                raise SessionError(f"the simulator exited with status {self.proc.returncode} before {event} "
-                                   f"(see {self.run_dir})")
+            if self.ring.poll() is not None:
+                why = self.ring.failure or f"the simulator exited with status {self.ring.exit_status()}"
+                raise SessionError(f"{why} before {event} (see {self.run_dir})")
             if time.monotonic() > deadline:
                 raise SessionError(f"nodes not ready after {self.ready_timeout} s (waiting until {event}; "
                                    f"logs in {self.run_dir})")
@@ -118,23 +116,20 @@ class ClusterSession:
             except OSError:
                 pass
         self.bridges = []
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=30)
+        if self.ring is not None:
+            try:   # the hub stops the run once the last host disconnected
+                self.ring.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._stderr is not None:
-            self._stderr.close()
+                self.ring.terminate()
+            self._summary = sim.summarize(self.ring)
         return False
 
     def run_summary(self):
-        """The harness's ``run.json`` (cycles, wall time), once the session has ended."""
-        import json
-        path = self.run_dir / "run.json"
-        if not path.exists():
-            raise SessionError(f"the simulator wrote no run.json in {self.run_dir}")
-        return json.loads(path.read_text())
+        """The run's ``run.json`` (cycles, wall time), once the session has ended."""
+        summary = getattr(self, "_summary", None)
+        if summary is None:
+            raise SessionError(f"the simulator wrote no results in {self.run_dir}")
+        return summary
 
     def link_stats(self):
         """The Ethernet switch's ``eth_link.json`` (its fault rates, and per port what it sent,

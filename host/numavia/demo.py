@@ -1,5 +1,6 @@
-"""``numavia demo``: the main job. Builds a ring of complete nodes (VexRiscv, firmware, card) in
-one cycle-accurate Verilator model, boots it, and measures what the card does:
+"""``numavia demo``: the main job. Builds a ring of complete nodes (VexRiscv, firmware, card), one
+cycle-accurate Verilator model per node spread over the machine's cores, boots it, and measures
+what the card does:
 
 1. boot: every node reports its node id and its microcode loaded and verified;
 2. latency: the Table 1 access set, each access alone on the ring, NCC-NUMA and NUMA mode;
@@ -45,6 +46,7 @@ class Demo:
     out: Path = Path("results/demo")
     log: callable = print
     run_root: Path = None
+    spread: object = None                         # ring_launch.Spread: processes or MPI ranks
     figures: dict = field(default_factory=dict)
     runs: list = field(default_factory=list)      # (label, run.json) of every simulation run
     steps: list = field(default_factory=list)     # (name, wall seconds)
@@ -80,7 +82,7 @@ class Demo:
         self.steps.append((name, time.monotonic() - start))
 
     def build(self):
-        self.built = self.sim.build_all(self.config, log=self.log)
+        self.built = self.sim.build_all(self.config, log=self.log, spread=self.spread)
 
     def simulate(self, label, *, trace_dir=None, numa=False):
         """One run of the ring; returns ``(run.json, access log entries)``. Raises DemoError
@@ -88,7 +90,7 @@ class Demo:
         run_dir = self.run_root / label
         access_log = run_dir / "access.log" if trace_dir else None
         start = time.monotonic()
-        code, summary = self.sim.run(self.built, run_dir, quiet=True, trace_dir=trace_dir, numa=numa,
+        code, summary = self.sim.run(self.built, run_dir, self.spread, quiet=True, trace_dir=trace_dir, numa=numa,
                                      access_log=access_log, max_cycles=MAX_CYCLES, progress=PROGRESS_CYCLES)
         where = f"{label} (logs in {run_dir})"
         if summary is None:
@@ -154,7 +156,7 @@ class Demo:
         from numavia.cluster_session import ClusterSession
         run_dir = self.run_root / "rdma"
         start = time.monotonic()
-        session = ClusterSession(self.built, run_dir, eth_delay=RDMA_SWEEP.eth_delay)
+        session = ClusterSession(self.built, run_dir, spread=self.spread, eth_delay=RDMA_SWEEP.eth_delay)
         with session:
             rows, counters = bench_via.sweep(session, RDMA_SWEEP, RDMA_SIZES, lambda m: self.log(f"  {m}"))
         self.runs.append(("rdma", session.run_summary()))

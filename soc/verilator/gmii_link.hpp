@@ -1,18 +1,23 @@
-// Gigabit Ethernet between the nodes: every node's GMII port on one cut-through switch.
+// Gigabit Ethernet between the nodes: every node's GMII port on one cut-through switch, which
+// lives in the hub.
 //
-// Each cycle of the 125 MHz eth clock the switch takes the byte each node transmits and, once a
-// frame's destination MAC is in (byte 14 after preamble and SFD), forwards it to the node that MAC
-// names (locally administered 02:4e:56:00:00:<node>; broadcast goes to every other node, other
-// MACs are dropped). A frame leaves the switch `delay` cycles after it entered (PHY + cable
-// latency of both ends), after the frame ahead of it on that port plus the 12-byte gap. Two nodes
-// are thus GMII back to back with a delay; more nodes share a switch.
+// Each cycle of the 125 MHz eth clock a node's transmitter end sends the byte the node transmits
+// (when tx_en is up) over its channel to the switch, and its receiver end drives the byte the
+// switch sent it. The switch takes the bytes of each port and, once a frame's destination MAC is
+// in (byte 14 after preamble and SFD), forwards it to the node that MAC names (locally
+// administered 02:4e:56:00:00:<node>; broadcast goes to every other node, other MACs are dropped).
+// A frame leaves the switch `delay` cycles after it entered (PHY + cable latency of both ends),
+// after the frame ahead of it on that port plus the 12-byte gap. Of the delay, kRouteCycles are
+// spent in the switch and the rest is split between the channels to and from it, which is the
+// lookahead that lets the nodes run ahead of the switch.
 //
 // Faults for reliability tests: each forwarded frame is lost with probability `loss`, gets one
 // bit flipped (after the SFD, so the FCS check catches it) with probability `corrupt`, is sent
 // twice with probability `duplicate`, or is held back with probability `reorder` until the next
 // frame to the same port has overtaken it (or `kHoldLimit` cycles have passed, so a lone frame is
-// late, not lost). Every draw comes from a generator seeded with `seed`: the same seed gives the
-// same faults at the same cycles. Counts go to eth_link.json in the run folder.
+// late, not lost). Every draw comes from one generator seeded with `seed`, drawn in the order the
+// switch routes frames, which does not depend on how the ring is spread over processes: the same
+// seed gives the same faults at the same cycles. Counts go to eth_link.json in the run folder.
 #pragma once
 
 #include <algorithm>
@@ -21,18 +26,28 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "channel.hpp"
+#include "clocks.hpp"
 #include "peripheral.hpp"
 
 struct GmiiLinkOptions {
-    uint64_t delay = 50;     // eth cycles from a byte entering the switch to it leaving (>= 14)
+    uint64_t delay = 50;     // eth cycles from a byte entering the switch to it leaving
     double loss = 0;         // probability that a frame is lost
     double corrupt = 0;      // probability that a frame gets a bit flipped
     double duplicate = 0;    // probability that a frame is delivered twice
     double reorder = 0;      // probability that a frame is overtaken by the next one to its port
     uint64_t seed = 1;
+
+    static constexpr uint64_t kRouteCycles = NV_ETH_ROUTE_CYCLES;   // the switch has read the destination MAC
+    static constexpr uint64_t kMinDelay = kRouteCycles + 2;         // and each channel takes at least a cycle
+
+    // Eth cycles on the channel into the switch and out of it.
+    uint64_t to_switch() const { return (delay - kRouteCycles) / 2; }
+    uint64_t from_switch() const { return delay - kRouteCycles - to_switch(); }
 
     static bool accepts(const std::string &name) { return name.rfind("--eth-", 0) == 0; }
 
@@ -69,8 +84,6 @@ struct GmiiLinkOptions {
         return false;
     }
 
-    static constexpr uint64_t kMinDelay = 14;   // the switch must have read the destination MAC
-
 private:
     static bool fail(std::string &error, const std::string &name, const std::string &value) {
         error = "bad value '" + value + "' for " + name;
@@ -78,25 +91,56 @@ private:
     }
 };
 
-template <typename Pads>
-class GmiiSwitch : public Peripheral {
+// A node's end: what it transmits goes to the switch, what the switch sends comes in.
+class GmiiPort : public Peripheral {
 public:
-    GmiiSwitch(Pads *nodes, int count, const GmiiLinkOptions &opt, std::string stats_path)
-        : nodes_(nodes), opt_(opt), stats_path_(std::move(stats_path)), rng_(opt.seed),
-          in_(count), out_(count), stats_(count) {}
+    GmiiPort(CData *tx_en, CData *tx_data, CData *rx_dv, CData *rx_data, Queue &to_switch, const Inlet &from_switch,
+             const ClockDomain &clock)
+        : tx_en_(tx_en), tx_data_(tx_data), rx_dv_(rx_dv), rx_data_(rx_data), out_(to_switch), in_(from_switch),
+          clock_(clock) {}
 
-    ~GmiiSwitch() override { write_stats(); }
-    GmiiSwitch(const GmiiSwitch &) = delete;
-    GmiiSwitch &operator=(const GmiiSwitch &) = delete;
+    void drive(uint64_t) override {
+        uint8_t dv = 0, data = 0;
+        while (const Record *r = in_.due(clock_.edge_ps())) {
+            dv = 1;
+            data = uint8_t(r->a);
+            in_.pop();
+        }
+        *rx_dv_ = dv;
+        *rx_data_ = data;
+    }
+    void sample(uint64_t) override {
+        if (*tx_en_ && !out_.push(clock_.edge_ps(), *tx_data_))
+            throw std::runtime_error("Ethernet channel full: the switch lags too far behind");
+    }
 
-    void drive(uint64_t cycle) override {
+private:
+    CData *tx_en_, *tx_data_, *rx_dv_, *rx_data_;
+    Queue &out_;
+    Inlet in_;
+    const ClockDomain &clock_;
+};
+
+// The switch, stepped by the hub once per eth cycle: drive() sends this cycle's byte to each
+// port, sample() takes the byte each port's node sent `to_switch` cycles ago.
+class EthernetSwitch {
+public:
+    EthernetSwitch(std::vector<Inlet> inputs, std::vector<Queue *> outputs, const GmiiLinkOptions &opt,
+                   std::string stats_path)
+        : inputs_(std::move(inputs)), outputs_(std::move(outputs)), opt_(opt), stats_path_(std::move(stats_path)),
+          rng_(opt.seed), in_(inputs_.size()), out_(inputs_.size()), stats_(inputs_.size()) {}
+
+    ~EthernetSwitch() { write_stats(); }
+    EthernetSwitch(const EthernetSwitch &) = delete;
+    EthernetSwitch &operator=(const EthernetSwitch &) = delete;
+
+    void drive(uint64_t cycle, uint64_t time) {
         for (size_t i = 0; i < out_.size(); i++) {
             Port &port = out_[i];
             if (port.held && cycle >= port.held->start + kHoldLimit) {
                 port.held->start = cycle;   // nothing overtook it: it leaves now
                 release_held(port);
             }
-            uint8_t dv = 0, data = 0;
             while (!port.queue.empty()) {
                 Scheduled &s = port.queue.front();
                 if (s.start < port.free_at) s.start = port.free_at;   // after the previous frame and gap
@@ -109,28 +153,28 @@ public:
                     continue;
                 }
                 if (k < f.bytes.size()) {
-                    dv = 1;
-                    data = f.bytes[k];
+                    uint8_t data = f.bytes[k];
                     if (static_cast<int64_t>(k) == s.flip_byte) data ^= uint8_t(1u << s.flip_bit);
+                    if (!outputs_[i]->push(time, data))
+                        throw std::runtime_error("Ethernet channel full: a node lags too far behind the switch");
                 }
                 break;
             }
-            *nodes_[i].eth_rx_dv = dv;
-            *nodes_[i].eth_rx_data = data;
         }
     }
 
-    void sample(uint64_t cycle) override {
+    void sample(uint64_t cycle, uint64_t time) {
         for (size_t i = 0; i < in_.size(); i++) {
             Port &port = in_[i];
-            const bool en = *nodes_[i].eth_tx_en;
-            if (en) {
+            const Record *r = inputs_[i].due(time);
+            if (r) {
                 if (!port.current) {
                     port.current = std::make_shared<Frame>();
                     port.start = cycle;
                     port.routed = false;
                 }
-                port.current->bytes.push_back(*nodes_[i].eth_tx_data);
+                port.current->bytes.push_back(uint8_t(r->a));
+                inputs_[i].pop();
                 if (!port.routed && port.current->bytes.size() == kDestinationEnd) route(int(i), port);
             } else if (port.current) {
                 port.current->complete = true;
@@ -194,7 +238,7 @@ private:
                 continue;
             }
             Port &out = out_[dst];
-            Scheduled s{in.current, in.start + opt_.delay};
+            Scheduled s{in.current, in.start + GmiiLinkOptions::kRouteCycles};
             if (chance(opt_.corrupt)) {
                 // A byte after the SFD: up to the shortest frame's length, so it is always inside.
                 s.flip_byte = int64_t(kPreamble + next() % 60);
@@ -248,7 +292,8 @@ private:
         std::fclose(f);
     }
 
-    Pads *nodes_;
+    std::vector<Inlet> inputs_;
+    std::vector<Queue *> outputs_;
     GmiiLinkOptions opt_;
     std::string stats_path_;
     uint64_t rng_;

@@ -1,68 +1,80 @@
-// The SCI ring between the nodes' link ports: node i's tx reaches node (i+1) mod N's rx after a
-// delay, as a 16-bit parallel link plus a frame bit would.
+// The SCI ring between the nodes' link ports: node i's tx reaches node (i+1) mod N's rx `delay`
+// sys cycles later, as a 16-bit parallel link plus a frame bit would. The transmitter end sends
+// each non-idle symbol over the node's ring channel; the receiver end drives it into the next
+// node `delay` cycles after it was sent.
 //
-// Faults for reliability runs, each drawn from one generator seeded by `seed` (same seed, same
-// faults at the same cycles): bit flips in packet symbols (rate per symbol); whole packets lost
-// (their symbols arrive as idle); whole packets duplicated (an exact copy follows after one idle
-// symbol). Echoes are packets too, so a lost echo makes its sender resend a packet the target
-// already has. Losses and copies are made where the symbols leave the delay line: a copy is only
-// written over symbols that are idle anyway, so it never disturbs other traffic, and the line
-// must be longer than the longest packet for it to fit.
+// Faults for reliability runs, drawn at the receiver end from the link's own generator (seeded
+// from the run's seed and the link's index, so the same seed gives the same faults whatever the
+// processes): bit flips in packet symbols (rate per symbol); whole packets lost (their symbols
+// arrive as idle); whole packets duplicated (an exact copy follows after one idle symbol). Echoes
+// are packets too, so a lost echo makes its sender resend a packet the target already has. A copy
+// is only written over symbols that are idle anyway, so it never disturbs other traffic: the
+// receiver looks ahead by a packet, and the link must be longer than a packet for that.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "channel.hpp"
+#include "clocks.hpp"
 #include "peripheral.hpp"
 #include "rng.hpp"
-
-// One link port of a node: the value of a 17-bit SymbolLayout (data 15..0, frame 16).
-struct RingPins {
-    IData *tx;
-    IData *rx;
-};
 
 struct RingFaults {
     double flip_rate = 0;        // probability of a bit flip per packet symbol
     double drop = 0;             // probability that a packet is lost
     double duplicate = 0;        // probability that a packet arrives twice
     unsigned max_packet = 0;     // symbols of the longest packet (needed for duplicates)
+
+    // Symbols the receiver must see ahead of the one leaving the link.
+    unsigned lookahead() const { return duplicate > 0 ? max_packet + 1 : 0; }
 };
 
 struct RingFaultCounts {
     uint64_t flips = 0, packets = 0, dropped = 0, duplicated = 0;
 };
 
-class Ring : public Peripheral {
+constexpr uint32_t kRingSymbolMask = 0x1FFFF;   // data 15..0, frame 16 (sci_layouts.SymbolLayout)
+
+class RingTransmitter : public Peripheral {
 public:
-    Ring(std::vector<RingPins> nodes, unsigned delay, const RingFaults &faults, uint64_t seed)
-        : nodes_(std::move(nodes)), delay_(delay ? delay : 1), faults_(faults), rng_(seed),
-          links_(nodes_.size()) {
-        if (faults_.duplicate > 0 && delay_ < faults_.max_packet + 2)
-            throw std::invalid_argument("duplicating ring packets needs a ring delay of at least " +
-                                        std::to_string(faults_.max_packet + 2) + " cycles");
-        for (Link &l : links_) l.line.assign(delay_, 0);
+    RingTransmitter(IData *tx, Queue &out, const ClockDomain &clock) : tx_(tx), out_(out), clock_(clock) {}
+    void sample(uint64_t) override {
+        const uint32_t symbol = *tx_ & kRingSymbolMask;
+        if (symbol && !out_.push(clock_.edge_ps(), symbol))
+            throw std::runtime_error("ring channel full: the next node lags too far behind");
     }
+
+private:
+    IData *tx_;
+    Queue &out_;
+    const ClockDomain &clock_;
+};
+
+class RingReceiver : public Peripheral {
+public:
+    // The latency the channel needs: the link's delay, less the symbols the receiver looks ahead.
+    static uint64_t channel_latency_ps(unsigned delay, const RingFaults &faults, uint64_t period_ps) {
+        if (delay < 1 || (faults.lookahead() && delay < faults.lookahead() + 1))
+            throw std::invalid_argument("duplicating ring packets needs a ring delay of at least " +
+                                        std::to_string(faults.lookahead() + 1) + " cycles");
+        return uint64_t(delay - faults.lookahead()) * period_ps;
+    }
+
+    RingReceiver(IData *rx, const Inlet &in, const ClockDomain &clock, unsigned delay, const RingFaults &faults,
+                 uint64_t seed)
+        : rx_(rx), in_(in), clock_(clock), delay_ps_(uint64_t(delay) * clock.period_ps()), faults_(faults),
+          rng_(seed) {}
 
     void drive(uint64_t) override {
-        for (size_t i = 0; i < nodes_.size(); i++) {
-            Link &l = links_[(i + nodes_.size() - 1) % nodes_.size()];
-            *nodes_[i].rx = leave(l);
-        }
-    }
-
-    void sample(uint64_t) override {
-        for (size_t i = 0; i < nodes_.size(); i++) {
-            uint32_t symbol = *nodes_[i].tx & 0x1FFFF;
-            if ((symbol & kFrame) && faults_.flip_rate > 0 && rng_.chance(faults_.flip_rate)) {
-                symbol ^= 1u << rng_.below(17);
-                counts_.flips++;
-            }
-            links_[i].line[head_] = symbol;
-        }
-        head_ = (head_ + 1) % delay_;
+        // When the symbol leaving now was sent (before time 0 early on: idle).
+        const int64_t leaving = int64_t(clock_.edge_ps()) - int64_t(delay_ps_);
+        fill(leaving + int64_t(faults_.lookahead() * clock_.period_ps()));
+        *rx_ = leave();
+        line_.pop_front();
     }
 
     const RingFaultCounts &counts() const { return counts_; }
@@ -70,37 +82,49 @@ public:
 private:
     static constexpr uint32_t kFrame = 1u << 16;
 
-    struct Link {
-        std::vector<uint32_t> line;     // the last `delay_` symbols sent; line[head_] leaves next
-        bool in_packet = false, dropping = false;
-        std::vector<uint32_t> packet;   // the packet leaving, as sent (for a copy)
-        size_t copy_left = 0;           // symbols of a copy still to leave (no faults on those)
-    };
+    // Symbols sent up to `until` (ps) into the line, with bit flips applied.
+    void fill(int64_t until) {
+        if (!filled_) next_ps_ = until - int64_t(faults_.lookahead() * clock_.period_ps());
+        filled_ = true;
+        for (; next_ps_ <= until; next_ps_ += int64_t(clock_.period_ps())) {
+            uint32_t symbol = 0;
+            while (const Record *r = in_.queue->peek()) {
+                if (int64_t(r->time) > next_ps_) break;
+                if (int64_t(r->time) == next_ps_) symbol = r->a;
+                in_.pop();
+            }
+            if ((symbol & kFrame) && faults_.flip_rate > 0 && rng_.chance(faults_.flip_rate)) {
+                symbol ^= 1u << rng_.below(17);
+                counts_.flips++;
+            }
+            line_.push_back(symbol);
+        }
+    }
 
-    // The symbol leaving link `l` this cycle, with packet losses and copies applied.
-    uint32_t leave(Link &l) {
-        uint32_t symbol = l.line[head_];
-        if (l.copy_left) {
-            l.copy_left--;
+    // The symbol leaving the link now (line_.front()), with packet losses and copies applied.
+    uint32_t leave() {
+        const uint32_t symbol = line_.front();
+        if (copy_left_) {
+            copy_left_--;
             return symbol;
         }
         if (symbol & kFrame) {
-            if (!l.in_packet) {
-                l.in_packet = true;
-                l.packet.clear();
+            if (!in_packet_) {
+                in_packet_ = true;
+                packet_.clear();
                 counts_.packets++;
-                l.dropping = faults_.drop > 0 && rng_.chance(faults_.drop);
-                counts_.dropped += l.dropping;
+                dropping_ = faults_.drop > 0 && rng_.chance(faults_.drop);
+                counts_.dropped += dropping_;
             }
-            l.packet.push_back(symbol);
-            return l.dropping ? 0 : symbol;
+            packet_.push_back(symbol);
+            return dropping_ ? 0 : symbol;
         }
-        if (l.in_packet) {
-            l.in_packet = false;
-            if (!l.dropping && faults_.duplicate > 0 && rng_.chance(faults_.duplicate) && copy_fits(l)) {
+        if (in_packet_) {
+            in_packet_ = false;
+            if (!dropping_ && faults_.duplicate > 0 && rng_.chance(faults_.duplicate) && copy_fits()) {
                 // This idle symbol separates the two; the copy replaces the idle symbols after it.
-                for (size_t k = 0; k < l.packet.size(); k++) l.line[(head_ + 1 + k) % delay_] = l.packet[k];
-                l.copy_left = l.packet.size();
+                for (size_t k = 0; k < packet_.size(); k++) line_[1 + k] = packet_[k];
+                copy_left_ = packet_.size();
                 counts_.duplicated++;
             }
         }
@@ -108,18 +132,24 @@ private:
     }
 
     // The packet's copy and an idle symbol after it land on symbols that are idle anyway.
-    bool copy_fits(const Link &l) const {
-        if (l.packet.size() + 2 > delay_) return false;
-        for (size_t k = 1; k <= l.packet.size() + 1; k++)
-            if (l.line[(head_ + k) % delay_] & kFrame) return false;
+    bool copy_fits() const {
+        if (packet_.size() + 1 >= line_.size()) return false;
+        for (size_t k = 1; k <= packet_.size() + 1; k++)
+            if (line_[k] & kFrame) return false;
         return true;
     }
 
-    std::vector<RingPins> nodes_;
-    unsigned delay_;
+    IData *rx_;
+    Inlet in_;
+    const ClockDomain &clock_;
+    uint64_t delay_ps_;
     RingFaults faults_;
     Rng rng_;
-    std::vector<Link> links_;
-    unsigned head_ = 0;
+    std::deque<uint32_t> line_;      // symbols from the one leaving now to the lookahead's end
+    int64_t next_ps_ = 0;            // send time of the next symbol to fill in
+    bool filled_ = false;
+    bool in_packet_ = false, dropping_ = false;
+    std::vector<uint32_t> packet_;   // the packet leaving, as sent (for a copy)
+    size_t copy_left_ = 0;           // symbols of a copy still to leave (no faults on those)
     RingFaultCounts counts_;
 };

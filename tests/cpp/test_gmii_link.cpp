@@ -1,18 +1,18 @@
-// Unit test of the harness's GMII switch (gmii_link.hpp) with plain variables for the node ports:
-// forwarding by destination MAC, the delay, the gap between frames, loss, corruption, duplication,
-// reordering, determinism.
+// Unit test of the harness's Ethernet (gmii_link.hpp): nodes' GMII ports with plain variables for
+// their pins, joined to the switch by channels in local memory: forwarding by destination MAC, the
+// delay, the gap between frames, loss, corruption, duplication, reordering, determinism.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
+#define NV_ETH_ROUTE_CYCLES 14
 #include "verilated.h"
 #include "gmii_link.hpp"
 
-struct Pads {
-    CData *eth_tx_en, *eth_tx_data, *eth_rx_dv, *eth_rx_data;
-};
+static constexpr uint64_t kPeriod = 8000;   // ps
 
 struct Node {
     CData tx_en = 0, tx_data = 0, rx_dv = 0, rx_data = 0;
@@ -46,13 +46,26 @@ static std::vector<uint8_t> frame(int dst, int src, int length, uint8_t fill) {
 static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<uint8_t>>> &frames,
                              const GmiiLinkOptions &opt, uint64_t cycles, const std::string &stats_path = "") {
     std::vector<Node> nodes(n);
-    std::vector<Pads> pads(n);
-    for (int i = 0; i < n; i++)
-        pads[i] = {&nodes[i].tx_en, &nodes[i].tx_data, &nodes[i].rx_dv, &nodes[i].rx_data};
-    GmiiSwitch<Pads> sw(pads.data(), n, opt, stats_path);
+    CData clk = 0;
+    ClockDomain eth(ClockSpec{"eth", kPeriod, &clk});
+    std::vector<std::unique_ptr<LocalQueue>> up, down;
+    std::vector<std::unique_ptr<GmiiPort>> ports;
+    std::vector<Inlet> to_switch;
+    std::vector<Queue *> from_switch;
+    for (int i = 0; i < n; i++) {
+        up.emplace_back(new LocalQueue(1 << 14));
+        down.emplace_back(new LocalQueue(1 << 14));
+        ports.emplace_back(new GmiiPort(&nodes[i].tx_en, &nodes[i].tx_data, &nodes[i].rx_dv, &nodes[i].rx_data,
+                                        up[i]->queue, Inlet{&down[i]->queue, opt.from_switch() * kPeriod}, eth));
+        to_switch.push_back({&up[i]->queue, opt.to_switch() * kPeriod});
+        from_switch.push_back(&down[i]->queue);
+    }
     std::vector<size_t> which(n, 0), pos(n, 0);
     std::vector<uint64_t> gap(n, 0);
+    std::unique_ptr<EthernetSwitch> sw(new EthernetSwitch(to_switch, from_switch, opt, stats_path));
     for (uint64_t c = 0; c < cycles; c++) {
+        if (eth.high()) eth.fall();
+        for (int i = 0; i < n; i++) ports[i]->drive(c);
         for (int i = 0; i < n; i++) {   // what each node transmits this cycle
             Node &node = nodes[i];
             node.tx_en = 0;
@@ -64,8 +77,6 @@ static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<ui
                 gap[i]--;
             }
         }
-        sw.drive(c);
-        sw.sample(c);
         for (int i = 0; i < n; i++) {
             Node &node = nodes[i];
             if (node.rx_dv) {
@@ -73,15 +84,25 @@ static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<ui
                 node.received.back().push_back(node.rx_data);
             }
             node.in_frame = node.rx_dv;
+            ports[i]->sample(c);
+        }
+        sw->drive(c, eth.edge_ps());   // the switch on the same clock, a step of its own
+        sw->sample(c, eth.edge_ps());
+        eth.rise();
+        for (int i = 0; i < n; i++) {
+            up[i]->queue.publish(eth.next_rise_ps() - 1);
+            down[i]->queue.publish(eth.next_rise_ps() - 1);
         }
     }
+    sw.reset();   // writes the statistics
     return nodes;
 }
 
 int main() {
     GmiiLinkOptions opt;
     std::string error;
-    CHECK(!opt.set("--eth-delay", "3", error) && error.find("at least") != std::string::npos);
+    CHECK(!opt.set("--eth-delay", "15", error) && error.find("at least 16") != std::string::npos);
+    CHECK(opt.set("--eth-delay", "16", error) && opt.to_switch() == 1 && opt.from_switch() == 1);
     CHECK(!opt.set("--eth-loss", "1.5", error));
     CHECK(!opt.set("--eth-loss", "x", error));
     CHECK(!opt.set("--eth-reorder", "-0.1", error) && error.find("--eth-reorder") != std::string::npos);

@@ -1,5 +1,6 @@
-// Unit test of the harness's SCI ring (ring_link.hpp) with plain variables for the link ports:
-// the delay, bit flips, lost packets, duplicated packets (only over idle symbols), determinism.
+// Unit test of the harness's SCI ring link (ring_link.hpp) with plain variables for the link ports
+// and the channel in local memory: the delay, bit flips, lost packets, duplicated packets (only
+// over idle symbols), determinism.
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -12,6 +13,7 @@ static int failures = 0;
 
 static constexpr uint32_t kFrame = 1u << 16;
 static constexpr unsigned kMaxPacket = 8;
+static constexpr uint64_t kPeriod = 10000;   // ps
 
 // Packets of `length` symbols (data = id << 8 | index), `gap` idle symbols after each.
 static std::vector<uint32_t> stream(int packets, unsigned length, unsigned gap) {
@@ -28,18 +30,26 @@ struct Result {
     RingFaultCounts counts;
 };
 
-// Node 0 sends `tx` (then idle) to node 1 over a ring of two; node 1 sends nothing.
+// Node 0 sends `tx` (then idle) to node 1 over the link, one symbol per cycle.
 static Result run(const std::vector<uint32_t> &tx, unsigned delay, const RingFaults &faults, uint64_t seed = 1) {
-    IData tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
-    Ring ring({{&tx0, &rx0}, {&tx1, &rx1}}, delay, faults, seed);
+    IData tx0 = 0, rx1 = 0;
+    CData clk = 0;
+    ClockDomain sys(ClockSpec{"sys", kPeriod, &clk});
+    LocalQueue link(1 << 12);
+    RingTransmitter sender(&tx0, link.queue, sys);
+    RingReceiver receiver(&rx1, Inlet{&link.queue, RingReceiver::channel_latency_ps(delay, faults, kPeriod)}, sys,
+                          delay, faults, seed);
     Result r;
     for (size_t c = 0; c < tx.size() + delay + 64; c++) {
-        ring.drive(c);
+        if (sys.high()) sys.fall();
+        receiver.drive(c);
         r.rx.push_back(rx1);
         tx0 = c < tx.size() ? tx[c] : 0;
-        ring.sample(c);
+        sender.sample(c);
+        sys.rise();
+        link.queue.publish(sys.next_rise_ps() - 1);
     }
-    r.counts = ring.counts();
+    r.counts = receiver.counts();
     return r;
 }
 
@@ -107,7 +117,7 @@ int main() {
     auto expected = packets(tight);
     expected.push_back(expected.back());   // only the last one, with idle symbols after it, is copied
     CHECK(packets(crowded.rx) == expected && crowded.counts.duplicated == 1);
-    // A delay line shorter than a packet cannot hold a copy.
+    // A link shorter than a packet cannot hold a copy.
     bool refused = false;
     try {
         run(sent, kMaxPacket, twice);
@@ -115,6 +125,9 @@ int main() {
         refused = true;
     }
     CHECK(refused);
+    // The channel's latency leaves the receiver room to look a packet ahead, and no more.
+    CHECK(RingReceiver::channel_latency_ps(delay, twice, kPeriod) == (delay - kMaxPacket - 1) * kPeriod);
+    CHECK(RingReceiver::channel_latency_ps(delay, RingFaults{}, kPeriod) == delay * kPeriod);
 
     std::printf("%d failures\n", failures);
     return failures ? 1 : 0;

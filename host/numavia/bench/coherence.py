@@ -11,12 +11,12 @@ from numavia.soc import card_bench
 
 
 def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, log=print,
-        run_dir=None, line_bytes=LINE_BYTES):
+        run_dir=None, line_bytes=LINE_BYTES, spread=None):
     """Run and judge the stress on cards of ``line_bytes`` lines; ring faults: ``flip_rate`` per
     symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicating lengthens each hop to hold
     a packet's copy)."""
     config = card_bench.bench_card_config(line_bytes=line_bytes)
-    binary = card_bench.build_bench(nodes, config, log=log)
+    binary = card_bench.build_bench(config, log=log)
     run_dir = run_dir or card_bench.buildcache.build_root() / "run" / f"coherence-{nodes}"
     ring_delay = card_bench.duplicating_ring_delay() if ring_duplicate else 4
     faults = [name for name, rate in (("ring bit errors", flip_rate), ("lost ring packets", ring_drop),
@@ -24,8 +24,9 @@ def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_dupli
     log(f"{nodes} cards of {line_bytes}-byte lines, {ops} random accesses each (seed {seed}{''.join(', ' + f for f in faults)}"
         f"{', NUMA mode' if numa else ''})")
     started = time.monotonic()
-    bench = card_bench.run_bench(binary, run_dir, ops=ops, seed=seed, flip_rate=flip_rate, ring_drop=ring_drop,
-                                 ring_duplicate=ring_duplicate, ring_delay=ring_delay, numa=numa)
+    bench = card_bench.run_bench(binary, run_dir, nodes=nodes, ops=ops, seed=seed, flip_rate=flip_rate, ring_drop=ring_drop,
+                                 ring_duplicate=ring_duplicate, ring_delay=ring_delay, numa=numa,
+                                 spread=spread)
     wall = time.monotonic() - started
     if bench.returncode:
         raise NumaviaError(f"the coherence bench stopped: {bench.stderr.strip().splitlines()[-1:]}")

@@ -103,15 +103,16 @@ def measurements(nodes):
     return rows
 
 
-def run(nodes=4, *, config=None, log=print, out=None):
+def run(nodes=4, *, config=None, log=print, out=None, spread=None):
     """Measure every row on a ring of ``nodes`` cards, NCC-NUMA and NUMA. Returns the figures."""
     config = config or CardConfig(max_nodes=16, via=False)   # the coherence side alone
-    binary = card_bench.build_bench(nodes, config, log=log)
+    binary = card_bench.build_bench(config, log=log)
     measured = {}
     for mode, script in scripts(nodes, config).items():
         log(f"{nodes}-node ring, {mode.upper()} mode: {len(script.steps)} accesses")
         run_dir = (out or card_bench.buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
-        bench = card_bench.run_bench(binary, run_dir, script=script.steps, numa=MODES[mode])
+        bench = card_bench.run_bench(binary, run_dir, nodes=nodes, script=script.steps, numa=MODES[mode],
+                                     spread=spread)
         if bench.returncode or len(bench.latencies) != len(script.steps):
             raise card_bench.SimError(f"latency bench ({mode}) failed: {bench.stderr.strip().splitlines()[-1:]}")
         for name, index in script.measured:

@@ -51,7 +51,7 @@ def sweep_trace(points, base):
     return records, segments, addr - base
 
 
-def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None):
+def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, spread=None):
     if max_size < 4:
         raise NumaviaError("--max-size must be at least 4 bytes")
     config = config or CardConfig(max_nodes=16, via=False)
@@ -60,12 +60,12 @@ def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None):
     records, segments, used = sweep_trace(points, amap.slice_bytes)   # node 1's slice
     if used > amap.slice_bytes:
         raise NumaviaError(f"a sweep to {max_size} bytes needs {used} bytes of node 1's {amap.slice_bytes}-byte slice")
-    binary = card_bench.build_bench(NODES, config, log=log)
+    binary = card_bench.build_bench(config, log=log)
     root = run_root or card_bench.buildcache.build_root() / "run" / "shm"
     rows = []
     for mode in MODES:
         log(f"{mode.upper()}: {len(points)} sizes, {len(records) - 1:,} accesses")
-        timed = time_segments(binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa",
+        timed = time_segments(binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa", spread=spread,
                               what=f"shared-memory sweep ({mode})")
         for (size, op, _, _), cycles in zip(segments, timed):
             us = cycles / config.clk_freq_hz * 1e6

@@ -26,7 +26,7 @@ MODE_NAMES = {"ncc": "NCC-NUMA", "numa": "NUMA"}
 WAYS_NAMES = {1: "direct-mapped", 2: "2-way", 4: "4-way", 8: "8-way"}
 ACCESS_NOTES = {"line": "line (bursts of up to 16 words)", "double": "double (2 words, as a CPU on uncached PCI)"}
 #: Bump when what a replay records changes: cached replays of another version are not reused.
-REPLAY_VERSION = 2                    # 2: a replay records its cards' line size
+REPLAY_VERSION = 3                    # 2: records the line size; 3: barriers through the hub (ring_run)
 RING_DELAY = 4                        # cycles per link hop, the bench default
 TABLE4_NODES = (2, 4)                 # the paper's Table 3 and 4 columns
 TABLE3_WAYS = 1                       # the paper's Table 3 is direct-mapped (its 64-byte row is Table 4's)
@@ -89,11 +89,11 @@ def with_line_bytes(config, line_bytes):
 
 # --- replay ----------------------------------------------------------------------------------------
 
-def replay(trace_dir, nodes, config, numa, *, cache=True, log=print):
+def replay(trace_dir, nodes, config, numa, *, cache=True, log=print, spread=None):
     """Replay the traces in ``trace_dir`` on ``nodes`` cards of ``config``. With ``cache``, the
     result is kept under build/splash2-replay, keyed by the bench binary (card, harness, tools),
     the traces (kernel sources, parameters) and the mode."""
-    binary = card_bench.build_bench(nodes, config, log=log)
+    binary = card_bench.build_bench(config, log=log)
     trace_dir = Path(trace_dir)
     summary = traces.summary(trace_dir)
     if summary["processes"] != nodes:
@@ -106,7 +106,8 @@ def replay(trace_dir, nodes, config, numa, *, cache=True, log=print):
         log(f"replaying {trace_dir.name} on {nodes} card(s), {MODE_NAMES['numa' if numa else 'ncc']} "
             f"({records:,} records)")
         started = time.monotonic()
-        bench = card_bench.run_bench(binary, folder, trace_dir=trace_dir, numa=numa, ring_delay=RING_DELAY,
+        bench = card_bench.run_bench(binary, folder, nodes=nodes, trace_dir=trace_dir, numa=numa, ring_delay=RING_DELAY,
+                                     spread=spread,
                                      log_accesses=False)
         wall = time.monotonic() - started
         if bench.returncode or not bench.state:
@@ -143,7 +144,8 @@ def replay(trace_dir, nodes, config, numa, *, cache=True, log=print):
 # --- the benchmark -----------------------------------------------------------------------------------
 
 def run(kernels=tuple(KERNELS), nodes=(1, 2, 4, 8), modes=MODES, *, size="paper", ways=(1, 2, 4),
-        line_sizes=None, placement="paper", access="line", config=None, cost=None, cache_replays=True, log=print):
+        line_sizes=None, placement="paper", access="line", config=None, cost=None, cache_replays=True, log=print,
+        spread=None):
     """Generate (cached) and replay everything the tables need. Returns the figures.
 
     ``nodes`` always gets 1 (the speedups' base). ``ways``: the associativities of Table 4, and
@@ -189,12 +191,13 @@ def run(kernels=tuple(KERNELS), nodes=(1, 2, 4, 8), modes=MODES, *, size="paper"
     for kernel in kernels:
         for p in nodes:
             for mode in modes:
-                r = replay(folders[kernel, p], p, config, mode == "numa", cache=cache_replays, log=log)
+                r = replay(folders[kernel, p], p, config, mode == "numa", cache=cache_replays, log=log,
+                           spread=spread)
                 figures["runs"].append({"kernel": kernel, "mode": mode, **r})
             if p not in TABLE4_NODES or "ncc" not in modes:
                 continue
             for variant in variants:
-                r = replay(folders[kernel, p], p, variant, False, cache=cache_replays, log=log)
+                r = replay(folders[kernel, p], p, variant, False, cache=cache_replays, log=log, spread=spread)
                 figures["runs"].append({"kernel": kernel, "mode": "ncc", **r})
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     return figures

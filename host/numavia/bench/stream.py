@@ -68,7 +68,7 @@ def stream_trace(bases, array_bytes, passes):
     return records, segments
 
 
-def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None):
+def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None, spread=None):
     """Run every case; returns the figures (per case and kernel: cycles of each pass, bandwidth)."""
     if array_bytes <= 0 or array_bytes % LINE_BYTES:
         raise NumaviaError(f"--array-bytes must be a positive multiple of {LINE_BYTES}")
@@ -76,21 +76,22 @@ def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None
         raise NumaviaError("--passes must be at least 1")
     config = config or CardConfig(max_nodes=16, via=False)
     amap = config.address_map()
-    binary = card_bench.build_bench(NODES, config, log=log)
+    binary = card_bench.build_bench(config, log=log)
     root = run_root or card_bench.buildcache.build_root() / "run" / "stream"
     rows = []
     for case in cases():
         run_dir = root / f"{case.placement}-{case.mode}-{array_bytes}"
         records, segments = stream_trace(array_bases(case.placement, array_bytes, amap), array_bytes, passes)
         log(f"{case.label}: {len(records) - 1:,} line accesses")
-        timed = time_segments(binary, run_dir, records, segments, numa=case.mode == "numa", what=f"STREAM {case.label}")
+        timed = time_segments(binary, run_dir, records, segments, numa=case.mode == "numa", what=f"STREAM {case.label}",
+                              spread=spread)
         for (kernel, number, _, _), cycles in zip(segments, timed):
             rows.append({"placement": case.placement, "mode": case.mode, "label": case.label, "kernel": kernel,
                          "pass": number, "cycles": cycles})
     return figures(rows, array_bytes, passes, config)
 
 
-def time_segments(binary, run_dir, records, segments, *, numa, what):
+def time_segments(binary, run_dir, records, segments, *, numa, what, spread=None):
     """Replay ``records`` on node 0 of a two-card ring (node 1 only meets the closing barrier);
     returns the cycles of each ``(name, ..., first record, record count)`` segment: the first
     access's request to the last one's completion, from the bench's cycle stamps."""
@@ -98,7 +99,7 @@ def time_segments(binary, run_dir, records, segments, *, numa, what):
     traces.mkdir(parents=True, exist_ok=True)
     trace.write_trace(traces / "node0.trace", 0, records)
     trace.write_trace(traces / "node1.trace", 1, [trace.barrier(0)])
-    bench = card_bench.run_bench(binary, run_dir, trace_dir=traces, numa=numa)
+    bench = card_bench.run_bench(binary, run_dir, nodes=NODES, trace_dir=traces, numa=numa, spread=spread)
     accesses = sorted((a for a in bench.accesses if a.node == 0), key=lambda a: a.issued)
     expected = sum(r.kind != trace.Kind.BARRIER for r in records)
     if bench.returncode or len(accesses) != expected:

@@ -1,0 +1,110 @@
+"""How fast the ring simulation runs: simulated cycles per second of full nodes (VexRiscv,
+firmware, card) and of the card bench, against ring size and how the ring is spread (processes on
+this machine, MPI ranks), and what the one model build costs.
+
+Each run boots the ring from reset for a fixed number of cycles. The figure that matters is
+node-cycles per second (every node advancing one cycle counts as one per node) per core used: it
+stays flat when the simulation scales with the ring. Wall times come from the hub's own clock, from
+the first edge to the stop, so start-up is not counted.
+"""
+
+import os
+
+from numavia import results
+from numavia.errors import NumaviaError
+from numavia.soc import card_bench, ring_launch, sim
+
+DEFAULT_NODES = (2, 4, 8, 16)
+DEFAULT_PROCS = (1, 2)
+DEFAULT_CYCLES = 200_000
+CARD_OPS = 2_000
+
+
+def _spreads(nodes, procs, mpi_ranks):
+    for p in procs:
+        if p <= nodes:
+            yield ring_launch.Spread(procs=p)
+    for r in mpi_ranks:
+        if r <= nodes:
+            yield ring_launch.Spread(procs=r, mpi=True)
+
+
+def _row(kind, nodes, spread, cycles, wall):
+    cores = min(spread.procs, os.cpu_count() or 1)
+    node_rate = cycles * nodes / max(wall, 1e-9)
+    return {"model": kind, "nodes": nodes, "spread": f"{spread.procs} {'rank' if spread.mpi else 'proc'}",
+            "mpi": spread.mpi, "procs": spread.procs, "cycles": cycles, "wall_seconds": round(wall, 2),
+            "cycles_per_second": round(cycles / max(wall, 1e-9)), "node_cycles_per_second": round(node_rate),
+            "node_cycles_per_second_per_core": round(node_rate / cores)}
+
+
+def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DEFAULT_CYCLES, cards=True, log=print,
+            run_root=None):
+    """Time full-node rings (and card-bench rings, with ``cards``) of each size, spread each way."""
+    run_root = run_root or sim.buildcache.build_root() / "run" / "sim-speed"
+    config = sim.SimConfig(nodes=max(nodes))
+    build = sim.build_all(config, log=log, spread=ring_launch.Spread(mpi=bool(mpi_ranks)))
+    rows = []
+    for n in nodes:
+        node_build = sim.Build(sim.SimConfig(nodes=n), build.soc_dir, build.model, build.firmware, build.mpi_model)
+        for spread in _spreads(n, procs, mpi_ranks):
+            log(f"{n} nodes, {spread.procs} {'MPI rank' if spread.mpi else 'process'}(es): {cycles:,} cycles")
+            code, summary = sim.run(node_build, run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
+                                    spread, quiet=True, max_cycles=cycles, stop_marker=None)
+            if summary is None or summary["cycles"] != cycles:
+                raise NumaviaError(f"the {n}-node run stopped early: {summary and summary['reason']}")
+            rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"]))
+    bench_config = card_bench.bench_card_config()
+    binary = card_bench.build_bench(bench_config, log=log) if cards else None
+    for n in nodes if cards else ():
+        for spread in _spreads(n, procs, mpi_ranks):
+            log(f"{n} cards, {spread.procs} {'MPI rank' if spread.mpi else 'process'}(es): {CARD_OPS:,} accesses each")
+            run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
+                                       nodes=n, ops=CARD_OPS, spread=spread, log_accesses=False)
+            if run.returncode or not run.state:
+                raise NumaviaError(f"the {n}-card run failed: {run.stderr.strip().splitlines()[-1:]}")
+            rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"]))
+    return {"rows": rows, "cores": os.cpu_count(), "model_build_seconds": sim.build_seconds(build.model),
+            "card_build_seconds": sim.build_seconds(binary) if binary else None,
+            "model": build.model.parent.parent.name, "sys_clk_hz": config.sys_clk_freq}
+
+
+def report(figures, out):
+    headers = ["model", "nodes", "spread", "cycles", "wall s", "cycles/s", "node-cycles/s", "node-cycles/s/core"]
+    rows = [[r["model"], r["nodes"], r["spread"], f"{r['cycles']:,}", r["wall_seconds"], f"{r['cycles_per_second']:,}",
+             f"{r['node_cycles_per_second']:,}", f"{r['node_cycles_per_second_per_core']:,}"] for r in figures["rows"]]
+    plot(figures, out)
+    build = figures["model_build_seconds"]
+    notes = [f"{figures['cores']} cores; a run of P processes uses min(P, cores) of them.",
+             "Node: VexRiscv SoC + card + firmware, booting from reset; card: the card alone under random "
+             f"coherent traffic ({CARD_OPS:,} accesses per card).",
+             "Wall time from the hub's first edge to its stop (start-up not counted).",
+             "Node model build: " + (f"{build:.0f} s, once for every ring size" if build is not None else
+                                     "reused from the cache (built earlier)")]
+    return results.write(out, "sim_speed", title="Ring simulation speed", headers=headers, rows=rows,
+                         figures=figures, config={"model": figures["model"]}, notes=notes)
+
+
+def plot(figures, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, kind in zip(axes, ("node", "card")):
+        series = {}
+        for r in figures["rows"]:
+            if r["model"] == kind:
+                series.setdefault(r["spread"], []).append((r["nodes"], r["node_cycles_per_second_per_core"] / 1e3))
+        for label, points in sorted(series.items()):
+            xs, ys = zip(*sorted(points))
+            ax.plot(xs, ys, marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("nodes in the ring")
+        ax.set_title("full nodes (SoC + card)" if kind == "node" else "card bench (card only)")
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend()
+    axes[0].set_ylabel("thousand node-cycles / s / core")
+    fig.tight_layout()
+    fig.savefig(f"{out}/sim_speed.png", dpi=110)
+    plt.close(fig)
