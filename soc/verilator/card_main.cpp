@@ -186,6 +186,7 @@ public:
         regs_->write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK);
         *ports_.rst = 1;
         model_->eval();
+        clocks_.settled();
     }
 
     ~CardNode() override {
@@ -401,7 +402,7 @@ private:
     std::unique_ptr<VerilatedContext> context_;
     std::unique_ptr<Model> model_;
     NodePorts ports_{};
-    Clocks<Model> clocks_;
+    Clocks<Model, ModelInputs> clocks_;
     ClockDomain &sys_;
     NodeControl control_;
     Rng traffic_;

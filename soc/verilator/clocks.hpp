@@ -2,7 +2,9 @@
 // time 0, so all nodes of a ring have their edges at the same picoseconds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "verilated.h"
@@ -53,12 +55,19 @@ private:
 // Every domain of one model, stepped one rising edge (of one or more domains) at a time, as the
 // model sees them: falls set the clock low; at a rise the domain's peripherals drive the model's
 // inputs, the model settles, the peripherals sample its outputs, and the clock rises.
-template <typename Model>
+//
+// The model is evaluated once per rising edge, plus once to settle before the sample when the
+// peripherals changed an input: with the inputs as they were, its outputs are those of its last
+// evaluation (the model has no logic on falling edges). `Inputs` is the generated snapshot of the
+// model's inputs (model_ports.h: ModelInputs, nv_inputs_changed, nv_note_clocks_low).
+template <typename Model, typename Inputs>
 class Clocks {
 public:
     Clocks(Model *model, const std::vector<ClockSpec> &specs) : model_(model) {
         for (const ClockSpec &s : specs) domains_.emplace_back(s);
     }
+    // After the caller set the inputs and evaluated the model.
+    void settled() { nv_inputs_changed(model_, last_); }
     ClockDomain &operator[](size_t i) { return domains_[i]; }
     ClockDomain *find(const char *name) {
         for (auto &d : domains_)
@@ -81,7 +90,7 @@ public:
         before_eval(t);
         for (auto &d : domains_)
             if (d.next_toggle_ps() == t) d.drive();
-        model_->eval();
+        if (nv_inputs_changed(model_, last_) || !nv_note_clocks_low(model_)) model_->eval();
         for (auto &d : domains_)
             if (d.next_toggle_ps() == t) d.sample();
         for (auto &d : domains_)
@@ -92,4 +101,5 @@ public:
 private:
     Model *model_;
     std::vector<ClockDomain> domains_;
+    Inputs last_{};
 };

@@ -129,8 +129,9 @@ public:
         add_output(*links.eth_up);
         add_input(*links.eth_down.queue, links.eth_down.latency_ps);
 #endif
-        ports_.sys_rst[0] = 1;
+        *ports_.sys_rst = 1;
         model_->eval();
+        clocks_.settled();
     }
 
     ~SocNode() override {
@@ -203,7 +204,7 @@ private:
     std::unique_ptr<VerilatedContext> context_;
     std::unique_ptr<Model> model_;
     NodePorts ports_{};
-    Clocks<Model> clocks_;
+    Clocks<Model, ModelInputs> clocks_;
     ClockDomain &sys_;
     NodeControl control_;
     std::unique_ptr<Console<NodePorts>> console_;
