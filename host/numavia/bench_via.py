@@ -67,9 +67,12 @@ def messages_for(op, size, *, most, target_bytes=1024 * 1024):
 
 
 class Bench:
-    def __init__(self, session, *, max_size, log, timeout):
+    """Ping-pongs and streams between the nodes ``pair`` (initiator, responder) of a session."""
+
+    def __init__(self, session, *, max_size, log, timeout, pair=(0, 1)):
         self.log = log
-        self.nics = [session.nic(0, timeout=timeout), session.nic(1, timeout=timeout)]
+        self.pair = pair
+        self.nics = [session.nic(node, timeout=timeout) for node in pair]
         self.freq = self.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         ptags = [n.create_ptag() for n in self.nics]
         self.buffers = []
@@ -132,9 +135,9 @@ class Bench:
 
 
 def sweep(session, args, points, log):
-    """Every (MTU, operation, size) point between nodes 0 and 1 of a running session; returns the
-    rows and both cards' counters afterwards."""
-    bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout)
+    """Every (MTU, operation, size) point between the nodes ``args.pair`` of a running session;
+    returns the rows and both cards' counters afterwards."""
+    bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout, pair=tuple(args.pair))
     rows = []
     for mtu in args.mtu:
         bench.set_mtu(mtu)
@@ -155,7 +158,7 @@ def run_sweep(args, log):
     from numavia.cluster_session import ClusterSession
     from numavia.soc import sim
 
-    config = sim.SimConfig(nodes=2)
+    config = sim.SimConfig(nodes=args.nodes)
     build = sim.build_all(config, log=log, spread=args.spread)
     run_dir = Path(args.out) / "run"
     started = time.monotonic()
@@ -255,7 +258,8 @@ def summary(rows, info, args, command):
                   f"receiving CPU per message (mean over {len(sends)} points; paper: "
                   f"{PAPER['post_recv_us']} us)",
                   "- RDMA write and read: 0 (the receiving CPU takes no part)", ""]
-    lines += ["## Card counters after the run", "", "| counter | node 0 | node 1 |", "|---|---|---|"]
+    first, second = args.pair
+    lines += ["## Card counters after the run", "", f"| counter | node {first} | node {second} |", "|---|---|---|"]
     for name in info["counters"][0]:
         lines.append(f"| {name} | {info['counters'][0][name]} | {info['counters'][1][name]} |")
     lines += ["", "## All points", "", "Streams: `iterations` messages, `latency` the time per message.", "",

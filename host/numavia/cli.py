@@ -614,7 +614,9 @@ def cmd_bench_via(args):
     if args.eth_delay < ETH_MIN_DELAY:
         args.parser.error(f"--eth-delay must be at least {ETH_MIN_DELAY} cycles (the switch reads the destination "
                           "first, and each link to and from it takes a cycle)")
-    args.spread = _spread(args, 2)
+    if len(args.pair) != 2 or max(args.pair) >= args.nodes:
+        args.parser.error(f"--pair names two nodes of the ring (0..{args.nodes - 1}), not {args.pair}")
+    args.spread = _spread(args, args.nodes)
     _results_folder(args.out)
     args.command_line = None
     paths = bench_via.main(args, _log)
@@ -798,6 +800,10 @@ def _add_bench(sub):
                    help="round trips per point for small messages (large ones use fewer, at least 2)")
     v.add_argument("--eth-delay", type=_positive, default=50, metavar="CYCLES",
                    help="Ethernet PHY+cable delay in 125 MHz cycles (default 50 = 400 ns)")
+    v.add_argument("--nodes", type=_integer_at_least(2, "must be at least 2"), default=2,
+                   help="nodes in the ring, all on one Ethernet switch (default 2)")
+    v.add_argument("--pair", type=_list_of(int, what="node"), default=[0, 1], metavar="A,B",
+                   help="the two nodes measured: A initiates, B responds (default 0,1)")
     v.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-time limit for one measurement (default 900)")
     v.add_argument("--out", default="results/via", help="output folder (default results/via)")
