@@ -97,6 +97,7 @@ class RingRun:
         self._arena = None
         self.failure = None
         self.started_at = None
+        self._stopping = False     # terminate() is killing what did not stop: not a failure
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -166,7 +167,7 @@ class RingRun:
             code = proc.poll()
             if code is None:
                 running = True
-            elif code != 0 and self.failure is None and not self._is_clean_stop(code):
+            elif code != 0 and self.failure is None and not self._stopping and not self._is_clean_stop(code):
                 self._fail(rank, code)
         if running:
             return None
@@ -204,8 +205,11 @@ class RingRun:
         deadline = time.monotonic() + grace_seconds
         while (status := self.poll()) is None:
             if time.monotonic() > deadline:
+                print(f"numavia: the simulator did not stop within {grace_seconds:g} s of SIGTERM: killed",
+                      file=sys.stderr, flush=True)
+                self._stopping = True
                 self.kill()
-                return self.poll() or 130
+                return 130
             time.sleep(0.02)
         return status
 

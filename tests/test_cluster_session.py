@@ -1,7 +1,8 @@
 """Cluster session start-up: its errors, and that one session's boot does not hold up another's.
 
-The simulator is a stand-in script with the harness's command line: the subject is the
-session's start-up (port choice, waiting, cleanup), which does not depend on what the nodes run.
+The simulator is a stand-in script with the simulator's command line, run as one process for
+the whole ring: the subject is the session's start-up (port choice, waiting, cleanup), which does
+not depend on what the nodes run.
 """
 
 import json
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from numavia.cluster_session import ClusterSession, SessionError
+from numavia.soc.ring_launch import Spread
 
 STAND_IN = """#!{python}
 import socket, sys, time
@@ -40,7 +42,11 @@ def stand_in_build(tmp_path, name, *, nodes=2, exit_status=None, lifetime=600):
                                      lifetime=lifetime))
     model.chmod(0o755)
     return SimpleNamespace(config=SimpleNamespace(nodes=nodes), soc_dir=folder, model=model,
-                           firmware=folder / "firmware.bin")
+                           firmware=folder / "firmware.bin", mpi_model=None)
+
+
+def serving(build, run_dir, **kwargs):
+    return ClusterSession(build, run_dir, spread=Spread(procs=1), **kwargs)
 
 
 def bindable(base, count):
@@ -56,22 +62,22 @@ def bindable(base, count):
 
 
 def test_a_simulator_that_exits_at_once_is_a_clear_error(tmp_path):
-    session = ClusterSession(stand_in_build(tmp_path, "dead", exit_status=3), tmp_path / "run")
+    session = serving(stand_in_build(tmp_path, "dead", exit_status=3), tmp_path / "run")
     with pytest.raises(SessionError, match="exited with status 3 before its host bridges listened"):
         session.__enter__()
-    assert session.proc.returncode == 3
+    assert [p.returncode for _, p in session.ring.procs] == [3]
 
 
 def test_nodes_that_never_get_ready_time_out_and_the_simulator_is_stopped(tmp_path):
-    session = ClusterSession(stand_in_build(tmp_path, "silent", lifetime=3), tmp_path / "run", ready_timeout=1.0)
+    session = serving(stand_in_build(tmp_path, "silent", lifetime=3), tmp_path / "run", ready_timeout=1.0)
     with pytest.raises(SessionError, match=r"not ready after 1.0 s \(waiting until every node was ready"):
         session.__enter__()
-    assert session.proc.poll() is not None   # waited for (or killed), not left running
+    assert all(p.poll() is not None for _, p in session.ring.procs)   # waited for (or killed), not left running
     assert bindable(session.port, 1)   # its ports are free again
 
 
 def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
-    booting = ClusterSession(stand_in_build(tmp_path, "booting"), tmp_path / "run-a", ready_timeout=20)
+    booting = serving(stand_in_build(tmp_path, "booting"), tmp_path / "run-a", ready_timeout=20)
     failure = {}
 
     def boot():
@@ -83,15 +89,15 @@ def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
     thread = threading.Thread(target=boot)
     thread.start()
     try:
-        while booting.proc is None or bindable(booting.port, 2):
+        while booting.ring is None or bindable(booting.port, 2):
             thread.join(0.05)
             assert thread.is_alive(), failure
-        other = ClusterSession(stand_in_build(tmp_path, "other", exit_status=4), tmp_path / "run-b")
+        other = serving(stand_in_build(tmp_path, "other", exit_status=4), tmp_path / "run-b")
         with pytest.raises(SessionError, match="status 4"):
             other.__enter__()
         assert other.port != booting.port
         assert thread.is_alive()      # the first session is still waiting for its nodes, not timed out
     finally:
-        booting.proc.kill()
+        booting.ring.kill()
         thread.join()
     assert "before every node was ready" in failure["a"]

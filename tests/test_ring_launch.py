@@ -121,3 +121,15 @@ def test_a_port_in_use_names_the_node(tmp_path):
         with pytest.raises(sim.SimError, match=f"node 1: cannot listen on 127.0.0.1:{port + 1}"):
             sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, bridge_port=port, serve=True)
     assert _simulators(tmp_path) == []
+
+
+def test_a_simulator_that_ignores_sigterm_is_killed(tmp_path, capsys):
+    """Ctrl-C on `numavia sim --serve` must leave no process, even if a simulator is stuck."""
+    stuck = tmp_path / "stuck"
+    stuck.write_text("#!/bin/sh\ntrap '' TERM\nsleep 60\n")
+    stuck.chmod(0o755)
+    run = RingRun(stuck, tmp_path, 2, [], Spread(procs=2), echo_stderr=False).start()
+    time.sleep(0.5)                     # the traps are set
+    assert run.terminate(grace_seconds=0.5) == 130
+    assert all(p.poll() is not None for _, p in run.procs) and run.failure is None
+    assert "did not stop within 0.5 s of SIGTERM: killed" in capsys.readouterr().err
