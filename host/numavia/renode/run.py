@@ -14,7 +14,7 @@ from . import ROBOT_FILE
 from .cosim import COSIM_PROJECT_DIR
 from .soc import RenodeError
 
-INTEGRATION_MARKER = "verilator-integration-library.cmake"
+INTEGRATION_MARKER = "integration-library.cmake"
 
 
 def find_integration_library(renode_dir):
@@ -58,8 +58,8 @@ def build_card_model(out_dir, renode_dir, log):
     log("configuring the co-simulated card (CMake)")
     _step(["cmake", "-S", COSIM_PROJECT_DIR, "-B", build_dir, f"-DUSER_RENODE_DIR={Path(renode_dir).resolve()}",
            f"-DNUMAVIA_COSIM_DIR={cosim_dir}"], cosim_dir / "cmake-configure.log", "CMake configuration")
-    log("building the co-simulated card (Verilator, a few minutes)")
-    _step(["cmake", "--build", build_dir, "--target", "Vnumavia_card", "-j", str(os.cpu_count() or 2)],
+    log("building the co-simulated card (Verilator, optimised: a few minutes) and its copy per node")
+    _step(["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2)],
           cosim_dir / "cmake-build.log", "the co-simulated card's build")
 
 
