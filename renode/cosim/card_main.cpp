@@ -293,6 +293,7 @@ RenodeAgent *Init() {
     top.clk = 0;
     top.wb_cyc = top.wb_stb = top.wb_we = 0;
     auto *agent = new CardAgent;
+    agent->connectNative();     // the model runs inside Renode's process
 #if NV_CARD_HAS_VIA
     auto *dma = new WishboneInitiator<uint32_t, uint32_t>();
     dma->wb_clk = &top.clk;

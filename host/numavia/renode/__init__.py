@@ -22,7 +22,8 @@ DEFAULT_QUANTUM_CYCLES = 1000
 #: Card cycles from one card's ring transmitter to the next card's receiver: the Verilator ring's
 #: default (soc/verilator/sim_main.cpp), so the two simulations time the ring alike.
 RING_DELAY_CYCLES = 4
-BOOT_TIMEOUT_S = 60
+#: Virtual seconds a node may take to print its ready line (the bare-metal firmware takes about 10 ms).
+BOOT_TIMEOUT_S = 1
 
 __all__ = ["RenodeError", "generate", "render", "ROBOT_FILE", "DEFAULT_QUANTUM_CYCLES", "RING_DELAY_CYCLES"]
 
