@@ -82,6 +82,15 @@ void before_rising_edge(Card &c) {
     const uint32_t tx = top.ring_tx & kSymbolMask;
     if (tx)
         c.sent.push_back({c.now, tx});
+    // The symbol due in this cycle, sampled by the receiver at this edge: a symbol sent in cycle t
+    // is received in cycle t + delay, so a window of the ring delay never needs its own symbols.
+    top.ring_rx = 0;
+    while (!c.to_receive.empty() && c.to_receive.front().cycle <= c.now) {
+        if (c.to_receive.front().cycle < c.now)
+            c.late_symbols++;
+        top.ring_rx = c.to_receive.front().symbol;
+        c.to_receive.pop_front();
+    }
     if (c.bus_active && top.wb_ack) {
         c.bus_data = uint32_t(top.wb_dat_r) >> c.bus_shift;
         c.bus_ending = true;
@@ -101,17 +110,10 @@ void before_rising_edge(Card &c) {
 #endif
 }
 
-// Drive the inputs of the next cycle, c.now.
+// Drive the inputs of the next cycle.
 void after_rising_edge(Card &c) {
     auto &top = c.top;
     c.now++;
-    top.ring_rx = 0;
-    while (!c.to_receive.empty() && c.to_receive.front().cycle <= c.now) {
-        if (c.to_receive.front().cycle < c.now)
-            c.late_symbols++;
-        top.ring_rx = c.to_receive.front().symbol;
-        c.to_receive.pop_front();
-    }
     if (c.bus_ending) {
         top.wb_cyc = top.wb_stb = top.wb_we = 0;
         top.wb_sel = 0;

@@ -8,7 +8,6 @@ inputs, same bytes.
 
 import hashlib
 import json
-import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -97,15 +96,16 @@ def generate(csr_json, out_dir, *, nodes, card_config, card_verilog, ready_marke
                    card_model_id=cosim.model_id(card_verilog), quantum_cycles=quantum_cycles,
                    ring_delay=ring_delay, node_images=node_images)
     files[f"cosim/{cosim.CMAKE_INPUTS_FILE}"] = cosim.cmake_inputs(card_verilog, nodes)
-    written = []
-    for name, text in sorted(files.items()):
-        path = out_dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
     copies = {script.CONNECTOR_FILE: cosim.CONNECTOR_SOURCE, script.FIRMWARE_FILE: firmware,
               **{script.NODE_FIRMWARE_FILE.format(node=n): image for n, image in node_images.items()}}
-    for name, source in copies.items():
-        shutil.copyfile(source, out_dir / name)
-        written.append(out_dir / name)
-    return sorted(written)
+    contents = {**{name: text.encode() for name, text in files.items()},
+                **{name: Path(source).read_bytes() for name, source in copies.items()}}
+    written = []
+    for name, data in sorted(contents.items()):
+        path = out_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # An unchanged file keeps its time, so the card model's CMake build does not start over.
+        if not path.is_file() or path.read_bytes() != data:
+            path.write_bytes(data)
+        written.append(path)
+    return written

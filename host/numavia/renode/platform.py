@@ -38,7 +38,9 @@ def _ctrl(soc, p):
 
 def _uart(soc, p):
     # Renode's LiteX_UART decodes its registers at a 4-byte stride: one model for both CSR widths.
-    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", *_irq_line(p)]
+    # Without a transmit FIFO each character leaves when written: the model's FIFO holds a line's
+    # last characters until 200 ms of virtual time pass, minutes of a co-simulated ring.
+    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p)]
 
 
 def _timer(soc, p):
