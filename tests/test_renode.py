@@ -113,6 +113,7 @@ def test_memories_cpu_and_models(platform):
     assert platform["timer0"].type == "Timers.LiteX_Timer_CSR32"                # 32-bit CSRs
     assert int(platform["timer0"].properties["frequency"]) == csr["constants"]["config_clock_frequency"]
     assert platform["uart"].type == "UART.LiteX_UART"
+    assert platform["uart"].properties["txFifoCapacity"] == "0"     # each character leaves when written
     assert platform["ctrl"].type == "Miscellaneous.LiteX_SoC_Controller_CSR32"
 
 
@@ -411,6 +412,21 @@ def test_same_inputs_same_bytes(tmp_path):
     # The script checks the models against the card Verilog given here.
     assert f'$card_model_id?="{cosim.model_id(verilog)}"' in (tmp_path / "a" / RESC).read_text()
     assert f"set(NUMAVIA_RING_NODES {NODES})" in (tmp_path / "a" / "cosim" / cosim.CMAKE_INPUTS_FILE).read_text()
+
+
+def test_generating_again_keeps_unchanged_files_untouched(tmp_path):
+    """The card model's build goes by file times: an unchanged input must not look new."""
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    paths = _generate(tmp_path / "out", verilog)
+    for path in paths:
+        os.utime(path, ns=(1, 1))
+    _generate(tmp_path / "out", verilog)
+    assert all(path.stat().st_mtime_ns == 1 for path in paths)
+    verilog.write_text("module numavia_card; wire changed; endmodule\n")
+    _generate(tmp_path / "out", verilog)
+    changed = {p.name for p in paths if p.stat().st_mtime_ns != 1}
+    assert changed == {cosim.CMAKE_INPUTS_FILE, RESC}       # the Verilog's hash is in both
 
 
 def test_output_changes_with_its_inputs(files):

@@ -10,7 +10,7 @@ Library           ${CURDIR}/numavia_host.py
 *** Variables ***
 ${RING_SCRIPT}    ${CURDIR}/numavia_ring.resc
 ${READY}          numavia: ready
-${BOOT_TIMEOUT}   60
+${BOOT_TIMEOUT}   1
 ${PROBE}          0x90040100
 ${PROBE_VALUE}    0x5eedcafe
 
@@ -93,4 +93,4 @@ A Card Model Built From Other Verilog Is Refused
 
 A Node Whose Firmware Does Not Boot Is Named
     Execute Command    $firmware_node3=@${CURDIR}/numavia_node.repl
-    Run Keyword And Expect Error    node3 did not print*    Boot Ring    timeout=1
+    Run Keyword And Expect Error    node3 did not print*    Boot Ring    timeout=0.02
