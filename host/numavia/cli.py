@@ -434,14 +434,15 @@ def cmd_renode(args):
     out = _results_folder(args.out)
     _log(f"SoC ({config.cpu_variant} VexRiscv + card) and firmware, cached under build/")
     soc_dir = sim.build_soc(config, log=_log)
+    card_verilog = cosim.card_verilog(config, log=_log)
     files = renode.generate(soc_dir / "csr.json", out, nodes=config.nodes, card_config=config.card_config(),
-                            card_verilog=cosim.card_verilog(config, log=_log), ready_marker=sim.READY_MARKER,
+                            card_verilog=card_verilog, ready_marker=sim.READY_MARKER,
                             firmware=firmware or build_firmware(soc_dir, log=_log), node_images=node_images,
                             quantum_cycles=args.quantum, ring_delay=args.ring_delay)
     for path in files:
         print(path)
     if args.run:
-        run.build_card_model(out, renode_root, _log)
+        run.build_card_model(out, renode_root, card_verilog, config.nodes, _log)
         run.run_tests(out, _log)
     return 0
 
