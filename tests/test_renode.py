@@ -601,3 +601,28 @@ def test_renode_command_help_and_bad_arguments(tmp_path):
     assert "usage: numavia renode" in numavia("renode", "--help", path=os.environ["PATH"]).stdout
     result = numavia("renode", "--nodes", "0", path=os.environ["PATH"])
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_each_node_gets_its_own_file_of_the_card_model(tmp_path, monkeypatch):
+    """The dynamic loader would give a second load of one file (or of a link to it) the first
+    one's state: every node's model must be a file of its own. The model itself comes from the
+    build cache (here an entry made beforehand, so no build runs)."""
+    from numavia import buildcache
+    from numavia.renode import run
+    monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "cache"))
+    renode_dir = tmp_path / "renode" / "plugins" / "IntegrationLibrary"
+    renode_dir.mkdir(parents=True)
+    (renode_dir / run.INTEGRATION_MARKER).write_text("")
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    _generate(tmp_path / "out", verilog)
+    made = []
+    monkeypatch.setattr(buildcache, "cached", lambda kind, key, produce, log=None: made.append(kind) or entry)
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (entry / run.MODEL_LIBRARY).write_bytes(b"\x7fELF model")
+    run.build_card_model(tmp_path / "out", tmp_path / "renode", verilog, NODES, log=lambda message: None)
+    copies = [tmp_path / "out" / script.CARD_MODEL_FILE.format(node=n) for n in range(NODES)]
+    assert made == ["renode-card"]
+    assert all(c.read_bytes() == b"\x7fELF model" for c in copies)
+    assert len({c.stat().st_ino for c in copies} | {(entry / run.MODEL_LIBRARY).stat().st_ino}) == NODES + 1
