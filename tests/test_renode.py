@@ -626,3 +626,14 @@ def test_each_node_gets_its_own_file_of_the_card_model(tmp_path, monkeypatch):
     assert made == ["renode-card"]
     assert all(c.read_bytes() == b"\x7fELF model" for c in copies)
     assert len({c.stat().st_ino for c in copies} | {(entry / run.MODEL_LIBRARY).stat().st_ino}) == NODES + 1
+
+
+def test_firmware_option_errors_are_one_line_and_come_first(tmp_path):
+    image = tmp_path / "zephyr.bin"
+    image.write_bytes(b"\x13\x00\x00\x00")
+    for args, message in ((["--firmware", str(tmp_path / "missing.bin")], "is not a file"),
+                          (["--nodes", "2", "--firmware", f"2={image}"], "the ring's nodes are 0..1")):
+        result = numavia("renode", *args, "--out", str(tmp_path / "out"), path=os.environ["PATH"])
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and len(lines) == 1 and message in lines[0]
+        assert not (tmp_path / "out").exists()          # nothing was built or written
