@@ -1,7 +1,6 @@
 """The ``numavia`` command line."""
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
