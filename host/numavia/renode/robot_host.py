@@ -83,7 +83,6 @@ class NumaviaHost:
                    f"{result.round_trip_cycles} card cycles")
         return result.round_trip_cycles
 
-
     def measure_access_latencies(self, nodes, shared_base, card_base, folder):
         """Every access of the latency bench, alone, through the cards of this ring; its latency is
         the card's LAC.LAST_LATENCY counter. Writes ``latency.{md,csv,json,png}`` into ``folder``."""

@@ -22,6 +22,9 @@ from .script import CARD_MODEL_FILE
 from .soc import RenodeError
 
 INTEGRATION_MARKER = "integration-library.cmake"
+#: The CMake project's target, and the library it makes.
+MODEL_TARGET = "Vnumavia_card"
+MODEL_LIBRARY = f"lib{MODEL_TARGET}.so"
 
 
 def find_integration_library(renode_dir):
@@ -86,9 +89,6 @@ def build_card_model(out_dir, renode_dir, card_verilog, nodes, log):
         os.replace(partial, target)
     log(f"card model {model} copied for {nodes} node(s)")
 
-
-MODEL_TARGET = "Vnumavia_card"
-MODEL_LIBRARY = f"lib{MODEL_TARGET}.so"
 
 
 def _verilator_version():
