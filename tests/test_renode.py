@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from numavia.renode import DEFAULT_QUANTUM_CYCLES, ROBOT_FILE, cosim, generate, render, script
+from numavia.renode import RING_DELAY_CYCLES, ROBOT_FILE, cosim, firmware_images, generate, render, script
 from numavia.renode.platform import CARD_NAME, CARD_TYPE
 from numavia.renode.soc import CSR_PAGE_BYTES, RenodeError, describe
 from numavia.renode.syntax import SyntaxProblem, parse_repl, parse_resc
@@ -29,6 +29,8 @@ GOLDEN = HERE / "golden" / "renode"
 NODES = 4
 CARD_CONFIG = SimConfig().card_config()
 REPL, RESC = script.REPL_FILE, script.RESC_FILE
+#: What a model of the fixture's card Verilog would answer (any 16 hex digits do here).
+MODEL_ID = "0123456789abcdef"
 
 
 def fixture_csr():
@@ -52,7 +54,8 @@ def with_litex_ethmac(csr):
 
 
 def files_for(csr, nodes=NODES, **kwargs):
-    return render(csr, nodes=nodes, card_config=CARD_CONFIG, ready_marker=READY_MARKER, **kwargs)
+    return render(csr, nodes=nodes, card_config=CARD_CONFIG, ready_marker=READY_MARKER, card_model_id=MODEL_ID,
+                  **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +113,7 @@ def test_memories_cpu_and_models(platform):
     assert platform["timer0"].type == "Timers.LiteX_Timer_CSR32"                # 32-bit CSRs
     assert int(platform["timer0"].properties["frequency"]) == csr["constants"]["config_clock_frequency"]
     assert platform["uart"].type == "UART.LiteX_UART"
+    assert platform["uart"].properties["txFifoCapacity"] == "0"     # each character leaves when written
     assert platform["ctrl"].type == "Miscellaneous.LiteX_SoC_Controller_CSR32"
 
 
@@ -120,8 +124,8 @@ def test_card_is_cosimulated_at_both_windows(platform):
     assert [(r.base, r.size) for r in card.registrations] == [
         (memories["card"]["base"], memories["card"]["size"]),
         (memories["shared"]["base"], memories["shared"]["size"])]
-    assert card.properties["useAbsoluteAddress"] == "true"
-    assert int(card.properties["limitBuffer"]) == DEFAULT_QUANTUM_CYCLES
+    # The ring clocks the card at the SoC's clock (RingLink.cs).
+    assert int(card.properties["frequency"]) == fixture_csr()["constants"]["config_clock_frequency"]
 
 
 def test_ethmac_in_csr_json_yields_the_litex_ethernet_model():
@@ -143,14 +147,14 @@ def test_ethmac_in_csr_json_yields_the_litex_ethernet_model():
         assert ["connector", "Connect", "sysbus.ethmac", script.SWITCH_NAME] in ring.machine_commands(machine)
 
 
-def test_via_mac_puts_the_card_on_the_switch(files):
-    """The VIA engine owns the MAC (via_mac CSRs): frames enter and leave through the card."""
+def test_via_mac_gives_every_card_its_mac(files):
+    """The VIA engine owns the MAC (via_mac CSRs): frames enter and leave through the card, and
+    the ring switches them by the MAC each card is given."""
     from numavia.gateware.via_frame import mac_address
     ring = parse_resc(files[RESC])
-    assert script.SWITCH_NAME in ring.externals
+    assert ring.externals == [script.RING_NAME]
     for node, machine in enumerate(ring.machines):
         commands = ring.machine_commands(machine)
-        assert ["connector", "Connect", f"sysbus.{CARD_NAME}", script.SWITCH_NAME] in commands
         mac = ":".join(f"{b:02x}" for b in mac_address(node))
         assert [f"sysbus.{CARD_NAME}", "MacAddress", f'"{mac}"'] in commands
     assert "ethmac" not in parse_repl(files[REPL])
@@ -162,7 +166,7 @@ def test_no_ethmac_no_ethernet():
     ring = parse_resc(files[RESC])
     assert script.SWITCH_NAME not in ring.externals
     assert not any("MacAddress" in c.words for c in ring.commands)
-    assert re.search(r"RDMA Ping Between Two Nodes\n    Skip    this SoC has no Ethernet MAC", files[ROBOT_FILE])
+    assert re.search(r"RDMA Ping Both Ways\n    Skip    this SoC has no Ethernet MAC", files[ROBOT_FILE])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -190,6 +194,8 @@ def test_ring_script_builds_every_node(files):
     global_commands = [c.words for c in ring.commands if c.machine is None]
     assert ["emulation", "SetGlobalSerialExecution", "true"] in global_commands
     assert ["emulation", "SetGlobalQuantum", '"0.00001"'] in global_commands   # 1000 cycles at 100 MHz
+    assert ["emulation", "CreateNumaviaRing", f'"{script.RING_NAME}"', str(RING_DELAY_CYCLES)] in global_commands
+    assert ring.variables["card_model_id"] == f'"{MODEL_ID}"'
     rom = fixture_csr()["memories"]["rom"]["base"]
     for i, machine in enumerate(ring.machines):
         commands = ring.machine_commands(machine)
@@ -197,32 +203,98 @@ def test_ring_script_builds_every_node(files):
         assert [f"sysbus.{CARD_NAME}", "NodeId", str(i)] in commands
         assert ["connector", "Connect", f"sysbus.{CARD_NAME}", script.RING_NAME] in commands
         assert ["sysbus", "LoadBinary", f"$firmware_{machine}", f"{rom:#x}"] in commands
-        assert ring.variables[f"firmware_{machine}"] == "$firmware"   # per-node image, overridable
-    # The model is loaded before the strap is set (setting it talks to the model).
-    commands = ring.machine_commands("node0")
-    assert commands.index([f"sysbus.{CARD_NAME}", "SimulationFilePathLinux", "$card_model"]) < \
-        commands.index([f"sysbus.{CARD_NAME}", "NodeId", "0"])
+        # Per-node image and card model, overridable; every node loads a model file of its own.
+        assert ring.variables[f"firmware_{machine}"] == f"$ORIGIN/{script.FIRMWARE_FILE}"
+        assert ring.variables[f"card_model_{machine}"] == f"$ORIGIN/cosim/build/{machine}/libVnumavia_card.so"
+        # The model is loaded and checked before the strap is set (setting it talks to the model)
+        # and before the card joins the ring.
+        load = commands.index([f"sysbus.{CARD_NAME}", "SimulationFilePathLinux", f"$card_model_{machine}"])
+        assert load < commands.index([f"sysbus.{CARD_NAME}", "ExpectModel", "$card_model_id"]) < \
+            commands.index([f"sysbus.{CARD_NAME}", "NodeId", str(i)]) < \
+            commands.index(["connector", "Connect", f"sysbus.{CARD_NAME}", script.RING_NAME])
+    # The co-simulation plugin's assembly is loaded before the connector is compiled against it.
+    words = [c.words for c in ring.commands]
+    assert words.index(["python", f"\"import clr; clr.AddReference('{script.COSIMULATION_ASSEMBLY}')\""]) < \
+        words.index(["include", f"$ORIGIN/{script.CONNECTOR_FILE}"])
 
 
-def test_quantum_sets_script_and_model_together():
-    files = files_for(fixture_csr(), quantum_cycles=250)
-    assert int(parse_repl(files[REPL])[CARD_NAME].properties["limitBuffer"]) == 250
+def test_quantum_and_ring_delay_reach_the_script():
+    files = files_for(fixture_csr(), quantum_cycles=250, ring_delay=9)
     assert 'emulation SetGlobalQuantum "0.0000025"' in files[RESC]
+    assert f'emulation CreateNumaviaRing "{script.RING_NAME}" 9' in files[RESC]
 
 
-def test_robot_tests_boot_every_node_and_probe_another_slice(files):
+def test_a_node_can_run_an_image_of_its_own(tmp_path):
+    image = tmp_path / "zephyr.bin"
+    image.write_bytes(b"\x13\x00\x00\x00")
+    every, per_node = firmware_images([f"2={image}"])
+    assert every is None and per_node == {2: image}
+    ring = parse_resc(files_for(fixture_csr(), node_images=per_node)[RESC])
+    assert ring.variables["firmware_node2"] == "$ORIGIN/firmware_node2.bin"
+    assert ring.variables["firmware_node1"] == "$ORIGIN/firmware.bin"
+    with pytest.raises(RenodeError, match="node 7, but the ring's nodes are 0..3"):
+        files_for(fixture_csr(), node_images={7: image})
+    with pytest.raises(RenodeError, match="is not a file"):
+        firmware_images([str(tmp_path / "missing.bin")])
+    with pytest.raises(RenodeError, match="'x' is not a node number"):
+        firmware_images([f"x={image}"])
+    with pytest.raises(RenodeError, match="given already"):
+        firmware_images([str(image), str(image)])
+
+
+ROBOT_CASES = ("Every Node Boots", "Remote Write Is Read Back On Every Other Node", "Write Purges Two Sharers",
+               "RDMA Ping Both Ways", "Access Latencies From The Card Counter", "A Missing Card Model Is Named",
+               "A Card Model Built From Other Verilog Is Refused", "A Node Whose Firmware Does Not Boot Is Named")
+
+
+def robot_case(text, name):
+    """The lines of test case ``name`` in a Robot file."""
+    body = text.split(f"\n{name}\n", 1)[1]
+    return re.split(r"\n(?=\S)", body, 1)[0].splitlines()
+
+
+def test_robot_tests_boot_every_node_and_probe_other_slices(files):
     text = files[ROBOT_FILE]
-    for case in ("Every Node Boots", "Remote Write Is Visible On Other Nodes", "RDMA Ping Between Two Nodes"):
-        assert f"\n{case}\n" in text
+    assert [line for line in text.split("*** Test Cases ***")[1].splitlines() if line and not line[0].isspace()] \
+        == list(ROBOT_CASES)
     assert f"${{READY}}          {READY_MARKER}\n" in text
     for i in range(NODES):
-        assert f"Create Terminal Tester    sysbus.uart    machine=node{i}" in text
-        assert f"Wait For Line On Uart    ${{READY}}    testerId=${{uart{i}}}" in text
+        assert f"Create Terminal Tester    sysbus.uart    machine=node{i}    timeout=${{timeout}}" in text
+        assert f"Node Should Boot    node{i}    ${{uart{i}}}" in text
     probe = int(re.search(r"\$\{PROBE\}\s+(0x[0-9a-f]+)", text)[1], 16)
     shared = fixture_csr()["memories"]["shared"]["base"]
     slice_bytes = CARD_CONFIG.address_map().slice_bytes
     assert (probe - shared) // slice_bytes == 1        # node 1's slice, written from node 0
-    assert text.count("Read Word On    node") == NODES - 1
+    remote = robot_case(text, "Remote Write Is Read Back On Every Other Node")
+    # The writer reads its write back first (it has landed), then every other node reads it.
+    assert [line.split()[3] for line in remote if "Word Should Be" in line] == [f"node{n}" for n in range(NODES)]
+    purge = robot_case(text, "Write Purges Two Sharers")
+    steps = [line.split("    ")[1:] for line in purge if "Word" in line]
+    line = steps[0][2]
+    assert (int(line, 16) - shared) // slice_bytes == 1 and all(step[2] == line for step in steps)
+    first, second = steps[0][3], steps[3][3]
+    assert [s[:2] for s in steps] == [["Write Word On", "node1"], ["Word Should Be", "node0"],
+                                      ["Word Should Be", "node2"], ["Write Word On", "node1"],
+                                      ["Word Should Be", "node0"], ["Word Should Be", "node2"]]
+    assert first != second and [s[3] for s in steps] == [first, first, first, second, second, second]
+
+
+def test_robot_bad_input_cases_name_what_is_wrong(files):
+    text = files[ROBOT_FILE]
+    missing = robot_case(text, "A Missing Card Model Is Named")
+    assert "$card_model_node3=@${CURDIR}/cosim/build/no-such-model.so" in missing[0]
+    assert "*card model *no-such-model.so does not exist*" in missing[1]
+    other = robot_case(text, "A Card Model Built From Other Verilog Is Refused")
+    assert '$card_model_id="0000000000000000"' in other[0] and "built from other card Verilog" in other[1]
+    no_boot = robot_case(text, "A Node Whose Firmware Does Not Boot Is Named")
+    assert "$firmware_node3=@" in no_boot[0] and "node3 did not print*    Boot Ring" in no_boot[1]
+
+
+def test_small_rings_skip_what_they_cannot_hold():
+    text = files_for(fixture_csr(), nodes=2)[ROBOT_FILE]
+    assert robot_case(text, "Write Purges Two Sharers") == [
+        "    Skip    two sharers and a home need a ring of three nodes"]
+    assert "RDMA Ping    node0    node1" in "\n".join(robot_case(text, "RDMA Ping Both Ways"))
 
 
 # --- Syntax readers reject broken files ------------------------------------------------------------
@@ -269,8 +341,8 @@ def test_repl_reader_rejects_broken_input(lineno, replacement, problem):
 
 GOOD_RESC_LINES = [
     ":name: ring",
-    "$platform?=@$ORIGIN/numavia_node.repl",
-    'emulation CreateNumaviaRing "ring"',
+    "$platform?=$ORIGIN/numavia_node.repl",
+    'emulation CreateNumaviaRing "ring" 4',
     'mach create "node0"',
     "machine LoadPlatformDescription $platform",
     "connector Connect sysbus.card ring",
@@ -282,10 +354,17 @@ GOOD_RESC_LINES = [
 def test_resc_reader_accepts_the_good_sample():
     ring = parse_resc("\n".join(GOOD_RESC_LINES) + "\n")
     assert ring.machines == ["node0"] and ring.externals == ["ring"]
+    assert ring.variables["platform"] == "$ORIGIN/numavia_node.repl"
 
 
 @pytest.mark.parametrize("lineno, replacement, problem", [
     (2, "$platform?=numavia_node.repl", "not a path"),
+    # Forms Renode itself refused: a variable inside an @ path is not expanded, and a variable on
+    # the right of ?= is kept unexpanded.
+    (2, "$platform?=@$ORIGIN/numavia_node.repl", "does not expand a variable inside an @ path"),
+    (3, "$other?=$platform", "keeps a variable on the right"),
+    (3, "include @$ORIGIN/RingLink.cs", "does not expand a variable inside an @ path"),
+    (3, 'python "import os"', "only Python line"),
     (5, "machine LoadPlatformDescription $nowhere", "used before it is set"),
     (6, "connector Connect sysbus.card switch", "created external"),
     (7, "cpu PC", "cpu PC <address>"),
@@ -313,8 +392,10 @@ def test_machine_commands_need_a_machine():
 # --- Determinism and golden files -----------------------------------------------------------------------
 
 def _generate(out, card_verilog):
+    firmware = card_verilog.parent / "firmware.bin"
+    firmware.write_bytes(b"\x6f\x00\x00\x00")       # j . (any bytes do)
     return generate(FIXTURE, out, nodes=NODES, card_config=CARD_CONFIG, card_verilog=card_verilog,
-                    ready_marker=READY_MARKER)
+                    ready_marker=READY_MARKER, firmware=firmware)
 
 
 def test_same_inputs_same_bytes(tmp_path):
@@ -323,10 +404,29 @@ def test_same_inputs_same_bytes(tmp_path):
     first = _generate(tmp_path / "a", verilog)
     second = _generate(tmp_path / "b", verilog)
     assert [p.relative_to(tmp_path / "a") for p in first] == [p.relative_to(tmp_path / "b") for p in second]
-    assert len(first) == 8
+    assert len(first) == 9
     for a, b in zip(first, second):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert (tmp_path / "a" / script.CONNECTOR_FILE).read_bytes() == cosim.CONNECTOR_SOURCE.read_bytes()
+    assert (tmp_path / "a" / script.FIRMWARE_FILE).read_bytes() == (tmp_path / "firmware.bin").read_bytes()
+    # The script checks the models against the card Verilog given here.
+    assert f'$card_model_id?="{cosim.model_id(verilog)}"' in (tmp_path / "a" / RESC).read_text()
+    assert f"set(NUMAVIA_RING_NODES {NODES})" in (tmp_path / "a" / "cosim" / cosim.CMAKE_INPUTS_FILE).read_text()
+
+
+def test_generating_again_keeps_unchanged_files_untouched(tmp_path):
+    """The card model's build goes by file times: an unchanged input must not look new."""
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    paths = _generate(tmp_path / "out", verilog)
+    for path in paths:
+        os.utime(path, ns=(1, 1))
+    _generate(tmp_path / "out", verilog)
+    assert all(path.stat().st_mtime_ns == 1 for path in paths)
+    verilog.write_text("module numavia_card; wire changed; endmodule\n")
+    _generate(tmp_path / "out", verilog)
+    changed = {p.name for p in paths if p.stat().st_mtime_ns != 1}
+    assert changed == {cosim.CMAKE_INPUTS_FILE, RESC}       # the Verilog's hash is in both
 
 
 def test_output_changes_with_its_inputs(files):
@@ -358,11 +458,17 @@ def _camel(name):
 
 def test_connector_uses_the_generated_protocol_numbers():
     """RingLink.cs is written by hand: its protocol constants must be the generator's."""
+    from numavia.gateware.sci_layouts import SymbolLayout
     source = cosim.CONNECTOR_SOURCE.read_text()
     declared = {m[1]: int(m[2]) for m in re.finditer(r"public const int (\w+)Action = (\d+);", source)}
     assert declared == {_camel(name): value for name, value in cosim.PROTOCOL_ACTIONS.items()}
-    for name in ("PRESENT_BIT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT"):
-        assert f"public const int {_camel(name)} = {getattr(cosim, name)};" in source, name
+    for name, value in cosim.PROTOCOL_CONSTANTS.items():
+        assert f"public const int {_camel(name)} = {value};" in source, name
+    assert f"public const int RingSymbolBits = {SymbolLayout.size};" in source
+    # The card model reads every protocol number from the generated header.
+    model = (cosim.COSIM_PROJECT_DIR / "card_main.cpp").read_text()
+    for name in [*(f"ACTION_{a}" for a in cosim.PROTOCOL_ACTIONS), *cosim.PROTOCOL_CONSTANTS]:
+        assert f"NV_{name}" in model, name
 
 
 def test_wrapper_connects_every_card_port(files):
@@ -372,10 +478,10 @@ def test_wrapper_connects_every_card_port(files):
     for name, _, _ in port_list(card_signature(CARD_CONFIG)):
         assert f".{name}(" in wrapper
     memories = fixture_csr()["memories"]
-    assert f"64'h{memories['card']['base'] // 4:x}" in wrapper
-    assert f"64'h{memories['shared']['base'] // 4:x}" in wrapper
-    # The DMA initiator's word address becomes the byte address Renode's system bus takes.
-    assert "assign dma_adr = {dma_adr_word, 2'b00};" in wrapper      # 30-bit word address
+    assert f"30'h{memories['card']['base'] // 4:x}" in wrapper
+    assert f"30'h{memories['shared']['base'] // 4:x}" in wrapper
+    # The integration library's Wishbone initiator takes word addresses (it multiplies by 4).
+    assert "assign dma_adr = {2'b0, dma_adr_word};" in wrapper      # 30-bit word address
     header = files[f"cosim/{cosim.HEADER_FILE}"]
     assert "#define NV_CARD_HAS_VIA 1" in header and "#define NV_ETH_BEAT_LAST_BE_LSB 33" in header
 
@@ -400,12 +506,14 @@ def test_cosim_card_verilog_is_the_socs_card_verilog(soc_dir, tmp_path):
     soc_sources = [Path(s) for s in json.loads((soc_dir / "sources.json").read_text())]
     soc_card = [s for s in soc_sources if s.name == card_verilog.name]
     assert soc_card == [card_verilog]
-    files = generate(soc_dir / "csr.json", tmp_path, nodes=2, card_config=CARD_CONFIG,
-                     card_verilog=card_verilog, ready_marker=READY_MARKER)
-    inputs = (tmp_path / "cosim" / cosim.CMAKE_INPUTS_FILE).read_text()
+    firmware = tmp_path / "image.bin"
+    firmware.write_bytes(b"\x6f\x00\x00\x00")
+    files = generate(soc_dir / "csr.json", tmp_path / "out", nodes=2, card_config=CARD_CONFIG,
+                     card_verilog=card_verilog, ready_marker=READY_MARKER, firmware=firmware)
+    inputs = (tmp_path / "out" / "cosim" / cosim.CMAKE_INPUTS_FILE).read_text()
     assert f'set(NUMAVIA_CARD_VERILOG "{soc_card[0]}")' in inputs
     assert f'set(NUMAVIA_CARD_VERILOG_SHA256 "{hashlib.sha256(soc_card[0].read_bytes()).hexdigest()}")' in inputs
-    assert len(files) == 8
+    assert len(files) == 9
 
 
 def test_generator_reads_the_real_csr_json(soc_dir):
@@ -419,7 +527,7 @@ def test_generator_reads_the_real_csr_json(soc_dir):
             assert region["base"] in placed_addresses(platform), name
     assert ("ethmac" in platform) == ("ethmac" in real["csr_bases"])
     ring = parse_resc(files[RESC])
-    assert (script.SWITCH_NAME in ring.externals) == ("via_mac" in real["csr_bases"] or "ethmac" in real["csr_bases"])
+    assert (script.SWITCH_NAME in ring.externals) == ("ethmac" in real["csr_bases"])
 
 
 def _cmake_configure(tmp_path, cosim_dir, *extra):
@@ -493,3 +601,39 @@ def test_renode_command_help_and_bad_arguments(tmp_path):
     assert "usage: numavia renode" in numavia("renode", "--help", path=os.environ["PATH"]).stdout
     result = numavia("renode", "--nodes", "0", path=os.environ["PATH"])
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_each_node_gets_its_own_file_of_the_card_model(tmp_path, monkeypatch):
+    """The dynamic loader would give a second load of one file (or of a link to it) the first
+    one's state: every node's model must be a file of its own. The model itself comes from the
+    build cache (here an entry made beforehand, so no build runs)."""
+    from numavia import buildcache
+    from numavia.renode import run
+    monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "cache"))
+    renode_dir = tmp_path / "renode" / "plugins" / "IntegrationLibrary"
+    renode_dir.mkdir(parents=True)
+    (renode_dir / run.INTEGRATION_MARKER).write_text("")
+    verilog = tmp_path / "card.v"
+    verilog.write_text("module numavia_card; endmodule\n")
+    _generate(tmp_path / "out", verilog)
+    made = []
+    monkeypatch.setattr(buildcache, "cached", lambda kind, key, produce, log=None: made.append(kind) or entry)
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (entry / run.MODEL_LIBRARY).write_bytes(b"\x7fELF model")
+    run.build_card_model(tmp_path / "out", tmp_path / "renode", verilog, NODES, log=lambda message: None)
+    copies = [tmp_path / "out" / script.CARD_MODEL_FILE.format(node=n) for n in range(NODES)]
+    assert made == ["renode-card"]
+    assert all(c.read_bytes() == b"\x7fELF model" for c in copies)
+    assert len({c.stat().st_ino for c in copies} | {(entry / run.MODEL_LIBRARY).stat().st_ino}) == NODES + 1
+
+
+def test_firmware_option_errors_are_one_line_and_come_first(tmp_path):
+    image = tmp_path / "zephyr.bin"
+    image.write_bytes(b"\x13\x00\x00\x00")
+    for args, message in ((["--firmware", str(tmp_path / "missing.bin")], "is not a file"),
+                          (["--nodes", "2", "--firmware", f"2={image}"], "the ring's nodes are 0..1")):
+        result = numavia("renode", *args, "--out", str(tmp_path / "out"), path=os.environ["PATH"])
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and len(lines) == 1 and message in lines[0]
+        assert not (tmp_path / "out").exists()          # nothing was built or written

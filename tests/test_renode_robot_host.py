@@ -18,7 +18,7 @@ from numavia.renode.robot import HOST_LIBRARY_FILE
 from numavia.renode.robot_host import Monitor, MonitorBridge, MonitorError
 from numavia.soc.sim import READY_MARKER, SimConfig
 from numavia.via_ping import PingError, rdma_ping
-from test_renode import fixture_csr
+from test_renode import MODEL_ID, fixture_csr
 from via_system import session
 
 _MACH_SET = re.compile(r'^mach set "(node\d+)"$')
@@ -102,19 +102,21 @@ def test_ping_refuses_bad_arguments_before_touching_a_card(size, rounds, problem
 
 
 def test_robot_file_pings_with_the_generated_library():
-    files = render(fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER)
+    files = render(fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER,
+                   card_model_id=MODEL_ID)
     robot = files[ROBOT_FILE]
     assert f"Library           ${{CURDIR}}/{HOST_LIBRARY_FILE}" in robot
     machines, kwargs = ping_arguments(robot)
     assert machines == ["node0", "node1"] and int(kwargs["size"]) > 0 and int(kwargs["rounds"]) > 0
-    assert "Skip" not in robot.split("RDMA Ping Between Two Nodes")[1]
+    assert "Skip" not in robot.split("RDMA Ping Both Ways")[1]
 
 
 # --- On the Verilator ring ---------------------------------------------------------------------------
 
 @pytest.mark.slow
 def test_generated_robot_ping_runs_on_the_verilator_ring(tmp_path_factory, tmp_path, monkeypatch):
-    files = render(fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER)
+    files = render(fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER,
+                   card_model_id=MODEL_ID)
     monkeypatch.setenv("NUMAVIA_SITE", ":".join(site.getsitepackages()))
     library = load_generated_library(tmp_path, files[HOST_LIBRARY_FILE])
     machines, kwargs = ping_arguments(files[ROBOT_FILE])

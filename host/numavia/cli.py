@@ -1,7 +1,6 @@
 """The ``numavia`` command line."""
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -437,28 +436,29 @@ def cmd_renode(args):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant)
+    firmware, node_images = renode.firmware_images(args.firmware)
+    renode.firmware_files(args.nodes, node_images)      # a node outside the ring: say so now
     # A run needs Renode, its integration library, CMake and Verilator: say which is missing
     # before spending minutes on builds.
     renode_root = run.require_tools(args.renode_dir) if args.run else None
     out = _results_folder(args.out)
     _log(f"SoC ({config.cpu_variant} VexRiscv + card) and firmware, cached under build/")
     soc_dir = sim.build_soc(config, log=_log)
-    firmware = build_firmware(soc_dir, log=_log)
+    card_verilog = cosim.card_verilog(config, log=_log)
     files = renode.generate(soc_dir / "csr.json", out, nodes=config.nodes, card_config=config.card_config(),
-                            card_verilog=cosim.card_verilog(config, log=_log), ready_marker=sim.READY_MARKER,
-                            quantum_cycles=args.quantum)
-    shutil.copyfile(firmware, out / renode.script.FIRMWARE_FILE)
+                            card_verilog=card_verilog, ready_marker=sim.READY_MARKER,
+                            firmware=firmware or build_firmware(soc_dir, log=_log), node_images=node_images,
+                            quantum_cycles=args.quantum, ring_delay=args.ring_delay)
     for path in files:
         print(path)
-    print(out / renode.script.FIRMWARE_FILE)
     if args.run:
-        run.build_card_model(out, renode_root, _log)
+        run.build_card_model(out, renode_root, card_verilog, config.nodes, _log)
         run.run_tests(out, _log)
     return 0
 
 
 def _add_renode(sub):
-    from numavia.renode import DEFAULT_QUANTUM_CYCLES
+    from numavia.renode import DEFAULT_QUANTUM_CYCLES, RING_DELAY_CYCLES
     p = sub.add_parser("renode", help="write the Renode ring (platform, script, Robot tests) for the SoC",
                        description="Generate, from the SoC's csr.json (built and cached as for `numavia sim`), "
                                    "a Renode node platform (.repl), an N-node ring script (.resc) with the card "
@@ -470,9 +470,13 @@ def _add_renode(sub):
     p.add_argument("--out", default="build/renode", help="output folder (default build/renode)")
     p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"],
                    help="VexRiscv variant of each node (default standard)")
+    p.add_argument("--firmware", action="append", default=[], metavar="[NODE=]IMAGE",
+                   help="firmware image (raw binary at the ROM) of every node, or with NODE= of one node; "
+                        "repeatable (default: the bare-metal firmware built for the SoC)")
     p.add_argument("--quantum", type=_positive, default=DEFAULT_QUANTUM_CYCLES, metavar="CYCLES",
-                   help=f"global quantum in card clock cycles; ring symbols move once per quantum "
-                        f"(default {DEFAULT_QUANTUM_CYCLES})")
+                   help=f"global quantum in card clock cycles (default {DEFAULT_QUANTUM_CYCLES})")
+    p.add_argument("--ring-delay", type=_positive, default=RING_DELAY_CYCLES, metavar="CYCLES",
+                   help=f"card cycles per ring hop (default {RING_DELAY_CYCLES}, as in the Verilator ring)")
     p.add_argument("--run", action="store_true",
                    help="then build the co-simulated card (CMake + Verilator) and run the Robot tests")
     p.add_argument("--renode-dir", metavar="DIR",

@@ -1,15 +1,23 @@
 // The Numavia card inside Renode: the verilated card (numavia_card_cosim.v, generated around the
-// card's own Verilog) behind the integration library's Wishbone bus, plus what Renode reaches
-// through extra protocol actions (numavia_cosim.h, generated; RingLink.cs sends them):
+// card's own Verilog) driven through protocol actions of its own (numavia_cosim.h, generated;
+// RingLink.cs sends them). Renode never clocks this model by itself: the ring connector does, so
+// that every card of the ring sees the same cycles and a cross-node access can complete while the
+// CPU that made it waits.
 //
-// * Ring link: the card drives one symbol per clock cycle. Symbols of a packet (frame bit set),
-//   and the first idle symbol after one (so back-to-back packets stay apart), are queued as they
-//   leave; at each quantum boundary RingLink.cs moves the queue to the next node, whose card is
-//   fed one queued symbol per cycle and idle symbols when the queue is empty.
+// * STEP n: run n card cycles (fewer when asked to stop at the end of a CPU bus access).
+// * CPU bus: BUS_READ/BUS_WRITE start a Wishbone cycle on the card's bus; it runs during the
+//   following STEPs and BUS_RESULT takes its data once the card acknowledged it.
+// * Ring link: the card drives one symbol per cycle. Each non-idle symbol is recorded with the
+//   card cycle it left at (RING_TX_POP); the connector hands it to the next card with the cycle it
+//   arrives at there (RING_RX_PUSH), and the card drives it on its receiver at exactly that cycle.
 // * Straps: node id and mode, applied with a reset as at power-up.
+// * MODEL_ID: the start of the SHA-256 of the card Verilog the model was built from.
 // * VIA (when the card has it): the engine's DMA initiator reads and writes Renode's system bus
-//   (host memory) through the library's Wishbone initiator, and its Ethernet frames are queued
-//   word by word for RingLink.cs, which hands them to Renode's switch and back.
+//   (host memory) through the library's Wishbone initiator, and Ethernet frames go out and come
+//   in as words (ETH_TX_POP/ETH_RX_PUSH) that the connector switches between cards.
+//
+// Every piece of state lives in one Card object made by Init(); each node loads its own copy of
+// this library (the ring script names one file per node), so nodes share nothing.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +27,6 @@
 
 #include "Vnumavia_card_cosim.h"
 #include "numavia_cosim.h"
-#include "src/buses/wishbone.h"
 #include "src/renode_bus.h"
 #if NV_CARD_HAS_VIA
 #include "src/buses/wishbone-initiator.h"
@@ -28,93 +35,148 @@
 namespace {
 
 constexpr uint64_t kPresent = 1ull << NV_PRESENT_BIT;
-constexpr uint32_t kFrameMask = 1u << NV_RING_FRAME_BIT;
+constexpr uint64_t kSymbolMask = (1ull << NV_RING_SYMBOL_BITS) - 1;
 
-Vnumavia_card_cosim *top = new Vnumavia_card_cosim;
+struct Stamped {
+    uint64_t cycle;
+    uint32_t symbol;
+};
 
-struct RingPort {
-    std::deque<uint64_t> sent;        // left the card, not yet taken by the connector
-    std::deque<uint32_t> to_receive;  // delivered by the connector, not yet fed to the card
-    bool in_packet = false;
+struct Card {
+    Vnumavia_card_cosim top;
+    uint64_t now = 0;                   // card cycles run since the ring started
+    uint64_t step_end = 0;
+    bool stop_at_bus_end = false;
 
-    void before_rising_edge() {
-        const uint32_t tx = top->ring_tx;
-        const bool frame = tx & kFrameMask;
-        if (frame || in_packet)
-            sent.push_back(tx);
-        in_packet = frame;
-    }
+    // Ring link.
+    std::deque<Stamped> sent;           // left the card, not yet taken by the connector
+    std::deque<Stamped> to_receive;     // delivered by the connector, in cycle order
+    uint64_t late_symbols = 0;          // arrived after their cycle: the connector broke lockstep
 
-    void after_rising_edge() {
-        top->ring_rx = 0;
-        if (!to_receive.empty()) {
-            top->ring_rx = to_receive.front();
-            to_receive.pop_front();
-        }
-    }
-} ring;
+    // CPU bus: one access at a time.
+    bool bus_active = false, bus_ending = false, bus_done = false;
+    unsigned bus_shift = 0;
+    uint32_t bus_data = 0;
 
 #if NV_CARD_HAS_VIA
-// Frames as words: data in bits 31:0 (first byte lowest), valid bytes - 1, last-of-frame bit.
+    std::deque<uint64_t> eth_sent;      // words of frames the card sent
+    std::deque<uint64_t> eth_to_receive;
+    bool eth_rx_taken = false;
+    WishboneInitiator<uint32_t, uint32_t> *dma = nullptr;
+    uint8_t dma_stall = 0;              // the card's DMA port is classic Wishbone: no stall line
+#endif
+    uint8_t last_clk = 0;
+};
+
+Card *card;
+
+#if NV_CARD_HAS_VIA
 uint64_t eth_word(uint32_t data, unsigned bytes, bool last) {
     return data | uint64_t(bytes - 1) << NV_ETH_WORD_BYTES_SHIFT | uint64_t(last) << NV_ETH_WORD_LAST_BIT;
 }
+#endif
 
-struct EthPort {
-    std::deque<uint64_t> sent;        // words of frames the card sent
-    std::deque<uint64_t> to_receive;  // words of frames for the card
-    bool rx_taken = false;
-
-    // A beat moves at a rising edge when valid and ready were high before it. The MAC core and
-    // the switch never push back in Renode, so the card's transmitter is always ready.
-    void before_rising_edge() {
-        if (top->eth_tx_valid) {
-            const uint64_t beat = top->eth_tx_payload;
-            const bool last = (beat >> NV_ETH_BEAT_LAST_LSB) & 1;
-            const unsigned last_be = (beat >> NV_ETH_BEAT_LAST_BE_LSB) & 0xf;
-            unsigned bytes = 4;
-            if (last)
-                for (bytes = 1; bytes < 4 && !(last_be & (1u << (bytes - 1))); bytes++) {}
-            sent.push_back(eth_word(uint32_t(beat), bytes, last));
-        }
-        rx_taken = top->eth_rx_valid && top->eth_rx_ready;
+// The outputs still hold what the coming rising edge transfers.
+void before_rising_edge(Card &c) {
+    auto &top = c.top;
+    const uint32_t tx = top.ring_tx & kSymbolMask;
+    if (tx)
+        c.sent.push_back({c.now, tx});
+    // The symbol due in this cycle, sampled by the receiver at this edge: a symbol sent in cycle t
+    // is received in cycle t + delay, so a window of the ring delay never needs its own symbols.
+    top.ring_rx = 0;
+    while (!c.to_receive.empty() && c.to_receive.front().cycle <= c.now) {
+        if (c.to_receive.front().cycle < c.now)
+            c.late_symbols++;
+        top.ring_rx = c.to_receive.front().symbol;
+        c.to_receive.pop_front();
     }
+    if (c.bus_active && top.wb_ack) {
+        c.bus_data = uint32_t(top.wb_dat_r) >> c.bus_shift;
+        c.bus_ending = true;
+    }
+#if NV_CARD_HAS_VIA
+    // A beat moves when valid and ready are high before the edge; the switch never pushes back.
+    if (top.eth_tx_valid) {
+        const uint64_t beat = top.eth_tx_payload;
+        const bool last = (beat >> NV_ETH_BEAT_LAST_LSB) & 1;
+        const unsigned last_be = (beat >> NV_ETH_BEAT_LAST_BE_LSB) & 0xf;
+        unsigned bytes = 4;
+        if (last)
+            for (bytes = 1; bytes < 4 && !(last_be & (1u << (bytes - 1))); bytes++) {}
+        c.eth_sent.push_back(eth_word(uint32_t(beat), bytes, last));
+    }
+    c.eth_rx_taken = top.eth_rx_valid && top.eth_rx_ready;
+#endif
+}
 
-    void after_rising_edge() {
-        if (rx_taken)
-            to_receive.pop_front();
-        top->eth_tx_ready = 1;
-        top->eth_rx_valid = !to_receive.empty();
-        if (to_receive.empty())
-            return;
-        const uint64_t word = to_receive.front();
+// Drive the inputs of the next cycle.
+void after_rising_edge(Card &c) {
+    auto &top = c.top;
+    c.now++;
+    if (c.bus_ending) {
+        top.wb_cyc = top.wb_stb = top.wb_we = 0;
+        top.wb_sel = 0;
+        c.bus_active = c.bus_ending = false;
+        c.bus_done = true;
+    }
+#if NV_CARD_HAS_VIA
+    if (c.eth_rx_taken)
+        c.eth_to_receive.pop_front();
+    top.eth_tx_ready = 1;
+    top.eth_rx_valid = !c.eth_to_receive.empty();
+    if (!c.eth_to_receive.empty()) {
+        const uint64_t word = c.eth_to_receive.front();
         const bool last = (word >> NV_ETH_WORD_LAST_BIT) & 1;
         const unsigned bytes = ((word >> NV_ETH_WORD_BYTES_SHIFT) & 3) + 1;
-        top->eth_rx_payload = uint64_t(uint32_t(word)) << NV_ETH_BEAT_DATA_LSB
-                            | uint64_t(last) << NV_ETH_BEAT_LAST_LSB
-                            | uint64_t(last ? 1u << (bytes - 1) : 0) << NV_ETH_BEAT_LAST_BE_LSB;
+        top.eth_rx_payload = uint64_t(uint32_t(word)) << NV_ETH_BEAT_DATA_LSB
+                           | uint64_t(last) << NV_ETH_BEAT_LAST_LSB
+                           | uint64_t(last ? 1u << (bytes - 1) : 0) << NV_ETH_BEAT_LAST_BE_LSB;
     }
-} eth;
 #endif
-
-uint8_t last_clk = 0;
+}
 
 void eval() {
-    const bool rising = top->clk && !last_clk;
-    if (rising) {       // the outputs still hold what the coming edge transfers
-        ring.before_rising_edge();
+    Card &c = *card;
+    const bool rising = c.top.clk && !c.last_clk;
+    if (rising)
+        before_rising_edge(c);
+    c.top.eval();
+    if (rising)
+        after_rising_edge(c);
+    c.last_clk = c.top.clk;
+}
+
+bool step_over(const Card &c) {
+    return c.now >= c.step_end || (c.stop_at_bus_end && c.bus_done);
+}
+
+// Run cycles until the step is over. With VIA the DMA initiator clocks the card, so its
+// per-cycle handlers serve the card's DMA requests; it is ticked one cycle at a time so that a
+// step can end on the cycle a CPU access completes.
+void run_step(Card &c) {
+    while (!step_over(c)) {
 #if NV_CARD_HAS_VIA
-        eth.before_rising_edge();
+        c.dma->tick(false, 1);
+#else
+        c.top.clk = 1;
+        eval();
+        c.top.clk = 0;
+        eval();
 #endif
     }
-    top->eval();
-    if (rising) {       // drive the inputs of the next cycle
-        ring.after_rising_edge();
-#if NV_CARD_HAS_VIA
-        eth.after_rising_edge();
-#endif
+}
+
+void pulse_reset(Card &c) {
+    c.top.rst = 1;
+    for (int i = 0; i < 2; i++) {
+        c.top.clk = 1;
+        c.top.eval();
+        c.top.clk = 0;
+        c.top.eval();
     }
-    last_clk = top->clk;
+    c.top.rst = 0;
+    c.last_clk = 0;
 }
 
 uint64_t pop(std::deque<uint64_t> &queue) {
@@ -125,50 +187,92 @@ uint64_t pop(std::deque<uint64_t> &queue) {
     return value;
 }
 
-Wishbone *cpu_bus;
-#if NV_CARD_HAS_VIA
-WishboneInitiator<uint32_t, uint32_t> *dma_bus;
-uint8_t dma_stall;   // the card's DMA port is classic Wishbone: the initiator's stall goes nowhere
-#endif
-
 class CardAgent : public RenodeAgent {
 public:
-    using RenodeAgent::RenodeAgent;
-
-    // Both buses share the card's clock: one of them toggles it. With VIA it is the DMA initiator,
-    // whose per-cycle handlers serve the card's requests (the CPU bus clocks the model itself only
-    // while it waits for an access to the card).
-    void tick(bool countEnable, uint64_t steps) override {
-#if NV_CARD_HAS_VIA
-        dma_bus->tick(countEnable, steps);
-#else
-        cpu_bus->tick(countEnable, steps);
-#endif
-    }
+    // The card is reset by its straps (SET_STRAPS), not by Renode's generic reset, which would
+    // clock the model outside the ring's lockstep.
+    void reset() override {}
 
     void handleCustomRequestType(Protocol *message) override {
+        Card &c = *card;
         switch (message->actionId) {
+        case NV_ACTION_STEP: {
+            const uint64_t start = c.now;
+            // Renode's connection reads with an address and no value: the step's cycles and flags
+            // come in the address field.
+            c.step_end = c.now + (message->addr & 0xffffffffull);
+            c.stop_at_bus_end = (message->addr >> NV_STEP_STOP_AT_BUS_END_BIT) & 1;
+            run_step(c);
+            uint64_t answer = (c.now - start) | uint64_t(c.sent.size()) << NV_STEP_SENT_SHIFT;
+            if (c.bus_done)
+                answer |= 1ull << NV_STEP_BUS_DONE_BIT;
+            if (c.late_symbols)
+                answer |= 1ull << NV_STEP_LATE_BIT;
+#if NV_CARD_HAS_VIA
+            if (!c.eth_sent.empty())
+                answer |= 1ull << NV_STEP_ETH_SENT_BIT;
+#endif
+            reply(message->actionId, answer);
+            break;
+        }
+        case NV_ACTION_MODEL_ID:
+            reply(message->actionId, NUMAVIA_CARD_MODEL_ID);
+            break;
+        case NV_ACTION_SET_CYCLE:
+            c.now = message->value;
+            reply(ok, 0);
+            break;
         case NV_ACTION_RING_TX_POP:
-            answer(message->actionId, pop(ring.sent));
+            if (c.sent.empty()) {
+                reply(message->actionId, 0);
+            } else {
+                const Stamped s = c.sent.front();
+                c.sent.pop_front();
+                reply(message->actionId, kPresent | s.cycle << NV_RING_SYMBOL_BITS | s.symbol);
+            }
             break;
         case NV_ACTION_RING_RX_PUSH:
-            ring.to_receive.push_back(uint32_t(message->value));
-            answer(ok, 0);
+            c.to_receive.push_back({message->value >> NV_RING_SYMBOL_BITS, uint32_t(message->value & kSymbolMask)});
+            reply(ok, 0);
             break;
         case NV_ACTION_SET_STRAPS:
-            top->node_id_strap = message->value & 0xff;
-            top->mode_strap = (message->value >> 8) & 0xff;
-            ring = RingPort();
-            reset();
-            answer(ok, 0);
+            c.top.node_id_strap = message->value & 0xff;
+            c.top.mode_strap = (message->value >> 8) & 0xff;
+            c.sent.clear();
+            c.to_receive.clear();
+            pulse_reset(c);
+            reply(ok, 0);
+            break;
+        case NV_ACTION_BUS_READ:
+        case NV_ACTION_BUS_WRITE: {
+            if (c.bus_active) {
+                log(LOG_LEVEL_ERROR, "a CPU access started while another one was in flight");
+                reply(error, 0);
+                break;
+            }
+            const unsigned bytes = (message->value >> NV_BUS_WIDTH_SHIFT) & 0xf;
+            c.bus_shift = 8 * (message->addr & 3);
+            c.top.wb_adr = message->addr >> 2;
+            c.top.wb_sel = ((1u << bytes) - 1) << (message->addr & 3);
+            c.top.wb_we = message->actionId == NV_ACTION_BUS_WRITE;
+            c.top.wb_dat_w = uint32_t(message->value) << c.bus_shift;
+            c.top.wb_cyc = c.top.wb_stb = 1;
+            c.bus_active = true;
+            c.bus_done = false;
+            reply(ok, 0);
+            break;
+        }
+        case NV_ACTION_BUS_RESULT:
+            reply(message->actionId, c.bus_done ? kPresent | c.bus_data : 0);
+            c.bus_done = false;
             break;
 #if NV_CARD_HAS_VIA
         case NV_ACTION_ETH_TX_POP:
-            answer(message->actionId, pop(eth.sent));
+            reply(message->actionId, pop(c.eth_sent));
             break;
         case NV_ACTION_ETH_RX_PUSH:
-            eth.to_receive.push_back(message->value);
-            answer(ok, 0);
+            c.eth_to_receive.push_back(message->value);
+            reply(ok, 0);
             break;
 #endif
         default:
@@ -177,7 +281,7 @@ public:
     }
 
 private:
-    void answer(int action, uint64_t value) {
+    void reply(int action, uint64_t value) {
         communicationChannel->sendMain(Protocol(action, 0, value));
     }
 };
@@ -185,51 +289,30 @@ private:
 }  // namespace
 
 RenodeAgent *Init() {
-    cpu_bus = new Wishbone();
-    cpu_bus->wb_clk = &top->clk;
-    cpu_bus->wb_rst = &top->rst;
-    cpu_bus->wb_addr = &top->wb_adr;
-    cpu_bus->wb_rd_dat = &top->wb_dat_r;
-    cpu_bus->wb_wr_dat = &top->wb_dat_w;
-    cpu_bus->wb_we = &top->wb_we;
-    cpu_bus->wb_sel = &top->wb_sel;
-    cpu_bus->wb_stb = &top->wb_stb;
-    cpu_bus->wb_ack = &top->wb_ack;
-    cpu_bus->wb_cyc = &top->wb_cyc;
-    cpu_bus->wb_stall = nullptr;
-    cpu_bus->granularity = 4;     // 32-bit accesses only (the .repl's maxWidth)
-    cpu_bus->addr_lines = 30;     // word addresses: the library shifts the byte address right by 2
-    cpu_bus->evaluateModel = &eval;
-    auto *agent = new CardAgent(cpu_bus);
+    card = new Card;
+    auto &top = card->top;
+    top.rst = 0;
+    top.clk = 0;
+    top.wb_cyc = top.wb_stb = top.wb_we = 0;
+    auto *agent = new CardAgent;
+    agent->connectNative();     // the model runs inside Renode's process
 #if NV_CARD_HAS_VIA
-    dma_bus = new WishboneInitiator<uint32_t, uint32_t>();
-    dma_bus->wb_clk = &top->clk;
-    dma_bus->wb_rst = &top->rst;
-    dma_bus->wb_addr = &top->dma_adr;
-    dma_bus->wb_rd_dat = &top->dma_dat_r;
-    dma_bus->wb_wr_dat = &top->dma_dat_w;
-    dma_bus->wb_we = &top->dma_we;
-    dma_bus->wb_sel = &top->dma_sel;
-    dma_bus->wb_stb = &top->dma_stb;
-    dma_bus->wb_ack = &top->dma_ack;
-    dma_bus->wb_cyc = &top->dma_cyc;
-    dma_bus->wb_stall = &dma_stall;
-    dma_bus->evaluateModel = &eval;
-    agent->addBus(dma_bus);
+    auto *dma = new WishboneInitiator<uint32_t, uint32_t>();
+    dma->wb_clk = &top.clk;
+    dma->wb_rst = &top.rst;
+    dma->wb_addr = &top.dma_adr;
+    dma->wb_rd_dat = &top.dma_dat_r;
+    dma->wb_wr_dat = &top.dma_dat_w;
+    dma->wb_we = &top.dma_we;
+    dma->wb_sel = &top.dma_sel;
+    dma->wb_stb = &top.dma_stb;
+    dma->wb_ack = &top.dma_ack;
+    dma->wb_cyc = &top.dma_cyc;
+    dma->wb_stall = &card->dma_stall;
+    dma->evaluateModel = &eval;
+    card->dma = dma;
+    agent->addBus(dma);
 #endif
+    pulse_reset(*card);
     return agent;
 }
-
-#ifdef NUMAVIA_COSIM_SOCKET_MAIN
-int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s RECEIVER_PORT SENDER_PORT [ADDRESS]\n", argv[0]);
-        return 2;
-    }
-    Verilated::commandArgs(argc, argv);
-    RenodeAgent *agent = Init();
-    agent->simulate(atoi(argv[1]), atoi(argv[2]), argc > 3 ? argv[3] : "127.0.0.1");
-    top->final();
-    return 0;
-}
-#endif

@@ -1,13 +1,13 @@
 """Renode files for a ring of Numavia nodes, generated from the SoC's ``csr.json``.
 
 ``generate`` writes, into one folder: the node platform (``.repl``), the ring script (``.resc``),
-the Robot tests, the ring connector (``RingLink.cs``) and, under ``cosim/``, what the CMake
-project in ``renode/cosim`` builds the co-simulated card from. Same inputs, same bytes.
+the Robot tests, the ring connector (``RingLink.cs``), the firmware image(s) and, under
+``cosim/``, what the CMake project in ``renode/cosim`` builds the co-simulated card from. Same
+inputs, same bytes.
 """
 
 import hashlib
 import json
-import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -15,11 +15,16 @@ from . import cosim, platform, robot, script
 from .soc import RenodeError, describe, load_csr_json
 
 ROBOT_FILE = "numavia_ring.robot"
-#: Default quantum: the ring moves symbols once per quantum, so this is also the per-hop delay.
+#: Default quantum: how often the emulation's machines meet, and how far the cards run at once
+#: between CPU accesses (in windows of the ring delay).
 DEFAULT_QUANTUM_CYCLES = 1000
-BOOT_TIMEOUT_S = 60
+#: Card cycles from one card's ring transmitter to the next card's receiver: the Verilator ring's
+#: default (soc/verilator/sim_main.cpp), so the two simulations time the ring alike.
+RING_DELAY_CYCLES = 4
+#: Virtual seconds a node may take to print its ready line (the bare-metal firmware takes about 10 ms).
+BOOT_TIMEOUT_S = 1
 
-__all__ = ["RenodeError", "generate", "render", "ROBOT_FILE", "DEFAULT_QUANTUM_CYCLES"]
+__all__ = ["RenodeError", "generate", "render", "ROBOT_FILE", "DEFAULT_QUANTUM_CYCLES", "RING_DELAY_CYCLES"]
 
 
 def provenance(csr):
@@ -32,18 +37,48 @@ def quantum_seconds(cycles, clock_hz):
     return f"{Decimal(cycles) / Decimal(clock_hz):f}"
 
 
-def render(csr, *, nodes, card_config, ready_marker, quantum_cycles=DEFAULT_QUANTUM_CYCLES):
+def firmware_files(nodes, node_images):
+    """The image file of each node: ``firmware.bin`` unless ``node_images`` gives one of its own."""
+    unknown = sorted(set(node_images) - set(range(nodes)))
+    if unknown:
+        raise RenodeError(f"--firmware for node {unknown[0]}, but the ring's nodes are 0..{nodes - 1}")
+    return [script.NODE_FIRMWARE_FILE.format(node=n) if n in node_images else script.FIRMWARE_FILE
+            for n in range(nodes)]
+
+
+def firmware_images(options):
+    """``--firmware`` options (``IMAGE`` or ``NODE=IMAGE``) as (every node's image or None,
+    ``{node: image}``)."""
+    every, per_node = None, {}
+    for option in options:
+        node, sep, image = option.partition("=")
+        if not sep:
+            if every is not None:
+                raise RenodeError(f"--firmware {option}: an image for every node was given already ({every})")
+            every = Path(option)
+            continue
+        if not node.isdigit():
+            raise RenodeError(f"--firmware {option}: {node!r} is not a node number")
+        per_node[int(node)] = Path(image)
+    for image in [every, *per_node.values()]:
+        if image is not None and not image.is_file():
+            raise RenodeError(f"--firmware: {image} is not a file")
+    return every, per_node
+
+
+def render(csr, *, nodes, card_config, ready_marker, card_model_id, quantum_cycles=DEFAULT_QUANTUM_CYCLES,
+           ring_delay=RING_DELAY_CYCLES, node_images=()):
     """``{file name: text}`` of the generated text files (no file system access)."""
     if nodes < 1:
         raise RenodeError(f"a ring needs at least one node, not {nodes}")
     soc = describe(csr)
     source = provenance(csr)
     return {
-        script.REPL_FILE: platform.repl(soc, quantum_cycles=quantum_cycles, provenance=source),
+        script.REPL_FILE: platform.repl(soc, provenance=source),
         script.RESC_FILE: script.resc(soc, nodes=nodes, quantum_seconds=quantum_seconds(quantum_cycles, soc.clock_hz),
-                                      provenance=source),
-        ROBOT_FILE: robot.robot(soc, nodes=nodes, ready_marker=ready_marker,
-                                slice_bytes=card_config.address_map().slice_bytes,
+                                      ring_delay=ring_delay, card_model_id=card_model_id,
+                                      firmware_files=firmware_files(nodes, node_images), provenance=source),
+        ROBOT_FILE: robot.robot(soc, nodes=nodes, ready_marker=ready_marker, card_config=card_config,
                                 boot_timeout_s=BOOT_TIMEOUT_S, provenance=source),
         **({robot.HOST_LIBRARY_FILE: robot.host_library()} if soc.ethernet else {}),
         f"cosim/{cosim.WRAPPER_FILE}": cosim.wrapper_verilog(soc, card_config),
@@ -51,19 +86,26 @@ def render(csr, *, nodes, card_config, ready_marker, quantum_cycles=DEFAULT_QUAN
     }
 
 
-def generate(csr_json, out_dir, *, nodes, card_config, card_verilog, ready_marker,
-             quantum_cycles=DEFAULT_QUANTUM_CYCLES):
-    """Write every file into ``out_dir``; returns their paths, sorted."""
+def generate(csr_json, out_dir, *, nodes, card_config, card_verilog, ready_marker, firmware,
+             quantum_cycles=DEFAULT_QUANTUM_CYCLES, ring_delay=RING_DELAY_CYCLES, node_images=None):
+    """Write every file into ``out_dir``: ``firmware`` is every node's image, ``node_images``
+    ``{node: image}`` the nodes that run another one. Returns the paths written, sorted."""
     out_dir = Path(out_dir)
+    node_images = dict(node_images or {})
     files = render(load_csr_json(csr_json), nodes=nodes, card_config=card_config, ready_marker=ready_marker,
-                   quantum_cycles=quantum_cycles)
-    files[f"cosim/{cosim.CMAKE_INPUTS_FILE}"] = cosim.cmake_inputs(card_verilog)
+                   card_model_id=cosim.model_id(card_verilog), quantum_cycles=quantum_cycles,
+                   ring_delay=ring_delay, node_images=node_images)
+    files[f"cosim/{cosim.CMAKE_INPUTS_FILE}"] = cosim.cmake_inputs(card_verilog, nodes)
+    copies = {script.CONNECTOR_FILE: cosim.CONNECTOR_SOURCE, script.FIRMWARE_FILE: firmware,
+              **{script.NODE_FIRMWARE_FILE.format(node=n): image for n, image in node_images.items()}}
+    contents = {**{name: text.encode() for name, text in files.items()},
+                **{name: Path(source).read_bytes() for name, source in copies.items()}}
     written = []
-    for name, text in sorted(files.items()):
+    for name, data in sorted(contents.items()):
         path = out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        # An unchanged file keeps its time, so the card model's CMake build does not start over.
+        if not path.is_file() or path.read_bytes() != data:
+            path.write_bytes(data)
         written.append(path)
-    connector = out_dir / script.CONNECTOR_FILE
-    shutil.copyfile(cosim.CONNECTOR_SOURCE, connector)
-    return sorted([*written, connector])
+    return written

@@ -6,8 +6,7 @@ without a handler stops generation (see :mod:`numavia.renode.soc`) so nothing is
 
 from .soc import CSR_PAGE_BYTES, ETHERNET_CARD, RenodeError
 
-#: The card's type in the platform: Renode's CoSimulatedPeripheral, extended in RingLink.cs with
-#: the ring-link exchange and the node-id strap.
+#: The card's type in the platform: a co-simulated peripheral defined in RingLink.cs.
 CARD_TYPE = "CoSimulated.NumaviaCard"
 CARD_NAME = "card"
 
@@ -39,7 +38,9 @@ def _ctrl(soc, p):
 
 def _uart(soc, p):
     # Renode's LiteX_UART decodes its registers at a 4-byte stride: one model for both CSR widths.
-    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", *_irq_line(p)]
+    # Without a transmit FIFO each character leaves when written: the model's FIFO holds a line's
+    # last characters until 200 ms of virtual time pass, minutes of a co-simulated ring.
+    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p)]
 
 
 def _timer(soc, p):
@@ -97,7 +98,7 @@ def card_registrations(soc):
     return "; ".join(f"sysbus <{_hex(r.base)}, +{_hex(r.size)}>" for r in soc.card)
 
 
-def repl(soc, *, quantum_cycles, provenance):
+def repl(soc, *, provenance):
     """The platform description text for ``soc`` (a :class:`SocDescription`)."""
     unknown = [p.name for p in soc.peripherals if p.name not in PERIPHERAL_HANDLERS]
     if unknown:
@@ -117,15 +118,12 @@ def repl(soc, *, quantum_cycles, provenance):
         if lines:
             entries.append(lines)
     entries.append([
-        "// The card's gateware in Verilator through Renode's co-simulation (renode/cosim). It sees",
-        "// absolute addresses so one model can serve both windows; one tick is one card clock cycle",
-        "// and the model advances a quantum's worth of cycles at a time.",
-        *(["// Its VIA engine's DMA reaches host memory on the system bus; its Ethernet frames go to",
-           "// the switch (RingLink.cs)."] if soc.ethernet == ETHERNET_CARD else []),
+        "// The card's gateware in Verilator through Renode's co-simulation (renode/cosim), clocked",
+        "// by the ring (RingLink.cs) at this frequency; it decodes the absolute addresses of both",
+        "// windows itself.",
+        *(["// Its VIA engine's DMA reaches host memory on the system bus; the ring switches its",
+           "// Ethernet frames."] if soc.ethernet == ETHERNET_CARD else []),
         f"{CARD_NAME}: {CARD_TYPE} @ {{ {card_registrations(soc)} }}",
-        "    useAbsoluteAddress: true",
-        "    maxWidth: 32",
         f"    frequency: {soc.clock_hz}",
-        f"    limitBuffer: {quantum_cycles}",
     ])
     return "\n\n".join("\n".join(lines) for lines in entries) + "\n"

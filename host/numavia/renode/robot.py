@@ -1,41 +1,86 @@
 """Robot Framework tests for the Renode ring (run with ``renode-test``).
 
-They check what the Verilator path checks: every node boots to the ready line, a write into
-another node's slice of the shared window is seen by the home node and by every other node, and
-two nodes ping each other by RDMA write over the switch. The ping's host is
-:class:`numavia.renode.robot_host.NumaviaHost`, a VIPL host on each machine over the monitor; a
-SoC without Ethernet lists the ping as skipped, with the reason.
+They check what the Verilator path checks: every node boots to the ready line; a write into
+another node's slice of the shared window, once its writer has read it back, is read by every
+other node; a write by a line's home purges two sharers, which then read the new value; two nodes
+ping each other by RDMA write (both ways, data checked). The card's own latency counter gives the
+access latencies of the latency bench. And bad input: a missing card model, a model built from
+other Verilog, a node whose firmware does not boot (named). The ping's host is
+:class:`numavia.renode.robot_host.NumaviaHost`, a VIPL host on each machine over the monitor.
 """
 
-from .platform import CARD_NAME
+
 from .script import RESC_FILE, machine_name
 
-#: A value no reset state or firmware writes, so reading it back proves the write travelled.
+#: Values no reset state or firmware writes, so reading one back proves the write travelled.
 PROBE_VALUE = 0x5EED_CAFE
-#: Offset of the probe word inside the target node's slice, clear of what the firmware uses.
+PURGE_VALUES = (0x0DD5_EED5, 0xC0FF_EE01)
+#: Offsets of the probed lines inside the home node's slice, clear of what the firmware uses.
 PROBE_OFFSET = 0x100
-
+PURGE_OFFSET = 0x200
+#: Virtual seconds the "does not boot" test gives the broken node (a node boots in under 10 ms).
+NO_BOOT_TIMEOUT_S = 0.02
 
 #: The keyword library file next to the Robot file: it makes ``numavia`` importable from the
 #: folders in ``NUMAVIA_SITE`` (``numavia renode --run`` sets it), then plays each node's host.
 HOST_LIBRARY_FILE = "numavia_host.py"
 #: Bytes each way per ping round, and rounds.
 PING_SIZE, PING_ROUNDS = 256, 2
+#: Where the latency test writes its table (next to the Robot file).
+LATENCY_FOLDER = "latency"
+#: A file that is not a firmware image, for the test of a node that does not boot.
+NOT_FIRMWARE = "numavia_node.repl"
+
+
+def _cell(*cells):
+    return "    ".join(cells)
 
 
 def _rdma_ping_test(soc, nodes):
-    lines = ["", "RDMA Ping Between Two Nodes"]
+    lines = ["", "RDMA Ping Both Ways"]
     if not soc.ethernet:
         return lines + ["    Skip    this SoC has no Ethernet MAC: the VIA engine is not in it"]
     if nodes < 2:
         return lines + ["    Skip    a ring of one node has no one to ping"]
     a, b = machine_name(0), machine_name(1)
     return lines + [
-        f"    [Documentation]    The hosts of {a} and {b} connect a VI pair through their firmware and "
-        f"ping {PING_SIZE} bytes each way by RDMA write with immediate data, checked on both sides.",
+        f"    [Documentation]    The hosts of {a} and {b} connect a VI pair through their firmware; each "
+        f"round {a} writes {PING_SIZE} bytes into {b} by RDMA write with immediate data and {b} writes them "
+        "back, checked on both sides.",
         "    Boot Ring",
         _cell("    RDMA Ping", a, b, f"size={PING_SIZE}", f"rounds={PING_ROUNDS}"),
     ]
+
+
+def _purge_test(nodes, probe):
+    lines = ["", "Write Purges Two Sharers"]
+    if nodes < 3:
+        return lines + ["    Skip    two sharers and a home need a ring of three nodes"]
+    home, sharers = 1, [0, 2]
+    first, second = PURGE_VALUES
+    names = [machine_name(n) for n in sharers]
+    lines += [
+        f"    [Documentation]    {names[0]} and {names[1]} read a line of {machine_name(home)}'s slice (two "
+        f"sharers); {machine_name(home)} writes it, purging both; both then read the new value.",
+        "    Boot Ring",
+        _cell("    Write Word On", machine_name(home), probe, f"{first:#010x}"),
+    ]
+    for name in names:
+        lines.append(_cell("    Word Should Be", name, probe, f"{first:#010x}"))
+    lines.append(_cell("    Write Word On", machine_name(home), probe, f"{second:#010x}"))
+    for name in names:
+        lines.append(_cell("    Word Should Be", name, probe, f"{second:#010x}"))
+    return lines
+
+
+def _latency_test(soc, nodes):
+    return ["", "Access Latencies From The Card Counter",
+            "    [Documentation]    Each access of the latency bench alone on the paused ring, its latency "
+            "read from the card's LAC.LAST_LATENCY counter; the table goes to the latency folder.",
+            "    Boot Ring",
+            "    Execute Command    pause",
+            _cell("    Measure Access Latencies", str(nodes), f"{soc.region('shared').base:#x}",
+                  f"{soc.region('card').base:#x}", f"${{CURDIR}}/{LATENCY_FOLDER}")]
 
 
 def host_library():
@@ -60,15 +105,13 @@ class numavia_host(NumaviaHost):
 '''
 
 
-def _cell(*cells):
-    return "    ".join(cells)
-
-
-def robot(soc, *, nodes, ready_marker, slice_bytes, boot_timeout_s, provenance):
+def robot(soc, *, nodes, ready_marker, card_config, boot_timeout_s, provenance):
     shared = soc.region("shared")
+    slice_bytes = card_config.address_map().slice_bytes
     writer, home = 0, 1 % nodes
     observers = [n for n in range(nodes) if n != writer]
-    probe = shared.base + home * slice_bytes + PROBE_OFFSET
+    probe = f"{shared.base + home * slice_bytes + PROBE_OFFSET:#010x}"
+    purge_probe = f"{shared.base + home * slice_bytes + PURGE_OFFSET:#010x}"
     lines = [
         "*** Settings ***",
         f"Documentation     Numavia ring of {nodes} node(s) in Renode; generated by `numavia renode` from "
@@ -83,20 +126,27 @@ def robot(soc, *, nodes, ready_marker, slice_bytes, boot_timeout_s, provenance):
         "*** Variables ***",
         f"${{RING_SCRIPT}}    ${{CURDIR}}/{RESC_FILE}",
         f"${{READY}}          {ready_marker}",
-        f"${{PROBE}}          {probe:#010x}",
+        f"${{BOOT_TIMEOUT}}   {boot_timeout_s}",
+        f"${{PROBE}}          {probe}",
         f"${{PROBE_VALUE}}    {PROBE_VALUE:#010x}",
         "",
         "*** Keywords ***",
         "Boot Ring",
+        "    [Arguments]    ${timeout}=${BOOT_TIMEOUT}",
         "    Execute Script    ${RING_SCRIPT}",
     ]
     for n in range(nodes):
         lines.append(_cell(f"    ${{uart{n}}}=", "Create Terminal Tester", "sysbus.uart",
-                           f"machine={machine_name(n)}", f"timeout={boot_timeout_s}"))
+                           f"machine={machine_name(n)}", "timeout=${timeout}"))
     lines.append("    Start Emulation")
     for n in range(nodes):
-        lines.append(_cell("    Wait For Line On Uart", "${READY}", f"testerId=${{uart{n}}}"))
+        lines.append(_cell("    Node Should Boot", machine_name(n), f"${{uart{n}}}"))
     lines += [
+        "",
+        "Node Should Boot",
+        "    [Arguments]    ${machine}    ${tester}",
+        "    ${booted}=    Run Keyword And Return Status    Wait For Line On Uart    ${READY}    testerId=${tester}",
+        "    Should Be True    ${booted}    ${machine} did not print \"${READY}\": its firmware did not boot",
         "",
         "Read Word On",
         "    [Arguments]    ${machine}    ${address}",
@@ -104,19 +154,46 @@ def robot(soc, *, nodes, ready_marker, slice_bytes, boot_timeout_s, provenance):
         "    ${value}=    Execute Command    sysbus ReadDoubleWord ${address}",
         "    RETURN    ${value}",
         "",
+        "Write Word On",
+        "    [Arguments]    ${machine}    ${address}    ${value}",
+        "    Execute Command    mach set \"${machine}\"",
+        "    Execute Command    sysbus WriteDoubleWord ${address} ${value}",
+        "",
+        "Word Should Be",
+        "    [Arguments]    ${machine}    ${address}    ${expected}",
+        "    ${value}=    Read Word On    ${machine}    ${address}",
+        "    Should Be Equal As Integers    ${value}    ${expected}    ${machine} read ${value} at ${address}",
+        "",
         "*** Test Cases ***",
         "Every Node Boots",
         "    Boot Ring",
         "",
-        "Remote Write Is Visible On Other Nodes",
-        f"    [Documentation]    {machine_name(writer)} writes into {machine_name(home)}'s slice through its "
-        f"{CARD_NAME}; the home node and every other node read it back.",
+        "Remote Write Is Read Back On Every Other Node",
+        f"    [Documentation]    {machine_name(writer)} writes into {machine_name(home)}'s slice through its card "
+        "and reads it back (the write has landed); the home node and every other node then read it.",
         "    Boot Ring",
-        f"    Execute Command    mach set \"{machine_name(writer)}\"",
-        "    Execute Command    sysbus WriteDoubleWord ${PROBE} ${PROBE_VALUE}",
+        _cell("    Write Word On", machine_name(writer), "${PROBE}", "${PROBE_VALUE}"),
+        _cell("    Word Should Be", machine_name(writer), "${PROBE}", "${PROBE_VALUE}"),
     ]
     for n in observers:
-        lines += [f"    ${{seen}}=    Read Word On    {machine_name(n)}    ${{PROBE}}",
-                  "    Should Be Equal As Integers    ${seen}    ${PROBE_VALUE}"]
+        lines.append(_cell("    Word Should Be", machine_name(n), "${PROBE}", "${PROBE_VALUE}"))
+    lines += _purge_test(nodes, purge_probe)
     lines += _rdma_ping_test(soc, nodes)
+    lines += _latency_test(soc, nodes) if soc.ethernet else []
+    last = machine_name(nodes - 1)
+    lines += [
+        "",
+        "A Missing Card Model Is Named",
+        f"    Execute Command    $card_model_{last}=@${{CURDIR}}/cosim/build/no-such-model.so",
+        "    Run Keyword And Expect Error    *card model *no-such-model.so does not exist*"
+        "    Execute Script    ${RING_SCRIPT}",
+        "",
+        "A Card Model Built From Other Verilog Is Refused",
+        '    Execute Command    $card_model_id="0000000000000000"',
+        "    Run Keyword And Expect Error    *was built from other card Verilog*    Execute Script    ${RING_SCRIPT}",
+        "",
+        "A Node Whose Firmware Does Not Boot Is Named",
+        f"    Execute Command    $firmware_{last}=@${{CURDIR}}/{NOT_FIRMWARE}",
+        f"    Run Keyword And Expect Error    {last} did not print*    Boot Ring    timeout={NO_BOOT_TIMEOUT_S}",
+    ]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,10 @@ import ``numavia`` (``numavia renode --run`` puts it on ``PYTHONPATH``).
 
 import re
 
+from numavia.bench import latency
 from numavia.errors import NumaviaError
+from numavia.gateware import regmap
+from numavia.soc.sim import SimConfig
 from numavia.via_ping import rdma_ping
 from numavia.vipl import VipOpenNic
 
@@ -79,6 +82,31 @@ class NumaviaHost:
         _robot_log(f"RDMA ping {machine_a} <-> {machine_b}: {result.size} bytes, round trips "
                    f"{result.round_trip_cycles} card cycles")
         return result.round_trip_cycles
+
+    def measure_access_latencies(self, nodes, shared_base, card_base, folder):
+        """Every access of the latency bench, alone, through the cards of this ring; its latency is
+        the card's LAC.LAST_LATENCY counter. Writes ``latency.{md,csv,json,png}`` into ``folder``."""
+        nodes, shared_base, card_base = int(nodes), int(shared_base, 0), int(card_base, 0)
+        config = SimConfig(nodes=nodes).card_config()
+        counter = card_base + regmap.LAC.base + regmap.LAC.register("LAST_LATENCY").offset
+        measured = {}
+        for mode, script in latency.scripts(nodes, config).items():
+            if mode != "ncc":
+                continue    # NUMA mode is a strap the ring sets at power-up: one mode per ring
+            cycles = []
+            for node, op, addr, value in script.steps:
+                bridge = MonitorBridge(self._monitor, f"node{node}")
+                if op == "w":
+                    bridge.write(shared_base + addr, value)
+                else:
+                    bridge.read(shared_base + addr)
+                cycles.append(bridge.read(counter))
+            for name, index in script.measured:
+                measured.setdefault(name, {})[mode] = cycles[index]
+                _robot_log(f"{name}: {cycles[index]} card cycles")
+        figures = latency.figures(nodes, config, measured, measured_by=latency.CARD_COUNTER + ", in Renode")
+        latency.report(figures, folder)
+        return figures
 
 
 def _robot_execute_command(command):

@@ -2,6 +2,10 @@
 
 Renode cannot be installed on every machine (it is not a Debian or PyPI package), so each tool
 is looked for first and a missing one is reported in one line before anything is built.
+
+The card model does not depend on the number of nodes, so it is built once per content (card
+Verilog, generated top and header, model source, CMake project, integration library, Verilator)
+in the build cache, and each node of a ring gets its own copy of the library.
 """
 
 import os
@@ -10,11 +14,17 @@ import site
 import subprocess
 from pathlib import Path
 
+from numavia import buildcache
+
 from . import ROBOT_FILE
-from .cosim import COSIM_PROJECT_DIR
+from .cosim import COSIM_PROJECT_DIR, HEADER_FILE, WRAPPER_FILE
+from .script import CARD_MODEL_FILE
 from .soc import RenodeError
 
-INTEGRATION_MARKER = "verilator-integration-library.cmake"
+INTEGRATION_MARKER = "integration-library.cmake"
+#: The CMake project's target, and the library it makes.
+MODEL_TARGET = "Vnumavia_card"
+MODEL_LIBRARY = f"lib{MODEL_TARGET}.so"
 
 
 def find_integration_library(renode_dir):
@@ -52,15 +62,37 @@ def _step(cmd, log_path, what):
         raise RenodeError(f"{what} failed (exit status {code}; log: {log_path})")
 
 
-def build_card_model(out_dir, renode_dir, log):
+def build_card_model(out_dir, renode_dir, card_verilog, nodes, log):
+    """Build (or reuse) the card model, then copy it to every node's file in ``out_dir``."""
     cosim_dir = Path(out_dir).resolve() / "cosim"
-    build_dir = cosim_dir / "build"
-    log("configuring the co-simulated card (CMake)")
-    _step(["cmake", "-S", COSIM_PROJECT_DIR, "-B", build_dir, f"-DUSER_RENODE_DIR={Path(renode_dir).resolve()}",
-           f"-DNUMAVIA_COSIM_DIR={cosim_dir}"], cosim_dir / "cmake-configure.log", "CMake configuration")
-    log("building the co-simulated card (Verilator, a few minutes)")
-    _step(["cmake", "--build", build_dir, "--target", "Vnumavia_card", "-j", str(os.cpu_count() or 2)],
-          cosim_dir / "cmake-build.log", "the co-simulated card's build")
+    integration = find_integration_library(renode_dir)
+    inputs = [cosim_dir / WRAPPER_FILE, cosim_dir / HEADER_FILE, Path(card_verilog),
+              *buildcache.source_files(COSIM_PROJECT_DIR, ("*.cpp", "CMakeLists.txt"))]
+    key = buildcache.digest(inputs, params={"integration": str(integration), "verilator": _verilator_version()})
+
+    def produce(folder):
+        log("building the co-simulated card (Verilator and an optimised compile: many minutes on two cores)")
+        _step(["cmake", "-S", COSIM_PROJECT_DIR, "-B", folder / "build", f"-DUSER_RENODE_DIR={Path(renode_dir).resolve()}",
+               f"-DNUMAVIA_COSIM_DIR={cosim_dir}"], folder / "cmake-configure.log", "CMake configuration")
+        _step(["cmake", "--build", folder / "build", "--target", MODEL_TARGET, "-j", str(os.cpu_count() or 2)],
+              folder / "cmake-build.log", "the co-simulated card's build")
+        shutil.copyfile(folder / "build" / MODEL_LIBRARY, folder / MODEL_LIBRARY)
+        shutil.rmtree(folder / "build")
+
+    model = buildcache.cached("renode-card", key, produce, log=log) / MODEL_LIBRARY
+    for node in range(nodes):
+        target = Path(out_dir) / CARD_MODEL_FILE.format(node=node)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # A new file, renamed into place: a Renode still running the old one keeps it.
+        partial = target.with_suffix(".partial")
+        shutil.copyfile(model, partial)
+        os.replace(partial, target)
+    log(f"card model {model} copied for {nodes} node(s)")
+
+
+
+def _verilator_version():
+    return subprocess.run(["verilator", "--version"], capture_output=True, text=True).stdout.strip()
 
 
 def host_site_folders():

@@ -160,7 +160,14 @@ def parse_repl(text):
 # --- .resc ----------------------------------------------------------------------------------------
 
 _VARIABLE = re.compile(rf"^\$(?P<name>{_NAME})(?P<op>\?=|=)(?P<value>\S+)$")
-_VALUE = re.compile(rf'^(?:@\S+|\${_NAME}|"[^"]*"|{_NUMBER})$')
+#: A path: ``@path``, or ``$ORIGIN/path`` (the script's folder; Renode expands a variable followed
+#: by more path, but not one inside an ``@`` path: ``@$ORIGIN/file`` names a file called that).
+_PATH = r"(?:@[^$\s]+|\$ORIGIN/\S+)"
+_VALUE = re.compile(rf'^(?:{_PATH}|\${_NAME}|"[^"]*"|{_NUMBER})$')
+#: What ``$name?=`` and ``$name=`` take: Renode stores a variable on the right unexpanded.
+_ASSIGNED = re.compile(rf'^(?:{_PATH}|"[^"]*"|{_NUMBER})$')
+#: The one Python line the ring script runs: loading an assembly by name.
+_PYTHON = re.compile(r"""^python "import clr; clr\.AddReference\('[A-Za-z.]+'\)"$""")
 _STRING = re.compile(r'^"([^"]+)"$')
 
 
@@ -200,9 +207,11 @@ def parse_resc(text):
         raise SyntaxProblem(".resc", lineno, message)
 
     def check_value(lineno, value):
+        if "@$" in value:
+            fail(lineno, f"{value!r}: Renode does not expand a variable inside an @ path (write $ORIGIN/...)")
         if not _VALUE.match(value):
-            fail(lineno, f"{value!r} is not a path (@...), variable, string or number")
-        if value.startswith("$") and value[1:] not in variables:
+            fail(lineno, f"{value!r} is not a path (@... or $ORIGIN/...), variable, string or number")
+        if value.startswith("$") and not value.startswith("$ORIGIN/") and value[1:] not in variables:
             fail(lineno, f"variable {value} is used before it is set")
 
     for lineno, line in enumerate(text.split("\n"), 1):
@@ -221,9 +230,17 @@ def parse_resc(text):
             if not m:
                 fail(lineno, f"expected `$name?=value`, got {line!r}")
             check_value(lineno, m["value"])
+            if not _ASSIGNED.match(m["value"]):
+                fail(lineno, f"${m['name']} is given {m['value']}: Renode keeps a variable on the right "
+                             f"of = and ?= unexpanded (give a path, string or number)")
             variables[m["name"]] = m["value"]
             continue
         seen_command = True
+        if line.startswith("python "):
+            if not _PYTHON.match(line) or machine is not None:
+                fail(lineno, "the only Python line is loading an assembly by name, before the machines")
+            commands.append(Command(lineno, None, ["python", line[len("python "):]]))
+            continue
         try:
             words = _words(line)
         except ValueError as e:
@@ -232,12 +249,13 @@ def parse_resc(text):
         for arg in args:
             if arg.startswith(("$", "@")):
                 check_value(lineno, arg)
-        if head == "include" and len(args) == 1 and args[0].startswith("@"):
+        if head == "include" and len(args) == 1 and re.match(rf"^{_PATH}$", args[0]):
             pass
         elif head == "emulation" and args and re.match(rf"^{_NAME}$", args[0]):
             if args[0].startswith("Create"):
-                if len(args) != 2 or not _STRING.match(args[1]):
-                    fail(lineno, f"emulation {args[0]} takes one quoted name")
+                if len(args) not in (2, 3) or not _STRING.match(args[1]) or not re.match(
+                        rf"^(?:{_NUMBER})?$", "".join(args[2:])):
+                    fail(lineno, f"emulation {args[0]} takes one quoted name (and a number)")
                 externals.append(args[1].strip('"'))
             elif machine is not None:
                 fail(lineno, "emulation settings come before the machines")

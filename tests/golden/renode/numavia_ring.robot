@@ -10,21 +10,28 @@ Library           ${CURDIR}/numavia_host.py
 *** Variables ***
 ${RING_SCRIPT}    ${CURDIR}/numavia_ring.resc
 ${READY}          numavia: ready
+${BOOT_TIMEOUT}   1
 ${PROBE}          0x90040100
 ${PROBE_VALUE}    0x5eedcafe
 
 *** Keywords ***
 Boot Ring
+    [Arguments]    ${timeout}=${BOOT_TIMEOUT}
     Execute Script    ${RING_SCRIPT}
-    ${uart0}=    Create Terminal Tester    sysbus.uart    machine=node0    timeout=60
-    ${uart1}=    Create Terminal Tester    sysbus.uart    machine=node1    timeout=60
-    ${uart2}=    Create Terminal Tester    sysbus.uart    machine=node2    timeout=60
-    ${uart3}=    Create Terminal Tester    sysbus.uart    machine=node3    timeout=60
+    ${uart0}=    Create Terminal Tester    sysbus.uart    machine=node0    timeout=${timeout}
+    ${uart1}=    Create Terminal Tester    sysbus.uart    machine=node1    timeout=${timeout}
+    ${uart2}=    Create Terminal Tester    sysbus.uart    machine=node2    timeout=${timeout}
+    ${uart3}=    Create Terminal Tester    sysbus.uart    machine=node3    timeout=${timeout}
     Start Emulation
-    Wait For Line On Uart    ${READY}    testerId=${uart0}
-    Wait For Line On Uart    ${READY}    testerId=${uart1}
-    Wait For Line On Uart    ${READY}    testerId=${uart2}
-    Wait For Line On Uart    ${READY}    testerId=${uart3}
+    Node Should Boot    node0    ${uart0}
+    Node Should Boot    node1    ${uart1}
+    Node Should Boot    node2    ${uart2}
+    Node Should Boot    node3    ${uart3}
+
+Node Should Boot
+    [Arguments]    ${machine}    ${tester}
+    ${booted}=    Run Keyword And Return Status    Wait For Line On Uart    ${READY}    testerId=${tester}
+    Should Be True    ${booted}    ${machine} did not print "${READY}": its firmware did not boot
 
 Read Word On
     [Arguments]    ${machine}    ${address}
@@ -32,23 +39,58 @@ Read Word On
     ${value}=    Execute Command    sysbus ReadDoubleWord ${address}
     RETURN    ${value}
 
+Write Word On
+    [Arguments]    ${machine}    ${address}    ${value}
+    Execute Command    mach set "${machine}"
+    Execute Command    sysbus WriteDoubleWord ${address} ${value}
+
+Word Should Be
+    [Arguments]    ${machine}    ${address}    ${expected}
+    ${value}=    Read Word On    ${machine}    ${address}
+    Should Be Equal As Integers    ${value}    ${expected}    ${machine} read ${value} at ${address}
+
 *** Test Cases ***
 Every Node Boots
     Boot Ring
 
-Remote Write Is Visible On Other Nodes
-    [Documentation]    node0 writes into node1's slice through its card; the home node and every other node read it back.
+Remote Write Is Read Back On Every Other Node
+    [Documentation]    node0 writes into node1's slice through its card and reads it back (the write has landed); the home node and every other node then read it.
     Boot Ring
-    Execute Command    mach set "node0"
-    Execute Command    sysbus WriteDoubleWord ${PROBE} ${PROBE_VALUE}
-    ${seen}=    Read Word On    node1    ${PROBE}
-    Should Be Equal As Integers    ${seen}    ${PROBE_VALUE}
-    ${seen}=    Read Word On    node2    ${PROBE}
-    Should Be Equal As Integers    ${seen}    ${PROBE_VALUE}
-    ${seen}=    Read Word On    node3    ${PROBE}
-    Should Be Equal As Integers    ${seen}    ${PROBE_VALUE}
+    Write Word On    node0    ${PROBE}    ${PROBE_VALUE}
+    Word Should Be    node0    ${PROBE}    ${PROBE_VALUE}
+    Word Should Be    node1    ${PROBE}    ${PROBE_VALUE}
+    Word Should Be    node2    ${PROBE}    ${PROBE_VALUE}
+    Word Should Be    node3    ${PROBE}    ${PROBE_VALUE}
 
-RDMA Ping Between Two Nodes
-    [Documentation]    The hosts of node0 and node1 connect a VI pair through their firmware and ping 256 bytes each way by RDMA write with immediate data, checked on both sides.
+Write Purges Two Sharers
+    [Documentation]    node0 and node2 read a line of node1's slice (two sharers); node1 writes it, purging both; both then read the new value.
+    Boot Ring
+    Write Word On    node1    0x90040200    0x0dd5eed5
+    Word Should Be    node0    0x90040200    0x0dd5eed5
+    Word Should Be    node2    0x90040200    0x0dd5eed5
+    Write Word On    node1    0x90040200    0xc0ffee01
+    Word Should Be    node0    0x90040200    0xc0ffee01
+    Word Should Be    node2    0x90040200    0xc0ffee01
+
+RDMA Ping Both Ways
+    [Documentation]    The hosts of node0 and node1 connect a VI pair through their firmware; each round node0 writes 256 bytes into node1 by RDMA write with immediate data and node1 writes them back, checked on both sides.
     Boot Ring
     RDMA Ping    node0    node1    size=256    rounds=2
+
+Access Latencies From The Card Counter
+    [Documentation]    Each access of the latency bench alone on the paused ring, its latency read from the card's LAC.LAST_LATENCY counter; the table goes to the latency folder.
+    Boot Ring
+    Execute Command    pause
+    Measure Access Latencies    4    0x90000000    0x80000000    ${CURDIR}/latency
+
+A Missing Card Model Is Named
+    Execute Command    $card_model_node3=@${CURDIR}/cosim/build/no-such-model.so
+    Run Keyword And Expect Error    *card model *no-such-model.so does not exist*    Execute Script    ${RING_SCRIPT}
+
+A Card Model Built From Other Verilog Is Refused
+    Execute Command    $card_model_id="0000000000000000"
+    Run Keyword And Expect Error    *was built from other card Verilog*    Execute Script    ${RING_SCRIPT}
+
+A Node Whose Firmware Does Not Boot Is Named
+    Execute Command    $firmware_node3=@${CURDIR}/numavia_node.repl
+    Run Keyword And Expect Error    node3 did not print*    Boot Ring    timeout=0.02

@@ -2,39 +2,40 @@
 // wb_adr is the word address of the absolute bus address (useAbsoluteAddress in the .repl).
 module numavia_card_cosim (
   input clk, input rst,
-  input [63:0] wb_adr, input [63:0] wb_dat_w, output [63:0] wb_dat_r,
-  input [7:0] wb_sel, input wb_cyc, input wb_stb, input wb_we, output wb_ack,
+  input [29:0] wb_adr, input [31:0] wb_dat_w, output [31:0] wb_dat_r,
+  input [3:0] wb_sel, input wb_cyc, input wb_stb, input wb_we, output wb_ack,
   input [16:0] ring_rx, output [16:0] ring_tx,
   input [5:0] node_id_strap, input [7:0] mode_strap,
-  // VIA: DMA initiator into the system bus (host memory), Ethernet frame streams.
+  // VIA: DMA initiator into the system bus (host memory; word addresses, as the integration
+  // library's Wishbone initiator takes them), Ethernet frame streams.
   output dma_cyc, output dma_stb, output dma_we, output [31:0] dma_adr, output [31:0] dma_dat_w,
   input [31:0] dma_dat_r, output [7:0] dma_sel, input dma_ack,
   output eth_tx_valid, input eth_tx_ready, output [40:0] eth_tx_payload,
   input eth_rx_valid, output eth_rx_ready, input [40:0] eth_rx_payload
 );
   wire [29:0] dma_adr_word; wire [3:0] dma_sel_card;
-  assign dma_adr = {dma_adr_word, 2'b00};
+  assign dma_adr = {2'b0, dma_adr_word};
   assign dma_sel = {4'b0, dma_sel_card};
   // regs: csr.json region card, 0x80000000 + 0x20000
-  wire regs_sel_q = wb_adr >= 64'h20000000 && wb_adr < 64'h20008000;
-  wire [63:0] regs_adr = wb_adr - 64'h20000000;
+  wire regs_sel_q = wb_adr >= 30'h20000000 && wb_adr < 30'h20008000;
+  wire [29:0] regs_adr = wb_adr - 30'h20000000;
   wire [31:0] regs_dat_r; wire regs_ack, regs_err;
   // window: csr.json region shared, 0x90000000 + 0x2000000
-  wire window_sel_q = wb_adr >= 64'h24000000 && wb_adr < 64'h24800000;
-  wire [63:0] window_adr = wb_adr - 64'h24000000;
+  wire window_sel_q = wb_adr >= 30'h24000000 && wb_adr < 30'h24800000;
+  wire [29:0] window_adr = wb_adr - 30'h24000000;
   wire [31:0] window_dat_r; wire window_ack, window_err;
   // Outside both windows nothing answers on a board (bus error); here the access is acked
-  // with zero so Renode's Wishbone model, which has no error line, does not time out.
+  // with zero, so a stray access cannot hang the CPU that made it.
   assign wb_ack = regs_sel_q ? (regs_ack | regs_err) : window_sel_q ? (window_ack | window_err) : (wb_cyc & wb_stb);
-  assign wb_dat_r = {32'b0, regs_sel_q ? regs_dat_r : window_sel_q ? window_dat_r : 32'b0};
+  assign wb_dat_r = regs_sel_q ? regs_dat_r : window_sel_q ? window_dat_r : 32'b0;
   numavia_card card (
     .clk(clk), .rst(rst),
     .regs__cyc(regs_sel_q & wb_cyc),
     .regs__stb(regs_sel_q & wb_stb),
     .regs__we(wb_we),
     .regs__adr(regs_adr[14:0]),
-    .regs__dat_w(wb_dat_w[31:0]),
-    .regs__sel(wb_sel[3:0]),
+    .regs__dat_w(wb_dat_w),
+    .regs__sel(wb_sel),
     .regs__dat_r(regs_dat_r),
     .regs__ack(regs_ack),
     .regs__err(regs_err),
@@ -42,8 +43,8 @@ module numavia_card_cosim (
     .window__stb(window_sel_q & wb_stb),
     .window__we(wb_we),
     .window__adr(window_adr[22:0]),
-    .window__dat_w(wb_dat_w[31:0]),
-    .window__sel(wb_sel[3:0]),
+    .window__dat_w(wb_dat_w),
+    .window__sel(wb_sel),
     .window__dat_r(window_dat_r),
     .window__ack(window_ack),
     .window__err(window_err),
