@@ -19,7 +19,7 @@ ROBOT_FILE = "numavia_ring.robot"
 #: between CPU accesses (in windows of the ring delay).
 DEFAULT_QUANTUM_CYCLES = 1000
 #: Card cycles from one card's ring transmitter to the next card's receiver: the Verilator ring's
-#: default (soc/verilator/sim_main.cpp), so the two simulations time the ring alike.
+#: default (soc/verilator/ring_run.hpp), so the two simulations time the ring alike.
 RING_DELAY_CYCLES = 4
 #: Virtual seconds a node may take to print its ready line (the bare-metal firmware takes about 10 ms).
 BOOT_TIMEOUT_S = 1
