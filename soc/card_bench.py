@@ -149,7 +149,7 @@ def bench_state(hub, results, wall_seconds):
     start = min(r["traffic_start"] for r in results)
     state = {"reason": hub["reason"], "cycles": max(r["cycles"] for r in results),
              "traffic_cycles": max(r["traffic_end"] for r in results) - start, "wall_seconds": round(wall_seconds, 3),
-             "sim_wall_seconds": hub["wall_seconds"],
+             "sim_wall_seconds": hub["wall_seconds"], "cpu_seconds": hub["cpu_seconds"],
              "processes": hub["processes"], "mpi": hub["mpi"]}
     for name in ("flips", "packets", "dropped", "duplicated"):
         state[f"ring_{name}"] = sum(r["ring_in"][name] for r in results)

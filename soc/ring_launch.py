@@ -103,7 +103,7 @@ class RingRun:
 
     def start(self):
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("node*.json", "hub.json", "run.json"):
+        for stale in ("node*.json", "process*.json", "hub.json", "run.json"):
             for path in self.run_dir.glob(stale):
                 path.unlink()
         common = [*self.args, "--nodes", str(self.nodes), "--out-dir", str(self.run_dir)]
@@ -250,10 +250,14 @@ class RingRun:
 
 
 def read_results(run_dir, nodes):
-    """``(hub, [node results])`` from the run folder; a node that wrote nothing is None."""
+    """``(hub, [node results])`` from the run folder; a node that wrote nothing is None. The hub's
+    results gain ``cpu_seconds``: the processor time of every process of the run together."""
     run_dir = Path(run_dir)
     hub_path = run_dir / "hub.json"
     hub = json.loads(hub_path.read_text()) if hub_path.exists() else None
+    if hub is not None:
+        processes = [json.loads(p.read_text()) for p in run_dir.glob("process*.json")]
+        hub["cpu_seconds"] = round(sum(p["cpu_seconds"] for p in processes), 3)
     results = []
     for i in range(nodes):
         path = run_dir / f"node{i}.json"

@@ -296,6 +296,7 @@ def summarize(ring, access_log=None):
                "wall_seconds": round(wall, 3), "sim_wall_seconds": hub["wall_seconds"],
                "cycles_per_second": round(cycles / max(wall, 1e-9)),
                "node_cycles_per_second": round(cycles * ring.nodes / max(wall, 1e-9)),
+               "cpu_seconds": hub["cpu_seconds"],
                "reason": hub["reason"], "exit_code": hub["exit_code"],
                "marker_cycles": [n["marker_cycle"] for n in nodes],
                "ring_in": [n["ring_in"] for n in nodes]}

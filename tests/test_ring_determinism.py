@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 SPREADS = [Spread(procs=1), Spread(procs=2), Spread(procs=4), Spread(procs=2, mpi=True), Spread(procs=3, mpi=True)]
 IDS = ["1-proc", "2-procs", "4-procs", "2-ranks", "3-ranks"]
-HOW_RUN = ("wall_seconds", "sim_wall_seconds", "processes", "mpi")   # the only fields that may differ
+HOW_RUN = ("wall_seconds", "sim_wall_seconds", "cpu_seconds", "processes", "mpi")   # the only fields that may differ
 
 
 def _card_run(tmp_path, spread):

@@ -3,8 +3,8 @@
 //
 // The simulator binary runs one process's share of the ring: `--procs P --rank R --arena FILE`
 // (the `numavia` launcher starts the P processes), or one MPI rank of `mpirun` with `--mpi`.
-// Every node writes node<i>.json into the run folder and the hub writes hub.json; the launcher
-// merges them into run.json.
+// Every node writes node<i>.json into the run folder, every process process<R>.json (its processor
+// time) and the hub hub.json; the launcher merges them into run.json.
 #pragma once
 
 #include <algorithm>
@@ -216,6 +216,13 @@ inline int run_ring(int argc, char **argv, RingOptions opt, const RunPlan &plan,
             std::fclose(f);
         } else {
             std::fprintf(stderr, "sim: cannot write %s\n", path.c_str());
+        }
+    }
+    {
+        const std::string path = opt.out_dir + "/process" + std::to_string(opt.rank) + ".json";
+        if (std::FILE *f = std::fopen(path.c_str(), "w")) {
+            std::fprintf(f, "{\"process\": %d, \"cpu_seconds\": %.3f}\n", opt.rank, scheduler.cpu_seconds());
+            std::fclose(f);
         }
     }
     int status = 0;

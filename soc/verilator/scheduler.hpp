@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sched.h>
+#include <time.h>
 
 #include <chrono>
 #include <csignal>
@@ -70,6 +71,7 @@ public:
 
     void run() {
         start_ = last_housekeeping_ = std::chrono::steady_clock::now();
+        cpu_start_ = process_cpu_seconds();
         for (Slot &s : entities_) {   // before its first edge, no entity has sent anything
             s.entity->publish();
             if (opt_.shared_memory)
@@ -103,7 +105,18 @@ public:
             if (!progress) wait(seen);
         }
         publish_status();
+        cpu_seconds_ = process_cpu_seconds() - cpu_start_;
         if (relay_ && !abandoned_) relay_->finish();
+    }
+
+    // The processor time this process spent in run(), waiting included: on a machine with more
+    // processes than free cores it is the cost of the simulation where wall time is not.
+    double cpu_seconds() const { return cpu_seconds_; }
+
+    static double process_cpu_seconds() {
+        timespec t{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        return t.tv_sec + t.tv_nsec * 1e-9;
     }
 
     double wall_seconds() const {
@@ -208,6 +221,7 @@ private:
     std::vector<Slot> entities_;
     std::vector<Tracked> tracked_;
     StopRequest stop_request_;
+    double cpu_start_ = 0, cpu_seconds_ = 0;
     std::chrono::steady_clock::time_point start_, last_housekeeping_, last_status_, signalled_at_{};
     bool abandoned_ = false;
     int idle_rounds_ = 0;

@@ -29,13 +29,19 @@ def _spreads(nodes, procs, mpi_ranks):
             yield ring_launch.Spread(procs=r, mpi=True)
 
 
-def _row(kind, nodes, spread, cycles, wall):
+def _spread_name(spread):
+    unit = "MPI rank" if spread.mpi else "process"
+    return f"{spread.procs} {unit}" + ("" if spread.procs == 1 else ("s" if spread.mpi else "es"))
+
+
+def _row(kind, nodes, spread, cycles, wall, cpu):
     cores = min(spread.procs, os.cpu_count() or 1)
     node_rate = cycles * nodes / max(wall, 1e-9)
     return {"model": kind, "nodes": nodes, "spread": f"{spread.procs} {'rank' if spread.mpi else 'proc'}",
-            "mpi": spread.mpi, "procs": spread.procs, "cycles": cycles, "wall_seconds": round(wall, 2),
-            "cycles_per_second": round(cycles / max(wall, 1e-9)), "node_cycles_per_second": round(node_rate),
-            "node_cycles_per_second_per_core": round(node_rate / cores)}
+            "mpi": spread.mpi, "procs": spread.procs, "cycles": cycles, "wall_seconds": round(wall, 3),
+            "cpu_seconds": round(cpu, 3), "cycles_per_second": round(cycles / max(wall, 1e-9)),
+            "node_cycles_per_second": round(node_rate), "node_cycles_per_second_per_core": round(node_rate / cores),
+            "node_cycles_per_cpu_second": round(cycles * nodes / max(cpu, 1e-9))}
 
 
 def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DEFAULT_CYCLES, cards=True, log=print,
@@ -48,37 +54,43 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
     for n in nodes:
         node_build = sim.Build(sim.SimConfig(nodes=n), build.soc_dir, build.model, build.firmware, build.mpi_model)
         for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} nodes, {spread.procs} {'MPI rank' if spread.mpi else 'process'}(es): {cycles:,} cycles")
+            log(f"{n} nodes, {_spread_name(spread)}: {cycles:,} cycles")
             code, summary = sim.run(node_build, run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
                                     spread, quiet=True, max_cycles=cycles, stop_marker=None)
             if summary is None or summary["cycles"] != cycles:
                 raise NumaviaError(f"the {n}-node run stopped early: {summary and summary['reason']}")
-            rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"]))
+            rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"], summary["cpu_seconds"]))
     bench_config = card_bench.bench_card_config()
     binary = card_bench.build_bench(bench_config, log=log) if cards else None
     for n in nodes if cards else ():
         for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} cards, {spread.procs} {'MPI rank' if spread.mpi else 'process'}(es): {CARD_OPS:,} accesses each")
+            log(f"{n} cards, {_spread_name(spread)}: {CARD_OPS:,} accesses each")
             run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
                                        nodes=n, ops=CARD_OPS, spread=spread, log_accesses=False)
             if run.returncode or not run.state:
                 raise NumaviaError(f"the {n}-card run failed: {run.stderr.strip().splitlines()[-1:]}")
-            rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"]))
+            rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"],
+                             run.state["cpu_seconds"]))
     return {"rows": rows, "cores": os.cpu_count(), "model_build_seconds": sim.build_seconds(build.model),
             "card_build_seconds": sim.build_seconds(binary) if binary else None,
             "model": build.model.parent.parent.name, "sys_clk_hz": config.sys_clk_freq}
 
 
 def report(figures, out):
-    headers = ["model", "nodes", "spread", "cycles", "wall s", "cycles/s", "node-cycles/s", "node-cycles/s/core"]
-    rows = [[r["model"], r["nodes"], r["spread"], f"{r['cycles']:,}", r["wall_seconds"], f"{r['cycles_per_second']:,}",
-             f"{r['node_cycles_per_second']:,}", f"{r['node_cycles_per_second_per_core']:,}"] for r in figures["rows"]]
+    headers = ["model", "nodes", "spread", "cycles", "wall s", "CPU s", "cycles/s", "node-cycles/s",
+               "node-cycles/s/core", "node-cycles/CPU s"]
+    rows = [[r["model"], r["nodes"], r["spread"], f"{r['cycles']:,}", r["wall_seconds"], r["cpu_seconds"],
+             f"{r['cycles_per_second']:,}", f"{r['node_cycles_per_second']:,}",
+             f"{r['node_cycles_per_second_per_core']:,}", f"{r['node_cycles_per_cpu_second']:,}"]
+            for r in figures["rows"]]
     plot(figures, out)
     build = figures["model_build_seconds"]
     notes = [f"{figures['cores']} cores; a run of P processes uses min(P, cores) of them.",
              "Node: VexRiscv SoC + card + firmware, booting from reset; card: the card alone under random "
              f"coherent traffic ({CARD_OPS:,} accesses per card).",
-             "Wall time from the hub's first edge to its stop (start-up not counted).",
+             "Wall time from the hub's first edge to its stop (start-up not counted); CPU time: every "
+             "process's processor time over the same span, waiting included. Per core = node-cycles/s over "
+             "min(processes, cores); per CPU second does not depend on what else the machine runs.",
              "Node model build: " + (f"{build:.0f} s, once for every ring size" if build is not None else
                                      "reused from the cache (built earlier)")]
     return results.write(out, "sim_speed", title="Ring simulation speed", headers=headers, rows=rows,
@@ -94,7 +106,7 @@ def plot(figures, out):
         series = {}
         for r in figures["rows"]:
             if r["model"] == kind:
-                series.setdefault(r["spread"], []).append((r["nodes"], r["node_cycles_per_second_per_core"] / 1e3))
+                series.setdefault(r["spread"], []).append((r["nodes"], r["node_cycles_per_cpu_second"] / 1e3))
         for label, points in sorted(series.items()):
             xs, ys = zip(*sorted(points))
             ax.plot(xs, ys, marker="o", label=label)
@@ -104,7 +116,7 @@ def plot(figures, out):
         ax.grid(alpha=0.3)
         if series:
             ax.legend()
-    axes[0].set_ylabel("thousand node-cycles / s / core")
+    axes[0].set_ylabel("thousand node-cycles per CPU second")
     fig.tight_layout()
     fig.savefig(f"{out}/sim_speed.png", dpi=110)
     plt.close(fig)
