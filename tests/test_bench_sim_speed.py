@@ -13,7 +13,8 @@ CLI = [sys.executable, "-m", "numavia.cli"]
 
 
 @pytest.mark.parametrize("args, reason", [(["--nodes", "0"], "at least 1"), (["--nodes", "65"], "at most 64"),
-                                          (["--procs", "two"], "not a valid process count"), (["--cycles", "x"], "--cycles")])
+                                          (["--procs", "two"], "not a valid process count"), (["--cycles", "x"], "--cycles"),
+                                          (["--card-accesses", "-1"], "--card-accesses")])
 def test_bad_arguments_exit_2_with_one_line(args, reason):
     proc = subprocess.run(CLI + ["bench", "sim-speed", *args], capture_output=True, text=True)
     assert proc.returncode == 2 and reason in proc.stderr.splitlines()[-1]
@@ -22,7 +23,8 @@ def test_bad_arguments_exit_2_with_one_line(args, reason):
 @pytest.mark.slow
 def test_rows_for_each_ring_and_spread_with_consistent_figures(tmp_path):
     cycles = 20_000
-    figures = sim_speed.measure((2, 3), (1, 2), cycles=cycles, log=lambda m: None, run_root=tmp_path / "runs")
+    figures = sim_speed.measure((2, 3), (1, 2), cycles=cycles, card_accesses=50, log=lambda m: None,
+                                run_root=tmp_path / "runs")
     got = [(r["model"], r["nodes"], r["procs"]) for r in figures["rows"]]
     assert got == [(kind, n, p) for kind in ("node", "card") for n in (2, 3) for p in (1, 2)]
     for r in figures["rows"]:

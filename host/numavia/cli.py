@@ -675,7 +675,8 @@ def cmd_bench_sim_speed(args):
     if args.mpi_ranks:
         require_mpi()
     out = _results_folder(args.out)
-    figures = sim_speed.measure(args.nodes, args.procs, args.mpi_ranks, cycles=args.cycles, cards=not args.no_cards,
+    accesses = sim_speed.CARD_ACCESSES if args.card_accesses is None else args.card_accesses
+    figures = sim_speed.measure(args.nodes, args.procs, args.mpi_ranks, cycles=args.cycles, card_accesses=accesses,
                                 log=_log)
     print(sim_speed.report(figures, out))
     _log(f"results in {out}/sim_speed.{{md,csv,json,png}}")
@@ -850,7 +851,9 @@ def _add_bench(sub):
     ss.add_argument("--mpi-ranks", type=_list_of(int, what="rank count"), default=[],
                     help="MPI rank counts, comma separated (default none)")
     ss.add_argument("--cycles", type=_positive, default=200_000, help="cycles per run (default 200000)")
-    ss.add_argument("--no-cards", action="store_true", help="leave out the card bench")
+    ss.add_argument("--card-accesses", type=_count, default=None, metavar="N",
+                    help="random accesses per card in the card-bench runs (default: as many as keep a 64-card "
+                         "run to minutes; the results say how many); 0 leaves them out")
     ss.add_argument("--out", default="results/sim_speed", help="results folder (default results/sim_speed)")
     ss.set_defaults(func=cmd_bench_sim_speed, parser=ss)
     pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",

@@ -17,7 +17,7 @@ from numavia.soc import card_bench, ring_launch, sim
 DEFAULT_NODES = (2, 4, 8, 16)
 DEFAULT_PROCS = (1, 2)
 DEFAULT_CYCLES = 200_000
-CARD_OPS = 2_000
+CARD_ACCESSES = 500   # per card: a 64-card ring of them is a few minutes
 
 
 def _spreads(nodes, procs, mpi_ranks):
@@ -44,9 +44,11 @@ def _row(kind, nodes, spread, cycles, wall, cpu):
             "node_cycles_per_cpu_second": round(cycles * nodes / max(cpu, 1e-9))}
 
 
-def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DEFAULT_CYCLES, cards=True, log=print,
+def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DEFAULT_CYCLES, card_accesses=CARD_ACCESSES,
+            log=print,
             run_root=None):
-    """Time full-node rings (and card-bench rings, with ``cards``) of each size, spread each way."""
+    """Time full-node rings (and card-bench rings of ``card_accesses`` per card, unless 0) of each
+    size, spread each way."""
     run_root = run_root or sim.buildcache.build_root() / "run" / "sim-speed"
     config = sim.SimConfig(nodes=max(nodes))
     build = sim.build_all(config, log=log, spread=ring_launch.Spread(mpi=bool(mpi_ranks)))
@@ -61,19 +63,20 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
                 raise NumaviaError(f"the {n}-node run stopped early: {summary and summary['reason']}")
             rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"], summary["cpu_seconds"]))
     bench_config = card_bench.bench_card_config()
-    binary = card_bench.build_bench(bench_config, log=log) if cards else None
-    for n in nodes if cards else ():
+    binary = card_bench.build_bench(bench_config, log=log) if card_accesses else None
+    for n in nodes if card_accesses else ():
         for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} cards, {_spread_name(spread)}: {CARD_OPS:,} accesses each")
+            log(f"{n} cards, {_spread_name(spread)}: {card_accesses:,} accesses each")
             run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
-                                       nodes=n, ops=CARD_OPS, spread=spread, log_accesses=False)
+                                       nodes=n, ops=card_accesses, spread=spread, log_accesses=False)
             if run.returncode or not run.state:
                 raise NumaviaError(f"the {n}-card run failed: {run.stderr.strip().splitlines()[-1:]}")
             rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"],
                              run.state["cpu_seconds"]))
     return {"rows": rows, "cores": os.cpu_count(), "model_build_seconds": sim.build_seconds(build.model),
             "card_build_seconds": sim.build_seconds(binary) if binary else None,
-            "model": build.model.parent.parent.name, "sys_clk_hz": config.sys_clk_freq}
+            "model": build.model.parent.parent.name, "sys_clk_hz": config.sys_clk_freq,
+            "card_accesses": card_accesses}
 
 
 def report(figures, out):
@@ -87,7 +90,7 @@ def report(figures, out):
     build = figures["model_build_seconds"]
     notes = [f"{figures['cores']} cores; a run of P processes uses min(P, cores) of them.",
              "Node: VexRiscv SoC + card + firmware, booting from reset; card: the card alone under random "
-             f"coherent traffic ({CARD_OPS:,} accesses per card).",
+             f"coherent traffic ({figures['card_accesses']:,} accesses per card).",
              "Wall time from the hub's first edge to its stop (start-up not counted); CPU time: every "
              "process's processor time over the same span, waiting included. Per core = node-cycles/s over "
              "min(processes, cores); per CPU second does not depend on what else the machine runs.",
