@@ -876,9 +876,9 @@ def cmd_demo(args):
 def _add_demo(sub):
     from numavia.demo import DEFAULT_NODES
     p = sub.add_parser("demo", help="the main job: build and boot a ring, measure latency and kernels, report",
-                       description="Build (cached) and boot a ring of full nodes (cycle-accurate, one process per node by default), "
-                                   "then measure the Table 1 latency set and shared-memory kernels in "
-                                   "NCC-NUMA and NUMA mode; write a report with tables and PNG plots.")
+                       description="Build (cached) and boot a ring of full nodes (cycle-accurate, one process per "
+                                   "node by default), then measure the Table 1 latency set and shared-memory "
+                                   "kernels in NCC-NUMA and NUMA mode; write a report with tables and PNG plots.")
     p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES,
                    help=f"nodes in the ring (default {DEFAULT_NODES})")
     p.add_argument("--out", default="results/demo", help="report folder (default results/demo)")
