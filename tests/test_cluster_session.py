@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from numavia import firmware
 from numavia.cluster_session import ClusterSession, SessionError
 
 STAND_IN = """#!{python}
@@ -40,7 +41,7 @@ def stand_in_build(tmp_path, name, *, nodes=2, exit_status=None, lifetime=600):
                                      lifetime=lifetime))
     model.chmod(0o755)
     return SimpleNamespace(config=SimpleNamespace(nodes=nodes), soc_dir=folder, model=model,
-                           firmware=folder / "firmware.bin")
+                           firmware=firmware.Image(firmware.BARE_METAL, folder / "firmware.bin", firmware.ROM))
 
 
 def bindable(base, count):

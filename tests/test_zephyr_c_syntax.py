@@ -21,6 +21,8 @@ from numavia.buildcache import REPO_ROOT
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"
+#: What the module's CMakeLists.txt defines for every source (numavia/platform.h).
+PLATFORM_INLINE = re.search(r"NV_PLATFORM_INLINE=(<[^>]+>)", (ZEPHYR / "CMakeLists.txt").read_text()).group(1)
 
 #: Kconfig values of a build with every driver and the shell (what autoconf.h holds in Zephyr).
 AUTOCONF = {
@@ -28,7 +30,7 @@ AUTOCONF = {
     "CONFIG_NUMAVIA_CARD_CONTROL": 1, "CONFIG_NUMAVIA_CARD_CONTROL_INIT_PRIORITY": 60,
     "CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY": 61, "CONFIG_NUMAVIA_RAC": 1, "CONFIG_NUMAVIA_LAC": 1,
     "CONFIG_NUMAVIA_RING_LINK": 1, "CONFIG_SHELL": 1, "CONFIG_NUMAVIA_SHELL": 1,
-    "CONFIG_NUMAVIA_VIA": 1, "CONFIG_NUMAVIA_VIA_DOORBELLS": 1, "CONFIG_NUMAVIA_VIA_INIT_PRIORITY": 62, "CONFIG_NUMAVIA_VIA_POLL_PERIOD_US": 100,
+    "CONFIG_NUMAVIA_VIA": 1, "CONFIG_NUMAVIA_VIA_DOORBELLS": 1, "CONFIG_NUMAVIA_VIA_INIT_PRIORITY": 62,
     "CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE": 1536, "CONFIG_NUMAVIA_VIA_THREAD_PRIORITY": 7,
 }
 
@@ -54,8 +56,7 @@ def stub_devicetree(csr, tmp_path, move=None):
     card_tok = token(zephyr_overlay.CARD_COMPATIBLE)
     regs = card.props["reg"].to_nums()
     for i, name in enumerate(card.props["reg-names"].to_strings()):
-        lines += [f"#define STUB_HASREG_{card_tok}_{name} 1",
-                  f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
+        lines += [f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
                   f"#define STUB_SIZE_{card_tok}_{name} {regs[2 * i + 1]:#x}u"]
     lines.append(f"#define STUB_COUNT_{card_tok} 1")
     for node in card.nodes.values():
@@ -63,6 +64,9 @@ def stub_devicetree(csr, tmp_path, move=None):
         addr = node.props["reg"].to_nums()[0] + (move[1] if move and move[0] == tok else 0)
         lines += [f"#define STUB_COUNT_{tok} 1", f"#define STUB_ADDR_{tok} {addr:#x}u",
                   f"extern const struct device stub_device_{tok};"]
+        if "interrupts" in node.props:
+            irq, priority = node.props["interrupts"].to_nums()
+            lines += [f"#define STUB_IRQN_{tok} {irq}", f"#define STUB_IRQ_{tok}_priority {priority}"]
         if "event-counters" in node.props:
             names = node.props["event-counters"].to_strings()
             lines += [f"#define STUB_HAS_{tok}_event_counters 1",
@@ -89,7 +93,8 @@ def compile_c(tmp_path):
 
     def run(source):
         cmd = ["gcc", "-fsyntax-only", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-               "-include", str(tmp_path / "autoconf.h"), f"-I{STUBS}", f"-I{tmp_path}",
+               "-include", str(tmp_path / "autoconf.h"), f"-DNV_PLATFORM_INLINE={PLATFORM_INLINE}",
+               f"-I{STUBS}", f"-I{tmp_path}",
                f"-I{ZEPHYR / 'include'}", f"-I{REPO_ROOT / 'firmware/core/include'}", f"-I{generated}",
                f"-I{ZEPHYR / 'drivers/numavia'}", str(source)]
         return subprocess.run(cmd, capture_output=True, text=True)
@@ -97,7 +102,12 @@ def compile_c(tmp_path):
 
 
 def module_sources():
-    return sorted((ZEPHYR / "drivers" / "numavia").glob("*.c")) + [ZEPHYR / "app" / "src" / "main.c"]
+    """The drivers, the application, and the portable core as the module builds it (with the
+    port's inline accessors)."""
+    core = REPO_ROOT / "firmware" / "core"
+    names = re.search(r"^NV_CORE_SOURCES\s*:=\s*(.*)$", (core / "sources.mk").read_text(), re.M).group(1).split()
+    return (sorted((ZEPHYR / "drivers" / "numavia").glob("*.c")) + [ZEPHYR / "app" / "src" / "main.c"]
+            + [core / name for name in names])
 
 
 @pytest.mark.parametrize("source", module_sources(), ids=lambda p: p.name)

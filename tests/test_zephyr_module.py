@@ -115,7 +115,7 @@ def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
     everything = set(bindings())
     kconf = load_kconfig(tmp_path, everything, shell=True)
     assert set(enabled(kconf, *DRIVER_SYMBOLS).values()) == {"y"}
-    assert kconf.syms["NUMAVIA_VIA_POLL_PERIOD_US"].str_value == "100"
+    assert kconf.syms["NUMAVIA_VIA_THREAD_STACK_SIZE"].str_value == "1536"
 
     no_via = load_kconfig(tmp_path, everything - {"numavia,via-engine"}, shell=False)
     assert enabled(no_via, "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_RAC") == \

@@ -73,6 +73,25 @@ _positive_float = _float_where(lambda v: v > 0, "must be positive")
 _probability = _float_where(lambda v: 0 <= v <= 1, "is not a probability (0 to 1)")
 
 
+CONSOLE_PORTS_FROM = 2345
+
+
+def _firmware_choice(text):
+    from numavia import firmware
+    try:
+        firmware.parse_choice(text)
+    except firmware.FirmwareError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _add_firmware_option(p, default="bare-metal", default_says="bare-metal, the default"):
+    p.add_argument("--firmware", type=_firmware_choice, default=default, metavar="FIRMWARE",
+                   help=f"what every node runs: bare-metal ({default_says}), zephyr or zephyr-shell (built "
+                        "against $ZEPHYR_BASE, cached), or zephyr=PATH (a zephyr.elf built for this SoC; "
+                        "docs/zephyr.md)")
+
+
 # --- numavia sim ----------------------------------------------------------------------------------
 
 def cmd_sim(args):
@@ -81,7 +100,11 @@ def cmd_sim(args):
     config = sim.SimConfig(nodes=args.nodes, cpu_variant=args.cpu_variant, via=not args.no_via)
     if args.trace_dir:
         _check_traces(Path(args.trace_dir), config.nodes)
-    build = sim.build_all(config, log=_log)
+    if args.console is not None and not args.serve:
+        raise NumaviaError("--console goes with --serve (the ring keeps running while you type)")
+    if args.console is not None and args.console >= config.nodes:
+        raise NumaviaError(f"--console {args.console}: the ring has nodes 0..{config.nodes - 1}")
+    build = sim.build_all(config, log=_log, firmware=args.firmware)
     run_dir = Path(args.out or buildcache.build_root() / "run" / f"sim-{config.nodes}")
     if args.serve:
         return _serve(build, run_dir, args)
@@ -126,16 +149,22 @@ def _serve(build, run_dir, args):
     import subprocess
     from numavia.session import Session, regions_from_csr_json
     from numavia.soc import sim
+    from numavia.cluster_session import free_port_range
     sim.prepare_run(run_dir, build.soc_dir, build.firmware)
+    nodes = build.config.nodes
+    console_port = args.console_port or free_port_range(nodes, start=CONSOLE_PORTS_FROM)
     cmd = sim.harness_command(build.model, run_dir, bridge_port=args.bridge_port, serve=True,
                               until_disconnect=args.until_disconnect, quiet=args.quiet, numa=args.numa,
-                              stop_marker=sim.READY_MARKER)
+                              stop_marker=sim.READY_MARKER, console_port=console_port,
+                              console_stdin=args.console)
     proc = subprocess.Popen(cmd, cwd=run_dir)
-    session = Session(proc.pid, build.config.nodes, args.bridge_port,
-                      regions_from_csr_json(build.soc_dir / "csr.json"))
+    session = Session(proc.pid, nodes, args.bridge_port, regions_from_csr_json(build.soc_dir / "csr.json"),
+                      console_port)
     session.save()
-    _log(f"serving {build.config.nodes} node(s) on 127.0.0.1:{args.bridge_port}..; "
-         f"`numavia mem`/`numavia status` attach; Ctrl-C stops")
+    _log(f"serving {nodes} node(s): host bridges on 127.0.0.1:{args.bridge_port}.., consoles on "
+         f"127.0.0.1:{console_port}..; `numavia mem`/`status`/`console` attach"
+         + (f"; what you type goes to node {args.console}" if args.console is not None else "")
+         + "; Ctrl-C stops")
     try:
         code = proc.wait()
     except KeyboardInterrupt:
@@ -188,6 +217,13 @@ def _add_sim(sub):
                    help="with --serve: also stop when the last host that connected disconnects")
     p.add_argument("--bridge-port", type=_positive, default=1234,
                    help="TCP port of node 0's host bridge; node i listens on PORT + i (default 1234)")
+    p.add_argument("--console-port", type=_positive, default=None,
+                   help="with --serve: TCP port of node 0's console (numavia console); node i's is PORT + i "
+                        f"(default: the first free range from {CONSOLE_PORTS_FROM})")
+    p.add_argument("--console", type=_count, metavar="NODE",
+                   help="with --serve: what you type goes to node NODE's console (its shell, with "
+                        "--firmware zephyr-shell)")
+    _add_firmware_option(p)
     p.set_defaults(func=cmd_sim)
 
 
@@ -287,23 +323,55 @@ def _add_status(sub):
     p.set_defaults(func=cmd_status)
 
 
+# --- numavia console ----------------------------------------------------------------------------
+
+def cmd_console(args):
+    from numavia.session import Session
+    session = Session.load()
+    with session.console(args.node) as console:
+        if not args.command:
+            _log(f"node {args.node}'s console; end of input (Ctrl-D) leaves")
+            console.interact()
+            return 0
+        for line in args.command:
+            for out in console.command(line, timeout=args.timeout):
+                print(out)
+    return 0
+
+
+def _add_console(sub):
+    p = sub.add_parser("console", help="a node's console (its shell) in a running simulation",
+                       description="Attach to `numavia sim --serve` and talk to node NODE's console: what "
+                                   "you type goes to its UART, what it prints comes back. With --command, run "
+                                   "shell commands (the Zephyr image with the shell: --firmware zephyr-shell) "
+                                   "and print their output.")
+    p.add_argument("node", type=_count, metavar="NODE")
+    p.add_argument("--command", action="append", metavar="LINE",
+                   help="run this shell command and print its output (repeatable); without it, interactive")
+    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="how long one command may take, in wall time (default 60)")
+    p.set_defaults(func=cmd_console)
+
+
 # --- numavia firmware ---------------------------------------------------------------------------
 
 def cmd_firmware(args):
-    from numavia.firmware import build_firmware
+    from numavia import firmware
     from numavia.soc import sim
 
     config = sim.SimConfig(cpu_variant=args.cpu_variant)
     soc_dir = sim.build_soc(config, log=_log)
-    image = build_firmware(soc_dir, log=_log)
-    print(f"{image} ({image.stat().st_size} bytes)")
+    image = firmware.build(args.firmware, soc_dir, log=_log)
+    print(f"{image.path} ({image.path.stat().st_size} bytes, runs from {image.region})")
     return 0
 
 
 def _add_firmware(sub):
-    p = sub.add_parser("firmware", help="build the bare-metal firmware for the simulated SoC",
-                       description="Generate the SoC headers if needed and build firmware.bin.")
+    p = sub.add_parser("firmware", help="build the node firmware for the simulated SoC",
+                       description="Generate the SoC headers if needed and build the firmware image: "
+                                   "firmware.bin (bare metal, the default) or zephyr.bin (--firmware zephyr).")
     p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"])
+    _add_firmware_option(p)
     p.set_defaults(func=cmd_firmware)
 
 
@@ -479,7 +547,7 @@ def cmd_zephyr_overlay(args):
     else:
         from numavia.soc import sim
         csr_json = sim.build_soc(sim.SimConfig(cpu_variant=args.cpu_variant), log=_log) / "csr.json"
-    zephyr_overlay.write(csr_json, args.out, conf=args.conf, board_dts=args.board_dts)
+    zephyr_overlay.write(csr_json, args.out, conf=args.conf, zephyr_base=args.zephyr_base)
     _log(f"{args.out}: devicetree overlay for litex_vexriscv from {csr_json}")
     return 0
 
@@ -493,8 +561,10 @@ def _add_zephyr_overlay(sub):
                    help="VexRiscv variant of the generated SoC when --csr-json is not given")
     p.add_argument("--out", required=True, help="overlay file to write (.overlay)")
     p.add_argument("--conf", help="also write the Kconfig fragment the SoC needs (.conf)")
-    p.add_argument("--board-dts", help="the Zephyr tree's litex_vexriscv.dts: disable every peripheral "
-                                       "it enables that the SoC lacks (default: the ones LiteX knows)")
+    p.add_argument("--zephyr-base", metavar="DIR",
+                   help="the Zephyr tree to build with: use only the labels its litex_vexriscv board "
+                        "defines and disable every peripheral it enables that the SoC lacks "
+                        "(default: the labels LiteX's flow knows)")
     p.set_defaults(func=cmd_zephyr_overlay)
 
 
@@ -586,7 +656,7 @@ def cmd_bench_stream(args):
 def cmd_bench_shm(args):
     from numavia.bench import shm
     out = _results_folder(args.out)
-    figures = shm.measure(args.max_size, log=_log)
+    figures = shm.measure(args.max_size, log=_log, firmware=args.firmware)
     print(shm.report(figures, out))
     _log(f"results in {out}/shm.{{md,csv,json,png}}")
     return 0
@@ -737,6 +807,8 @@ def _add_bench(sub):
                                         "cycle stamps.")
     sh.add_argument("--max-size", type=_size, default=16 * 1024, help="largest message (default 16k)")
     sh.add_argument("--out", default="results/shm", help="results folder (default results/shm)")
+    _add_firmware_option(sh, default=None, default_says="given any, the sweep runs on two complete nodes "
+                         "booted with it; by default on two cards alone")
     sh.set_defaults(func=cmd_bench_shm)
 
     v = benches.add_parser("via", help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
@@ -760,6 +832,7 @@ def _add_bench(sub):
     v.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-time limit for one measurement (default 900)")
     v.add_argument("--out", default="results/via", help="output folder (default results/via)")
+    _add_firmware_option(v)
     v.set_defaults(func=cmd_bench_via, parser=v)
     pp = benches.add_parser("pushpull", help="push-pull messaging (seed 002): original vs advanced scheme over VIA",
                             description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
@@ -785,6 +858,7 @@ def _add_bench(sub):
     pp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                     help="wall-time limit for one measurement (default 900)")
     pp.add_argument("--out", default="results/pushpull", help="output folder (default results/pushpull)")
+    _add_firmware_option(pp)
     pp.set_defaults(func=cmd_bench_pushpull, parser=pp)
     pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
                              description="Amaranth simulation of the PCIe endpoint at the transaction layer "
@@ -799,7 +873,7 @@ def cmd_demo(args):
     from numavia.demo import Demo
     if args.nodes < 2:
         raise NumaviaError("the demo needs a ring: --nodes 2 or more")
-    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log).run()
+    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log, firmware=args.firmware).run()
     return 0
 
 
@@ -812,6 +886,7 @@ def _add_demo(sub):
     p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES,
                    help=f"nodes in the ring (default {DEFAULT_NODES})")
     p.add_argument("--out", default="results/demo", help="report folder (default results/demo)")
+    _add_firmware_option(p)
     p.set_defaults(func=cmd_demo)
 
 
@@ -828,6 +903,7 @@ def make_parser():
     _add_zephyr_overlay(sub)
     _add_mem(sub)
     _add_status(sub)
+    _add_console(sub)
     _add_bench(sub)
     _add_demo(sub)
     _add_renode(sub)

@@ -1,5 +1,6 @@
 """A running cluster simulation the host tools talk to: the harness in serve mode, one host
-bridge per node, ready once every node's firmware printed its ready line.
+bridge per node (and, asked for, a console per node), ready once every node's firmware printed
+its ready line.
 
     with ClusterSession(build, run_dir, eth_loss=0.01) as session:
         nic0 = session.nic(0)
@@ -44,11 +45,12 @@ def free_port_range(count, start=23000):
 
 
 class ClusterSession:
-    def __init__(self, build, run_dir, *, ready_timeout=120.0, **harness_kwargs):
+    def __init__(self, build, run_dir, *, ready_timeout=120.0, consoles=False, **harness_kwargs):
         self.build = build
         self.nodes = build.config.nodes
         self.run_dir = Path(run_dir).resolve()   # the harness runs inside it
         self.ready_timeout = ready_timeout
+        self.consoles = consoles                 # serve each node's console on a port too
         self.harness_kwargs = harness_kwargs
         self.proc = None
         self._stderr = None
@@ -63,9 +65,12 @@ class ClusterSession:
         deadline = time.monotonic() + self.ready_timeout
         try:
             with _PICKING_PORTS:
-                self.port = free_port_range(self.nodes)
+                ports = self.nodes * (2 if self.consoles else 1)
+                self.port = free_port_range(ports)
+                self.console_port = self.port + self.nodes if self.consoles else None
                 cmd = sim.harness_command(self.build.model, self.run_dir, bridge_port=self.port, serve=True,
-                                          until_disconnect=True, quiet=True, **self.harness_kwargs)
+                                          until_disconnect=True, quiet=True, console_port=self.console_port,
+                                          **self.harness_kwargs)
                 self._stderr = open(self.run_dir / "harness.stderr", "w")
                 self.proc = subprocess.Popen(cmd, cwd=self.run_dir, stderr=self._stderr)
                 self._wait_until(deadline, self._ports_bound, "its host bridges listened")
@@ -78,7 +83,7 @@ class ClusterSession:
         return self
 
     def _ports_bound(self):
-        return not any(_can_bind(self.port + i) for i in range(self.nodes))
+        return not any(_can_bind(self.port + i) for i in range(self.nodes * (2 if self.consoles else 1)))
 
     def _nodes_ready(self):
         logs = [self.run_dir / f"node{i}.log" for i in range(self.nodes)]
@@ -107,6 +112,13 @@ class ClusterSession:
         if node not in self._nics:
             self._nics[node] = VipOpenNic(self.bridges[node], **kwargs)
         return self._nics[node]
+
+    def console(self, node):
+        """Node ``node``'s console (a session started with ``consoles=True``)."""
+        from numavia.console import NodeConsole
+        if self.console_port is None:
+            raise SessionError("this session serves no consoles (ClusterSession(..., consoles=True))")
+        return NodeConsole(self.console_port + node)
 
     def log(self, node):
         return (self.run_dir / f"node{node}.log").read_text()

@@ -1,7 +1,8 @@
 // Numavia cluster simulation: N nodes of the SoC in one deterministic Verilator model.
 //
-// The harness owns everything outside the nodes: clocks and reset, each node's UART console,
-// each node's host bridge (Etherbone over TCP). It stops when every node printed the stop marker,
+// The harness owns everything outside the nodes: clocks and reset, each node's UART console (and
+// its input, from a socket per node or this process's standard input), each node's host bridge
+// (Etherbone over TCP). It stops when every node printed the stop marker,
 // at a cycle limit, on SIGINT/SIGTERM, or (with --serve) when the last host disconnects, and
 // says which in a final line and in run.json.
 
@@ -39,6 +40,8 @@ struct Options {
     std::string stop_marker;          // stop when every node printed a line containing this
     std::string out_dir = ".";
     int bridge_port = 0;              // 0: no host bridge; node i listens on bridge_port + i
+    int console_port = 0;             // 0: no console input socket; node i listens on console_port + i
+    int console_stdin = -1;           // the node whose UART receives this process's standard input
     bool serve = false;               // keep running after the marker, until a signal
     bool until_disconnect = false;    // ... or until the last host that connected disconnects
     bool quiet = false;
@@ -62,7 +65,7 @@ struct Options {
         "                        [--seed N] [--trace-dir DIR] [--access-log FILE] [--numa]\n"
         "                        [--until-disconnect] [--eth-delay CYCLES] [--eth-loss P]\n"
         "                        [--eth-corrupt P] [--eth-duplicate P] [--eth-reorder P]\n"
-        "                        [--eth-seed N]\n", msg);
+        "                        [--eth-seed N] [--console-port PORT] [--console-stdin NODE]\n", msg);
     std::exit(2);
 }
 
@@ -78,6 +81,8 @@ Options parse(int argc, char **argv) {
         else if (a == "--stop-marker") o.stop_marker = value();
         else if (a == "--out-dir") o.out_dir = value();
         else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
+        else if (a == "--console-port") o.console_port = std::atoi(value().c_str());
+        else if (a == "--console-stdin") o.console_stdin = std::atoi(value().c_str());
         else if (a == "--serve") o.serve = true;
         else if (a == "--until-disconnect") o.until_disconnect = true;
         else if (a == "--quiet") o.quiet = true;
@@ -98,6 +103,7 @@ Options parse(int argc, char **argv) {
     }
     if (o.serve && !o.bridge_port) usage("--serve needs --bridge-port");
     if (o.until_disconnect && !o.serve) usage("--until-disconnect goes with --serve");
+    if (o.console_stdin >= NV_NODES) usage("--console-stdin names a node the ring does not have");
     return o;
 }
 
@@ -119,11 +125,16 @@ int main(int argc, char **argv) {
     for (const ClockSpec &spec : nv_clocks(top.get())) domains.emplace_back(spec);
     ClockDomain &sys = domains[0];   // the first clock is sys: cycle counts and limits use it
 
+    std::vector<std::unique_ptr<ConsoleInput>> console_inputs;
     std::vector<std::unique_ptr<Console<NodePorts>>> consoles;
     std::vector<std::unique_ptr<EtherboneServer<NodePorts>>> bridges;
     for (int i = 0; i < NV_NODES; i++) {
+        const bool with_stdin = i == opt.console_stdin;
+        console_inputs.emplace_back(opt.console_port || with_stdin
+            ? new ConsoleInput(i, opt.console_port ? opt.console_port + i : 0, with_stdin ? 0 : -1) : nullptr);
         consoles.emplace_back(new Console<NodePorts>(nodes[i], i,
-            opt.out_dir + "/node" + std::to_string(i) + ".log", opt.stop_marker, !opt.quiet));
+            opt.out_dir + "/node" + std::to_string(i) + ".log", opt.stop_marker, !opt.quiet,
+            console_inputs.back().get()));
         sys.add(consoles.back().get());
         if (opt.bridge_port) {
             bridges.emplace_back(new EtherboneServer<NodePorts>(nodes[i], i, opt.bridge_port + i));
@@ -166,6 +177,9 @@ int main(int argc, char **argv) {
     if (opt.bridge_port)
         std::fprintf(stderr, "sim: host bridges on 127.0.0.1:%d..%d\n", opt.bridge_port,
                      opt.bridge_port + NV_NODES - 1);
+    if (opt.console_port)
+        std::fprintf(stderr, "sim: node consoles on 127.0.0.1:%d..%d\n", opt.console_port,
+                     opt.console_port + NV_NODES - 1);
 
     const auto wall_start = std::chrono::steady_clock::now();
     std::string reason;
@@ -206,6 +220,7 @@ int main(int argc, char **argv) {
             break;
         }
         for (auto &b : bridges) b->poll();
+        for (auto &c : consoles) c->poll();
         bool all_ready = !opt.stop_marker.empty();
         for (auto &c : consoles) all_ready &= c->marker_seen();
         if (!players.empty()) {

@@ -32,13 +32,27 @@ static uint64_t read_word(uint32_t addr)
     return (uint64_t)hi << 32 | lo;
 }
 
+/* CRC-32 of `count` words as the store holds them (8 bytes each, little-endian), continued. */
+static uint32_t crc_word(uint32_t crc, uint64_t word)
+{
+    uint8_t bytes[8];
+    for (int b = 0; b < 8; b++)
+        bytes[b] = (uint8_t)(word >> (8 * b));
+    return nv_crc32(crc, bytes, sizeof bytes);
+}
+
 static nv_status check_image(const struct nv_ucode_image *image)
 {
     if (image == NULL || image->words == NULL)
         return NV_ERR_ARG;
     if (image->count == 0 || image->count > nv_reg_read(NV_RAC_UCODE_DEPTH))
         return NV_ERR_RANGE;
-    return NV_OK;
+    /* An image whose words do not have its CRC (a corrupted or truncated copy) is refused before
+     * the store is touched: the microcode that runs stays live. */
+    uint32_t crc = 0;
+    for (uint32_t i = 0; i < image->count; i++)
+        crc = crc_word(crc, image->words[i]);
+    return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
 }
 
 nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word)
@@ -56,10 +70,7 @@ nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word
                 *bad_word = i;
             return NV_ERR_READBACK;
         }
-        uint8_t bytes[8];
-        for (int b = 0; b < 8; b++)
-            bytes[b] = (uint8_t)(word >> (8 * b));
-        crc = nv_crc32(crc, bytes, sizeof bytes);
+        crc = crc_word(crc, word);
     }
     return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
 }

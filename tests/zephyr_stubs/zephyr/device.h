@@ -16,6 +16,7 @@ bool device_is_ready(const struct device *dev);
 
 /* Every compatible's device exists (numavia_stub_devicetree.h declares them). */
 #define DEVICE_DT_GET_ONE(compat) (&STUB_CAT(stub_device_, compat))
+#define DEVICE_DT_INST_GET(inst) DEVICE_DT_GET_ONE(DT_DRV_COMPAT)
 
 /* Zephyr places the device in a section sorted by level and priority; here the arguments only
  * have to be what Zephyr accepts: an init function of the right type, a level, a number. */
