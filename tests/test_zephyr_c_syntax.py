@@ -32,6 +32,7 @@ AUTOCONF = {
     "CONFIG_NUMAVIA_RING_LINK": 1, "CONFIG_SHELL": 1, "CONFIG_NUMAVIA_SHELL": 1,
     "CONFIG_NUMAVIA_VIA": 1, "CONFIG_NUMAVIA_VIA_DOORBELLS": 1, "CONFIG_NUMAVIA_VIA_INIT_PRIORITY": 62,
     "CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE": 1536, "CONFIG_NUMAVIA_VIA_THREAD_PRIORITY": 7,
+    "CONFIG_NUMAVIA_LITEX_INTC": 1, "CONFIG_INTC_INIT_PRIORITY": 40,
 }
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="host gcc not installed")
@@ -59,6 +60,8 @@ def stub_devicetree(csr, tmp_path, move=None):
         lines += [f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
                   f"#define STUB_SIZE_{card_tok}_{name} {regs[2 * i + 1]:#x}u"]
     lines.append(f"#define STUB_COUNT_{card_tok} 1")
+    # The board's interrupt controller: its two CSR numbers (riscv32-litex-vexriscv.dtsi).
+    lines += ["#define STUB_ADDR_intc0_irq_mask 0xbc0", "#define STUB_ADDR_intc0_irq_pending 0xfc0"]
     for node in card.nodes.values():
         tok = token(node.props["compatible"].to_string())
         addr = node.props["reg"].to_nums()[0] + (move[1] if move and move[0] == tok else 0)
@@ -89,9 +92,10 @@ def csr():
 def compile_c(tmp_path):
     generated = tmp_path / "generated"
     codegen.write_all(generated)
-    (tmp_path / "autoconf.h").write_text("".join(f"#define {k} {v}\n" for k, v in AUTOCONF.items()))
 
-    def run(source):
+    def run(source, without=()):
+        (tmp_path / "autoconf.h").write_text("".join(f"#define {k} {v}\n" for k, v in AUTOCONF.items()
+                                                     if k not in without))
         cmd = ["gcc", "-fsyntax-only", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                "-include", str(tmp_path / "autoconf.h"), f"-DNV_PLATFORM_INLINE={PLATFORM_INLINE}",
                f"-I{STUBS}", f"-I{tmp_path}",
@@ -122,3 +126,9 @@ def test_a_block_the_devicetree_misplaces_does_not_build(csr, compile_c, tmp_pat
     result = compile_c(ZEPHYR / "drivers" / "numavia" / "remote_access_controller.c")
     assert result.returncode != 0
     assert "static assertion failed" in result.stderr and "disagree on a Numavia block" in result.stderr
+
+
+def test_the_via_driver_does_not_build_without_an_interrupt_driver_that_serves_the_card(csr, compile_c, tmp_path):
+    stub_devicetree(csr, tmp_path)
+    result = compile_c(ZEPHYR / "drivers" / "numavia" / "via_engine.c", without={"CONFIG_NUMAVIA_LITEX_INTC"})
+    assert result.returncode != 0 and "CONFIG_NUMAVIA_LITEX_INTC" in result.stderr

@@ -174,32 +174,37 @@ def _stage(bridge, address, words):
 
 def test_stand_in_headers_declare_only_what_zephyr_declares(soc_dir):
     """Each name a stand-in header in tests/zephyr_stubs declares (its stub_ mechanics aside) is
-    declared by the same header of this Zephyr tree, compiled with the real build's flags."""
+    declared by the same header of this Zephyr tree alone, compiled with the real build's flags."""
     build_dir = firmware.build(firmware.ZEPHYR_SHELL, soc_dir, log=lambda m: None).path.parent / "app"
     commands = json.loads((build_dir / "compile_commands.json").read_text())
     (entry,) = [c for c in commands if c["file"].endswith("drivers/numavia/block.c")]
-    checks = []
+    # The build ran in the cache entry's temporary folder (.<key>.tmp), renamed once it was done.
+    moved = lambda text: re.sub(r"/\.(\w+)\.tmp/", r"/\1/", text)
+    compile_only = moved(entry["command"]).split(" -o ")[0].replace(f" -c {moved(entry['file'])}", "")
+    failures = []
     for stub in sorted(STUBS.glob("zephyr/**/*.h")):
         header = stub.relative_to(STUBS).as_posix()
-        checks.append(f"#include <{header}>")
-        for kind, name in stub_declarations(stub.read_text()):
+        checks = [f"#include <{header}>"]
+        for i, (kind, name) in enumerate(stub_declarations(stub.read_text())):
             checks.append({"macro": f"#ifndef {name}\n#error {header} does not define {name}\n#endif",
-                           "type": f"enum {{ check_{len(checks)} = sizeof({name}) }};",
-                           "function": f"#ifndef {name}\nvoid *check_{len(checks)} = (void *)&{name};\n#endif"}[kind])
-    source = build_dir / "stub_check.c"
-    source.write_text("\n".join(checks) + "\n")
-    command = entry["command"].split(" -o ")[0] + f" -fsyntax-only {source}"
-    command = command.replace(f" -c {entry['file']}", "")
-    result = subprocess.run(command, shell=True, cwd=entry["directory"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+                           "type": f"enum {{ check_{i} = sizeof({name}) }};",
+                           "function": f"#ifndef {name}\nvoid *check_{i} = (void *)&{name};\n#endif"}[kind])
+        source = build_dir / "stub_check.c"
+        source.write_text("\n".join(checks) + "\n")
+        result = subprocess.run(f"{compile_only} -fdiagnostics-color=never -fsyntax-only {source}", shell=True, cwd=moved(entry["directory"]),
+                                capture_output=True, text=True)
+        if result.returncode:
+            failures += [f"{header}: {line}" for line in result.stderr.splitlines() if "error" in line]
+    assert failures == []
 
 
 def stub_declarations(text):
-    """``(kind, name)`` of what a stand-in header declares: macros, types, functions."""
+    """``(kind, name)`` of what a stand-in header declares: macros, types, functions (and
+    variables, which are checked the same way: their address exists)."""
     names = []
     for macro in re.findall(r"^#define (\w+)", text, flags=re.M):
         names.append(("macro", macro))
-    for typedef in re.findall(r"^typedef .*?\b(\w+)\s*;", text, flags=re.M):
+    for typedef in re.findall(r"^typedef [^;(]*?\b(\w+)\s*;", re.sub(r"\{[^{}]*\}", "", text), flags=re.M):
         names.append(("type", typedef))
     for typedef in re.findall(r"^typedef [^;(]*\(\*(\w+)\)", text, flags=re.M):
         names.append(("type", typedef))
@@ -207,5 +212,7 @@ def stub_declarations(text):
         names.append(("type", f"struct {struct}"))
     for function in re.findall(r"^(?!typedef|#|struct|enum|\s)[\w\s\*]+?\b(\w+)\(", text, flags=re.M):
         names.append(("function", function))
+    for variable in re.findall(r"^extern [^;(]*?\b(\w+)(?:\[\])?;", text, flags=re.M):
+        names.append(("function", variable))
     stub = re.compile(r"^(stub_|STUB_|struct stub_)|_H$")
     return [(kind, name) for kind, name in names if not stub.search(name)]

@@ -103,9 +103,12 @@ def test_clock_and_ram_come_from_csr_json(csr):
     assert cells(cpu, "clock-frequency") == [csr["constants"]["config_clock_frequency"]]
     ram = csr["memories"]["main_ram"]
     assert cells(blocks["ram0"], "reg") == [ram["base"], ram["size"]]
-    # The CSR width, and no clock control: the board enables it for a LiteX clock generator the SoC lacks.
+    # The clock, the CSR width, and no clock control or GPIO: the board turns them on for
+    # peripherals the SoC lacks.
     assert zephyr_overlay.kconfig_fragment(csr) == \
-        f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\nCONFIG_CLOCK_CONTROL=n\n"
+        f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}\n" \
+        f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n" \
+        "CONFIG_CLOCK_CONTROL=n\nCONFIG_GPIO=n\n"
 
 
 def fake_tree(root, board_dir, board, dtsi, kconfig=""):
@@ -274,8 +277,10 @@ def test_zephyr_v3_5_and_v4_0_boards_get_only_labels_they_define(csr, tmp_path):
         assert ("ctrl" in re.search(r"Not given to Zephyr: CSR cores (.*?);", text).group(1)) != ctrl
         assert strings(blocks["pwm0"], "status") == ["disabled"]
     # v4.0 has no CSR width option (32-bit CSRs only): the fragment sets it only where it exists.
-    assert zephyr_overlay.kconfig_fragment(csr, v35) == "CONFIG_LITEX_CSR_DATA_WIDTH=32\nCONFIG_CLOCK_CONTROL=n\n"
-    assert zephyr_overlay.kconfig_fragment(csr, v40) == "CONFIG_CLOCK_CONTROL=n\n"
+    clock = f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}\n"
+    off = "CONFIG_CLOCK_CONTROL=n\nCONFIG_GPIO=n\n"
+    assert zephyr_overlay.kconfig_fragment(csr, v35) == clock + "CONFIG_LITEX_CSR_DATA_WIDTH=32\n" + off
+    assert zephyr_overlay.kconfig_fragment(csr, v40) == clock + off
     narrow = json.loads(json.dumps(csr))
     narrow["constants"]["config_csr_data_width"] = 8
     with pytest.raises(zephyr_overlay.OverlayError, match="supports 32 only"):

@@ -55,8 +55,9 @@ DRIVER_CSRS = {
     "timer0": ("load", "reload", "en", "update_value", "value", "ev_status", "ev_pending", "ev_enable",
                "uptime_latch", "uptime_cycles"),
 }
-#: LiteX's clock generator with a Zephyr driver (the board's clock-control subsystem serves only it).
-CLOCK_CORE = "mmcm"
+#: Subsystems the board's defconfig turns on for peripherals (board labels) a SoC may lack: without
+#: them, the subsystem has no driver left and its library no sources, so the fragment turns it off.
+BOARD_SUBSYSTEMS = {"CLOCK_CONTROL": ("clock0", "clk0", "clk1"), "GPIO": ("gpio_out", "gpio_in")}
 #: Kconfig symbol of the SoC's CSR data width (older releases only; later ones support 32 bits alone).
 CSR_WIDTH_SYMBOL = "LITEX_CSR_DATA_WIDTH"
 
@@ -285,14 +286,16 @@ def overlay(csr, source="csr.json", tree=None):
 def kconfig_fragment(csr, tree=None):
     """Kconfig settings the board needs for this SoC (what litex_json2dts_zephyr passes as -D)."""
     width = csr["constants"]["config_csr_data_width"]
-    lines = []
+    # The kernel's clock counts the timer's uptime cycles (the SoC's default says 100 MHz).
+    lines = [f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}"]
     if tree is None or tree.csr_width_symbol:
         lines.append(f"CONFIG_{CSR_WIDTH_SYMBOL}={width}")
     elif width != 32:
         raise OverlayError(f"the SoC's CSRs are {width} bits wide; this Zephyr tree supports 32 only")
-    if not _csr_registers(csr, CLOCK_CORE):
-        # The board turns clock control on for LiteX's clock generator; without one it has no driver.
-        lines.append("CONFIG_CLOCK_CONTROL=n")
+    present = {label for _, label in _given_to_zephyr(csr, tree)}
+    for symbol, labels in BOARD_SUBSYSTEMS.items():
+        if not present & set(labels):
+            lines.append(f"CONFIG_{symbol}=n")
     return "".join(line + "\n" for line in lines)
 
 

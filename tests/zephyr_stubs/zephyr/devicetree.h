@@ -8,6 +8,7 @@
 #define DT_NUM_INST_STATUS_OKAY(compat) STUB_CAT(STUB_COUNT_, compat)
 #define DT_HAS_COMPAT_STATUS_OKAY(compat) (DT_NUM_INST_STATUS_OKAY(compat) > 0)
 #define DT_COMPAT_GET_ANY_STATUS_OKAY(compat) compat
+#define DT_NODELABEL(label) label
 #define DT_REG_ADDR_BY_NAME(node, name) STUB_CAT(STUB_CAT(STUB_CAT(STUB_ADDR_, node), _), name)
 #define DT_REG_SIZE_BY_NAME(node, name) STUB_CAT(STUB_CAT(STUB_CAT(STUB_SIZE_, node), _), name)
 

@@ -67,15 +67,14 @@ static inline __attribute__((always_inline)) uint32_t nv_card_cycles32(void)
 /* CRC-32 (zlib, reflected 0xEDB88320) of `len` bytes, continuing from `crc` (0 to start). */
 uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);
 
-/* Check `image` (its words must have its CRC: NV_ERR_CRC otherwise, and the store and the running
- * microcode are left as they are), write it into the control store, read every word back, check
- * the CRC, then let the sequencer serve remote traffic. On NV_ERR_READBACK, `*bad_word` (if not
- * NULL) is the first address that read back wrong. */
+/* Write `image` into the control store, read every word back, check the CRC, then let the
+ * sequencer serve remote traffic. When microcode is live already, an image whose words do not have
+ * its CRC is refused first (NV_ERR_CRC), leaving the store and the running microcode as they are.
+ * On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first address that read back wrong. */
 nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word);
 
-/* Read the control store back and compare it with `image` word by word (an image without its
- * own CRC is NV_ERR_CRC at once), then check the CRC of what was read; writes nothing to the store
- * and leaves the sequencer as it is (live or not).
+/* Read the control store back and compare it with `image` word by word, then check the CRC of
+ * what was read; writes nothing to the store and leaves the sequencer as it is (live or not).
  * On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first address that differs. */
 nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word);
 

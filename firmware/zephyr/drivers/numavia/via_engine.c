@@ -24,6 +24,9 @@
 
 /* One card, so one engine: the thread's stack is static. */
 BUILD_ASSERT(DT_NUM_INST_STATUS_OKAY(DT_DRV_COMPAT) == 1, "one numavia,via-engine per card");
+BUILD_ASSERT(IS_ENABLED(CONFIG_NUMAVIA_LITEX_INTC),
+             "the card's interrupt needs CONFIG_NUMAVIA_LITEX_INTC (so CONFIG_VEXRISCV_LITEX_IRQ=n): Zephyr's "
+             "LiteX interrupt driver serves the lines of its own peripherals only");
 
 #define VIA_IRQ DT_INST_IRQN(0)
 

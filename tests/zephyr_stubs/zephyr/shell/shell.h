@@ -18,10 +18,10 @@ struct stub_shell_subcmds {
     const struct stub_shell_cmd *cmds;
 };
 
-void shell_fprintf_stub(const struct shell *sh, int level, const char *fmt, ...)
+void stub_shell_fprintf(const struct shell *sh, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-#define shell_print(sh, fmt, ...) shell_fprintf_stub(sh, 0, fmt "\n", ##__VA_ARGS__)
-#define shell_error(sh, fmt, ...) shell_fprintf_stub(sh, 1, fmt "\n", ##__VA_ARGS__)
+#define shell_print(sh, fmt, ...) stub_shell_fprintf(sh, 0, fmt "\n", ##__VA_ARGS__)
+#define shell_error(sh, fmt, ...) stub_shell_fprintf(sh, 1, fmt "\n", ##__VA_ARGS__)
 
 #define SHELL_CMD_ARG(syntax, subcmd, help, handler, mand, opt) {#syntax, subcmd, help, handler, mand, opt}
 #define SHELL_CMD(syntax, subcmd, help, handler) SHELL_CMD_ARG(syntax, subcmd, help, handler, 0, 0)
