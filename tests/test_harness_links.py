@@ -1,7 +1,8 @@
 """The harness's link models, each compiled on its own with plain variables for the node ports
 (tests/cpp/test_<model>.cpp): the Ethernet switch (soc/verilator/gmii_link.hpp: forwarding by MAC,
-delay, gaps, loss, corruption, duplication, reordering, determinism) and the SCI ring
-(soc/verilator/ring_link.hpp: delay, bit flips, lost and duplicated packets, determinism)."""
+delay, gaps, loss, corruption, duplication, reordering, determinism), the SCI ring
+(soc/verilator/ring_link.hpp: delay, bit flips, lost and duplicated packets, determinism) and the
+node console (soc/verilator/console.hpp: input from a socket or a descriptor, output to the socket)."""
 
 import subprocess
 

@@ -644,6 +644,23 @@ def _mtu(text):
     return value
 
 
+def cmd_bench_boot(args):
+    from numavia.bench import boot
+    out = _results_folder(args.out)
+    figures = boot.measure(args.firmware, nodes=args.nodes, log=_log,
+                           run_root=buildcache.build_root() / "run" / "boot")
+    print(boot.report(figures, out))
+    _log(f"results in {out}/boot.{{md,csv,json}}")
+    return 0
+
+
+def _firmware_list(text):
+    choices = [item.strip() for item in text.split(",")]
+    if len(set(choices)) != len(choices):
+        raise argparse.ArgumentTypeError(f"{text!r}: give distinct firmwares, separated by commas")
+    return [_firmware_choice(choice) for choice in choices]
+
+
 def cmd_bench_stream(args):
     from numavia.bench import stream
     out = _results_folder(args.out)
@@ -860,6 +877,16 @@ def _add_bench(sub):
     pp.add_argument("--out", default="results/pushpull", help="output folder (default results/pushpull)")
     _add_firmware_option(pp)
     pp.set_defaults(func=cmd_bench_pushpull, parser=pp)
+    bo = benches.add_parser("boot", help="firmware image size and boot time (cycles to ready)",
+                            description="For each firmware, its image size (text, data, bss) and the cycles "
+                                        "from reset to every node's ready line on a ring. Writes "
+                                        "boot.{md,csv,json} to --out.")
+    bo.add_argument("--firmware", type=_firmware_list, default=["bare-metal"], metavar="FIRMWARES",
+                    help="comma-separated firmwares (bare-metal, zephyr, zephyr-shell, zephyr=PATH; default "
+                         "bare-metal; the Zephyr ones need $ZEPHYR_BASE, docs/zephyr.md)")
+    bo.add_argument("--nodes", type=_positive, default=2, help="nodes in the ring (default 2)")
+    bo.add_argument("--out", default="results/boot", help="results folder (default results/boot)")
+    bo.set_defaults(func=cmd_bench_boot)
     pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
                              description="Amaranth simulation of the PCIe endpoint at the transaction layer "
                                          "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
