@@ -32,8 +32,9 @@ class CardCore(LiteXModule):
     SoC bus (shared window + private memory); ``dma``: the VIA engine's bursting initiator into the
     SoC (host memory); ``eth_tx``/``eth_rx``: 32-bit frame streams to and from the LiteEth MAC core
     (sys clock domain); ``ev.irq``: the card's interrupt, where LiteX's interrupt wiring looks for
-    a module's (its pending and enable registers are the card's own, ``regmap.VIA`` ``IRQ_*``). ``ring_rx``/``ring_tx``, ``node_id_strap`` and ``host`` (the second host
-    port's signals by name) are for the target to connect."""
+    a module's (its pending and enable registers are the card's own, ``regmap.VIA`` ``IRQ_*``).
+    ``ring_rx``/``ring_tx``, ``node_id_strap`` and ``host`` (the second host port's signals by
+    name) are for the target to connect."""
 
     def __init__(self, platform, config=CardConfig(), *, log=None):
         self.config = config

@@ -191,8 +191,8 @@ def test_stand_in_headers_declare_only_what_zephyr_declares(soc_dir):
                            "function": f"#ifndef {name}\nvoid *check_{i} = (void *)&{name};\n#endif"}[kind])
         source = build_dir / "stub_check.c"
         source.write_text("\n".join(checks) + "\n")
-        result = subprocess.run(f"{compile_only} -fdiagnostics-color=never -fsyntax-only {source}", shell=True, cwd=moved(entry["directory"]),
-                                capture_output=True, text=True)
+        result = subprocess.run(f"{compile_only} -fdiagnostics-color=never -fsyntax-only {source}", shell=True,
+                                cwd=moved(entry["directory"]), capture_output=True, text=True)
         if result.returncode:
             failures += [f"{header}: {line}" for line in result.stderr.splitlines() if "error" in line]
     assert failures == []

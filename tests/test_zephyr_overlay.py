@@ -221,7 +221,8 @@ def test_card_nodes_satisfy_the_module_bindings(csr, tmp_path):
             ("\"#interrupt-cells\"", "int"))))
     # The VexRiscv interrupt controller's cells, as Zephyr's binding names them.
     (tmp_path / "base" / "stand-in,intc.yaml").write_text(
-        "description: stand-in\ncompatible: \"stand-in,intc\"\ninclude: base.yaml\ninterrupt-cells:\n  - irq\n  - priority\n")
+        "description: stand-in\ncompatible: \"stand-in,intc\"\ninclude: base.yaml\n"
+        "interrupt-cells:\n  - irq\n  - priority\n")
     path = tmp_path / "card.dts"
     path.write_text(card_tree(zephyr_overlay.overlay(csr)))
     edt = edtlib.EDT(str(path), [str(BINDINGS), str(tmp_path / "base")])

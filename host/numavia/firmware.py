@@ -92,8 +92,8 @@ class Image:
 def parse_choice(text):
     """``(kind, path or None)`` from the ``--firmware`` option: bare-metal, zephyr, zephyr-shell or
     zephyr=PATH (a zephyr.elf or zephyr.bin built for this SoC)."""
-    kind, _, path = text.partition("=")
-    if kind not in CHOICES or (path and kind == BARE_METAL) or (_ and not path):
+    kind, equals, path = text.partition("=")
+    if kind not in CHOICES or (path and kind == BARE_METAL) or (equals and not path):
         raise FirmwareError(f"--firmware {text!r}: choose {', '.join(CHOICES)} or zephyr=PATH")
     return kind, (Path(path) if path else None)
 
