@@ -9,22 +9,23 @@ honest against the real ones.
 What runs here is the real image on the real RTL: every node of a two-node ring boots Zephyr from
 main RAM (the ROM only jumps there), the VIA protocol manager answers the host's mailbox within a
 fraction of a kernel tick (it sleeps on the card's interrupt), and the `numavia` shell on the node
-console does what it says, including refusing a microcode image that fails its check while the
-running one stays live.
+console (from a socket, or from the simulator's standard input) does what it says, including
+refusing a microcode image that fails its check while the running one stays live.
 """
 
 import json
 import os
 import re
 import subprocess
-from pathlib import Path
+import sys
+import time
 
 import pytest
 import yaml
 
 from numavia import firmware
 from numavia.buildcache import REPO_ROOT
-from numavia.cluster_session import ClusterSession
+from numavia.cluster_session import ClusterSession, free_port_range
 from numavia.gateware import regmap
 from numavia.gateware.microcode.assembler import image_crc32
 from numavia.soc import sim
@@ -216,3 +217,32 @@ def stub_declarations(text):
         names.append(("function", variable))
     stub = re.compile(r"^(stub_|STUB_|struct stub_)|_H$")
     return [(kind, name) for kind, name in names if not stub.search(name)]
+
+
+def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path):
+    """`numavia sim --serve --console 0`: the simulator's standard input goes to node 0's UART."""
+    env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
+    cmd = [sys.executable, "-m", "numavia.cli", "sim", "--nodes", str(NODES), "--serve", "--quiet",
+           "--firmware", firmware.ZEPHYR_SHELL, "--console", "0", "--out", str(tmp_path / "run"),
+           "--bridge-port", str(free_port_range(NODES))]
+    log = tmp_path / "run" / "node0.log"
+    with open(tmp_path / "sim.err", "w") as err:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stderr=err, text=True)
+    try:
+        assert _wait_for(lambda: log.exists() and sim.READY_MARKER in log.read_text(), proc)
+        proc.stdin.write("numavia mode\r")
+        proc.stdin.flush()
+        assert _wait_for(lambda: "mode: NCC-NUMA (the board switch says NCC-NUMA)" in log.read_text(), proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert "numavia mode" not in (tmp_path / "run" / "node1.log").read_text()
+
+
+def _wait_for(done, proc, seconds=900):
+    deadline = time.monotonic() + seconds
+    while not done():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
