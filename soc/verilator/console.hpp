@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,7 +31,6 @@ class ConsoleInput {
 public:
     // port 0: no socket; input_fd -1: no descriptor. Exits with a message if it cannot listen.
     ConsoleInput(int node, int port, int input_fd = -1) : node_(node), port_(port), input_fd_(input_fd) {
-        if (input_fd_ >= 0) ::fcntl(input_fd_, F_SETFL, ::fcntl(input_fd_, F_GETFL) | O_NONBLOCK);
         if (port_ == 0) return;
         listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
@@ -95,8 +95,11 @@ private:
     }
     // Everything `fd` has now into the pending bytes; false at its end or on an error.
     bool read_from(int fd) {
+        // Asked with poll() rather than made non-blocking: the descriptor may be a terminal the
+        // launcher and the shell share, whose flags must stay as they were.
         char buf[256];
-        for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        while (::poll(&p, 1, 0) > 0) {
             ssize_t n = ::read(fd, buf, sizeof buf);
             if (n > 0) {
                 pending_.insert(pending_.end(), buf, buf + n);
@@ -104,6 +107,7 @@ private:
             }
             return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
         }
+        return true;
     }
 
     int node_, port_;
