@@ -16,6 +16,7 @@ refusing a microcode image that fails its check while the running one stays live
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -219,24 +220,28 @@ def stub_declarations(text):
     return [(kind, name) for kind, name in names if not stub.search(name)]
 
 
-def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path):
-    """`numavia sim --serve --console 0`: the simulator's standard input goes to node 0's UART."""
+@pytest.mark.parametrize("node, spread", [(0, ["--procs", "1"]), (1, ["--procs", "2"]),
+                                         (1, ["--mpi", "--procs", "2"])], ids=["1-proc", "2-procs", "2-ranks"])
+def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path, node, spread):
+    """`numavia sim --serve --console NODE`: the simulator's standard input goes to node NODE's
+    UART, in whichever process or MPI rank runs it, and to no other node's."""
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     cmd = [sys.executable, "-m", "numavia.cli", "sim", "--nodes", str(NODES), "--serve", "--quiet",
-           "--firmware", firmware.ZEPHYR_SHELL, "--console", "0", "--out", str(tmp_path / "run"),
-           "--bridge-port", str(free_port_range(NODES))]
-    log = tmp_path / "run" / "node0.log"
+           "--firmware", firmware.ZEPHYR_SHELL, "--console", str(node), "--out", str(tmp_path / "run"),
+           "--bridge-port", str(free_port_range(NODES)), *spread]
+    log = tmp_path / "run" / f"node{node}.log"
     with open(tmp_path / "sim.err", "w") as err:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stderr=err, text=True)
     try:
         assert _wait_for(lambda: log.exists() and sim.READY_MARKER in log.read_text(), proc)
-        proc.stdin.write("numavia mode\r")
+        proc.stdin.write("numavia status\r")
         proc.stdin.flush()
-        assert _wait_for(lambda: "mode: NCC-NUMA (the board switch says NCC-NUMA)" in log.read_text(), proc)
+        assert _wait_for(lambda: f"node:      {node}" in log.read_text(), proc)
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)   # Ctrl-C: the launcher stops every process (or mpirun)
         proc.wait(timeout=60)
-    assert "numavia mode" not in (tmp_path / "run" / "node1.log").read_text()
+    other = tmp_path / "run" / f"node{1 - node}.log"
+    assert "numavia status" not in other.read_text()
 
 
 def _wait_for(done, proc, seconds=900):
