@@ -163,34 +163,23 @@ def test_terminate_stops_every_node_at_one_cycle(tmp_path, bench):
 
 
 @pytest_slow
-def test_a_port_in_use_names_the_node(tmp_path):
+@pytest.mark.parametrize("what, option", [("", {"bridge_port": "PORT", "serve": True}),
+                                          ("console ", {"console_port": "PORT", "max_cycles": 1000})],
+                         ids=["host-bridge", "console"])
+def test_a_port_in_use_names_the_node(tmp_path, what, option):
+    """Node i's host bridge, and its console, listen on PORT + i in the process that runs node i."""
     import socket
     from simulation import build, free_port_range
     from numavia.soc import sim
     b = build(2)
     port = free_port_range(2)
+    kwargs = {k: port if v == "PORT" else v for k, v in option.items()}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port + 1))
         taken.listen()
-        with pytest.raises(sim.SimError, match=f"node 1: cannot listen on 127.0.0.1:{port + 1}"):
-            sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, bridge_port=port, serve=True)
-    assert _simulators(tmp_path) == []
-
-
-@pytest_slow
-def test_a_console_port_in_use_names_the_node(tmp_path):
-    """Node i's console listens on PORT + i in the process that runs node i."""
-    import socket
-    from simulation import build, free_port_range
-    from numavia.soc import sim
-    b = build(2)
-    port = free_port_range(2)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", port + 1))
-        taken.listen()
-        with pytest.raises(sim.SimError, match=f"the process of node 1 .*node 1: console cannot listen on "
+        with pytest.raises(sim.SimError, match=f"the process of node 1 .*node 1: {what}cannot listen on "
                                                f"127.0.0.1:{port + 1}"):
-            sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, console_port=port, max_cycles=1000)
+            sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, **kwargs)
     assert _simulators(tmp_path) == []
 
 
