@@ -135,6 +135,7 @@ def card_signature(config):
            if config.via and not config.pcie else {}),
         **({"eth_tx":    Out(stream.Signature(EthBeat)),                 # to the LiteEth MAC core
             "eth_rx":    In(stream.Signature(EthBeat)),
+            "irq":       Out(1),                                         # to the node's CPU: firmware work
             } if config.via else {}),
         **({"pcie_rx":   In(tlp.TlpStreamSignature(config.pcie_data_width)),   # TLPs from the PHY
             "pcie_tx":   Out(tlp.TlpStreamSignature(config.pcie_data_width)),
@@ -151,7 +152,7 @@ def _join_wishbone(m, initiator, target):
 
 def card_blocks(config):
     """The register-map blocks this configuration instantiates."""
-    return tuple(b for b in regmap.CARD.blocks if config.via or b not in (regmap.VIA, regmap.DOORBELL))
+    return tuple(b for b in regmap.CARD.blocks if config.via or b not in regmap.VIA_BLOCKS)
 
 
 class Card(wiring.Component):
@@ -213,6 +214,7 @@ class Card(wiring.Component):
                 wiring.connect(m, via.dma, wiring.flipped(self.dma))
             wiring.connect(m, via.eth_tx, wiring.flipped(self.eth_tx))
             wiring.connect(m, wiring.flipped(self.eth_rx), via.eth_rx)
+            m.d.comb += self.irq.eq(via.irq)
         for block in card_blocks(cfg):
             wiring.connect(m, getattr(decoder, block.name), buses[block.name])
 

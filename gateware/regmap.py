@@ -440,6 +440,11 @@ VI_CAPACITY = 16
 #: host's page size. A page holds that VI's doorbells and nothing else.
 DOORBELL_PAGE_BYTES = 0x1000
 
+IRQ_FIELDS = (
+    Field("MBOX", 0, doc="the host wrote MBOX_CMD since the last IRQ_ACK"),
+    Field("MGMT_RX", 1, doc="a management frame waits (MGMT_RX_STATUS.VALID)"),
+)
+
 VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VI state, completion queues, ATT, "
             "firmware mailbox and management frames", registers=(
     Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
@@ -485,6 +490,13 @@ VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VI state, completi
         Field("LENGTH", 16, 7, "payload bytes"),
     )),
     Register("MGMT_RX_POP", 0x06C, Access.WO, "Release MGMT_RX_DATA for the next management frame"),
+    # The card's interrupt (to the node's CPU) says the firmware has work: the protocol manager
+    # sleeps until then instead of polling. Bare metal polls and leaves it disabled.
+    Register("IRQ_PENDING", 0x070, Access.RO, "Work waiting for the firmware", width=8, fields=IRQ_FIELDS),
+    Register("IRQ_ENABLE", 0x074, Access.RW, "Which IRQ_PENDING bits raise the card's interrupt", width=8,
+             fields=IRQ_FIELDS),
+    Register("IRQ_ACK", 0x078, Access.WO, "Write 1s to clear IRQ_PENDING.MBOX (MGMT_RX clears by popping)",
+             width=8, fields=IRQ_FIELDS),
     *(Register(name, VIA_COUNTER_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_COUNTERS)),
 ), arrays=(
     RegisterArray("MBOX_DATA", 0x100, 16, 4, "Mailbox arguments and results", registers=(
@@ -561,6 +573,8 @@ DOORBELL = Block("doorbell", base=0x1_0000, size=VI_CAPACITY * DOORBELL_PAGE_BYT
 
 #: The window ends with the doorbell pages, so it grows with them (0x2_0000 bytes: 128 KiB).
 CARD = RegisterMap("card", size=DOORBELL.base + DOORBELL.size, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
+#: The blocks a card built without the VIA engine (small FPGAs) does not have.
+VIA_BLOCKS = (VIA, DOORBELL)
 
 #: The counters that count faults: corrupted, lost, duplicated or refused traffic, recovered by
 #: the hardware or refused by it (``numavia status`` shows them and logs every increase). The

@@ -5,7 +5,8 @@ management frames, counters), the doorbell pages (``regmap.DOORBELL``, port ``do
 per VI, so that a driver can map a process its own VI's doorbells and no other's), the transmit and
 receive engines, the address translator, the completion unit, the two store-and-forward frame
 buffers and the DMA arbiter. Its ports go to the card top: the register window, one Wishbone DMA
-initiator into the SoC (host memory), and the 32-bit frame streams of the LiteEth MAC core. With
+initiator into the SoC (host memory), the 32-bit frame streams of the LiteEth MAC core, and
+``irq``, the interrupt to the node's CPU when the firmware has work (``IRQ_*`` registers). With
 ``cq_event`` it also has an output of that name that pulses when a completion-queue entry has been
 written (the card's PCIe MSI; without PCIe the firmware polls the queues, and the port is not there
 at all).
@@ -55,6 +56,7 @@ class ViaEngine(wiring.Component):
             "eth_tx": Out(stream.Signature(EthBeat)),
             "eth_rx": In(stream.Signature(EthBeat)),
             "node_id": In(regmap.NODE_ID_BITS),
+            "irq": Out(1),
             **({"cq_event": Out(1)} if cq_event else {}),
         })
 
@@ -187,6 +189,22 @@ class ViaEngine(wiring.Component):
         for i in range(via_frame.MGMT_PAYLOAD_MAX // 4):
             m.d.comb += [tx.mgmt_data[i].eq(bank.mgmt_tx_data[i].word.value),
                          bank.mgmt_rx_data[i].word.value.eq(rx.mgmt_data[i])]
+
+        # The firmware's interrupt: a mailbox command (an event, held until acknowledged) or a
+        # management frame waiting (a level, until popped).
+        irq_reg = regmap.VIA.register("IRQ_PENDING")
+        mbox_bit, mgmt_bit = (irq_reg.field(name).lsb for name in ("MBOX", "MGMT_RX"))
+        mbox_pending = Signal()
+        with m.If(bank.mbox_cmd.w_stb):
+            m.d.sync += mbox_pending.eq(1)
+        with m.Elif(bank.irq_ack.w_stb & bank.irq_ack.w_data[mbox_bit]):
+            m.d.sync += mbox_pending.eq(0)
+        pending = Signal(irq_reg.width)
+        m.d.comb += [
+            pending.eq((mbox_pending << mbox_bit) | (rx.mgmt_valid << mgmt_bit)),
+            bank.irq_pending.value.eq(pending),
+            self.irq.eq((pending & bank.irq_enable.value).any()),
+        ]
 
         # --- VIs: state machine, configuration, doorbells --------------------------------------
         state_reg = _VI.register("STATE")

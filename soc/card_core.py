@@ -1,6 +1,8 @@
 """The Amaranth card as a LiteX module: its Verilog (cached by inputs), its register window and
-SoC-bus window as Wishbone slaves, its DMA initiator and Ethernet streams (VIA), and the ring link
-and second host port for the target."""
+SoC-bus window as Wishbone slaves, its DMA initiator, Ethernet streams and interrupt (VIA), and the
+ring link and second host port for the target."""
+
+from types import SimpleNamespace
 
 from migen import Cat
 
@@ -29,8 +31,10 @@ class CardCore(LiteXModule):
     """``regs``: the register window (``regmap.CARD``); ``window``: the host port seen from the
     SoC bus (shared window + private memory); ``dma``: the VIA engine's bursting initiator into the
     SoC (host memory); ``eth_tx``/``eth_rx``: 32-bit frame streams to and from the LiteEth MAC core
-    (sys clock domain). ``ring_rx``/``ring_tx``, ``node_id_strap`` and ``host`` (the second host
-    port's signals by name) are for the target to connect."""
+    (sys clock domain); ``ev.irq``: the card's interrupt, where LiteX's interrupt wiring looks for
+    a module's (its pending and enable registers are the card's own, ``regmap.VIA`` ``IRQ_*``).
+    ``ring_rx``/``ring_tx``, ``node_id_strap`` and ``host`` (the second host port's signals by
+    name) are for the target to connect."""
 
     def __init__(self, platform, config=CardConfig(), *, log=None):
         self.config = config
@@ -54,3 +58,4 @@ class CardCore(LiteXModule):
             self.comb += card.connect_wishbone_initiator("dma", self.dma, 30)
             self.comb += card.connect_stream("eth_tx", self.eth_tx, _eth_payload(self.eth_tx))
             self.comb += card.connect_stream("eth_rx", self.eth_rx, _eth_payload(self.eth_rx))
+            self.ev = SimpleNamespace(irq=card["irq"])

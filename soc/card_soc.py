@@ -1,4 +1,7 @@
-"""The Numavia node SoC: VexRiscv, ROM (firmware), SRAM, main RAM, UART, timer and the card.
+"""The Numavia node SoC: VexRiscv, ROM, SRAM, main RAM, UART, timer and the card.
+
+The bare-metal firmware runs from the ROM; a Zephyr image is linked into main RAM, which the ROM
+then only jumps to (``numavia.firmware``). The timer has LiteX's uptime counter, Zephyr's clock.
 
 Targets (simulation, boards) derive from :class:`NumaviaSoC` and add their clocking, UART and
 host access. The card sits in VexRiscv's uncached I/O region, as the paper's card sat on PCI.
@@ -72,6 +75,7 @@ class NumaviaSoC(SoCCore):
             integrated_sram_size     = sram_size,
             integrated_main_ram_size = main_ram_size,
             uart_name                = uart_name,
+            timer_uptime             = True,   # Zephyr's LiteX timer driver reads its cycles there
             bus_bursting             = True,   # the card's DMA (and cache refills) stream a word a cycle
             **kwargs)
 
@@ -86,6 +90,7 @@ class NumaviaSoC(SoCCore):
                                      size=card_config.address_map().window_bytes, cached=False))
         if card_config.via:   # without the VIA engine (small FPGAs) the card has no DMA initiator
             self.bus.add_master("card_dma", self.card.dma)
+            self.irq.add("card", use_loc_if_exists=True)   # the VIA protocol manager's wake-up
 
     def _add_host_memory(self, size):
         """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""

@@ -4,7 +4,8 @@ A ring simulator binary (``node_main.cpp``, ``card_main.cpp``) runs one process'
 ring. Locally, :class:`RingRun` starts ``procs`` of them over one shared-memory channel file; with
 ``mpi``, it starts ``mpirun`` with the MPI build of the same simulator. Each process forwards its
 stderr through here, so a process that fails is named with its last line, and every other one is
-stopped: no process is left behind.
+stopped: no process is left behind. Standard input goes to the one process (or rank) that runs the
+node whose console reads it (``stdin_node``), and to no other.
 
 Every node writes ``node<i>.json`` into the run folder and the hub ``hub.json``; :func:`merge`
 puts them together.
@@ -79,10 +80,11 @@ def _arena_path():
 
 class RingRun:
     """One run of a ring simulator. ``args`` are the simulator's own options (without the spread,
-    ``--nodes`` and ``--out-dir``)."""
+    ``--nodes`` and ``--out-dir``). ``stdin_node``: the node whose console reads this process's
+    standard input (the simulator's ``--console-stdin``), None for none."""
 
     def __init__(self, binary, run_dir, nodes, args, spread=Spread(), *, mpi_binary=None, stdout=None,
-                 echo_stderr=True):
+                 echo_stderr=True, stdin_node=None):
         spread.check(nodes)
         if spread.mpi and mpi_binary is None:
             raise LaunchError("no MPI build of the simulator was given")
@@ -90,6 +92,7 @@ class RingRun:
         self.run_dir = Path(run_dir).resolve()
         self.nodes, self.args, self.spread = nodes, list(args), spread
         self.stdout, self.echo_stderr = stdout, echo_stderr
+        self.stdin_rank = None if stdin_node is None else self.rank_of(stdin_node)
         self.procs = []            # (rank, Popen)
         self.last_lines = {}       # rank -> the last line it said (sim: ..., bench: ...)
         self.stderr_log = []       # every stderr line, in arrival order
@@ -109,12 +112,14 @@ class RingRun:
         common = [*self.args, "--nodes", str(self.nodes), "--out-dir", str(self.run_dir)]
         self.started_at = time.monotonic()
         if self.spread.mpi:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(self.spread.procs)]
+            # mpirun forwards its standard input to one rank (rank 0 unless told).
+            stdin_to = "none" if self.stdin_rank is None else str(self.stdin_rank)
+            cmd = ["mpirun", "--oversubscribe", "-np", str(self.spread.procs), "--stdin", stdin_to]
             if self.spread.hostfile:
                 cmd += ["--hostfile", str(Path(self.spread.hostfile).resolve())]
             env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                    "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
-            self._spawn(0, cmd + [str(self.mpi_binary), *common, "--mpi"], env)
+            self._spawn(0, cmd + [str(self.mpi_binary), *common, "--mpi"], env, self.stdin_rank is not None)
             return self
         if self.spread.procs > 1:
             self._arena = _arena_path()
@@ -123,13 +128,14 @@ class RingRun:
             spread = ["--procs", str(self.spread.procs), "--rank", str(rank)]
             if self._arena:
                 spread += ["--arena", str(self._arena)]
-            self._spawn(rank, [str(self.binary), *common, *spread], None)
+            self._spawn(rank, [str(self.binary), *common, *spread], None, rank == self.stdin_rank)
         return self
 
-    def _spawn(self, rank, cmd, env):
+    def _spawn(self, rank, cmd, env, reads_stdin):
         try:
-            proc = subprocess.Popen(cmd, cwd=self.run_dir, stdout=self.stdout, stderr=subprocess.PIPE, env=env,
-                                    text=True, errors="replace")
+            proc = subprocess.Popen(cmd, cwd=self.run_dir, stdin=None if reads_stdin else subprocess.DEVNULL,
+                                    stdout=self.stdout, stderr=subprocess.PIPE, env=env, text=True,
+                                    errors="replace")
         except OSError as e:
             self.kill()
             raise LaunchError(f"cannot start {cmd[0]}: {e.strerror}") from None
@@ -148,9 +154,13 @@ class RingRun:
                 if self.echo_stderr:
                     print(line, file=sys.stderr, flush=True)
 
+    def rank_of(self, node):
+        """The process (or rank) that runs ``node``: the simulator's contiguous blocks."""
+        return node * self.spread.procs // self.nodes
+
     def nodes_of(self, rank):
-        """The nodes a process runs (the simulator's contiguous blocks)."""
-        return [i for i in range(self.nodes) if i * self.spread.procs // self.nodes == rank]
+        """The nodes a process runs."""
+        return [i for i in range(self.nodes) if self.rank_of(i) == rank]
 
     def _describe(self, rank):
         if self.spread.mpi:

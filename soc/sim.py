@@ -7,10 +7,11 @@ Three cached stages, each keyed by its inputs under ``build/``:
    (``node_main.cpp``; ``simulator_build``): the same binary runs every node of a ring of any size,
    spread over processes or MPI ranks (``ring_launch``); ``simulator-mpi/<key>`` is its MPI build,
    made when a run asks for MPI;
-3. ``firmware/<key>``: the bare-metal firmware for that SoC (``numavia.firmware``).
+3. ``firmware/<key>`` (or ``zephyr-firmware/<key>``): the firmware for that SoC (``numavia.firmware``).
 
-A run happens in its own folder: the node memories' init files (the ROM holds the firmware),
-each node's console log and ``run.json`` with the cycle counts.
+A run happens in its own folder: the node memories' init files (the ROM holds the bare-metal
+firmware, or a jump to the Zephyr image in main RAM), each node's console log and ``run.json``
+with the cycle counts.
 """
 
 import contextlib
@@ -54,6 +55,7 @@ class SimConfig:
     sys_clk_freq: int = 100_000_000
     eth_clk_freq: int = 125_000_000     # GMII
     host_mem_size: int = 0x40_0000      # the node's "hostmem" RAM (VIA buffers and descriptors)
+    main_ram_size: int = 0x4_0000       # bare metal: data and stack; Zephyr: the whole image, shell included
     via: bool = True                    # False: the card as small FPGAs build it (no VIA engine)
 
     def __post_init__(self):
@@ -66,7 +68,7 @@ class SimConfig:
 
     def soc_params(self):
         return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq,
-                "host_mem_size": self.host_mem_size, "via": self.via}
+                "host_mem_size": self.host_mem_size, "main_ram_size": self.main_ram_size, "via": self.via}
 
     def card_config(self):
         """The card every node carries (its address map is what host-port traces address)."""
@@ -100,7 +102,8 @@ def build_soc(config, log=print):
     def produce(folder):
         from .sim_target import build_node
         soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq,
-                          host_mem_size=config.host_mem_size, card_config=config.card_config(), log=log)
+                          host_mem_size=config.host_mem_size, main_ram_size=config.main_ram_size,
+                          card_config=config.card_config(), log=log)
         with _output_to(folder / "litex.log"):
             _, sources = build_node(folder, **soc_kwargs)
         # Sources inside the (temporary) build folder are recorded relative to it.
@@ -163,24 +166,26 @@ build_seconds = simulator_build.build_seconds
 
 # --- Runs ---------------------------------------------------------------------------------------
 
-def rom_init_text(firmware_bin, rom_size):
-    """The ROM's $readmemh file: one little-endian 32-bit word per line."""
-    data = Path(firmware_bin).read_bytes()
-    if len(data) > rom_size:
-        raise SimError(f"firmware is {len(data)} bytes, the ROM holds {rom_size}")
+def init_text(data, size, region):
+    """A memory's $readmemh file: one little-endian 32-bit word per line."""
+    if len(data) > size:
+        raise SimError(f"the firmware puts {len(data)} bytes in {region}, which holds {size}")
     data += b"\0" * (-len(data) % 4)
     return "".join(f"{int.from_bytes(data[i:i + 4], 'little'):08x}\n" for i in range(0, len(data), 4))
 
 
-def prepare_run(run_dir, soc_dir, firmware_bin):
-    """Fill ``run_dir`` with the memory init files the model reads at time zero."""
+def prepare_run(run_dir, soc_dir, firmware):
+    """Fill ``run_dir`` with the memory init files the model reads at time zero: the SoC's, then
+    the memories ``firmware`` (a :class:`numavia.firmware.Image`) occupies."""
+    from numavia.firmware import memory_images
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     for init in (soc_dir / "gateware").glob("*.init"):
         shutil.copy(init, run_dir / init.name)
-    csr = json.loads((soc_dir / "csr.json").read_text())
-    rom_size = csr["memories"]["rom"]["size"]
-    (run_dir / "numavia_node_rom.init").write_text(rom_init_text(firmware_bin, rom_size))
+    memories = json.loads((soc_dir / "csr.json").read_text())["memories"]
+    for region, data in memory_images(firmware, memories).items():
+        text = init_text(data, memories[region]["size"], region)
+        (run_dir / f"numavia_node_{region}.init").write_text(text)
     for stale in ("node*.log", "run.json", "eth_link.json"):   # a previous run's "ready" is not ours
         for path in run_dir.glob(stale):
             path.unlink()
@@ -207,10 +212,13 @@ EXIT_REASONS = {0: "ok", 1: "a simulator process failed", 2: "bad simulator argu
 def simulator_args(*, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None, serve=False,
                    until_disconnect=False, quiet=False, progress=None, wall_limit=None, trace_dir=None,
                    ring_delay=None, access_log=None, numa=False, seed=None, eth_delay=None, eth_loss=None,
-                   eth_corrupt=None, eth_duplicate=None, eth_reorder=None, eth_seed=None):
+                   eth_corrupt=None, eth_duplicate=None, eth_reorder=None, eth_seed=None, console_port=None,
+                   console_stdin=None):
     """The node simulator's own options. ``eth_*`` set the Ethernet switch between the nodes
     (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss, corruption,
-    duplication and reordering probabilities, and the seed of the fault generator."""
+    duplication and reordering probabilities, and the seed of the fault generator.
+    ``console_port``: node i's console is served on that port + i; ``console_stdin``: the node whose
+    UART receives the simulator's standard input (``soc/verilator/console.hpp``)."""
     args = []
     if access_log:
         args += ["--access-log", str(Path(access_log).resolve())]
@@ -222,7 +230,8 @@ def simulator_args(*, max_cycles=None, stop_marker=READY_MARKER, bridge_port=Non
                           ("--eth-loss", eth_loss), ("--eth-corrupt", eth_corrupt),
                           ("--eth-duplicate", eth_duplicate), ("--eth-reorder", eth_reorder),
                           ("--eth-seed", eth_seed), ("--wall-limit", wall_limit), ("--max-cycles", max_cycles),
-                          ("--stop-marker", stop_marker), ("--bridge-port", bridge_port), ("--progress", progress)):
+                          ("--stop-marker", stop_marker), ("--bridge-port", bridge_port), ("--progress", progress),
+                          ("--console-port", console_port), ("--console-stdin", console_stdin)):
         if value is not None and value != "":
             args += [option, str(value)]
     if serve:
@@ -239,21 +248,23 @@ class Build:
     config: SimConfig
     soc_dir: Path
     model: Path
-    firmware: Path
+    firmware: object    # numavia.firmware.Image
     mpi_model: Path | None = None
 
 
-def build_all(config, log=print, spread=None):
-    """Every stage, cached: returns what a run needs (with ``spread.mpi``, the MPI build too)."""
-    from numavia.firmware import build_firmware
+def build_all(config, log=print, spread=None, firmware="bare-metal"):
+    """Every stage, cached: returns what a run needs (with ``spread.mpi``, the MPI build too).
+    ``firmware``: what every node runs, as the ``--firmware`` option says
+    (numavia.firmware.parse_choice)."""
+    from numavia import firmware as node_firmware
     log(f"SoC ({config.cpu_variant} VexRiscv @ {config.sys_clk_freq / 1e6:.0f} MHz + card)")
     soc_dir = build_soc(config, log=log)
-    log("firmware (bare-metal, riscv64-unknown-elf-gcc + picolibc)")
-    firmware = build_firmware(soc_dir, log=log)
+    log(f"firmware ({firmware})")
+    image = node_firmware.build(firmware, soc_dir, log=log)
     log("node model (Verilator)")
     model = build_model(config, soc_dir, log=log)
     mpi_model = build_mpi_variant(model, log=log) if spread is not None and spread.mpi else None
-    return Build(config, soc_dir, model, firmware, mpi_model)
+    return Build(config, soc_dir, model, image, mpi_model)
 
 
 def start(build, run_dir, spread=None, *, stdout=None, echo_stderr=True, **sim_kwargs):
@@ -264,7 +275,8 @@ def start(build, run_dir, spread=None, *, stdout=None, echo_stderr=True, **sim_k
         build.mpi_model = build_mpi_variant(build.model)
     prepare_run(run_dir, build.soc_dir, build.firmware)
     run = ring_launch.RingRun(build.model, run_dir, build.config.nodes, simulator_args(**sim_kwargs), spread,
-                              mpi_binary=build.mpi_model, stdout=stdout, echo_stderr=echo_stderr)
+                              mpi_binary=build.mpi_model, stdout=stdout, echo_stderr=echo_stderr,
+                              stdin_node=sim_kwargs.get("console_stdin"))
     return run.start()
 
 

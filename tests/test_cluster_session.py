@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from numavia import firmware
 from numavia.cluster_session import ClusterSession, SessionError
 from numavia.soc.ring_launch import Spread
 
@@ -42,7 +43,8 @@ def stand_in_build(tmp_path, name, *, nodes=2, exit_status=None, lifetime=600):
                                      lifetime=lifetime))
     model.chmod(0o755)
     return SimpleNamespace(config=SimpleNamespace(nodes=nodes), soc_dir=folder, model=model,
-                           firmware=folder / "firmware.bin", mpi_model=None)
+                           firmware=firmware.Image(firmware.BARE_METAL, folder / "firmware.bin", firmware.ROM),
+                           mpi_model=None)
 
 
 def serving(build, run_dir, **kwargs):

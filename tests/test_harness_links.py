@@ -2,8 +2,9 @@
 (tests/cpp/test_<model>.cpp): the Ethernet ports and switch (soc/verilator/gmii_link.hpp:
 forwarding by MAC, delay, gaps, loss, corruption, duplication, reordering, determinism), the SCI
 ring link (soc/verilator/ring_link.hpp: delay, bit flips, lost and duplicated packets,
-determinism) and the channels between processes (soc/verilator/arena.hpp: a producer and a
-consumer process over shared memory)."""
+determinism), the channels between processes (soc/verilator/arena.hpp: a producer and a consumer
+process over shared memory) and the node console (soc/verilator/console.hpp: input from a socket
+or a descriptor, output to the socket)."""
 
 import subprocess
 

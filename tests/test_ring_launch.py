@@ -1,9 +1,13 @@
 """Starting a ring simulator's processes (soc/ring_launch.py): the spread's checks, MPI missing,
-log merging, and what happens when a process of a real ring fails: the run stops, the failure
-names the node(s) and the reason, and no process is left behind."""
+log merging, standard input going to the one process that runs the node whose console reads it,
+and what happens when a process of a real ring fails: the run stops, the failure names the node(s)
+and the reason, and no process is left behind."""
 
+import contextlib
 import os
+import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +45,56 @@ def test_logs_merge_in_completion_order(tmp_path):
                            key=lambda line: (int(line.split()[5]), int(line.split()[0])))
     assert (tmp_path / "a").read_text().splitlines() == ["0 16 1 7 10 30 0", "1 32 1 9 5 30 0", "0 16 0 7 31 50 0"]
     assert not (tmp_path / "a.node0").exists()
+
+
+# Stands in for a simulator: writes what its standard input holds to stdin.<rank> in the run folder.
+STDIN_READER = """#!{python}
+import os, sys
+args = sys.argv
+rank = args[args.index("--rank") + 1] if "--rank" in args else os.environ["OMPI_COMM_WORLD_RANK"]
+text = sys.stdin.read()
+with open(os.path.join(args[args.index("--out-dir") + 1], "stdin." + rank), "w") as f:
+    f.write(text)
+"""
+
+
+@contextlib.contextmanager
+def standard_input(path):
+    """This process's file descriptor 0 reads ``path`` meanwhile (the launcher passes fd 0 on)."""
+    saved = os.dup(0)
+    with open(path) as f:
+        os.dup2(f.fileno(), 0)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+def _what_each_process_read(tmp_path, spread, stdin_node):
+    reader = tmp_path / "reader"
+    reader.write_text(STDIN_READER.format(python=sys.executable))
+    reader.chmod(0o755)
+    (tmp_path / "typed").write_text("numavia status\n")
+    run_dir = tmp_path / "run"
+    with standard_input(tmp_path / "typed"):
+        run = RingRun(reader, run_dir, 4, [], spread, mpi_binary=reader, echo_stderr=False,
+                      stdin_node=stdin_node).start()
+    assert run.wait(timeout=60) == 0, run.stderr_log
+    return {rank: (run_dir / f"stdin.{rank}").read_text() for rank in range(spread.procs)}
+
+
+@pytest.mark.parametrize("stdin_node", [2, None])
+def test_standard_input_goes_to_the_process_of_the_console_node_only(tmp_path, stdin_node):
+    read = _what_each_process_read(tmp_path, Spread(procs=2), stdin_node)   # nodes 0-1, 2-3
+    assert read == {0: "", 1: "numavia status\n" if stdin_node == 2 else ""}
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI (make setup installs it)")
+@pytest.mark.parametrize("stdin_node", [3, None])
+def test_mpirun_forwards_standard_input_to_the_rank_of_the_console_node_only(tmp_path, stdin_node):
+    read = _what_each_process_read(tmp_path, Spread(procs=2, mpi=True), stdin_node)
+    assert read == {0: "", 1: "numavia status\n" if stdin_node == 3 else ""}
 
 
 # --- a real ring ------------------------------------------------------------------------------
@@ -109,17 +163,23 @@ def test_terminate_stops_every_node_at_one_cycle(tmp_path, bench):
 
 
 @pytest_slow
-def test_a_port_in_use_names_the_node(tmp_path):
+@pytest.mark.parametrize("what, option", [("", {"bridge_port": "PORT", "serve": True}),
+                                          ("console ", {"console_port": "PORT", "max_cycles": 1000})],
+                         ids=["host-bridge", "console"])
+def test_a_port_in_use_names_the_node(tmp_path, what, option):
+    """Node i's host bridge, and its console, listen on PORT + i in the process that runs node i."""
     import socket
     from simulation import build, free_port_range
     from numavia.soc import sim
     b = build(2)
     port = free_port_range(2)
+    kwargs = {k: port if v == "PORT" else v for k, v in option.items()}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port + 1))
         taken.listen()
-        with pytest.raises(sim.SimError, match=f"node 1: cannot listen on 127.0.0.1:{port + 1}"):
-            sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, bridge_port=port, serve=True)
+        with pytest.raises(sim.SimError, match=f"the process of node 1 .*node 1: {what}cannot listen on "
+                                               f"127.0.0.1:{port + 1}"):
+            sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, **kwargs)
     assert _simulators(tmp_path) == []
 
 

@@ -1,5 +1,5 @@
 """VIA engine, two of them back to back in the Amaranth simulator (no CPU): every operation end to
-end with data checked byte for byte, protection, queue and loss handling. The same RTL runs in the
+end with data checked byte for byte, protection, queue and loss handling, the firmware's interrupt. The same RTL runs in the
 Verilator cluster under real firmware in tests/test_via_system.py."""
 
 import random
@@ -7,7 +7,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware import via_descriptor
+from numavia.gateware import regmap, via_descriptor
 from numavia.gateware.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
 from via_pair import HOST, Node, Pair
 
@@ -208,3 +208,41 @@ def test_lost_data_and_ack_frames_are_recovered_exactly_once():
 
     # a->b: the second data frame is lost; b->a: the first acknowledgement is lost.
     run(bench, drop_ab=(1,), drop_ba=(0,))
+
+
+def test_interrupt_for_mailbox_commands_and_management_frames():
+    irq_bits = {name: regmap.VIA.register("IRQ_PENDING").field(name).mask for name in ("MBOX", "MGMT_RX")}
+    both = irq_bits["MBOX"] | irq_bits["MGMT_RX"]
+
+    async def bench(ctx, a, b):
+        await a.enable(ctx)
+        await b.enable(ctx)
+        irq = b.engine.irq
+        # A mailbox command is an event, held until acknowledged, raising the line only if enabled.
+        await b.reg(ctx, "MBOX_CMD", 1 << 16 | 0x01)
+        assert await b.reg(ctx, "IRQ_PENDING") == irq_bits["MBOX"] and not ctx.get(irq)
+        await b.reg(ctx, "IRQ_ENABLE", both)
+        assert ctx.get(irq)
+        await b.reg(ctx, "MBOX_STATUS", 1 << 16)            # answering does not clear it ...
+        assert await b.reg(ctx, "IRQ_PENDING") == irq_bits["MBOX"]
+        await b.reg(ctx, "IRQ_ACK", irq_bits["MGMT_RX"])    # ... nor acknowledging the other bit
+        assert ctx.get(irq)
+        await b.reg(ctx, "IRQ_ACK", irq_bits["MBOX"])
+        assert await b.reg(ctx, "IRQ_PENDING") == 0 and not ctx.get(irq)
+        # A management frame is a level: pending until popped.
+        ctrl = regmap.VIA.register("MGMT_TX_CTRL")
+        await a.mgmt_word(ctx, 0, 0x1234_5678)
+        await a.reg(ctx, "MGMT_TX_CTRL", 1 << ctrl.field("DST_NODE").lsb | 4 << ctrl.field("LENGTH").lsb)
+        for _ in range(3000):
+            if ctx.get(irq):
+                break
+            await ctx.tick()
+        assert ctx.get(irq) and await b.reg(ctx, "IRQ_PENDING") == irq_bits["MGMT_RX"]
+        await b.reg(ctx, "IRQ_ACK", both)                   # acknowledging does not drop a frame
+        assert ctx.get(irq)
+        await b.reg(ctx, "IRQ_ENABLE", irq_bits["MBOX"])
+        assert not ctx.get(irq)
+        await b.reg(ctx, "MGMT_RX_POP", 1)
+        assert await b.reg(ctx, "IRQ_PENDING") == 0
+
+    run(bench)

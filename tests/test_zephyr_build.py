@@ -1,8 +1,9 @@
 """`make firmware-zephyr` (firmware/zephyr/build.sh): what it needs, generates and hands to west.
 
-No Zephyr tree can be installed here, so west is a recording stand-in on PATH and ZEPHYR_BASE a
-folder holding only the board file the script reads; what is checked is the script's own work:
-the generated headers, the overlay for the SoC's csr.json against that board, and the arguments.
+CI has no Zephyr tree, so west is a recording stand-in on PATH and ZEPHYR_BASE a folder holding
+only the board files the script reads; what is checked is the script's own work: the generated
+headers, the overlay for the SoC's csr.json against that board, and the arguments. The build
+against a real tree is tests/test_zephyr_image.py (run where ZEPHYR_BASE is set).
 """
 
 import json
@@ -16,7 +17,11 @@ from numavia import zephyr_overlay
 from numavia.buildcache import REPO_ROOT
 
 BUILD_SH = REPO_ROOT / "firmware" / "zephyr" / "build.sh"
-BOARD_DTS = '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n};\n&gpio_in {\n\tstatus = "okay";\n};\n'
+BOARD_DTS = ('#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n'
+             '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n};\n&gpio_in {\n\tstatus = "okay";\n};\n')
+DTSI = ("/ {\n\tcpus {\n\t\tcpu0: cpu@0 {\n\t\t};\n\t};\n\tsoc {\n\t\tctrl0: soc_controller@e0000000 {\n\t\t};\n"
+        "\t\tuart0: serial@e0001800 {\n\t\t};\n\t\ttimer0: timer@e0002800 {\n\t\t};\n"
+        "\t\tgpio_in: gpio@e0006000 {\n\t\t};\n\t};\n};\n")
 
 
 def run(env_updates, *args):
@@ -50,6 +55,8 @@ def fake_zephyr(tmp_path):
     board = tmp_path / "zephyr" / "boards" / "enjoydigital" / "litex_vexriscv"
     board.mkdir(parents=True)
     (board / "litex_vexriscv.dts").write_text(BOARD_DTS)
+    (tmp_path / "zephyr" / "dts" / "riscv").mkdir(parents=True)
+    (tmp_path / "zephyr" / "dts" / "riscv" / "riscv32-litex-vexriscv.dtsi").write_text(DTSI)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     west = bin_dir / "west"
@@ -76,12 +83,14 @@ def test_it_generates_headers_and_overlay_then_runs_west_build(fake_zephyr, csr_
     assert defines["EXTRA_DTC_OVERLAY_FILE"] == str(overlay)
     csr = json.loads(csr_json.read_text())
     # Disabled: what this Zephyr tree's board enables and the SoC lacks.
-    expected = zephyr_overlay.overlay(csr, source="csr.json", board_labels=["ctrl0", "gpio_in", "uart0"])
+    tree = zephyr_overlay.read_tree(fake_zephyr["ZEPHYR_BASE"])
+    assert tree.enabled == ("ctrl0", "gpio_in", "uart0")
+    expected = zephyr_overlay.overlay(csr, source="csr.json", tree=tree)
     assert overlay.read_text() == expected
     assert '&gpio_in {\n\tstatus = "disabled";' in expected
 
     assert defines["EXTRA_CONF_FILE"].split(";") == [str(out / "numavia_node.conf")]
-    assert (out / "numavia_node.conf").read_text() == zephyr_overlay.kconfig_fragment(csr)
+    assert (out / "numavia_node.conf").read_text() == zephyr_overlay.kconfig_fragment(csr, tree)
     assert defines["CONFIG_NUMAVIA_FW_VERSION"] == f'"{numavia.__version__}"'
 
 
@@ -92,3 +101,16 @@ def test_shell_option_adds_the_shell_configuration(fake_zephyr, csr_json, tmp_pa
     conf = next(a for a in args if a.startswith("-DEXTRA_CONF_FILE=")).split("=", 1)[1].split(";")
     assert conf[-1] == str(REPO_ROOT / "firmware" / "zephyr" / "app" / "shell.conf")
     assert args[-1] == "-DEXTRA=1"
+    assert args[6] == str(tmp_path / "build" / "zephyr-shell" / "app")   # its own build folder
+
+
+def test_out_option_and_bad_options(fake_zephyr, csr_json, tmp_path):
+    result = run({**fake_zephyr, "NUMAVIA_CSR_JSON": str(csr_json)}, "--out", str(tmp_path / "elsewhere"))
+    assert result.returncode == 0, result.stderr
+    args = (tmp_path / "west.args").read_text().splitlines()
+    assert args[6] == str(tmp_path / "elsewhere" / "app")
+    assert (tmp_path / "elsewhere" / "numavia_node.overlay").exists()
+    result = run(fake_zephyr, "--bogus")
+    assert result.returncode == 2 and "unknown option --bogus" in result.stderr
+    result = run(fake_zephyr, "--out")
+    assert result.returncode == 2 and "--out needs a folder" in result.stderr

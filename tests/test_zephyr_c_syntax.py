@@ -21,6 +21,8 @@ from numavia.buildcache import REPO_ROOT
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"
+#: What the module's CMakeLists.txt defines for every source (numavia/platform.h).
+PLATFORM_INLINE = re.search(r"NV_PLATFORM_INLINE=(<[^>]+>)", (ZEPHYR / "CMakeLists.txt").read_text()).group(1)
 
 #: Kconfig values of a build with every driver and the shell (what autoconf.h holds in Zephyr).
 AUTOCONF = {
@@ -28,8 +30,9 @@ AUTOCONF = {
     "CONFIG_NUMAVIA_CARD_CONTROL": 1, "CONFIG_NUMAVIA_CARD_CONTROL_INIT_PRIORITY": 60,
     "CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY": 61, "CONFIG_NUMAVIA_RAC": 1, "CONFIG_NUMAVIA_LAC": 1,
     "CONFIG_NUMAVIA_RING_LINK": 1, "CONFIG_SHELL": 1, "CONFIG_NUMAVIA_SHELL": 1,
-    "CONFIG_NUMAVIA_VIA": 1, "CONFIG_NUMAVIA_VIA_DOORBELLS": 1, "CONFIG_NUMAVIA_VIA_INIT_PRIORITY": 62, "CONFIG_NUMAVIA_VIA_POLL_PERIOD_US": 100,
+    "CONFIG_NUMAVIA_VIA": 1, "CONFIG_NUMAVIA_VIA_DOORBELLS": 1, "CONFIG_NUMAVIA_VIA_INIT_PRIORITY": 62,
     "CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE": 1536, "CONFIG_NUMAVIA_VIA_THREAD_PRIORITY": 7,
+    "CONFIG_NUMAVIA_LITEX_INTC": 1, "CONFIG_INTC_INIT_PRIORITY": 40,
 }
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="host gcc not installed")
@@ -54,15 +57,19 @@ def stub_devicetree(csr, tmp_path, move=None):
     card_tok = token(zephyr_overlay.CARD_COMPATIBLE)
     regs = card.props["reg"].to_nums()
     for i, name in enumerate(card.props["reg-names"].to_strings()):
-        lines += [f"#define STUB_HASREG_{card_tok}_{name} 1",
-                  f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
+        lines += [f"#define STUB_ADDR_{card_tok}_{name} {regs[2 * i]:#x}u",
                   f"#define STUB_SIZE_{card_tok}_{name} {regs[2 * i + 1]:#x}u"]
     lines.append(f"#define STUB_COUNT_{card_tok} 1")
+    # The board's interrupt controller: its two CSR numbers (riscv32-litex-vexriscv.dtsi).
+    lines += ["#define STUB_ADDR_intc0_irq_mask 0xbc0", "#define STUB_ADDR_intc0_irq_pending 0xfc0"]
     for node in card.nodes.values():
         tok = token(node.props["compatible"].to_string())
         addr = node.props["reg"].to_nums()[0] + (move[1] if move and move[0] == tok else 0)
         lines += [f"#define STUB_COUNT_{tok} 1", f"#define STUB_ADDR_{tok} {addr:#x}u",
                   f"extern const struct device stub_device_{tok};"]
+        if "interrupts" in node.props:
+            irq, priority = node.props["interrupts"].to_nums()
+            lines += [f"#define STUB_IRQN_{tok} {irq}", f"#define STUB_IRQ_{tok}_priority {priority}"]
         if "event-counters" in node.props:
             names = node.props["event-counters"].to_strings()
             lines += [f"#define STUB_HAS_{tok}_event_counters 1",
@@ -85,11 +92,13 @@ def csr():
 def compile_c(tmp_path):
     generated = tmp_path / "generated"
     codegen.write_all(generated)
-    (tmp_path / "autoconf.h").write_text("".join(f"#define {k} {v}\n" for k, v in AUTOCONF.items()))
 
-    def run(source):
+    def run(source, without=()):
+        (tmp_path / "autoconf.h").write_text("".join(f"#define {k} {v}\n" for k, v in AUTOCONF.items()
+                                                     if k not in without))
         cmd = ["gcc", "-fsyntax-only", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-               "-include", str(tmp_path / "autoconf.h"), f"-I{STUBS}", f"-I{tmp_path}",
+               "-include", str(tmp_path / "autoconf.h"), f"-DNV_PLATFORM_INLINE={PLATFORM_INLINE}",
+               f"-I{STUBS}", f"-I{tmp_path}",
                f"-I{ZEPHYR / 'include'}", f"-I{REPO_ROOT / 'firmware/core/include'}", f"-I{generated}",
                f"-I{ZEPHYR / 'drivers/numavia'}", str(source)]
         return subprocess.run(cmd, capture_output=True, text=True)
@@ -97,7 +106,12 @@ def compile_c(tmp_path):
 
 
 def module_sources():
-    return sorted((ZEPHYR / "drivers" / "numavia").glob("*.c")) + [ZEPHYR / "app" / "src" / "main.c"]
+    """The drivers, the application, and the portable core as the module builds it (with the
+    port's inline accessors)."""
+    core = REPO_ROOT / "firmware" / "core"
+    names = re.search(r"^NV_CORE_SOURCES\s*:=\s*(.*)$", (core / "sources.mk").read_text(), re.M).group(1).split()
+    return (sorted((ZEPHYR / "drivers" / "numavia").glob("*.c")) + [ZEPHYR / "app" / "src" / "main.c"]
+            + [core / name for name in names])
 
 
 @pytest.mark.parametrize("source", module_sources(), ids=lambda p: p.name)
@@ -112,3 +126,9 @@ def test_a_block_the_devicetree_misplaces_does_not_build(csr, compile_c, tmp_pat
     result = compile_c(ZEPHYR / "drivers" / "numavia" / "remote_access_controller.c")
     assert result.returncode != 0
     assert "static assertion failed" in result.stderr and "disagree on a Numavia block" in result.stderr
+
+
+def test_the_via_driver_does_not_build_without_an_interrupt_driver_that_serves_the_card(csr, compile_c, tmp_path):
+    stub_devicetree(csr, tmp_path)
+    result = compile_c(ZEPHYR / "drivers" / "numavia" / "via_engine.c", without={"CONFIG_NUMAVIA_LITEX_INTC"})
+    assert result.returncode != 0 and "CONFIG_NUMAVIA_LITEX_INTC" in result.stderr

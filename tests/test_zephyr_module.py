@@ -86,15 +86,17 @@ def test_included_bindings_exist():
             assert name == "base.yaml" or name in names, f"{path.name} includes {name}"
 
 
-def load_kconfig(tmp_path, dt_compatibles, shell):
+def load_kconfig(tmp_path, dt_compatibles, shell, zephyr_intc=False):
     """The module's Kconfig as Zephyr would see it for a devicetree with ``dt_compatibles``.
 
-    Zephyr generates DT_HAS_<compatible>_ENABLED from the devicetree; SHELL is Zephyr's. This
-    wrapper defines both, then sources the module's Kconfig.
+    Zephyr generates DT_HAS_<compatible>_ENABLED from the devicetree; SHELL and
+    VEXRISCV_LITEX_IRQ (its LiteX interrupt driver, which the application turns off) are Zephyr's.
+    This wrapper defines them, then sources the module's Kconfig.
     """
     lines = [f"config DT_HAS_{dt_token(c).upper()}_ENABLED\n\tdef_bool {'y' if c in dt_compatibles else 'n'}\n"
              for c in bindings()]
     lines.append(f"config SHELL\n\tdef_bool {'y' if shell else 'n'}\n")
+    lines.append(f"config VEXRISCV_LITEX_IRQ\n\tdef_bool {'y' if zephyr_intc else 'n'}\n")
     lines.append(f'source "{ZEPHYR / "Kconfig"}"\n')
     wrapper = tmp_path / "Kconfig"
     wrapper.write_text("".join(lines))
@@ -108,14 +110,19 @@ def enabled(kconf, *names):
 
 
 DRIVER_SYMBOLS = ("NUMAVIA", "NUMAVIA_CARD_CONTROL", "NUMAVIA_RAC", "NUMAVIA_LAC", "NUMAVIA_RING_LINK",
-                  "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL")
+                  "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_LITEX_INTC")
 
 
 def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
     everything = set(bindings())
     kconf = load_kconfig(tmp_path, everything, shell=True)
     assert set(enabled(kconf, *DRIVER_SYMBOLS).values()) == {"y"}
-    assert kconf.syms["NUMAVIA_VIA_POLL_PERIOD_US"].str_value == "100"
+    assert kconf.syms["NUMAVIA_VIA_THREAD_STACK_SIZE"].str_value == "1536"
+
+    assert enabled(kconf, "NUMAVIA_LITEX_INTC") == {"NUMAVIA_LITEX_INTC": "y"}
+    # With Zephyr's own LiteX interrupt driver left on, the module's stays out (two would clash).
+    zephyr_intc = load_kconfig(tmp_path, everything, shell=False, zephyr_intc=True)
+    assert enabled(zephyr_intc, "NUMAVIA_LITEX_INTC") == {"NUMAVIA_LITEX_INTC": "n"}
 
     no_via = load_kconfig(tmp_path, everything - {"numavia,via-engine"}, shell=False)
     assert enabled(no_via, "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_RAC") == \
@@ -184,8 +191,12 @@ def test_zephyr_sources_copy_no_core_logic():
         # A port implements the platform interface and nothing else under the core's prefix.
         assert {f for f in mine if f.startswith("nv_")} <= PLATFORM_FUNCTIONS, path.name
         assert not (CORE / "src" / path.name).exists(), f"{path.name} shadows a core source"
-    # ... and the Zephyr port implements all of it.
-    assert PLATFORM_FUNCTIONS <= defined_functions((DRIVERS / "platform.c").read_text())
+    # ... and the Zephyr port implements all of it: the accessors inline in the header the module
+    # names as NV_PLATFORM_INLINE, the rest in platform.c.
+    inline = defined_functions((ZEPHYR / "include" / "numavia" / "platform_zephyr.h").read_text())
+    assert {f for f in inline if f.startswith("nv_")} <= PLATFORM_FUNCTIONS
+    assert "NV_PLATFORM_INLINE=<numavia/platform_zephyr.h>" in (ZEPHYR / "CMakeLists.txt").read_text()
+    assert PLATFORM_FUNCTIONS <= defined_functions((DRIVERS / "platform.c").read_text()) | inline
 
 
 def test_zephyr_application_reports_like_the_bare_metal_main():

@@ -46,10 +46,13 @@ def strings(body, prop):
 
 
 def minimal_root(soc_nodes=""):
-    """A root with a soc bus and the VexRiscv interrupt controller, as the board's .dtsi has."""
-    return ("/dts-v1/;\n/ {\n\t#address-cells = <1>;\n\t#size-cells = <1>;\n\tsoc {\n"
-            "\t\t#address-cells = <1>;\n\t\t#size-cells = <1>;\n\t\tranges;\n"
-            "\t\tintc0: interrupt-controller@bc0 {\n\t\t\treg = <0xbc0 4>;\n\t\t\tinterrupt-controller;\n"
+    """A root with the CPU, a soc bus and the VexRiscv interrupt controller, as the board's .dtsi
+    has (the controller's compatible a stand-in, for which the bindings test gives a binding)."""
+    return ("/dts-v1/;\n/ {\n\t#address-cells = <1>;\n\t#size-cells = <1>;\n"
+            "\tcpus {\n\t\t#address-cells = <1>;\n\t\t#size-cells = <0>;\n\t\tcpu@0 {\n\t\t\treg = <0>;\n\t\t};\n\t};\n"
+            "\tsoc {\n\t\t#address-cells = <1>;\n\t\t#size-cells = <1>;\n\t\tranges;\n"
+            "\t\tintc0: interrupt-controller@bc0 {\n\t\t\tcompatible = \"stand-in,intc\";\n"
+            "\t\t\treg = <0xbc0 4>;\n\t\t\tinterrupt-controller;\n"
             f"\t\t\t#interrupt-cells = <2>;\n\t\t}};\n{soc_nodes}\t}};\n}};\n")
 
 
@@ -93,20 +96,51 @@ def test_everything_in_csr_json_is_mapped_or_said_to_be_left_out(csr):
 
 
 def test_clock_and_ram_come_from_csr_json(csr):
-    blocks = label_blocks(zephyr_overlay.overlay(csr))
-    assert cells(blocks["cpu0"], "clock-frequency") == [csr["constants"]["config_clock_frequency"]]
+    text = zephyr_overlay.overlay(csr)
+    blocks = label_blocks(text)
+    # The CPU by its path: Zephyr v3.5's board has no cpu0 label.
+    (cpu,) = re.findall(r"^&\{/cpus/cpu@0\} \{\n(.*?)^\};", text, flags=re.M | re.S)
+    assert cells(cpu, "clock-frequency") == [csr["constants"]["config_clock_frequency"]]
     ram = csr["memories"]["main_ram"]
     assert cells(blocks["ram0"], "reg") == [ram["base"], ram["size"]]
+    # The clock, the CSR width, and no clock control or GPIO: the board turns them on for
+    # peripherals the SoC lacks.
     assert zephyr_overlay.kconfig_fragment(csr) == \
-        f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n"
+        f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}\n" \
+        f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n" \
+        "CONFIG_CLOCK_CONTROL=n\nCONFIG_GPIO=n\n"
 
 
-def test_board_peripherals_the_soc_lacks_are_disabled(csr):
-    board = '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n\tcurrent-speed = <115200>;\n};\n' \
+def fake_tree(root, board_dir, board, dtsi, kconfig=""):
+    """A Zephyr tree holding only what :func:`zephyr_overlay.read_tree` reads: the board's .dts,
+    the .dtsi it includes, the SoC's Kconfig."""
+    folder = root / "boards" / board_dir / "litex_vexriscv"
+    folder.mkdir(parents=True)
+    (folder / "litex_vexriscv.dts").write_text(board)
+    (root / "dts" / "riscv").mkdir(parents=True)
+    (root / "dts" / "riscv" / "riscv32-litex-vexriscv.dtsi").write_text(dtsi)
+    (root / "soc" / "litex").mkdir(parents=True)
+    (root / "soc" / "litex" / "Kconfig").write_text(kconfig)
+    return root
+
+
+#: The labels of the two releases' litex_vexriscv devicetrees that matter here (v3.5.0: no cpu0,
+#: no ctrl0; v4.0.0: both, and a board that enables ctrl0).
+V35_DTSI = ("/ {\n\tcpus {\n\t\tcpu@0 {\n\t\t};\n\t};\n\tsoc {\n\t\tintc0: interrupt-controller@bc0 {\n\t\t};\n"
+            "\t\tuart0: serial@e0001800 {\n\t\t};\n\t\ttimer0: timer@e0002800 {\n\t\t};\n"
+            "\t\tgpio_out: gpio@e0005800 {\n\t\t};\n\t\tpwm0: pwm@e0007000 {\n\t\t};\n\t};\n};\n")
+V40_DTSI = V35_DTSI.replace("\t\tcpu@0 {", "\t\tcpu0: cpu@0 {").replace(
+    "\t\tuart0:", "\t\tctrl0: soc_controller@e0000000 {\n\t\t};\n\t\tuart0:")
+
+
+def test_board_peripherals_the_soc_lacks_are_disabled(csr, tmp_path):
+    board = '#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n' \
+            '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n\tcurrent-speed = <115200>;\n};\n' \
             '&gpio_out {\n\tstatus = "okay";\n};\n&pwm0 { status = "okay"; };\n&eth0 { status = "disabled"; };\n'
     labels = zephyr_overlay.board_enabled_labels(board)
     assert labels == ["ctrl0", "gpio_out", "pwm0", "uart0"]
-    blocks = label_blocks(zephyr_overlay.overlay(csr, board_labels=labels))
+    tree = zephyr_overlay.read_tree(fake_tree(tmp_path, "enjoydigital", board, V40_DTSI))
+    blocks = label_blocks(zephyr_overlay.overlay(csr, tree=tree))
     disabled = {label for label, body in blocks.items() if strings(body, "status") == ["disabled"]}
     assert disabled == {"gpio_out", "pwm0"}
     # Without the board's file, the peripherals LiteX's flow knows and the SoC lacks are disabled.
@@ -142,7 +176,7 @@ def test_card_blocks_sit_at_the_window_from_csr_json_plus_the_regmap_offset(csr,
     assert card.props["reg-names"].to_strings() == ["registers", *regions]
     assert card.props["reg"].to_nums() == [window["base"], window["size"]] + [
         n for name in regions for n in (memories[name]["base"], memories[name]["size"])]
-    assert "interrupts" not in card.props   # the node SoC's card raises no interrupt (yet)
+    assert "interrupts" not in card.props   # the card's interrupt is the VIA engine's node's
     children = {node.props["compatible"].to_string(): node for node in card.nodes.values()}
     assert len(children) == len(regmap.CARD.blocks)
     for block in regmap.CARD.blocks:
@@ -183,7 +217,12 @@ def test_card_nodes_satisfy_the_module_bindings(csr, tmp_path):
         + "".join(f"  {name}:\n    type: {kind}\n" for name, kind in (
             ("compatible", "string-array"), ("reg", "array"), ("reg-names", "string-array"),
             ("status", "string"), ("interrupts", "array"), ("interrupt-parent", "phandle"),
-            ("\"#address-cells\"", "int"), ("\"#size-cells\"", "int"))))
+            ("\"#address-cells\"", "int"), ("\"#size-cells\"", "int"), ("interrupt-controller", "boolean"),
+            ("\"#interrupt-cells\"", "int"))))
+    # The VexRiscv interrupt controller's cells, as Zephyr's binding names them.
+    (tmp_path / "base" / "stand-in,intc.yaml").write_text(
+        "description: stand-in\ncompatible: \"stand-in,intc\"\ninclude: base.yaml\n"
+        "interrupt-cells:\n  - irq\n  - priority\n")
     path = tmp_path / "card.dts"
     path.write_text(card_tree(zephyr_overlay.overlay(csr)))
     edt = edtlib.EDT(str(path), [str(BINDINGS), str(tmp_path / "base")])
@@ -197,15 +236,75 @@ def test_card_nodes_satisfy_the_module_bindings(csr, tmp_path):
         if "event-counters" in node.props:
             assert isinstance(node.props["event-counters"].val, list)
             assert isinstance(node.props["event-counters-offset"].val, int)
+    # The binding requires the VIA engine's interrupt, and Zephyr sees it as the SoC's line.
+    (via,) = [node for node in blocks if node.matching_compat == "numavia,via-engine"]
+    assert via.interrupts[0].data == {"irq": csr["constants"]["card_interrupt"], "priority": 0}
 
 
-def test_card_interrupt_is_taken_from_csr_json_when_the_soc_has_one(csr, tmp_path):
-    with_irq = json.loads(json.dumps(csr))
-    with_irq["constants"]["card_interrupt"] = 3
+def test_the_card_interrupt_wakes_the_via_engine_and_without_it_the_via_blocks_are_off(csr, tmp_path):
     path = tmp_path / "card.dts"
-    path.write_text(card_tree(zephyr_overlay.overlay(with_irq)))
+    path.write_text(card_tree(zephyr_overlay.overlay(csr)))
     card = dtlib.DT(str(path)).label2node[zephyr_overlay.CARD_LABEL]
-    assert card.props["interrupts"].to_nums() == [3, 0]
+    nodes = {node.props["compatible"].to_string(): node for node in card.nodes.values()}
+    via = nodes["numavia,via-engine"]
+    assert via.props["interrupts"].to_nums() == [csr["constants"]["card_interrupt"], 0]
+    assert via.props["interrupt-parent"].to_node().labels == ["intc0"]
+    assert not any("status" in node.props for node in nodes.values())
+    # A card built without the VIA engine (csr.json: no card interrupt): its VIA blocks are off.
+    without = json.loads(json.dumps(csr))
+    del without["constants"]["card_interrupt"]
+    path.write_text(card_tree(zephyr_overlay.overlay(without)))
+    card = dtlib.DT(str(path)).label2node[zephyr_overlay.CARD_LABEL]
+    off = {node.props["compatible"].to_string() for node in card.nodes.values()
+           if "status" in node.props and node.props["status"].to_string() == "disabled"}
+    assert off == {"numavia,via-engine", "numavia,via-doorbells"}
+    assert not any("interrupts" in node.props for node in card.nodes.values())
+
+
+def test_zephyr_v3_5_and_v4_0_boards_get_only_labels_they_define(csr, tmp_path):
+    board = '#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n' \
+            '&uart0 {\n\tstatus = "okay";\n};\n&timer0 {\n\tstatus = "okay";\n};\n&pwm0 {\n\tstatus = "okay";\n};\n'
+    v35 = zephyr_overlay.read_tree(fake_tree(tmp_path / "v3.5", "riscv", board, V35_DTSI,
+                                             "config LITEX_CSR_DATA_WIDTH\n\tint\n"))
+    v40 = zephyr_overlay.read_tree(fake_tree(tmp_path / "v4.0", "enjoydigital",
+                                             board + '&ctrl0 {\n\tstatus = "okay";\n};\n', V40_DTSI))
+    assert v35.board_dts.parent.parent.name == "riscv" and v40.board_dts.parent.parent.name == "enjoydigital"
+    assert "ctrl0" not in v35.labels and {"ctrl0", "cpu0"} <= v40.labels
+    for tree, ctrl in ((v35, False), (v40, True)):
+        text = zephyr_overlay.overlay(csr, tree=tree)
+        blocks = label_blocks(text)
+        assert set(blocks) <= tree.labels | {"ram0"}, "a label the tree does not define fails the build"
+        assert ("ctrl0" in blocks) == ctrl
+        assert ("ctrl" in re.search(r"Not given to Zephyr: CSR cores (.*?);", text).group(1)) != ctrl
+        assert strings(blocks["pwm0"], "status") == ["disabled"]
+    # v4.0 has no CSR width option (32-bit CSRs only): the fragment sets it only where it exists.
+    clock = f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}\n"
+    off = "CONFIG_CLOCK_CONTROL=n\nCONFIG_GPIO=n\n"
+    assert zephyr_overlay.kconfig_fragment(csr, v35) == clock + "CONFIG_LITEX_CSR_DATA_WIDTH=32\n" + off
+    assert zephyr_overlay.kconfig_fragment(csr, v40) == clock + off
+    narrow = json.loads(json.dumps(csr))
+    narrow["constants"]["config_csr_data_width"] = 8
+    with pytest.raises(zephyr_overlay.OverlayError, match="supports 32 only"):
+        zephyr_overlay.kconfig_fragment(narrow, v40)
+
+
+def test_a_tree_without_the_board_or_its_dtsi_is_one_clear_error(tmp_path):
+    with pytest.raises(zephyr_overlay.OverlayError, match="has no litex_vexriscv board"):
+        zephyr_overlay.read_tree(tmp_path)
+    board = tmp_path / "boards" / "riscv" / "litex_vexriscv"
+    board.mkdir(parents=True)
+    (board / "litex_vexriscv.dts").write_text("#include <riscv32-litex-vexriscv.dtsi>\n")
+    with pytest.raises(zephyr_overlay.OverlayError, match="cannot find the included riscv32-litex-vexriscv.dtsi"):
+        zephyr_overlay.read_tree(tmp_path)
+
+
+@pytest.mark.parametrize("core, register", [("timer0", "uptime_latch"), ("timer0", "uptime_cycles"),
+                                            ("uart", "rxtx")])
+def test_a_soc_without_what_zephyrs_drivers_read_is_refused(csr, core, register):
+    lacking = json.loads(json.dumps(csr))
+    del lacking["csr_registers"][f"{core}_{register}"]
+    with pytest.raises(zephyr_overlay.OverlayError, match=f"{core} lacks {register}"):
+        zephyr_overlay.overlay(lacking)
 
 
 def test_a_soc_without_the_card_or_with_another_window_size_is_refused(csr):
@@ -232,7 +331,7 @@ def test_command_line_writes_the_overlay_and_the_kconfig_fragment(csr, tmp_path,
     csr_json.write_text(json.dumps(csr))
     out, conf = tmp_path / "node.overlay", tmp_path / "node.conf"
     assert cli.main(["zephyr-overlay", "--csr-json", str(csr_json), "--out", str(out), "--conf", str(conf)]) == 0
-    assert out.read_text() == zephyr_overlay.overlay(csr)
+    assert out.read_text() == zephyr_overlay.overlay(csr, source="csr.json")
     assert conf.read_text() == zephyr_overlay.kconfig_fragment(csr)
     assert cli.main(["zephyr-overlay", "--csr-json", str(tmp_path / "missing.json"), "--out", str(out)]) == 1
     assert "cannot read" in capsys.readouterr().err

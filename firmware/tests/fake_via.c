@@ -51,8 +51,11 @@ uint32_t fake_via_read(uint32_t offset)
     case NV_VIA_MTU: return fake_via.mtu;
     case NV_VIA_ATT_ADDR: return fake_via.att_addr;
     case NV_VIA_ATT_RDATA: return fake_via.att[fake_via.att_addr];
-    case NV_VIA_MBOX_CMD: return fake_via.mbox_cmd;
+    case NV_VIA_MBOX_CMD:
+        fake_via.irq_mbox_acks_at_cmd_read = fake_via.irq_mbox_acks;
+        return fake_via.mbox_cmd;
     case NV_VIA_MBOX_STATUS: return fake_via.mbox_status;
+    case NV_VIA_IRQ_ENABLE: return fake_via.irq_enable;
     case NV_VIA_MGMT_TX_STATUS: return 0;
     case NV_VIA_MGMT_RX_STATUS: {
         if (fake_via.inbox_next == fake_via.inbox_count)
@@ -108,6 +111,8 @@ void fake_via_write(uint32_t offset, uint32_t value)
         return;
     case NV_VIA_MBOX_CMD: fake_via.mbox_cmd = value; return;
     case NV_VIA_MBOX_STATUS: fake_via.mbox_status = value; return;
+    case NV_VIA_IRQ_ENABLE: fake_via.irq_enable = value; return;
+    case NV_VIA_IRQ_ACK: fake_via.irq_mbox_acks += !!(value & NV_VIA_IRQ_ACK_MBOX_MASK); return;
     case NV_VIA_MGMT_TX_CTRL: {
         struct fake_frame *f = &fake_via.sent[fake_via.sent_count++ % FAKE_MAX_FRAMES];
         f->node = (value & NV_VIA_MGMT_TX_CTRL_DST_NODE_MASK) >> NV_VIA_MGMT_TX_CTRL_DST_NODE_SHIFT;

@@ -25,6 +25,9 @@ struct fake_via {
     unsigned att_writes;                  /* ATT_WDATA writes so far */
     unsigned att_last_write[FAKE_REGIONS * 8 + FAKE_PAGES];   /* when each word was last written */
     uint32_t mbox_cmd, mbox_status, mbox_data[16];
+    uint32_t irq_enable;
+    unsigned irq_mbox_acks;               /* IRQ_ACK writes with the MBOX bit */
+    unsigned irq_mbox_acks_at_cmd_read;   /* ... counted when MBOX_CMD was last read */
     uint32_t mgmt_tx_data[16];
     struct fake_frame sent[FAKE_MAX_FRAMES];
     unsigned sent_count;

@@ -133,6 +133,25 @@ static void test_ucode_bad_inputs_and_faults(void)
     CHECK(nv_ucode_load(&img, &bad) == NV_ERR_NOT_LOADED);
 }
 
+static void test_an_image_that_fails_its_check_leaves_the_running_one_live(void)
+{
+    struct nv_ucode_image img = image();
+    uint32_t bad = 99;
+    fake_card_reset(0);
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK);
+    unsigned writes = fake.writes;
+    uint64_t corrupted_words[4] = {image_words[0], image_words[1] ^ 4, image_words[2], image_words[3]};
+    struct nv_ucode_image corrupted = {corrupted_words, 4, img.crc32};   /* a word changed, same CRC */
+    CHECK(nv_ucode_load(&corrupted, &bad) == NV_ERR_CRC);
+    CHECK(fake.writes == writes);                                        /* refused before any write */
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);                      /* the old one still serves */
+    CHECK(fake.store[1] == image_words[1]);
+    CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
+    writes = fake.writes;
+    struct nv_ucode_image truncated = {image_words, 3, img.crc32};
+    CHECK(nv_ucode_load(&truncated, &bad) == NV_ERR_CRC && fake.writes == writes);
+}
+
 static void test_ucode_verify_checks_a_live_store_without_writing_it(void)
 {
     struct nv_ucode_image img = image();
@@ -228,6 +247,7 @@ int main(void)
     test_crc32_matches_zlib();
     test_ucode_loads_verifies_and_goes_live();
     test_ucode_bad_inputs_and_faults();
+    test_an_image_that_fails_its_check_leaves_the_running_one_live();
     test_ucode_verify_checks_a_live_store_without_writing_it();
     test_boot_prints_banner_and_sets_node_id();
     test_boot_says_whether_the_card_has_via();

@@ -391,6 +391,47 @@ static void test_mailbox_runs_each_command_once(void)
     CHECK(fake_via.mbox_status == (6u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_INVALID_FUNCTION));
 }
 
+static void test_interrupt_driven_port_acknowledges_before_reading_the_mailbox(void)
+{
+    setup();
+    nv_via_poll(&via);
+    CHECK(fake_via.irq_enable == 0 && fake_via.irq_mbox_acks == 0);   /* a polling port touches nothing */
+    nv_via_irq_enable(&via);
+    CHECK(fake_via.irq_enable == (NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK));
+    fake_via.mbox_cmd = 7u << NV_VIA_MBOX_CMD_SEQ_SHIFT | NV_MBOX_NOP;
+    nv_via_poll(&via);
+    /* Acknowledged first: a command the host writes after the read raises the interrupt again. */
+    CHECK(fake_via.irq_mbox_acks == 1 && fake_via.irq_mbox_acks_at_cmd_read == 1);
+    CHECK(fake_via.mbox_status == (7u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_SUCCESS));
+}
+
+static void test_next_timer_is_the_earliest_retry_or_timeout(void)
+{
+    setup();
+    CHECK(nv_via_next_timer(&via) == UINT64_MAX);   /* idle: only the interrupt brings work */
+    uint32_t vi = new_vi(ptag());
+    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi, [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 3,
+                         [NV_MBOX_CONNECT_REQUEST_ARG_BUF_HANDLE] = NV_MBOX_NONE,
+                         [NV_MBOX_CONNECT_REQUEST_ARG_TIMEOUT_US] = 1000};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
+    CHECK(nv_via_next_timer(&via) == 0);   /* the request is to be sent now */
+    nv_via_poll(&via);
+    uint64_t now = fake.cycles;
+    uint64_t retry = nv_via_next_timer(&via);
+    uint64_t per_us = via.clk_freq_hz / 1000000u;
+    CHECK(retry > now && retry <= now + NV_VIA_RETRY_US * per_us);
+    CHECK(fake_via.sent_count == 1);
+    while (nv_via_command(&via, NV_MBOX_CONNECT_STATUS, (uint32_t[16]){[0] = vi}) == NV_VIP_NOT_DONE) {
+        uint64_t due = nv_via_next_timer(&via);
+        CHECK(due != UINT64_MAX);
+        while (fake.cycles < due)   /* nothing happens before the timer is due */
+            fake.cycles += per_us;
+        nv_via_poll(&via);
+    }
+    CHECK(fake_via.sent_count >= 3);   /* retried, then timed out */
+    CHECK(nv_via_next_timer(&via) == UINT64_MAX);
+}
+
 static void test_bench_refuses_an_unconnected_vi(void)
 {
     setup();
@@ -432,6 +473,8 @@ int main(void)
     test_server_accepts_once_and_answers_repeats();
     test_disconnect_both_ways();
     test_mailbox_runs_each_command_once();
+    test_interrupt_driven_port_acknowledges_before_reading_the_mailbox();
+    test_next_timer_is_the_earliest_retry_or_timeout();
     test_bench_refuses_an_unconnected_vi();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

@@ -3,20 +3,26 @@
 # devicetree overlay generated from the SoC's csr.json (`numavia zephyr-overlay`).
 # Needs a Zephyr tree: ZEPHYR_BASE, or a west workspace (see firmware/zephyr/README.md).
 #
-#   build.sh [--shell] [-- extra cmake arguments]
+#   build.sh [--shell] [--out DIR] [-- extra cmake arguments]
 #
 #   --shell                  add the `numavia` shell (app/shell.conf)
+#   --out DIR                build folder (default build/zephyr, or build/zephyr-shell with --shell)
 #   NUMAVIA_CSR_JSON=<file>  the SoC's csr.json (default: the simulated node SoC, generated and cached)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 extra_conf=()
-if [ "${1:-}" = "--shell" ]; then
-    extra_conf+=("$here/app/shell.conf")
-    shift
-fi
-[ "${1:-}" = "--" ] && shift
+out=""
+variant=zephyr
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --shell) extra_conf+=("$here/app/shell.conf"); variant=zephyr-shell; shift ;;
+        --out) [ $# -ge 2 ] || { echo "numavia: --out needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
+        --) shift; break ;;
+        *) echo "numavia: unknown option $1 (build.sh [--shell] [--out DIR] [-- cmake arguments])" >&2; exit 2 ;;
+    esac
+done
 
 if [ -z "${ZEPHYR_BASE:-}" ]; then
     if command -v west >/dev/null 2>&1 && topdir=$(west topdir 2>/dev/null); then
@@ -30,15 +36,13 @@ fi
 command -v west >/dev/null || { echo "numavia: west not found (pip install west)" >&2; exit 1; }
 numavia="$repo/.venv/bin/numavia"
 [ -x "$numavia" ] || { echo "numavia: $numavia not found: run make setup" >&2; exit 1; }
-board_dts=$(find "$ZEPHYR_BASE/boards" -name litex_vexriscv.dts -print -quit)
-[ -n "$board_dts" ] || { echo "numavia: $ZEPHYR_BASE has no litex_vexriscv board" >&2; exit 1; }
 
-out="${NUMAVIA_BUILD_DIR:-$repo/build}/zephyr"
+out=${out:-"${NUMAVIA_BUILD_DIR:-$repo/build}/$variant"}
 mkdir -p "$out/generated"
 # Everything generated comes from this checkout: C headers and microcode from gateware/, the
-# overlay from the SoC's csr.json and the register map, against the board of this Zephyr tree.
+# overlay from the SoC's csr.json and the register map, for the board of this Zephyr tree.
 "$repo/.venv/bin/python" -c "from numavia import codegen; codegen.write_all('$out/generated')"
-"$numavia" zephyr-overlay ${NUMAVIA_CSR_JSON:+--csr-json "$NUMAVIA_CSR_JSON"} --board-dts "$board_dts" \
+"$numavia" zephyr-overlay ${NUMAVIA_CSR_JSON:+--csr-json "$NUMAVIA_CSR_JSON"} --zephyr-base "$ZEPHYR_BASE" \
     --out "$out/numavia_node.overlay" --conf "$out/numavia_node.conf"
 extra_conf=("$out/numavia_node.conf" "${extra_conf[@]}")
 version=$("$numavia" --version | awk '{print $NF}')

@@ -191,7 +191,7 @@ def run_sweep(args, log):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=2)
-    build = sim.build_all(config, log=log, spread=args.spread)
+    build = sim.build_all(config, log=log, spread=args.spread, firmware=args.firmware)
     run_dir = Path(args.out) / "run"
     started = time.monotonic()
     points = sizes(args.min_size, args.max_size, args.thresholds)
@@ -231,7 +231,7 @@ def write_results(rows, info, args, command):
     meta = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "simulation": str(info["config"]), "eth_delay_cycles": args.eth_delay, "mtu": args.mtu,
             "clock_hz": card.clk_freq_hz, "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
-            "builds": {"soc": info["build"].soc_dir.name, "firmware": info["build"].firmware.parent.name,
+            "builds": {"soc": info["build"].soc_dir.name, "firmware": f"{info['build'].firmware.kind} {info['build'].firmware.name}",
                        "model": info["build"].model.parent.parent.name},
             "wall_seconds": round(info["wall_seconds"], 1), "slots": ppf.SLOTS, "max_push": ppf.MAX_PUSH,
             "register_bytes": ppf.REGISTER_BYTES}

@@ -159,7 +159,7 @@ def run_sweep(args, log):
     from numavia.soc import sim
 
     config = sim.SimConfig(nodes=args.nodes)
-    build = sim.build_all(config, log=log, spread=args.spread)
+    build = sim.build_all(config, log=log, spread=args.spread, firmware=args.firmware)
     run_dir = Path(args.out) / "run"
     started = time.monotonic()
     with ClusterSession(build, run_dir, spread=args.spread, eth_delay=args.eth_delay) as session:
@@ -213,7 +213,8 @@ def summary(rows, info, args, command):
         f"Simulation: {info['config']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
         f"({args.eth_delay * 8} ns), sys clock {card.clk_freq_hz / 1e6:.0f} MHz  ",
         f"Card: {', '.join(f'{k}={v}' for k, v in asdict(card).items() if k.startswith('via_'))}  ",
-        f"Builds: SoC `{info['build'].soc_dir.name}`, firmware `{info['build'].firmware.parent.name}`, "
+        f"Builds: SoC `{info['build'].soc_dir.name}`, firmware {info['build'].firmware.kind} "
+        f"`{info['build'].firmware.name}`, "
         f"model `{info['build'].model.parent.parent.name}`; {info['wall_seconds']:.0f} s wall", "",
         "Latency: half round trip (send/receive, RDMA write), whole operation (RDMA read), from the",
         "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.", "",

@@ -73,6 +73,25 @@ _positive_float = _float_where(lambda v: v > 0, "must be positive")
 _probability = _float_where(lambda v: 0 <= v <= 1, "is not a probability (0 to 1)")
 
 
+CONSOLE_PORTS_FROM = 2345
+
+
+def _firmware_choice(text):
+    from numavia import firmware
+    try:
+        firmware.parse_choice(text)
+    except firmware.FirmwareError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _add_firmware_option(p, default="bare-metal", default_says="bare-metal, the default"):
+    p.add_argument("--firmware", type=_firmware_choice, default=default, metavar="FIRMWARE",
+                   help=f"what every node runs: bare-metal ({default_says}), zephyr or zephyr-shell (built "
+                        "against $ZEPHYR_BASE, cached), or zephyr=PATH (a zephyr.elf built for this SoC; "
+                        "docs/zephyr.md)")
+
+
 # --- numavia sim ----------------------------------------------------------------------------------
 
 def _spread(args, nodes):
@@ -100,7 +119,11 @@ def cmd_sim(args):
     spread = _spread(args, config.nodes)
     if args.trace_dir:
         _check_traces(Path(args.trace_dir), config.nodes)
-    build = sim.build_all(config, log=_log, spread=spread)
+    if args.console is not None and not args.serve:
+        raise NumaviaError("--console goes with --serve (the ring keeps running while you type)")
+    if args.console is not None and args.console >= config.nodes:
+        raise NumaviaError(f"--console {args.console}: the ring has nodes 0..{config.nodes - 1}")
+    build = sim.build_all(config, log=_log, spread=spread, firmware=args.firmware)
     run_dir = Path(args.out or buildcache.build_root() / "run" / f"sim-{config.nodes}")
     if args.serve:
         return _serve(build, run_dir, args, spread)
@@ -148,13 +171,19 @@ def _serve(build, run_dir, args, spread):
     import os
     from numavia.session import Session, regions_from_csr_json
     from numavia.soc import sim
+    from numavia.cluster_session import free_port_range
+    nodes = build.config.nodes
+    console_port = args.console_port or free_port_range(nodes, start=CONSOLE_PORTS_FROM)
     ring = sim.start(build, run_dir, spread, bridge_port=args.bridge_port, serve=True,
-                     until_disconnect=args.until_disconnect, quiet=args.quiet, numa=args.numa)
-    session = Session(os.getpid(), build.config.nodes, args.bridge_port,
-                      regions_from_csr_json(build.soc_dir / "csr.json"))
+                     until_disconnect=args.until_disconnect, quiet=args.quiet, numa=args.numa,
+                     console_port=console_port, console_stdin=args.console)
+    session = Session(os.getpid(), nodes, args.bridge_port, regions_from_csr_json(build.soc_dir / "csr.json"),
+                      console_port)
     session.save()
-    _log(f"serving {build.config.nodes} node(s) on 127.0.0.1:{args.bridge_port}..; "
-         f"`numavia mem`/`numavia status` attach; Ctrl-C stops")
+    _log(f"serving {nodes} node(s): host bridges on 127.0.0.1:{args.bridge_port}.., consoles on "
+         f"127.0.0.1:{console_port}..; `numavia mem`/`status`/`console` attach"
+         + (f"; what you type goes to node {args.console}" if args.console is not None else "")
+         + "; Ctrl-C stops")
     try:
         code = ring.wait()
     except KeyboardInterrupt:
@@ -197,6 +226,13 @@ def _add_sim(sub):
                    help="with --serve: also stop when the last host that connected disconnects")
     p.add_argument("--bridge-port", type=_positive, default=1234,
                    help="TCP port of node 0's host bridge; node i listens on PORT + i (default 1234)")
+    p.add_argument("--console-port", type=_positive, default=None,
+                   help="with --serve: TCP port of node 0's console (numavia console); node i's is PORT + i "
+                        f"(default: the first free range from {CONSOLE_PORTS_FROM})")
+    p.add_argument("--console", type=_count, metavar="NODE",
+                   help="with --serve: what you type goes to node NODE's console (its shell, with "
+                        "--firmware zephyr-shell)")
+    _add_firmware_option(p)
     _add_spread_options(p)
     p.set_defaults(func=cmd_sim)
 
@@ -297,23 +333,55 @@ def _add_status(sub):
     p.set_defaults(func=cmd_status)
 
 
+# --- numavia console ----------------------------------------------------------------------------
+
+def cmd_console(args):
+    from numavia.session import Session
+    session = Session.load()
+    with session.console(args.node) as console:
+        if not args.command:
+            _log(f"node {args.node}'s console; end of input (Ctrl-D) leaves")
+            console.interact()
+            return 0
+        for line in args.command:
+            for out in console.command(line, timeout=args.timeout):
+                print(out)
+    return 0
+
+
+def _add_console(sub):
+    p = sub.add_parser("console", help="a node's console (its shell) in a running simulation",
+                       description="Attach to `numavia sim --serve` and talk to node NODE's console: what "
+                                   "you type goes to its UART, what it prints comes back. With --command, run "
+                                   "shell commands (the Zephyr image with the shell: --firmware zephyr-shell) "
+                                   "and print their output.")
+    p.add_argument("node", type=_count, metavar="NODE")
+    p.add_argument("--command", action="append", metavar="LINE",
+                   help="run this shell command and print its output (repeatable); without it, interactive")
+    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="how long one command may take, in wall time (default 60)")
+    p.set_defaults(func=cmd_console)
+
+
 # --- numavia firmware ---------------------------------------------------------------------------
 
 def cmd_firmware(args):
-    from numavia.firmware import build_firmware
+    from numavia import firmware
     from numavia.soc import sim
 
     config = sim.SimConfig(cpu_variant=args.cpu_variant)
     soc_dir = sim.build_soc(config, log=_log)
-    image = build_firmware(soc_dir, log=_log)
-    print(f"{image} ({image.stat().st_size} bytes)")
+    image = firmware.build(args.firmware, soc_dir, log=_log)
+    print(f"{image.path} ({image.path.stat().st_size} bytes, runs from {image.region})")
     return 0
 
 
 def _add_firmware(sub):
-    p = sub.add_parser("firmware", help="build the bare-metal firmware for the simulated SoC",
-                       description="Generate the SoC headers if needed and build firmware.bin.")
+    p = sub.add_parser("firmware", help="build the node firmware for the simulated SoC",
+                       description="Generate the SoC headers if needed and build the firmware image: "
+                                   "firmware.bin (bare metal, the default) or zephyr.bin (--firmware zephyr).")
     p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"])
+    _add_firmware_option(p)
     p.set_defaults(func=cmd_firmware)
 
 
@@ -494,7 +562,7 @@ def cmd_zephyr_overlay(args):
     else:
         from numavia.soc import sim
         csr_json = sim.build_soc(sim.SimConfig(cpu_variant=args.cpu_variant), log=_log) / "csr.json"
-    zephyr_overlay.write(csr_json, args.out, conf=args.conf, board_dts=args.board_dts)
+    zephyr_overlay.write(csr_json, args.out, conf=args.conf, zephyr_base=args.zephyr_base)
     _log(f"{args.out}: devicetree overlay for litex_vexriscv from {csr_json}")
     return 0
 
@@ -508,8 +576,10 @@ def _add_zephyr_overlay(sub):
                    help="VexRiscv variant of the generated SoC when --csr-json is not given")
     p.add_argument("--out", required=True, help="overlay file to write (.overlay)")
     p.add_argument("--conf", help="also write the Kconfig fragment the SoC needs (.conf)")
-    p.add_argument("--board-dts", help="the Zephyr tree's litex_vexriscv.dts: disable every peripheral "
-                                       "it enables that the SoC lacks (default: the ones LiteX knows)")
+    p.add_argument("--zephyr-base", metavar="DIR",
+                   help="the Zephyr tree to build with: use only the labels its litex_vexriscv board "
+                        "defines and disable every peripheral it enables that the SoC lacks "
+                        "(default: the labels LiteX's flow knows)")
     p.set_defaults(func=cmd_zephyr_overlay)
 
 
@@ -591,6 +661,23 @@ def _mtu(text):
     return value
 
 
+def cmd_bench_boot(args):
+    from numavia.bench import boot
+    out = _results_folder(args.out)
+    figures = boot.measure(args.firmware, nodes=args.nodes, log=_log, spread=_spread(args, args.nodes),
+                           run_root=buildcache.build_root() / "run" / "boot")
+    print(boot.report(figures, out))
+    _log(f"results in {out}/boot.{{md,csv,json}}")
+    return 0
+
+
+def _firmware_list(text):
+    choices = [item.strip() for item in text.split(",")]
+    if len(set(choices)) != len(choices):
+        raise argparse.ArgumentTypeError(f"{text!r}: give distinct firmwares, separated by commas")
+    return [_firmware_choice(choice) for choice in choices]
+
+
 def cmd_bench_stream(args):
     from numavia.bench import stream
     out = _results_folder(args.out)
@@ -603,7 +690,7 @@ def cmd_bench_stream(args):
 def cmd_bench_shm(args):
     from numavia.bench import shm
     out = _results_folder(args.out)
-    figures = shm.measure(args.max_size, log=_log, spread=_spread(args, shm.NODES))
+    figures = shm.measure(args.max_size, log=_log, firmware=args.firmware, spread=_spread(args, shm.NODES))
     print(shm.report(figures, out))
     _log(f"results in {out}/shm.{{md,csv,json,png}}")
     return 0
@@ -784,6 +871,8 @@ def _add_bench(sub):
                                         "cycle stamps.")
     sh.add_argument("--max-size", type=_size, default=16 * 1024, help="largest message (default 16k)")
     sh.add_argument("--out", default="results/shm", help="results folder (default results/shm)")
+    _add_firmware_option(sh, default=None, default_says="given any, the sweep runs on two complete nodes "
+                         "booted with it; by default on two cards alone")
     _add_spread_options(sh)
     sh.set_defaults(func=cmd_bench_shm)
 
@@ -812,6 +901,7 @@ def _add_bench(sub):
     v.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-time limit for one measurement (default 900)")
     v.add_argument("--out", default="results/via", help="output folder (default results/via)")
+    _add_firmware_option(v)
     _add_spread_options(v)
     v.set_defaults(func=cmd_bench_via, parser=v)
     pp = benches.add_parser("pushpull", help="push-pull messaging (seed 002): original vs advanced scheme over VIA",
@@ -838,6 +928,7 @@ def _add_bench(sub):
     pp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                     help="wall-time limit for one measurement (default 900)")
     pp.add_argument("--out", default="results/pushpull", help="output folder (default results/pushpull)")
+    _add_firmware_option(pp)
     _add_spread_options(pp)
     pp.set_defaults(func=cmd_bench_pushpull, parser=pp)
     ss = benches.add_parser("sim-speed", help="how fast the ring simulation runs, against ring size and spread",
@@ -856,6 +947,17 @@ def _add_bench(sub):
                          "run to minutes; the results say how many); 0 leaves them out")
     ss.add_argument("--out", default="results/sim_speed", help="results folder (default results/sim_speed)")
     ss.set_defaults(func=cmd_bench_sim_speed, parser=ss)
+    bo = benches.add_parser("boot", help="firmware image size and boot time (cycles to ready)",
+                            description="For each firmware, its image size (text, data, bss) and the cycles "
+                                        "from reset to every node's ready line on a ring. Writes "
+                                        "boot.{md,csv,json} to --out.")
+    bo.add_argument("--firmware", type=_firmware_list, default=["bare-metal"], metavar="FIRMWARES",
+                    help="comma-separated firmwares (bare-metal, zephyr, zephyr-shell, zephyr=PATH; default "
+                         "bare-metal; the Zephyr ones need $ZEPHYR_BASE, docs/zephyr.md)")
+    bo.add_argument("--nodes", type=_positive, default=2, help="nodes in the ring (default 2)")
+    bo.add_argument("--out", default="results/boot", help="results folder (default results/boot)")
+    _add_spread_options(bo)
+    bo.set_defaults(func=cmd_bench_boot)
     pci = benches.add_parser("pcie", help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
                              description="Amaranth simulation of the PCIe endpoint at the transaction layer "
                                          "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
@@ -869,7 +971,8 @@ def cmd_demo(args):
     from numavia.demo import Demo
     if args.nodes < 2:
         raise NumaviaError("the demo needs a ring: --nodes 2 or more")
-    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log, spread=_spread(args, args.nodes)).run()
+    Demo(nodes=args.nodes, out=_results_folder(args.out), log=_log, spread=_spread(args, args.nodes),
+         firmware=args.firmware).run()
     return 0
 
 
@@ -882,6 +985,7 @@ def _add_demo(sub):
     p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES,
                    help=f"nodes in the ring (default {DEFAULT_NODES})")
     p.add_argument("--out", default="results/demo", help="report folder (default results/demo)")
+    _add_firmware_option(p)
     _add_spread_options(p)
     p.set_defaults(func=cmd_demo)
 
@@ -899,6 +1003,7 @@ def make_parser():
     _add_zephyr_overlay(sub)
     _add_mem(sub)
     _add_status(sub)
+    _add_console(sub)
     _add_bench(sub)
     _add_demo(sub)
     _add_renode(sub)

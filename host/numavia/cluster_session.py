@@ -1,5 +1,6 @@
 """A running cluster simulation the host tools talk to: the ring in serve mode, one host
-bridge per node, ready once every node's firmware printed its ready line.
+bridge per node (and, asked for, a console per node), ready once every node's firmware printed
+its ready line.
 
     with ClusterSession(build, run_dir, eth_loss=0.01) as session:
         nic0 = session.nic(0)
@@ -46,14 +47,17 @@ def free_port_range(count, start=23000):
 
 class ClusterSession:
     """``spread``: processes or MPI ranks of the ring (ring_launch.Spread; default one process
-    per core); ``sim_kwargs``: the simulator's options (sim.simulator_args)."""
+    per core); ``consoles``: serve each node's console on a port too; ``sim_kwargs``: the
+    simulator's options (sim.simulator_args)."""
 
-    def __init__(self, build, run_dir, *, ready_timeout=120.0, spread=None, **sim_kwargs):
+    def __init__(self, build, run_dir, *, ready_timeout=120.0, spread=None, consoles=False, **sim_kwargs):
         self.build = build
         self.nodes = build.config.nodes
         self.run_dir = Path(run_dir).resolve()
         self.ready_timeout = ready_timeout
         self.spread = spread
+        self.consoles = consoles
+        self.console_port = None
         self.sim_kwargs = sim_kwargs
         self.ring = None
         self.bridges = []
@@ -63,9 +67,12 @@ class ClusterSession:
         deadline = time.monotonic() + self.ready_timeout
         try:
             with _PICKING_PORTS:
-                self.port = free_port_range(self.nodes)
+                ports = self.nodes * (2 if self.consoles else 1)
+                self.port = free_port_range(ports)
+                self.console_port = self.port + self.nodes if self.consoles else None
                 self.ring = sim.start(self.build, self.run_dir, self.spread, bridge_port=self.port, serve=True,
-                                      until_disconnect=True, quiet=True, echo_stderr=False, **self.sim_kwargs)
+                                      until_disconnect=True, quiet=True, echo_stderr=False,
+                                      console_port=self.console_port, **self.sim_kwargs)
                 self._wait_until(deadline, self._ports_bound, "its host bridges listened")
             self._wait_until(deadline, self._nodes_ready, "every node was ready")
             for i in range(self.nodes):
@@ -76,7 +83,7 @@ class ClusterSession:
         return self
 
     def _ports_bound(self):
-        return not any(_can_bind(self.port + i) for i in range(self.nodes))
+        return not any(_can_bind(self.port + i) for i in range(self.nodes * (2 if self.consoles else 1)))
 
     def _nodes_ready(self):
         logs = [self.run_dir / f"node{i}.log" for i in range(self.nodes)]
@@ -105,6 +112,13 @@ class ClusterSession:
         if node not in self._nics:
             self._nics[node] = VipOpenNic(self.bridges[node], **kwargs)
         return self._nics[node]
+
+    def console(self, node):
+        """Node ``node``'s console (a session started with ``consoles=True``)."""
+        from numavia.console import NodeConsole
+        if self.console_port is None:
+            raise SessionError("this session serves no consoles (ClusterSession(..., consoles=True))")
+        return NodeConsole(self.console_port + node)
 
     def log(self, node):
         return (self.run_dir / f"node{node}.log").read_text()

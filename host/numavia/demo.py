@@ -46,6 +46,7 @@ class Demo:
     nodes: int = DEFAULT_NODES
     out: Path = Path("results/demo")
     log: callable = print
+    firmware: str = "bare-metal"                  # what every node runs (numavia.firmware.parse_choice)
     run_root: Path = None
     spread: object = None                         # ring_launch.Spread: processes or MPI ranks
     figures: dict = field(default_factory=dict)
@@ -83,7 +84,7 @@ class Demo:
         self.steps.append((name, time.monotonic() - start))
 
     def build(self):
-        self.built = self.sim.build_all(self.config, log=self.log, spread=self.spread)
+        self.built = self.sim.build_all(self.config, log=self.log, spread=self.spread, firmware=self.firmware)
 
     def simulate(self, label, *, trace_dir=None, numa=False):
         """One run of the ring; returns ``(run.json, access log entries)``. Raises DemoError
@@ -258,7 +259,8 @@ def index(demo):
     lat = {r["name"]: r for r in f["latency"]["rows"]}
     mhz = f["latency"]["clock_mhz"]
     lines = [f"# Numavia demo: a {demo.nodes}-node ring, cycle-accurate", "",
-             f"Every node is a VexRiscv SoC running the Numavia firmware with the card at {mhz:.0f} MHz; "
+             f"Every node is a VexRiscv SoC running the Numavia firmware ({demo.built.firmware.kind}, "
+             f"`{demo.built.firmware.name}`) with the card at {mhz:.0f} MHz; "
              "the nodes form one Verilator model.", "", "## Boot", "",
              results.markdown_table(["node", "ready at cycle", "us"],
                                     [[b["node"], f"{b['ready_cycle']:,}", f"{b['ready_us']:.0f}"] for b in f["boot"]]),

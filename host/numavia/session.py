@@ -1,6 +1,6 @@
 """The running simulation, as host tools find it: ``numavia sim --serve`` records its host-bridge
-ports and memory map in a session file; ``numavia mem`` and ``numavia status`` attach to it
-(the way LiteX tools attach to a board through litex_server)."""
+and console ports and memory map in a session file; ``numavia mem``, ``numavia status`` and
+``numavia console`` attach to it (the way LiteX tools attach to a board through litex_server)."""
 
 import json
 import os
@@ -39,12 +39,14 @@ class Session:
     nodes: int
     bridge_port: int
     regions: list
+    console_port: int = None
 
     def save(self):
         path = session_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"pid": self.pid, "nodes": self.nodes, "bridge_port": self.bridge_port,
-                                    "regions": [r.__dict__ for r in self.regions]}, indent=1))
+                                    "regions": [r.__dict__ for r in self.regions],
+                                    "console_port": self.console_port}, indent=1))
 
     @staticmethod
     def remove():
@@ -60,7 +62,8 @@ class Session:
             os.kill(data["pid"], 0)
         except ProcessLookupError:
             raise SessionError(f"the simulation recorded in {path} (pid {data['pid']}) is gone") from None
-        return cls(data["pid"], data["nodes"], data["bridge_port"], [Region(**r) for r in data["regions"]])
+        return cls(data["pid"], data["nodes"], data["bridge_port"], [Region(**r) for r in data["regions"]],
+                   data.get("console_port"))
 
     def region(self, name):
         for r in self.regions:
@@ -69,18 +72,27 @@ class Session:
         raise SessionError(f"the SoC has no {name} region")
 
     def check_address(self, node, addr, length=4):
-        if not 0 <= node < self.nodes:
-            raise SessionError(f"node {node} is not in the ring (nodes 0..{self.nodes - 1})")
+        self._check_node(node)
         if addr % 4:
             raise SessionError(f"address {addr:#010x} is not word aligned")
         if not any(r.contains(addr, length) for r in self.regions):
             known = ", ".join(f"{r.name} {r.base:#010x}+{r.size:#x}" for r in self.regions)
             raise SessionError(f"{addr:#010x} is in no region of node {node}'s memory map ({known})")
 
-    def bridge(self, node):
+    def _check_node(self, node):
         if not 0 <= node < self.nodes:
             raise SessionError(f"node {node} is not in the ring (nodes 0..{self.nodes - 1})")
+
+    def bridge(self, node):
+        self._check_node(node)
         return HostBridge(self.bridge_port + node)
+
+    def console(self, node):
+        from numavia.console import NodeConsole
+        self._check_node(node)
+        if self.console_port is None:
+            raise SessionError("the simulation serves no consoles")
+        return NodeConsole(self.console_port + node)
 
 
 def regions_from_csr_json(path):

@@ -7,14 +7,16 @@ from ``csr.json``; this module does the same for the Numavia node SoC and adds t
 * LiteX peripherals, with the board labels and conventions of ``litex_json2dts_zephyr`` (one
   ``reg`` entry per CSR, named in ``reg-names``; ``interrupts`` from ``<name>_interrupt``), the
   RAM the application runs from, and ``status = "disabled"`` for every board peripheral the SoC
-  does not have (the board enables them, and their drivers would poke empty address space). Which
-  peripherals the board enables depends on the Zephyr release: given the board's .dts (the build
-  script passes the one of the Zephyr tree it builds with), every label it enables and the SoC
-  lacks is disabled; without it, the labels LiteX's flow knows are;
+  does not have (the board enables them, and their drivers would poke empty address space). The
+  board differs between Zephyr releases (v3.5 has no ``cpu0`` or ``ctrl0`` label, v4.0 enables
+  more peripherals), so given the Zephyr tree (:func:`read_tree`; the build script passes the
+  tree it builds with) the overlay names only labels that tree defines and disables exactly what
+  its board enables and the SoC lacks; without it, the labels LiteX's flow knows are assumed;
 * the card: a ``numavia,card`` node for its register window (and the shared-memory and host-memory
-  windows) with
-  one child per register block of ``gateware/regmap.py``, at the window's base from ``csr.json``
-  plus the block's base from the register map, and each block's event counters.
+  windows) with one child per register block of ``gateware/regmap.py``, at the window's base from
+  ``csr.json`` plus the block's base from the register map, each block's event counters, and the
+  card's interrupt on the VIA engine's node (the blocks of the VIA engine are disabled for a card
+  built without it, which has no interrupt either).
 
 Nothing in the output is written down by hand: addresses and interrupts come from ``csr.json``,
 the card's layout from the register map. We generate the LiteX part ourselves rather than calling
@@ -25,6 +27,7 @@ core maps to which board label, so the two flows agree on names.
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from litex.tools import litex_json2dts_zephyr as litex_zephyr
@@ -41,6 +44,22 @@ CARD_EXTRA_REGIONS = ("shared", "hostmem", "hostmem_uncached")
 #: The RAM Zephyr is linked into on litex_vexriscv (the board's ``zephyr,sram``).
 RAM_REGION = "main_ram"
 RAM_LABEL = "ram0"
+#: The CPU node, by path: only later releases label it ``cpu0``.
+CPU_NODE = "&{/cpus/cpu@0}"
+BOARD = "litex_vexriscv"
+#: The CSRs Zephyr's LiteX drivers look up by name (DT_INST_REG_ADDR_BY_NAME) in v3.5 and v4.0: a
+#: SoC without one of them builds, then hangs or reads nonsense; the timer's uptime registers are
+#: the system clock's cycle counter.
+DRIVER_CSRS = {
+    "uart": ("rxtx", "txfull", "rxempty", "ev_status", "ev_pending", "ev_enable", "txempty", "rxfull"),
+    "timer0": ("load", "reload", "en", "update_value", "value", "ev_status", "ev_pending", "ev_enable",
+               "uptime_latch", "uptime_cycles"),
+}
+#: Subsystems the board's defconfig turns on for peripherals (board labels) a SoC may lack: without
+#: them, the subsystem has no driver left and its library no sources, so the fragment turns it off.
+BOARD_SUBSYSTEMS = {"CLOCK_CONTROL": ("clock0", "clk0", "clk1"), "GPIO": ("gpio_out", "gpio_in")}
+#: Kconfig symbol of the SoC's CSR data width (older releases only; later ones support 32 bits alone).
+CSR_WIDTH_SYMBOL = "LITEX_CSR_DATA_WIDTH"
 
 #: Devicetree node of each register block: (compatible, node name, label). A block added to the
 #: register map must be added here too (generation fails until it is), with a binding in
@@ -91,6 +110,47 @@ def board_enabled_labels(board_dts):
     return sorted(set(re.findall(r'&(\w+)\s*\{[^{}]*status\s*=\s*"okay"', board_dts)))
 
 
+def defined_labels(dts):
+    """Node labels a devicetree source defines (``label: node@addr {``)."""
+    return set(re.findall(r"^\s*(\w+):\s*[\w,.@-]+\s*\{", dts, flags=re.M))
+
+
+@dataclass(frozen=True)
+class ZephyrTree:
+    """What the overlay needs to know of the Zephyr tree it is built with."""
+    board_dts: Path
+    labels: frozenset       # labels the board's devicetree defines (its .dts and the .dtsi it includes)
+    enabled: tuple          # labels the board turns on
+    csr_width_symbol: bool  # the tree's SoC has CONFIG_LITEX_CSR_DATA_WIDTH
+
+
+def read_tree(zephyr_base):
+    """The litex_vexriscv board of the Zephyr tree at ``zephyr_base`` (boards/riscv in v3.5,
+    boards/enjoydigital from v3.7 on): its labels, what it enables, its SoC's Kconfig."""
+    base = Path(zephyr_base)
+    boards = sorted((base / "boards").glob(f"**/{BOARD}/{BOARD}.dts")) if base.is_dir() else []
+    if not boards:
+        raise OverlayError(f"{base} has no {BOARD} board: not a Zephyr tree, or one without LiteX support")
+    board = boards[0]
+    include_dirs = [board.parent, base / "dts" / "riscv", base / "dts" / "common", base / "dts"]
+    labels, pending, seen = set(), [board], set()
+    while pending:
+        path = pending.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = path.read_text()
+        labels |= defined_labels(text)
+        for name in re.findall(r'^#include\s*[<"]([^>"]+\.dtsi)[>"]', text, flags=re.M):
+            found = [d / name for d in include_dirs if (d / name).exists()]
+            if not found:
+                raise OverlayError(f"{path}: cannot find the included {name} in the Zephyr tree")
+            pending.append(found[0])
+    symbol = re.compile(rf"^config {CSR_WIDTH_SYMBOL}$", re.M)
+    width_symbol = any(symbol.search(p.read_text()) for p in (base / "soc").glob("**/Kconfig*"))
+    return ZephyrTree(board, frozenset(labels), tuple(board_enabled_labels(board.read_text())), width_symbol)
+
+
 def _csr_registers(csr, name):
     """The CSRs of core ``name`` in address order: ``[(short name, address, bytes)]``."""
     regs = [(reg[len(name) + 1:], p["addr"], 4 * p["size"])
@@ -114,14 +174,30 @@ def _interrupt(csr, name):
     return csr["constants"].get(f"{name}_interrupt")
 
 
-def _litex_part(csr, board_labels):
+def _check_driver_csrs(csr):
+    for core, names in DRIVER_CSRS.items():
+        have = {name for name, _, _ in _csr_registers(csr, core)}
+        if not have:
+            raise OverlayError(f"the SoC has no {core}: Zephyr on {BOARD} needs it")
+        missing = [name for name in names if name not in have]
+        if missing:
+            raise OverlayError(f"the SoC's {core} lacks {', '.join(missing)}, which Zephyr's driver needs"
+                               + (" (LiteX: timer_uptime=True)" if "uptime_latch" in missing else ""))
+
+
+def _given_to_zephyr(csr, tree):
+    """``(csr name, label)`` of the LiteX cores the SoC has and the tree's board has a node for."""
+    return [(name, label) for name, label, _ in _litex_cores()
+            if _csr_registers(csr, name) and (tree is None or label in tree.labels)]
+
+
+def _litex_part(csr, tree):
+    _check_driver_csrs(csr)
     lines = ["/* LiteX SoC: labels of Zephyr's litex_vexriscv board, as litex_json2dts_zephyr names them */",
-             "&cpu0 {", f"\tclock-frequency = <{csr['constants']['config_clock_frequency']}>;", "};"]
+             f"{CPU_NODE} {{", f"\tclock-frequency = <{csr['constants']['config_clock_frequency']}>;", "};"]
     present = set()
-    for name, label, _ in _litex_cores():
+    for name, label in _given_to_zephyr(csr, tree):
         regs = _csr_registers(csr, name)
-        if not regs:
-            continue
         present.add(label)
         lines.append(f"&{label} {{")
         lines += _reg_lines(regs, 1)
@@ -129,10 +205,10 @@ def _litex_part(csr, board_labels):
         if irq is not None:
             lines.append(f"\tinterrupts = <{irq} 0>;")
         lines += ['\tstatus = "okay";', "};"]
-    if board_labels is None:
+    if tree is None:
         absent = [label for _, label, disable in _litex_cores() if disable and label not in present]
     else:
-        absent = [label for label in board_labels if label not in present]
+        absent = [label for label in tree.enabled if label not in present]
     for label in absent:
         lines += [f"&{label} {{", '\tstatus = "disabled";', "};"]
     ram = csr["memories"].get(RAM_REGION)
@@ -160,9 +236,9 @@ def _card_part(csr):
              f"\t\t{CARD_LABEL}: numavia-card@{base:x} {{",
              f'\t\t\tcompatible = "{CARD_COMPATIBLE}";']
     lines += _reg_lines(regs, 3)
+    # The card's interrupt is the VIA engine's (the firmware's work: mailbox, management frames);
+    # a card without the engine has neither, and its VIA blocks get no driver.
     irq = _interrupt(csr, CARD_REGION)
-    if irq is not None:
-        lines += ["\t\t\tinterrupt-parent = <&intc0>;", f"\t\t\tinterrupts = <{irq} 0>;"]
     # Children carry bus addresses (identity ``ranges``), so every address in this file is one
     # the CPU uses and can be checked against csr.json as it stands.
     lines += ["\t\t\t#address-cells = <1>;", "\t\t\t#size-cells = <1>;", "\t\t\tranges;"]
@@ -174,6 +250,10 @@ def _card_part(csr):
         addr = base + block.base
         lines += ["", f"\t\t\t{label}: {node}@{addr:x} {{", f'\t\t\t\tcompatible = "{compatible}";',
                   f"\t\t\t\treg = {_cells(addr, block.size)};"]
+        if block is regmap.VIA and irq is not None:
+            lines += ["\t\t\t\tinterrupt-parent = <&intc0>;", f"\t\t\t\tinterrupts = <{irq} 0>;"]
+        elif block in regmap.VIA_BLOCKS and irq is None:
+            lines.append('\t\t\t\tstatus = "disabled";')
         counters = block_counters(block)
         if counters:
             offset, names = counters
@@ -184,43 +264,52 @@ def _card_part(csr):
     return lines
 
 
-def _left_out(csr):
+def _left_out(csr, tree):
     """What of csr.json the overlay gives Zephyr no node for, said in the overlay itself so that
     nothing is dropped silently (LiteX's flow prints it; a file keeps it)."""
-    mapped_cores = {name for name, _, _ in _litex_cores() if _csr_registers(csr, name)}
+    mapped_cores = {name for name, _ in _given_to_zephyr(csr, tree)}
     cores = sorted(set(csr["csr_bases"]) - mapped_cores)
     regions = sorted(set(csr["memories"]) - {RAM_REGION, CARD_REGION, *CARD_EXTRA_REGIONS})
     return [f"/* Not given to Zephyr: CSR cores {', '.join(cores) or 'none'}; "
             f"memory regions {', '.join(regions) or 'none'}. */"]
 
 
-def overlay(csr, source="csr.json", board_labels=None):
-    """The overlay's text for the SoC described by the parsed ``csr.json`` ``csr``.
-
-    ``board_labels``: the labels the board enables (:func:`board_enabled_labels`), or ``None`` for
-    the ones litex_json2dts_zephyr knows.
-    """
+def overlay(csr, source="csr.json", tree=None):
+    """The overlay's text for the SoC described by the parsed ``csr.json`` ``csr``, for the Zephyr
+    tree ``tree`` (:func:`read_tree`), or for the labels litex_json2dts_zephyr knows if ``None``."""
+    board = f"{BOARD} of {tree.board_dts}" if tree else f"{BOARD} (labels as LiteX's flow names them)"
     head = [f"/* Generated by numavia.zephyr_overlay from {source} and gateware/regmap.py: do not edit.",
-            " * Board: litex_vexriscv (Zephyr). */", *_left_out(csr), ""]
-    return "\n".join(head + _litex_part(csr, board_labels) + [""] + _card_part(csr)) + "\n"
+            f" * Board: {board}. */", *_left_out(csr, tree), ""]
+    return "\n".join(head + _litex_part(csr, tree) + [""] + _card_part(csr)) + "\n"
 
 
-def kconfig_fragment(csr):
+def kconfig_fragment(csr, tree=None):
     """Kconfig settings the board needs for this SoC (what litex_json2dts_zephyr passes as -D)."""
-    return f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n"
+    width = csr["constants"]["config_csr_data_width"]
+    # The kernel's clock counts the timer's uptime cycles (the SoC's default says 100 MHz).
+    lines = [f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}"]
+    if tree is None or tree.csr_width_symbol:
+        lines.append(f"CONFIG_{CSR_WIDTH_SYMBOL}={width}")
+    elif width != 32:
+        raise OverlayError(f"the SoC's CSRs are {width} bits wide; this Zephyr tree supports 32 only")
+    present = {label for _, label in _given_to_zephyr(csr, tree)}
+    for symbol, labels in BOARD_SUBSYSTEMS.items():
+        if not present & set(labels):
+            lines.append(f"CONFIG_{symbol}=n")
+    return "".join(line + "\n" for line in lines)
 
 
-def write(csr_json, out, conf=None, board_dts=None):
-    """Write the overlay for ``csr_json`` to ``out`` (and the Kconfig fragment to ``conf``);
-    ``board_dts`` is the board's .dts, whose enabled peripherals the SoC may lack."""
+def write(csr_json, out, conf=None, zephyr_base=None):
+    """Write the overlay for ``csr_json`` to ``out`` (and the Kconfig fragment to ``conf``) for the
+    Zephyr tree at ``zephyr_base`` (or, if ``None``, the labels LiteX's flow knows)."""
     csr_json = Path(csr_json)
     try:
         csr = json.loads(csr_json.read_text())
-        board_labels = board_enabled_labels(Path(board_dts).read_text()) if board_dts else None
     except (OSError, json.JSONDecodeError) as e:
         raise OverlayError(f"cannot read {e.filename or csr_json}: {e}") from None
-    text = overlay(csr, source=csr_json.name, board_labels=board_labels)
+    tree = read_tree(zephyr_base) if zephyr_base else None
+    text = overlay(csr, source=csr_json.name, tree=tree)
     Path(out).write_text(text)
     if conf:
-        Path(conf).write_text(kconfig_fragment(csr))
+        Path(conf).write_text(kconfig_fragment(csr, tree))
     return text

@@ -2,8 +2,10 @@
 // joined by ring and Ethernet channels (ring_run.hpp). One model serves every ring size and every
 // node id: the id strap is an input.
 //
-// Around each node: its UART console, its host bridge (Etherbone over TCP on port base + id), and
-// trace replay on the card's second host port. The run stops when every node printed the stop
+// Around each node: its UART console (and, asked for, its input: a TCP socket on port base + id, or
+// this process's standard input for one node), its host bridge (Etherbone over TCP on port base +
+// id), and trace replay on the card's second host port. Console input arrives when the user types:
+// a run that takes any is no longer reproducible, so none is read unless asked for. The run stops when every node printed the stop
 // marker, at a cycle limit, on SIGINT/SIGTERM, or (with --serve) when the last host disconnects.
 
 #include <cstdint>
@@ -31,6 +33,8 @@ struct Options {
     RingOptions ring;
     std::string stop_marker;          // stop when every node printed a line containing this
     int bridge_port = 0;              // 0: no host bridge; node i listens on bridge_port + i
+    int console_port = 0;             // 0: no console input socket; node i listens on console_port + i
+    int console_stdin = -1;           // the node whose UART receives standard input (its process gets it)
     bool serve = false;               // keep running after the marker, until a signal
     bool until_disconnect = false;    // ... or until the last host that connected disconnects
     bool quiet = false;
@@ -43,7 +47,8 @@ struct Options {
     std::fprintf(stderr,
                  "sim: %s\n"
                  "usage: Vnumavia_node [--stop-marker TEXT] [--bridge-port PORT] [--serve] [--until-disconnect]\n"
-                 "       [--quiet] [--trace-dir DIR] [--access-log FILE] [--numa]\n%s",
+                 "       [--quiet] [--trace-dir DIR] [--access-log FILE] [--numa] [--console-port PORT]\n"
+                 "       [--console-stdin NODE]\n%s",
                  msg.c_str(), RingOptions::kUsage);
     std::exit(2);
 }
@@ -62,6 +67,8 @@ Options parse(int argc, char **argv) {
         if (!error.empty()) usage(error);
         if (a == "--stop-marker") o.stop_marker = value();
         else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
+        else if (a == "--console-port") o.console_port = std::atoi(value().c_str());
+        else if (a == "--console-stdin") o.console_stdin = std::atoi(value().c_str());
         else if (a == "--serve") o.serve = true;
         else if (a == "--until-disconnect") o.until_disconnect = true;
         else if (a == "--quiet") o.quiet = true;
@@ -75,6 +82,7 @@ Options parse(int argc, char **argv) {
     if (!error.empty()) usage(error);
     if (o.serve && !o.bridge_port) usage("--serve needs --bridge-port");
     if (o.until_disconnect && !o.serve) usage("--until-disconnect goes with --serve");
+    if (o.console_stdin >= o.ring.nodes) usage("--console-stdin names a node the ring does not have");
     return o;
 }
 
@@ -90,8 +98,12 @@ public:
         add_output(links.control_up);
         add_input(*links.control_down.queue, links.control_down.latency_ps);
 
+        const bool reads_stdin = id() == opt.console_stdin;
+        if (opt.console_port || reads_stdin)
+            console_input_.reset(new ConsoleInput(id(), opt.console_port ? opt.console_port + id() : 0,
+                                                  reads_stdin ? 0 : -1));
         console_.reset(new Console<NodePorts>(ports_, id(), opt.ring.out_dir + "/" + name() + ".log", opt.stop_marker,
-                                              !opt.quiet));
+                                              !opt.quiet, console_input_.get()));
         sys_.add(console_.get());
         if (opt.bridge_port) {
             bridge_.reset(new EtherboneServer<NodePorts>(ports_, id(), opt.bridge_port + id()));
@@ -207,6 +219,7 @@ private:
     Clocks<Model, ModelInputs> clocks_;
     ClockDomain &sys_;
     NodeControl control_;
+    std::unique_ptr<ConsoleInput> console_input_;
     std::unique_ptr<Console<NodePorts>> console_;
     std::unique_ptr<EtherboneServer<NodePorts>> bridge_;
     std::unique_ptr<TraceSource> trace_;

@@ -32,6 +32,15 @@ static uint64_t read_word(uint32_t addr)
     return (uint64_t)hi << 32 | lo;
 }
 
+/* `crc` continued over one word as the store holds it (8 bytes, little-endian). */
+static uint32_t crc_word(uint32_t crc, uint64_t word)
+{
+    uint8_t bytes[8];
+    for (int b = 0; b < 8; b++)
+        bytes[b] = (uint8_t)(word >> (8 * b));
+    return nv_crc32(crc, bytes, sizeof bytes);
+}
+
 static nv_status check_image(const struct nv_ucode_image *image)
 {
     if (image == NULL || image->words == NULL)
@@ -39,6 +48,15 @@ static nv_status check_image(const struct nv_ucode_image *image)
     if (image->count == 0 || image->count > nv_reg_read(NV_RAC_UCODE_DEPTH))
         return NV_ERR_RANGE;
     return NV_OK;
+}
+
+/* The image's words have its CRC (not a corrupted or truncated copy). */
+static nv_status check_image_crc(const struct nv_ucode_image *image)
+{
+    uint32_t crc = 0;
+    for (uint32_t i = 0; i < image->count; i++)
+        crc = crc_word(crc, image->words[i]);
+    return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
 }
 
 nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word)
@@ -56,10 +74,7 @@ nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word
                 *bad_word = i;
             return NV_ERR_READBACK;
         }
-        uint8_t bytes[8];
-        for (int b = 0; b < 8; b++)
-            bytes[b] = (uint8_t)(word >> (8 * b));
-        crc = nv_crc32(crc, bytes, sizeof bytes);
+        crc = crc_word(crc, word);
     }
     return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
 }
@@ -68,6 +83,11 @@ nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
 {
     nv_status status = check_image(image);
     if (status != NV_OK)
+        return status;
+    /* Replacing live microcode: an image that fails its check is refused before the store is
+     * touched, so the running one stays live. (At boot nothing runs yet; the read-back below
+     * checks the CRC of what was written, which catches a bad image as well.) */
+    if ((nv_reg_read(NV_RAC_STATUS) & NV_RAC_STATUS_LOADED_MASK) && (status = check_image_crc(image)) != NV_OK)
         return status;
     /* The store can only be written while the sequencer is not live. */
     nv_reg_write(NV_RAC_CTRL, 0);

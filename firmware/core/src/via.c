@@ -318,6 +318,8 @@ uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
 
 static void serve_mailbox(struct nv_via *via)
 {
+    if (via->irq)
+        nv_reg_write(NV_VIA_IRQ_ACK, NV_VIA_IRQ_ACK_MBOX_MASK);
     uint32_t cmd = nv_reg_read(NV_VIA_MBOX_CMD);
     uint16_t seq = (uint16_t)((cmd & NV_VIA_MBOX_CMD_SEQ_MASK) >> NV_VIA_MBOX_CMD_SEQ_SHIFT);
     if (seq == via->mbox_seq)
@@ -352,4 +354,10 @@ void nv_via_poll(struct nv_via *via)
                            words, length);
     }
     nv_via_connection_timers(via);
+}
+
+void nv_via_irq_enable(struct nv_via *via)
+{
+    via->irq = 1;
+    nv_reg_write(NV_VIA_IRQ_ENABLE, NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK);
 }

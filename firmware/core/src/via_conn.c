@@ -216,6 +216,21 @@ void nv_via_connection_timers(struct nv_via *via)
     }
 }
 
+uint64_t nv_via_next_timer(const struct nv_via *via)
+{
+    uint64_t next = UINT64_MAX;
+    for (unsigned i = 0; i < via->vis; i++) {
+        const struct nv_via_vi *v = &via->vi[i];
+        if (v->conn != NV_CONN_REQUESTING && v->conn != NV_CONN_DISCONNECTING)
+            continue;
+        /* The same two times nv_via_connection_timers acts on (a next_retry of 0: at once). */
+        uint64_t due = v->next_retry < v->deadline ? v->next_retry : v->deadline;
+        if (due < next)
+            next = due;
+    }
+    return next;
+}
+
 static struct nv_via_buffer message_buffer(const uint32_t *words)
 {
     struct nv_via_buffer b = {.va = 0, .handle = NV_MBOX_NONE, .length = 0};

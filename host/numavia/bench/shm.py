@@ -5,7 +5,9 @@ burst of its words), one request at a time, as a host does over the uncached PCI
 For each size, on fresh lines: ``load`` (cold: every line comes over the ring), ``load again``
 (the same lines: in NCC-NUMA mode the network cache serves them) and ``store`` (cold lines). Time
 is the card cluster bench's cycle stamps from the first request to the last completion; it is a
-one-way transfer time, the shared-memory counterpart of half a VIA round trip.
+one-way transfer time, the shared-memory counterpart of half a VIA round trip. Given a firmware,
+the sweep runs on two complete nodes instead (VexRiscv, that firmware, the card: the SoC of
+``numavia sim``), once both firmwares are ready, timed by the harness's host-port cycle stamps.
 """
 
 from numavia import results, trace
@@ -14,7 +16,7 @@ from numavia.gateware.card import CardConfig
 from numavia.gateware.coherence import LINE_BYTES
 from numavia.soc import card_bench
 
-from .stream import NODES, time_segments
+from .stream import NODES, time_segments, time_segments_on_nodes
 
 OPS = ("load", "load again", "store")
 MODES = ("ncc", "numa")
@@ -51,27 +53,38 @@ def sweep_trace(points, base):
     return records, segments, addr - base
 
 
-def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, spread=None):
+def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, firmware=None, spread=None):
+    """The sweep on two cards alone (``card_bench``), or, with ``firmware`` (the ``--firmware``
+    option's value), on two complete nodes running it."""
     if max_size < 4:
         raise NumaviaError("--max-size must be at least 4 bytes")
-    config = config or CardConfig(max_nodes=16, via=False)
+    root = run_root or card_bench.buildcache.build_root() / "run" / "shm"
+    if firmware is None:
+        config = config or CardConfig(max_nodes=16, via=False)
+        binary = card_bench.build_bench(config, log=log)
+        timed = lambda mode, records, segments: time_segments(
+            binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa", spread=spread,
+            what=f"shared-memory sweep ({mode})")
+    else:
+        from numavia.soc import sim
+        build = sim.build_all(sim.SimConfig(nodes=NODES), log=log, firmware=firmware)
+        config = build.config.card_config()
+        timed = lambda mode, records, segments: time_segments_on_nodes(
+            build, root / f"nodes-{build.firmware.kind}-{mode}-{max_size}", records, segments,
+            numa=mode == "numa", spread=spread, what=f"shared-memory sweep on nodes ({mode})")
     amap = config.address_map()
     points = sizes(max_size)
     records, segments, used = sweep_trace(points, amap.slice_bytes)   # node 1's slice
     if used > amap.slice_bytes:
         raise NumaviaError(f"a sweep to {max_size} bytes needs {used} bytes of node 1's {amap.slice_bytes}-byte slice")
-    binary = card_bench.build_bench(config, log=log)
-    root = run_root or card_bench.buildcache.build_root() / "run" / "shm"
     rows = []
     for mode in MODES:
         log(f"{mode.upper()}: {len(points)} sizes, {len(records) - 1:,} accesses")
-        timed = time_segments(binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa", spread=spread,
-                              what=f"shared-memory sweep ({mode})")
-        for (size, op, _, _), cycles in zip(segments, timed):
+        for (size, op, _, _), cycles in zip(segments, timed(mode, records, segments)):
             us = cycles / config.clk_freq_hz * 1e6
             rows.append({"mode": mode, "op": op, "size": size, "cycles": cycles, "latency_us": us,
                          "bandwidth_MBps": size / us})
-    return {"clock_mhz": config.clk_freq_hz / 1e6, "rows": rows,
+    return {"clock_mhz": config.clk_freq_hz / 1e6, "rows": rows, "firmware": firmware,
             "cache_bytes": config.cache_sets * config.cache_ways * LINE_BYTES}
 
 
@@ -85,7 +98,8 @@ def report(figs, out):
     text = results.write(
         out, "shm", title="NetPIPE-style sweep over shared memory (node 0 to node 1's slice)",
         headers=["bytes"] + [f"{m.upper()} {op} (us)" for m, op in columns], rows=rows, figures=figs,
-        config={"clock_mhz": figs["clock_mhz"], "network_cache_bytes": figs["cache_bytes"]},
+        config={"clock_mhz": figs["clock_mhz"], "network_cache_bytes": figs["cache_bytes"],
+                "ring": f"two nodes running {figs['firmware']}" if figs.get("firmware") else "two cards alone"},
         notes=["One-way transfer time: first request to last completion, from the RTL's cycle stamps.",
                f"'load again' reads the same lines a second time: the network cache "
                f"({figs['cache_bytes']:,} bytes) serves them in NCC-NUMA mode.",

@@ -25,6 +25,7 @@ ARRAYS = ("a", "b", "c")
 PLACEMENTS = {"private": ("ncc",), "home": ("ncc",), "remote": ("ncc", "numa")}
 NODES = 2
 LINE_WORDS = LINE_BYTES // 4
+NODE_RUN_MAX_CYCLES = 200_000_000    # a run on complete nodes: a hang is reported, not waited out
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,30 @@ def time_segments(binary, run_dir, records, segments, *, numa, what, spread=None
         tail = bench.stderr.strip().splitlines()[-1:] or ["no output"]
         raise NumaviaError(f"{what}: {len(accesses)} of {expected} accesses done: {tail[0]}")
     return [accesses[first + count - 1].completed - accesses[first].issued for *_, first, count in segments]
+
+
+def time_segments_on_nodes(build, run_dir, records, segments, *, numa, what, spread=None):
+    """:func:`time_segments` on two complete nodes (``numavia.soc.sim`` build: VexRiscv, firmware,
+    card) instead of two cards alone: the trace starts once both firmwares are ready, and the
+    times are the harness's host-port cycle stamps (its access log)."""
+    from numavia.soc import sim
+    traces = run_dir / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    trace.write_trace(traces / "node0.trace", 0, records)
+    trace.write_trace(traces / "node1.trace", 1, [trace.barrier(0)])
+    access_log = run_dir / "access.log"
+    code, summary = sim.run(build, run_dir, spread, quiet=True, trace_dir=traces, access_log=access_log,
+                            numa=numa, max_cycles=NODE_RUN_MAX_CYCLES)
+    entries = access_log.read_text().split("\n") if access_log.exists() else []
+    # node addr write value issued done error, one access per line
+    accesses = sorted((tuple(int(x) for x in line.split()) for line in entries if line.strip()),
+                      key=lambda a: a[4])
+    accesses = [a for a in accesses if a[0] == 0]
+    expected = sum(r.kind != trace.Kind.BARRIER for r in records)
+    if code or len(accesses) != expected:
+        reason = summary["reason"] if summary else f"simulator exit status {code}"
+        raise NumaviaError(f"{what}: {len(accesses)} of {expected} accesses done: {reason} (logs in {run_dir})")
+    return [accesses[first + count - 1][5] - accesses[first][4] for *_, first, count in segments]
 
 
 def figures(rows, array_bytes, passes, config):

@@ -8,16 +8,17 @@
 #define DT_NUM_INST_STATUS_OKAY(compat) STUB_CAT(STUB_COUNT_, compat)
 #define DT_HAS_COMPAT_STATUS_OKAY(compat) (DT_NUM_INST_STATUS_OKAY(compat) > 0)
 #define DT_COMPAT_GET_ANY_STATUS_OKAY(compat) compat
+#define DT_NODELABEL(label) label
 #define DT_REG_ADDR_BY_NAME(node, name) STUB_CAT(STUB_CAT(STUB_CAT(STUB_ADDR_, node), _), name)
 #define DT_REG_SIZE_BY_NAME(node, name) STUB_CAT(STUB_CAT(STUB_CAT(STUB_SIZE_, node), _), name)
-/* 1 for a name the node's reg-names has; an undefined STUB_HASREG_* is 0 in #if, as Zephyr's is. */
-#define DT_REG_HAS_NAME(node, name) STUB_CAT(STUB_CAT(STUB_CAT(STUB_HASREG_, node), _), name)
 
 /* Instance macros: one instance (0) per compatible, which the drivers BUILD_ASSERT anyway. */
 #define DT_INST_FOREACH_STATUS_OKAY(fn) STUB_CAT(STUB_FOREACH_, DT_NUM_INST_STATUS_OKAY(DT_DRV_COMPAT))(fn)
 #define STUB_FOREACH_0(fn)
 #define STUB_FOREACH_1(fn) fn(0)
 #define DT_INST_REG_ADDR(inst) STUB_CAT(STUB_ADDR_, DT_DRV_COMPAT)
+#define DT_INST_IRQN(inst) STUB_CAT(STUB_IRQN_, DT_DRV_COMPAT)
+#define DT_INST_IRQ(inst, cell) STUB_CAT(STUB_CAT(STUB_IRQ_, DT_DRV_COMPAT), _##cell)
 #define DT_INST_NODE_HAS_PROP(inst, prop) STUB_CAT(STUB_CAT(STUB_HAS_, DT_DRV_COMPAT), _##prop)
 #define DT_INST_PROP(inst, prop) STUB_CAT(STUB_CAT(STUB_PROP_, DT_DRV_COMPAT), _##prop)
 #define DT_INST_PROP_OR(inst, prop, default_value) \

@@ -15,6 +15,11 @@ int k_mutex_init(struct k_mutex *mutex);
 int k_mutex_lock(struct k_mutex *mutex, k_timeout_t timeout);
 int k_mutex_unlock(struct k_mutex *mutex);
 
+struct k_sem { unsigned int count, limit; };
+int k_sem_init(struct k_sem *sem, unsigned int initial_count, unsigned int limit);
+void k_sem_give(struct k_sem *sem);
+int k_sem_take(struct k_sem *sem, k_timeout_t timeout);
+
 typedef struct { char data[8]; } k_thread_stack_t;
 struct k_thread { int state; };
 typedef struct k_thread *k_tid_t;
@@ -25,5 +30,4 @@ k_tid_t k_thread_create(struct k_thread *new_thread, k_thread_stack_t *stack, si
                         k_thread_entry_t entry, void *p1, void *p2, void *p3, int prio,
                         uint32_t options, k_timeout_t delay);
 int k_thread_name_set(k_tid_t thread, const char *name);
-int32_t k_sleep(k_timeout_t timeout);
 #endif

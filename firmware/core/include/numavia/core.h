@@ -68,8 +68,9 @@ static inline __attribute__((always_inline)) uint32_t nv_card_cycles32(void)
 uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);
 
 /* Write `image` into the control store, read every word back, check the CRC, then let the
- * sequencer serve remote traffic. On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first
- * address that read back wrong. */
+ * sequencer serve remote traffic. When microcode is live already, an image whose words do not have
+ * its CRC is refused first (NV_ERR_CRC), leaving the store and the running microcode as they are.
+ * On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first address that read back wrong. */
 nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word);
 
 /* Read the control store back and compare it with `image` word by word, then check the CRC of

@@ -1,17 +1,21 @@
 /* The few services the portable core needs from its host: bare metal, Zephyr or a unit test.
- * The core never includes an OS header; each port implements these functions once. */
+ * The core never includes an OS header itself; each port implements these functions once (a port
+ * may give the hot accessors inline, NV_PLATFORM_INLINE below). */
 #ifndef NUMAVIA_PLATFORM_H
 #define NUMAVIA_PLATFORM_H
 
 #include <stdint.h>
 
+#ifdef NV_PLATFORM_INLINE
+/* The port defines the accessors of card registers and host memory below as static inline
+ * functions in this header (Zephyr: its build has no link-time optimisation, which is how the
+ * bare-metal build inlines them into the timed loops). */
+#include NV_PLATFORM_INLINE
+#else
 /* Card register access. `offset` is a byte offset inside the card's register window
  * (the NV_* constants of numavia_regs.h); the port adds the window's bus address. */
 uint32_t nv_reg_read(uint32_t offset);
 void nv_reg_write(uint32_t offset, uint32_t value);
-
-/* Console output, printf-style. */
-void nv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Host memory (where VIA descriptors, buffers and completion queues live), by physical address,
  * 32-bit aligned. The card writes it by DMA behind the CPU's caches: call nv_host_sync() before
@@ -19,6 +23,10 @@ void nv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint32_t nv_host_read32(uint32_t phys);
 void nv_host_write32(uint32_t phys, uint32_t value);
 void nv_host_sync(void);
+#endif
+
+/* Console output, printf-style. */
+void nv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Code on a path the card's cycle counter times (the benchmark agents, push-pull messaging).
  * Each GROUP, one benchmark's loops with everything they call, goes into a section of its own,

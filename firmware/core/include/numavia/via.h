@@ -68,6 +68,7 @@ struct nv_via_region {
 struct nv_via {
     unsigned node_id;
     uint32_t clk_freq_hz;
+    uint8_t irq;                             /* the card's interrupt wakes the port (nv_via_irq_enable) */
     /* What the card has (its RO registers). */
     unsigned vis, cqs, queue_depth, max_segments, att_regions, att_pages, max_mtu;
     uint32_t host_base, host_size;
@@ -86,6 +87,15 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
 
 /* One round of service: a mailbox command, a management frame, retries and timeouts. */
 void nv_via_poll(struct nv_via *via);
+
+/* For ports that sleep between rounds (Zephyr) instead of polling (bare metal): the card's interrupt
+ * then rises when a round has work, a mailbox command or a management frame; nv_via_poll
+ * acknowledges the mailbox's before reading it, so a command written meanwhile raises it again. */
+void nv_via_irq_enable(struct nv_via *via);
+
+/* The card cycle count by which the manager's timers need a round (a retry or a timeout falls due),
+ * or UINT64_MAX when nothing but the interrupt can bring work. */
+uint64_t nv_via_next_timer(const struct nv_via *via);
 
 /* The mailbox command `code` with its arguments in/out of `args` (what nv_via_poll runs for the
  * host); returns a VIP result code (NV_VIP_*). */

@@ -2,7 +2,7 @@
  * event counters of any block (consecutive 32-bit registers, named in the devicetree). */
 #include <errno.h>
 
-#include <zephyr/sys/sys_io.h>
+#include <zephyr/arch/cpu.h>
 
 #include "numavia/drivers.h"
 #include "numavia_block.h"

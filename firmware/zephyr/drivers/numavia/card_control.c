@@ -54,6 +54,13 @@ bool numavia_card_numa_mode(const struct device *card)
     return (nv_reg_read(NV_CTRL_CTRL) & NV_CTRL_CTRL_NUMA_MODE_MASK) != 0;
 }
 
+void numavia_card_set_numa_mode(const struct device *card, bool numa)
+{
+    ARG_UNUSED(card);
+    uint32_t ctrl = nv_reg_read(NV_CTRL_CTRL) & ~NV_CTRL_CTRL_NUMA_MODE_MASK;
+    nv_reg_write(NV_CTRL_CTRL, ctrl | (numa ? NV_CTRL_CTRL_NUMA_MODE_MASK : 0));
+}
+
 #define CARD_CONTROL_DEFINE(inst)                                                                 \
     NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_CTRL_BASE);                                              \
     NUMAVIA_BLOCK_CONFIG_DEFINE(inst, card_control_config_##inst);                                \

@@ -7,16 +7,12 @@
 
 #include <zephyr/device.h>
 #include <zephyr/devicetree.h>
-#include <zephyr/sys/sys_io.h>
+#include <zephyr/arch/cpu.h>
 #include <zephyr/sys/util.h>
 #include <zephyr/toolchain.h>
 
+#include "numavia/platform.h"   /* the card's window (numavia/platform_zephyr.h) */
 #include "numavia_regs.h"
-
-/* The portable core reaches the card through one register window (nv_reg_read() takes an offset
- * inside it), so a SoC has exactly one card. */
-#define NUMAVIA_CARD_NODE DT_COMPAT_GET_ANY_STATUS_OKAY(numavia_card)
-#define NUMAVIA_CARD_WINDOW DT_REG_ADDR_BY_NAME(NUMAVIA_CARD_NODE, registers)
 
 BUILD_ASSERT(DT_NUM_INST_STATUS_OKAY(numavia_card) == 1,
              "the Numavia drivers support exactly one numavia,card node");

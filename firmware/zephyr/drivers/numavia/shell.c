@@ -1,5 +1,6 @@
-/* `numavia` shell commands: status, ucode load|verify, vi list, counters. */
+/* `numavia` shell commands: status, ucode load|verify, mode, vi list, counters. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <zephyr/device.h>
@@ -78,15 +79,10 @@ static int cmd_status(const struct shell *sh, size_t argc, char **argv)
 }
 
 #ifdef CONFIG_NUMAVIA_RAC
-/* `ucode load` and `ucode verify`: the same report around a different operation. */
-static int ucode_command(const struct shell *sh, const char *what,
-                         nv_status (*operation)(const struct device *rac, uint32_t *bad_word))
+/* The report of `ucode load` and `ucode verify` on `image`. */
+static int ucode_report(const struct shell *sh, const char *what, const struct nv_ucode_image *image,
+                        nv_status status, uint32_t bad_word)
 {
-    if (!card_booted(sh))
-        return -ENODEV;
-    uint32_t bad_word = 0;
-    nv_status status = operation(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &bad_word);
-    const struct nv_ucode_image *image = numavia_ucode_image();
     if (status == NV_OK) {
         shell_print(sh, "microcode %s: %u words, crc 0x%08x", what, image->count, image->crc32);
         return 0;
@@ -98,23 +94,67 @@ static int ucode_command(const struct shell *sh, const char *what,
     return -EIO;
 }
 
+static bool parse_u32(const struct shell *sh, const char *text, const char *what, uint32_t *value)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 0);
+    if (*text == '\0' || *end != '\0' || v > UINT32_MAX) {
+        shell_error(sh, "%s: '%s' is not a number", what, text);
+        return false;
+    }
+    *value = (uint32_t)v;
+    return true;
+}
+
+/* `ucode load`: the built-in image, or one the host staged in host memory (ADDR WORDS CRC). */
 static int cmd_ucode_load(const struct shell *sh, size_t argc, char **argv)
 {
-    ARG_UNUSED(argc);
-    ARG_UNUSED(argv);
-    return ucode_command(sh, "loaded and verified", numavia_ucode_load);
+    if (!card_booted(sh))
+        return -ENODEV;
+    const struct device *rac = DEVICE_DT_GET_ONE(numavia_remote_access_controller);
+    uint32_t bad_word = 0;
+    if (argc == 1) {
+        nv_status status = numavia_ucode_load(rac, &bad_word);
+        return ucode_report(sh, "loaded and verified", numavia_ucode_image(), status, bad_word);
+    }
+    if (argc != 4) {
+        shell_error(sh, "usage: numavia ucode load [ADDR WORDS CRC]");
+        return -EINVAL;
+    }
+    uint32_t addr, count, crc;
+    if (!parse_u32(sh, argv[1], "ADDR", &addr) || !parse_u32(sh, argv[2], "WORDS", &count) ||
+        !parse_u32(sh, argv[3], "CRC", &crc))
+        return -EINVAL;
+    const uint64_t *words = numavia_host_words(addr, count);
+    if (words == NULL) {
+        shell_error(sh, "%u words at 0x%08x are not 8-byte aligned host memory", count, addr);
+        return -EINVAL;
+    }
+    const struct nv_ucode_image image = {words, count, crc};
+    nv_status status = numavia_ucode_load_image(rac, &image, &bad_word);
+    if (status == NV_ERR_CRC) {
+        shell_error(sh, "microcode refused: its words do not have crc 0x%08x; the running microcode stays live",
+                    crc);
+        return -EIO;
+    }
+    return ucode_report(sh, "loaded and verified", &image, status, bad_word);
 }
 
 static int cmd_ucode_verify(const struct shell *sh, size_t argc, char **argv)
 {
     ARG_UNUSED(argc);
     ARG_UNUSED(argv);
-    return ucode_command(sh, "verified", numavia_ucode_verify);
+    if (!card_booted(sh))
+        return -ENODEV;
+    uint32_t bad_word = 0;
+    nv_status status = numavia_ucode_verify(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &bad_word);
+    return ucode_report(sh, "verified", numavia_ucode_image(), status, bad_word);
 }
 
 SHELL_STATIC_SUBCMD_SET_CREATE(numavia_ucode_cmds,
-    SHELL_CMD(load, NULL, "Reload the built-in SCI microcode into the control store and verify it",
-              cmd_ucode_load),
+    SHELL_CMD_ARG(load, NULL, "Load microcode into the control store and verify it: the built-in SCI "
+                  "microcode, or WORDS 64-bit words the host put at host-memory ADDR with their CRC-32: "
+                  "numavia ucode load [ADDR WORDS CRC]", cmd_ucode_load, 1, 3),
     SHELL_CMD(verify, NULL, "Compare the control store with the built-in microcode", cmd_ucode_verify),
     SHELL_SUBCMD_SET_END);
 #endif
@@ -151,6 +191,23 @@ SHELL_STATIC_SUBCMD_SET_CREATE(numavia_vi_cmds,
     SHELL_SUBCMD_SET_END);
 #endif
 
+static int cmd_mode(const struct shell *sh, size_t argc, char **argv)
+{
+    if (!card_booted(sh))
+        return -ENODEV;
+    if (argc == 2) {
+        bool numa = strcmp(argv[1], "numa") == 0;
+        if (!numa && strcmp(argv[1], "ncc") != 0) {
+            shell_error(sh, "mode '%s': choose ncc (network cache on) or numa (off)", argv[1]);
+            return -EINVAL;
+        }
+        numavia_card_set_numa_mode(card, numa);
+    }
+    shell_print(sh, "mode: %s (the board switch says %s)", numavia_card_numa_mode(card) ? "NUMA" : "NCC-NUMA",
+                (nv_reg_read(NV_CTRL_MODE_STRAP) & NV_CTRL_MODE_STRAP_NUMA_MASK) ? "NUMA" : "NCC-NUMA");
+    return 0;
+}
+
 static void print_counters(const struct shell *sh, const char *block_name, const struct device *dev)
 {
     for (unsigned i = 0; i < numavia_counter_count(dev); i++) {
@@ -184,6 +241,8 @@ SHELL_STATIC_SUBCMD_SET_CREATE(numavia_cmds,
 #ifdef CONFIG_NUMAVIA_RAC
     SHELL_CMD(ucode, &numavia_ucode_cmds, "Remote access controller microcode", NULL),
 #endif
+    SHELL_CMD_ARG(mode, NULL, "Show the mode, or set it (on a ring whose shared memory is not in use): "
+                  "numavia mode [ncc|numa]", cmd_mode, 1, 1),
 #ifdef CONFIG_NUMAVIA_VIA
     SHELL_CMD(vi, &numavia_vi_cmds, "Virtual Interfaces", NULL),
 #endif

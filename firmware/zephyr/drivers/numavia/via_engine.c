@@ -2,14 +2,18 @@
  *
  * The engine moves data without the CPU; the manager serves the host's mailbox commands,
  * connection set-up with the peer's firmware, memory registration and timeouts, one round per
- * nv_via_poll(). Bare metal calls nv_via_poll() in its main loop; here a thread does, and a mutex
- * keeps the shell's snapshots (numavia_via_vi_info) from seeing a half-done round. */
+ * nv_via_poll(). Bare metal calls nv_via_poll() in its main loop; here a thread does, woken by the
+ * card's interrupt (a mailbox command or a management frame is waiting) or, while a connection
+ * request or a disconnect waits for its answer, when the manager's next retry or timeout falls due
+ * (nv_via_next_timer). A mutex keeps the shell's snapshots (numavia_via_vi_info) from seeing a
+ * half-done round. */
 #define DT_DRV_COMPAT numavia_via_engine
 
 #include <errno.h>
 
 #include <zephyr/device.h>
 #include <zephyr/devicetree.h>
+#include <zephyr/irq.h>
 #include <zephyr/kernel.h>
 
 #include "numavia/core.h"
@@ -20,14 +24,41 @@
 
 /* One card, so one engine: the thread's stack is static. */
 BUILD_ASSERT(DT_NUM_INST_STATUS_OKAY(DT_DRV_COMPAT) == 1, "one numavia,via-engine per card");
+BUILD_ASSERT(IS_ENABLED(CONFIG_NUMAVIA_LITEX_INTC),
+             "the card's interrupt needs CONFIG_NUMAVIA_LITEX_INTC (so CONFIG_VEXRISCV_LITEX_IRQ=n): Zephyr's "
+             "LiteX interrupt driver serves the lines of its own peripherals only");
+
+#define VIA_IRQ DT_INST_IRQN(0)
 
 struct via_engine_data {
     struct nv_via via;     /* the manager's state: several KiB (ATT bookkeeping), so static */
     struct k_mutex lock;
+    struct k_sem work;     /* given by the interrupt */
     struct k_thread thread;
 };
 
 K_KERNEL_STACK_DEFINE(via_engine_stack, CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE);
+
+/* The line is a level that only serving the work lowers: masked here, unmasked by the thread once
+ * it has served a round. */
+static void via_engine_isr(const void *device)
+{
+    const struct device *dev = device;
+    struct via_engine_data *data = dev->data;
+    irq_disable(VIA_IRQ);
+    k_sem_give(&data->work);
+}
+
+/* How long the thread may sleep when the manager's timers next need it at card cycle `due`. */
+static k_timeout_t until(const struct nv_via *via, uint64_t due)
+{
+    if (due == UINT64_MAX)
+        return K_FOREVER;
+    uint64_t now = nv_card_cycles();
+    if (due <= now)
+        return K_NO_WAIT;
+    return K_USEC((due - now) / (via->clk_freq_hz / 1000000u) + 1);
+}
 
 static void via_engine_serve(void *device, void *unused1, void *unused2)
 {
@@ -38,8 +69,10 @@ static void via_engine_serve(void *device, void *unused1, void *unused2)
     for (;;) {
         k_mutex_lock(&data->lock, K_FOREVER);
         nv_via_poll(&data->via);
+        uint64_t due = nv_via_next_timer(&data->via);
         k_mutex_unlock(&data->lock);
-        k_sleep(K_USEC(CONFIG_NUMAVIA_VIA_POLL_PERIOD_US));
+        irq_enable(VIA_IRQ);
+        k_sem_take(&data->work, until(&data->via, due));
     }
 }
 
@@ -59,6 +92,9 @@ static int via_engine_init(const struct device *dev)
         return -EIO;
     }
     k_mutex_init(&data->lock);
+    k_sem_init(&data->work, 0, 1);
+    IRQ_CONNECT(VIA_IRQ, DT_INST_IRQ(0, priority), via_engine_isr, DEVICE_DT_INST_GET(0), 0);
+    nv_via_irq_enable(&data->via);
     k_tid_t tid = k_thread_create(&data->thread, via_engine_stack, K_KERNEL_STACK_SIZEOF(via_engine_stack),
                                   via_engine_serve, (void *)dev, NULL, NULL,
                                   CONFIG_NUMAVIA_VIA_THREAD_PRIORITY, 0, K_NO_WAIT);

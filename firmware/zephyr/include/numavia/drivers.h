@@ -50,6 +50,20 @@ nv_status numavia_ucode_load(const struct device *rac, uint32_t *bad_word);
 /* Compare the control store with the built-in image without writing it. */
 nv_status numavia_ucode_verify(const struct device *rac, uint32_t *bad_word);
 
+/* Load another image (e.g. one the host staged in host memory, numavia_host_image()) the same way.
+ * An image whose words do not have its CRC is refused (NV_ERR_CRC) before the store is touched:
+ * the microcode that runs stays live. */
+nv_status numavia_ucode_load_image(const struct device *rac, const struct nv_ucode_image *image,
+                                   uint32_t *bad_word);
+
+/* `count` 64-bit words at physical address `phys` of host memory, through the CPU's window on it:
+ * NULL unless the whole range is host memory and `phys` is 8-byte aligned. */
+const uint64_t *numavia_host_words(uint32_t phys, uint32_t count);
+
+/* Set NUMA mode (network cache bypassed) on or off. Meant for a ring whose shared memory is not
+ * in use: lines the network cache holds are not written back or dropped by the switch. */
+void numavia_card_set_numa_mode(const struct device *card, bool numa);
+
 /* --- VIA engine (numavia,via-engine) ------------------------------------------------------------ */
 
 struct numavia_vi_info {

@@ -77,6 +77,7 @@ module numavia_card_cosim (
     .eth_tx__ready(eth_tx_ready),
     .eth_rx__payload(eth_rx_payload),
     .eth_rx__valid(eth_rx_valid),
-    .eth_rx__ready(eth_rx_ready)
+    .eth_rx__ready(eth_rx_ready),
+    .irq()
   );
 endmodule

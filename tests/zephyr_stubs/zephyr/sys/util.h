@@ -4,6 +4,11 @@
 #define ARG_UNUSED(x) (void)(x)
 #define MIN(a, b) (((a) < (b)) ? (a) : (b))
 #define ARRAY_SIZE(array) (sizeof(array) / sizeof((array)[0]))
+/* Zephyr's IS_ENABLED: 1 for a macro defined as 1, else 0 (for the CONFIG_ symbols of autoconf.h). */
+#define IS_ENABLED(config) STUB_IS_ENABLED_(STUB_CAT(STUB_ONE_, config))
+#define STUB_ONE_1 0,
+#define STUB_IS_ENABLED_(arg) STUB_IS_ENABLED__(arg 1, 0)
+#define STUB_IS_ENABLED__(ignored, value, ...) value
 #define STUB_CAT(a, b) STUB_CAT_(a, b)
 #define STUB_CAT_(a, b) a##b
 #define STUB_EXPAND(...) __VA_ARGS__
