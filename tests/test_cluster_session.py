@@ -103,3 +103,17 @@ def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
         booting.ring.kill()
         thread.join()
     assert "before every node was ready" in failure["a"]
+
+
+def test_free_port_ranges_are_free_and_differ_between_processes(monkeypatch):
+    from numavia import cluster_session
+    monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
+    base = cluster_session.free_port_range(4)
+    monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1001)
+    assert cluster_session.free_port_range(4) != base
+    # A range with a port in use is passed over.
+    monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", base + 2))
+        other = cluster_session.free_port_range(4)
+    assert not other <= base + 2 < other + 4

@@ -119,6 +119,30 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
             proc.kill()
 
 
+def test_sigterm_stops_an_mpi_ring_and_leaves_no_process(tmp_path):
+    """A job system or `kill` stops `numavia sim` with SIGTERM: mpirun and every rank go too."""
+    env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
+    with open(tmp_path / "sim.err", "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "numavia.cli", "sim", "--nodes", "2", "--serve", "--quiet",
+                                 "--mpi", "--procs", "2", "--bridge-port", str(free_port_range(4)),
+                                 "--out", str(tmp_path / "run")], env=env, stderr=stderr, text=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not (tmp_path / "session.json").exists():
+            assert proc.poll() is None, (tmp_path / "sim.err").read_text()
+            assert time.monotonic() < deadline, "no session after 15 minutes"
+            time.sleep(0.1)
+        assert _simulators_of(tmp_path / "run")     # mpirun (its command line names the run folder)
+        proc.terminate()
+        proc.wait(timeout=60)
+        time.sleep(0.5)
+        assert _simulators_of(tmp_path / "run") == []
+        assert not (tmp_path / "session.json").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def _simulators_of(run_dir):
     """Processes whose command line names ``run_dir`` (a ring simulator gets it as --out-dir)."""
     found = []

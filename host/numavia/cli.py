@@ -1,6 +1,7 @@
 """The ``numavia`` command line."""
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -1013,13 +1014,26 @@ def make_parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: stopped like Ctrl-C, so that every path that stops simulators on Ctrl-C (and
+    mpirun with them) does so here too."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
     parser = make_parser()
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except argparse.ArgumentTypeError as e:
         parser.exit(2, f"numavia: error: {e}\n")
+    except Terminated:
+        _log("terminated")
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         _log("interrupted")
         return 130

@@ -7,6 +7,7 @@ its ready line.
 """
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -37,9 +38,21 @@ def _can_bind(port):
             return False
 
 
-def free_port_range(count, start=23000):
-    """A base port such that ``base .. base+count-1`` are free on 127.0.0.1."""
-    for base in range(start, 60000, 97):
+_PORTS_FROM, _PORTS_TO, _PORT_STEP = 23000, 60000, 97
+
+
+def free_port_range(count, start=None):
+    """A base port such that ``base .. base+count-1`` are free on 127.0.0.1. The search starts at
+    ``start``, or by default at a place that depends on the process id: processes that pick at
+    the same time (parallel test workers, two users' sessions) then seldom try the same ports
+    before their simulators bind them."""
+    first = start or _PORTS_FROM
+    slots = (_PORTS_TO - count - first) // _PORT_STEP
+    if slots <= 0:
+        raise SessionError(f"no TCP port range of {count} from {first} on 127.0.0.1")
+    offset = 0 if start else os.getpid() % slots
+    for slot in range(slots):
+        base = first + (offset + slot) % slots * _PORT_STEP
         if all(_can_bind(port) for port in range(base, base + count)):
             return base
     raise SessionError("no free TCP port range on 127.0.0.1")
