@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+from pathlib import Path
 import subprocess
 import sys
 import time
@@ -19,6 +20,19 @@ def build(nodes=2, **kwargs):
         _builds[config] = sim.build_all(config, log=lambda message: None)
     return _builds[config]
 
+
+def simulator_processes(run_dir):
+    """Processes whose command line names ``run_dir`` after ``--out-dir``, as every simulator
+    process (and mpirun) of a ring run in that folder has it."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(Path(run_dir).resolve()).encode() in cmdline and b"--out-dir" in cmdline:
+            found.append(int(proc.name))
+    return found
 
 
 @contextlib.contextmanager

@@ -9,13 +9,13 @@ import shutil
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from numavia.soc import card_bench as cb
 from numavia.soc import ring_launch
 from numavia.soc.ring_launch import LaunchError, RingRun, Spread
+from simulation import simulator_processes
 
 
 def test_spread_refuses_what_cannot_run(tmp_path):
@@ -107,26 +107,13 @@ def bench():
     return cb.build_bench(cb.bench_card_config(), log=lambda m: None)
 
 
-def _simulators(run_dir):
-    """Processes whose command line names ``run_dir`` (every simulator process gets it)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(run_dir.resolve()).encode() in cmdline and b"--out-dir" in cmdline:
-            found.append(int(proc.name))
-    return found
-
-
 @pytest_slow
 def test_a_bad_argument_names_the_process_and_the_reason(tmp_path, bench):
     run = RingRun(bench, tmp_path, 4, ["--frobnicate"], Spread(procs=2), echo_stderr=False).start()
     assert run.wait(timeout=60) == 1
     assert run.failure.startswith("the process of nodes ")
     assert "unknown argument --frobnicate" in run.failure
-    assert _simulators(tmp_path) == []
+    assert simulator_processes(tmp_path) == []
 
 
 @pytest_slow
@@ -143,7 +130,7 @@ def test_a_node_process_that_dies_stops_the_run(tmp_path, bench):
         os.kill(victim.pid, signal.SIGKILL)
         assert run.wait(timeout=60) == 1
         assert run.failure == "the process of nodes 2-3 was killed by signal 9"
-        assert _simulators(tmp_path) == []
+        assert simulator_processes(tmp_path) == []
     finally:
         run.kill()
 
@@ -159,7 +146,7 @@ def test_terminate_stops_every_node_at_one_cycle(tmp_path, bench):
     hub, nodes = ring_launch.read_results(tmp_path, 4)
     assert hub["reason"] == "terminated"
     assert len({n["cycles"] for n in nodes}) == 1   # the hub stopped them all at the same cycle
-    assert _simulators(tmp_path) == []
+    assert simulator_processes(tmp_path) == []
 
 
 @pytest_slow
@@ -180,7 +167,7 @@ def test_a_port_in_use_names_the_node(tmp_path, what, option):
         with pytest.raises(sim.SimError, match=f"the process of node 1 .*node 1: {what}cannot listen on "
                                                f"127.0.0.1:{port + 1}"):
             sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, **kwargs)
-    assert _simulators(tmp_path) == []
+    assert simulator_processes(tmp_path) == []
 
 
 def test_a_simulator_that_ignores_sigterm_is_killed(tmp_path, capsys):

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,7 @@ from numavia import codegen, trace
 from numavia.bridge import HostBridge, BridgeError
 from numavia.gateware import regmap
 from numavia.soc import sim
-from simulation import build, free_port_range
+from simulation import build, free_port_range, simulator_processes
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +111,7 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
             os.kill(session["pid"], 0)
-        assert _simulators_of(tmp_path / "run") == []   # every node's process is gone too
+        assert simulator_processes(tmp_path / "run") == []   # every node's process is gone too
         assert not (tmp_path / "session.json").exists()
     finally:
         if proc.poll() is None:
@@ -132,28 +131,15 @@ def test_sigterm_stops_an_mpi_ring_and_leaves_no_process(tmp_path):
             assert proc.poll() is None, (tmp_path / "sim.err").read_text()
             assert time.monotonic() < deadline, "no session after 15 minutes"
             time.sleep(0.1)
-        assert _simulators_of(tmp_path / "run")     # mpirun (its command line names the run folder)
+        assert simulator_processes(tmp_path / "run")     # mpirun (its command line names the run folder)
         proc.terminate()
         proc.wait(timeout=60)
         time.sleep(0.5)
-        assert _simulators_of(tmp_path / "run") == []
+        assert simulator_processes(tmp_path / "run") == []
         assert not (tmp_path / "session.json").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
-
-
-def _simulators_of(run_dir):
-    """Processes whose command line names ``run_dir`` (a ring simulator gets it as --out-dir)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(run_dir.resolve()).encode() in cmdline and b"--out-dir" in cmdline:
-            found.append(int(proc.name))
-    return found
 
 
 def test_trace_replay_on_the_host_ports_honours_barriers(tmp_path):
