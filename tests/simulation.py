@@ -1,4 +1,4 @@
-"""Shared helpers for tests that build and run the Verilator cluster model."""
+"""Shared helpers for tests that build and run rings of simulated nodes."""
 
 import contextlib
 import os

@@ -1,4 +1,4 @@
-"""End to end: SoC + card + firmware booting in the Verilator cluster model."""
+"""End to end: SoC + card + firmware booting in rings of simulated nodes."""
 
 import threading
 import time
