@@ -91,11 +91,20 @@ def test_every_interrupt_goes_to_its_csr_json_line(platform):
     constants = fixture_csr()["constants"]
     irqs = {name[:-len("_interrupt")]: line for name, line in constants.items()
             if name.endswith("_interrupt") and not name.startswith("config_")}
-    assert set(irqs) == {"uart", "timer0"}
+    assert set(irqs) == {"uart", "timer0", CARD_NAME}      # the card's: the VIA engine's wake-up
     for name, line in irqs.items():
         assert platform[name].irqs == [("cpu", line)], name
     connected = sorted(line for e in platform.values() for _, line in e.irqs)
     assert connected == sorted(irqs.values())
+
+
+def test_card_interrupt_follows_csr_json():
+    """The card's line is csr.json's, whatever it is; a card without one (no VIA engine) has none."""
+    csr = fixture_csr()
+    csr["constants"]["card_interrupt"] = 5
+    assert parse_repl(files_for(csr)[REPL])[CARD_NAME].irqs == [("cpu", 5)]
+    del csr["constants"]["card_interrupt"]
+    assert parse_repl(files_for(csr)[REPL])[CARD_NAME].irqs == []
 
 
 def test_memories_cpu_and_models(platform):

@@ -27,8 +27,8 @@ def _litex_model(soc, name8, name32):
     raise RenodeError(f"csr_data_width {soc.csr_data_width}: Renode models LiteX CSRs of 8 or 32 bits")
 
 
-def _irq_line(peripheral):
-    return [f"    -> cpu@{peripheral.irq}"] if peripheral.irq is not None else []
+def _irq_line(irq):
+    return [f"    -> cpu@{irq}"] if irq is not None else []
 
 
 def _ctrl(soc, p):
@@ -40,12 +40,12 @@ def _uart(soc, p):
     # Renode's LiteX_UART decodes its registers at a 4-byte stride: one model for both CSR widths.
     # Without a transmit FIFO each character leaves when written: the model's FIFO holds a line's
     # last characters until 200 ms of virtual time pass, minutes of a co-simulated ring.
-    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p)]
+    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p.irq)]
 
 
 def _timer(soc, p):
     model = _litex_model(soc, "Timers.LiteX_Timer", "Timers.LiteX_Timer_CSR32")
-    return [f"{p.name}: {model} @ sysbus {_hex(p.base)}", f"    frequency: {soc.clock_hz}", *_irq_line(p)]
+    return [f"{p.name}: {model} @ sysbus {_hex(p.base)}", f"    frequency: {soc.clock_hz}", *_irq_line(p.irq)]
 
 
 def _ethmac(soc, p):
@@ -61,7 +61,7 @@ def _ethmac(soc, p):
     for key, prop in (("ethmac_tx_slots", "numberOfWriteSlots"), ("ethmac_rx_slots", "numberOfReadSlots")):
         if key in soc.constants:
             lines.append(f"    {prop}: {soc.constants[key]}")
-    lines += _irq_line(p)
+    lines += _irq_line(p.irq)
     lines += ["", "ethphy: Network.EthernetPhysicalLayer @ ethmac 0",
               f"    VendorSpecific1: {_hex(ETHPHY_LINK_UP_STATUS)}"]
     return lines
@@ -123,7 +123,10 @@ def repl(soc, *, provenance):
         "// windows itself.",
         *(["// Its VIA engine's DMA reaches host memory on the system bus; the ring switches its",
            "// Ethernet frames."] if soc.ethernet == ETHERNET_CARD else []),
+        *(["// Its interrupt (the VIA engine's wake-up for the firmware) on its csr.json line."]
+          if soc.card_irq is not None else []),
         f"{CARD_NAME}: {CARD_TYPE} @ {{ {card_registrations(soc)} }}",
         f"    frequency: {soc.clock_hz}",
+        *_irq_line(soc.card_irq),
     ])
     return "\n\n".join("\n".join(lines) for lines in entries) + "\n"

@@ -72,6 +72,7 @@ class SocDescription:
     card: tuple                     # Region per CARD_REGIONS entry, in that order
     peripherals: tuple              # Peripheral per csr_bases entry, sorted by base
     ethernet_buffer: Region | None  # LiteEth's packet buffer (memories["ethmac"]), if any
+    card_irq: int | None = None     # the card's interrupt line (csr.json card_interrupt), if it has one
     constants: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -162,5 +163,6 @@ def describe(csr):
         card=tuple(region(name) for name in CARD_REGIONS),
         peripherals=peripherals,
         ethernet_buffer=region("ethmac") if has_mac else None,
+        card_irq=constants.get(f"{CARD_REGIONS[0]}_interrupt"),
         constants=dict(constants),
     )
