@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from numavia.renode import RING_DELAY_CYCLES, ROBOT_FILE, cosim, firmware_images, generate, render, script
+from numavia.errors import NumaviaError
+from numavia.firmware import jump_to
+from numavia.renode import (RING_DELAY_CYCLES, ROBOT_FILE, cosim, firmware_images, generate, memory_images, render,
+                            script)
 from numavia.renode.platform import CARD_NAME, CARD_TYPE
 from numavia.renode.soc import CSR_PAGE_BYTES, RenodeError, describe
 from numavia.renode.syntax import SyntaxProblem, parse_repl, parse_resc
@@ -249,6 +252,45 @@ def test_a_node_can_run_an_image_of_its_own(tmp_path):
         firmware_images([f"x={image}"])
     with pytest.raises(RenodeError, match="given already"):
         firmware_images([str(image), str(image)])
+
+
+def test_a_zephyr_image_goes_to_main_ram_behind_the_roms_jump(tmp_path):
+    """A resolved image fills more than the ROM: each memory's file is loaded at its csr.json base."""
+    memories = fixture_csr()["memories"]
+    zephyr = {"rom": jump_to(memories["main_ram"]["base"]), "main_ram": b"\x13\x00\x00\x00"}
+    ring = parse_resc(files_for(fixture_csr(), node_images={1: zephyr})[RESC])
+    assert ring.variables["firmware_node1"] == "$ORIGIN/firmware_node1.bin"
+    assert ring.variables["firmware_main_ram_node1"] == "$ORIGIN/firmware_node1_main_ram.bin"
+    assert "firmware_main_ram_node0" not in ring.variables
+    commands = ring.machine_commands("node1")
+    assert ["sysbus", "LoadBinary", "$firmware_node1", f"{memories['rom']['base']:#x}"] in commands
+    assert ["sysbus", "LoadBinary", "$firmware_main_ram_node1", f"{memories['main_ram']['base']:#x}"] in commands
+    # Every node's image the same way, and the files written are the images' bytes.
+    ring = parse_resc(files_for(fixture_csr(), every_image=zephyr)[RESC])
+    assert all(ring.variables[f"firmware_main_ram_node{n}"] == "$ORIGIN/firmware_main_ram.bin" for n in range(NODES))
+    card_verilog = tmp_path / "card.v"
+    card_verilog.write_text("module numavia_card; endmodule\n")
+    generate(FIXTURE, tmp_path / "out", nodes=NODES, card_config=CARD_CONFIG, card_verilog=card_verilog,
+             ready_marker=READY_MARKER, firmware=zephyr, node_images={1: zephyr})
+    for name, region in (("firmware", "rom"), ("firmware_main_ram", "main_ram"),
+                         ("firmware_node1", "rom"), ("firmware_node1_main_ram", "main_ram")):
+        assert (tmp_path / "out" / f"{name}.bin").read_bytes() == zephyr[region], name
+
+
+def test_firmware_choices_are_those_of_numavia_sim(tmp_path):
+    image = tmp_path / "zephyr.elf"
+    image.write_bytes(b"\x7fELF")
+    assert firmware_images(["zephyr"]) == ("zephyr", {})
+    assert firmware_images([f"zephyr={image}", "1=bare-metal", f"0=zephyr-shell"]) == (
+        f"zephyr={image}", {1: "bare-metal", 0: "zephyr-shell"})
+    assert firmware_images([f"1=zephyr={image}"]) == (None, {1: f"zephyr={image}"})
+    with pytest.raises(NumaviaError, match="choose bare-metal, zephyr, zephyr-shell or zephyr=PATH"):
+        firmware_images([f"bare-metal={image}"])
+    with pytest.raises(RenodeError, match="given already"):
+        firmware_images(["zephyr", "bare-metal"])
+    raw = tmp_path / "rom.bin"
+    raw.write_bytes(b"\x13\x00\x00\x00")
+    assert memory_images(firmware_images([str(raw)])[0], tmp_path) == {"rom": raw.read_bytes()}
 
 
 ROBOT_CASES = ("Every Node Boots", "Remote Write Is Read Back On Every Other Node", "Write Purges Two Sharers",
