@@ -683,7 +683,8 @@ def test_firmware_option_errors_are_one_line_and_come_first(tmp_path):
     image = tmp_path / "zephyr.bin"
     image.write_bytes(b"\x13\x00\x00\x00")
     for args, message in ((["--firmware", str(tmp_path / "missing.bin")], "is not a file"),
-                          (["--nodes", "2", "--firmware", f"2={image}"], "the ring's nodes are 0..1")):
+                          (["--nodes", "2", "--firmware", f"2={image}"], "the ring's nodes are 0..1"),
+                          (["--firmware", f"1=bare-metal={image}"], "choose bare-metal, zephyr, zephyr-shell")):
         result = numavia("renode", *args, "--out", str(tmp_path / "out"), path=os.environ["PATH"])
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and len(lines) == 1 and message in lines[0]

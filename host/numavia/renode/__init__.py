@@ -60,6 +60,16 @@ def _is_choice(text):
     return text.partition("=")[0] in node_firmware.CHOICES
 
 
+def _image(text):
+    """One ``--firmware`` image: a firmware choice (kept as its text) or a raw ROM image (a path)."""
+    if _is_choice(text):
+        node_firmware.parse_choice(text)        # bare-metal=PATH and the like: refused here
+        return text
+    if not Path(text).is_file():
+        raise RenodeError(f"--firmware: {text} is not a file")
+    return Path(text)
+
+
 def firmware_images(options):
     """``--firmware`` options (``IMAGE`` or ``NODE=IMAGE``) as (every node's image or None,
     ``{node: image}``). An image is a firmware choice of ``numavia sim`` (``bare-metal``,
@@ -70,23 +80,12 @@ def firmware_images(options):
         if not sep or _is_choice(option):
             if every is not None:
                 raise RenodeError(f"--firmware {option}: an image for every node was given already ({every})")
-            every = option
-            continue
-        if not node.isdigit():
+            every = _image(option)
+        elif not node.isdigit():
             raise RenodeError(f"--firmware {option}: {node!r} is not a node number")
-        per_node[int(node)] = image
-    images = {}
-    for key, image in [("every", every), *per_node.items()]:
-        if image is None:
-            continue
-        if _is_choice(image):
-            node_firmware.parse_choice(image)       # bare-metal=PATH and the like: refused here
-        elif not Path(image).is_file():
-            raise RenodeError(f"--firmware: {image} is not a file")
         else:
-            image = Path(image)
-        images[key] = image
-    return images.pop("every", None), images
+            per_node[int(node)] = _image(image)
+    return every, per_node
 
 
 def memory_images(image, soc_dir, log=print):

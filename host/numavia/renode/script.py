@@ -26,6 +26,8 @@ CARD_MODEL_FILE = "cosim/build/node{node}/libVnumavia_card.so"
 FIRMWARE_FILE = "firmware.bin"
 #: A node's own image when --firmware gives one for that node.
 NODE_FIRMWARE_FILE = "firmware_node{node}.bin"
+
+
 def firmware_file(region, node=None):
     """The file of the image for ``region``: every node's (``node`` None) or one node's."""
     name = FIRMWARE_FILE if node is None else NODE_FIRMWARE_FILE.format(node=node)
