@@ -290,7 +290,8 @@ namespace Antmicro.Renode.Peripherals.CoSimulated
         }
 
         // The model sends the card's interrupt level when it changed, at the end of a step (Renode's
-        // co-simulation interrupt, on the ring's thread: the CPU takes it when it runs next).
+        // co-simulation interrupt, on the thread that ran the step: a CPU's access or a quantum
+        // boundary); a CPU waiting in wfi takes it when it runs next.
         private void OnCardInterrupt(int signal, bool level)
         {
             IRQ.Set(level);
