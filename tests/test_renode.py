@@ -101,6 +101,23 @@ def test_every_interrupt_goes_to_its_csr_json_line(platform):
     assert connected == sorted(irqs.values())
 
 
+def test_timer_registers_where_renodes_model_decodes_them():
+    """Zephyr's timer driver reads the uptime registers: csr.json's timer must be laid out as
+    Renode's LiteX_Timer_CSR32 decodes it, or generation stops naming the register."""
+    from numavia.renode.platform import TIMER_CSR32_OFFSETS
+    csr = fixture_csr()
+    base = csr["csr_bases"]["timer0"]
+    assert {name[len("timer0_"):]: r["addr"] - base for name, r in csr["csr_registers"].items()
+            if name.startswith("timer0_")} == TIMER_CSR32_OFFSETS
+    csr["csr_registers"]["timer0_uptime_cycles"]["addr"] += 4
+    with pytest.raises(RenodeError, match="timer0 in csr.json has uptime_cycles at 0x28, where Renode's"):
+        files_for(csr)
+    csr["csr_registers"]["timer0_uptime_cycles"]["addr"] -= 4
+    csr["csr_registers"]["timer0_spare"] = {"addr": base + 0x2c, "size": 1, "type": "rw"}
+    with pytest.raises(RenodeError, match="spare at 0x2c"):
+        files_for(csr)
+
+
 def test_card_interrupt_follows_csr_json():
     """The card's line is csr.json's, whatever it is; a card without one (no VIA engine) has none."""
     csr = fixture_csr()

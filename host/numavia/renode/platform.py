@@ -43,8 +43,22 @@ def _uart(soc, p):
     return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p.irq)]
 
 
+#: Where Renode's LiteX_Timer_CSR32 (v1.16.1) decodes LiteX's timer registers, uptime included
+#: (Zephyr's timer driver reads the kernel's cycles there): a timer laid out otherwise would have
+#: Zephyr read other registers in Renode, so generation stops instead.
+TIMER_CSR32_OFFSETS = {"load": 0x00, "reload": 0x04, "en": 0x08, "update_value": 0x0c, "value": 0x10,
+                       "ev_status": 0x14, "ev_pending": 0x18, "ev_enable": 0x1c, "uptime_latch": 0x20,
+                       "uptime_cycles": 0x24}
+
+
 def _timer(soc, p):
     model = _litex_model(soc, "Timers.LiteX_Timer", "Timers.LiteX_Timer_CSR32")
+    if soc.csr_data_width == 32:
+        moved = [f"{name} at {offset:#x}" for name, offset in sorted(soc.register_offsets(p.name).items())
+                 if TIMER_CSR32_OFFSETS.get(name) != offset]
+        if moved:
+            raise RenodeError(f"{p.name} in csr.json has {', '.join(moved)}, where Renode's {model} "
+                              f"decodes other registers (numavia.renode.platform.TIMER_CSR32_OFFSETS)")
     return [f"{p.name}: {model} @ sysbus {_hex(p.base)}", f"    frequency: {soc.clock_hz}", *_irq_line(p.irq)]
 
 
