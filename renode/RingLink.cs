@@ -4,7 +4,8 @@
 // Loaded by the ring script (`include $ORIGIN/RingLink.cs`). It defines:
 //  * NumaviaCard, a bus peripheral whose registers and shared window are the card's Verilog in
 //    Verilator (libVnumavia_card.so, renode/cosim/card_main.cpp), reached through Renode's
-//    co-simulation connection and protocol actions of the card model's own;
+//    co-simulation connection and protocol actions of the card model's own; its interrupt output
+//    comes back as a co-simulation interrupt and drives the IRQ line (the platform wires it);
 //  * NumaviaRing, the external that clocks every card of the ring in lockstep and carries the
 //    ring link's symbols and the VIA engine's Ethernet frames between them.
 //
@@ -121,6 +122,9 @@ namespace Antmicro.Renode.Peripherals.CoSimulated
 
         public NumaviaRing Ring { get; set; }
 
+        // The card's interrupt to the node's CPU (the VIA engine's mailbox and management frames).
+        public GPIO IRQ { get; } = new GPIO();
+
         public int RenodeToCosimIndex => 0;
 
         public int CosimToRenodeIndex => 0;
@@ -128,10 +132,12 @@ namespace Antmicro.Renode.Peripherals.CoSimulated
         public void OnConnectionAttached(CoSimulationConnection connection)
         {
             this.connection = connection;
+            connection.RegisterOnGPIOReceive(OnCardInterrupt, InterruptSignals);
         }
 
         public void OnConnectionDetached(CoSimulationConnection connection)
         {
+            connection.UnregisterOnGPIOReceive(InterruptSignals);
             this.connection = null;
         }
 
@@ -245,6 +251,7 @@ namespace Antmicro.Renode.Peripherals.CoSimulated
         public const int StepEthSentBit = 61;
         public const int StepBusDoneBit = 62;
         public const int BusWidthShift = 32;
+        public const int IrqSignal = 0;
         public const int MaxNodeId = 63;
 
         public struct StepResult
@@ -281,6 +288,16 @@ namespace Antmicro.Renode.Peripherals.CoSimulated
             var result = connection.Read(this, (ActionType)BusResultAction, 0);
             return (uint)result;
         }
+
+        // The model sends the card's interrupt level when it changed, at the end of a step (Renode's
+        // co-simulation interrupt, on the thread that ran the step: a CPU's access or a quantum
+        // boundary); a CPU waiting in wfi takes it when it runs next.
+        private void OnCardInterrupt(int signal, bool level)
+        {
+            IRQ.Set(level);
+        }
+
+        private static readonly Antmicro.Renode.Core.Range InterruptSignals = new Antmicro.Renode.Core.Range((ulong)IrqSignal, 1);
 
         private void ApplyStraps()
         {

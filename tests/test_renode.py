@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from numavia.renode import RING_DELAY_CYCLES, ROBOT_FILE, cosim, firmware_images, generate, render, script
+from numavia.errors import NumaviaError
+from numavia.firmware import jump_to
+from numavia.renode import (RING_DELAY_CYCLES, ROBOT_FILE, cosim, firmware_images, generate, memory_images, render,
+                            script)
 from numavia.renode.platform import CARD_NAME, CARD_TYPE
 from numavia.renode.soc import CSR_PAGE_BYTES, RenodeError, describe
 from numavia.renode.syntax import SyntaxProblem, parse_repl, parse_resc
@@ -91,11 +94,37 @@ def test_every_interrupt_goes_to_its_csr_json_line(platform):
     constants = fixture_csr()["constants"]
     irqs = {name[:-len("_interrupt")]: line for name, line in constants.items()
             if name.endswith("_interrupt") and not name.startswith("config_")}
-    assert set(irqs) == {"uart", "timer0"}
+    assert set(irqs) == {"uart", "timer0", CARD_NAME}      # the card's: the VIA engine's wake-up
     for name, line in irqs.items():
         assert platform[name].irqs == [("cpu", line)], name
     connected = sorted(line for e in platform.values() for _, line in e.irqs)
     assert connected == sorted(irqs.values())
+
+
+def test_timer_registers_where_renodes_model_decodes_them():
+    """Zephyr's timer driver reads the uptime registers: csr.json's timer must be laid out as
+    Renode's LiteX_Timer_CSR32 decodes it, or generation stops naming the register."""
+    from numavia.renode.platform import TIMER_CSR32_OFFSETS
+    csr = fixture_csr()
+    base = csr["csr_bases"]["timer0"]
+    assert {name[len("timer0_"):]: r["addr"] - base for name, r in csr["csr_registers"].items()
+            if name.startswith("timer0_")} == TIMER_CSR32_OFFSETS
+    csr["csr_registers"]["timer0_uptime_cycles"]["addr"] += 4
+    with pytest.raises(RenodeError, match="timer0 in csr.json has uptime_cycles at 0x28, where Renode's"):
+        files_for(csr)
+    csr["csr_registers"]["timer0_uptime_cycles"]["addr"] -= 4
+    csr["csr_registers"]["timer0_spare"] = {"addr": base + 0x2c, "size": 1, "type": "rw"}
+    with pytest.raises(RenodeError, match="spare at 0x2c"):
+        files_for(csr)
+
+
+def test_card_interrupt_follows_csr_json():
+    """The card's line is csr.json's, whatever it is; a card without one (no VIA engine) has none."""
+    csr = fixture_csr()
+    csr["constants"]["card_interrupt"] = 5
+    assert parse_repl(files_for(csr)[REPL])[CARD_NAME].irqs == [("cpu", 5)]
+    del csr["constants"]["card_interrupt"]
+    assert parse_repl(files_for(csr)[REPL])[CARD_NAME].irqs == []
 
 
 def test_memories_cpu_and_models(platform):
@@ -240,6 +269,45 @@ def test_a_node_can_run_an_image_of_its_own(tmp_path):
         firmware_images([f"x={image}"])
     with pytest.raises(RenodeError, match="given already"):
         firmware_images([str(image), str(image)])
+
+
+def test_a_zephyr_image_goes_to_main_ram_behind_the_roms_jump(tmp_path):
+    """A resolved image fills more than the ROM: each memory's file is loaded at its csr.json base."""
+    memories = fixture_csr()["memories"]
+    zephyr = {"rom": jump_to(memories["main_ram"]["base"]), "main_ram": b"\x13\x00\x00\x00"}
+    ring = parse_resc(files_for(fixture_csr(), node_images={1: zephyr})[RESC])
+    assert ring.variables["firmware_node1"] == "$ORIGIN/firmware_node1.bin"
+    assert ring.variables["firmware_main_ram_node1"] == "$ORIGIN/firmware_node1_main_ram.bin"
+    assert "firmware_main_ram_node0" not in ring.variables
+    commands = ring.machine_commands("node1")
+    assert ["sysbus", "LoadBinary", "$firmware_node1", f"{memories['rom']['base']:#x}"] in commands
+    assert ["sysbus", "LoadBinary", "$firmware_main_ram_node1", f"{memories['main_ram']['base']:#x}"] in commands
+    # Every node's image the same way, and the files written are the images' bytes.
+    ring = parse_resc(files_for(fixture_csr(), every_image=zephyr)[RESC])
+    assert all(ring.variables[f"firmware_main_ram_node{n}"] == "$ORIGIN/firmware_main_ram.bin" for n in range(NODES))
+    card_verilog = tmp_path / "card.v"
+    card_verilog.write_text("module numavia_card; endmodule\n")
+    generate(FIXTURE, tmp_path / "out", nodes=NODES, card_config=CARD_CONFIG, card_verilog=card_verilog,
+             ready_marker=READY_MARKER, firmware=zephyr, node_images={1: zephyr})
+    for name, region in (("firmware", "rom"), ("firmware_main_ram", "main_ram"),
+                         ("firmware_node1", "rom"), ("firmware_node1_main_ram", "main_ram")):
+        assert (tmp_path / "out" / f"{name}.bin").read_bytes() == zephyr[region], name
+
+
+def test_firmware_choices_are_those_of_numavia_sim(tmp_path):
+    image = tmp_path / "zephyr.elf"
+    image.write_bytes(b"\x7fELF")
+    assert firmware_images(["zephyr"]) == ("zephyr", {})
+    assert firmware_images([f"zephyr={image}", "1=bare-metal", f"0=zephyr-shell"]) == (
+        f"zephyr={image}", {1: "bare-metal", 0: "zephyr-shell"})
+    assert firmware_images([f"1=zephyr={image}"]) == (None, {1: f"zephyr={image}"})
+    with pytest.raises(NumaviaError, match="choose bare-metal, zephyr, zephyr-shell or zephyr=PATH"):
+        firmware_images([f"bare-metal={image}"])
+    with pytest.raises(RenodeError, match="given already"):
+        firmware_images(["zephyr", "bare-metal"])
+    raw = tmp_path / "rom.bin"
+    raw.write_bytes(b"\x13\x00\x00\x00")
+    assert memory_images(firmware_images([str(raw)])[0], tmp_path) == {"rom": raw.read_bytes()}
 
 
 ROBOT_CASES = ("Every Node Boots", "Remote Write Is Read Back On Every Other Node", "Write Purges Two Sharers",
@@ -632,7 +700,8 @@ def test_firmware_option_errors_are_one_line_and_come_first(tmp_path):
     image = tmp_path / "zephyr.bin"
     image.write_bytes(b"\x13\x00\x00\x00")
     for args, message in ((["--firmware", str(tmp_path / "missing.bin")], "is not a file"),
-                          (["--nodes", "2", "--firmware", f"2={image}"], "the ring's nodes are 0..1")):
+                          (["--nodes", "2", "--firmware", f"2={image}"], "the ring's nodes are 0..1"),
+                          (["--firmware", f"1=bare-metal={image}"], "choose bare-metal, zephyr, zephyr-shell")):
         result = numavia("renode", *args, "--out", str(tmp_path / "out"), path=os.environ["PATH"])
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and len(lines) == 1 and message in lines[0]

@@ -514,9 +514,11 @@ def cmd_renode(args):
     _log(f"SoC ({config.cpu_variant} VexRiscv + card) and firmware, cached under build/")
     soc_dir = sim.build_soc(config, log=_log)
     card_verilog = cosim.card_verilog(config, log=_log)
+    images = {node: renode.memory_images(image, soc_dir, log=_log) for node, image in node_images.items()}
+    every = renode.memory_images(firmware, soc_dir, log=_log) if firmware else build_firmware(soc_dir, log=_log)
     files = renode.generate(soc_dir / "csr.json", out, nodes=config.nodes, card_config=config.card_config(),
                             card_verilog=card_verilog, ready_marker=sim.READY_MARKER,
-                            firmware=firmware or build_firmware(soc_dir, log=_log), node_images=node_images,
+                            firmware=every, node_images=images,
                             quantum_cycles=args.quantum, ring_delay=args.ring_delay)
     for path in files:
         print(path)
@@ -540,8 +542,9 @@ def _add_renode(sub):
     p.add_argument("--cpu-variant", default="standard", choices=["minimal", "lite", "standard"],
                    help="VexRiscv variant of each node (default standard)")
     p.add_argument("--firmware", action="append", default=[], metavar="[NODE=]IMAGE",
-                   help="firmware image (raw binary at the ROM) of every node, or with NODE= of one node; "
-                        "repeatable (default: the bare-metal firmware built for the SoC)")
+                   help="firmware of every node, or with NODE= of one node; repeatable: bare-metal (the "
+                        "default), zephyr, zephyr-shell or zephyr=PATH as for `numavia sim` (a Zephyr "
+                        "image runs from main RAM behind the ROM's jump), or a raw image for the ROM")
     p.add_argument("--quantum", type=_positive, default=DEFAULT_QUANTUM_CYCLES, metavar="CYCLES",
                    help=f"global quantum in card clock cycles (default {DEFAULT_QUANTUM_CYCLES})")
     p.add_argument("--ring-delay", type=_positive, default=RING_DELAY_CYCLES, metavar="CYCLES",

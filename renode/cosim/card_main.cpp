@@ -14,7 +14,9 @@
 // * MODEL_ID: the start of the SHA-256 of the card Verilog the model was built from.
 // * VIA (when the card has it): the engine's DMA initiator reads and writes Renode's system bus
 //   (host memory) through the library's Wishbone initiator, and Ethernet frames go out and come
-//   in as words (ETH_TX_POP/ETH_RX_PUSH) that the connector switches between cards.
+//   in as words (ETH_TX_POP/ETH_RX_PUSH) that the connector switches between cards. The card's
+//   interrupt output goes to Renode as a co-simulation interrupt (IRQ_SIGNAL), sent when its level
+//   changed by the end of a step; the CPU runs only between steps, so it sees every level it can.
 //
 // Every piece of state lives in one Card object made by Init(); each node loads its own copy of
 // this library (the ring script names one file per node), so nodes share nothing.
@@ -203,6 +205,9 @@ public:
             c.step_end = c.now + (message->addr & 0xffffffffull);
             c.stop_at_bus_end = (message->addr >> NV_STEP_STOP_AT_BUS_END_BIT) & 1;
             run_step(c);
+#if NV_CARD_HAS_VIA
+            handleInterrupts();
+#endif
             uint64_t answer = (c.now - start) | uint64_t(c.sent.size()) << NV_STEP_SENT_SHIFT;
             if (c.bus_done)
                 answer |= 1ull << NV_STEP_BUS_DONE_BIT;
@@ -312,6 +317,7 @@ RenodeAgent *Init() {
     dma->evaluateModel = &eval;
     card->dma = dma;
     agent->addBus(dma);
+    agent->registerInterrupt(&top.irq, NV_IRQ_SIGNAL);
 #endif
     pulse_reset(*card);
     return agent;

@@ -55,11 +55,14 @@ BUS_WIDTH_SHIFT = 32
 #: are valid and whether it ends the frame.
 ETH_WORD_BYTES_SHIFT = 32   # bytes - 1, two bits
 ETH_WORD_LAST_BIT = 34
+#: The card's interrupt output, as the co-simulation interrupt the model raises and lowers (the
+#: number Renode's interrupt messages carry); the platform wires it to csr.json's card line.
+IRQ_SIGNAL = 0
 
 #: The constants above, as C++ and C# name them (NV_<name>, the CamelCase of <name>).
 PROTOCOL_CONSTANTS = {name: globals()[name] for name in (
     "PRESENT_BIT", "STEP_STOP_AT_BUS_END_BIT", "STEP_SENT_SHIFT", "STEP_LATE_BIT", "STEP_ETH_SENT_BIT",
-    "STEP_BUS_DONE_BIT", "BUS_WIDTH_SHIFT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT")}
+    "STEP_BUS_DONE_BIT", "BUS_WIDTH_SHIFT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT", "IRQ_SIGNAL")}
 
 #: Bits of the CPU bus's word address (byte address >> 2) the card model drives.
 WORD_ADDRESS_BITS = 30
@@ -139,14 +142,10 @@ def _port_connections(ports, card_config):
             expr = idle_host_inputs.get(signal)
         elif window == "host":
             expr = ""       # the second host port is idle in Renode: its outputs are left open
-        elif name == "irq":
-            # Open, like the idle host port's outputs: the bare-metal firmware Renode runs polls
-            # the card and leaves its interrupt off; the Zephyr firmware, which sleeps on it, runs
-            # on the Verilator ring (docs/zephyr.md).
-            expr = ""
         else:
+            # irq: the card model reports its changes through Renode's co-simulation interrupts.
             expr = {"rx": "ring_rx", "tx": "ring_tx", "node_id_strap": "node_id_strap",
-                    "mode_strap": "mode_strap"}.get(name)
+                    "mode_strap": "mode_strap", "irq": "irq"}.get(name)
         if expr is None:
             raise RenodeError(f"card port {name} has no connection in the co-simulation wrapper "
                               f"(numavia.renode.cosim)")
@@ -175,11 +174,12 @@ def wrapper_verilog(soc, card_config):
     if card_config.via:
         lines += [
             "  // VIA: DMA initiator into the system bus (host memory; word addresses, as the integration",
-            "  // library's Wishbone initiator takes them), Ethernet frame streams.",
+            "  // library's Wishbone initiator takes them), Ethernet frame streams, the interrupt to the CPU.",
             "  output dma_cyc, output dma_stb, output dma_we, output [31:0] dma_adr, output [31:0] dma_dat_w,",
             "  input [31:0] dma_dat_r, output [7:0] dma_sel, input dma_ack,",
             f"  output eth_tx_valid, input eth_tx_ready, output [{width['eth_tx__payload'] - 1}:0] eth_tx_payload,",
-            f"  input eth_rx_valid, output eth_rx_ready, input [{width['eth_rx__payload'] - 1}:0] eth_rx_payload",
+            f"  input eth_rx_valid, output eth_rx_ready, input [{width['eth_rx__payload'] - 1}:0] eth_rx_payload,",
+            "  output irq",
         ]
     lines.append(");")
     if card_config.via:

@@ -27,8 +27,8 @@ def _litex_model(soc, name8, name32):
     raise RenodeError(f"csr_data_width {soc.csr_data_width}: Renode models LiteX CSRs of 8 or 32 bits")
 
 
-def _irq_line(peripheral):
-    return [f"    -> cpu@{peripheral.irq}"] if peripheral.irq is not None else []
+def _irq_line(irq):
+    return [f"    -> cpu@{irq}"] if irq is not None else []
 
 
 def _ctrl(soc, p):
@@ -40,12 +40,26 @@ def _uart(soc, p):
     # Renode's LiteX_UART decodes its registers at a 4-byte stride: one model for both CSR widths.
     # Without a transmit FIFO each character leaves when written: the model's FIFO holds a line's
     # last characters until 200 ms of virtual time pass, minutes of a co-simulated ring.
-    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p)]
+    return [f"{p.name}: UART.LiteX_UART @ sysbus {_hex(p.base)}", "    txFifoCapacity: 0", *_irq_line(p.irq)]
+
+
+#: Where Renode's LiteX_Timer_CSR32 (v1.16.1) decodes LiteX's timer registers, uptime included
+#: (Zephyr's timer driver reads the kernel's cycles there): a timer laid out otherwise would have
+#: Zephyr read other registers in Renode, so generation stops instead.
+TIMER_CSR32_OFFSETS = {"load": 0x00, "reload": 0x04, "en": 0x08, "update_value": 0x0c, "value": 0x10,
+                       "ev_status": 0x14, "ev_pending": 0x18, "ev_enable": 0x1c, "uptime_latch": 0x20,
+                       "uptime_cycles": 0x24}
 
 
 def _timer(soc, p):
     model = _litex_model(soc, "Timers.LiteX_Timer", "Timers.LiteX_Timer_CSR32")
-    return [f"{p.name}: {model} @ sysbus {_hex(p.base)}", f"    frequency: {soc.clock_hz}", *_irq_line(p)]
+    if soc.csr_data_width == 32:
+        moved = [f"{name} at {offset:#x}" for name, offset in sorted(soc.register_offsets(p.name).items())
+                 if TIMER_CSR32_OFFSETS.get(name) != offset]
+        if moved:
+            raise RenodeError(f"{p.name} in csr.json has {', '.join(moved)}, where Renode's {model} "
+                              f"decodes other registers (numavia.renode.platform.TIMER_CSR32_OFFSETS)")
+    return [f"{p.name}: {model} @ sysbus {_hex(p.base)}", f"    frequency: {soc.clock_hz}", *_irq_line(p.irq)]
 
 
 def _ethmac(soc, p):
@@ -61,7 +75,7 @@ def _ethmac(soc, p):
     for key, prop in (("ethmac_tx_slots", "numberOfWriteSlots"), ("ethmac_rx_slots", "numberOfReadSlots")):
         if key in soc.constants:
             lines.append(f"    {prop}: {soc.constants[key]}")
-    lines += _irq_line(p)
+    lines += _irq_line(p.irq)
     lines += ["", "ethphy: Network.EthernetPhysicalLayer @ ethmac 0",
               f"    VendorSpecific1: {_hex(ETHPHY_LINK_UP_STATUS)}"]
     return lines
@@ -123,7 +137,10 @@ def repl(soc, *, provenance):
         "// windows itself.",
         *(["// Its VIA engine's DMA reaches host memory on the system bus; the ring switches its",
            "// Ethernet frames."] if soc.ethernet == ETHERNET_CARD else []),
+        *(["// Its interrupt (the VIA engine's wake-up for the firmware) on its csr.json line."]
+          if soc.card_irq is not None else []),
         f"{CARD_NAME}: {CARD_TYPE} @ {{ {card_registrations(soc)} }}",
         f"    frequency: {soc.clock_hz}",
+        *_irq_line(soc.card_irq),
     ])
     return "\n\n".join("\n".join(lines) for lines in entries) + "\n"

@@ -72,6 +72,14 @@ class SocDescription:
     card: tuple                     # Region per CARD_REGIONS entry, in that order
     peripherals: tuple              # Peripheral per csr_bases entry, sorted by base
     ethernet_buffer: Region | None  # LiteEth's packet buffer (memories["ethmac"]), if any
+    card_irq: int | None = None     # the card's interrupt line (csr.json card_interrupt), if it has one
+    csr_registers: dict = field(default_factory=dict, compare=False)   # name -> address
+
+    def register_offsets(self, peripheral):
+        """``{register: offset from the block's base}`` of one CSR block's registers in csr.json."""
+        p, prefix = self.peripheral(peripheral), f"{peripheral}_"
+        return {name[len(prefix):]: address - p.base for name, address in self.csr_registers.items()
+                if name.startswith(prefix)}
     constants: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -162,5 +170,7 @@ def describe(csr):
         card=tuple(region(name) for name in CARD_REGIONS),
         peripherals=peripherals,
         ethernet_buffer=region("ethmac") if has_mac else None,
+        card_irq=constants.get(f"{CARD_REGIONS[0]}_interrupt"),
+        csr_registers={name: r["addr"] for name, r in csr.get("csr_registers", {}).items()},
         constants=dict(constants),
     )

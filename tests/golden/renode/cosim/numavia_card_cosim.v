@@ -7,11 +7,12 @@ module numavia_card_cosim (
   input [16:0] ring_rx, output [16:0] ring_tx,
   input [5:0] node_id_strap, input [7:0] mode_strap,
   // VIA: DMA initiator into the system bus (host memory; word addresses, as the integration
-  // library's Wishbone initiator takes them), Ethernet frame streams.
+  // library's Wishbone initiator takes them), Ethernet frame streams, the interrupt to the CPU.
   output dma_cyc, output dma_stb, output dma_we, output [31:0] dma_adr, output [31:0] dma_dat_w,
   input [31:0] dma_dat_r, output [7:0] dma_sel, input dma_ack,
   output eth_tx_valid, input eth_tx_ready, output [40:0] eth_tx_payload,
-  input eth_rx_valid, output eth_rx_ready, input [40:0] eth_rx_payload
+  input eth_rx_valid, output eth_rx_ready, input [40:0] eth_rx_payload,
+  output irq
 );
   wire [29:0] dma_adr_word; wire [3:0] dma_sel_card;
   assign dma_adr = {2'b0, dma_adr_word};
@@ -78,6 +79,6 @@ module numavia_card_cosim (
     .eth_rx__payload(eth_rx_payload),
     .eth_rx__valid(eth_rx_valid),
     .eth_rx__ready(eth_rx_ready),
-    .irq()
+    .irq(irq)
   );
 endmodule
