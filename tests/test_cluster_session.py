@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from numavia import firmware
+from numavia import cluster_session, firmware
 from numavia.cluster_session import ClusterSession, SessionError
 from numavia.soc.ring_launch import Spread
 
@@ -106,7 +106,6 @@ def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
 
 
 def test_free_port_ranges_are_free_and_differ_between_processes(monkeypatch):
-    from numavia import cluster_session
     monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
     base = cluster_session.free_port_range(4)
     monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1001)

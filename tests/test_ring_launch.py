@@ -7,15 +7,16 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 
 import pytest
 
 from numavia.soc import card_bench as cb
-from numavia.soc import ring_launch
+from numavia.soc import ring_launch, sim
 from numavia.soc.ring_launch import LaunchError, RingRun, Spread
-from simulation import simulator_processes
+from simulation import build, free_port_range, simulator_processes
 
 
 def test_spread_refuses_what_cannot_run(tmp_path):
@@ -155,9 +156,6 @@ def test_terminate_stops_every_node_at_one_cycle(tmp_path, bench):
                          ids=["host-bridge", "console"])
 def test_a_port_in_use_names_the_node(tmp_path, what, option):
     """Node i's host bridge, and its console, listen on PORT + i in the process that runs node i."""
-    import socket
-    from simulation import build, free_port_range
-    from numavia.soc import sim
     b = build(2)
     port = free_port_range(2)
     kwargs = {k: port if v == "PORT" else v for k, v in option.items()}

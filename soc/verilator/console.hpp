@@ -21,6 +21,7 @@
 #include <string>
 
 #include "peripheral.hpp"
+#include "tcp_listener.hpp"
 
 // Bytes for a node's UART receiver, from a TCP client on 127.0.0.1:port (one at a time; what the
 // node prints is sent to it, so the client is a terminal on the node: `numavia console NODE`)
@@ -32,19 +33,7 @@ public:
     // port 0: no socket; input_fd -1: no descriptor. Exits with a message if it cannot listen.
     ConsoleInput(int node, int port, int input_fd = -1) : node_(node), port_(port), input_fd_(input_fd) {
         if (port_ == 0) return;
-        listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        int one = 1;
-        ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(uint16_t(port_));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr) < 0 || ::listen(listen_fd_, 1) < 0) {
-            std::fprintf(stderr, "sim: node %d: console cannot listen on 127.0.0.1:%d (%s)\n", node_, port_,
-                         std::strerror(errno));
-            std::exit(1);
-        }
-        ::fcntl(listen_fd_, F_SETFL, O_NONBLOCK);
+        listen_fd_ = listen_on_loopback(node_, port_, "console ");
     }
     ~ConsoleInput() {
         if (client_fd_ >= 0) ::close(client_fd_);

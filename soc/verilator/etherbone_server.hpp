@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "peripheral.hpp"
+#include "tcp_listener.hpp"
 #include "wishbone_master.hpp"
 
 namespace etherbone {
@@ -44,20 +45,7 @@ public:
                                pads.hostbridge_sel, pads.hostbridge_ack, pads.hostbridge_err,
                                pads.hostbridge_adr, pads.hostbridge_dat_w, pads.hostbridge_dat_r}),
           node_(node), port_(port) {
-        listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-        int one = 1;
-        ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(uint16_t(port));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr) < 0 ||
-            ::listen(listen_fd_, 1) < 0) {
-            std::fprintf(stderr, "sim: node %d: cannot listen on 127.0.0.1:%d (%s)\n", node, port,
-                         std::strerror(errno));
-            std::exit(1);
-        }
-        ::fcntl(listen_fd_, F_SETFL, O_NONBLOCK);
+        listen_fd_ = listen_on_loopback(node, port, "");
     }
     ~EtherboneServer() {
         if (client_fd_ >= 0) ::close(client_fd_);
