@@ -69,11 +69,8 @@ public:
 
 private:
     void accept_client() {
-        int fd = ::accept(listen_fd_, nullptr, nullptr);
+        const int fd = accept_client_of(listen_fd_);
         if (fd < 0) return;
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        ::fcntl(fd, F_SETFL, O_NONBLOCK);
         client_fd_ = fd;
         ever_connected_ = true;
         rx_.clear();

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,17 @@ inline int listen_on_loopback(int node, int port, const char *what) {
                      std::strerror(errno));
         std::exit(1);
     }
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+}
+
+// A client waiting on `listen_fd`, non-blocking and without Nagle's delay (every reply is one
+// small packet a host waits for); -1 if none waits.
+inline int accept_client_of(int listen_fd) {
+    const int fd = ::accept(listen_fd, nullptr, nullptr);
+    if (fd < 0) return -1;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     ::fcntl(fd, F_SETFL, O_NONBLOCK);
     return fd;
 }
