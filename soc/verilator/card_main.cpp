@@ -66,15 +66,7 @@ struct ScriptStep {
 
 Options parse(int argc, char **argv) {
     Options o;
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage("missing value for " + a);
-            return argv[++i];
-        };
-        std::string error;
-        if (o.ring.take(a, value, error)) continue;
-        if (!error.empty()) usage(error);
+    parse_command_line(argc, argv, o.ring, [&](const std::string &a, auto &value) {
         if (a == "--ops") o.ops = std::strtoull(value().c_str(), nullptr, 0);
         else if (a == "--hot-lines") o.hot_lines = std::atoi(value().c_str());
         else if (a == "--words") o.words = std::atoi(value().c_str());
@@ -86,9 +78,9 @@ Options parse(int argc, char **argv) {
         else if (a == "--no-access-log") o.access_log = false;
         else if (a == "--script") o.script = value();
         else if (a == "--trace-dir") o.trace_dir = value();
-        else if (a.rfind("+verilator+", 0) == 0) continue;
-        else usage("unknown argument " + a);
-    }
+        else return false;
+        return true;
+    }, usage);
     o.ring.ring_faults.max_packet = NV_SCI_MAX_PACKET_SYMBOLS;
     const std::string error = o.ring.check(NV_MAX_NODES);
     if (!error.empty()) usage(error);

@@ -56,15 +56,7 @@ struct Options {
 Options parse(int argc, char **argv) {
     Options o;
     o.ring.ethernet = NV_ETHERNET;
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage("missing value for " + a);
-            return argv[++i];
-        };
-        std::string error;
-        if (o.ring.take(a, value, error)) continue;
-        if (!error.empty()) usage(error);
+    parse_command_line(argc, argv, o.ring, [&](const std::string &a, auto &value) {
         if (a == "--stop-marker") o.stop_marker = value();
         else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
         else if (a == "--console-port") o.console_port = std::atoi(value().c_str());
@@ -75,9 +67,9 @@ Options parse(int argc, char **argv) {
         else if (a == "--trace-dir") o.trace_dir = value();
         else if (a == "--access-log") o.access_log = value();
         else if (a == "--numa") o.numa = true;
-        else if (a.rfind("+verilator+", 0) == 0) continue;
-        else usage("unknown argument " + a);
-    }
+        else return false;
+        return true;
+    }, usage);
     const std::string error = o.ring.check(NV_MAX_NODES);
     if (!error.empty()) usage(error);
     if (o.serve && !o.bridge_port) usage("--serve needs --bridge-port");

@@ -86,6 +86,25 @@ struct RingOptions {
     }
 };
 
+// Walks a simulator's command line: the ring's options go to `ring`, every other one to
+// `own(argument, value)`, which returns false for one it does not know; Verilator's own
+// `+verilator+...` arguments pass. Bad input ends in `usage(message)`, which does not return.
+template <typename Own, typename Usage>
+void parse_command_line(int argc, char **argv, RingOptions &ring, Own own, Usage usage) {
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage("missing value for " + a);
+            return argv[++i];
+        };
+        std::string error;
+        if (ring.take(a, value, error)) continue;
+        if (!error.empty()) usage(error);
+        if (a.rfind("+verilator+", 0) == 0) continue;
+        if (!own(a, value)) usage("unknown argument " + a);
+    }
+}
+
 // One node of the ring, as the run sees it.
 class RingNode : public Entity {
 public:
