@@ -38,6 +38,12 @@ class Spread:
     mpi: bool = False
     hostfile: str | None = None
 
+    def __str__(self):
+        """In words: "1 process", "2 processes", "2 MPI ranks"."""
+        if self.mpi:
+            return f"{self.procs} MPI rank{'s' if self.procs > 1 else ''}"
+        return f"{self.procs} process{'es' if self.procs > 1 else ''}"
+
     def fitted(self, nodes):
         """The same spread for a ring of ``nodes`` (no more processes than nodes)."""
         return replace(self, procs=min(self.procs, nodes))

@@ -178,3 +178,8 @@ def test_a_simulator_that_ignores_sigterm_is_killed(tmp_path, capsys):
     assert run.terminate(grace_seconds=0.5) == 130
     assert all(p.poll() is not None for _, p in run.procs) and run.failure is None
     assert "did not stop within 0.5 s of SIGTERM: killed" in capsys.readouterr().err
+
+
+def test_a_spread_says_itself_in_words():
+    assert [str(s) for s in (Spread(), Spread(procs=2), Spread(procs=1, mpi=True), Spread(procs=8, mpi=True))] == \
+        ["1 process", "2 processes", "1 MPI rank", "8 MPI ranks"]

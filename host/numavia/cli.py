@@ -128,9 +128,7 @@ def cmd_sim(args):
     run_dir = Path(args.out or buildcache.build_root() / "run" / f"sim-{config.nodes}")
     if args.serve:
         return _serve(build, run_dir, args, spread)
-    _log(f"running {config.nodes} node(s) in {spread.procs} {'MPI rank' if spread.mpi else 'process'}"
-         f"{'es' if spread.procs > 1 and not spread.mpi else 's' if spread.procs > 1 else ''}; stops when every "
-         f"node prints \"{sim.READY_MARKER}\""
+    _log(f"running {config.nodes} node(s) in {spread}; stops when every node prints \"{sim.READY_MARKER}\""
          + (f" or after {args.max_cycles} cycles" if args.max_cycles else "")
          + (f" or {args.wall_limit} s" if args.wall_limit else ""))
     code, summary = sim.run(build, run_dir, spread, max_cycles=args.max_cycles, wall_limit=args.wall_limit,

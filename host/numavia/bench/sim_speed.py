@@ -29,15 +29,10 @@ def _spreads(nodes, procs, mpi_ranks):
             yield ring_launch.Spread(procs=r, mpi=True)
 
 
-def _spread_name(spread):
-    unit = "MPI rank" if spread.mpi else "process"
-    return f"{spread.procs} {unit}" + ("" if spread.procs == 1 else ("s" if spread.mpi else "es"))
-
-
 def _row(kind, nodes, spread, cycles, wall, cpu):
     cores = min(spread.procs, os.cpu_count() or 1)
     node_rate = cycles * nodes / max(wall, 1e-9)
-    return {"model": kind, "nodes": nodes, "spread": f"{spread.procs} {'rank' if spread.mpi else 'proc'}",
+    return {"model": kind, "nodes": nodes, "spread": str(spread),
             "mpi": spread.mpi, "procs": spread.procs, "cycles": cycles, "wall_seconds": round(wall, 3),
             "cpu_seconds": round(cpu, 3), "cycles_per_second": round(cycles / max(wall, 1e-9)),
             "node_cycles_per_second": round(node_rate), "node_cycles_per_second_per_core": round(node_rate / cores),
@@ -56,7 +51,7 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
     for n in nodes:
         node_build = sim.Build(sim.SimConfig(nodes=n), build.soc_dir, build.model, build.firmware, build.mpi_model)
         for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} nodes, {_spread_name(spread)}: {cycles:,} cycles")
+            log(f"{n} nodes, {spread}: {cycles:,} cycles")
             code, summary = sim.run(node_build, run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
                                     spread, quiet=True, max_cycles=cycles, stop_marker=None)
             if summary is None or summary["cycles"] != cycles:
@@ -66,7 +61,7 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
     binary = card_bench.build_bench(bench_config, log=log) if card_accesses else None
     for n in nodes if card_accesses else ():
         for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} cards, {_spread_name(spread)}: {card_accesses:,} accesses each")
+            log(f"{n} cards, {spread}: {card_accesses:,} accesses each")
             run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
                                        nodes=n, ops=card_accesses, spread=spread, log_accesses=False)
             if run.returncode or not run.state:
