@@ -192,8 +192,12 @@ class RingRun:
 
     def _is_clean_stop(self, code):
         # A hub's run status (the run ended as asked, maybe early) is not a process failure.
+        return code == self._hub_exit_code()
+
+    def _hub_exit_code(self):
+        """The run's status as the hub wrote it into hub.json; None before it has."""
         hub = self.run_dir / "hub.json"
-        return hub.exists() and code == json.loads(hub.read_text()).get("exit_code")
+        return json.loads(hub.read_text())["exit_code"] if hub.exists() else None
 
     def _fail(self, rank, code):
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
@@ -246,9 +250,8 @@ class RingRun:
     def exit_status(self):
         if self.failure:
             return 1
-        hub = self.run_dir / "hub.json"
-        if hub.exists():
-            return json.loads(hub.read_text())["exit_code"]
+        if (hub_code := self._hub_exit_code()) is not None:
+            return hub_code
         codes = [p.returncode for _, p in self.procs]
         return next((c for c in codes if c), 0)
 
