@@ -18,8 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from numavia import buildcache, synth
-from numavia.errors import NumaviaError
+from numavia.base import buildcache
+from numavia.gateware import build as gateware_build
+from numavia.boards import synth
+from numavia.base.errors import NumaviaError
 
 BOARDS_DIR = Path(__file__).resolve().parent
 BOARD_NAMES = ("ecpix5", "colorlight_i5")
@@ -39,14 +41,14 @@ def load_board(name):
 
 def _inputs():
     root = buildcache.REPO_ROOT
-    return (buildcache.source_files(root / "gateware") + buildcache.source_files(root / "soc") +
+    return (gateware_build.sources() + buildcache.source_files(root / "soc") +
             buildcache.source_files(BOARDS_DIR) +
             buildcache.source_files(root / "firmware", ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
 
 
 def generate(board, config_name=None, *, with_card=True, nodes_max=None, log=print):
     """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC."""
-    from numavia.firmware import build_firmware
+    from numavia.soc.firmware import build_firmware
     from numavia.boards.target import BoardSoC
 
     config_name = config_name or board.default_config

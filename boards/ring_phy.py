@@ -21,7 +21,7 @@ from litex.build.io import DDROutput
 from litex.gen import LiteXModule
 from litex.soc.interconnect import stream
 
-from numavia.gateware.sci_packet import MAX_PACKET_SYMBOLS, SYMBOL_BITS
+from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, SYMBOL_BITS
 
 #: Signals per direction: the symbol's data bits, ``frame``, and the forwarded clock.
 LANES = SYMBOL_BITS + 1

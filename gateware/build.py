@@ -5,17 +5,23 @@ from pathlib import Path
 import amaranth
 from amaranth.back import verilog
 
-from numavia import buildcache
+from numavia.base import buildcache
 
 from .card import Card, CardConfig
 
 TOP_NAME = "numavia_card"
+BASE_DIR = Path(buildcache.__file__).parent
+
+
+def sources():
+    """The files the card's Verilog is made from: the gateware and the definitions below it."""
+    return buildcache.source_files(Path(__file__).parent) + buildcache.source_files(BASE_DIR, ("*.py", "*.uasm"))
 
 
 def card_verilog(config=CardConfig(), *, log=None):
     """Path of ``numavia_card.v`` for ``config``, generated unless already cached."""
     key = buildcache.digest(
-        buildcache.source_files(Path(__file__).parent),
+        sources(),
         params={"config": config.as_dict(), "amaranth": amaranth.__version__})
 
     def produce(folder):

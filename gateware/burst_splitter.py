@@ -12,7 +12,7 @@ from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .coherence import LINE_BYTES
+from numavia.base.coherence import LINE_BYTES
 from .host_port import HostPortSignature, MAX_BURST_WORDS
 
 

@@ -25,12 +25,13 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import coherence, regmap, via_frame, wishbone, wishbone_burst
+from . import wishbone, wishbone_burst
+from numavia.base import coherence, regmap, via_frame
 from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
-from .coherence import CacheGeometry
+from numavia.base.coherence import CacheGeometry
 from .local_side import LocalSide
-from .microcode import isa
+from numavia.base.microcode import isa
 from .pcie import tlp
 from .pcie.config import EndpointParams
 from .pcie.dma_bridge import WishboneToDma
@@ -40,7 +41,7 @@ from .ring_link import RingLink
 from .sci_layouts import SymbolLayout
 from .via_engine import ViaEngine
 from .via_layouts import EthBeat
-from .via_params import ViaParams
+from numavia.base.via_params import ViaParams
 from .wishbone_arbiter import WishboneArbiter
 
 

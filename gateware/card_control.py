@@ -4,7 +4,8 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, wishbone
+from . import wishbone
+from numavia.base import regmap
 from .register_bank import RegisterBank
 
 

@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .microcode import isa
+from numavia.base.microcode import isa
 
 
 class ControlStore(wiring.Component):

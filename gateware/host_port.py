@@ -20,7 +20,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import wishbone
-from .coherence import LINE_BYTES, NODE_ID_BITS
+from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
 
 MAX_BURST_WORDS = 64
 

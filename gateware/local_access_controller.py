@@ -19,11 +19,11 @@ from amaranth import Module, Signal, Mux, Cat, Const
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import coherence as coh, regmap
-from .coherence import CacheGeometry, NODE_ID_BITS, MemoryState
+from numavia.base import coherence as coh, regmap
+from numavia.base.coherence import CacheGeometry, NODE_ID_BITS, MemoryState
 from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
 from .memory_controller import MemSpace, MemoryPortSignature
-from .microcode.isa import LocalKind
+from numavia.base.microcode.isa import LocalKind
 from .tag_store import DirLayout, TagOp, cache_data_index, command_layout, response_layout, set_of_line, tag_layout
 
 #: Word and count are sized for the largest line (coherence.MAX_LINE_BYTES).

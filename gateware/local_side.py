@@ -10,9 +10,10 @@ from amaranth import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, wishbone
+from . import wishbone
+from numavia.base import regmap
 from .burst_splitter import BurstSplitter
-from .coherence import CacheGeometry, NODE_ID_BITS
+from numavia.base.coherence import CacheGeometry, NODE_ID_BITS
 from .host_port import HostAddressMap, HostPortSignature
 from .local_access_controller import LacCounters, LocalAccessController, MissSignature
 from .memory_controller import MemoryController, MemoryPortSignature

@@ -20,7 +20,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from . import wishbone
-from .regmap import Access
+from numavia.base.regmap import Access
 
 
 def register_signature(reg, hw_writable=False):

@@ -6,12 +6,13 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, wishbone
-from .coherence import CacheGeometry, NODE_ID_BITS
+from . import wishbone
+from numavia.base import regmap
+from numavia.base.coherence import CacheGeometry, NODE_ID_BITS
 from .control_store import ControlStore
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
-from .microcode import isa
+from numavia.base.microcode import isa
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout
 from .sequencer import Sequencer, SequencerCounters

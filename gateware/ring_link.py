@@ -68,12 +68,22 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, wishbone
-from .coherence import LINE_BYTES, NODE_ID_BITS
+from . import wishbone
+from numavia.base import regmap
+from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout, SymbolLayout
-from .sci_packet import (CRC_INIT, CRC_POLY, ECHO_HEADER_SYMBOLS, HEADER_BITS, HEADER_SYMBOLS, SYMBOL_BITS,
-                         EchoStatus, PacketType, packet_symbols)
+from numavia.base.sci_packet import (
+    CRC_INIT,
+    CRC_POLY,
+    ECHO_HEADER_SYMBOLS,
+    HEADER_BITS,
+    HEADER_SYMBOLS,
+    SYMBOL_BITS,
+    EchoStatus,
+    PacketType,
+    packet_symbols,
+)
 
 #: Cycles from a symbol on ``rx`` to the same symbol on ``tx`` through an idle node: ``rx`` is
 #: registered (1), written into the bypass FIFO (2: readable the next cycle), then popped into the

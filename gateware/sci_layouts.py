@@ -2,7 +2,7 @@
 
 from amaranth.lib import data
 
-from .sci_packet import HEADER_FIELDS, SYMBOL_BITS
+from numavia.base.sci_packet import HEADER_FIELDS, SYMBOL_BITS
 
 #: The packet header as a struct whose bit vector equals ``sci_packet.Packet.header_value()``:
 #: fields are laid out from the last one on the wire (bit 0) to the first.

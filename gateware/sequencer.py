@@ -23,15 +23,15 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from . import coherence as coh
-from .coherence import CacheGeometry, CacheState, MemoryState, NODE_ID_BITS
+from numavia.base import coherence as coh
+from numavia.base.coherence import CacheGeometry, CacheState, MemoryState, NODE_ID_BITS
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import MemSpace
-from .microcode import isa
-from .microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
+from numavia.base.microcode import isa
+from numavia.base.microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
 from .sci_layouts import HeaderLayout
-from .sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 from .tag_store import TagOp, cache_data_index, set_of_line
 
 PointerLayout = data.StructLayout({"id": NODE_ID_BITS, "valid": 1})

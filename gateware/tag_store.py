@@ -20,8 +20,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from . import coherence as coh
-from .coherence import CACHE_STATE_BITS, CacheGeometry, MEMORY_STATE_BITS, NODE_ID_BITS
+from numavia.base import coherence as coh
+from numavia.base.coherence import CACHE_STATE_BITS, CacheGeometry, MEMORY_STATE_BITS, NODE_ID_BITS
 
 LOOKUP_LATENCY = 3
 

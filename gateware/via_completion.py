@@ -12,7 +12,8 @@ from amaranth import Module, Signal, Mux, Array, Cat
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_descriptor, wishbone_burst
+from . import wishbone_burst
+from numavia.base import regmap, via_descriptor
 
 CompletionRequest = data.StructLayout({
     "desc": 32, "status": 32, "length": 32, "imm": 32, "write_imm": 1, "vi": 8, "recv": 1,

@@ -16,7 +16,8 @@ from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import via_descriptor, wishbone_burst
+from . import wishbone_burst
+from numavia.base import via_descriptor
 from .via_dma_reader import DmaReader
 from .via_layouts import DescAddress, DescControl
 from .via_scatter_gather import Segment

@@ -16,13 +16,14 @@ from amaranth import Array, Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_frame, wishbone, wishbone_burst
+from . import wishbone, wishbone_burst
+from numavia.base import regmap, via_frame
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .via_completion import CompletionUnit
 from .via_descriptor_fetch import postable
 from .via_layouts import EthBeat
-from .via_params import ViaParams
+from numavia.base.via_params import ViaParams
 from .via_rx import RX_EVENTS, RxEngine
 from .via_translate import AddressTranslator
 from .via_tx import TX_EVENTS, TxEngine

@@ -7,8 +7,8 @@ Field and bit names are lower-cased.
 
 from amaranth.lib import data
 
-from . import via_att, via_descriptor, via_frame, via_mailbox
-from .bytestruct import ByteStruct, Field
+from numavia.base import via_att, via_descriptor, via_frame, via_mailbox
+from numavia.base.bytestruct import ByteStruct, Field
 
 
 def _field_shape(field: Field):

@@ -23,10 +23,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from . import regmap, via_att, via_descriptor, via_frame, wishbone_burst
+from . import wishbone_burst
+from numavia.base import regmap, via_att, via_descriptor, via_frame
 from .packet_fifo import FifoOut
 from .via_completion import CompletionRequest
-from .via_descriptor import status_bits, status_op
+from numavia.base.via_descriptor import status_bits, status_op
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader

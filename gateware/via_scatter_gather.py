@@ -17,7 +17,7 @@ from amaranth import Module, Signal, Mux, Array
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import via_att
+from numavia.base import via_att
 from .via_translate import lookup_signature
 
 OP_VALIDATE, OP_WALK = 0, 1

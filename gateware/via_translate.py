@@ -20,7 +20,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from . import via_att
+from numavia.base import via_att
 from .via_layouts import AttL1
 
 LookupRequest = data.StructLayout({"handle": 32, "va": 64, "length": 32, "ptag": 16, "need": 2})

@@ -11,7 +11,7 @@ from litex.soc.interconnect import stream, wishbone
 
 from liteeth.common import eth_phy_description
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.build import TOP_NAME, card_verilog
 from numavia.gateware.card import CardConfig, card_signature
 from numavia.gateware.via_layouts import EthBeat

@@ -1,7 +1,7 @@
 """The Numavia node SoC: VexRiscv, ROM, SRAM, main RAM, UART, timer and the card.
 
 The bare-metal firmware runs from the ROM; a Zephyr image is linked into main RAM, which the ROM
-then only jumps to (``numavia.firmware``). The timer has LiteX's uptime counter, Zephyr's clock.
+then only jumps to (``numavia.soc.firmware``). The timer has LiteX's uptime counter, Zephyr's clock.
 
 Targets (simulation, boards) derive from :class:`NumaviaSoC` and add their clocking, UART and
 host access. The card sits in VexRiscv's uncached I/O region, as the paper's card sat on PCI.
@@ -21,7 +21,7 @@ from litex.soc.interconnect import stream, wishbone
 from liteeth.common import eth_phy_description
 from liteeth.mac.core import LiteEthMACCore
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.card import CardConfig
 
 from .card_core import CardCore

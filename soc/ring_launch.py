@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 
 class LaunchError(NumaviaError):

@@ -7,7 +7,7 @@ Three cached stages, each keyed by its inputs under ``build/``:
    (``node_main.cpp``; ``simulator_build``): the same binary runs every node of a ring of any size,
    spread over processes or MPI ranks (``ring_launch``); ``simulator-mpi/<key>`` is its MPI build,
    made when a run asks for MPI;
-3. ``firmware/<key>`` (or ``zephyr-firmware/<key>``): the firmware for that SoC (``numavia.firmware``).
+3. ``firmware/<key>`` (or ``zephyr-firmware/<key>``): the firmware for that SoC (``numavia.soc.firmware``).
 
 A run happens in its own folder: the node memories' init files (the ROM holds the bare-metal
 firmware, or a jump to the Zephyr image in main RAM), each node's console log and ``run.json``
@@ -23,9 +23,10 @@ import sys
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
-from numavia import buildcache, trace
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap
+from numavia.base import buildcache, trace
+from numavia.gateware import build as gateware_build
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap
 
 from . import model_top, ring_launch, simulator_build
 
@@ -86,8 +87,7 @@ def require_tool(name, hint):
 # --- Stage 1: the node SoC -----------------------------------------------------------------------
 
 def soc_key(config):
-    gateware_dir = Path(regmap.__file__).parent
-    files = buildcache.source_files(gateware_dir) + [HERE / f for f in SOC_SOURCES]
+    files = gateware_build.sources() + [HERE / f for f in SOC_SOURCES]
     return buildcache.digest(files, params={**config.soc_params(), **_package_versions(
         "litex", "liteeth", "migen", "amaranth", "pythondata-cpu-vexriscv")})
 
@@ -176,8 +176,8 @@ def init_text(data, size, region):
 
 def prepare_run(run_dir, soc_dir, firmware):
     """Fill ``run_dir`` with the memory init files the model reads at time zero: the SoC's, then
-    the memories ``firmware`` (a :class:`numavia.firmware.Image`) occupies."""
-    from numavia.firmware import memory_images
+    the memories ``firmware`` (a :class:`numavia.soc.firmware.Image`) occupies."""
+    from numavia.soc.firmware import memory_images
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     for init in (soc_dir / "gateware").glob("*.init"):
@@ -248,15 +248,15 @@ class Build:
     config: SimConfig
     soc_dir: Path
     model: Path
-    firmware: object    # numavia.firmware.Image
+    firmware: object    # numavia.soc.firmware.Image
     mpi_model: Path | None = None
 
 
 def build_all(config, log=print, spread=None, firmware="bare-metal"):
     """Every stage, cached: returns what a run needs (with ``spread.mpi``, the MPI build too).
     ``firmware``: what every node runs, as the ``--firmware`` option says
-    (numavia.firmware.parse_choice)."""
-    from numavia import firmware as node_firmware
+    (numavia.soc.firmware.parse_choice)."""
+    from numavia.soc import firmware as node_firmware
     log(f"SoC ({config.cpu_variant} VexRiscv @ {config.sys_clk_freq / 1e6:.0f} MHz + card)")
     soc_dir = build_soc(config, log=log)
     log(f"firmware ({firmware})")

@@ -19,7 +19,7 @@ from litex.soc.interconnect import wishbone
 
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
 from numavia.gateware.sci_layouts import SymbolLayout
 

@@ -14,8 +14,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from numavia import buildcache
-from numavia.errors import NumaviaError
+from numavia.base import buildcache
+from numavia.base.errors import NumaviaError
 
 HARNESS_DIR = Path(__file__).resolve().parent / "verilator"
 VERILATOR_FLAGS = ["--cc", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",

@@ -12,16 +12,17 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from numavia.coherence_check import Access
-from numavia.gateware import regmap, wishbone
-from numavia.gateware.coherence import LINE_BYTES
+from numavia.gateware.microcode.coherence_check import Access
+from numavia.gateware import wishbone
+from numavia.base import regmap
+from numavia.base.coherence import LINE_BYTES
 from numavia.gateware.host_port import HostAddressMap, HostPortSignature
 from numavia.gateware.local_side import CacheGeometry, LocalSide
-from numavia.gateware.microcode.isa import LocalKind
+from numavia.base.microcode.isa import LocalKind
 from numavia.gateware.microcode.cluster_model import card_views
 from numavia.gateware.microcode.model import CardModel, LocalRequest
 from numavia.gateware.remote_access_controller import RemoteAccessController
-from numavia.gateware.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
+from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
 from numavia.gateware.sci_layouts import HeaderLayout
 from amaranth.lib import stream
 from stream_bfm import recv, send
@@ -349,7 +350,7 @@ class ScriptedCoSim(CoSim):
                 pass
 
         async def rtl_line_state(ctx):
-            from numavia.gateware.coherence import cache_set
+            from numavia.base.coherence import cache_set
             s = cache_set((line & 0x3FFFFFF) // line_bytes, line >> 26, sets)
             for way in range(ways):
                 await debug(ctx, 1, s * ways + way)

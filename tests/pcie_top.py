@@ -11,7 +11,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.host_port import HostPortSignature
 from numavia.gateware.pcie import tlp
 from numavia.gateware.pcie.endpoint import PcieEndpoint

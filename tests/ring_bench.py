@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.ring_link import RingLink
 from numavia.gateware.sci_layouts import SymbolLayout
-from numavia.gateware.sci_packet import DATA_WORDS, Command, Packet, PacketType
+from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
 
 from ring_bfm import packet_from_header, receive, send, take
 from wishbone_bfm import read
@@ -279,7 +279,7 @@ def packet_faults(bench, node, rng, *, drop=0.0, duplicate=0.0, counts=None):
     disturbed; needs a delay line longer than the longest packet). Echoes are packets too, so a
     lost echo makes the sender resend a packet its target already has. ``counts`` (a dict)
     receives the numbers of packets seen, dropped and duplicated."""
-    from numavia.gateware.sci_packet import MAX_PACKET_SYMBOLS
+    from numavia.base.sci_packet import MAX_PACKET_SYMBOLS
     counts = counts if counts is not None else {}
     for key in ("packets", "dropped", "duplicated"):
         counts.setdefault(key, 0)

@@ -4,7 +4,7 @@ Everything about the packet format comes from ``sci_packet`` (``encode``/``decod
 ``Packet.header_value``, ``field_positions``): nothing here knows where a field sits.
 """
 
-from numavia.gateware.sci_packet import HEADER_FIELD_NAMES, Packet, field_positions
+from numavia.base.sci_packet import HEADER_FIELD_NAMES, Packet, field_positions
 
 _POSITIONS = field_positions()
 

@@ -21,11 +21,28 @@ from dataclasses import replace
 
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap, via_att, via_frame
-from numavia.gateware.sci_packet import (HEADER_BITS, SYMBOL_BITS, EchoStatus, Packet, PacketError, PacketType,
-                                         crc16, decode, encode, field_positions)
-from numavia.gateware.via_descriptor import (CONTROL_OP, CONTROL_SEGMENT, CONTROL_UNDEFINED_MASK, STATUS_OP,
-                                             encode_descriptor, status_bits, status_op)
+from numavia.base import regmap, via_att, via_frame
+from numavia.base.sci_packet import (
+    HEADER_BITS,
+    SYMBOL_BITS,
+    EchoStatus,
+    Packet,
+    PacketError,
+    PacketType,
+    crc16,
+    decode,
+    encode,
+    field_positions,
+)
+from numavia.base.via_descriptor import (
+    CONTROL_OP,
+    CONTROL_SEGMENT,
+    CONTROL_UNDEFINED_MASK,
+    STATUS_OP,
+    encode_descriptor,
+    status_bits,
+    status_op,
+)
 from ring_bench import LinkBench, as_sent_by, random_packet, read_counters, tx_monitor
 from ring_bfm import receive, send
 from via_pair import HOST, HOST_SIZE, PARAMS

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -145,7 +145,7 @@ def fault_title(faults):
 def via_system_soak(messages, seed, out, faults):
     from numavia.cluster_session import ClusterSession
     from numavia.errorlog import read_cycles
-    from numavia.gateware.via_descriptor import CONTROL_OP
+    from numavia.base.via_descriptor import CONTROL_OP
     from numavia.vipl import Descriptor
     from simulation import build
     from via_system import Pair, payload

@@ -2,8 +2,8 @@
 
 import collections
 
-from numavia import trace
-from numavia.gateware.coherence import LINE_BYTES
+from numavia.base import trace
+from numavia.base.coherence import LINE_BYTES
 from numavia.splash2 import generate, params_for
 from numavia.instrument import LOCAL_SPACE
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.bench import shm
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 
 def test_messages_are_line_bursts_on_fresh_lines():

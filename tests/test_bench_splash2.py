@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.bench import splash2
 from numavia.soc import card_bench as cb
 from numavia.splash2 import traces

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.bench import stream
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 from numavia.gateware.card import CardConfig
 
 AMAP = CardConfig().address_map()

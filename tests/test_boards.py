@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from numavia import logic_paths
+from numavia.boards import logic_paths
 from numavia.boards import flow
 from numavia.boards.flow import BoardError, TOP, check_constraints
 
@@ -134,7 +134,7 @@ def test_flash_without_a_bitstream_or_cable_fails_in_one_line(tmp_path):
 
 
 def test_a_failing_tool_is_one_line_and_its_whole_output_stays_in_the_log(tmp_path):
-    from numavia import synth
+    from numavia.boards import synth
     script = "echo placing 1; echo placing 2; echo 'ERROR: no BELs remaining for DP16KD' >&2; exit 3"
     with pytest.raises(synth.SynthesisError, match=r"^sh failed: ERROR: no BELs remaining for DP16KD$"):
         synth._run(["sh", "-c", script], tmp_path, "tool.log")

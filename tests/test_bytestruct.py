@@ -3,7 +3,7 @@
 import pytest
 from amaranth.lib import data
 
-from numavia.gateware.bytestruct import Bits, ByteStruct, Constants, Field
+from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 from numavia.gateware.via_layouts import layout
 
 REC = ByteStruct("REC", 12, "test", (

@@ -3,7 +3,7 @@
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.card_control import CardControl
 from wishbone_bfm import BusError, read, write
 

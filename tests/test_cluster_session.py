@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from numavia import cluster_session, firmware
+from numavia import cluster_session
+from numavia.soc import firmware
 from numavia.cluster_session import ClusterSession, SessionError
 from numavia.soc.ring_launch import Spread
 

@@ -1,11 +1,11 @@
 """Coherence stress on the RTL: N Numavia cards in a ring (Verilator), random loads and stores
 on a small hot set of lines from every node (sharing, conflicts and evictions), checked with
-numavia.coherence_check: a coherent history, consistent sharing lists at quiescence, no
+numavia.gateware.microcode.coherence_check: a coherent history, consistent sharing lists at quiescence, no
 protocol error, and no access stuck beyond the watchdog (no deadlock, no livelock)."""
 
 import pytest
 
-from numavia.coherence_check import check_history, check_quiescent
+from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
 from numavia.soc import card_bench as cb
 
 pytestmark = pytest.mark.slow

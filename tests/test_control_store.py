@@ -5,14 +5,14 @@ from pathlib import Path
 
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry
-from numavia.gateware.microcode import isa
-from numavia.gateware.microcode.assembler import assemble
-from numavia.gateware.sci_packet import Command, PacketType, Status
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import assemble
+from numavia.base.sci_packet import Command, PacketType, Status
 from cosim import Engine, packet_fields
-from numavia.gateware.sci_packet import Packet
+from numavia.base.sci_packet import Packet
 from stream_bfm import recv, send
 from wishbone_bfm import read, write
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.demo import Demo, DemoError
 
 pytestmark = pytest.mark.slow

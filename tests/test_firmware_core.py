@@ -3,8 +3,8 @@
 import subprocess
 from pathlib import Path
 
-from numavia import codegen
-from numavia.buildcache import REPO_ROOT
+from numavia.base import codegen
+from numavia.base.buildcache import REPO_ROOT
 
 
 def test_firmware_core_unit_tests(tmp_path):

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from numavia.firmware import build_firmware
+from numavia.soc.firmware import build_firmware
 from numavia.soc import sim
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ import subprocess
 
 import re
 
-from numavia import codegen
-from numavia import pushpull_format as ppf
-from numavia.buildcache import REPO_ROOT
-from numavia.gateware import via_mailbox
+from numavia.base import codegen
+from numavia.base import pushpull_format as ppf
+from numavia.base.buildcache import REPO_ROOT
+from numavia.base import via_mailbox
 
 
 def test_pushpull_unit_tests(tmp_path):

@@ -3,8 +3,8 @@ registration into the ATT, protection tags, CQs, VIs, connection set-up/tear-dow
 
 import subprocess
 
-from numavia import codegen
-from numavia.buildcache import REPO_ROOT
+from numavia.base import codegen
+from numavia.base.buildcache import REPO_ROOT
 
 
 def test_via_manager_unit_tests(tmp_path):

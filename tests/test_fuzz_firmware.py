@@ -5,8 +5,8 @@ inputs that once crashed it (firmware/tests/fuzz_corpus/)."""
 
 import subprocess
 
-from numavia import codegen
-from numavia.buildcache import REPO_ROOT
+from numavia.base import codegen
+from numavia.base.buildcache import REPO_ROOT
 
 CORPUS = REPO_ROOT / "firmware/tests/fuzz_corpus"
 

@@ -56,7 +56,7 @@ def test_coverage_guided_fuzzing_finds_no_crash(name, tmp_path):
 def test_trace_with_a_zero_word_access_is_refused():
     """Found by the trace fuzzer: the reader let through accesses the writer (and the C++ player's
     contract) refuse."""
-    from numavia import trace
+    from numavia.base import trace
     with pytest.raises(trace.TraceError, match="record 0 is an access of 0 words"):
         trace.read_trace(FUZZ_DIR / "corpus" / "trace" / "crash-words-zero")
 

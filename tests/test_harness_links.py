@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from numavia.buildcache import REPO_ROOT
+from numavia.base.buildcache import REPO_ROOT
 
 HARNESS = REPO_ROOT / "soc" / "verilator"
 UNIT_TESTS = sorted((REPO_ROOT / "tests" / "cpp").glob("test_*.cpp"))

@@ -3,7 +3,7 @@ mapping with the in-page offset kept, byte access at any alignment."""
 
 import pytest
 
-from numavia.gateware.via_att import PAGE_SIZE
+from numavia.base.via_att import PAGE_SIZE
 from numavia.hostmem import AddressSpace, HostMemoryError, PhysicalMemory
 
 BASE = 0x6000_0000

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.gateware.card import CardConfig
 from numavia.instrument import Machine, PlacementError
 from numavia.kernels import KERNELS, Jacobi, KernelError, MatMul, RowArrays, block_rows, write_traces

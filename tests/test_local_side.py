@@ -10,14 +10,14 @@ from dataclasses import replace
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
-from numavia.gateware.coherence import CacheState as C, LINE_BYTES, MemoryState as M
+from numavia.base import regmap
+from numavia.base.coherence import CacheState as C, LINE_BYTES, MemoryState as M
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry, LocalSide
 from numavia.gateware.memory_controller import MemSpace
-from numavia.gateware.microcode.isa import LocalKind
+from numavia.base.microcode.isa import LocalKind
 from numavia.gateware.tag_store import TagOp
-from numavia.gateware.coherence import cache_set
+from numavia.base.coherence import cache_set
 from stream_bfm import recv, send
 from wishbone_bfm import read as wb_read, write as wb_write
 

@@ -11,7 +11,7 @@ from amaranth.back import rtlil
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia import logic_paths, synth
+from numavia.boards import logic_paths, synth
 from numavia.cli import main
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from numavia.gateware.microcode import isa
-from numavia.gateware.microcode.assembler import AssemblyError, assemble, disassemble, image_crc32
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import AssemblyError, assemble, disassemble, image_crc32
 
 SOURCE = Path(isa.__file__).with_name("sci.uasm")
 

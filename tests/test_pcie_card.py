@@ -7,9 +7,9 @@ completion-queue entry travel by DMA over PCIe, followed by an MSI.
 
 import random
 
-from numavia.gateware import regmap, via_att, via_descriptor, via_frame
+from numavia.base import regmap, via_att, via_descriptor, via_frame
 from numavia.gateware.card import Card, CardConfig
-from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from numavia.pcie_model import EndpointHarness, memory_read, memory_write
 from pcie_helpers import completion_payload
 from via_single import frame, header

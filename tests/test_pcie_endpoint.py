@@ -17,7 +17,7 @@ from pathlib import Path
 
 import amaranth
 
-from numavia import buildcache
+from numavia.base import buildcache
 from numavia.gateware.pcie.config import EndpointParams
 
 TESTS = Path(__file__).parent

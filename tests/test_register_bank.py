@@ -8,7 +8,7 @@ import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 
-from numavia.gateware.regmap import Access, Block, Register, RegisterArray
+from numavia.base.regmap import Access, Block, Register, RegisterArray
 from numavia.gateware.register_bank import RegisterBank
 from wishbone_bfm import BusError, read, write
 

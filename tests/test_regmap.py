@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from numavia import codegen
-from numavia.gateware import regmap
-from numavia.gateware.regmap import Access, Block, Field, Register, RegisterMap
+from numavia.base import codegen
+from numavia.base import regmap
+from numavia.base.regmap import Access, Block, Field, Register, RegisterMap
 
 
 def test_register_rejects_misaligned_offset():
@@ -66,7 +66,7 @@ def test_python_module_and_json_agree_with_header(tmp_path):
 
 
 def test_sci_header_matches_the_packet_definition_and_compiles(tmp_path):
-    from numavia.gateware import sci_packet as sp
+    from numavia.base import sci_packet as sp
     header = codegen.sci_header()
     defines = dict(re.findall(r"#define (NV_\w+)\s+(\d+)u", header))
     for name, (lsb, width) in sp.field_positions().items():
@@ -87,7 +87,7 @@ def test_generation_is_deterministic(tmp_path):
 # --- register arrays (the VIA block's VIs, completion queues, mailbox words) -------------------
 
 def test_array_checks_its_stride_and_the_block_checks_overlaps():
-    from numavia.gateware.regmap import RegisterArray
+    from numavia.base.regmap import RegisterArray
     with pytest.raises(ValueError, match="outside the stride"):
         RegisterArray("A", 0x0, 2, 0x8, "", registers=(Register("X", 0x8, Access.RW, ""),))
     arr = RegisterArray("A", 0x10, 4, 0x8, "", registers=(Register("X", 0x4, Access.RW, ""),))

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from numavia.coherence_check import check_history
-from numavia.gateware.microcode import isa
-from numavia.gateware.microcode.assembler import assemble
+from numavia.gateware.microcode.coherence_check import check_history
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import assemble
 from cosim import CoSim, CoSimConfig
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text(), "sci.uasm")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from numavia.errors import NumaviaError
-from numavia.firmware import jump_to
+from numavia.base.errors import NumaviaError
+from numavia.soc.firmware import jump_to
 from numavia.renode import (RING_DELAY_CYCLES, ROBOT_FILE, cosim, firmware_images, generate, memory_images, render,
                             script)
 from numavia.renode.platform import CARD_NAME, CARD_TYPE
@@ -179,7 +179,7 @@ def test_ethmac_in_csr_json_yields_the_litex_ethernet_model():
 def test_via_mac_gives_every_card_its_mac(files):
     """The VIA engine owns the MAC (via_mac CSRs): frames enter and leave through the card, and
     the ring switches them by the MAC each card is given."""
-    from numavia.gateware.via_frame import mac_address
+    from numavia.base.via_frame import mac_address
     ring = parse_resc(files[RESC])
     assert ring.externals == [script.RING_NAME]
     for node, machine in enumerate(ring.machines):
@@ -675,7 +675,7 @@ def test_each_node_gets_its_own_file_of_the_card_model(tmp_path, monkeypatch):
     """The dynamic loader would give a second load of one file (or of a link to it) the first
     one's state: every node's model must be a file of its own. The model itself comes from the
     build cache (here an entry made beforehand, so no build runs)."""
-    from numavia import buildcache
+    from numavia.base import buildcache
     from numavia.renode import run
     monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "cache"))
     renode_dir = tmp_path / "renode" / "plugins" / "IntegrationLibrary"

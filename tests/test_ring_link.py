@@ -15,10 +15,9 @@ from amaranth import Module, Signal
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
-from numavia.gateware.sci_packet import (MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode,
-                                         encode)
+from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode, encode
 
 from ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
                         flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from numavia.gateware import sci_packet as sp
+from numavia.base import sci_packet as sp
 
 
 def random_packet(rng, ptype=None):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from numavia.coherence_check import check_history, check_quiescent
-from numavia.gateware.microcode import isa
-from numavia.gateware.microcode.assembler import assemble
+from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import assemble
 from numavia.gateware.microcode.cluster_model import ClusterModel, Deadlock, StressConfig
 
 SOURCE = Path(isa.__file__).with_name("sci.uasm").read_text()

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from numavia.gateware.coherence import CacheState as C, MemoryState as M, has_backward, has_forward
-from numavia.gateware.microcode import isa
-from numavia.gateware.microcode.assembler import assemble
+from numavia.base.coherence import CacheState as C, MemoryState as M, has_backward, has_forward
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import assemble
 from cosim import CoSimConfig, ScriptedCoSim
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text())

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from numavia import codegen
+from numavia.base import codegen
 from numavia.bridge import BridgeError, HostBridge
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.soc import sim
 from simulation import build, free_port_range, served_cli
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from numavia import codegen, trace
+from numavia.base import codegen, trace
 from numavia.bridge import HostBridge, BridgeError
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.soc import sim
 from simulation import build, free_port_range, simulator_processes
 

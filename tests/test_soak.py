@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 import soak
 
 HERE = Path(__file__).resolve().parent

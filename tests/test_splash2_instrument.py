@@ -2,7 +2,7 @@
 
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.instrument import LOCAL_ACCESS_OPS, CostModel, Machine, PlacementError
 
 SLICE = 64 * 1024

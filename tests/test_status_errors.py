@@ -4,7 +4,7 @@ real card, counted, and logged once with the node's cycle; other nodes stay clea
 
 import pytest
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from simulation import build, served_cli
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
-from numavia.gateware.sci_packet import line_address
+from numavia.base.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
+from numavia.base.sci_packet import line_address
 from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
 from amaranth_helpers import rejected
 

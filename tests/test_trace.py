@@ -2,7 +2,7 @@
 
 import pytest
 
-from numavia import trace
+from numavia.base import trace
 from numavia.soc import card_bench as cb
 
 

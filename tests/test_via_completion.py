@@ -4,7 +4,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap, via_descriptor
+from numavia.base import regmap, via_descriptor
 from numavia.gateware.via_completion import CompletionUnit
 from streams import put
 from wishbone_sram import WishboneSRAM, dump

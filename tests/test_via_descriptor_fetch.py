@@ -6,8 +6,15 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware.via_descriptor import (CONTROL_OP, CONTROL_SEGMENT, CONTROL_UNDEFINED_MASK, DescriptorError,
-                                             decode_descriptor, descriptor_size, encode_descriptor)
+from numavia.base.via_descriptor import (
+    CONTROL_OP,
+    CONTROL_SEGMENT,
+    CONTROL_UNDEFINED_MASK,
+    DescriptorError,
+    decode_descriptor,
+    descriptor_size,
+    encode_descriptor,
+)
 from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
 from streams import put
 from wishbone_sram import WishboneSRAM, load

@@ -9,9 +9,9 @@ Driven on the real engine (``ViaEngine``) in the Amaranth simulator with ``via_s
 
 import pytest
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.bfm import BusError
-from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
 from via_pair import HOST, PARAMS
 from via_single import PEER, header, run, wait_frames

@@ -7,8 +7,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap, via_descriptor
-from numavia.gateware.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
+from numavia.base import regmap, via_descriptor
+from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
 from via_pair import HOST, Node, Pair
 
 CTRL = via_descriptor.CONTROL_SEGMENT

@@ -7,7 +7,7 @@ import random
 
 from amaranth.sim import Simulator
 
-from numavia.gateware.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor
+from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor
 from test_via_engine import DESC_A, DESC_B, VA, read_va, setup, write_va
 from via_faults import FaultyWire
 from via_pair import Node, Pair

@@ -3,9 +3,9 @@ Python module generated from them for the firmware and for tools."""
 
 import subprocess
 
-from numavia import codegen
-from numavia.gateware import via_att, via_descriptor, via_frame, via_mailbox
-from numavia.gateware.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, DATA_SEGMENT, encode_descriptor
+from numavia.base import codegen
+from numavia.base import via_att, via_descriptor, via_frame, via_mailbox
+from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, DATA_SEGMENT, encode_descriptor
 
 
 def test_descriptor_follows_fig_4_and_via_1_0():

@@ -4,7 +4,7 @@ firmware, two nodes)."""
 
 import pytest
 
-from numavia.gateware.via_descriptor import CONTROL_OP
+from numavia.base.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor
 from via_system import Pair, payload, session
 

@@ -3,8 +3,8 @@ duplicates, gaps and their single NAK, refused frames with their counters (nothi
 errors, buffer overflow, management frames, RDMA reads served with no CPU, and seeded hostile frames
 among legitimate traffic (tests/rtl_random.py)."""
 
-from numavia.gateware import regmap, via_frame
-from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.base import regmap, via_frame
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from rtl_random import scale, seed, via_rx_fuzz
 from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup

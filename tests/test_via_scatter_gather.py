@@ -6,7 +6,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware import via_att
+from numavia.base import via_att
 from numavia.gateware.via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from numavia.gateware.via_translate import AddressTranslator
 from streams import put

@@ -9,8 +9,8 @@ import pytest
 
 from numavia import vipl
 from numavia.bridge import BridgeError
-from numavia.gateware import regmap, via_frame
-from numavia.gateware.via_descriptor import CONTROL_OP
+from numavia.base import regmap, via_frame
+from numavia.base.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor, ViplError
 from via_system import Pair, payload, read_pieces, segments, session, split, write_pieces
 

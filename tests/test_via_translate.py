@@ -2,7 +2,7 @@
 
 from amaranth.sim import Simulator
 
-from numavia.gateware import via_att
+from numavia.base import via_att
 from numavia.gateware.via_translate import AddressTranslator
 from streams import get, put
 

@@ -4,8 +4,8 @@ management and raw frames, and seeded random descriptors (tests/rtl_random.py)."
 
 import pytest
 
-from numavia.gateware import regmap, via_frame
-from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.base import regmap, via_frame
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
 from via_pair import HOST, PARAMS
 from rtl_random import descriptor_fuzz, scale, seed

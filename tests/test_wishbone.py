@@ -5,7 +5,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.register_bank import RegisterBank
 from numavia.gateware import wishbone
 from numavia.gateware.wishbone import Decoder

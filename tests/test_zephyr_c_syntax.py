@@ -16,8 +16,9 @@ import subprocess
 import pytest
 from devicetree import dtlib
 
-from numavia import codegen, zephyr_overlay
-from numavia.buildcache import REPO_ROOT
+from numavia import zephyr_overlay
+from numavia.base import codegen
+from numavia.base.buildcache import REPO_ROOT
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"

@@ -1,4 +1,4 @@
-"""Choosing the firmware a node runs (numavia.firmware), without a Zephyr tree.
+"""Choosing the firmware a node runs (numavia.soc.firmware), without a Zephyr tree.
 
 A Zephyr image runs from main RAM and the ROM only jumps to it: that path is checked here on the
 real RTL with an image CI can build, the bare-metal firmware linked for main RAM instead of the ROM,
@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from numavia import cli, firmware
+from numavia import cli
+from numavia.soc import firmware
 from numavia.soc import sim
 from simulation import build
 
@@ -100,7 +101,7 @@ def ram_linked_firmware(soc_dir, folder):
     ram = mems["main_ram"]
     code = ram["size"] // 2
     generated = folder / "generated"
-    from numavia import codegen
+    from numavia.base import codegen
     codegen.write_all(generated)
     subprocess.run(["make", "-C", str(firmware.FIRMWARE_DIR / "baremetal"), "--no-print-directory",
                     f"BUILD_DIR={folder}", f"SOC_DIR={soc_dir}", f"GEN_DIR={generated}",

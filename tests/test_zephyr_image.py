@@ -24,11 +24,11 @@ import time
 import pytest
 import yaml
 
-from numavia import firmware
-from numavia.buildcache import REPO_ROOT
+from numavia.soc import firmware
+from numavia.base.buildcache import REPO_ROOT
 from numavia.cluster_session import ClusterSession, free_port_range
-from numavia.gateware import regmap
-from numavia.gateware.microcode.assembler import image_crc32
+from numavia.base import regmap
+from numavia.base.microcode.assembler import image_crc32
 from numavia.soc import sim
 
 pytestmark = [pytest.mark.slow,
@@ -163,7 +163,7 @@ def test_the_numavia_shell_on_a_node_console(shell_build, tmp_path):
 
 
 def firmware_program():
-    from numavia import codegen
+    from numavia.base import codegen
     program = codegen.microcode_program()
     assert program.crc32 == image_crc32(program.words)
     return program

@@ -12,8 +12,8 @@ import pytest
 from devicetree import dtlib, edtlib
 
 from numavia import cli, zephyr_overlay
-from numavia.buildcache import REPO_ROOT
-from numavia.gateware import regmap
+from numavia.base.buildcache import REPO_ROOT
+from numavia.base import regmap
 
 BINDINGS = REPO_ROOT / "firmware" / "zephyr" / "dts" / "bindings"
 

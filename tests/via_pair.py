@@ -8,9 +8,9 @@ moves 4 bytes a cycle) and can drop chosen frames in either direction.
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 
-from numavia.gateware import regmap, via_att, via_descriptor
+from numavia.base import regmap, via_att, via_descriptor
 from numavia.gateware.via_engine import ViaEngine
-from numavia.gateware.via_params import ViaParams
+from numavia.base.via_params import ViaParams
 from wishbone_bfm import read, write
 from wishbone_sram import WishboneSRAM, dump, load
 

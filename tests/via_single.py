@@ -6,7 +6,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from numavia.gateware import via_frame
+from numavia.base import via_frame
 from numavia.gateware.via_engine import ViaEngine
 from via_pair import HOST, HOST_SIZE, PARAMS, Node
 from wishbone_sram import WishboneSRAM

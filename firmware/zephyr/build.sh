@@ -41,7 +41,7 @@ out=${out:-"${NUMAVIA_BUILD_DIR:-$repo/build}/$variant"}
 mkdir -p "$out/generated"
 # Everything generated comes from this checkout: C headers and microcode from gateware/, the
 # overlay from the SoC's csr.json and the register map, for the board of this Zephyr tree.
-"$repo/.venv/bin/python" -c "from numavia import codegen; codegen.write_all('$out/generated')"
+"$repo/.venv/bin/python" -c "from numavia.base import codegen; codegen.write_all('$out/generated')"
 "$numavia" zephyr-overlay ${NUMAVIA_CSR_JSON:+--csr-json "$NUMAVIA_CSR_JSON"} --zephyr-base "$ZEPHYR_BASE" \
     --out "$out/numavia_node.overlay" --conf "$out/numavia_node.conf"
 extra_conf=("$out/numavia_node.conf" "${extra_conf[@]}")

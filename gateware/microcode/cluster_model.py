@@ -2,17 +2,17 @@
 loads and stores: the fast, Python-level stress of the microcode, before it meets the RTL.
 
 The network keeps per (source, target) order, as the ring link does, with random latencies.
-Every host access is recorded for :func:`numavia.coherence_check.check_history`; at the end the
-cards are inspected with :func:`numavia.coherence_check.check_quiescent`.
+Every host access is recorded for :func:`numavia.gateware.microcode.coherence_check.check_history`; at the end the
+cards are inspected with :func:`numavia.gateware.microcode.coherence_check.check_quiescent`.
 """
 
 import heapq
 import random
 from dataclasses import dataclass, field
 
-from ..coherence import LINE_BYTES
-from ..sci_packet import Status, line_address
-from .isa import LocalKind
+from numavia.base.coherence import LINE_BYTES
+from numavia.base.sci_packet import Status, line_address
+from numavia.base.microcode.isa import LocalKind
 from .model import CardModel, LocalRequest
 
 
@@ -82,7 +82,7 @@ class ClusterModel:
         remaining = [cfg.operations] * cfg.nodes
         pending = [None] * cfg.nodes         # (request, Access) in flight per host
         write_counter = [0] * cfg.nodes
-        from numavia.coherence_check import Access   # host-side checker records
+        from numavia.gateware.microcode.coherence_check import Access
 
         def issue(node):
             if remaining[node] == 0:
@@ -186,8 +186,8 @@ class ClusterModel:
 
 
 def card_views(cards):
-    """NodeViews of model cards (numavia.coherence_check)."""
-    from numavia.coherence_check import NodeView
+    """NodeViews of model cards (numavia.gateware.microcode.coherence_check)."""
+    from numavia.gateware.microcode.coherence_check import NodeView
     out = []
     for card in cards:
         directory, memory, cache = {}, {}, {}

@@ -14,11 +14,23 @@ as the gateware's local/remote arbitration guarantees.
 import random
 from dataclasses import dataclass, field
 
-from .. import coherence as coh
-from ..coherence import CacheState, MemoryState, LINE_BYTES
-from ..sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
-from . import isa
-from .isa import Cond, Dest, Field, Flag, FlagSrc, LocalKind, Lock, Mem, MStateSrc, Ptr, StateSrc
+from numavia.base import coherence as coh
+from numavia.base.coherence import CacheState, MemoryState, LINE_BYTES
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
+from numavia.base.microcode import isa
+from numavia.base.microcode.isa import (
+    Cond,
+    Dest,
+    Field,
+    Flag,
+    FlagSrc,
+    LocalKind,
+    Lock,
+    Mem,
+    MStateSrc,
+    Ptr,
+    StateSrc,
+)
 
 
 class ModelError(RuntimeError):

@@ -24,11 +24,11 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from numavia import pushpull_format as ppf
+from numavia.base import pushpull_format as ppf
 from numavia import vipl
 from numavia.results import rows_where
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap
 from numavia.gateware.card import CardConfig
 
 SCHEMES = {"original": ppf.BENCH_OP.ORIGINAL, "advanced": ppf.BENCH_OP.ADVANCED}

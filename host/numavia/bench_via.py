@@ -22,8 +22,8 @@ from pathlib import Path
 
 from numavia import vipl
 from numavia.results import rows_where
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap, via_frame, via_mailbox
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap, via_frame, via_mailbox
 from numavia.gateware.card import CardConfig
 
 OPS = {"send": via_mailbox.BENCH_OP.SEND_RECV, "write": via_mailbox.BENCH_OP.RDMA_WRITE,

@@ -11,7 +11,7 @@ import socket
 import struct
 import threading
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 from litex.tools.remote.etherbone import (EtherbonePacket, EtherboneRecord, EtherboneReads,
                                           EtherboneWrites, EtherboneIPC)

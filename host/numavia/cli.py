@@ -5,9 +5,10 @@ import signal
 import sys
 from pathlib import Path
 
-from numavia import __version__, buildcache
-from numavia.errors import NumaviaError
-from numavia.gateware.coherence import LINE_BYTES, LINE_SIZES
+from numavia import __version__
+from numavia.base import buildcache
+from numavia.base.errors import NumaviaError
+from numavia.base.coherence import LINE_BYTES, LINE_SIZES
 from numavia.soc.model_top import ETH_MIN_DELAY
 
 
@@ -78,7 +79,7 @@ CONSOLE_PORTS_FROM = 2345
 
 
 def _firmware_choice(text):
-    from numavia import firmware
+    from numavia.soc import firmware
     try:
         firmware.parse_choice(text)
     except firmware.FirmwareError as e:
@@ -155,7 +156,7 @@ def cmd_sim(args):
 
 
 def _check_traces(folder, nodes):
-    from numavia import trace
+    from numavia.base import trace
     for i in range(nodes):
         path = folder / f"node{i}.trace"
         if not path.exists():
@@ -211,7 +212,7 @@ def _add_sim(sub):
     p.add_argument("--progress", type=_positive, default=1_000_000, metavar="CYCLES",
                    help="print a progress line (cycles, cycles/s, slowest node) each time the slowest node "
                         "passes a multiple of CYCLES (default 1M)")
-    p.add_argument("--trace-dir", help="replay node<i>.trace (numavia.trace) on each node's host port "
+    p.add_argument("--trace-dir", help="replay node<i>.trace (numavia.base.trace) on each node's host port "
                                        "once every node is ready; stop when all are done")
     p.add_argument("--access-log", metavar="FILE",
                    help="with --trace-dir: log every replayed access (node addr write value issued done error)")
@@ -283,7 +284,7 @@ def cmd_status(args):
     from numavia.errorlog import ErrorLog, card_features, read_cycles, read_errors
     from numavia.results import markdown_table
     from numavia.session import Session, read_card, session_path
-    from numavia.gateware import regmap
+    from numavia.base import regmap
     session = Session.load()
     headers = ["node", "id", "ready", "microcode", "numa", "features"] + [f"{b}.{r}" for b, r in STATUS_COUNTERS]
     rows, errors = [], []
@@ -365,7 +366,7 @@ def _add_console(sub):
 # --- numavia firmware ---------------------------------------------------------------------------
 
 def cmd_firmware(args):
-    from numavia import firmware
+    from numavia.soc import firmware
     from numavia.soc import sim
 
     config = sim.SimConfig(cpu_variant=args.cpu_variant)
@@ -438,7 +439,7 @@ def _add_build(sub):
 
 
 def _print_paths(netlist, *, count, clocks=None, top=None):
-    from numavia import logic_paths
+    from numavia.boards import logic_paths
 
     _log(f"estimating paths of {netlist}")
     paths = logic_paths.worst_paths(logic_paths.load(netlist, top), count)
@@ -498,7 +499,7 @@ def _add_flash(sub):
 
 def cmd_renode(args):
     from numavia import renode
-    from numavia.firmware import build_firmware
+    from numavia.soc.firmware import build_firmware
     from numavia.renode import cosim, run
     from numavia.soc import sim
 
@@ -623,7 +624,7 @@ def cmd_bench_local_side(args):
 
 def cmd_bench_coherence(args):
     from numavia.bench import coherence
-    from numavia.errors import NumaviaError
+    from numavia.base.errors import NumaviaError
     out = _results_folder(args.out)
     figures = coherence.run(args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, ring_drop=args.ring_drop,
                             ring_duplicate=args.ring_duplicate, numa=args.numa, line_bytes=args.line_bytes, log=_log,
@@ -656,7 +657,7 @@ def _size(text):
 
 
 def _mtu(text):
-    from numavia.gateware import via_frame
+    from numavia.base import via_frame
     value = int(text, 0)
     if not via_frame.MTU_MIN <= value <= via_frame.MTU_JUMBO:
         raise argparse.ArgumentTypeError(f"MTUs must be {via_frame.MTU_MIN}..{via_frame.MTU_JUMBO}")
@@ -719,7 +720,8 @@ def cmd_bench_via(args):
 
 
 def cmd_bench_pushpull(args):
-    from numavia import bench_pushpull, pushpull_format
+    from numavia import bench_pushpull
+    from numavia.base import pushpull_format
     if args.min_size > args.max_size:
         args.parser.error(f"--min-size {args.min_size} is larger than --max-size {args.max_size}")
     if args.max_size > 1024 * 1024:
@@ -755,7 +757,7 @@ def cmd_bench_splash2(args):
 def cmd_bench_sim_speed(args):
     from numavia.bench import sim_speed
     from numavia.soc.ring_launch import require_mpi
-    from numavia.gateware import regmap
+    from numavia.base import regmap
     for option, values in (("--nodes", args.nodes), ("--procs", args.procs), ("--mpi-ranks", args.mpi_ranks)):
         if any(v < 1 for v in values):
             args.parser.error(f"{option}: every value must be at least 1")

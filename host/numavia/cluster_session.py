@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from numavia.bridge import BridgeError, HostBridge
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 from numavia.soc import sim
 
 

@@ -9,7 +9,7 @@ import socket
 import sys
 import time
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 #: The prompt of Zephyr's shell on the UART backend (CONFIG_SHELL_PROMPT_UART).
 SHELL_PROMPT = "uart:~$ "

@@ -22,9 +22,10 @@ from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia import bench_via, buildcache, kernels, results, trace
+from numavia import bench_via, kernels, results
+from numavia.base import buildcache, trace
 from numavia.bench import latency
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 DEFAULT_NODES = 4
 MAX_CYCLES = 200_000_000              # per run; a hang is reported, not waited out
@@ -46,7 +47,7 @@ class Demo:
     nodes: int = DEFAULT_NODES
     out: Path = Path("results/demo")
     log: callable = print
-    firmware: str = "bare-metal"                  # what every node runs (numavia.firmware.parse_choice)
+    firmware: str = "bare-metal"                  # what every node runs (numavia.soc.firmware.parse_choice)
     run_root: Path = None
     spread: object = None                         # ring_launch.Spread: processes or MPI ranks
     figures: dict = field(default_factory=dict)

@@ -11,7 +11,7 @@ The log and the last snapshot live beside the session file and start afresh with
 import json
 from dataclasses import dataclass
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 
 COUNTER_MODULO = 1 << 32     # VIA counters wrap; ring counters saturate (a delta of 0 then)
 

@@ -11,8 +11,8 @@ offset of a virtual address equals that of its physical address, as with real pa
 import random
 from dataclasses import dataclass
 
-from numavia.errors import NumaviaError
-from numavia.gateware.via_att import PAGE_MASK, PAGE_SHIFT, PAGE_SIZE
+from numavia.base.errors import NumaviaError
+from numavia.base.via_att import PAGE_MASK, PAGE_SHIFT, PAGE_SIZE
 
 #: Where the process's buffers start (above 4 GiB: virtual addresses use all 64 bits).
 VA_BASE = 0x7F00_0000_0000

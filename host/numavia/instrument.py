@@ -1,6 +1,6 @@
 """Instrumentation shared by every kernel (the SPLASH-2 set and the demo's): where data lives,
 what an access costs, and the per-process recorders that turn a kernel's work into host-port
-access traces (numavia.trace).
+access traces (numavia.base.trace).
 
 A kernel runs its ``P`` processes phase by phase (SPMD): within a phase every process works on
 its own recorder, and a :meth:`Machine.barrier` ends the phase for all of them, so every process
@@ -35,9 +35,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from numavia import trace
-from numavia.gateware.coherence import LINE_BYTES
-from numavia.errors import NumaviaError
+from numavia.base import trace
+from numavia.base.coherence import LINE_BYTES
+from numavia.base.errors import NumaviaError
 
 WORD_BYTES = 4
 LINE_WORDS = LINE_BYTES // WORD_BYTES

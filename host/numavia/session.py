@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from numavia import buildcache
+from numavia.base import buildcache
 from numavia.bridge import HostBridge
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap
 
 
 class SessionError(NumaviaError):

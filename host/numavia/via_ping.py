@@ -11,9 +11,9 @@ import random
 from dataclasses import dataclass
 
 from numavia import vipl
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap
-from numavia.gateware.via_descriptor import CONTROL_OP
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap
+from numavia.base.via_descriptor import CONTROL_OP
 
 #: Connection discriminator of the ping (any value both sides agree on).
 PING_DISCRIMINATOR = 0x9196

@@ -6,7 +6,7 @@ The calls follow the VI Provider Library: ``VipOpenNic``, ``VipCreatePtag``, ``V
 ``VipCQDone``/``Wait``. Data path calls touch only host memory and the VI's doorbell page
 (``Vi.doorbell_page``: the one 4 KiB page of the card's window a driver maps into the VI owner's
 process; it holds that VI's doorbells and nothing else), as a user-level VIPL does; set-up calls go
-to the card's firmware through the mailbox (``numavia.gateware.via_mailbox``). On top, :class:`Nic`
+to the card's firmware through the mailbox (``numavia.base.via_mailbox``). On top, :class:`Nic`
 and :class:`Vi` offer Pythonic methods.
 
 Errors raise :class:`ViplError` (with the VIP result name), never return codes.
@@ -15,9 +15,9 @@ Errors raise :class:`ViplError` (with the VIP result name), never return codes.
 import time
 from dataclasses import dataclass, field
 
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap, via_att, via_descriptor, via_mailbox
-from numavia.gateware.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap, via_att, via_descriptor, via_mailbox
+from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
 from numavia.hostmem import AddressSpace, PhysicalMemory
 
 CARD_BASE = 0x8000_0000          # the card's register window on the node's bus (NumaviaSoC.mem_map)

@@ -4,9 +4,9 @@
 // control-store registers). Then, when the hub says every card is up, its host port runs one of:
 // random single-word loads and stores over a small hot set of lines (to force sharing, conflicts
 // and evictions; every access logged); a script of steps run one at a time across the ring, each
-// measured by the card's own latency counter; or a trace (numavia.trace) with barriers. At the end
+// measured by the card's own latency counter; or a trace (numavia.base.trace) with barriers. At the end
 // every card's directory, tags and data are read through the debug registers and written out, so
-// that numavia.coherence_check can judge the run.
+// that numavia.gateware.microcode.coherence_check can judge the run.
 
 #include <cstdint>
 #include <cstdio>
@@ -21,8 +21,8 @@
 #include "model_ports.h"     // generated: Model, NodePorts, nv_bind_ports(), nv_clocks(), NV_MAX_NODES
 #include "card_config.h"     // generated: the card's parameters
 #include "counters_table.h"  // generated: every counter register
-#include "numavia_regs.h"    // generated from gateware/regmap.py
-#include "numavia_sci.h"     // generated from gateware/sci_packet.py
+#include "numavia_regs.h"    // generated from host/numavia/base/regmap.py
+#include "numavia_sci.h"     // generated from host/numavia/base/sci_packet.py
 #include "bus_script.hpp"
 #include "clocks.hpp"
 #include "host_driver.hpp"

@@ -30,7 +30,7 @@ import targets  # noqa: E402
 
 
 def build_firmware_target(out):
-    from numavia import codegen
+    from numavia.base import codegen
     gen = out / "generated"
     codegen.write_all(gen)
     subprocess.run(["make", "-s", "-C", str(REPO / "firmware/tests"), f"BUILD_DIR={out}", f"GEN_DIR={gen}",

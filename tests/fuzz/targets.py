@@ -17,9 +17,9 @@ import io
 import os
 import tempfile
 
-from numavia import trace
-from numavia.gateware import sci_packet, via_descriptor, via_frame
-from numavia.gateware.microcode import assembler, isa
+from numavia.base import trace
+from numavia.base import sci_packet, via_descriptor, via_frame
+from numavia.base.microcode import assembler, isa
 
 
 def _one_line(message):
@@ -174,7 +174,7 @@ def seeds(name):
                                                  remote_va=0x8000, remote_handle=2),
                 via_descriptor.encode_descriptor(op.RDMA_READ, [], remote_va=4, remote_handle=3)]
     if name == "microcode_assemble":
-        from numavia.gateware.sci_packet import Command
+        from numavia.base.sci_packet import Command
         lines = [".vector request INVALID done"] + [f".vector request {c.name} done" for c in Command]
         lines += [f".vector local {k.name} done" for k in isa.LocalKind]
         lines += ["done: END", "other: JMP done"]

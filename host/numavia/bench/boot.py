@@ -6,7 +6,7 @@ from the harness's cycle count at the line."""
 import subprocess
 
 from numavia import results
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 MAX_CYCLES = 20_000_000     # a node that is not ready by then is reported, not waited for
 SIZE = "riscv64-unknown-elf-size"

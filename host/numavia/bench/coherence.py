@@ -1,12 +1,12 @@
 """Coherence stress as a benchmark: a ring of RTL cards under random sharing (the card cluster
-bench), judged by numavia.coherence_check, with the traffic's figures: access latencies, hit
+bench), judged by numavia.gateware.microcode.coherence_check, with the traffic's figures: access latencies, hit
 rates, protocol events, and simulation speed."""
 
 import time
 
-from numavia.coherence_check import check_history, check_quiescent
-from numavia.errors import NumaviaError
-from numavia.gateware.coherence import LINE_BYTES
+from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
+from numavia.base.errors import NumaviaError
+from numavia.base.coherence import LINE_BYTES
 from numavia.soc import card_bench
 
 

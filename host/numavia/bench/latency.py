@@ -6,7 +6,7 @@ and in ns at the card clock. NCC-NUMA and NUMA mode side by side."""
 from dataclasses import dataclass
 
 from numavia.gateware.card import CardConfig
-from numavia.gateware.coherence import LINE_BYTES
+from numavia.base.coherence import LINE_BYTES
 from numavia.soc import card_bench
 
 #: Table 1 of the NCC-NUMA paper (2 nodes, 32-bit/33 MHz PCI), in microseconds.
@@ -54,7 +54,7 @@ class Script:
     def traces(self, nodes):
         """The script as host-port traces for the ring simulation: every step alone, between two
         barriers, so the access log's i-th entry is step i."""
-        from numavia import trace
+        from numavia.base import trace
         records = {n: [] for n in range(nodes)}
         for number, (node, op, addr, value) in enumerate(self.steps):
             records[node].append(trace.write_access(addr, value) if op == "w" else trace.read_access(addr))

@@ -4,7 +4,7 @@ from the local access controller's own counters; and its open ECP5 synthesis (ou
 
 from amaranth.sim import Simulator
 
-from numavia.gateware import regmap
+from numavia.base import regmap
 from numavia.gateware.bfm import recv, send, wishbone_read
 from numavia.gateware.card import CardConfig
 from numavia.gateware.host_port import HostAddressMap
@@ -77,7 +77,7 @@ def measure(amap=None, geometry=None):
 
 def synthesis(config=None, device="85k", log=print):
     """Open ECP5 synthesis of the local side at a board-sized configuration."""
-    from numavia.synth import synthesize
+    from numavia.boards.synth import synthesize
     config = config or CardConfig(slice_bytes=32 * 1024, private_bytes=4096)
     amap, geometry = config.address_map(), config.geometry()
     params = {"slice": amap.slice_bytes, "private": amap.private_bytes, "sets": geometry.sets, "ways": geometry.ways}

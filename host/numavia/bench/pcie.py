@@ -99,9 +99,9 @@ CARD_BENCH_CONFIG = dict(slice_bytes=4096, max_nodes=4, private_bytes=4096, cach
 
 def measure_card():
     """Round trips through the whole card, and a VIA doorbell's way to its DMA on the link."""
-    from numavia.gateware import regmap, via_att, via_descriptor
+    from numavia.base import regmap, via_att, via_descriptor
     from numavia.gateware.card import Card, CardConfig
-    from numavia.gateware.via_descriptor import CONTROL_OP, encode_descriptor
+    from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
     config = CardConfig(**CARD_BENCH_CONFIG)
     card = Card(config)
     h = EndpointHarness(card, phy_rx=card.pcie_rx, phy_tx=card.pcie_tx, data_width=config.pcie_data_width,

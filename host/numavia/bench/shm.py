@@ -10,10 +10,11 @@ the sweep runs on two complete nodes instead (VexRiscv, that firmware, the card:
 ``numavia sim``), once both firmwares are ready, timed by the harness's host-port cycle stamps.
 """
 
-from numavia import results, trace
-from numavia.errors import NumaviaError
+from numavia import results
+from numavia.base import trace
+from numavia.base.errors import NumaviaError
 from numavia.gateware.card import CardConfig
-from numavia.gateware.coherence import LINE_BYTES
+from numavia.base.coherence import LINE_BYTES
 from numavia.soc import card_bench
 
 from .stream import NODES, time_segments, time_segments_on_nodes

@@ -11,7 +11,7 @@ the first edge to the stop, so start-up is not counted.
 import os
 
 from numavia import results
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 from numavia.soc import card_bench, ring_launch, sim
 
 DEFAULT_NODES = (2, 4, 8, 16)

@@ -14,8 +14,8 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from numavia import buildcache
-from numavia.errors import NumaviaError
+from numavia.base import buildcache
+from numavia.base.errors import NumaviaError
 from numavia.gateware.card import CardConfig
 from numavia.soc import card_bench
 from numavia.splash2 import KERNELS, NAMES, traces

@@ -12,10 +12,11 @@ and Triad) per pass; the best pass is STREAM's figure, the first shows a cold ne
 
 from dataclasses import dataclass
 
-from numavia import results, trace
+from numavia import results
+from numavia.base import trace
 from numavia.gateware.card import CardConfig
-from numavia.gateware.coherence import LINE_BYTES
-from numavia.errors import NumaviaError
+from numavia.base.coherence import LINE_BYTES
+from numavia.base.errors import NumaviaError
 from numavia.soc import card_bench
 
 #: STREAM's kernels: the arrays each reads, the one it writes (a = b + s*c and so on).

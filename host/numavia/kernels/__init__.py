@@ -14,7 +14,7 @@ writer and the write, not the doubles: a trace holds one value per burst.
 
 import numpy as np
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 from numavia.instrument import CostModel, Machine
 
 from .jacobi import Jacobi

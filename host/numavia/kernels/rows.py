@@ -1,6 +1,6 @@
 """Row-distributed arrays of doubles in the ring's shared slices (on :class:`numavia.instrument.Machine`)."""
 
-from numavia.gateware.coherence import LINE_BYTES
+from numavia.base.coherence import LINE_BYTES
 from numavia.instrument import PlacementError
 
 DOUBLE_BYTES = 8

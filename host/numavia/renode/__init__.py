@@ -11,7 +11,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from numavia import firmware as node_firmware
+from numavia.soc import firmware as node_firmware
 
 from . import cosim, platform, robot, script
 from .soc import RenodeError, describe, load_csr_json

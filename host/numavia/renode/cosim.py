@@ -13,7 +13,7 @@ frame streams. Every card port must be handled here, so a new one stops generati
 import hashlib
 from pathlib import Path
 
-from numavia import buildcache
+from numavia.base import buildcache
 
 from .soc import CARD_REGIONS, RenodeError
 
@@ -117,7 +117,7 @@ def header(soc, card_config):
 
 def _port_connections(ports, card_config):
     """``.port(expr)`` for every card port, or an error naming a port the wrapper cannot drive."""
-    from numavia.gateware import regmap
+    from numavia.base import regmap
     widths = {"regs": regmap.CARD.addr_width, "window": card_config.window_addr_width}
     connections = []
     for name, direction, width in ports:
@@ -157,7 +157,7 @@ def wrapper_verilog(soc, card_config):
     """The co-simulation top: one 32-bit Wishbone (word addresses) decoded to the card's windows."""
     from numavia.gateware.card import card_signature
     from numavia.soc.amaranth_instance import port_list
-    from numavia.gateware import regmap
+    from numavia.base import regmap
     ports = port_list(card_signature(card_config))
     width = dict((n, w) for n, _, w in ports)
     lines = [

@@ -12,8 +12,8 @@ import ``numavia`` (``numavia renode --run`` puts it on ``PYTHONPATH``).
 import re
 
 from numavia.bench import latency
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap
 from numavia.soc.sim import SimConfig
 from numavia.via_ping import rdma_ping
 from numavia.vipl import VipOpenNic

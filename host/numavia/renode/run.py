@@ -14,7 +14,7 @@ import site
 import subprocess
 from pathlib import Path
 
-from numavia import buildcache
+from numavia.base import buildcache
 
 from . import ROBOT_FILE
 from .cosim import COSIM_PROJECT_DIR, HEADER_FILE, WRAPPER_FILE

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 
 class RenodeError(NumaviaError):

@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from numavia import buildcache, instrument
+from numavia import instrument
+from numavia.base import buildcache
 
 from . import generate, params_for
 from numavia.instrument import CostModel

@@ -9,7 +9,7 @@
  * slot the receiver keeps posted; the rest is pulled by the receiver (an RDMA read) straight into
  * the user buffer once the receive is posted, then acknowledged. A message that arrives before
  * its receive waits in its slot. Formats and layout: numavia_pushpull.h (generated from
- * host/numavia/pushpull_format.py). User buffers are physically contiguous (va, pa) ranges of
+ * host/numavia/base/pushpull_format.py). User buffers are physically contiguous (va, pa) ranges of
  * host memory: translating one is writing its pages into the card's ATT. */
 #ifndef NUMAVIA_PUSHPULL_H
 #define NUMAVIA_PUSHPULL_H

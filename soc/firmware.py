@@ -12,9 +12,10 @@ from pathlib import Path
 
 import litex
 
-from numavia import __version__, buildcache, codegen
-from numavia.errors import NumaviaError
-from numavia.gateware import regmap
+from numavia import __version__
+from numavia.base import buildcache, codegen
+from numavia.base.errors import NumaviaError
+from numavia.base import regmap
 
 FIRMWARE_DIR = buildcache.REPO_ROOT / "firmware"
 CROSS_GCC = "riscv64-unknown-elf-gcc"

@@ -1,4 +1,4 @@
-"""Generators from the interface definitions (``numavia.gateware.regmap``) to other languages.
+"""Generators from the interface definitions (``numavia.base.regmap``) to other languages.
 
 * ``numavia_regs.h``: C header for the firmware (bare metal, Zephyr, unit tests);
 * ``numavia_regs.py``: flat constants for scripts that run without this package;
@@ -9,7 +9,7 @@
 * ``numavia_via.h`` / ``numavia_via.py``: the VIA formats (descriptor, ATT, wire header, mailbox,
   management messages) as offsets, sizes, bit masks and constants, from the ``via_*`` modules.
 * ``numavia_pushpull.h``: the push-pull messaging library's header, layout and benchmark words
-  (``numavia.pushpull_format``).
+  (``numavia.base.pushpull_format``).
 
 Output is deterministic: the same definitions give the same bytes.
 """
@@ -17,12 +17,20 @@ Output is deterministic: the same definitions give the same bytes.
 import json
 from pathlib import Path
 
-from numavia import pushpull_format
-from numavia.gateware import (bytestruct, coherence, regmap, sci_packet, via_att, via_descriptor, via_frame,
-                              via_mailbox)
+from numavia.base import pushpull_format
+from numavia.base import (
+    bytestruct,
+    coherence,
+    regmap,
+    sci_packet,
+    via_att,
+    via_descriptor,
+    via_frame,
+    via_mailbox,
+)
 
-_HEADER_NOTE = "Generated from gateware/regmap.py by numavia.codegen: do not edit."
-_VIA_NOTE = "Generated from gateware/via_*.py by numavia.codegen: do not edit."
+_HEADER_NOTE = "Generated from host/numavia/base/regmap.py by numavia.base.codegen: do not edit."
+_VIA_NOTE = "Generated from host/numavia/base/via_*.py by numavia.base.codegen: do not edit."
 
 #: The definition modules every generated file depends on (build caches key on them).
 SOURCES = tuple(Path(mod.__file__) for mod in (regmap, coherence, sci_packet, bytestruct, via_att, via_descriptor,
@@ -162,9 +170,9 @@ def sci_header():
 
 
 def microcode_program():
-    from numavia.gateware.microcode.assembler import assemble
+    from numavia.base.microcode.assembler import assemble
     source = Path(regmap.__file__).parent / "microcode" / "sci.uasm"
-    return assemble(source.read_text(), "gateware/microcode/sci.uasm")
+    return assemble(source.read_text(), "host/numavia/base/microcode/sci.uasm")
 # --- VIA formats ----------------------------------------------------------------------------------
 
 VIA_STRUCTS = (via_descriptor.CONTROL_SEGMENT, via_descriptor.ADDRESS_SEGMENT, via_descriptor.DATA_SEGMENT,
@@ -246,7 +254,7 @@ def via_python_module():
 
 
 def pushpull_c_header():
-    lines = ["/* Generated from host/numavia/pushpull_format.py by numavia.codegen: do not edit. */",
+    lines = ["/* Generated from host/numavia/base/pushpull_format.py by numavia.base.codegen: do not edit. */",
              "#ifndef NUMAVIA_PUSHPULL_FORMAT_H", "#define NUMAVIA_PUSHPULL_FORMAT_H", ""]
     items = list(_struct_symbols(pushpull_format.HEADER)) + list(pushpull_format.constants())
     for group in (pushpull_format.SCHEME, pushpull_format.KIND, pushpull_format.BENCH_OP, pushpull_format.FLAGS):

@@ -1,6 +1,6 @@
 """SCI ring packets: the one definition of their format.
 
-The gateware derives its Amaranth layouts from :data:`HEADER_FIELDS`, ``numavia.codegen``
+The gateware derives its Amaranth layouts from :data:`HEADER_FIELDS`, ``numavia.base.codegen``
 generates the firmware's C header from it, and the host, the tests and the protocol model use
 :func:`encode`/:func:`decode` below. Nothing else writes a field position down.
 
@@ -19,7 +19,7 @@ as symbols ``2i`` (bits 31..16) and ``2i+1`` (bits 15..0). The CRC is CRC-16/CCI
 from dataclasses import dataclass, field, fields as dc_fields
 from enum import IntEnum
 
-from .coherence import LINE_BYTES, NODE_ID_BITS
+from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
 
 SYMBOL_BITS = 16
 DATA_WORDS = LINE_BYTES // 4           # 16 words of 32 bits for the default line

@@ -1,6 +1,6 @@
 """The card's register map: the one definition of every register the card exposes.
 
-Gateware builds its register banks from these objects, and ``numavia.codegen`` turns them into the
+Gateware builds its register banks from these objects, and ``numavia.base.codegen`` turns them into the
 firmware's C header, the host's Python constants and the JSON that Renode files are generated from.
 Nothing else in the project writes a register offset down.
 
@@ -469,7 +469,7 @@ VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VI state, completi
     Register("ATT_WDATA", 0x03C, Access.WO, "Write the ATT word at ATT_ADDR, then increment ATT_ADDR"),
     Register("ATT_RDATA", 0x040, Access.RO, "The ATT word at ATT_ADDR"),
     Register("MBOX_CMD", 0x050, Access.RW, "Host to firmware: command of the mailbox", fields=(
-        Field("CODE", 0, 16, "command (numavia.gateware.via_mailbox)"),
+        Field("CODE", 0, 16, "command (numavia.base.via_mailbox)"),
         Field("SEQ", 16, 16, "changes with every new command"),
     )),
     Register("MBOX_STATUS", 0x054, Access.RW, "Firmware to host: result of the mailbox command", fields=(

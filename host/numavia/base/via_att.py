@@ -15,7 +15,7 @@ writes an entry's ``ATTRIBUTES`` word (with ``VALID``) last.
 Pure Python (no Amaranth).
 """
 
-from .bytestruct import Bits, ByteStruct, Field
+from numavia.base.bytestruct import Bits, ByteStruct, Field
 
 PAGE_SHIFT = 12
 PAGE_SIZE = 1 << PAGE_SHIFT

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from numavia import buildcache
-from numavia.errors import NumaviaError
+from numavia.base import buildcache
+from numavia.gateware import build as gateware_build
+from numavia.base.errors import NumaviaError
 
-GATEWARE_DIR = Path(__file__).resolve().parents[2] / "gateware"
 DEVICES = {"25k": "LFE5U-25F", "45k": "LFE5U-45F", "85k": "LFE5U-85F",
            "um-85k": "LFE5UM-85F", "um5g-85k": "LFE5UM5G-85F"}
 
@@ -50,7 +50,7 @@ def _run(cmd, cwd, log):
 def netlist(make_block, name, params, *, log=print):
     """Synthesise ``make_block()`` (an Amaranth elaboratable) with ``synth_ecp5``; returns the path
     of the JSON netlist (cached by the gateware sources, ``name`` and ``params``)."""
-    key = buildcache.digest(buildcache.source_files(GATEWARE_DIR), params={"name": name, "params": params})
+    key = buildcache.digest(gateware_build.sources(), params={"name": name, "params": params})
 
     def produce(folder):
         (folder / f"{name}.il").write_text(rtlil.convert(make_block(), name=name))

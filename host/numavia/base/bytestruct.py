@@ -5,7 +5,7 @@ optionally split into named bit ranges. From one definition come:
 
 * the Amaranth layout of the record (``numavia.gateware.via_layouts``): byte ``i`` of the record is
   bits ``8*i .. 8*i+7`` of the flat value, so a field is one contiguous bit slice;
-* the C header for the firmware and the standalone Python module (``numavia.codegen``);
+* the C header for the firmware and the standalone Python module (``numavia.base.codegen``);
 * :meth:`ByteStruct.encode` / :meth:`ByteStruct.decode` for host tools and tests.
 
 This module imports no Amaranth, so host tools use it without the HDL.
@@ -13,7 +13,7 @@ This module imports no Amaranth, so host tools use it without the HDL.
 
 from dataclasses import dataclass
 
-from .regmap import Field as Bits   # a named bit range; ``lsb`` counts from the field's bit 0
+from numavia.base.regmap import Field as Bits
 
 
 @dataclass(frozen=True)

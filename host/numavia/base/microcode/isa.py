@@ -22,8 +22,8 @@ assembler builds it from ``.vector`` directives.
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..coherence import CacheState, MemoryState
-from ..sci_packet import Command, Status
+from numavia.base.coherence import CacheState, MemoryState
+from numavia.base.sci_packet import Command, Status
 
 WORD_BITS = 64
 TARGET_BITS = 10

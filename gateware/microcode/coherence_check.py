@@ -13,8 +13,8 @@ from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass
 
-from numavia.gateware import coherence as coh
-from numavia.gateware.coherence import CacheState, MemoryState, LINE_BYTES
+from numavia.base import coherence as coh
+from numavia.base.coherence import CacheState, MemoryState, LINE_BYTES
 
 
 @dataclass

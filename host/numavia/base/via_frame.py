@@ -11,7 +11,7 @@ next sequence number it expects), so acknowledgements ride on data when there is
 Pure Python (no Amaranth).
 """
 
-from .bytestruct import Bits, ByteStruct, Constants, Field
+from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
 #: IEEE 802 "Local Experimental Ethertype 1".
 ETHERTYPE = 0x88B5

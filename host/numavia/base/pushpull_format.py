@@ -3,7 +3,7 @@ benchmark agent's extra mailbox words, in one place for the firmware library and
 
 Push-pull is a library above VIA, not part of the card: the card only sees SENDs, RDMA reads and
 receive descriptors. So its definitions live here, outside ``gateware/`` (changing them rebuilds
-the firmware only, never the card's Verilog); ``numavia.codegen`` writes ``numavia_pushpull.h``
+the firmware only, never the card's Verilog); ``numavia.base.codegen`` writes ``numavia_pushpull.h``
 from this module for ``firmware/core/src/pushpull.c``.
 
 A message of LENGTH bytes: the first PUSHED = min(LENGTH, bytes_to_push) bytes are pushed with a
@@ -14,7 +14,7 @@ posted again since its last message (VIA has no flow control: a SEND that finds 
 breaks the connection, so nobody sends without a credit). docs/via.md, "Push-pull messaging".
 """
 
-from numavia.gateware.bytestruct import Bits, ByteStruct, Constants, Field
+from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
 SCHEME = Constants("PP_SCHEME", "Push-pull variants", (
     ("ORIGINAL", 0, "Wong & Wang as the seed describes it: translate, then push, then pull, then ack"),

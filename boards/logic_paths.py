@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia.errors import NumaviaError
+from numavia.base.errors import NumaviaError
 
 # Nominal delays in ns. A cell's delay includes the net into it, except along a carry chain
 # (dedicated wiring). Calibrated loosely on nextpnr's placed estimate of the ECPIX-5 build.

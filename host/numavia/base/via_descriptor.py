@@ -11,7 +11,7 @@ Pure Python (no Amaranth): the gateware layouts, the C header and the host encod
 from these definitions.
 """
 
-from .bytestruct import Bits, ByteStruct, Constants, Field
+from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
 #: Descriptors must be aligned to this many bytes (doorbells with other addresses are refused).
 DESCRIPTOR_ALIGN = 16

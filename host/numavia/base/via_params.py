@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from . import regmap, via_frame
+from numavia.base import regmap, via_frame
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ Pure Python (no Amaranth): the firmware's header and the host library come from 
 
 from dataclasses import dataclass
 
-from .bytestruct import Bits, ByteStruct, Constants, Field
+from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
 RESULT = Constants("VIP", "Result codes of mailbox commands (VIPL return values)", (
     ("SUCCESS", 0, "done"),

@@ -1,0 +1,1 @@
+"""The SCI microcode: instruction set, micro-assembler and the protocol program (sci.uasm)."""
