@@ -274,7 +274,7 @@ def index(demo):
              "Full table: [latency.md](latency.md), plot: latency.png.", "",
              "## RDMA ping-pong (VIA over simulated GbE, nodes 0 and 1, MTU 1500)", "",
              rdma_table(f["rdma"]["rows"]),
-             f"Paper (seed 001): {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
+             f"Paper (VIA RDMA): {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
              "MB/s peak. Full sweep: [via_bench.md](via_bench.md), plot: via_bench.png.", "",
              "## Shared-memory kernels", "",
              results.markdown_table(

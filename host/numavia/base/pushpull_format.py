@@ -1,5 +1,6 @@
-"""Push-pull messaging (seed 002, Kim & Kim) over the VIA engine: its wire header, layout and the
-benchmark agent's extra mailbox words, in one place for the firmware library and the host.
+"""Push-pull messaging (Kim & Kim's paper, docs/references.md) over the VIA engine: its wire
+header, layout and the benchmark agent's extra mailbox words, in one place for the firmware
+library and the host.
 
 Push-pull is a library above VIA, not part of the card: the card only sees SENDs, RDMA reads and
 receive descriptors. So its definitions live here, outside ``gateware/`` (changing them rebuilds
@@ -17,8 +18,8 @@ breaks the connection, so nobody sends without a credit). docs/via.md, "Push-pul
 from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
 SCHEME = Constants("PP_SCHEME", "Push-pull variants", (
-    ("ORIGINAL", 0, "Wong & Wang as the seed describes it: translate, then push, then pull, then ack"),
-    ("ADVANCED", 1, "seed 002: variable zero buffer, masked translation, send/ack overlap, register path"),
+    ("ORIGINAL", 0, "Wong & Wang as Kim & Kim describe it: translate, then push, then pull, then ack"),
+    ("ADVANCED", 1, "Kim & Kim: variable zero buffer, masked translation, send/ack overlap, register path"),
 ))
 
 KIND = Constants("PP_KIND", "What a push-pull message is", (
