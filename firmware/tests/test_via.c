@@ -5,6 +5,7 @@
 #include "fake_card.h"
 #include "fake_via.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
 
@@ -461,6 +462,95 @@ static void test_bench_refuses_an_unconnected_vi(void)
     CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);
 }
 
+/* A handler that records how it was called and answers in the first result word. */
+struct recorder {
+    unsigned calls;
+    uint32_t code, first_arg;
+    struct nv_via *via;
+};
+
+static uint32_t record(struct nv_via *v, void *context, uint32_t code, uint32_t args[16])
+{
+    struct recorder *r = context;
+    r->calls++;
+    r->via = v;
+    r->code = code;
+    r->first_arg = args[0];
+    args[1] = args[0] + 1;
+    return NV_VIP_NOT_DONE;
+}
+
+static uint32_t other(struct nv_via *v, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)v, (void)context, (void)code, (void)args;
+    return NV_VIP_ERROR;
+}
+
+#define AGENT_CODE 0x70u   /* no command of the manager's */
+
+static void test_mailbox_dispatches_to_a_registered_handler(void)
+{
+    setup();
+    struct recorder r = {0};
+    CHECK(nv_via_register_command(&via, AGENT_CODE, record, &r) == NV_OK);
+    uint32_t args[16] = {[0] = 41};
+    CHECK(nv_via_command(&via, AGENT_CODE, args) == NV_VIP_NOT_DONE);
+    CHECK(r.calls == 1 && r.via == &via && r.code == AGENT_CODE && r.first_arg == 41 && args[1] == 42);
+    /* Through the mailbox registers, as the host sends it. */
+    fake_via.mbox_cmd = 9u << NV_VIA_MBOX_CMD_SEQ_SHIFT | AGENT_CODE;
+    fake_via.mbox_data[0] = 7;
+    nv_via_poll(&via);
+    CHECK(r.calls == 2 && fake_via.mbox_data[1] == 8);
+    CHECK(fake_via.mbox_status == (9u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_NOT_DONE));
+    /* The manager's own commands still reach the manager. */
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS && via.ptags == 1 && r.calls == 2);
+}
+
+static void test_mailbox_refuses_a_command_nobody_registered(void)
+{
+    setup();
+    uint32_t args[16] = {[0] = 5, [1] = 6};
+    CHECK(nv_via_command(&via, AGENT_CODE, args) == NV_VIP_INVALID_FUNCTION);
+    CHECK(args[0] == 5 && args[1] == 6);   /* untouched */
+    /* The benchmark agent's command exists once the agent registered it, as the ports do. */
+    CHECK(nv_via_command(&via, NV_MBOX_BENCH, args) == NV_VIP_INVALID_FUNCTION);
+    CHECK(nv_bench_register(&via) == NV_OK);
+    uint32_t bench[16] = {[NV_MBOX_BENCH_ARG_OP] = NV_BENCH_OP_SEND_RECV, [NV_MBOX_BENCH_ARG_VI] = 0,
+                          [NV_MBOX_BENCH_ARG_ITERATIONS] = 1};
+    CHECK(nv_via_command(&via, NV_MBOX_BENCH, bench) == NV_VIP_INVALID_PARAMETER);   /* VI 0 is not connected */
+    CHECK(nv_bench_register(&via) == NV_ERR_EXISTS);
+}
+
+static void test_register_refuses_a_duplicate(void)
+{
+    setup();
+    struct recorder r = {0};
+    CHECK(nv_via_register_command(&via, AGENT_CODE, record, &r) == NV_OK);
+    CHECK(nv_via_register_command(&via, AGENT_CODE, other, NULL) == NV_ERR_EXISTS);
+    CHECK(nv_via_register_command(&via, NV_MBOX_CREATE_PTAG, other, NULL) == NV_ERR_EXISTS);
+    CHECK(nv_via_register_command(&via, AGENT_CODE + 1, NULL, NULL) == NV_ERR_ARG);
+    uint32_t args[16] = {0};
+    CHECK(nv_via_command(&via, AGENT_CODE, args) == NV_VIP_NOT_DONE && r.calls == 1);   /* the first one kept */
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS);
+    CHECK(nv_via_command(&via, AGENT_CODE + 1, args) == NV_VIP_INVALID_FUNCTION);
+}
+
+static void test_register_refuses_when_the_table_is_full(void)
+{
+    setup();
+    struct recorder r = {0};
+    unsigned free_entries = NV_VIA_MAX_COMMANDS - via.command_count;
+    CHECK(free_entries >= 2);   /* room for the benchmark agent and one more */
+    for (unsigned i = 0; i < free_entries; i++)
+        CHECK(nv_via_register_command(&via, AGENT_CODE + i, record, &r) == NV_OK);
+    CHECK(nv_via_register_command(&via, AGENT_CODE + free_entries, record, &r) == NV_ERR_FULL);
+    CHECK(via.command_count == NV_VIA_MAX_COMMANDS);
+    uint32_t args[16] = {0};
+    CHECK(nv_via_command(&via, AGENT_CODE + free_entries, args) == NV_VIP_INVALID_FUNCTION);
+    CHECK(nv_via_command(&via, AGENT_CODE + free_entries - 1, args) == NV_VIP_NOT_DONE && r.calls == 1);
+    CHECK(nv_via_command(&via, NV_MBOX_NOP, args) == NV_VIP_SUCCESS);
+}
+
 int main(void)
 {
     test_init_reads_the_card_and_enables_the_engine();
@@ -476,6 +566,10 @@ int main(void)
     test_interrupt_driven_port_acknowledges_before_reading_the_mailbox();
     test_next_timer_is_the_earliest_retry_or_timeout();
     test_bench_refuses_an_unconnected_vi();
+    test_mailbox_dispatches_to_a_registered_handler();
+    test_mailbox_refuses_a_command_nobody_registered();
+    test_register_refuses_a_duplicate();
+    test_register_refuses_when_the_table_is_full();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -16,6 +16,8 @@ const char *nv_strerror(nv_status status)
     case NV_ERR_ARG: return "missing argument";
     case NV_ERR_CRC: return "control store CRC mismatch";
     case NV_ERR_NOT_LOADED: return "remote access controller did not go live";
+    case NV_ERR_EXISTS: return "already registered";
+    case NV_ERR_FULL: return "table full";
     }
     return "unknown error";
 }

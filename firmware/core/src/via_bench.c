@@ -1,4 +1,5 @@
-/* The benchmark agent: NetPIPE-style ping-pong between two nodes' agents, timed by the card.
+/* The benchmark agent (numavia/via_bench.h): NetPIPE-style ping-pong between two nodes' agents,
+ * timed by the card.
  *
  * The agent is what a host process does with VIPL, done by the node's CPU so that nothing slower
  * than the CPU sits in the timed loop: it writes descriptors into host memory, rings doorbells and
@@ -10,7 +11,9 @@
 
 #include "numavia/core.h"
 #include "numavia/platform.h"
+#include "numavia/pushpull.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
 #include "via_internal.h"
@@ -289,4 +292,35 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         return stream(&g, 0);
     }
     return NV_VIP_INVALID_PARAMETER;
+}
+
+#define ARG(name) args[NV_MBOX_BENCH_ARG_##name]
+#define RES(name) args[NV_MBOX_BENCH_RES_##name]
+
+/* The BENCH mailbox command: its words in, the run's figures out. */
+static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context, (void)code;
+    struct nv_bench_args a = {
+        .role = ARG(ROLE), .op = ARG(OP), .vi = ARG(VI), .size = ARG(SIZE), .iterations = ARG(ITERATIONS),
+        .buf_va = (uint64_t)ARG(BUF_VA_HI) << 32 | ARG(BUF_VA_LO),
+        .buf_handle = ARG(BUF_HANDLE), .buf_pa = ARG(BUF_PA),
+        .remote_va = (uint64_t)ARG(REMOTE_VA_HI) << 32 | ARG(REMOTE_VA_LO),
+        .remote_handle = ARG(REMOTE_HANDLE), .desc = ARG(DESC), .timeout_us = ARG(TIMEOUT_US),
+    };
+    struct nv_bench_result r;
+    uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED
+                          ? nv_pp_bench(via, &a, args, &r)   /* push-pull: two more words each way */
+                          : nv_via_bench(via, &a, &r);
+    RES(CYCLES_LO) = (uint32_t)r.cycles;
+    RES(CYCLES_HI) = (uint32_t)(r.cycles >> 32);
+    RES(POST_RECV_CYCLES) = r.post_recv_cycles;
+    RES(POST_RECVS) = r.post_recvs;
+    RES(POLLS) = r.polls;
+    return result;
+}
+
+nv_status nv_bench_register(struct nv_via *via)
+{
+    return nv_via_register_command(via, NV_MBOX_BENCH, bench_command, NULL);
 }

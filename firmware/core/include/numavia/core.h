@@ -18,7 +18,9 @@ typedef enum {
     NV_ERR_READBACK = -4,  /* a register did not read back what was written */
     NV_ERR_ARG = -5,       /* a required pointer argument is NULL */
     NV_ERR_CRC = -6,       /* the control store's contents do not have the image's CRC */
-    NV_ERR_NOT_LOADED = -7 /* the remote access controller refused to go live */
+    NV_ERR_NOT_LOADED = -7, /* the remote access controller refused to go live */
+    NV_ERR_EXISTS = -8,     /* something is already registered under that key */
+    NV_ERR_FULL = -9        /* a fixed-size table has no free entry */
 } nv_status;
 
 /* A microcode image for the remote access controller's control store (numavia_ucode.h). */

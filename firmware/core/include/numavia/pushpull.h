@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_pushpull.h"
 
 #define NV_PP_SEND_DESCS 8u   /* send descriptors in flight at most (pushes, acks, reads) */

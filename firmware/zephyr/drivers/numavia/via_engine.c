@@ -20,6 +20,7 @@
 #include "numavia/drivers.h"
 #include "numavia/platform.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_block.h"
 
 /* One card, so one engine: the thread's stack is static. */
@@ -87,6 +88,8 @@ static int via_engine_init(const struct device *dev)
         return -ENODEV;
     }
     nv_status status = nv_via_init(&data->via, info.node_id, info.clk_freq_hz);
+    if (status == NV_OK)
+        status = nv_bench_register(&data->via);   /* the benchmark agent's BENCH command */
     if (status != NV_OK) {
         nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
         return -EIO;
