@@ -87,9 +87,9 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
     if (via->vis == 0 || via->vis > NV_VIA_MAX_VIS || via->cqs > NV_VIA_MAX_CQS ||
         via->att_regions > NV_VIA_MAX_REGIONS || via->att_pages > NV_VIA_MAX_PAGES)
         return NV_ERR_RANGE;
-    for (unsigned i = 0; i < via->att_regions; i++) {   /* no stale regions from before a reset */
+    for (unsigned i = 0; i < via->att_regions; i++) { /* no stale regions from before a reset */
         nv_reg_write(NV_VIA_ATT_ADDR, i * NV_ATT_L1_STRIDE_WORDS + NV_ATT_L1_ATTRIBUTES_OFFSET / 4);
-        nv_reg_write(NV_VIA_ATT_WDATA, 0);   /* clears VALID (and the tag sharing its word) */
+        nv_reg_write(NV_VIA_ATT_WDATA, 0); /* clears VALID (and the tag sharing its word) */
     }
     for (unsigned i = 0; i < via->cqs; i++) {
         nv_reg_write(NV_VIA_CQ_SIZE_AT(i), 0);
@@ -102,9 +102,8 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
     if (status != NV_OK)
         return status;
     nv_reg_write(NV_VIA_CTRL, NV_VIA_CTRL_ENABLE_MASK);
-    nv_log("via: %u VIs, %u CQs, queues of %u, %u segments, MTU up to %u, ATT %u regions / %u pages\n",
-           via->vis, via->cqs, via->queue_depth, via->max_segments, via->max_mtu, via->att_regions,
-           via->att_pages);
+    nv_log("via: %u VIs, %u CQs, queues of %u, %u segments, MTU up to %u, ATT %u regions / %u pages\n", via->vis,
+           via->cqs, via->queue_depth, via->max_segments, via->max_mtu, via->att_regions, via->att_pages);
     return NV_OK;
 }
 
@@ -143,8 +142,7 @@ static uint32_t destroy_ptag(struct nv_via *via, uint32_t ptag)
 
 NV_TIMED(pushpull) int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
 {
-    return addr >= via->host_base && length <= via->host_size &&
-           addr - via->host_base <= via->host_size - length;
+    return addr >= via->host_base && length <= via->host_size && addr - via->host_base <= via->host_size - length;
 }
 
 /* The area a VI's doorbells may name descriptors in (the engine refuses any other address): the
@@ -158,7 +156,7 @@ uint32_t nv_via_set_desc_area(const struct nv_via *via, unsigned vi, uint32_t ba
 {
     if (!desc_area_valid(via, base, size))
         return NV_VIP_INVALID_PARAMETER;
-    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* never a mix of the old and the new area */
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0); /* never a mix of the old and the new area */
     nv_reg_write(NV_VIA_VI_DESC_BASE_AT(vi), base);
     nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), size);
     return NV_VIP_SUCCESS;
@@ -208,8 +206,8 @@ static uint32_t destroy_cq(struct nv_via *via, uint32_t cq)
     return NV_VIP_SUCCESS;
 }
 
-static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq,
-                          uint32_t desc_base, uint32_t desc_size, uint32_t *vi)
+static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq, uint32_t desc_base,
+                          uint32_t desc_size, uint32_t *vi)
 {
     if (!ptag_valid(via, ptag))
         return NV_VIP_INVALID_PTAG;
@@ -220,7 +218,7 @@ static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, u
         if (via->vi[i].used)
             continue;
         if (nv_via_vi_state(i) != NV_VI_STATE_IDLE || nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(i)) != 0)
-            continue;   /* not clean yet (a disconnect still draining) */
+            continue; /* not clean yet (a disconnect still draining) */
         memset(&via->vi[i], 0, sizeof via->vi[i]);
         via->vi[i].used = 1;
         via->vi[i].ptag = (uint16_t)ptag;
@@ -252,7 +250,7 @@ static uint32_t destroy_vi(struct nv_via *via, uint32_t vi)
         nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(vi)) != 0)
         return NV_VIP_INVALID_STATE;
     nv_reg_write(NV_VIA_VI_CQ_BIND_AT(vi), 0);
-    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* a free VI posts nothing */
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0); /* a free VI posts nothing */
     via->vi[vi].used = 0;
     return NV_VIP_SUCCESS;
 }
@@ -386,7 +384,8 @@ static void serve_mailbox(struct nv_via *via)
     uint32_t result = nv_via_command(via, code, args);
     for (unsigned i = 0; i < 16; i++)
         nv_reg_write(NV_VIA_MBOX_DATA_WORD_AT(i), args[i]);
-    nv_reg_write(NV_VIA_MBOX_STATUS, (uint32_t)seq << NV_VIA_MBOX_STATUS_SEQ_SHIFT | (result & NV_VIA_MBOX_STATUS_RESULT_MASK));
+    nv_reg_write(NV_VIA_MBOX_STATUS,
+                 (uint32_t)seq << NV_VIA_MBOX_STATUS_SEQ_SHIFT | (result & NV_VIA_MBOX_STATUS_RESULT_MASK));
 }
 
 void nv_via_poll(struct nv_via *via)

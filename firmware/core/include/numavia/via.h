@@ -18,10 +18,10 @@
 #define NV_VIA_MAX_PTAGS 16
 #define NV_VIA_MAX_REGIONS 256
 #define NV_VIA_MAX_PAGES 8192
-#define NV_VIA_MAX_REQUESTS 8          /* connection requests a node keeps at once */
+#define NV_VIA_MAX_REQUESTS 8 /* connection requests a node keeps at once */
 
 /* Firmware timers, in microseconds. */
-#define NV_VIA_RETRY_US 100            /* management requests are repeated this often */
+#define NV_VIA_RETRY_US 100 /* management requests are repeated this often */
 #define NV_VIA_CONNECT_TIMEOUT_US 20000
 #define NV_VIA_FLUSH_TIMEOUT_US 2000
 
@@ -34,14 +34,14 @@ enum nv_via_conn_state {
     NV_CONN_DISCONNECTING /* DISCONNECT sent, no DISCONNECT_ACK yet */
 };
 
-struct nv_via_buffer {   /* an RDMA buffer offered during connection set-up */
+struct nv_via_buffer { /* an RDMA buffer offered during connection set-up */
     uint64_t va;
     uint32_t handle, length;
 };
 
 struct nv_via_vi {
     uint8_t used;
-    uint8_t conn;                  /* enum nv_via_conn_state */
+    uint8_t conn; /* enum nv_via_conn_state */
     uint16_t ptag;
     uint8_t peer_node, peer_vi;
     uint32_t discriminator, request_id;
@@ -51,10 +51,10 @@ struct nv_via_vi {
 
 enum nv_via_request_state { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_HANDED, NV_REQ_ACCEPTED };
 
-struct nv_via_request {          /* a connection request received by this node (server side) */
-    uint8_t state;               /* enum nv_via_request_state */
-    uint8_t node, vi;            /* the client */
-    uint8_t local_vi;            /* once accepted */
+struct nv_via_request { /* a connection request received by this node (server side) */
+    uint8_t state;      /* enum nv_via_request_state */
+    uint8_t node, vi;   /* the client */
+    uint8_t local_vi;   /* once accepted */
     uint32_t discriminator, request_id;
     struct nv_via_buffer remote, local;
 };
@@ -67,7 +67,7 @@ struct nv_via_region {
 
 /* Mailbox commands: each code dispatches to the handler registered for it, with the context it
  * was registered with; `args` are the 16 mailbox words, in and out. Returns a VIP result code. */
-#define NV_VIA_MAX_COMMANDS 24   /* the manager's own 15 commands and room for the agents' */
+#define NV_VIA_MAX_COMMANDS 24 /* the manager's own 15 commands and room for the agents' */
 struct nv_via;
 typedef uint32_t (*nv_via_command_handler)(struct nv_via *via, void *context, uint32_t code, uint32_t args[16]);
 struct nv_via_command_entry {
@@ -79,13 +79,13 @@ struct nv_via_command_entry {
 struct nv_via {
     unsigned node_id;
     uint32_t clk_freq_hz;
-    uint8_t irq;                             /* the card's interrupt wakes the port (nv_via_irq_enable) */
+    uint8_t irq; /* the card's interrupt wakes the port (nv_via_irq_enable) */
     /* What the card has (its RO registers). */
     unsigned vis, cqs, queue_depth, max_segments, att_regions, att_pages, max_mtu;
     uint32_t host_base, host_size;
     uint16_t mbox_seq;
     uint32_t next_request_id;
-    uint32_t ptags;                          /* bit i: tag i+1 allocated */
+    uint32_t ptags; /* bit i: tag i+1 allocated */
     uint32_t cqs_used;
     struct nv_via_vi vi[NV_VIA_MAX_VIS];
     struct nv_via_request requests[NV_VIA_MAX_REQUESTS];
@@ -121,8 +121,8 @@ nv_status nv_via_register_command(struct nv_via *via, uint32_t code, nv_via_comm
 uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16]);
 
 /* --- the pieces, for the unit tests ------------------------------------------------------- */
-uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag,
-                             uint32_t attributes, uint32_t page_list, uint32_t page_count, uint32_t *handle);
+uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag, uint32_t attributes,
+                             uint32_t page_list, uint32_t page_count, uint32_t *handle);
 uint32_t nv_via_deregister_mem(struct nv_via *via, uint32_t handle);
 void nv_via_handle_mgmt(struct nv_via *via, unsigned src_node, const uint32_t *words, unsigned length);
 uint64_t nv_via_now_us(const struct nv_via *via);

@@ -18,7 +18,7 @@ struct nv_bench_args {
     uint32_t buf_handle, buf_pa, remote_handle, desc, timeout_us;
 };
 struct nv_bench_result {
-    uint64_t cycles;                  /* the whole run, first post to last completion */
+    uint64_t cycles; /* the whole run, first post to last completion */
     uint32_t post_recv_cycles, post_recvs, polls;
 };
 uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *args, struct nv_bench_result *result);
