@@ -2,20 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "fake_card.h"
 #include "numavia/core.h"
 #include "numavia_regs.h"
-
-static int failures, checks;
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-        }                                                                                                              \
-    } while (0)
 
 static void test_probe_reads_identity(void)
 {

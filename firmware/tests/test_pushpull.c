@@ -6,23 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "fake_card.h"
 #include "fake_via.h"
 #include "numavia/pushpull.h"
 #include "numavia/via.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
-
-static int failures, checks;
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-        }                                                                                                              \
-    } while (0)
 
 static uint64_t field(const uint32_t *words, unsigned offset, unsigned bytes)
 {

@@ -2,23 +2,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "fake_card.h"
 #include "fake_via.h"
 #include "numavia/via.h"
 #include "numavia/via_bench.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
-
-static int failures, checks;
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-        }                                                                                                              \
-    } while (0)
 
 static struct nv_via via;
 #define DESC_AREA (FAKE_HOST_BASE + 0xE000) /* the descriptor area VIs are created with */
