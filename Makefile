@@ -4,7 +4,8 @@ PY      := $(VENV)/bin/python
 NUMAVIA := $(VENV)/bin/numavia
 JOBS    ?= 2
 
-.PHONY: help setup test test-fast sim demo firmware firmware-zephyr fuzz soak bitstream flash clean
+.PHONY: help setup test test-fast sim demo firmware firmware-zephyr fuzz soak bitstream flash clean \
+        lint-c lint-c-format format-c
 
 help:
 	@echo "make setup            install Debian packages and the pinned Python environment"
@@ -18,6 +19,8 @@ help:
 	@echo "make soak             full-size reliability soaks (10^6 coherence ops, 10^5 VIA messages; a few hours on 2 cores)"
 	@echo "make bitstream BOARD=b  build a board's bitstream and the bare-SoC comparison (b: colorlight_i5, ecpix5)"
 	@echo "make flash BOARD=b      load it with openFPGALoader (CABLE=... to choose the cable)"
+	@echo "make lint-c           C/C++ formatting (clang-format) and the firmware core built with -Werror"
+	@echo "make format-c         reformat the C/C++ sources in place"
 	@echo "make clean            remove build/ (all cached Verilog, Verilator models, firmware)"
 
 setup:
@@ -56,6 +59,24 @@ bitstream: setup
 
 flash: setup
 	$(NUMAVIA) flash --board $(BOARD) $(if $(CABLE),--cable $(CABLE))
+
+# The C and C++ sources the project owns (generated ones live under build/). The pytest
+# tests/test_c_format.py runs the same check through lint-c-format.
+C_FORMAT_DIRS  := firmware soc/verilator tests/cpp renode/cosim
+C_FORMAT_FILES  = $(shell find $(C_FORMAT_DIRS) -name build -prune -o -type f \
+                    \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) -print | LC_ALL=C sort)
+LINT_C_DIR     := build/lint-c
+
+lint-c-format:
+	@clang-format --dry-run -Werror $(C_FORMAT_FILES) && echo "lint-c: $(words $(C_FORMAT_FILES)) C/C++ files formatted"
+
+format-c:
+	clang-format -i $(C_FORMAT_FILES)
+
+# Formatting, then the firmware core and its unit tests compiled for the host with -Werror.
+lint-c: setup lint-c-format
+	$(PY) -c "import sys; from numavia.base import codegen; codegen.write_all(sys.argv[1])" $(LINT_C_DIR)/generated
+	$(MAKE) -s -C firmware/tests BUILD_DIR=$(abspath $(LINT_C_DIR)) GEN_DIR=$(abspath $(LINT_C_DIR))/generated
 
 clean:
 	rm -rf build

@@ -12,7 +12,7 @@ DEBIAN_PACKAGES=(
     gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf
     libevent-dev libjson-c-dev zlib1g-dev
     openfpgaloader
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev clang-format
     openmpi-bin libopenmpi-dev
 )
 
@@ -56,7 +56,7 @@ else
 fi
 
 # --- Toolchain sanity ----------------------------------------------------------
-for tool in verilator riscv64-unknown-elf-gcc iverilog clang; do
+for tool in verilator riscv64-unknown-elf-gcc iverilog clang clang-format; do
     command -v "$tool" >/dev/null || fail "$tool not found after installation"
 done
 "$VENV/bin/numavia" --version >/dev/null || fail "the numavia command does not run"

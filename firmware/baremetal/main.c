@@ -6,6 +6,7 @@
 #include "numavia_regs.h"
 #include "numavia_ucode.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 
 #ifndef NV_FW_VERSION
 #define NV_FW_VERSION "dev"
@@ -26,6 +27,8 @@ int main(void)
     static struct nv_via via;
     if (with_via) {
         status = nv_via_init(&via, info.node_id, info.clk_freq_hz);
+        if (status == NV_OK)
+            status = nv_bench_register(&via); /* the benchmark agent's BENCH command */
         if (status != NV_OK) {
             nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
             for (;;)
@@ -37,6 +40,6 @@ int main(void)
     for (;;) {
         /* The shared memory needs no firmware once the microcode is live; VIA needs its manager. */
         if (with_via)
-            nv_via_poll(&via);   /* mailbox, management frames, connection timers */
+            nv_via_poll(&via); /* mailbox, management frames, connection timers */
     }
 }

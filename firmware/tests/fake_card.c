@@ -22,8 +22,8 @@ void fake_card_reset(unsigned strap)
 
 static int via_offset(uint32_t offset)
 {
-    return (offset >= NV_VIA_BASE && offset < NV_VIA_BASE + 0x1000)
-        || (offset >= NV_DOORBELL_BASE && offset < NV_DOORBELL_BASE + NV_DOORBELL_VI_CAPACITY * NV_DOORBELL_VI_STRIDE);
+    return (offset >= NV_VIA_BASE && offset < NV_VIA_BASE + 0x1000) ||
+           (offset >= NV_DOORBELL_BASE && offset < NV_DOORBELL_BASE + NV_DOORBELL_VI_CAPACITY * NV_DOORBELL_VI_STRIDE);
 }
 
 uint32_t nv_reg_read(uint32_t offset)
@@ -38,8 +38,7 @@ uint32_t nv_reg_read(uint32_t offset)
     case NV_CTRL_NODE_ID: return fake.node_id;
     case NV_CTRL_SCRATCH: return fake.scratch & ~fake.scratch_stuck_low;
     case NV_CTRL_CTRL: return fake.ctrl;
-    case NV_CTRL_STATUS:
-        return (fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK) ? NV_CTRL_STATUS_READY_MASK : 0;
+    case NV_CTRL_STATUS: return (fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK) ? NV_CTRL_STATUS_READY_MASK : 0;
     case NV_CTRL_CYCLES_LO: {
         /* Time passes as the firmware looks at it (1 us per read at 100 MHz), so its timeouts end. */
         uint32_t lo = (uint32_t)fake.cycles;

@@ -6,18 +6,18 @@
 #include <stdint.h>
 
 struct fake_card {
-    uint32_t id;               /* what CTRL.ID reads */
-    uint32_t version;          /* what CTRL.VERSION reads */
+    uint32_t id;      /* what CTRL.ID reads */
+    uint32_t version; /* what CTRL.VERSION reads */
     uint32_t strap;
     uint32_t mode_strap;
-    uint32_t features;         /* what CTRL.FEATURES reads */
+    uint32_t features; /* what CTRL.FEATURES reads */
     uint32_t scratch;
-    uint32_t scratch_stuck_low;  /* bits of SCRATCH that always read 0 */
+    uint32_t scratch_stuck_low; /* bits of SCRATCH that always read 0 */
     uint32_t node_id;
     int node_id_ignores_writes;
     uint32_t ctrl;
     uint64_t cycles;
-    uint32_t cycles_per_read;  /* how far CYCLES moves at each read (0: it stands still) */
+    uint32_t cycles_per_read; /* how far CYCLES moves at each read (0: it stands still) */
     uint32_t cycles_hi_latch;
     /* remote access controller: control store */
     uint64_t store[1024];
@@ -25,10 +25,10 @@ struct fake_card {
     uint32_t ucode_addr;
     uint32_t wdata_lo;
     uint32_t rac_ctrl;
-    uint64_t store_stuck_bits;   /* bits that always read 0 */
-    int refuse_loaded;           /* CTRL.LOADED never sticks */
+    uint64_t store_stuck_bits; /* bits that always read 0 */
+    int refuse_loaded;         /* CTRL.LOADED never sticks */
     unsigned reads, writes;
-    char log[4096];            /* everything nv_log printed */
+    char log[4096]; /* everything nv_log printed */
 };
 
 extern struct fake_card fake;

@@ -20,7 +20,7 @@ void fake_via_inject(unsigned node, const uint32_t *words, unsigned length)
     struct fake_frame *f = &fake_via.inbox[fake_via.inbox_count++];
     f->node = node;
     f->length = length;
-    unsigned bytes = (length + 3) / 4 * 4;   /* the receive registers hold at most 16 words */
+    unsigned bytes = (length + 3) / 4 * 4; /* the receive registers hold at most 16 words */
     memcpy(f->words, words, bytes < sizeof f->words ? bytes : sizeof f->words);
 }
 
@@ -29,7 +29,7 @@ static int in_array(uint32_t offset, uint32_t base, uint32_t stride, unsigned co
     if (offset < base || offset >= base + stride * count)
         return 0;
     *index = (offset - base) / stride;
-    *reg = base + (offset - base) % stride;   /* the register's element-0 address */
+    *reg = base + (offset - base) % stride; /* the register's element-0 address */
     return 1;
 }
 
@@ -51,9 +51,7 @@ uint32_t fake_via_read(uint32_t offset)
     case NV_VIA_MTU: return fake_via.mtu;
     case NV_VIA_ATT_ADDR: return fake_via.att_addr;
     case NV_VIA_ATT_RDATA: return fake_via.att[fake_via.att_addr];
-    case NV_VIA_MBOX_CMD:
-        fake_via.irq_mbox_acks_at_cmd_read = fake_via.irq_mbox_acks;
-        return fake_via.mbox_cmd;
+    case NV_VIA_MBOX_CMD: fake_via.irq_mbox_acks_at_cmd_read = fake_via.irq_mbox_acks; return fake_via.mbox_cmd;
     case NV_VIA_MBOX_STATUS: return fake_via.mbox_status;
     case NV_VIA_IRQ_ENABLE: return fake_via.irq_enable;
     case NV_VIA_MGMT_TX_STATUS: return 0;
@@ -140,7 +138,7 @@ void fake_via_write(uint32_t offset, uint32_t value)
         case NV_VIA_VI_CQ_BIND: fake_via.vi[i].cq_bind = value; return;
         case NV_VIA_VI_DESC_BASE: fake_via.vi[i].desc_base = value; return;
         case NV_VIA_VI_DESC_SIZE: fake_via.vi[i].desc_size = value; return;
-        case NV_VIA_VI_CMD:   /* like the engine: a failed VI flushes its queues at once */
+        case NV_VIA_VI_CMD: /* like the engine: a failed VI flushes its queues at once */
             if (value & NV_VIA_VI_CMD_CONNECT_MASK) {
                 fake_via.vi[i].state = NV_VI_STATE_CONNECTED;
                 fake_via.vi[i].connects++;
@@ -156,8 +154,8 @@ void fake_via_write(uint32_t offset, uint32_t value)
         }
     }
     /* Doorbells: only in each VI's own page, as the card decodes them. */
-    if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, FAKE_VIS, &i, &reg)
-        && (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
+    if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, FAKE_VIS, &i, &reg) &&
+        (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
         /* The card's rule: the control segment inside the VI's descriptor area. */
         if (value < fake_via.vi[i].desc_base || value - fake_via.vi[i].desc_base > fake_via.vi[i].desc_size ||
             fake_via.vi[i].desc_size - (value - fake_via.vi[i].desc_base) < NV_DESC_CONTROL_SIZE) {

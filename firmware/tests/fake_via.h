@@ -22,21 +22,21 @@ struct fake_frame {
 struct fake_via {
     uint32_t ctrl, mtu, att_addr;
     uint32_t att[FAKE_REGIONS * 8 + FAKE_PAGES];
-    unsigned att_writes;                  /* ATT_WDATA writes so far */
-    unsigned att_last_write[FAKE_REGIONS * 8 + FAKE_PAGES];   /* when each word was last written */
+    unsigned att_writes;                                    /* ATT_WDATA writes so far */
+    unsigned att_last_write[FAKE_REGIONS * 8 + FAKE_PAGES]; /* when each word was last written */
     uint32_t mbox_cmd, mbox_status, mbox_data[16];
     uint32_t irq_enable;
-    unsigned irq_mbox_acks;               /* IRQ_ACK writes with the MBOX bit */
-    unsigned irq_mbox_acks_at_cmd_read;   /* ... counted when MBOX_CMD was last read */
+    unsigned irq_mbox_acks;             /* IRQ_ACK writes with the MBOX bit */
+    unsigned irq_mbox_acks_at_cmd_read; /* ... counted when MBOX_CMD was last read */
     uint32_t mgmt_tx_data[16];
     struct fake_frame sent[FAKE_MAX_FRAMES];
     unsigned sent_count;
-    struct fake_frame inbox[FAKE_MAX_FRAMES];   /* frames to deliver, in order */
+    struct fake_frame inbox[FAKE_MAX_FRAMES]; /* frames to deliver, in order */
     unsigned inbox_count, inbox_next;
     struct {
         uint32_t peer, ptag, cq_bind, state, queued, rx_psn;
         unsigned connects, fails, resets;
-        uint32_t desc_base, desc_size;   /* the descriptor area, checked by doorbells as by the card */
+        uint32_t desc_base, desc_size; /* the descriptor area, checked by doorbells as by the card */
         uint32_t sq_doorbells, rq_doorbells, last_doorbell, refused_doorbells;
     } vi[FAKE_VIS];
     struct {

@@ -39,10 +39,22 @@ static uint32_t take(struct input *in, unsigned bytes)
 /* The mailbox commands, plus one value that is none (the benchmark is left out: it is a
  * measurement loop, not input handling, and would spend the run waiting for a peer). */
 static const uint32_t commands[] = {
-    NV_MBOX_NOP, NV_MBOX_CREATE_PTAG, NV_MBOX_DESTROY_PTAG, NV_MBOX_REGISTER_MEM, NV_MBOX_DEREGISTER_MEM,
-    NV_MBOX_CREATE_CQ, NV_MBOX_DESTROY_CQ, NV_MBOX_CREATE_VI, NV_MBOX_DESTROY_VI, NV_MBOX_CONNECT_REQUEST,
-    NV_MBOX_CONNECT_STATUS, NV_MBOX_CONNECT_WAIT, NV_MBOX_CONNECT_ACCEPT, NV_MBOX_CONNECT_REJECT,
-    NV_MBOX_DISCONNECT, 0x7f,
+    NV_MBOX_NOP,
+    NV_MBOX_CREATE_PTAG,
+    NV_MBOX_DESTROY_PTAG,
+    NV_MBOX_REGISTER_MEM,
+    NV_MBOX_DEREGISTER_MEM,
+    NV_MBOX_CREATE_CQ,
+    NV_MBOX_DESTROY_CQ,
+    NV_MBOX_CREATE_VI,
+    NV_MBOX_DESTROY_VI,
+    NV_MBOX_CONNECT_REQUEST,
+    NV_MBOX_CONNECT_STATUS,
+    NV_MBOX_CONNECT_WAIT,
+    NV_MBOX_CONNECT_ACCEPT,
+    NV_MBOX_CONNECT_REJECT,
+    NV_MBOX_DISCONNECT,
+    0x7f,
 };
 
 /* Small values hit the tables' edges far more often than uniform 32-bit ones. */
@@ -50,9 +62,9 @@ static uint32_t argument(struct input *in)
 {
     uint32_t kind = take(in, 1);
     switch (kind & 3) {
-    case 0: return kind >> 2;                                    /* 0..63 */
-    case 1: return FAKE_HOST_BASE + (take(in, 2) & ~3u);         /* inside host memory */
-    case 2: return 0xffffffffu - (kind >> 2);                    /* near the top */
+    case 0: return kind >> 2;                            /* 0..63 */
+    case 1: return FAKE_HOST_BASE + (take(in, 2) & ~3u); /* inside host memory */
+    case 2: return 0xffffffffu - (kind >> 2);            /* near the top */
     default: return take(in, 4);
     }
 }
@@ -75,13 +87,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct input in = {data, size};
     fake_card_reset(0);
     fake_via_reset();
-    fake.cycles_per_read = 100;   /* 1 us per look at the clock */
+    fake.cycles_per_read = 100; /* 1 us per look at the clock */
     memset(&via, 0, sizeof via);
     if (nv_via_init(&via, 1, 100000000u) != NV_OK)
         abort();
     for (unsigned step = 0; in.left && step < 64; step++) {
         switch (take(&in, 1) % 5) {
-        case 0: {   /* a host mailbox command */
+        case 0: { /* a host mailbox command */
             uint32_t args[16];
             uint32_t code = commands[take(&in, 1) % (sizeof commands / sizeof commands[0])];
             for (unsigned i = 0; i < 16; i++)
@@ -89,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nv_via_command(&via, code, args);
             break;
         }
-        case 1: {   /* a management frame through the receive registers, any length the field holds */
+        case 1: { /* a management frame through the receive registers, any length the field holds */
             uint32_t words[16] = {0};
             unsigned node = take(&in, 1), length = take(&in, 1) & 0x7f;
             for (unsigned i = 0; i < 16; i++)
@@ -99,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nv_via_poll(&via);
             break;
         }
-        case 2: {   /* a management message handed over directly (any source node, any length) */
+        case 2: { /* a management message handed over directly (any source node, any length) */
             uint32_t words[16] = {0};
             unsigned node = take(&in, 1), length = take(&in, 1);
             for (unsigned i = 0; i < 16; i++)
@@ -107,11 +119,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nv_via_handle_mgmt(&via, node & NV_NODE_ID_MASK, words, length > 64 ? 64 : length);
             break;
         }
-        case 3:     /* time passes: retries and timeouts fire */
+        case 3: /* time passes: retries and timeouts fire */
             fake.cycles += (uint64_t)take(&in, 2) * 100000u;
             nv_via_poll(&via);
             break;
-        case 4: {   /* a microcode image: any length, words and claimed CRC */
+        case 4: { /* a microcode image: any length, words and claimed CRC */
             uint32_t count = take(&in, 2) % (sizeof store_words / sizeof store_words[0]);
             for (uint32_t i = 0; i < count; i++)
                 store_words[i] = (uint64_t)argument(&in) << 32 | argument(&in);
@@ -119,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint32_t bad = 0;
             nv_status s = (take(&in, 1) & 1) ? nv_ucode_load(&image, &bad) : nv_ucode_verify(&image, &bad);
             if (s == NV_OK && (count == 0 || count > fake.store_depth))
-                abort();   /* an image the store cannot hold was accepted */
+                abort(); /* an image the store cannot hold was accepted */
             break;
         }
         }

@@ -2,16 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "fake_card.h"
 #include "numavia/core.h"
 #include "numavia_regs.h"
-
-static int failures, checks;
-
-#define CHECK(cond) do { \
-    checks++; \
-    if (!(cond)) { failures++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
-} while (0)
 
 static void test_probe_reads_identity(void)
 {
@@ -29,7 +23,7 @@ static void test_probe_without_card(void)
 {
     struct nv_card_info info;
     fake_card_reset(0);
-    fake.id = 0xffffffffu;   /* what an empty bus reads */
+    fake.id = 0xffffffffu; /* what an empty bus reads */
     CHECK(nv_card_probe(&info) == NV_ERR_NO_CARD);
     CHECK(nv_card_probe(NULL) == NV_ERR_ARG);
 }
@@ -57,14 +51,14 @@ static void test_node_id_range_and_readback(void)
 {
     fake_card_reset(0);
     CHECK(nv_card_set_node_id(NV_NODE_ID_MASK + 1) == NV_ERR_RANGE);
-    CHECK(fake.writes == 0);   /* a bad argument touches nothing */
+    CHECK(fake.writes == 0); /* a bad argument touches nothing */
     CHECK(nv_card_set_node_id(NV_NODE_ID_MASK) == NV_OK);
     CHECK(fake.node_id == NV_NODE_ID_MASK);
     CHECK(fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK);
     fake_card_reset(0);
     fake.node_id_ignores_writes = 1;
     CHECK(nv_card_set_node_id(3) == NV_ERR_READBACK);
-    CHECK(!(fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK));   /* never marked valid */
+    CHECK(!(fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK)); /* never marked valid */
 }
 
 static void test_cycles_are_64_bit(void)
@@ -118,7 +112,7 @@ static void test_ucode_bad_inputs_and_faults(void)
     CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
 
     fake_card_reset(0);
-    fake.store_stuck_bits = 1ull << 36;      /* only word 1 has bit 36 set: it reads back wrong */
+    fake.store_stuck_bits = 1ull << 36; /* only word 1 has bit 36 set: it reads back wrong */
     CHECK(nv_ucode_load(&img, &bad) == NV_ERR_READBACK && bad == 1);
     CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
 
@@ -141,10 +135,10 @@ static void test_an_image_that_fails_its_check_leaves_the_running_one_live(void)
     CHECK(nv_ucode_load(&img, &bad) == NV_OK);
     unsigned writes = fake.writes;
     uint64_t corrupted_words[4] = {image_words[0], image_words[1] ^ 4, image_words[2], image_words[3]};
-    struct nv_ucode_image corrupted = {corrupted_words, 4, img.crc32};   /* a word changed, same CRC */
+    struct nv_ucode_image corrupted = {corrupted_words, 4, img.crc32}; /* a word changed, same CRC */
     CHECK(nv_ucode_load(&corrupted, &bad) == NV_ERR_CRC);
-    CHECK(fake.writes == writes);                                        /* refused before any write */
-    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);                      /* the old one still serves */
+    CHECK(fake.writes == writes);                   /* refused before any write */
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK); /* the old one still serves */
     CHECK(fake.store[1] == image_words[1]);
     CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
     writes = fake.writes;
@@ -157,15 +151,15 @@ static void test_ucode_verify_checks_a_live_store_without_writing_it(void)
     struct nv_ucode_image img = image();
     uint32_t bad = 99;
     fake_card_reset(0);
-    CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_READBACK && bad == 0);   /* empty store */
+    CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_READBACK && bad == 0); /* empty store */
     CHECK(nv_ucode_load(&img, &bad) == NV_OK);
     CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
-    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);                      /* still live */
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK); /* still live */
 
-    fake.store[2] ^= 1ull << 40;                                         /* a bit flips later */
+    fake.store[2] ^= 1ull << 40; /* a bit flips later */
     uint64_t flipped = fake.store[2];
     CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_READBACK && bad == 2);
-    CHECK(fake.store[2] == flipped);                                     /* nothing rewritten */
+    CHECK(fake.store[2] == flipped); /* nothing rewritten */
     CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);
 
     fake.store[2] = image_words[2];
@@ -196,7 +190,7 @@ static void test_boot_says_whether_the_card_has_via(void)
     struct nv_card_info info;
     struct nv_ucode_image img = image();
     fake_card_reset(0);
-    fake.features = 0;   /* a small FPGA's card: no VIA engine */
+    fake.features = 0; /* a small FPGA's card: no VIA engine */
     CHECK(nv_boot(&info, "test", "1", &img) == NV_OK);
     CHECK(!(info.features & NV_CTRL_FEATURES_VIA_MASK));
     CHECK(strstr(fake.log, "without VIA engine") != NULL);
@@ -229,8 +223,8 @@ static void test_boot_reports_missing_card(void)
 
 static void test_strerror_covers_every_status(void)
 {
-    const nv_status all[] = {NV_OK, NV_ERR_NO_CARD, NV_ERR_VERSION, NV_ERR_RANGE, NV_ERR_READBACK, NV_ERR_ARG,
-                             NV_ERR_CRC, NV_ERR_NOT_LOADED};
+    const nv_status all[] = {NV_OK,           NV_ERR_NO_CARD, NV_ERR_VERSION, NV_ERR_RANGE,
+                             NV_ERR_READBACK, NV_ERR_ARG,     NV_ERR_CRC,     NV_ERR_NOT_LOADED};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         CHECK(strcmp(nv_strerror(all[i]), "unknown error") != 0);
     CHECK(strcmp(nv_strerror((nv_status)42), "unknown error") == 0);

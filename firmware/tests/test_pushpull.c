@@ -6,19 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "fake_card.h"
 #include "fake_via.h"
 #include "numavia/pushpull.h"
 #include "numavia/via.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
-
-static int failures, checks;
-
-#define CHECK(cond) do { \
-    checks++; \
-    if (!(cond)) { failures++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
-} while (0)
 
 static uint64_t field(const uint32_t *words, unsigned offset, unsigned bytes)
 {
@@ -32,8 +26,8 @@ static void put(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value
 {
     for (unsigned i = 0; i < bytes; i++) {
         unsigned at = offset + i;
-        words[at / 4] = (words[at / 4] & ~(0xffu << (8 * (at % 4)))) |
-                        (uint32_t)((value >> (8 * i)) & 0xff) << (8 * (at % 4));
+        words[at / 4] = (words[at / 4] & ~(0xffu << (8 * (at % 4)))) | (uint32_t)((value >> (8 * i)) & 0xff)
+                                                                           << (8 * (at % 4));
     }
 }
 
@@ -52,9 +46,9 @@ static void test_plan_at_the_threshold(void)
         CHECK(p.pushed == t && p.pulled == 1);
         nv_pp_plan(scheme, t, 0, &p);
         CHECK(p.pushed == 0 && p.pulled == 0);
-        nv_pp_plan(scheme, 0, 100, &p);      /* bytes_to_push 0: everything is pulled */
+        nv_pp_plan(scheme, 0, 100, &p); /* bytes_to_push 0: everything is pulled */
         CHECK(p.pushed == 0 && p.pulled == 100);
-        nv_pp_plan(scheme, 100000, 5000, &p);   /* clamped to what a slot holds */
+        nv_pp_plan(scheme, 100000, 5000, &p); /* clamped to what a slot holds */
         CHECK(p.pushed == NV_PP_MAX_PUSH && p.pulled == 5000 - NV_PP_MAX_PUSH);
     }
     /* Original: the user buffer is always translated and gathered from; nothing overlaps. */
@@ -74,7 +68,7 @@ static void test_plan_at_the_threshold(void)
     CHECK(p.path == NV_PP_PATH_BOUNCE && p.send_translates == 0 && p.recv_translates_early && p.ack_overlaps_pull);
     nv_pp_plan(NV_PP_SCHEME_ADVANCED, t, t + 1, &p);
     CHECK(p.path == NV_PP_PATH_BOUNCE && p.send_translates == 2);
-    nv_pp_plan(NV_PP_SCHEME_ADVANCED, 2, 3, &p);   /* tiny but longer than the threshold: pulled */
+    nv_pp_plan(NV_PP_SCHEME_ADVANCED, 2, 3, &p); /* tiny but longer than the threshold: pulled */
     CHECK(p.path == NV_PP_PATH_BOUNCE && p.pulled == 1);
 }
 
@@ -90,7 +84,7 @@ static unsigned vis[2];
 static unsigned sends_without_receive, refused_segments;
 static struct nv_pp ep[2];
 static struct nv_pp_buf user[2];
-static int auto_receive = -1;   /* endpoint that receives as soon as a push reaches it */
+static int auto_receive = -1; /* endpoint that receives as soon as a push reaches it */
 static uint32_t auto_capacity, auto_length, auto_result;
 
 static void host_read(uint32_t pa, void *out, uint32_t n)
@@ -148,10 +142,11 @@ static void engine(unsigned vi, int send_queue, uint32_t desc)
         uint32_t rh = (uint32_t)field(w, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, 4);
         uint32_t n = (uint32_t)field(w, at + NV_DESC_DATA_LENGTH_OFFSET, 4);
         uint32_t src = lookup(rva, rh, n, NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK);
-        uint32_t dst = lookup(field(w, at + NV_DESC_DATA_VA_OFFSET, 8), (uint32_t)field(w, at + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
+        uint32_t dst = lookup(field(w, at + NV_DESC_DATA_VA_OFFSET, 8),
+                              (uint32_t)field(w, at + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
         if (!src || !dst) {
             refused_segments++;
-            complete(desc, 0, NV_DESC_STATUS_ERROR_MASK & -NV_DESC_STATUS_ERROR_MASK);   /* some error bit */
+            complete(desc, 0, NV_DESC_STATUS_ERROR_MASK & -NV_DESC_STATUS_ERROR_MASK); /* some error bit */
             return;
         }
         host_read(src, data, n);
@@ -161,7 +156,8 @@ static void engine(unsigned vi, int send_queue, uint32_t desc)
     }
     for (unsigned i = 0; i < nsegs; i++, at += NV_DESC_DATA_SIZE) {
         uint32_t n = (uint32_t)field(w, at + NV_DESC_DATA_LENGTH_OFFSET, 4);
-        uint32_t pa = lookup(field(w, at + NV_DESC_DATA_VA_OFFSET, 8), (uint32_t)field(w, at + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
+        uint32_t pa = lookup(field(w, at + NV_DESC_DATA_VA_OFFSET, 8),
+                             (uint32_t)field(w, at + NV_DESC_DATA_HANDLE_OFFSET, 4), n, 0);
         if (!pa) {
             refused_segments++;
             return;
@@ -169,7 +165,7 @@ static void engine(unsigned vi, int send_queue, uint32_t desc)
         host_read(pa, data + total, n);
         total += n;
     }
-    if (rq[peer].count == 0) {   /* VIA: the connection breaks */
+    if (rq[peer].count == 0) { /* VIA: the connection breaks */
         sends_without_receive++;
         return;
     }
@@ -191,16 +187,16 @@ static void engine(unsigned vi, int send_queue, uint32_t desc)
     }
     complete(rdesc, total, imm_bits);
     complete(desc, total, 0);
-    if (auto_receive >= 0 && peer == vis[auto_receive]) {   /* the receiver was waiting */
+    if (auto_receive >= 0 && peer == vis[auto_receive]) { /* the receiver was waiting */
         int who = auto_receive;
         auto_receive = -1;
         auto_result = nv_pp_recv(&ep[who], user[who], auto_capacity, &auto_length);
     }
 }
 
-#define AREA(i) (FAKE_HOST_BASE + (i) * NV_PP_AREA_BYTES)
-#define DESC(i) (FAKE_HOST_BASE + 0x8000u + (i) * 0x800u)
-#define USER(i) (FAKE_HOST_BASE + 0x9000u + (i) * 0x2000u)
+#define AREA(i) (FAKE_HOST_BASE + (i)*NV_PP_AREA_BYTES)
+#define DESC(i) (FAKE_HOST_BASE + 0x8000u + (i)*0x800u)
+#define USER(i) (FAKE_HOST_BASE + 0x9000u + (i)*0x2000u)
 #define PAGE_LIST (FAKE_HOST_BASE + 0xf000u)
 
 static uint32_t register_area(uint32_t tag, uint32_t pa, uint32_t length)
@@ -234,8 +230,10 @@ static void open_pair(unsigned scheme, uint32_t threshold, uint32_t timeout_us)
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS);
     uint32_t tag = args[NV_MBOX_CREATE_PTAG_RES_PTAG];
     for (unsigned i = 0; i < 2; i++) {
-        uint32_t a[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC(i),
+        uint32_t a[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag,
+                          [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE,
+                          [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC(i),
                           [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = NV_DESC_CONTROL_SIZE};
         CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, a) == NV_VIP_SUCCESS);
         vis[i] = a[NV_MBOX_CREATE_VI_RES_VI];
@@ -243,9 +241,13 @@ static void open_pair(unsigned scheme, uint32_t threshold, uint32_t timeout_us)
         user[i] = (struct nv_pp_buf){USER(i), USER(i)};
     }
     for (unsigned i = 0; i < 2; i++) {
-        struct nv_pp_config cfg = {.scheme = scheme, .threshold = threshold, .vi = vis[i],
-                                   .area = {AREA(i), AREA(i)}, .area_handle = register_area(tag, AREA(i), NV_PP_AREA_BYTES),
-                                   .desc = DESC(i), .timeout_us = timeout_us};
+        struct nv_pp_config cfg = {.scheme = scheme,
+                                   .threshold = threshold,
+                                   .vi = vis[i],
+                                   .area = {AREA(i), AREA(i)},
+                                   .area_handle = register_area(tag, AREA(i), NV_PP_AREA_BYTES),
+                                   .desc = DESC(i),
+                                   .timeout_us = timeout_us};
         CHECK(nv_pp_open(&ep[i], &via, &cfg) == NV_VIP_SUCCESS);
         CHECK(rq[vis[i]].count == NV_PP_SLOTS);
     }
@@ -285,7 +287,7 @@ static void test_every_size_class_under_both_schemes(void)
             CHECK(nv_pp_send(&ep[0], user[0], n) == NV_VIP_SUCCESS);
             CHECK(auto_receive == -1 && auto_result == NV_VIP_SUCCESS && auto_length == n);
             CHECK(intact(1, n, i + 10 * scheme));
-            CHECK(fake_via.host[user[1].pa - FAKE_HOST_BASE + n] == 0xee);   /* nothing past the message */
+            CHECK(fake_via.host[user[1].pa - FAKE_HOST_BASE + n] == 0xee); /* nothing past the message */
             CHECK(ep[1].stats.pulls - s1.pulls == (p.pulled ? 1u : 0u));
             /* What was translated, and what was copied, is what the scheme says. */
             uint32_t sender_pages = ep[0].stats.translated_pages - s0.translated_pages;
@@ -294,7 +296,7 @@ static void test_every_size_class_under_both_schemes(void)
             else
                 CHECK((sender_pages > 0) == (p.pulled > 0) &&
                       ep[0].stats.copied_bytes - s0.copied_bytes == (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
-            CHECK(valid_regions() == regions);   /* every translation was dropped */
+            CHECK(valid_regions() == regions); /* every translation was dropped */
             /* And back (the ping-pong's pong), receiver posted early the other way. */
             fill(1, n, 99 + i);
             auto_receive = 0;
@@ -321,7 +323,7 @@ static void test_receiver_not_posted_yet_and_credits(void)
         }
         CHECK(nv_pp_send(&ep[0], user[0], 1) == NV_VIP_TIMEOUT);
         CHECK(sends_without_receive == 0 && ep[0].credits == 0);
-        fill(0, t, 0);   /* the sender's buffer changes: what was pushed must not */
+        fill(0, t, 0); /* the sender's buffer changes: what was pushed must not */
         for (unsigned i = 0; i < NV_PP_SLOTS; i++) {
             uint32_t length = 0;
             CHECK(nv_pp_recv(&ep[1], user[1], t, &length) == NV_VIP_SUCCESS);
@@ -345,8 +347,8 @@ static void test_long_message_waits_for_its_pull(void)
     open_pair(NV_PP_SCHEME_ADVANCED, t, 100);
     fill(0, 300, 3);
     CHECK(nv_pp_send(&ep[0], user[0], 300) == NV_VIP_TIMEOUT);
-    CHECK(ep[1].stats.pulls == 0 && valid_regions() == 2);   /* the pull region was dropped */
-    CHECK(ep[1].posted_count == NV_PP_SLOTS);   /* not yet looked at */
+    CHECK(ep[1].stats.pulls == 0 && valid_regions() == 2); /* the pull region was dropped */
+    CHECK(ep[1].posted_count == NV_PP_SLOTS);              /* not yet looked at */
 }
 
 static void test_refuses_what_does_not_fit(void)
@@ -357,7 +359,7 @@ static void test_refuses_what_does_not_fit(void)
     CHECK(nv_pp_send(&ep[0], user[0], 40) == NV_VIP_SUCCESS);
     uint32_t length = 0;
     CHECK(nv_pp_recv(&ep[1], user[1], 39, &length) == NV_VIP_INVALID_PARAMETER);
-    CHECK(ep[1].posted_count == NV_PP_SLOTS);   /* its slot is posted again */
+    CHECK(ep[1].posted_count == NV_PP_SLOTS); /* its slot is posted again */
     struct nv_pp_config bad = ep[0].cfg;
     bad.threshold = NV_PP_MAX_PUSH + 1;
     struct nv_pp other;
@@ -368,8 +370,14 @@ static void test_refuses_what_does_not_fit(void)
     fake_via.vi[vis[0]].state = NV_VI_STATE_IDLE;
     CHECK(nv_pp_open(&other, &via, &ep[0].cfg) == NV_VIP_INVALID_PARAMETER);
     /* The benchmark's push-pull runs need the endpoint opened first on that VI. */
-    struct nv_bench_args a = {.role = 1, .op = NV_PP_BENCH_OP_ADVANCED, .vi = vis[1], .size = 4, .iterations = 1,
-                              .buf_va = AREA(1), .buf_pa = AREA(1), .desc = DESC(1) + 0x100};
+    struct nv_bench_args a = {.role = 1,
+                              .op = NV_PP_BENCH_OP_ADVANCED,
+                              .vi = vis[1],
+                              .size = 4,
+                              .iterations = 1,
+                              .buf_va = AREA(1),
+                              .buf_pa = AREA(1),
+                              .desc = DESC(1) + 0x100};
     uint32_t words[16] = {[NV_PP_ARG_THRESHOLD] = t};
     struct nv_bench_result r;
     CHECK(nv_pp_bench(&via, &a, words, &r) == NV_VIP_INVALID_STATE);

@@ -2,27 +2,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "fake_card.h"
 #include "fake_via.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
 
-static int failures, checks;
-
-#define CHECK(cond) do { \
-    checks++; \
-    if (!(cond)) { failures++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
-} while (0)
-
 static struct nv_via via;
-#define DESC_AREA (FAKE_HOST_BASE + 0xE000)   /* the descriptor area VIs are created with */
+#define DESC_AREA (FAKE_HOST_BASE + 0xE000) /* the descriptor area VIs are created with */
 
 static void setup(void)
 {
     fake_card_reset(0);
     fake_via_reset();
-    fake.cycles_per_read = 100;   /* 1 us per look at the clock */
+    fake.cycles_per_read = 100; /* 1 us per look at the clock */
     CHECK(nv_via_init(&via, 0, 100000000u) == NV_OK);
 }
 
@@ -40,8 +35,8 @@ static void put(uint32_t *words, unsigned offset, unsigned bytes, uint64_t value
 {
     for (unsigned i = 0; i < bytes; i++) {
         unsigned at = offset + i;
-        words[at / 4] = (words[at / 4] & ~(0xffu << (8 * (at % 4)))) |
-                        (uint32_t)((value >> (8 * i)) & 0xff) << (8 * (at % 4));
+        words[at / 4] = (words[at / 4] & ~(0xffu << (8 * (at % 4)))) | (uint32_t)((value >> (8 * i)) & 0xff)
+                                                                           << (8 * (at % 4));
     }
 }
 #define PUTMSG(words, name, v) put(words, NV_MGMT_MESSAGE_##name##_OFFSET, NV_MGMT_MESSAGE_##name##_BYTES, v)
@@ -107,8 +102,8 @@ static void test_register_writes_both_levels_valid_last(void)
     CHECK(pages[0] == FAKE_HOST_BASE + 0x2C00 && pages[1] == FAKE_HOST_BASE + 0x5000 &&
           pages[2] == FAKE_HOST_BASE + 0x8000);
     unsigned valid_word = handle * NV_ATT_L1_STRIDE_WORDS + NV_ATT_L1_ATTRIBUTES_OFFSET / 4;
-    CHECK(fake_via.att_last_write[valid_word] == fake_via.att_writes);   /* the last word written */
-    CHECK(fake_via.host_syncs > 0);                                      /* the page list was re-read */
+    CHECK(fake_via.att_last_write[valid_word] == fake_via.att_writes); /* the last word written */
+    CHECK(fake_via.host_syncs > 0);                                    /* the page list was re-read */
 
     /* A second region gets the next handle and other level-2 entries; deregistering frees both. */
     uint32_t second;
@@ -134,7 +129,7 @@ static void test_register_refuses_bad_arguments_and_writes_nothing(void)
     CHECK(nv_via_register_mem(&via, 0x1C00, 0x1000, tag, 0, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
     CHECK(nv_via_register_mem(&via, 0x1D00, 16, tag, 0, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
     CHECK(nv_via_register_mem(&via, 0x1C00, 16, tag, 0x80, list, 1, &handle) == NV_VIP_INVALID_PARAMETER);
-    fake_host_put32(list + 4, 0x10000000u);   /* a page outside host memory */
+    fake_host_put32(list + 4, 0x10000000u); /* a page outside host memory */
     CHECK(nv_via_register_mem(&via, 0x1C00, 0x800, tag, 0, list, 2, &handle) == NV_VIP_INVALID_PARAMETER);
     CHECK(fake_via.att_writes == writes);
     /* Out of handles. */
@@ -154,23 +149,28 @@ static void test_completion_queues_and_vis(void)
     setup();
     uint32_t tag = ptag();
     uint32_t args[16] = {[NV_MBOX_CREATE_CQ_ARG_BASE] = FAKE_HOST_BASE + 0x800, [NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 12};
-    CHECK(nv_via_command(&via, NV_MBOX_CREATE_CQ, args) == NV_VIP_INVALID_PARAMETER);   /* not a power of two */
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_CQ, args) == NV_VIP_INVALID_PARAMETER); /* not a power of two */
     args[NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 16;
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_CQ, args) == NV_VIP_SUCCESS);
     uint32_t cq = args[NV_MBOX_CREATE_CQ_RES_CQ];
     CHECK(fake_via.cq[cq].base == FAKE_HOST_BASE + 0x800 && fake_via.cq[cq].size == 16);
 
-    uint32_t vargs[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag + 1, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = cq, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
+    uint32_t vargs[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag + 1,
+                          [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                          [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = cq,
+                          [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
                           [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = 0x200};
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PTAG);
     vargs[NV_MBOX_CREATE_VI_ARG_PTAG] = tag;
-    vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = 1;   /* not created */
+    vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = 1; /* not created */
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, vargs) == NV_VIP_INVALID_PARAMETER);
     vargs[NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE;
     /* The descriptor area: aligned, room for a control segment, all in host memory. */
-    static const uint32_t bad_areas[][2] = {{DESC_AREA + 8, 0x200}, {DESC_AREA, 0}, {DESC_AREA, NV_DESC_CONTROL_SIZE - 1},
-                                            {FAKE_HOST_BASE - 0x200, 0x400}, {FAKE_HOST_BASE + FAKE_HOST_SIZE - 0x100, 0x200},
+    static const uint32_t bad_areas[][2] = {{DESC_AREA + 8, 0x200},
+                                            {DESC_AREA, 0},
+                                            {DESC_AREA, NV_DESC_CONTROL_SIZE - 1},
+                                            {FAKE_HOST_BASE - 0x200, 0x400},
+                                            {FAKE_HOST_BASE + FAKE_HOST_SIZE - 0x100, 0x200},
                                             {DESC_AREA, 0xFFFFFFF0u}};
     for (unsigned i = 0; i < sizeof bad_areas / sizeof bad_areas[0]; i++) {
         vargs[NV_MBOX_CREATE_VI_ARG_DESC_BASE] = bad_areas[i][0];
@@ -185,25 +185,29 @@ static void test_completion_queues_and_vis(void)
     CHECK(fake_via.vi[vi].desc_base == DESC_AREA && fake_via.vi[vi].desc_size == 0x200);
     CHECK(fake_via.vi[vi].cq_bind == (cq << NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT | NV_VIA_VI_CQ_BIND_RECV_EN_MASK));
     uint32_t dargs[16] = {[NV_MBOX_DESTROY_CQ_ARG_CQ] = cq};
-    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_INVALID_STATE);   /* bound to the VI */
+    CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_INVALID_STATE); /* bound to the VI */
     uint32_t xargs[16] = {[NV_MBOX_DESTROY_VI_ARG_VI] = vi};
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, xargs) == NV_VIP_SUCCESS);
-    CHECK(fake_via.vi[vi].desc_size == 0);   /* a freed VI can post nothing */
+    CHECK(fake_via.vi[vi].desc_size == 0); /* a freed VI can post nothing */
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, xargs) == NV_VIP_INVALID_PARAMETER);
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_CQ, dargs) == NV_VIP_SUCCESS && fake_via.cq[cq].size == 0);
     /* Every VI taken: none left. */
     for (unsigned i = 0; i < FAKE_VIS; i++)
         new_vi(tag);
-    uint32_t more[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
+    uint32_t more[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag,
+                         [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE,
+                         [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
                          [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = 0x200};
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, more) == NV_VIP_ERROR_RESOURCE);
 }
 
 static uint32_t new_vi(uint32_t tag)
 {
-    uint32_t args[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag, [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
-                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE, [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
+    uint32_t args[16] = {[NV_MBOX_CREATE_VI_ARG_PTAG] = tag,
+                         [NV_MBOX_CREATE_VI_ARG_SEND_CQ] = NV_MBOX_NONE,
+                         [NV_MBOX_CREATE_VI_ARG_RECV_CQ] = NV_MBOX_NONE,
+                         [NV_MBOX_CREATE_VI_ARG_DESC_BASE] = DESC_AREA,
                          [NV_MBOX_CREATE_VI_ARG_DESC_SIZE] = 0x200};
     CHECK(nv_via_command(&via, NV_MBOX_CREATE_VI, args) == NV_VIP_SUCCESS);
     return args[NV_MBOX_CREATE_VI_RES_VI];
@@ -224,7 +228,7 @@ static void test_client_connects_with_buffer_exchange(void)
     setup();
     uint32_t vi = new_vi(ptag());
     uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi, [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 0};
-    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_INVALID_PARAMETER);   /* ourselves */
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_INVALID_PARAMETER); /* ourselves */
     args[NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 1;
     args[NV_MBOX_CONNECT_REQUEST_ARG_DISCRIMINATOR] = 77;
     args[NV_MBOX_CONNECT_REQUEST_ARG_BUF_VA_LO] = 0x1000;
@@ -244,7 +248,7 @@ static void test_client_connects_with_buffer_exchange(void)
 
     uint32_t accept[8];
     message(accept, NV_MGMT_TYPE_CONNECT_ACCEPT, 2, vi, 77, (uint32_t)MSG(req, REQUEST_ID) + 1);
-    fake_via_inject(1, accept, NV_MGMT_MESSAGE_SIZE);   /* another attempt's answer: ignored */
+    fake_via_inject(1, accept, NV_MGMT_MESSAGE_SIZE); /* another attempt's answer: ignored */
     message(accept, NV_MGMT_TYPE_CONNECT_ACCEPT, 2, vi, 77, (uint32_t)MSG(req, REQUEST_ID));
     PUTMSG(accept, FLAGS, NV_MGMT_MESSAGE_FLAGS_HAS_BUFFER_MASK);
     PUTMSG(accept, BUF_VA, 0x5000);
@@ -268,18 +272,19 @@ static void test_client_retries_then_times_out_or_is_rejected(void)
 {
     setup();
     uint32_t vi = new_vi(ptag());
-    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi, [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 3,
+    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi,
+                         [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 3,
                          [NV_MBOX_CONNECT_REQUEST_ARG_BUF_HANDLE] = NV_MBOX_NONE,
                          [NV_MBOX_CONNECT_REQUEST_ARG_TIMEOUT_US] = 1000};
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
     uint32_t st[16] = {[NV_MBOX_CONNECT_STATUS_ARG_VI] = vi};
     for (int i = 0; i < 2000 && nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_NOT_DONE; i++)
         nv_via_poll(&via);
-    CHECK(fake_via.sent_count >= 3);   /* repeated every NV_VIA_RETRY_US */
+    CHECK(fake_via.sent_count >= 3); /* repeated every NV_VIA_RETRY_US */
     CHECK(!(MSG(fake_via.sent[0].words, FLAGS) & NV_MGMT_MESSAGE_FLAGS_HAS_BUFFER_MASK));
     CHECK(fake_via.vi[vi].connects == 0);
     CHECK(strstr(fake.log, "did not answer") != NULL);
-    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_INVALID_STATE);   /* reported once */
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_STATUS, st) == NV_VIP_INVALID_STATE); /* reported once */
 
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
     nv_via_poll(&via);
@@ -298,7 +303,7 @@ static void test_server_accepts_once_and_answers_repeats(void)
     uint32_t req[8];
     message(req, NV_MGMT_TYPE_CONNECT_REQUEST, 5, 0xffff, 42, 9);
     fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);
-    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);   /* the client repeated itself */
+    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE); /* the client repeated itself */
     nv_via_poll(&via);
     nv_via_poll(&via);
     uint32_t w[16] = {[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 41};
@@ -308,10 +313,12 @@ static void test_server_accepts_once_and_answers_repeats(void)
     CHECK(w[NV_MBOX_CONNECT_WAIT_RES_NODE] == 2 && w[NV_MBOX_CONNECT_WAIT_RES_PEER_VI] == 5);
     CHECK(w[NV_MBOX_CONNECT_WAIT_RES_BUF_HANDLE] == NV_MBOX_NONE);
     uint32_t request = w[NV_MBOX_CONNECT_WAIT_RES_REQUEST];
-    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_NOT_DONE);   /* one request, one host */
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_NOT_DONE); /* one request, one host */
 
-    uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = request + 1, [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
-                      [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_HANDLE] = 2, [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_LENGTH] = 64};
+    uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = request + 1,
+                      [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
+                      [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_HANDLE] = 2,
+                      [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_LENGTH] = 64};
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_NO_MATCH);
     a[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = request;
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
@@ -322,7 +329,7 @@ static void test_server_accepts_once_and_answers_repeats(void)
     CHECK(MSG(acc, TYPE) == NV_MGMT_TYPE_CONNECT_ACCEPT && MSG(acc, SRC_VI) == vi && MSG(acc, DST_VI) == 5);
     CHECK(MSG(acc, REQUEST_ID) == 9 && MSG(acc, BUF_HANDLE) == 2 && MSG(acc, BUF_LENGTH) == 64);
 
-    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);   /* our ACCEPT was lost: the client asks again */
+    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE); /* our ACCEPT was lost: the client asks again */
     nv_via_poll(&via);
     CHECK(fake_via.sent_count == 2 && MSG(fake_via.sent[1].words, TYPE) == NV_MGMT_TYPE_CONNECT_ACCEPT);
     CHECK(fake_via.vi[vi].connects == 1);
@@ -338,7 +345,8 @@ static void test_disconnect_both_ways(void)
     nv_via_poll(&via);
     uint32_t w[16] = {[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 7};
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_SUCCESS);
-    uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = w[0], [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
+    uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = w[0],
+                      [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
                       [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_HANDLE] = NV_MBOX_NONE};
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
 
@@ -354,7 +362,7 @@ static void test_disconnect_both_ways(void)
     message(req, NV_MGMT_TYPE_CONNECT_REQUEST, 1, 0xffff, 7, 2);
     fake_via_inject(1, req, NV_MGMT_MESSAGE_SIZE);
     nv_via_poll(&via);
-    w[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 7;   /* the results overwrote the arguments */
+    w[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 7; /* the results overwrote the arguments */
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_SUCCESS);
     a[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = w[NV_MBOX_CONNECT_WAIT_RES_REQUEST];
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
@@ -364,7 +372,7 @@ static void test_disconnect_both_ways(void)
     CHECK(fake_via.vi[vi].state == NV_VI_STATE_IDLE && fake_via.vi[vi].resets >= 2);
     for (int i = 0; i < 300; i++)
         nv_via_poll(&via);
-    CHECK(fake_via.sent_count - before >= 2);   /* DISCONNECT, repeated */
+    CHECK(fake_via.sent_count - before >= 2); /* DISCONNECT, repeated */
     CHECK(MSG(fake_via.sent[before].words, TYPE) == NV_MGMT_TYPE_DISCONNECT);
     uint32_t ack[8];
     message(ack, NV_MGMT_TYPE_DISCONNECT_ACK, 1, vi, 0, 0);
@@ -373,7 +381,7 @@ static void test_disconnect_both_ways(void)
     unsigned after = fake_via.sent_count;
     for (int i = 0; i < 300; i++)
         nv_via_poll(&via);
-    CHECK(fake_via.sent_count == after);   /* acknowledged: no more repeats */
+    CHECK(fake_via.sent_count == after); /* acknowledged: no more repeats */
     CHECK(nv_via_command(&via, NV_MBOX_DESTROY_VI, (uint32_t[16]){[0] = vi}) == NV_VIP_SUCCESS);
 }
 
@@ -384,7 +392,7 @@ static void test_mailbox_runs_each_command_once(void)
     nv_via_poll(&via);
     CHECK(fake_via.mbox_status == (5u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_SUCCESS));
     CHECK(fake_via.mbox_data[NV_MBOX_CREATE_PTAG_RES_PTAG] == 1);
-    nv_via_poll(&via);   /* same SEQ: nothing new */
+    nv_via_poll(&via); /* same SEQ: nothing new */
     CHECK(via.ptags == 1);
     fake_via.mbox_cmd = 6u << NV_VIA_MBOX_CMD_SEQ_SHIFT | 0x7777;
     nv_via_poll(&via);
@@ -395,7 +403,7 @@ static void test_interrupt_driven_port_acknowledges_before_reading_the_mailbox(v
 {
     setup();
     nv_via_poll(&via);
-    CHECK(fake_via.irq_enable == 0 && fake_via.irq_mbox_acks == 0);   /* a polling port touches nothing */
+    CHECK(fake_via.irq_enable == 0 && fake_via.irq_mbox_acks == 0); /* a polling port touches nothing */
     nv_via_irq_enable(&via);
     CHECK(fake_via.irq_enable == (NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK));
     fake_via.mbox_cmd = 7u << NV_VIA_MBOX_CMD_SEQ_SHIFT | NV_MBOX_NOP;
@@ -408,13 +416,14 @@ static void test_interrupt_driven_port_acknowledges_before_reading_the_mailbox(v
 static void test_next_timer_is_the_earliest_retry_or_timeout(void)
 {
     setup();
-    CHECK(nv_via_next_timer(&via) == UINT64_MAX);   /* idle: only the interrupt brings work */
+    CHECK(nv_via_next_timer(&via) == UINT64_MAX); /* idle: only the interrupt brings work */
     uint32_t vi = new_vi(ptag());
-    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi, [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 3,
+    uint32_t args[16] = {[NV_MBOX_CONNECT_REQUEST_ARG_VI] = vi,
+                         [NV_MBOX_CONNECT_REQUEST_ARG_NODE] = 3,
                          [NV_MBOX_CONNECT_REQUEST_ARG_BUF_HANDLE] = NV_MBOX_NONE,
                          [NV_MBOX_CONNECT_REQUEST_ARG_TIMEOUT_US] = 1000};
     CHECK(nv_via_command(&via, NV_MBOX_CONNECT_REQUEST, args) == NV_VIP_SUCCESS);
-    CHECK(nv_via_next_timer(&via) == 0);   /* the request is to be sent now */
+    CHECK(nv_via_next_timer(&via) == 0); /* the request is to be sent now */
     nv_via_poll(&via);
     uint64_t now = fake.cycles;
     uint64_t retry = nv_via_next_timer(&via);
@@ -424,11 +433,11 @@ static void test_next_timer_is_the_earliest_retry_or_timeout(void)
     while (nv_via_command(&via, NV_MBOX_CONNECT_STATUS, (uint32_t[16]){[0] = vi}) == NV_VIP_NOT_DONE) {
         uint64_t due = nv_via_next_timer(&via);
         CHECK(due != UINT64_MAX);
-        while (fake.cycles < due)   /* nothing happens before the timer is due */
+        while (fake.cycles < due) /* nothing happens before the timer is due */
             fake.cycles += per_us;
         nv_via_poll(&via);
     }
-    CHECK(fake_via.sent_count >= 3);   /* retried, then timed out */
+    CHECK(fake_via.sent_count >= 3); /* retried, then timed out */
     CHECK(nv_via_next_timer(&via) == UINT64_MAX);
 }
 
@@ -436,12 +445,17 @@ static void test_bench_refuses_an_unconnected_vi(void)
 {
     setup();
     uint32_t vi = new_vi(ptag());
-    struct nv_bench_args a = {.role = 1, .op = NV_BENCH_OP_SEND_RECV, .vi = vi, .size = 4, .iterations = 1,
-                              .buf_pa = FAKE_HOST_BASE, .desc = FAKE_HOST_BASE + 0x100};
+    struct nv_bench_args a = {.role = 1,
+                              .op = NV_BENCH_OP_SEND_RECV,
+                              .vi = vi,
+                              .size = 4,
+                              .iterations = 1,
+                              .buf_pa = FAKE_HOST_BASE,
+                              .desc = FAKE_HOST_BASE + 0x100};
     struct nv_bench_result r;
     CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
     fake_via.vi[vi].state = NV_VI_STATE_CONNECTED;
-    a.desc = FAKE_HOST_BASE + 0x104;   /* misaligned */
+    a.desc = FAKE_HOST_BASE + 0x104; /* misaligned */
     CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
     a.desc = FAKE_HOST_BASE + 0x100;
     a.op = NV_BENCH_OP_RDMA_WRITE;
@@ -455,10 +469,100 @@ static void test_bench_refuses_an_unconnected_vi(void)
     /* The agent posted from its own area, which it made the VI's (none refused by the card). */
     CHECK(fake_via.vi[vi].desc_base == FAKE_HOST_BASE + 0x100 &&
           fake_via.vi[vi].last_doorbell - fake_via.vi[vi].desc_base < fake_via.vi[vi].desc_size);
-    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].rq_doorbells == 1 && fake_via.vi[vi].refused_doorbells == 0);
+    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].rq_doorbells == 1 &&
+          fake_via.vi[vi].refused_doorbells == 0);
     CHECK(fake_via.vi[vi].last_doorbell >= FAKE_HOST_BASE + 0x100 &&
           fake_via.vi[vi].last_doorbell < FAKE_HOST_BASE + 0x1100 && !(fake_via.vi[vi].last_doorbell & 15));
     CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);
+}
+
+/* A handler that records how it was called and answers in the first result word. */
+struct recorder {
+    unsigned calls;
+    uint32_t code, first_arg;
+    struct nv_via *via;
+};
+
+static uint32_t record(struct nv_via *v, void *context, uint32_t code, uint32_t args[16])
+{
+    struct recorder *r = context;
+    r->calls++;
+    r->via = v;
+    r->code = code;
+    r->first_arg = args[0];
+    args[1] = args[0] + 1;
+    return NV_VIP_NOT_DONE;
+}
+
+static uint32_t other(struct nv_via *v, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)v, (void)context, (void)code, (void)args;
+    return NV_VIP_ERROR;
+}
+
+#define AGENT_CODE 0x70u /* no command of the manager's */
+
+static void test_mailbox_dispatches_to_a_registered_handler(void)
+{
+    setup();
+    struct recorder r = {0};
+    CHECK(nv_via_register_command(&via, AGENT_CODE, record, &r) == NV_OK);
+    uint32_t args[16] = {[0] = 41};
+    CHECK(nv_via_command(&via, AGENT_CODE, args) == NV_VIP_NOT_DONE);
+    CHECK(r.calls == 1 && r.via == &via && r.code == AGENT_CODE && r.first_arg == 41 && args[1] == 42);
+    /* Through the mailbox registers, as the host sends it. */
+    fake_via.mbox_cmd = 9u << NV_VIA_MBOX_CMD_SEQ_SHIFT | AGENT_CODE;
+    fake_via.mbox_data[0] = 7;
+    nv_via_poll(&via);
+    CHECK(r.calls == 2 && fake_via.mbox_data[1] == 8);
+    CHECK(fake_via.mbox_status == (9u << NV_VIA_MBOX_STATUS_SEQ_SHIFT | NV_VIP_NOT_DONE));
+    /* The manager's own commands still reach the manager. */
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS && via.ptags == 1 && r.calls == 2);
+}
+
+static void test_mailbox_refuses_a_command_nobody_registered(void)
+{
+    setup();
+    uint32_t args[16] = {[0] = 5, [1] = 6};
+    CHECK(nv_via_command(&via, AGENT_CODE, args) == NV_VIP_INVALID_FUNCTION);
+    CHECK(args[0] == 5 && args[1] == 6); /* untouched */
+    /* The benchmark agent's command exists once the agent registered it, as the ports do. */
+    CHECK(nv_via_command(&via, NV_MBOX_BENCH, args) == NV_VIP_INVALID_FUNCTION);
+    CHECK(nv_bench_register(&via) == NV_OK);
+    uint32_t bench[16] = {
+        [NV_MBOX_BENCH_ARG_OP] = NV_BENCH_OP_SEND_RECV, [NV_MBOX_BENCH_ARG_VI] = 0, [NV_MBOX_BENCH_ARG_ITERATIONS] = 1};
+    CHECK(nv_via_command(&via, NV_MBOX_BENCH, bench) == NV_VIP_INVALID_PARAMETER); /* VI 0 is not connected */
+    CHECK(nv_bench_register(&via) == NV_ERR_EXISTS);
+}
+
+static void test_register_refuses_a_duplicate(void)
+{
+    setup();
+    struct recorder r = {0};
+    CHECK(nv_via_register_command(&via, AGENT_CODE, record, &r) == NV_OK);
+    CHECK(nv_via_register_command(&via, AGENT_CODE, other, NULL) == NV_ERR_EXISTS);
+    CHECK(nv_via_register_command(&via, NV_MBOX_CREATE_PTAG, other, NULL) == NV_ERR_EXISTS);
+    CHECK(nv_via_register_command(&via, AGENT_CODE + 1, NULL, NULL) == NV_ERR_ARG);
+    uint32_t args[16] = {0};
+    CHECK(nv_via_command(&via, AGENT_CODE, args) == NV_VIP_NOT_DONE && r.calls == 1); /* the first one kept */
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_PTAG, args) == NV_VIP_SUCCESS);
+    CHECK(nv_via_command(&via, AGENT_CODE + 1, args) == NV_VIP_INVALID_FUNCTION);
+}
+
+static void test_register_refuses_when_the_table_is_full(void)
+{
+    setup();
+    struct recorder r = {0};
+    unsigned free_entries = NV_VIA_MAX_COMMANDS - via.command_count;
+    CHECK(free_entries >= 2); /* room for the benchmark agent and one more */
+    for (unsigned i = 0; i < free_entries; i++)
+        CHECK(nv_via_register_command(&via, AGENT_CODE + i, record, &r) == NV_OK);
+    CHECK(nv_via_register_command(&via, AGENT_CODE + free_entries, record, &r) == NV_ERR_FULL);
+    CHECK(via.command_count == NV_VIA_MAX_COMMANDS);
+    uint32_t args[16] = {0};
+    CHECK(nv_via_command(&via, AGENT_CODE + free_entries, args) == NV_VIP_INVALID_FUNCTION);
+    CHECK(nv_via_command(&via, AGENT_CODE + free_entries - 1, args) == NV_VIP_NOT_DONE && r.calls == 1);
+    CHECK(nv_via_command(&via, NV_MBOX_NOP, args) == NV_VIP_SUCCESS);
 }
 
 int main(void)
@@ -476,6 +580,10 @@ int main(void)
     test_interrupt_driven_port_acknowledges_before_reading_the_mailbox();
     test_next_timer_is_the_earliest_retry_or_timeout();
     test_bench_refuses_an_unconnected_vi();
+    test_mailbox_dispatches_to_a_registered_handler();
+    test_mailbox_refuses_a_command_nobody_registered();
+    test_register_refuses_a_duplicate();
+    test_register_refuses_when_the_table_is_full();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

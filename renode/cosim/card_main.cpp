@@ -46,14 +46,14 @@ struct Stamped {
 
 struct Card {
     Vnumavia_card_cosim top;
-    uint64_t now = 0;                   // card cycles run since the ring started
+    uint64_t now = 0;   // card cycles run since the ring started
     uint64_t step_end = 0;
     bool stop_at_bus_end = false;
 
     // Ring link.
-    std::deque<Stamped> sent;           // left the card, not yet taken by the connector
-    std::deque<Stamped> to_receive;     // delivered by the connector, in cycle order
-    uint64_t late_symbols = 0;          // arrived after their cycle: the connector broke lockstep
+    std::deque<Stamped> sent;         // left the card, not yet taken by the connector
+    std::deque<Stamped> to_receive;   // delivered by the connector, in cycle order
+    uint64_t late_symbols = 0;        // arrived after their cycle: the connector broke lockstep
 
     // CPU bus: one access at a time.
     bool bus_active = false, bus_ending = false, bus_done = false;
@@ -61,11 +61,11 @@ struct Card {
     uint32_t bus_data = 0;
 
 #if NV_CARD_HAS_VIA
-    std::deque<uint64_t> eth_sent;      // words of frames the card sent
+    std::deque<uint64_t> eth_sent;   // words of frames the card sent
     std::deque<uint64_t> eth_to_receive;
     bool eth_rx_taken = false;
     WishboneInitiator<uint32_t, uint32_t> *dma = nullptr;
-    uint8_t dma_stall = 0;              // the card's DMA port is classic Wishbone: no stall line
+    uint8_t dma_stall = 0;   // the card's DMA port is classic Wishbone: no stall line
 #endif
     uint8_t last_clk = 0;
 };
@@ -82,14 +82,12 @@ uint64_t eth_word(uint32_t data, unsigned bytes, bool last) {
 void before_rising_edge(Card &c) {
     auto &top = c.top;
     const uint32_t tx = top.ring_tx & kSymbolMask;
-    if (tx)
-        c.sent.push_back({c.now, tx});
+    if (tx) c.sent.push_back({c.now, tx});
     // The symbol due in this cycle, sampled by the receiver at this edge: a symbol sent in cycle t
     // is received in cycle t + delay, so a window of the ring delay never needs its own symbols.
     top.ring_rx = 0;
     while (!c.to_receive.empty() && c.to_receive.front().cycle <= c.now) {
-        if (c.to_receive.front().cycle < c.now)
-            c.late_symbols++;
+        if (c.to_receive.front().cycle < c.now) c.late_symbols++;
         top.ring_rx = c.to_receive.front().symbol;
         c.to_receive.pop_front();
     }
@@ -105,7 +103,8 @@ void before_rising_edge(Card &c) {
         const unsigned last_be = (beat >> NV_ETH_BEAT_LAST_BE_LSB) & 0xf;
         unsigned bytes = 4;
         if (last)
-            for (bytes = 1; bytes < 4 && !(last_be & (1u << (bytes - 1))); bytes++) {}
+            for (bytes = 1; bytes < 4 && !(last_be & (1u << (bytes - 1))); bytes++) {
+            }
         c.eth_sent.push_back(eth_word(uint32_t(beat), bytes, last));
     }
     c.eth_rx_taken = top.eth_rx_valid && top.eth_rx_ready;
@@ -123,17 +122,15 @@ void after_rising_edge(Card &c) {
         c.bus_done = true;
     }
 #if NV_CARD_HAS_VIA
-    if (c.eth_rx_taken)
-        c.eth_to_receive.pop_front();
+    if (c.eth_rx_taken) c.eth_to_receive.pop_front();
     top.eth_tx_ready = 1;
     top.eth_rx_valid = !c.eth_to_receive.empty();
     if (!c.eth_to_receive.empty()) {
         const uint64_t word = c.eth_to_receive.front();
         const bool last = (word >> NV_ETH_WORD_LAST_BIT) & 1;
         const unsigned bytes = ((word >> NV_ETH_WORD_BYTES_SHIFT) & 3) + 1;
-        top.eth_rx_payload = uint64_t(uint32_t(word)) << NV_ETH_BEAT_DATA_LSB
-                           | uint64_t(last) << NV_ETH_BEAT_LAST_LSB
-                           | uint64_t(last ? 1u << (bytes - 1) : 0) << NV_ETH_BEAT_LAST_BE_LSB;
+        top.eth_rx_payload = uint64_t(uint32_t(word)) << NV_ETH_BEAT_DATA_LSB | uint64_t(last) << NV_ETH_BEAT_LAST_LSB |
+                             uint64_t(last ? 1u << (bytes - 1) : 0) << NV_ETH_BEAT_LAST_BE_LSB;
     }
 #endif
 }
@@ -141,17 +138,13 @@ void after_rising_edge(Card &c) {
 void eval() {
     Card &c = *card;
     const bool rising = c.top.clk && !c.last_clk;
-    if (rising)
-        before_rising_edge(c);
+    if (rising) before_rising_edge(c);
     c.top.eval();
-    if (rising)
-        after_rising_edge(c);
+    if (rising) after_rising_edge(c);
     c.last_clk = c.top.clk;
 }
 
-bool step_over(const Card &c) {
-    return c.now >= c.step_end || (c.stop_at_bus_end && c.bus_done);
-}
+bool step_over(const Card &c) { return c.now >= c.step_end || (c.stop_at_bus_end && c.bus_done); }
 
 // Run cycles until the step is over. With VIA the DMA initiator clocks the card, so its
 // per-cycle handlers serve the card's DMA requests; it is ticked one cycle at a time so that a
@@ -182,8 +175,7 @@ void pulse_reset(Card &c) {
 }
 
 uint64_t pop(std::deque<uint64_t> &queue) {
-    if (queue.empty())
-        return 0;
+    if (queue.empty()) return 0;
     const uint64_t value = kPresent | queue.front();
     queue.pop_front();
     return value;
@@ -209,20 +201,15 @@ public:
             handleInterrupts();
 #endif
             uint64_t answer = (c.now - start) | uint64_t(c.sent.size()) << NV_STEP_SENT_SHIFT;
-            if (c.bus_done)
-                answer |= 1ull << NV_STEP_BUS_DONE_BIT;
-            if (c.late_symbols)
-                answer |= 1ull << NV_STEP_LATE_BIT;
+            if (c.bus_done) answer |= 1ull << NV_STEP_BUS_DONE_BIT;
+            if (c.late_symbols) answer |= 1ull << NV_STEP_LATE_BIT;
 #if NV_CARD_HAS_VIA
-            if (!c.eth_sent.empty())
-                answer |= 1ull << NV_STEP_ETH_SENT_BIT;
+            if (!c.eth_sent.empty()) answer |= 1ull << NV_STEP_ETH_SENT_BIT;
 #endif
             reply(message->actionId, answer);
             break;
         }
-        case NV_ACTION_MODEL_ID:
-            reply(message->actionId, NUMAVIA_CARD_MODEL_ID);
-            break;
+        case NV_ACTION_MODEL_ID: reply(message->actionId, NUMAVIA_CARD_MODEL_ID); break;
         case NV_ACTION_SET_CYCLE:
             c.now = message->value;
             reply(ok, 0);
@@ -272,26 +259,21 @@ public:
             c.bus_done = false;
             break;
 #if NV_CARD_HAS_VIA
-        case NV_ACTION_ETH_TX_POP:
-            reply(message->actionId, pop(c.eth_sent));
-            break;
+        case NV_ACTION_ETH_TX_POP: reply(message->actionId, pop(c.eth_sent)); break;
         case NV_ACTION_ETH_RX_PUSH:
             c.eth_to_receive.push_back(message->value);
             reply(ok, 0);
             break;
 #endif
-        default:
-            RenodeAgent::handleCustomRequestType(message);
+        default: RenodeAgent::handleCustomRequestType(message);
         }
     }
 
 private:
-    void reply(int action, uint64_t value) {
-        communicationChannel->sendMain(Protocol(action, 0, value));
-    }
+    void reply(int action, uint64_t value) { communicationChannel->sendMain(Protocol(action, 0, value)); }
 };
 
-}  // namespace
+}   // namespace
 
 RenodeAgent *Init() {
     card = new Card;
@@ -300,7 +282,7 @@ RenodeAgent *Init() {
     top.clk = 0;
     top.wb_cyc = top.wb_stb = top.wb_we = 0;
     auto *agent = new CardAgent;
-    agent->connectNative();     // the model runs inside Renode's process
+    agent->connectNative();   // the model runs inside Renode's process
 #if NV_CARD_HAS_VIA
     auto *dma = new WishboneInitiator<uint32_t, uint32_t>();
     dma->wb_clk = &top.clk;

@@ -37,7 +37,7 @@ struct alignas(64) Doorbell {
 // What every node publishes for the progress line (read by the process that prints it).
 struct alignas(64) NodeStatus {
     std::atomic<uint64_t> sys_cycle;
-    std::atomic<uint32_t> state;      // NodeState
+    std::atomic<uint32_t> state;   // NodeState
     char pad[52];
 };
 
@@ -58,8 +58,8 @@ public:
             throw std::invalid_argument("a run needs 1 <= processes <= nodes");
         lay_out();
         if (path.empty()) {
-            base_ = static_cast<uint8_t *>(::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
-                                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+            base_ = static_cast<uint8_t *>(
+                ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
         } else {
             int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
             if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
@@ -71,7 +71,8 @@ public:
             base_ = static_cast<uint8_t *>(::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
             ::close(fd);
         }
-        if (base_ == MAP_FAILED) throw std::runtime_error(std::string("cannot map the channels: ") + std::strerror(errno));
+        if (base_ == MAP_FAILED)
+            throw std::runtime_error(std::string("cannot map the channels: ") + std::strerror(errno));
         // The header is written by whoever comes first; the others check it describes the same run.
         auto *magic = reinterpret_cast<std::atomic<uint64_t> *>(base_);
         auto *shape = reinterpret_cast<std::atomic<uint64_t> *>(base_ + 8);
@@ -79,18 +80,21 @@ public:
         uint64_t expected = 0;
         if (magic->compare_exchange_strong(expected, kMagic)) shape->store(want);
         else if (expected != kMagic) throw std::runtime_error("the channel file belongs to something else");
-        while (shape->load() == 0) {}
+        while (shape->load() == 0) {
+        }
         if (shape->load() != want) throw std::runtime_error("the channel file belongs to another run");
         for (int c = 0; c < kChannelKinds; c++)
             for (int i = 0; i < nodes_; i++) {
                 const Slot &s = slots_[c][i];
-                queues_[c][i] = s.capacity ? Queue(reinterpret_cast<QueueState *>(base_ + s.offset),
-                                                   reinterpret_cast<Record *>(base_ + s.offset + sizeof(QueueState)),
-                                                   s.capacity)
-                                           : Queue();
+                queues_[c][i] =
+                    s.capacity ? Queue(reinterpret_cast<QueueState *>(base_ + s.offset),
+                                       reinterpret_cast<Record *>(base_ + s.offset + sizeof(QueueState)), s.capacity)
+                               : Queue();
             }
     }
-    ~Arena() { if (base_ && base_ != MAP_FAILED) ::munmap(base_, size_); }
+    ~Arena() {
+        if (base_ && base_ != MAP_FAILED) ::munmap(base_, size_);
+    }
     Arena(const Arena &) = delete;
     Arena &operator=(const Arena &) = delete;
 
@@ -167,7 +171,8 @@ private:
             queues_[c].assign(nodes_, Queue());
             if (!has(Channel(c))) continue;
             const uint32_t capacity = Channel(c) == Channel::ControlUp || Channel(c) == Channel::ControlDown
-                                          ? kControlCapacity : kDataCapacity;
+                                          ? kControlCapacity
+                                          : kDataCapacity;
             for (int i = 0; i < nodes_; i++) {
                 slots_[c][i] = {at, capacity};
                 at += (Queue::bytes(capacity) + 63) & ~size_t(63);

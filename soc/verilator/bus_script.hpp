@@ -16,7 +16,9 @@ public:
 
     void write(uint32_t addr, uint32_t value) { steps_.push_back({Kind::Write, addr, value, 0, nullptr}); }
     void read(uint32_t addr, uint32_t *out) { steps_.push_back({Kind::Read, addr, 0, 0, out}); }
-    void poll(uint32_t addr, uint32_t mask, uint32_t value) { steps_.push_back({Kind::Poll, addr, value, mask, nullptr}); }
+    void poll(uint32_t addr, uint32_t mask, uint32_t value) {
+        steps_.push_back({Kind::Poll, addr, value, mask, nullptr});
+    }
     bool idle() const { return steps_.empty() && !active_; }
 
     void drive(uint64_t) override {

@@ -18,11 +18,11 @@
 
 #include "verilated.h"
 
-#include "model_ports.h"     // generated: Model, NodePorts, nv_bind_ports(), nv_clocks(), NV_MAX_NODES
-#include "card_config.h"     // generated: the card's parameters
-#include "counters_table.h"  // generated: every counter register
-#include "numavia_regs.h"    // generated from host/numavia/base/regmap.py
-#include "numavia_sci.h"     // generated from host/numavia/base/sci_packet.py
+#include "model_ports.h"      // generated: Model, NodePorts, nv_bind_ports(), nv_clocks(), NV_MAX_NODES
+#include "card_config.h"      // generated: the card's parameters
+#include "counters_table.h"   // generated: every counter register
+#include "numavia_regs.h"     // generated from host/numavia/base/regmap.py
+#include "numavia_sci.h"      // generated from host/numavia/base/sci_packet.py
 #include "bus_script.hpp"
 #include "clocks.hpp"
 #include "host_driver.hpp"
@@ -36,17 +36,17 @@ namespace {
 
 struct Options {
     RingOptions ring;
-    uint64_t ops = 1000;                 // accesses per node
-    unsigned hot_lines = 2;              // hot lines in each node's slice
-    unsigned words = 2;                  // words used in each hot line
+    uint64_t ops = 1000;      // accesses per node
+    unsigned hot_lines = 2;   // hot lines in each node's slice
+    unsigned words = 2;       // words used in each hot line
     double write_fraction = 0.4;
     unsigned max_gap = 30;
     bool numa = false;
     uint64_t watchdog = 2'000'000;
     std::string ucode;
-    bool access_log = true;              // every access to accesses.node<i>.log (off for long traces)
-    std::string script;                  // scripted mode: steps run one at a time
-    std::string trace_dir;               // trace mode: node<i>.trace for every node
+    bool access_log = true;   // every access to accesses.node<i>.log (off for long traces)
+    std::string script;       // scripted mode: steps run one at a time
+    std::string trace_dir;    // trace mode: node<i>.trace for every node
 };
 
 // A scripted step: node, r(ead)/w(rite)/f(lush), host port address, value.
@@ -57,30 +57,34 @@ struct ScriptStep {
 };
 
 [[noreturn]] void usage(const std::string &msg) {
-    std::fprintf(stderr, "bench: %s\n"
-        "usage: Vnumavia_card --ucode FILE [--ops N] [--hot-lines N] [--words N] [--write-fraction F]\n"
-        "       [--max-gap N] [--numa] [--watchdog N] [--no-access-log] [--script FILE] [--trace-dir DIR]\n%s",
-        msg.c_str(), RingOptions::kUsage);
+    std::fprintf(stderr,
+                 "bench: %s\n"
+                 "usage: Vnumavia_card --ucode FILE [--ops N] [--hot-lines N] [--words N] [--write-fraction F]\n"
+                 "       [--max-gap N] [--numa] [--watchdog N] [--no-access-log] [--script FILE] [--trace-dir DIR]\n%s",
+                 msg.c_str(), RingOptions::kUsage);
     std::exit(2);
 }
 
 Options parse(int argc, char **argv) {
     Options o;
-    parse_command_line(argc, argv, o.ring, [&](const std::string &a, auto &value) {
-        if (a == "--ops") o.ops = std::strtoull(value().c_str(), nullptr, 0);
-        else if (a == "--hot-lines") o.hot_lines = std::atoi(value().c_str());
-        else if (a == "--words") o.words = std::atoi(value().c_str());
-        else if (a == "--write-fraction") o.write_fraction = std::atof(value().c_str());
-        else if (a == "--max-gap") o.max_gap = std::atoi(value().c_str());
-        else if (a == "--numa") o.numa = true;
-        else if (a == "--watchdog") o.watchdog = std::strtoull(value().c_str(), nullptr, 0);
-        else if (a == "--ucode") o.ucode = value();
-        else if (a == "--no-access-log") o.access_log = false;
-        else if (a == "--script") o.script = value();
-        else if (a == "--trace-dir") o.trace_dir = value();
-        else return false;
-        return true;
-    }, usage);
+    parse_command_line(
+        argc, argv, o.ring,
+        [&](const std::string &a, auto &value) {
+            if (a == "--ops") o.ops = std::strtoull(value().c_str(), nullptr, 0);
+            else if (a == "--hot-lines") o.hot_lines = std::atoi(value().c_str());
+            else if (a == "--words") o.words = std::atoi(value().c_str());
+            else if (a == "--write-fraction") o.write_fraction = std::atof(value().c_str());
+            else if (a == "--max-gap") o.max_gap = std::atoi(value().c_str());
+            else if (a == "--numa") o.numa = true;
+            else if (a == "--watchdog") o.watchdog = std::strtoull(value().c_str(), nullptr, 0);
+            else if (a == "--ucode") o.ucode = value();
+            else if (a == "--no-access-log") o.access_log = false;
+            else if (a == "--script") o.script = value();
+            else if (a == "--trace-dir") o.trace_dir = value();
+            else return false;
+            return true;
+        },
+        usage);
     o.ring.ring_faults.max_packet = NV_SCI_MAX_PACKET_SYMBOLS;
     const std::string error = o.ring.check(NV_MAX_NODES);
     if (!error.empty()) usage(error);
@@ -96,8 +100,7 @@ std::vector<ScriptStep> read_script(const std::string &path, int nodes) {
     ScriptStep s;
     unsigned long addr, value;
     while (std::fscanf(f, "%d %c %li %li", &s.node, &s.op, &addr, &value) == 4) {
-        if (s.node < 0 || s.node >= nodes || (s.op != 'r' && s.op != 'w' && s.op != 'f'))
-            usage("bad step in " + path);
+        if (s.node < 0 || s.node >= nodes || (s.op != 'r' && s.op != 'w' && s.op != 'f')) usage("bad step in " + path);
         s.addr = uint32_t(addr);
         s.value = uint32_t(value);
         steps.push_back(s);
@@ -142,7 +145,8 @@ public:
             const std::string path = opt.ring.out_dir + "/accesses." + name() + ".log";
             if (!(log_ = std::fopen(path.c_str(), "w"))) usage("cannot write " + path);
         }
-        if (!opt.trace_dir.empty()) trace_.reset(new TraceSource(opt.trace_dir + "/" + name() + ".trace", id(), control_));
+        if (!opt.trace_dir.empty())
+            trace_.reset(new TraceSource(opt.trace_dir + "/" + name() + ".trace", id(), control_));
         // The hot words, as host port addresses.
         for (int home = 0; home < opt.ring.nodes; home++)
             for (unsigned line = 0; line < opt.hot_lines; line++)
@@ -151,15 +155,17 @@ public:
 
         regs_.reset(new BusScript(WishbonePins{ports_.regs_cyc, ports_.regs_stb, ports_.regs_we, ports_.regs_sel,
                                                ports_.regs_ack, ports_.regs_err, ports_.regs_adr, ports_.regs_dat_w,
-                                               ports_.regs_dat_r}, id()));
-        host_.reset(new HostDriver(id(), HostPins{ports_.host_req_valid, ports_.host_req_ready, ports_.host_wdata_valid,
-                                                  ports_.host_wdata_ready, ports_.host_resp_valid, ports_.host_resp_ready,
-                                                  ports_.host_req_payload, ports_.host_wdata_payload,
-                                                  ports_.host_resp_payload},
-                                   [this](HostOp &op, uint64_t cycle) { return next_op(op, cycle); }, log_));
+                                               ports_.regs_dat_r},
+                                  id()));
+        host_.reset(new HostDriver(
+            id(),
+            HostPins{ports_.host_req_valid, ports_.host_req_ready, ports_.host_wdata_valid, ports_.host_wdata_ready,
+                     ports_.host_resp_valid, ports_.host_resp_ready, ports_.host_req_payload, ports_.host_wdata_payload,
+                     ports_.host_resp_payload},
+            [this](HostOp &op, uint64_t cycle) { return next_op(op, cycle); }, log_));
         ring_tx_.reset(new RingTransmitter(ports_.tx, links.ring_out, sys_));
-        ring_rx_.reset(new RingReceiver(ports_.rx, links.ring_in, sys_, links.ring_delay, links.ring_faults,
-                                        links.ring_seed));
+        ring_rx_.reset(
+            new RingReceiver(ports_.rx, links.ring_in, sys_, links.ring_delay, links.ring_faults, links.ring_seed));
         sys_.add(regs_.get());
         sys_.add(host_.get());
         sys_.add(ring_rx_.get());
@@ -203,16 +209,17 @@ public:
     }
 
     void write_result(std::FILE *f) override {
-        std::fprintf(f, "\"node\": %d, \"cycles\": %llu, \"traffic_start\": %llu, \"traffic_end\": %llu",
-                     id(), (unsigned long long)sys_.cycle(), (unsigned long long)traffic_start_,
+        std::fprintf(f, "\"node\": %d, \"cycles\": %llu, \"traffic_start\": %llu, \"traffic_end\": %llu", id(),
+                     (unsigned long long)sys_.cycle(), (unsigned long long)traffic_start_,
                      (unsigned long long)traffic_end_);
         const RingFaultCounts &rc = ring_rx_->counts();
         std::fprintf(f, ", \"ring_in\": {\"packets\": %llu, \"flips\": %llu, \"dropped\": %llu, \"duplicated\": %llu}",
                      (unsigned long long)rc.packets, (unsigned long long)rc.flips, (unsigned long long)rc.dropped,
                      (unsigned long long)rc.duplicated);
         if (trace_)
-            std::fprintf(f, ", \"trace\": {\"node\": %d, \"records\": %zu, \"accesses\": %llu, \"errors\": %llu, "
-                            "\"finished\": %llu, \"compute\": %llu, \"memory\": %llu, \"barrier\": %llu}",
+            std::fprintf(f,
+                         ", \"trace\": {\"node\": %d, \"records\": %zu, \"accesses\": %llu, \"errors\": %llu, "
+                         "\"finished\": %llu, \"compute\": %llu, \"memory\": %llu, \"barrier\": %llu}",
                          id(), trace_->size(), (unsigned long long)host_->completed(),
                          (unsigned long long)host_->errors(),
                          (unsigned long long)(trace_->finished_at() ? trace_->finished_at() - traffic_start_ : 0),
@@ -275,7 +282,7 @@ private:
     // The host port's next access.
     Next next_op(HostOp &op, uint64_t cycle) {
         if (trace_) return (*trace_)(op, cycle);
-        if (!script_.empty()) {          // scripted: the step the hub gave this node, once
+        if (!script_.empty()) {   // scripted: the step the hub gave this node, once
             if (phase_ != Phase::Step || step_issued_ || script_[step_].op == 'f') return Next::Wait;
             const ScriptStep &s = script_[step_];
             op = {s.op == 'w', s.addr, s.value, 0};
@@ -416,23 +423,22 @@ private:
     Dump dump_;
 };
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char **argv) {
     const Options opt = parse(argc, argv);
     const std::vector<uint64_t> ucode = read_ucode(opt.ucode);
-    const std::vector<ScriptStep> script = opt.script.empty() ? std::vector<ScriptStep>()
-                                                              : read_script(opt.script, opt.ring.nodes);
+    const std::vector<ScriptStep> script =
+        opt.script.empty() ? std::vector<ScriptStep>() : read_script(opt.script, opt.ring.nodes);
     RunPlan plan;
     plan.limit_fails = true;
     for (const ScriptStep &s : script) plan.script.push_back(s.node);
     plan.start_after_ready = script.empty();
     plan.dump_when_done = true;
     try {
-        return run_ring(argc, argv, opt.ring, plan, NV_SYS_PERIOD_PS, 0,
-                        [&](const NodeLinks &links) {
-                            return std::unique_ptr<RingNode>(new CardNode(links, opt, ucode, script));
-                        });
+        return run_ring(argc, argv, opt.ring, plan, NV_SYS_PERIOD_PS, 0, [&](const NodeLinks &links) {
+            return std::unique_ptr<RingNode>(new CardNode(links, opt, ucode, script));
+        });
     } catch (const std::exception &e) {
         std::fprintf(stderr, "bench: %s\n", e.what());
         return 1;

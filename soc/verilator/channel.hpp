@@ -28,19 +28,18 @@ struct Record {
 
 // The queue's shared state. Producer and consumer fields sit on separate cache lines.
 struct alignas(64) QueueState {
-    std::atomic<uint64_t> head;        // records written (producer)
+    std::atomic<uint64_t> head;   // records written (producer)
     char pad0[56];
     std::atomic<uint64_t> watermark;   // producer: every record up to this time is written
     char pad1[56];
-    std::atomic<uint64_t> tail;        // records consumed (consumer)
+    std::atomic<uint64_t> tail;   // records consumed (consumer)
     char pad2[56];
 };
 
 class Queue {
 public:
     Queue() = default;
-    Queue(QueueState *state, Record *records, uint32_t capacity)
-        : s_(state), r_(records), capacity_(capacity) {}
+    Queue(QueueState *state, Record *records, uint32_t capacity) : s_(state), r_(records), capacity_(capacity) {}
     static size_t bytes(uint32_t capacity) { return sizeof(QueueState) + capacity * sizeof(Record); }
 
     // --- producer ---
@@ -88,9 +87,7 @@ struct Inlet {
     Queue *queue = nullptr;
     uint64_t latency_ps = 0;
     // True once every record that can reach the consumer by `time` is in the queue.
-    bool complete_until(uint64_t time) const {
-        return saturating_add(queue->watermark(), latency_ps) >= time;
-    }
+    bool complete_until(uint64_t time) const { return saturating_add(queue->watermark(), latency_ps) >= time; }
     // The next record due at the consumer by `time` (its time + latency <= time), if any.
     const Record *due(uint64_t time) const {
         const Record *r = queue->peek();

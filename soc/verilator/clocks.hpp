@@ -34,15 +34,21 @@ public:
         high_ = false;
         next_toggle_ps_ += spec_.period_ps / 2;
     }
-    void drive() { for (auto *p : peripherals_) p->drive(cycle_); }
-    void sample() { for (auto *p : peripherals_) p->sample(cycle_); }
+    void drive() {
+        for (auto *p : peripherals_) p->drive(cycle_);
+    }
+    void sample() {
+        for (auto *p : peripherals_) p->sample(cycle_);
+    }
     void rise() {
         *spec_.clk = 1;
         high_ = true;
         cycle_++;
         next_toggle_ps_ += spec_.period_ps / 2;
     }
-    void poll() { for (auto *p : peripherals_) p->poll(); }
+    void poll() {
+        for (auto *p : peripherals_) p->poll();
+    }
 
 private:
     ClockSpec spec_;

@@ -154,8 +154,7 @@ private:
         if (echo_) std::printf("[n%d] %s\n", node_, line_.c_str());
         std::fprintf(log_, "%s\n", line_.c_str());
         std::fflush(log_);
-        if (!marker_.empty() && !marker_seen() && line_.find(marker_) != std::string::npos)
-            marker_cycle_ = cycle;
+        if (!marker_.empty() && !marker_seen() && line_.find(marker_) != std::string::npos) marker_cycle_ = cycle;
         line_.clear();
     }
     void flush_partial() {

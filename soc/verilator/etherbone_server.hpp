@@ -35,15 +35,15 @@ inline uint32_t be32(const uint8_t *p) { return uint32_t(p[0]) << 24 | p[1] << 1
 inline void put_be32(std::vector<uint8_t> &v, uint32_t x) {
     for (int s = 24; s >= 0; s -= 8) v.push_back(uint8_t(x >> s));
 }
-}  // namespace etherbone
+}   // namespace etherbone
 
 template <typename Pads>
 class EtherboneServer : public Peripheral {
 public:
     EtherboneServer(Pads &pads, int node, int port)
-        : master_(WishbonePins{pads.hostbridge_cyc, pads.hostbridge_stb, pads.hostbridge_we,
-                               pads.hostbridge_sel, pads.hostbridge_ack, pads.hostbridge_err,
-                               pads.hostbridge_adr, pads.hostbridge_dat_w, pads.hostbridge_dat_r}),
+        : master_(WishbonePins{pads.hostbridge_cyc, pads.hostbridge_stb, pads.hostbridge_we, pads.hostbridge_sel,
+                               pads.hostbridge_ack, pads.hostbridge_err, pads.hostbridge_adr, pads.hostbridge_dat_w,
+                               pads.hostbridge_dat_r}),
           node_(node), port_(port) {
         listen_fd_ = listen_on_loopback(node, port, "");
     }
@@ -120,8 +120,8 @@ private:
             return;
         }
         if (addr_size != 4) {
-            std::fprintf(stderr, "sim: node %d: host bridge: %zu-byte addresses unsupported, closing\n",
-                         node_, addr_size);
+            std::fprintf(stderr, "sim: node %d: host bridge: %zu-byte addresses unsupported, closing\n", node_,
+                         addr_size);
             drop_client();
             return;
         }

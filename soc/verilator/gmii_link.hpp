@@ -35,11 +35,11 @@
 #include "peripheral.hpp"
 
 struct GmiiLinkOptions {
-    uint64_t delay = 50;     // eth cycles from a byte entering the switch to it leaving
-    double loss = 0;         // probability that a frame is lost
-    double corrupt = 0;      // probability that a frame gets a bit flipped
-    double duplicate = 0;    // probability that a frame is delivered twice
-    double reorder = 0;      // probability that a frame is overtaken by the next one to its port
+    uint64_t delay = 50;    // eth cycles from a byte entering the switch to it leaving
+    double loss = 0;        // probability that a frame is lost
+    double corrupt = 0;     // probability that a frame gets a bit flipped
+    double duplicate = 0;   // probability that a frame is delivered twice
+    double reorder = 0;     // probability that a frame is overtaken by the next one to its port
     uint64_t seed = 1;
 
     static constexpr uint64_t kRouteCycles = NV_ETH_ROUTE_CYCLES;   // the switch has read the destination MAC
@@ -69,11 +69,11 @@ struct GmiiLinkOptions {
             }
             return true;
         }
-        double *probability = name == "--eth-loss"      ? &loss
-                            : name == "--eth-corrupt"   ? &corrupt
-                            : name == "--eth-duplicate" ? &duplicate
-                            : name == "--eth-reorder"   ? &reorder
-                                                        : nullptr;
+        double *probability = name == "--eth-loss"        ? &loss
+                              : name == "--eth-corrupt"   ? &corrupt
+                              : name == "--eth-duplicate" ? &duplicate
+                              : name == "--eth-reorder"   ? &reorder
+                                                          : nullptr;
         if (probability) {
             double v = std::strtod(value.c_str(), &end);
             if (end == value.c_str() || *end || v < 0 || v > 1) return fail(error, name, value);
@@ -185,10 +185,10 @@ public:
     }
 
 private:
-    static constexpr uint64_t kGap = 12;              // interframe gap, bytes
-    static constexpr size_t kPreamble = 8;            // 7 x 0x55 and the SFD
+    static constexpr uint64_t kGap = 12;     // interframe gap, bytes
+    static constexpr size_t kPreamble = 8;   // 7 x 0x55 and the SFD
     static constexpr size_t kDestinationEnd = kPreamble + 6;
-    static constexpr uint64_t kHoldLimit = 20000;     // longest a reordered frame waits, eth cycles
+    static constexpr uint64_t kHoldLimit = 20000;   // longest a reordered frame waits, eth cycles
 
     struct Frame {
         std::vector<uint8_t> bytes;   // as on the wire, preamble to FCS
@@ -204,14 +204,14 @@ private:
         std::shared_ptr<Frame> current;   // input: the frame arriving
         uint64_t start = 0;
         bool routed = false;
-        std::deque<Scheduled> queue;      // output: frames to send, in order
+        std::deque<Scheduled> queue;   // output: frames to send, in order
         uint64_t free_at = 0;
-        std::unique_ptr<Scheduled> held;  // output: a frame the next one overtakes (reordering)
+        std::unique_ptr<Scheduled> held;   // output: a frame the next one overtakes (reordering)
     };
     // Per receiving port, frames as they arrive: `delivered` and `corrupted` count copies too.
     struct Stats {
-        uint64_t sent = 0, delivered = 0, lost = 0, corrupted = 0, duplicated = 0, reordered = 0,
-                 unknown = 0, runts = 0;
+        uint64_t sent = 0, delivered = 0, lost = 0, corrupted = 0, duplicated = 0, reordered = 0, unknown = 0,
+                 runts = 0;
     };
 
     static void release_held(Port &port) {
@@ -253,7 +253,7 @@ private:
             }
             out.queue.push_back(s);
             if (out.held) release_held(out);   // the frame held back goes right behind this one
-            if (chance(opt_.duplicate)) {   // an exact copy: a corrupted frame's copy is corrupted too
+            if (chance(opt_.duplicate)) {      // an exact copy: a corrupted frame's copy is corrupted too
                 stats_[dst].duplicated++;
                 stats_[dst].corrupted += s.flip_byte >= 0;
                 stats_[dst].delivered++;
@@ -274,19 +274,20 @@ private:
         if (stats_path_.empty()) return;
         FILE *f = std::fopen(stats_path_.c_str(), "w");
         if (!f) return;
-        std::fprintf(f, "{\n  \"delay_cycles\": %llu, \"loss\": %g, \"corrupt\": %g, \"duplicate\": %g, "
-                        "\"reorder\": %g, \"seed\": %llu,\n  \"ports\": [",
+        std::fprintf(f,
+                     "{\n  \"delay_cycles\": %llu, \"loss\": %g, \"corrupt\": %g, \"duplicate\": %g, "
+                     "\"reorder\": %g, \"seed\": %llu,\n  \"ports\": [",
                      (unsigned long long)opt_.delay, opt_.loss, opt_.corrupt, opt_.duplicate, opt_.reorder,
                      (unsigned long long)opt_.seed);
         for (size_t i = 0; i < stats_.size(); i++) {
             const Stats &s = stats_[i];
-            std::fprintf(f, "%s\n    {\"sent\": %llu, \"delivered\": %llu, \"lost\": %llu, \"corrupted\": %llu, "
-                            "\"duplicated\": %llu, \"reordered\": %llu, \"unknown_destination\": %llu, "
-                            "\"runts\": %llu}",
+            std::fprintf(f,
+                         "%s\n    {\"sent\": %llu, \"delivered\": %llu, \"lost\": %llu, \"corrupted\": %llu, "
+                         "\"duplicated\": %llu, \"reordered\": %llu, \"unknown_destination\": %llu, "
+                         "\"runts\": %llu}",
                          i ? "," : "", (unsigned long long)s.sent, (unsigned long long)s.delivered,
-                         (unsigned long long)s.lost, (unsigned long long)s.corrupted,
-                         (unsigned long long)s.duplicated, (unsigned long long)s.reordered,
-                         (unsigned long long)s.unknown, (unsigned long long)s.runts);
+                         (unsigned long long)s.lost, (unsigned long long)s.corrupted, (unsigned long long)s.duplicated,
+                         (unsigned long long)s.reordered, (unsigned long long)s.unknown, (unsigned long long)s.runts);
         }
         std::fprintf(f, "\n  ]\n}\n");
         std::fclose(f);

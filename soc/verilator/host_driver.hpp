@@ -20,10 +20,10 @@ struct HostPins {
 
 struct HostOp {
     bool write;
-    uint32_t addr;       // host port byte address
-    uint32_t value;      // write data (every word of a burst)
-    uint32_t gap;        // idle cycles before issuing
-    uint32_t words = 1;  // burst length
+    uint32_t addr;        // host port byte address
+    uint32_t value;       // write data (every word of a burst)
+    uint32_t gap;         // idle cycles before issuing
+    uint32_t words = 1;   // burst length
 };
 
 // What an op source answers: an op, nothing yet (ask again next cycle), or no more ops.
@@ -105,8 +105,7 @@ public:
                 phase_ = Phase::Idle;
             }
             break;
-        case Phase::Idle:
-            break;
+        case Phase::Idle: break;
         }
     }
 

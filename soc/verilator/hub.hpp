@@ -20,20 +20,20 @@
 // Control messages: Record.a is the message, Record.b its argument.
 enum Control : uint32_t {
     // node -> hub
-    kReady = 1,            // booted (the firmware's ready line), or brought up (card bench)
-    kDone,                 // its traffic or trace is finished
-    kDumped,               // its state is dumped (card bench)
-    kBarrierArrive,        // b: barrier
-    kStepDone,             // b: script step
-    kBridgeConnected,      // a host connected to its bridge
+    kReady = 1,         // booted (the firmware's ready line), or brought up (card bench)
+    kDone,              // its traffic or trace is finished
+    kDumped,            // its state is dumped (card bench)
+    kBarrierArrive,     // b: barrier
+    kStepDone,          // b: script step
+    kBridgeConnected,   // a host connected to its bridge
     kBridgeDisconnected,
-    kFailed,               // b: exit status (watchdog, bus error)
+    kFailed,   // b: exit status (watchdog, bus error)
     // hub -> node
-    kStart = 0x100,        // start the traffic or traces
-    kBarrierRelease,       // b: barrier
-    kRunStep,              // b: script step
-    kDump,                 // dump the state
-    kStop,                 // b: exit status
+    kStart = 0x100,    // start the traffic or traces
+    kBarrierRelease,   // b: barrier
+    kRunStep,          // b: script step
+    kDump,             // dump the state
+    kStop,             // b: exit status
 };
 
 // What the run does after every node is ready.
@@ -66,8 +66,8 @@ class Hub : public Entity {
 public:
     // `period_ps`: the eth clock's with Ethernet, else the nodes' sys clock; `to_hub`: the
     // channels' latency into the hub, in its cycles (the nodes apply the latency out of it).
-    Hub(Arena &arena, uint64_t period_ps, uint64_t to_hub, const RunPlan &plan,
-        const GmiiLinkOptions *eth, const std::string &out_dir)
+    Hub(Arena &arena, uint64_t period_ps, uint64_t to_hub, const RunPlan &plan, const GmiiLinkOptions *eth,
+        const std::string &out_dir)
         : clk_(ClockSpec{"hub", period_ps, &clk_pin_}), plan_(plan), nodes_(arena.nodes()), state_(nodes_) {
         const uint64_t up_ps = to_hub * period_ps;
         for (int i = 0; i < nodes_; i++) {
@@ -143,12 +143,16 @@ private:
         case kStepDone:
             if (r.b == step_) next_step_pending_ = true;
             break;
-        case kBridgeConnected: s.connected = true; ever_connected_ = true; break;
+        case kBridgeConnected:
+            s.connected = true;
+            ever_connected_ = true;
+            break;
         case kBridgeDisconnected: s.connected = false; break;
-        case kFailed: failure_ = int(r.b); failed_node_ = node; break;
-        default:
-            std::fprintf(stderr, "sim: hub: unknown control message %u from node %d\n", r.a, node);
-            failure_ = 2;
+        case kFailed:
+            failure_ = int(r.b);
+            failed_node_ = node;
+            break;
+        default: std::fprintf(stderr, "sim: hub: unknown control message %u from node %d\n", r.a, node); failure_ = 2;
         }
     }
 

@@ -20,7 +20,8 @@
 
 class MpiRelay : public Relay {
 public:
-    MpiRelay(Arena &arena, int rank, int ranks) : arena_(arena), rank_(rank), ranks_(ranks), sent_(ranks, 0), received_(ranks, 0) {
+    MpiRelay(Arena &arena, int rank, int ranks)
+        : arena_(arena), rank_(rank), ranks_(ranks), sent_(ranks, 0), received_(ranks, 0) {
         static const Channel kinds[] = {Channel::Ring, Channel::EthUp, Channel::EthDown, Channel::ControlUp,
                                         Channel::ControlDown};
         for (Channel c : kinds) {

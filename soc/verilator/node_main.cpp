@@ -5,8 +5,8 @@
 // Around each node: its UART console (and, asked for, its input: a TCP socket on port base + id, or
 // this process's standard input for one node), its host bridge (Etherbone over TCP on port base +
 // id), and trace replay on the card's second host port. Console input arrives when the user types:
-// a run that takes any is no longer reproducible, so none is read unless asked for. The run stops when every node printed the stop
-// marker, at a cycle limit, on SIGINT/SIGTERM, or (with --serve) when the last host disconnects.
+// a run that takes any is no longer reproducible, so none is read unless asked for. The run stops when every node
+// printed the stop marker, at a cycle limit, on SIGINT/SIGTERM, or (with --serve) when the last host disconnects.
 
 #include <cstdint>
 #include <cstdio>
@@ -31,16 +31,16 @@ namespace {
 
 struct Options {
     RingOptions ring;
-    std::string stop_marker;          // stop when every node printed a line containing this
-    int bridge_port = 0;              // 0: no host bridge; node i listens on bridge_port + i
-    int console_port = 0;             // 0: no console input socket; node i listens on console_port + i
-    int console_stdin = -1;           // the node whose UART receives standard input (its process gets it)
-    bool serve = false;               // keep running after the marker, until a signal
-    bool until_disconnect = false;    // ... or until the last host that connected disconnects
+    std::string stop_marker;         // stop when every node printed a line containing this
+    int bridge_port = 0;             // 0: no host bridge; node i listens on bridge_port + i
+    int console_port = 0;            // 0: no console input socket; node i listens on console_port + i
+    int console_stdin = -1;          // the node whose UART receives standard input (its process gets it)
+    bool serve = false;              // keep running after the marker, until a signal
+    bool until_disconnect = false;   // ... or until the last host that connected disconnects
     bool quiet = false;
-    std::string trace_dir;            // replay node<i>.trace on each node's host port once all are ready
-    std::string access_log;           // with --trace-dir: node i logs its replayed accesses to FILE.node<i>
-    bool numa = false;                // set every node's NUMA switch (regmap.CTRL.MODE_STRAP)
+    std::string trace_dir;    // replay node<i>.trace on each node's host port once all are ready
+    std::string access_log;   // with --trace-dir: node i logs its replayed accesses to FILE.node<i>
+    bool numa = false;        // set every node's NUMA switch (regmap.CTRL.MODE_STRAP)
 };
 
 [[noreturn]] void usage(const std::string &msg) {
@@ -56,20 +56,23 @@ struct Options {
 Options parse(int argc, char **argv) {
     Options o;
     o.ring.ethernet = NV_ETHERNET;
-    parse_command_line(argc, argv, o.ring, [&](const std::string &a, auto &value) {
-        if (a == "--stop-marker") o.stop_marker = value();
-        else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
-        else if (a == "--console-port") o.console_port = std::atoi(value().c_str());
-        else if (a == "--console-stdin") o.console_stdin = std::atoi(value().c_str());
-        else if (a == "--serve") o.serve = true;
-        else if (a == "--until-disconnect") o.until_disconnect = true;
-        else if (a == "--quiet") o.quiet = true;
-        else if (a == "--trace-dir") o.trace_dir = value();
-        else if (a == "--access-log") o.access_log = value();
-        else if (a == "--numa") o.numa = true;
-        else return false;
-        return true;
-    }, usage);
+    parse_command_line(
+        argc, argv, o.ring,
+        [&](const std::string &a, auto &value) {
+            if (a == "--stop-marker") o.stop_marker = value();
+            else if (a == "--bridge-port") o.bridge_port = std::atoi(value().c_str());
+            else if (a == "--console-port") o.console_port = std::atoi(value().c_str());
+            else if (a == "--console-stdin") o.console_stdin = std::atoi(value().c_str());
+            else if (a == "--serve") o.serve = true;
+            else if (a == "--until-disconnect") o.until_disconnect = true;
+            else if (a == "--quiet") o.quiet = true;
+            else if (a == "--trace-dir") o.trace_dir = value();
+            else if (a == "--access-log") o.access_log = value();
+            else if (a == "--numa") o.numa = true;
+            else return false;
+            return true;
+        },
+        usage);
     const std::string error = o.ring.check(NV_MAX_NODES);
     if (!error.empty()) usage(error);
     if (o.serve && !o.bridge_port) usage("--serve needs --bridge-port");
@@ -92,8 +95,8 @@ public:
 
         const bool reads_stdin = id() == opt.console_stdin;
         if (opt.console_port || reads_stdin)
-            console_input_.reset(new ConsoleInput(id(), opt.console_port ? opt.console_port + id() : 0,
-                                                  reads_stdin ? 0 : -1));
+            console_input_.reset(
+                new ConsoleInput(id(), opt.console_port ? opt.console_port + id() : 0, reads_stdin ? 0 : -1));
         console_.reset(new Console<NodePorts>(ports_, id(), opt.ring.out_dir + "/" + name() + ".log", opt.stop_marker,
                                               !opt.quiet, console_input_.get()));
         sys_.add(console_.get());
@@ -108,13 +111,12 @@ public:
             }
             trace_.reset(new TraceSource(opt.trace_dir + "/" + name() + ".trace", id(), control_));
             TraceSource *source = trace_.get();
-            player_.reset(new HostDriver(id(), HostPins{ports_.hostport_req_valid, ports_.hostport_req_ready,
-                                                        ports_.hostport_wdata_valid, ports_.hostport_wdata_ready,
-                                                        ports_.hostport_resp_valid, ports_.hostport_resp_ready,
-                                                        ports_.hostport_req_payload, ports_.hostport_wdata_payload,
-                                                        ports_.hostport_resp_payload},
-                                         [source](HostOp &op, uint64_t cycle) { return (*source)(op, cycle); },
-                                         access_log_));
+            player_.reset(new HostDriver(
+                id(),
+                HostPins{ports_.hostport_req_valid, ports_.hostport_req_ready, ports_.hostport_wdata_valid,
+                         ports_.hostport_wdata_ready, ports_.hostport_resp_valid, ports_.hostport_resp_ready,
+                         ports_.hostport_req_payload, ports_.hostport_wdata_payload, ports_.hostport_resp_payload},
+                [source](HostOp &op, uint64_t cycle) { return (*source)(op, cycle); }, access_log_));
             sys_.add(player_.get());
         }
 
@@ -166,16 +168,19 @@ public:
 
     void write_result(std::FILE *f) override {
         std::fprintf(f, "\"node\": %d, \"cycles\": %llu, ", id(), (unsigned long long)sys_.cycle());
-        if (console_->marker_seen()) std::fprintf(f, "\"marker_cycle\": %llu", (unsigned long long)console_->marker_cycle());
+        if (console_->marker_seen())
+            std::fprintf(f, "\"marker_cycle\": %llu", (unsigned long long)console_->marker_cycle());
         else std::fprintf(f, "\"marker_cycle\": null");
         if (trace_)
-            std::fprintf(f, ", \"trace_start\": %llu, \"trace\": {\"node\": %d, \"records\": %zu, \"accesses\": %llu, "
-                            "\"errors\": %llu, \"finished\": %llu, \"compute\": %llu, \"memory\": %llu, \"barrier\": %llu}",
-                         (unsigned long long)trace_start_, id(), trace_->size(),
-                         (unsigned long long)player_->completed(), (unsigned long long)player_->errors(),
-                         (unsigned long long)(trace_->finished_at() ? trace_->finished_at() - trace_start_ : 0),
-                         (unsigned long long)trace_->compute_cycles(), (unsigned long long)player_->memory_cycles(),
-                         (unsigned long long)trace_->barrier_cycles());
+            std::fprintf(
+                f,
+                ", \"trace_start\": %llu, \"trace\": {\"node\": %d, \"records\": %zu, \"accesses\": %llu, "
+                "\"errors\": %llu, \"finished\": %llu, \"compute\": %llu, \"memory\": %llu, \"barrier\": %llu}",
+                (unsigned long long)trace_start_, id(), trace_->size(), (unsigned long long)player_->completed(),
+                (unsigned long long)player_->errors(),
+                (unsigned long long)(trace_->finished_at() ? trace_->finished_at() - trace_start_ : 0),
+                (unsigned long long)trace_->compute_cycles(), (unsigned long long)player_->memory_cycles(),
+                (unsigned long long)trace_->barrier_cycles());
         if (bridge_) std::fprintf(f, ", \"bridge_accesses\": %llu", (unsigned long long)bridge_->accesses());
         const RingFaultCounts &rc = ring_rx_->counts();
         std::fprintf(f, ", \"ring_in\": {\"packets\": %llu, \"flips\": %llu, \"dropped\": %llu, \"duplicated\": %llu}",
@@ -224,7 +229,7 @@ private:
     bool stopped_ = false, ready_sent_ = false, done_sent_ = false, connected_ = false;
 };
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char **argv) {
     const Options opt = parse(argc, argv);

@@ -24,10 +24,10 @@
 #include "rng.hpp"
 
 struct RingFaults {
-    double flip_rate = 0;        // probability of a bit flip per packet symbol
-    double drop = 0;             // probability that a packet is lost
-    double duplicate = 0;        // probability that a packet arrives twice
-    unsigned max_packet = 0;     // symbols of the longest packet (needed for duplicates)
+    double flip_rate = 0;      // probability of a bit flip per packet symbol
+    double drop = 0;           // probability that a packet is lost
+    double duplicate = 0;      // probability that a packet arrives twice
+    unsigned max_packet = 0;   // symbols of the longest packet (needed for duplicates)
 
     // Symbols the receiver must see ahead of the one leaving the link.
     unsigned lookahead() const { return duplicate > 0 ? max_packet + 1 : 0; }
@@ -66,8 +66,8 @@ public:
 
     RingReceiver(IData *rx, const Inlet &in, const ClockDomain &clock, unsigned delay, const RingFaults &faults,
                  uint64_t seed)
-        : rx_(rx), in_(in), clock_(clock), delay_ps_(uint64_t(delay) * clock.period_ps()), faults_(faults),
-          rng_(seed) {}
+        : rx_(rx), in_(in), clock_(clock), delay_ps_(uint64_t(delay) * clock.period_ps()), faults_(faults), rng_(seed) {
+    }
 
     void drive(uint64_t) override {
         // When the symbol leaving now was sent (before time 0 early on: idle).
@@ -145,8 +145,8 @@ private:
     uint64_t delay_ps_;
     RingFaults faults_;
     Rng rng_;
-    std::deque<uint32_t> line_;      // symbols from the one leaving now to the lookahead's end
-    int64_t next_ps_ = 0;            // send time of the next symbol to fill in
+    std::deque<uint32_t> line_;   // symbols from the one leaving now to the lookahead's end
+    int64_t next_ps_ = 0;         // send time of the next symbol to fill in
     bool filled_ = false;
     bool in_packet_ = false, dropping_ = false;
     std::vector<uint32_t> packet_;   // the packet leaving, as sent (for a copy)

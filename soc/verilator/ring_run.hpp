@@ -32,18 +32,18 @@ struct RingOptions {
     int nodes = 1;
     int processes = 1;
     int rank = 0;
-    std::string arena;                // shared-memory file of a multi-process run
+    std::string arena;   // shared-memory file of a multi-process run
     bool mpi = false;
     std::string out_dir = ".";
-    unsigned ring_delay = 4;          // sys cycles per ring hop (link + cable)
+    unsigned ring_delay = 4;   // sys cycles per ring hop (link + cable)
     RingFaults ring_faults;
     uint64_t seed = 1;
-    bool ethernet = false;            // the nodes have GMII ports (set by the simulator)
-    GmiiLinkOptions eth;              // --eth-*: the Ethernet switch between the nodes
-    uint64_t hub_latency = 8;         // without Ethernet: sys cycles to and from the hub
-    uint64_t max_cycles = 0;          // 0: no limit
-    double wall_limit = 0;            // seconds of wall time before giving up (0: none)
-    uint64_t progress_every = 0;      // cycles between progress lines on stderr (0: none)
+    bool ethernet = false;         // the nodes have GMII ports (set by the simulator)
+    GmiiLinkOptions eth;           // --eth-*: the Ethernet switch between the nodes
+    uint64_t hub_latency = 8;      // without Ethernet: sys cycles to and from the hub
+    uint64_t max_cycles = 0;       // 0: no limit
+    double wall_limit = 0;         // seconds of wall time before giving up (0: none)
+    uint64_t progress_every = 0;   // cycles between progress lines on stderr (0: none)
 
     static constexpr const char *kUsage =
         "       [--nodes N] [--procs P --rank R --arena FILE | --mpi] [--out-dir DIR]\n"
@@ -123,14 +123,14 @@ private:
 struct NodeLinks {
     int node;
     Queue &ring_out;
-    Inlet ring_in;                 // from the previous node
-    Queue *eth_up = nullptr;       // with Ethernet
+    Inlet ring_in;             // from the previous node
+    Queue *eth_up = nullptr;   // with Ethernet
     Inlet eth_down;
     Queue &control_up;
     Inlet control_down;
     RingFaults ring_faults;
     unsigned ring_delay;
-    uint64_t ring_seed;            // the generator of the link into this node
+    uint64_t ring_seed;   // the generator of the link into this node
 };
 
 // The hub's clock period and latencies: the Ethernet switch's with Ethernet, else the sys clock's.
@@ -155,8 +155,9 @@ inline int run_ring(int argc, char **argv, RingOptions opt, const RunPlan &plan,
         MPI_Comm_rank(MPI_COMM_WORLD, &opt.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &opt.processes);
         if (opt.processes > opt.nodes) {
-            if (opt.rank == 0) std::fprintf(stderr, "sim: %d MPI ranks for %d nodes: at most one rank per node\n",
-                                            opt.processes, opt.nodes);
+            if (opt.rank == 0)
+                std::fprintf(stderr, "sim: %d MPI ranks for %d nodes: at most one rank per node\n", opt.processes,
+                             opt.nodes);
             MPI_Finalize();
             return 2;
         }
@@ -194,8 +195,8 @@ inline int run_ring(int argc, char **argv, RingOptions opt, const RunPlan &plan,
     }
     std::unique_ptr<Hub> hub_entity;
     if (me == Arena::process_of_hub())
-        hub_entity.reset(new Hub(arena, hub.period_ps, hub.to_hub, plan, opt.ethernet ? &opt.eth : nullptr,
-                                 opt.out_dir));
+        hub_entity.reset(
+            new Hub(arena, hub.period_ps, hub.to_hub, plan, opt.ethernet ? &opt.eth : nullptr, opt.out_dir));
 
     SchedulerOptions so;
     so.process = me;
@@ -248,10 +249,11 @@ inline int run_ring(int argc, char **argv, RingOptions opt, const RunPlan &plan,
     if (hub_entity) {
         const std::string path = opt.out_dir + "/hub.json";
         if (std::FILE *f = std::fopen(path.c_str(), "w")) {
-            std::fprintf(f, "{\"reason\": \"%s\", \"exit_code\": %d, \"wall_seconds\": %.3f, \"processes\": %d, "
-                            "\"mpi\": %s}\n",
-                         hub_entity->reason().c_str(), hub_entity->exit_code(), scheduler.wall_seconds(),
-                         opt.processes, opt.mpi ? "true" : "false");
+            std::fprintf(f,
+                         "{\"reason\": \"%s\", \"exit_code\": %d, \"wall_seconds\": %.3f, \"processes\": %d, "
+                         "\"mpi\": %s}\n",
+                         hub_entity->reason().c_str(), hub_entity->exit_code(), scheduler.wall_seconds(), opt.processes,
+                         opt.mpi ? "true" : "false");
             std::fclose(f);
         }
         status = hub_entity->exit_code();

@@ -42,9 +42,9 @@ public:
 
 struct SchedulerOptions {
     int process = 0;
-    bool shared_memory = false;      // other processes map the same arena
-    double wall_limit = 0;           // seconds (0: none)
-    uint64_t progress_every = 0;     // print a progress line each time the slowest node passes a multiple
+    bool shared_memory = false;    // other processes map the same arena
+    double wall_limit = 0;         // seconds (0: none)
+    uint64_t progress_every = 0;   // print a progress line each time the slowest node passes a multiple
     uint64_t sys_period_ps = 10000;
 };
 
@@ -52,8 +52,7 @@ class Scheduler {
 public:
     using StopRequest = std::function<void(const std::string &reason, int code)>;
 
-    Scheduler(Arena &arena, const SchedulerOptions &opt, Relay *relay)
-        : arena_(arena), opt_(opt), relay_(relay) {}
+    Scheduler(Arena &arena, const SchedulerOptions &opt, Relay *relay) : arena_(arena), opt_(opt), relay_(relay) {}
 
     // `remote`: processes that consume one of the entity's outputs (rung after it publishes).
     void add(Entity *e, std::vector<int> remote) { entities_.push_back({e, std::move(remote), 0}); }
@@ -124,12 +123,12 @@ public:
     }
 
 private:
-    static constexpr int kBatch = 4096;          // edges an entity runs before the next gets a turn
-    static constexpr uint64_t kPollEvery = 256;  // edges between an entity's polls
+    static constexpr int kBatch = 4096;           // edges an entity runs before the next gets a turn
+    static constexpr uint64_t kPollEvery = 256;   // edges between an entity's polls
     static constexpr std::chrono::microseconds kSpin{200};
-    static constexpr int kPauseRounds = 256;  // of cpu_relax(): a few microseconds
+    static constexpr int kPauseRounds = 256;   // of cpu_relax(): a few microseconds
     static constexpr std::chrono::seconds kGiveUp{10};
-    static constexpr int kYieldRounds = 20000;  // MPI: idle rounds before sleeping between polls
+    static constexpr int kYieldRounds = 20000;   // MPI: idle rounds before sleeping between polls
 
     struct Slot {
         Entity *entity;

@@ -10,7 +10,7 @@
 struct BusOp {
     bool write;
     uint32_t byte_addr;
-    uint32_t data;       // write data, or read result
+    uint32_t data;   // write data, or read result
     bool error = false;
 };
 
@@ -36,7 +36,11 @@ public:
     void submit(const BusOp &op) { pending_.push_back(op); }
     bool idle() const { return pending_.empty() && !busy_; }
     bool has_done() const { return !done_.empty(); }
-    BusOp pop_done() { BusOp op = done_.front(); done_.pop_front(); return op; }
+    BusOp pop_done() {
+        BusOp op = done_.front();
+        done_.pop_front();
+        return op;
+    }
 
     // Before the rising edge: drive the next access.
     void drive() {

@@ -12,7 +12,13 @@
 #include "arena.hpp"
 
 static int failures = 0;
-#define CHECK(c) do { if (!(c)) { failures++; std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            failures++;                                                                                                \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                               \
+        }                                                                                                              \
+    } while (0)
 
 static constexpr uint64_t kRecords = 200000;
 static constexpr uint64_t kStep = 10000;   // ps between records
@@ -26,7 +32,8 @@ static int consume(const std::string &path) {
         const uint32_t seen = arena.doorbell(1).seq.load();
         const uint64_t watermark = q.watermark();
         while (const Record *r = q.peek()) {
-            if (r->time != (expected + 1) * kStep || r->a != uint32_t(expected) || r->b != uint32_t(~expected)) return 10;
+            if (r->time != (expected + 1) * kStep || r->a != uint32_t(expected) || r->b != uint32_t(~expected))
+                return 10;
             q.pop();
             expected++;
         }
@@ -68,7 +75,8 @@ int main() {
         int status = 0;
         waitpid(child, &status, 0);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status)) std::fprintf(stderr, "consumer status %d\n", WEXITSTATUS(status));
+        if (!WIFEXITED(status) || WEXITSTATUS(status))
+            std::fprintf(stderr, "consumer status %d\n", WEXITSTATUS(status));
     }
     bool refused = false;
     try {

@@ -13,7 +13,13 @@
 #include "console.hpp"
 
 static int failures = 0;
-#define CHECK(c) do { if (!(c)) { failures++; std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            failures++;                                                                                                \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                               \
+        }                                                                                                              \
+    } while (0)
 
 struct Pads {
     CData source_valid = 0, source_ready = 0, source_data = 0, sink_valid = 0, sink_ready = 0, sink_data = 0;
@@ -62,11 +68,17 @@ static void test_socket_input_and_output() {
     Console<Pads> console(pads, 0, "node0.log", "", false, &input);
     int client = connect_to(port);
     CHECK(client >= 0);
-    for (int i = 0; i < 100 && !input.connected(); i++) { console.poll(); ::usleep(1000); }
+    for (int i = 0; i < 100 && !input.connected(); i++) {
+        console.poll();
+        ::usleep(1000);
+    }
     CHECK(input.connected());
     const std::string typed = "numavia status\r\n";
     CHECK(::send(client, typed.data(), typed.size(), 0) == ssize_t(typed.size()));
-    for (int i = 0; i < 100 && !input.has_byte(); i++) { console.poll(); ::usleep(1000); }
+    for (int i = 0; i < 100 && !input.has_byte(); i++) {
+        console.poll();
+        ::usleep(1000);
+    }
     console.poll();
     // Each byte is held until the receiver takes it, none is taken twice or skipped.
     CHECK(receive(console, pads, 3 * int(typed.size()), 3) == typed);
@@ -93,10 +105,16 @@ static void test_socket_input_and_output() {
 
     // A client that goes away is dropped; a new one is accepted.
     ::close(client);
-    for (int i = 0; i < 100 && input.connected(); i++) { console.poll(); ::usleep(1000); }
+    for (int i = 0; i < 100 && input.connected(); i++) {
+        console.poll();
+        ::usleep(1000);
+    }
     CHECK(!input.connected());
     client = connect_to(port);
-    for (int i = 0; i < 100 && !input.connected(); i++) { console.poll(); ::usleep(1000); }
+    for (int i = 0; i < 100 && !input.connected(); i++) {
+        console.poll();
+        ::usleep(1000);
+    }
     CHECK(input.connected());
     ::close(client);
 }

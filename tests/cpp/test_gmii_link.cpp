@@ -22,7 +22,13 @@ struct Node {
 };
 
 static int failures = 0;
-#define CHECK(c) do { if (!(c)) { failures++; std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            failures++;                                                                                                \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                               \
+        }                                                                                                              \
+    } while (0)
 
 static std::string slurp(const std::string &path) {
     std::string text;
@@ -36,8 +42,8 @@ static std::string slurp(const std::string &path) {
 }
 
 static std::vector<uint8_t> frame(int dst, int src, int length, uint8_t fill) {
-    std::vector<uint8_t> f = {0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0xd5,
-                              0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(dst), 0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(src)};
+    std::vector<uint8_t> f = {0x55, 0x55, 0x55, 0x55,         0x55, 0x55, 0x55, 0xd5, 0x02, 0x4e,
+                              0x56, 0x00, 0x00, uint8_t(dst), 0x02, 0x4e, 0x56, 0x00, 0x00, uint8_t(src)};
     while (int(f.size()) < 8 + length) f.push_back(fill++);
     return f;
 }
@@ -72,7 +78,11 @@ static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<ui
             if (which[i] < frames[i].size() && gap[i] == 0) {
                 node.tx_en = 1;
                 node.tx_data = frames[i][which[i]][pos[i]++];
-                if (pos[i] == frames[i][which[i]].size()) { which[i]++; pos[i] = 0; gap[i] = 12; }
+                if (pos[i] == frames[i][which[i]].size()) {
+                    which[i]++;
+                    pos[i] = 0;
+                    gap[i] = 12;
+                }
             } else if (gap[i]) {
                 gap[i]--;
             }
@@ -80,7 +90,10 @@ static std::vector<Node> run(int n, const std::vector<std::vector<std::vector<ui
         for (int i = 0; i < n; i++) {
             Node &node = nodes[i];
             if (node.rx_dv) {
-                if (!node.in_frame) { node.received.emplace_back(); node.starts.push_back(c); }
+                if (!node.in_frame) {
+                    node.received.emplace_back();
+                    node.starts.push_back(c);
+                }
                 node.received.back().push_back(node.rx_data);
             }
             node.in_frame = node.rx_dv;
@@ -177,8 +190,8 @@ int main() {
     std::vector<std::vector<uint8_t>> sorted_rx = nodes[1].received, sorted_tx = numbered;
     std::sort(sorted_rx.begin(), sorted_rx.end());
     std::sort(sorted_tx.begin(), sorted_tx.end());
-    CHECK(sorted_rx == sorted_tx);                  // each frame exactly once, byte for byte
-    CHECK(nodes[1].received != numbered);           // ... but not all in the order sent
+    CHECK(sorted_rx == sorted_tx);          // each frame exactly once, byte for byte
+    CHECK(nodes[1].received != numbered);   // ... but not all in the order sent
     GmiiLinkOptions always = opt;
     always.reorder = 1.0;
     nodes = run(2, {{a, b = frame(1, 0, 64, 9)}, {}}, always, 30000);

@@ -9,7 +9,13 @@
 #include "ring_link.hpp"
 
 static int failures = 0;
-#define CHECK(c) do { if (!(c)) { failures++; std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); } } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            failures++;                                                                                                \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                               \
+        }                                                                                                              \
+    } while (0)
 
 static constexpr uint32_t kFrame = 1u << 16;
 static constexpr unsigned kMaxPacket = 8;
@@ -100,7 +106,7 @@ int main() {
         CHECK(next < sent_packets.size());
         next++;
     }
-    CHECK(packets(run(sent, delay, lossy, 42).rx) == got);     // same seed, same losses
+    CHECK(packets(run(sent, delay, lossy, 42).rx) == got);   // same seed, same losses
     CHECK(packets(run(sent, delay, lossy, 43).rx) != got);
 
     // Duplicates: an exact copy after one idle symbol, when idle symbols make room for it.

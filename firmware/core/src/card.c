@@ -16,6 +16,8 @@ const char *nv_strerror(nv_status status)
     case NV_ERR_ARG: return "missing argument";
     case NV_ERR_CRC: return "control store CRC mismatch";
     case NV_ERR_NOT_LOADED: return "remote access controller did not go live";
+    case NV_ERR_EXISTS: return "already registered";
+    case NV_ERR_FULL: return "table full";
     }
     return "unknown error";
 }
@@ -78,13 +80,12 @@ nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_ve
     nv_log("numavia firmware %s (%s)\n", fw_version, port);
     nv_status status = nv_card_probe(info);
     if (status == NV_ERR_NO_CARD)
-        nv_log("card: identity 0x%08lx, expected 0x%08lx\n", (unsigned long)info->id,
-               (unsigned long)NV_CARD_ID);
+        nv_log("card: identity 0x%08lx, expected 0x%08lx\n", (unsigned long)info->id, (unsigned long)NV_CARD_ID);
     if (status != NV_OK)
         return status;
     nv_log("card: id 0x%08lx version %u.%u.%u clock %lu Hz, %s VIA engine%s\n", (unsigned long)info->id,
-           info->version_major, info->version_minor, info->version_patch,
-           (unsigned long)info->clk_freq_hz, (info->features & NV_CTRL_FEATURES_VIA_MASK) ? "with" : "without",
+           info->version_major, info->version_minor, info->version_patch, (unsigned long)info->clk_freq_hz,
+           (info->features & NV_CTRL_FEATURES_VIA_MASK) ? "with" : "without",
            (info->features & NV_CTRL_FEATURES_PCIE_MASK) ? ", PCIe" : "");
     status = nv_card_check_scratch();
     if (status != NV_OK)
@@ -94,8 +95,8 @@ nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_ve
     if (status != NV_OK)
         return status;
     info->node_id = nv_reg_read(NV_CTRL_NODE_ID) & NV_NODE_ID_MASK;
-    nv_log("card: node id strap %u, node id set to %u (read back %u)\n", info->node_id_strap,
-           info->node_id_strap, info->node_id);
+    nv_log("card: node id strap %u, node id set to %u (read back %u)\n", info->node_id_strap, info->node_id_strap,
+           info->node_id);
     if (nv_reg_read(NV_CTRL_MODE_STRAP) & NV_CTRL_MODE_STRAP_NUMA_MASK) {
         nv_reg_write(NV_CTRL_CTRL, nv_reg_read(NV_CTRL_CTRL) | NV_CTRL_CTRL_NUMA_MODE_MASK);
         nv_log("card: NUMA mode (network cache off), as the board switch says\n");

@@ -31,7 +31,7 @@
 #include "via_internal.h"
 
 #define DESC_BYTES 128u
-#define RECV_DESC(slot) ((slot) * DESC_BYTES)
+#define RECV_DESC(slot) ((slot)*DESC_BYTES)
 #define SEND_DESC(n) ((NV_PP_SLOTS + (n) % NV_PP_SEND_DESCS) * DESC_BYTES)
 #define DESC_AREA ((NV_PP_SLOTS + NV_PP_SEND_DESCS) * DESC_BYTES)
 #define MAX_DESC_WORDS 20u
@@ -39,7 +39,12 @@
 #define PAGE_MASK (NV_ATT_PAGE_SIZE - 1u)
 #define HDR(field) NV_PP_HEADER_##field##_OFFSET, NV_PP_HEADER_##field##_BYTES
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
-#define CHECK(x) do { uint32_t r_ = (x); if (r_ != NV_VIP_SUCCESS) return r_; } while (0)
+#define CHECK(x)                                                                                                       \
+    do {                                                                                                               \
+        uint32_t r_ = (x);                                                                                             \
+        if (r_ != NV_VIP_SUCCESS)                                                                                      \
+            return r_;                                                                                                 \
+    } while (0)
 /* A message's path, kept together in the image (numavia/platform.h): the benchmark times it. */
 #define TIMED NV_TIMED(pushpull)
 #define TIMED_LOOP NV_TIMED_ENTRY(pushpull)
@@ -50,14 +55,15 @@
  * much for a library that builds several records per message. */
 #define FITS(prefix) (prefix##_OFFSET % 4 + prefix##_BYTES <= 4 || (prefix##_BYTES == 8 && prefix##_OFFSET % 4 == 0))
 _Static_assert(FITS(NV_PP_HEADER_KIND) && FITS(NV_PP_HEADER_FLAGS) && FITS(NV_PP_HEADER_CREDITS) &&
-               FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) && FITS(NV_PP_HEADER_PUSHED) &&
-               FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) && FITS(NV_PP_HEADER_SENT_CYCLES),
+                   FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) && FITS(NV_PP_HEADER_PUSHED) &&
+                   FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) && FITS(NV_PP_HEADER_SENT_CYCLES),
                "push-pull header fields must sit inside words");
 _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) &&
-               FITS(NV_DESC_CONTROL_IMMEDIATE_DATA) && FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
-               FITS(NV_DESC_ADDRESS_REMOTE_HANDLE) && FITS(NV_DESC_DATA_VA) && FITS(NV_DESC_DATA_HANDLE) &&
-               FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
-               NV_DESC_DATA_SIZE % 4 == 0, "descriptor fields must sit inside words");
+                   FITS(NV_DESC_CONTROL_IMMEDIATE_DATA) && FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
+                   FITS(NV_DESC_ADDRESS_REMOTE_HANDLE) && FITS(NV_DESC_DATA_VA) && FITS(NV_DESC_DATA_HANDLE) &&
+                   FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
+                   NV_DESC_DATA_SIZE % 4 == 0,
+               "descriptor fields must sit inside words");
 
 static inline TIMED void put_field(uint32_t *w, unsigned offset, unsigned bytes, uint64_t value)
 {
@@ -146,13 +152,13 @@ static TIMED void post(const struct nv_pp *pp, int send_queue, uint32_t offset, 
     uint32_t w[MAX_DESC_WORDS] = {0};
     uint32_t at = NV_DESC_CONTROL_SIZE;
     put_field(w, CTRL(SEG_COUNT), d->nsegs);
-    put_field(w, CTRL(CONTROL), d->op << NV_DESC_CONTROL_CONTROL_OP_SHIFT |
-                                       (d->has_immediate ? NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK : 0));
+    put_field(w, CTRL(CONTROL),
+              d->op << NV_DESC_CONTROL_CONTROL_OP_SHIFT |
+                  (d->has_immediate ? NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK : 0));
     put_field(w, CTRL(IMMEDIATE_DATA), d->immediate);
     if (d->rdma) {
         put_field(w, at + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES, d->remote_va);
-        put_field(w, at + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES,
-                     d->remote_handle);
+        put_field(w, at + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES, d->remote_handle);
         at += NV_DESC_ADDRESS_SIZE;
     }
     for (unsigned i = 0; i < d->nsegs; i++, at += NV_DESC_DATA_SIZE) {
@@ -163,7 +169,8 @@ static TIMED void post(const struct nv_pp *pp, int send_queue, uint32_t offset, 
     uint32_t addr = pp->cfg.desc + offset;
     for (unsigned i = 0; i < at / 4; i++)
         nv_host_write32(addr + 4 * i, w[i]);
-    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi), addr);
+    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi),
+                 addr);
 }
 
 /* 1 if the descriptor is done, 0 if not yet; VIP_ERROR (>1) if it completed in error. */
@@ -225,9 +232,10 @@ static TIMED uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
 
 static TIMED void post_slot(struct nv_pp *pp, unsigned slot)
 {
-    struct desc d = {.op = NV_CONTROL_OP_SENDRECV, .nsegs = 1,
-                     .segs = {{area_va(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES), pp->cfg.area_handle,
-                               NV_PP_SLOT_BYTES}}};
+    struct desc d = {
+        .op = NV_CONTROL_OP_SENDRECV,
+        .nsegs = 1,
+        .segs = {{area_va(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES), pp->cfg.area_handle, NV_PP_SLOT_BYTES}}};
     post(pp, 0, RECV_DESC(slot), &d);
     pp->posted[(pp->posted_head + pp->posted_count) % NV_PP_SLOTS] = (uint8_t)slot;
     pp->posted_count++;
@@ -299,8 +307,8 @@ static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq
     uint32_t at = NV_PP_AREA_HEADERS + NV_PP_HEADER_SIZE;
     for (unsigned i = 0; i < 8; i++)
         nv_host_write32(area_pa(pp, at) + 4 * i, w[i]);
-    struct desc d = {.op = NV_CONTROL_OP_SENDRECV, .nsegs = 1,
-                     .segs = {{area_va(pp, at), pp->cfg.area_handle, NV_PP_HEADER_SIZE}}};
+    struct desc d = {
+        .op = NV_CONTROL_OP_SENDRECV, .nsegs = 1, .segs = {{area_va(pp, at), pp->cfg.area_handle, NV_PP_HEADER_SIZE}}};
     CHECK(post_send(pp, &d, index));
     pp->ack_user = *index + 1;
     pp->credits--;
@@ -311,7 +319,7 @@ static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq
 /* --- translation: a user range into the card's ATT ------------------------------------------- */
 
 static TIMED uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
-                          uint32_t attributes, uint32_t *handle)
+                                uint32_t attributes, uint32_t *handle)
 {
     *handle = NO_HANDLE;
     if (length == 0)
@@ -324,8 +332,7 @@ static TIMED uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t
     uint32_t list = area_pa(pp, list_offset);
     for (uint32_t i = 0; i < pages; i++)
         nv_host_write32(list + 4 * i, i == 0 ? buf.pa : (buf.pa & ~PAGE_MASK) + i * NV_ATT_PAGE_SIZE);
-    CHECK(nv_via_register_mem(pp->via, buf.va, length, pp->via->vi[pp->cfg.vi].ptag, attributes, list, pages,
-                              handle));
+    CHECK(nv_via_register_mem(pp->via, buf.va, length, pp->via->vi[pp->cfg.vi].ptag, attributes, list, pages, handle));
     pp->stats.translated_pages += pages;
     return NV_VIP_SUCCESS;
 }
@@ -357,7 +364,7 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     *pp = (struct nv_pp){.via = via, .cfg = *cfg, .credits = NV_PP_SLOTS};
     uint32_t timeout_us = cfg->timeout_us ? cfg->timeout_us : 1000000u;
     if (timeout_us > 20000000u)
-        timeout_us = 20000000u;   /* the 32-bit cycle counter wraps after 42 s */
+        timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     pp->timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u);
     for (unsigned i = 0; i < NV_PP_SLOTS; i++)
         post_slot(pp, i);
@@ -396,7 +403,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         if (p.pushed)
             d.segs[d.nsegs++] = (struct seg){buf.va, handle, p.pushed};
     } else {
-        CHECK(reap_sends(pp, pp->bounce_user));   /* the bounce slot's last push has left */
+        CHECK(reap_sends(pp, pp->bounce_user)); /* the bounce slot's last push has left */
         uint32_t bytes = 0;
         if (p.path == NV_PP_PATH_REGISTER) {
             uint32_t value = 0;
@@ -423,7 +430,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     pp->credits--;
     pp->owed = 0;
     if (p.path == NV_PP_PATH_GATHER)
-        r = reap_sends(pp, index + 1);   /* the push gathered from the user buffer */
+        r = reap_sends(pp, index + 1); /* the push gathered from the user buffer */
     else
         pp->bounce_user = index + 1;
     uint32_t start = nv_card_cycles32();
@@ -483,8 +490,8 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
     uint32_t len = (uint32_t)get_field(w, HDR(LENGTH)), pushed = (uint32_t)get_field(w, HDR(PUSHED));
     uint32_t seq = (uint32_t)get_field(w, HDR(SEQ)), sent = (uint32_t)get_field(w, HDR(SENT_CYCLES));
     if (pushed > len || pushed > NV_PP_MAX_PUSH || len > capacity) {
-        nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n",
-               (unsigned long)seq, (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
+        nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n", (unsigned long)seq,
+               (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
         post_slot(pp, slot);
         pp->owed++;
         untranslate(pp, &handle);
@@ -492,10 +499,12 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
     }
     uint32_t pulled = len - pushed;
     if (pulled && (handle == NO_HANDLE || pushed != early_from)) {
-        untranslate(pp, &handle);   /* original, or the sender pushed a different amount */
+        untranslate(pp, &handle); /* original, or the sender pushed a different amount */
         CHECK(translate(pp, at_offset(buf, pushed), pulled, NV_PP_AREA_RECV_PAGES, 0, &handle));
     }
-    struct desc read = {.op = NV_CONTROL_OP_RDMA_READ, .rdma = 1, .nsegs = 1,
+    struct desc read = {.op = NV_CONTROL_OP_RDMA_READ,
+                        .rdma = 1,
+                        .nsegs = 1,
                         .remote_va = get_field(w, HDR(PULL_VA)),
                         .remote_handle = (uint32_t)get_field(w, HDR(PULL_HANDLE)),
                         .segs = {{buf.va + pushed, handle, pulled}}};
@@ -512,7 +521,7 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         if (r == NV_VIP_SUCCESS)
             r = send_control(pp, NV_PP_KIND_ACK, seq, &ack_index);
         if (r == NV_VIP_SUCCESS)
-            r = take_pushed(pp, slot, w, buf);   /* while the pull is on the wire */
+            r = take_pushed(pp, slot, w, buf); /* while the pull is on the wire */
         if (r == NV_VIP_SUCCESS)
             r = reap_sends(pp, read_index + 1);
         pp->stats.pulls++;
@@ -588,7 +597,7 @@ static TIMED void scribble(struct nv_pp_buf buf, uint32_t size)
 }
 
 static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,
-                            uint32_t sender, int verify, uint32_t *bad)
+                                  uint32_t sender, int verify, uint32_t *bad)
 {
     uint32_t length = 0;
     if (verify)
@@ -617,7 +626,7 @@ static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_arg
             if (!burst)
                 CHECK(receive_one(pp, user, a->size, i, 0, verify, bad));
         } else {
-            if (late) {   /* the receive is posted late: the push waits in its slot */
+            if (late) { /* the receive is posted late: the push waits in its slot */
                 uint64_t until = nv_card_cycles() + late;
                 while (nv_card_cycles() < until)
                     ;
@@ -635,19 +644,22 @@ static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_arg
     return NV_VIP_SUCCESS;
 }
 
-uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t words[16],
-                     struct nv_bench_result *r)
+uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t words[16], struct nv_bench_result *r)
 {
     static struct nv_pp pp;
     *r = (struct nv_bench_result){0};
     uint32_t threshold = words[NV_PP_ARG_THRESHOLD], flags = words[NV_PP_ARG_FLAGS];
-    if (a->iterations == 0 || (a->buf_pa & 3u) || threshold > NV_PP_MAX_PUSH || a->size > 0x7fffffffu - NV_PP_AREA_BYTES ||
-        !nv_via_host_range(via, a->buf_pa, NV_PP_AREA_BYTES + a->size))
+    if (a->iterations == 0 || (a->buf_pa & 3u) || threshold > NV_PP_MAX_PUSH ||
+        a->size > 0x7fffffffu - NV_PP_AREA_BYTES || !nv_via_host_range(via, a->buf_pa, NV_PP_AREA_BYTES + a->size))
         return NV_VIP_INVALID_PARAMETER;
     struct nv_pp_config cfg = {
         .scheme = a->op == NV_PP_BENCH_OP_ADVANCED ? NV_PP_SCHEME_ADVANCED : NV_PP_SCHEME_ORIGINAL,
-        .threshold = threshold, .vi = a->vi, .area = {a->buf_va, a->buf_pa}, .area_handle = a->buf_handle,
-        .desc = a->desc, .timeout_us = a->timeout_us,
+        .threshold = threshold,
+        .vi = a->vi,
+        .area = {a->buf_va, a->buf_pa},
+        .area_handle = a->buf_handle,
+        .desc = a->desc,
+        .timeout_us = a->timeout_us,
     };
     if (flags & NV_PP_BENCH_FLAG_OPEN) {
         CHECK(nv_pp_open(&pp, via, &cfg));

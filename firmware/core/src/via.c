@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "numavia/platform.h"
-#include "numavia/pushpull.h"
 #include "numavia/via.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
@@ -67,6 +66,8 @@ uint32_t nv_via_reset_vi(struct nv_via *via, unsigned vi)
     return NV_VIP_SUCCESS;
 }
 
+static nv_status register_manager_commands(struct nv_via *via);
+
 nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz)
 {
     if (via == NULL || clk_freq_hz < 1000000u)
@@ -86,9 +87,9 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
     if (via->vis == 0 || via->vis > NV_VIA_MAX_VIS || via->cqs > NV_VIA_MAX_CQS ||
         via->att_regions > NV_VIA_MAX_REGIONS || via->att_pages > NV_VIA_MAX_PAGES)
         return NV_ERR_RANGE;
-    for (unsigned i = 0; i < via->att_regions; i++) {   /* no stale regions from before a reset */
+    for (unsigned i = 0; i < via->att_regions; i++) { /* no stale regions from before a reset */
         nv_reg_write(NV_VIA_ATT_ADDR, i * NV_ATT_L1_STRIDE_WORDS + NV_ATT_L1_ATTRIBUTES_OFFSET / 4);
-        nv_reg_write(NV_VIA_ATT_WDATA, 0);   /* clears VALID (and the tag sharing its word) */
+        nv_reg_write(NV_VIA_ATT_WDATA, 0); /* clears VALID (and the tag sharing its word) */
     }
     for (unsigned i = 0; i < via->cqs; i++) {
         nv_reg_write(NV_VIA_CQ_SIZE_AT(i), 0);
@@ -97,10 +98,12 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
     for (unsigned i = 0; i < via->vis; i++)
         nv_reg_write(NV_VIA_VI_CMD_AT(i), NV_VIA_VI_CMD_RESET_MASK);
     via->mbox_seq = (nv_reg_read(NV_VIA_MBOX_CMD) & NV_VIA_MBOX_CMD_SEQ_MASK) >> NV_VIA_MBOX_CMD_SEQ_SHIFT;
+    nv_status status = register_manager_commands(via);
+    if (status != NV_OK)
+        return status;
     nv_reg_write(NV_VIA_CTRL, NV_VIA_CTRL_ENABLE_MASK);
-    nv_log("via: %u VIs, %u CQs, queues of %u, %u segments, MTU up to %u, ATT %u regions / %u pages\n",
-           via->vis, via->cqs, via->queue_depth, via->max_segments, via->max_mtu, via->att_regions,
-           via->att_pages);
+    nv_log("via: %u VIs, %u CQs, queues of %u, %u segments, MTU up to %u, ATT %u regions / %u pages\n", via->vis,
+           via->cqs, via->queue_depth, via->max_segments, via->max_mtu, via->att_regions, via->att_pages);
     return NV_OK;
 }
 
@@ -139,8 +142,7 @@ static uint32_t destroy_ptag(struct nv_via *via, uint32_t ptag)
 
 NV_TIMED(pushpull) int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length)
 {
-    return addr >= via->host_base && length <= via->host_size &&
-           addr - via->host_base <= via->host_size - length;
+    return addr >= via->host_base && length <= via->host_size && addr - via->host_base <= via->host_size - length;
 }
 
 /* The area a VI's doorbells may name descriptors in (the engine refuses any other address): the
@@ -154,7 +156,7 @@ uint32_t nv_via_set_desc_area(const struct nv_via *via, unsigned vi, uint32_t ba
 {
     if (!desc_area_valid(via, base, size))
         return NV_VIP_INVALID_PARAMETER;
-    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* never a mix of the old and the new area */
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0); /* never a mix of the old and the new area */
     nv_reg_write(NV_VIA_VI_DESC_BASE_AT(vi), base);
     nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), size);
     return NV_VIP_SUCCESS;
@@ -204,8 +206,8 @@ static uint32_t destroy_cq(struct nv_via *via, uint32_t cq)
     return NV_VIP_SUCCESS;
 }
 
-static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq,
-                          uint32_t desc_base, uint32_t desc_size, uint32_t *vi)
+static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, uint32_t recv_cq, uint32_t desc_base,
+                          uint32_t desc_size, uint32_t *vi)
 {
     if (!ptag_valid(via, ptag))
         return NV_VIP_INVALID_PTAG;
@@ -216,7 +218,7 @@ static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, u
         if (via->vi[i].used)
             continue;
         if (nv_via_vi_state(i) != NV_VI_STATE_IDLE || nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(i)) != 0)
-            continue;   /* not clean yet (a disconnect still draining) */
+            continue; /* not clean yet (a disconnect still draining) */
         memset(&via->vi[i], 0, sizeof via->vi[i]);
         via->vi[i].used = 1;
         via->vi[i].ptag = (uint16_t)ptag;
@@ -248,7 +250,7 @@ static uint32_t destroy_vi(struct nv_via *via, uint32_t vi)
         nv_reg_read(NV_VIA_VI_QUEUE_STATUS_AT(vi)) != 0)
         return NV_VIP_INVALID_STATE;
     nv_reg_write(NV_VIA_VI_CQ_BIND_AT(vi), 0);
-    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0);   /* a free VI posts nothing */
+    nv_reg_write(NV_VIA_VI_DESC_SIZE_AT(vi), 0); /* a free VI posts nothing */
     via->vi[vi].used = 0;
     return NV_VIP_SUCCESS;
 }
@@ -258,62 +260,112 @@ static uint32_t destroy_vi(struct nv_via *via, uint32_t vi)
 #define ARG(cmd, name) args[NV_MBOX_##cmd##_ARG_##name]
 #define RES(cmd, name) args[NV_MBOX_##cmd##_RES_##name]
 
-uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
+static uint32_t nop(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
 {
-    switch (code) {
-    case NV_MBOX_NOP:
-        return NV_VIP_SUCCESS;
-    case NV_MBOX_CREATE_PTAG:
+    (void)via, (void)context, (void)code, (void)args;
+    return NV_VIP_SUCCESS;
+}
+
+static uint32_t ptag_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context;
+    if (code == NV_MBOX_CREATE_PTAG)
         return create_ptag(via, &RES(CREATE_PTAG, PTAG));
-    case NV_MBOX_DESTROY_PTAG:
-        return destroy_ptag(via, ARG(DESTROY_PTAG, PTAG));
-    case NV_MBOX_REGISTER_MEM: {
-        uint64_t va = (uint64_t)ARG(REGISTER_MEM, VA_HI) << 32 | ARG(REGISTER_MEM, VA_LO);
-        return nv_via_register_mem(via, va, ARG(REGISTER_MEM, LENGTH), ARG(REGISTER_MEM, PTAG),
-                                   ARG(REGISTER_MEM, ATTRIBUTES), ARG(REGISTER_MEM, PAGE_LIST),
-                                   ARG(REGISTER_MEM, PAGE_COUNT), &RES(REGISTER_MEM, HANDLE));
-    }
-    case NV_MBOX_DEREGISTER_MEM:
+    return destroy_ptag(via, ARG(DESTROY_PTAG, PTAG));
+}
+
+static uint32_t mem_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context;
+    if (code == NV_MBOX_DEREGISTER_MEM)
         return nv_via_deregister_mem(via, ARG(DEREGISTER_MEM, HANDLE));
-    case NV_MBOX_CREATE_CQ:
+    uint64_t va = (uint64_t)ARG(REGISTER_MEM, VA_HI) << 32 | ARG(REGISTER_MEM, VA_LO);
+    return nv_via_register_mem(via, va, ARG(REGISTER_MEM, LENGTH), ARG(REGISTER_MEM, PTAG),
+                               ARG(REGISTER_MEM, ATTRIBUTES), ARG(REGISTER_MEM, PAGE_LIST),
+                               ARG(REGISTER_MEM, PAGE_COUNT), &RES(REGISTER_MEM, HANDLE));
+}
+
+static uint32_t cq_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context;
+    if (code == NV_MBOX_CREATE_CQ)
         return create_cq(via, ARG(CREATE_CQ, BASE), ARG(CREATE_CQ, ENTRIES), &RES(CREATE_CQ, CQ));
-    case NV_MBOX_DESTROY_CQ:
-        return destroy_cq(via, ARG(DESTROY_CQ, CQ));
-    case NV_MBOX_CREATE_VI:
+    return destroy_cq(via, ARG(DESTROY_CQ, CQ));
+}
+
+static uint32_t vi_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context;
+    if (code == NV_MBOX_CREATE_VI)
         return create_vi(via, ARG(CREATE_VI, PTAG), ARG(CREATE_VI, SEND_CQ), ARG(CREATE_VI, RECV_CQ),
                          ARG(CREATE_VI, DESC_BASE), ARG(CREATE_VI, DESC_SIZE), &RES(CREATE_VI, VI));
-    case NV_MBOX_DESTROY_VI:
-        return destroy_vi(via, ARG(DESTROY_VI, VI));
-    case NV_MBOX_CONNECT_REQUEST:
-    case NV_MBOX_CONNECT_STATUS:
-    case NV_MBOX_CONNECT_WAIT:
-    case NV_MBOX_CONNECT_ACCEPT:
-    case NV_MBOX_CONNECT_REJECT:
-    case NV_MBOX_DISCONNECT:
-        return nv_via_connection_command(via, code, args);
-    case NV_MBOX_BENCH: {
-        struct nv_bench_args a = {
-            .role = ARG(BENCH, ROLE), .op = ARG(BENCH, OP), .vi = ARG(BENCH, VI), .size = ARG(BENCH, SIZE),
-            .iterations = ARG(BENCH, ITERATIONS),
-            .buf_va = (uint64_t)ARG(BENCH, BUF_VA_HI) << 32 | ARG(BENCH, BUF_VA_LO),
-            .buf_handle = ARG(BENCH, BUF_HANDLE), .buf_pa = ARG(BENCH, BUF_PA),
-            .remote_va = (uint64_t)ARG(BENCH, REMOTE_VA_HI) << 32 | ARG(BENCH, REMOTE_VA_LO),
-            .remote_handle = ARG(BENCH, REMOTE_HANDLE), .desc = ARG(BENCH, DESC),
-            .timeout_us = ARG(BENCH, TIMEOUT_US),
-        };
-        struct nv_bench_result r;
-        uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED
-                              ? nv_pp_bench(via, &a, args, &r)   /* push-pull: two more words each way */
-                              : nv_via_bench(via, &a, &r);
-        RES(BENCH, CYCLES_LO) = (uint32_t)r.cycles;
-        RES(BENCH, CYCLES_HI) = (uint32_t)(r.cycles >> 32);
-        RES(BENCH, POST_RECV_CYCLES) = r.post_recv_cycles;
-        RES(BENCH, POST_RECVS) = r.post_recvs;
-        RES(BENCH, POLLS) = r.polls;
-        return result;
+    return destroy_vi(via, ARG(DESTROY_VI, VI));
+}
+
+static uint32_t connection_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context;
+    return nv_via_connection_command(via, code, args);
+}
+
+/* The manager's own commands; agents add theirs with nv_via_register_command. */
+static const struct {
+    uint32_t code;
+    nv_via_command_handler handler;
+} manager_commands[] = {
+    {NV_MBOX_NOP, nop},
+    {NV_MBOX_CREATE_PTAG, ptag_command},
+    {NV_MBOX_DESTROY_PTAG, ptag_command},
+    {NV_MBOX_REGISTER_MEM, mem_command},
+    {NV_MBOX_DEREGISTER_MEM, mem_command},
+    {NV_MBOX_CREATE_CQ, cq_command},
+    {NV_MBOX_DESTROY_CQ, cq_command},
+    {NV_MBOX_CREATE_VI, vi_command},
+    {NV_MBOX_DESTROY_VI, vi_command},
+    {NV_MBOX_CONNECT_REQUEST, connection_command},
+    {NV_MBOX_CONNECT_STATUS, connection_command},
+    {NV_MBOX_CONNECT_WAIT, connection_command},
+    {NV_MBOX_CONNECT_ACCEPT, connection_command},
+    {NV_MBOX_CONNECT_REJECT, connection_command},
+    {NV_MBOX_DISCONNECT, connection_command},
+};
+
+static const struct nv_via_command_entry *find_command(const struct nv_via *via, uint32_t code)
+{
+    for (unsigned i = 0; i < via->command_count; i++)
+        if (via->commands[i].code == code)
+            return &via->commands[i];
+    return NULL;
+}
+
+nv_status nv_via_register_command(struct nv_via *via, uint32_t code, nv_via_command_handler handler, void *context)
+{
+    if (via == NULL || handler == NULL)
+        return NV_ERR_ARG;
+    if (find_command(via, code) != NULL)
+        return NV_ERR_EXISTS;
+    if (via->command_count == NV_VIA_MAX_COMMANDS)
+        return NV_ERR_FULL;
+    via->commands[via->command_count++] = (struct nv_via_command_entry){code, handler, context};
+    return NV_OK;
+}
+
+static nv_status register_manager_commands(struct nv_via *via)
+{
+    for (unsigned i = 0; i < sizeof manager_commands / sizeof manager_commands[0]; i++) {
+        nv_status status = nv_via_register_command(via, manager_commands[i].code, manager_commands[i].handler, NULL);
+        if (status != NV_OK)
+            return status;
     }
-    }
-    return NV_VIP_INVALID_FUNCTION;
+    return NV_OK;
+}
+
+uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16])
+{
+    const struct nv_via_command_entry *entry = find_command(via, code);
+    if (entry == NULL)
+        return NV_VIP_INVALID_FUNCTION;
+    return entry->handler(via, entry->context, code, args);
 }
 
 static void serve_mailbox(struct nv_via *via)
@@ -332,7 +384,8 @@ static void serve_mailbox(struct nv_via *via)
     uint32_t result = nv_via_command(via, code, args);
     for (unsigned i = 0; i < 16; i++)
         nv_reg_write(NV_VIA_MBOX_DATA_WORD_AT(i), args[i]);
-    nv_reg_write(NV_VIA_MBOX_STATUS, (uint32_t)seq << NV_VIA_MBOX_STATUS_SEQ_SHIFT | (result & NV_VIA_MBOX_STATUS_RESULT_MASK));
+    nv_reg_write(NV_VIA_MBOX_STATUS,
+                 (uint32_t)seq << NV_VIA_MBOX_STATUS_SEQ_SHIFT | (result & NV_VIA_MBOX_STATUS_RESULT_MASK));
 }
 
 void nv_via_poll(struct nv_via *via)

@@ -51,8 +51,8 @@ static TIMED void att_write(uint32_t word, uint32_t value)
 
 #define PUT(words, field, value) nv_put_field(words, NV_ATT_L1_##field##_OFFSET, NV_ATT_L1_##field##_BYTES, value)
 
-TIMED uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag,
-                             uint32_t attributes, uint32_t page_list, uint32_t page_count, uint32_t *handle)
+TIMED uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag, uint32_t attributes,
+                                   uint32_t page_list, uint32_t page_count, uint32_t *handle)
 {
     const uint32_t rights = NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK | NV_ATT_L1_ATTRIBUTES_RDMA_WRITE_MASK;
     if (length == 0 || (attributes & ~rights) || va + length < va)
@@ -100,7 +100,7 @@ TIMED uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t len
     for (unsigned i = 0; i < NV_ATT_L1_WORDS; i++)
         if (i != valid_word)
             att_write(entry + i, words[i]);
-    att_write(entry + valid_word, words[valid_word]);   /* VALID last */
+    att_write(entry + valid_word, words[valid_word]); /* VALID last */
     via->regions[h].used = 1;
     via->regions[h].ptag = (uint16_t)ptag;
     via->regions[h].l2_index = l2;

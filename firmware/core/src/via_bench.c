@@ -1,4 +1,5 @@
-/* The benchmark agent: NetPIPE-style ping-pong between two nodes' agents, timed by the card.
+/* The benchmark agent (numavia/via_bench.h): NetPIPE-style ping-pong between two nodes' agents,
+ * timed by the card.
  *
  * The agent is what a host process does with VIPL, done by the node's CPU so that nothing slower
  * than the CPU sits in the timed loop: it writes descriptors into host memory, rings doorbells and
@@ -10,7 +11,9 @@
 
 #include "numavia/core.h"
 #include "numavia/platform.h"
+#include "numavia/pushpull.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
 #include "via_internal.h"
@@ -34,7 +37,7 @@ struct agent {
     const struct nv_bench_args *a;
     struct nv_bench_result *r;
     uint32_t timeout_cycles;
-    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS];   /* descriptor images */
+    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS]; /* descriptor images */
     unsigned recv_count, send_count;
 };
 
@@ -153,7 +156,12 @@ static TIMED uint32_t wait_marker(struct agent *g, uint8_t m)
     }
 }
 
-#define CHECK(x) do { uint32_t r_ = (x); if (r_ != NV_VIP_SUCCESS) return r_; } while (0)
+#define CHECK(x)                                                                                                       \
+    do {                                                                                                               \
+        uint32_t r_ = (x);                                                                                             \
+        if (r_ != NV_VIP_SUCCESS)                                                                                      \
+            return r_;                                                                                                 \
+    } while (0)
 
 static TIMED_LOOP uint32_t send_recv(struct agent *g)
 {
@@ -188,7 +196,7 @@ static TIMED_LOOP uint32_t rdma_write(struct agent *g)
     uint32_t n = g->a->iterations;
     int initiator = g->a->role != 0;
     if (g->a->size == 0)
-        return NV_VIP_INVALID_PARAMETER;   /* the marker needs a byte */
+        return NV_VIP_INVALID_PARAMETER; /* the marker needs a byte */
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < n; i++) {
         if (!initiator)
@@ -216,7 +224,7 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
         return NV_VIP_INVALID_PARAMETER;
     if (g->a->role == 0) {
         if (!with_receives)
-            return NV_VIP_SUCCESS;   /* RDMA writes need no remote CPU */
+            return NV_VIP_SUCCESS; /* RDMA writes need no remote CPU */
         for (uint32_t i = 0; i < n; i++)
             post_recv_slot(g, i);
         uint64_t t0 = nv_card_cycles();
@@ -240,7 +248,7 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
 static TIMED_LOOP uint32_t rdma_read(struct agent *g)
 {
     if (g->a->role == 0)
-        return NV_VIP_SUCCESS;   /* the remote side of a read needs no CPU */
+        return NV_VIP_SUCCESS; /* the remote side of a read needs no CPU */
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < g->a->iterations; i++) {
         post_send(g);
@@ -253,8 +261,8 @@ static TIMED_LOOP uint32_t rdma_read(struct agent *g)
 uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct nv_bench_result *r)
 {
     *r = (struct nv_bench_result){0};
-    if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED ||
-        a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
+    if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED || a->iterations == 0 ||
+        (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
         !nv_via_host_range(via, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
@@ -270,23 +278,56 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         return NV_VIP_INVALID_PARAMETER;
     uint32_t timeout_us = a->timeout_us ? a->timeout_us : 1000000u;
     if (timeout_us > 20000000u)
-        timeout_us = 20000000u;   /* the 32-bit cycle counter wraps after 42 s */
+        timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
     struct agent g = {.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
     g.recv_count = build(a, NV_CONTROL_OP_SENDRECV, g.recv_words);
     g.send_count = build(a, ops[a->op], g.send_words);
     switch (a->op) {
-    case NV_BENCH_OP_SEND_RECV:
-        return send_recv(&g);
-    case NV_BENCH_OP_RDMA_WRITE:
-        return rdma_write(&g);
-    case NV_BENCH_OP_RDMA_READ:
-        return rdma_read(&g);
-    case NV_BENCH_OP_SEND_STREAM:
-        return stream(&g, 1);
-    case NV_BENCH_OP_WRITE_STREAM:
-        return stream(&g, 0);
+    case NV_BENCH_OP_SEND_RECV: return send_recv(&g);
+    case NV_BENCH_OP_RDMA_WRITE: return rdma_write(&g);
+    case NV_BENCH_OP_RDMA_READ: return rdma_read(&g);
+    case NV_BENCH_OP_SEND_STREAM: return stream(&g, 1);
+    case NV_BENCH_OP_WRITE_STREAM: return stream(&g, 0);
     }
     return NV_VIP_INVALID_PARAMETER;
+}
+
+#define ARG(name) args[NV_MBOX_BENCH_ARG_##name]
+#define RES(name) args[NV_MBOX_BENCH_RES_##name]
+
+/* The BENCH mailbox command: its words in, the run's figures out. */
+static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
+{
+    (void)context, (void)code;
+    struct nv_bench_args a = {
+        .role = ARG(ROLE),
+        .op = ARG(OP),
+        .vi = ARG(VI),
+        .size = ARG(SIZE),
+        .iterations = ARG(ITERATIONS),
+        .buf_va = (uint64_t)ARG(BUF_VA_HI) << 32 | ARG(BUF_VA_LO),
+        .buf_handle = ARG(BUF_HANDLE),
+        .buf_pa = ARG(BUF_PA),
+        .remote_va = (uint64_t)ARG(REMOTE_VA_HI) << 32 | ARG(REMOTE_VA_LO),
+        .remote_handle = ARG(REMOTE_HANDLE),
+        .desc = ARG(DESC),
+        .timeout_us = ARG(TIMEOUT_US),
+    };
+    struct nv_bench_result r;
+    uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED
+                          ? nv_pp_bench(via, &a, args, &r) /* push-pull: two more words each way */
+                          : nv_via_bench(via, &a, &r);
+    RES(CYCLES_LO) = (uint32_t)r.cycles;
+    RES(CYCLES_HI) = (uint32_t)(r.cycles >> 32);
+    RES(POST_RECV_CYCLES) = r.post_recv_cycles;
+    RES(POST_RECVS) = r.post_recvs;
+    RES(POLLS) = r.polls;
+    return result;
+}
+
+nv_status nv_bench_register(struct nv_via *via)
+{
+    return nv_via_register_command(via, NV_MBOX_BENCH, bench_command, NULL);
 }

@@ -41,7 +41,7 @@ static void send_message(struct nv_via *via, unsigned node, unsigned type, unsig
     uint64_t deadline = nv_via_deadline(via, NV_VIA_RETRY_US);
     while (nv_reg_read(NV_VIA_MGMT_TX_STATUS) & NV_VIA_MGMT_TX_STATUS_BUSY_MASK)
         if (nv_via_expired(deadline))
-            return;   /* the link is stuck; the retry will try again */
+            return; /* the link is stuck; the retry will try again */
     for (unsigned i = 0; i < MSG_WORDS; i++)
         nv_reg_write(NV_VIA_MGMT_TX_DATA_WORD_AT(i), words[i]);
     nv_reg_write(NV_VIA_MGMT_TX_CTRL, (node << NV_VIA_MGMT_TX_CTRL_DST_NODE_SHIFT) |
@@ -96,7 +96,7 @@ uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t a
                                ARG(CONNECT_REQUEST, BUF_HANDLE), ARG(CONNECT_REQUEST, BUF_LENGTH));
         v->remote.handle = NV_MBOX_NONE;
         v->deadline = nv_via_deadline(via, timeout ? timeout : NV_VIA_CONNECT_TIMEOUT_US);
-        v->next_retry = 0;   /* send now */
+        v->next_retry = 0; /* send now */
         return NV_VIP_SUCCESS;
     }
     case NV_MBOX_CONNECT_STATUS: {
@@ -105,20 +105,15 @@ uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t a
             return NV_VIP_INVALID_PARAMETER;
         struct nv_via_vi *v = &via->vi[vi];
         switch (v->conn) {
-        case NV_CONN_REQUESTING:
-            return NV_VIP_NOT_DONE;
+        case NV_CONN_REQUESTING: return NV_VIP_NOT_DONE;
         case NV_CONN_CONNECTED:
             RES(CONNECT_STATUS, NODE) = v->peer_node;
             RES(CONNECT_STATUS, PEER_VI) = v->peer_vi;
             put_buffer(&RES(CONNECT_STATUS, BUF_VA_LO), &RES(CONNECT_STATUS, BUF_VA_HI),
                        &RES(CONNECT_STATUS, BUF_HANDLE), &RES(CONNECT_STATUS, BUF_LENGTH), &v->remote);
             return NV_VIP_SUCCESS;
-        case NV_CONN_REJECTED:
-            v->conn = NV_CONN_NONE;
-            return NV_VIP_REJECT;
-        case NV_CONN_TIMED_OUT:
-            v->conn = NV_CONN_NONE;
-            return NV_VIP_TIMEOUT;
+        case NV_CONN_REJECTED: v->conn = NV_CONN_NONE; return NV_VIP_REJECT;
+        case NV_CONN_TIMED_OUT: v->conn = NV_CONN_NONE; return NV_VIP_TIMEOUT;
         }
         return NV_VIP_INVALID_STATE;
     }
@@ -130,8 +125,8 @@ uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t a
                 RES(CONNECT_WAIT, REQUEST) = i;
                 RES(CONNECT_WAIT, NODE) = r->node;
                 RES(CONNECT_WAIT, PEER_VI) = r->vi;
-                put_buffer(&RES(CONNECT_WAIT, BUF_VA_LO), &RES(CONNECT_WAIT, BUF_VA_HI),
-                           &RES(CONNECT_WAIT, BUF_HANDLE), &RES(CONNECT_WAIT, BUF_LENGTH), &r->remote);
+                put_buffer(&RES(CONNECT_WAIT, BUF_VA_LO), &RES(CONNECT_WAIT, BUF_VA_HI), &RES(CONNECT_WAIT, BUF_HANDLE),
+                           &RES(CONNECT_WAIT, BUF_LENGTH), &r->remote);
                 return NV_VIP_SUCCESS;
             }
         }
@@ -156,8 +151,7 @@ uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t a
         v->local = r->local;
         v->remote = r->remote;
         connect_vi(vi, r->node, r->vi);
-        send_message(via, r->node, NV_MGMT_TYPE_CONNECT_ACCEPT, vi, r->vi, r->discriminator, r->request_id,
-                     &r->local);
+        send_message(via, r->node, NV_MGMT_TYPE_CONNECT_ACCEPT, vi, r->vi, r->discriminator, r->request_id, &r->local);
         return NV_VIP_SUCCESS;
     }
     case NV_MBOX_CONNECT_REJECT: {
@@ -200,7 +194,7 @@ void nv_via_connection_timers(struct nv_via *via)
                 nv_log("via: VI %u: node %u did not answer the connection request\n", i, v->peer_node);
                 v->conn = NV_CONN_TIMED_OUT;
             } else {
-                v->conn = NV_CONN_NONE;   /* the peer is gone: our side is reset already */
+                v->conn = NV_CONN_NONE; /* the peer is gone: our side is reset already */
             }
             continue;
         }
@@ -208,11 +202,11 @@ void nv_via_connection_timers(struct nv_via *via)
             continue;
         v->next_retry = nv_via_deadline(via, NV_VIA_RETRY_US);
         if (v->conn == NV_CONN_REQUESTING)
-            send_message(via, v->peer_node, NV_MGMT_TYPE_CONNECT_REQUEST, i, NO_VI, v->discriminator,
-                         v->request_id, &v->local);
+            send_message(via, v->peer_node, NV_MGMT_TYPE_CONNECT_REQUEST, i, NO_VI, v->discriminator, v->request_id,
+                         &v->local);
         else
-            send_message(via, v->peer_node, NV_MGMT_TYPE_DISCONNECT, i, v->peer_vi, v->discriminator,
-                         v->request_id, NULL);
+            send_message(via, v->peer_node, NV_MGMT_TYPE_DISCONNECT, i, v->peer_vi, v->discriminator, v->request_id,
+                         NULL);
     }
 }
 
@@ -255,7 +249,7 @@ static void on_request(struct nv_via *via, unsigned node, const uint32_t *words)
             continue;
         }
         if (r->node == node && r->vi == src_vi && r->request_id == request_id) {
-            if (r->state == NV_REQ_ACCEPTED)   /* our ACCEPT was lost: say it again */
+            if (r->state == NV_REQ_ACCEPTED) /* our ACCEPT was lost: say it again */
                 send_message(via, node, NV_MGMT_TYPE_CONNECT_ACCEPT, r->local_vi, r->vi, r->discriminator,
                              r->request_id, &r->local);
             return;
@@ -263,7 +257,7 @@ static void on_request(struct nv_via *via, unsigned node, const uint32_t *words)
     }
     if (free_entry == NULL) {
         nv_log("via: connection request from node %u dropped: %u requests pending\n", node, NV_VIA_MAX_REQUESTS);
-        return;   /* the client will ask again */
+        return; /* the client will ask again */
     }
     free_entry->state = NV_REQ_PENDING;
     free_entry->node = (uint8_t)node;
@@ -284,9 +278,7 @@ void nv_via_handle_mgmt(struct nv_via *via, unsigned src_node, const uint32_t *p
     uint32_t request_id = (uint32_t)GET(words, REQUEST_ID);
     struct nv_via_vi *v = dst_vi < via->vis ? &via->vi[dst_vi] : NULL;
     switch (type) {
-    case NV_MGMT_TYPE_CONNECT_REQUEST:
-        on_request(via, src_node, words);
-        break;
+    case NV_MGMT_TYPE_CONNECT_REQUEST: on_request(via, src_node, words); break;
     case NV_MGMT_TYPE_CONNECT_ACCEPT:
         if (v != NULL && v->conn == NV_CONN_REQUESTING && v->peer_node == src_node && v->request_id == request_id) {
             v->peer_vi = (uint8_t)src_vi;

@@ -12,20 +12,22 @@
 
 typedef enum {
     NV_OK = 0,
-    NV_ERR_NO_CARD = -1,   /* CTRL.ID does not read CARD_ID: nothing (or something else) answers */
-    NV_ERR_VERSION = -2,   /* the card's major version differs from the one we were built for */
-    NV_ERR_RANGE = -3,     /* an argument is outside its valid range */
-    NV_ERR_READBACK = -4,  /* a register did not read back what was written */
-    NV_ERR_ARG = -5,       /* a required pointer argument is NULL */
-    NV_ERR_CRC = -6,       /* the control store's contents do not have the image's CRC */
-    NV_ERR_NOT_LOADED = -7 /* the remote access controller refused to go live */
+    NV_ERR_NO_CARD = -1,    /* CTRL.ID does not read CARD_ID: nothing (or something else) answers */
+    NV_ERR_VERSION = -2,    /* the card's major version differs from the one we were built for */
+    NV_ERR_RANGE = -3,      /* an argument is outside its valid range */
+    NV_ERR_READBACK = -4,   /* a register did not read back what was written */
+    NV_ERR_ARG = -5,        /* a required pointer argument is NULL */
+    NV_ERR_CRC = -6,        /* the control store's contents do not have the image's CRC */
+    NV_ERR_NOT_LOADED = -7, /* the remote access controller refused to go live */
+    NV_ERR_EXISTS = -8,     /* something is already registered under that key */
+    NV_ERR_FULL = -9        /* a fixed-size table has no free entry */
 } nv_status;
 
 /* A microcode image for the remote access controller's control store (numavia_ucode.h). */
 struct nv_ucode_image {
     const uint64_t *words;
     uint32_t count;
-    uint32_t crc32;          /* zlib CRC-32 of the words, little-endian */
+    uint32_t crc32; /* zlib CRC-32 of the words, little-endian */
 };
 
 struct nv_card_info {
@@ -34,7 +36,7 @@ struct nv_card_info {
     uint8_t node_id_strap;
     uint8_t node_id;
     uint32_t clk_freq_hz;
-    uint32_t features;       /* CTRL.FEATURES: NV_CTRL_FEATURES_VIA_MASK, NV_CTRL_FEATURES_PCIE_MASK */
+    uint32_t features; /* CTRL.FEATURES: NV_CTRL_FEATURES_VIA_MASK, NV_CTRL_FEATURES_PCIE_MASK */
 };
 
 /* Human-readable name of a status code; never NULL. */
@@ -53,7 +55,7 @@ nv_status nv_card_set_node_id(unsigned node_id);
  * loops read it, and a call would leave their group (NV_TIMED). */
 static inline __attribute__((always_inline)) uint64_t nv_card_cycles(void)
 {
-    uint32_t lo = nv_reg_read(NV_CTRL_CYCLES_LO);   /* latches the high word */
+    uint32_t lo = nv_reg_read(NV_CTRL_CYCLES_LO); /* latches the high word */
     uint32_t hi = nv_reg_read(NV_CTRL_CYCLES_HI);
     return (uint64_t)hi << 32 | lo;
 }

@@ -17,42 +17,43 @@
 #include <stdint.h>
 
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_pushpull.h"
 
-#define NV_PP_SEND_DESCS 8u   /* send descriptors in flight at most (pushes, acks, reads) */
+#define NV_PP_SEND_DESCS 8u /* send descriptors in flight at most (pushes, acks, reads) */
 
 /* How one message of `length` bytes travels (pure: the unit tests check the edge cases). */
 enum nv_pp_path {
-    NV_PP_PATH_REGISTER = 0,   /* advanced, tiny: the bytes ride in the descriptor's immediate data */
-    NV_PP_PATH_BOUNCE,         /* advanced, pushed part copied behind the header: no translation */
-    NV_PP_PATH_GATHER,         /* original: the push gathers from the translated user buffer */
+    NV_PP_PATH_REGISTER = 0, /* advanced, tiny: the bytes ride in the descriptor's immediate data */
+    NV_PP_PATH_BOUNCE,       /* advanced, pushed part copied behind the header: no translation */
+    NV_PP_PATH_GATHER,       /* original: the push gathers from the translated user buffer */
 };
 struct nv_pp_plan {
     uint32_t pushed, pulled;
-    uint8_t path;              /* enum nv_pp_path */
-    uint8_t send_translates;   /* the sender writes the ATT: 0 none, 1 the whole buffer, 2 the pulled part */
-    uint8_t recv_translates_early;   /* the receiver translates before the push arrives (masked) */
-    uint8_t ack_overlaps_pull;       /* the ack is queued behind the pull, before it completes */
+    uint8_t path;                  /* enum nv_pp_path */
+    uint8_t send_translates;       /* the sender writes the ATT: 0 none, 1 the whole buffer, 2 the pulled part */
+    uint8_t recv_translates_early; /* the receiver translates before the push arrives (masked) */
+    uint8_t ack_overlaps_pull;     /* the ack is queued behind the pull, before it completes */
 };
 void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *plan);
 
 struct nv_pp_buf {
     uint64_t va;
-    uint32_t pa;   /* physically contiguous from here */
+    uint32_t pa; /* physically contiguous from here */
 };
 
 struct nv_pp_config {
-    unsigned scheme;            /* NV_PP_SCHEME_* */
-    uint32_t threshold;         /* bytes_to_push, at most NV_PP_MAX_PUSH */
-    unsigned vi;                /* a connected VI */
-    struct nv_pp_buf area;      /* NV_PP_AREA_BYTES of a registered region: slots, bounce, page lists */
+    unsigned scheme;       /* NV_PP_SCHEME_* */
+    uint32_t threshold;    /* bytes_to_push, at most NV_PP_MAX_PUSH */
+    unsigned vi;           /* a connected VI */
+    struct nv_pp_buf area; /* NV_PP_AREA_BYTES of a registered region: slots, bounce, page lists */
     uint32_t area_handle;
-    uint32_t desc;              /* a 4 KiB host page for the descriptors */
+    uint32_t desc; /* a 4 KiB host page for the descriptors */
     uint32_t timeout_us;
 };
 
 struct nv_pp_stats {
-    uint64_t one_way_cycles;    /* sum over received messages of (arrival in the user buffer - send start) */
+    uint64_t one_way_cycles; /* sum over received messages of (arrival in the user buffer - send start) */
     uint32_t one_ways, translated_pages, copied_bytes, pulls, credit_waits;
 };
 
@@ -61,7 +62,7 @@ struct nv_pp {
     struct nv_pp_config cfg;
     uint8_t open;
     uint32_t timeout_cycles;
-    uint32_t credits, owed;     /* slots the peer has for us; slots we re-posted and not yet told */
+    uint32_t credits, owed; /* slots the peer has for us; slots we re-posted and not yet told */
     uint32_t send_seq, acked_seq;
     /* Receive slots in the order they were posted (the engine completes them in that order), and
      * DATA messages that arrived, in arrival order. */

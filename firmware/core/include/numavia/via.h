@@ -3,9 +3,9 @@
  * The hardware moves data on its own; the firmware does what the paper's "VI protocol manager"
  * does around it: protection tags, memory registration into the ATT, completion queues, VIs,
  * connection set-up and tear-down with the peer's firmware (management frames), errors. The host
- * asks for all of it through the mailbox (docs/via.md); nv_via_poll() serves one round. A
- * benchmark agent runs ping-pong tests against the peer's agent, timed with the card's cycle
- * counter. */
+ * asks for all of it through the mailbox (docs/via.md); nv_via_poll() serves one round. Agents
+ * built on the manager (the benchmark agents) add mailbox commands of their own by registering a
+ * handler (nv_via_register_command); the manager knows none of them. */
 #ifndef NUMAVIA_VIA_MANAGER_H
 #define NUMAVIA_VIA_MANAGER_H
 
@@ -18,10 +18,10 @@
 #define NV_VIA_MAX_PTAGS 16
 #define NV_VIA_MAX_REGIONS 256
 #define NV_VIA_MAX_PAGES 8192
-#define NV_VIA_MAX_REQUESTS 8          /* connection requests a node keeps at once */
+#define NV_VIA_MAX_REQUESTS 8 /* connection requests a node keeps at once */
 
 /* Firmware timers, in microseconds. */
-#define NV_VIA_RETRY_US 100            /* management requests are repeated this often */
+#define NV_VIA_RETRY_US 100 /* management requests are repeated this often */
 #define NV_VIA_CONNECT_TIMEOUT_US 20000
 #define NV_VIA_FLUSH_TIMEOUT_US 2000
 
@@ -34,14 +34,14 @@ enum nv_via_conn_state {
     NV_CONN_DISCONNECTING /* DISCONNECT sent, no DISCONNECT_ACK yet */
 };
 
-struct nv_via_buffer {   /* an RDMA buffer offered during connection set-up */
+struct nv_via_buffer { /* an RDMA buffer offered during connection set-up */
     uint64_t va;
     uint32_t handle, length;
 };
 
 struct nv_via_vi {
     uint8_t used;
-    uint8_t conn;                  /* enum nv_via_conn_state */
+    uint8_t conn; /* enum nv_via_conn_state */
     uint16_t ptag;
     uint8_t peer_node, peer_vi;
     uint32_t discriminator, request_id;
@@ -51,10 +51,10 @@ struct nv_via_vi {
 
 enum nv_via_request_state { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_HANDED, NV_REQ_ACCEPTED };
 
-struct nv_via_request {          /* a connection request received by this node (server side) */
-    uint8_t state;               /* enum nv_via_request_state */
-    uint8_t node, vi;            /* the client */
-    uint8_t local_vi;            /* once accepted */
+struct nv_via_request { /* a connection request received by this node (server side) */
+    uint8_t state;      /* enum nv_via_request_state */
+    uint8_t node, vi;   /* the client */
+    uint8_t local_vi;   /* once accepted */
     uint32_t discriminator, request_id;
     struct nv_via_buffer remote, local;
 };
@@ -65,24 +65,38 @@ struct nv_via_region {
     uint32_t l2_index, pages;
 };
 
+/* Mailbox commands: each code dispatches to the handler registered for it, with the context it
+ * was registered with; `args` are the 16 mailbox words, in and out. Returns a VIP result code. */
+#define NV_VIA_MAX_COMMANDS 24 /* the manager's own 15 commands and room for the agents' */
+struct nv_via;
+typedef uint32_t (*nv_via_command_handler)(struct nv_via *via, void *context, uint32_t code, uint32_t args[16]);
+struct nv_via_command_entry {
+    uint32_t code;
+    nv_via_command_handler handler;
+    void *context;
+};
+
 struct nv_via {
     unsigned node_id;
     uint32_t clk_freq_hz;
-    uint8_t irq;                             /* the card's interrupt wakes the port (nv_via_irq_enable) */
+    uint8_t irq; /* the card's interrupt wakes the port (nv_via_irq_enable) */
     /* What the card has (its RO registers). */
     unsigned vis, cqs, queue_depth, max_segments, att_regions, att_pages, max_mtu;
     uint32_t host_base, host_size;
     uint16_t mbox_seq;
     uint32_t next_request_id;
-    uint32_t ptags;                          /* bit i: tag i+1 allocated */
+    uint32_t ptags; /* bit i: tag i+1 allocated */
     uint32_t cqs_used;
     struct nv_via_vi vi[NV_VIA_MAX_VIS];
     struct nv_via_request requests[NV_VIA_MAX_REQUESTS];
     struct nv_via_region regions[NV_VIA_MAX_REGIONS];
     uint32_t l2_used[NV_VIA_MAX_PAGES / 32];
+    struct nv_via_command_entry commands[NV_VIA_MAX_COMMANDS];
+    unsigned command_count;
 };
 
-/* Read the card's VIA parameters, reset its VIs and CQs, enable the engine. */
+/* Read the card's VIA parameters, reset its VIs and CQs, enable the engine, and register the
+ * manager's own mailbox commands (agents register theirs after this). */
 nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz);
 
 /* One round of service: a mailbox command, a management frame, retries and timeouts. */
@@ -97,27 +111,20 @@ void nv_via_irq_enable(struct nv_via *via);
  * or UINT64_MAX when nothing but the interrupt can bring work. */
 uint64_t nv_via_next_timer(const struct nv_via *via);
 
+/* Make mailbox command `code` run `handler` (with `context`). NV_ERR_ARG for a NULL handler,
+ * NV_ERR_EXISTS when the code already has one, NV_ERR_FULL when all NV_VIA_MAX_COMMANDS are taken;
+ * the table is then unchanged. */
+nv_status nv_via_register_command(struct nv_via *via, uint32_t code, nv_via_command_handler handler, void *context);
+
 /* The mailbox command `code` with its arguments in/out of `args` (what nv_via_poll runs for the
- * host); returns a VIP result code (NV_VIP_*). */
+ * host); returns a VIP result code (NV_VIP_*), NV_VIP_INVALID_FUNCTION for a code with no handler. */
 uint32_t nv_via_command(struct nv_via *via, uint32_t code, uint32_t args[16]);
 
 /* --- the pieces, for the unit tests ------------------------------------------------------- */
-uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag,
-                             uint32_t attributes, uint32_t page_list, uint32_t page_count, uint32_t *handle);
+uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t length, uint32_t ptag, uint32_t attributes,
+                             uint32_t page_list, uint32_t page_count, uint32_t *handle);
 uint32_t nv_via_deregister_mem(struct nv_via *via, uint32_t handle);
 void nv_via_handle_mgmt(struct nv_via *via, unsigned src_node, const uint32_t *words, unsigned length);
 uint64_t nv_via_now_us(const struct nv_via *via);
-
-/* The benchmark agent: a ping-pong of `iterations` round trips (see NV_MBOX_BENCH). */
-struct nv_bench_args {
-    uint32_t role, op, vi, size, iterations;
-    uint64_t buf_va, remote_va;
-    uint32_t buf_handle, buf_pa, remote_handle, desc, timeout_us;
-};
-struct nv_bench_result {
-    uint64_t cycles;                  /* the whole run, first post to last completion */
-    uint32_t post_recv_cycles, post_recvs, polls;
-};
-uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *args, struct nv_bench_result *result);
 
 #endif

@@ -61,12 +61,11 @@ void numavia_card_set_numa_mode(const struct device *card, bool numa)
     nv_reg_write(NV_CTRL_CTRL, ctrl | (numa ? NV_CTRL_CTRL_NUMA_MODE_MASK : 0));
 }
 
-#define CARD_CONTROL_DEFINE(inst)                                                                 \
-    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_CTRL_BASE);                                              \
-    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, card_control_config_##inst);                                \
-    static struct card_control_data card_control_data_##inst;                                     \
-    DEVICE_DT_INST_DEFINE(inst, card_control_init, NULL, &card_control_data_##inst,               \
-                          &card_control_config_##inst, POST_KERNEL,                               \
-                          CONFIG_NUMAVIA_CARD_CONTROL_INIT_PRIORITY, NULL);
+#define CARD_CONTROL_DEFINE(inst)                                                                                      \
+    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_CTRL_BASE);                                                                   \
+    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, card_control_config_##inst);                                                     \
+    static struct card_control_data card_control_data_##inst;                                                          \
+    DEVICE_DT_INST_DEFINE(inst, card_control_init, NULL, &card_control_data_##inst, &card_control_config_##inst,       \
+                          POST_KERNEL, CONFIG_NUMAVIA_CARD_CONTROL_INIT_PRIORITY, NULL);
 
 DT_INST_FOREACH_STATUS_OKAY(CARD_CONTROL_DEFINE)

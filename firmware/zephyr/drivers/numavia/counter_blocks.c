@@ -5,11 +5,11 @@
 
 #include "numavia_block.h"
 
-#define COUNTER_BLOCK_DEFINE(inst, nv_block_base, prefix)                                        \
-    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, nv_block_base);                                             \
-    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, prefix##_config_##inst);                                    \
-    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &prefix##_config_##inst,          \
-                          POST_KERNEL, CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY, NULL);
+#define COUNTER_BLOCK_DEFINE(inst, nv_block_base, prefix)                                                              \
+    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, nv_block_base);                                                                  \
+    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, prefix##_config_##inst);                                                         \
+    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &prefix##_config_##inst, POST_KERNEL,                  \
+                          CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY, NULL);
 
 #ifdef CONFIG_NUMAVIA_LAC
 #define DT_DRV_COMPAT numavia_local_access_controller

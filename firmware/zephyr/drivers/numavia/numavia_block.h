@@ -11,11 +11,10 @@
 #include <zephyr/sys/util.h>
 #include <zephyr/toolchain.h>
 
-#include "numavia/platform.h"   /* the card's window (numavia/platform_zephyr.h) */
+#include "numavia/platform.h" /* the card's window (numavia/platform_zephyr.h) */
 #include "numavia_regs.h"
 
-BUILD_ASSERT(DT_NUM_INST_STATUS_OKAY(numavia_card) == 1,
-             "the Numavia drivers support exactly one numavia,card node");
+BUILD_ASSERT(DT_NUM_INST_STATUS_OKAY(numavia_card) == 1, "the Numavia drivers support exactly one numavia,card node");
 BUILD_ASSERT(DT_REG_SIZE_BY_NAME(NUMAVIA_CARD_NODE, registers) == NV_CARD_WINDOW_SIZE,
              "the devicetree's card window and numavia_regs.h disagree: regenerate both");
 
@@ -23,7 +22,7 @@ BUILD_ASSERT(DT_REG_SIZE_BY_NAME(NUMAVIA_CARD_NODE, registers) == NV_CARD_WINDOW
 #define NUMAVIA_CARD_CONTROL_DEVICE DEVICE_DT_GET_ONE(numavia_card_control)
 
 /* Value of field NAME (NAME##_MASK, NAME##_SHIFT from numavia_regs.h) in a register value. */
-#define NUMAVIA_FIELD(value, NAME) (((value) & NAME##_MASK) >> NAME##_SHIFT)
+#define NUMAVIA_FIELD(value, NAME) (((value)&NAME##_MASK) >> NAME##_SHIFT)
 
 /* The config of every block's device. Counters live here, not in each driver, so that one routine
  * (block.c) serves the counters of any block. */
@@ -36,23 +35,20 @@ struct numavia_block_config {
 
 /* The devicetree (generated from csr.json and the register map) and numavia_regs.h (generated
  * from the register map) must place a block at the same address; this catches a stale one. */
-#define NUMAVIA_BLOCK_CHECK_ADDRESS(inst, nv_block_base)                                          \
-    BUILD_ASSERT(DT_INST_REG_ADDR(inst) == NUMAVIA_CARD_WINDOW + (nv_block_base),               \
-                 "devicetree and numavia_regs.h disagree on a Numavia block's address: "          \
+#define NUMAVIA_BLOCK_CHECK_ADDRESS(inst, nv_block_base)                                                               \
+    BUILD_ASSERT(DT_INST_REG_ADDR(inst) == NUMAVIA_CARD_WINDOW + (nv_block_base),                                      \
+                 "devicetree and numavia_regs.h disagree on a Numavia block's address: "                               \
                  "regenerate the overlay and the headers")
 
 /* Defines `static const struct numavia_block_config name` for devicetree instance `inst`. */
-#define NUMAVIA_BLOCK_CONFIG_DEFINE(inst, name)                                                   \
-    COND_CODE_1(DT_INST_NODE_HAS_PROP(inst, event_counters),                                      \
-                (static const char *const name##_counter_names[] =                                \
-                     DT_INST_PROP(inst, event_counters);),                                        \
-                ())                                                                               \
-    static const struct numavia_block_config name = {                                             \
-        .base = DT_INST_REG_ADDR(inst),                                                           \
-        .counter_names = COND_CODE_1(DT_INST_NODE_HAS_PROP(inst, event_counters),                 \
-                                     (name##_counter_names), (NULL)),                             \
-        .counters_offset = DT_INST_PROP_OR(inst, event_counters_offset, 0),                       \
-        .counter_count = DT_INST_PROP_LEN_OR(inst, event_counters, 0),                            \
+#define NUMAVIA_BLOCK_CONFIG_DEFINE(inst, name)                                                                        \
+    COND_CODE_1(DT_INST_NODE_HAS_PROP(inst, event_counters),                                                           \
+                (static const char *const name##_counter_names[] = DT_INST_PROP(inst, event_counters);), ())           \
+    static const struct numavia_block_config name = {                                                                  \
+        .base = DT_INST_REG_ADDR(inst),                                                                                \
+        .counter_names = COND_CODE_1(DT_INST_NODE_HAS_PROP(inst, event_counters), (name##_counter_names), (NULL)),     \
+        .counters_offset = DT_INST_PROP_OR(inst, event_counters_offset, 0),                                            \
+        .counter_count = DT_INST_PROP_LEN_OR(inst, event_counters, 0),                                                 \
     }
 
 /* Init of a block that only needs the booted card. */

@@ -37,17 +37,16 @@ nv_status numavia_ucode_verify(const struct device *rac, uint32_t *bad_word)
     return nv_ucode_verify(numavia_ucode_image(), bad_word);
 }
 
-nv_status numavia_ucode_load_image(const struct device *rac, const struct nv_ucode_image *image,
-                                   uint32_t *bad_word)
+nv_status numavia_ucode_load_image(const struct device *rac, const struct nv_ucode_image *image, uint32_t *bad_word)
 {
     ARG_UNUSED(rac);
     return nv_ucode_load(image, bad_word);
 }
 
-#define RAC_DEFINE(inst)                                                                          \
-    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_RAC_BASE);                                               \
-    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, rac_config_##inst);                                         \
-    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &rac_config_##inst, POST_KERNEL,  \
+#define RAC_DEFINE(inst)                                                                                               \
+    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_RAC_BASE);                                                                    \
+    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, rac_config_##inst);                                                              \
+    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &rac_config_##inst, POST_KERNEL,                       \
                           CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY, NULL);
 
 DT_INST_FOREACH_STATUS_OKAY(RAC_DEFINE)

@@ -51,17 +51,16 @@ static int cmd_status(const struct shell *sh, size_t argc, char **argv)
         return -ENODEV;
     /* Printed in two halves: the shell's default printf has no 64-bit conversions. */
     uint64_t cycles = numavia_card_cycles(card);
-    shell_print(sh, "card:      id 0x%08x, version %u.%u.%u, clock %u Hz, cycles 0x%08x%08x",
-                info.id, info.version_major, info.version_minor, info.version_patch,
-                info.clk_freq_hz, (uint32_t)(cycles >> 32), (uint32_t)cycles);
+    shell_print(sh, "card:      id 0x%08x, version %u.%u.%u, clock %u Hz, cycles 0x%08x%08x", info.id,
+                info.version_major, info.version_minor, info.version_patch, info.clk_freq_hz, (uint32_t)(cycles >> 32),
+                (uint32_t)cycles);
     shell_print(sh, "node:      %u (strap %u), %s mode", info.node_id, info.node_id_strap,
                 numavia_card_numa_mode(card) ? "NUMA" : "NCC-NUMA");
 #ifdef CONFIG_NUMAVIA_RAC
     struct numavia_rac_status rac;
     numavia_rac_get_status(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &rac);
-    shell_print(sh, "sequencer: %s, %u busy context(s), control store %u words%s",
-                rac.loaded ? "live" : "offline", rac.busy_contexts, rac.depth,
-                rac.write_refused ? ", a write to the live store was refused" : "");
+    shell_print(sh, "sequencer: %s, %u busy context(s), control store %u words%s", rac.loaded ? "live" : "offline",
+                rac.busy_contexts, rac.depth, rac.write_refused ? ", a write to the live store was refused" : "");
 #endif
 #ifdef CONFIG_NUMAVIA_VIA
     const struct device *via = DEVICE_DT_GET_ONE(numavia_via_engine);
@@ -80,8 +79,8 @@ static int cmd_status(const struct shell *sh, size_t argc, char **argv)
 
 #ifdef CONFIG_NUMAVIA_RAC
 /* The report of `ucode load` and `ucode verify` on `image`. */
-static int ucode_report(const struct shell *sh, const char *what, const struct nv_ucode_image *image,
-                        nv_status status, uint32_t bad_word)
+static int ucode_report(const struct shell *sh, const char *what, const struct nv_ucode_image *image, nv_status status,
+                        uint32_t bad_word)
 {
     if (status == NV_OK) {
         shell_print(sh, "microcode %s: %u words, crc 0x%08x", what, image->count, image->crc32);
@@ -133,8 +132,7 @@ static int cmd_ucode_load(const struct shell *sh, size_t argc, char **argv)
     const struct nv_ucode_image image = {words, count, crc};
     nv_status status = numavia_ucode_load_image(rac, &image, &bad_word);
     if (status == NV_ERR_CRC) {
-        shell_error(sh, "microcode refused: its words do not have crc 0x%08x; the running microcode stays live",
-                    crc);
+        shell_error(sh, "microcode refused: its words do not have crc 0x%08x; the running microcode stays live", crc);
         return -EIO;
     }
     return ucode_report(sh, "loaded and verified", &image, status, bad_word);
@@ -151,10 +149,13 @@ static int cmd_ucode_verify(const struct shell *sh, size_t argc, char **argv)
     return ucode_report(sh, "verified", numavia_ucode_image(), status, bad_word);
 }
 
-SHELL_STATIC_SUBCMD_SET_CREATE(numavia_ucode_cmds,
-    SHELL_CMD_ARG(load, NULL, "Load microcode into the control store and verify it: the built-in SCI "
+SHELL_STATIC_SUBCMD_SET_CREATE(
+    numavia_ucode_cmds,
+    SHELL_CMD_ARG(load, NULL,
+                  "Load microcode into the control store and verify it: the built-in SCI "
                   "microcode, or WORDS 64-bit words the host put at host-memory ADDR with their CRC-32: "
-                  "numavia ucode load [ADDR WORDS CRC]", cmd_ucode_load, 1, 3),
+                  "numavia ucode load [ADDR WORDS CRC]",
+                  cmd_ucode_load, 1, 3),
     SHELL_CMD(verify, NULL, "Compare the control store with the built-in microcode", cmd_ucode_verify),
     SHELL_SUBCMD_SET_END);
 #endif
@@ -179,16 +180,17 @@ static int cmd_vi_list(const struct shell *sh, size_t argc, char **argv)
         if (numavia_via_vi_info(via, vi, &v) != 0 || !v.open)
             continue;
         shell_print(sh, "%3u  %-13s  %-9s  0x%04x  %5u  %2u.%-3u %5u %5u", vi,
-                    numavia_via_connection_name(v.connection), vi_hw_states[MIN(v.hw_state, 3)],
-                    v.hw_error, v.ptag, v.peer_node, v.peer_vi, v.sq_posted, v.rq_posted);
+                    numavia_via_connection_name(v.connection), vi_hw_states[MIN(v.hw_state, 3)], v.hw_error, v.ptag,
+                    v.peer_node, v.peer_vi, v.sq_posted, v.rq_posted);
     }
     return 0;
 }
 
 SHELL_STATIC_SUBCMD_SET_CREATE(numavia_vi_cmds,
-    SHELL_CMD(list, NULL, "The VIs the host opened: connection, engine state, peer, posted descriptors",
-              cmd_vi_list),
-    SHELL_SUBCMD_SET_END);
+                               SHELL_CMD(list, NULL,
+                                         "The VIs the host opened: connection, engine state, peer, posted descriptors",
+                                         cmd_vi_list),
+                               SHELL_SUBCMD_SET_END);
 #endif
 
 static int cmd_mode(const struct shell *sh, size_t argc, char **argv)
@@ -236,13 +238,15 @@ static int cmd_counters(const struct shell *sh, size_t argc, char **argv)
     return 0;
 }
 
-SHELL_STATIC_SUBCMD_SET_CREATE(numavia_cmds,
-    SHELL_CMD(status, NULL, "Card identity, node id, mode, sequencer and VIA summary", cmd_status),
+SHELL_STATIC_SUBCMD_SET_CREATE(
+    numavia_cmds, SHELL_CMD(status, NULL, "Card identity, node id, mode, sequencer and VIA summary", cmd_status),
 #ifdef CONFIG_NUMAVIA_RAC
     SHELL_CMD(ucode, &numavia_ucode_cmds, "Remote access controller microcode", NULL),
 #endif
-    SHELL_CMD_ARG(mode, NULL, "Show the mode, or set it (on a ring whose shared memory is not in use): "
-                  "numavia mode [ncc|numa]", cmd_mode, 1, 1),
+    SHELL_CMD_ARG(mode, NULL,
+                  "Show the mode, or set it (on a ring whose shared memory is not in use): "
+                  "numavia mode [ncc|numa]",
+                  cmd_mode, 1, 1),
 #ifdef CONFIG_NUMAVIA_VIA
     SHELL_CMD(vi, &numavia_vi_cmds, "Virtual Interfaces", NULL),
 #endif

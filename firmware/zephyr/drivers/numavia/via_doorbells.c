@@ -25,10 +25,10 @@ int numavia_via_doorbell_page(const struct device *doorbells, unsigned vi, uintp
     return 0;
 }
 
-#define VIA_DOORBELLS_DEFINE(inst)                                                                \
-    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_DOORBELL_BASE);                                          \
-    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, via_doorbells_config_##inst);                               \
-    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &via_doorbells_config_##inst,     \
-                          POST_KERNEL, CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY, NULL);
+#define VIA_DOORBELLS_DEFINE(inst)                                                                                     \
+    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_DOORBELL_BASE);                                                               \
+    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, via_doorbells_config_##inst);                                                    \
+    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &via_doorbells_config_##inst, POST_KERNEL,             \
+                          CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY, NULL);
 
 DT_INST_FOREACH_STATUS_OKAY(VIA_DOORBELLS_DEFINE)

@@ -20,6 +20,7 @@
 #include "numavia/drivers.h"
 #include "numavia/platform.h"
 #include "numavia/via.h"
+#include "numavia/via_bench.h"
 #include "numavia_block.h"
 
 /* One card, so one engine: the thread's stack is static. */
@@ -31,9 +32,9 @@ BUILD_ASSERT(IS_ENABLED(CONFIG_NUMAVIA_LITEX_INTC),
 #define VIA_IRQ DT_INST_IRQN(0)
 
 struct via_engine_data {
-    struct nv_via via;     /* the manager's state: several KiB (ATT bookkeeping), so static */
+    struct nv_via via; /* the manager's state: several KiB (ATT bookkeeping), so static */
     struct k_mutex lock;
-    struct k_sem work;     /* given by the interrupt */
+    struct k_sem work; /* given by the interrupt */
     struct k_thread thread;
 };
 
@@ -87,6 +88,8 @@ static int via_engine_init(const struct device *dev)
         return -ENODEV;
     }
     nv_status status = nv_via_init(&data->via, info.node_id, info.clk_freq_hz);
+    if (status == NV_OK)
+        status = nv_bench_register(&data->via); /* the benchmark agent's BENCH command */
     if (status != NV_OK) {
         nv_log("numavia: VIA set-up failed: %s\n", nv_strerror(status));
         return -EIO;
@@ -95,9 +98,9 @@ static int via_engine_init(const struct device *dev)
     k_sem_init(&data->work, 0, 1);
     IRQ_CONNECT(VIA_IRQ, DT_INST_IRQ(0, priority), via_engine_isr, DEVICE_DT_INST_GET(0), 0);
     nv_via_irq_enable(&data->via);
-    k_tid_t tid = k_thread_create(&data->thread, via_engine_stack, K_KERNEL_STACK_SIZEOF(via_engine_stack),
-                                  via_engine_serve, (void *)dev, NULL, NULL,
-                                  CONFIG_NUMAVIA_VIA_THREAD_PRIORITY, 0, K_NO_WAIT);
+    k_tid_t tid =
+        k_thread_create(&data->thread, via_engine_stack, K_KERNEL_STACK_SIZEOF(via_engine_stack), via_engine_serve,
+                        (void *)dev, NULL, NULL, CONFIG_NUMAVIA_VIA_THREAD_PRIORITY, 0, K_NO_WAIT);
     k_thread_name_set(tid, "numavia_via");
     return 0;
 }
@@ -146,12 +149,11 @@ const char *numavia_via_connection_name(uint8_t connection)
     return "unknown";
 }
 
-#define VIA_ENGINE_DEFINE(inst)                                                                   \
-    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_VIA_BASE);                                               \
-    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, via_engine_config_##inst);                                  \
-    static struct via_engine_data via_engine_data_##inst;                                         \
-    DEVICE_DT_INST_DEFINE(inst, via_engine_init, NULL, &via_engine_data_##inst,                   \
-                          &via_engine_config_##inst, POST_KERNEL,                                 \
-                          CONFIG_NUMAVIA_VIA_INIT_PRIORITY, NULL);
+#define VIA_ENGINE_DEFINE(inst)                                                                                        \
+    NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_VIA_BASE);                                                                    \
+    NUMAVIA_BLOCK_CONFIG_DEFINE(inst, via_engine_config_##inst);                                                       \
+    static struct via_engine_data via_engine_data_##inst;                                                              \
+    DEVICE_DT_INST_DEFINE(inst, via_engine_init, NULL, &via_engine_data_##inst, &via_engine_config_##inst,             \
+                          POST_KERNEL, CONFIG_NUMAVIA_VIA_INIT_PRIORITY, NULL);
 
 DT_INST_FOREACH_STATUS_OKAY(VIA_ENGINE_DEFINE)

@@ -31,10 +31,10 @@ bool numavia_card_numa_mode(const struct device *card);
 /* --- remote access controller (numavia,remote-access-controller) ------------------------------- */
 
 struct numavia_rac_status {
-    bool loaded;            /* the sequencer serves remote traffic */
-    bool write_refused;     /* a write to the live control store was ignored (sticky) */
-    uint8_t busy_contexts;  /* transaction-buffer entries in use */
-    uint32_t depth;         /* words in the control store */
+    bool loaded;           /* the sequencer serves remote traffic */
+    bool write_refused;    /* a write to the live control store was ignored (sticky) */
+    uint8_t busy_contexts; /* transaction-buffer entries in use */
+    uint32_t depth;        /* words in the control store */
 };
 
 int numavia_rac_get_status(const struct device *rac, struct numavia_rac_status *status);
@@ -53,8 +53,7 @@ nv_status numavia_ucode_verify(const struct device *rac, uint32_t *bad_word);
 /* Load another image (e.g. one the host staged in host memory, numavia_host_image()) the same way.
  * An image whose words do not have its CRC is refused (NV_ERR_CRC) before the store is touched:
  * the microcode that runs stays live. */
-nv_status numavia_ucode_load_image(const struct device *rac, const struct nv_ucode_image *image,
-                                   uint32_t *bad_word);
+nv_status numavia_ucode_load_image(const struct device *rac, const struct nv_ucode_image *image, uint32_t *bad_word);
 
 /* `count` 64-bit words at physical address `phys` of host memory, through the CPU's window on it:
  * NULL unless the whole range is host memory and `phys` is 8-byte aligned. */
@@ -67,13 +66,13 @@ void numavia_card_set_numa_mode(const struct device *card, bool numa);
 /* --- VIA engine (numavia,via-engine) ------------------------------------------------------------ */
 
 struct numavia_vi_info {
-    bool open;           /* the host created this VI */
-    uint8_t connection;  /* enum nv_via_conn_state (numavia/via.h) */
-    uint8_t hw_state;    /* the engine's VI state: NV_VI_STATE_IDLE, _CONNECTED or _ERROR */
-    uint16_t hw_error;   /* status error bits that put the VI in ERROR */
-    uint16_t ptag;       /* protection tag */
+    bool open;          /* the host created this VI */
+    uint8_t connection; /* enum nv_via_conn_state (numavia/via.h) */
+    uint8_t hw_state;   /* the engine's VI state: NV_VI_STATE_IDLE, _CONNECTED or _ERROR */
+    uint16_t hw_error;  /* status error bits that put the VI in ERROR */
+    uint16_t ptag;      /* protection tag */
     uint8_t peer_node, peer_vi;
-    uint16_t sq_posted, rq_posted;  /* descriptors posted and not completed yet */
+    uint16_t sq_posted, rq_posted; /* descriptors posted and not completed yet */
 };
 
 /* VIs the engine has (0 when its set-up failed). */

@@ -1,0 +1,29 @@
+/* The benchmark agent: NetPIPE-style ping-pongs between two nodes' agents, timed by the card.
+ *
+ * An agent on the VIA manager: it owns the mailbox's BENCH command, which it registers with the
+ * manager (nv_bench_register); the operation picks the VIA ping-pong (nv_via_bench) or the
+ * push-pull one (nv_pp_bench, numavia/pushpull.h). */
+#ifndef NUMAVIA_VIA_BENCH_H
+#define NUMAVIA_VIA_BENCH_H
+
+#include <stdint.h>
+
+#include "numavia/core.h"
+#include "numavia/via.h"
+
+/* A ping-pong of `iterations` round trips (see NV_MBOX_BENCH). */
+struct nv_bench_args {
+    uint32_t role, op, vi, size, iterations;
+    uint64_t buf_va, remote_va;
+    uint32_t buf_handle, buf_pa, remote_handle, desc, timeout_us;
+};
+struct nv_bench_result {
+    uint64_t cycles; /* the whole run, first post to last completion */
+    uint32_t post_recv_cycles, post_recvs, polls;
+};
+uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *args, struct nv_bench_result *result);
+
+/* Register the BENCH mailbox command with the manager (after nv_via_init). */
+nv_status nv_bench_register(struct nv_via *via);
+
+#endif
