@@ -1,4 +1,4 @@
-/* Push-pull messaging over the VIA engine: the original scheme and seed 002's advanced scheme.
+/* Push-pull messaging over the VIA engine: the original scheme and the push-pull paper's advanced scheme.
  *
  * What each scheme does with one message of LENGTH bytes, PUSHED = min(LENGTH, bytes_to_push),
  * PULLED = the rest (nv_pp_plan; docs/via.md "Push-pull messaging"):

@@ -1,4 +1,4 @@
-/* Push-pull messaging over the VIA engine (seed 002, Kim & Kim; docs/via.md "Push-pull messaging").
+/* Push-pull messaging over the VIA engine (the push-pull paper, docs/references.md; docs/via.md "Push-pull messaging").
  *
  * A portable library on the firmware's VIA API: it writes descriptors into host memory, rings
  * doorbells and polls completions the way a VIPL library in a host process would. The benchmark
