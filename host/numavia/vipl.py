@@ -12,6 +12,8 @@ and :class:`Vi` offer Pythonic methods.
 Errors raise :class:`ViplError` (with the VIP result name), never return codes.
 """
 
+from __future__ import annotations   # the classes refer to each other (Nic, CQ, Vi)
+
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
