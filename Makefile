@@ -12,6 +12,7 @@ help:
 	@echo "make demo             set up, then build, boot and measure a 4-node ring (report in results/demo)"
 	@echo "make test             run every test (unit, gateware, firmware, end-to-end simulation)"
 	@echo "make test-fast        the tests that need no Verilator build"
+	@echo "make lint-py          ruff (lint, format check) and mypy (the typed host and build API)"
 	@echo "make sim              build and boot the simulated ring (NODES=2)"
 	@echo "make firmware         build the bare-metal firmware for the simulated SoC"
 	@echo "make firmware-zephyr  build the Zephyr application (needs ZEPHYR_BASE or a west workspace)"
@@ -31,6 +32,12 @@ test: setup
 
 test-fast: setup
 	$(VENV)/bin/pytest -n $(JOBS) -m "not slow"
+
+.PHONY: lint-py
+lint-py: setup
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
+	$(VENV)/bin/mypy
 
 NODES ?= 2
 sim: setup

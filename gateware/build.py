@@ -1,5 +1,6 @@
 """Conversion of the card to Verilog, cached by its sources and parameters."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import amaranth
@@ -13,18 +14,18 @@ TOP_NAME = "numavia_card"
 BASE_DIR = Path(buildcache.__file__).parent
 
 
-def sources():
+def sources() -> list[Path]:
     """The files the card's Verilog is made from: the gateware and the definitions below it."""
     return buildcache.source_files(Path(__file__).parent) + buildcache.source_files(BASE_DIR, ("*.py", "*.uasm"))
 
 
-def card_verilog(config=CardConfig(), *, log=None):
+def card_verilog(config: CardConfig = CardConfig(), *, log: Callable[[str], object] | None = None) -> Path:
     """Path of ``numavia_card.v`` for ``config``, generated unless already cached."""
     key = buildcache.digest(
         sources(),
         params={"config": config.as_dict(), "amaranth": amaranth.__version__})
 
-    def produce(folder):
+    def produce(folder: Path) -> None:
         text = verilog.convert(Card(config), name=TOP_NAME, emit_src=False)
         (folder / f"{TOP_NAME}.v").write_text(text)
 

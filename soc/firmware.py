@@ -7,8 +7,10 @@ import os
 import shutil
 import struct
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import litex
 
@@ -26,18 +28,18 @@ class FirmwareError(NumaviaError):
     pass
 
 
-def litex_include_dirs(cpu_type="vexriscv"):
+def litex_include_dirs(cpu_type: str = "vexriscv") -> list[Path]:
     """LiteX's software headers: hw/common.h, and the CPU's system.h that csr.h includes."""
     soc = Path(litex.__file__).parent / "soc"
     return [soc / "software" / "include", soc / "cores" / "cpu" / cpu_type]
 
 
-def _gcc_version():
+def _gcc_version() -> str | None:
     out = subprocess.run([CROSS_GCC, "--version"], capture_output=True, text=True)
     return out.stdout.splitlines()[0] if out.returncode == 0 else None
 
 
-def build_firmware(soc_dir, log=print):
+def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object] = print) -> Path:
     """Path of ``firmware.bin`` for the SoC generated in ``soc_dir``."""
     if shutil.which(CROSS_GCC) is None:
         raise FirmwareError(f"{CROSS_GCC} not found: run `make setup` (Debian gcc-riscv64-unknown-elf)")
@@ -48,7 +50,7 @@ def build_firmware(soc_dir, log=print):
     key = buildcache.digest(sources, params={"soc": Path(soc_dir).name, "version": __version__,
                                              "gcc": _gcc_version()})
 
-    def produce(folder):
+    def produce(folder: Path) -> None:
         generated = folder / "generated"
         codegen.write_all(generated)
         mems = json.loads((Path(soc_dir) / "csr.json").read_text())["memories"]
@@ -85,12 +87,12 @@ class Image:
     region: str     # ROM or MAIN_RAM
 
     @property
-    def name(self):
+    def name(self) -> str:
         """What built it, for reports: the cache entry, or the file given."""
         return self.path.parent.name
 
 
-def parse_choice(text):
+def parse_choice(text: str) -> tuple[str, Path | None]:
     """``(kind, path or None)`` from the ``--firmware`` option: bare-metal, zephyr, zephyr-shell or
     zephyr=PATH (a zephyr.elf or zephyr.bin built for this SoC)."""
     kind, equals, path = text.partition("=")
@@ -99,7 +101,7 @@ def parse_choice(text):
     return kind, (Path(path) if path else None)
 
 
-def build(choice, soc_dir, log=print):
+def build(choice: str, soc_dir: str | os.PathLike[str], log: Callable[[str], object] = print) -> Image:
     """The :class:`Image` ``choice`` (see :func:`parse_choice`) names, built (cached) for the SoC in
     ``soc_dir`` or, for zephyr=PATH, checked against it."""
     kind, path = parse_choice(choice)
@@ -111,7 +113,7 @@ def build(choice, soc_dir, log=print):
     return Image(ZEPHYR, zephyr_binary(path, memories[MAIN_RAM]), MAIN_RAM)
 
 
-def memory_images(image, memories):
+def memory_images(image: Image, memories: dict[str, dict[str, int]]) -> dict[str, bytes]:
     """``{region: bytes}``: what each memory of the node holds at reset for ``image``."""
     data = image.path.read_bytes()
     if image.region == ROM:
@@ -119,7 +121,7 @@ def memory_images(image, memories):
     return {ROM: jump_to(memories[image.region]["base"]), image.region: data}
 
 
-def jump_to(address):
+def jump_to(address: int) -> bytes:
     """RISC-V code for the reset address: ``lui t0, %hi(address); jr t0`` (address 4 KiB aligned)."""
     if address & 0xFFF:
         raise FirmwareError(f"cannot jump to {address:#x}: not 4 KiB aligned")
@@ -128,7 +130,7 @@ def jump_to(address):
     return lui_t0.to_bytes(4, "little") + jalr_zero_t0.to_bytes(4, "little")
 
 
-def _elf_segments(data):
+def _elf_segments(data: bytes) -> tuple[int, list[tuple[int, int, int]]] | None:
     """``(entry, [(address, file bytes, memory bytes)])`` of a 32-bit little-endian RISC-V ELF."""
     if data[:4] != b"\x7fELF" or data[4] != 1 or data[5] != 1 or struct.unpack_from("<H", data, 18)[0] != 243:
         return None
@@ -142,7 +144,7 @@ def _elf_segments(data):
     return entry, loads
 
 
-def zephyr_binary(path, ram):
+def zephyr_binary(path: str | os.PathLike[str], ram: dict[str, int]) -> Path:
     """The raw binary of a Zephyr image given by the user (zephyr.elf, or zephyr.bin next to it or
     alone), after checking it was linked for this SoC's main RAM ``ram`` (csr.json entry)."""
     path = Path(path)
@@ -172,7 +174,7 @@ def zephyr_binary(path, ram):
     return binary
 
 
-def _zephyr_tree_version(base):
+def _zephyr_tree_version(base: Path) -> dict[str, Any]:
     """What identifies the Zephyr tree: its VERSION file and, in a git checkout, the commit."""
     version = (base / "VERSION").read_text() if (base / "VERSION").exists() else ""
     commit = subprocess.run(["git", "-C", str(base), "describe", "--always", "--dirty", "--tags"],
@@ -180,14 +182,14 @@ def _zephyr_tree_version(base):
     return {"version": version, "commit": commit.stdout.strip() if commit.returncode == 0 else None}
 
 
-def build_zephyr(soc_dir, *, shell=False, log=print):
+def build_zephyr(soc_dir: str | os.PathLike[str], *, shell: bool = False, log: Callable[[str], object] = print) -> Path:
     """Path of ``zephyr.bin`` of the Zephyr application for the SoC in ``soc_dir`` (cached by
     sources, SoC, Zephyr tree and toolchain), built by ``firmware/zephyr/build.sh``."""
-    base = os.environ.get("ZEPHYR_BASE")
-    if not base:
+    base_env = os.environ.get("ZEPHYR_BASE")
+    if not base_env:
         raise FirmwareError("no Zephyr tree: set ZEPHYR_BASE (docs/zephyr.md), or give a built image "
                             "with --firmware zephyr=PATH")
-    base = Path(base)
+    base = Path(base_env)
     if not base.is_dir():
         raise FirmwareError(f"ZEPHYR_BASE={base} is not a folder")
     sources = (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
@@ -201,7 +203,7 @@ def build_zephyr(soc_dir, *, shell=False, log=print):
                                              "zephyr": {"base": str(base), **_zephyr_tree_version(base)},
                                              "toolchain": toolchain})
 
-    def produce(folder):
+    def produce(folder: Path) -> None:
         cmd = ["bash", str(ZEPHYR_DIR / "build.sh"), *(["--shell"] if shell else []), "--out", str(folder)]
         env = {**os.environ, "NUMAVIA_CSR_JSON": str(Path(soc_dir) / "csr.json")}
         log(f"west build ({'with' if shell else 'without'} the shell) against {base}")

@@ -20,21 +20,24 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, asdict
 from pathlib import Path
+from typing import IO, Any
 
 from numavia.base import buildcache, trace
 from numavia.gateware import build as gateware_build
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
+from numavia.gateware.card import CardConfig
 
-from . import model_top, ring_launch, simulator_build
+from . import firmware as node_firmware, model_top, ring_launch, simulator_build
 
 HERE = Path(__file__).resolve().parent
 SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")   # what the node's Verilog depends on
 
 
-def _firmware_define(name, header=buildcache.REPO_ROOT / "firmware/core/include/numavia/core.h"):
+def _firmware_define(name: str, header: Path = buildcache.REPO_ROOT / "firmware/core/include/numavia/core.h") -> str:
     """A string #define of the firmware core, so console protocol strings have one source."""
     m = re.search(rf'#define\s+{name}\s+"([^"]*)"', header.read_text())
     if not m:
@@ -59,47 +62,46 @@ class SimConfig:
     main_ram_size: int = 0x4_0000       # bare metal: data and stack; Zephyr: the whole image, shell included
     via: bool = True                    # False: the card as small FPGAs build it (no VIA engine)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
             raise SimError(f"--nodes must be 1..{1 << regmap.NODE_ID_BITS}, not {self.nodes}")
 
-    def clock_periods_ps(self):
+    def clock_periods_ps(self) -> dict[str, int]:
         """Period of every clock input of the node, sys first."""
         return {"sys_clk": round(1e12 / self.sys_clk_freq), "eth_clk": round(1e12 / self.eth_clk_freq)}
 
-    def soc_params(self):
+    def soc_params(self) -> dict[str, Any]:
         return {"cpu_variant": self.cpu_variant, "sys_clk_freq": self.sys_clk_freq,
                 "host_mem_size": self.host_mem_size, "main_ram_size": self.main_ram_size, "via": self.via}
 
-    def card_config(self):
+    def card_config(self) -> CardConfig:
         """The card every node carries (its address map is what host-port traces address)."""
-        from numavia.gateware.card import CardConfig
         from .card_soc import NumaviaSoC
         return CardConfig(clk_freq_hz=self.sys_clk_freq, host_mem_base=NumaviaSoC.mem_map["hostmem"],
                           host_mem_size=self.host_mem_size, via=self.via)
 
 
-def require_tool(name, hint):
+def require_tool(name: str, hint: str) -> None:
     if shutil.which(name) is None:
         raise SimError(f"{name} not found: {hint}")
 
 
 # --- Stage 1: the node SoC -----------------------------------------------------------------------
 
-def soc_key(config):
+def soc_key(config: SimConfig) -> str:
     files = gateware_build.sources() + [HERE / f for f in SOC_SOURCES]
     return buildcache.digest(files, params={**config.soc_params(), **_package_versions(
         "litex", "liteeth", "migen", "amaranth", "pythondata-cpu-vexriscv")})
 
 
-def _package_versions(*names):
+def _package_versions(*names: str) -> dict[str, str]:
     from importlib.metadata import version
     return {name: version(name) for name in names}
 
 
-def build_soc(config, log=print):
+def build_soc(config: SimConfig, log: Callable[[str], object] = print) -> Path:
     """Folder with ``gateware/numavia_node.v``, ``software/include/generated``, ``csr.json``."""
-    def produce(folder):
+    def produce(folder: Path) -> None:
         from .sim_target import build_node
         soc_kwargs = dict(cpu_variant=config.cpu_variant, sys_clk_freq=config.sys_clk_freq,
                           host_mem_size=config.host_mem_size, main_ram_size=config.main_ram_size,
@@ -114,7 +116,7 @@ def build_soc(config, log=print):
 
 
 @contextlib.contextmanager
-def _output_to(path):
+def _output_to(path: Path) -> Iterator[None]:
     """Send a LiteX build step's (long) output to a log file instead of the console."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -140,7 +142,8 @@ def _output_to(path):
 MODEL_TOP = "numavia_node_model"
 
 
-def build_model(config, soc_dir, log=print, jobs=None):
+def build_model(config: SimConfig, soc_dir: Path, log: Callable[[str], object] = print,
+                jobs: int | None = None) -> Path:
     """Path of the node simulator: one node of ``soc_dir``'s SoC, for any ring size and node id."""
     require_tool("verilator", "run `make setup` (Debian package verilator)")
     node_v = soc_dir / "gateware" / "numavia_node.v"
@@ -155,7 +158,7 @@ def build_model(config, soc_dir, log=print, jobs=None):
     return simulator_build.link_simulator(model, MODEL_TOP, "node_main.cpp", headers, log=log)
 
 
-def build_mpi_variant(binary, log=print):
+def build_mpi_variant(binary: Path, log: Callable[[str], object] = print) -> Path:
     """The MPI build of a simulator (its main compiled with mpicxx against the same model)."""
     ring_launch.require_mpi()
     return simulator_build.mpi_variant(binary, log=log)
@@ -166,7 +169,7 @@ build_seconds = simulator_build.build_seconds
 
 # --- Runs ---------------------------------------------------------------------------------------
 
-def init_text(data, size, region):
+def init_text(data: bytes, size: int, region: str) -> str:
     """A memory's $readmemh file: one little-endian 32-bit word per line."""
     if len(data) > size:
         raise SimError(f"the firmware puts {len(data)} bytes in {region}, which holds {size}")
@@ -174,7 +177,7 @@ def init_text(data, size, region):
     return "".join(f"{int.from_bytes(data[i:i + 4], 'little'):08x}\n" for i in range(0, len(data), 4))
 
 
-def prepare_run(run_dir, soc_dir, firmware):
+def prepare_run(run_dir: str | os.PathLike[str], soc_dir: Path, firmware: node_firmware.Image) -> Path:
     """Fill ``run_dir`` with the memory init files the model reads at time zero: the SoC's, then
     the memories ``firmware`` (a :class:`numavia.soc.firmware.Image`) occupies."""
     from numavia.soc.firmware import memory_images
@@ -192,7 +195,7 @@ def prepare_run(run_dir, soc_dir, firmware):
     return run_dir
 
 
-def layout_header():
+def layout_header() -> str:
     """Bit positions of the host port's stream payloads, for the C++ host driver."""
     from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
     lines = ["// Generated by numavia.soc.sim from gateware/host_port.py. Do not edit.", "#pragma once"]
@@ -209,11 +212,15 @@ EXIT_REASONS = {0: "ok", 1: "a simulator process failed", 2: "bad simulator argu
                 130: "interrupted"}
 
 
-def simulator_args(*, max_cycles=None, stop_marker=READY_MARKER, bridge_port=None, serve=False,
-                   until_disconnect=False, quiet=False, progress=None, wall_limit=None, trace_dir=None,
-                   ring_delay=None, access_log=None, numa=False, seed=None, eth_delay=None, eth_loss=None,
-                   eth_corrupt=None, eth_duplicate=None, eth_reorder=None, eth_seed=None, console_port=None,
-                   console_stdin=None):
+def simulator_args(*, max_cycles: int | None = None, stop_marker: str | None = READY_MARKER,
+                   bridge_port: int | None = None, serve: bool = False, until_disconnect: bool = False,
+                   quiet: bool = False, progress: int | None = None, wall_limit: float | None = None,
+                   trace_dir: str | os.PathLike[str] | None = None, ring_delay: int | None = None,
+                   access_log: str | os.PathLike[str] | None = None, numa: bool = False, seed: int | None = None,
+                   eth_delay: int | None = None, eth_loss: float | None = None, eth_corrupt: float | None = None,
+                   eth_duplicate: float | None = None, eth_reorder: float | None = None,
+                   eth_seed: int | None = None, console_port: int | None = None,
+                   console_stdin: int | None = None) -> list[str]:
     """The node simulator's own options. ``eth_*`` set the Ethernet switch between the nodes
     (``soc/verilator/gmii_link.hpp``): PHY+cable delay in eth cycles, frame loss, corruption,
     duplication and reordering probabilities, and the seed of the fault generator.
@@ -248,11 +255,12 @@ class Build:
     config: SimConfig
     soc_dir: Path
     model: Path
-    firmware: object    # numavia.soc.firmware.Image
+    firmware: node_firmware.Image
     mpi_model: Path | None = None
 
 
-def build_all(config, log=print, spread=None, firmware="bare-metal"):
+def build_all(config: SimConfig, log: Callable[[str], object] = print, spread: ring_launch.Spread | None = None,
+              firmware: str = "bare-metal") -> Build:
     """Every stage, cached: returns what a run needs (with ``spread.mpi``, the MPI build too).
     ``firmware``: what every node runs, as the ``--firmware`` option says
     (numavia.soc.firmware.parse_choice)."""
@@ -267,7 +275,8 @@ def build_all(config, log=print, spread=None, firmware="bare-metal"):
     return Build(config, soc_dir, model, image, mpi_model)
 
 
-def start(build, run_dir, spread=None, *, stdout=None, echo_stderr=True, **sim_kwargs):
+def start(build: Build, run_dir: str | os.PathLike[str], spread: ring_launch.Spread | None = None, *,
+          stdout: IO[str] | int | None = None, echo_stderr: bool = True, **sim_kwargs: Any) -> ring_launch.RingRun:
     """Start the ring (``spread``: processes or MPI ranks, default one process per core) on a
     prepared run folder; returns the running :class:`ring_launch.RingRun`."""
     spread = (spread or ring_launch.Spread.default(build.config.nodes)).fitted(build.config.nodes)
@@ -280,7 +289,8 @@ def start(build, run_dir, spread=None, *, stdout=None, echo_stderr=True, **sim_k
     return run.start()
 
 
-def run(build, run_dir, spread=None, **sim_kwargs):
+def run(build: Build, run_dir: str | os.PathLike[str], spread: ring_launch.Spread | None = None,
+        **sim_kwargs: Any) -> tuple[int, dict[str, Any] | None]:
     """Run the ring to completion; returns ``(exit_code, run.json contents)``."""
     ring = start(build, run_dir, spread, **sim_kwargs)
     try:
@@ -293,7 +303,7 @@ def run(build, run_dir, spread=None, **sim_kwargs):
     return code, summary
 
 
-def summarize(ring, access_log=None):
+def summarize(ring: ring_launch.RingRun, access_log: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
     """Merge what the nodes and the hub wrote into ``run.json``; returns its contents (None if
     the hub wrote nothing)."""
     hub, nodes = ring_launch.read_results(ring.run_dir, ring.nodes)

@@ -10,6 +10,7 @@ is one request/reply exchange under a lock.
 import socket
 import struct
 import threading
+from typing import Self, overload
 
 from numavia.base.errors import NumaviaError
 
@@ -26,7 +27,7 @@ class BridgeError(NumaviaError):
 
 
 class HostBridge(EtherboneIPC):
-    def __init__(self, port, host="127.0.0.1", timeout=10.0):
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
         self.address = (host, port)
         try:
             self.socket = socket.create_connection(self.address, timeout=timeout)
@@ -37,27 +38,32 @@ class HostBridge(EtherboneIPC):
         self.server_info = self.socket.recv(128).decode(errors="replace")
         self._errors = self._error_count()
 
-    def close(self):
+    def close(self) -> None:
         self.socket.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- accesses ------------------------------------------------------------------------------
 
-    def read(self, addr, count=None):
+    @overload
+    def read(self, addr: int) -> int: ...
+    @overload
+    def read(self, addr: int, count: int) -> list[int]: ...
+
+    def read(self, addr: int, count: int | None = None) -> int | list[int]:
         """One 32-bit word at byte address ``addr``, or a list of ``count`` consecutive words."""
         n = 1 if count is None else count
-        words = []
+        words: list[int] = []
         with self._lock:
             for base in range(0, n, _MAX_BURST):
                 words += self._read_burst(addr + 4 * base, min(_MAX_BURST, n - base))
         return words[0] if count is None else words
 
-    def write(self, addr, values):
+    def write(self, addr: int, values: int | list[int] | tuple[int, ...]) -> None:
         """Write one word or a list of consecutive words; raises BridgeError on a bus error."""
         values = values if isinstance(values, (list, tuple)) else [values]
         with self._lock:
@@ -74,13 +80,13 @@ class HostBridge(EtherboneIPC):
 
     # --- protocol ------------------------------------------------------------------------------
 
-    def _send(self, record):
+    def _send(self, record: EtherboneRecord) -> None:
         packet = EtherbonePacket(32)
         packet.records = [record]
         packet.encode()
         self.send_packet(self.socket, packet)
 
-    def _read_burst(self, addr, n):
+    def _read_burst(self, addr: int, n: int) -> list[int]:
         record = EtherboneRecord(4)
         record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(n)])
         record.rcount = n
@@ -97,7 +103,7 @@ class HostBridge(EtherboneIPC):
             raise BridgeError(f"bus error reading {n} word(s) at {addr:#010x}")
         return words
 
-    def _error_count(self):
+    def _error_count(self) -> int:
         header = struct.pack(">HBB4x", 0x4E6F, 0x10 | _PROBE, 0x44)
         self.socket.sendall(header)
         reply = self._recv_exact(8)
@@ -105,7 +111,7 @@ class HostBridge(EtherboneIPC):
             raise BridgeError("the host bridge does not answer probes (not a Numavia simulation?)")
         return struct.unpack(">I", reply[4:8])[0]
 
-    def _recv_exact(self, n):
+    def _recv_exact(self, n: int) -> bytes:
         data = b""
         while len(data) < n:
             chunk = self.socket.recv(n - len(data))

@@ -12,11 +12,16 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal, Self
 
 from numavia.bridge import BridgeError, HostBridge
 from numavia.base.errors import NumaviaError
+from numavia.console import NodeConsole
 from numavia.soc import sim
+from numavia.soc.ring_launch import RingRun, Spread
+from numavia.vipl import Nic, VipOpenNic
 
 
 class SessionError(NumaviaError):
@@ -29,7 +34,7 @@ class SessionError(NumaviaError):
 _PICKING_PORTS = threading.Lock()
 
 
-def _can_bind(port):
+def _can_bind(port: int) -> bool:
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -41,7 +46,7 @@ def _can_bind(port):
 _PORTS_FROM, _PORTS_TO, _PORT_STEP = 23000, 60000, 97
 
 
-def free_port_range(count, start=None):
+def free_port_range(count: int, start: int | None = None) -> int:
     """A base port such that ``base .. base+count-1`` are free on 127.0.0.1. The search starts at
     ``start``, or by default at a place that depends on the process id: processes that pick at
     the same time (parallel test workers, two users' sessions) then seldom try the same ports
@@ -63,20 +68,21 @@ class ClusterSession:
     per core); ``consoles``: serve each node's console on a port too; ``sim_kwargs``: the
     simulator's options (sim.simulator_args)."""
 
-    def __init__(self, build, run_dir, *, ready_timeout=120.0, spread=None, consoles=False, **sim_kwargs):
+    def __init__(self, build: sim.Build, run_dir: str | os.PathLike[str], *, ready_timeout: float = 120.0,
+                 spread: Spread | None = None, consoles: bool = False, **sim_kwargs: Any) -> None:
         self.build = build
         self.nodes = build.config.nodes
         self.run_dir = Path(run_dir).resolve()
         self.ready_timeout = ready_timeout
         self.spread = spread
         self.consoles = consoles
-        self.console_port = None
+        self.console_port: int | None = None
         self.sim_kwargs = sim_kwargs
-        self.ring = None
-        self.bridges = []
-        self._nics = {}
+        self.ring: RingRun | None = None
+        self.bridges: list[HostBridge] = []
+        self._nics: dict[int, Nic] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         deadline = time.monotonic() + self.ready_timeout
         try:
             with _PICKING_PORTS:
@@ -95,14 +101,15 @@ class ClusterSession:
             raise
         return self
 
-    def _ports_bound(self):
+    def _ports_bound(self) -> bool:
         return not any(_can_bind(self.port + i) for i in range(self.nodes * (2 if self.consoles else 1)))
 
-    def _nodes_ready(self):
+    def _nodes_ready(self) -> bool:
         logs = [self.run_dir / f"node{i}.log" for i in range(self.nodes)]
         return all(p.exists() and sim.READY_MARKER in p.read_text() for p in logs)
 
-    def _wait_until(self, deadline, done, event):
+    def _wait_until(self, deadline: float, done: Callable[[], bool], event: str) -> None:
+        assert self.ring is not None   # started before anything waits on it
         while not done():
             if self.ring.poll() is not None:
                 why = self.ring.failure or f"the simulator exited with status {self.ring.exit_status()}"
@@ -112,7 +119,7 @@ class ClusterSession:
                                    f"logs in {self.run_dir})")
             time.sleep(0.05)
 
-    def _connect(self, port):
+    def _connect(self, port: int) -> HostBridge:
         for _ in range(200):
             try:
                 return HostBridge(port)
@@ -120,23 +127,21 @@ class ClusterSession:
                 time.sleep(0.05)
         return HostBridge(port)
 
-    def nic(self, node, **kwargs):
-        from numavia.vipl import VipOpenNic
+    def nic(self, node: int, **kwargs: Any) -> Nic:
         if node not in self._nics:
             self._nics[node] = VipOpenNic(self.bridges[node], **kwargs)
         return self._nics[node]
 
-    def console(self, node):
+    def console(self, node: int) -> NodeConsole:
         """Node ``node``'s console (a session started with ``consoles=True``)."""
-        from numavia.console import NodeConsole
         if self.console_port is None:
             raise SessionError("this session serves no consoles (ClusterSession(..., consoles=True))")
         return NodeConsole(self.console_port + node)
 
-    def log(self, node):
+    def log(self, node: int) -> str:
         return (self.run_dir / f"node{node}.log").read_text()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for b in self.bridges:
             try:
                 b.close()
@@ -151,21 +156,20 @@ class ClusterSession:
             self._summary = sim.summarize(self.ring)
         return False
 
-    def run_summary(self):
+    def run_summary(self) -> dict[str, Any]:
         """The run's ``run.json`` (cycles, wall time), once the session has ended."""
         summary = getattr(self, "_summary", None)
         if summary is None:
             raise SessionError(f"the simulator wrote no results in {self.run_dir}")
         return summary
 
-    def link_stats(self):
+    def link_stats(self) -> dict[str, Any] | None:
         """The Ethernet switch's ``eth_link.json`` (its fault rates, and per port what it sent,
         delivered, lost, corrupted, duplicated, reordered), or None if there was no switch."""
-        import json
         path = self.run_dir / "eth_link.json"
         return json.loads(path.read_text()) if path.exists() else None
 
-    def link_totals(self):
+    def link_totals(self) -> dict[str, int] | None:
         """The switch's per-port counts summed over its ports (``{"lost": n, ...}``), or None."""
         stats = self.link_stats()
         if stats is None:

@@ -8,6 +8,7 @@ import select
 import socket
 import sys
 import time
+from typing import Self, TextIO
 
 from numavia.base.errors import NumaviaError
 
@@ -23,26 +24,26 @@ class ConsoleError(NumaviaError):
 
 
 class NodeConsole:
-    def __init__(self, port, host="127.0.0.1", timeout=10.0):
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
         try:
             self.socket = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
             raise ConsoleError(f"cannot reach the node console at {host}:{port} ({e.strerror or e})") from None
         self.received = ""
 
-    def close(self):
+    def close(self) -> None:
         self.socket.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, text):
+    def send(self, text: str) -> None:
         self.socket.sendall(text.encode())
 
-    def read_until(self, text, timeout):
+    def read_until(self, text: str, timeout: float) -> str:
         """Everything received up to and including the first ``text`` after what earlier calls
         consumed; ConsoleError if it does not come within ``timeout`` seconds (wall time)."""
         deadline = time.monotonic() + timeout
@@ -55,7 +56,7 @@ class NodeConsole:
         taken, self.received = self.received[:end], self.received[end:]
         return taken
 
-    def _receive(self, timeout):
+    def _receive(self, timeout: float) -> bool:
         ready, _, _ = select.select([self.socket], [], [], timeout)
         if not ready:
             return True
@@ -65,7 +66,7 @@ class NodeConsole:
         self.received = _VT100.sub("", self.received + data.decode(errors="replace"))
         return True
 
-    def command(self, line, timeout=60.0, prompt=SHELL_PROMPT):
+    def command(self, line: str, timeout: float = 60.0, prompt: str = SHELL_PROMPT) -> list[str]:
         """Run a shell command: the lines it printed after its echo, up to the next prompt (what
         the node printed before the echo, such as an earlier prompt, is dropped)."""
         self.send(line + "\r")
@@ -73,7 +74,7 @@ class NodeConsole:
         out = self.read_until(prompt, timeout)[:-len(prompt)]
         return [l.rstrip("\r") for l in out.split("\n") if l.strip()]
 
-    def interact(self, stdin=sys.stdin, stdout=sys.stdout):
+    def interact(self, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:
         """Pass bytes both ways until standard input ends (then print what follows for a second)."""
         linger = None
         while linger is None or time.monotonic() < linger:

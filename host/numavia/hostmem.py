@@ -9,9 +9,11 @@ offset of a virtual address equals that of its physical address, as with real pa
 """
 
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from numavia.base.errors import NumaviaError
+from numavia.bridge import HostBridge
 from numavia.base.via_att import PAGE_MASK, PAGE_SHIFT, PAGE_SIZE
 
 #: Where the process's buffers start (above 4 GiB: virtual addresses use all 64 bits).
@@ -25,14 +27,14 @@ class HostMemoryError(NumaviaError):
 class PhysicalMemory:
     """Page allocator and byte access over ``[base, base + size)`` through a host bridge."""
 
-    def __init__(self, bridge, base, size, *, seed=1):
+    def __init__(self, bridge: HostBridge, base: int, size: int, *, seed: int = 1) -> None:
         if base % PAGE_SIZE or size % PAGE_SIZE:
             raise ValueError("host memory must be page aligned")
         self.bridge, self.base, self.size = bridge, base, size
         self._free = [base + i * PAGE_SIZE for i in range(size // PAGE_SIZE)]
         random.Random(seed).shuffle(self._free)
 
-    def pages(self, count, *, contiguous=False):
+    def pages(self, count: int, *, contiguous: bool = False) -> list[int]:
         if contiguous:
             free = sorted(self._free)
             for i in range(len(free) - count + 1):
@@ -47,12 +49,12 @@ class PhysicalMemory:
         taken, self._free = self._free[:count], self._free[count:]
         return taken
 
-    def release(self, pages):
+    def release(self, pages: Iterable[int]) -> None:
         self._free.extend(pages)
 
     # --- bytes at physical addresses -----------------------------------------------------------
 
-    def write(self, addr, data):
+    def write(self, addr: int, data: bytes | Iterable[int]) -> None:
         data = bytes(data)
         if not data:
             return
@@ -64,7 +66,7 @@ class PhysicalMemory:
             data = first.to_bytes(4, "little")[:head] + data + last.to_bytes(4, "little")[4 - tail:]
         self.bridge.write(start, [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)])
 
-    def read(self, addr, length):
+    def read(self, addr: int, length: int) -> bytes:
         if length == 0:
             return b""
         start, end = addr & ~3, (addr + length + 3) & ~3
@@ -72,10 +74,10 @@ class PhysicalMemory:
         raw = b"".join(w.to_bytes(4, "little") for w in words)
         return raw[addr - start:addr - start + length]
 
-    def write_words(self, addr, words):
+    def write_words(self, addr: int, words: Iterable[int]) -> None:
         self.bridge.write(addr, list(words))
 
-    def read_word(self, addr):
+    def read_word(self, addr: int) -> int:
         return self.bridge.read(addr)
 
 
@@ -86,10 +88,10 @@ class Buffer:
     memory: PhysicalMemory
     va: int
     length: int
-    pages: list
-    handle: int = None   # the memory handle once registered
+    pages: list[int]
+    handle: int | None = None   # the memory handle once registered
 
-    def pa(self, offset=0):
+    def pa(self, offset: int = 0) -> int:
         """Physical address of byte ``offset``."""
         if not 0 <= offset <= self.length:
             raise HostMemoryError(f"offset {offset} outside a {self.length}-byte buffer")
@@ -97,7 +99,7 @@ class Buffer:
         page = (va >> PAGE_SHIFT) - (self.va >> PAGE_SHIFT)
         return (self.pages[page] & ~PAGE_MASK) | (va & PAGE_MASK)
 
-    def _pieces(self, offset, length):
+    def _pieces(self, offset: int, length: int) -> Iterator[tuple[int, int, int]]:
         if offset < 0 or length < 0 or offset + length > self.length:
             raise HostMemoryError(f"bytes {offset}..{offset + length} outside a {self.length}-byte buffer")
         while length:
@@ -106,17 +108,17 @@ class Buffer:
             offset += n
             length -= n
 
-    def write(self, data, offset=0):
+    def write(self, data: bytes | Iterable[int], offset: int = 0) -> None:
         data = bytes(data)
         for pa, at, n in self._pieces(offset, len(data)):
             self.memory.write(pa, data[at - offset:at - offset + n])
 
-    def read(self, length=None, offset=0):
+    def read(self, length: int | None = None, offset: int = 0) -> bytes:
         length = self.length - offset if length is None else length
         return b"".join(self.memory.read(pa, n) for pa, _, n in self._pieces(offset, length))
 
     @property
-    def contiguous(self):
+    def contiguous(self) -> bool:
         return all(self.pages[i] & ~PAGE_MASK == (self.pages[0] & ~PAGE_MASK) + i * PAGE_SIZE
                    for i in range(len(self.pages)))
 
@@ -124,11 +126,11 @@ class Buffer:
 class AddressSpace:
     """A process's virtual memory: buffers at increasing virtual addresses, with guard gaps."""
 
-    def __init__(self, memory, *, va_base=VA_BASE):
+    def __init__(self, memory: PhysicalMemory, *, va_base: int = VA_BASE) -> None:
         self.memory = memory
         self._next = va_base
 
-    def alloc(self, length, *, offset=0, contiguous=False):
+    def alloc(self, length: int, *, offset: int = 0, contiguous: bool = False) -> Buffer:
         """A buffer of ``length`` bytes starting ``offset`` bytes into its first page."""
         if length <= 0 or not 0 <= offset < PAGE_SIZE:
             raise ValueError("length must be positive and offset inside a page")
@@ -139,5 +141,5 @@ class AddressSpace:
         self._next += (count + 1) * PAGE_SIZE   # an unmapped page between buffers
         return Buffer(self.memory, va, length, pages)
 
-    def free(self, buffer):
+    def free(self, buffer: Buffer) -> None:
         self.memory.release([buffer.pages[0] & ~PAGE_MASK, *buffer.pages[1:]])

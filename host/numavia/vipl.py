@@ -12,13 +12,18 @@ and :class:`Vi` offer Pythonic methods.
 Errors raise :class:`ViplError` (with the VIP result name), never return codes.
 """
 
+from __future__ import annotations   # the classes refer to each other (Nic, CQ, Vi)
+
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypedDict, TypeVar, overload
 
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap, via_att, via_descriptor, via_mailbox
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
-from numavia.hostmem import AddressSpace, PhysicalMemory
+from numavia.bridge import HostBridge
+from numavia.hostmem import AddressSpace, Buffer, PhysicalMemory
 
 CARD_BASE = 0x8000_0000          # the card's register window on the node's bus (NumaviaSoC.mem_map)
 VIA = regmap.VIA
@@ -30,12 +35,13 @@ NONE = via_mailbox.NONE
 _STATUS = CONTROL_SEGMENT.field("STATUS")
 _SLOT = 256                      # bytes per descriptor slot in a VI's descriptor pages
 _STATES = {value: name for name, value in regmap.VI_STATES}
+_T = TypeVar("_T")
 
 
 class ViplError(NumaviaError):
     """A VIPL call failed; ``result`` is the VIP result name (``"INVALID_PARAMETER"``, ...)."""
 
-    def __init__(self, result, message):
+    def __init__(self, result: str, message: str) -> None:
         self.result = result
         super().__init__(f"{message}: VIP_{result}")
 
@@ -63,33 +69,34 @@ class Descriptor:
     ``errors`` names the error bits that are set.
     """
     op: int = CONTROL_OP.SENDRECV
-    segments: list = field(default_factory=list)
-    immediate: int = None
+    segments: list[tuple[int, int | None, int]] = field(default_factory=list)   # handle None: not registered
+    immediate: int | None = None
     remote_va: int = 0
     remote_handle: int = 0
     status: int = 0
     length: int = 0
     immediate_data: int = 0
-    address: int = None          # physical address while posted
+    address: int | None = None   # physical address while posted
 
-    def encode(self):
+    def encode(self) -> bytes:
         return via_descriptor.encode_descriptor(self.op, self.segments, immediate=self.immediate,
                                                 remote_va=self.remote_va, remote_handle=self.remote_handle)
 
     @property
-    def done(self):
+    def done(self) -> bool:
         return bool(self.status & _STATUS.bit("DONE").mask)
 
     @property
-    def errors(self):
+    def errors(self) -> list[str]:
         return [name for name, _ in via_descriptor.STATUS_ERRORS if self.status & _STATUS.bit(name).mask]
 
     @property
-    def completed_op(self):
+    def completed_op(self) -> str | None:
         return via_descriptor.STATUS_OP.name_of((self.status & _STATUS.bit("OP").mask) >> _STATUS.bit("OP").lsb)
 
 
-def send_descriptor(buffer, length=None, offset=0, *, immediate=None):
+def send_descriptor(buffer: Buffer, length: int | None = None, offset: int = 0, *,
+                    immediate: int | None = None) -> Descriptor:
     return Descriptor(CONTROL_OP.SENDRECV, [(buffer.va + offset, buffer.handle, buffer.length - offset
                                              if length is None else length)], immediate=immediate)
 
@@ -97,13 +104,13 @@ def send_descriptor(buffer, length=None, offset=0, *, immediate=None):
 class _Ring:
     """Descriptor slots of one work queue, ``depth`` slots from ``base`` in the VI's descriptor area."""
 
-    def __init__(self, base, depth):
+    def __init__(self, base: int, depth: int) -> None:
         self.base = base
         self.depth = depth
         self.next = 0
-        self.posted = []          # Descriptors in completion order
+        self.posted: list[Descriptor] = []   # in completion order
 
-    def slot(self):
+    def slot(self) -> int:
         address = self.base + (self.next % self.depth) * _SLOT
         self.next += 1
         return address
@@ -112,7 +119,7 @@ class _Ring:
 class Nic:
     """An open NIC: the card of one node, reached through its host bridge (``VipOpenNic``)."""
 
-    def __init__(self, bridge, *, card_base=CARD_BASE, seed=1, timeout=60.0):
+    def __init__(self, bridge: HostBridge, *, card_base: int = CARD_BASE, seed: int = 1, timeout: float = 60.0) -> None:
         self.bridge = bridge
         self.card_base = card_base
         self.timeout = timeout
@@ -127,40 +134,68 @@ class Nic:
         self.space = AddressSpace(self.memory)
         self._scratch = self.memory.pages(1)[0]     # page lists for registrations
         self._mbox_seq = VIA.register("MBOX_STATUS").field("SEQ").extract(self.via_reg("MBOX_STATUS"))
-        self.vis = {}
-        self.regions = {}      # memory handle -> (va, length, ptag) of what this host registered
+        self.vis: dict[int, Vi] = {}
+        #: memory handle -> (va, length, ptag) of what this host registered
+        self.regions: dict[int, tuple[int, int, int]] = {}
         self._wait_firmware()
 
     # --- registers and the mailbox --------------------------------------------------------------
 
-    def _reg(self, offset, value=None):
+    @overload
+    def _reg(self, offset: int, value: None = None) -> int: ...
+    @overload
+    def _reg(self, offset: int, value: int) -> None: ...
+
+    def _reg(self, offset: int, value: int | None = None) -> int | None:
         if value is None:
             return self.bridge.read(self.card_base + offset)
         self.bridge.write(self.card_base + offset, value)
+        return None
 
-    def card_reg(self, block, name, value=None):
+    @overload
+    def card_reg(self, block: str, name: str, value: None = None) -> int: ...
+    @overload
+    def card_reg(self, block: str, name: str, value: int) -> None: ...
+
+    def card_reg(self, block: str, name: str, value: int | None = None) -> int | None:
         """Read (or write ``value`` to) register ``name`` of the card's ``block`` (``regmap.CARD``)."""
         return self._reg(regmap.CARD.address(block, name), value)
 
-    def via_reg(self, name, value=None):
+    @overload
+    def via_reg(self, name: str, value: None = None) -> int: ...
+    @overload
+    def via_reg(self, name: str, value: int) -> None: ...
+
+    def via_reg(self, name: str, value: int | None = None) -> int | None:
         return self.card_reg("via", name, value)
 
-    def vi_reg(self, vi, name, value=None):
+    @overload
+    def vi_reg(self, vi: int, name: str, value: None = None) -> int: ...
+    @overload
+    def vi_reg(self, vi: int, name: str, value: int) -> None: ...
+
+    def vi_reg(self, vi: int, name: str, value: int | None = None) -> int | None:
         return self._reg(regmap.CARD.element_address("via", "VI", vi, name), value)
 
-    def doorbell_page(self, vi):
+    def doorbell_page(self, vi: int) -> int:
         """Bus address of VI ``vi``'s doorbell page: what a driver maps into the VI owner's process."""
         return self.card_base + regmap.CARD.element_base("doorbell", "VI", vi)
 
-    def cq_reg(self, cq, name, value=None):
+    @overload
+    def cq_reg(self, cq: int, name: str, value: None = None) -> int: ...
+    @overload
+    def cq_reg(self, cq: int, name: str, value: int) -> None: ...
+
+    def cq_reg(self, cq: int, name: str, value: int | None = None) -> int | None:
         return self._reg(regmap.CARD.element_address("via", "CQ", cq, name), value)
 
-    def counters(self):
+    def counters(self) -> dict[str, int]:
         base = self.card_base + regmap.CARD.address("via", regmap.VIA_COUNTERS[0][0])
         values = self.bridge.read(base, len(regmap.VIA_COUNTERS))
         return {name: v for (name, _), v in zip(regmap.VIA_COUNTERS, values)}
 
-    def command(self, name, *, allow=("SUCCESS",), extra_words=None, **args):
+    def command(self, name: str, *, allow: Iterable[str] = ("SUCCESS",), extra_words: dict[int, int] | None = None,
+                **args: int) -> tuple[str, dict[str, Any]]:
         """Run mailbox command ``name``; returns ``(result name, results dict)``. ``extra_words``
         ({index: value}) fills argument words past the command's own (push-pull's BENCH); the
         results dict then also holds every word as ``words``."""
@@ -188,57 +223,57 @@ class Nic:
         values = self.bridge.read(self.card_base + data, 16)
         if result not in allow:
             raise ViplError(result, f"node {self.node_id}: {name}")
-        results = {r.lower(): values[i] for i, r in enumerate(cmd.results)}
+        results: dict[str, Any] = {r.lower(): values[i] for i, r in enumerate(cmd.results)}
         if extra_words is not None:
             results["words"] = list(values)
         return result, results
 
-    def _wait_firmware(self):
+    def _wait_firmware(self) -> None:
         self.command("NOP")
 
     # --- Pythonic wrappers -----------------------------------------------------------------------
 
-    def alloc(self, length, *, offset=0, contiguous=False):
+    def alloc(self, length: int, *, offset: int = 0, contiguous: bool = False) -> Buffer:
         return self.space.alloc(length, offset=offset, contiguous=contiguous)
 
-    def create_ptag(self):
+    def create_ptag(self) -> int:
         return VipCreatePtag(self)
 
-    def register(self, buffer, ptag, *, rdma_write=False, rdma_read=False):
+    def register(self, buffer: Buffer, ptag: int, *, rdma_write: bool = False, rdma_read: bool = False) -> int:
         buffer.handle = VipRegisterMem(self, buffer.va, buffer.length,
                                        MemAttributes(ptag, rdma_write, rdma_read), buffer=buffer)
         return buffer.handle
 
-    def create_cq(self, entries=16):
+    def create_cq(self, entries: int = 16) -> CQ:
         return VipCreateCQ(self, entries)
 
-    def create_vi(self, ptag, *, send_cq=None, recv_cq=None):
+    def create_vi(self, ptag: int, *, send_cq: CQ | None = None, recv_cq: CQ | None = None) -> Vi:
         return VipCreateVi(self, ptag, send_cq=send_cq, recv_cq=recv_cq)
 
 
 # --- VIPL ------------------------------------------------------------------------------------------
 
-def VipOpenNic(bridge, **kwargs):
+def VipOpenNic(bridge: HostBridge, **kwargs: Any) -> Nic:
     return Nic(bridge, **kwargs)
 
 
-def VipCloseNic(nic):
+def VipCloseNic(nic: Nic) -> None:
     nic.bridge.close()
 
 
-def VipQueryNic(nic):
+def VipQueryNic(nic: Nic) -> dict[str, int]:
     return dict(nic.attributes, node_id=nic.node_id)
 
 
-def VipCreatePtag(nic):
+def VipCreatePtag(nic: Nic) -> int:
     return nic.command("CREATE_PTAG")[1]["ptag"]
 
 
-def VipDestroyPtag(nic, ptag):
+def VipDestroyPtag(nic: Nic, ptag: int) -> None:
     nic.command("DESTROY_PTAG", ptag=ptag)
 
 
-def VipRegisterMem(nic, va, length, attributes, *, buffer):
+def VipRegisterMem(nic: Nic, va: int, length: int, attributes: MemAttributes, *, buffer: Buffer) -> int:
     """Register ``length`` bytes at ``va`` (held by ``buffer``); returns the memory handle."""
     if not (buffer.va <= va and va + length <= buffer.va + buffer.length):
         raise ViplError("INVALID_PARAMETER", "the range is not inside the buffer")
@@ -254,13 +289,13 @@ def VipRegisterMem(nic, va, length, attributes, *, buffer):
     return res["handle"]
 
 
-def VipDeregisterMem(nic, handle):
+def VipDeregisterMem(nic: Nic, handle: int) -> None:
     nic.command("DEREGISTER_MEM", handle=handle)
     nic.regions.pop(handle, None)
 
 
 class CQ:
-    def __init__(self, nic, entries):
+    def __init__(self, nic: Nic, entries: int) -> None:
         self.nic, self.entries = nic, entries
         pages = (entries * CQ_ENTRY.size + via_att.PAGE_SIZE - 1) // via_att.PAGE_SIZE
         self.base = nic.memory.pages(pages, contiguous=True)[0]
@@ -268,19 +303,19 @@ class CQ:
         self.id = nic.command("CREATE_CQ", base=self.base, entries=entries)[1]["cq"]
         self.head = 0
 
-    def done(self):
+    def done(self) -> tuple[Vi, bool] | None:
         return VipCQDone(self)
 
 
-def VipCreateCQ(nic, entries):
+def VipCreateCQ(nic: Nic, entries: int) -> CQ:
     return CQ(nic, entries)
 
 
-def VipDestroyCQ(cq):
+def VipDestroyCQ(cq: CQ) -> None:
     cq.nic.command("DESTROY_CQ", cq=cq.id)
 
 
-def VipCQDone(cq):
+def VipCQDone(cq: CQ) -> tuple[Vi, bool] | None:
     """``(vi, is_recv)`` of the next completion, or None. Raises if the queue overflowed."""
     at = cq.base + (cq.head % cq.entries) * CQ_ENTRY.size
     words = cq.nic.bridge.read(at, 2)
@@ -296,63 +331,64 @@ def VipCQDone(cq):
     return cq.nic.vis[info["VI"]], bool(info["RECV"])
 
 
-def VipCQWait(cq, timeout=None):
+def VipCQWait(cq: CQ, timeout: float | None = None) -> tuple[Vi, bool]:
     return _wait(lambda: VipCQDone(cq), timeout or cq.nic.timeout, f"completion queue {cq.id}")
 
 
-def _descriptor_area_bytes(nic):
+def _descriptor_area_bytes(nic: Nic) -> int:
     """Both work queues' descriptor slots: the VI's descriptor area, the only memory its doorbells
     may point the card at (VI ``DESC_BASE``/``DESC_SIZE``)."""
     return 2 * nic.attributes["queue_depth"] * _SLOT
 
 
 class Vi:
-    def __init__(self, nic, number, ptag, send_cq, recv_cq, desc_pages):
+    def __init__(self, nic: Nic, number: int, ptag: int, send_cq: CQ | None, recv_cq: CQ | None,
+                 desc_pages: list[int]) -> None:
         self.nic, self.number, self.ptag = nic, number, ptag
         self.send_cq, self.recv_cq = send_cq, recv_cq
         depth = nic.attributes["queue_depth"]
         self.desc_pages = desc_pages
         self.send_queue = _Ring(desc_pages[0], depth)
         self.recv_queue = _Ring(desc_pages[0] + depth * _SLOT, depth)
-        self.peer = None
-        self.remote_buffer = None
+        self.peer: tuple[int, int] | None = None   # (node, VI) once connected
+        self.remote_buffer: RemoteBuffer | None = None
         #: Bus address of this VI's doorbell page (``regmap.DOORBELL_PAGE_BYTES`` bytes); the data
         #: path rings its doorbells through this page only.
         self.doorbell_page = nic.doorbell_page(number)
 
-    def ring(self, doorbell, address):
+    def ring(self, doorbell: str, address: int) -> None:
         """Write ``address`` to ``doorbell`` (``SQ_DOORBELL`` or ``RQ_DOORBELL``) of this VI's page."""
         self.nic.bridge.write(self.doorbell_page + _DOORBELLS.register(doorbell).offset, address)
 
     @property
-    def state(self):
+    def state(self) -> str:
         value = self.nic.vi_reg(self.number, "STATE")
         return _STATES.get(value & 3, "?")
 
     @property
-    def error_bits(self):
+    def error_bits(self) -> int:
         return _VI.register("STATE").field("ERROR").extract(self.nic.vi_reg(self.number, "STATE"))
 
     # Pythonic data path
-    def post_send(self, descriptor, *, check=True):
+    def post_send(self, descriptor: Descriptor, *, check: bool = True) -> Descriptor:
         VipPostSend(self, descriptor, check=check)
         return descriptor
 
-    def post_recv(self, descriptor, *, check=True):
+    def post_recv(self, descriptor: Descriptor, *, check: bool = True) -> Descriptor:
         VipPostRecv(self, descriptor, check=check)
         return descriptor
 
-    def send_wait(self, timeout=None):
+    def send_wait(self, timeout: float | None = None) -> Descriptor:
         return VipSendWait(self, timeout)
 
-    def recv_wait(self, timeout=None):
+    def recv_wait(self, timeout: float | None = None) -> Descriptor:
         return VipRecvWait(self, timeout)
 
-    def disconnect(self):
+    def disconnect(self) -> None:
         VipDisconnect(self)
 
 
-def VipCreateVi(nic, ptag, *, send_cq=None, recv_cq=None):
+def VipCreateVi(nic: Nic, ptag: int, *, send_cq: CQ | None = None, recv_cq: CQ | None = None) -> Vi:
     size = _descriptor_area_bytes(nic)
     pages = nic.memory.pages(-(-size // via_att.PAGE_SIZE), contiguous=True)
     try:
@@ -366,26 +402,35 @@ def VipCreateVi(nic, ptag, *, send_cq=None, recv_cq=None):
     return vi
 
 
-def VipDestroyVi(vi):
+def VipDestroyVi(vi: Vi) -> None:
     vi.nic.command("DESTROY_VI", vi=vi.number)
     vi.nic.memory.release(vi.desc_pages)
     del vi.nic.vis[vi.number]
 
 
-def _buffer_args(buffer):
+class _BufferArgs(TypedDict):
+    buf_va_lo: int
+    buf_va_hi: int
+    buf_handle: int
+    buf_length: int
+
+
+def _buffer_args(buffer: Buffer | None) -> _BufferArgs:
     if buffer is None:
         return {"buf_va_lo": 0, "buf_va_hi": 0, "buf_handle": NONE, "buf_length": 0}
+    if buffer.handle is None:
+        raise ViplError("INVALID_PARAMETER", "the buffer offered to the peer is not registered")
     return {"buf_va_lo": buffer.va, "buf_va_hi": buffer.va >> 32, "buf_handle": buffer.handle,
             "buf_length": buffer.length}
 
 
-def _remote_buffer(res):
+def _remote_buffer(res: dict[str, int]) -> RemoteBuffer | None:
     if res["buf_handle"] == NONE:
         return None
     return RemoteBuffer(res["buf_va_lo"] | res["buf_va_hi"] << 32, res["buf_handle"], res["buf_length"])
 
 
-def _wait(poll, timeout, what):
+def _wait(poll: Callable[[], _T | None], timeout: float, what: str) -> _T:
     deadline = time.monotonic() + timeout
     while True:
         value = poll()
@@ -395,22 +440,24 @@ def _wait(poll, timeout, what):
             raise ViplError("TIMEOUT", f"{what} did not complete in {timeout} s")
 
 
-def VipConnectRequest(vi, node, discriminator, *, buffer=None, timeout=30.0, firmware_timeout_us=50_000):
+def VipConnectRequest(vi: Vi, node: int, discriminator: int, *, buffer: Buffer | None = None, timeout: float = 30.0,
+                      firmware_timeout_us: int = 50_000) -> RemoteBuffer | None:
     """Connect ``vi`` to the VI a peer accepts on ``discriminator``; ``buffer`` (registered) is
     offered to the peer for RDMA. Returns the peer's offered :class:`RemoteBuffer` or None."""
     connect_start(vi, node, discriminator, buffer=buffer, firmware_timeout_us=firmware_timeout_us)
     return connect_finish(vi, timeout=timeout)
 
 
-def connect_start(vi, node, discriminator, *, buffer=None, firmware_timeout_us=50_000):
+def connect_start(vi: Vi, node: int, discriminator: int, *, buffer: Buffer | None = None,
+                  firmware_timeout_us: int = 50_000) -> None:
     """The first half of :func:`VipConnectRequest`: the firmware starts asking the peer."""
     vi.nic.command("CONNECT_REQUEST", vi=vi.number, node=node, discriminator=discriminator,
                    timeout_us=firmware_timeout_us, **_buffer_args(buffer))
 
 
-def connect_finish(vi, *, timeout=30.0):
+def connect_finish(vi: Vi, *, timeout: float = 30.0) -> RemoteBuffer | None:
     """The second half of :func:`VipConnectRequest`: wait until the peer answered."""
-    def status():
+    def status() -> dict[str, Any] | None:
         result, res = vi.nic.command("CONNECT_STATUS", vi=vi.number, allow=("SUCCESS", "NOT_DONE"))
         return None if result == "NOT_DONE" else res
     res = _wait(status, timeout, f"connection of VI {vi.number}")
@@ -419,7 +466,9 @@ def connect_finish(vi, *, timeout=30.0):
     return vi.remote_buffer
 
 
-def connect_pair(client, server, discriminator, *, client_buffer=None, server_buffer=None, timeout=30.0):
+def connect_pair(client: Vi, server: Vi, discriminator: int, *, client_buffer: Buffer | None = None,
+                 server_buffer: Buffer | None = None,
+                 timeout: float = 30.0) -> tuple[RemoteBuffer | None, RemoteBuffer | None]:
     """Connect two VIs from one thread (a test or a benchmark drives both nodes): returns
     ``(buffer the server offered, buffer the client offered)``."""
     connect_start(client, server.nic.node_id, discriminator, buffer=client_buffer)
@@ -434,28 +483,28 @@ class ConnectionRequest:
     id: int
     node: int
     vi: int
-    buffer: RemoteBuffer
+    buffer: RemoteBuffer | None
 
 
-def VipConnectWait(nic, discriminator, *, timeout=30.0):
-    def poll():
+def VipConnectWait(nic: Nic, discriminator: int, *, timeout: float = 30.0) -> ConnectionRequest:
+    def poll() -> dict[str, Any] | None:
         result, res = nic.command("CONNECT_WAIT", discriminator=discriminator, allow=("SUCCESS", "NOT_DONE"))
         return None if result == "NOT_DONE" else res
     res = _wait(poll, timeout, f"a connection request on {discriminator}")
     return ConnectionRequest(nic, res["request"], res["node"], res["peer_vi"], _remote_buffer(res))
 
 
-def VipConnectAccept(request, vi, *, buffer=None):
+def VipConnectAccept(request: ConnectionRequest, vi: Vi, *, buffer: Buffer | None = None) -> None:
     request.nic.command("CONNECT_ACCEPT", request=request.id, vi=vi.number, **_buffer_args(buffer))
     vi.peer = (request.node, request.vi)
     vi.remote_buffer = request.buffer
 
 
-def VipConnectReject(request):
+def VipConnectReject(request: ConnectionRequest) -> None:
     request.nic.command("CONNECT_REJECT", request=request.id)
 
 
-def VipDisconnect(vi):
+def VipDisconnect(vi: Vi) -> None:
     vi.nic.command("DISCONNECT", vi=vi.number)
     vi.peer = None
     for ring in (vi.send_queue, vi.recv_queue):
@@ -464,11 +513,11 @@ def VipDisconnect(vi):
         ring.posted.clear()
 
 
-def _check_segments(vi, descriptor):
+def _check_segments(vi: Vi, descriptor: Descriptor) -> None:
     """Refuse, before the card sees it, a local segment outside what this host registered for the
     VI's protection tag (the card checks again: this only catches the mistake earlier)."""
     for i, (va, handle, length) in enumerate(descriptor.segments):
-        region = vi.nic.regions.get(handle)
+        region = None if handle is None else vi.nic.regions.get(handle)
         if region is None:
             raise ViplError("INVALID_PARAMETER", f"segment {i}: memory handle {handle} is not registered "
                                                  f"on node {vi.nic.node_id}")
@@ -481,7 +530,7 @@ def _check_segments(vi, descriptor):
                                                  f"region {handle} ({size} bytes at {start:#x})")
 
 
-def _post(vi, ring, doorbell, descriptor, check=True):
+def _post(vi: Vi, ring: _Ring, doorbell: str, descriptor: Descriptor, check: bool = True) -> None:
     if check:
         _check_segments(vi, descriptor)
     if len(ring.posted) >= ring.depth:
@@ -496,27 +545,29 @@ def _post(vi, ring, doorbell, descriptor, check=True):
     vi.ring(doorbell, address)
 
 
-def VipPostSend(vi, descriptor, *, check=True):
+def VipPostSend(vi: Vi, descriptor: Descriptor, *, check: bool = True) -> None:
     """Post ``descriptor`` on the send queue; ``check=False`` skips the host-side segment check
     (to test that the card refuses on its own)."""
     _post(vi, vi.send_queue, "SQ_DOORBELL", descriptor, check)
 
 
-def VipPostRecv(vi, descriptor, *, check=True):
+def VipPostRecv(vi: Vi, descriptor: Descriptor, *, check: bool = True) -> None:
     _post(vi, vi.recv_queue, "RQ_DOORBELL", descriptor, check)
 
 
-def _read_back(nic, descriptor):
+def _read_back(nic: Nic, descriptor: Descriptor) -> None:
+    assert descriptor.address is not None   # set when it was posted
     words = nic.bridge.read(descriptor.address, 8)
     ctrl = CONTROL_SEGMENT.decode(b"".join(w.to_bytes(4, "little") for w in words))
     descriptor.status, descriptor.length = ctrl["STATUS"], ctrl["LENGTH"]
     descriptor.immediate_data = ctrl["IMMEDIATE_DATA"]
 
 
-def _done(vi, ring):
+def _done(vi: Vi, ring: _Ring) -> Descriptor | None:
     if not ring.posted:
         return None
     head = ring.posted[0]
+    assert head.address is not None   # set when it was posted
     status = vi.nic.bridge.read(head.address + CONTROL_SEGMENT.field("STATUS").offset)
     if not status & _STATUS.bit("DONE").mask:
         return None
@@ -524,17 +575,17 @@ def _done(vi, ring):
     return ring.posted.pop(0)
 
 
-def VipSendDone(vi):
+def VipSendDone(vi: Vi) -> Descriptor | None:
     return _done(vi, vi.send_queue)
 
 
-def VipRecvDone(vi):
+def VipRecvDone(vi: Vi) -> Descriptor | None:
     return _done(vi, vi.recv_queue)
 
 
-def VipSendWait(vi, timeout=None):
+def VipSendWait(vi: Vi, timeout: float | None = None) -> Descriptor:
     return _wait(lambda: VipSendDone(vi), timeout or vi.nic.timeout, f"VI {vi.number} send")
 
 
-def VipRecvWait(vi, timeout=None):
+def VipRecvWait(vi: Vi, timeout: float | None = None) -> Descriptor:
     return _wait(lambda: VipRecvDone(vi), timeout or vi.nic.timeout, f"VI {vi.number} receive")

@@ -1,0 +1,1 @@
+../../host/numavia/__init__.py
