@@ -1,5 +1,6 @@
-"""Bus functional models for Amaranth simulator testbenches: streams (amaranth.lib.stream) and
-Wishbone. Used by the tests and by the benchmarks that run blocks in the simulator.
+"""Bus functional models for Amaranth simulator testbenches: one driver/monitor for
+``amaranth.lib.stream`` interfaces and one Wishbone initiator. Used by the tests and by the
+benchmarks that run blocks in the simulator (so it lives in the package, not under tests/).
 
 A stream beat moves on a clock edge where valid and ready are both high. Loops sample explicitly
 rather than use ``until``, so background testbenches can be abandoned at the end of a simulation.
@@ -10,22 +11,35 @@ class BusError(Exception):
     """A Wishbone access ended in ``err``."""
 
 
-async def send(ctx, stream, payload):
+async def send(ctx, stream, payload, *, timeout=None):
+    """Offer ``payload`` on ``stream`` until a clock edge at which ``ready`` is high. Returns the
+    number of edges ``ready`` was low before that; raises after ``timeout`` of them (if given)."""
     ctx.set(stream.payload, payload)
     ctx.set(stream.valid, 1)
+    waited = 0
     while True:
         _, _, ready = await ctx.tick().sample(stream.ready)
         if ready:
             break
+        waited += 1
+        if timeout is not None and waited > timeout:
+            raise TimeoutError(f"stream not ready within {timeout} cycles")
     ctx.set(stream.valid, 0)
+    return waited
 
 
-async def recv(ctx, stream):
+async def recv(ctx, stream, *, timeout=None):
+    """Take one payload (a layout view or an int) from ``stream``; raises after ``timeout``
+    clock edges without ``valid`` (if given)."""
     ctx.set(stream.ready, 1)
+    waited = 0
     while True:
         _, _, valid, payload = await ctx.tick().sample(stream.valid, stream.payload)
         if valid:
             break
+        waited += 1
+        if timeout is not None and waited > timeout:
+            raise TimeoutError(f"stream not valid within {timeout} cycles")
     ctx.set(stream.ready, 0)
     return payload
 

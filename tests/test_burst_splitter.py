@@ -7,7 +7,7 @@ from amaranth.sim import Simulator
 
 from numavia.gateware.burst_splitter import BurstSplitter
 from numavia.gateware.host_port import MAX_BURST_WORDS
-from stream_bfm import recv, send
+from numavia.gateware.bfm import recv, send
 
 BASE = 0x1000
 

@@ -5,7 +5,7 @@ from amaranth.sim import Simulator
 
 from numavia.base import regmap
 from numavia.gateware.card_control import CardControl
-from wishbone_bfm import BusError, read, write
+from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
 
 CTRL = regmap.CTRL
 

@@ -18,8 +18,8 @@ from numavia.gateware.memory_controller import MemSpace
 from numavia.base.microcode.isa import LocalKind
 from numavia.gateware.tag_store import TagOp
 from numavia.base.coherence import cache_set
-from stream_bfm import recv, send
-from wishbone_bfm import read as wb_read, write as wb_write
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as wb_read, wishbone_write as wb_write
 
 NODE = 1
 AMAP = HostAddressMap(slice_bytes=4096, max_nodes=4, private_bytes=1024)

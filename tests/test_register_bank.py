@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 
 from numavia.base.regmap import Access, Block, Register, RegisterArray
 from numavia.gateware.register_bank import RegisterBank
-from wishbone_bfm import BusError, read, write
+from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
 
 BLOCK = Block("t", base=0, size=0x100, doc="test", registers=(
     Register("ADDR", 0x00, Access.RW, "address", width=8, reset=3),

@@ -19,12 +19,13 @@ from numavia.base import regmap
 from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
 from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode, encode
 
-from ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
+from support.ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
                         flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,
                         wait_cycles)
-from ring_bfm import packet_from_header, receive, send, take
-from rtl_random import ring_fuzz, scale, seed
-from wishbone_bfm import BusError, read, write
+from support.ring_bfm import packet_from_header, receive, send
+from support.random_ring import ring_fuzz
+from support.random_stimulus import scale, seed
+from numavia.gateware.bfm import BusError, recv, wishbone_read as read, wishbone_write as write
 
 RING = regmap.RING
 COUNTERS = [name for name, _ in regmap.RING_COUNTERS]
@@ -352,7 +353,7 @@ def test_give_up_counts_silent_attempts_only_and_a_late_echo_still_completes():
             "TX_PACKETS": 4, "TX_ACCEPTED": 1, "RX_ECHOES": 2, "TIMEOUTS": 3, "BUSY_RECEIVED": 1}
         # So the pair's bit toggled; a packet that really fails does not toggle it.
         await send(ctx, link, second)
-        header = await take(ctx, link.failed)
+        header = await recv(ctx, link.failed)
         assert header.as_value().value == replace(as_sent_by(second, 1), seq=1).header_value()
         await send(ctx, link, third)
         await wait_for(ctx, transmitted, 7)
@@ -669,7 +670,7 @@ def test_undeliverable_target_is_reported_on_failed_and_the_link_keeps_working()
         await send(ctx, link, lost)
         await send(ctx, link, fine)
         result["fine"] = await receive(ctx, bench.links[1])
-        result["failed"] = await take(ctx, link.failed)
+        result["failed"] = await recv(ctx, link.failed)
         result["when"] = ctx.get(bench.cycle)
         await wait_cycles(ctx, 20)
         result["counters"] = await all_counters(ctx, link)

@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 from numavia.base.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
 from numavia.base.sci_packet import line_address
 from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
-from amaranth_helpers import rejected
+from support.amaranth_helpers import rejected
 
 SETS, SLICE_LINES = 8, 64
 

@@ -8,7 +8,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware.via_dma_reader import DmaReader
-from wishbone_sram import WishboneSRAM, load_words
+from support.wishbone_sram import WishboneSRAM, load_words
 
 BASE = 0x6000_0000
 SIZE = 1024

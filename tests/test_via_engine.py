@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 
 from numavia.base import regmap, via_descriptor
 from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
-from via_pair import HOST, Node, Pair
+from support.via_pair import HOST, Node, Pair
 
 CTRL = via_descriptor.CONTROL_SEGMENT
 ST = CTRL.field("STATUS")

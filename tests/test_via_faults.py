@@ -9,8 +9,8 @@ from amaranth.sim import Simulator
 
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor
 from test_via_engine import DESC_A, DESC_B, VA, read_va, setup, write_va
-from via_faults import FaultyWire
-from via_pair import Node, Pair
+from support.via_faults import FaultyWire
+from support.via_pair import Node, Pair
 
 DEPTH = 4                 # descriptors per work queue (via_pair.PARAMS)
 MAX_SIZE = 2000           # 4 send + 4 receive buffers fit the 16 KiB region

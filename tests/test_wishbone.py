@@ -9,8 +9,8 @@ from numavia.base import regmap
 from numavia.gateware.register_bank import RegisterBank
 from numavia.gateware import wishbone
 from numavia.gateware.wishbone import Decoder
-from amaranth_helpers import rejected
-from wishbone_bfm import BusError, read, write
+from support.amaranth_helpers import rejected
+from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
 
 
 class TwoBanks(wiring.Component):

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware.wishbone_arbiter import WishboneArbiter
-from wishbone_sram import WishboneSRAM, dump
+from support.wishbone_sram import WishboneSRAM, dump
 
 BASE = 0x1000
 

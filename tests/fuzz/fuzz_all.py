@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+import targets  # the script's own folder is on sys.path
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-
-import targets  # noqa: E402
 
 
 def build_firmware_target(out):

@@ -17,8 +17,8 @@ from numavia.gateware.ring_link import RingLink
 from numavia.gateware.sci_layouts import SymbolLayout
 from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
 
-from ring_bfm import packet_from_header, receive, send, take
-from wishbone_bfm import read
+from support.ring_bfm import packet_from_header, receive, send
+from numavia.gateware.bfm import recv, wishbone_read as read
 
 
 async def wait_cycles(ctx, count):
@@ -183,7 +183,7 @@ class Traffic:
     def _failure_watcher(self, i, link):
         async def process(ctx):
             while True:
-                header = await take(ctx, link.failed)
+                header = await recv(ctx, link.failed)
                 self.failed.setdefault(i, []).append(packet_from_header(header.as_value().value))
         return process
 

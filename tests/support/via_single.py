@@ -8,8 +8,8 @@ from amaranth.sim import Simulator
 
 from numavia.base import via_frame
 from numavia.gateware.via_engine import ViaEngine
-from via_pair import HOST, HOST_SIZE, PARAMS, Node
-from wishbone_sram import WishboneSRAM
+from support.via_pair import HOST, HOST_SIZE, PARAMS, Node
+from support.wishbone_sram import WishboneSRAM
 
 PEER = 1          # the node on the other side of the link
 ME = 0

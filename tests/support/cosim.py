@@ -25,8 +25,8 @@ from numavia.gateware.remote_access_controller import RemoteAccessController
 from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
 from numavia.gateware.sci_layouts import HeaderLayout
 from amaranth.lib import stream
-from stream_bfm import recv, send
-from wishbone_bfm import read as wb_read, write as wb_write
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as wb_read, wishbone_write as wb_write
 
 
 class Engine(wiring.Component):
