@@ -8,6 +8,7 @@ import pytest
 from cocotbext.pcie.core.tlp import CplStatus, Tlp, TlpType
 
 from numavia.pcie_model import HOST_ID, memory_read, memory_write
+
 from support.pcie_helpers import BAR0, BAR2, SHARED_BYTES, completion_payload, harness, run
 
 

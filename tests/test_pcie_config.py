@@ -5,6 +5,7 @@ from cocotbext.pcie.core.tlp import CplStatus, TlpType
 
 from numavia.gateware.pcie.config import MSI_CAP_OFFSET, PCIE_CAP_OFFSET, EndpointParams
 from numavia.pcie_model import config_read, config_write
+
 from support.pcie_helpers import harness
 
 PARAMS = EndpointParams(vendor_id=0x1234, device_id=0x5678, class_code=0x020000, revision_id=3,

@@ -18,6 +18,7 @@ from numavia.gateware.pcie.config import EndpointParams
 from numavia.gateware.pcie.dma_bridge import WishboneToDma
 from numavia.gateware.pcie.endpoint import PcieEndpoint
 from numavia.pcie_model import EndpointHarness
+
 from support.pcie_helpers import SHARED_BYTES, run
 
 HOST = 0x6000_0000

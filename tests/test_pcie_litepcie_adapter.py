@@ -18,6 +18,8 @@ from numavia.gateware.pcie.litepcie_adapter import LitePcieAdapter
 from numavia.pcie_model import (CARD_ID, HOST_ID, beat_dwords, config_write, dwords_to_beats, memory_read,
                                 memory_write, tlp_to_dwords)
 
+from support.sim import run_simulation
+
 
 def litepcie_beats(dwords, lanes, endianness):
     """[(dat, be, first, last)] of one TLP on a LitePCIe PHY stream."""
@@ -59,7 +61,7 @@ def run(lanes, endianness, bench):
     async def tb(ctx):
         await bench(ctx, dut)
     sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)
 
 
 def set_beat(ctx, stream, beat):

@@ -5,6 +5,7 @@ import struct
 
 from numavia.gateware.pcie.config import MSI_CAP_OFFSET
 from numavia.pcie_model import config_write
+
 from support.pcie_helpers import harness, run
 
 

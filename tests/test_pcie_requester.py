@@ -8,6 +8,7 @@ from cocotbext.pcie.core.tlp import TlpType
 
 from numavia.gateware.bfm import recv, send
 from numavia.gateware.pcie.config import EndpointParams
+
 from support.pcie_helpers import SHARED_BYTES, harness, run
 
 HOST = 0x1_2340_0000         # above 4 GiB: 4DW requests

@@ -10,6 +10,7 @@ import pytest
 from numavia.base import pushpull_format as ppf
 from numavia.bench_pushpull import PushPullError, PushPullPair
 from numavia.vipl import ViplError
+
 from support.via_system import session
 
 pytestmark = pytest.mark.slow

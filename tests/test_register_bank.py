@@ -12,6 +12,8 @@ from numavia.base.regmap import Access, Block, Register, RegisterArray
 from numavia.gateware.register_bank import RegisterBank
 from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
 
+from support.sim import run_simulation
+
 BLOCK = Block("t", base=0, size=0x100, doc="test", registers=(
     Register("ADDR", 0x00, Access.RW, "address", width=8, reset=3),
     Register("DATA", 0x04, Access.WO, "data"),
@@ -34,7 +36,7 @@ def run(testbench, **kwargs):
         await testbench(ctx, dut)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
 
 
 def test_array_elements_decode_at_their_stride():
@@ -68,7 +70,7 @@ def test_doorbell_strobe_carries_the_element_and_data():
 
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     assert strobes == [(2, 0x1234), (0, 0x99)]
 
 

@@ -19,6 +19,7 @@ from numavia.renode.robot_host import Monitor, MonitorBridge, MonitorError
 from numavia.soc.sim import READY_MARKER, SimConfig
 from numavia.via_ping import PingError, rdma_ping
 from test_renode import MODEL_ID, fixture_csr
+
 from support.via_system import session
 
 _MACH_SET = re.compile(r'^mach set "(node\d+)"$')

@@ -16,6 +16,7 @@ import pytest
 from numavia.soc import card_bench as cb
 from numavia.soc import ring_launch, sim
 from numavia.soc.ring_launch import LaunchError, RingRun, Spread
+
 from support.ring_sim import build, free_port_range, simulator_processes
 
 

@@ -18,14 +18,15 @@ from amaranth.sim import Simulator
 from numavia.base import regmap
 from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
 from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode, encode
+from numavia.gateware.bfm import BusError, recv, wishbone_read as read, wishbone_write as write
 
-from support.ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
-                        flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,
-                        wait_cycles)
-from support.ring_bfm import packet_from_header, receive, send
 from support.random_ring import ring_fuzz
 from support.random_stimulus import scale, seed
-from numavia.gateware.bfm import BusError, recv, wishbone_read as read, wishbone_write as write
+from support.ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
+                                flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,
+                                wait_cycles)
+from support.ring_bfm import packet_from_header, receive, send
+from support.sim import run_simulation
 
 RING = regmap.RING
 COUNTERS = [name for name, _ in regmap.RING_COUNTERS]
@@ -55,7 +56,7 @@ def run_link(testbench, *, node_id=5, **params):
     async def main(ctx):
         await testbench(ctx, bench, transmitted)
     sim.add_testbench(main)
-    sim.run()
+    run_simulation(sim)
 
 
 def decoded(transmitted):
@@ -469,7 +470,7 @@ def test_counters_saturate_instead_of_wrapping():
         await ctx.tick()
         seen.append(ctx.get(counter))
     sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)
     assert seen == [3, 6, 7, 7, 7, 0]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from numavia.splash2 import barnes, generate
 from numavia.instrument import Machine
+
 from support.splash2_checks import SLICE_BYTES, check_trace_invariants, generated
 
 

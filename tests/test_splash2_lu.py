@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from numavia.splash2 import lu
+
 from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 

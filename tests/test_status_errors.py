@@ -5,6 +5,7 @@ real card, counted, and logged once with the node's cycle; other nodes stay clea
 import pytest
 
 from numavia.base import regmap
+
 from support.ring_sim import build, served_cli
 
 pytestmark = pytest.mark.slow

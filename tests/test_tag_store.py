@@ -8,7 +8,9 @@ from amaranth.sim import Simulator
 from numavia.base.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
 from numavia.base.sci_packet import line_address
 from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
+
 from support.amaranth_helpers import rejected
+from support.sim import run_simulation
 
 SETS, SLICE_LINES = 8, 64
 
@@ -40,7 +42,7 @@ def run(ways, testbench, sets=SETS, line_bytes=64):
         await testbench(ctx, dut)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
 
 
 def lines_in_set(target_set, count, home=2, line_bytes=64):

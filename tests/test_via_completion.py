@@ -7,6 +7,8 @@ from amaranth.sim import Simulator
 from numavia.base import regmap, via_descriptor
 from numavia.gateware.via_completion import CompletionUnit
 from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, dump
 
 BASE = 0x6000_0000
@@ -70,7 +72,7 @@ def run(requests, *, binds, cq_size=4, head=0, consume_at=None):
         out["pulses"] = pulses
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 

@@ -17,6 +17,8 @@ from numavia.base.via_descriptor import (
 )
 from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
 from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, load
 
 BASE = 0x6000_0000
@@ -67,7 +69,7 @@ def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
                         [segments[i] for i in sorted(segments)]))
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 

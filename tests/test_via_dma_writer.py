@@ -9,6 +9,8 @@ from amaranth.sim import Simulator
 
 from numavia.gateware.via_dma_writer import DmaWriter
 from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, dump, load_words
 
 BASE = 0x6000_0000
@@ -70,7 +72,7 @@ def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, burst
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(commander)
-    sim.run()
+    run_simulation(sim)
     return before, out["after"], out["errors"], out["cycles"]
 
 
@@ -153,7 +155,7 @@ def test_stream_ready_does_not_follow_the_bus_ack_in_the_same_cycle():
 
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(target)
-    sim.run()
+    run_simulation(sim)
     assert seen["stalled_with_bytes_waiting"]     # the buffer did fill: ready was really tested
 
 

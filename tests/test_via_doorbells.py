@@ -13,9 +13,10 @@ from numavia.base import regmap
 from numavia.gateware.bfm import BusError
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
+from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
+
 from support.via_pair import HOST, PARAMS
 from support.via_single import PEER, header, run, wait_frames
-from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
 
 PAGES = regmap.DOORBELL.array("VI")
 VI_REGS = regmap.VIA.array("VI")

@@ -6,6 +6,7 @@ import pytest
 
 from numavia.base.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor
+
 from support.via_system import Pair, payload, session
 
 pytestmark = pytest.mark.slow

@@ -5,10 +5,11 @@ among legitimate traffic (tests/rtl_random.py)."""
 
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from support.random_stimulus import scale, seed
-from support.random_via_frames import via_rx_fuzz
 from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup
+
+from support.random_stimulus import scale, seed
+from support.random_via_frames import via_rx_fuzz
 from support.via_pair import HOST
 from support.via_single import frame, header, run, wait_frames
 

@@ -11,6 +11,8 @@ from numavia.gateware.via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGat
 from numavia.gateware.via_translate import AddressTranslator
 from numavia.gateware.bfm import send
 
+from support.sim import run_simulation
+
 REGIONS, PAGES = 4, 32
 PTAG = 3
 
@@ -112,7 +114,7 @@ def run(segments, commands, *, ptag=PTAG):
             ctx.set(sg.chunks.ready, 0)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 

@@ -6,6 +6,8 @@ from numavia.base import via_att
 from numavia.gateware.via_translate import AddressTranslator
 from numavia.gateware.bfm import recv, send
 
+from support.sim import run_simulation
+
 REGIONS, PAGES = 8, 64
 
 
@@ -59,7 +61,7 @@ def run(requests, *, ports=1):
             answers.append((answer.fail, answer.pa, answer.page_left))
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return answers, readback
 
 

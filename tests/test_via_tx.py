@@ -7,9 +7,10 @@ import pytest
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
-from support.via_pair import HOST, PARAMS
+
 from support.random_descriptors import descriptor_fuzz
 from support.random_stimulus import scale, seed
+from support.via_pair import HOST, PARAMS
 from support.via_single import PEER, frame, header, run, wait_frames
 
 OP = via_frame.OP

@@ -9,8 +9,10 @@ from numavia.base import regmap
 from numavia.gateware.register_bank import RegisterBank
 from numavia.gateware import wishbone
 from numavia.gateware.wishbone import Decoder
-from support.amaranth_helpers import rejected
 from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
+
+from support.amaranth_helpers import rejected
+from support.sim import run_simulation
 
 
 class TwoBanks(wiring.Component):
@@ -40,7 +42,7 @@ def run(testbench):
         await testbench(ctx, dut)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
 
 
 SCRATCH = regmap.CTRL.register("SCRATCH").offset

@@ -15,6 +15,7 @@ import pytest
 from numavia import cli
 from numavia.soc import firmware
 from numavia.soc import sim
+
 from support.ring_sim import build
 
 

@@ -23,6 +23,7 @@ from numavia.gateware.bfm import wishbone_read as read
 
 from support.ring_bench import LinkBench, as_sent_by, random_packet, read_counters, tx_monitor
 from support.ring_bfm import receive, send
+from support.sim import run_simulation
 
 RING_NODE, RING_PEER = 5, 7          # the node under test; the node its own packets go to
 _RING_FIELDS = field_positions()
@@ -300,5 +301,5 @@ def ring_fuzz(*, seed, items, own_packets):
 
     sim.add_testbench(consumer, background=True)
     sim.add_testbench(main)
-    sim.run()
+    run_simulation(sim)
     return fuzz

@@ -15,8 +15,7 @@ from numavia.base.via_descriptor import (
 
 from support.random_via import (
     COMPLETION_SETTLE, COUNTERS, HEADER, MASK32, MAX_PAYLOAD, ME, OP, OTHER_CONNECTIONS, PEER, PEER_VI, PTAG,
-    REGIONS, VI,
-    all_counters, drain, engine_setup, fill, first_difference, flags, frame_fields, snapshot,
+    REGIONS, VI, all_counters, drain, engine_setup, fill, first_difference, flags, frame_fields, snapshot,
 )
 from support.via_pair import HOST, HOST_SIZE, PARAMS
 from support.wishbone_sram import load_words

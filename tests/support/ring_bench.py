@@ -17,8 +17,10 @@ from numavia.gateware.ring_link import RingLink
 from numavia.gateware.sci_layouts import SymbolLayout
 from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
 
-from support.ring_bfm import packet_from_header, receive, send
 from numavia.gateware.bfm import recv, wishbone_read as read
+
+from support.ring_bfm import packet_from_header, receive, send
+from support.sim import run_simulation
 
 
 async def wait_cycles(ctx, count):
@@ -329,4 +331,4 @@ def simulate(bench, *testbenches, traffic=None, background=()):
         sim.add_testbench(process, background=True)
     for tb in testbenches:
         sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)

@@ -12,6 +12,7 @@ from numavia.base import regmap, via_att, via_descriptor
 from numavia.gateware.via_engine import ViaEngine
 from numavia.base.via_params import ViaParams
 from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
+
 from support.wishbone_sram import WishboneSRAM, dump, load
 
 HOST = 0x6000_0000

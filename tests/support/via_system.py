@@ -4,6 +4,7 @@ import random
 
 from numavia import vipl
 from numavia.cluster_session import ClusterSession
+
 from support.ring_sim import build
 
 
