@@ -3,7 +3,7 @@ alignment through the host's address space, the shared window, DMA reads and wri
 memory, MSI, unsupported requests, a completion timeout and back-pressure.
 
 Two halves in one file: ``test_endpoint_against_root_complex`` (pytest) converts ``PcieTestTop``
-(tests/pcie_top.py) to Verilog, cached under build/ by its sources, and runs this same module
+(tests/support/pcie_top.py) to Verilog, cached under build/ by its sources, and runs this same module
 under Icarus with cocotb's runner; the ``@cocotb.test`` coroutines below are what runs there.
 The shim, :class:`TlpStreamDevice`, is a cocotbext-pcie ``Device`` whose TLPs go to and come
 from the DUT's TLP streams instead of Python functions: the DUT answers its own config space.

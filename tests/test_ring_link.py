@@ -787,7 +787,7 @@ def test_node_downstream_of_heavy_traffic_still_injects():
 # --- Hostile input ---------------------------------------------------------------------------------
 
 def test_hostile_symbol_streams_among_legitimate_traffic():
-    """Issue 11, random-constrained stimulus (tests/rtl_random.py): one node's ring input gets a
+    """Random-constrained stimulus (tests/support/random_ring.py): one node's ring input gets a
     seeded mix of packets for it (new and repeated), packets for other nodes, echoes for nothing
     outstanding or answered already, and damaged or invented ones (bit errors, truncated, overlong,
     unknown type or a length its header contradicts with a good CRC, garbage, packets cut in two,

@@ -1,7 +1,7 @@
 """VIA receive engine, frames injected at the engine's Ethernet port: in-order data and its ACK,
 duplicates, gaps and their single NAK, refused frames with their counters (nothing written), FCS
 errors, buffer overflow, management frames, RDMA reads served with no CPU, and seeded hostile frames
-among legitimate traffic (tests/rtl_random.py)."""
+among legitimate traffic (tests/support/random_via_frames.py)."""
 
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
@@ -174,7 +174,7 @@ def test_read_request_is_served_with_no_cpu():
 
 
 def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless():
-    """Issue 11, random-constrained stimulus (tests/rtl_random.py): seeded groups of frames, half of
+    """Random-constrained stimulus (tests/support/random_via_frames.py): seeded groups of frames, half of
     them mutated (bad FCS, other EtherType/MAC/VI/source, unknown operations, lengths that disagree,
     truncation at every layer, trailing bytes, old/ahead/far sequence numbers, RDMA targets outside,
     across, before their region or in regions of another tag or without the right, oversized frames),
