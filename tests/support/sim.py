@@ -10,6 +10,11 @@ import re
 import weakref
 from pathlib import Path
 
+from amaranth.sim import Simulator
+
+#: The clock of the simulated designs: 100 MHz, as on the card.
+CLOCK_PERIOD = 1e-8
+
 _recording = None       # the test whose simulations are being recorded, if any
 _started = weakref.WeakSet()    # simulators already run once: a VCD can only start at time 0
 
@@ -64,3 +69,15 @@ def run_simulation(sim, *, until=None):
     path.parent.mkdir(parents=True, exist_ok=True)
     with sim.write_vcd(str(path)):
         return go()
+
+
+def run_testbench(dut, testbench, *args):
+    """Simulate ``dut`` on one clock with one testbench, ``await testbench(ctx, dut, *args)``."""
+    sim = Simulator(dut)
+    sim.add_clock(CLOCK_PERIOD)
+
+    async def bench(ctx):
+        await testbench(ctx, dut, *args)
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
