@@ -1,9 +1,10 @@
 """Running Amaranth simulations in tests, with an optional waveform of each run.
 
-Tests build their ``Simulator`` as usual and call :func:`run_simulation` instead of ``sim.run()``. While the
-waveform option is on (``pytest --waveforms``, or ``NUMAVIA_WAVEFORMS=1``; see
-``support.waveforms``), every run of a test writes ``build/waveforms/<test id>.vcd`` (``-2``,
-``-3``... for its later simulations), and the files of a test that passed are removed when it ends.
+Tests build their ``Simulator`` as usual and call :func:`run_simulation` instead of
+``sim.run()``. While the waveform option is on (``pytest --waveforms``, or
+``NUMAVIA_WAVEFORMS=1``; see ``support.waveforms``), every run of a test writes
+``build/waveforms/<test id>.vcd`` (``-2``, ``-3``... for its later simulations), and the files
+of a test that passed are removed when it ends.
 """
 
 import re

@@ -1,5 +1,6 @@
-"""pytest plugin: the ``--waveforms`` option (or ``NUMAVIA_WAVEFORMS``) that keeps a VCD of each
-Amaranth simulation (run through ``support.sim.run_simulation``) of a failing test under build/waveforms/.
+"""pytest plugin: the ``--waveforms`` option (or ``NUMAVIA_WAVEFORMS``) that keeps a VCD of
+each Amaranth simulation (run through ``support.sim.run_simulation``) of a failing test under
+build/waveforms/.
 
 ``--waveforms`` (or ``NUMAVIA_WAVEFORMS=1``) keeps the waveforms of failing tests only;
 ``--waveforms=all`` (``NUMAVIA_WAVEFORMS=all``) keeps every test's.
