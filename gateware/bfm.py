@@ -1,31 +1,52 @@
-"""Bus functional models for Amaranth simulator testbenches: streams (amaranth.lib.stream) and
-Wishbone. Used by the tests and by the benchmarks that run blocks in the simulator.
+"""Bus functional models for Amaranth simulator testbenches: one driver for
+``amaranth.lib.stream`` interfaces (either side) and one Wishbone initiator (classic cycles, and
+incrementing bursts on a ``wishbone_burst`` bus). Used by the tests and by the
+benchmarks that run blocks in the simulator (so it lives in the package, not under tests/).
 
 A stream beat moves on a clock edge where valid and ready are both high. Loops sample explicitly
 rather than use ``until``, so background testbenches can be abandoned at the end of a simulation.
 """
+
+from .wishbone_burst import CTI_CLASSIC, CTI_END, CTI_INCREMENTING
+
+#: Clock edges a beat may wait before a testbench gives up, so a hung block fails its test instead
+#: of hanging the suite; ``timeout=None`` waits for ever.
+STREAM_TIMEOUT = 100_000
 
 
 class BusError(Exception):
     """A Wishbone access ended in ``err``."""
 
 
-async def send(ctx, stream, payload):
+async def send(ctx, stream, payload, *, timeout=STREAM_TIMEOUT):
+    """Offer ``payload`` on ``stream`` until a clock edge at which ``ready`` is high. Returns the
+    number of edges ``ready`` was low before that; raises after ``timeout`` of them (unless None)."""
     ctx.set(stream.payload, payload)
     ctx.set(stream.valid, 1)
+    waited = 0
     while True:
         _, _, ready = await ctx.tick().sample(stream.ready)
         if ready:
             break
+        waited += 1
+        if timeout is not None and waited > timeout:
+            raise TimeoutError(f"stream not ready within {timeout} cycles")
     ctx.set(stream.valid, 0)
+    return waited
 
 
-async def recv(ctx, stream):
+async def recv(ctx, stream, *, timeout=STREAM_TIMEOUT):
+    """Take one payload (a layout view or an int) from ``stream``; raises after ``timeout``
+    clock edges without ``valid`` (if given)."""
     ctx.set(stream.ready, 1)
+    waited = 0
     while True:
         _, _, valid, payload = await ctx.tick().sample(stream.valid, stream.payload)
         if valid:
             break
+        waited += 1
+        if timeout is not None and waited > timeout:
+            raise TimeoutError(f"stream not valid within {timeout} cycles")
     ctx.set(stream.ready, 0)
     return payload
 
@@ -57,3 +78,54 @@ async def wishbone_read(ctx, bus, byte_addr):
 
 async def wishbone_write(ctx, bus, byte_addr, value, sel=0xF):
     await _wishbone_cycle(ctx, bus, byte_addr // 4, 1, value, sel)
+
+
+async def wishbone_burst_read(ctx, bus, addr, words, *, give_up_after=None, limit=5000):
+    """An incrementing burst read of ``words`` words from ``addr`` (a classic cycle for one) on a
+    ``wishbone_burst`` bus; ``[(data, err)]``. ``give_up_after``: drop the cycle after that many words."""
+    got = []
+    ctx.set(bus.we, 0)
+    ctx.set(bus.sel, 0xF)
+    ctx.set(bus.cyc, 1)
+    ctx.set(bus.stb, 1)
+    for _ in range(limit):
+        n = len(got)
+        ctx.set(bus.adr, addr // 4 + n)
+        ctx.set(bus.cti, CTI_CLASSIC if words == 1 else
+                CTI_END if n == words - 1 else CTI_INCREMENTING)
+        _, _, ack, err, data = await ctx.tick().sample(bus.ack, bus.err, bus.dat_r)
+        if ack or err:
+            got.append((data, err))
+            if len(got) == (give_up_after or words):
+                break
+    else:
+        raise TimeoutError("burst read did not finish")
+    ctx.set(bus.cyc, 0)
+    ctx.set(bus.stb, 0)
+    await ctx.tick()
+    return got
+
+
+async def wishbone_burst_write(ctx, bus, addr, words, sels=None, limit=500):
+    """An incrementing burst write of ``words`` (with byte selects ``sels``) from ``addr``."""
+    sels = sels or [0xF] * len(words)
+    ctx.set(bus.we, 1)
+    ctx.set(bus.cyc, 1)
+    ctx.set(bus.stb, 1)
+    n = 0
+    for _ in range(limit):
+        ctx.set(bus.adr, addr // 4 + n)
+        ctx.set(bus.dat_w, words[n])
+        ctx.set(bus.sel, sels[n])
+        ctx.set(bus.cti, CTI_END if n == len(words) - 1 else CTI_INCREMENTING)
+        _, _, ack = await ctx.tick().sample(bus.ack)
+        if ack:
+            n += 1
+            if n == len(words):
+                break
+    else:
+        raise TimeoutError("burst write did not finish")
+    ctx.set(bus.cyc, 0)
+    ctx.set(bus.stb, 0)
+    ctx.set(bus.we, 0)
+    await ctx.tick()

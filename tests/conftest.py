@@ -1,8 +1,5 @@
-import sys
-from pathlib import Path
-
-# Test helpers (BFMs, reference models) are plain modules next to the tests.
-sys.path.insert(0, str(Path(__file__).parent))
+# The waveform option (support/waveforms.py) and pytester (to test that option in-process).
+pytest_plugins = ["support.waveforms", "pytester"]
 
 
 def pytest_addoption(parser):

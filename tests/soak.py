@@ -31,9 +31,6 @@ from pathlib import Path
 
 from numavia.base.errors import NumaviaError
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
 
 def log(message):
     print(f"soak: {message}", file=sys.stderr, flush=True)
@@ -79,7 +76,7 @@ def pushpull_stream(job, messages, seed, out, faults, chunk):
     """One pair of nodes: ``messages`` push-pull messages, run by run through the classes."""
     from numavia.bench_pushpull import PushPullPair
     from numavia.cluster_session import ClusterSession
-    from simulation import build
+    from support.ring_sim import build
     rotation = [(scheme, size, max(1, round(chunk * share))) for scheme, size, share in PUSHPULL_MIX]
     runs, done = [], 0
     with ClusterSession(build(2), out / f"via-pushpull-{job}", eth_seed=seed, **faults) as s:
@@ -147,8 +144,8 @@ def via_system_soak(messages, seed, out, faults):
     from numavia.errorlog import read_cycles
     from numavia.base.via_descriptor import CONTROL_OP
     from numavia.vipl import Descriptor
-    from simulation import build
-    from via_system import Pair, payload
+    from support.ring_sim import build
+    from support.via_system import Pair, payload
     size, batch, base = 4096, 8, 64 * 1024
     slot = lambda i: (i % batch) * size
     start = time.monotonic()

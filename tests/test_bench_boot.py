@@ -12,7 +12,7 @@ import pytest
 
 from numavia.bench import boot
 from test_zephyr_firmware import ram_linked_firmware
-from simulation import build
+from support.ring_sim import build
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,9 @@ from amaranth.sim import Simulator
 
 from numavia.gateware.burst_splitter import BurstSplitter
 from numavia.gateware.host_port import MAX_BURST_WORDS
-from stream_bfm import recv, send
+from numavia.gateware.bfm import recv, send
+
+from support.sim import run_simulation
 
 BASE = 0x1000
 
@@ -58,7 +60,7 @@ def simulate(accesses, *, error_piece=None, line_bytes=64):
 
     sim.add_testbench(host)
     sim.add_testbench(responder, background=True)
-    sim.run()
+    run_simulation(sim)
     return responses, pieces, beats_seen
 
 

@@ -7,6 +7,8 @@ from amaranth.sim import Simulator
 
 from numavia.gateware.byte_packer import BytePacker
 
+from support.sim import run_simulation
+
 
 def run(frames, *, ready_pattern=None, seed=5):
     """``frames``: list of lists of (bytes, error) beats. Returns [(bytes, [nbytes], error)].
@@ -58,7 +60,7 @@ def run(frames, *, ready_pattern=None, seed=5):
                     expected.pop(0)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 

@@ -5,7 +5,9 @@ from amaranth.sim import Simulator
 
 from numavia.base import regmap
 from numavia.gateware.card_control import CardControl
-from wishbone_bfm import BusError, read, write
+from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
+
+from support.sim import run_simulation
 
 CTRL = regmap.CTRL
 
@@ -24,7 +26,7 @@ def run(testbench, strap=0, **features):
         await testbench(ctx, dut)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
 
 
 def test_reset_values():

@@ -11,10 +11,12 @@ from numavia.gateware.local_side import CacheGeometry
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
 from numavia.base.sci_packet import Command, PacketType, Status
-from cosim import Engine, packet_fields
 from numavia.base.sci_packet import Packet
-from stream_bfm import recv, send
-from wishbone_bfm import read, write
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
+
+from support.cosim import Engine, packet_fields
+from support.sim import run_simulation
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text())
 RAC = regmap.RAC
@@ -35,7 +37,7 @@ def simulate(testbench, program=()):
         await testbench(ctx, dut, amap)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
 
 
 def test_image_loads_reads_back_and_is_locked_once_loaded():

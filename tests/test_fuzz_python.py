@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-FUZZ_DIR = Path(__file__).parent / "fuzz"
-sys.path.insert(0, str(FUZZ_DIR))
+from fuzz import targets
 
-import targets  # noqa: E402
+FUZZ_DIR = Path(__file__).parent / "fuzz"
 
 #: Inputs per target in CI: a few seconds each on one core (the CLI parser is slow to build).
 CI_RUNS = {"sci_packet": 4000, "via_frame": 30000, "via_descriptor": 20000, "microcode_assemble": 30000,

@@ -18,8 +18,10 @@ from numavia.gateware.memory_controller import MemSpace
 from numavia.base.microcode.isa import LocalKind
 from numavia.gateware.tag_store import TagOp
 from numavia.base.coherence import cache_set
-from stream_bfm import recv, send
-from wishbone_bfm import read as wb_read, write as wb_write
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as wb_read, wishbone_write as wb_write
+
+from support.sim import run_simulation
 
 NODE = 1
 AMAP = HostAddressMap(slice_bytes=4096, max_nodes=4, private_bytes=1024)
@@ -258,7 +260,7 @@ class Bench:
 
         sim.add_testbench(host)
         sim.add_testbench(self.sequencer, background=True)
-        sim.run()
+        run_simulation(sim)
 
 
 def expect_reads(bench, reference_reads):
@@ -405,7 +407,7 @@ def test_node_not_ready_refuses_shared_accesses():
 
     sim.add_testbench(host)
     sim.add_testbench(bench.sequencer, background=True)
-    sim.run()
+    run_simulation(sim)
     assert out[0] == [(0, 1)] and out[1] == [(0, 0)]
 
 

@@ -6,6 +6,8 @@ from amaranth.sim import Simulator
 
 from numavia.gateware.packet_fifo import PacketFifo
 
+from support.sim import run_simulation
+
 
 def frame_words(data):
     return [data[i:i + 4] for i in range(0, len(data), 4)]
@@ -62,7 +64,7 @@ def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, s
                     index += 1
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return got, counters
 
 

@@ -11,9 +11,10 @@ from numavia.base import regmap, via_att, via_descriptor, via_frame
 from numavia.gateware.card import Card, CardConfig
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from numavia.pcie_model import EndpointHarness, memory_read, memory_write
-from pcie_helpers import completion_payload
-from via_single import frame, header
-from wishbone_bfm import read as wb_read, write as wb_write
+from numavia.gateware.bfm import wishbone_read as wb_read, wishbone_write as wb_write
+
+from support.pcie_helpers import completion_payload
+from support.via_single import frame, header
 
 BAR0 = 0xF000_0000
 BAR2 = 0xC000_0000

@@ -8,7 +8,8 @@ import pytest
 from cocotbext.pcie.core.tlp import CplStatus, Tlp, TlpType
 
 from numavia.pcie_model import HOST_ID, memory_read, memory_write
-from pcie_helpers import BAR0, BAR2, SHARED_BYTES, completion_payload, harness, run
+
+from support.pcie_helpers import BAR0, BAR2, SHARED_BYTES, completion_payload, harness, run
 
 
 def test_bar2_reads_and_writes_of_every_size_and_alignment():

@@ -5,7 +5,8 @@ from cocotbext.pcie.core.tlp import CplStatus, TlpType
 
 from numavia.gateware.pcie.config import MSI_CAP_OFFSET, PCIE_CAP_OFFSET, EndpointParams
 from numavia.pcie_model import config_read, config_write
-from pcie_helpers import harness
+
+from support.pcie_helpers import harness
 
 PARAMS = EndpointParams(vendor_id=0x1234, device_id=0x5678, class_code=0x020000, revision_id=3,
                         bar0_bytes=8192, bar2_bytes=1 << 20, max_payload_bytes=256)

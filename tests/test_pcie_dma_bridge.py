@@ -12,13 +12,15 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.gateware import wishbone, wishbone_burst
+from numavia.gateware.bfm import wishbone_burst_read, wishbone_burst_write
 from numavia.gateware.host_port import HostPortSignature
 from numavia.gateware.pcie import tlp
 from numavia.gateware.pcie.config import EndpointParams
 from numavia.gateware.pcie.dma_bridge import WishboneToDma
 from numavia.gateware.pcie.endpoint import PcieEndpoint
 from numavia.pcie_model import EndpointHarness
-from pcie_helpers import SHARED_BYTES, run
+
+from support.pcie_helpers import SHARED_BYTES, run
 
 HOST = 0x6000_0000
 PARAMS = EndpointParams(bar2_bytes=SHARED_BYTES, completion_timeout_cycles=1500)
@@ -68,56 +70,6 @@ def host_word(h, addr):
     return int.from_bytes(bytes(h.host_memory.get(addr + i, 0) for i in range(4)), "little")
 
 
-async def burst_read(ctx, bus, addr, words, *, give_up_after=None, limit=5000):
-    """An incrementing burst of ``words`` (classic cycle for one); ``[(data, err)]``.
-    ``give_up_after``: drop the cycle after that many words."""
-    got = []
-    ctx.set(bus.we, 0)
-    ctx.set(bus.sel, 0xF)
-    ctx.set(bus.cyc, 1)
-    ctx.set(bus.stb, 1)
-    for _ in range(limit):
-        n = len(got)
-        ctx.set(bus.adr, addr // 4 + n)
-        ctx.set(bus.cti, wishbone_burst.CTI_CLASSIC if words == 1 else
-                wishbone_burst.CTI_END if n == words - 1 else wishbone_burst.CTI_INCREMENTING)
-        _, _, ack, err, data = await ctx.tick().sample(bus.ack, bus.err, bus.dat_r)
-        if ack or err:
-            got.append((data, err))
-            if len(got) == (give_up_after or words):
-                break
-    else:
-        raise TimeoutError("burst read did not finish")
-    ctx.set(bus.cyc, 0)
-    ctx.set(bus.stb, 0)
-    await ctx.tick()
-    return got
-
-
-async def burst_write(ctx, bus, addr, words, sels=None, limit=500):
-    sels = sels or [0xF] * len(words)
-    ctx.set(bus.we, 1)
-    ctx.set(bus.cyc, 1)
-    ctx.set(bus.stb, 1)
-    n = 0
-    for _ in range(limit):
-        ctx.set(bus.adr, addr // 4 + n)
-        ctx.set(bus.dat_w, words[n])
-        ctx.set(bus.sel, sels[n])
-        ctx.set(bus.cti, wishbone_burst.CTI_END if n == len(words) - 1 else wishbone_burst.CTI_INCREMENTING)
-        _, _, ack = await ctx.tick().sample(bus.ack)
-        if ack:
-            n += 1
-            if n == len(words):
-                break
-    else:
-        raise TimeoutError("burst write did not finish")
-    ctx.set(bus.cyc, 0)
-    ctx.set(bus.stb, 0)
-    ctx.set(bus.we, 0)
-    await ctx.tick()
-
-
 def reads_sent(h):
     return [t for _, t in h.from_card if t.fmt_type.name.startswith("MEM_READ")]
 
@@ -135,7 +87,7 @@ def test_burst_and_single_reads_return_host_memory(order):
         bus = h.dut.bus
         for offset, words in ((0, 1), (4, 1), (0x3C, 3), (0x40, 16), (0x44, 40), (0x100, 100), (0xFC0, 16)):
             before = len(reads_sent(h))
-            got = await burst_read(ctx, bus, HOST + offset, words)
+            got = await wishbone_burst_read(ctx, bus, HOST + offset, words)
             assert [d for d, _ in got] == [int.from_bytes(data[offset + 4 * i:offset + 4 * i + 4], "little")
                                            for i in range(words)], (offset, words)
             assert not any(e for _, e in got)
@@ -157,7 +109,7 @@ def test_a_long_burst_keeps_several_reads_in_flight_and_stays_in_its_page():
     async def body(ctx, h):
         bus = h.dut.bus
         start = h.cycle
-        got = await burst_read(ctx, bus, HOST + 0x10, 300)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x10, 300)
         assert [d for d, _ in got] == [int.from_bytes(data[0x10 + 4 * i:0x14 + 4 * i], "little") for i in range(300)]
         # The host's 40-cycle turnaround overlaps the hand-out: several reads were out at once,
         # and 1200 bytes took far less than one turnaround per 64-byte piece.
@@ -165,9 +117,9 @@ def test_a_long_burst_keeps_several_reads_in_flight_and_stays_in_its_page():
         assert h.cycle - start < 19 * 40
         # A burst that ends at the page's end asks nothing of the next page.
         before = len(reads_sent(h))
-        await burst_read(ctx, bus, HOST + 0x1F00, 64)
+        await wishbone_burst_read(ctx, bus, HOST + 0x1F00, 64)
         assert all(t.address < HOST + 0x2000 for t in reads_sent(h)[before:])
-        got = await burst_read(ctx, bus, HOST + 0x1FF8, 4)    # across the page: two reads, in order
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x1FF8, 4)    # across the page: two reads, in order
         assert [d for d, _ in got] == [int.from_bytes(data[0x1FF8 + 4 * i:0x1FFC + 4 * i], "little")
                                        if 0x1FF8 + 4 * i < 0x2000 else 0 for i in range(4)]
     run(h, body)
@@ -176,7 +128,7 @@ def test_a_long_burst_keeps_several_reads_in_flight_and_stays_in_its_page():
 async def paused_burst_read(ctx, h, addr, words, pause_after, pause_cycles, during_pause=None):
     """A burst that lets go of the bus after ``pause_after`` words for ``pause_cycles`` and then
     continues (as the VIA engine's DMA reader does when its FIFO is full)."""
-    first = await burst_read(ctx, h.dut.bus, addr, words, give_up_after=pause_after)
+    first = await wishbone_burst_read(ctx, h.dut.bus, addr, words, give_up_after=pause_after)
     for _ in range(pause_cycles):
         if during_pause:
             during_pause()
@@ -184,7 +136,7 @@ async def paused_burst_read(ctx, h, addr, words, pause_after, pause_cycles, duri
             ctx.set(h.dut.flush, 1)
         await ctx.tick()
         ctx.set(h.dut.flush, 0)
-    rest = await burst_read(ctx, h.dut.bus, addr + 4 * pause_after, words - pause_after)
+    rest = await wishbone_burst_read(ctx, h.dut.bus, addr + 4 * pause_after, words - pause_after)
     return [d for d, _ in first + rest]
 
 
@@ -226,12 +178,12 @@ def test_a_burst_given_up_half_way_leaves_no_stale_words():
 
     async def body(ctx, h):
         bus = h.dut.bus
-        got = await burst_read(ctx, bus, HOST + 0x40, 16, give_up_after=3)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x40, 16, give_up_after=3)
         assert [d for d, _ in got] == [int.from_bytes(data[0x40 + 4 * i:0x44 + 4 * i], "little") for i in range(3)]
         # The next access elsewhere gets its own words, not the rest of the abandoned read.
-        got = await burst_read(ctx, bus, HOST + 0x200, 5)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x200, 5)
         assert [d for d, _ in got] == [int.from_bytes(data[0x200 + 4 * i:0x204 + 4 * i], "little") for i in range(5)]
-        got = await burst_read(ctx, bus, HOST + 0x4C, 2)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x4C, 2)
         assert [d for d, _ in got] == [int.from_bytes(data[0x4C + 4 * i:0x50 + 4 * i], "little") for i in range(2)]
     run(h, body)
 
@@ -243,15 +195,15 @@ def test_writes_become_memory_writes_with_byte_enables_and_are_seen_by_later_rea
         bus = h.dut.bus
         words = [0x1111_1111 * (i + 1) & 0xFFFF_FFFF for i in range(9)]
         # Whole words: one write command, cut by the requester at the max payload size.
-        await burst_write(ctx, bus, HOST + 0x100, words)
-        got = await burst_read(ctx, bus, HOST + 0x100, 9)
+        await wishbone_burst_write(ctx, bus, HOST + 0x100, words)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x100, 9)
         assert [d for d, _ in got] == words                  # the read came after the write
         assert [(t.address, t.length) for t in writes_sent(h)] == [(HOST + 0x100, 9)]
         # Partial byte enables at the ends of a burst and in its middle.
         for a in range(HOST + 0x200, HOST + 0x220):
             h.host_memory[a] = 0xEE
         sels = [0b1100, 0xF, 0xF, 0b0011, 0xF, 0b0001]
-        await burst_write(ctx, bus, HOST + 0x200, [0xA0A1A2A3 + i for i in range(6)], sels)
+        await wishbone_burst_write(ctx, bus, HOST + 0x200, [0xA0A1A2A3 + i for i in range(6)], sels)
         await h.wait(ctx, lambda: ctx.get(h.dut.idle), 200, "idle")
         expected = bytearray([0xEE] * 0x20)
         for i, sel in enumerate(sels):
@@ -272,7 +224,7 @@ def test_idle_falls_while_a_written_word_has_not_reached_the_requester():
     async def body(ctx, h):
         bus = h.dut.bus
         assert ctx.get(h.dut.idle)
-        await burst_write(ctx, bus, HOST + 0x40, [1, 2, 3, 4])
+        await wishbone_burst_write(ctx, bus, HOST + 0x40, [1, 2, 3, 4])
         assert not ctx.get(h.dut.idle)         # acknowledged, not yet handed on
         await h.wait(ctx, lambda: ctx.get(h.dut.idle), 500, "idle")
         await h.wait(ctx, lambda: writes_sent(h), 500, "the memory write")
@@ -286,9 +238,9 @@ def test_a_read_that_times_out_answers_err_and_the_next_read_works():
 
     async def body(ctx, h):
         bus = h.dut.bus
-        got = await burst_read(ctx, bus, HOST + 0x10, 2)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x10, 2)
         assert [e for _, e in got] == [1, 1]
-        got = await burst_read(ctx, bus, HOST + 0x20, 2)
+        got = await wishbone_burst_read(ctx, bus, HOST + 0x20, 2)
         assert got == [(int.from_bytes(data[0x20:0x24], "little"), 0), (int.from_bytes(data[0x24:0x28], "little"), 0)]
     run(h, body)
 

@@ -3,7 +3,7 @@ alignment through the host's address space, the shared window, DMA reads and wri
 memory, MSI, unsupported requests, a completion timeout and back-pressure.
 
 Two halves in one file: ``test_endpoint_against_root_complex`` (pytest) converts ``PcieTestTop``
-(tests/pcie_top.py) to Verilog, cached under build/ by its sources, and runs this same module
+(tests/support/pcie_top.py) to Verilog, cached under build/ by its sources, and runs this same module
 under Icarus with cocotb's runner; the ``@cocotb.test`` coroutines below are what runs there.
 The shim, :class:`TlpStreamDevice`, is a cocotbext-pcie ``Device`` whose TLPs go to and come
 from the DUT's TLP streams instead of Python functions: the DUT answers its own config space.
@@ -28,11 +28,10 @@ CLOCK_NS = 8
 
 
 def top_verilog():
-    sys.path.insert(0, str(TESTS))
-    from pcie_top import PcieTestTop
+    from support.pcie_top import PcieTestTop
     from amaranth.back import verilog
     key = buildcache.digest(
-        buildcache.source_files(TESTS.parent / "gateware") + [TESTS / "pcie_top.py", Path(__file__)],
+        buildcache.source_files(TESTS.parent / "gateware") + [TESTS / "support" / "pcie_top.py", Path(__file__)],
         params={"params": PARAMS.as_dict(), "amaranth": amaranth.__version__})
 
     def produce(folder):
@@ -230,7 +229,7 @@ async def enumeration_finds_the_function_with_its_bars_and_capabilities(dut):
 @cocotb.test()
 async def bar0_registers_and_doorbells(dut):
     bench = await Bench().start(dut)
-    from pcie_top import MAGIC
+    from support.pcie_top import MAGIC
     assert await bench.bar0.read_dword(0x04) == MAGIC
     assert await bench.bar0.read_dword(0x00) == 0x5A5A_0000
     # Every size and alignment inside the scratch register.

@@ -11,12 +11,13 @@ are byte-reversed on "big" PHYs, ``be`` has a nibble per dword, ``first`` marks 
 import random
 
 import pytest
-from amaranth.sim import Simulator
 from cocotbext.pcie.core.tlp import Tlp
 
 from numavia.gateware.pcie.litepcie_adapter import LitePcieAdapter
 from numavia.pcie_model import (CARD_ID, HOST_ID, beat_dwords, config_write, dwords_to_beats, memory_read,
                                 memory_write, tlp_to_dwords)
+
+from support.sim import run_testbench
 
 
 def litepcie_beats(dwords, lanes, endianness):
@@ -53,13 +54,7 @@ def sample_tlps():
 
 def run(lanes, endianness, bench):
     dut = LitePcieAdapter(data_width=32 * lanes, endianness=endianness)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def tb(ctx):
-        await bench(ctx, dut)
-    sim.add_testbench(tb)
-    sim.run()
+    run_testbench(dut, bench)
 
 
 def set_beat(ctx, stream, beat):

@@ -5,7 +5,8 @@ import struct
 
 from numavia.gateware.pcie.config import MSI_CAP_OFFSET
 from numavia.pcie_model import config_write
-from pcie_helpers import harness, run
+
+from support.pcie_helpers import harness, run
 
 
 async def pulse(ctx, signal):

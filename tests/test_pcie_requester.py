@@ -8,7 +8,8 @@ from cocotbext.pcie.core.tlp import TlpType
 
 from numavia.gateware.bfm import recv, send
 from numavia.gateware.pcie.config import EndpointParams
-from pcie_helpers import SHARED_BYTES, harness, run
+
+from support.pcie_helpers import SHARED_BYTES, harness, run
 
 HOST = 0x1_2340_0000         # above 4 GiB: 4DW requests
 

@@ -14,6 +14,8 @@ from numavia.gateware.pcie.tx import TlpTransmitter
 from numavia.pcie_model import (CARD_ID, beat_dwords, config_write, dwords_to_beats,
                                 dwords_to_tlp, memory_read, memory_write, tlp_to_dwords)
 
+from support.sim import run_simulation
+
 
 class Loopback(wiring.Component):
     def __init__(self, data_width):
@@ -78,6 +80,6 @@ def test_receive_then_transmit_is_the_identity(data_width):
     sim.add_clock(1e-8)
     sim.add_testbench(source)
     sim.add_testbench(sink)
-    sim.run()
+    run_simulation(sim)
     assert got == [tlp_to_dwords(t) for t in sent]
     assert [dwords_to_tlp(d) for d in got] == sent

@@ -10,7 +10,8 @@ import pytest
 from numavia.base import pushpull_format as ppf
 from numavia.bench_pushpull import PushPullError, PushPullPair
 from numavia.vipl import ViplError
-from via_system import session
+
+from support.via_system import session
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,9 @@ from amaranth.sim import Simulator
 
 from numavia.base.regmap import Access, Block, Register, RegisterArray
 from numavia.gateware.register_bank import RegisterBank
-from wishbone_bfm import BusError, read, write
+from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
+
+from support.sim import run_simulation, run_testbench
 
 BLOCK = Block("t", base=0, size=0x100, doc="test", registers=(
     Register("ADDR", 0x00, Access.RW, "address", width=8, reset=3),
@@ -27,14 +29,7 @@ BLOCK = Block("t", base=0, size=0x100, doc="test", registers=(
 
 def run(testbench, **kwargs):
     dut = RegisterBank(BLOCK, **kwargs)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def bench(ctx):
-        await testbench(ctx, dut)
-
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, testbench)
 
 
 def test_array_elements_decode_at_their_stride():
@@ -68,7 +63,7 @@ def test_doorbell_strobe_carries_the_element_and_data():
 
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     assert strobes == [(2, 0x1234), (0, 0x99)]
 
 

@@ -8,7 +8,8 @@ import pytest
 from numavia.gateware.microcode.coherence_check import check_history
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
-from cosim import CoSim, CoSimConfig
+
+from support.cosim import CoSim, CoSimConfig
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text(), "sci.uasm")
 

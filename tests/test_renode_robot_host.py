@@ -19,7 +19,8 @@ from numavia.renode.robot_host import Monitor, MonitorBridge, MonitorError
 from numavia.soc.sim import READY_MARKER, SimConfig
 from numavia.via_ping import PingError, rdma_ping
 from test_renode import MODEL_ID, fixture_csr
-from via_system import session
+
+from support.via_system import session
 
 _MACH_SET = re.compile(r'^mach set "(node\d+)"$')
 _READ = re.compile(r"^sysbus ReadDoubleWord (0x[0-9a-f]{8})$")

@@ -7,7 +7,8 @@ import pytest
 from numavia.soc import card_bench as cb
 from numavia.soc import sim
 from numavia.soc.ring_launch import Spread
-from simulation import build
+
+from support.ring_sim import build
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,9 @@ tests/test_ring_link.py; coherence on top: tests/test_coherence_cluster.py.)"""
 
 import random
 
-from ring_bench import RingBench, Traffic, check_delivery, packet_faults, simulate, stall_windows
 from test_ring_link import all_counters, random_plan, read, reg
+
+from support.ring_bench import RingBench, Traffic, check_delivery, packet_faults, simulate, stall_windows
 
 DELAY = 48     # longer than the longest packet, so that copies fit into silence
 

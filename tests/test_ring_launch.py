@@ -16,7 +16,8 @@ import pytest
 from numavia.soc import card_bench as cb
 from numavia.soc import ring_launch, sim
 from numavia.soc.ring_launch import LaunchError, RingRun, Spread
-from simulation import build, free_port_range, simulator_processes
+
+from support.ring_sim import build, free_port_range, simulator_processes
 
 
 def test_spread_refuses_what_cannot_run(tmp_path):

@@ -18,13 +18,15 @@ from amaranth.sim import Simulator
 from numavia.base import regmap
 from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
 from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode, encode
+from numavia.gateware.bfm import BusError, recv, wishbone_read as read, wishbone_write as write
 
-from ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
-                        flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,
-                        wait_cycles)
-from ring_bfm import packet_from_header, receive, send, take
-from rtl_random import ring_fuzz, scale, seed
-from wishbone_bfm import BusError, read, write
+from support.random_ring import ring_fuzz
+from support.random_stimulus import scale, seed
+from support.ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
+                                flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,
+                                wait_cycles)
+from support.ring_bfm import packet_from_header, receive, send
+from support.sim import run_simulation
 
 RING = regmap.RING
 COUNTERS = [name for name, _ in regmap.RING_COUNTERS]
@@ -54,7 +56,7 @@ def run_link(testbench, *, node_id=5, **params):
     async def main(ctx):
         await testbench(ctx, bench, transmitted)
     sim.add_testbench(main)
-    sim.run()
+    run_simulation(sim)
 
 
 def decoded(transmitted):
@@ -352,7 +354,7 @@ def test_give_up_counts_silent_attempts_only_and_a_late_echo_still_completes():
             "TX_PACKETS": 4, "TX_ACCEPTED": 1, "RX_ECHOES": 2, "TIMEOUTS": 3, "BUSY_RECEIVED": 1}
         # So the pair's bit toggled; a packet that really fails does not toggle it.
         await send(ctx, link, second)
-        header = await take(ctx, link.failed)
+        header = await recv(ctx, link.failed)
         assert header.as_value().value == replace(as_sent_by(second, 1), seq=1).header_value()
         await send(ctx, link, third)
         await wait_for(ctx, transmitted, 7)
@@ -468,7 +470,7 @@ def test_counters_saturate_instead_of_wrapping():
         await ctx.tick()
         seen.append(ctx.get(counter))
     sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)
     assert seen == [3, 6, 7, 7, 7, 0]
 
 
@@ -669,7 +671,7 @@ def test_undeliverable_target_is_reported_on_failed_and_the_link_keeps_working()
         await send(ctx, link, lost)
         await send(ctx, link, fine)
         result["fine"] = await receive(ctx, bench.links[1])
-        result["failed"] = await take(ctx, link.failed)
+        result["failed"] = await recv(ctx, link.failed)
         result["when"] = ctx.get(bench.cycle)
         await wait_cycles(ctx, 20)
         result["counters"] = await all_counters(ctx, link)
@@ -785,7 +787,7 @@ def test_node_downstream_of_heavy_traffic_still_injects():
 # --- Hostile input ---------------------------------------------------------------------------------
 
 def test_hostile_symbol_streams_among_legitimate_traffic():
-    """Issue 11, random-constrained stimulus (tests/rtl_random.py): one node's ring input gets a
+    """Random-constrained stimulus (tests/support/random_ring.py): one node's ring input gets a
     seeded mix of packets for it (new and repeated), packets for other nodes, echoes for nothing
     outstanding or answered already, and damaged or invented ones (bit errors, truncated, overlong,
     unknown type or a length its header contradicts with a good CRC, garbage, packets cut in two,

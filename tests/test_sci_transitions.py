@@ -22,7 +22,8 @@ import pytest
 from numavia.base.coherence import CacheState as C, MemoryState as M, has_backward, has_forward
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
-from cosim import CoSimConfig, ScriptedCoSim
+
+from support.cosim import CoSimConfig, ScriptedCoSim
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text())
 L = 0 << 26 | 0x40      # a line of node 0

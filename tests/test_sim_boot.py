@@ -9,7 +9,8 @@ from numavia.base import codegen
 from numavia.bridge import BridgeError, HostBridge
 from numavia.base import regmap
 from numavia.soc import sim
-from simulation import build, free_port_range, served_cli
+
+from support.ring_sim import build, free_port_range, served_cli
 
 pytestmark = pytest.mark.slow
 

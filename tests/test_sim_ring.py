@@ -14,7 +14,8 @@ from numavia.base import codegen, trace
 from numavia.bridge import HostBridge, BridgeError
 from numavia.base import regmap
 from numavia.soc import sim
-from simulation import build, free_port_range, simulator_processes
+
+from support.ring_sim import build, free_port_range, simulator_processes
 
 pytestmark = pytest.mark.slow
 

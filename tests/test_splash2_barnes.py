@@ -8,7 +8,8 @@ import pytest
 
 from numavia.splash2 import barnes, generate
 from numavia.instrument import Machine
-from splash2_checks import SLICE_BYTES, check_trace_invariants, generated
+
+from support.splash2_checks import SLICE_BYTES, check_trace_invariants, generated
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from numavia.splash2 import ocean
-from splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
+
+from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])

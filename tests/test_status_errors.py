@@ -5,7 +5,8 @@ real card, counted, and logged once with the node's cycle; other nodes stay clea
 import pytest
 
 from numavia.base import regmap
-from simulation import build, served_cli
+
+from support.ring_sim import build, served_cli
 
 pytestmark = pytest.mark.slow
 

@@ -3,12 +3,13 @@
 """Tag SRAM: lookup hit/miss in every way, replacement order, directory updates, latency."""
 
 import pytest
-from amaranth.sim import Simulator
 
 from numavia.base.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
 from numavia.base.sci_packet import line_address
 from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
-from amaranth_helpers import rejected
+
+from support.amaranth_helpers import rejected
+from support.sim import run_testbench
 
 SETS, SLICE_LINES = 8, 64
 
@@ -33,14 +34,7 @@ async def command(ctx, dut, op, *, addr=0, **fields):
 
 def run(ways, testbench, sets=SETS, line_bytes=64):
     dut = TagStore(geometry=CacheGeometry(sets=sets, ways=ways, line_bytes=line_bytes), slice_lines=SLICE_LINES)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def bench(ctx):
-        await testbench(ctx, dut)
-
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, testbench)
 
 
 def lines_in_set(target_set, count, home=2, line_bytes=64):

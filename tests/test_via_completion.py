@@ -6,8 +6,10 @@ from amaranth.sim import Simulator
 
 from numavia.base import regmap, via_descriptor
 from numavia.gateware.via_completion import CompletionUnit
-from streams import put
-from wishbone_sram import WishboneSRAM, dump
+from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
+from support.wishbone_sram import WishboneSRAM, dump
 
 BASE = 0x6000_0000
 CTRL = via_descriptor.CONTROL_SEGMENT
@@ -58,7 +60,7 @@ def run(requests, *, binds, cq_size=4, head=0, consume_at=None):
         for n, (source, request) in enumerate(requests):
             if consume_at == n:
                 ctx.set(unit.cq_head[0], head + cq_size)
-            await put(ctx, unit.requests[source], request)
+            await send(ctx, unit.requests[source], request)
             for _ in range(40):
                 pulses += ctx.get(unit.overflow)
                 if not ctx.get(unit.busy):
@@ -70,7 +72,7 @@ def run(requests, *, binds, cq_size=4, head=0, consume_at=None):
         out["pulses"] = pulses
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 

@@ -16,8 +16,10 @@ from numavia.base.via_descriptor import (
     encode_descriptor,
 )
 from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
-from streams import put
-from wishbone_sram import WishboneSRAM, load
+from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
+from support.wishbone_sram import WishboneSRAM, load
 
 BASE = 0x6000_0000
 SIZE = 2048
@@ -49,7 +51,7 @@ def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
         f = top.fetcher
         for addr in fetch_addrs:
             segments = {}
-            await put(ctx, f.cmd, {"addr": addr, "area_end": area_end})
+            await send(ctx, f.cmd, {"addr": addr, "area_end": area_end})
             ctx.set(f.result.ready, 1)
             for _ in range(500):
                 if ctx.get(f.seg_write):
@@ -67,7 +69,7 @@ def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
                         [segments[i] for i in sorted(segments)]))
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 
@@ -127,10 +129,10 @@ def test_a_descriptor_must_end_inside_its_vis_area():
     """The area's end is checked against the descriptor's real length (address segment and data
     segments counted) once the control segment has said it: exactly fitting is fine, a byte short
     is a format error, and nothing past the control segment is read."""
-    send = encode_descriptor(CONTROL_OP.SENDRECV, SEGS)
+    sendrecv = encode_descriptor(CONTROL_OP.SENDRECV, SEGS)
     read = encode_descriptor(CONTROL_OP.RDMA_READ, SEGS[:1], remote_va=0x10, remote_handle=9)
-    assert len(send) == descriptor_size(3, rdma=False) and len(read) == descriptor_size(1, rdma=True)
-    for desc in (send, read):
+    assert len(sendrecv) == descriptor_size(3, rdma=False) and len(read) == descriptor_size(1, rdma=True)
+    for desc in (sendrecv, read):
         at = BASE + 0x100
         fits, = run([(at, desc)], [at], area_end=at + len(desc))
         short, = run([(at, desc)], [at], area_end=at + len(desc) - 1)

@@ -8,7 +8,9 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware.via_dma_reader import DmaReader
-from wishbone_sram import WishboneSRAM, load_words
+
+from support.sim import run_simulation
+from support.wishbone_sram import WishboneSRAM, load_words
 
 BASE = 0x6000_0000
 SIZE = 1024
@@ -77,7 +79,7 @@ def run(commands, *, ready_pattern=None, seed=1, bursting=True):
 
     sim.add_testbench(feeder)
     sim.add_testbench(collector)
-    sim.run()
+    run_simulation(sim)
     assert len(results) == len(commands), "the reader hung"
     return memory, results, cycles[0]
 

@@ -8,8 +8,10 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware.via_dma_writer import DmaWriter
-from streams import put
-from wishbone_sram import WishboneSRAM, dump, load_words
+from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
+from support.wishbone_sram import WishboneSRAM, dump, load_words
 
 BASE = 0x6000_0000
 SIZE = 1024
@@ -44,7 +46,7 @@ def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, burst
         for chunk in chunks:
             while valid_pattern is not None and rng.random() > valid_pattern:
                 await ctx.tick()
-            await put(ctx, top.writer.data, {"data": int.from_bytes(chunk.ljust(4, b"\xee"), "little"),
+            await send(ctx, top.writer.data, {"data": int.from_bytes(chunk.ljust(4, b"\xee"), "little"),
                                               "nbytes": len(chunk)})
 
     errors = [0]
@@ -57,7 +59,7 @@ def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, burst
     async def commander(ctx):
         cycles = 0
         for addr, length in commands:
-            await put(ctx, top.writer.cmd, {"addr": addr, "length": length})
+            await send(ctx, top.writer.cmd, {"addr": addr, "length": length})
         for _ in range(20000):
             cycles += 1
             if not ctx.get(top.writer.busy):
@@ -70,7 +72,7 @@ def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, burst
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(commander)
-    sim.run()
+    run_simulation(sim)
     return before, out["after"], out["errors"], out["cycles"]
 
 
@@ -136,10 +138,10 @@ def test_stream_ready_does_not_follow_the_bus_ack_in_the_same_cycle():
 
     async def feeder(ctx):
         for i in range(200):
-            await put(ctx, writer.data, {"data": i, "nbytes": 4})
+            await send(ctx, writer.data, {"data": i, "nbytes": 4})
 
     async def target(ctx):
-        await put(ctx, writer.cmd, {"addr": BASE + 1, "length": 800})
+        await send(ctx, writer.cmd, {"addr": BASE + 1, "length": 800})
         for _ in range(600):
             ctx.set(writer.bus.ack, 0)
             without_ack = ctx.get(writer.data.ready)
@@ -153,7 +155,7 @@ def test_stream_ready_does_not_follow_the_bus_ack_in_the_same_cycle():
 
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(target)
-    sim.run()
+    run_simulation(sim)
     assert seen["stalled_with_bytes_waiting"]     # the buffer did fill: ready was really tested
 
 

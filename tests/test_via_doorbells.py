@@ -13,9 +13,10 @@ from numavia.base import regmap
 from numavia.gateware.bfm import BusError
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
-from via_pair import HOST, PARAMS
-from via_single import PEER, header, run, wait_frames
-from wishbone_bfm import read, write
+from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
+
+from support.via_pair import HOST, PARAMS
+from support.via_single import PEER, header, run, wait_frames
 
 PAGES = regmap.DOORBELL.array("VI")
 VI_REGS = regmap.VIA.array("VI")

@@ -9,7 +9,9 @@ from amaranth.sim import Simulator
 
 from numavia.base import regmap, via_descriptor
 from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
-from via_pair import HOST, Node, Pair
+
+from support.sim import run_simulation
+from support.via_pair import HOST, Node, Pair
 
 CTRL = via_descriptor.CONTROL_SEGMENT
 ST = CTRL.field("STATUS")
@@ -30,7 +32,7 @@ def run(bench, **pair_kwargs):
         await bench(ctx, a, b)
 
     sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)
 
 
 async def setup(ctx, a, b, *, vi=1, rights=(1, 1)):

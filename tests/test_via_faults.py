@@ -9,8 +9,10 @@ from amaranth.sim import Simulator
 
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor
 from test_via_engine import DESC_A, DESC_B, VA, read_va, setup, write_va
-from via_faults import FaultyWire
-from via_pair import Node, Pair
+
+from support.sim import run_simulation
+from support.via_faults import FaultyWire
+from support.via_pair import Node, Pair
 
 DEPTH = 4                 # descriptors per work queue (via_pair.PARAMS)
 MAX_SIZE = 2000           # 4 send + 4 receive buffers fit the 16 KiB region
@@ -63,7 +65,7 @@ def run_messages(messages, *, seed, loss=0.0, corrupt=0.0, duplicate=0.0, reorde
             result[f"{'ab'[node.node_id]}.{name}"] = await node.counter(ctx, name)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     result["cycles"] = wires[0].cycle
     result["faults"] = {k: sum(w.counts[k] for w in wires) for k in wires[0].counts}
     return result

@@ -6,7 +6,8 @@ import pytest
 
 from numavia.base.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor
-from via_system import Pair, payload, session
+
+from support.via_system import Pair, payload, session
 
 pytestmark = pytest.mark.slow
 

@@ -1,15 +1,17 @@
 """VIA receive engine, frames injected at the engine's Ethernet port: in-order data and its ACK,
 duplicates, gaps and their single NAK, refused frames with their counters (nothing written), FCS
 errors, buffer overflow, management frames, RDMA reads served with no CPU, and seeded hostile frames
-among legitimate traffic (tests/rtl_random.py)."""
+among legitimate traffic (tests/support/random_via_frames.py)."""
 
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from rtl_random import scale, seed, via_rx_fuzz
 from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup
-from via_pair import HOST
-from via_single import frame, header, run, wait_frames
+
+from support.random_stimulus import scale, seed
+from support.random_via_frames import via_rx_fuzz
+from support.via_pair import HOST
+from support.via_single import frame, header, run, wait_frames
 
 OP = via_frame.OP
 RDESC = HOST + 0x200
@@ -172,7 +174,7 @@ def test_read_request_is_served_with_no_cpu():
 
 
 def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless():
-    """Issue 11, random-constrained stimulus (tests/rtl_random.py): seeded groups of frames, half of
+    """Random-constrained stimulus (tests/support/random_via_frames.py): seeded groups of frames, half of
     them mutated (bad FCS, other EtherType/MAC/VI/source, unknown operations, lengths that disagree,
     truncation at every layer, trailing bytes, old/ahead/far sequence numbers, RDMA targets outside,
     across, before their region or in regions of another tag or without the right, oversized frames),

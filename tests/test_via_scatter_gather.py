@@ -9,7 +9,9 @@ from amaranth.sim import Simulator
 from numavia.base import via_att
 from numavia.gateware.via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from numavia.gateware.via_translate import AddressTranslator
-from streams import put
+from numavia.gateware.bfm import send
+
+from support.sim import run_simulation
 
 REGIONS, PAGES = 4, 32
 PTAG = 3
@@ -94,7 +96,7 @@ def run(segments, commands, *, ptag=PTAG):
         ctx.set(sg.count, len(segments))
         ctx.set(sg.ptag, ptag)
         for op, offset, length in commands:
-            await put(ctx, sg.cmd, {"op": op, "offset": offset, "length": length})
+            await send(ctx, sg.cmd, {"op": op, "offset": offset, "length": length})
             chunks = []
             ctx.set(sg.result.ready, 1)
             ctx.set(sg.chunks.ready, 1)
@@ -112,7 +114,7 @@ def run(segments, commands, *, ptag=PTAG):
             ctx.set(sg.chunks.ready, 0)
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return out
 
 

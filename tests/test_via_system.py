@@ -12,7 +12,8 @@ from numavia.bridge import BridgeError
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor, ViplError
-from via_system import Pair, payload, read_pieces, segments, session, split, write_pieces
+
+from support.via_system import Pair, payload, read_pieces, segments, session, split, write_pieces
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,9 @@ from amaranth.sim import Simulator
 
 from numavia.base import via_att
 from numavia.gateware.via_translate import AddressTranslator
-from streams import get, put
+from numavia.gateware.bfm import recv, send
+
+from support.sim import run_simulation
 
 REGIONS, PAGES = 8, 64
 
@@ -54,12 +56,12 @@ def run(requests, *, ports=1):
             readback[addr] = ctx.get(dut.read_data)
         for port, request in requests:
             lookup = dut.lookups[port]
-            await put(ctx, lookup.req, request)
-            answer = await get(ctx, lookup.resp)
+            await send(ctx, lookup.req, request)
+            answer = await recv(ctx, lookup.resp)
             answers.append((answer.fail, answer.pa, answer.page_left))
 
     sim.add_testbench(bench)
-    sim.run()
+    run_simulation(sim)
     return answers, readback
 
 

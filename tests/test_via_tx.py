@@ -1,15 +1,17 @@
 """VIA transmit engine, its frames captured from the engine's Ethernet port: header fields,
 segmentation by MTU, the window, go-back-N on timeout and on NAK, the retry limit, acknowledgements,
-management and raw frames, and seeded random descriptors (tests/rtl_random.py)."""
+management and raw frames, and seeded random descriptors (tests/support/random_descriptors.py)."""
 
 import pytest
 
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from test_via_engine import PTAG, VA, status
-from via_pair import HOST, PARAMS
-from rtl_random import descriptor_fuzz, scale, seed
-from via_single import PEER, frame, header, run, wait_frames
+
+from support.random_descriptors import descriptor_fuzz
+from support.random_stimulus import scale, seed
+from support.via_pair import HOST, PARAMS
+from support.via_single import PEER, frame, header, run, wait_frames
 
 OP = via_frame.OP
 DESC = HOST + 0x100
@@ -159,7 +161,7 @@ def test_doorbells_outside_host_memory_or_misaligned_are_refused(addr):
 
 
 def test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_buffers():
-    """Issue 11, random-constrained stimulus (tests/rtl_random.py): rounds of up to four seeded
+    """Random-constrained stimulus (tests/support/random_descriptors.py): rounds of up to four seeded
     descriptors rung through the VI's doorbells, on its send queue (sends, RDMA writes and reads;
     the bench plays the peer, checks every frame against the descriptor and answers) or its receive
     queue (the bench sends a message for each): undefined operations, 0 to MAX_SEGMENTS + 2

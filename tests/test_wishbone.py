@@ -3,14 +3,15 @@
 import pytest
 from amaranth import Module
 from amaranth.lib import wiring
-from amaranth.sim import Simulator
 
 from numavia.base import regmap
 from numavia.gateware.register_bank import RegisterBank
 from numavia.gateware import wishbone
 from numavia.gateware.wishbone import Decoder
-from amaranth_helpers import rejected
-from wishbone_bfm import BusError, read, write
+from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
+
+from support.amaranth_helpers import rejected
+from support.sim import run_testbench
 
 
 class TwoBanks(wiring.Component):
@@ -33,14 +34,7 @@ class TwoBanks(wiring.Component):
 
 def run(testbench):
     dut = TwoBanks()
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def bench(ctx):
-        await testbench(ctx, dut)
-
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, testbench)
 
 
 SCRATCH = regmap.CTRL.register("SCRATCH").offset

@@ -5,7 +5,9 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from numavia.gateware.wishbone_arbiter import WishboneArbiter
-from wishbone_sram import WishboneSRAM, dump
+
+from support.sim import run_simulation
+from support.wishbone_sram import WishboneSRAM, dump
 
 BASE = 0x1000
 
@@ -62,7 +64,7 @@ def test_three_initiators_each_get_their_writes_through():
     for n in range(3):
         sim.add_testbench(initiator(n))
     sim.add_testbench(checker)
-    sim.run()
+    run_simulation(sim)
     mem = out["mem"]
     for n in range(3):
         for i in range(6):

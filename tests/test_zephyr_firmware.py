@@ -15,7 +15,8 @@ import pytest
 from numavia import cli
 from numavia.soc import firmware
 from numavia.soc import sim
-from simulation import build
+
+from support.ring_sim import build
 
 
 def elf32(entry, segments, machine=243):

@@ -7,7 +7,7 @@ target of the firmware core (firmware/tests/fuzz_firmware.c, built with clang). 
 reported with its input file and ends the run with status 1: fix it, then keep the input in
 tests/fuzz/corpus/<target>/ (or firmware/tests/fuzz_corpus/) as a regression test.
 
-``rtl`` is the random-constrained stimulus of the RTL receivers (tests/rtl_random.py: hostile
+``rtl`` is the random-constrained stimulus of the RTL receivers (tests/support/random_*.py: hostile
 frames into the VIA receive engine, hostile symbols into a ring node, random descriptors): their
 three tests under pytest with ``NUMAVIA_RTL_FUZZ_SCALE`` sized to ``--seconds`` and a fresh
 ``NUMAVIA_RTL_FUZZ_SEED``; a failure prints both, which replay it.
@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+import targets  # the script's own folder is on sys.path
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-
-import targets  # noqa: E402
 
 
 def build_firmware_target(out):
@@ -48,7 +47,7 @@ def command(name, seconds, corpus, artifacts, binary=None):
     return [sys.executable, str(HERE / "run_atheris.py"), name] + options + ([str(stored)] if stored.is_dir() else [])
 
 
-#: The RTL stimulus tests (tests/rtl_random.py) and their CPU seconds at scale 1, together.
+#: The RTL stimulus tests (on tests/support/random_*.py) and their CPU seconds at scale 1, together.
 RTL_TESTS = ("tests/test_via_rx.py::test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless",
              "tests/test_ring_link.py::test_hostile_symbol_streams_among_legitimate_traffic",
              "tests/test_via_tx.py::test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_buffers")

@@ -10,11 +10,8 @@ target does not expect) stops the run with exit status 1 and writes the input as
 """
 
 import sys
-from pathlib import Path
 
 import atheris
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 with atheris.instrument_imports(include=["numavia", "targets"]):
     import targets

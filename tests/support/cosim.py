@@ -25,8 +25,9 @@ from numavia.gateware.remote_access_controller import RemoteAccessController
 from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
 from numavia.gateware.sci_layouts import HeaderLayout
 from amaranth.lib import stream
-from stream_bfm import recv, send
-from wishbone_bfm import read as wb_read, write as wb_write
+from numavia.gateware.bfm import recv, send, wishbone_read as wb_read, wishbone_write as wb_write
+
+from support.sim import run_simulation
 
 
 class Engine(wiring.Component):
@@ -280,7 +281,7 @@ class CoSim:
         sim.add_testbench(self._ingress, background=True)
         sim.add_testbench(self._egress, background=True)
         sim.add_testbench(rtl_host)
-        sim.run()
+        run_simulation(sim)
         self.result.cycles = self.now
         self.result.model_counters = [list(m.counters) for m in self.models.values()]
         return self.result
@@ -434,7 +435,7 @@ class ScriptedCoSim(CoSim):
         sim.add_testbench(self._ingress, background=True)
         sim.add_testbench(self._egress, background=True)
         sim.add_testbench(orchestrate)
-        sim.run()
+        run_simulation(sim)
         return snapshots
 
     def events_pending(self):

@@ -11,8 +11,9 @@ from amaranth.lib import wiring
 from numavia.base import regmap, via_att, via_descriptor
 from numavia.gateware.via_engine import ViaEngine
 from numavia.base.via_params import ViaParams
-from wishbone_bfm import read, write
-from wishbone_sram import WishboneSRAM, dump, load
+from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
+
+from support.wishbone_sram import WishboneSRAM, dump, load
 
 HOST = 0x6000_0000
 HOST_SIZE = 0x1_0000

@@ -8,8 +8,10 @@ from amaranth.sim import Simulator
 
 from numavia.base import via_frame
 from numavia.gateware.via_engine import ViaEngine
-from via_pair import HOST, HOST_SIZE, PARAMS, Node
-from wishbone_sram import WishboneSRAM
+
+from support.sim import run_simulation
+from support.via_pair import HOST, HOST_SIZE, PARAMS, Node
+from support.wishbone_sram import WishboneSRAM
 
 PEER = 1          # the node on the other side of the link
 ME = 0
@@ -98,7 +100,7 @@ def run(bench, **kwargs):
 
     sim.add_testbench(ethernet, background=True)
     sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)
 
 
 def header(raw):

@@ -4,7 +4,8 @@ import random
 
 from numavia import vipl
 from numavia.cluster_session import ClusterSession
-from simulation import build
+
+from support.ring_sim import build
 
 
 class Pair:

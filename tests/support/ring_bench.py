@@ -17,8 +17,10 @@ from numavia.gateware.ring_link import RingLink
 from numavia.gateware.sci_layouts import SymbolLayout
 from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
 
-from ring_bfm import packet_from_header, receive, send, take
-from wishbone_bfm import read
+from numavia.gateware.bfm import recv, wishbone_read as read
+
+from support.ring_bfm import packet_from_header, receive, send
+from support.sim import run_simulation
 
 
 async def wait_cycles(ctx, count):
@@ -183,7 +185,7 @@ class Traffic:
     def _failure_watcher(self, i, link):
         async def process(ctx):
             while True:
-                header = await take(ctx, link.failed)
+                header = await recv(ctx, link.failed)
                 self.failed.setdefault(i, []).append(packet_from_header(header.as_value().value))
         return process
 
@@ -329,4 +331,4 @@ def simulate(bench, *testbenches, traffic=None, background=()):
         sim.add_testbench(process, background=True)
     for tb in testbenches:
         sim.add_testbench(tb)
-    sim.run()
+    run_simulation(sim)

@@ -1,3 +1,0 @@
-"""Stream helpers for testbenches (see numavia.gateware.bfm)."""
-
-from numavia.gateware.bfm import recv, send  # noqa: F401
