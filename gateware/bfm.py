@@ -9,18 +9,14 @@ rather than use ``until``, so background testbenches can be abandoned at the end
 
 from .wishbone_burst import CTI_CLASSIC, CTI_END, CTI_INCREMENTING
 
-#: Clock edges a beat may wait before a testbench gives up, so a hung block fails its test instead
-#: of hanging the suite; ``timeout=None`` waits for ever.
-STREAM_TIMEOUT = 100_000
-
 
 class BusError(Exception):
     """A Wishbone access ended in ``err``."""
 
 
-async def send(ctx, stream, payload, *, timeout=STREAM_TIMEOUT):
+async def send(ctx, stream, payload, *, timeout=None):
     """Offer ``payload`` on ``stream`` until a clock edge at which ``ready`` is high. Returns the
-    number of edges ``ready`` was low before that; raises after ``timeout`` of them (unless None)."""
+    number of edges ``ready`` was low before that; raises after ``timeout`` of them (if given)."""
     ctx.set(stream.payload, payload)
     ctx.set(stream.valid, 1)
     waited = 0
@@ -35,7 +31,7 @@ async def send(ctx, stream, payload, *, timeout=STREAM_TIMEOUT):
     return waited
 
 
-async def recv(ctx, stream, *, timeout=STREAM_TIMEOUT):
+async def recv(ctx, stream, *, timeout=None):
     """Take one payload (a layout view or an int) from ``stream``; raises after ``timeout``
     clock edges without ``valid`` (if given)."""
     ctx.set(stream.ready, 1)
