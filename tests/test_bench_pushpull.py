@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from numavia.bench_pushpull import sizes
+from numavia.bench.pushpull import sizes
 
 
 def numavia(*args, cwd=None):

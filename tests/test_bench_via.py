@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from numavia import bench_via
+from numavia.bench import via as bench_via
 
 
 def numavia(*args, cwd=None):

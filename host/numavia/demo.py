@@ -22,7 +22,8 @@ from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia import bench_via, kernels, results
+from numavia import kernels
+from numavia.bench import results, via as bench_via
 from numavia.base import buildcache, trace
 from numavia.bench import latency
 from numavia.base.errors import NumaviaError

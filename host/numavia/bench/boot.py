@@ -5,7 +5,7 @@ from the harness's cycle count at the line."""
 
 import subprocess
 
-from numavia import results
+from numavia.bench import results
 from numavia.base.errors import NumaviaError
 
 MAX_CYCLES = 20_000_000     # a node that is not ready by then is reported, not waited for

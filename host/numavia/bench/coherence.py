@@ -63,7 +63,7 @@ def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_dupli
 
 
 def report(figures, out):
-    from numavia import results
+    from numavia.bench import results
     keys = ["nodes", "accesses", "violation_count", "protocol_errors", "traffic_cycles",
             "cycles_per_access_per_node", "latency_median", "latency_p99", "latency_max", "hit_ratio",
             "nacks", "rollouts", "purges", "ring_flips", "ring_dropped", "ring_duplicated", "ring_crc_errors",

@@ -138,7 +138,7 @@ def figures(nodes, config, measured, measured_by=CARD_COUNTER):
 
 def report(figures, out):
     """Write the table (Markdown, CSV, JSON) and a PNG plot into ``out``; returns the Markdown."""
-    from numavia import results
+    from numavia.bench import results
     headers = ["access", "NCC-NUMA cycles", "NCC-NUMA ns", "NUMA cycles", "NUMA ns", "paper NCC-NUMA", "paper NUMA"]
     rows = []
     for r in figures["rows"]:

@@ -88,7 +88,7 @@ def synthesis(config=None, device="85k", log=print):
 
 
 def report(figures, synth, out):
-    from numavia import results
+    from numavia.bench import results
     rows = [[name.replace("_", " "), value] for name, value in figures.items()]
     if synth:
         rows += [["ECP5 " + k, v] for k, v in synth.items() if k in ("device", "luts", "ffs", "brams", "fmax_mhz", "target_mhz")]

@@ -206,7 +206,7 @@ def link_equivalents(figures):
 
 
 def report(figures, out):
-    from numavia import results
+    from numavia.bench import results
     links = link_equivalents(figures)
     clock = USER_CLOCK_HZ["x1 Gen2"]
     bar2 = figures["bar2_read_4B_round_trip_cycles"]

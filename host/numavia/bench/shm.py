@@ -10,7 +10,7 @@ the sweep runs on two complete nodes instead (VexRiscv, that firmware, the card:
 ``numavia sim``), once both firmwares are ready, timed by the harness's host-port cycle stamps.
 """
 
-from numavia import results
+from numavia.bench import results
 from numavia.base import trace
 from numavia.base.errors import NumaviaError
 from numavia.gateware.card import CardConfig

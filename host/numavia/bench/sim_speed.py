@@ -10,7 +10,7 @@ the first edge to the stop, so start-up is not counted.
 
 import os
 
-from numavia import results
+from numavia.bench import results
 from numavia.base.errors import NumaviaError
 from numavia.soc import card_bench, ring_launch, sim
 

@@ -244,7 +244,7 @@ def _f(value, pattern="{:.2f}"):
 def report(figures, out):
     """Write Tables 5, 4, 3, 6 and the time split (Markdown, CSV, JSON, PNG) into ``out``;
     returns the Markdown of all of them."""
-    from numavia import results
+    from numavia.bench import results
     out = Path(out)
     kernels, modes, nodes = figures["kernels"], figures["modes"], figures["nodes"]
     multi = [p for p in nodes if p > 1]

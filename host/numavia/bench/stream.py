@@ -12,7 +12,7 @@ and Triad) per pass; the best pass is STREAM's figure, the first shows a cold ne
 
 from dataclasses import dataclass
 
-from numavia import results
+from numavia.bench import results
 from numavia.base import trace
 from numavia.gateware.card import CardConfig
 from numavia.base.coherence import LINE_BYTES

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from numavia import vipl
-from numavia.results import rows_where
+from numavia.bench.results import rows_where
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap, via_frame, via_mailbox
 from numavia.gateware.card import CardConfig

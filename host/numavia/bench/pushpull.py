@@ -26,7 +26,8 @@ from pathlib import Path
 
 from numavia.base import pushpull_format as ppf
 from numavia import vipl
-from numavia.results import rows_where
+from numavia.bench import via as bench_via
+from numavia.bench.results import rows_where
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
 from numavia.gateware.card import CardConfig
@@ -169,7 +170,6 @@ def sweep(session, args, points, log):
                 log(f"{scheme:>8} bytes_to_push {threshold:>4} {size:>7} B: ping-pong {r['pingpong_us']:8.2f} us, "
                     f"one-way {r['one_way_us']:8.2f} us ({n} x)")
     if args.baselines:
-        from numavia import bench_via
         via = bench_via.Bench(session, max_size=max(points), log=log, timeout=args.timeout)
         for op in args.baselines:
             for size in points:
