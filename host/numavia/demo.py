@@ -190,7 +190,7 @@ class Demo:
         latency.report(self.figures["latency"], self.out)
         rdma = self.figures["rdma"]
         bench_via.write_results(rdma["rows"], {**self.rdma_run, "counters": rdma["counters"]},
-                                SimpleNamespace(**vars(RDMA_SWEEP), out=self.out), results.command_line())
+                                SimpleNamespace(**vars(RDMA_SWEEP), out=self.out))
         write_kernels(self.figures["kernels"], self.card, self.out)
         self.figures["simulation"] = {
             "nodes": self.nodes, "runs": [{"label": label, "cycles": s["cycles"], "wall_seconds": s["wall_seconds"],
@@ -275,7 +275,7 @@ def index(demo):
              "Full table: [latency.md](latency.md), plot: latency.png.", "",
              "## RDMA ping-pong (VIA over simulated GbE, nodes 0 and 1, MTU 1500)", "",
              rdma_table(f["rdma"]["rows"]),
-             f"Paper (seed 001): {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
+             f"Paper: {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
              "MB/s peak. Full sweep: [via_bench.md](via_bench.md), plot: via_bench.png.", "",
              "## Shared-memory kernels", "",
              results.markdown_table(
