@@ -16,20 +16,16 @@ of the same session) are measured at the same sizes for comparison.
 
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from numavia.base import pushpull_format as ppf
 from numavia import vipl
-from numavia.bench import via as bench_via
-from numavia.bench import results
-from numavia.bench.results import rows_where
+from numavia.base import pushpull_format as ppf
 from numavia.base.errors import NumaviaError
-from numavia.base import regmap
+from numavia.bench import results, via as bench_via
+from numavia.bench.results import rows_where
 from numavia.cluster_session import ClusterSession
-from numavia.gateware.card import CardConfig
 from numavia.soc import sim
 
 SCHEMES = {"original": ppf.BENCH_OP.ORIGINAL, "advanced": ppf.BENCH_OP.ADVANCED}
@@ -318,12 +314,7 @@ def plot(rows, path, args):
     for ax, title, unit in ((lat, "Ping-pong latency (half round trip)", "us"),
                             (one, "One-way latency (send call to data in user buffer)", "us"),
                             (gain, "Advanced vs original: latency reduction", "%")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(unit)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
+        results.size_axes(ax, title, unit, title_size=10, legend_size=6)
     lat.set_yscale("log")
     one.set_yscale("log")
     fig.suptitle("Numavia push-pull messaging over VIA, two simulated nodes over GbE (card cycle counters)")

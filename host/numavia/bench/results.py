@@ -56,6 +56,16 @@ def write(folder, name, *, title, headers, rows, figures, config, notes=(), text
     return text
 
 
+def size_axes(ax, title, unit, *, title_size=None, legend_size=7):
+    """A plot against message size: log2 size axis, labels, grid and legend, alike in every benchmark."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=title_size)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
 def progress(log, done, total, message):
     """The progress line every benchmark prints for each point it measures: ``[done/total] message``."""
     log(f"[{done}/{total}] {message}")

@@ -22,7 +22,7 @@ from numavia import vipl
 from numavia.bench import results
 from numavia.bench.results import rows_where
 from numavia.base.errors import NumaviaError
-from numavia.base import regmap, via_frame, via_mailbox
+from numavia.base import via_frame, via_mailbox
 from numavia.cluster_session import ClusterSession
 from numavia.gateware.card import CardConfig
 from numavia.soc import sim
@@ -297,12 +297,7 @@ def plot(rows, path, args):
         bw.axhline(WIRE_LIMIT_MBPS.get(mtu, 0), color="red", linestyle=styles.get(mtu, ":"), linewidth=0.8,
                    label=f"GbE limit, MTU {mtu}")
     for ax, title, unit in ((lat, "Latency", "us"), (bw, "Bandwidth", "MB/s")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        results.size_axes(ax, title, unit)
     lat.set_yscale("log")
     fig.suptitle("Numavia VIA engine, two simulated nodes over GbE (latency: half round trip; read: whole op)")
     fig.tight_layout()

@@ -147,20 +147,21 @@ def register(sub):
     benches = p.add_subparsers(dest="bench", metavar="BENCHMARK", parser_class=Parser)
     benches.required = True
     lat = command(benches, "latency", cmd_bench_latency, help="shared-memory access latencies (the paper's Table 1)",
-                             description="Each access alone on a ring of cards, timed by the card's own "
-                                         "cycle counter, in NCC-NUMA and NUMA mode.")
+                  description="Each access alone on a ring of cards, timed by the card's own "
+                              "cycle counter, in NCC-NUMA and NUMA mode.")
     add_nodes_option(lat, 4, "cards in the ring")
     add_out_option(lat, "results/latency")
     add_spread_options(lat)
-    loc = command(benches, "local-side", cmd_bench_local_side, help="the local side alone: hits, bursts, hand-off, ECP5 synthesis",
-                             description="Amaranth simulation of the local side with its counters, and an "
-                                         "out-of-context open ECP5 synthesis.")
+    loc = command(benches, "local-side", cmd_bench_local_side,
+                  help="the local side alone: hits, bursts, hand-off, ECP5 synthesis",
+                  description="Amaranth simulation of the local side with its counters, and an "
+                              "out-of-context open ECP5 synthesis.")
     loc.add_argument("--device", default="85k", help="ECP5 device for synthesis (default 85k)")
     loc.add_argument("--no-synth", action="store_true", help="skip the synthesis (minutes)")
     add_out_option(loc, "results/local_side")
     coh = command(benches, "coherence", cmd_bench_coherence, help="random sharing on a ring of RTL cards, checked",
-                             description="Random loads and stores on a hot set from every card, checked "
-                                         "for coherence; latency distribution and protocol events.")
+                  description="Random loads and stores on a hot set from every card, checked "
+                              "for coherence; latency distribution and protocol events.")
     add_nodes_option(coh, 8, "cards in the ring")
     coh.add_argument("--ops", type=positive, default=10_000, help="accesses per card (default 10000)")
     coh.add_argument("--seed", type=int, default=1)
@@ -175,14 +176,14 @@ def register(sub):
     add_out_option(coh, "results/coherence")
     add_spread_options(coh)
     spl = command(benches, "splash2", cmd_bench_splash2,
-        help="SPLASH-2 LU, FFT, Ocean, Barnes on 1-8 cards (the paper's Tables 3-6, Fig. 6)",
-        description="Run the SPLASH-2 kernels with P processes, record their shared-memory accesses as "
-                    "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
-                    "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
-                    "associativity (Table 4), line size (Table 3), remote/local accesses "
-                    "(Table 6) and the compute/memory/barrier split (Fig. 6). On 2 cores --size small "
-                    "takes about 1.5 hours, most of it verilating 8 ring models of 1-8 cards (cached for the "
-                    "next run; --ways and --line-bytes add more); the paper sizes replay far longer traces.")
+                  help="SPLASH-2 LU, FFT, Ocean, Barnes on 1-8 cards (the paper's Tables 3-6, Fig. 6)",
+                  description="Run the SPLASH-2 kernels with P processes, record their shared-memory accesses as "
+                              "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
+                              "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
+                              "associativity (Table 4), line size (Table 3), remote/local accesses "
+                              "(Table 6) and the compute/memory/barrier split (Fig. 6). On 2 cores --size small "
+                              "takes about 1.5 hours, most of it verilating 8 ring models of 1-8 cards (cached for the "
+                              "next run; --ways and --line-bytes add more); the paper sizes replay far longer traces.")
     spl.add_argument("--kernels", type=list_of(str, tuple(KERNELS), "kernel"), default=list(KERNELS),
                      help="comma-separated kernels (default lu,fft,ocean,barnes)")
     spl.add_argument("--nodes", type=list_of(int, (1, 2, 4, 8, 16), "node count"), default=[1, 2, 4, 8],
@@ -210,30 +211,33 @@ def register(sub):
     add_out_option(spl, "results/splash2")
     add_spread_options(spl)
 
-    st = command(benches, "stream", cmd_bench_stream, help="STREAM-style bandwidth of private, home and remote memory",
-                            description="Copy, Scale, Add and Triad streamed by node 0's host port in line "
-                                        "bursts over arrays in private memory, the node's own shared slice and "
-                                        "a remote slice (NCC-NUMA and NUMA), timed by the RTL's cycle stamps.")
+    st = command(benches, "stream", cmd_bench_stream,
+                 help="STREAM-style bandwidth of private, home and remote memory",
+                 description="Copy, Scale, Add and Triad streamed by node 0's host port in line "
+                             "bursts over arrays in private memory, the node's own shared slice and "
+                             "a remote slice (NCC-NUMA and NUMA), timed by the RTL's cycle stamps.")
     st.add_argument("--array-bytes", type=size, default=4096,
                     help="bytes per array, a multiple of 64 (default 4096: all three fit the network cache)")
     st.add_argument("--passes", type=positive, default=4, help="passes of each kernel (default 4)")
     add_out_option(st, "results/stream")
     add_spread_options(st)
 
-    sh = command(benches, "shm", cmd_bench_shm, help="NetPIPE-style sweep over shared memory: remote loads and stores",
-                            description="Messages of 4 bytes up to --max-size moved between node 0 and node 1's "
-                                        "slice by remote loads and stores, NCC-NUMA and NUMA, timed by the RTL's "
-                                        "cycle stamps.")
+    sh = command(benches, "shm", cmd_bench_shm,
+                 help="NetPIPE-style sweep over shared memory: remote loads and stores",
+                 description="Messages of 4 bytes up to --max-size moved between node 0 and node 1's "
+                             "slice by remote loads and stores, NCC-NUMA and NUMA, timed by the RTL's "
+                             "cycle stamps.")
     sh.add_argument("--max-size", type=size, default=16 * 1024, help="largest message (default 16k)")
     add_out_option(sh, "results/shm")
     add_firmware_option(sh, default=None, default_says="given any, the sweep runs on two complete nodes "
                          "booted with it; by default on two cards alone")
     add_spread_options(sh)
 
-    v = command(benches, "via", cmd_bench_via, help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
-                         description="Latency and bandwidth of the VIA engine between two simulated nodes, "
-                                     "measured by the firmware's benchmark agents with the card's cycle counter. "
-                                     "Writes via_bench.csv, via_bench.md and via_bench.png to --out.")
+    v = command(benches, "via", cmd_bench_via,
+                help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
+                description="Latency and bandwidth of the VIA engine between two simulated nodes, "
+                            "measured by the firmware's benchmark agents with the card's cycle counter. "
+                            "Writes via_bench.{md,csv,json,png} to --out.")
     ops = ("send", "write", "read", "send-stream", "write-stream")
     v.add_argument("--ops", type=list_of(str, ops, "operation"), default=list(ops),
                    help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
@@ -255,12 +259,13 @@ def register(sub):
     add_out_option(v, "results/via", "output folder")
     add_firmware_option(v)
     add_spread_options(v)
-    pp = command(benches, "pushpull", cmd_bench_pushpull, help="push-pull messaging: original vs advanced scheme over VIA",
-                            description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
-                                        "VIA engine) between two simulated nodes, original and advanced scheme, "
-                                        "swept over message size and bytes_to_push, beside plain send/receive and "
-                                        "RDMA write; card cycle counters. Writes pushpull_bench.{csv,md,json,png} "
-                                        "to --out.")
+    pp = command(benches, "pushpull", cmd_bench_pushpull,
+                 help="push-pull messaging: original vs advanced scheme over VIA",
+                 description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
+                             "VIA engine) between two simulated nodes, original and advanced scheme, "
+                             "swept over message size and bytes_to_push, beside plain send/receive and "
+                             "RDMA write; card cycle counters. Writes pushpull_bench.{csv,md,json,png} "
+                             "to --out.")
     pp.add_argument("--schemes", type=list_of(str, ("original", "advanced"), "scheme"),
                     default=["original", "advanced"], help="schemes, comma separated (default original,advanced)")
     pp.add_argument("--thresholds", type=list_of(size, what="bytes_to_push"), default=[64, 512, 2048],
@@ -280,10 +285,11 @@ def register(sub):
     add_out_option(pp, "results/pushpull", "output folder")
     add_firmware_option(pp)
     add_spread_options(pp)
-    ss = command(benches, "sim-speed", cmd_bench_sim_speed, help="how fast the ring simulation runs, against ring size and spread",
-                            description="Boot rings of full nodes (and run the card bench) for a fixed number of "
-                                        "cycles, in 1..P processes and MPI ranks, and report simulated cycles per "
-                                        "second, node-cycles per second per core and the model's build time.")
+    ss = command(benches, "sim-speed", cmd_bench_sim_speed,
+                 help="how fast the ring simulation runs, against ring size and spread",
+                 description="Boot rings of full nodes (and run the card bench) for a fixed number of "
+                             "cycles, in 1..P processes and MPI ranks, and report simulated cycles per "
+                             "second, node-cycles per second per core and the model's build time.")
     ss.add_argument("--nodes", type=list_of(int, what="ring size"), default=[2, 4, 8, 16],
                     help="ring sizes, comma separated (default 2,4,8,16; at most 64)")
     ss.add_argument("--procs", type=list_of(int, what="process count"), default=[1, 2],
@@ -296,17 +302,18 @@ def register(sub):
                          "run to minutes; the results say how many); 0 leaves them out")
     add_out_option(ss, "results/sim_speed")
     bo = command(benches, "boot", cmd_bench_boot, help="firmware image size and boot time (cycles to ready)",
-                            description="For each firmware, its image size (text, data, bss) and the cycles "
-                                        "from reset to every node's ready line on a ring. Writes "
-                                        "boot.{md,csv,json} to --out.")
+                 description="For each firmware, its image size (text, data, bss) and the cycles "
+                             "from reset to every node's ready line on a ring. Writes "
+                             "boot.{md,csv,json} to --out.")
     bo.add_argument("--firmware", type=firmware_list, default=["bare-metal"], metavar="FIRMWARES",
                     help="comma-separated firmwares (bare-metal, zephyr, zephyr-shell, zephyr=PATH; default "
                          "bare-metal; the Zephyr ones need $ZEPHYR_BASE, docs/zephyr.md)")
     add_nodes_option(bo, 2, "nodes in the ring")
     add_out_option(bo, "results/boot")
     add_spread_options(bo)
-    pci = command(benches, "pcie", cmd_bench_pcie, help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
-                             description="Amaranth simulation of the PCIe endpoint at the transaction layer "
-                                         "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
+    pci = command(benches, "pcie", cmd_bench_pcie,
+                  help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
+                  description="Amaranth simulation of the PCIe endpoint at the transaction layer "
+                              "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
     add_out_option(pci, "results/pcie")
 

@@ -16,7 +16,7 @@ def register(sub):
     p = command(sub, "demo", cmd_demo,
                 help="the main job: build and boot a ring, measure latency and kernels, report",
                 description="Build (cached) and boot a ring of full nodes (cycle-accurate, one process per "
-                            "node by default), then measure the paper's latency set and shared-memory "
+                            "node by default), then measure the Table 1 latency set and shared-memory "
                             "kernels in NCC-NUMA and NUMA mode; write a report with tables and PNG plots.")
     add_nodes_option(p, DEFAULT_NODES, minimum=2)
     add_out_option(p, "results/demo", "report folder")
