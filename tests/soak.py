@@ -74,7 +74,7 @@ def engines_recovered(c0, c1, total):
 
 def pushpull_stream(job, messages, seed, out, faults, chunk):
     """One pair of nodes: ``messages`` push-pull messages, run by run through the classes."""
-    from numavia.bench_pushpull import PushPullPair
+    from numavia.bench.pushpull import PushPullPair
     from numavia.cluster_session import ClusterSession
     from support.ring_sim import build
     rotation = [(scheme, size, max(1, round(chunk * share))) for scheme, size, share in PUSHPULL_MIX]

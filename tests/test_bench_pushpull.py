@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from numavia.bench_pushpull import sizes
+from numavia.bench.pushpull import sizes
 
 
 def numavia(*args, cwd=None):
@@ -71,6 +71,7 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
     summary = (out / "pushpull_bench.md").read_text()
     assert "numavia bench pushpull --thresholds 64" in summary and "Advanced vs original" in summary
     data = json.loads((out / "pushpull_bench.json").read_text())
-    assert data["meta"]["clock_hz"] == 100_000_000 and len(data["gains"]) == len(pp) // 2
+    assert data["config"]["clock_hz"] == 100_000_000 and len(data["figures"]["gains"]) == len(pp) // 2
+    assert data["command"].startswith("numavia bench pushpull --thresholds 64")
     assert (out / "pushpull_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "bytes_to_push" in result.stderr   # progress lines

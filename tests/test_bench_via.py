@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from numavia import bench_via
+from numavia.bench import via as bench_via
 
 
 def numavia(*args, cwd=None):
@@ -75,3 +75,27 @@ def test_latency_table_has_a_row_per_ping_pong_and_none_for_streams():
         "| 1500 | RDMA write | 5.90 | 82.7 at 4096 B | 12.5 us, 95.5 MB/s (RDMA, MTU 1514) |"]
     # A sweep of streams only has no ping-pong to report: no empty table (the streams' own follows).
     assert bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["send-stream"]), 4) == []
+
+
+def test_results_go_through_the_one_writer(tmp_path):
+    """Markdown (the summary), CSV (every point), JSON (figures, command, configuration) and PNG."""
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
+    rows = [{**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0}
+            for r in rows_of(1500, "send", [(4, 7.5), (64, 8.0)]) + rows_of(1500, "write", [(4, 5.9), (64, 6.4)])]
+    build = SimpleNamespace(soc_dir=Path("soc-x"), firmware=SimpleNamespace(kind="bare-metal", name="fw-y"),
+                            model=Path("model-z/obj/Vtop"))
+    info = {"build": build, "config": "SimConfig(nodes=2)", "counters": [{"tx": 1}, {"tx": 2}], "wall_seconds": 3.0}
+    args = argparse.Namespace(out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1])
+    paths = bench_via.write_results(rows, info, args)
+    assert [p.name for p in paths] == ["via_bench.md", "via_bench.csv", "via_bench.json", "via_bench.png"]
+    assert list(csv.DictReader(open(tmp_path / "via_bench.csv")))[2] == {
+        "mtu": "1500", "op": "write", "size": "4", "iterations": "2", "cycles": "1000", "latency_us": "5.9000",
+        "bandwidth_MBps": "0.6780", "receiver_post_recv_cycles": "0.0000"}
+    data = json.loads((tmp_path / "via_bench.json").read_text())
+    assert data["command"].startswith("numavia") and data["config"]["eth_delay_cycles"] == 50
+    assert data["config"]["builds"]["model"] == "model-z" and data["figures"]["counters"][1] == {"tx": 2}
+    md = (tmp_path / "via_bench.md").read_text()
+    assert md.startswith("# VIA engine benchmark") and "RDMA write vs send/receive" in md and "Command: `numavia" in md
+    assert (tmp_path / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -156,11 +156,13 @@ def test_a_missed_clock_fails_naming_it_and_how_to_find_its_paths():
 
 def test_build_refuses_bare_and_compare_bare_together():
     result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
-    assert result.returncode == 1
-    assert result.stderr.strip() == "numavia: error: --bare and --compare-bare exclude each other"
+    assert result.returncode == 2    # a bad argument, as argparse reports one
+    assert result.stderr.strip() == ("numavia build: error: --bare and --compare-bare exclude each other "
+                                     "(see numavia build --help)")
     result = _numavia("build", "--board", "colorlight_i5", "--synth-only", "--compare-bare")
-    assert result.returncode == 1
-    assert result.stderr.strip() == "numavia: error: --synth-only builds one SoC; leave out --compare-bare"
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("numavia build: error: --synth-only builds one SoC; leave out --compare-bare "
+                                     "(see numavia build --help)")
 
 
 @pytest.mark.slow

@@ -65,4 +65,5 @@ def test_a_failing_run_names_the_step_and_the_node(tmp_path):
 
 def test_the_demo_needs_a_ring():
     proc = subprocess.run(CLI + ["demo", "--nodes", "1"], capture_output=True, text=True)
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "--nodes 2 or more" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("numavia demo: error: argument --nodes: '1' is not a ring size (2..64)")

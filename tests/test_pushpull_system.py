@@ -8,7 +8,7 @@ for the receive); and a one-way burst that runs the sender out of credits."""
 import pytest
 
 from numavia.base import pushpull_format as ppf
-from numavia.bench_pushpull import PushPullError, PushPullPair
+from numavia.bench.pushpull import PushPullError, PushPullPair
 from numavia.vipl import ViplError
 
 from support.via_system import session

@@ -704,5 +704,6 @@ def test_firmware_option_errors_are_one_line_and_come_first(tmp_path):
                           (["--firmware", f"1=bare-metal={image}"], "choose bare-metal, zephyr, zephyr-shell")):
         result = numavia("renode", *args, "--out", str(tmp_path / "out"), path=os.environ["PATH"])
         lines = result.stderr.strip().splitlines()
-        assert result.returncode == 1 and len(lines) == 1 and message in lines[0]
+        assert result.returncode == 2 and len(lines) == 1 and message in lines[0]   # a bad argument
+        assert lines[0].startswith("numavia renode: error:")
         assert not (tmp_path / "out").exists()          # nothing was built or written

@@ -114,7 +114,10 @@ def test_the_command_runs_shell_commands_against_the_session(tmp_path, monkeypat
 
 
 def test_sim_console_option_needs_serve_and_a_node_of_the_ring(capsys):
-    assert cli.main(["sim", "--console", "0"]) == 1
-    assert "--console goes with --serve" in capsys.readouterr().err
-    assert cli.main(["sim", "--nodes", "2", "--serve", "--console", "2"]) == 1
-    assert "--console 2: the ring has nodes 0..1" in capsys.readouterr().err
+    for args, reason in ((["sim", "--console", "0"], "--console goes with --serve"),
+                         (["sim", "--nodes", "2", "--serve", "--console", "2"], "--console 2: the ring has nodes 0..1")):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(args)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("numavia sim: error:") and reason in err[0], err

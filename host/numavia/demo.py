@@ -22,7 +22,8 @@ from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numavia import bench_via, kernels, results
+from numavia import kernels
+from numavia.bench import results, via as bench_via
 from numavia.base import buildcache, trace
 from numavia.bench import latency
 from numavia.base.errors import NumaviaError
@@ -189,7 +190,7 @@ class Demo:
         latency.report(self.figures["latency"], self.out)
         rdma = self.figures["rdma"]
         bench_via.write_results(rdma["rows"], {**self.rdma_run, "counters": rdma["counters"]},
-                                SimpleNamespace(**vars(RDMA_SWEEP), out=self.out), results.command_line())
+                                SimpleNamespace(**vars(RDMA_SWEEP), out=self.out))
         write_kernels(self.figures["kernels"], self.card, self.out)
         self.figures["simulation"] = {
             "nodes": self.nodes, "runs": [{"label": label, "cycles": s["cycles"], "wall_seconds": s["wall_seconds"],

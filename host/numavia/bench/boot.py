@@ -5,8 +5,9 @@ from the harness's cycle count at the line."""
 
 import subprocess
 
-from numavia import results
+from numavia.bench import results
 from numavia.base.errors import NumaviaError
+from numavia.soc import sim
 
 MAX_CYCLES = 20_000_000     # a node that is not ready by then is reported, not waited for
 SIZE = "riscv64-unknown-elf-size"
@@ -22,12 +23,11 @@ def elf_sizes(elf):
 
 
 def measure(choices, *, nodes=2, log=print, run_root, spread=None):
-    from numavia.soc import sim
     rows = []
-    for choice in choices:
+    for done, choice in enumerate(choices, 1):
         build = sim.build_all(sim.SimConfig(nodes=nodes), log=log, firmware=choice)
         image = build.firmware
-        log(f"{choice}: booting {nodes} nodes")
+        results.progress(log, done, len(choices), f"{choice}: booting {nodes} nodes")
         code, summary = sim.run(build, run_root / choice.replace("=", "-").replace("/", "_"), spread, quiet=True,
                                 max_cycles=MAX_CYCLES)
         ready = summary["marker_cycles"] if summary else [None] * nodes

@@ -4,10 +4,13 @@ rates, protocol events, and simulation speed."""
 
 import time
 
+from matplotlib.figure import Figure
+
 from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
 from numavia.base.errors import NumaviaError
 from numavia.base.coherence import LINE_BYTES
 from numavia.soc import card_bench
+from numavia.bench import results
 
 
 def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_duplicate=0.0, numa=False, log=print,
@@ -63,33 +66,29 @@ def run(nodes=8, ops=10_000, *, seed=1, flip_rate=0.0, ring_drop=0.0, ring_dupli
 
 
 def report(figures, out):
-    from numavia import results
     keys = ["nodes", "accesses", "violation_count", "protocol_errors", "traffic_cycles",
             "cycles_per_access_per_node", "latency_median", "latency_p99", "latency_max", "hit_ratio",
             "nacks", "rollouts", "purges", "ring_flips", "ring_dropped", "ring_duplicated", "ring_crc_errors",
             "ring_timeouts", "ring_duplicates_refused",
             "wall_seconds", "sim_cycles_per_second"]
     rows = [[k.replace("_", " "), figures[k]] for k in keys]
-    plot(figures, out)
     data = {k: v for k, v in figures.items() if k != "latencies"}
     return results.write(out, "coherence", title=f"Coherence stress, {figures['nodes']} cards",
                          headers=["figure", "value"], rows=rows, figures=data, config=figures["config"],
                          notes=[f"Random single-word loads and stores on 2 hot lines per home (4 sets x 2 "
                                 f"ways network cache of {figures['config']['line_bytes']}-byte lines), checked for per-location linearisability and "
                                 "sharing-list consistency at the end.",
-                                "Latencies in card cycles (100 MHz) from host-port request to answer."])
+                                "Latencies in card cycles (100 MHz) from host-port request to answer."],
+                         plot=lambda path: plot(figures, path))
 
 
-def plot(figures, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 4))
+def plot(figures, path):
+    fig = Figure(figsize=(8, 4))
+    ax = fig.subplots()
     ax.hist(figures["latencies"], bins=80, log=True)
     ax.set_xlabel("access latency (cycles at 100 MHz)")
     ax.set_ylabel("accesses (log)")
     ax.set_title(f"{figures['accesses']} accesses on {figures['nodes']} cards: "
                  f"{figures['violation_count']} violations")
     fig.tight_layout()
-    fig.savefig(f"{out}/coherence.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(path, dpi=110)

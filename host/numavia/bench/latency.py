@@ -5,9 +5,13 @@ and in ns at the card clock. NCC-NUMA and NUMA mode side by side."""
 
 from dataclasses import dataclass
 
+from matplotlib.figure import Figure
+
 from numavia.gateware.card import CardConfig
 from numavia.base.coherence import LINE_BYTES
 from numavia.soc import card_bench
+from numavia.base import trace
+from numavia.bench import results
 
 #: Table 1 of the NCC-NUMA paper (2 nodes, 32-bit/33 MHz PCI), in microseconds.
 PAPER = {"local shared read": (0.9, 0.01), "remote read": (5.38, 4.02)}
@@ -54,7 +58,6 @@ class Script:
     def traces(self, nodes):
         """The script as host-port traces for the ring simulation: every step alone, between two
         barriers, so the access log's i-th entry is step i."""
-        from numavia.base import trace
         records = {n: [] for n in range(nodes)}
         for number, (node, op, addr, value) in enumerate(self.steps):
             records[node].append(trace.write_access(addr, value) if op == "w" else trace.read_access(addr))
@@ -108,8 +111,10 @@ def run(nodes=4, *, config=None, log=print, out=None, spread=None):
     config = config or CardConfig(max_nodes=16, via=False)   # the coherence side alone
     binary = card_bench.build_bench(config, log=log)
     measured = {}
-    for mode, script in scripts(nodes, config).items():
-        log(f"{nodes}-node ring, {mode.upper()} mode: {len(script.steps)} accesses")
+    by_mode = scripts(nodes, config)
+    for done, (mode, script) in enumerate(by_mode.items(), 1):
+        results.progress(log, done, len(by_mode), f"{nodes}-node ring, {mode.upper()} mode: "
+                         f"{len(script.steps)} accesses")
         run_dir = (out or card_bench.buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
         bench = card_bench.run_bench(binary, run_dir, nodes=nodes, script=script.steps, numa=MODES[mode],
                                      spread=spread)
@@ -138,7 +143,6 @@ def figures(nodes, config, measured, measured_by=CARD_COUNTER):
 
 def report(figures, out):
     """Write the table (Markdown, CSV, JSON) and a PNG plot into ``out``; returns the Markdown."""
-    from numavia import results
     headers = ["access", "NCC-NUMA cycles", "NCC-NUMA ns", "NUMA cycles", "NUMA ns", "paper NCC-NUMA", "paper NUMA"]
     rows = []
     for r in figures["rows"]:
@@ -153,8 +157,7 @@ def report(figures, out):
                "The paper measured from the host CPU over 32-bit/33 MHz PCI; its NUMA system kept "
                "local shared memory in host DRAM (10 ns).",
                "The ring is one-way: a request and its answer always travel the whole ring between "
-               "them, so 1-hop and far misses differ only by queueing."])
-    plot(figures, out)
+               "them, so 1-hop and far misses differ only by queueing."], plot=lambda path: plot(figures, path))
     return text
 
 
@@ -162,14 +165,12 @@ def _fmt(value, pattern="{}"):
     return "" if value is None else pattern.format(value)
 
 
-def plot(figures, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(figures, path):
     rows = figures["rows"]
     names = [r["name"] for r in rows]
     y = range(len(rows))
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    fig = Figure(figsize=(9, 0.45 * len(rows) + 1.5))
+    ax = fig.subplots()
     ax.barh([i + 0.2 for i in y], [r["ncc_ns"] or 0 for r in rows], height=0.4, label="Numavia NCC-NUMA")
     ax.barh([i - 0.2 for i in y], [r["numa_ns"] or 0 for r in rows], height=0.4, label="Numavia NUMA")
     for i, r in enumerate(rows):
@@ -183,5 +184,4 @@ def plot(figures, out):
     ax.set_title(f"Access latency, {figures['nodes']}-node ring, card at {figures['clock_mhz']:.0f} MHz")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(f"{out}/latency.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(path, dpi=110)

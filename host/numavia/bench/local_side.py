@@ -10,6 +10,8 @@ from numavia.gateware.card import CardConfig
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry, LocalSide
 from numavia.gateware.tag_store import LOOKUP_LATENCY
+from numavia.boards.synth import synthesize
+from numavia.bench import results
 
 NODE = 1
 LAC = regmap.LAC
@@ -77,7 +79,6 @@ def measure(amap=None, geometry=None):
 
 def synthesis(config=None, device="85k", log=print):
     """Open ECP5 synthesis of the local side at a board-sized configuration."""
-    from numavia.boards.synth import synthesize
     config = config or CardConfig(slice_bytes=32 * 1024, private_bytes=4096)
     amap, geometry = config.address_map(), config.geometry()
     params = {"slice": amap.slice_bytes, "private": amap.private_bytes, "sets": geometry.sets, "ways": geometry.ways}
@@ -88,7 +89,6 @@ def synthesis(config=None, device="85k", log=print):
 
 
 def report(figures, synth, out):
-    from numavia import results
     rows = [[name.replace("_", " "), value] for name, value in figures.items()]
     if synth:
         rows += [["ECP5 " + k, v] for k, v in synth.items() if k in ("device", "luts", "ffs", "brams", "fmax_mhz", "target_mhz")]

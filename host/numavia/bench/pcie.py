@@ -12,10 +12,15 @@ to its DMA over PCIe; the host still answers at once.
 """
 
 from cocotbext.pcie.core.tlp import TlpType
+from matplotlib.figure import Figure
 
 from numavia.gateware.pcie.config import EndpointParams
 from numavia.gateware.pcie.endpoint import PcieEndpoint
 from numavia.pcie_model import EndpointHarness, memory_read, memory_write
+from numavia.base import regmap, via_att, via_descriptor
+from numavia.gateware.card import Card, CardConfig
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.bench import results
 
 BAR0, BAR2 = 0xF000_0000, 0xE000_0000
 HOST = 0x1_0000_0000
@@ -99,9 +104,6 @@ CARD_BENCH_CONFIG = dict(slice_bytes=4096, max_nodes=4, private_bytes=4096, cach
 
 def measure_card():
     """Round trips through the whole card, and a VIA doorbell's way to its DMA on the link."""
-    from numavia.base import regmap, via_att, via_descriptor
-    from numavia.gateware.card import Card, CardConfig
-    from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
     config = CardConfig(**CARD_BENCH_CONFIG)
     card = Card(config)
     h = EndpointHarness(card, phy_rx=card.pcie_rx, phy_tx=card.pcie_tx, data_width=config.pcie_data_width,
@@ -206,7 +208,6 @@ def link_equivalents(figures):
 
 
 def report(figures, out):
-    from numavia import results
     links = link_equivalents(figures)
     clock = USER_CLOCK_HZ["x1 Gen2"]
     bar2 = figures["bar2_read_4B_round_trip_cycles"]
@@ -239,18 +240,16 @@ def report(figures, out):
                "Link MB/s: 8b/10b payload rate x payload / (payload + header + 8 bytes framing, sequence, LCRC). "
                "Endpoint MB/s: its bytes/cycle at the clock where 4 bytes a cycle equal the lane's rate "
                "(62.5 MHz for Gen1, 125 MHz for Gen2); reads are in 64-byte completions (the host's RCB).",
-               "Cycles are exact in this simulation; no figure here depends on wall-clock time."])
-    plot(links, out)
+               "Cycles are exact in this simulation; no figure here depends on wall-clock time."],
+        plot=lambda path: plot(links, path))
     return text
 
 
-def plot(links, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(links, path):
     labels = [f"{r['link']}\n{r['direction']}" for r in links]
     x = range(len(links))
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig = Figure(figsize=(7, 3.5))
+    ax = fig.subplots()
     ax.bar([i - 0.2 for i in x], [r["endpoint_mb_s"] for r in links], width=0.4,
            label="endpoint (bytes/cycle x link-equivalent clock)")
     ax.bar([i + 0.2 for i in x], [r["link_mb_s"] for r in links], width=0.4, label="link after TLP overhead")
@@ -259,5 +258,4 @@ def plot(links, out):
     ax.set_title("DMA throughput, 64-bit TLP stream")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(f"{out}/pcie.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(path, dpi=110)

@@ -10,12 +10,14 @@ the sweep runs on two complete nodes instead (VexRiscv, that firmware, the card:
 ``numavia sim``), once both firmwares are ready, timed by the harness's host-port cycle stamps.
 """
 
-from numavia import results
+from matplotlib.figure import Figure
+
+from numavia.bench import results
 from numavia.base import trace
 from numavia.base.errors import NumaviaError
 from numavia.gateware.card import CardConfig
 from numavia.base.coherence import LINE_BYTES
-from numavia.soc import card_bench
+from numavia.soc import card_bench, sim
 
 from .stream import NODES, time_segments, time_segments_on_nodes
 
@@ -67,7 +69,6 @@ def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, firmwa
             binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa", spread=spread,
             what=f"shared-memory sweep ({mode})")
     else:
-        from numavia.soc import sim
         build = sim.build_all(sim.SimConfig(nodes=NODES), log=log, firmware=firmware)
         config = build.config.card_config()
         timed = lambda mode, records, segments: time_segments_on_nodes(
@@ -79,8 +80,8 @@ def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, firmwa
     if used > amap.slice_bytes:
         raise NumaviaError(f"a sweep to {max_size} bytes needs {used} bytes of node 1's {amap.slice_bytes}-byte slice")
     rows = []
-    for mode in MODES:
-        log(f"{mode.upper()}: {len(points)} sizes, {len(records) - 1:,} accesses")
+    for done, mode in enumerate(MODES, 1):
+        results.progress(log, done, len(MODES), f"{mode.upper()}: {len(points)} sizes, {len(records) - 1:,} accesses")
         for (size, op, _, _), cycles in zip(segments, timed(mode, records, segments)):
             us = cycles / config.clk_freq_hz * 1e6
             rows.append({"mode": mode, "op": op, "size": size, "cycles": cycles, "latency_us": us,
@@ -104,16 +105,14 @@ def report(figs, out):
         notes=["One-way transfer time: first request to last completion, from the RTL's cycle stamps.",
                f"'load again' reads the same lines a second time: the network cache "
                f"({figs['cache_bytes']:,} bytes) serves them in NCC-NUMA mode.",
-               "Compare with VIA's half round trip in `numavia bench via` (via_bench.md)."])
-    plot(figs, out)
+               "Compare with VIA's half round trip in `numavia bench via` (via_bench.md)."],
+        plot=lambda path: plot(figs, path))
     return text
 
 
-def plot(figs, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (lat, bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+def plot(figs, path):
+    fig = Figure(figsize=(12, 4.5))
+    (lat, bw) = fig.subplots(1, 2)
     for mode, style in zip(MODES, ("-", "--")):
         for op in OPS:
             pts = sorted((r for r in figs["rows"] if r["mode"] == mode and r["op"] == op), key=lambda r: r["size"])
@@ -121,14 +120,8 @@ def plot(figs, out):
             lat.plot([r["size"] for r in pts], [r["latency_us"] for r in pts], style, marker=".", label=label)
             bw.plot([r["size"] for r in pts], [r["bandwidth_MBps"] for r in pts], style, marker=".", label=label)
     for ax, title, unit in ((lat, "Transfer time", "us"), (bw, "Bandwidth", "MB/s")):
-        ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        results.size_axes(ax, title, unit)
     fig.suptitle("Shared memory, node 0 to node 1's slice (one request at a time)")
     fig.tight_layout()
-    fig.savefig(out / "shm.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(path, dpi=110)

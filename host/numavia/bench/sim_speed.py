@@ -10,7 +10,9 @@ the first edge to the stop, so start-up is not counted.
 
 import os
 
-from numavia import results
+from matplotlib.figure import Figure
+
+from numavia.bench import results
 from numavia.base.errors import NumaviaError
 from numavia.soc import card_bench, ring_launch, sim
 
@@ -48,26 +50,26 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
     config = sim.SimConfig(nodes=max(nodes))
     build = sim.build_all(config, log=log, spread=ring_launch.Spread(mpi=bool(mpi_ranks)))
     rows = []
-    for n in nodes:
+    runs = [(n, spread) for n in nodes for spread in _spreads(n, procs, mpi_ranks)]
+    total = len(runs) * (2 if card_accesses else 1)
+    for done, (n, spread) in enumerate(runs, 1):
+        results.progress(log, done, total, f"{n} nodes, {spread}: {cycles:,} cycles")
         node_build = sim.Build(sim.SimConfig(nodes=n), build.soc_dir, build.model, build.firmware, build.mpi_model)
-        for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} nodes, {spread}: {cycles:,} cycles")
-            code, summary = sim.run(node_build, run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
-                                    spread, quiet=True, max_cycles=cycles, stop_marker=None)
-            if summary is None or summary["cycles"] != cycles:
-                raise NumaviaError(f"the {n}-node run stopped early: {summary and summary['reason']}")
-            rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"], summary["cpu_seconds"]))
+        code, summary = sim.run(node_build, run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
+                                spread, quiet=True, max_cycles=cycles, stop_marker=None)
+        if summary is None or summary["cycles"] != cycles:
+            raise NumaviaError(f"the {n}-node run stopped early: {summary and summary['reason']}")
+        rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"], summary["cpu_seconds"]))
     bench_config = card_bench.bench_card_config()
     binary = card_bench.build_bench(bench_config, log=log) if card_accesses else None
-    for n in nodes if card_accesses else ():
-        for spread in _spreads(n, procs, mpi_ranks):
-            log(f"{n} cards, {spread}: {card_accesses:,} accesses each")
-            run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
-                                       nodes=n, ops=card_accesses, spread=spread, log_accesses=False)
-            if run.returncode or not run.state:
-                raise NumaviaError(f"the {n}-card run failed: {run.stderr.strip().splitlines()[-1:]}")
-            rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"],
-                             run.state["cpu_seconds"]))
+    for done, (n, spread) in enumerate(runs if card_accesses else (), len(runs) + 1):
+        results.progress(log, done, total, f"{n} cards, {spread}: {card_accesses:,} accesses each")
+        run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
+                                   nodes=n, ops=card_accesses, spread=spread, log_accesses=False)
+        if run.returncode or not run.state:
+            raise NumaviaError(f"the {n}-card run failed: {run.stderr.strip().splitlines()[-1:]}")
+        rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"],
+                         run.state["cpu_seconds"]))
     return {"rows": rows, "cores": os.cpu_count(), "model_build_seconds": sim.build_seconds(build.model),
             "card_build_seconds": sim.build_seconds(binary) if binary else None,
             "model": build.model.parent.parent.name, "sys_clk_hz": config.sys_clk_freq,
@@ -81,7 +83,6 @@ def report(figures, out):
              f"{r['cycles_per_second']:,}", f"{r['node_cycles_per_second']:,}",
              f"{r['node_cycles_per_second_per_core']:,}", f"{r['node_cycles_per_cpu_second']:,}"]
             for r in figures["rows"]]
-    plot(figures, out)
     build = figures["model_build_seconds"]
     notes = [f"{figures['cores']} cores; a run of P processes uses min(P, cores) of them.",
              "Node: VexRiscv SoC + card + firmware, booting from reset; card: the card alone under random "
@@ -92,14 +93,13 @@ def report(figures, out):
              "Node model build: " + (f"{build:.0f} s, once for every ring size" if build is not None else
                                      "reused from the cache (built earlier)")]
     return results.write(out, "sim_speed", title="Ring simulation speed", headers=headers, rows=rows,
-                         figures=figures, config={"model": figures["model"]}, notes=notes)
+                         figures=figures, config={"model": figures["model"]}, notes=notes,
+                         plot=lambda path: plot(figures, path))
 
 
-def plot(figures, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+def plot(figures, path):
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, kind in zip(axes, ("node", "card")):
         series = {}
         for r in figures["rows"]:
@@ -116,5 +116,4 @@ def plot(figures, out):
             ax.legend()
     axes[0].set_ylabel("thousand node-cycles per CPU second")
     fig.tight_layout()
-    fig.savefig(f"{out}/sim_speed.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(path, dpi=110)

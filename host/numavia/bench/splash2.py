@@ -14,12 +14,15 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from matplotlib.figure import Figure
+
 from numavia.base import buildcache
 from numavia.base.errors import NumaviaError
 from numavia.gateware.card import CardConfig
 from numavia.soc import card_bench
 from numavia.splash2 import KERNELS, NAMES, traces
 from numavia.instrument import CostModel
+from numavia.bench import results
 
 MODES = ("ncc", "numa")
 MODE_NAMES = {"ncc": "NCC-NUMA", "numa": "NUMA"}
@@ -188,17 +191,18 @@ def run(kernels=tuple(KERNELS), nodes=(1, 2, 4, 8), modes=MODES, *, size="paper"
             figures["traces"][kernel][p] = {k: s[k] for k in (
                 "describe", "records", "barriers", "home_accesses", "remote_accesses", "remote_per_home",
                 "compute_cycles", "shared_bytes_per_node", "check_error", "info")}
-    for kernel in kernels:
-        for p in nodes:
-            for mode in modes:
-                r = replay(folders[kernel, p], p, config, mode == "numa", cache=cache_replays, log=log,
-                           spread=spread)
-                figures["runs"].append({"kernel": kernel, "mode": mode, **r})
-            if p not in TABLE4_NODES or "ncc" not in modes:
-                continue
-            for variant in variants:
-                r = replay(folders[kernel, p], p, variant, False, cache=cache_replays, log=log, spread=spread)
-                figures["runs"].append({"kernel": kernel, "mode": "ncc", **r})
+    # Every replay, in order: the base card in each mode, then (NCC-NUMA, at the Table 4 sizes)
+    # each variant of the network cache.
+    replays = [(kernel, p, config, mode) for kernel in kernels for p in nodes for mode in modes]
+    if "ncc" in modes:
+        replays += [(kernel, p, variant, "ncc") for kernel in kernels for p in nodes if p in TABLE4_NODES
+                    for variant in variants]
+    replays.sort(key=lambda r: (kernels.index(r[0]), nodes.index(r[1])))   # a kernel and size at a time
+    for done, (kernel, p, card, mode) in enumerate(replays, 1):
+        results.progress(log, done, len(replays), f"{NAMES[kernel]} on {p} card(s), {MODE_NAMES[mode]}, "
+                                                  f"{card.cache_ways}-way {card.line_bytes}-byte lines")
+        r = replay(folders[kernel, p], p, card, mode == "numa", cache=cache_replays, log=log, spread=spread)
+        figures["runs"].append({"kernel": kernel, "mode": mode, **r})
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     return figures
 
@@ -244,7 +248,6 @@ def _f(value, pattern="{:.2f}"):
 def report(figures, out):
     """Write Tables 5, 4, 3, 6 and the time split (Markdown, CSV, JSON, PNG) into ``out``;
     returns the Markdown of all of them."""
-    from numavia import results
     out = Path(out)
     kernels, modes, nodes = figures["kernels"], figures["modes"], figures["nodes"]
     multi = [p for p in nodes if p > 1]
@@ -403,11 +406,9 @@ def _runs_json(figures):
 
 def plot_time_split(figures, out):
     """Stacked bars per kernel: compute, memory, barrier per node, normalised to T(1 node)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     kernels, modes, nodes = figures["kernels"], figures["modes"], figures["nodes"]
-    fig, axes = plt.subplots(1, len(kernels), figsize=(3.2 * len(kernels) + 1, 4), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(kernels) + 1, 4))
+    axes = fig.subplots(1, len(kernels), squeeze=False)
     colours = {"compute": "#4c72b0", "memory": "#dd8452", "barrier": "#8c8c8c"}
     for ax, k in zip(axes[0], kernels):
         labels, bottoms = [], []
@@ -432,15 +433,12 @@ def plot_time_split(figures, out):
     fig.suptitle(f"SPLASH-2 ({figures['size']}): compute, memory and barrier time per node")
     fig.tight_layout()
     fig.savefig(out / "splash2_time.png", dpi=110)
-    plt.close(fig)
 
 
 def plot_speedups(figures, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     kernels, modes, nodes = figures["kernels"], figures["modes"], figures["nodes"]
-    fig, axes = plt.subplots(1, len(kernels), figsize=(3.2 * len(kernels) + 1, 3.6), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(kernels) + 1, 3.6))
+    axes = fig.subplots(1, len(kernels), squeeze=False)
     for ax, k in zip(axes[0], kernels):
         for m, style in zip(modes, ("o-", "s--")):
             ax.plot(nodes, [speedup(figures, k, m, p) for p in nodes], style, label=f"Numavia {MODE_NAMES[m]}")
@@ -454,4 +452,3 @@ def plot_speedups(figures, out):
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "splash2_speedup.png", dpi=110)
-    plt.close(fig)

@@ -12,12 +12,14 @@ and Triad) per pass; the best pass is STREAM's figure, the first shows a cold ne
 
 from dataclasses import dataclass
 
-from numavia import results
+from matplotlib.figure import Figure
+
+from numavia.bench import results
 from numavia.base import trace
 from numavia.gateware.card import CardConfig
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.errors import NumaviaError
-from numavia.soc import card_bench
+from numavia.soc import card_bench, sim
 
 #: STREAM's kernels: the arrays each reads, the one it writes (a = b + s*c and so on).
 KERNELS = {"copy": (("a",), "c"), "scale": (("c",), "b"), "add": (("a", "b"), "c"), "triad": (("b", "c"), "a")}
@@ -81,10 +83,11 @@ def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None
     binary = card_bench.build_bench(config, log=log)
     root = run_root or card_bench.buildcache.build_root() / "run" / "stream"
     rows = []
-    for case in cases():
+    every = cases()
+    for done, case in enumerate(every, 1):
         run_dir = root / f"{case.placement}-{case.mode}-{array_bytes}"
         records, segments = stream_trace(array_bases(case.placement, array_bytes, amap), array_bytes, passes)
-        log(f"{case.label}: {len(records) - 1:,} line accesses")
+        results.progress(log, done, len(every), f"{case.label}: {len(records) - 1:,} line accesses")
         timed = time_segments(binary, run_dir, records, segments, numa=case.mode == "numa", what=f"STREAM {case.label}",
                               spread=spread)
         for (kernel, number, _, _), cycles in zip(segments, timed):
@@ -114,7 +117,6 @@ def time_segments_on_nodes(build, run_dir, records, segments, *, numa, what, spr
     """:func:`time_segments` on two complete nodes (``numavia.soc.sim`` build: VexRiscv, firmware,
     card) instead of two cards alone: the trace starts once both firmwares are ready, and the
     times are the harness's host-port cycle stamps (its access log)."""
-    from numavia.soc import sim
     traces = run_dir / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     trace.write_trace(traces / "node0.trace", 0, records)
@@ -162,18 +164,15 @@ def report(figs, out):
                "Times from the card cluster bench's cycle stamps (request of the first access to completion "
                f"of the last), at {figs['clock_mhz']:.0f} MHz; one host request at a time, line bursts.",
                "private: node 0's private memory; home: node 0's own shared slice; remote: node 1's slice "
-               "over the ring, NCC-NUMA (network cache) and NUMA (none)."])
-    plot(figs, out)
+               "over the ring, NCC-NUMA (network cache) and NUMA (none)."], plot=lambda path: plot(figs, path))
     return text
 
 
-def plot(figs, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(figs, path):
     labels = list(dict.fromkeys(r["label"] for r in figs["rows"]))
     kernels = list(KERNELS)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
     width = 0.8 / len(kernels)
     for k, kernel in enumerate(kernels):
         values = [next(r["best_MBps"] for r in figs["rows"] if r["label"] == label and r["kernel"] == kernel)
@@ -185,5 +184,4 @@ def plot(figs, out):
     ax.set_title(f"STREAM at the host port, arrays of {figs['array_bytes']:,} bytes")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "stream.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(path, dpi=110)

@@ -20,6 +20,11 @@ def rows_where(rows, **fields):
     return [r for r in rows if all(r[k] == v for k, v in fields.items())]
 
 
+def csv_row(row, fields):
+    """A result row (dict) as CSV cells, floats to four decimals."""
+    return [f"{row[k]:.4f}" if isinstance(row[k], float) else row[k] for k in fields]
+
+
 def markdown_table(headers, rows):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
@@ -27,12 +32,15 @@ def markdown_table(headers, rows):
                      [line(r) for r in rows]) + "\n"
 
 
-def write(folder, name, *, title, headers, rows, figures, config, notes=()):
-    """Write ``name``.md/.csv/.json into ``folder``; returns the Markdown text."""
+def write(folder, name, *, title, headers, rows, figures, config, notes=(), text=None, plot=None):
+    """The one results writer of every benchmark: ``name``.md (``text``, a report of its own, or
+    the table and ``notes``), ``name``.csv (the table), ``name``.json (the figures with the command
+    line, the configuration and the version) and, given ``plot(path)``, ``name``.png, into
+    ``folder``; returns the Markdown text."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    md = [f"# {title}", "", markdown_table(headers, rows)]
-    md += [f"- {n}" for n in notes]
+    md = [f"# {title}", ""]
+    md += [text] if text is not None else [markdown_table(headers, rows)] + [f"- {n}" for n in notes]
     md += ["", f"Command: `{command_line()}`", f"numavia {__version__}, {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
     text = "\n".join(md)
     (folder / f"{name}.md").write_text(text)
@@ -43,4 +51,21 @@ def write(folder, name, *, title, headers, rows, figures, config, notes=()):
     (folder / f"{name}.json").write_text(json.dumps(
         {"title": title, "command": command_line(), "version": __version__, "config": config,
          "figures": figures}, indent=2, default=str) + "\n")
+    if plot is not None:
+        plot(folder / f"{name}.png")
     return text
+
+
+def size_axes(ax, title, unit, *, title_size=None, legend_size=7):
+    """A plot against message size: log2 size axis, labels, grid and legend, alike in every benchmark."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=title_size)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
+def progress(log, done, total, message):
+    """The progress line every benchmark prints for each point it measures: ``[done/total] message``."""
+    log(f"[{done}/{total}] {message}")

@@ -1,4 +1,4 @@
-"""``numavia bench pushpull``: push-pull messaging (seed 002) on two simulated nodes.
+"""``numavia bench pushpull``: push-pull messaging on two simulated nodes.
 
 The push-pull library runs in each node's firmware (``firmware/core/src/pushpull.c``), driven by
 the benchmark agent, so every figure comes from the card's cycle counter. For each scheme
@@ -14,27 +14,24 @@ Plain send/receive and RDMA write ping-pongs (``numavia bench via``'s agent, on 
 of the same session) are measured at the same sizes for comparison.
 """
 
-import csv
-import json
-import shlex
-import sys
 import threading
 import time
-from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 
-from numavia.base import pushpull_format as ppf
+from matplotlib.figure import Figure
+
 from numavia import vipl
-from numavia.results import rows_where
+from numavia.base import pushpull_format as ppf
 from numavia.base.errors import NumaviaError
-from numavia.base import regmap
-from numavia.gateware.card import CardConfig
+from numavia.bench import results, via as bench_via
+from numavia.bench.results import rows_where
+from numavia.cluster_session import ClusterSession
+from numavia.soc import sim
 
 SCHEMES = {"original": ppf.BENCH_OP.ORIGINAL, "advanced": ppf.BENCH_OP.ADVANCED}
 BASELINES = ("send", "write")
 BASELINE_TITLES = {"send": "send/receive", "write": "RDMA write"}
-#: The paper's figure (seed 002): the advanced scheme's latency is 7-18 % lower, bytes_to_push 512.
+#: The push-pull paper's figure: the advanced scheme's latency is 7-18 % lower, bytes_to_push 512.
 PAPER = {"gain_min_pct": 7, "gain_max_pct": 18, "threshold": 512}
 
 
@@ -159,37 +156,31 @@ def iterations_for(size, *, most, target_bytes=128 * 1024):
 
 def sweep(session, args, points, log):
     pair = PushPullPair(session, max_size=max(points), timeout=args.timeout, log=log)
-    rows = []
-    for threshold in args.thresholds:
-        for scheme in args.schemes:
-            for size in points:
-                n = iterations_for(size, most=args.iterations)
-                r = pair.point(scheme, size, threshold, n)
-                rows.append({"kind": "pushpull", "scheme": scheme, "threshold": threshold, "size": size, **r})
-                log(f"{scheme:>8} bytes_to_push {threshold:>4} {size:>7} B: ping-pong {r['pingpong_us']:8.2f} us, "
+    todo = [("pushpull", scheme, threshold, size) for threshold in args.thresholds for scheme in args.schemes
+            for size in points]
+    todo += [("baseline", op, "", size) for op in args.baselines for size in points if not (size == 0 and op == "write")]
+    rows, via = [], None
+    for done, (kind, scheme, threshold, size) in enumerate(todo, 1):
+        n = iterations_for(size, most=args.iterations)
+        if kind == "pushpull":
+            r = pair.point(scheme, size, threshold, n)
+            rows.append({"kind": kind, "scheme": scheme, "threshold": threshold, "size": size, **r})
+            line = (f"{scheme:>8} bytes_to_push {threshold:>4} {size:>7} B: ping-pong {r['pingpong_us']:8.2f} us, "
                     f"one-way {r['one_way_us']:8.2f} us ({n} x)")
-    if args.baselines:
-        from numavia import bench_via
-        via = bench_via.Bench(session, max_size=max(points), log=log, timeout=args.timeout)
-        for op in args.baselines:
-            for size in points:
-                if size == 0 and op == "write":
-                    continue
-                n = iterations_for(size, most=args.iterations)
-                r = via.point(op, size, n)
-                rows.append({"kind": "baseline", "scheme": op, "threshold": "", "size": size,
-                             "iterations": n, "cycles": r["cycles"], "pingpong_us": r["latency_us"],
-                             "bandwidth_MBps": r["bandwidth_MBps"],
-                             "one_way_us": "", "translated_pages_per_msg": "", "copied_bytes_per_msg": "",
-                             "pulls_per_msg": ""})
-                log(f"{BASELINE_TITLES[op]:>12} {size:>7} B: ping-pong {r['latency_us']:8.2f} us ({n} x)")
+        else:
+            via = via or bench_via.Bench(session, max_size=max(points), log=log, timeout=args.timeout)
+            r = via.point(scheme, size, n)
+            rows.append({"kind": kind, "scheme": scheme, "threshold": "", "size": size,
+                         "iterations": n, "cycles": r["cycles"], "pingpong_us": r["latency_us"],
+                         "bandwidth_MBps": r["bandwidth_MBps"],
+                         "one_way_us": "", "translated_pages_per_msg": "", "copied_bytes_per_msg": "",
+                         "pulls_per_msg": ""})
+            line = f"{BASELINE_TITLES[scheme]:>12} {size:>7} B: ping-pong {r['latency_us']:8.2f} us ({n} x)"
+        results.progress(log, done, len(todo), line)
     return rows, [n.counters() for n in pair.nics]
 
 
 def run_sweep(args, log):
-    from numavia.cluster_session import ClusterSession
-    from numavia.soc import sim
-
     config = sim.SimConfig(nodes=2)
     build = sim.build_all(config, log=log, spread=args.spread, firmware=args.firmware)
     run_dir = Path(args.out) / "run"
@@ -219,33 +210,22 @@ def gains(rows):
     return out
 
 
-def write_results(rows, info, args, command):
+TITLE = "Push-pull messaging benchmark (two simulated nodes)"
+
+
+def write_results(rows, info, args):
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "pushpull_bench.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{r[k]:.4f}" if isinstance(r[k], float) else r[k]) for k in FIELDS})
-    card = CardConfig()
-    meta = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "simulation": str(info["config"]), "eth_delay_cycles": args.eth_delay, "mtu": args.mtu,
-            "clock_hz": card.clk_freq_hz, "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
-            "builds": {"soc": info["build"].soc_dir.name, "firmware": f"{info['build'].firmware.kind} {info['build'].firmware.name}",
-                       "model": info["build"].model.parent.parent.name},
-            "wall_seconds": round(info["wall_seconds"], 1), "slots": ppf.SLOTS, "max_push": ppf.MAX_PUSH,
+    meta = {**bench_via.configuration(info, args), "slots": ppf.SLOTS, "max_push": ppf.MAX_PUSH,
             "register_bytes": ppf.REGISTER_BYTES}
-    (out / "pushpull_bench.json").write_text(json.dumps(
-        {"meta": meta, "rows": rows, "gains": gains(rows), "counters": info["counters"]}, indent=1) + "\n")
-    (out / "pushpull_bench.md").write_text(summary(rows, meta, args, info))
-    plot(rows, out / "pushpull_bench.png", args)
-    return [out / f"pushpull_bench.{ext}" for ext in ("csv", "md", "json", "png")]
+    results.write(out, "pushpull_bench", title=TITLE, headers=FIELDS,
+                  rows=[results.csv_row(r, FIELDS) for r in rows],
+                  figures={"rows": rows, "gains": gains(rows), "counters": info["counters"]}, config=meta,
+                  text=summary(rows, meta, args, info), plot=lambda path: plot(rows, path, args))
+    return [out / f"pushpull_bench.{ext}" for ext in ("md", "csv", "json", "png")]
 
 
 def summary(rows, meta, args, info):
     lines = [
-        "# Push-pull messaging benchmark (two simulated nodes)", "",
-        f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ",
         f"Simulation: {meta['simulation']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
         f"({args.eth_delay * 8} ns), MTU {args.mtu}, sys clock {meta['clock_hz'] / 1e6:.0f} MHz  ",
         f"Card: {', '.join(f'{k}={v}' for k, v in meta['card'].items())}  ",
@@ -260,7 +240,7 @@ def summary(rows, meta, args, info):
     g = gains(rows)
     if g:
         lines += ["## Advanced vs original", "",
-                  f"Paper (seed 002, bytes_to_push {PAPER['threshold']}): {PAPER['gain_min_pct']}-"
+                  f"Paper (bytes_to_push {PAPER['threshold']}): {PAPER['gain_min_pct']}-"
                   f"{PAPER['gain_max_pct']} % lower latency.", "",
                   "| bytes_to_push | sizes | ping-pong gain: mean (min..max) | one-way gain: mean (min..max) |",
                   "|---|---|---|---|"]
@@ -306,11 +286,8 @@ def summary(rows, meta, args, info):
 
 
 def plot(rows, path, args):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (lat, one, gain) = plt.subplots(1, 3, figsize=(18, 5.2))
+    fig = Figure(figsize=(18, 5.2))
+    lat, one, gain = fig.subplots(1, 3)
     styles = {"original": "--", "advanced": "-"}
     for t in args.thresholds:
         for s in args.schemes:
@@ -337,22 +314,9 @@ def plot(rows, path, args):
     for ax, title, unit in ((lat, "Ping-pong latency (half round trip)", "us"),
                             (one, "One-way latency (send call to data in user buffer)", "us"),
                             (gain, "Advanced vs original: latency reduction", "%")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(unit)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
+        results.size_axes(ax, title, unit, title_size=10, legend_size=6)
     lat.set_yscale("log")
     one.set_yscale("log")
     fig.suptitle("Numavia push-pull messaging over VIA, two simulated nodes over GbE (card cycle counters)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def main(args, log):
-    command = "numavia " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.command_line is None \
-        else args.command_line
-    rows, info = run_sweep(args, log)
-    return write_results(rows, info, args, command)

@@ -11,20 +11,21 @@ The streaming tests keep eight messages in flight and report the time per messag
 resulting bandwidth (no latency: messages overlap).
 """
 
-import csv
-import shlex
-import sys
 import threading
 import time
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 
+from matplotlib.figure import Figure
+
 from numavia import vipl
-from numavia.results import rows_where
+from numavia.bench import results
+from numavia.bench.results import rows_where
 from numavia.base.errors import NumaviaError
-from numavia.base import regmap, via_frame, via_mailbox
+from numavia.base import via_frame, via_mailbox
+from numavia.cluster_session import ClusterSession
 from numavia.gateware.card import CardConfig
+from numavia.soc import sim
 
 OPS = {"send": via_mailbox.BENCH_OP.SEND_RECV, "write": via_mailbox.BENCH_OP.RDMA_WRITE,
        "read": via_mailbox.BENCH_OP.RDMA_READ, "send-stream": via_mailbox.BENCH_OP.SEND_STREAM,
@@ -34,7 +35,7 @@ OP_TITLES = {"send": "send/receive", "write": "RDMA write", "read": "RDMA read",
 STREAMS = ("send-stream", "write-stream")
 PING_PONGS = ("send", "write", "read")
 
-#: The paper's figures (seed 001) and the spec's wire limits.
+#: The figures of the paper on the VIA engine and the spec's wire limits.
 PAPER = {"latency_us": 12.5, "bandwidth_MBps": 95.5, "rdma_gain_us": 2.9, "post_recv_us": 6.0}
 WIRE_LIMIT_MBPS = {1500: 121.9, 9000: 124.5}
 
@@ -138,26 +139,24 @@ def sweep(session, args, points, log):
     """Every (MTU, operation, size) point between the nodes ``args.pair`` of a running session;
     returns the rows and both cards' counters afterwards."""
     bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout, pair=tuple(args.pair))
-    rows = []
-    for mtu in args.mtu:
-        bench.set_mtu(mtu)
-        for op in args.ops:
-            for size in points:
-                if size == 0 and op == "write":
-                    continue   # the RDMA-write ping-pong detects arrival by a byte
-                n = (messages_for(op, size, most=args.iterations) if op in STREAMS
-                     else iterations_for(size, most=args.iterations))
-                r = bench.point(op, size, n)
-                rows.append({"mtu": mtu, "op": op, "size": size, **r})
-                log(f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
-                    f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)")
+    # The RDMA-write ping-pong detects arrival by a byte: no empty write.
+    todo = [(mtu, op, size) for mtu in args.mtu for op in args.ops for size in points
+            if not (size == 0 and op == "write")]
+    rows, mtu_set = [], None
+    for done, (mtu, op, size) in enumerate(todo, 1):
+        if mtu != mtu_set:
+            bench.set_mtu(mtu)
+            mtu_set = mtu
+        n = (messages_for(op, size, most=args.iterations) if op in STREAMS
+             else iterations_for(size, most=args.iterations))
+        r = bench.point(op, size, n)
+        rows.append({"mtu": mtu, "op": op, "size": size, **r})
+        results.progress(log, done, len(todo), f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
+                         f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)")
     return rows, [n.counters() for n in bench.nics]
 
 
 def run_sweep(args, log):
-    from numavia.cluster_session import ClusterSession
-    from numavia.soc import sim
-
     config = sim.SimConfig(nodes=args.nodes)
     build = sim.build_all(config, log=log, spread=args.spread, firmware=args.firmware)
     run_dir = Path(args.out) / "run"
@@ -168,19 +167,27 @@ def run_sweep(args, log):
                   "wall_seconds": time.monotonic() - started}
 
 
-def write_results(rows, info, args, command):
+FIELDS = ["mtu", "op", "size", "iterations", "cycles", "latency_us", "bandwidth_MBps", "receiver_post_recv_cycles"]
+TITLE = "VIA engine benchmark (two simulated nodes)"
+
+
+def configuration(info, args):
+    """What a sweep ran on, for its results: the simulation, the card and the builds."""
+    card = CardConfig()
+    build = info["build"]
+    return {"simulation": str(info["config"]), "eth_delay_cycles": args.eth_delay, "mtu": args.mtu,
+            "clock_hz": card.clk_freq_hz, "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
+            "builds": {"soc": build.soc_dir.name, "firmware": f"{build.firmware.kind} {build.firmware.name}",
+                       "model": build.model.parent.parent.name},
+            "wall_seconds": round(info["wall_seconds"], 1)}
+
+
+def write_results(rows, info, args):
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    fields = ["mtu", "op", "size", "iterations", "cycles", "latency_us", "bandwidth_MBps",
-              "receiver_post_recv_cycles"]
-    with open(out / "via_bench.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{r[k]:.4f}" if isinstance(r[k], float) else r[k]) for k in fields})
-    (out / "via_bench.md").write_text(summary(rows, info, args, command))
-    plot(rows, out / "via_bench.png", args)
-    return [out / "via_bench.csv", out / "via_bench.md", out / "via_bench.png"]
+    results.write(out, "via_bench", title=TITLE, headers=FIELDS, rows=[results.csv_row(r, FIELDS) for r in rows],
+                  figures={"rows": rows, "counters": info["counters"]}, config={**configuration(info, args), "ops": args.ops},
+                  text=summary(rows, info, args), plot=lambda path: plot(rows, path, args))
+    return [out / f"via_bench.{ext}" for ext in ("md", "csv", "json", "png")]
 
 
 def latency_table(rows, args, smallest):
@@ -205,11 +212,9 @@ def latency_table(rows, args, smallest):
             "|---|---|---|---|---|", *table, ""]
 
 
-def summary(rows, info, args, command):
+def summary(rows, info, args):
     card = CardConfig()
     lines = [
-        "# VIA engine benchmark (two simulated nodes)", "",
-        f"Command: `{command}`  ", f"Date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}  ",
         f"Simulation: {info['config']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
         f"({args.eth_delay * 8} ns), sys clock {card.clk_freq_hz / 1e6:.0f} MHz  ",
         f"Card: {', '.join(f'{k}={v}' for k, v in asdict(card).items() if k.startswith('via_'))}  ",
@@ -272,11 +277,8 @@ def summary(rows, info, args, command):
 
 
 def plot(rows, path, args):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (lat, bw) = plt.subplots(1, 2, figsize=(13, 5))
+    fig = Figure(figsize=(13, 5))
+    lat, bw = fig.subplots(1, 2)
     styles = {1500: "-", 9000: "--"}
     for mtu in args.mtu:
         for op in args.ops:
@@ -295,21 +297,8 @@ def plot(rows, path, args):
         bw.axhline(WIRE_LIMIT_MBPS.get(mtu, 0), color="red", linestyle=styles.get(mtu, ":"), linewidth=0.8,
                    label=f"GbE limit, MTU {mtu}")
     for ax, title, unit in ((lat, "Latency", "us"), (bw, "Bandwidth", "MB/s")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        results.size_axes(ax, title, unit)
     lat.set_yscale("log")
     fig.suptitle("Numavia VIA engine, two simulated nodes over GbE (latency: half round trip; read: whole op)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def main(args, log):
-    command = "numavia " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if args.command_line is None \
-        else args.command_line
-    rows, info = run_sweep(args, log)
-    return write_results(rows, info, args, command)

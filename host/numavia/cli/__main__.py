@@ -1,0 +1,5 @@
+import sys
+
+from numavia.cli import main
+
+sys.exit(main())
