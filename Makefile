@@ -5,13 +5,15 @@ NUMAVIA := $(VENV)/bin/numavia
 JOBS    ?= 2
 
 .PHONY: help setup test test-fast sim demo firmware firmware-zephyr fuzz soak bitstream flash clean \
-        lint-c lint-c-format format-c
+        lint lint-py lint-c lint-c-format format format-c
 
 help:
 	@echo "make setup            install Debian packages and the pinned Python environment"
 	@echo "make demo             set up, then build, boot and measure a 4-node ring (report in results/demo)"
 	@echo "make test             run every test (unit, gateware, firmware, end-to-end simulation)"
 	@echo "make test-fast        the tests that need no Verilator build"
+	@echo "make lint             every check below: what CI runs before the tests"
+	@echo "make format           reformat the Python (ruff) and C/C++ (clang-format) sources in place"
 	@echo "make lint-py          ruff (lint, format check) and mypy (the typed host and build API)"
 	@echo "make sim              build and boot the simulated ring (NODES=2)"
 	@echo "make firmware         build the bare-metal firmware for the simulated SoC"
@@ -33,7 +35,12 @@ test: setup
 test-fast: setup
 	$(VENV)/bin/pytest -n $(JOBS) -m "not slow"
 
-.PHONY: lint-py
+lint: lint-py lint-c
+
+format: setup format-c
+	$(VENV)/bin/ruff check --select I --fix --quiet
+	$(VENV)/bin/ruff format --quiet
+
 lint-py: setup
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/ruff format --check
