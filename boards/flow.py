@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from numavia.base import buildcache
+from numavia.base import buildcache, paths
 from numavia.gateware import build as gateware_build
 from numavia.boards import synth
 from numavia.base.errors import NumaviaError
@@ -40,10 +40,9 @@ def load_board(name):
 
 
 def _inputs():
-    root = buildcache.REPO_ROOT
-    return (gateware_build.sources() + buildcache.source_files(root / "soc") +
+    return (gateware_build.sources() + buildcache.source_files(paths.source_dir("soc")) +
             buildcache.source_files(BOARDS_DIR) +
-            buildcache.source_files(root / "firmware", ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
+            buildcache.source_files(paths.firmware_dir(), ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
 
 
 def generate(board, config_name=None, *, with_card=True, nodes_max=None, log=print):

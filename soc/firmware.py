@@ -7,17 +7,18 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import litex
 
 from numavia import __version__
-from numavia.base import buildcache, codegen
+from numavia.base import buildcache, codegen, paths
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
 
-FIRMWARE_DIR = buildcache.REPO_ROOT / "firmware"
+FIRMWARE_DIR = paths.firmware_dir()
 CROSS_GCC = "riscv64-unknown-elf-gcc"
 MAIN_RAM = "main_ram"   # .data, .bss and the stack live here; code runs from the ROM
 
@@ -203,7 +204,7 @@ def build_zephyr(soc_dir, *, shell=False, log=print):
 
     def produce(folder):
         cmd = ["bash", str(ZEPHYR_DIR / "build.sh"), *(["--shell"] if shell else []), "--out", str(folder)]
-        env = {**os.environ, "NUMAVIA_CSR_JSON": str(Path(soc_dir) / "csr.json")}
+        env = {**os.environ, "NUMAVIA_CSR_JSON": str(Path(soc_dir) / "csr.json"), "NUMAVIA_PYTHON": sys.executable}
         log(f"west build ({'with' if shell else 'without'} the shell) against {base}")
         result = subprocess.run(cmd, capture_output=True, text=True, env=env)
         (folder / "build.log").write_text(result.stdout + result.stderr)

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
-from numavia.base import buildcache, trace
+from numavia.base import buildcache, paths, trace
 from numavia.gateware import build as gateware_build
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")   # what the node's Verilog depends on
 
 
-def _firmware_define(name, header=buildcache.REPO_ROOT / "firmware/core/include/numavia/core.h"):
+def _firmware_define(name, header=paths.firmware_dir() / "core/include/numavia/core.h"):
     """A string #define of the firmware core, so console protocol strings have one source."""
     m = re.search(rf'#define\s+{name}\s+"([^"]*)"', header.read_text())
     if not m:
