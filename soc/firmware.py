@@ -38,16 +38,20 @@ def _gcc_version():
     return out.stdout.splitlines()[0] if out.returncode == 0 else None
 
 
+def bare_metal_sources():
+    """The files the bare-metal firmware is made from (its cache key's inputs)."""
+    return (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
+            buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile")) +
+            [Path(regmap.__file__), *codegen.SOURCES] +
+            buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
+
+
 def build_firmware(soc_dir, log=print):
     """Path of ``firmware.bin`` for the SoC generated in ``soc_dir``."""
     if shutil.which(CROSS_GCC) is None:
         raise FirmwareError(f"{CROSS_GCC} not found: run `make setup` (Debian gcc-riscv64-unknown-elf)")
-    sources = (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
-               buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile")) +
-               [Path(regmap.__file__), *codegen.SOURCES] +
-               buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
-    key = buildcache.digest(sources, params={"soc": Path(soc_dir).name, "version": __version__,
-                                             "gcc": _gcc_version()})
+    key = buildcache.digest(bare_metal_sources(), params={"soc": Path(soc_dir).name, "version": __version__,
+                                                          "gcc": _gcc_version()})
 
     def produce(folder):
         generated = folder / "generated"
