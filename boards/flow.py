@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from numavia.base import buildcache
+from numavia.base import buildcache, paths
 from numavia.gateware import build as gateware_build
 from numavia.boards import synth
 from numavia.boards.target import Board, BoardSoC
@@ -43,10 +43,9 @@ def load_board(name: str) -> Board:
 
 
 def _inputs() -> list[Path]:
-    root = buildcache.REPO_ROOT
-    return (gateware_build.sources() + buildcache.source_files(root / "soc") +
+    return (gateware_build.sources() + buildcache.source_files(paths.source_dir("soc")) +
             buildcache.source_files(BOARDS_DIR) +
-            buildcache.source_files(root / "firmware", ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
+            buildcache.source_files(paths.firmware_dir(), ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
 
 
 def generate(board: Board, config_name: str | None = None, *, with_card: bool = True, nodes_max: int | None = None,

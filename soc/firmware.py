@@ -7,6 +7,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +16,11 @@ from typing import Any
 import litex
 
 from numavia import __version__
-from numavia.base import buildcache, codegen
+from numavia.base import buildcache, codegen, paths
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
 
-FIRMWARE_DIR = buildcache.REPO_ROOT / "firmware"
+FIRMWARE_DIR = paths.firmware_dir()
 CROSS_GCC = "riscv64-unknown-elf-gcc"
 MAIN_RAM = "main_ram"   # .data, .bss and the stack live here; code runs from the ROM
 
@@ -39,16 +40,20 @@ def _gcc_version() -> str | None:
     return out.stdout.splitlines()[0] if out.returncode == 0 else None
 
 
+def bare_metal_sources() -> list[Path]:
+    """The files the bare-metal firmware is made from (its cache key's inputs)."""
+    return (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
+            buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile")) +
+            [Path(regmap.__file__), *codegen.SOURCES] +
+            buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
+
+
 def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object] = print) -> Path:
     """Path of ``firmware.bin`` for the SoC generated in ``soc_dir``."""
     if shutil.which(CROSS_GCC) is None:
         raise FirmwareError(f"{CROSS_GCC} not found: run `make setup` (Debian gcc-riscv64-unknown-elf)")
-    sources = (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
-               buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile")) +
-               [Path(regmap.__file__), *codegen.SOURCES] +
-               buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
-    key = buildcache.digest(sources, params={"soc": Path(soc_dir).name, "version": __version__,
-                                             "gcc": _gcc_version()})
+    key = buildcache.digest(bare_metal_sources(), params={"soc": Path(soc_dir).name, "version": __version__,
+                                                          "gcc": _gcc_version()})
 
     def produce(folder: Path) -> None:
         generated = folder / "generated"
@@ -205,7 +210,7 @@ def build_zephyr(soc_dir: str | os.PathLike[str], *, shell: bool = False, log: C
 
     def produce(folder: Path) -> None:
         cmd = ["bash", str(ZEPHYR_DIR / "build.sh"), *(["--shell"] if shell else []), "--out", str(folder)]
-        env = {**os.environ, "NUMAVIA_CSR_JSON": str(Path(soc_dir) / "csr.json")}
+        env = {**os.environ, "NUMAVIA_CSR_JSON": str(Path(soc_dir) / "csr.json"), "NUMAVIA_PYTHON": sys.executable}
         log(f"west build ({'with' if shell else 'without'} the shell) against {base}")
         result = subprocess.run(cmd, capture_output=True, text=True, env=env)
         (folder / "build.log").write_text(result.stdout + result.stderr)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import IO, Any
 
-from numavia.base import buildcache, trace
+from numavia.base import buildcache, paths, trace
 from numavia.gateware import build as gateware_build
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")   # what the node's Verilog depends on
 
 
-def _firmware_define(name: str, header: Path = buildcache.REPO_ROOT / "firmware/core/include/numavia/core.h") -> str:
+def _firmware_define(name: str, header: Path = paths.firmware_dir() / "core/include/numavia/core.h") -> str:
     """A string #define of the firmware core, so console protocol strings have one source."""
     m = re.search(rf'#define\s+{name}\s+"([^"]*)"', header.read_text())
     if not m:

@@ -14,10 +14,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from numavia.base import buildcache
+from numavia.base import buildcache, paths
 from numavia.base.errors import NumaviaError
 
-HARNESS_DIR = Path(__file__).resolve().parent / "verilator"
+HARNESS_DIR = paths.verilator_dir()
 VERILATOR_FLAGS = ["--cc", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
                    "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-UNOPTFLAT", "-Wno-MULTIDRIVEN"]
 CXX_FLAGS = ["-O2", "-std=gnu++17"]

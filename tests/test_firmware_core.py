@@ -4,7 +4,7 @@ import subprocess
 from pathlib import Path
 
 from numavia.base import codegen
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 
 def test_firmware_core_unit_tests(tmp_path):

@@ -9,7 +9,7 @@ import re
 
 from numavia.base import codegen
 from numavia.base import pushpull_format as ppf
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 from numavia.base import via_mailbox
 
 

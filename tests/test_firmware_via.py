@@ -4,7 +4,7 @@ registration into the ATT, protection tags, CQs, VIs, connection set-up/tear-dow
 import subprocess
 
 from numavia.base import codegen
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 
 def test_via_manager_unit_tests(tmp_path):

@@ -6,7 +6,7 @@ inputs that once crashed it (firmware/tests/fuzz_corpus/)."""
 import subprocess
 
 from numavia.base import codegen
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 CORPUS = REPO_ROOT / "firmware/tests/fuzz_corpus"
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 HARNESS = REPO_ROOT / "soc" / "verilator"
 UNIT_TESTS = sorted((REPO_ROOT / "tests" / "cpp").glob("test_*.cpp"))

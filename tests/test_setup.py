@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 SETUP = REPO_ROOT / ".ci" / "setup.sh"
 

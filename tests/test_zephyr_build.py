@@ -14,7 +14,7 @@ import pytest
 
 import numavia
 from numavia import zephyr_overlay
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 BUILD_SH = REPO_ROOT / "firmware" / "zephyr" / "build.sh"
 BOARD_DTS = ('#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n'

@@ -18,7 +18,7 @@ from devicetree import dtlib
 
 from numavia import zephyr_overlay
 from numavia.base import codegen
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"

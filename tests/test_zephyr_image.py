@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from numavia.soc import firmware
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 from numavia.cluster_session import ClusterSession, free_port_range
 from numavia.base import regmap
 from numavia.base.microcode.assembler import image_crc32

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from numavia import zephyr_overlay
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 CORE = REPO_ROOT / "firmware" / "core"

@@ -12,7 +12,7 @@ import pytest
 from devicetree import dtlib, edtlib
 
 from numavia import cli, zephyr_overlay
-from numavia.base.buildcache import REPO_ROOT
+from numavia.base.paths import REPO_ROOT
 from numavia.base import regmap
 
 BINDINGS = REPO_ROOT / "firmware" / "zephyr" / "dts" / "bindings"

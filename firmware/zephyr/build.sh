@@ -34,14 +34,16 @@ if [ -z "${ZEPHYR_BASE:-}" ]; then
 fi
 [ -d "$ZEPHYR_BASE" ] || { echo "numavia: ZEPHYR_BASE=$ZEPHYR_BASE is not a folder" >&2; exit 1; }
 command -v west >/dev/null || { echo "numavia: west not found (pip install west)" >&2; exit 1; }
-numavia="$repo/.venv/bin/numavia"
+# The Python environment numavia runs in: the caller's (`numavia` sets it), else the checkout's.
+python=${NUMAVIA_PYTHON:-$repo/.venv/bin/python}
+numavia="$(dirname "$python")/numavia"
 [ -x "$numavia" ] || { echo "numavia: $numavia not found: run make setup" >&2; exit 1; }
 
 out=${out:-"${NUMAVIA_BUILD_DIR:-$repo/build}/$variant"}
 mkdir -p "$out/generated"
 # Everything generated comes from this checkout: C headers and microcode from gateware/, the
 # overlay from the SoC's csr.json and the register map, for the board of this Zephyr tree.
-"$repo/.venv/bin/python" -c "from numavia.base import codegen; codegen.write_all('$out/generated')"
+"$python" -c "from numavia.base import codegen; codegen.write_all('$out/generated')"
 "$numavia" zephyr-overlay ${NUMAVIA_CSR_JSON:+--csr-json "$NUMAVIA_CSR_JSON"} --zephyr-base "$ZEPHYR_BASE" \
     --out "$out/numavia_node.overlay" --conf "$out/numavia_node.conf"
 extra_conf=("$out/numavia_node.conf" "${extra_conf[@]}")

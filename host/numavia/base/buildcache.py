@@ -14,14 +14,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from numavia.base.paths import REPO_ROOT, source_name
 
 
 def build_root():
     env = os.environ.get("NUMAVIA_BUILD_DIR")
     if env:
         return Path(env).resolve()
-    if (REPO_ROOT / "pyproject.toml").exists():
+    if REPO_ROOT:
         return REPO_ROOT / "build"
     return Path.cwd() / "build"
 
@@ -36,14 +36,20 @@ def source_files(directory, patterns=("*.py",)):
 
 
 def digest(files=(), params=None, length=16):
-    """Hash of file names relative to the repo, their contents and a JSON-able parameter set."""
+    """Hash of the files' names and contents and a JSON-able parameter set.
+
+    Names do not depend on where things are: sources by their place in the source tree (the
+    checkout and an installed package give the same key), build outputs by their bare name (their
+    folders are named by keys already).
+    """
     h = hashlib.sha256()
-    for f in sorted(Path(f) for f in files):
-        try:
-            name = f.resolve().relative_to(REPO_ROOT)
-        except ValueError:
-            name = f.name
-        h.update(str(name).encode() + b"\0" + f.read_bytes() + b"\0")
+    root = build_root()
+    named = []
+    for f in map(Path, files):
+        name = None if f.resolve().is_relative_to(root) else source_name(f)
+        named.append((Path(name or f.name), f.read_bytes()))
+    for name, data in sorted(named):
+        h.update(str(name).encode() + b"\0" + data + b"\0")
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     return h.hexdigest()[:length]
 

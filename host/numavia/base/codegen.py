@@ -21,6 +21,7 @@ from numavia.base import pushpull_format
 from numavia.base import (
     bytestruct,
     coherence,
+    paths,
     regmap,
     sci_packet,
     via_att,
@@ -171,7 +172,7 @@ def sci_header():
 
 def microcode_program():
     from numavia.base.microcode.assembler import assemble
-    source = Path(regmap.__file__).parent / "microcode" / "sci.uasm"
+    source = paths.microcode_source()
     return assemble(source.read_text(), "host/numavia/base/microcode/sci.uasm")
 # --- VIA formats ----------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ frame streams. Every card port must be handled here, so a new one stops generati
 import hashlib
 from pathlib import Path
 
-from numavia.base import buildcache
+from numavia.base import paths
 
 from .soc import CARD_REGIONS, RenodeError
 
@@ -21,8 +21,8 @@ WRAPPER_TOP = "numavia_card_cosim"
 WRAPPER_FILE = f"{WRAPPER_TOP}.v"
 CMAKE_INPUTS_FILE = "card.cmake"
 HEADER_FILE = "numavia_cosim.h"
-COSIM_PROJECT_DIR = buildcache.REPO_ROOT / "renode" / "cosim"
-CONNECTOR_SOURCE = buildcache.REPO_ROOT / "renode" / "RingLink.cs"
+COSIM_PROJECT_DIR = paths.renode_dir() / "cosim"
+CONNECTOR_SOURCE = paths.renode_dir() / "RingLink.cs"
 
 #: Protocol actions the card model understands beyond Renode's own (ActionType stops at 100);
 #: RingLink.cs declares the same numbers (a test compares them).
