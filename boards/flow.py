@@ -9,6 +9,7 @@ fails with the clocks that missed.
 """
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import re
@@ -18,13 +19,18 @@ import sys
 import time
 from pathlib import Path
 
+from litex.soc.integration.builder import Builder
+
 from numavia.base import buildcache
 from numavia.gateware import build as gateware_build
-from numavia.boards import synth
+from numavia.boards import colorlight_i5, ecpix5, synth
+from numavia.boards.target import BoardSoC
+from numavia.soc.firmware import build_firmware
 from numavia.base.errors import NumaviaError
 
 BOARDS_DIR = Path(__file__).resolve().parent
-BOARD_NAMES = ("ecpix5", "colorlight_i5")
+BOARDS = {board.name: board for board in (ecpix5.BOARD, colorlight_i5.BOARD)}
+BOARD_NAMES = tuple(BOARDS)
 TOP = "numavia_board"
 
 
@@ -35,8 +41,7 @@ class BoardError(NumaviaError):
 def load_board(name):
     if name not in BOARD_NAMES:
         raise BoardError(f"unknown board {name!r} (one of {', '.join(BOARD_NAMES)})")
-    import importlib
-    return importlib.import_module(f"numavia.boards.{name}").BOARD
+    return BOARDS[name]
 
 
 def _inputs():
@@ -48,9 +53,6 @@ def _inputs():
 
 def generate(board, config_name=None, *, with_card=True, nodes_max=None, log=print):
     """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC."""
-    from numavia.soc.firmware import build_firmware
-    from numavia.boards.target import BoardSoC
-
     config_name = config_name or board.default_config
     if config_name not in board.configs:
         raise BoardError(f"{board.name} has no configuration {config_name!r} (one of {', '.join(board.configs)})")
@@ -59,10 +61,8 @@ def generate(board, config_name=None, *, with_card=True, nodes_max=None, log=pri
     key = buildcache.digest(_inputs(), params=params)
 
     def produce(folder):
-        from litex.soc.integration.builder import Builder
         board_used = board
         if nodes_max is not None:
-            import dataclasses
             configs = {name: {**c, "card": {**c["card"], "max_nodes": nodes_max}}
                        for name, c in board.configs.items()}
             board_used = dataclasses.replace(board, configs=configs)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import litex
 
-from numavia import __version__
+from numavia.base.version import __version__
 from numavia.base import buildcache, codegen
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from numavia.bridge import BridgeError, HostBridge
 from numavia.base.errors import NumaviaError
+from numavia.console import NodeConsole
 from numavia.soc import sim
+from numavia.vipl import VipOpenNic
 
 
 class SessionError(NumaviaError):
@@ -121,14 +123,12 @@ class ClusterSession:
         return HostBridge(port)
 
     def nic(self, node, **kwargs):
-        from numavia.vipl import VipOpenNic
         if node not in self._nics:
             self._nics[node] = VipOpenNic(self.bridges[node], **kwargs)
         return self._nics[node]
 
     def console(self, node):
         """Node ``node``'s console (a session started with ``consoles=True``)."""
-        from numavia.console import NodeConsole
         if self.console_port is None:
             raise SessionError("this session serves no consoles (ClusterSession(..., consoles=True))")
         return NodeConsole(self.console_port + node)
@@ -161,7 +161,6 @@ class ClusterSession:
     def link_stats(self):
         """The Ethernet switch's ``eth_link.json`` (its fault rates, and per port what it sent,
         delivered, lost, corrupted, duplicated, reordered), or None if there was no switch."""
-        import json
         path = self.run_dir / "eth_link.json"
         return json.loads(path.read_text()) if path.exists() else None
 

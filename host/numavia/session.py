@@ -9,6 +9,7 @@ from pathlib import Path
 
 from numavia.base import buildcache
 from numavia.bridge import HostBridge
+from numavia.console import NodeConsole
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
 
@@ -88,7 +89,6 @@ class Session:
         return HostBridge(self.bridge_port + node)
 
     def console(self, node):
-        from numavia.console import NodeConsole
         self._check_node(node)
         if self.console_port is None:
             raise SessionError("the simulation serves no consoles")

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from numavia.base import pushpull_format
+from numavia.base.microcode.assembler import assemble
 from numavia.base import (
     bytestruct,
     coherence,
@@ -170,7 +171,6 @@ def sci_header():
 
 
 def microcode_program():
-    from numavia.base.microcode.assembler import assemble
     source = Path(regmap.__file__).parent / "microcode" / "sci.uasm"
     return assemble(source.read_text(), "host/numavia/base/microcode/sci.uasm")
 # --- VIA formats ----------------------------------------------------------------------------------
