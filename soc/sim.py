@@ -27,7 +27,7 @@ from pathlib import Path
 from numavia.base import buildcache, trace
 from numavia.gateware import build as gateware_build
 from numavia.base.errors import NumaviaError
-from numavia.base import regmap
+from numavia.base import params, regmap
 from numavia.gateware.card import CardConfig
 from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
 
@@ -59,9 +59,9 @@ class SimError(NumaviaError):
 class SimConfig:
     nodes: int = 2
     cpu_variant: str = "standard"
-    sys_clk_freq: int = 100_000_000
-    eth_clk_freq: int = 125_000_000     # GMII
-    host_mem_size: int = 0x40_0000      # the node's "hostmem" RAM (VIA buffers and descriptors)
+    sys_clk_freq: int = params.SYS_CLOCK_HZ
+    eth_clk_freq: int = params.GMII_CLOCK_HZ
+    host_mem_size: int = params.HOST_MEM_SIZE   # the node's "hostmem" RAM (VIA buffers and descriptors)
     main_ram_size: int = 0x4_0000       # bare metal: data and stack; Zephyr: the whole image, shell included
     via: bool = True                    # False: the card as small FPGAs build it (no VIA engine)
 

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 
 from numavia.base.errors import NumaviaError
+from numavia.base.params import CARD_BASE
 from numavia.base import regmap, via_att, via_descriptor, via_mailbox
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
 from numavia.hostmem import AddressSpace, PhysicalMemory
 
-CARD_BASE = 0x8000_0000          # the card's register window on the node's bus (NumaviaSoC.mem_map)
 VIA = regmap.VIA
 _VI = VIA.array("VI")
 _CQ = VIA.array("CQ")

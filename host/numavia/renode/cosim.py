@@ -14,6 +14,7 @@ import hashlib
 from pathlib import Path
 
 from numavia.base import buildcache, regmap
+from numavia.base.params import BUS_ADDR_WIDTH
 from numavia.gateware import build as gateware_build
 from numavia.gateware.card import card_signature
 from numavia.gateware.sci_layouts import SymbolLayout
@@ -68,9 +69,6 @@ IRQ_SIGNAL = 0
 PROTOCOL_CONSTANTS = {name: globals()[name] for name in (
     "PRESENT_BIT", "STEP_STOP_AT_BUS_END_BIT", "STEP_SENT_SHIFT", "STEP_LATE_BIT", "STEP_ETH_SENT_BIT",
     "STEP_BUS_DONE_BIT", "BUS_WIDTH_SHIFT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT", "IRQ_SIGNAL")}
-
-#: Bits of the CPU bus's word address (byte address >> 2) the card model drives.
-WORD_ADDRESS_BITS = 30
 
 
 def card_verilog(soc_config, log=None):
@@ -163,7 +161,7 @@ def wrapper_verilog(soc, card_config):
         "// wb_adr is the word address of the absolute bus address (useAbsoluteAddress in the .repl).",
         f"module {WRAPPER_TOP} (",
         "  input clk, input rst,",
-        f"  input [{WORD_ADDRESS_BITS - 1}:0] wb_adr, input [31:0] wb_dat_w, output [31:0] wb_dat_r,",
+        f"  input [{BUS_ADDR_WIDTH - 1}:0] wb_adr, input [31:0] wb_dat_w, output [31:0] wb_dat_r,",
         "  input [3:0] wb_sel, input wb_cyc, input wb_stb, input wb_we, output wb_ack,",
         f"  input [{width['rx'] - 1}:0] ring_rx, output [{width['tx'] - 1}:0] ring_tx,",
         f"  input [{regmap.NODE_ID_BITS - 1}:0] node_id_strap, input [{width['mode_strap'] - 1}:0] mode_strap"
@@ -194,8 +192,8 @@ def wrapper_verilog(soc, card_config):
         r = regions[region]
         lines += [
             f"  // {window}: csr.json region {region}, {r.base:#010x} + {r.size:#x}",
-            f"  wire {window}_sel_q = wb_adr >= 30'h{r.base // 4:x} && wb_adr < 30'h{(r.base + r.size) // 4:x};",
-            f"  wire [{WORD_ADDRESS_BITS - 1}:0] {window}_adr = wb_adr - 30'h{r.base // 4:x};",
+            f"  wire {window}_sel_q = wb_adr >= {BUS_ADDR_WIDTH}'h{r.base // 4:x} && wb_adr < {BUS_ADDR_WIDTH}'h{(r.base + r.size) // 4:x};",
+            f"  wire [{BUS_ADDR_WIDTH - 1}:0] {window}_adr = wb_adr - {BUS_ADDR_WIDTH}'h{r.base // 4:x};",
             f"  wire [31:0] {window}_dat_r; wire {window}_ack, {window}_err;",
         ]
     lines += [
