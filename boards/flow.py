@@ -9,6 +9,7 @@ fails with the clocks that missed.
 """
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import re
@@ -20,14 +21,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from litex.soc.integration.builder import Builder
+
 from numavia.base import buildcache, paths
 from numavia.gateware import build as gateware_build
-from numavia.boards import synth
+from numavia.boards import colorlight_i5, ecpix5, synth
 from numavia.boards.target import Board, BoardSoC
+from numavia.soc.firmware import build_firmware
 from numavia.base.errors import NumaviaError
 
 BOARDS_DIR = Path(__file__).resolve().parent
-BOARD_NAMES = ("ecpix5", "colorlight_i5")
+BOARDS = {board.name: board for board in (ecpix5.BOARD, colorlight_i5.BOARD)}
+BOARD_NAMES = tuple(BOARDS)
 TOP = "numavia_board"
 
 
@@ -38,8 +43,7 @@ class BoardError(NumaviaError):
 def load_board(name: str) -> Board:
     if name not in BOARD_NAMES:
         raise BoardError(f"unknown board {name!r} (one of {', '.join(BOARD_NAMES)})")
-    import importlib
-    return importlib.import_module(f"numavia.boards.{name}").BOARD
+    return BOARDS[name]
 
 
 def _inputs() -> list[Path]:
@@ -51,8 +55,6 @@ def _inputs() -> list[Path]:
 def generate(board: Board, config_name: str | None = None, *, with_card: bool = True, nodes_max: int | None = None,
              log: Callable[[str], object] = print) -> Path:
     """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC."""
-    from numavia.soc.firmware import build_firmware
-
     config_name = config_name or board.default_config
     if config_name not in board.configs:
         raise BoardError(f"{board.name} has no configuration {config_name!r} (one of {', '.join(board.configs)})")
@@ -61,10 +63,8 @@ def generate(board: Board, config_name: str | None = None, *, with_card: bool = 
     key = buildcache.digest(_inputs(), params=params)
 
     def produce(folder: Path) -> None:
-        from litex.soc.integration.builder import Builder
         board_used = board
         if nodes_max is not None:
-            import dataclasses
             configs = {name: {**c, "card": {**c["card"], "max_nodes": nodes_max}}
                        for name, c in board.configs.items()}
             board_used = dataclasses.replace(board, configs=configs)

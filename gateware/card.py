@@ -26,7 +26,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import wishbone, wishbone_burst
-from numavia.base import coherence, regmap, via_frame
+from numavia.base import params, regmap, via_frame
 from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
 from numavia.base.coherence import CacheGeometry
@@ -37,7 +37,7 @@ from .pcie.config import EndpointParams
 from .pcie.dma_bridge import WishboneToDma
 from .pcie.endpoint import PcieEndpoint
 from .remote_access_controller import RemoteAccessController
-from .ring_link import RingLink
+from .ring_link import MAX_OUTSTANDING, QUEUE_DEPTH, RingLink
 from .sci_layouts import SymbolLayout
 from .via_engine import ViaEngine
 from .via_layouts import EthBeat
@@ -48,39 +48,41 @@ from .wishbone_arbiter import WishboneArbiter
 @dataclass(frozen=True)
 class CardConfig:
     """Every parameter of the card. The Verilog cache is keyed by these values."""
-    clk_freq_hz: int = 100_000_000
-    slice_bytes: int = 256 * 1024          # this node's share of the global shared memory
-    max_nodes: int = 1 << regmap.NODE_ID_BITS
-    private_bytes: int = 64 * 1024
-    cache_sets: int = 64                   # network cache: sets x ways x lines of line_bytes
-    cache_ways: int = 4
-    line_bytes: int = coherence.LINE_BYTES     # cache line = directory unit = SCI data block
+    clk_freq_hz: int = params.SYS_CLOCK_HZ
+    slice_bytes: int = HostAddressMap.slice_bytes     # this node's share of the global shared memory
+    max_nodes: int = HostAddressMap.max_nodes
+    private_bytes: int = HostAddressMap.private_bytes
+    cache_sets: int = CacheGeometry.sets              # network cache: sets x ways x lines of line_bytes
+    cache_ways: int = CacheGeometry.ways
+    line_bytes: int = CacheGeometry.line_bytes        # cache line = directory unit = SCI data block
     transactions: int = isa.NUM_TRANSACTIONS
-    ring_queue_depth: int = 16             # incoming and outgoing queues, packets each
-    ring_outstanding: int = 4              # packets in flight awaiting their echo
+    ring_queue_depth: int = QUEUE_DEPTH                # incoming and outgoing queues, packets each
+    ring_outstanding: int = MAX_OUTSTANDING            # packets in flight awaiting their echo
     # VIA engine (docs/via.md). Without it (the coherence bench, small FPGAs) its register window
-    # answers bus errors and the card has no dma/eth ports.
+    # answers bus errors and the card has no dma/eth ports. The engine's build parameters and their
+    # defaults are ViaParams' (``via_x`` here is its ``x``, ``host_mem_*`` its ``host_*``); the
+    # MTU, timeout and retry limit are its registers' values after reset.
     via: bool = True
-    via_vis: int = 8
-    via_cqs: int = 4
-    via_queue_depth: int = 16
-    via_max_segments: int = 8
-    via_window: int = 32
-    via_max_mtu: int = via_frame.MTU_JUMBO
+    via_vis: int = ViaParams.vis
+    via_cqs: int = ViaParams.cqs
+    via_queue_depth: int = ViaParams.queue_depth
+    via_max_segments: int = ViaParams.max_segments
+    via_window: int = ViaParams.window
+    via_max_mtu: int = ViaParams.max_mtu
     via_mtu: int = via_frame.MTU_DEFAULT
-    via_att_regions: int = 64
-    via_att_pages: int = 2048
-    via_tx_buffer_bytes: int = 32 * 1024
-    via_rx_buffer_bytes: int = 64 * 1024
-    via_rto_cycles: int = 25_000
-    via_retry_limit: int = 64
-    host_mem_base: int = 0x6000_0000
-    host_mem_size: int = 0x40_0000
+    via_att_regions: int = ViaParams.att_regions
+    via_att_pages: int = ViaParams.att_pages
+    via_tx_buffer_bytes: int = ViaParams.tx_buffer_bytes
+    via_rx_buffer_bytes: int = ViaParams.rx_buffer_bytes
+    via_rto_cycles: int = regmap.VIA.register("RTO_CYCLES").reset
+    via_retry_limit: int = regmap.VIA.register("RETRY_LIMIT").reset
+    host_mem_base: int = ViaParams.host_base
+    host_mem_size: int = ViaParams.host_size
     # PCIe endpoint (docs/pcie.md). Off: the host is the SoC (its bus reaches regs/window/dma).
     pcie: bool = False
-    pcie_data_width: int = 64                    # the PHY's TLP stream
-    pcie_dma_outstanding: int = 8
-    pcie_completion_timeout_cycles: int = 50_000
+    pcie_data_width: int = EndpointParams.data_width        # the PHY's TLP stream
+    pcie_dma_outstanding: int = EndpointParams.dma_outstanding
+    pcie_completion_timeout_cycles: int = EndpointParams.completion_timeout_cycles
 
     def __post_init__(self):
         self.geometry()     # checks the cache parameters
@@ -132,7 +134,7 @@ def card_signature(config):
         "tx":            Out(SymbolLayout),
         "node_id_strap": In(regmap.NODE_ID_BITS),
         "mode_strap":    In(8),      # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
-        **({"dma":       Out(wishbone_burst.Signature(addr_width=30))}   # into the SoC: host memory
+        **({"dma":       Out(wishbone_burst.Signature(addr_width=params.BUS_ADDR_WIDTH))}   # into the SoC: host memory
            if config.via and not config.pcie else {}),
         **({"eth_tx":    Out(stream.Signature(EthBeat)),                 # to the LiteEth MAC core
             "eth_rx":    In(stream.Signature(EthBeat)),

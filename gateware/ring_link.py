@@ -95,6 +95,11 @@ BYPASS_LATENCY = 3
 #: (2), the echo queue readable (3), the ``tx`` register (4).
 ECHO_TURNAROUND = 4
 
+#: Packets each of the incoming and outgoing queues holds, and packets in flight awaiting their
+#: echo, unless a card asks for others.
+QUEUE_DEPTH = 16
+MAX_OUTSTANDING = 4
+
 #: Symbols of a request/response without its data block, header and CRC (with it, the longest
 #: packet: ``RingLink.max_packet``).
 _SHORT_PACKET = HEADER_SYMBOLS + 1
@@ -207,7 +212,7 @@ class RingLink(wiring.Component):
         has the same).
     """
 
-    def __init__(self, *, out_depth=16, in_depth=16, max_outstanding=4, echo_depth=8,
+    def __init__(self, *, out_depth=QUEUE_DEPTH, in_depth=QUEUE_DEPTH, max_outstanding=MAX_OUTSTANDING, echo_depth=8,
                  bypass_depth=128, echo_timeout=_RING.register("ECHO_TIMEOUT").reset,
                  busy_delay=_RING.register("BUSY_DELAY").reset,
                  max_attempts=_RING.register("MAX_ATTEMPTS").reset, line_bytes=LINE_BYTES):

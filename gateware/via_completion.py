@@ -12,6 +12,7 @@ from amaranth import Module, Signal, Mux, Array, Cat
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone_burst
 from numavia.base import regmap, via_descriptor
 
@@ -32,7 +33,7 @@ class CompletionUnit(wiring.Component):
         self.sources = sources
         super().__init__({
             "requests": In(stream.Signature(CompletionRequest)).array(sources),
-            "bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "cq_bind": In(16).array(vis),
             "cq_base": In(32).array(cqs),
             "cq_size": In(17).array(cqs),

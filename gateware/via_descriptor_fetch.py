@@ -16,6 +16,7 @@ from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone_burst
 from numavia.base import via_descriptor
 from .via_dma_reader import DmaReader
@@ -45,7 +46,7 @@ class DescriptorFetcher(wiring.Component):
     def __init__(self, *, max_segments):
         self.max_segments = max_segments
         super().__init__({
-            "bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "cmd": In(stream.Signature(FetchCommand)),
             "result": Out(stream.Signature(2)),
             "control": Out(DescControl),

@@ -16,6 +16,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone_burst
 
 ReadCommand = data.StructLayout({"addr": 32, "length": 16})
@@ -27,7 +28,7 @@ class DmaReader(wiring.Component):
         self.fifo_depth = fifo_depth
         self.max_burst = max_burst
         super().__init__({
-            "bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "cmd": In(stream.Signature(ReadCommand)),
             "beats": Out(stream.Signature(ReadBeat)),
             "busy": Out(1),
@@ -44,7 +45,7 @@ class DmaReader(wiring.Component):
         ]
 
         active = Signal()
-        word_adr = Signal(30)
+        word_adr = Signal(BUS_ADDR_WIDTH)
         lane = Signal(2)            # first byte's lane in the current word
         remaining = Signal(17)      # bytes of the command not yet emitted
         empty_command = Signal()    # a zero-length command: one empty beat, no bus access

@@ -18,6 +18,7 @@ from amaranth import Module, Signal, Mux, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone_burst
 
 WriteCommand = data.StructLayout({"addr": 32, "length": 16})
@@ -30,7 +31,7 @@ class DmaWriter(wiring.Component):
     def __init__(self, *, max_burst=16):
         self.max_burst = max_burst
         super().__init__({
-            "bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "cmd": In(stream.Signature(WriteCommand)),
             "data": In(stream.Signature(WriteData)),
             "flush": In(1),
@@ -45,7 +46,7 @@ class DmaWriter(wiring.Component):
         buf = Signal(8 * BUFFER_BYTES)   # buffered stream bytes, the oldest at bits 0..7
         count = Signal(range(BUFFER_BYTES + 1))
         active = Signal()
-        word_adr = Signal(30)
+        word_adr = Signal(BUS_ADDR_WIDTH)
         lane = Signal(2)          # lane of the next write's first byte
         remaining = Signal(17)    # bytes of the command not yet written
         burst = Signal(range(self.max_burst))

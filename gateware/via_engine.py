@@ -16,6 +16,7 @@ from amaranth import Array, Module, Signal, Mux, Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone, wishbone_burst
 from numavia.base import regmap, via_frame
 from .packet_fifo import PacketFifo
@@ -53,7 +54,7 @@ class ViaEngine(wiring.Component):
         super().__init__({
             "regs": In(wishbone.Signature(addr_width=regmap.VIA.addr_width)),
             "doorbells": In(wishbone.Signature(addr_width=regmap.DOORBELL.addr_width)),
-            "dma": Out(wishbone_burst.Signature(addr_width=30)),
+            "dma": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "eth_tx": Out(stream.Signature(EthBeat)),
             "eth_rx": In(stream.Signature(EthBeat)),
             "node_id": In(regmap.NODE_ID_BITS),
@@ -100,7 +101,7 @@ class ViaEngine(wiring.Component):
         m.submodules.completion = completion = CompletionUnit(vis=vis, cqs=cqs, sources=2)
         m.submodules.tx_fifo = tx_fifo = PacketFifo(depth_words=p.tx_buffer_bytes // 4, drop_when_full=False)
         m.submodules.rx_fifo = rx_fifo = PacketFifo(depth_words=p.rx_buffer_bytes // 4, drop_when_full=True)
-        m.submodules.dma = arbiter = WishboneArbiter(count=5, addr_width=30)
+        m.submodules.dma = arbiter = WishboneArbiter(count=5, addr_width=BUS_ADDR_WIDTH)
 
         # --- DMA: five initiators share the card's port into the SoC --------------------------
         for i, bus in enumerate((tx.fetch_bus, tx.read_bus, rx.fetch_bus, rx.write_bus, completion.bus)):

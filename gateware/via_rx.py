@@ -23,6 +23,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone_burst
 from numavia.base import regmap, via_att, via_descriptor, via_frame
 from .packet_fifo import FifoOut
@@ -58,8 +59,8 @@ class RxEngine(wiring.Component):
             "frame_valid": In(1),
             "frame_length": In(16),
             "frame_skip": Out(1),
-            "fetch_bus": Out(wishbone_burst.Signature(addr_width=30)),
-            "write_bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+            "write_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "att": Out(lookup_signature()),
             "enable": In(1),
             "node_id": In(regmap.NODE_ID_BITS),

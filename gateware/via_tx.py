@@ -25,6 +25,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from . import wishbone_burst
 from numavia.base import regmap, via_att, via_descriptor, via_frame
 from .byte_packer import BytePacker
@@ -59,8 +60,8 @@ class TxEngine(wiring.Component):
         vis = p.vis
         super().__init__({
             "frames": Out(stream.Signature(FifoWord)),
-            "fetch_bus": Out(wishbone_burst.Signature(addr_width=30)),
-            "read_bus": Out(wishbone_burst.Signature(addr_width=30)),
+            "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+            "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "att": Out(lookup_signature()),
             "enable": In(1),
             "node_id": In(regmap.NODE_ID_BITS),

@@ -13,6 +13,7 @@ from pathlib import Path
 from numavia.base import buildcache, codegen, trace
 from numavia.gateware.microcode.coherence_check import Access, NodeView
 from numavia.base import regmap
+from numavia.base.sci_packet import MAX_PACKET_SYMBOLS
 from numavia.gateware.build import TOP_NAME, card_verilog
 from numavia.gateware.card import CardConfig
 
@@ -75,7 +76,6 @@ def build_bench(config, log=print, jobs=None, mpi=False):
 
 def duplicating_ring_delay():
     """The shortest ring delay (cycles per hop) that holds a copy of the longest packet."""
-    from numavia.base.sci_packet import MAX_PACKET_SYMBOLS
     return MAX_PACKET_SYMBOLS + 2
 
 

@@ -11,7 +11,7 @@ from litex.soc.interconnect import stream, wishbone
 
 from liteeth.common import eth_phy_description
 
-from numavia.base import regmap
+from numavia.base import params, regmap
 from numavia.gateware.build import TOP_NAME, card_verilog
 from numavia.gateware.card import CardConfig, card_signature
 from numavia.gateware.via_layouts import EthBeat
@@ -55,7 +55,7 @@ class CardCore(LiteXModule):
             self.dma = wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True)
             self.eth_tx = stream.Endpoint(eth_phy_description(32))
             self.eth_rx = stream.Endpoint(eth_phy_description(32))
-            self.comb += card.connect_wishbone_initiator("dma", self.dma, 30)
+            self.comb += card.connect_wishbone_initiator("dma", self.dma, params.BUS_ADDR_WIDTH)
             self.comb += card.connect_stream("eth_tx", self.eth_tx, _eth_payload(self.eth_tx))
             self.comb += card.connect_stream("eth_rx", self.eth_rx, _eth_payload(self.eth_rx))
             self.ev = SimpleNamespace(irq=card["irq"])

@@ -21,7 +21,7 @@ from litex.soc.interconnect import stream, wishbone
 from liteeth.common import eth_phy_description
 from liteeth.mac.core import LiteEthMACCore
 
-from numavia.base import regmap
+from numavia.base import params, regmap
 from numavia.gateware.card import CardConfig
 
 from .card_core import CardCore
@@ -51,14 +51,14 @@ class _MarkLastByte(LiteXModule):
 class NumaviaSoC(SoCCore):
     mem_map = {
         **SoCCore.mem_map,
-        "hostmem":          0x6000_0000,   # RAM standing for host memory: the VIA engine DMAs here
-        "card":             0x8000_0000,   # the card's registers
-        "shared":           0x9000_0000,   # the host port: every node's shared slice, then private memory
-        "hostmem_uncached": 0xA000_0000,   # the same RAM as hostmem, uncached for the CPU
+        "hostmem":          params.HOST_MEM_BASE,
+        "card":             params.CARD_BASE,
+        "shared":           params.SHARED_BASE,
+        "hostmem_uncached": params.HOST_MEM_UNCACHED_BASE,
     }
 
-    def __init__(self, platform, *, sys_clk_freq=100e6, card_config=None, cpu_variant="standard",
-                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, host_mem_size=0x40_0000,
+    def __init__(self, platform, *, sys_clk_freq=params.SYS_CLOCK_HZ, card_config=None, cpu_variant="standard",
+                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, host_mem_size=params.HOST_MEM_SIZE,
                  uart_name="serial", log=None, **kwargs):
         card_config = card_config or CardConfig(clk_freq_hz=int(sys_clk_freq), host_mem_base=self.mem_map["hostmem"],
                                                 host_mem_size=host_mem_size)

@@ -15,7 +15,7 @@ from typing import Any
 
 import litex
 
-from numavia import __version__
+from numavia.base.version import __version__
 from numavia.base import buildcache, codegen, paths
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap

@@ -19,7 +19,7 @@ from litex.soc.interconnect import wishbone
 
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 
-from numavia.base import regmap
+from numavia.base import params, regmap
 from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
 from numavia.gateware.sci_layouts import SymbolLayout
 
@@ -62,7 +62,7 @@ _io = [
         Subsignal("resp_payload", Pins(ResponseLayout.size)),
     ),
     ("hostbridge", 0,
-        Subsignal("adr",   Pins(30)),
+        Subsignal("adr",   Pins(params.BUS_ADDR_WIDTH)),
         Subsignal("dat_w", Pins(32)),
         Subsignal("dat_r", Pins(32)),
         Subsignal("sel",   Pins(4)),
@@ -99,7 +99,7 @@ class SimPlatform(LiteXSimPlatform):
 class SimGMIIPHY(LiteXModule):
     """LiteEth's GMII transmitter and receiver on the simulation's eth_clk (no clock buffers)."""
     dw = 8
-    tx_clk_freq = rx_clk_freq = 125e6
+    tx_clk_freq = rx_clk_freq = params.GMII_CLOCK_HZ
 
     def __init__(self, clock, pads):
         self.cd_eth_tx = ClockDomain()

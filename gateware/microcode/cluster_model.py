@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.sci_packet import Status, line_address
 from numavia.base.microcode.isa import LocalKind
+from .coherence_check import Access, NodeView
 from .model import CardModel, LocalRequest
 
 
@@ -82,7 +83,6 @@ class ClusterModel:
         remaining = [cfg.operations] * cfg.nodes
         pending = [None] * cfg.nodes         # (request, Access) in flight per host
         write_counter = [0] * cfg.nodes
-        from numavia.gateware.microcode.coherence_check import Access
 
         def issue(node):
             if remaining[node] == 0:
@@ -187,7 +187,6 @@ class ClusterModel:
 
 def card_views(cards):
     """NodeViews of model cards (numavia.gateware.microcode.coherence_check)."""
-    from numavia.gateware.microcode.coherence_check import NodeView
     out = []
     for card in cards:
         directory, memory, cache = {}, {}, {}

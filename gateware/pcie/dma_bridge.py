@@ -36,6 +36,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from numavia.base.params import BUS_ADDR_WIDTH
 from .. import wishbone_burst
 from .requester import DmaSignature
 
@@ -52,7 +53,7 @@ class WishboneToDma(wiring.Component):
         self.resume_cycles = resume_cycles
         self.write_buffer_words = write_buffer_words
         super().__init__({
-            "bus": In(wishbone_burst.Signature(addr_width=30)),
+            "bus": In(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
             "dma": Out(DmaSignature()),
             "idle": Out(1),
             "flush": In(1),
@@ -64,8 +65,8 @@ class WishboneToDma(wiring.Component):
         ahead = self.read_ahead_words
         m.submodules.buffer = buffer = SyncFIFOBuffered(width=32, depth=self.write_buffer_words)
 
-        expected = Signal(30)                 # the word address the next ack answers / accepts
-        start = Signal(30)                    # first word of the write being collected
+        expected = Signal(BUS_ADDR_WIDTH)                 # the word address the next ack answers / accepts
+        start = Signal(BUS_ADDR_WIDTH)                    # first word of the write being collected
         count = Signal(range(self.write_buffer_words + 1))
         first_be = Signal(4)
         last_be = Signal(4)
@@ -74,7 +75,7 @@ class WishboneToDma(wiring.Component):
         reading = bus.cyc & bus.stb & ~bus.we
         writing = bus.cyc & bus.stb & bus.we
         to_boundary = ahead - (bus.adr & (ahead - 1))
-        requested = Signal(30)                # the word after the last one asked of the requester
+        requested = Signal(BUS_ADDR_WIDTH)                # the word after the last one asked of the requester
         in_flight = Signal(range(self.reads_in_flight + 1))   # read commands not fully handed out
         issued = Signal()
         finished = Signal()

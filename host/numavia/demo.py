@@ -22,11 +22,15 @@ from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from matplotlib.figure import Figure
+
 from numavia import kernels
 from numavia.bench import results, via as bench_via
+from numavia.cluster_session import ClusterSession
 from numavia.base import buildcache, trace
 from numavia.bench import latency
 from numavia.base.errors import NumaviaError
+from numavia.soc import sim
 
 DEFAULT_NODES = 4
 MAX_CYCLES = 200_000_000              # per run; a hang is reported, not waited out
@@ -56,7 +60,6 @@ class Demo:
     steps: list = field(default_factory=list)     # (name, wall seconds)
 
     def __post_init__(self):
-        from numavia.soc import sim
         self.sim = sim
         self.config = sim.SimConfig(nodes=self.nodes)
         self.card = self.config.card_config()
@@ -157,7 +160,6 @@ class Demo:
         self.figures["latency"] = latency.figures(self.nodes, self.card, measured, measured_by=ACCESS_LOG_LATENCY)
 
     def rdma(self):
-        from numavia.cluster_session import ClusterSession
         run_dir = self.run_root / "rdma"
         start = time.monotonic()
         session = ClusterSession(self.built, run_dir, spread=self.spread, eth_delay=RDMA_SWEEP.eth_delay)
@@ -231,12 +233,10 @@ def write_kernels(rows, card, out):
 
 
 def plot_kernels(rows, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     labels = [f"{r['title']}\n{r['workers']} node{'s' if r['workers'] > 1 else ''}"
               + (f", {r['mode'].upper()}" if r["workers"] > 1 else "") for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4.5))
+    fig = Figure(figsize=(max(6, 1.4 * len(rows)), 4.5))   # no pyplot: no global figure state
+    ax = fig.subplots()
     bottom = [0] * len(rows)
     for key, colour in (("compute", "tab:green"), ("memory", "tab:blue"), ("barrier", "tab:orange")):
         values = [r[key] for r in rows]
@@ -252,7 +252,6 @@ def plot_kernels(rows, out):
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(Path(out) / "kernels.png", dpi=110)
-    plt.close(fig)
 
 
 def index(demo):

@@ -38,10 +38,10 @@ from pathlib import Path
 from numavia.base import trace
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.errors import NumaviaError
+from numavia.base.params import SYS_CLOCK_HZ
 
 WORD_BYTES = 4
 LINE_WORDS = LINE_BYTES // WORD_BYTES
-CARD_CLOCK_HZ = 100_000_000
 
 #: Access granularities: the largest card access, in bytes.
 ACCESS_BYTES = {"line": LINE_BYTES, "double": 8}
@@ -68,11 +68,11 @@ class CostModel:
     @classmethod
     def per_cycle(cls):
         """One operation per card cycle: for kernels that count their compute in cycles."""
-        return cls(ns_per_op=1e9 / CARD_CLOCK_HZ)
+        return cls(ns_per_op=1e9 / SYS_CLOCK_HZ)
 
     def cycles(self, ops):
         """Card cycles (100 MHz) of ``ops`` operations (fractional; the recorder carries the rest)."""
-        return ops * self.ns_per_op * CARD_CLOCK_HZ / 1e9
+        return ops * self.ns_per_op * SYS_CLOCK_HZ / 1e9
 
 
 @dataclass

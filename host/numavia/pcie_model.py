@@ -14,10 +14,12 @@
 import random
 import struct
 
+from amaranth.sim import Simulator
 from cocotbext.pcie.core.tlp import CplStatus, Tlp, TlpType
 from cocotbext.pcie.core.utils import PcieId
 
 from numavia.gateware.bfm import recv, send
+from numavia.gateware.pcie.config import MSI_CAP_OFFSET, PCIE_CAP_OFFSET
 
 HOST_ID = PcieId(0, 0, 0)
 CARD_ID = PcieId(1, 0, 0)
@@ -257,7 +259,6 @@ class EndpointHarness:
 
     def run(self, testbench, processes=()):
         """Run ``testbench(ctx, harness)`` with all models (and ``processes``) in the background."""
-        from amaranth.sim import Simulator
         sim = Simulator(self.dut)
         sim.add_clock(1e-8)
         models = [self._clock, self._phy_sender, self._phy_receiver, self._memory_responder]
@@ -294,7 +295,6 @@ class EndpointHarness:
 
     async def enumerate(self, ctx, bar0=0xF000_0000, bar2=0xE000_0000, mps_code=1, mrrs_code=2):
         """What a host's enumeration leaves behind: BARs, memory + bus master, MPS/MRRS, MSI."""
-        from numavia.gateware.pcie.config import MSI_CAP_OFFSET, PCIE_CAP_OFFSET
         await self.request(ctx, config_write(0x10, bar0, tag=1))
         await self.request(ctx, config_write(0x18, bar2, tag=2))
         await self.request(ctx, config_write(PCIE_CAP_OFFSET + 8, mps_code << 5 | mrrs_code << 12, tag=3))

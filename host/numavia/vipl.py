@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar, overload
 
 from numavia.base.errors import NumaviaError
+from numavia.base.params import CARD_BASE
 from numavia.base import regmap, via_att, via_descriptor, via_mailbox
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
 from numavia.bridge import HostBridge
 from numavia.hostmem import AddressSpace, Buffer, PhysicalMemory
 
-CARD_BASE = 0x8000_0000          # the card's register window on the node's bus (NumaviaSoC.mem_map)
 VIA = regmap.VIA
 _VI = VIA.array("VI")
 _CQ = VIA.array("CQ")

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from numavia.base import pushpull_format
+from numavia.base.microcode.assembler import assemble
 from numavia.base import (
     bytestruct,
     coherence,
@@ -171,7 +172,6 @@ def sci_header():
 
 
 def microcode_program():
-    from numavia.base.microcode.assembler import assemble
     source = paths.microcode_source()
     return assemble(source.read_text(), "host/numavia/base/microcode/sci.uasm")
 # --- VIA formats ----------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""Parameters of the VIA engine (taken from :class:`numavia.gateware.card.CardConfig`)."""
+"""Parameters of the VIA engine, and their defaults (:class:`numavia.gateware.card.CardConfig`
+derives its ``via_*`` fields from them)."""
 
 from dataclasses import dataclass
 
-from numavia.base import regmap, via_frame
+from numavia.base import params, regmap, via_frame
 
 
 @dataclass(frozen=True)
@@ -15,8 +16,8 @@ class ViaParams:
     max_mtu: int = via_frame.MTU_JUMBO
     att_regions: int = 64          # level-1 entries (memory handles)
     att_pages: int = 2048          # level-2 entries
-    host_base: int = 0x6000_0000   # the host memory the card may DMA to
-    host_size: int = 0x40_0000
+    host_base: int = params.HOST_MEM_BASE   # the host memory the card may DMA to
+    host_size: int = params.HOST_MEM_SIZE
     tx_buffer_bytes: int = 32 * 1024
     rx_buffer_bytes: int = 64 * 1024
     read_jobs: int = 4             # RDMA read requests queued for response

@@ -11,6 +11,12 @@ import ``numavia`` (``numavia renode --run`` puts it on ``PYTHONPATH``).
 
 import re
 
+try:   # Robot Framework is there only when renode-test runs this library; tests drive it without
+    from robot.api import logger as robot_logger
+    from robot.libraries.BuiltIn import BuiltIn
+except ImportError:
+    robot_logger = BuiltIn = None
+
 from numavia.bench import latency
 from numavia.base.errors import NumaviaError
 from numavia.base import regmap
@@ -110,13 +116,11 @@ class NumaviaHost:
 
 
 def _robot_execute_command(command):
-    from robot.libraries.BuiltIn import BuiltIn    # only inside renode-test
+    if BuiltIn is None:
+        raise MonitorError("no Robot Framework here: the Renode monitor is reachable only inside renode-test")
     return BuiltIn().run_keyword("Execute Command", command)
 
 
 def _robot_log(message):
-    try:
-        from robot.api import logger
-    except ImportError:
-        return
-    logger.info(message)
+    if robot_logger is not None:
+        robot_logger.info(message)

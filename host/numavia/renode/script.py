@@ -10,6 +10,7 @@ before the script runs wins (Robot sets them that way). A ``?=`` takes a path, a
 number, never another variable: Renode keeps a variable on the right unexpanded.
 """
 
+from numavia.base.via_frame import mac_address
 from numavia.soc.firmware import ROM
 
 from .platform import CARD_NAME
@@ -46,7 +47,6 @@ def machine_name(node):
 
 def card_mac(node):
     """The MAC address the card's VIA engine puts in its frames (numavia.base.via_frame)."""
-    from numavia.base.via_frame import mac_address
     return ":".join(f"{b:02x}" for b in mac_address(node))
 
 
