@@ -129,9 +129,12 @@ def cmd_bench_sim_speed(args):
 
 
 def cmd_bench_pcie(args):
-    # The PCIe bench needs the host model of cocotbext-pcie, an optional (test) dependency: only
+    # The PCIe bench needs the host model of cocotbext-pcie, an optional extra (numavia[pcie]): only
     # this benchmark imports it, so that every other command works without it.
-    from numavia.bench import pcie
+    try:
+        from numavia.bench import pcie
+    except ModuleNotFoundError as e:
+        raise NumaviaError(f"numavia bench pcie needs {e.name} (pip install 'numavia[pcie]')") from e
 
     def measure():
         log("simulating the PCIe endpoint")
