@@ -18,13 +18,14 @@ from numavia.gateware.pcie.config import EndpointParams
 from numavia.gateware.pcie.endpoint import PcieEndpoint
 from numavia.pcie_model import EndpointHarness, memory_read, memory_write
 from numavia.base import regmap, via_att, via_descriptor
+from numavia.base.params import HOST_MEM_BASE
 from numavia.gateware.card import Card, CardConfig
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 from numavia.bench import results
 
 BAR0, BAR2 = 0xF000_0000, 0xE000_0000
 HOST = 0x1_0000_0000
-CARD_HOST = 0x6000_0000                # the VIA engine's host memory: its DMA addresses are 32-bit
+CARD_HOST = HOST_MEM_BASE              # the VIA engine's host memory: its DMA addresses are 32-bit
 PAPER_LOCAL_SHARED_READ_US = 0.9       # the paper's local shared read over PCI
 
 # Payload bandwidth of one lane after 8b/10b (bytes/s), and the per-TLP link overhead in bytes:
