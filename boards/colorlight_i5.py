@@ -36,7 +36,7 @@ def reset(platform):
     return ~platform.request("cpu_reset_n")
 
 
-BOARD = Board(
+BOARD: Board = Board(
     name="colorlight_i5",
     platform=colorlight_i5.Platform,
     platform_args={"revision": "7.0", "toolchain": "trellis"},
@@ -53,25 +53,40 @@ BOARD = Board(
         # coherent shared-memory card without the VIA engine.
         "reduced": {
             # With a 16 KiB slice this needed 57 of the 56 block RAMs (17.7k LUTs): 8 KiB.
-            "card": {"slice_bytes": 8 * 1024, "private_bytes": 4 * 1024,
-                     "cache_sets": 16, "cache_ways": 2, "ring_queue_depth": 8, "via": False},
-            "soc": {"rom_size": 0x8000, "sram_size": 0x1000, "main_ram_size": 0x2000,
-                    "host_mem_size": 0x1000},
+            "card": {
+                "slice_bytes": 8 * 1024,
+                "private_bytes": 4 * 1024,
+                "cache_sets": 16,
+                "cache_ways": 2,
+                "ring_queue_depth": 8,
+                "via": False,
+            },
+            "soc": {"rom_size": 0x8000, "sram_size": 0x1000, "main_ram_size": 0x2000, "host_mem_size": 0x1000},
         },
         # Kept for the measurement above: does not fit the 25F.
         "reduced_via": {
-            "card": {"slice_bytes": 16 * 1024, "private_bytes": 4 * 1024,
-                     "cache_sets": 16, "cache_ways": 2,
-                     "via_vis": 2, "via_cqs": 2, "via_queue_depth": 8, "via_max_segments": 4,
-                     "via_window": 8, "via_max_mtu": 1500, "via_mtu": 1500,
-                     "via_att_regions": 8, "via_att_pages": 256,
-                     "via_tx_buffer_bytes": 4 * 1024, "via_rx_buffer_bytes": 4 * 1024},
-            "soc": {"rom_size": 0x8000, "sram_size": 0x1000, "main_ram_size": 0x2000,
-                    "host_mem_size": 0x4000},
+            "card": {
+                "slice_bytes": 16 * 1024,
+                "private_bytes": 4 * 1024,
+                "cache_sets": 16,
+                "cache_ways": 2,
+                "via_vis": 2,
+                "via_cqs": 2,
+                "via_queue_depth": 8,
+                "via_max_segments": 4,
+                "via_window": 8,
+                "via_max_mtu": 1500,
+                "via_mtu": 1500,
+                "via_att_regions": 8,
+                "via_att_pages": 256,
+                "via_tx_buffer_bytes": 4 * 1024,
+                "via_rx_buffer_bytes": 4 * 1024,
+            },
+            "soc": {"rom_size": 0x8000, "sram_size": 0x1000, "main_ram_size": 0x2000, "host_mem_size": 0x4000},
         },
     },
     default_config="reduced",
-    ring_pads=None,          # looped back inside the FPGA (see above)
+    ring_pads=None,  # looped back inside the FPGA (see above)
     leds=leds,
     reset=reset,
 )
@@ -79,4 +94,5 @@ BOARD = Board(
 
 if __name__ == "__main__":
     from numavia.boards.flow import board_main
+
     board_main(BOARD)

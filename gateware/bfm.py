@@ -87,8 +87,7 @@ async def wishbone_burst_read(ctx, bus, addr, words, *, give_up_after=None, limi
     for _ in range(limit):
         n = len(got)
         ctx.set(bus.adr, addr // 4 + n)
-        ctx.set(bus.cti, CTI_CLASSIC if words == 1 else
-                CTI_END if n == words - 1 else CTI_INCREMENTING)
+        ctx.set(bus.cti, CTI_CLASSIC if words == 1 else CTI_END if n == words - 1 else CTI_INCREMENTING)
         _, _, ack, err, data = await ctx.tick().sample(bus.ack, bus.err, bus.dat_r)
         if ack or err:
             got.append((data, err))

@@ -21,9 +21,7 @@ def sources() -> list[Path]:
 
 def card_verilog(config: CardConfig = CardConfig(), *, log: Callable[[str], object] | None = None) -> Path:
     """Path of ``numavia_card.v`` for ``config``, generated unless already cached."""
-    key = buildcache.digest(
-        sources(),
-        params={"config": config.as_dict(), "amaranth": amaranth.__version__})
+    key = buildcache.digest(sources(), params={"config": config.as_dict(), "amaranth": amaranth.__version__})
 
     def produce(folder: Path) -> None:
         text = verilog.convert(Card(config), name=TOP_NAME, emit_src=False)

@@ -8,18 +8,19 @@ than ``MAX_BURST_WORDS`` words, unaligned address) is refused here with an error
 its write beats have been drained, so the host port stays in step.
 """
 
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base.coherence import LINE_BYTES
-from .host_port import HostPortSignature, MAX_BURST_WORDS
+
+from .host_port import MAX_BURST_WORDS, HostPortSignature
 
 
 class BurstSplitter(wiring.Component):
     host: In(HostPortSignature())
     line: Out(HostPortSignature())
-    refused: Out(1)      # pulses when a malformed access is refused (for the error counter)
+    refused: Out(1)  # pulses when a malformed access is refused (for the error counter)
 
     def __init__(self, *, line_bytes=LINE_BYTES):
         if line_bytes < 4 or line_bytes & (line_bytes - 1):
@@ -35,10 +36,11 @@ class BurstSplitter(wiring.Component):
         def _min_line(words):
             """Words of the next piece once the address is line aligned."""
             return Mux(words < LINE_WORDS, words, LINE_WORDS)
+
         addr = Signal(32)
         remaining = Signal(8)
         write = Signal()
-        piece = Signal(range(LINE_WORDS + 1))   # words in the current line piece
+        piece = Signal(range(LINE_WORDS + 1))  # words in the current line piece
         moved = Signal(range(LINE_WORDS + 1))
         error = Signal()
 
@@ -50,10 +52,15 @@ class BurstSplitter(wiring.Component):
                 m.d.comb += host.req.ready.eq(1)
                 with m.If(host.req.valid):
                     req = host.req.payload
-                    to_line_end = LINE_WORDS - req.addr[2:2 + (LINE_WORDS - 1).bit_length()]
-                    m.d.sync += [addr.eq(req.addr), remaining.eq(req.count), write.eq(req.write),
-                                 error.eq(0), moved.eq(0),
-                                 next_piece.eq(Mux(req.count < to_line_end, req.count, to_line_end))]
+                    to_line_end = LINE_WORDS - req.addr[2 : 2 + (LINE_WORDS - 1).bit_length()]
+                    m.d.sync += [
+                        addr.eq(req.addr),
+                        remaining.eq(req.count),
+                        write.eq(req.write),
+                        error.eq(0),
+                        moved.eq(0),
+                        next_piece.eq(Mux(req.count < to_line_end, req.count, to_line_end)),
+                    ]
                     bad = (req.count == 0) | (req.count > MAX_BURST_WORDS) | (req.addr[:2] != 0)
                     with m.If(bad):
                         m.d.comb += self.refused.eq(1)
@@ -88,17 +95,19 @@ class BurstSplitter(wiring.Component):
             with m.State("WRITE_RESP"):
                 m.d.comb += line.resp.ready.eq(1)
                 with m.If(line.resp.valid):
-                    m.d.sync += [error.eq(error | line.resp.payload.error),
-                                 remaining.eq(remaining - piece), addr.eq(addr + (piece << 2)),
-                                 next_piece.eq(_min_line(remaining - piece))]
+                    m.d.sync += [
+                        error.eq(error | line.resp.payload.error),
+                        remaining.eq(remaining - piece),
+                        addr.eq(addr + (piece << 2)),
+                        next_piece.eq(_min_line(remaining - piece)),
+                    ]
                     with m.If(remaining == piece):
                         m.next = "WRITE_DONE"
                     with m.Else():
                         m.next = "ISSUE"
 
             with m.State("WRITE_DONE"):
-                m.d.comb += [host.resp.valid.eq(1), host.resp.payload.error.eq(error),
-                             host.resp.payload.last.eq(1)]
+                m.d.comb += [host.resp.valid.eq(1), host.resp.payload.error.eq(error), host.resp.payload.last.eq(1)]
                 with m.If(host.resp.ready):
                     m.next = "IDLE"
 
@@ -114,8 +123,11 @@ class BurstSplitter(wiring.Component):
                 with m.If(line.resp.valid & host.resp.ready):
                     m.d.sync += moved.eq(moved + 1)
                     with m.If(moved + 1 == piece):
-                        m.d.sync += [remaining.eq(remaining - piece), addr.eq(addr + (piece << 2)),
-                                     next_piece.eq(_min_line(remaining - piece))]
+                        m.d.sync += [
+                            remaining.eq(remaining - piece),
+                            addr.eq(addr + (piece << 2)),
+                            next_piece.eq(_min_line(remaining - piece)),
+                        ]
                         m.next = "IDLE"
                         with m.If(remaining != piece):
                             m.next = "ISSUE"

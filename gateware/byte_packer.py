@@ -7,7 +7,7 @@ on any input beat is carried to the frame's last word, so the frame can be dropp
 forgets the frame in progress.
 """
 
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,27 +17,33 @@ PackedWord = data.StructLayout({"data": 32, "nbytes": 3, "last": 1, "error": 1})
 
 class BytePacker(wiring.Component):
     def __init__(self):
-        super().__init__({
-            "length": In(stream.Signature(16)),
-            "beats": In(stream.Signature(PackerBeat)),
-            "words": Out(stream.Signature(PackedWord)),
-            "abort": In(1),
-        })
+        super().__init__(
+            {
+                "length": In(stream.Signature(16)),
+                "beats": In(stream.Signature(PackerBeat)),
+                "words": Out(stream.Signature(PackedWord)),
+                "abort": In(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         buf = Signal(64)
-        count = Signal(4)          # bytes in buf
+        count = Signal(4)  # bytes in buf
         have_length = Signal()
-        to_emit = Signal(16)       # payload bytes not yet emitted as words
-        to_take = Signal(16)       # payload bytes not yet taken from the beats
+        to_emit = Signal(16)  # payload bytes not yet emitted as words
+        to_take = Signal(16)  # payload bytes not yet taken from the beats
         error = Signal()
 
         out = self.words
         m.d.comb += self.length.ready.eq(~have_length)
         with m.If(self.length.valid & self.length.ready):
-            m.d.sync += [have_length.eq(self.length.payload != 0), to_emit.eq(self.length.payload),
-                         to_take.eq(self.length.payload), error.eq(0)]
+            m.d.sync += [
+                have_length.eq(self.length.payload != 0),
+                to_emit.eq(self.length.payload),
+                to_take.eq(self.length.payload),
+                error.eq(0),
+            ]
 
         n_emit = Signal(3)
         m.d.comb += n_emit.eq(Mux(count >= 4, 4, count))
@@ -54,7 +60,7 @@ class BytePacker(wiring.Component):
         ]
         taken = self.beats.valid & self.beats.ready
         beat = self.beats.payload
-        beat_bytes = Signal(32)   # bytes past nbytes may hold anything: clear them
+        beat_bytes = Signal(32)  # bytes past nbytes may hold anything: clear them
         m.d.comb += beat_bytes.eq(beat.data & ((1 << (beat.nbytes * 8)) - 1)[:32])
         m.d.sync += [
             buf.eq((buf >> (consumed * 8)) | Mux(taken, beat_bytes << (kept * 8), 0)),

@@ -19,19 +19,21 @@ host memory over PCIe (so ``dma`` is not a port either), and a completion-queue 
 MSI once its memory write is on the link.
 """
 
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass
 
 from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone, wishbone_burst
 from numavia.base import params, regmap, via_frame
+from numavia.base.coherence import CacheGeometry
+from numavia.base.microcode import isa
+from numavia.base.via_params import ViaParams
+
+from . import wishbone, wishbone_burst
 from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
-from numavia.base.coherence import CacheGeometry
 from .local_side import LocalSide
-from numavia.base.microcode import isa
 from .pcie import tlp
 from .pcie.config import EndpointParams
 from .pcie.dma_bridge import WishboneToDma
@@ -41,23 +43,23 @@ from .ring_link import MAX_OUTSTANDING, QUEUE_DEPTH, RingLink
 from .sci_layouts import SymbolLayout
 from .via_engine import ViaEngine
 from .via_layouts import EthBeat
-from numavia.base.via_params import ViaParams
 from .wishbone_arbiter import WishboneArbiter
 
 
 @dataclass(frozen=True)
 class CardConfig:
     """Every parameter of the card. The Verilog cache is keyed by these values."""
+
     clk_freq_hz: int = params.SYS_CLOCK_HZ
-    slice_bytes: int = HostAddressMap.slice_bytes     # this node's share of the global shared memory
+    slice_bytes: int = HostAddressMap.slice_bytes  # this node's share of the global shared memory
     max_nodes: int = HostAddressMap.max_nodes
     private_bytes: int = HostAddressMap.private_bytes
-    cache_sets: int = CacheGeometry.sets              # network cache: sets x ways x lines of line_bytes
+    cache_sets: int = CacheGeometry.sets  # network cache: sets x ways x lines of line_bytes
     cache_ways: int = CacheGeometry.ways
-    line_bytes: int = CacheGeometry.line_bytes        # cache line = directory unit = SCI data block
+    line_bytes: int = CacheGeometry.line_bytes  # cache line = directory unit = SCI data block
     transactions: int = isa.NUM_TRANSACTIONS
-    ring_queue_depth: int = QUEUE_DEPTH                # incoming and outgoing queues, packets each
-    ring_outstanding: int = MAX_OUTSTANDING            # packets in flight awaiting their echo
+    ring_queue_depth: int = QUEUE_DEPTH  # incoming and outgoing queues, packets each
+    ring_outstanding: int = MAX_OUTSTANDING  # packets in flight awaiting their echo
     # VIA engine (docs/via.md). Without it (the coherence bench, small FPGAs) its register window
     # answers bus errors and the card has no dma/eth ports. The engine's build parameters and their
     # defaults are ViaParams' (``via_x`` here is its ``x``, ``host_mem_*`` its ``host_*``); the
@@ -80,40 +82,52 @@ class CardConfig:
     host_mem_size: int = ViaParams.host_size
     # PCIe endpoint (docs/pcie.md). Off: the host is the SoC (its bus reaches regs/window/dma).
     pcie: bool = False
-    pcie_data_width: int = EndpointParams.data_width        # the PHY's TLP stream
+    pcie_data_width: int = EndpointParams.data_width  # the PHY's TLP stream
     pcie_dma_outstanding: int = EndpointParams.dma_outstanding
     pcie_completion_timeout_cycles: int = EndpointParams.completion_timeout_cycles
 
     def __post_init__(self):
-        self.geometry()     # checks the cache parameters
-        self.via_params()   # checks the VIA parameters
+        self.geometry()  # checks the cache parameters
+        self.via_params()  # checks the VIA parameters
         if not via_frame.MTU_MIN <= self.via_mtu <= self.via_max_mtu:
             raise ValueError(f"via_mtu must be {via_frame.MTU_MIN}..{self.via_max_mtu}")
         if self.pcie:
             try:
                 self.pcie_params()
-            except ValueError as e:      # the endpoint's parameter names are ours with "pcie_"
+            except ValueError as e:  # the endpoint's parameter names are ours with "pcie_"
                 raise ValueError(f"pcie_{e}") from None
 
     def via_params(self):
-        return ViaParams(vis=self.via_vis, cqs=self.via_cqs, queue_depth=self.via_queue_depth,
-                         max_segments=self.via_max_segments, window=self.via_window, max_mtu=self.via_max_mtu,
-                         att_regions=self.via_att_regions, att_pages=self.via_att_pages,
-                         host_base=self.host_mem_base, host_size=self.host_mem_size,
-                         tx_buffer_bytes=self.via_tx_buffer_bytes, rx_buffer_bytes=self.via_rx_buffer_bytes)
+        return ViaParams(
+            vis=self.via_vis,
+            cqs=self.via_cqs,
+            queue_depth=self.via_queue_depth,
+            max_segments=self.via_max_segments,
+            window=self.via_window,
+            max_mtu=self.via_max_mtu,
+            att_regions=self.via_att_regions,
+            att_pages=self.via_att_pages,
+            host_base=self.host_mem_base,
+            host_size=self.host_mem_size,
+            tx_buffer_bytes=self.via_tx_buffer_bytes,
+            rx_buffer_bytes=self.via_rx_buffer_bytes,
+        )
 
     def pcie_params(self):
         """The endpoint's parameters: BAR0 is the whole register window, BAR2 the host port's."""
-        return EndpointParams(bar0_bytes=regmap.CARD.size, bar2_bytes=self.address_map().window_bytes,
-                              data_width=self.pcie_data_width, dma_outstanding=self.pcie_dma_outstanding,
-                              completion_timeout_cycles=self.pcie_completion_timeout_cycles)
+        return EndpointParams(
+            bar0_bytes=regmap.CARD.size,
+            bar2_bytes=self.address_map().window_bytes,
+            data_width=self.pcie_data_width,
+            dma_outstanding=self.pcie_dma_outstanding,
+            completion_timeout_cycles=self.pcie_completion_timeout_cycles,
+        )
 
     def as_dict(self):
         return asdict(self)
 
     def address_map(self):
-        return HostAddressMap(slice_bytes=self.slice_bytes, max_nodes=self.max_nodes,
-                              private_bytes=self.private_bytes)
+        return HostAddressMap(slice_bytes=self.slice_bytes, max_nodes=self.max_nodes, private_bytes=self.private_bytes)
 
     def geometry(self):
         return CacheGeometry(sets=self.cache_sets, ways=self.cache_ways, line_bytes=self.line_bytes)
@@ -126,30 +140,46 @@ class CardConfig:
 
 def card_signature(config):
     """The card's ports (also what the LiteX wrapper instantiates, without elaborating a Card)."""
-    return wiring.Signature({
-        "regs":          In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
-        "window":        In(wishbone.Signature(addr_width=config.window_addr_width)),
-        **({"host":      In(HostPortSignature())} if not config.pcie else {}),
-        "rx":            In(SymbolLayout),
-        "tx":            Out(SymbolLayout),
-        "node_id_strap": In(regmap.NODE_ID_BITS),
-        "mode_strap":    In(8),      # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
-        **({"dma":       Out(wishbone_burst.Signature(addr_width=params.BUS_ADDR_WIDTH))}   # into the SoC: host memory
-           if config.via and not config.pcie else {}),
-        **({"eth_tx":    Out(stream.Signature(EthBeat)),                 # to the LiteEth MAC core
-            "eth_rx":    In(stream.Signature(EthBeat)),
-            "irq":       Out(1),                                         # to the node's CPU: firmware work
-            } if config.via else {}),
-        **({"pcie_rx":   In(tlp.TlpStreamSignature(config.pcie_data_width)),   # TLPs from the PHY
-            "pcie_tx":   Out(tlp.TlpStreamSignature(config.pcie_data_width)),
-            } if config.pcie else {}),
-    })
+    return wiring.Signature(
+        {
+            "regs": In(wishbone.Signature(addr_width=regmap.CARD.addr_width)),
+            "window": In(wishbone.Signature(addr_width=config.window_addr_width)),
+            **({"host": In(HostPortSignature())} if not config.pcie else {}),
+            "rx": In(SymbolLayout),
+            "tx": Out(SymbolLayout),
+            "node_id_strap": In(regmap.NODE_ID_BITS),
+            "mode_strap": In(8),  # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
+            **(
+                {"dma": Out(wishbone_burst.Signature(addr_width=params.BUS_ADDR_WIDTH))}  # into the SoC: host memory
+                if config.via and not config.pcie
+                else {}
+            ),
+            **(
+                {
+                    "eth_tx": Out(stream.Signature(EthBeat)),  # to the LiteEth MAC core
+                    "eth_rx": In(stream.Signature(EthBeat)),
+                    "irq": Out(1),  # to the node's CPU: firmware work
+                }
+                if config.via
+                else {}
+            ),
+            **(
+                {
+                    "pcie_rx": In(tlp.TlpStreamSignature(config.pcie_data_width)),  # TLPs from the PHY
+                    "pcie_tx": Out(tlp.TlpStreamSignature(config.pcie_data_width)),
+                }
+                if config.pcie
+                else {}
+            ),
+        }
+    )
 
 
 def _join_wishbone(m, initiator, target):
     """Connect Wishbone ports whose signatures differ only in the bursting members (left at 0)."""
-    m.d.comb += [getattr(target, name).eq(getattr(initiator, name))
-                 for name in ("cyc", "stb", "we", "adr", "dat_w", "sel")]
+    m.d.comb += [
+        getattr(target, name).eq(getattr(initiator, name)) for name in ("cyc", "stb", "we", "adr", "dat_w", "sel")
+    ]
     m.d.comb += [getattr(initiator, name).eq(getattr(target, name)) for name in ("dat_r", "ack", "err")]
 
 
@@ -169,8 +199,8 @@ class Card(wiring.Component):
         amap, geometry = cfg.address_map(), cfg.geometry()
 
         m.submodules.decoder = decoder = wishbone.Decoder(
-            addr_width=regmap.CARD.addr_width,
-            windows=[(b.name, b.base // 4, b.addr_width) for b in card_blocks(cfg)])
+            addr_width=regmap.CARD.addr_width, windows=[(b.name, b.base // 4, b.addr_width) for b in card_blocks(cfg)]
+        )
         if cfg.pcie:
             m.submodules.pcie = pcie = PcieEndpoint(cfg.pcie_params())
             wiring.connect(m, wiring.flipped(self.pcie_rx), pcie.phy_rx)
@@ -188,13 +218,23 @@ class Card(wiring.Component):
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz, via=cfg.via, pcie=cfg.pcie)
         m.submodules.local = local = LocalSide(address_map=amap, geometry=geometry)
         m.submodules.rac = rac = RemoteAccessController(
-            geometry=geometry, slice_lines=amap.slice_bytes // cfg.line_bytes, num_transactions=cfg.transactions)
-        m.submodules.ring = ring = RingLink(out_depth=cfg.ring_queue_depth, in_depth=cfg.ring_queue_depth,
-                                            max_outstanding=cfg.ring_outstanding, line_bytes=cfg.line_bytes)
+            geometry=geometry, slice_lines=amap.slice_bytes // cfg.line_bytes, num_transactions=cfg.transactions
+        )
+        m.submodules.ring = ring = RingLink(
+            out_depth=cfg.ring_queue_depth,
+            in_depth=cfg.ring_queue_depth,
+            max_outstanding=cfg.ring_outstanding,
+            line_bytes=cfg.line_bytes,
+        )
         buses = {"ctrl": ctrl.bus, "lac": local.bus, "rac": rac.bus, "ring": ring.bus}
         if cfg.via:
-            m.submodules.via = via = ViaEngine(cfg.via_params(), mtu=cfg.via_mtu, rto_cycles=cfg.via_rto_cycles,
-                                               retry_limit=cfg.via_retry_limit, cq_event=cfg.pcie)
+            m.submodules.via = via = ViaEngine(
+                cfg.via_params(),
+                mtu=cfg.via_mtu,
+                rto_cycles=cfg.via_rto_cycles,
+                retry_limit=cfg.via_retry_limit,
+                cq_event=cfg.pcie,
+            )
             buses["via"], buses["doorbell"] = via.regs, via.doorbells
             m.d.comb += via.node_id.eq(ctrl.node_id)
             # DMA into host memory (the SoC's, or the PCIe host's), frames to and from the Ethernet MAC.
@@ -239,10 +279,16 @@ class Card(wiring.Component):
         wiring.connect(m, ring.failed, rac.failed)
 
         m.d.comb += [
-            ctrl.node_id_strap.eq(self.node_id_strap), ctrl.mode_strap.eq(self.mode_strap),
-            local.node_id.eq(ctrl.node_id), local.node_ready.eq(ctrl.ready), local.numa_mode.eq(ctrl.numa_mode),
-            rac.node_id.eq(ctrl.node_id), rac.numa_mode.eq(ctrl.numa_mode),
-            ring.node_id.eq(ctrl.node_id), ring.enable.eq(ctrl.ready),
-            ring.rx.eq(self.rx), self.tx.eq(ring.tx),
+            ctrl.node_id_strap.eq(self.node_id_strap),
+            ctrl.mode_strap.eq(self.mode_strap),
+            local.node_id.eq(ctrl.node_id),
+            local.node_ready.eq(ctrl.ready),
+            local.numa_mode.eq(ctrl.numa_mode),
+            rac.node_id.eq(ctrl.node_id),
+            rac.numa_mode.eq(ctrl.numa_mode),
+            ring.node_id.eq(ctrl.node_id),
+            ring.enable.eq(ctrl.ready),
+            ring.rx.eq(self.rx),
+            self.tx.eq(ring.tx),
         ]
         return m

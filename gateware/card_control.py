@@ -4,8 +4,9 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
 from numavia.base import regmap
+
+from . import wishbone
 from .register_bank import RegisterBank
 
 
@@ -21,15 +22,17 @@ class CardControl(wiring.Component):
         self.clk_freq_hz = int(clk_freq_hz)
         features = regmap.CTRL.register("FEATURES")
         self.features = (bool(via) << features.field("VIA").lsb) | (bool(pcie) << features.field("PCIE").lsb)
-        super().__init__({
-            "bus":           In(wishbone.Signature(addr_width=regmap.CTRL.addr_width)),
-            "node_id_strap": In(regmap.NODE_ID_BITS),
-            "mode_strap":    In(8),
-            "node_id":       Out(regmap.NODE_ID_BITS),
-            "ready":         Out(1),
-            "numa_mode":     Out(1),
-            "cycles":        Out(64),
-        })
+        super().__init__(
+            {
+                "bus": In(wishbone.Signature(addr_width=regmap.CTRL.addr_width)),
+                "node_id_strap": In(regmap.NODE_ID_BITS),
+                "mode_strap": In(8),
+                "node_id": Out(regmap.NODE_ID_BITS),
+                "ready": Out(1),
+                "numa_mode": Out(1),
+                "cycles": Out(64),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -54,7 +57,6 @@ class CardControl(wiring.Component):
             bank.clk_freq_hz.value.eq(self.clk_freq_hz),
             bank.mode_strap.value.eq(self.mode_strap),
             bank.features.value.eq(self.features),
-
             self.node_id.eq(bank.node_id.value),
             self.ready.eq(node_id_valid),
             self.numa_mode.eq(bank.ctrl.value[ctrl_reg.field("NUMA_MODE").lsb]),

@@ -7,7 +7,7 @@ address), reads it back (``UCODE_RDATA_LO/HI`` at ``UCODE_ADDR``) to verify it, 
 be written (a write is ignored and counted in ``STATUS.WRITE_REFUSED``).
 """
 
-from amaranth import Module, Signal
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -19,18 +19,20 @@ class ControlStore(wiring.Component):
     def __init__(self, *, depth=isa.CONTROL_STORE_DEPTH, init=()):
         self.depth = depth
         self.init = list(init)
-        super().__init__({
-            # sequencer's fetch port: data one cycle after addr
-            "fetch_addr": In(isa.TARGET_BITS),
-            "fetch_data": Out(isa.WORD_BITS),
-            # loader (register) side
-            "addr": In(isa.TARGET_BITS),
-            "wdata": In(isa.WORD_BITS),
-            "write": In(1),
-            "rdata": Out(isa.WORD_BITS),
-            "loaded": In(1),
-            "write_refused": Out(1),      # sticky
-        })
+        super().__init__(
+            {
+                # sequencer's fetch port: data one cycle after addr
+                "fetch_addr": In(isa.TARGET_BITS),
+                "fetch_data": Out(isa.WORD_BITS),
+                # loader (register) side
+                "addr": In(isa.TARGET_BITS),
+                "wdata": In(isa.WORD_BITS),
+                "write": In(1),
+                "rdata": Out(isa.WORD_BITS),
+                "loaded": In(1),
+                "write_refused": Out(1),  # sticky
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -39,9 +41,13 @@ class ControlStore(wiring.Component):
         readback = store.read_port()
         wr = store.write_port()
         m.d.comb += [
-            fetch.addr.eq(self.fetch_addr), self.fetch_data.eq(fetch.data),
-            readback.addr.eq(self.addr), self.rdata.eq(readback.data),
-            wr.addr.eq(self.addr), wr.data.eq(self.wdata), wr.en.eq(self.write & ~self.loaded),
+            fetch.addr.eq(self.fetch_addr),
+            self.fetch_data.eq(fetch.data),
+            readback.addr.eq(self.addr),
+            self.rdata.eq(readback.data),
+            wr.addr.eq(self.addr),
+            wr.data.eq(self.wdata),
+            wr.en.eq(self.write & ~self.loaded),
         ]
         with m.If(self.write & self.loaded):
             m.d.sync += self.write_refused.eq(1)

@@ -19,8 +19,9 @@ from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
 from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
+
+from . import wishbone
 
 MAX_BURST_WORDS = 64
 
@@ -33,11 +34,13 @@ class HostPortSignature(wiring.Signature):
     """Initiator's (host's) view."""
 
     def __init__(self):
-        super().__init__({
-            "req": Out(stream.Signature(RequestLayout)),
-            "wdata": Out(stream.Signature(WriteBeatLayout)),
-            "resp": In(stream.Signature(ResponseLayout)),
-        })
+        super().__init__(
+            {
+                "req": Out(stream.Signature(RequestLayout)),
+                "wdata": Out(stream.Signature(WriteBeatLayout)),
+                "resp": In(stream.Signature(ResponseLayout)),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,12 @@ class WishboneHostPort(wiring.Component):
     """
 
     def __init__(self, *, addr_width):
-        super().__init__({
-            "bus": In(wishbone.Signature(addr_width=addr_width)),
-            "host": Out(HostPortSignature()),
-        })
+        super().__init__(
+            {
+                "bus": In(wishbone.Signature(addr_width=addr_width)),
+                "host": Out(HostPortSignature()),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()

@@ -15,15 +15,17 @@ exactly one ``miss_data`` beat per word of the line follows (byte enables zero o
 access); the sequencer answers on ``done`` with the host response beats themselves.
 """
 
-from amaranth import Module, Signal, Mux, Cat, Const
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia.base import coherence as coh, regmap
-from numavia.base.coherence import CacheGeometry, NODE_ID_BITS, MemoryState
-from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
-from .memory_controller import MemSpace, MemoryPortSignature
+from numavia.base import coherence as coh
+from numavia.base import regmap
+from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, MemoryState
 from numavia.base.microcode.isa import LocalKind
+
+from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
+from .memory_controller import MemoryPortSignature, MemSpace
 from .tag_store import DirLayout, TagOp, cache_data_index, command_layout, response_layout, set_of_line, tag_layout
 
 #: Word and count are sized for the largest line (coherence.MAX_LINE_BYTES).
@@ -41,15 +43,18 @@ class MissSignature(wiring.Signature):
     """The local side's view of the miss interface."""
 
     def __init__(self):
-        super().__init__({
-            "miss": Out(stream.Signature(MissLayout)),
-            "miss_data": Out(stream.Signature(WriteBeatLayout)),
-            "done": In(stream.Signature(ResponseLayout)),
-        })
+        super().__init__(
+            {
+                "miss": Out(stream.Signature(MissLayout)),
+                "miss_data": Out(stream.Signature(WriteBeatLayout)),
+                "done": In(stream.Signature(ResponseLayout)),
+            }
+        )
 
 
 class LacCounters(wiring.Signature):
     """One 32-bit counter per ``regmap.LAC_COUNTERS`` entry (lower-case names)."""
+
     NAMES = tuple(name.lower() for name, _ in regmap.LAC_COUNTERS)
 
     def __init__(self):
@@ -59,33 +64,35 @@ class LacCounters(wiring.Signature):
 class LocalAccessController(wiring.Component):
     def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry()):
         self.amap, self.geometry = address_map, geometry
-        super().__init__({
-            "line": In(HostPortSignature()),
-            "tag_cmd_valid": Out(1),
-            "tag_cmd_ready": In(1),
-            "tag_cmd": Out(command_layout(geometry)),
-            "tag_resp_valid": In(1),
-            "tag_resp": In(response_layout(geometry)),
-            "mem": Out(MemoryPortSignature()),
-            "own_req": Out(1),
-            "own_grant": In(1),
-            "remote": Out(MissSignature()),
-            "node_id": In(NODE_ID_BITS),
-            "node_ready": In(1),
-            "numa_mode": In(1),
-            "flush": In(1),          # pulse: roll every line of the network cache out
-            "flush_busy": Out(1),
-            "clear_counters": In(1),
-            "debug_start": In(1),        # pulse: read debug_what at debug_addr (see regmap.LAC)
-            "debug_what": In(3),
-            "debug_addr": In(32),
-            "debug_busy": Out(1),
-            "debug_tag": Out(tag_layout(geometry)),
-            "debug_dir": Out(DirLayout),
-            "debug_data": Out(32),
-            "refused_upstream": In(1),   # the burst splitter refused a malformed access
-            "counters": Out(LacCounters()),
-        })
+        super().__init__(
+            {
+                "line": In(HostPortSignature()),
+                "tag_cmd_valid": Out(1),
+                "tag_cmd_ready": In(1),
+                "tag_cmd": Out(command_layout(geometry)),
+                "tag_resp_valid": In(1),
+                "tag_resp": In(response_layout(geometry)),
+                "mem": Out(MemoryPortSignature()),
+                "own_req": Out(1),
+                "own_grant": In(1),
+                "remote": Out(MissSignature()),
+                "node_id": In(NODE_ID_BITS),
+                "node_ready": In(1),
+                "numa_mode": In(1),
+                "flush": In(1),  # pulse: roll every line of the network cache out
+                "flush_busy": Out(1),
+                "clear_counters": In(1),
+                "debug_start": In(1),  # pulse: read debug_what at debug_addr (see regmap.LAC)
+                "debug_what": In(3),
+                "debug_addr": In(32),
+                "debug_busy": Out(1),
+                "debug_tag": Out(tag_layout(geometry)),
+                "debug_dir": Out(DirLayout),
+                "debug_data": Out(32),
+                "refused_upstream": In(1),  # the burst splitter refused a malformed access
+                "counters": Out(LacCounters()),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -105,14 +112,14 @@ class LocalAccessController(wiring.Component):
         offset = Signal(32)
         is_home = Signal()
         cache_way = Signal.like(self.tag_resp.way)
-        kind_cache = Signal()         # served from the network cache (touch the LRU after)
+        kind_cache = Signal()  # served from the network cache (touch the LRU after)
         issued = Signal(range(LINE_WORDS + 1))
         moved = Signal(range(LINE_WORDS + 1))
         start = Signal(32)
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
 
-        line_addr = Cat(Const(0, g.offset_bits), offset[g.offset_bits:26], home)     # global line address
+        line_addr = Cat(Const(0, g.offset_bits), offset[g.offset_bits : 26], home)  # global line address
         set_index = set_of_line(line_addr, g)
         word_index = Signal(24)
 
@@ -121,16 +128,20 @@ class LocalAccessController(wiring.Component):
         in_private = (req.addr >= amap.private_base) & (req.addr < amap.private_base + amap.private_bytes)
 
         def finish_access():
-            m.d.sync += [ctr.accesses.eq(ctr.accesses + 1),
-                         ctr.last_latency.eq(now - start),
-                         ctr.access_cycles.eq(ctr.access_cycles + (now - start))]
+            m.d.sync += [
+                ctr.accesses.eq(ctr.accesses + 1),
+                ctr.last_latency.eq(now - start),
+                ctr.access_cycles.eq(ctr.access_cycles + (now - start)),
+            ]
 
         def answer_reads():
             """Pass read data from the FIFO to the host; true on the last beat."""
-            m.d.comb += [line.resp.valid.eq(read_fifo.r_rdy),
-                         line.resp.payload.data.eq(read_fifo.r_data),
-                         line.resp.payload.last.eq(moved + 1 == count),
-                         read_fifo.r_en.eq(line.resp.ready)]
+            m.d.comb += [
+                line.resp.valid.eq(read_fifo.r_rdy),
+                line.resp.payload.data.eq(read_fifo.r_data),
+                line.resp.payload.last.eq(moved + 1 == count),
+                read_fifo.r_en.eq(line.resp.ready),
+            ]
             last = read_fifo.r_rdy & line.resp.ready & (moved + 1 == count)
             with m.If(read_fifo.r_rdy & line.resp.ready):
                 m.d.sync += moved.eq(moved + 1)
@@ -163,16 +174,26 @@ class LocalAccessController(wiring.Component):
                     m.d.comb += line.req.ready.eq(1)
                 with m.If(~flush_pending & ~debug_pending & line.req.valid):
                     m.d.sync += [
-                        addr.eq(req.addr), write.eq(req.write), count.eq(req.count),
-                        word.eq(req.addr[2:g.offset_bits]), start.eq(now), issued.eq(0), moved.eq(0),
-                        shared.eq(in_shared), home.eq(req.addr >> amap.slice_bits),
+                        addr.eq(req.addr),
+                        write.eq(req.write),
+                        count.eq(req.count),
+                        word.eq(req.addr[2 : g.offset_bits]),
+                        start.eq(now),
+                        issued.eq(0),
+                        moved.eq(0),
+                        shared.eq(in_shared),
+                        home.eq(req.addr >> amap.slice_bits),
                         offset.eq(req.addr & (amap.slice_bytes - 1)),
                         is_home.eq((req.addr >> amap.slice_bits) == self.node_id),
                         kind_cache.eq(0),
                     ]
-                    bad = ((req.count == 0) | (req.count > LINE_WORDS) |
-                           (req.addr[2:g.offset_bits] + req.count > LINE_WORDS) |
-                           ~(in_shared | in_private) | (in_shared & ~self.node_ready))
+                    bad = (
+                        (req.count == 0)
+                        | (req.count > LINE_WORDS)
+                        | (req.addr[2 : g.offset_bits] + req.count > LINE_WORDS)
+                        | ~(in_shared | in_private)
+                        | (in_shared & ~self.node_ready)
+                    )
                     with m.If(bad):
                         m.next = "REFUSE"
                     with m.Elif(in_private):
@@ -201,8 +222,12 @@ class LocalAccessController(wiring.Component):
                     m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
 
             with m.State("LOOKUP"):
-                m.d.comb += [self.own_req.eq(1), self.tag_cmd_valid.eq(1),
-                             self.tag_cmd.op.eq(TagOp.LOOKUP), self.tag_cmd.addr.eq(line_addr)]
+                m.d.comb += [
+                    self.own_req.eq(1),
+                    self.tag_cmd_valid.eq(1),
+                    self.tag_cmd.op.eq(TagOp.LOOKUP),
+                    self.tag_cmd.addr.eq(line_addr),
+                ]
                 with m.If(self.tag_cmd_ready):
                     m.next = "DECIDE"
 
@@ -223,12 +248,18 @@ class LocalAccessController(wiring.Component):
                         m.d.sync += ctr.home_write_hits.eq(ctr.home_write_hits + 1)
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
-                        m.d.sync += [ctr.cache_read_hits.eq(ctr.cache_read_hits + 1), kind_cache.eq(1),
-                                     word_index.eq(cache_data_index(set_index, resp.way, word, g))]
+                        m.d.sync += [
+                            ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
+                            kind_cache.eq(1),
+                            word_index.eq(cache_data_index(set_index, resp.way, word, g)),
+                        ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
-                        m.d.sync += [ctr.cache_write_hits.eq(ctr.cache_write_hits + 1), kind_cache.eq(1),
-                                     word_index.eq(cache_data_index(set_index, resp.way, word, g))]
+                        m.d.sync += [
+                            ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
+                            kind_cache.eq(1),
+                            word_index.eq(cache_data_index(set_index, resp.way, word, g)),
+                        ]
                         m.next = "WRITE_CACHE"
                     with m.Else():
                         with m.If(write):
@@ -238,29 +269,41 @@ class LocalAccessController(wiring.Component):
                         m.next = "MISS"
 
             # --- hits: memory reads into the FIFO, memory writes from the host's beats -----------
-            for state, space in (("READ_HOME", MemSpace.HOME), ("READ_CACHE", MemSpace.CACHE),
-                                 ("READ_PRIVATE", MemSpace.PRIVATE)):
+            for state, space in (
+                ("READ_HOME", MemSpace.HOME),
+                ("READ_CACHE", MemSpace.CACHE),
+                ("READ_PRIVATE", MemSpace.PRIVATE),
+            ):
                 with m.State(state):
                     m.d.comb += self.own_req.eq(1)
-                    answer_reads()          # words already read go out while the rest are read
+                    answer_reads()  # words already read go out while the rest are read
                     with m.If(issued != count):
-                        m.d.comb += [mem.cmd.valid.eq(1), mem.cmd.payload.space.eq(space),
-                                     mem.cmd.payload.index.eq(word_index)]
+                        m.d.comb += [
+                            mem.cmd.valid.eq(1),
+                            mem.cmd.payload.space.eq(space),
+                            mem.cmd.payload.index.eq(word_index),
+                        ]
                         with m.If(mem.cmd.ready):
                             m.d.sync += [issued.eq(issued + 1), word_index.eq(word_index + 1)]
                     with m.Else():
                         m.next = "HIT_DONE"
-            for state, space in (("WRITE_HOME", MemSpace.HOME), ("WRITE_CACHE", MemSpace.CACHE),
-                                 ("WRITE_PRIVATE", MemSpace.PRIVATE)):
+            for state, space in (
+                ("WRITE_HOME", MemSpace.HOME),
+                ("WRITE_CACHE", MemSpace.CACHE),
+                ("WRITE_PRIVATE", MemSpace.PRIVATE),
+            ):
                 with m.State(state):
                     m.d.comb += self.own_req.eq(1)
                     with m.If(issued != count):
-                        m.d.comb += [mem.cmd.valid.eq(line.wdata.valid), mem.cmd.payload.space.eq(space),
-                                     mem.cmd.payload.index.eq(word_index),
-                                     mem.cmd.payload.write.eq(1),
-                                     mem.cmd.payload.data.eq(line.wdata.payload.data),
-                                     mem.cmd.payload.be.eq(line.wdata.payload.be),
-                                     line.wdata.ready.eq(mem.cmd.ready)]
+                        m.d.comb += [
+                            mem.cmd.valid.eq(line.wdata.valid),
+                            mem.cmd.payload.space.eq(space),
+                            mem.cmd.payload.index.eq(word_index),
+                            mem.cmd.payload.write.eq(1),
+                            mem.cmd.payload.data.eq(line.wdata.payload.data),
+                            mem.cmd.payload.be.eq(line.wdata.payload.be),
+                            line.wdata.ready.eq(mem.cmd.ready),
+                        ]
                         with m.If(line.wdata.valid & mem.cmd.ready):
                             m.d.sync += [issued.eq(issued + 1), word_index.eq(word_index + 1)]
                     with m.Else():
@@ -270,8 +313,12 @@ class LocalAccessController(wiring.Component):
                 # Update the LRU of a cache hit, then let the sequencer have the card.
                 m.d.comb += self.own_req.eq(kind_cache)
                 with m.If(kind_cache):
-                    m.d.comb += [self.tag_cmd_valid.eq(1), self.tag_cmd.op.eq(TagOp.TOUCH),
-                                 self.tag_cmd.addr.eq(line_addr), self.tag_cmd.way.eq(cache_way)]
+                    m.d.comb += [
+                        self.tag_cmd_valid.eq(1),
+                        self.tag_cmd.op.eq(TagOp.TOUCH),
+                        self.tag_cmd.addr.eq(line_addr),
+                        self.tag_cmd.way.eq(cache_way),
+                    ]
                     with m.If(self.tag_cmd_ready):
                         m.d.sync += kind_cache.eq(0)
                 with m.Else():
@@ -290,11 +337,13 @@ class LocalAccessController(wiring.Component):
 
             # --- misses: hand over to the sequencer, pass its answer back ------------------------
             with m.State("MISS"):
-                m.d.comb += [remote.miss.valid.eq(1),
-                             remote.miss.payload.kind.eq(Mux(write, LocalKind.WRITE, LocalKind.READ)),
-                             remote.miss.payload.addr.eq(line_addr),
-                             remote.miss.payload.word.eq(word),
-                             remote.miss.payload.count.eq(count)]
+                m.d.comb += [
+                    remote.miss.valid.eq(1),
+                    remote.miss.payload.kind.eq(Mux(write, LocalKind.WRITE, LocalKind.READ)),
+                    remote.miss.payload.addr.eq(line_addr),
+                    remote.miss.payload.word.eq(word),
+                    remote.miss.payload.count.eq(count),
+                ]
                 with m.If(remote.miss.ready):
                     m.d.sync += [ctr.last_handoff.eq(now - start), moved.eq(0)]
                     with m.If(write):
@@ -304,17 +353,22 @@ class LocalAccessController(wiring.Component):
             with m.State("MISS_DATA"):
                 # One beat per word of the line; the host's beats at their positions.
                 inside = (moved >= word) & (moved < word + count)
-                m.d.comb += [remote.miss_data.valid.eq(~inside | line.wdata.valid),
-                             remote.miss_data.payload.data.eq(Mux(inside, line.wdata.payload.data, 0)),
-                             remote.miss_data.payload.be.eq(Mux(inside, line.wdata.payload.be, 0)),
-                             line.wdata.ready.eq(inside & remote.miss_data.ready)]
+                m.d.comb += [
+                    remote.miss_data.valid.eq(~inside | line.wdata.valid),
+                    remote.miss_data.payload.data.eq(Mux(inside, line.wdata.payload.data, 0)),
+                    remote.miss_data.payload.be.eq(Mux(inside, line.wdata.payload.be, 0)),
+                    line.wdata.ready.eq(inside & remote.miss_data.ready),
+                ]
                 with m.If(remote.miss_data.valid & remote.miss_data.ready):
                     m.d.sync += moved.eq(moved + 1)
                     with m.If(moved == LINE_WORDS - 1):
                         m.next = "MISS_WAIT"
             with m.State("MISS_WAIT"):
-                m.d.comb += [line.resp.payload.eq(remote.done.payload), line.resp.valid.eq(remote.done.valid),
-                             remote.done.ready.eq(line.resp.ready)]
+                m.d.comb += [
+                    line.resp.payload.eq(remote.done.payload),
+                    line.resp.valid.eq(remote.done.valid),
+                    remote.done.ready.eq(line.resp.ready),
+                ]
                 with m.If(remote.done.valid & line.resp.ready & remote.done.payload.last):
                     with m.If(remote.done.payload.error):
                         m.d.sync += ctr.errors.eq(ctr.errors + 1)
@@ -329,8 +383,7 @@ class LocalAccessController(wiring.Component):
                         m.d.sync += moved.eq(moved + 1)
                 with m.Else():
                     last = write | (issued + 1 >= count)
-                    m.d.comb += [line.resp.valid.eq(1), line.resp.payload.error.eq(1),
-                                 line.resp.payload.last.eq(last)]
+                    m.d.comb += [line.resp.valid.eq(1), line.resp.payload.error.eq(1), line.resp.payload.last.eq(last)]
                     with m.If(line.resp.ready):
                         m.d.sync += issued.eq(issued + 1)
                         with m.If(last):
@@ -339,8 +392,7 @@ class LocalAccessController(wiring.Component):
 
             # --- flush: the sequencer rolls every valid line out ------------------------------------
             with m.State("FLUSH"):
-                m.d.comb += [remote.miss.valid.eq(1),
-                             remote.miss.payload.kind.eq(LocalKind.FLUSH)]
+                m.d.comb += [remote.miss.valid.eq(1), remote.miss.payload.kind.eq(LocalKind.FLUSH)]
                 with m.If(remote.miss.ready):
                     m.next = "FLUSH_WAIT"
             with m.State("FLUSH_WAIT"):
@@ -356,10 +408,14 @@ class LocalAccessController(wiring.Component):
                     with m.Else():
                         m.next = "DEBUG_MEM"
             with m.State("DEBUG_TAG"):
-                m.d.comb += [self.own_req.eq(1), self.tag_cmd_valid.eq(1), self.tag_cmd.addr.eq(debug_addr),
-                             self.tag_cmd.op.eq(Mux(debug_what == 0, TagOp.LOOKUP, TagOp.READ_WAY)),
-                             self.tag_cmd.set.eq(debug_addr >> g.way_bits),
-                             self.tag_cmd.way.eq(debug_addr & (g.ways - 1))]
+                m.d.comb += [
+                    self.own_req.eq(1),
+                    self.tag_cmd_valid.eq(1),
+                    self.tag_cmd.addr.eq(debug_addr),
+                    self.tag_cmd.op.eq(Mux(debug_what == 0, TagOp.LOOKUP, TagOp.READ_WAY)),
+                    self.tag_cmd.set.eq(debug_addr >> g.way_bits),
+                    self.tag_cmd.way.eq(debug_addr & (g.ways - 1)),
+                ]
                 with m.If(self.tag_cmd_ready):
                     m.next = "DEBUG_TAG_WAIT"
             with m.State("DEBUG_TAG_WAIT"):
@@ -368,8 +424,12 @@ class LocalAccessController(wiring.Component):
                     m.d.sync += [self.debug_tag.eq(resp.tag), self.debug_dir.eq(resp.dir)]
                     m.next = "IDLE"
             with m.State("DEBUG_MEM"):
-                m.d.comb += [self.own_req.eq(1), mem.cmd.valid.eq(1), mem.cmd.payload.index.eq(debug_addr),
-                             mem.cmd.payload.space.eq(debug_what - 2)]
+                m.d.comb += [
+                    self.own_req.eq(1),
+                    mem.cmd.valid.eq(1),
+                    mem.cmd.payload.index.eq(debug_addr),
+                    mem.cmd.payload.space.eq(debug_what - 2),
+                ]
                 with m.If(mem.cmd.ready):
                     m.next = "DEBUG_MEM_WAIT"
             with m.State("DEBUG_MEM_WAIT"):
@@ -379,13 +439,18 @@ class LocalAccessController(wiring.Component):
                     m.next = "IDLE"
 
         m.d.comb += self.flush_busy.eq(flush_pending | fsm.ongoing("FLUSH") | fsm.ongoing("FLUSH_WAIT"))
-        m.d.comb += self.debug_busy.eq(debug_pending | fsm.ongoing("DEBUG") | fsm.ongoing("DEBUG_TAG") |
-                                       fsm.ongoing("DEBUG_TAG_WAIT") | fsm.ongoing("DEBUG_MEM") |
-                                       fsm.ongoing("DEBUG_MEM_WAIT"))
+        m.d.comb += self.debug_busy.eq(
+            debug_pending
+            | fsm.ongoing("DEBUG")
+            | fsm.ongoing("DEBUG_TAG")
+            | fsm.ongoing("DEBUG_TAG_WAIT")
+            | fsm.ongoing("DEBUG_MEM")
+            | fsm.ongoing("DEBUG_MEM_WAIT")
+        )
 
         with m.If(self.refused_upstream):
             m.d.sync += ctr.errors.eq(ctr.errors + 1)
-        with m.If(self.clear_counters):    # last assignment wins over the increments above
+        with m.If(self.clear_counters):  # last assignment wins over the increments above
             m.d.sync += [getattr(ctr, name).eq(0) for name in LacCounters.NAMES]
 
         # Read data of hits: memory -> FIFO (the FIFO holds a whole line, so reads never stall).

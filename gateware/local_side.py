@@ -10,17 +10,17 @@ from amaranth import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
 from numavia.base import regmap
+from numavia.base.coherence import NODE_ID_BITS, CacheGeometry
+
+from . import wishbone
 from .burst_splitter import BurstSplitter
-from numavia.base.coherence import CacheGeometry, NODE_ID_BITS
 from .host_port import HostAddressMap, HostPortSignature
 from .local_access_controller import LacCounters, LocalAccessController, MissSignature
 from .memory_controller import MemoryController, MemoryPortSignature
 from .ownership import Ownership
 from .register_bank import RegisterBank
 from .tag_store import LOOKUP_LATENCY, TagStore, command_layout, response_layout
-
 
 __all__ = ["CacheGeometry", "LocalSide", "RemoteSideSignature"]
 
@@ -29,31 +29,35 @@ class RemoteSideSignature(wiring.Signature):
     """What the sequencer uses of the local side (the sequencer's view)."""
 
     def __init__(self, geometry):
-        super().__init__({
-            "tag_cmd_valid": Out(1),
-            "tag_cmd_ready": In(1),
-            "tag_cmd": Out(command_layout(geometry)),
-            "tag_resp_valid": In(1),
-            "tag_resp": In(response_layout(geometry)),
-            "mem": Out(MemoryPortSignature()),
-            "own_req": Out(1),
-            "own_grant": In(1),
-        })
+        super().__init__(
+            {
+                "tag_cmd_valid": Out(1),
+                "tag_cmd_ready": In(1),
+                "tag_cmd": Out(command_layout(geometry)),
+                "tag_resp_valid": In(1),
+                "tag_resp": In(response_layout(geometry)),
+                "mem": Out(MemoryPortSignature()),
+                "own_req": Out(1),
+                "own_grant": In(1),
+            }
+        )
 
 
 class LocalSide(wiring.Component):
     def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry()):
         self.amap, self.geometry = address_map, geometry
-        super().__init__({
-            "host": In(HostPortSignature()),
-            "miss": Out(MissSignature()),
-            "remote": In(RemoteSideSignature(geometry)),
-            "bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
-            "node_id": In(NODE_ID_BITS),
-            "node_ready": In(1),
-            "numa_mode": In(1),
-            "counters": Out(LacCounters()),
-        })
+        super().__init__(
+            {
+                "host": In(HostPortSignature()),
+                "miss": Out(MissSignature()),
+                "remote": In(RemoteSideSignature(geometry)),
+                "bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
+                "node_id": In(NODE_ID_BITS),
+                "node_ready": In(1),
+                "numa_mode": In(1),
+                "counters": Out(LacCounters()),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -63,8 +67,8 @@ class LocalSide(wiring.Component):
         m.submodules.lac = lac = LocalAccessController(address_map=amap, geometry=g)
         m.submodules.tags = tags = TagStore(geometry=g, slice_lines=slice_lines)
         m.submodules.memory = memory = MemoryController(
-            home_words=amap.slice_bytes // 4, cache_words=g.lines * g.line_words,
-            private_words=amap.private_bytes // 4)
+            home_words=amap.slice_bytes // 4, cache_words=g.lines * g.line_words, private_words=amap.private_bytes // 4
+        )
         m.submodules.ownership = own = Ownership()
         m.submodules.bank = bank = RegisterBank(regmap.LAC)
 
@@ -75,10 +79,14 @@ class LocalSide(wiring.Component):
         wiring.connect(m, wiring.flipped(self.remote.mem), memory.remote)
         wiring.connect(m, wiring.flipped(self.bus), bank.bus)
         m.d.comb += [
-            lac.node_id.eq(self.node_id), lac.node_ready.eq(self.node_ready),
-            lac.numa_mode.eq(self.numa_mode), lac.refused_upstream.eq(splitter.refused),
-            own.local_req.eq(lac.own_req), lac.own_grant.eq(own.local_grant),
-            own.remote_req.eq(self.remote.own_req), self.remote.own_grant.eq(own.remote_grant),
+            lac.node_id.eq(self.node_id),
+            lac.node_ready.eq(self.node_ready),
+            lac.numa_mode.eq(self.numa_mode),
+            lac.refused_upstream.eq(splitter.refused),
+            own.local_req.eq(lac.own_req),
+            lac.own_grant.eq(own.local_grant),
+            own.remote_req.eq(self.remote.own_req),
+            self.remote.own_grant.eq(own.remote_grant),
         ]
         # The tag SRAM's command port belongs to whoever owns the card.
         remote_owns = own.remote_grant
@@ -87,8 +95,10 @@ class LocalSide(wiring.Component):
             tags.cmd.eq(Mux(remote_owns, self.remote.tag_cmd, lac.tag_cmd)),
             lac.tag_cmd_ready.eq(tags.cmd_ready & ~remote_owns),
             self.remote.tag_cmd_ready.eq(tags.cmd_ready & remote_owns),
-            lac.tag_resp_valid.eq(tags.resp_valid), lac.tag_resp.eq(tags.resp),
-            self.remote.tag_resp_valid.eq(tags.resp_valid), self.remote.tag_resp.eq(tags.resp),
+            lac.tag_resp_valid.eq(tags.resp_valid),
+            lac.tag_resp.eq(tags.resp),
+            self.remote.tag_resp_valid.eq(tags.resp_valid),
+            self.remote.tag_resp.eq(tags.resp),
         ]
 
         # Registers.
@@ -98,19 +108,24 @@ class LocalSide(wiring.Component):
             lac.flush.eq(bank.command.w_stb & bank.command.w_data[command.field("FLUSH").lsb]),
             lac.clear_counters.eq(bank.command.w_stb & bank.command.w_data[command.field("CLEAR_COUNTERS").lsb]),
             bank.status.value.eq(lac.flush_busy | lac.debug_busy << 1),
-            lac.debug_start.eq(bank.debug_cmd.w_stb), lac.debug_what.eq(bank.debug_cmd.w_data),
+            lac.debug_start.eq(bank.debug_cmd.w_stb),
+            lac.debug_what.eq(bank.debug_cmd.w_data),
             lac.debug_addr.eq(bank.debug_addr.value),
             bank.debug_tag.value.eq(lac.debug_tag.state | lac.debug_tag.fwd << 8 | lac.debug_tag.bwd << 16),
             bank.debug_tag_line.value.eq(lac.debug_tag.line << g.offset_bits),
             bank.debug_dir.value.eq(lac.debug_dir.mstate | lac.debug_dir.lock << 2 | lac.debug_dir.head << 8),
             bank.debug_data.value.eq(lac.debug_data),
             bank.geometry.value.eq(
-                g.ways << geometry.field("WAYS").lsb | g.set_bits << geometry.field("SET_BITS").lsb |
-                amap.slice_bits << geometry.field("SLICE_BITS").lsb |
-                LOOKUP_LATENCY << geometry.field("LOOKUP_LATENCY").lsb |
-                g.offset_bits << geometry.field("LINE_BITS").lsb),
+                g.ways << geometry.field("WAYS").lsb
+                | g.set_bits << geometry.field("SET_BITS").lsb
+                | amap.slice_bits << geometry.field("SLICE_BITS").lsb
+                | LOOKUP_LATENCY << geometry.field("LOOKUP_LATENCY").lsb
+                | g.offset_bits << geometry.field("LINE_BITS").lsb
+            ),
         ]
         for name in LacCounters.NAMES:
-            m.d.comb += [bank.port(name).value.eq(getattr(lac.counters, name)),
-                         getattr(self.counters, name).eq(getattr(lac.counters, name))]
+            m.d.comb += [
+                bank.port(name).value.eq(getattr(lac.counters, name)),
+                getattr(self.counters, name).eq(getattr(lac.counters, name)),
+            ]
         return m

@@ -11,16 +11,16 @@ are accepted every cycle.
 
 from enum import IntEnum
 
-from amaranth import Module, Signal, Cat
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
 class MemSpace(IntEnum):
-    HOME = 0       # this node's shared slice (word index = offset / 4)
-    CACHE = 1      # network-cache data (word index = ((set * ways) + way) * line words + word)
-    PRIVATE = 2    # private memory (word index = offset / 4)
+    HOME = 0  # this node's shared slice (word index = offset / 4)
+    CACHE = 1  # network-cache data (word index = ((set * ways) + way) * line words + word)
+    PRIVATE = 2  # private memory (word index = offset / 4)
 
 
 INDEX_BITS = 24
@@ -32,11 +32,13 @@ class MemoryPortSignature(wiring.Signature):
     """User's view of one port."""
 
     def __init__(self):
-        super().__init__({
-            "cmd": Out(stream.Signature(CommandLayout)),
-            "rdata": In(32),
-            "rvalid": In(1),
-        })
+        super().__init__(
+            {
+                "cmd": Out(stream.Signature(CommandLayout)),
+                "rdata": In(32),
+                "rvalid": In(1),
+            }
+        )
 
 
 class MemoryController(wiring.Component):
@@ -44,8 +46,7 @@ class MemoryController(wiring.Component):
     remote: In(MemoryPortSignature())
 
     def __init__(self, *, home_words, cache_words, private_words):
-        self.depths = {MemSpace.HOME: home_words, MemSpace.CACHE: cache_words,
-                       MemSpace.PRIVATE: private_words}
+        self.depths = {MemSpace.HOME: home_words, MemSpace.CACHE: cache_words, MemSpace.PRIVATE: private_words}
         for space, depth in self.depths.items():
             if depth < 1 or depth > 1 << INDEX_BITS:
                 raise ValueError(f"{space.name} memory of {depth} words is out of range")
@@ -54,7 +55,7 @@ class MemoryController(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         ports = [self.local, self.remote]
-        grant = Signal()   # 0: local, 1: remote
+        grant = Signal()  # 0: local, 1: remote
         m.d.comb += grant.eq(~self.local.cmd.valid)
         for i, port in enumerate(ports):
             m.d.comb += port.cmd.ready.eq(grant == i)
@@ -78,7 +79,7 @@ class MemoryController(wiring.Component):
             m.submodules[f"{space.name.lower()}_mem"] = mem
             rd = mem.read_port()
             wr = mem.write_port(granularity=8)
-            index = cmd.index[:max(1, (depth - 1).bit_length())]
+            index = cmd.index[: max(1, (depth - 1).bit_length())]
             selected = valid & (cmd.space == space)
             m.d.comb += [rd.addr.eq(index), wr.addr.eq(index), wr.data.eq(cmd.data)]
             with m.If(selected & cmd.write):

@@ -19,8 +19,8 @@ class Ownership(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        owner = Signal(2)          # 0: nobody, 1: local, 2: remote
-        remote_waited = Signal()   # the sequencer was refused: it goes next
+        owner = Signal(2)  # 0: nobody, 1: local, 2: remote
+        remote_waited = Signal()  # the sequencer was refused: it goes next
         with m.Switch(owner):
             with m.Case(0):
                 with m.If(self.remote_req & (remote_waited | ~self.local_req)):

@@ -14,7 +14,7 @@ The reader sees the head frame's length in bytes (``head_length``, when ``head_v
 words (``last`` on the final one, ``nbytes`` 1..4), and may ``skip`` the rest of it.
 """
 
-from amaranth import Module, Signal, Mux, Cat
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -31,16 +31,18 @@ class PacketFifo(wiring.Component):
         self.depth = depth_words
         self.max_frames = max_frames
         self.drop_when_full = drop_when_full
-        super().__init__({
-            "w": In(stream.Signature(FifoWord)),
-            "r": Out(stream.Signature(FifoOut)),
-            "head_valid": Out(1),
-            "head_length": Out(16),
-            "skip": In(1),
-            "dropped_full": Out(1),
-            "dropped_error": Out(1),
-            "committed": Out(1),
-        })
+        super().__init__(
+            {
+                "w": In(stream.Signature(FifoWord)),
+                "r": Out(stream.Signature(FifoOut)),
+                "head_valid": Out(1),
+                "head_length": Out(16),
+                "skip": In(1),
+                "dropped_full": Out(1),
+                "dropped_error": Out(1),
+                "committed": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -51,11 +53,11 @@ class PacketFifo(wiring.Component):
         rport = mem.read_port(transparent_for=(wport,))
         m.submodules.lengths = lengths = SyncFIFOBuffered(width=16 + 3, depth=self.max_frames)
 
-        wr = Signal(aw + 1)        # next word to write (of the frame being written)
+        wr = Signal(aw + 1)  # next word to write (of the frame being written)
         committed = Signal(aw + 1)  # end of the last committed frame
-        rd = Signal(aw + 1)        # next word to read
-        words = Signal(16)         # words of the frame being written
-        dropping = Signal()        # the frame being written no longer fits: drop it at its end
+        rd = Signal(aw + 1)  # next word to read
+        words = Signal(16)  # words of the frame being written
+        dropping = Signal()  # the frame being written no longer fits: drop it at its end
 
         free = Signal(aw + 1)
         m.d.comb += free.eq(self.depth - (wr - rd))
@@ -95,8 +97,8 @@ class PacketFifo(wiring.Component):
         head_words = Signal(16)
         head_nbytes = Signal(3)
         m.d.comb += [head_words.eq(lengths.r_data[:16]), head_nbytes.eq(lengths.r_data[16:])]
-        left = Signal(16)          # words of the head frame not read yet
-        started = Signal()         # left is loaded for the head frame
+        left = Signal(16)  # words of the head frame not read yet
+        started = Signal()  # left is loaded for the head frame
         words_left = Mux(started, left, head_words)
         m.d.comb += [
             self.head_valid.eq(lengths.r_rdy),

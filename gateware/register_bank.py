@@ -19,8 +19,9 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
 from numavia.base.regmap import Access
+
+from . import wishbone
 
 
 def register_signature(reg, hw_writable=False):
@@ -48,8 +49,9 @@ class RegisterBank(wiring.Component):
         self.counts = {a.name: a.count for a in block.arrays}
         for name, count in (counts or {}).items():
             if not 0 < count <= block.array(name).count:
-                raise ValueError(f"array {name}: {count} elements do not fit the {block.array(name).count} "
-                                 f"the map reserves")
+                raise ValueError(
+                    f"array {name}: {count} elements do not fit the {block.array(name).count} the map reserves"
+                )
             self.counts[name] = count
         self.resets = dict(resets or {})
         for name, value in self.resets.items():
@@ -69,15 +71,18 @@ class RegisterBank(wiring.Component):
     def _decoded(self):
         """``(word address, register, port, storage name, reset)`` of every register decoded."""
         for reg in self.block.registers:
-            yield (reg.offset // 4, reg, self.port(reg.name), reg.name.lower(),
-                   self.resets.get(reg.name, reg.reset))
+            yield (reg.offset // 4, reg, self.port(reg.name), reg.name.lower(), self.resets.get(reg.name, reg.reset))
         for array in self.block.arrays:
             elements = getattr(self, array.name.lower())
             for i in range(self.counts[array.name]):
                 for reg in array.registers:
-                    yield ((array.offset + i * array.stride + reg.offset) // 4, reg,
-                           getattr(elements[i], reg.name.lower()), f"{array.name.lower()}{i}_{reg.name.lower()}",
-                           reg.reset)
+                    yield (
+                        (array.offset + i * array.stride + reg.offset) // 4,
+                        reg,
+                        getattr(elements[i], reg.name.lower()),
+                        f"{array.name.lower()}{i}_{reg.name.lower()}",
+                        reg.reset,
+                    )
 
     def elaborate(self, platform):
         m = Module()
@@ -111,7 +116,7 @@ class RegisterBank(wiring.Component):
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(port.value)
                             with m.If(bus.we):
-                                m.d.sync += bus.err.eq(1)   # a write to a read-only register is a bug
+                                m.d.sync += bus.err.eq(1)  # a write to a read-only register is a bug
                             with m.Else():
                                 m.d.sync += [bus.ack.eq(1), port.r_stb.eq(1)]
                         else:

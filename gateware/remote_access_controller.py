@@ -6,47 +6,60 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
 from numavia.base import regmap
-from numavia.base.coherence import CacheGeometry, NODE_ID_BITS
+from numavia.base.coherence import NODE_ID_BITS, CacheGeometry
+from numavia.base.microcode import isa
+
+from . import wishbone
 from .control_store import ControlStore
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
-from numavia.base.microcode import isa
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout
 from .sequencer import Sequencer, SequencerCounters
 
 
 class RemoteAccessController(wiring.Component):
-    def __init__(self, *, geometry=CacheGeometry(), slice_lines, num_transactions=isa.NUM_TRANSACTIONS,
-                 ucode_init=(), **sequencer_params):
+    def __init__(
+        self,
+        *,
+        geometry=CacheGeometry(),
+        slice_lines,
+        num_transactions=isa.NUM_TRANSACTIONS,
+        ucode_init=(),
+        **sequencer_params,
+    ):
         self.geometry = geometry
         self.slice_lines = slice_lines
         self.num_transactions = num_transactions
         self.ucode_init = list(ucode_init)
         self.sequencer_params = sequencer_params
-        super().__init__({
-            "bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
-            "node_id": In(NODE_ID_BITS),
-            "numa_mode": In(1),
-            "loaded": Out(1),
-            "miss": In(MissSignature()),
-            "local": Out(RemoteSideSignature(geometry)),
-            "send_header": Out(stream.Signature(HeaderLayout)),
-            "send_data": Out(stream.Signature(32)),
-            "recv_header": In(stream.Signature(HeaderLayout)),
-            "recv_data": In(stream.Signature(32)),
-            "failed": In(stream.Signature(HeaderLayout)),
-        })
+        super().__init__(
+            {
+                "bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
+                "node_id": In(NODE_ID_BITS),
+                "numa_mode": In(1),
+                "loaded": Out(1),
+                "miss": In(MissSignature()),
+                "local": Out(RemoteSideSignature(geometry)),
+                "send_header": Out(stream.Signature(HeaderLayout)),
+                "send_data": Out(stream.Signature(32)),
+                "recv_header": In(stream.Signature(HeaderLayout)),
+                "recv_data": In(stream.Signature(32)),
+                "failed": In(stream.Signature(HeaderLayout)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.bank = bank = RegisterBank(regmap.RAC)
         m.submodules.store = store = ControlStore(init=self.ucode_init)
-        m.submodules.sequencer = seq = Sequencer(geometry=self.geometry, slice_lines=self.slice_lines,
-                                                 num_transactions=self.num_transactions,
-                                                 **self.sequencer_params)
+        m.submodules.sequencer = seq = Sequencer(
+            geometry=self.geometry,
+            slice_lines=self.slice_lines,
+            num_transactions=self.num_transactions,
+            **self.sequencer_params,
+        )
         wiring.connect(m, wiring.flipped(self.bus), bank.bus)
         wiring.connect(m, wiring.flipped(self.miss), seq.miss)
         wiring.connect(m, seq.local, wiring.flipped(self.local))
@@ -58,15 +71,20 @@ class RemoteAccessController(wiring.Component):
         ctrl = regmap.RAC.register("CTRL")
         status = regmap.RAC.register("STATUS")
         loaded = bank.ctrl.value[ctrl.field("LOADED").lsb]
-        m.d.comb += [self.loaded.eq(loaded), seq.loaded.eq(loaded), seq.node_id.eq(self.node_id),
-                     seq.numa_mode.eq(self.numa_mode),
-                     store.fetch_addr.eq(seq.fetch_addr), seq.fetch_data.eq(store.fetch_data)]
+        m.d.comb += [
+            self.loaded.eq(loaded),
+            seq.loaded.eq(loaded),
+            seq.node_id.eq(self.node_id),
+            seq.numa_mode.eq(self.numa_mode),
+            store.fetch_addr.eq(seq.fetch_addr),
+            seq.fetch_data.eq(store.fetch_data),
+        ]
 
         # The loader: address register, write on the high word, read-back.
         ucode_addr = Signal(isa.TARGET_BITS)
         with m.If(bank.ucode_addr.w_stb):
             m.d.sync += ucode_addr.eq(bank.ucode_addr.w_data)
-        with m.If(bank.ucode_wdata_hi.w_stb & ~loaded):      # a refused write leaves it alone
+        with m.If(bank.ucode_wdata_hi.w_stb & ~loaded):  # a refused write leaves it alone
             m.d.sync += ucode_addr.eq(ucode_addr + 1)
         # A new address reaches the RAM in the cycle it is written, so the read-back registers
         # hold its word by the time software can read them.
@@ -76,15 +94,18 @@ class RemoteAccessController(wiring.Component):
             store.wdata.eq(bank.ucode_wdata_hi.w_data << 32 | bank.ucode_wdata_lo.value),
             store.write.eq(bank.ucode_wdata_hi.w_stb),
             bank.ucode_pos.value.eq(ucode_addr),
-            bank.ucode_rdata_lo.value.eq(store.rdata[:32]), bank.ucode_rdata_hi.value.eq(store.rdata[32:]),
+            bank.ucode_rdata_lo.value.eq(store.rdata[:32]),
+            bank.ucode_rdata_hi.value.eq(store.rdata[32:]),
             bank.ucode_depth.value.eq(isa.CONTROL_STORE_DEPTH),
-            bank.status.value.eq(loaded << status.field("LOADED").lsb |
-                                 store.write_refused << status.field("WRITE_REFUSED").lsb |
-                                 seq.busy_contexts << status.field("BUSY_CONTEXTS").lsb),
+            bank.status.value.eq(
+                loaded << status.field("LOADED").lsb
+                | store.write_refused << status.field("WRITE_REFUSED").lsb
+                | seq.busy_contexts << status.field("BUSY_CONTEXTS").lsb
+            ),
         ]
         names = [n for n, _ in regmap.RAC_COUNTERS]
-        sources = list(SequencerCounters.NAMES[:len(isa.Counter)])
-        sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerCounters.NAMES[len(isa.Counter):])
+        sources = list(SequencerCounters.NAMES[: len(isa.Counter)])
+        sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerCounters.NAMES[len(isa.Counter) :])
         for name, source in zip(names, sources):
             m.d.comb += bank.port(name).value.eq(getattr(seq.counters, source) if source else 0)
         return m

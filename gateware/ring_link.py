@@ -68,11 +68,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from . import wishbone
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
-from .register_bank import RegisterBank
-from .sci_layouts import HeaderLayout, SymbolLayout
 from numavia.base.sci_packet import (
     CRC_INIT,
     CRC_POLY,
@@ -84,6 +81,10 @@ from numavia.base.sci_packet import (
     PacketType,
     packet_symbols,
 )
+
+from . import wishbone
+from .register_bank import RegisterBank
+from .sci_layouts import HeaderLayout, SymbolLayout
 
 #: Cycles from a symbol on ``rx`` to the same symbol on ``tx`` through an idle node: ``rx`` is
 #: registered (1), written into the bypass FIFO (2: readable the next cycle), then popped into the
@@ -113,12 +114,11 @@ def _crc16_step_taps():
     XOR it is: one step of the bitwise CRC-16/CCITT over a 16-bit symbol, most significant bit
     first (``sci_packet.crc16`` feeds the high byte, then the low one: the same order), worked out
     symbolically over GF(2)."""
-    crc = [({i}, set()) for i in range(16)]            # bit i of the register, as (crc, symbol) taps
+    crc = [({i}, set()) for i in range(16)]  # bit i of the register, as (crc, symbol) taps
     for bit in reversed(range(SYMBOL_BITS)):
         feedback = (crc[15][0], crc[15][1] ^ {bit})
         shifted = [(set(), set())] + crc[:15]
-        crc = [(c ^ feedback[0], d ^ feedback[1]) if CRC_POLY >> i & 1 else (c, d)
-               for i, (c, d) in enumerate(shifted)]
+        crc = [(c ^ feedback[0], d ^ feedback[1]) if CRC_POLY >> i & 1 else (c, d) for i, (c, d) in enumerate(shifted)]
     return [(sorted(c), sorted(d)) for c, d in crc]
 
 
@@ -136,7 +136,7 @@ def crc16_step(crc, symbol):
 
 def header_symbol(header_bits, index):
     """Symbol ``index`` of a header bit vector (symbol 0 holds the most significant bits)."""
-    return header_bits[HEADER_BITS - SYMBOL_BITS * (index + 1):HEADER_BITS - SYMBOL_BITS * index]
+    return header_bits[HEADER_BITS - SYMBOL_BITS * (index + 1) : HEADER_BITS - SYMBOL_BITS * index]
 
 
 def _saturating_counter(m, counter, increment, clear):
@@ -148,7 +148,7 @@ def _saturating_counter(m, counter, increment, clear):
     with m.Elif(total[-1]):
         m.d.sync += counter.eq(~0)
     with m.Else():
-        m.d.sync += counter.eq(total[:len(counter)])
+        m.d.sync += counter.eq(total[: len(counter)])
 
 
 def _first_set(m, name, bits):
@@ -164,20 +164,21 @@ def _first_set(m, name, bits):
 
 class _Context(enum.Enum, shape=3):
     """State of a transmit context (one own packet in flight)."""
+
     FREE = 0
-    READY = 1       # to be (re)sent when the output gives own traffic its turn
+    READY = 1  # to be (re)sent when the output gives own traffic its turn
     SENDING = 2
-    WAIT_ECHO = 3   # timer counts towards ECHO_TIMEOUT
-    BACKOFF = 4     # BUSY received; timer counts towards BUSY_DELAY
-    DONE = 5        # ACCEPTED: to be released (slot freed, alternating bit toggled)
-    FAILED = 6      # given up: to be reported on ``failed``, then released
+    WAIT_ECHO = 3  # timer counts towards ECHO_TIMEOUT
+    BACKOFF = 4  # BUSY received; timer counts towards BUSY_DELAY
+    DONE = 5  # ACCEPTED: to be released (slot freed, alternating bit toggled)
+    FAILED = 6  # given up: to be reported on ``failed``, then released
 
 
 class _Output(enum.Enum, shape=2):
-    IDLE = 0        # emits an idle symbol or starts the next packet (the arbitration point)
-    BYPASS = 1      # popping the bypass FIFO up to the packet's end marker
-    OWN = 2         # an echo or a queued packet, from the transmit header register
-    GAP = 3         # the idle symbol after an own packet
+    IDLE = 0  # emits an idle symbol or starts the next packet (the arbitration point)
+    BYPASS = 1  # popping the bypass FIFO up to the packet's end marker
+    OWN = 2  # an echo or a queued packet, from the transmit header register
+    GAP = 3  # the idle symbol after an own packet
 
 
 #: An entry of the bypass FIFO: a symbol, or (``end`` set) the end of a packet.
@@ -212,13 +213,26 @@ class RingLink(wiring.Component):
         has the same).
     """
 
-    def __init__(self, *, out_depth=QUEUE_DEPTH, in_depth=QUEUE_DEPTH, max_outstanding=MAX_OUTSTANDING, echo_depth=8,
-                 bypass_depth=128, echo_timeout=_RING.register("ECHO_TIMEOUT").reset,
-                 busy_delay=_RING.register("BUSY_DELAY").reset,
-                 max_attempts=_RING.register("MAX_ATTEMPTS").reset, line_bytes=LINE_BYTES):
-        for name, value in (("out_depth", out_depth), ("in_depth", in_depth),
-                            ("max_outstanding", max_outstanding), ("echo_depth", echo_depth)):
-            if not 1 <= value <= 255:   # each is shown in an 8-bit field of a status register
+    def __init__(
+        self,
+        *,
+        out_depth=QUEUE_DEPTH,
+        in_depth=QUEUE_DEPTH,
+        max_outstanding=MAX_OUTSTANDING,
+        echo_depth=8,
+        bypass_depth=128,
+        echo_timeout=_RING.register("ECHO_TIMEOUT").reset,
+        busy_delay=_RING.register("BUSY_DELAY").reset,
+        max_attempts=_RING.register("MAX_ATTEMPTS").reset,
+        line_bytes=LINE_BYTES,
+    ):
+        for name, value in (
+            ("out_depth", out_depth),
+            ("in_depth", in_depth),
+            ("max_outstanding", max_outstanding),
+            ("echo_depth", echo_depth),
+        ):
+            if not 1 <= value <= 255:  # each is shown in an 8-bit field of a status register
                 raise ValueError(f"{name} must be 1..255, not {value}")
         if max_outstanding > out_depth:
             raise ValueError("max_outstanding cannot exceed out_depth")
@@ -235,23 +249,26 @@ class RingLink(wiring.Component):
             raise ValueError(f"bypass_depth must be {2 * self.max_packet + 3}..65535")
         # The configurable timings are registers; the constructor sets their reset values.
         resets = {"ECHO_TIMEOUT": echo_timeout, "BUSY_DELAY": busy_delay, "MAX_ATTEMPTS": max_attempts}
-        self.register_block = replace(_RING, registers=tuple(
-            replace(r, reset=resets[r.name]) if r.name in resets else r for r in _RING.registers))
+        self.register_block = replace(
+            _RING, registers=tuple(replace(r, reset=resets[r.name]) if r.name in resets else r for r in _RING.registers)
+        )
         self.echo_timeout = echo_timeout
         self.busy_delay = busy_delay
         self.max_attempts = max_attempts
-        super().__init__({
-            "rx":          In(SymbolLayout),
-            "tx":          Out(SymbolLayout),
-            "node_id":     In(NODE_ID_BITS),
-            "enable":      In(1),
-            "send_header": In(stream.Signature(HeaderLayout)),
-            "send_data":   In(stream.Signature(32)),
-            "recv_header": Out(stream.Signature(HeaderLayout)),
-            "recv_data":   Out(stream.Signature(32)),
-            "failed":      Out(stream.Signature(HeaderLayout)),
-            "bus":         In(wishbone.Signature(addr_width=_RING.addr_width)),
-        })
+        super().__init__(
+            {
+                "rx": In(SymbolLayout),
+                "tx": Out(SymbolLayout),
+                "node_id": In(NODE_ID_BITS),
+                "enable": In(1),
+                "send_header": In(stream.Signature(HeaderLayout)),
+                "send_data": In(stream.Signature(32)),
+                "recv_header": Out(stream.Signature(HeaderLayout)),
+                "recv_data": Out(stream.Signature(32)),
+                "failed": Out(stream.Signature(HeaderLayout)),
+                "bus": In(wishbone.Signature(addr_width=_RING.addr_width)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -271,16 +288,12 @@ class RingLink(wiring.Component):
         # one 32-bit word per slot and word index (address = slot * line words + word).
         DATA_WORDS, MAX_PACKET_SYMBOLS = self.data_words, self.max_packet
         DATA_SYMBOLS = 2 * DATA_WORDS
-        _LONG_PACKET = MAX_PACKET_SYMBOLS      # a request/response with its data block
+        _LONG_PACKET = MAX_PACKET_SYMBOLS  # a request/response with its data block
         word_bits = (DATA_WORDS - 1).bit_length()
-        m.submodules.out_headers = out_headers = memory.Memory(
-            shape=HeaderLayout, depth=self.out_depth, init=[])
-        m.submodules.out_data = out_data = memory.Memory(
-            shape=32, depth=self.out_depth * DATA_WORDS, init=[])
-        m.submodules.in_headers = in_headers = memory.Memory(
-            shape=HeaderLayout, depth=self.in_depth, init=[])
-        m.submodules.in_data = in_data = memory.Memory(
-            shape=32, depth=self.in_depth * DATA_WORDS, init=[])
+        m.submodules.out_headers = out_headers = memory.Memory(shape=HeaderLayout, depth=self.out_depth, init=[])
+        m.submodules.out_data = out_data = memory.Memory(shape=32, depth=self.out_depth * DATA_WORDS, init=[])
+        m.submodules.in_headers = in_headers = memory.Memory(shape=HeaderLayout, depth=self.in_depth, init=[])
+        m.submodules.in_data = in_data = memory.Memory(shape=32, depth=self.in_depth * DATA_WORDS, init=[])
 
         m.submodules.bypass = bypass = fifo.SyncFIFO(width=_BypassEntry.size, depth=self.bypass_depth)
         m.submodules.echoes = echoes = fifo.SyncFIFO(width=_EchoEntry.size, depth=self.echo_depth)
@@ -289,7 +302,7 @@ class RingLink(wiring.Component):
 
         # --- Receive: framing, CRC, disposition ---------------------------------------------------
         rx = Signal(SymbolLayout)
-        m.d.sync += rx.eq(self.rx)     # register the ring input (board I/O timing)
+        m.d.sync += rx.eq(self.rx)  # register the ring input (board I/O timing)
         in_packet = Signal()
         m.d.sync += in_packet.eq(rx.frame)
         start = rx.frame & ~in_packet
@@ -309,8 +322,7 @@ class RingLink(wiring.Component):
         first_q = Signal(SYMBOL_BITS)
         first_is_echo = first.ptype == PacketType.ECHO
         expected = Signal(range(MAX_PACKET_SYMBOLS + 1))
-        m.d.comb += expected.eq(Mux(first_is_echo, _ECHO_PACKET,
-                                    Mux(first.has_data, _LONG_PACKET, _SHORT_PACKET)))
+        m.d.comb += expected.eq(Mux(first_is_echo, _ECHO_PACKET, Mux(first.has_data, _LONG_PACKET, _SHORT_PACKET)))
 
         # Residue over every symbol including the CRC: zero for an intact packet.
         rx_crc = Signal(16)
@@ -327,17 +339,17 @@ class RingLink(wiring.Component):
         for_me = self.enable & (first.target == self.node_id)
         came_back = self.enable & (first.source == self.node_id) & ~for_me
         scrub = self.enable & suspect_valid & (rx.data == suspect) & ~for_me & ~came_back
-        consume_q = Signal()     # packet for this node
-        forward_q = Signal()     # packet in the bypass FIFO
+        consume_q = Signal()  # packet for this node
+        forward_q = Signal()  # packet in the bypass FIFO
         forward_now = Signal()
         m.d.comb += forward_now.eq(Mux(start, ~(for_me | came_back | scrub), forward_q))
         consume_now = Mux(start, for_me, consume_q)
 
         expected_q = Signal.like(expected)
-        type_ok_q = Signal()     # ptype is one of REQUEST, RESPONSE, ECHO
+        type_ok_q = Signal()  # ptype is one of REQUEST, RESPONSE, ECHO
         is_echo_q = Signal()
         duplicate_q = Signal()
-        room_q = Signal()        # the incoming queue had a free slot when the packet began
+        room_q = Signal()  # the incoming queue had a free slot when the packet began
         is_request_q = Signal()
         # Replies owed: requests stored in the incoming queue (or being handled) whose answer has
         # not been queued yet. Each has an outgoing slot reserved, so the sequencer can always
@@ -345,7 +357,7 @@ class RingLink(wiring.Component):
         # queues are full of requests for each other.
         owed = Signal(range(self.in_depth + 2))
         free_count = Signal(range(self.out_depth + 1))
-        rx_last_seq = Signal(1 << NODE_ID_BITS, init=~0)   # per source; all ones: "before seq 0"
+        rx_last_seq = Signal(1 << NODE_ID_BITS, init=~0)  # per source; all ones: "before seq 0"
         in_count = Signal(range(self.in_depth + 1))
         in_tail = Signal(range(self.in_depth))
         in_head = Signal(range(self.in_depth))
@@ -359,8 +371,7 @@ class RingLink(wiring.Component):
                 type_ok_q.eq(first.ptype.matches(*PacketType)),
                 is_echo_q.eq(first_is_echo),
                 duplicate_q.eq(rx_last_seq.bit_select(first.source, 1) == first.seq),
-                room_q.eq((in_count != self.in_depth) &
-                          ((first.ptype != PacketType.REQUEST) | (free_count > owed))),
+                room_q.eq((in_count != self.in_depth) & ((first.ptype != PacketType.REQUEST) | (free_count > owed))),
                 is_request_q.eq(first.ptype == PacketType.REQUEST),
             ]
 
@@ -454,7 +465,7 @@ class RingLink(wiring.Component):
         # --- Incoming queue to the sequencer --------------------------------------------------------
         in_pop = Signal()
         in_word = Signal(word_bits)
-        in_in_data = Signal()    # the head packet's header is taken; its data words go out now
+        in_in_data = Signal()  # the head packet's header is taken; its data words go out now
         in_headers_r = in_headers.read_port(domain="comb")
         in_data_r = in_data.read_port()
         head_header = HeaderLayout(in_headers_r.data)
@@ -465,8 +476,9 @@ class RingLink(wiring.Component):
             self.recv_data.payload.eq(in_data_r.data),
             self.recv_data.valid.eq(in_in_data),
             # Synchronous read, addressed one cycle ahead: the word after an accepted one.
-            in_data_r.addr.eq(Cat(Mux(self.recv_data.valid & self.recv_data.ready,
-                                      in_word + 1, in_word)[:word_bits], in_head)),
+            in_data_r.addr.eq(
+                Cat(Mux(self.recv_data.valid & self.recv_data.ready, in_word + 1, in_word)[:word_bits], in_head)
+            ),
         ]
         with m.If(self.recv_header.valid & self.recv_header.ready):
             with m.If(head_header.has_data):
@@ -486,19 +498,20 @@ class RingLink(wiring.Component):
         slot_bits = max(1, (self.out_depth - 1).bit_length())
         free_slots = Signal(self.out_depth, init=~0)
         any_free, free_slot = _first_set(m, "free_slot", [free_slots[i] for i in range(self.out_depth)])
-        filling = Signal()       # header taken, data words being written
+        filling = Signal()  # header taken, data words being written
         fill_slot = Signal(slot_bits)
         fill_target = Signal(NODE_ID_BITS)
         fill_word = Signal(word_bits)
         enqueue = Signal()
         enqueue_slot = Signal(slot_bits)
         enqueue_target = Signal(NODE_ID_BITS)
-        allocated = Signal(self.out_depth)    # one-hot slot taken this cycle
+        allocated = Signal(self.out_depth)  # one-hot slot taken this cycle
 
         out_headers_w = out_headers.write_port()
         out_data_w = out_data.write_port()
-        reply_queued = self.send_header.valid & self.send_header.ready & \
-            (self.send_header.payload.ptype == PacketType.RESPONSE)
+        reply_queued = (
+            self.send_header.valid & self.send_header.ready & (self.send_header.payload.ptype == PacketType.RESPONSE)
+        )
         m.d.comb += free_count.eq(sum(free_slots[i] for i in range(self.out_depth)))
         m.d.sync += owed.eq(owed + (commit & is_request_q) - (reply_queued & (owed != 0)))
         # A reply may take any free slot; a request only one not reserved for owed replies (with
@@ -517,11 +530,18 @@ class RingLink(wiring.Component):
         with m.If(self.send_header.valid & self.send_header.ready):
             m.d.comb += allocated.eq(Const(1, self.out_depth) << free_slot)
             with m.If(self.send_header.payload.has_data):
-                m.d.sync += [filling.eq(1), fill_slot.eq(free_slot), fill_word.eq(0),
-                             fill_target.eq(self.send_header.payload.target)]
+                m.d.sync += [
+                    filling.eq(1),
+                    fill_slot.eq(free_slot),
+                    fill_word.eq(0),
+                    fill_target.eq(self.send_header.payload.target),
+                ]
             with m.Else():
-                m.d.comb += [enqueue.eq(1), enqueue_slot.eq(free_slot),
-                             enqueue_target.eq(self.send_header.payload.target)]
+                m.d.comb += [
+                    enqueue.eq(1),
+                    enqueue_slot.eq(free_slot),
+                    enqueue_target.eq(self.send_header.payload.target),
+                ]
         with m.If(self.send_data.valid & self.send_data.ready):
             m.d.sync += fill_word.eq(fill_word + 1)
             with m.If(fill_word == DATA_WORDS - 1):
@@ -539,7 +559,7 @@ class RingLink(wiring.Component):
         ctx_attempts = [Signal(8, name=f"ctx{c}_attempts") for c in range(n_contexts)]
         ctx_timer = [Signal(16, name=f"ctx{c}_timer") for c in range(n_contexts)]
         ctx_accepted = [Signal(name=f"ctx{c}_accepted_while_sending") for c in range(n_contexts)]
-        ctx_sent = [Signal(name=f"ctx{c}_sent") for c in range(n_contexts)]   # sent at least once
+        ctx_sent = [Signal(name=f"ctx{c}_sent") for c in range(n_contexts)]  # sent at least once
         ctx_in_use = [state != _Context.FREE for state in ctx_state]
 
         queue_slot = [Signal(slot_bits, name=f"queue{i}_slot") for i in range(self.out_depth)]
@@ -547,12 +567,10 @@ class RingLink(wiring.Component):
         queue_length = Signal(range(self.out_depth + 1))
         eligible = []
         for i in range(self.out_depth):
-            target_busy = Cat(*[ctx_in_use[c] & (ctx_target[c] == queue_target[i])
-                                for c in range(n_contexts)]).any()
+            target_busy = Cat(*[ctx_in_use[c] & (ctx_target[c] == queue_target[i]) for c in range(n_contexts)]).any()
             eligible.append((i < queue_length) & ~target_busy)
         any_eligible, take = _first_set(m, "dispatch", eligible)
-        any_free_context, free_context = _first_set(m, "free_context",
-                                                    [~in_use for in_use in ctx_in_use])
+        any_free_context, free_context = _first_set(m, "free_context", [~in_use for in_use in ctx_in_use])
         dispatch = Signal()
         m.d.comb += dispatch.eq(any_eligible & any_free_context)
         append_at = queue_length - dispatch
@@ -577,19 +595,21 @@ class RingLink(wiring.Component):
         # --- Echoes received: find the context they answer -------------------------------------------
         echo_accepted = good_echo & (rx_header.status == EchoStatus.ACCEPTED)
         echo_refused = good_echo & (rx_header.status == EchoStatus.BUSY)
-        echo_match = [ctx_in_use[c] & (ctx_target[c] == rx_header.source) & (ctx_seq[c] == rx_header.seq)
-                      for c in range(n_contexts)]
+        echo_match = [
+            ctx_in_use[c] & (ctx_target[c] == rx_header.source) & (ctx_seq[c] == rx_header.seq)
+            for c in range(n_contexts)
+        ]
 
         # --- Output arbitration and serialiser ----------------------------------------------------------
         out_state = Signal(_Output)
         last_was_own = Signal()
-        tx = Signal(SymbolLayout)        # the tx register
+        tx = Signal(SymbolLayout)  # the tx register
         m.d.comb += self.tx.eq(tx)
-        tx_shift = Signal(HEADER_BITS)   # header symbols still to send, next one on top
+        tx_shift = Signal(HEADER_BITS)  # header symbols still to send, next one on top
         tx_index = Signal(range(MAX_PACKET_SYMBOLS))
         tx_length = Signal(range(MAX_PACKET_SYMBOLS + 1))
         tx_crc = Signal(16)
-        tx_is_packet = Signal()          # an own queued packet (not an echo)
+        tx_is_packet = Signal()  # an own queued packet (not an echo)
         tx_context = Signal(range(max(2, n_contexts)))
         tx_slot = Signal(slot_bits)
 
@@ -626,7 +646,7 @@ class RingLink(wiring.Component):
 
         out_data_r = out_data.read_port()
         # Synchronous read addressed for the next symbol: valid when a data symbol is due.
-        m.d.comb += out_data_r.addr.eq(Cat((tx_index + 1 - HEADER_SYMBOLS)[1:1 + word_bits], tx_slot))
+        m.d.comb += out_data_r.addr.eq(Cat((tx_index + 1 - HEADER_SYMBOLS)[1 : 1 + word_bits], tx_slot))
 
         echo_pending = self.enable & echoes.r_rdy
         packet_pending = self.enable & any_ready
@@ -640,7 +660,8 @@ class RingLink(wiring.Component):
         def start_own(header, length):
             symbol0 = header_symbol(header.as_value(), 0)
             m.d.sync += [
-                tx.data.eq(symbol0), tx.frame.eq(1),
+                tx.data.eq(symbol0),
+                tx.frame.eq(1),
                 tx_shift.eq(header.as_value() << SYMBOL_BITS),
                 tx_index.eq(1),
                 tx_length.eq(length),
@@ -653,11 +674,15 @@ class RingLink(wiring.Component):
         with m.Switch(out_state):
             with m.Case(_Output.IDLE):
                 with m.If(bypass.r_rdy & bypass_head.end):
-                    m.d.comb += bypass.r_en.eq(1)   # a stray end marker: nothing to send
+                    m.d.comb += bypass.r_en.eq(1)  # a stray end marker: nothing to send
                 with m.Elif(bypass_pending & (force_bypass | last_was_own | ~(echo_pending | packet_pending))):
                     m.d.comb += bypass.r_en.eq(1)
-                    m.d.sync += [tx.data.eq(bypass_head.data), tx.frame.eq(1),
-                                 last_was_own.eq(0), out_state.eq(_Output.BYPASS)]
+                    m.d.sync += [
+                        tx.data.eq(bypass_head.data),
+                        tx.frame.eq(1),
+                        last_was_own.eq(0),
+                        out_state.eq(_Output.BYPASS),
+                    ]
                 with m.Elif(echo_pending):
                     m.d.comb += [echoes.r_en.eq(1), tx_start_echo.eq(1)]
                     start_own(echo_header, _ECHO_PACKET)
@@ -665,8 +690,7 @@ class RingLink(wiring.Component):
                 with m.Elif(packet_pending):
                     m.d.comb += tx_start_packet.eq(1)
                     start_own(packet_header, Mux(packet_header.has_data, _LONG_PACKET, _SHORT_PACKET))
-                    m.d.sync += [tx_is_packet.eq(1), tx_context.eq(send_context),
-                                 tx_slot.eq(send_context_slot)]
+                    m.d.sync += [tx_is_packet.eq(1), tx_context.eq(send_context), tx_slot.eq(send_context_slot)]
             with m.Case(_Output.BYPASS):
                 m.d.comb += bypass.r_en.eq(1)
                 with m.If(~bypass.r_rdy):
@@ -674,7 +698,7 @@ class RingLink(wiring.Component):
                     # first symbol was in the FIFO before we began to send it.
                     m.d.sync += [bypass_underrun.eq(1), out_state.eq(_Output.IDLE)]
                 with m.Elif(bypass_head.end):
-                    m.d.sync += out_state.eq(_Output.IDLE)    # this idle cycle is the gap
+                    m.d.sync += out_state.eq(_Output.IDLE)  # this idle cycle is the gap
                 with m.Else():
                     m.d.sync += [tx.data.eq(bypass_head.data), tx.frame.eq(1)]
             with m.Case(_Output.OWN):
@@ -690,7 +714,8 @@ class RingLink(wiring.Component):
                 with m.Else():
                     m.d.comb += symbol.eq(out_data_r.data[16:])
                 m.d.sync += [
-                    tx.data.eq(symbol), tx.frame.eq(1),
+                    tx.data.eq(symbol),
+                    tx.frame.eq(1),
                     tx_shift.eq(tx_shift << SYMBOL_BITS),
                     tx_index.eq(tx_index + 1),
                     tx_crc.eq(crc16_step(tx_crc, symbol)),
@@ -705,7 +730,7 @@ class RingLink(wiring.Component):
         any_release, release_context = _first_set(m, "release", releasing)
         failing = [state == _Context.FAILED for state in ctx_state]
         any_failed, failed_context = _first_set(m, "failed", failing)
-        freed = Signal(self.out_depth)   # slots released this cycle
+        freed = Signal(self.out_depth)  # slots released this cycle
         release_slot = Signal(slot_bits)
         release_target = Signal(NODE_ID_BITS)
         failed_slot = Signal(slot_bits)
@@ -731,8 +756,10 @@ class RingLink(wiring.Component):
         with m.If(any_release):
             m.d.sync += tx_seq.eq(tx_seq ^ (Const(1, len(tx_seq)) << release_target))
         events["TX_ACCEPTED"].append(any_release)
-        m.d.comb += freed.eq(Mux(any_release, Const(1, self.out_depth) << release_slot, 0) |
-                             Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0))
+        m.d.comb += freed.eq(
+            Mux(any_release, Const(1, self.out_depth) << release_slot, 0)
+            | Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0)
+        )
         m.d.sync += free_slots.eq((free_slots & ~allocated) | freed)
         events["SEND_FAILURES"].append(failed_taken)
 
@@ -798,9 +825,9 @@ class RingLink(wiring.Component):
                         m.d.sync += state.eq(_Context.FREE)
                 with m.Case(_Context.FAILED):
                     with m.If(failed_taken & (failed_context == c)):
-                        m.d.sync += state.eq(_Context.FREE)     # reported: its slot is freed now
+                        m.d.sync += state.eq(_Context.FREE)  # reported: its slot is freed now
                     with m.Elif(match & echo_accepted):
-                        m.d.sync += state.eq(_Context.DONE)     # delivered after all: no report
+                        m.d.sync += state.eq(_Context.DONE)  # delivered after all: no report
             # A BUSY answer proves the receiver alive: only consecutive silent transmissions count
             # towards MAX_ATTEMPTS.
             with m.If(match & echo_refused & (state != _Context.DONE) & (state != _Context.FAILED)):
@@ -829,15 +856,24 @@ class RingLink(wiring.Component):
         outstanding = sum(ctx_in_use)
         out_queue = self.out_depth - sum(free_slots[i] for i in range(self.out_depth))
         m.d.comb += [
-            bank.status.value.eq(fields("STATUS", OUT_QUEUE=out_queue, IN_QUEUE=in_count,
-                                        OUTSTANDING=outstanding, ECHO_QUEUE=echoes.level)),
+            bank.status.value.eq(
+                fields(
+                    "STATUS", OUT_QUEUE=out_queue, IN_QUEUE=in_count, OUTSTANDING=outstanding, ECHO_QUEUE=echoes.level
+                )
+            ),
             bank.bypass.value.eq(fields("BYPASS", LEVEL=bypass.level, PEAK=bypass_peak)),
-            bank.errors.value.eq(fields("ERRORS", BYPASS_OVERFLOW=bypass_overflow,
-                                        BYPASS_UNDERRUN=bypass_underrun)),
-            bank.params.value.eq(fields("PARAMS", OUT_DEPTH=self.out_depth, IN_DEPTH=self.in_depth,
-                                        MAX_OUTSTANDING=self.max_outstanding,
-                                        ECHO_DEPTH=self.echo_depth)),
-            bank.bypass_params.value.eq(fields("BYPASS_PARAMS", DEPTH=self.bypass_depth,
-                                               THRESHOLD=self.bypass_threshold)),
+            bank.errors.value.eq(fields("ERRORS", BYPASS_OVERFLOW=bypass_overflow, BYPASS_UNDERRUN=bypass_underrun)),
+            bank.params.value.eq(
+                fields(
+                    "PARAMS",
+                    OUT_DEPTH=self.out_depth,
+                    IN_DEPTH=self.in_depth,
+                    MAX_OUTSTANDING=self.max_outstanding,
+                    ECHO_DEPTH=self.echo_depth,
+                )
+            ),
+            bank.bypass_params.value.eq(
+                fields("BYPASS_PARAMS", DEPTH=self.bypass_depth, THRESHOLD=self.bypass_threshold)
+            ),
         ]
         return m

@@ -18,35 +18,62 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
   local misses complete with an error, without any microcode.
 """
 
-from amaranth import Module, Signal, Cat, Const, Mux, C
+from amaranth import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import coherence as coh
-from numavia.base.coherence import CacheGeometry, CacheState, MemoryState, NODE_ID_BITS
+from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
+from numavia.base.microcode import isa
+from numavia.base.microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
+
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import MemSpace
-from numavia.base.microcode import isa
-from numavia.base.microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
 from .sci_layouts import HeaderLayout
-from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 from .tag_store import TagOp, cache_data_index, set_of_line
 
 PointerLayout = data.StructLayout({"id": NODE_ID_BITS, "valid": 1})
 
-ContextLayout = data.StructLayout({
-    "pc": isa.TARGET_BITS, "ret": isa.TARGET_BITS, "addr": 32, "vaddr": 32,
-    "kind": 2, "lword": 4, "lcount": 5,
-    "state": 4, "mstate": 2, "locked": 1,
-    "head": PointerLayout, "ptr": PointerLayout, "fwd": PointerLayout, "bwd": PointerLayout,
-    "flags": 6, "retries": 8, "way": 3, "hit": 1, "victim": 1, "no_way": 1,
-    "scan": 16, "scan_done": 1,
-})
+ContextLayout = data.StructLayout(
+    {
+        "pc": isa.TARGET_BITS,
+        "ret": isa.TARGET_BITS,
+        "addr": 32,
+        "vaddr": 32,
+        "kind": 2,
+        "lword": 4,
+        "lcount": 5,
+        "state": 4,
+        "mstate": 2,
+        "locked": 1,
+        "head": PointerLayout,
+        "ptr": PointerLayout,
+        "fwd": PointerLayout,
+        "bwd": PointerLayout,
+        "flags": 6,
+        "retries": 8,
+        "way": 3,
+        "hit": 1,
+        "victim": 1,
+        "no_way": 1,
+        "scan": 16,
+        "scan_done": 1,
+    }
+)
 
-EXTRA_COUNTERS = ("runs", "instructions", "requests", "responses", "dropped_responses",
-                  "send_stalls", "failed_sends", "not_ready_replies")
+EXTRA_COUNTERS = (
+    "runs",
+    "instructions",
+    "requests",
+    "responses",
+    "dropped_responses",
+    "send_stalls",
+    "failed_sends",
+    "not_ready_replies",
+)
 
 
 class SequencerCounters(wiring.Signature):
@@ -72,8 +99,17 @@ def _command_vector(cmd):
 
 
 class Sequencer(wiring.Component):
-    def __init__(self, *, geometry=CacheGeometry(), slice_lines, num_transactions=isa.NUM_TRANSACTIONS,
-                 retry_limit=255, backoff_base=16, backoff_max_shift=8, send_retry_delay=16):
+    def __init__(
+        self,
+        *,
+        geometry=CacheGeometry(),
+        slice_lines,
+        num_transactions=isa.NUM_TRANSACTIONS,
+        retry_limit=255,
+        backoff_base=16,
+        backoff_max_shift=8,
+        send_retry_delay=16,
+    ):
         if not 1 <= num_transactions <= isa.NUM_TRANSACTIONS:
             raise ValueError(f"1..{isa.NUM_TRANSACTIONS} transaction entries")
         if backoff_base & (backoff_base - 1):
@@ -85,22 +121,24 @@ class Sequencer(wiring.Component):
         self.backoff_base = backoff_base
         self.backoff_max_shift = backoff_max_shift
         self.send_retry_delay = send_retry_delay
-        super().__init__({
-            "node_id": In(NODE_ID_BITS),
-            "numa_mode": In(1),
-            "loaded": In(1),
-            "fetch_addr": Out(isa.TARGET_BITS),
-            "fetch_data": In(isa.WORD_BITS),
-            "miss": In(MissSignature()),
-            "local": Out(RemoteSideSignature(geometry)),
-            "send_header": Out(stream.Signature(HeaderLayout)),
-            "send_data": Out(stream.Signature(32)),
-            "recv_header": In(stream.Signature(HeaderLayout)),
-            "recv_data": In(stream.Signature(32)),
-            "failed": In(stream.Signature(HeaderLayout)),
-            "busy_contexts": Out(range(isa.NUM_TRANSACTIONS + 2)),
-            "counters": Out(SequencerCounters()),
-        })
+        super().__init__(
+            {
+                "node_id": In(NODE_ID_BITS),
+                "numa_mode": In(1),
+                "loaded": In(1),
+                "fetch_addr": Out(isa.TARGET_BITS),
+                "fetch_data": In(isa.WORD_BITS),
+                "miss": In(MissSignature()),
+                "local": Out(RemoteSideSignature(geometry)),
+                "send_header": Out(stream.Signature(HeaderLayout)),
+                "send_data": Out(stream.Signature(32)),
+                "recv_header": In(stream.Signature(HeaderLayout)),
+                "recv_data": In(stream.Signature(32)),
+                "failed": In(stream.Signature(HeaderLayout)),
+                "busy_contexts": Out(range(isa.NUM_TRANSACTIONS + 2)),
+                "counters": Out(SequencerCounters()),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -131,10 +169,10 @@ class Sequencer(wiring.Component):
         m.submodules.message_data = md_mem = Memory(shape=32, depth=LINE_WORDS, init=[])
         md_rd, md_wr = md_mem.read_port(), md_mem.write_port()
 
-        r = Signal(ContextLayout)          # the running context's registers
-        ctx = Signal(5)                    # its index
-        msg = Signal(HeaderLayout)         # the packet that started or resumed the run
-        hbe = Signal(g.line_bytes)         # its host byte enables (transaction contexts)
+        r = Signal(ContextLayout)  # the running context's registers
+        ctx = Signal(5)  # its index
+        msg = Signal(HeaderLayout)  # the packet that started or resumed the run
+        hbe = Signal(g.line_bytes)  # its host byte enables (transaction contexts)
         instr = Signal(isa.WORD_BITS)
 
         busy = Signal(N)
@@ -163,7 +201,7 @@ class Sequencer(wiring.Component):
         # --- decoded instruction fields ---------------------------------------------------------
         def field(name):
             lsb, width = isa.FIELDS[name]
-            return instr[lsb:lsb + width]
+            return instr[lsb : lsb + width]
 
         op, fa, fb, fc, fd, imm, target = (field(n) for n in ("op", "a", "b", "c", "d", "imm", "target"))
         pc_next = r.pc + 1
@@ -192,9 +230,11 @@ class Sequencer(wiring.Component):
             return value
 
         def flag_source(sel):
-            return Mux(sel == FlagSrc.ONE, 1,
-                       Mux(sel == FlagSrc.F_GONE, r.flags[Flag.GONE],
-                           Mux(sel == FlagSrc.F_DIRTY, r.flags[Flag.DIRTY], 0)))
+            return Mux(
+                sel == FlagSrc.ONE,
+                1,
+                Mux(sel == FlagSrc.F_GONE, r.flags[Flag.GONE], Mux(sel == FlagSrc.F_DIRTY, r.flags[Flag.DIRTY], 0)),
+            )
 
         # Conditions.
         cond = Signal()
@@ -242,7 +282,7 @@ class Sequencer(wiring.Component):
 
         # Memory-side addresses of the current line.
         set_index = set_of_line(r.addr, g)
-        line_offset_words = r.addr[g.offset_bits:ADDR_HOME_SHIFT] << wb     # home slice word index of word 0
+        line_offset_words = r.addr[g.offset_bits : ADDR_HOME_SHIFT] << wb  # home slice word index of word 0
         cache_word0 = cache_data_index(set_index, r.way, 0, g)
 
         has_fwd = _state_mask([s for s in CacheState if coh.has_forward(s)])
@@ -250,13 +290,13 @@ class Sequencer(wiring.Component):
         stable = _state_mask(coh.STABLE_VALID)
 
         # --- line-buffer engines ------------------------------------------------------------------
-        i = Signal(5)           # issue counter
-        j = Signal(5)           # completion counter
-        lb_base = Cat(Const(0, wb), ctx)           # line buffer word 0 of the context
-        pipe_valid = Signal()                      # the LB read port holds the word at index i-1
+        i = Signal(5)  # issue counter
+        j = Signal(5)  # completion counter
+        lb_base = Cat(Const(0, wb), ctx)  # line buffer word 0 of the context
+        pipe_valid = Signal()  # the LB read port holds the word at index i-1
         stream_start = Signal(4)
         stream_count = Signal(5)
-        stream_dst = Signal(2)                     # 0: memory write, 1: send_data, 2: done
+        stream_dst = Signal(2)  # 0: memory write, 1: send_data, 2: done
         DST_MEM, DST_SEND, DST_DONE = 0, 1, 2
         mem_space = Signal(2)
         mem_index0 = Signal(24)
@@ -265,8 +305,8 @@ class Sequencer(wiring.Component):
         # Default port controls.
         m.d.comb += [lb_rd.en.eq(0), ctx_rd.en.eq(1), hd_rd.en.eq(1), md_rd.en.eq(1), hbe_rd.en.eq(1)]
 
-        tcmd = Signal.like(tag.tag_cmd)   # the tag SRAM command of the instruction being executed
-        after = Signal(isa.TARGET_BITS)   # pc to continue at after a multi-cycle op
+        tcmd = Signal.like(tag.tag_cmd)  # the tag SRAM command of the instruction being executed
+        after = Signal(isa.TARGET_BITS)  # pc to continue at after a multi-cycle op
         op_q, fa_q, fb_q, fc_q, fd_q = (Signal(6, name=f"{n}_q") for n in ("op", "a", "b", "c", "d"))
         imm_q = Signal(16)
         # A run owns the tags and memories from its first instruction to WAIT/BACKOFF/END.
@@ -309,15 +349,29 @@ class Sequencer(wiring.Component):
                     mine = (f.ptype == PacketType.REQUEST) & (f.tid < N) & waiting.bit_select(f.tid[:4], 1)
                     with m.If(mine):
                         # The request could not be delivered: its answer is an error.
-                        m.d.sync += [msg.eq(f), msg.ptype.eq(PacketType.RESPONSE), msg.status.eq(Status.ERROR),
-                                     msg.has_data.eq(0), ctx.eq(f.tid), waiting.bit_select(f.tid[:4], 1).eq(0)]
+                        m.d.sync += [
+                            msg.eq(f),
+                            msg.ptype.eq(PacketType.RESPONSE),
+                            msg.status.eq(Status.ERROR),
+                            msg.has_data.eq(0),
+                            ctx.eq(f.tid),
+                            waiting.bit_select(f.tid[:4], 1).eq(0),
+                        ]
                         m.next = "RESTORE"
                 with m.Elif(self.miss.miss.valid & (have_free | ~self.loaded)):
                     mp = self.miss.miss.payload
                     m.d.comb += self.miss.miss.ready.eq(1)
-                    m.d.sync += [ctx.eq(free_ctx), j.eq(0), hbe.eq(0),
-                                 r.eq(0), r.addr.eq(mp.addr), r.kind.eq(mp.kind), r.lword.eq(mp.word),
-                                 r.lcount.eq(mp.count), r.pc.eq(isa.local_vector(0) + mp.kind)]
+                    m.d.sync += [
+                        ctx.eq(free_ctx),
+                        j.eq(0),
+                        hbe.eq(0),
+                        r.eq(0),
+                        r.addr.eq(mp.addr),
+                        r.kind.eq(mp.kind),
+                        r.lword.eq(mp.word),
+                        r.lcount.eq(mp.count),
+                        r.pc.eq(isa.local_vector(0) + mp.kind),
+                    ]
                     with m.If(~self.loaded):
                         m.d.sync += [done_error.eq(1)]
                         m.next = "REFUSE_MISS"
@@ -334,8 +388,12 @@ class Sequencer(wiring.Component):
             # An incoming packet's data block into the message buffer.
             with m.State("MSG_DATA"):
                 with m.If(msg.has_data & (j != LINE_WORDS)):
-                    m.d.comb += [self.recv_data.ready.eq(1), md_wr.addr.eq(j[:wb]),
-                                 md_wr.data.eq(self.recv_data.payload), md_wr.en.eq(self.recv_data.valid)]
+                    m.d.comb += [
+                        self.recv_data.ready.eq(1),
+                        md_wr.addr.eq(j[:wb]),
+                        md_wr.data.eq(self.recv_data.payload),
+                        md_wr.en.eq(self.recv_data.valid),
+                    ]
                     with m.If(self.recv_data.valid):
                         m.d.sync += j.eq(j + 1)
                 with m.Else():
@@ -361,9 +419,15 @@ class Sequencer(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                 with m.Else():
                     h = self.send_header.payload
-                    m.d.comb += [self.send_header.valid.eq(1), h.target.eq(msg.source),
-                                 h.ptype.eq(PacketType.RESPONSE), h.cmd.eq(msg.cmd), h.tid.eq(msg.tid),
-                                 h.status.eq(Status.NOT_READY), h.addr.eq(msg.addr)]
+                    m.d.comb += [
+                        self.send_header.valid.eq(1),
+                        h.target.eq(msg.source),
+                        h.ptype.eq(PacketType.RESPONSE),
+                        h.cmd.eq(msg.cmd),
+                        h.tid.eq(msg.tid),
+                        h.status.eq(Status.NOT_READY),
+                        h.addr.eq(msg.addr),
+                    ]
                     with m.If(self.send_header.ready):
                         m.next = "IDLE"
 
@@ -375,8 +439,11 @@ class Sequencer(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                 with m.Else():
                     last = (r.kind != isa.LocalKind.READ) | (i + 1 >= r.lcount)
-                    m.d.comb += [self.miss.done.valid.eq(1), self.miss.done.payload.error.eq(1),
-                                 self.miss.done.payload.last.eq(last)]
+                    m.d.comb += [
+                        self.miss.done.valid.eq(1),
+                        self.miss.done.payload.error.eq(1),
+                        self.miss.done.payload.last.eq(last),
+                    ]
                     with m.If(self.miss.done.ready):
                         m.d.sync += i.eq(i + 1)
                         with m.If(last):
@@ -386,8 +453,12 @@ class Sequencer(wiring.Component):
             # A local write's data: 16 beats into the context's host buffer.
             with m.State("HOST_DATA"):
                 beat = self.miss.miss_data.payload
-                m.d.comb += [self.miss.miss_data.ready.eq(1), hd_wr.addr.eq(Cat(j[:wb], ctx[:4])),
-                             hd_wr.data.eq(beat.data), hd_wr.en.eq(self.miss.miss_data.valid)]
+                m.d.comb += [
+                    self.miss.miss_data.ready.eq(1),
+                    hd_wr.addr.eq(Cat(j[:wb], ctx[:4])),
+                    hd_wr.data.eq(beat.data),
+                    hd_wr.en.eq(self.miss.miss_data.valid),
+                ]
                 with m.If(self.miss.miss_data.valid):
                     m.d.sync += [hbe.word_select(j[:wb], 4).eq(beat.be), j.eq(j + 1)]
                     with m.If(j == LINE_WORDS - 1):
@@ -440,14 +511,17 @@ class Sequencer(wiring.Component):
                         m.next = "SAVE"
                     with m.Case(isa.OPS["BACKOFF"].code):
                         shift = Mux(r.retries > self.backoff_max_shift, self.backoff_max_shift, r.retries)
-                        jitter = lfsr[:(self.backoff_base - 1).bit_length()] if self.backoff_base > 1 else 0
+                        jitter = lfsr[: (self.backoff_base - 1).bit_length()] if self.backoff_base > 1 else 0
                         delay = (self.backoff_base << shift) + jitter
                         with m.Switch(ctx[:4]):
                             for k in range(N):
                                 with m.Case(k):
                                     m.d.sync += timers[k].eq(delay)
-                        m.d.sync += [r.pc.eq(pc_next), timer_on.bit_select(ctx[:4], 1).eq(1),
-                                     r.retries.eq(Mux(r.retries == 255, 255, r.retries + 1))]
+                        m.d.sync += [
+                            r.pc.eq(pc_next),
+                            timer_on.bit_select(ctx[:4], 1).eq(1),
+                            r.retries.eq(Mux(r.retries == 255, 255, r.retries + 1)),
+                        ]
                         m.next = "SAVE"
                     with m.Case(isa.OPS["END"].code):
                         with m.If(ctx != HANDLER):
@@ -481,19 +555,26 @@ class Sequencer(wiring.Component):
                         m.next = "TAG"
                     with m.Case(isa.OPS["DIR_WR"].code):
                         head = pointer_source(fc)
-                        m.d.sync += [tcmd.op.eq(TagOp.WRITE_DIR), tcmd.addr.eq(r.addr),
-                                     tcmd.mstate.eq(Mux(fa == MStateSrc.IMM, imm[:2], r.mstate)),
-                                     tcmd.lock.eq(Mux(fb == Lock.SET, 1, Mux(fb == Lock.CLEAR, 0, r.locked))),
-                                     tcmd.head.eq(Mux(fc == Ptr.KEEP, r.head.id, head.id))]
+                        m.d.sync += [
+                            tcmd.op.eq(TagOp.WRITE_DIR),
+                            tcmd.addr.eq(r.addr),
+                            tcmd.mstate.eq(Mux(fa == MStateSrc.IMM, imm[:2], r.mstate)),
+                            tcmd.lock.eq(Mux(fb == Lock.SET, 1, Mux(fb == Lock.CLEAR, 0, r.locked))),
+                            tcmd.head.eq(Mux(fc == Ptr.KEEP, r.head.id, head.id)),
+                        ]
                         m.next = "TAG"
                     with m.Case(isa.OPS["C_WR"].code):
                         fwd_src, bwd_src = pointer_source(fb), pointer_source(fc)
                         new_state = Mux(fa == StateSrc.IMM, imm[:4], r.state)
-                        m.d.sync += [tcmd.op.eq(TagOp.WRITE_TAG), tcmd.addr.eq(r.addr), tcmd.way.eq(r.way),
-                                     tcmd.state.eq(new_state),
-                                     tcmd.fwd.eq(Mux(fb == Ptr.KEEP, r.fwd.id, fwd_src.id)),
-                                     tcmd.bwd.eq(Mux(fc == Ptr.KEEP, r.bwd.id, bwd_src.id)),
-                                     r.state.eq(new_state)]
+                        m.d.sync += [
+                            tcmd.op.eq(TagOp.WRITE_TAG),
+                            tcmd.addr.eq(r.addr),
+                            tcmd.way.eq(r.way),
+                            tcmd.state.eq(new_state),
+                            tcmd.fwd.eq(Mux(fb == Ptr.KEEP, r.fwd.id, fwd_src.id)),
+                            tcmd.bwd.eq(Mux(fc == Ptr.KEEP, r.bwd.id, bwd_src.id)),
+                            r.state.eq(new_state),
+                        ]
                         m.next = "TAG"
                     with m.Case(isa.OPS["C_TOUCH"].code):
                         m.d.sync += [tcmd.op.eq(TagOp.TOUCH), tcmd.addr.eq(r.addr), tcmd.way.eq(r.way)]
@@ -504,15 +585,24 @@ class Sequencer(wiring.Component):
                         m.d.sync += [r.addr.eq(r.vaddr), r.vaddr.eq(r.addr)]
                         finish(pc_next)
                     with m.Case(isa.OPS["RD_LINE"].code):
-                        m.d.sync += [i.eq(0), j.eq(0), r.flags[Flag.DATA].eq(1),
-                                     mem_space.eq(Mux(fa == Mem.HOME, MemSpace.HOME, MemSpace.CACHE)),
-                                     mem_index0.eq(Mux(fa == Mem.HOME, line_offset_words, cache_word0))]
+                        m.d.sync += [
+                            i.eq(0),
+                            j.eq(0),
+                            r.flags[Flag.DATA].eq(1),
+                            mem_space.eq(Mux(fa == Mem.HOME, MemSpace.HOME, MemSpace.CACHE)),
+                            mem_index0.eq(Mux(fa == Mem.HOME, line_offset_words, cache_word0)),
+                        ]
                         m.next = "RD_LINE"
                     with m.Case(isa.OPS["WR_LINE"].code):
-                        m.d.sync += [i.eq(0), pipe_valid.eq(0), stream_start.eq(0), stream_count.eq(LINE_WORDS),
-                                     stream_dst.eq(DST_MEM),
-                                     mem_space.eq(Mux(fa == Mem.HOME, MemSpace.HOME, MemSpace.CACHE)),
-                                     mem_index0.eq(Mux(fa == Mem.HOME, line_offset_words, cache_word0))]
+                        m.d.sync += [
+                            i.eq(0),
+                            pipe_valid.eq(0),
+                            stream_start.eq(0),
+                            stream_count.eq(LINE_WORDS),
+                            stream_dst.eq(DST_MEM),
+                            mem_space.eq(Mux(fa == Mem.HOME, MemSpace.HOME, MemSpace.CACHE)),
+                            mem_index0.eq(Mux(fa == Mem.HOME, line_offset_words, cache_word0)),
+                        ]
                         m.next = "LB_STREAM"
                     with m.Case(isa.OPS["M_TO_BUF"].code, isa.OPS["MERGE_HOST"].code, isa.OPS["MERGE_MSG"].code):
                         m.d.sync += [i.eq(0), pipe_valid.eq(0)]
@@ -522,9 +612,14 @@ class Sequencer(wiring.Component):
                     with m.Case(isa.OPS["SEND"].code, isa.OPS["REPLY"].code):
                         m.next = "HEADER"
                     with m.Case(isa.OPS["COMPLETE"].code):
-                        m.d.sync += [i.eq(0), pipe_valid.eq(0), done_error.eq(imm[:5] != Status.OK),
-                                     stream_start.eq(r.lword), stream_dst.eq(DST_DONE),
-                                     stream_count.eq(Mux(r.kind == isa.LocalKind.READ, r.lcount, 1))]
+                        m.d.sync += [
+                            i.eq(0),
+                            pipe_valid.eq(0),
+                            done_error.eq(imm[:5] != Status.OK),
+                            stream_start.eq(r.lword),
+                            stream_dst.eq(DST_DONE),
+                            stream_count.eq(Mux(r.kind == isa.LocalKind.READ, r.lcount, 1)),
+                        ]
                         m.next = "COMPLETE"
                     with m.Case(isa.OPS["COUNT"].code):
                         with m.Switch(fa):
@@ -545,8 +640,7 @@ class Sequencer(wiring.Component):
             with m.State("TAG"):
                 m.d.comb += [tag.tag_cmd_valid.eq(1), tag.tag_cmd.eq(tcmd)]
                 with m.If(tag.tag_cmd_ready):
-                    with m.If((tcmd.op == TagOp.WRITE_TAG) | (tcmd.op == TagOp.WRITE_DIR) |
-                              (tcmd.op == TagOp.TOUCH)):
+                    with m.If((tcmd.op == TagOp.WRITE_TAG) | (tcmd.op == TagOp.WRITE_DIR) | (tcmd.op == TagOp.TOUCH)):
                         finish()
                     with m.Else():
                         m.next = "TAG_WAIT"
@@ -554,20 +648,30 @@ class Sequencer(wiring.Component):
                 resp = tag.tag_resp
                 with m.If(tag.tag_resp_valid):
                     with m.If(op_q == isa.OPS["DIR_RD"].code):
-                        m.d.sync += [r.mstate.eq(resp.dir.mstate), r.locked.eq(resp.dir.lock),
-                                     r.head.id.eq(resp.dir.head), r.head.valid.eq(resp.dir.mstate != MemoryState.HOME)]
+                        m.d.sync += [
+                            r.mstate.eq(resp.dir.mstate),
+                            r.locked.eq(resp.dir.lock),
+                            r.head.id.eq(resp.dir.head),
+                            r.head.valid.eq(resp.dir.mstate != MemoryState.HOME),
+                        ]
                     with m.Elif(op_q == isa.OPS["C_LOOKUP"].code):
                         st = Mux(resp.hit, resp.tag.state, CacheState.INVALID)
-                        m.d.sync += [r.hit.eq(resp.hit), r.state.eq(st),
-                                     r.fwd.id.eq(Mux(resp.hit, resp.tag.fwd, 0)),
-                                     r.fwd.valid.eq(resp.hit & has_fwd.bit_select(resp.tag.state, 1)),
-                                     r.bwd.id.eq(Mux(resp.hit, resp.tag.bwd, 0)),
-                                     r.bwd.valid.eq(resp.hit & has_bwd.bit_select(resp.tag.state, 1))]
+                        m.d.sync += [
+                            r.hit.eq(resp.hit),
+                            r.state.eq(st),
+                            r.fwd.id.eq(Mux(resp.hit, resp.tag.fwd, 0)),
+                            r.fwd.valid.eq(resp.hit & has_fwd.bit_select(resp.tag.state, 1)),
+                            r.bwd.id.eq(Mux(resp.hit, resp.tag.bwd, 0)),
+                            r.bwd.valid.eq(resp.hit & has_bwd.bit_select(resp.tag.state, 1)),
+                        ]
                         with m.If(resp.hit):
                             m.d.sync += r.way.eq(resp.way)
                     with m.Elif(op_q == isa.OPS["C_ALLOC"].code):
-                        m.d.sync += [r.victim.eq(resp.victim), r.no_way.eq(resp.no_way),
-                                     r.vaddr.eq(Cat(Const(0, g.offset_bits), resp.victim_line))]
+                        m.d.sync += [
+                            r.victim.eq(resp.victim),
+                            r.no_way.eq(resp.no_way),
+                            r.vaddr.eq(Cat(Const(0, g.offset_bits), resp.victim_line)),
+                        ]
                         with m.If(~resp.no_way):
                             m.d.sync += r.way.eq(resp.way)
                     finish()
@@ -579,9 +683,12 @@ class Sequencer(wiring.Component):
                     m.d.sync += r.scan_done.eq(1)
                     finish()
                 with m.Else():
-                    m.d.comb += [tag.tag_cmd_valid.eq(1), tag.tag_cmd.op.eq(TagOp.READ_WAY),
-                                 tag.tag_cmd.set.eq(r.scan >> max(0, g.way_bits)),
-                                 tag.tag_cmd.way.eq(r.scan & (g.ways - 1))]
+                    m.d.comb += [
+                        tag.tag_cmd_valid.eq(1),
+                        tag.tag_cmd.op.eq(TagOp.READ_WAY),
+                        tag.tag_cmd.set.eq(r.scan >> max(0, g.way_bits)),
+                        tag.tag_cmd.way.eq(r.scan & (g.ways - 1)),
+                    ]
                     with m.If(tag.tag_cmd_ready):
                         m.next = "SCAN_WAIT"
             with m.State("SCAN_WAIT"):
@@ -589,8 +696,11 @@ class Sequencer(wiring.Component):
                 with m.If(tag.tag_resp_valid):
                     m.d.sync += r.scan.eq(r.scan + 1)
                     with m.If(stable.bit_select(resp.tag.state, 1)):
-                        m.d.sync += [r.addr.eq(Cat(Const(0, g.offset_bits), resp.tag.line)),
-                                     r.way.eq(r.scan & (g.ways - 1)), r.scan_done.eq(0)]
+                        m.d.sync += [
+                            r.addr.eq(Cat(Const(0, g.offset_bits), resp.tag.line)),
+                            r.way.eq(r.scan & (g.ways - 1)),
+                            r.scan_done.eq(0),
+                        ]
                         finish()
                     with m.Else():
                         m.next = "SCAN"
@@ -599,8 +709,11 @@ class Sequencer(wiring.Component):
             with m.State("RD_LINE"):
                 mem = tag.mem
                 with m.If(i != LINE_WORDS):
-                    m.d.comb += [mem.cmd.valid.eq(1), mem.cmd.payload.space.eq(mem_space),
-                                 mem.cmd.payload.index.eq(mem_index0 + i)]
+                    m.d.comb += [
+                        mem.cmd.valid.eq(1),
+                        mem.cmd.payload.space.eq(mem_space),
+                        mem.cmd.payload.index.eq(mem_index0 + i),
+                    ]
                     with m.If(mem.cmd.ready):
                         m.d.sync += i.eq(i + 1)
                 m.d.comb += [lb_wr.addr.eq(lb_base | j[:wb]), lb_wr.data.eq(mem.rdata), lb_wr.en.eq(mem.rvalid)]
@@ -615,18 +728,30 @@ class Sequencer(wiring.Component):
                 with m.Switch(stream_dst):
                     with m.Case(DST_MEM):
                         mem = tag.mem
-                        m.d.comb += [mem.cmd.valid.eq(pipe_valid), mem.cmd.payload.space.eq(mem_space),
-                                     mem.cmd.payload.index.eq(mem_index0 + i), mem.cmd.payload.write.eq(1),
-                                     mem.cmd.payload.data.eq(lb_rd.data), mem.cmd.payload.be.eq(0xF),
-                                     sink_ready.eq(mem.cmd.ready)]
+                        m.d.comb += [
+                            mem.cmd.valid.eq(pipe_valid),
+                            mem.cmd.payload.space.eq(mem_space),
+                            mem.cmd.payload.index.eq(mem_index0 + i),
+                            mem.cmd.payload.write.eq(1),
+                            mem.cmd.payload.data.eq(lb_rd.data),
+                            mem.cmd.payload.be.eq(0xF),
+                            sink_ready.eq(mem.cmd.ready),
+                        ]
                     with m.Case(DST_SEND):
-                        m.d.comb += [self.send_data.valid.eq(pipe_valid), self.send_data.payload.eq(lb_rd.data),
-                                     sink_ready.eq(self.send_data.ready)]
+                        m.d.comb += [
+                            self.send_data.valid.eq(pipe_valid),
+                            self.send_data.payload.eq(lb_rd.data),
+                            sink_ready.eq(self.send_data.ready),
+                        ]
                     with m.Case(DST_DONE):
                         d = self.miss.done
-                        m.d.comb += [d.valid.eq(pipe_valid), d.payload.data.eq(Mux(done_error, 0, lb_rd.data)),
-                                     d.payload.error.eq(done_error), d.payload.last.eq(i + 1 == stream_count),
-                                     sink_ready.eq(d.ready)]
+                        m.d.comb += [
+                            d.valid.eq(pipe_valid),
+                            d.payload.data.eq(Mux(done_error, 0, lb_rd.data)),
+                            d.payload.error.eq(done_error),
+                            d.payload.last.eq(i + 1 == stream_count),
+                            sink_ready.eq(d.ready),
+                        ]
                 # Read the next word when the port is empty or its word is being taken.
                 advance = ~pipe_valid | sink_ready
                 with m.If(pipe_valid & sink_ready):
@@ -640,8 +765,12 @@ class Sequencer(wiring.Component):
 
             # --- message data / host data merged into the line buffer ------------------------------
             with m.State("MERGE"):
-                m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | i[:wb]), md_rd.addr.eq(i[:wb]),
-                             hd_rd.addr.eq(Cat(i[:wb], ctx[:4]))]
+                m.d.comb += [
+                    lb_rd.en.eq(1),
+                    lb_rd.addr.eq(lb_base | i[:wb]),
+                    md_rd.addr.eq(i[:wb]),
+                    hd_rd.addr.eq(Cat(i[:wb], ctx[:4])),
+                ]
                 with m.If(i != LINE_WORDS):
                     m.d.sync += i.eq(i + 1)
                 m.d.sync += pipe_valid.eq(i != LINE_WORDS)
@@ -681,22 +810,45 @@ class Sequencer(wiring.Component):
                 send_ptr = pointer_source(fb_q)
                 reply_ptr = pointer_source(fa_q)
                 with m.If(is_send):
-                    m.d.comb += [h.target.eq(dest), h.ptype.eq(PacketType.REQUEST), h.cmd.eq(imm_q[:6]),
-                                 h.tid.eq(ctx), h.addr.eq(r.addr), h.ptr.eq(send_ptr.id),
-                                 h.ptr_valid.eq(send_ptr.valid), h.flag.eq(flag_source(fc_q)),
-                                 h.has_data.eq(fd_q[0]), h.word.eq(r.lword), h.count.eq(r.lcount),
-                                 h.be.eq(hbe)]
+                    m.d.comb += [
+                        h.target.eq(dest),
+                        h.ptype.eq(PacketType.REQUEST),
+                        h.cmd.eq(imm_q[:6]),
+                        h.tid.eq(ctx),
+                        h.addr.eq(r.addr),
+                        h.ptr.eq(send_ptr.id),
+                        h.ptr_valid.eq(send_ptr.valid),
+                        h.flag.eq(flag_source(fc_q)),
+                        h.has_data.eq(fd_q[0]),
+                        h.word.eq(r.lword),
+                        h.count.eq(r.lcount),
+                        h.be.eq(hbe),
+                    ]
                 with m.Else():
-                    m.d.comb += [h.target.eq(msg.source), h.ptype.eq(PacketType.RESPONSE), h.cmd.eq(msg.cmd),
-                                 h.tid.eq(msg.tid), h.status.eq(imm_q[:5]), h.addr.eq(msg.addr),
-                                 h.ptr.eq(reply_ptr.id), h.ptr_valid.eq(reply_ptr.valid),
-                                 h.flag.eq(flag_source(fb_q)), h.mstate.eq(r.mstate), h.has_data.eq(fc_q[0])]
+                    m.d.comb += [
+                        h.target.eq(msg.source),
+                        h.ptype.eq(PacketType.RESPONSE),
+                        h.cmd.eq(msg.cmd),
+                        h.tid.eq(msg.tid),
+                        h.status.eq(imm_q[:5]),
+                        h.addr.eq(msg.addr),
+                        h.ptr.eq(reply_ptr.id),
+                        h.ptr_valid.eq(reply_ptr.valid),
+                        h.flag.eq(flag_source(fb_q)),
+                        h.mstate.eq(r.mstate),
+                        h.has_data.eq(fc_q[0]),
+                    ]
                 with_data = Mux(is_send, fd_q[0], fc_q[0])
                 m.d.comb += self.send_header.valid.eq(1)
                 with m.If(self.send_header.ready):
                     with m.If(with_data):
-                        m.d.sync += [i.eq(0), pipe_valid.eq(0), stream_start.eq(0),
-                                     stream_count.eq(LINE_WORDS), stream_dst.eq(DST_SEND)]
+                        m.d.sync += [
+                            i.eq(0),
+                            pipe_valid.eq(0),
+                            stream_start.eq(0),
+                            stream_count.eq(LINE_WORDS),
+                            stream_dst.eq(DST_SEND),
+                        ]
                         m.next = "LB_STREAM"
                     with m.Else():
                         finish()

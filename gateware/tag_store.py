@@ -15,59 +15,76 @@ recently used first.
 
 from enum import IntEnum
 
-from amaranth import Module, Signal, Cat, Const, Mux, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import coherence as coh
-from numavia.base.coherence import CACHE_STATE_BITS, CacheGeometry, MEMORY_STATE_BITS, NODE_ID_BITS
+from numavia.base.coherence import CACHE_STATE_BITS, MEMORY_STATE_BITS, NODE_ID_BITS, CacheGeometry
 
 LOOKUP_LATENCY = 3
 
 
 class TagOp(IntEnum):
-    LOOKUP = 0      # cache tags of addr's set + directory entry of addr's line
-    ALLOC = 1       # choose a way for addr: invalid, else least recently used stable
-    WRITE_TAG = 2   # tag of (addr's set, way) := addr, state, fwd, bwd
-    WRITE_DIR = 3   # directory entry of addr's line := mstate, lock, head
-    TOUCH = 4       # (addr's set, way) becomes most recently used
-    READ_WAY = 5    # tag of (set, way), for the flush scan
+    LOOKUP = 0  # cache tags of addr's set + directory entry of addr's line
+    ALLOC = 1  # choose a way for addr: invalid, else least recently used stable
+    WRITE_TAG = 2  # tag of (addr's set, way) := addr, state, fwd, bwd
+    WRITE_DIR = 3  # directory entry of addr's line := mstate, lock, head
+    TOUCH = 4  # (addr's set, way) becomes most recently used
+    READ_WAY = 5  # tag of (set, way), for the flush scan
 
 
 def tag_layout(geometry):
-    return data.StructLayout({"line": geometry.line_addr_bits, "state": CACHE_STATE_BITS,
-                              "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS})
+    return data.StructLayout(
+        {"line": geometry.line_addr_bits, "state": CACHE_STATE_BITS, "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS}
+    )
 
 
 DirLayout = data.StructLayout({"mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS})
 
 
 def command_layout(geometry):
-    return data.StructLayout({
-        "op": 3, "addr": 32, "set": max(1, geometry.set_bits), "way": max(1, geometry.way_bits),
-        "state": CACHE_STATE_BITS, "fwd": NODE_ID_BITS, "bwd": NODE_ID_BITS,
-        "mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS,
-    })
+    return data.StructLayout(
+        {
+            "op": 3,
+            "addr": 32,
+            "set": max(1, geometry.set_bits),
+            "way": max(1, geometry.way_bits),
+            "state": CACHE_STATE_BITS,
+            "fwd": NODE_ID_BITS,
+            "bwd": NODE_ID_BITS,
+            "mstate": MEMORY_STATE_BITS,
+            "lock": 1,
+            "head": NODE_ID_BITS,
+        }
+    )
 
 
 def response_layout(geometry):
-    return data.StructLayout({
-        "hit": 1, "way": max(1, geometry.way_bits), "tag": tag_layout(geometry), "dir": DirLayout,
-        "victim": 1, "victim_line": geometry.line_addr_bits, "no_way": 1,
-    })
+    return data.StructLayout(
+        {
+            "hit": 1,
+            "way": max(1, geometry.way_bits),
+            "tag": tag_layout(geometry),
+            "dir": DirLayout,
+            "victim": 1,
+            "victim_line": geometry.line_addr_bits,
+            "no_way": 1,
+        }
+    )
 
 
 def line_index(addr, geometry):
     """Index of a global line address's line within its home's slice (an Amaranth value)."""
-    return addr[geometry.offset_bits:26]
+    return addr[geometry.offset_bits : 26]
 
 
 def set_of_line(addr, geometry):
     """Cache set of a global line address (an Amaranth value)."""
     if geometry.sets == 1:
         return Const(0, 1)
-    return coh.cache_set(line_index(addr, geometry), addr[26:32], geometry.sets)[:geometry.set_bits]
+    return coh.cache_set(line_index(addr, geometry), addr[26:32], geometry.sets)[: geometry.set_bits]
 
 
 def cache_data_index(set_index, way, word, geometry):
@@ -91,13 +108,15 @@ class TagStore(wiring.Component):
         self.geometry, self.slice_lines = geometry, slice_lines
         self.sets, self.ways = geometry.sets, geometry.ways
         self.set_bits, self.way_bits = geometry.set_bits, geometry.way_bits
-        super().__init__({
-            "cmd_valid": In(1),
-            "cmd_ready": Out(1),
-            "cmd": In(command_layout(geometry)),
-            "resp_valid": Out(1),
-            "resp": Out(response_layout(geometry)),
-        })
+        super().__init__(
+            {
+                "cmd_valid": In(1),
+                "cmd_ready": Out(1),
+                "cmd": In(command_layout(geometry)),
+                "resp_valid": Out(1),
+                "resp": Out(response_layout(geometry)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -124,7 +143,7 @@ class TagStore(wiring.Component):
         lru_rd, lru_wr = lru_mem.read_port(), lru_mem.write_port()
 
         # --- stage 0: the command is registered (the memories' address comes from flops) -------
-        busy = Signal()                 # an LRU read-modify-write (TOUCH) is in flight
+        busy = Signal()  # an LRU read-modify-write (TOUCH) is in flight
         accept = self.cmd_valid & ~busy
         m.d.comb += self.cmd_ready.eq(~busy)
         c0_valid = Signal()
@@ -132,8 +151,7 @@ class TagStore(wiring.Component):
         c0_set = Signal(sb)
         m.d.sync += c0_valid.eq(accept)
         with m.If(accept):
-            m.d.sync += [c0.eq(cmd), c0_set.eq(Mux(cmd.op == TagOp.READ_WAY, cmd.set,
-                                                   set_of_line(cmd.addr, g)))]
+            m.d.sync += [c0.eq(cmd), c0_set.eq(Mux(cmd.op == TagOp.READ_WAY, cmd.set, set_of_line(cmd.addr, g)))]
         for rd, _ in tags:
             m.d.comb += rd.addr.eq(c0_set)
         dir_index = line_index(c0.addr, g)
@@ -144,15 +162,20 @@ class TagStore(wiring.Component):
             for w, (_, wr) in enumerate(tags):
                 m.d.comb += [
                     wr.addr.eq(c0_set),
-                    wr.data.line.eq(c0.addr[g.offset_bits:]),
+                    wr.data.line.eq(c0.addr[g.offset_bits :]),
                     wr.data.state.eq(c0.state),
                     wr.data.fwd.eq(c0.fwd),
                     wr.data.bwd.eq(c0.bwd),
                     wr.en.eq(c0.way == w if W > 1 else 1),
                 ]
         with m.If(c0_valid & (c0.op == TagOp.WRITE_DIR)):
-            m.d.comb += [dir_wr.addr.eq(dir_index), dir_wr.data.mstate.eq(c0.mstate),
-                         dir_wr.data.lock.eq(c0.lock), dir_wr.data.head.eq(c0.head), dir_wr.en.eq(1)]
+            m.d.comb += [
+                dir_wr.addr.eq(dir_index),
+                dir_wr.data.mstate.eq(c0.mstate),
+                dir_wr.data.lock.eq(c0.lock),
+                dir_wr.data.head.eq(c0.head),
+                dir_wr.en.eq(1),
+            ]
 
         # --- stage 1: memories answer; compare and choose ---------------------------------------
         s1_valid = Signal()
@@ -160,8 +183,13 @@ class TagStore(wiring.Component):
         s1_line = Signal(g.line_addr_bits)
         s1_way = Signal(max(1, self.way_bits))
         s1_set = Signal(sb)
-        m.d.sync += [s1_valid.eq(c0_valid & (c0.op != TagOp.WRITE_TAG) & (c0.op != TagOp.WRITE_DIR)),
-                     s1_op.eq(c0.op), s1_line.eq(c0.addr[g.offset_bits:]), s1_way.eq(c0.way), s1_set.eq(c0_set)]
+        m.d.sync += [
+            s1_valid.eq(c0_valid & (c0.op != TagOp.WRITE_TAG) & (c0.op != TagOp.WRITE_DIR)),
+            s1_op.eq(c0.op),
+            s1_line.eq(c0.addr[g.offset_bits :]),
+            s1_way.eq(c0.way),
+            s1_set.eq(c0_set),
+        ]
 
         entries = [rd.data for rd, _ in tags]
         stable = _states_mask(coh.STABLE_VALID)
@@ -171,8 +199,7 @@ class TagStore(wiring.Component):
             with m.If(hits[w]):
                 m.d.comb += hit_way.eq(w)
         invalids = Cat(*[e.state == coh.CacheState.INVALID for e in entries])
-        lru_order = [lru_rd.data.word_select(i, max(1, self.way_bits)) if W > 1 else Const(0)
-                     for i in range(W)]
+        lru_order = [lru_rd.data.word_select(i, max(1, self.way_bits)) if W > 1 else Const(0) for i in range(W)]
         alloc_way, victim, no_way = Signal.like(hit_way), Signal(), Signal()
         m.d.comb += no_way.eq(1)
         # Prefer an invalid way (lowest index), else the least recently used stable way.
@@ -199,7 +226,7 @@ class TagStore(wiring.Component):
         onehot = Signal(W)
         with m.Switch(s1_op):
             with m.Case(TagOp.LOOKUP):
-                m.d.comb += onehot.eq(hits)       # at most one way holds a line
+                m.d.comb += onehot.eq(hits)  # at most one way holds a line
             with m.Case(TagOp.ALLOC):
                 m.d.comb += onehot.eq(alloc_onehot)
             with m.Default():
@@ -240,6 +267,5 @@ class TagStore(wiring.Component):
             for i in range(W - 1):
                 new_order.append(Mux(i < position, lru_order[i], lru_order[i + 1]))
             new_order.append(s1_way)
-            m.d.comb += [lru_wr.addr.eq(s1_set), lru_wr.data.eq(Cat(*[o[:wb] for o in new_order])),
-                         lru_wr.en.eq(touch)]
+            m.d.comb += [lru_wr.addr.eq(s1_set), lru_wr.data.eq(Cat(*[o[:wb] for o in new_order])), lru_wr.en.eq(touch)]
         return m

@@ -8,21 +8,31 @@ ring's tail. An entry that finds the ring full is lost: the queue's ``OVERFLOW``
 the overflow counter pulses, but the descriptor itself is still completed, so nothing waits on it.
 """
 
-from amaranth import Module, Signal, Mux, Array, Cat
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia.base.params import BUS_ADDR_WIDTH
-from . import wishbone_burst
 from numavia.base import regmap, via_descriptor
+from numavia.base.params import BUS_ADDR_WIDTH
 
-CompletionRequest = data.StructLayout({
-    "desc": 32, "status": 32, "length": 32, "imm": 32, "write_imm": 1, "vi": 8, "recv": 1,
-})
+from . import wishbone_burst
+
+CompletionRequest = data.StructLayout(
+    {
+        "desc": 32,
+        "status": 32,
+        "length": 32,
+        "imm": 32,
+        "write_imm": 1,
+        "vi": 8,
+        "recv": 1,
+    }
+)
 
 _BIND = regmap.VIA.array("VI").register("CQ_BIND")
-_CTRL_OFFSETS = {f.name: via_descriptor.CONTROL_SEGMENT.field(f.name).offset
-                 for f in via_descriptor.CONTROL_SEGMENT.fields}
+_CTRL_OFFSETS = {
+    f.name: via_descriptor.CONTROL_SEGMENT.field(f.name).offset for f in via_descriptor.CONTROL_SEGMENT.fields
+}
 _INFO = via_descriptor.CQ_ENTRY.field("INFO")
 
 
@@ -31,20 +41,22 @@ class CompletionUnit(wiring.Component):
         self.vis = vis
         self.cqs = cqs
         self.sources = sources
-        super().__init__({
-            "requests": In(stream.Signature(CompletionRequest)).array(sources),
-            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "cq_bind": In(16).array(vis),
-            "cq_base": In(32).array(cqs),
-            "cq_size": In(17).array(cqs),
-            "cq_head": In(32).array(cqs),
-            "cq_reset": In(1).array(cqs),
-            "cq_tail": Out(32).array(cqs),
-            "cq_overflow": Out(1).array(cqs),
-            "overflow": Out(1),
-            "dma_error": Out(1),
-            "busy": Out(1),
-        })
+        super().__init__(
+            {
+                "requests": In(stream.Signature(CompletionRequest)).array(sources),
+                "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "cq_bind": In(16).array(vis),
+                "cq_base": In(32).array(cqs),
+                "cq_size": In(17).array(cqs),
+                "cq_head": In(32).array(cqs),
+                "cq_reset": In(1).array(cqs),
+                "cq_tail": Out(32).array(cqs),
+                "cq_overflow": Out(1).array(cqs),
+                "overflow": Out(1),
+                "dma_error": Out(1),
+                "busy": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -62,7 +74,7 @@ class CompletionUnit(wiring.Component):
         # register stage each, so the bank's CQ registers and the adders stay off the path that
         # drives the DMA address into the bus (docs/boards.md: the ECPIX-5's timing).
         bind = Array(self.cq_bind)[req.vi]
-        field = lambda name: bind[_BIND.field(name).lsb:_BIND.field(name).lsb + _BIND.field(name).width]
+        field = lambda name: bind[_BIND.field(name).lsb : _BIND.field(name).lsb + _BIND.field(name).width]
         cq = Signal(4)
         enabled = Signal()
         size = Signal.like(self.cq_size[0])
@@ -98,8 +110,12 @@ class CompletionUnit(wiring.Component):
                     m.next = "IMM"
             with m.State("IMM"):
                 with m.If(req.write_imm):
-                    m.d.comb += [bus.cyc.eq(1), bus.stb.eq(1), bus.dat_w.eq(req.imm),
-                                 bus.adr.eq((req.desc + _CTRL_OFFSETS["IMMEDIATE_DATA"])[2:])]
+                    m.d.comb += [
+                        bus.cyc.eq(1),
+                        bus.stb.eq(1),
+                        bus.dat_w.eq(req.imm),
+                        bus.adr.eq((req.desc + _CTRL_OFFSETS["IMMEDIATE_DATA"])[2:]),
+                    ]
                     with m.If(done):
                         m.next = "LENGTH"
                 with m.Else():
@@ -107,16 +123,24 @@ class CompletionUnit(wiring.Component):
             write("LENGTH", req.desc + _CTRL_OFFSETS["LENGTH"], req.length, "STATUS")
             write("STATUS", req.desc + _CTRL_OFFSETS["STATUS"], req.status, "LOOKUP")
             with m.State("LOOKUP"):
-                m.d.sync += [cq.eq(Mux(req.recv, field("RECV_CQ"), field("SEND_CQ"))),
-                             enabled.eq(Mux(req.recv, field("RECV_EN"), field("SEND_EN")))]
+                m.d.sync += [
+                    cq.eq(Mux(req.recv, field("RECV_CQ"), field("SEND_CQ"))),
+                    enabled.eq(Mux(req.recv, field("RECV_EN"), field("SEND_EN"))),
+                ]
                 m.next = "SELECT"
             with m.State("SELECT"):
-                m.d.sync += [size.eq(Array(self.cq_size)[cq]), tail.eq(tails[cq]),
-                             head.eq(Array(self.cq_head)[cq]), base.eq(Array(self.cq_base)[cq])]
+                m.d.sync += [
+                    size.eq(Array(self.cq_size)[cq]),
+                    tail.eq(tails[cq]),
+                    head.eq(Array(self.cq_head)[cq]),
+                    base.eq(Array(self.cq_base)[cq]),
+                ]
                 m.next = "QUEUE"
             with m.State("QUEUE"):
-                m.d.sync += [slot.eq(base + ((tail & (size - 1)) << 3)),
-                             info.eq(Cat(req.vi, req.recv) | (((tail & size) == 0) << _INFO.bit("PHASE").lsb))]
+                m.d.sync += [
+                    slot.eq(base + ((tail & (size - 1)) << 3)),
+                    info.eq(Cat(req.vi, req.recv) | (((tail & size) == 0) << _INFO.bit("PHASE").lsb)),
+                ]
                 with m.If(~enabled | (cq >= self.cqs) | (size == 0)):
                     m.next = "IDLE"
                 with m.Elif(full):

@@ -12,13 +12,14 @@ doorbell names a descriptor whose control segment lies in host memory and in its
 area; the rest is checked here, once the control segment has said how long the descriptor is.
 """
 
-from amaranth import Module, Signal, Cat, Mux
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia.base.params import BUS_ADDR_WIDTH
-from . import wishbone_burst
 from numavia.base import via_descriptor
+from numavia.base.params import BUS_ADDR_WIDTH
+
+from . import wishbone_burst
 from .via_dma_reader import DmaReader
 from .via_layouts import DescAddress, DescControl
 from .via_scatter_gather import Segment
@@ -33,9 +34,14 @@ def postable(p, addr, area_base, area_size):
     """Whether a doorbell may queue the descriptor at ``addr`` (``p``: the engine's ViaParams):
     aligned, and its control segment inside host memory and inside the VI's descriptor area."""
     end = addr + via_descriptor.CONTROL_SEGMENT.size
-    return ((addr[:(via_descriptor.DESCRIPTOR_ALIGN - 1).bit_length()] == 0)
-            & (addr >= p.host_base) & (end <= p.host_base + p.host_size)
-            & (addr >= area_base) & (end <= area_base + area_size))
+    return (
+        (addr[: (via_descriptor.DESCRIPTOR_ALIGN - 1).bit_length()] == 0)
+        & (addr >= p.host_base)
+        & (end <= p.host_base + p.host_size)
+        & (addr >= area_base)
+        & (end <= area_base + area_size)
+    )
+
 
 _CONTROL_WORDS = via_descriptor.CONTROL_SEGMENT.size // 4
 _ADDRESS_WORDS = via_descriptor.ADDRESS_SEGMENT.size // 4
@@ -45,17 +51,19 @@ _DATA_WORDS = via_descriptor.DATA_SEGMENT.size // 4
 class DescriptorFetcher(wiring.Component):
     def __init__(self, *, max_segments):
         self.max_segments = max_segments
-        super().__init__({
-            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "cmd": In(stream.Signature(FetchCommand)),
-            "result": Out(stream.Signature(2)),
-            "control": Out(DescControl),
-            "address": Out(DescAddress),
-            "seg_index": Out(range(max_segments)),
-            "seg_data": Out(Segment),
-            "seg_write": Out(1),
-            "seg_count": Out(range(max_segments + 1)),
-        })
+        super().__init__(
+            {
+                "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "cmd": In(stream.Signature(FetchCommand)),
+                "result": Out(stream.Signature(2)),
+                "control": Out(DescControl),
+                "address": Out(DescAddress),
+                "seg_index": Out(range(max_segments)),
+                "seg_data": Out(Segment),
+                "seg_write": Out(1),
+                "seg_count": Out(range(max_segments + 1)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -85,12 +93,20 @@ class DescriptorFetcher(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [addr.eq(self.cmd.payload.addr), area_end.eq(self.cmd.payload.area_end),
-                                 words.eq(0), error.eq(0), self.seg_count.eq(0)]
+                    m.d.sync += [
+                        addr.eq(self.cmd.payload.addr),
+                        area_end.eq(self.cmd.payload.area_end),
+                        words.eq(0),
+                        error.eq(0),
+                        self.seg_count.eq(0),
+                    ]
                     m.next = "READ_CONTROL"
             with m.State("READ_CONTROL"):
-                m.d.comb += [reader.cmd.valid.eq(1), reader.cmd.payload.addr.eq(addr),
-                             reader.cmd.payload.length.eq(via_descriptor.CONTROL_SEGMENT.size)]
+                m.d.comb += [
+                    reader.cmd.valid.eq(1),
+                    reader.cmd.payload.addr.eq(addr),
+                    reader.cmd.payload.length.eq(via_descriptor.CONTROL_SEGMENT.size),
+                ]
                 with m.If(reader.cmd.ready):
                     m.next = "CONTROL"
             with m.State("CONTROL"):
@@ -103,10 +119,18 @@ class DescriptorFetcher(wiring.Component):
                 with m.If(error):
                     m.d.sync += status.eq(FETCH_DMA)
                     m.next = "ANSWER"
-                with m.Elif((op == 3) | (view.control.as_value() & via_descriptor.CONTROL_UNDEFINED_MASK).any()
-                            | (view.seg_count > self.max_segments)
-                            | (addr + via_descriptor.CONTROL_SEGMENT.size + head_words * 4
-                               + view.seg_count * via_descriptor.DATA_SEGMENT.size > area_end)):
+                with m.Elif(
+                    (op == 3)
+                    | (view.control.as_value() & via_descriptor.CONTROL_UNDEFINED_MASK).any()
+                    | (view.seg_count > self.max_segments)
+                    | (
+                        addr
+                        + via_descriptor.CONTROL_SEGMENT.size
+                        + head_words * 4
+                        + view.seg_count * via_descriptor.DATA_SEGMENT.size
+                        > area_end
+                    )
+                ):
                     m.d.sync += status.eq(FETCH_FORMAT)
                     m.next = "ANSWER"
                 with m.Elif((view.seg_count == 0) & ~rdma):
@@ -115,10 +139,11 @@ class DescriptorFetcher(wiring.Component):
                 with m.Else():
                     m.next = "READ_REST"
             with m.State("READ_REST"):
-                m.d.comb += [reader.cmd.valid.eq(1),
-                             reader.cmd.payload.addr.eq(addr + via_descriptor.CONTROL_SEGMENT.size),
-                             reader.cmd.payload.length.eq(head_words * 4
-                                                          + view.seg_count * via_descriptor.DATA_SEGMENT.size)]
+                m.d.comb += [
+                    reader.cmd.valid.eq(1),
+                    reader.cmd.payload.addr.eq(addr + via_descriptor.CONTROL_SEGMENT.size),
+                    reader.cmd.payload.length.eq(head_words * 4 + view.seg_count * via_descriptor.DATA_SEGMENT.size),
+                ]
                 with m.If(reader.cmd.ready):
                     m.next = "REST"
             with m.State("REST"):
@@ -145,4 +170,3 @@ class DescriptorFetcher(wiring.Component):
             self.seg_data.eq(Cat(segment[32:], beat.data)),
         ]
         return m
-

@@ -11,12 +11,13 @@ the bus instead of losing data. After ``max_burst`` words the reader drops ``cyc
 that other initiators (the CPU, the other DMA engines) get the bus.
 """
 
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from numavia.base.params import BUS_ADDR_WIDTH
+
 from . import wishbone_burst
 
 ReadCommand = data.StructLayout({"addr": 32, "length": 16})
@@ -27,12 +28,14 @@ class DmaReader(wiring.Component):
     def __init__(self, *, fifo_depth=8, max_burst=16):
         self.fifo_depth = fifo_depth
         self.max_burst = max_burst
-        super().__init__({
-            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "cmd": In(stream.Signature(ReadCommand)),
-            "beats": Out(stream.Signature(ReadBeat)),
-            "busy": Out(1),
-        })
+        super().__init__(
+            {
+                "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "cmd": In(stream.Signature(ReadCommand)),
+                "beats": Out(stream.Signature(ReadBeat)),
+                "busy": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -46,9 +49,9 @@ class DmaReader(wiring.Component):
 
         active = Signal()
         word_adr = Signal(BUS_ADDR_WIDTH)
-        lane = Signal(2)            # first byte's lane in the current word
-        remaining = Signal(17)      # bytes of the command not yet emitted
-        empty_command = Signal()    # a zero-length command: one empty beat, no bus access
+        lane = Signal(2)  # first byte's lane in the current word
+        remaining = Signal(17)  # bytes of the command not yet emitted
+        empty_command = Signal()  # a zero-length command: one empty beat, no bus access
         burst = Signal(range(self.max_burst))
 
         # Room for the next word once this cycle's is in (the FIFO only fills through us).
@@ -81,8 +84,12 @@ class DmaReader(wiring.Component):
             with m.If(fifo.w_rdy):
                 m.d.sync += active.eq(0)
         with m.Elif(active):
-            m.d.comb += [bus.adr.eq(word_adr), bus.sel.eq(0xF), bus.we.eq(0),
-                         bus.cti.eq(wishbone_burst.CTI_INCREMENTING)]
+            m.d.comb += [
+                bus.adr.eq(word_adr),
+                bus.sel.eq(0xF),
+                bus.we.eq(0),
+                bus.cti.eq(wishbone_burst.CTI_INCREMENTING),
+            ]
             with m.If(bus.cyc & bus.stb & (bus.ack | bus.err)):
                 m.d.comb += fifo.w_en.eq(1)
                 m.d.sync += [

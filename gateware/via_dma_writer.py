@@ -14,41 +14,44 @@ FIFO's read address made that the card's slowest path. The buffer holds 12 bytes
 fits whenever 8 or fewer are buffered, which keeps a word a cycle at any alignment.
 """
 
-from amaranth import Module, Signal, Mux, Value
+from amaranth import Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base.params import BUS_ADDR_WIDTH
+
 from . import wishbone_burst
 
 WriteCommand = data.StructLayout({"addr": 32, "length": 16})
 WriteData = data.StructLayout({"data": 32, "nbytes": 3})
 
-BUFFER_BYTES = 12   # a beat enters while 8 or fewer bytes wait: a word a cycle at any alignment
+BUFFER_BYTES = 12  # a beat enters while 8 or fewer bytes wait: a word a cycle at any alignment
 
 
 class DmaWriter(wiring.Component):
     def __init__(self, *, max_burst=16):
         self.max_burst = max_burst
-        super().__init__({
-            "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "cmd": In(stream.Signature(WriteCommand)),
-            "data": In(stream.Signature(WriteData)),
-            "flush": In(1),
-            "busy": Out(1),
-            "error": Out(1),
-        })
+        super().__init__(
+            {
+                "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "cmd": In(stream.Signature(WriteCommand)),
+                "data": In(stream.Signature(WriteData)),
+                "flush": In(1),
+                "busy": Out(1),
+                "error": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         bus = self.bus
 
-        buf = Signal(8 * BUFFER_BYTES)   # buffered stream bytes, the oldest at bits 0..7
+        buf = Signal(8 * BUFFER_BYTES)  # buffered stream bytes, the oldest at bits 0..7
         count = Signal(range(BUFFER_BYTES + 1))
         active = Signal()
         word_adr = Signal(BUS_ADDR_WIDTH)
-        lane = Signal(2)          # lane of the next write's first byte
-        remaining = Signal(17)    # bytes of the command not yet written
+        lane = Signal(2)  # lane of the next write's first byte
+        remaining = Signal(17)  # bytes of the command not yet written
         burst = Signal(range(self.max_burst))
 
         done_now = bus.cyc & bus.stb & (bus.ack | bus.err)
@@ -57,7 +60,7 @@ class DmaWriter(wiring.Component):
             room = (4 - Value.cast(lane_)).as_unsigned()[:3]
             return Mux(remaining_ < room, remaining_, room)[:3]
 
-        take = Signal(3)          # bytes the current write covers
+        take = Signal(3)  # bytes the current write covers
         m.d.comb += take.eq(take_for(lane, remaining))
 
         # Bytes leave the buffer when a write completes; a beat enters when it fits whatever the
@@ -72,7 +75,7 @@ class DmaWriter(wiring.Component):
         accepted = self.data.valid & self.data.ready
         buf_next = Signal.like(buf)
         count_next = Signal.like(count)
-        beat_bytes = Signal(32)   # bytes past nbytes may hold anything: clear them
+        beat_bytes = Signal(32)  # bytes past nbytes may hold anything: clear them
         m.d.comb += [
             beat_bytes.eq(self.data.payload.data & ((1 << (self.data.payload.nbytes * 8)) - 1)[:32]),
             buf_next.eq((buf >> (consumed * 8)) | Mux(accepted, beat_bytes << (kept * 8), 0)),
@@ -121,7 +124,7 @@ class DmaWriter(wiring.Component):
             with m.If(left == 0):
                 m.d.sync += [active.eq(0), bus.cyc.eq(0), bus.stb.eq(0)]
             with m.Elif((count_next >= next_take) & (burst != self.max_burst - 1)):
-                m.d.sync += start(word_adr + 1, 0, left, buf_next)   # back to back: stb stays up
+                m.d.sync += start(word_adr + 1, 0, left, buf_next)  # back to back: stb stays up
             with m.Else():
                 m.d.sync += [bus.cyc.eq(0), bus.stb.eq(0)]
         with m.If(self.flush):

@@ -12,19 +12,20 @@ written (the card's PCIe MSI; without PCIe the firmware polls the queues, and th
 at all).
 """
 
-from amaranth import Array, Module, Signal, Mux, Cat
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia.base.params import BUS_ADDR_WIDTH
-from . import wishbone, wishbone_burst
 from numavia.base import regmap, via_frame
+from numavia.base.params import BUS_ADDR_WIDTH
+from numavia.base.via_params import ViaParams
+
+from . import wishbone, wishbone_burst
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .via_completion import CompletionUnit
 from .via_descriptor_fetch import postable
 from .via_layouts import EthBeat
-from numavia.base.via_params import ViaParams
 from .via_rx import RX_EVENTS, RxEngine
 from .via_translate import AddressTranslator
 from .via_tx import TX_EVENTS, TxEngine
@@ -38,12 +39,13 @@ _PEER = _VI.register("PEER")
 
 def _field(value, reg, name):
     f = reg.field(name)
-    return value[f.lsb:f.lsb + f.width]
+    return value[f.lsb : f.lsb + f.width]
 
 
 class ViaEngine(wiring.Component):
-    def __init__(self, params=ViaParams(), *, mtu=via_frame.MTU_DEFAULT, rto_cycles=None, retry_limit=None,
-                 cq_event=False):
+    def __init__(
+        self, params=ViaParams(), *, mtu=via_frame.MTU_DEFAULT, rto_cycles=None, retry_limit=None, cq_event=False
+    ):
         self.p = params
         self.has_cq_event = cq_event
         self.resets = {"MTU": mtu}
@@ -51,24 +53,27 @@ class ViaEngine(wiring.Component):
             self.resets["RTO_CYCLES"] = rto_cycles
         if retry_limit is not None:
             self.resets["RETRY_LIMIT"] = retry_limit
-        super().__init__({
-            "regs": In(wishbone.Signature(addr_width=regmap.VIA.addr_width)),
-            "doorbells": In(wishbone.Signature(addr_width=regmap.DOORBELL.addr_width)),
-            "dma": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "eth_tx": Out(stream.Signature(EthBeat)),
-            "eth_rx": In(stream.Signature(EthBeat)),
-            "node_id": In(regmap.NODE_ID_BITS),
-            "irq": Out(1),
-            **({"cq_event": Out(1)} if cq_event else {}),
-        })
+        super().__init__(
+            {
+                "regs": In(wishbone.Signature(addr_width=regmap.VIA.addr_width)),
+                "doorbells": In(wishbone.Signature(addr_width=regmap.DOORBELL.addr_width)),
+                "dma": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "eth_tx": Out(stream.Signature(EthBeat)),
+                "eth_rx": In(stream.Signature(EthBeat)),
+                "node_id": In(regmap.NODE_ID_BITS),
+                "irq": Out(1),
+                **({"cq_event": Out(1)} if cq_event else {}),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         p = self.p
         vis, cqs = p.vis, p.cqs
 
-        m.submodules.bank = bank = RegisterBank(regmap.VIA, counts={"VI": vis, "CQ": cqs}, resets=self.resets,
-                                                hw_writable=("ATT_ADDR",))
+        m.submodules.bank = bank = RegisterBank(
+            regmap.VIA, counts={"VI": vis, "CQ": cqs}, resets=self.resets, hw_writable=("ATT_ADDR",)
+        )
         wiring.connect(m, wiring.flipped(self.regs), bank.bus)
         # The doorbell pages: page i decodes VI i's two doorbells and nothing else, so a doorbell
         # for VI i can only come through page i. Pages of VIs this card does not build, and the
@@ -87,14 +92,18 @@ class ViaEngine(wiring.Component):
             page = doorbell_bank.vi[v]
             m.d.sync += [sq_rung[v].eq(page.sq_doorbell.w_stb), rq_rung[v].eq(page.rq_doorbell.w_stb)]
             with m.If(page.sq_doorbell.w_stb | page.rq_doorbell.w_stb):
-                m.d.sync += [rung_vi.eq(v),
-                             rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data))]
+                m.d.sync += [
+                    rung_vi.eq(v),
+                    rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data)),
+                ]
         rung = (sq_rung | rq_rung).any()
         area_base = Array(bank.vi[v].desc_base.value for v in range(vis))[rung_vi]
         area_size = Array(bank.vi[v].desc_size.value for v in range(vis))[rung_vi]
         postable_doorbell, area_refused = Signal(), Signal()
-        m.d.comb += [postable_doorbell.eq(postable(p, rung_addr, area_base, area_size)),
-                     area_refused.eq(rung & ~postable_doorbell)]
+        m.d.comb += [
+            postable_doorbell.eq(postable(p, rung_addr, area_base, area_size)),
+            area_refused.eq(rung & ~postable_doorbell),
+        ]
         m.submodules.tx = tx = TxEngine(p)
         m.submodules.rx = rx = RxEngine(p)
         m.submodules.att = att = AddressTranslator(regions=p.att_regions, pages=p.att_pages, ports=2)
@@ -185,12 +194,15 @@ class ViaEngine(wiring.Component):
             bank.mgmt_rx_status.value.eq(
                 (rx.mgmt_valid << mgmt_rx.field("VALID").lsb)
                 | (rx.mgmt_src << mgmt_rx.field("SRC_NODE").lsb)
-                | (rx.mgmt_length << mgmt_rx.field("LENGTH").lsb)),
+                | (rx.mgmt_length << mgmt_rx.field("LENGTH").lsb)
+            ),
             rx.mgmt_pop.eq(bank.mgmt_rx_pop.w_stb),
         ]
         for i in range(via_frame.MGMT_PAYLOAD_MAX // 4):
-            m.d.comb += [tx.mgmt_data[i].eq(bank.mgmt_tx_data[i].word.value),
-                         bank.mgmt_rx_data[i].word.value.eq(rx.mgmt_data[i])]
+            m.d.comb += [
+                tx.mgmt_data[i].eq(bank.mgmt_tx_data[i].word.value),
+                bank.mgmt_rx_data[i].word.value.eq(rx.mgmt_data[i]),
+            ]
 
         # The firmware's interrupt: a mailbox command (an event, held until acknowledged) or a
         # management frame waiting (a level, until popped).
@@ -219,8 +231,10 @@ class ViaEngine(wiring.Component):
             with m.If(tx.fail & (tx.fail_vi == v) & (state != _STATES["IDLE"])):
                 m.d.sync += [state.eq(_STATES["ERROR"]), error.eq(error | tx.fail_bits)]
             with m.If(rx.fail & (rx.fail_vi == v) & (state != _STATES["IDLE"])):
-                m.d.sync += [state.eq(_STATES["ERROR"]), error.eq(error | rx.fail_bits | Mux(
-                    tx.fail & (tx.fail_vi == v), tx.fail_bits, 0))]
+                m.d.sync += [
+                    state.eq(_STATES["ERROR"]),
+                    error.eq(error | rx.fail_bits | Mux(tx.fail & (tx.fail_vi == v), tx.fail_bits, 0)),
+                ]
             with m.If(cmd.w_stb):
                 with m.If(_field(cmd.w_data, _CMD, "CONNECT")):
                     m.d.comb += connect.eq(1)
@@ -252,16 +266,35 @@ class ViaEngine(wiring.Component):
             ]
 
         # --- receive <-> transmit ------------------------------------------------------------
-        for name in ("rcv_nxt", "ack_pending", "nak_pending", "nak_code", "nak_psn", "peer_ack", "rx_nak",
-                     "rx_nak_code", "rx_nak_psn", "read_offset"):
+        for name in (
+            "rcv_nxt",
+            "ack_pending",
+            "nak_pending",
+            "nak_code",
+            "nak_psn",
+            "peer_ack",
+            "rx_nak",
+            "rx_nak_code",
+            "rx_nak_psn",
+            "read_offset",
+        ):
             for v in range(vis):
                 m.d.comb += getattr(tx, name)[v].eq(getattr(rx, name)[v])
         for name in ("read_active", "read_psn", "read_desc", "read_len"):
             for v in range(vis):
                 m.d.comb += getattr(rx, name)[v].eq(getattr(tx, name)[v])
         m.d.comb += [tx.read_progress.eq(rx.read_progress), tx.read_progress_vi.eq(rx.read_progress_vi)]
-        for name in ("ack_sent", "ack_sent_vi", "ack_sent_psn", "nak_sent", "nak_sent_vi", "rx_nak_taken",
-                     "rx_nak_taken_vi", "read_start", "read_start_vi"):
+        for name in (
+            "ack_sent",
+            "ack_sent_vi",
+            "ack_sent_psn",
+            "nak_sent",
+            "nak_sent_vi",
+            "rx_nak_taken",
+            "rx_nak_taken_vi",
+            "read_start",
+            "read_start_vi",
+        ):
             m.d.comb += getattr(rx, name).eq(getattr(tx, name))
 
         # --- completion queues ------------------------------------------------------------------

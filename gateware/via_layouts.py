@@ -50,9 +50,11 @@ MgmtMessage = layout(via_mailbox.MGMT_MESSAGE)
 #: One 32-bit beat of an Ethernet frame between the card and the LiteEth MAC (sys clock domain).
 #: ``last_be`` is one-hot: the byte lane of the frame's last byte, on the last beat only; ``error``
 #: (receive only) is set on the last beat of a frame whose FCS was wrong.
-EthBeat = data.StructLayout({
-    "data": 32,
-    "last": 1,
-    "last_be": 4,
-    "error": 4,
-})
+EthBeat = data.StructLayout(
+    {
+        "data": 32,
+        "last": 1,
+        "last_be": 4,
+        "error": 4,
+    }
+)

@@ -18,17 +18,18 @@ per-VI pending flags, so acknowledgements coalesce when frames arrive faster tha
 The receive queues (doorbells, flush on error) live here too.
 """
 
-from amaranth import Module, Signal, Mux, Array, Cat, C
+from amaranth import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from numavia.base.params import BUS_ADDR_WIDTH
-from . import wishbone_burst
 from numavia.base import regmap, via_att, via_descriptor, via_frame
+from numavia.base.params import BUS_ADDR_WIDTH
+from numavia.base.via_descriptor import status_bits, status_op
+
+from . import wishbone_burst
 from .packet_fifo import FifoOut
 from .via_completion import CompletionRequest
-from numavia.base.via_descriptor import status_bits, status_op
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
@@ -38,9 +39,21 @@ from .via_translate import lookup_signature
 ReadJob = data.StructLayout({"vi": 8, "psn": 32, "va": 64, "handle": 32, "length": 32, "offset": 32})
 
 #: Pulses of the receive engine, counted by the engine top (names of regmap.VIA_COUNTERS).
-RX_EVENTS = ("RX_NOT_FOR_US", "RX_MALFORMED", "RX_NO_VI", "RX_DUPLICATE", "RX_OUT_OF_ORDER",
-             "RX_RQ_EMPTY", "RX_PROTECTION", "RX_DESCRIPTOR_ERROR", "RX_STALE_RESPONSE",
-             "RX_MGMT_DROPPED", "READ_REQUESTS_DROPPED", "DOORBELLS_REFUSED", "DMA_ERRORS")
+RX_EVENTS = (
+    "RX_NOT_FOR_US",
+    "RX_MALFORMED",
+    "RX_NO_VI",
+    "RX_DUPLICATE",
+    "RX_OUT_OF_ORDER",
+    "RX_RQ_EMPTY",
+    "RX_PROTECTION",
+    "RX_DESCRIPTOR_ERROR",
+    "RX_STALE_RESPONSE",
+    "RX_MGMT_DROPPED",
+    "READ_REQUESTS_DROPPED",
+    "DOORBELLS_REFUSED",
+    "DMA_ERRORS",
+)
 
 _STATUS = via_descriptor.CONTROL_SEGMENT.field("STATUS")
 _OP = via_frame.OP
@@ -54,58 +67,70 @@ class RxEngine(wiring.Component):
     def __init__(self, params):
         self.p = p = params
         vis = p.vis
-        super().__init__({
-            "frames": In(stream.Signature(FifoOut)),
-            "frame_valid": In(1),
-            "frame_length": In(16),
-            "frame_skip": Out(1),
-            "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "write_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "att": Out(lookup_signature()),
-            "enable": In(1),
-            "node_id": In(regmap.NODE_ID_BITS),
-            # VI configuration and state (engine top).
-            "vi_state": In(2).array(vis),
-            "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
-            "vi_peer_vi": In(8).array(vis),
-            "vi_ptag": In(16).array(vis),
-            "vi_desc_base": In(32).array(vis),
-            "vi_desc_size": In(32).array(vis),
-            "vi_connect": In(1).array(vis),
-            "fail": Out(1), "fail_vi": Out(range(vis)), "fail_bits": Out(16),
-            # Receive queues.
-            "rq_doorbell": In(1).array(vis),
-            "rq_doorbell_addr": In(32).array(vis),
-            "rq_count": Out(16).array(vis),
-            # To the transmit engine: acknowledgements owed and received.
-            "rcv_nxt": Out(32).array(vis),
-            "ack_pending": Out(1).array(vis),
-            "nak_pending": Out(1).array(vis),
-            "nak_code": Out(4).array(vis),
-            "nak_psn": Out(32).array(vis),
-            "peer_ack": Out(32).array(vis),
-            "rx_nak": Out(1).array(vis),
-            "rx_nak_code": Out(4).array(vis),
-            "rx_nak_psn": Out(32).array(vis),
-            "read_offset": Out(32).array(vis),
-            "read_progress": Out(1), "read_progress_vi": Out(range(vis)),
-            # From the transmit engine.
-            "ack_sent": In(1), "ack_sent_vi": In(range(vis)), "ack_sent_psn": In(32),
-            "nak_sent": In(1), "nak_sent_vi": In(range(vis)),
-            "rx_nak_taken": In(1), "rx_nak_taken_vi": In(range(vis)),
-            "read_start": In(1), "read_start_vi": In(range(vis)),
-            "read_active": In(1).array(vis),
-            "read_psn": In(32).array(vis),
-            "read_desc": In(32).array(vis),
-            "read_len": In(32).array(vis),
-            "jobs": Out(stream.Signature(ReadJob)),
-            "completions": Out(stream.Signature(CompletionRequest)),
-            # Management frames for the firmware.
-            "mgmt_valid": Out(1), "mgmt_src": Out(regmap.NODE_ID_BITS), "mgmt_length": Out(7),
-            "mgmt_data": Out(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
-            "mgmt_pop": In(1),
-            "events": Out(data.StructLayout({name.lower(): 1 for name in RX_EVENTS})),
-        })
+        super().__init__(
+            {
+                "frames": In(stream.Signature(FifoOut)),
+                "frame_valid": In(1),
+                "frame_length": In(16),
+                "frame_skip": Out(1),
+                "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "write_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "att": Out(lookup_signature()),
+                "enable": In(1),
+                "node_id": In(regmap.NODE_ID_BITS),
+                # VI configuration and state (engine top).
+                "vi_state": In(2).array(vis),
+                "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
+                "vi_peer_vi": In(8).array(vis),
+                "vi_ptag": In(16).array(vis),
+                "vi_desc_base": In(32).array(vis),
+                "vi_desc_size": In(32).array(vis),
+                "vi_connect": In(1).array(vis),
+                "fail": Out(1),
+                "fail_vi": Out(range(vis)),
+                "fail_bits": Out(16),
+                # Receive queues.
+                "rq_doorbell": In(1).array(vis),
+                "rq_doorbell_addr": In(32).array(vis),
+                "rq_count": Out(16).array(vis),
+                # To the transmit engine: acknowledgements owed and received.
+                "rcv_nxt": Out(32).array(vis),
+                "ack_pending": Out(1).array(vis),
+                "nak_pending": Out(1).array(vis),
+                "nak_code": Out(4).array(vis),
+                "nak_psn": Out(32).array(vis),
+                "peer_ack": Out(32).array(vis),
+                "rx_nak": Out(1).array(vis),
+                "rx_nak_code": Out(4).array(vis),
+                "rx_nak_psn": Out(32).array(vis),
+                "read_offset": Out(32).array(vis),
+                "read_progress": Out(1),
+                "read_progress_vi": Out(range(vis)),
+                # From the transmit engine.
+                "ack_sent": In(1),
+                "ack_sent_vi": In(range(vis)),
+                "ack_sent_psn": In(32),
+                "nak_sent": In(1),
+                "nak_sent_vi": In(range(vis)),
+                "rx_nak_taken": In(1),
+                "rx_nak_taken_vi": In(range(vis)),
+                "read_start": In(1),
+                "read_start_vi": In(range(vis)),
+                "read_active": In(1).array(vis),
+                "read_psn": In(32).array(vis),
+                "read_desc": In(32).array(vis),
+                "read_len": In(32).array(vis),
+                "jobs": Out(stream.Signature(ReadJob)),
+                "completions": Out(stream.Signature(CompletionRequest)),
+                # Management frames for the firmware.
+                "mgmt_valid": Out(1),
+                "mgmt_src": Out(regmap.NODE_ID_BITS),
+                "mgmt_length": Out(7),
+                "mgmt_data": Out(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
+                "mgmt_pop": In(1),
+                "events": Out(data.StructLayout({name.lower(): 1 for name in RX_EVENTS})),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -129,13 +154,16 @@ class RxEngine(wiring.Component):
         rq_head = Array(Signal(range(2 * qd), name=f"rq_head{v}") for v in range(vis))
         rq_tail = Array(Signal(range(2 * qd), name=f"rq_tail{v}") for v in range(vis))
         for v in range(vis):
-            m.d.comb += self.rq_count[v].eq((rq_tail[v] - rq_head[v])[:len(rq_head[v])])
+            m.d.comb += self.rq_count[v].eq((rq_tail[v] - rq_head[v])[: len(rq_head[v])])
             addr = self.rq_doorbell_addr[v]
-            ok = self.rq_count[v] < qd         # the address was checked by the engine (``postable``)
+            ok = self.rq_count[v] < qd  # the address was checked by the engine (``postable``)
             with m.If(self.rq_doorbell[v]):
                 with m.If(ok):
-                    m.d.comb += [rq_w.en.eq(1), rq_w.addr.eq(v * qd + rq_tail[v][:len(rq_tail[v]) - 1]),
-                                 rq_w.data.eq(addr)]
+                    m.d.comb += [
+                        rq_w.en.eq(1),
+                        rq_w.addr.eq(v * qd + rq_tail[v][: len(rq_tail[v]) - 1]),
+                        rq_w.data.eq(addr),
+                    ]
                     m.d.sync += rq_tail[v].eq(rq_tail[v] + 1)
                 with m.Else():
                     m.d.comb += ev.doorbells_refused.eq(1)
@@ -143,6 +171,7 @@ class RxEngine(wiring.Component):
         # --- per-VI state -----------------------------------------------------------------------
         def arr(name, width):
             return Array(Signal(width, name=f"{name}{v}") for v in range(vis))
+
         rcv_nxt, peer_ack, read_offset = Array(self.rcv_nxt), Array(self.peer_ack), Array(self.read_offset)
         ack_pending, nak_pending = Array(self.ack_pending), Array(self.nak_pending)
         nak_code, nak_psn = Array(self.nak_code), Array(self.nak_psn)
@@ -161,15 +190,22 @@ class RxEngine(wiring.Component):
             m.d.sync += [read_offset[self.read_start_vi].eq(0), read_complete[self.read_start_vi].eq(0)]
         for v in range(vis):
             with m.If(self.vi_connect[v]):
-                m.d.sync += [self.rcv_nxt[v].eq(0), self.peer_ack[v].eq(0), self.ack_pending[v].eq(0),
-                             self.nak_pending[v].eq(0), self.rx_nak[v].eq(0), gap_nakked[v].eq(0),
-                             self.read_offset[v].eq(0), read_complete[v].eq(0)]
+                m.d.sync += [
+                    self.rcv_nxt[v].eq(0),
+                    self.peer_ack[v].eq(0),
+                    self.ack_pending[v].eq(0),
+                    self.nak_pending[v].eq(0),
+                    self.rx_nak[v].eq(0),
+                    gap_nakked[v].eq(0),
+                    self.read_offset[v].eq(0),
+                    read_complete[v].eq(0),
+                ]
 
         # --- the frame being handled ---------------------------------------------------------
         hdr_bits = Signal(FrameHeader.size)
         h = FrameHeader(hdr_bits)
         words = Signal(range(_HEADER_WORDS + 1))
-        frame_done = Signal()      # its last word has been read (nothing left to skip)
+        frame_done = Signal()  # its last word has been read (nothing left to skip)
         length = Signal(16)
         vi = Signal(range(vis))
         op = Signal(4)
@@ -185,11 +221,13 @@ class RxEngine(wiring.Component):
         frame_vi = h.dst_vi
         in_vis = frame_vi < vis
         vi_ok = Signal()
-        m.d.comb += vi_ok.eq(in_vis
-                             & (Array(self.vi_state)[frame_vi[:len(vi)]] == _CONNECTED)
-                             & (h.src_mac[:40] == via_frame.MAC_PREFIX_FIELD)
-                             & (src_node == Array(self.vi_peer_node)[frame_vi[:len(vi)]])
-                             & (h.src_vi == Array(self.vi_peer_vi)[frame_vi[:len(vi)]]))
+        m.d.comb += vi_ok.eq(
+            in_vis
+            & (Array(self.vi_state)[frame_vi[: len(vi)]] == _CONNECTED)
+            & (h.src_mac[:40] == via_frame.MAC_PREFIX_FIELD)
+            & (src_node == Array(self.vi_peer_node)[frame_vi[: len(vi)]])
+            & (h.src_vi == Array(self.vi_peer_vi)[frame_vi[: len(vi)]])
+        )
         body = Signal(17)
         m.d.comb += body.eq(length - via_frame.HEADER.size)
         data_op = (h.op == _OP.SEND) | (h.op == _OP.RDMA_WRITE) | (h.op == _OP.READ_RESPONSE)
@@ -198,7 +236,7 @@ class RxEngine(wiring.Component):
         psn_diff = Signal(32)
         m.d.comb += psn_diff.eq(h.psn - rcv_nxt[vi])
         rq_empty = rq_head[vi] == rq_tail[vi]
-        m.d.comb += [rq_r.addr.eq(vi * qd + rq_head[vi][:len(rq_head[vi]) - 1])]
+        m.d.comb += [rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])]
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = Array(self.vi_ptag)[vi]
 
@@ -248,17 +286,23 @@ class RxEngine(wiring.Component):
         def complete(status, length_, imm=None):
             """Drive a completion of `desc` (hold until taken)."""
             c = self.completions.payload
-            return [self.completions.valid.eq(1), c.desc.eq(desc), c.status.eq(status),
-                    c.length.eq(length_), c.imm.eq(0 if imm is None else imm),
-                    c.write_imm.eq(0 if imm is None else 1), c.vi.eq(vi), c.recv.eq(1)]
+            return [
+                self.completions.valid.eq(1),
+                c.desc.eq(desc),
+                c.status.eq(status),
+                c.length.eq(length_),
+                c.imm.eq(0 if imm is None else imm),
+                c.write_imm.eq(0 if imm is None else 1),
+                c.vi.eq(vi),
+                c.recv.eq(1),
+            ]
 
         recv_status = status_bits(DONE=1) | status_op(via_descriptor.STATUS_OP.RECEIVE)
         imm_bit = _STATUS.bit("IMMEDIATE").mask
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.sync += [words.eq(0), frame_done.eq(0), length.eq(self.frame_length),
-                             error_bits.eq(0)]
+                m.d.sync += [words.eq(0), frame_done.eq(0), length.eq(self.frame_length), error_bits.eq(0)]
                 with m.If(self.frame_valid & ~self.enable):
                     m.next = "DROP"
                 with m.Elif(self.frame_valid):
@@ -274,20 +318,32 @@ class RxEngine(wiring.Component):
             with m.State("HEADER"):
                 m.d.comb += self.frames.ready.eq(1)
                 with m.If(self.frames.valid):
-                    m.d.sync += [hdr_bits.eq(Cat(hdr_bits[32:], self.frames.payload.data)),
-                                 words.eq(words + 1), frame_done.eq(self.frames.payload.last)]
+                    m.d.sync += [
+                        hdr_bits.eq(Cat(hdr_bits[32:], self.frames.payload.data)),
+                        words.eq(words + 1),
+                        frame_done.eq(self.frames.payload.last),
+                    ]
                     with m.If(words == _HEADER_WORDS - 1):
                         m.next = "CHECK"
 
             with m.State("CHECK"):
-                m.d.sync += [vi.eq(frame_vi[:len(vi)]), op.eq(h.op), single.eq(0),
-                             payload_words.eq((h.payload_length + 3) >> 2), last.eq(is_last)]
+                m.d.sync += [
+                    vi.eq(frame_vi[: len(vi)]),
+                    op.eq(h.op),
+                    single.eq(0),
+                    payload_words.eq((h.payload_length + 3) >> 2),
+                    last.eq(is_last),
+                ]
                 with m.If((h.ethertype != via_frame.ETHERTYPE_FIELD) | (h.dst_mac != my_mac)):
                     m.d.comb += ev.rx_not_for_us.eq(1)
                     m.next = "DROP"
-                with m.Elif(~known_op | (h.payload_length > body) | (h.payload_length > p.max_payload)
-                            | (data_op & ~fits_message)
-                            | ((h.op == _OP.MGMT) & (h.payload_length > via_frame.MGMT_PAYLOAD_MAX))):
+                with m.Elif(
+                    ~known_op
+                    | (h.payload_length > body)
+                    | (h.payload_length > p.max_payload)
+                    | (data_op & ~fits_message)
+                    | ((h.op == _OP.MGMT) & (h.payload_length > via_frame.MGMT_PAYLOAD_MAX))
+                ):
                     m.d.comb += ev.rx_malformed.eq(1)
                     m.next = "DROP"
                 with m.Elif(h.op == _OP.MGMT):
@@ -300,8 +356,11 @@ class RxEngine(wiring.Component):
                         m.d.comb += ev.rx_mgmt_dropped.eq(1)
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [mgmt_words.eq(0), self.mgmt_src.eq(src_node),
-                                     self.mgmt_length.eq(h.payload_length)]
+                        m.d.sync += [
+                            mgmt_words.eq(0),
+                            self.mgmt_src.eq(src_node),
+                            self.mgmt_length.eq(h.payload_length),
+                        ]
                         m.next = "MGMT"
                 with m.Elif(~vi_ok):
                     m.d.comb += ev.rx_no_vi.eq(1)
@@ -314,8 +373,7 @@ class RxEngine(wiring.Component):
                 # sequence number until the response is complete (the read request is only
                 # acknowledged by its data).
                 ack = Signal(32)
-                hold = Array(self.read_active)[vi] & ~read_complete[vi] & \
-                    ~(h.ack_psn - Array(self.read_psn)[vi])[31]
+                hold = Array(self.read_active)[vi] & ~read_complete[vi] & ~(h.ack_psn - Array(self.read_psn)[vi])[31]
                 m.d.comb += ack.eq(Mux(hold, Array(self.read_psn)[vi], h.ack_psn))
                 with m.If(~(ack - peer_ack[vi])[31]):
                     m.d.sync += peer_ack[vi].eq(ack)
@@ -326,10 +384,13 @@ class RxEngine(wiring.Component):
                         m.d.sync += [rx_nak[vi].eq(1), rx_nak_code[vi].eq(h.nak_code), rx_nak_psn[vi].eq(h.psn)]
                         m.next = "DROP"
                     with m.Case(_OP.READ_RESPONSE):
-                        with m.If(Array(self.read_active)[vi] & ~read_complete[vi]
-                                  & (h.psn == Array(self.read_psn)[vi])
-                                  & (h.offset == read_offset[vi])
-                                  & (h.msg_length == Array(self.read_len)[vi])):
+                        with m.If(
+                            Array(self.read_active)[vi]
+                            & ~read_complete[vi]
+                            & (h.psn == Array(self.read_psn)[vi])
+                            & (h.offset == read_offset[vi])
+                            & (h.msg_length == Array(self.read_len)[vi])
+                        ):
                             m.d.sync += desc.eq(Array(self.read_desc)[vi])
                             m.next = "FETCH"
                         with m.Else():
@@ -342,14 +403,18 @@ class RxEngine(wiring.Component):
                             m.d.comb += ev.rx_duplicate.eq(1)
                             m.d.sync += ack_pending[vi].eq(1)
                             with m.If(op == _OP.READ_REQUEST):
-                                m.next = "REMOTE"      # served again: the response was lost
+                                m.next = "REMOTE"  # served again: the response was lost
                             with m.Else():
                                 m.next = "DROP"
                         with m.Else():
                             m.d.comb += ev.rx_out_of_order.eq(1)
                             with m.If(~gap_nakked[vi]):
-                                m.d.sync += [gap_nakked[vi].eq(1), nak_pending[vi].eq(1),
-                                             nak_code[vi].eq(_NAK.SEQUENCE), nak_psn[vi].eq(rcv_nxt[vi])]
+                                m.d.sync += [
+                                    gap_nakked[vi].eq(1),
+                                    nak_pending[vi].eq(1),
+                                    nak_code[vi].eq(_NAK.SEQUENCE),
+                                    nak_psn[vi].eq(rcv_nxt[vi]),
+                                ]
                             m.next = "DROP"
 
             with m.State("IN_ORDER"):
@@ -366,8 +431,10 @@ class RxEngine(wiring.Component):
 
             # --- RDMA write / read request: the remote side of the message, one segment -------
             with m.State("REMOTE"):
-                m.d.sync += [single.eq(1), remote_need.eq(Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE,
-                                                                  via_att.NEED_RDMA_READ))]
+                m.d.sync += [
+                    single.eq(1),
+                    remote_need.eq(Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE, via_att.NEED_RDMA_READ)),
+                ]
                 m.next = "REMOTE_LOAD"
             with m.State("REMOTE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
@@ -394,8 +461,15 @@ class RxEngine(wiring.Component):
                         m.next = "WALK"
             with m.State("READ_JOB"):
                 j = self.jobs.payload
-                m.d.comb += [self.jobs.valid.eq(1), j.vi.eq(vi), j.psn.eq(h.psn), j.va.eq(h.remote_va),
-                             j.handle.eq(h.remote_handle), j.length.eq(h.msg_length), j.offset.eq(h.offset)]
+                m.d.comb += [
+                    self.jobs.valid.eq(1),
+                    j.vi.eq(vi),
+                    j.psn.eq(h.psn),
+                    j.va.eq(h.remote_va),
+                    j.handle.eq(h.remote_handle),
+                    j.length.eq(h.msg_length),
+                    j.offset.eq(h.offset),
+                ]
                 with m.If(self.jobs.ready):
                     with m.If(psn_diff == 0):
                         m.d.sync += [rcv_nxt[vi].eq(rcv_nxt[vi] + 1), gap_nakked[vi].eq(0)]
@@ -407,8 +481,11 @@ class RxEngine(wiring.Component):
 
             # --- a local descriptor: receive queue head (send) or the RDMA read's own ----------
             with m.State("FETCH"):
-                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.addr.eq(desc),
-                             fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi])]
+                m.d.comb += [
+                    fetcher.cmd.valid.eq(1),
+                    fetcher.cmd.payload.addr.eq(desc),
+                    fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi]),
+                ]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
             with m.State("FETCHED"):
@@ -443,8 +520,12 @@ class RxEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += complete(recv_status | error_bits, 0)
                     with m.If(self.completions.ready):
-                        m.d.comb += [ev.rx_descriptor_error.eq(1), self.fail.eq(1), self.fail_vi.eq(vi),
-                                     self.fail_bits.eq(error_bits)]
+                        m.d.comb += [
+                            ev.rx_descriptor_error.eq(1),
+                            self.fail.eq(1),
+                            self.fail_vi.eq(vi),
+                            self.fail_bits.eq(error_bits),
+                        ]
                         m.d.sync += [rq_head[vi].eq(rq_head[vi] + 1), *nak(_NAK.REMOTE_DESCRIPTOR)]
                         m.next = "DROP"
 
@@ -453,8 +534,12 @@ class RxEngine(wiring.Component):
                 with m.If(h.payload_length == 0):
                     m.next = "AFTER"
                 with m.Else():
-                    m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_WALK),
-                                 sg.cmd.payload.offset.eq(h.offset), sg.cmd.payload.length.eq(h.payload_length)]
+                    m.d.comb += [
+                        sg.cmd.valid.eq(1),
+                        sg.cmd.payload.op.eq(OP_WALK),
+                        sg.cmd.payload.offset.eq(h.offset),
+                        sg.cmd.payload.length.eq(h.payload_length),
+                    ]
                     with m.If(sg.cmd.ready):
                         m.d.sync += payload_mode.eq(1)
                         m.next = "PAYLOAD"
@@ -487,15 +572,16 @@ class RxEngine(wiring.Component):
                             m.next = "ADVANCE"
                     with m.Case(_OP.RDMA_WRITE):
                         with m.If(last & h.flags.immediate):
-                            status = (status_bits(DONE=1, IMMEDIATE=1)
-                                      | status_op(via_descriptor.STATUS_OP.REMOTE_RDMA_WRITE))
+                            status = status_bits(DONE=1, IMMEDIATE=1) | status_op(
+                                via_descriptor.STATUS_OP.REMOTE_RDMA_WRITE
+                            )
                             m.d.comb += complete(status, 0, h.immediate_data)
                             with m.If(self.completions.ready):
                                 m.d.sync += rq_head[vi].eq(rq_head[vi] + 1)
                                 m.next = "ADVANCE"
                         with m.Else():
                             m.next = "ADVANCE"
-                    with m.Default():   # READ_RESPONSE
+                    with m.Default():  # READ_RESPONSE
                         done = (h.offset + h.payload_length) == h.msg_length
                         m.d.sync += read_offset[vi].eq(h.offset + h.payload_length)
                         m.d.comb += [self.read_progress.eq(1), self.read_progress_vi.eq(vi)]
@@ -507,13 +593,16 @@ class RxEngine(wiring.Component):
                 m.next = "DROP"
 
             with m.State("MGMT"):
-                m.d.comb += self.frames.ready.eq(mgmt_words != payload_words)   # not the next frame's
+                m.d.comb += self.frames.ready.eq(mgmt_words != payload_words)  # not the next frame's
                 with m.If(mgmt_words == payload_words):
                     m.d.sync += self.mgmt_valid.eq(1)
                     m.next = "DROP"
                 with m.Elif(self.frames.valid):
-                    m.d.sync += [Array(self.mgmt_data)[mgmt_words].eq(self.frames.payload.data),
-                                 mgmt_words.eq(mgmt_words + 1), frame_done.eq(self.frames.payload.last)]
+                    m.d.sync += [
+                        Array(self.mgmt_data)[mgmt_words].eq(self.frames.payload.data),
+                        mgmt_words.eq(mgmt_words + 1),
+                        frame_done.eq(self.frames.payload.last),
+                    ]
 
             with m.State("DROP"):
                 with m.If(~frame_done):

@@ -13,11 +13,12 @@ walker's segment table, or a single segment for the remote side of an RDMA. Then
 ``result`` answers every command once, after the last chunk of a walk.
 """
 
-from amaranth import Module, Signal, Mux, Array
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import via_att
+
 from .via_translate import lookup_signature
 
 OP_VALIDATE, OP_WALK = 0, 1
@@ -31,18 +32,20 @@ Chunk = data.StructLayout({"pa": 32, "length": 16})
 class ScatterGather(wiring.Component):
     def __init__(self, *, max_segments):
         self.max_segments = max_segments
-        super().__init__({
-            "seg_index": In(range(max_segments)),
-            "seg_data": In(Segment),
-            "seg_write": In(1),
-            "count": In(range(max_segments + 1)),
-            "ptag": In(16),
-            "need": In(2),
-            "cmd": In(stream.Signature(WalkCommand)),
-            "result": Out(stream.Signature(WalkResult)),
-            "chunks": Out(stream.Signature(Chunk)),
-            "att": Out(lookup_signature()),
-        })
+        super().__init__(
+            {
+                "seg_index": In(range(max_segments)),
+                "seg_data": In(Segment),
+                "seg_write": In(1),
+                "count": In(range(max_segments + 1)),
+                "ptag": In(16),
+                "need": In(2),
+                "cmd": In(stream.Signature(WalkCommand)),
+                "result": Out(stream.Signature(WalkResult)),
+                "chunks": Out(stream.Signature(Chunk)),
+                "att": Out(lookup_signature()),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -51,8 +54,8 @@ class ScatterGather(wiring.Component):
             m.d.sync += table[self.seg_index].eq(self.seg_data)
 
         index = Signal(range(self.max_segments + 1))
-        skip = Signal(32)          # bytes of segment `index` before the window position
-        remaining = Signal(32)     # bytes of the window still to emit
+        skip = Signal(32)  # bytes of segment `index` before the window position
+        remaining = Signal(32)  # bytes of the window still to emit
         total = Signal(33)
         fail = Signal(3)
         request_length = Signal(32)
@@ -74,8 +77,13 @@ class ScatterGather(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [index.eq(0), skip.eq(self.cmd.payload.offset), total.eq(0),
-                                 fail.eq(0), remaining.eq(self.cmd.payload.length)]
+                    m.d.sync += [
+                        index.eq(0),
+                        skip.eq(self.cmd.payload.offset),
+                        total.eq(0),
+                        fail.eq(0),
+                        remaining.eq(self.cmd.payload.length),
+                    ]
                     with m.If(self.cmd.payload.op == OP_VALIDATE):
                         m.next = "VALIDATE"
                     with m.Else():
@@ -86,7 +94,7 @@ class ScatterGather(wiring.Component):
                 m.d.comb += [att.req.payload.va.eq(seg.va), att.req.payload.length.eq(seg.length)]
                 with m.If(~in_range):
                     with m.If(total[32]):
-                        m.d.sync += fail.eq(via_att.FAIL_RANGE)   # more than 4 GiB in all
+                        m.d.sync += fail.eq(via_att.FAIL_RANGE)  # more than 4 GiB in all
                     m.next = "ANSWER"
                 with m.Else():
                     m.d.comb += att.req.valid.eq(1)
@@ -114,10 +122,10 @@ class ScatterGather(wiring.Component):
                 with m.If(remaining == 0):
                     m.next = "ANSWER"
                 with m.Elif(~in_range):
-                    m.d.sync += fail.eq(via_att.FAIL_RANGE)      # the window runs past the segments
+                    m.d.sync += fail.eq(via_att.FAIL_RANGE)  # the window runs past the segments
                     m.next = "ANSWER"
                 with m.Elif(avail == 0):
-                    m.d.sync += [index.eq(index + 1), skip.eq(0)]   # an empty segment
+                    m.d.sync += [index.eq(index + 1), skip.eq(0)]  # an empty segment
                 with m.Else():
                     m.d.comb += att.req.valid.eq(1)
                     with m.If(att.req.ready):
@@ -146,8 +154,11 @@ class ScatterGather(wiring.Component):
                         m.next = "CHUNK"
 
             with m.State("ANSWER"):
-                m.d.comb += [self.result.valid.eq(1), self.result.payload.fail.eq(fail),
-                             self.result.payload.total.eq(total[:32])]
+                m.d.comb += [
+                    self.result.valid.eq(1),
+                    self.result.payload.fail.eq(fail),
+                    self.result.payload.total.eq(total[:32]),
+                ]
                 with m.If(self.result.ready):
                     m.next = "IDLE"
         return m

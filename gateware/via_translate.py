@@ -15,12 +15,13 @@ The firmware writes and reads the table one word at a time (``write_*``, ``read_
 ATT_ADDR word space described in ``via_att``.
 """
 
-from amaranth import Module, Signal, Mux, C
+from amaranth import C, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import via_att
+
 from .via_layouts import AttL1
 
 LookupRequest = data.StructLayout({"handle": 32, "va": 64, "length": 32, "ptag": 16, "need": 2})
@@ -29,10 +30,12 @@ LookupResponse = data.StructLayout({"fail": 3, "pa": 32, "page_left": via_att.PA
 
 def lookup_signature():
     """A requester's view of a lookup port."""
-    return wiring.Signature({
-        "req": Out(stream.Signature(LookupRequest)),
-        "resp": In(stream.Signature(LookupResponse)),
-    })
+    return wiring.Signature(
+        {
+            "req": Out(stream.Signature(LookupRequest)),
+            "resp": In(stream.Signature(LookupResponse)),
+        }
+    )
 
 
 class AddressTranslator(wiring.Component):
@@ -40,14 +43,16 @@ class AddressTranslator(wiring.Component):
         self.regions = regions
         self.pages = pages
         self.ports = ports
-        super().__init__({
-            "lookups": In(lookup_signature()).array(ports),
-            "write_addr": In(24),
-            "write_data": In(32),
-            "write_en": In(1),
-            "read_addr": In(24),
-            "read_data": Out(32),
-        })
+        super().__init__(
+            {
+                "lookups": In(lookup_signature()).array(ports),
+                "write_addr": In(24),
+                "write_data": In(32),
+                "write_en": In(1),
+                "read_addr": In(24),
+                "read_data": Out(32),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -108,9 +113,12 @@ class AddressTranslator(wiring.Component):
             l1_r.addr.eq(req.handle),
             l2_r.addr.eq(l2_index),
         ]
-        right = Mux(req.need == via_att.NEED_RDMA_READ, entry.attributes.rdma_read,
-                    Mux(req.need == via_att.NEED_RDMA_WRITE, entry.attributes.rdma_write, 1))
-        offset = req.va[:via_att.PAGE_SHIFT]
+        right = Mux(
+            req.need == via_att.NEED_RDMA_READ,
+            entry.attributes.rdma_read,
+            Mux(req.need == via_att.NEED_RDMA_WRITE, entry.attributes.rdma_write, 1),
+        )
+        offset = req.va[: via_att.PAGE_SHIFT]
 
         with m.FSM(name=name):
             with m.State("IDLE"):

@@ -19,19 +19,20 @@ header goes into the transmit FIFO, and the payload follows by DMA through the b
 An RDMA read sends one READ_REQUEST and holds the queue until the response has arrived.
 """
 
-from amaranth import Module, Signal, Mux, Array, C
+from amaranth import Array, C, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from numavia.base.params import BUS_ADDR_WIDTH
-from . import wishbone_burst
 from numavia.base import regmap, via_att, via_descriptor, via_frame
+from numavia.base.params import BUS_ADDR_WIDTH
+from numavia.base.via_descriptor import status_bits, status_op
+
+from . import wishbone_burst
 from .byte_packer import BytePacker
 from .packet_fifo import FifoWord
 from .via_completion import CompletionRequest
-from numavia.base.via_descriptor import status_bits, status_op
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
@@ -58,58 +59,68 @@ class TxEngine(wiring.Component):
     def __init__(self, params):
         self.p = p = params
         vis = p.vis
-        super().__init__({
-            "frames": Out(stream.Signature(FifoWord)),
-            "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "att": Out(lookup_signature()),
-            "enable": In(1),
-            "node_id": In(regmap.NODE_ID_BITS),
-            "mtu": In(16),
-            "rto": In(32),
-            "retry_limit": In(16),
-            "vi_state": In(2).array(vis),
-            "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
-            "vi_peer_vi": In(8).array(vis),
-            "vi_ptag": In(16).array(vis),
-            "vi_desc_base": In(32).array(vis),
-            "vi_desc_size": In(32).array(vis),
-            "vi_connect": In(1).array(vis),
-            "fail": Out(1), "fail_vi": Out(range(vis)), "fail_bits": Out(16),
-            "sq_doorbell": In(1).array(vis),
-            "sq_doorbell_addr": In(32).array(vis),
-            "sq_count": Out(16).array(vis),
-            "snd_nxt": Out(32).array(vis),
-            # From the receive engine.
-            "rcv_nxt": In(32).array(vis),
-            "ack_pending": In(1).array(vis),
-            "nak_pending": In(1).array(vis),
-            "nak_code": In(4).array(vis),
-            "nak_psn": In(32).array(vis),
-            "peer_ack": In(32).array(vis),
-            "rx_nak": In(1).array(vis),
-            "rx_nak_code": In(4).array(vis),
-            "rx_nak_psn": In(32).array(vis),
-            "read_offset": In(32).array(vis),
-            "read_progress": In(1), "read_progress_vi": In(range(vis)),
-            "jobs": In(stream.Signature(ReadJob)),
-            # To the receive engine.
-            "ack_sent": Out(1), "ack_sent_vi": Out(range(vis)), "ack_sent_psn": Out(32),
-            "nak_sent": Out(1), "nak_sent_vi": Out(range(vis)),
-            "rx_nak_taken": Out(1), "rx_nak_taken_vi": Out(range(vis)),
-            "read_start": Out(1), "read_start_vi": Out(range(vis)),
-            "read_active": Out(1).array(vis),
-            "read_psn": Out(32).array(vis),
-            "read_desc": Out(32).array(vis),
-            "read_len": Out(32).array(vis),
-            "completions": Out(stream.Signature(CompletionRequest)),
-            # Management frames from the firmware.
-            "mgmt_request": In(1),
-            "mgmt_ctrl": In(32),
-            "mgmt_data": In(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
-            "mgmt_busy": Out(1),
-            "events": Out(data.StructLayout({name.lower(): 1 for name in TX_EVENTS})),
-        })
+        super().__init__(
+            {
+                "frames": Out(stream.Signature(FifoWord)),
+                "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "att": Out(lookup_signature()),
+                "enable": In(1),
+                "node_id": In(regmap.NODE_ID_BITS),
+                "mtu": In(16),
+                "rto": In(32),
+                "retry_limit": In(16),
+                "vi_state": In(2).array(vis),
+                "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
+                "vi_peer_vi": In(8).array(vis),
+                "vi_ptag": In(16).array(vis),
+                "vi_desc_base": In(32).array(vis),
+                "vi_desc_size": In(32).array(vis),
+                "vi_connect": In(1).array(vis),
+                "fail": Out(1),
+                "fail_vi": Out(range(vis)),
+                "fail_bits": Out(16),
+                "sq_doorbell": In(1).array(vis),
+                "sq_doorbell_addr": In(32).array(vis),
+                "sq_count": Out(16).array(vis),
+                "snd_nxt": Out(32).array(vis),
+                # From the receive engine.
+                "rcv_nxt": In(32).array(vis),
+                "ack_pending": In(1).array(vis),
+                "nak_pending": In(1).array(vis),
+                "nak_code": In(4).array(vis),
+                "nak_psn": In(32).array(vis),
+                "peer_ack": In(32).array(vis),
+                "rx_nak": In(1).array(vis),
+                "rx_nak_code": In(4).array(vis),
+                "rx_nak_psn": In(32).array(vis),
+                "read_offset": In(32).array(vis),
+                "read_progress": In(1),
+                "read_progress_vi": In(range(vis)),
+                "jobs": In(stream.Signature(ReadJob)),
+                # To the receive engine.
+                "ack_sent": Out(1),
+                "ack_sent_vi": Out(range(vis)),
+                "ack_sent_psn": Out(32),
+                "nak_sent": Out(1),
+                "nak_sent_vi": Out(range(vis)),
+                "rx_nak_taken": Out(1),
+                "rx_nak_taken_vi": Out(range(vis)),
+                "read_start": Out(1),
+                "read_start_vi": Out(range(vis)),
+                "read_active": Out(1).array(vis),
+                "read_psn": Out(32).array(vis),
+                "read_desc": Out(32).array(vis),
+                "read_len": Out(32).array(vis),
+                "completions": Out(stream.Signature(CompletionRequest)),
+                # Management frames from the firmware.
+                "mgmt_request": In(1),
+                "mgmt_ctrl": In(32),
+                "mgmt_data": In(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
+                "mgmt_busy": Out(1),
+                "events": Out(data.StructLayout({name.lower(): 1 for name in TX_EVENTS})),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -140,26 +151,26 @@ class TxEngine(wiring.Component):
         m.submodules.sq_mem = sq_mem
         m.submodules.info_mem = info_mem
         sq_w = sq_mem.write_port()
-        sq_r = sq_mem.read_port(domain="comb")          # the slot being sent
-        sq_head_r = sq_mem.read_port(domain="comb")     # the slot being completed
+        sq_r = sq_mem.read_port(domain="comb")  # the slot being sent
+        sq_head_r = sq_mem.read_port(domain="comb")  # the slot being completed
         info_w = info_mem.write_port()
         info_r = info_mem.read_port(domain="comb")
 
         def arr(name, width, init=0):
             return Array(Signal(width, name=f"{name}{v}", init=init) for v in range(vis))
+
         ptr = range(2 * qd)
         head, cur, tail = arr("sq_head", ptr), arr("sq_cur", ptr), arr("sq_tail", ptr)
         # Going back N moves `cur` (and snd_nxt) back; `cur_max` (and snd_max) keep how far the VI
         # has ever sent: slots head..cur_max-1 have been sent whole and know their last PSN.
         cur_max = arr("sq_cur_max", ptr)
         for v in range(vis):
-            m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[:len(head[v])])
+            m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[: len(head[v])])
             addr = self.sq_doorbell_addr[v]
-            ok = self.sq_count[v] < qd         # the address was checked by the engine (``postable``)
+            ok = self.sq_count[v] < qd  # the address was checked by the engine (``postable``)
             with m.If(self.sq_doorbell[v]):
                 with m.If(ok):
-                    m.d.comb += [sq_w.en.eq(1), sq_w.addr.eq(v * qd + tail[v][:len(tail[v]) - 1]),
-                                 sq_w.data.eq(addr)]
+                    m.d.comb += [sq_w.en.eq(1), sq_w.addr.eq(v * qd + tail[v][: len(tail[v]) - 1]), sq_w.data.eq(addr)]
                     m.d.sync += tail[v].eq(tail[v] + 1)
                 with m.Else():
                     m.d.comb += ev.doorbells_refused.eq(1)
@@ -179,19 +190,22 @@ class TxEngine(wiring.Component):
         for v in range(vis):
             connected = self.vi_state[v] == _CONNECTED
             outstanding = self.snd_nxt[v] - una[v]
-            ack_valid = ((self.peer_ack[v] - una[v])[:32] <= (snd_max[v] - una[v])[:32])
+            ack_valid = (self.peer_ack[v] - una[v])[:32] <= (snd_max[v] - una[v])[:32]
             fenced = self.read_active[v] & (self.snd_nxt[v] != self.read_psn[v])
             m.d.comb += [
                 window_open[v].eq(outstanding[:32] < p.window),
-                work[v].eq(self.enable & (
-                    self.rx_nak[v]
-                    | ((self.peer_ack[v] != una[v]) & ack_valid)
-                    | ((head[v] != cur_max[v]) & ~(una[v] - head_end[v])[31])
-                    | ((self.vi_state[v] == _ERROR) & (head[v] != tail[v]))
-                    | (connected & timer_on[v] & ~(now - deadline[v])[31])
-                    | (connected & (self.ack_pending[v] | self.nak_pending[v]))
-                    | (connected & (cur[v] != tail[v]) & window_open[v] & ~fenced)
-                )),
+                work[v].eq(
+                    self.enable
+                    & (
+                        self.rx_nak[v]
+                        | ((self.peer_ack[v] != una[v]) & ack_valid)
+                        | ((head[v] != cur_max[v]) & ~(una[v] - head_end[v])[31])
+                        | ((self.vi_state[v] == _ERROR) & (head[v] != tail[v]))
+                        | (connected & timer_on[v] & ~(now - deadline[v])[31])
+                        | (connected & (self.ack_pending[v] | self.nak_pending[v]))
+                        | (connected & (cur[v] != tail[v]) & window_open[v] & ~fenced)
+                    )
+                ),
             ]
 
         vi = Signal(range(vis))
@@ -223,8 +237,9 @@ class TxEngine(wiring.Component):
         retransmit = Signal()
 
         mtu = Signal(16)
-        m.d.comb += mtu.eq(Mux(self.mtu < via_frame.MTU_MIN, via_frame.MTU_MIN,
-                               Mux(self.mtu > p.max_mtu, p.max_mtu, self.mtu)))
+        m.d.comb += mtu.eq(
+            Mux(self.mtu < via_frame.MTU_MIN, via_frame.MTU_MIN, Mux(self.mtu > p.max_mtu, p.max_mtu, self.mtu))
+        )
         per_frame = Signal(16)
         m.d.comb += per_frame.eq(mtu - via_frame.VIA_HEADER_SIZE)
 
@@ -287,9 +302,9 @@ class TxEngine(wiring.Component):
         ]
 
         m.d.comb += [
-            sq_r.addr.eq(vi * qd + cur[vi][:len(cur[vi]) - 1]),
-            sq_head_r.addr.eq(vi * qd + head[vi][:len(head[vi]) - 1]),
-            info_r.addr.eq(vi * qd + head[vi][:len(head[vi]) - 1]),
+            sq_r.addr.eq(vi * qd + cur[vi][: len(cur[vi]) - 1]),
+            sq_head_r.addr.eq(vi * qd + head[vi][: len(head[vi]) - 1]),
+            info_r.addr.eq(vi * qd + head[vi][: len(head[vi]) - 1]),
             self.mgmt_busy.eq(mgmt_pending),
         ]
         slot_info = info_r.data
@@ -303,14 +318,25 @@ class TxEngine(wiring.Component):
 
         for v in range(vis):
             with m.If(self.vi_connect[v]):
-                m.d.sync += [self.snd_nxt[v].eq(0), una[v].eq(0), head_psn[v].eq(0), head_end[v].eq(0),
-                             cur[v].eq(head[v]), cur_max[v].eq(head[v]), snd_max[v].eq(0),
-                             cur_offset[v].eq(0), timer_on[v].eq(0), retries[v].eq(0),
-                             self.read_active[v].eq(0), err_pending[v].eq(0), rewind[v].eq(0)]
+                m.d.sync += [
+                    self.snd_nxt[v].eq(0),
+                    una[v].eq(0),
+                    head_psn[v].eq(0),
+                    head_end[v].eq(0),
+                    cur[v].eq(head[v]),
+                    cur_max[v].eq(head[v]),
+                    snd_max[v].eq(0),
+                    cur_offset[v].eq(0),
+                    timer_on[v].eq(0),
+                    retries[v].eq(0),
+                    self.read_active[v].eq(0),
+                    err_pending[v].eq(0),
+                    rewind[v].eq(0),
+                ]
 
-        mgmt_len = mgmt_ctrl[_MGMT.field("LENGTH").lsb:][:_MGMT.field("LENGTH").width]
+        mgmt_len = mgmt_ctrl[_MGMT.field("LENGTH").lsb :][: _MGMT.field("LENGTH").width]
         mgmt_raw = mgmt_ctrl[_MGMT.field("RAW").lsb]
-        mgmt_node = mgmt_ctrl[_MGMT.field("DST_NODE").lsb:][:_MGMT.field("DST_NODE").width]
+        mgmt_node = mgmt_ctrl[_MGMT.field("DST_NODE").lsb :][: _MGMT.field("DST_NODE").width]
         mgmt_words = Signal(5)
         m.d.comb += mgmt_words.eq((mgmt_len + 3) >> 2)
 
@@ -343,9 +369,12 @@ class TxEngine(wiring.Component):
                 with m.Else():
                     both = packer.length.ready & sg.cmd.ready
                     m.d.comb += [
-                        packer.length.valid.eq(both), packer.length.payload.eq(payload_len),
-                        sg.cmd.valid.eq(both), sg.cmd.payload.op.eq(OP_WALK),
-                        sg.cmd.payload.offset.eq(offset), sg.cmd.payload.length.eq(payload_len),
+                        packer.length.valid.eq(both),
+                        packer.length.payload.eq(payload_len),
+                        sg.cmd.valid.eq(both),
+                        sg.cmd.payload.op.eq(OP_WALK),
+                        sg.cmd.payload.offset.eq(offset),
+                        sg.cmd.payload.length.eq(payload_len),
                     ]
                     with m.If(both):
                         m.d.sync += payload_mode.eq(1)
@@ -366,16 +395,29 @@ class TxEngine(wiring.Component):
                 # The ATT changed under a checked transfer: let the reader finish, then end the frame
                 # with an error word so the FIFO drops it.
                 with m.If(~reader.busy):
-                    m.d.comb += [packer.abort.eq(1), frames.valid.eq(1), frames.payload.last.eq(1),
-                                 frames.payload.error.eq(1)]
+                    m.d.comb += [
+                        packer.abort.eq(1),
+                        frames.valid.eq(1),
+                        frames.payload.last.eq(1),
+                        frames.payload.error.eq(1),
+                    ]
                     with m.If(frames.ready):
                         m.next = done
 
         def slot_error(bits):
-            op_status = Mux(fetcher.control.control.op == _CTL.RDMA_WRITE, _SOP.RDMA_WRITE,
-                            Mux(fetcher.control.control.op == _CTL.RDMA_READ, _SOP.RDMA_READ, _SOP.SEND))
-            m.d.comb += [info_w.en.eq(1), info_w.addr.eq(slot), info_w.data.end_psn.eq(snd_nxt[vi]),
-                         info_w.data.length.eq(0), info_w.data.op.eq(op_status), info_w.data.error.eq(bits)]
+            op_status = Mux(
+                fetcher.control.control.op == _CTL.RDMA_WRITE,
+                _SOP.RDMA_WRITE,
+                Mux(fetcher.control.control.op == _CTL.RDMA_READ, _SOP.RDMA_READ, _SOP.SEND),
+            )
+            m.d.comb += [
+                info_w.en.eq(1),
+                info_w.addr.eq(slot),
+                info_w.data.end_psn.eq(snd_nxt[vi]),
+                info_w.data.length.eq(0),
+                info_w.data.op.eq(op_status),
+                info_w.data.error.eq(bits),
+            ]
             m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0)]
             with m.If(cur[vi] == cur_max[vi]):
                 m.d.sync += cur_max[vi].eq(cur[vi] + 1)
@@ -411,8 +453,11 @@ class TxEngine(wiring.Component):
                             m.d.comb += ev.tx_nak_sequence.eq(1)
                             m.d.sync += [una[vi].eq(psn), rewind[vi].eq(1)]
                     with m.Elif(Array(self.vi_state)[vi] == _CONNECTED):
-                        bits = Mux(code == _NAK.REMOTE_PROTECTION, status_bits(RDMA_PROTECTION_ERROR=1),
-                                   status_bits(REMOTE_DESCRIPTOR_ERROR=1))
+                        bits = Mux(
+                            code == _NAK.REMOTE_PROTECTION,
+                            status_bits(RDMA_PROTECTION_ERROR=1),
+                            status_bits(REMOTE_DESCRIPTOR_ERROR=1),
+                        )
                         m.d.comb += fail(bits)
                         m.d.sync += [err_pending[vi].eq(bits), timer_on[vi].eq(0)]
                 m.next = "VISIT_ACK"
@@ -422,8 +467,12 @@ class TxEngine(wiring.Component):
                 ack = Array(self.peer_ack)[vi]
                 progress = (ack - una[vi])[:32]
                 with m.If((progress != 0) & (progress <= (snd_max[vi] - una[vi])[:32])):
-                    m.d.sync += [una[vi].eq(ack), retries[vi].eq(0),
-                                 timer_on[vi].eq(ack != snd_max[vi]), deadline[vi].eq(now + self.rto)]
+                    m.d.sync += [
+                        una[vi].eq(ack),
+                        retries[vi].eq(0),
+                        timer_on[vi].eq(ack != snd_max[vi]),
+                        deadline[vi].eq(now + self.rto),
+                    ]
                     with m.If(progress > (snd_nxt[vi] - una[vi])[:32]):
                         # Acknowledged past what we were about to resend: skip ahead to it.
                         m.d.sync += rewind[vi].eq(1)
@@ -461,20 +510,26 @@ class TxEngine(wiring.Component):
             with m.State("FLUSH"):
                 c = self.completions.payload
                 sent = head[vi] != cur_max[vi]
-                bits = Mux(sent & (slot_info.error != 0), slot_info.error,
-                           Mux(err_pending[vi] != 0, err_pending[vi], status_bits(FLUSHED=1)))
+                bits = Mux(
+                    sent & (slot_info.error != 0),
+                    slot_info.error,
+                    Mux(err_pending[vi] != 0, err_pending[vi], status_bits(FLUSHED=1)),
+                )
                 m.d.comb += [
                     self.completions.valid.eq(1),
                     c.desc.eq(sq_head_r.data),
-                    c.status.eq(status_bits(DONE=1) | bits
-                                | status_op(Mux(sent, slot_info.op, 0))),
+                    c.status.eq(status_bits(DONE=1) | bits | status_op(Mux(sent, slot_info.op, 0))),
                     c.length.eq(0),
                     c.vi.eq(vi),
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.sync += [head[vi].eq(head[vi] + 1), err_pending[vi].eq(0), read_active[vi].eq(0),
-                                 timer_on[vi].eq(0)]
+                    m.d.sync += [
+                        head[vi].eq(head[vi] + 1),
+                        err_pending[vi].eq(0),
+                        read_active[vi].eq(0),
+                        timer_on[vi].eq(0),
+                    ]
                     with m.If(head[vi] == cur[vi]):
                         m.d.sync += [cur[vi].eq(head[vi] + 1), cur_offset[vi].eq(0)]
                     with m.If(~sent):
@@ -504,19 +559,26 @@ class TxEngine(wiring.Component):
 
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
             with m.State("VISIT_CONTROL"):
-                with m.If((Array(self.vi_state)[vi] == _CONNECTED)
-                          & (Array(self.nak_pending)[vi] | Array(self.ack_pending)[vi])):
+                with m.If(
+                    (Array(self.vi_state)[vi] == _CONNECTED)
+                    & (Array(self.nak_pending)[vi] | Array(self.ack_pending)[vi])
+                ):
                     with m.If(Array(self.nak_pending)[vi]):
-                        m.d.sync += [*base_header(_OP.NAK, peer_node, Array(self.vi_peer_vi)[vi],
-                                                  Array(self.nak_psn)[vi]),
-                                     hdr.nak_code.eq(Array(self.nak_code)[vi])]
+                        m.d.sync += [
+                            *base_header(_OP.NAK, peer_node, Array(self.vi_peer_vi)[vi], Array(self.nak_psn)[vi]),
+                            hdr.nak_code.eq(Array(self.nak_code)[vi]),
+                        ]
                     with m.Else():
                         m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi_peer_vi)[vi], snd_nxt[vi])
                     m.d.sync += payload_len.eq(0)
                     m.next = "CONTROL_HEADER"
-                with m.Elif((Array(self.vi_state)[vi] == _CONNECTED) & (cur[vi] != tail[vi]) & window_open.bit_select(vi, 1)
-                            & ~(read_active[vi] & (snd_nxt[vi] != read_psn[vi]))):
-                    m.d.sync += [desc.eq(sq_r.data), slot.eq(vi * qd + cur[vi][:len(cur[vi]) - 1])]
+                with m.Elif(
+                    (Array(self.vi_state)[vi] == _CONNECTED)
+                    & (cur[vi] != tail[vi])
+                    & window_open.bit_select(vi, 1)
+                    & ~(read_active[vi] & (snd_nxt[vi] != read_psn[vi]))
+                ):
+                    m.d.sync += [desc.eq(sq_r.data), slot.eq(vi * qd + cur[vi][: len(cur[vi]) - 1])]
                     m.next = "FETCH"
                 with m.Else():
                     m.next = "SCAN"
@@ -530,8 +592,11 @@ class TxEngine(wiring.Component):
 
             # --- a data frame -----------------------------------------------------------------
             with m.State("FETCH"):
-                m.d.comb += [fetcher.cmd.valid.eq(1), fetcher.cmd.payload.addr.eq(desc),
-                             fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi])]
+                m.d.comb += [
+                    fetcher.cmd.valid.eq(1),
+                    fetcher.cmd.payload.addr.eq(desc),
+                    fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi]),
+                ]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
             with m.State("FETCHED"):
@@ -565,8 +630,11 @@ class TxEngine(wiring.Component):
                 left = Signal(32)
                 m.d.comb += left.eq(total - cur_offset[vi])
                 length = Mux(left < per_frame, left, per_frame)
-                op_map = Mux(ctl.control.op == _CTL.RDMA_WRITE, _OP.RDMA_WRITE,
-                             Mux(ctl.control.op == _CTL.RDMA_READ, _OP.READ_REQUEST, _OP.SEND))
+                op_map = Mux(
+                    ctl.control.op == _CTL.RDMA_WRITE,
+                    _OP.RDMA_WRITE,
+                    Mux(ctl.control.op == _CTL.RDMA_READ, _OP.READ_REQUEST, _OP.SEND),
+                )
                 read = ctl.control.op == _CTL.RDMA_READ
                 m.d.sync += [
                     *base_header(op_map, peer_node, Array(self.vi_peer_vi)[vi], snd_nxt[vi]),
@@ -601,16 +669,26 @@ class TxEngine(wiring.Component):
                     with m.If(~timer_on[vi]):
                         m.d.sync += [timer_on[vi].eq(1), deadline[vi].eq(now + self.rto)]
                     with m.If(is_read):
-                        m.d.sync += [read_active[vi].eq(1), read_psn[vi].eq(snd_nxt[vi]), read_desc[vi].eq(desc),
-                                     read_len[vi].eq(total)]
+                        m.d.sync += [
+                            read_active[vi].eq(1),
+                            read_psn[vi].eq(snd_nxt[vi]),
+                            read_desc[vi].eq(desc),
+                            read_len[vi].eq(total),
+                        ]
                         with m.If(~retransmit):
                             m.d.comb += [self.read_start.eq(1), self.read_start_vi.eq(vi)]
                     with m.If(last):
-                        op_status = Mux(is_read, _SOP.RDMA_READ,
-                                        Mux(hdr.op == _OP.RDMA_WRITE, _SOP.RDMA_WRITE, _SOP.SEND))
-                        m.d.comb += [info_w.en.eq(1), info_w.addr.eq(slot),
-                                     info_w.data.end_psn.eq(snd_nxt[vi] + 1), info_w.data.length.eq(total),
-                                     info_w.data.op.eq(op_status), info_w.data.error.eq(0)]
+                        op_status = Mux(
+                            is_read, _SOP.RDMA_READ, Mux(hdr.op == _OP.RDMA_WRITE, _SOP.RDMA_WRITE, _SOP.SEND)
+                        )
+                        m.d.comb += [
+                            info_w.en.eq(1),
+                            info_w.addr.eq(slot),
+                            info_w.data.end_psn.eq(snd_nxt[vi] + 1),
+                            info_w.data.length.eq(total),
+                            info_w.data.op.eq(op_status),
+                            info_w.data.error.eq(0),
+                        ]
                         m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0)]
                         with m.If(cur[vi] == cur_max[vi]):
                             m.d.sync += cur_max[vi].eq(cur[vi] + 1)
@@ -666,8 +744,13 @@ class TxEngine(wiring.Component):
                     with m.Else():
                         m.next = "MGMT_PAYLOAD"
                 with m.Else():
-                    m.d.sync += [*base_header(_OP.MGMT, mgmt_node, 0, 0), hdr.src_vi.eq(0),
-                                 hdr.ack_psn.eq(0), hdr.payload_length.eq(mgmt_len), payload_len.eq(mgmt_len)]
+                    m.d.sync += [
+                        *base_header(_OP.MGMT, mgmt_node, 0, 0),
+                        hdr.src_vi.eq(0),
+                        hdr.ack_psn.eq(0),
+                        hdr.payload_length.eq(mgmt_len),
+                        payload_len.eq(mgmt_len),
+                    ]
                     m.next = "MGMT_HEADER"
             with m.State("MGMT_HEADER"):
                 emit_header("MGMT_PAYLOAD")
@@ -690,4 +773,3 @@ class TxEngine(wiring.Component):
                         m.d.sync += mgmt_pending.eq(0)
                         m.next = "SCAN"
         return m
-

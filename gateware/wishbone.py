@@ -3,7 +3,7 @@
 (amaranth-soc is not released on PyPI, so the card carries the small part of Wishbone it needs.)
 """
 
-from amaranth import Module, Signal, Cat, Const
+from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,27 +18,33 @@ class Signature(wiring.Signature):
         self.addr_width = addr_width
         self.data_width = data_width
         self.granularity = granularity
-        super().__init__({
-            "cyc":   Out(1),
-            "stb":   Out(1),
-            "we":    Out(1),
-            "adr":   Out(addr_width),
-            "dat_w": Out(data_width),
-            "sel":   Out(data_width // granularity),
-            **(extra or {}),
-            "dat_r": In(data_width),
-            "ack":   In(1),
-            "err":   In(1),
-        })
+        super().__init__(
+            {
+                "cyc": Out(1),
+                "stb": Out(1),
+                "we": Out(1),
+                "adr": Out(addr_width),
+                "dat_w": Out(data_width),
+                "sel": Out(data_width // granularity),
+                **(extra or {}),
+                "dat_r": In(data_width),
+                "ack": In(1),
+                "err": In(1),
+            }
+        )
 
     def __eq__(self, other):
-        return (type(other) is type(self) and
-                (self.addr_width, self.data_width, self.granularity) ==
-                (other.addr_width, other.data_width, other.granularity))
+        return type(other) is type(self) and (self.addr_width, self.data_width, self.granularity) == (
+            other.addr_width,
+            other.data_width,
+            other.granularity,
+        )
 
     def __repr__(self):
-        return f"{type(self).__module__.rsplit('.', 1)[-1]}.Signature(addr_width={self.addr_width}, " \
-               f"data_width={self.data_width})"
+        return (
+            f"{type(self).__module__.rsplit('.', 1)[-1]}.Signature(addr_width={self.addr_width}, "
+            f"data_width={self.data_width})"
+        )
 
 
 def byte_mask(sel, granularity=8):

@@ -6,7 +6,7 @@ still goes to the initiator that owned it. Routing is combinational, so a grante
 the target exactly as if it were connected directly. Ports are :mod:`wishbone_burst` ports.
 """
 
-from amaranth import Module, Signal, Cat
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,10 +19,12 @@ class WishboneArbiter(wiring.Component):
             raise ValueError("an arbiter needs at least one initiator")
         self.count = count
         sig = wishbone_burst.Signature(addr_width=addr_width, data_width=data_width)
-        super().__init__({
-            "initiators": In(sig).array(count),
-            "bus": Out(sig),
-        })
+        super().__init__(
+            {
+                "initiators": In(sig).array(count),
+                "bus": Out(sig),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()

@@ -21,5 +21,6 @@ class Signature(wishbone.Signature):
     and ``bte``."""
 
     def __init__(self, *, addr_width, data_width=32, granularity=8):
-        super().__init__(addr_width=addr_width, data_width=data_width, granularity=granularity,
-                         extra={"cti": Out(3), "bte": Out(2)})
+        super().__init__(
+            addr_width=addr_width, data_width=data_width, granularity=granularity, extra={"cti": Out(3), "bte": Out(2)}
+        )

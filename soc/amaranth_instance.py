@@ -40,15 +40,21 @@ class AmaranthInstance:
     def group(self, prefix):
         """``{suffix: signal}`` of the ports whose name starts with ``prefix + "__"``."""
         start = prefix + "__"
-        return {name[len(start):]: sig for name, sig in self.ports.items() if name.startswith(start)}
+        return {name[len(start) :]: sig for name, sig in self.ports.items() if name.startswith(start)}
 
     def connect_wishbone(self, prefix, bus, addr_width):
         """Statements joining a LiteX wishbone.Interface (a master) to the target port ``prefix``."""
         p = self.group(prefix)
         return [
-            p["cyc"].eq(bus.cyc), p["stb"].eq(bus.stb), p["we"].eq(bus.we),
-            p["adr"].eq(bus.adr[:addr_width]), p["dat_w"].eq(bus.dat_w), p["sel"].eq(bus.sel),
-            bus.dat_r.eq(p["dat_r"]), bus.ack.eq(p["ack"]), bus.err.eq(p["err"]),
+            p["cyc"].eq(bus.cyc),
+            p["stb"].eq(bus.stb),
+            p["we"].eq(bus.we),
+            p["adr"].eq(bus.adr[:addr_width]),
+            p["dat_w"].eq(bus.dat_w),
+            p["sel"].eq(bus.sel),
+            bus.dat_r.eq(p["dat_r"]),
+            bus.ack.eq(p["ack"]),
+            bus.err.eq(p["err"]),
         ]
 
     def connect_wishbone_initiator(self, prefix, bus, addr_width):
@@ -56,9 +62,15 @@ class AmaranthInstance:
         a LiteX wishbone.Interface (a slave)."""
         p = self.group(prefix)
         statements = [
-            bus.cyc.eq(p["cyc"]), bus.stb.eq(p["stb"]), bus.we.eq(p["we"]),
-            bus.adr.eq(p["adr"]), bus.dat_w.eq(p["dat_w"]), bus.sel.eq(p["sel"]),
-            p["dat_r"].eq(bus.dat_r), p["ack"].eq(bus.ack), p["err"].eq(bus.err),
+            bus.cyc.eq(p["cyc"]),
+            bus.stb.eq(p["stb"]),
+            bus.we.eq(p["we"]),
+            bus.adr.eq(p["adr"]),
+            bus.dat_w.eq(p["dat_w"]),
+            bus.sel.eq(p["sel"]),
+            p["dat_r"].eq(bus.dat_r),
+            p["ack"].eq(bus.ack),
+            p["err"].eq(bus.err),
         ]
         statements += [getattr(bus, name).eq(p[name]) for name in ("cti", "bte") if name in p]
         return statements

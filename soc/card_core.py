@@ -4,12 +4,10 @@ ring link and second host port for the target."""
 
 from types import SimpleNamespace
 
-from migen import Cat
-
+from liteeth.common import eth_phy_description
 from litex.gen import LiteXModule
 from litex.soc.interconnect import stream, wishbone
-
-from liteeth.common import eth_phy_description
+from migen import Cat
 
 from numavia.base import params, regmap
 from numavia.gateware.build import TOP_NAME, card_verilog

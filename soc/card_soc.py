@@ -13,13 +13,12 @@ whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.
 the card's VIA engine owns the MAC.
 """
 
+from liteeth.common import eth_phy_description
+from liteeth.mac.core import LiteEthMACCore
 from litex.gen import LiteXModule
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
 from litex.soc.interconnect import stream, wishbone
-
-from liteeth.common import eth_phy_description
-from liteeth.mac.core import LiteEthMACCore
 
 from numavia.base import params, regmap
 from numavia.gateware.card import CardConfig
@@ -51,56 +50,78 @@ class _MarkLastByte(LiteXModule):
 class NumaviaSoC(SoCCore):
     mem_map = {
         **SoCCore.mem_map,
-        "hostmem":          params.HOST_MEM_BASE,
-        "card":             params.CARD_BASE,
-        "shared":           params.SHARED_BASE,
+        "hostmem": params.HOST_MEM_BASE,
+        "card": params.CARD_BASE,
+        "shared": params.SHARED_BASE,
         "hostmem_uncached": params.HOST_MEM_UNCACHED_BASE,
     }
 
-    def __init__(self, platform, *, sys_clk_freq=params.SYS_CLOCK_HZ, card_config=None, cpu_variant="standard",
-                 rom_size=0x1_0000, sram_size=0x2000, main_ram_size=0x1_0000, host_mem_size=params.HOST_MEM_SIZE,
-                 uart_name="serial", log=None, **kwargs):
-        card_config = card_config or CardConfig(clk_freq_hz=int(sys_clk_freq), host_mem_base=self.mem_map["hostmem"],
-                                                host_mem_size=host_mem_size)
+    def __init__(
+        self,
+        platform,
+        *,
+        sys_clk_freq=params.SYS_CLOCK_HZ,
+        card_config=None,
+        cpu_variant="standard",
+        rom_size=0x1_0000,
+        sram_size=0x2000,
+        main_ram_size=0x1_0000,
+        host_mem_size=params.HOST_MEM_SIZE,
+        uart_name="serial",
+        log=None,
+        **kwargs,
+    ):
+        card_config = card_config or CardConfig(
+            clk_freq_hz=int(sys_clk_freq), host_mem_base=self.mem_map["hostmem"], host_mem_size=host_mem_size
+        )
         if card_config.clk_freq_hz != int(sys_clk_freq):
             raise ValueError("the card's clk_freq_hz must equal the SoC's sys_clk_freq")
         if (card_config.host_mem_base, card_config.host_mem_size) != (self.mem_map["hostmem"], host_mem_size):
             raise ValueError("the card's host memory window must be the SoC's hostmem region")
-        SoCCore.__init__(self, platform, sys_clk_freq,
-            ident                    = "Numavia node",
-            cpu_type                 = "vexriscv",
-            cpu_variant              = cpu_variant,
-            integrated_rom_size      = rom_size,
-            integrated_rom_init      = [],   # the firmware image is loaded at run time
-            integrated_sram_size     = sram_size,
-            integrated_main_ram_size = main_ram_size,
-            uart_name                = uart_name,
-            timer_uptime             = True,   # Zephyr's LiteX timer driver reads its cycles there
-            bus_bursting             = True,   # the card's DMA (and cache refills) stream a word a cycle
-            **kwargs)
+        SoCCore.__init__(
+            self,
+            platform,
+            sys_clk_freq,
+            ident="Numavia node",
+            cpu_type="vexriscv",
+            cpu_variant=cpu_variant,
+            integrated_rom_size=rom_size,
+            integrated_rom_init=[],  # the firmware image is loaded at run time
+            integrated_sram_size=sram_size,
+            integrated_main_ram_size=main_ram_size,
+            uart_name=uart_name,
+            timer_uptime=True,  # Zephyr's LiteX timer driver reads its cycles there
+            bus_bursting=True,  # the card's DMA (and cache refills) stream a word a cycle
+            **kwargs,
+        )
 
         self._add_host_memory(host_mem_size)
 
         self.card = CardCore(platform, card_config, log=log)
-        self.bus.add_slave("card", self.card.regs,
-                           SoCRegion(origin=self.mem_map["card"], size=regmap.CARD.size, cached=False))
+        self.bus.add_slave(
+            "card", self.card.regs, SoCRegion(origin=self.mem_map["card"], size=regmap.CARD.size, cached=False)
+        )
         # Uncached, as the paper's PCI shared memory was: every access reaches the card.
-        self.bus.add_slave("shared", self.card.window,
-                           SoCRegion(origin=self.mem_map["shared"],
-                                     size=card_config.address_map().window_bytes, cached=False))
-        if card_config.via:   # without the VIA engine (small FPGAs) the card has no DMA initiator
+        self.bus.add_slave(
+            "shared",
+            self.card.window,
+            SoCRegion(origin=self.mem_map["shared"], size=card_config.address_map().window_bytes, cached=False),
+        )
+        if card_config.via:  # without the VIA engine (small FPGAs) the card has no DMA initiator
             self.bus.add_master("card_dma", self.card.dma)
-            self.irq.add("card", use_loc_if_exists=True)   # the VIA protocol manager's wake-up
+            self.irq.add("card", use_loc_if_exists=True)  # the VIA protocol manager's wake-up
 
     def _add_host_memory(self, size):
         """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""
-        self.hostmem = wishbone.SRAM(size, name="hostmem", bus=wishbone.Interface(
-            data_width=32, address_width=32, addressing="word", bursting=True))
+        self.hostmem = wishbone.SRAM(
+            size,
+            name="hostmem",
+            bus=wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True),
+        )
         windows = []
         for name, cached in (("hostmem", True), ("hostmem_uncached", False)):
             bus = wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True)
-            self.bus.add_slave(name, bus, SoCRegion(origin=self.mem_map[name], size=size, mode="rw",
-                                                    cached=cached))
+            self.bus.add_slave(name, bus, SoCRegion(origin=self.mem_map[name], size=size, mode="rw", cached=cached))
             windows.append(bus)
         # The SoC bus serves one initiator at a time, so the windows never compete.
         self.hostmem_windows = wishbone.Arbiter(windows, self.hostmem.bus)

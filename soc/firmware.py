@@ -15,14 +15,13 @@ from typing import Any
 
 import litex
 
-from numavia.base.version import __version__
-from numavia.base import buildcache, codegen, paths
+from numavia.base import buildcache, codegen, paths, regmap
 from numavia.base.errors import NumaviaError
-from numavia.base import regmap
+from numavia.base.version import __version__
 
 FIRMWARE_DIR = paths.firmware_dir()
 CROSS_GCC = "riscv64-unknown-elf-gcc"
-MAIN_RAM = "main_ram"   # .data, .bss and the stack live here; code runs from the ROM
+MAIN_RAM = "main_ram"  # .data, .bss and the stack live here; code runs from the ROM
 
 
 class FirmwareError(NumaviaError):
@@ -42,28 +41,41 @@ def _gcc_version() -> str | None:
 
 def bare_metal_sources() -> list[Path]:
     """The files the bare-metal firmware is made from (its cache key's inputs)."""
-    return (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
-            buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile")) +
-            [Path(regmap.__file__), *codegen.SOURCES] +
-            buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
+    return (
+        buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk"))
+        + buildcache.source_files(FIRMWARE_DIR / "baremetal", ("*.c", "*.h", "*.S", "Makefile"))
+        + [Path(regmap.__file__), *codegen.SOURCES]
+        + buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm"))
+    )
 
 
 def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object] = print) -> Path:
     """Path of ``firmware.bin`` for the SoC generated in ``soc_dir``."""
     if shutil.which(CROSS_GCC) is None:
         raise FirmwareError(f"{CROSS_GCC} not found: run `make setup` (Debian gcc-riscv64-unknown-elf)")
-    key = buildcache.digest(bare_metal_sources(), params={"soc": Path(soc_dir).name, "version": __version__,
-                                                          "gcc": _gcc_version()})
+    key = buildcache.digest(
+        bare_metal_sources(), params={"soc": Path(soc_dir).name, "version": __version__, "gcc": _gcc_version()}
+    )
 
     def produce(folder: Path) -> None:
         generated = folder / "generated"
         codegen.write_all(generated)
         mems = json.loads((Path(soc_dir) / "csr.json").read_text())["memories"]
-        cmd = ["make", "-C", str(FIRMWARE_DIR / "baremetal"), "--no-print-directory",
-               f"BUILD_DIR={folder}", f"SOC_DIR={soc_dir}", f"GEN_DIR={generated}",
-               f"LITEX_INC={' '.join(map(str, litex_include_dirs()))}", f"FW_VERSION={__version__}",
-               f"ROM_BASE={mems['rom']['base']:#x}", f"ROM_SIZE={mems['rom']['size']:#x}",
-               f"RAM_BASE={mems[MAIN_RAM]['base']:#x}", f"RAM_SIZE={mems[MAIN_RAM]['size']:#x}"]
+        cmd = [
+            "make",
+            "-C",
+            str(FIRMWARE_DIR / "baremetal"),
+            "--no-print-directory",
+            f"BUILD_DIR={folder}",
+            f"SOC_DIR={soc_dir}",
+            f"GEN_DIR={generated}",
+            f"LITEX_INC={' '.join(map(str, litex_include_dirs()))}",
+            f"FW_VERSION={__version__}",
+            f"ROM_BASE={mems['rom']['base']:#x}",
+            f"ROM_SIZE={mems['rom']['size']:#x}",
+            f"RAM_BASE={mems[MAIN_RAM]['base']:#x}",
+            f"RAM_SIZE={mems[MAIN_RAM]['size']:#x}",
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True)
         (folder / "build.log").write_text(result.stdout + result.stderr)
         if result.returncode:
@@ -76,7 +88,7 @@ def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object]
 # --- Which firmware a node runs ------------------------------------------------------------------
 
 BARE_METAL = "bare-metal"
-ZEPHYR = "zephyr"              # the Zephyr application without the shell
+ZEPHYR = "zephyr"  # the Zephyr application without the shell
 ZEPHYR_SHELL = "zephyr-shell"  # ... with the `numavia` shell on the console
 CHOICES = (BARE_METAL, ZEPHYR, ZEPHYR_SHELL)
 ZEPHYR_DIR = FIRMWARE_DIR / "zephyr"
@@ -87,9 +99,10 @@ ROM = "rom"
 class Image:
     """A firmware image and the memory it runs from: the bare-metal build from the ROM, a Zephyr
     image (linked for ``litex_vexriscv``) from main RAM, which the ROM then only jumps to."""
+
     kind: str
-    path: Path      # the raw binary
-    region: str     # ROM or MAIN_RAM
+    path: Path  # the raw binary
+    region: str  # ROM or MAIN_RAM
 
     @property
     def name(self) -> str:
@@ -144,7 +157,7 @@ def _elf_segments(data: bytes) -> tuple[int, list[tuple[int, int, int]]] | None:
     loads = []
     for i in range(phnum):
         p_type, _, _, p_paddr, p_filesz, p_memsz = struct.unpack_from("<IIIIII", data, phoff + i * phentsize)
-        if p_type == 1 and p_memsz:   # PT_LOAD
+        if p_type == 1 and p_memsz:  # PT_LOAD
             loads.append((p_paddr, p_filesz, p_memsz))
     return entry, loads
 
@@ -167,12 +180,12 @@ def zephyr_binary(path: str | os.PathLike[str], ram: dict[str, int]) -> Path:
         return path
     entry, loads = elf
     if entry != ram["base"]:
-        raise FirmwareError(f"{path} starts at {entry:#x}, not at main RAM ({ram['base']:#x}): "
-                            "not a litex_vexriscv image for this SoC")
+        raise FirmwareError(
+            f"{path} starts at {entry:#x}, not at main RAM ({ram['base']:#x}): not a litex_vexriscv image for this SoC"
+        )
     for address, _, size in loads:
         if not (ram["base"] <= address and address + size <= end):
-            raise FirmwareError(f"{path} has {size} bytes at {address:#x}, outside main RAM "
-                                f"{ram['base']:#x}..{end:#x}")
+            raise FirmwareError(f"{path} has {size} bytes at {address:#x}, outside main RAM {ram['base']:#x}..{end:#x}")
     binary = path.with_suffix(".bin")
     if not binary.exists() or binary.stat().st_mtime < path.stat().st_mtime:
         raise FirmwareError(f"{binary} is missing or older than {path}: the Zephyr build writes both")
@@ -182,8 +195,9 @@ def zephyr_binary(path: str | os.PathLike[str], ram: dict[str, int]) -> Path:
 def _zephyr_tree_version(base: Path) -> dict[str, Any]:
     """What identifies the Zephyr tree: its VERSION file and, in a git checkout, the commit."""
     version = (base / "VERSION").read_text() if (base / "VERSION").exists() else ""
-    commit = subprocess.run(["git", "-C", str(base), "describe", "--always", "--dirty", "--tags"],
-                            capture_output=True, text=True)
+    commit = subprocess.run(
+        ["git", "-C", str(base), "describe", "--always", "--dirty", "--tags"], capture_output=True, text=True
+    )
     return {"version": version, "commit": commit.stdout.strip() if commit.returncode == 0 else None}
 
 
@@ -192,21 +206,31 @@ def build_zephyr(soc_dir: str | os.PathLike[str], *, shell: bool = False, log: C
     sources, SoC, Zephyr tree and toolchain), built by ``firmware/zephyr/build.sh``."""
     base_env = os.environ.get("ZEPHYR_BASE")
     if not base_env:
-        raise FirmwareError("no Zephyr tree: set ZEPHYR_BASE (docs/zephyr.md), or give a built image "
-                            "with --firmware zephyr=PATH")
+        raise FirmwareError(
+            "no Zephyr tree: set ZEPHYR_BASE (docs/zephyr.md), or give a built image with --firmware zephyr=PATH"
+        )
     base = Path(base_env)
     if not base.is_dir():
         raise FirmwareError(f"ZEPHYR_BASE={base} is not a folder")
-    sources = (buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk")) +
-               buildcache.source_files(ZEPHYR_DIR, ("*.c", "*.h", "*.txt", "*.conf", "Kconfig*", "*.yaml",
-                                                    "*.yml", "*.sh")) +
-               [Path(regmap.__file__), Path(__file__).with_name("zephyr_overlay.py"), *codegen.SOURCES] +
-               buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm")))
-    toolchain = {name: os.environ.get(name) for name in
-                 ("ZEPHYR_TOOLCHAIN_VARIANT", "CROSS_COMPILE", "ZEPHYR_SDK_INSTALL_DIR")}
-    key = buildcache.digest(sources, params={"soc": Path(soc_dir).name, "version": __version__, "shell": shell,
-                                             "zephyr": {"base": str(base), **_zephyr_tree_version(base)},
-                                             "toolchain": toolchain})
+    sources = (
+        buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk"))
+        + buildcache.source_files(ZEPHYR_DIR, ("*.c", "*.h", "*.txt", "*.conf", "Kconfig*", "*.yaml", "*.yml", "*.sh"))
+        + [Path(regmap.__file__), Path(__file__).with_name("zephyr_overlay.py"), *codegen.SOURCES]
+        + buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm"))
+    )
+    toolchain = {
+        name: os.environ.get(name) for name in ("ZEPHYR_TOOLCHAIN_VARIANT", "CROSS_COMPILE", "ZEPHYR_SDK_INSTALL_DIR")
+    }
+    key = buildcache.digest(
+        sources,
+        params={
+            "soc": Path(soc_dir).name,
+            "version": __version__,
+            "shell": shell,
+            "zephyr": {"base": str(base), **_zephyr_tree_version(base)},
+            "toolchain": toolchain,
+        },
+    )
 
     def produce(folder: Path) -> None:
         cmd = ["bash", str(ZEPHYR_DIR / "build.sh"), *(["--shell"] if shell else []), "--out", str(folder)]
@@ -217,8 +241,10 @@ def build_zephyr(soc_dir: str | os.PathLike[str], *, shell: bool = False, log: C
         if result.returncode:
             lines = (result.stderr + result.stdout).splitlines()
             errors = [l for l in lines if "error:" in l.lower()] or lines[-1:]
-            raise FirmwareError(f"Zephyr build failed: {errors[0].strip() if errors else 'build.sh failed'} "
-                                f"(log: {folder / 'build.log'})")
+            raise FirmwareError(
+                f"Zephyr build failed: {errors[0].strip() if errors else 'build.sh failed'} "
+                f"(log: {folder / 'build.log'})"
+            )
         for name in ("zephyr.elf", "zephyr.bin", "zephyr.map"):
             shutil.copyfile(folder / "app" / "zephyr" / name, folder / name)
 

@@ -34,6 +34,7 @@ class LaunchError(NumaviaError):
 class Spread:
     """How the nodes are spread: ``procs`` processes on this machine (shared memory), or ``procs``
     MPI ranks (``mpi``; ``hostfile`` for several machines, whose run folder must be shared)."""
+
     procs: int = 1
     mpi: bool = False
     hostfile: str | None = None
@@ -89,8 +90,19 @@ class RingRun:
     ``--nodes`` and ``--out-dir``). ``stdin_node``: the node whose console reads this process's
     standard input (the simulator's ``--console-stdin``), None for none."""
 
-    def __init__(self, binary, run_dir, nodes, args, spread=Spread(), *, mpi_binary=None, stdout=None,
-                 echo_stderr=True, stdin_node=None):
+    def __init__(
+        self,
+        binary,
+        run_dir,
+        nodes,
+        args,
+        spread=Spread(),
+        *,
+        mpi_binary=None,
+        stdout=None,
+        echo_stderr=True,
+        stdin_node=None,
+    ):
         spread.check(nodes)
         if spread.mpi and mpi_binary is None:
             raise LaunchError("no MPI build of the simulator was given")
@@ -99,14 +111,14 @@ class RingRun:
         self.nodes, self.args, self.spread = nodes, list(args), spread
         self.stdout, self.echo_stderr = stdout, echo_stderr
         self.stdin_rank = None if stdin_node is None else self.rank_of(stdin_node)
-        self.procs = []            # (rank, Popen)
-        self.last_lines = {}       # rank -> the last line it said (sim: ..., bench: ...)
-        self.stderr_log = []       # every stderr line, in arrival order
+        self.procs = []  # (rank, Popen)
+        self.last_lines = {}  # rank -> the last line it said (sim: ..., bench: ...)
+        self.stderr_log = []  # every stderr line, in arrival order
         self._readers = []
         self._arena = None
         self.failure = None
         self.started_at = None
-        self._stopping = False     # terminate() is killing what did not stop: not a failure
+        self._stopping = False  # terminate() is killing what did not stop: not a failure
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -123,8 +135,12 @@ class RingRun:
             cmd = ["mpirun", "--oversubscribe", "-np", str(self.spread.procs), "--stdin", stdin_to]
             if self.spread.hostfile:
                 cmd += ["--hostfile", str(Path(self.spread.hostfile).resolve())]
-            env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                   "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+            env = {
+                **os.environ,
+                "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+            }
             self._spawn(0, cmd + [str(self.mpi_binary), *common, "--mpi"], env, self.stdin_rank is not None)
             return self
         if self.spread.procs > 1:
@@ -139,9 +155,16 @@ class RingRun:
 
     def _spawn(self, rank, cmd, env, reads_stdin):
         try:
-            proc = subprocess.Popen(cmd, cwd=self.run_dir, stdin=None if reads_stdin else subprocess.DEVNULL,
-                                    stdout=self.stdout, stderr=subprocess.PIPE, env=env, text=True,
-                                    errors="replace")
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.run_dir,
+                stdin=None if reads_stdin else subprocess.DEVNULL,
+                stdout=self.stdout,
+                stderr=subprocess.PIPE,
+                env=env,
+                text=True,
+                errors="replace",
+            )
         except OSError as e:
             self.kill()
             raise LaunchError(f"cannot start {cmd[0]}: {e.strerror}") from None
@@ -153,7 +176,7 @@ class RingRun:
     def _forward(self, rank, stream):
         for line in stream:
             line = line.rstrip("\n")
-            if line.startswith(("sim: ", "bench: ")):   # a simulator's own words (not its usage text)
+            if line.startswith(("sim: ", "bench: ")):  # a simulator's own words (not its usage text)
                 self.last_lines[rank] = line
             if line:
                 self.stderr_log.append(line)
@@ -172,8 +195,7 @@ class RingRun:
         if self.spread.mpi:
             return "mpirun"
         nodes = self.nodes_of(rank)
-        return f"the process of node {nodes[0]}" if len(nodes) == 1 else \
-            f"the process of nodes {nodes[0]}-{nodes[-1]}"
+        return f"the process of node {nodes[0]}" if len(nodes) == 1 else f"the process of nodes {nodes[0]}-{nodes[-1]}"
 
     def poll(self):
         """None while running; the run's exit status once every process has ended. A process that
@@ -201,7 +223,7 @@ class RingRun:
 
     def _fail(self, rank, code):
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        time.sleep(0.1)   # let its last words arrive
+        time.sleep(0.1)  # let its last words arrive
         last = self.last_lines.get(rank)
         self.failure = f"{self._describe(rank)} {how}" + (f": {last}" if last else "")
         self.kill()
@@ -225,8 +247,11 @@ class RingRun:
         deadline = time.monotonic() + grace_seconds
         while (status := self.poll()) is None:
             if time.monotonic() > deadline:
-                print(f"numavia: the simulator did not stop within {grace_seconds:g} s of SIGTERM: killed",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"numavia: the simulator did not stop within {grace_seconds:g} s of SIGTERM: killed",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 self._stopping = True
                 self.kill()
                 return 130

@@ -7,17 +7,15 @@ Several nodes are instantiated side by side by :mod:`numavia.soc.cluster`.
 
 import os
 
-from migen import ClockDomain, ClockDomainsRenamer, ResetSignal, Record
-from migen.genlib.resetsync import AsyncResetSynchronizer
-
+from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 from litex.build.generic_platform import Pins, Subsignal
-from litex.build.sim import SimPlatform as LiteXSimPlatform
 from litex.build.io import CRG
+from litex.build.sim import SimPlatform as LiteXSimPlatform
 from litex.gen import LiteXModule
 from litex.soc.integration.builder import Builder
 from litex.soc.interconnect import wishbone
-
-from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
+from migen import ClockDomain, ClockDomainsRenamer, Record, ResetSignal
+from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from numavia.base import params, regmap
 from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
@@ -32,45 +30,58 @@ _io = [
     ("sys_rst", 0, Pins(1)),
     ("node_id_strap", 0, Pins(regmap.NODE_ID_BITS)),
     ("mode_strap", 0, Pins(8)),
-    ("eth_clk", 0, Pins(1)),          # 125 MHz GMII clock, shared by every node of the cluster
-    ("eth", 0,                        # GMII, joined to the other nodes by the harness (gmii_link.hpp)
-        Subsignal("tx_en",   Pins(1)),
+    ("eth_clk", 0, Pins(1)),  # 125 MHz GMII clock, shared by every node of the cluster
+    (
+        "eth",
+        0,  # GMII, joined to the other nodes by the harness (gmii_link.hpp)
+        Subsignal("tx_en", Pins(1)),
         Subsignal("tx_data", Pins(8)),
-        Subsignal("rx_dv",   Pins(1)),
+        Subsignal("rx_dv", Pins(1)),
         Subsignal("rx_data", Pins(8)),
     ),
-    ("serial", 0,
+    (
+        "serial",
+        0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
-        Subsignal("source_data",  Pins(8)),
-        Subsignal("sink_valid",   Pins(1)),
-        Subsignal("sink_ready",   Pins(1)),
-        Subsignal("sink_data",    Pins(8)),
+        Subsignal("source_data", Pins(8)),
+        Subsignal("sink_valid", Pins(1)),
+        Subsignal("sink_ready", Pins(1)),
+        Subsignal("sink_data", Pins(8)),
     ),
     # The SCI ring link: one symbol + frame bit per cycle each way.
-    ("ring", 0,
+    (
+        "ring",
+        0,
         Subsignal("rx", Pins(SymbolLayout.size)),
         Subsignal("tx", Pins(SymbolLayout.size)),
     ),
     # The card's second host port (what a PCIe endpoint drives on a board): trace replay.
-    ("hostport", 0,
-        Subsignal("req_valid", Pins(1)), Subsignal("req_ready", Pins(1)),
+    (
+        "hostport",
+        0,
+        Subsignal("req_valid", Pins(1)),
+        Subsignal("req_ready", Pins(1)),
         Subsignal("req_payload", Pins(RequestLayout.size)),
-        Subsignal("wdata_valid", Pins(1)), Subsignal("wdata_ready", Pins(1)),
+        Subsignal("wdata_valid", Pins(1)),
+        Subsignal("wdata_ready", Pins(1)),
         Subsignal("wdata_payload", Pins(WriteBeatLayout.size)),
-        Subsignal("resp_valid", Pins(1)), Subsignal("resp_ready", Pins(1)),
+        Subsignal("resp_valid", Pins(1)),
+        Subsignal("resp_ready", Pins(1)),
         Subsignal("resp_payload", Pins(ResponseLayout.size)),
     ),
-    ("hostbridge", 0,
-        Subsignal("adr",   Pins(params.BUS_ADDR_WIDTH)),
+    (
+        "hostbridge",
+        0,
+        Subsignal("adr", Pins(params.BUS_ADDR_WIDTH)),
         Subsignal("dat_w", Pins(32)),
         Subsignal("dat_r", Pins(32)),
-        Subsignal("sel",   Pins(4)),
-        Subsignal("cyc",   Pins(1)),
-        Subsignal("stb",   Pins(1)),
-        Subsignal("we",    Pins(1)),
-        Subsignal("ack",   Pins(1)),
-        Subsignal("err",   Pins(1)),
+        Subsignal("sel", Pins(4)),
+        Subsignal("cyc", Pins(1)),
+        Subsignal("stb", Pins(1)),
+        Subsignal("we", Pins(1)),
+        Subsignal("ack", Pins(1)),
+        Subsignal("err", Pins(1)),
     ),
 ]
 
@@ -89,7 +100,7 @@ class SimPlatform(LiteXSimPlatform):
         v_output = self.get_verilog(fragment, name=build_name)
         with open(os.path.join(build_dir, build_name + ".v"), "w") as f:
             f.write(v_output.main_source)
-        for name, content in v_output.data_files.items():   # memory init files, next to the .v
+        for name, content in v_output.data_files.items():  # memory init files, next to the .v
             with open(os.path.join(build_dir, name), "w") as f:
                 f.write(content)
         self.add_source(os.path.join(build_dir, build_name + ".v"))
@@ -98,6 +109,7 @@ class SimPlatform(LiteXSimPlatform):
 
 class SimGMIIPHY(LiteXModule):
     """LiteEth's GMII transmitter and receiver on the simulation's eth_clk (no clock buffers)."""
+
     dw = 8
     tx_clk_freq = rx_clk_freq = params.GMII_CLOCK_HZ
 
@@ -105,8 +117,10 @@ class SimGMIIPHY(LiteXModule):
         self.cd_eth_tx = ClockDomain()
         self.cd_eth_rx = ClockDomain()
         self.comb += [self.cd_eth_tx.clk.eq(clock), self.cd_eth_rx.clk.eq(clock)]
-        self.specials += [AsyncResetSynchronizer(self.cd_eth_tx, ResetSignal("sys")),
-                          AsyncResetSynchronizer(self.cd_eth_rx, ResetSignal("sys"))]
+        self.specials += [
+            AsyncResetSynchronizer(self.cd_eth_tx, ResetSignal("sys")),
+            AsyncResetSynchronizer(self.cd_eth_rx, ResetSignal("sys")),
+        ]
         # The transmitter registers its outputs; the node's ports stay plain wires (the cluster
         # generator wires `wire` ports), so it drives a copy of the pads.
         tx_pads = Record([("tx_en", 1), ("tx_data", 8)])
@@ -125,22 +139,27 @@ class SimNodeSoC(NumaviaSoC):
         if self.card.config.via:
             self.eth_phy = SimGMIIPHY(eth_clk, eth)
             self.add_via_ethernet(self.eth_phy)
-        else:   # the harness's switch still joins every node's port: a card without VIA stays silent
+        else:  # the harness's switch still joins every node's port: a card without VIA stays silent
             self.comb += [eth.tx_en.eq(0), eth.tx_data.eq(0)]
 
-        self.comb += [self.card.node_id_strap.eq(platform.request("node_id_strap")),
-                      self.card.mode_strap.eq(platform.request("mode_strap"))]
+        self.comb += [
+            self.card.node_id_strap.eq(platform.request("node_id_strap")),
+            self.card.mode_strap.eq(platform.request("mode_strap")),
+        ]
 
         ring = platform.request("ring")
         self.comb += [self.card.ring_rx.eq(ring.rx), ring.tx.eq(self.card.ring_tx)]
 
         hp, host = platform.request("hostport"), self.card.host
         self.comb += [
-            host["req__valid"].eq(hp.req_valid), hp.req_ready.eq(host["req__ready"]),
+            host["req__valid"].eq(hp.req_valid),
+            hp.req_ready.eq(host["req__ready"]),
             host["req__payload"].eq(hp.req_payload),
-            host["wdata__valid"].eq(hp.wdata_valid), hp.wdata_ready.eq(host["wdata__ready"]),
+            host["wdata__valid"].eq(hp.wdata_valid),
+            hp.wdata_ready.eq(host["wdata__ready"]),
             host["wdata__payload"].eq(hp.wdata_payload),
-            hp.resp_valid.eq(host["resp__valid"]), host["resp__ready"].eq(hp.resp_ready),
+            hp.resp_valid.eq(host["resp__valid"]),
+            host["resp__ready"].eq(hp.resp_ready),
             hp.resp_payload.eq(host["resp__payload"]),
         ]
 
@@ -166,9 +185,14 @@ def build_node(output_dir, **soc_kwargs):
     Returns ``(soc, verilog_sources)``.
     """
     soc = SimNodeSoC(**soc_kwargs)
-    builder = Builder(soc, output_dir=str(output_dir), compile_software=False, compile_gateware=False,
-                      csr_json=os.path.join(output_dir, "csr.json"),
-                      csr_csv=os.path.join(output_dir, "csr.csv"))
+    builder = Builder(
+        soc,
+        output_dir=str(output_dir),
+        compile_software=False,
+        compile_gateware=False,
+        csr_json=os.path.join(output_dir, "csr.json"),
+        csr_csv=os.path.join(output_dir, "csr.csv"),
+    )
     builder.build(build_name=NODE_TOP)
     sources = [f for f, *_ in soc.platform.sources]
     return soc, sources

@@ -3,5 +3,8 @@ pytest_plugins = ["support.waveforms", "pytester"]
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true",
-                     help="rewrite golden files (tests/golden/) from the current generators instead of comparing")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite golden files (tests/golden/) from the current generators instead of comparing",
+    )

@@ -9,10 +9,10 @@ docs/zephyr.md.
 import json
 
 import pytest
+from support.ring_sim import build
+from test_zephyr_firmware import ram_linked_firmware
 
 from numavia.bench import boot
-from test_zephyr_firmware import ram_linked_firmware
-from support.ring_sim import build
 
 pytestmark = pytest.mark.slow
 

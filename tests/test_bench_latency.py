@@ -15,10 +15,10 @@ def test_latency_table_on_two_nodes(tmp_path):
     hit = rows["remote read, hit in the network cache"]
     local = rows["local shared read"]
     assert 0 < local["ncc_cycles"] < miss["ncc_cycles"]
-    assert hit["ncc_cycles"] < miss["ncc_cycles"] / 5          # the network cache at work
-    assert hit["numa_cycles"] >= miss["numa_cycles"] * 0.9       # NUMA mode: every read goes home
+    assert hit["ncc_cycles"] < miss["ncc_cycles"] / 5  # the network cache at work
+    assert hit["numa_cycles"] >= miss["numa_cycles"] * 0.9  # NUMA mode: every read goes home
     assert rows["remote write, hit (ONLY_DIRTY)"]["ncc_cycles"] < rows["remote write, miss, no sharers"]["ncc_cycles"]
-    assert miss["ncc_ns"] == miss["ncc_cycles"] * 10              # 100 MHz card clock
+    assert miss["ncc_ns"] == miss["ncc_cycles"] * 10  # 100 MHz card clock
     text = latency.report(figures, tmp_path)
     assert "remote read, miss, 1 hop" in text
     for suffix in ("md", "csv", "json", "png"):

@@ -20,17 +20,20 @@ def test_help():
     assert "pushpull" in numavia("bench", "--help").stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["bench", "pushpull", "--schemes", "original,eager"],
-    ["bench", "pushpull", "--thresholds", "4096"],
-    ["bench", "pushpull", "--thresholds", "64,lots"],
-    ["bench", "pushpull", "--min-size", "8k", "--max-size", "4k"],
-    ["bench", "pushpull", "--max-size", "2Mi"],
-    ["bench", "pushpull", "--baselines", "read"],
-    ["bench", "pushpull", "--mtu", "20"],
-    ["bench", "pushpull", "--eth-delay", "3"],
-    ["bench", "pushpull", "--iterations", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench", "pushpull", "--schemes", "original,eager"],
+        ["bench", "pushpull", "--thresholds", "4096"],
+        ["bench", "pushpull", "--thresholds", "64,lots"],
+        ["bench", "pushpull", "--min-size", "8k", "--max-size", "4k"],
+        ["bench", "pushpull", "--max-size", "2Mi"],
+        ["bench", "pushpull", "--baselines", "read"],
+        ["bench", "pushpull", "--mtu", "20"],
+        ["bench", "pushpull", "--eth-delay", "3"],
+        ["bench", "pushpull", "--iterations", "0"],
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args):
     result = numavia(*args)
     assert result.returncode == 2
@@ -53,8 +56,22 @@ def test_sizes_include_every_threshold_edge():
 @pytest.mark.slow
 def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
     out = tmp_path / "results"
-    result = numavia("bench", "pushpull", "--thresholds", "64", "--min-size", "1", "--max-size", "128",
-                     "--iterations", "2", "--baselines", "send", "--out", str(out))
+    result = numavia(
+        "bench",
+        "pushpull",
+        "--thresholds",
+        "64",
+        "--min-size",
+        "1",
+        "--max-size",
+        "128",
+        "--iterations",
+        "2",
+        "--baselines",
+        "send",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = list(csv.DictReader(open(out / "pushpull_bench.csv")))
     pp = [r for r in rows if r["kind"] == "pushpull"]
@@ -74,4 +91,4 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
     assert data["config"]["clock_hz"] == 100_000_000 and len(data["figures"]["gains"]) == len(pp) // 2
     assert data["command"].startswith("numavia bench pushpull --thresholds 64")
     assert (out / "pushpull_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "bytes_to_push" in result.stderr   # progress lines
+    assert "bytes_to_push" in result.stderr  # progress lines

@@ -3,8 +3,8 @@
 import pytest
 
 from numavia.base import trace
-from numavia.bench import shm
 from numavia.base.errors import NumaviaError
+from numavia.bench import shm
 
 
 def test_messages_are_line_bursts_on_fresh_lines():
@@ -14,7 +14,7 @@ def test_messages_are_line_bursts_on_fresh_lines():
     assert [(s, op) for s, op, _, _ in segments] == [(s, op) for s in (4, 128) for op in shm.OPS]
     addrs = {}
     for size, op, first, count in segments:
-        part = records[first:first + count]
+        part = records[first : first + count]
         assert all((r.kind == trace.Kind.WRITE) == (op == "store") for r in part)
         assert sum(4 * r.words for r in part) == size
         addrs[size, op] = {r.addr for r in part}
@@ -39,7 +39,7 @@ def test_sweep_on_the_rtl(tmp_path):
         # around the ring in NUMA mode.
         assert by["ncc", "load again", size]["cycles"] * 3 < by["ncc", "load", size]["cycles"]
         assert by["numa", "load again", size]["cycles"] * 3 > by["numa", "load", size]["cycles"] * 2
-    assert by["ncc", "load", 4096]["cycles"] > by["ncc", "load", 64]["cycles"] * 32   # line after line
+    assert by["ncc", "load", 4096]["cycles"] > by["ncc", "load", 64]["cycles"] * 32  # line after line
     shm.report(figures, tmp_path)
     for name in ("shm.md", "shm.csv", "shm.json", "shm.png"):
         assert (tmp_path / name).stat().st_size > 0

@@ -11,7 +11,7 @@ from numavia.bench import splash2
 from numavia.soc import card_bench as cb
 from numavia.splash2 import traces
 
-SMALL_SLICE = cb.bench_card_config().slice_bytes      # the bench card the coherence tests build
+SMALL_SLICE = cb.bench_card_config().slice_bytes  # the bench card the coherence tests build
 
 
 def numavia(*args):
@@ -25,11 +25,24 @@ def test_help_names_the_tables():
         assert text in result.stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["--nodes", "3"], ["--nodes", "two"], ["--nodes", "2,2"], ["--kernels", "water"], ["--modes", "ccnuma"],
-    ["--size", "huge"], ["--ways", "3"], ["--placement", "everywhere"], ["--access", "byte"],
-    ["--ns-per-op", "0"], ["--line-bytes", "48"], ["--line-bytes", "128"], ["--line-bytes", "32,32"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--nodes", "3"],
+        ["--nodes", "two"],
+        ["--nodes", "2,2"],
+        ["--kernels", "water"],
+        ["--modes", "ccnuma"],
+        ["--size", "huge"],
+        ["--ways", "3"],
+        ["--placement", "everywhere"],
+        ["--access", "byte"],
+        ["--ns-per-op", "0"],
+        ["--line-bytes", "48"],
+        ["--line-bytes", "128"],
+        ["--line-bytes", "32,32"],
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args):
     result = numavia("bench", "splash2", *args)
     assert result.returncode == 2
@@ -92,14 +105,16 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
         for t, counters in zip(run.state["trace"], (n["counters"] for n in run.state["nodes"])):
             expected = summary["records"][t["node"]] - summary["barriers"]
             assert t["errors"] == 0 and t["accesses"] == expected
-            assert counters["LAC_ACCESSES"] == expected             # one line access per record
+            assert counters["LAC_ACCESSES"] == expected  # one line access per record
             assert counters["RAC_PROTOCOL_ERRORS"] == 0
             cache_hits = counters["LAC_CACHE_READ_HITS"] + counters["LAC_CACHE_WRITE_HITS"]
             if numa:
                 assert cache_hits == 0 and counters["RAC_MIXED_MODE"] == 0
         if numa:
             # NUMA: remote = misses, home = hits, exactly what the trace says.
-            remote = sum(n["counters"]["LAC_READ_MISSES"] + n["counters"]["LAC_WRITE_MISSES"] for n in run.state["nodes"])
+            remote = sum(
+                n["counters"]["LAC_READ_MISSES"] + n["counters"]["LAC_WRITE_MISSES"] for n in run.state["nodes"]
+            )
             assert remote == summary["remote_accesses"]
         else:
             assert sum(n["counters"]["LAC_CACHE_READ_HITS"] for n in run.state["nodes"]) > 0
@@ -107,18 +122,26 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
 
 @pytest.mark.slow
 def test_small_benchmark_writes_the_tables(tmp_path):
-    config = cb.bench_card_config(cache_sets=8, cache_ways=1)      # direct-mapped, as Table 3
+    config = cb.bench_card_config(cache_sets=8, cache_ways=1)  # direct-mapped, as Table 3
     log = []
-    figures = splash2.run(["fft", "ocean"], nodes=[2], size="small", ways=[1], line_sizes=[32, 64], config=config,
-                          cache_replays=False, log=log.append)
-    assert figures["nodes"] == [1, 2]                            # the 1-node base is always run
+    figures = splash2.run(
+        ["fft", "ocean"],
+        nodes=[2],
+        size="small",
+        ways=[1],
+        line_sizes=[32, 64],
+        config=config,
+        cache_replays=False,
+        log=log.append,
+    )
+    assert figures["nodes"] == [1, 2]  # the 1-node base is always run
     assert any("replaying" in m for m in log)
     for kernel in ("fft", "ocean"):
         for mode in ("ncc", "numa"):
             base, two = splash2.find(figures, kernel, mode, 1), splash2.find(figures, kernel, mode, 2)
             assert base["cycles"] > 0 and two["cycles"] > 0
             assert splash2.speedup(figures, kernel, mode, 2) == base["cycles"] / two["cycles"]
-            for t in two["per_node"]:       # the node's time is its compute, memory and barrier waits
+            for t in two["per_node"]:  # the node's time is its compute, memory and barrier waits
                 assert t["compute"] + t["memory"] + t["barrier"] <= t["finished"] <= two["cycles"]
                 assert t["finished"] - (t["compute"] + t["memory"] + t["barrier"]) <= 2 * t["accesses"]
         # One node has no remote lines: both modes behave alike, to the cycle.

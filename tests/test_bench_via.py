@@ -20,19 +20,22 @@ def test_help():
     assert "via" in numavia("bench", "--help").stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["bench"],
-    ["bench", "nope"],
-    ["bench", "via", "--ops", "send,fly"],
-    ["bench", "via", "--mtu", "20"],
-    ["bench", "via", "--mtu", "big"],
-    ["bench", "via", "--min-size", "-4"],
-    ["bench", "via", "--max-size", "lots"],
-    ["bench", "via", "--min-size", "8k", "--max-size", "4k"],
-    ["bench", "via", "--max-size", "8Mi"],
-    ["bench", "via", "--eth-delay", "3"],
-    ["bench", "via", "--iterations", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench"],
+        ["bench", "nope"],
+        ["bench", "via", "--ops", "send,fly"],
+        ["bench", "via", "--mtu", "20"],
+        ["bench", "via", "--mtu", "big"],
+        ["bench", "via", "--min-size", "-4"],
+        ["bench", "via", "--max-size", "lots"],
+        ["bench", "via", "--min-size", "8k", "--max-size", "4k"],
+        ["bench", "via", "--max-size", "8Mi"],
+        ["bench", "via", "--eth-delay", "3"],
+        ["bench", "via", "--iterations", "0"],
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args):
     result = numavia(*args)
     assert result.returncode == 2
@@ -43,8 +46,9 @@ def test_bad_arguments_exit_2_with_one_line(args):
 @pytest.mark.slow
 def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
     out = tmp_path / "results"
-    result = numavia("bench", "via", "--mtu", "1500", "--min-size", "4",
-                     "--max-size", "2k", "--iterations", "3", "--out", str(out))
+    result = numavia(
+        "bench", "via", "--mtu", "1500", "--min-size", "4", "--max-size", "2k", "--iterations", "3", "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = list(csv.DictReader(open(out / "via_bench.csv")))
     assert {r["op"] for r in rows} == {"send", "write", "read", "send-stream", "write-stream"}
@@ -60,19 +64,19 @@ def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
     bw = {r["op"]: float(r["bandwidth_MBps"]) for r in rows if r["size"] == "2048"}
     assert bw["send-stream"] > bw["send"]
     assert (out / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "MTU 1500" in result.stderr   # progress lines
+    assert "MTU 1500" in result.stderr  # progress lines
 
 
 def rows_of(mtu, op, points):
-    return [{"mtu": mtu, "op": op, "size": size, "latency_us": us, "bandwidth_MBps": size / us}
-            for size, us in points]
+    return [{"mtu": mtu, "op": op, "size": size, "latency_us": us, "bandwidth_MBps": size / us} for size, us in points]
 
 
 def test_latency_table_has_a_row_per_ping_pong_and_none_for_streams():
     rows = rows_of(1500, "write", [(4, 5.9), (4096, 49.5)]) + rows_of(1500, "send-stream", [(4, 3.0)])
     table = bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["write", "send-stream"]), 4)
     assert [line for line in table if line.startswith("| 1500")] == [
-        "| 1500 | RDMA write | 5.90 | 82.7 at 4096 B | 12.5 us, 95.5 MB/s (RDMA, MTU 1514) |"]
+        "| 1500 | RDMA write | 5.90 | 82.7 at 4096 B | 12.5 us, 95.5 MB/s (RDMA, MTU 1514) |"
+    ]
     # A sweep of streams only has no ping-pong to report: no empty table (the streams' own follows).
     assert bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["send-stream"]), 4) == []
 
@@ -82,17 +86,28 @@ def test_results_go_through_the_one_writer(tmp_path):
     import json
     from pathlib import Path
     from types import SimpleNamespace
-    rows = [{**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0}
-            for r in rows_of(1500, "send", [(4, 7.5), (64, 8.0)]) + rows_of(1500, "write", [(4, 5.9), (64, 6.4)])]
-    build = SimpleNamespace(soc_dir=Path("soc-x"), firmware=SimpleNamespace(kind="bare-metal", name="fw-y"),
-                            model=Path("model-z/obj/Vtop"))
+
+    rows = [
+        {**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0}
+        for r in rows_of(1500, "send", [(4, 7.5), (64, 8.0)]) + rows_of(1500, "write", [(4, 5.9), (64, 6.4)])
+    ]
+    build = SimpleNamespace(
+        soc_dir=Path("soc-x"), firmware=SimpleNamespace(kind="bare-metal", name="fw-y"), model=Path("model-z/obj/Vtop")
+    )
     info = {"build": build, "config": "SimConfig(nodes=2)", "counters": [{"tx": 1}, {"tx": 2}], "wall_seconds": 3.0}
     args = argparse.Namespace(out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1])
     paths = bench_via.write_results(rows, info, args)
     assert [p.name for p in paths] == ["via_bench.md", "via_bench.csv", "via_bench.json", "via_bench.png"]
     assert list(csv.DictReader(open(tmp_path / "via_bench.csv")))[2] == {
-        "mtu": "1500", "op": "write", "size": "4", "iterations": "2", "cycles": "1000", "latency_us": "5.9000",
-        "bandwidth_MBps": "0.6780", "receiver_post_recv_cycles": "0.0000"}
+        "mtu": "1500",
+        "op": "write",
+        "size": "4",
+        "iterations": "2",
+        "cycles": "1000",
+        "latency_us": "5.9000",
+        "bandwidth_MBps": "0.6780",
+        "receiver_post_recv_cycles": "0.0000",
+    }
     data = json.loads((tmp_path / "via_bench.json").read_text())
     assert data["command"].startswith("numavia") and data["config"]["eth_delay_cycles"] == 50
     assert data["config"]["builds"]["model"] == "model-z" and data["figures"]["counters"][1] == {"tx": 2}

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from numavia.boards import logic_paths
-from numavia.boards import flow
-from numavia.boards.flow import BoardError, TOP, check_constraints
+from numavia.boards import flow, logic_paths
+from numavia.boards.flow import TOP, BoardError, check_constraints
 
 CONFIGS = [(name, config) for name in flow.BOARD_NAMES for config in flow.load_board(name).configs]
 
@@ -45,7 +44,7 @@ def test_ring_link_on_pins_where_the_board_has_them(generated):
     ring = [p for p in ports if p.startswith("ring_")]
     if board.ring_pads is None:
         assert ring == []
-    else:   # 16 data bits + frame + forwarded clock each way
+    else:  # 16 data bits + frame + forwarded clock each way
         assert len([p for p in ring if p.startswith("ring_tx")]) == 18
         assert len([p for p in ring if p.startswith("ring_rx")]) == 18
         assert 'FREQUENCY PORT "ring_rx_clk"' in lpf
@@ -56,7 +55,7 @@ def test_firmware_is_in_the_rom(generated):
     rom = (folder / "gateware" / f"{TOP}_rom.init").read_text().split()
     assert any(int(word, 16) for word in rom)
     csr = json.loads((folder / "csr.json").read_text())
-    assert "uart" in csr["csr_bases"]   # the firmware's console: the crossover UART
+    assert "uart" in csr["csr_bases"]  # the firmware's console: the crossover UART
 
 
 def test_generated_verilog_carries_no_date_or_revision(generated):
@@ -77,9 +76,11 @@ def test_the_sys_reset_reaches_its_flip_flops_through_a_global_buffer(generated)
     ports = dict(re.findall(r"\.(\w+)\s*\(([^()]*)\)", dcca.group(1)))
     assert ports["CLKO"] == "sys_rst" and ports["CE"] == "1'd1"
     # its input is the synchroniser's last flip-flop, cleared by the PLL's lock
-    synchroniser = re.search(r"FD1S3BX \w+\(\s*// Inputs.\s*\.CK\s*\((\w+)\),\s*\.D\s*\(\w+\),"
-                             r"\s*\.PD\s*\(\(~\w*locked\)\),\s*// Outputs.\s*\.Q\s*\(" + ports["CLKI"] + r"\)",
-                             verilog)
+    synchroniser = re.search(
+        r"FD1S3BX \w+\(\s*// Inputs.\s*\.CK\s*\((\w+)\),\s*\.D\s*\(\w+\),"
+        r"\s*\.PD\s*\(\(~\w*locked\)\),\s*// Outputs.\s*\.Q\s*\(" + ports["CLKI"] + r"\)",
+        verilog,
+    )
     assert synchroniser
     # and nothing but the DCCA drives the reset
     assert not re.search(r"assign\s+sys_rst\s*=", verilog)
@@ -112,8 +113,11 @@ def test_a_configuration_out_of_range_is_a_one_line_error():
     board = flow.load_board("ecpix5")
     small_buffer = {"card": {"via_tx_buffer_bytes": 4096}, "soc": board.configs[board.default_config]["soc"]}
     board = dataclasses.replace(board, configs={"small_buffer": small_buffer})
-    with pytest.raises(BoardError, match=r"^ecpix5 configuration 'small_buffer': tx_buffer_bytes must hold "
-                                         r"two frames of the largest MTU \(18028 bytes\)$"):
+    with pytest.raises(
+        BoardError,
+        match=r"^ecpix5 configuration 'small_buffer': tx_buffer_bytes must hold "
+        r"two frames of the largest MTU \(18028 bytes\)$",
+    ):
         flow.generate(board, "small_buffer", log=lambda m: None)
 
 
@@ -135,11 +139,15 @@ def test_flash_without_a_bitstream_or_cable_fails_in_one_line(tmp_path):
 
 def test_a_failing_tool_is_one_line_and_its_whole_output_stays_in_the_log(tmp_path):
     from numavia.boards import synth
+
     script = "echo placing 1; echo placing 2; echo 'ERROR: no BELs remaining for DP16KD' >&2; exit 3"
     with pytest.raises(synth.SynthesisError, match=r"^sh failed: ERROR: no BELs remaining for DP16KD$"):
         synth._run(["sh", "-c", script], tmp_path, "tool.log")
     assert (tmp_path / "tool.log").read_text().splitlines() == [
-        "placing 1", "placing 2", "ERROR: no BELs remaining for DP16KD"]
+        "placing 1",
+        "placing 2",
+        "ERROR: no BELs remaining for DP16KD",
+    ]
 
 
 def test_a_missed_clock_fails_naming_it_and_how_to_find_its_paths():
@@ -148,21 +156,25 @@ def test_a_missed_clock_fails_naming_it_and_how_to_find_its_paths():
     flow.check_timing({"board": "ecpix5", "clocks": {"sys": met}})
     with pytest.raises(BoardError) as e:
         flow.check_timing({"board": "ecpix5", "clocks": {"sys": missed, "eth_rx": met}})
-    assert str(e.value) == ("timing not met on ecpix5: sys 30.7 MHz < 75.0 MHz "
-                            "(`numavia build --board ecpix5 --synth-only` names the slowest paths)")
+    assert str(e.value) == (
+        "timing not met on ecpix5: sys 30.7 MHz < 75.0 MHz "
+        "(`numavia build --board ecpix5 --synth-only` names the slowest paths)"
+    )
     with pytest.raises(BoardError, match="no clocks"):
         flow.check_timing({"board": "ecpix5", "clocks": {}})
 
 
 def test_build_refuses_bare_and_compare_bare_together():
     result = _numavia("build", "--board", "colorlight_i5", "--bare", "--compare-bare")
-    assert result.returncode == 2    # a bad argument, as argparse reports one
-    assert result.stderr.strip() == ("numavia build: error: --bare and --compare-bare exclude each other "
-                                     "(see numavia build --help)")
+    assert result.returncode == 2  # a bad argument, as argparse reports one
+    assert result.stderr.strip() == (
+        "numavia build: error: --bare and --compare-bare exclude each other (see numavia build --help)"
+    )
     result = _numavia("build", "--board", "colorlight_i5", "--synth-only", "--compare-bare")
     assert result.returncode == 2
-    assert result.stderr.strip() == ("numavia build: error: --synth-only builds one SoC; leave out --compare-bare "
-                                     "(see numavia build --help)")
+    assert result.stderr.strip() == (
+        "numavia build: error: --synth-only builds one SoC; leave out --compare-bare (see numavia build --help)"
+    )
 
 
 @pytest.mark.slow
@@ -171,7 +183,7 @@ def test_reduced_card_on_the_25f_builds_and_meets_timing():
     timing judged from nextpnr's report (it runs with --timing-allow-fail, so its exit status
     says nothing about timing)."""
     board = flow.load_board("colorlight_i5")
-    report = flow.build(board, log=lambda m: None)   # the same cache entry as `make bitstream`
+    report = flow.build(board, log=lambda m: None)  # the same cache entry as `make bitstream`
     assert report["clocks"], "nextpnr analysed no clock"
     assert report["sys_clock"] is not None, "no clock constrained at the board's sys frequency"
     target_mhz = board.sys_clk_freq_of(board.default_config) / 1e6

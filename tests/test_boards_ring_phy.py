@@ -36,8 +36,7 @@ def _cross(write_period, read_period, packets, gap=1, idle_after=400):
                 current = None
             yield
 
-    run_simulation(dut, {"ring_rx": writer(), "sys": reader()},
-                   clocks={"ring_rx": write_period, "sys": read_period})
+    run_simulation(dut, {"ring_rx": writer(), "sys": reader()}, clocks={"ring_rx": write_period, "sys": read_period})
     return received, frames
 
 

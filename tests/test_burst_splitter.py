@@ -4,12 +4,11 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+from support.sim import run_simulation
 
+from numavia.gateware.bfm import recv, send
 from numavia.gateware.burst_splitter import BurstSplitter
 from numavia.gateware.host_port import MAX_BURST_WORDS
-from numavia.gateware.bfm import recv, send
-
-from support.sim import run_simulation
 
 BASE = 0x1000
 
@@ -55,8 +54,11 @@ def simulate(accesses, *, error_piece=None, line_bytes=64):
                 await send(ctx, dut.line.resp, {"data": 0, "error": bad, "last": 1})
             else:
                 for i in range(req.count):
-                    await send(ctx, dut.line.resp, {"data": data_at(req.addr + 4 * i), "error": bad,
-                                                    "last": i == req.count - 1})
+                    await send(
+                        ctx,
+                        dut.line.resp,
+                        {"data": data_at(req.addr + 4 * i), "error": bad, "last": i == req.count - 1},
+                    )
 
     sim.add_testbench(host)
     sim.add_testbench(responder, background=True)
@@ -76,8 +78,9 @@ def expected_pieces(addr, count, write, line_words):
 @LINE_SIZES
 def test_reads_at_every_alignment_and_length(line_bytes):
     line_words = line_bytes // 4
-    accesses = [(0, BASE + 4 * offset, count, []) for offset in range(line_words)
-                for count in list(range(1, 34)) + [47, 63, 64]]
+    accesses = [
+        (0, BASE + 4 * offset, count, []) for offset in range(line_words) for count in list(range(1, 34)) + [47, 63, 64]
+    ]
     responses, pieces, _ = simulate(accesses, line_bytes=line_bytes)
     want_pieces = [p for _, a, c, _ in accesses for p in expected_pieces(a, c, 0, line_words)]
     assert pieces == want_pieces
@@ -113,18 +116,21 @@ def test_an_error_in_one_piece_fails_the_whole_write():
     assert len(pieces) == 2 and responses == [[(0, 1, 1)]]
 
 
-@pytest.mark.parametrize("write, addr, count, answer_beats", [
-    (0, BASE, 0, 1),
-    (0, BASE + 2, 3, 3),
-    (0, BASE, MAX_BURST_WORDS + 1, MAX_BURST_WORDS + 1),
-    (1, BASE + 1, 2, 1),
-    (1, BASE, MAX_BURST_WORDS + 1, 1),
-])
+@pytest.mark.parametrize(
+    "write, addr, count, answer_beats",
+    [
+        (0, BASE, 0, 1),
+        (0, BASE + 2, 3, 3),
+        (0, BASE, MAX_BURST_WORDS + 1, MAX_BURST_WORDS + 1),
+        (1, BASE + 1, 2, 1),
+        (1, BASE, MAX_BURST_WORDS + 1, 1),
+    ],
+)
 def test_malformed_accesses_are_refused_and_drained(write, addr, count, answer_beats):
     beats = [{"data": 0xAA, "be": 0xF}] * (count if write else 0)
     good = (0, BASE, 2, [])
     responses, pieces, beats_seen = simulate([(write, addr, count, beats), good])
     assert len(responses[0]) == answer_beats and all(e for _, e, _ in responses[0])
     assert responses[0][-1][2] == 1
-    assert pieces == [(BASE, 0, 2)] and beats_seen == []        # nothing reached the line side
+    assert pieces == [(BASE, 0, 2)] and beats_seen == []  # nothing reached the line side
     assert [d for d, _, _ in responses[1]] == [data_at(BASE), data_at(BASE + 4)]

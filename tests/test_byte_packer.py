@@ -4,10 +4,9 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+from support.sim import run_simulation
 
 from numavia.gateware.byte_packer import BytePacker
-
-from support.sim import run_simulation
 
 
 def run(frames, *, ready_pattern=None, seed=5):
@@ -26,8 +25,10 @@ def run(frames, *, ready_pattern=None, seed=5):
         items = []
         for beats in frames:
             items.append(("length", sum(len(b) for b, _ in beats)))
-            items += [("beats", {"data": int.from_bytes(c.ljust(4, b"\xee"), "little"), "nbytes": len(c),
-                                 "error": e}) for c, e in beats]
+            items += [
+                ("beats", {"data": int.from_bytes(c.ljust(4, b"\xee"), "little"), "nbytes": len(c), "error": e})
+                for c, e in beats
+            ]
         expected = [sum(len(b) for b, _ in beats) for beats in frames]
         data, sizes = bytearray(), []
         for _ in range(20000):
@@ -52,7 +53,7 @@ def run(frames, *, ready_pattern=None, seed=5):
             if sent:
                 items.pop(0)
             if word is not None:
-                data += word.data.to_bytes(4, "little")[:word.nbytes]
+                data += word.data.to_bytes(4, "little")[: word.nbytes]
                 sizes.append(word.nbytes)
                 if word.last:
                     out.append((bytes(data), sizes, word.error))
@@ -67,7 +68,7 @@ def run(frames, *, ready_pattern=None, seed=5):
 def split(data, sizes):
     beats, pos = [], 0
     for s in sizes:
-        beats.append((data[pos:pos + s], 0))
+        beats.append((data[pos : pos + s], 0))
         pos += s
     return beats
 
@@ -75,7 +76,7 @@ def split(data, sizes):
 @pytest.mark.parametrize("sizes", [[4, 4], [1, 2, 3, 4, 1], [3], [0, 2, 0, 1], [2, 2, 2, 2, 2, 2, 2]])
 def test_packs_dense_words(sizes):
     data = bytes(range(100, 100 + sum(sizes)))
-    (got, words, err), = run([split(data, sizes)])
+    ((got, words, err),) = run([split(data, sizes)])
     assert got == data and err == 0
     assert all(n == 4 for n in words[:-1]) and 1 <= words[-1] <= 4
 

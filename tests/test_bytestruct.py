@@ -6,11 +6,16 @@ from amaranth.lib import data
 from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 from numavia.gateware.via_layouts import layout
 
-REC = ByteStruct("REC", 12, "test", (
-    Field("A", 0, 4, "a"),
-    Field("B", 4, 2, "b", bits=(Bits("X", 0, 3), Bits("Y", 8, 1))),
-    Field("C", 8, 4, "c"),
-))
+REC = ByteStruct(
+    "REC",
+    12,
+    "test",
+    (
+        Field("A", 0, 4, "a"),
+        Field("B", 4, 2, "b", bits=(Bits("X", 0, 3), Bits("Y", 8, 1))),
+        Field("C", 8, 4, "c"),
+    ),
+)
 
 
 def test_rejects_overlaps_and_fields_outside():
@@ -50,6 +55,6 @@ def test_constants():
     c = Constants("K", "k", (("ONE", 1, ""), ("TWO", 2, "")))
     assert c.TWO == 2 and c.name_of(1) == "ONE" and c.name_of(3) is None
     with pytest.raises(AttributeError):
-        c.THREE
+        _ = c.THREE
     with pytest.raises(ValueError):
         Constants("K", "", (("A", 1, ""), ("A", 2, "")))

@@ -16,5 +16,6 @@ def test_c_and_cpp_sources_are_formatted():
     result = subprocess.run(["make", "-s", "-C", str(REPO), "lint-c-format"], capture_output=True, text=True)
     unformatted = sorted(set(re.findall(r"^(\S+?):\d+:\d+: error:", result.stderr, re.M)))
     assert result.returncode == 0, (
-        f"not formatted (run `make format-c`): {', '.join(unformatted) or result.stderr.strip()}")
+        f"not formatted (run `make format-c`): {', '.join(unformatted) or result.stderr.strip()}"
+    )
     assert re.search(r"lint-c: [1-9]\d* C/C\+\+ files formatted", result.stdout), result.stdout

@@ -2,12 +2,13 @@
 
 import pytest
 from amaranth.sim import Simulator
+from support.sim import run_simulation
 
 from numavia.base import regmap
+from numavia.gateware.bfm import BusError
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
 from numavia.gateware.card_control import CardControl
-from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
-
-from support.sim import run_simulation
 
 CTRL = regmap.CTRL
 
@@ -39,6 +40,7 @@ def test_reset_values():
         assert await read(ctx, dut.bus, reg("STATUS")) == 0
         assert await read(ctx, dut.bus, reg("CLK_FREQ_HZ")) == 100_000_000
         assert ctx.get(dut.ready) == 0
+
     run(tb)
 
 
@@ -50,15 +52,17 @@ def test_features_tell_which_blocks_were_built(via, pcie):
         value = await read(ctx, dut.bus, reg("FEATURES"))
         assert bool(value & features.field("VIA").mask) == via
         assert bool(value & features.field("PCIE").mask) == pcie
-        with pytest.raises(BusError):   # read-only: the build decides
+        with pytest.raises(BusError):  # read-only: the build decides
             await write(ctx, dut.bus, reg("FEATURES"), 0xFF)
         assert await read(ctx, dut.bus, reg("FEATURES")) == value
+
     run(tb, via=via, pcie=pcie)
 
 
 def test_strap_is_visible():
     async def tb(ctx, dut):
         assert await read(ctx, dut.bus, reg("NODE_ID_STRAP")) == 42
+
     run(tb, strap=42)
 
 
@@ -68,6 +72,7 @@ def test_scratch_write_with_byte_enables():
         assert await read(ctx, dut.bus, reg("SCRATCH")) == 0x11223344
         await write(ctx, dut.bus, reg("SCRATCH"), 0xAABBCCDD, sel=0b0101)
         assert await read(ctx, dut.bus, reg("SCRATCH")) == 0x11BB33DD
+
     run(tb)
 
 
@@ -77,10 +82,10 @@ def test_node_id_is_six_bits_and_drives_outputs():
         assert await read(ctx, dut.bus, reg("NODE_ID")) == 0x05
         assert ctx.get(dut.node_id) == 0x05
         ctrl = CTRL.register("CTRL")
-        await write(ctx, dut.bus, reg("CTRL"),
-                    ctrl.field("NODE_ID_VALID").mask | ctrl.field("NUMA_MODE").mask)
+        await write(ctx, dut.bus, reg("CTRL"), ctrl.field("NODE_ID_VALID").mask | ctrl.field("NUMA_MODE").mask)
         assert ctx.get(dut.ready) == 1 and ctx.get(dut.numa_mode) == 1
         assert await read(ctx, dut.bus, reg("STATUS")) == CTRL.register("STATUS").field("READY").mask
+
     run(tb)
 
 
@@ -91,6 +96,7 @@ def test_cycle_counter_advances_and_latches_high_word():
         second = await read(ctx, dut.bus, reg("CYCLES_LO"))
         assert second - first >= 10
         assert await read(ctx, dut.bus, reg("CYCLES_HI")) == 0
+
     run(tb)
 
 
@@ -100,10 +106,11 @@ def test_cycle_counter_high_word_is_latched_on_low_read():
         ctx.set(dut.cycles, (7 << 32) | 0xFFFF_FFF0)
         await ctx.tick()
         lo = await read(ctx, dut.bus, reg("CYCLES_LO"))
-        await ctx.tick().repeat(40)          # the live counter carries into the high word
+        await ctx.tick().repeat(40)  # the live counter carries into the high word
         hi = await read(ctx, dut.bus, reg("CYCLES_HI"))
         assert (hi, lo >= 0xFFFF_FFF0) == (7, True)
         assert ctx.get(dut.cycles) >> 32 == 8
+
     run(tb)
 
 
@@ -115,6 +122,7 @@ def test_write_to_read_only_register_is_an_error(name):
             await write(ctx, dut.bus, reg(name), 0x1234)
         if name in ("ID", "VERSION", "STATUS"):
             assert await read(ctx, dut.bus, reg(name)) == before
+
     run(tb)
 
 
@@ -127,4 +135,5 @@ def test_unmapped_offset_is_an_error():
         with pytest.raises(BusError):
             await write(ctx, dut.bus, hole, 1)
         assert await read(ctx, dut.bus, reg("ID")) == regmap.CARD_ID  # still answers afterwards
+
     run(tb)

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from numavia import cluster_session
-from numavia.soc import firmware
 from numavia.cluster_session import ClusterSession, SessionError
+from numavia.soc import firmware
 from numavia.soc.ring_launch import Spread
 
 STAND_IN = """#!{python}
@@ -40,12 +40,15 @@ def stand_in_build(tmp_path, name, *, nodes=2, exit_status=None, lifetime=600):
     (folder / "csr.json").write_text(json.dumps({"memories": {"rom": {"size": 64}}}))
     (folder / "firmware.bin").write_bytes(b"\x13\x00\x00\x00")
     model = folder / "model"
-    model.write_text(STAND_IN.format(python=sys.executable, nodes=nodes, exit_status=exit_status,
-                                     lifetime=lifetime))
+    model.write_text(STAND_IN.format(python=sys.executable, nodes=nodes, exit_status=exit_status, lifetime=lifetime))
     model.chmod(0o755)
-    return SimpleNamespace(config=SimpleNamespace(nodes=nodes), soc_dir=folder, model=model,
-                           firmware=firmware.Image(firmware.BARE_METAL, folder / "firmware.bin", firmware.ROM),
-                           mpi_model=None)
+    return SimpleNamespace(
+        config=SimpleNamespace(nodes=nodes),
+        soc_dir=folder,
+        model=model,
+        firmware=firmware.Image(firmware.BARE_METAL, folder / "firmware.bin", firmware.ROM),
+        mpi_model=None,
+    )
 
 
 def serving(build, run_dir, **kwargs):
@@ -75,8 +78,8 @@ def test_nodes_that_never_get_ready_time_out_and_the_simulator_is_stopped(tmp_pa
     session = serving(stand_in_build(tmp_path, "silent", lifetime=3), tmp_path / "run", ready_timeout=1.0)
     with pytest.raises(SessionError, match=r"not ready after 1.0 s \(waiting until every node was ready"):
         session.__enter__()
-    assert all(p.poll() is not None for _, p in session.ring.procs)   # waited for (or killed), not left running
-    assert bindable(session.port, 1)   # its ports are free again
+    assert all(p.poll() is not None for _, p in session.ring.procs)  # waited for (or killed), not left running
+    assert bindable(session.port, 1)  # its ports are free again
 
 
 def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
@@ -99,7 +102,7 @@ def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
         with pytest.raises(SessionError, match="status 4"):
             other.__enter__()
         assert other.port != booting.port
-        assert thread.is_alive()      # the first session is still waiting for its nodes, not timed out
+        assert thread.is_alive()  # the first session is still waiting for its nodes, not timed out
     finally:
         booting.ring.kill()
         thread.join()

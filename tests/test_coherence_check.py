@@ -1,8 +1,9 @@
 """The coherence checker itself, on hand-written histories and states."""
 
-from numavia.gateware.microcode.coherence_check import Access, NodeView, check_history, check_quiescent
-from numavia.base.coherence import CacheState as C, MemoryState as M
+from numavia.base.coherence import CacheState as C
+from numavia.base.coherence import MemoryState as M
 from numavia.base.sci_packet import line_address
+from numavia.gateware.microcode.coherence_check import Access, NodeView, check_history, check_quiescent
 
 A = 0x100
 

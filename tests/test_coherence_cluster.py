@@ -56,7 +56,7 @@ def test_random_sharing_with_32_byte_lines_is_coherent(tmp_path):
     run, counters = stress(tmp_path, 4, 4000, config, seed=7, words=8)
     assert total(counters, "RAC_NACKS_SENT") > 0 and total(counters, "RAC_ROLLOUTS") > 0
     assert total(counters, "RAC_PURGES") > 0 and total(counters, "LAC_CACHE_READ_HITS") > 0
-    assert {a.addr % 32 for a in run.accesses} == set(range(0, 32, 4))    # every word of the lines
+    assert {a.addr % 32 for a in run.accesses} == set(range(0, 32, 4))  # every word of the lines
     assert {len(words) for n in cb.node_views(run.state, config, 2) for words in n.memory.values()} == {8}
 
 
@@ -74,11 +74,12 @@ def test_ring_bit_errors_are_survived(tmp_path):
 
 def test_lost_and_duplicated_ring_packets_are_survived(tmp_path):
     # Each hop long enough to hold a packet's copy (ring_link.hpp writes copies over idle symbols).
-    run, counters = stress(tmp_path, 4, 2000, seed=6, ring_drop=0.01, ring_duplicate=0.01,
-                           ring_delay=cb.duplicating_ring_delay())
+    run, counters = stress(
+        tmp_path, 4, 2000, seed=6, ring_drop=0.01, ring_duplicate=0.01, ring_delay=cb.duplicating_ring_delay()
+    )
     assert run.state["ring_dropped"] > 0 and run.state["ring_duplicated"] > 0
-    assert total(counters, "RING_TIMEOUTS") > 0        # losses (of packets or echoes) resent
-    assert total(counters, "RING_DUPLICATES") > 0      # copies recognised by their alternating bit
+    assert total(counters, "RING_TIMEOUTS") > 0  # losses (of packets or echoes) resent
+    assert total(counters, "RING_DUPLICATES") > 0  # copies recognised by their alternating bit
 
 
 def test_numa_mode_caches_nothing(tmp_path):

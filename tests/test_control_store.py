@@ -4,19 +4,18 @@ behaviour before the store is loaded (requests answered NOT_READY, misses comple
 from pathlib import Path
 
 from amaranth.sim import Simulator
-
-from numavia.base import regmap
-from numavia.gateware.host_port import HostAddressMap
-from numavia.gateware.local_side import CacheGeometry
-from numavia.base.microcode import isa
-from numavia.base.microcode.assembler import assemble
-from numavia.base.sci_packet import Command, PacketType, Status
-from numavia.base.sci_packet import Packet
-from numavia.gateware.bfm import recv, send
-from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
-
 from support.cosim import Engine, packet_fields
 from support.sim import run_simulation
+
+from numavia.base import regmap
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import assemble
+from numavia.base.sci_packet import Command, Packet, PacketType, Status
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
+from numavia.gateware.host_port import HostAddressMap
+from numavia.gateware.local_side import CacheGeometry
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text())
 RAC = regmap.RAC
@@ -61,7 +60,7 @@ def test_image_loads_reads_back_and_is_locked_once_loaded():
         assert status & 1 and not status & 2
         await write(ctx, bus, reg("UCODE_ADDR"), 0)
         await write(ctx, bus, reg("UCODE_WDATA_LO"), 0)
-        await write(ctx, bus, reg("UCODE_WDATA_HI"), 0)           # refused: the store is in use
+        await write(ctx, bus, reg("UCODE_WDATA_HI"), 0)  # refused: the store is in use
         assert await read(ctx, bus, reg("STATUS")) & 2
         assert await read(ctx, bus, reg("UCODE_RDATA_LO")) == words[0] & 0xFFFFFFFF
 
@@ -70,12 +69,10 @@ def test_image_loads_reads_back_and_is_locked_once_loaded():
 
 def test_before_loading_requests_get_not_ready_and_misses_fail():
     async def tb(ctx, dut, amap):
-        request = Packet(target=1, source=2, ptype=PacketType.REQUEST, cmd=Command.MREAD, tid=3,
-                         addr=1 << 26 | 0x40)
+        request = Packet(target=1, source=2, ptype=PacketType.REQUEST, cmd=Command.MREAD, tid=3, addr=1 << 26 | 0x40)
         await send(ctx, dut.recv_header, packet_fields(request))
         answer = await recv(ctx, dut.send_header)
-        assert (answer.target, answer.ptype, answer.status, answer.tid) == (2, PacketType.RESPONSE,
-                                                                            Status.NOT_READY, 3)
+        assert (answer.target, answer.ptype, answer.status, answer.tid) == (2, PacketType.RESPONSE, Status.NOT_READY, 3)
         # A read of another node's line misses and completes with an error, one beat per word.
         await send(ctx, dut.host.req, {"addr": 2 * amap.slice_bytes, "write": 0, "count": 2})
         beats = [await recv(ctx, dut.host.resp) for _ in range(2)]

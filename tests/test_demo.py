@@ -21,8 +21,18 @@ def test_demo_on_two_nodes_reports_every_step(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     for step in ("[1/6 build]", "[2/6 boot]", "[3/6 latency]", "[4/6 rdma]", "[5/6 kernels]", "[6/6 report]"):
         assert step in proc.stderr
-    for name in ("demo.md", "demo.json", "latency.md", "latency.png", "kernels.md", "kernels.csv", "kernels.png",
-                 "via_bench.md", "via_bench.csv", "via_bench.png"):
+    for name in (
+        "demo.md",
+        "demo.json",
+        "latency.md",
+        "latency.png",
+        "kernels.md",
+        "kernels.csv",
+        "kernels.png",
+        "via_bench.md",
+        "via_bench.csv",
+        "via_bench.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     figures = json.loads((out / "demo.json").read_text())["figures"]
     assert [b["node"] for b in figures["boot"]] == [0, 1]
@@ -57,7 +67,7 @@ def test_a_failing_run_names_the_step_and_the_node(tmp_path):
     traces = tmp_path / "traces"
     traces.mkdir()
     trace.write_trace(traces / "node0.trace", 0, [trace.read_access(0x40), trace.barrier(1)])
-    beyond = amap.private_base + amap.private_bytes + 0x40          # in the window, in no memory
+    beyond = amap.private_base + amap.private_bytes + 0x40  # in the window, in no memory
     trace.write_trace(traces / "node1.trace", 1, [trace.read_access(beyond), trace.barrier(1)])
     with pytest.raises(DemoError, match=r"bad-access .*node 1: 1 host-port access\(es\) answered with an error"):
         demo.simulate("bad-access", trace_dir=traces)

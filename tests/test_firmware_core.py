@@ -1,7 +1,6 @@
 """The portable firmware core, compiled for the host (with ASan/UBSan) against a fake card."""
 
 import subprocess
-from pathlib import Path
 
 from numavia.base import codegen
 from numavia.base.paths import REPO_ROOT
@@ -10,8 +9,18 @@ from numavia.base.paths import REPO_ROOT
 def test_firmware_core_unit_tests(tmp_path):
     gen = tmp_path / "generated"
     codegen.write_all(gen)
-    subprocess.run(["make", "-s", "-C", str(REPO_ROOT / "firmware/tests"), f"BUILD_DIR={tmp_path}",
-                    f"GEN_DIR={gen}", str(tmp_path / "test_core")], check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO_ROOT / "firmware/tests"),
+            f"BUILD_DIR={tmp_path}",
+            f"GEN_DIR={gen}",
+            str(tmp_path / "test_core"),
+        ],
+        check=True,
+    )
     result = subprocess.run([str(tmp_path / "test_core")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     checks, failures = (int(w) for w in result.stdout.split()[::2][:2])

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from numavia.soc.firmware import build_firmware
 from numavia.soc import sim
+from numavia.soc.firmware import build_firmware
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,9 @@ MAY_CALL = {"via_bench": {"nv_log"}, "pushpull": {"nv_log", "memset"}}
 
 @pytest.fixture(scope="module")
 def image():
-    elf = build_firmware(sim.build_soc(sim.SimConfig(nodes=2), log=lambda m: None),
-                         log=lambda m: None).with_name("firmware.elf")
+    elf = build_firmware(sim.build_soc(sim.SimConfig(nodes=2), log=lambda m: None), log=lambda m: None).with_name(
+        "firmware.elf"
+    )
     return elf, elf.with_name("firmware.map").read_text()
 
 
@@ -40,22 +41,36 @@ def input_sections(link_map, group):
 
 
 def group_range(link_map, group):
-    (start, size), = input_sections(link_map, group)
+    ((start, size),) = input_sections(link_map, group)
     return start, start + size
 
 
 def functions(elf):
     """{name: address} of the image's functions (LTO suffixes such as .constprop.0 dropped)."""
     out = subprocess.run([CROSS + "nm", str(elf)], capture_output=True, text=True, check=True).stdout
-    return {name.split(".")[0]: int(addr, 16) for addr, kind, name in
-            (line.split() for line in out.splitlines() if len(line.split()) == 3) if kind in "tT"}
+    return {
+        name.split(".")[0]: int(addr, 16)
+        for addr, kind, name in (line.split() for line in out.splitlines() if len(line.split()) == 3)
+        if kind in "tT"
+    }
 
 
 def calls_out(elf, start, end, may_call=frozenset()):
     """Instructions in [start, end) that transfer control outside it, other than direct calls of
     the functions in ``may_call``: (address, text)."""
-    out = subprocess.run([CROSS + "objdump", "-d", "--no-show-raw-insn", f"--start-address={start:#x}",
-                          f"--stop-address={end:#x}", str(elf)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            CROSS + "objdump",
+            "-d",
+            "--no-show-raw-insn",
+            f"--start-address={start:#x}",
+            f"--stop-address={end:#x}",
+            str(elf),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     leaving = []
     for line in out.splitlines():
         jump = re.match(r"\s*([0-9a-f]+):\s+(jal|j)\s+(?:\w+,)?([0-9a-f]+) <([^>+]+)", line)

@@ -3,21 +3,29 @@
 that is not posted yet, credits, refusals; two endpoints joined by a minimal engine model that
 checks every segment against the ATT the library wrote (firmware/tests/test_pushpull.c)."""
 
+import re
 import subprocess
 
-import re
-
-from numavia.base import codegen
+from numavia.base import codegen, via_mailbox
 from numavia.base import pushpull_format as ppf
 from numavia.base.paths import REPO_ROOT
-from numavia.base import via_mailbox
 
 
 def test_pushpull_unit_tests(tmp_path):
     gen = tmp_path / "generated"
     codegen.write_all(gen)
-    subprocess.run(["make", "-s", "-C", str(REPO_ROOT / "firmware/tests"), f"BUILD_DIR={tmp_path}",
-                    f"GEN_DIR={gen}", str(tmp_path / "test_pushpull")], check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO_ROOT / "firmware/tests"),
+            f"BUILD_DIR={tmp_path}",
+            f"GEN_DIR={gen}",
+            str(tmp_path / "test_pushpull"),
+        ],
+        check=True,
+    )
     result = subprocess.run([str(tmp_path / "test_pushpull")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     checks, failures = (int(w) for w in result.stdout.split()[::2][:2])

@@ -10,8 +10,18 @@ from numavia.base.paths import REPO_ROOT
 def test_via_manager_unit_tests(tmp_path):
     gen = tmp_path / "generated"
     codegen.write_all(gen)
-    subprocess.run(["make", "-s", "-C", str(REPO_ROOT / "firmware/tests"), f"BUILD_DIR={tmp_path}",
-                    f"GEN_DIR={gen}", str(tmp_path / "test_via")], check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO_ROOT / "firmware/tests"),
+            f"BUILD_DIR={tmp_path}",
+            f"GEN_DIR={gen}",
+            str(tmp_path / "test_via"),
+        ],
+        check=True,
+    )
     result = subprocess.run([str(tmp_path / "test_via")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     checks, failures = (int(w) for w in result.stdout.split()[::2][:2])

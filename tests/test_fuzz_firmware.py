@@ -14,8 +14,18 @@ CORPUS = REPO_ROOT / "firmware/tests/fuzz_corpus"
 def build(tmp_path):
     gen = tmp_path / "generated"
     codegen.write_all(gen)
-    subprocess.run(["make", "-s", "-C", str(REPO_ROOT / "firmware/tests"), f"BUILD_DIR={tmp_path}",
-                    f"GEN_DIR={gen}", str(tmp_path / "fuzz_firmware")], check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO_ROOT / "firmware/tests"),
+            f"BUILD_DIR={tmp_path}",
+            f"GEN_DIR={gen}",
+            str(tmp_path / "fuzz_firmware"),
+        ],
+        check=True,
+    )
     return tmp_path / "fuzz_firmware"
 
 
@@ -27,9 +37,21 @@ def test_firmware_fuzz_target(tmp_path):
     assert replay.returncode == 0, replay.stderr[-3000:]
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    run = subprocess.run([str(binary), "-runs=60000", "-seed=1", "-max_len=4096", "-max_total_time=120",
-                          f"-artifact_prefix={tmp_path}/", str(corpus), str(CORPUS)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            str(binary),
+            "-runs=60000",
+            "-seed=1",
+            "-max_len=4096",
+            "-max_total_time=120",
+            f"-artifact_prefix={tmp_path}/",
+            str(corpus),
+            str(CORPUS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     found = sorted(p.name for p in tmp_path.glob("crash-*"))
     assert run.returncode == 0 and not found, f"{found}\n{run.stderr[-3000:]}"
     assert "Done 60000 runs" in run.stderr or "DONE" in run.stderr

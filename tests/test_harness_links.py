@@ -24,8 +24,22 @@ def verilator_include():
 @pytest.mark.parametrize("source", UNIT_TESTS, ids=[p.stem for p in UNIT_TESTS])
 def test_link_model(tmp_path, source):
     binary = tmp_path / source.stem
-    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-fsanitize=address,undefined",
-                    f"-I{verilator_include()}", f"-I{HARNESS}", str(source), "-o", str(binary)], check=True)
-    result = subprocess.run([str(binary)], cwd=tmp_path, capture_output=True, text=True)   # files it writes stay there
+    subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-fsanitize=address,undefined",
+            f"-I{verilator_include()}",
+            f"-I{HARNESS}",
+            str(source),
+            "-o",
+            str(binary),
+        ],
+        check=True,
+    )
+    result = subprocess.run([str(binary)], cwd=tmp_path, capture_output=True, text=True)  # files it writes stay there
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "0 failures"

@@ -32,8 +32,8 @@ def test_pages_are_scattered_but_keep_the_in_page_offset():
     buf = AddressSpace(mem).alloc(3 * PAGE_SIZE, offset=0x123)
     assert len(buf.pages) == 4 and not buf.contiguous
     assert buf.va & 0xFFF == 0x123 and buf.pa(0) & 0xFFF == 0x123
-    assert buf.pa(PAGE_SIZE - 0x123) == buf.pages[1]          # the second page starts a page
-    assert buf.va >= 1 << 32                                  # a 64-bit address space
+    assert buf.pa(PAGE_SIZE - 0x123) == buf.pages[1]  # the second page starts a page
+    assert buf.va >= 1 << 32  # a 64-bit address space
 
 
 def test_bytes_round_trip_across_pages_at_any_alignment():
@@ -42,7 +42,7 @@ def test_bytes_round_trip_across_pages_at_any_alignment():
     data = bytes(range(256)) * 40
     buf.write(data[:9001], 77)
     assert buf.read(9001, 77) == data[:9001]
-    assert buf.read(3, 74) == b"\0\0\0"                        # neighbours untouched
+    assert buf.read(3, 74) == b"\0\0\0"  # neighbours untouched
     with pytest.raises(HostMemoryError):
         buf.write(b"xx", 9999)
 

@@ -49,7 +49,7 @@ def test_rows_live_in_their_owners_slice():
     for p in range(4):
         for r in arrays.rows("x", p):
             assert owner(arrays.row_address("x", r)) == owner(arrays.row_address("y", r)) == p
-    assert arrays.row_address("y", 0) == arrays.row_address("x", 7) + 128   # packed after x's rows
+    assert arrays.row_address("y", 0) == arrays.row_address("x", 7) + 128  # packed after x's rows
 
 
 def test_bad_shapes_are_refused():
@@ -65,7 +65,7 @@ def test_bad_shapes_are_refused():
 def test_every_node_meets_every_barrier_and_idle_nodes_only_barriers():
     _, records = record(Jacobi(sweeps=3), 2, 4)
     barriers = {n: [r.addr for r in recs if r.kind == trace.Kind.BARRIER] for n, recs in records.items()}
-    assert all(b == [0, 1, 2, 3] for b in barriers.values())          # initialisation + 3 sweeps
+    assert all(b == [0, 1, 2, 3] for b in barriers.values())  # initialisation + 3 sweeps
     assert all(r.kind == trace.Kind.BARRIER for n in (2, 3) for r in records[n])
 
 
@@ -95,11 +95,11 @@ def test_matmul_reads_all_of_b_for_every_row_jacobi_reads_halo_once_per_sweep():
     MatMul().record(arrays)
     b_lines = {arrays.row_address("B", k) + 64 * i for k in range(32) for i in range(4)}
     reads = [r.addr for r in arrays.machine.recorders[2].records if r.kind == trace.Kind.READ and r.addr in b_lines]
-    assert len(reads) == 8 * len(b_lines)                  # 8 rows of C, all of B each time
+    assert len(reads) == 8 * len(b_lines)  # 8 rows of C, all of B each time
     arrays = row_arrays(4)
     Jacobi(sweeps=2).record(arrays)
     remote = [r for r in arrays.machine.recorders[1].records if r.kind == trace.Kind.READ and owner(r.addr) != 1]
-    assert len(remote) == 2 * 2 * 4                        # 2 halo rows x 2 sweeps x 4 lines
+    assert len(remote) == 2 * 2 * 4  # 2 halo rows x 2 sweeps x 4 lines
 
 
 def test_a_wrong_result_is_caught(tmp_path):
@@ -107,6 +107,7 @@ def test_a_wrong_result_is_caught(tmp_path):
     class Broken(Jacobi):
         def record(self, arrays):
             return super().record(arrays) + 1e-3
+
     with pytest.raises(KernelError, match="disagrees"):
         write_traces(Broken(), AMAP, 2, 2, tmp_path)
     counts = write_traces(Jacobi(), AMAP, 2, 3, tmp_path)

@@ -14,8 +14,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Imports allowed inside a function or class body, as (file, imported module): reason.
 FUNCTION_IMPORT_ALLOWED: dict[tuple[str, str], str] = {
-    ("host/numavia/cli/bench.py", "numavia.bench.pcie"):
-        "needs cocotbext-pcie, an optional extra: every other command must work without it",
+    (
+        "host/numavia/cli/bench.py",
+        "numavia.bench.pcie",
+    ): "needs cocotbext-pcie, an optional extra: every other command must work without it",
 }
 
 LAYERS = ("base", "gateware", "soc/boards", "host tools")
@@ -23,8 +25,7 @@ LAYERS = ("base", "gateware", "soc/boards", "host tools")
 
 def layer_of(module: str) -> int:
     """The layer index of a `numavia` module (0 = base ... 3 = host tools)."""
-    for prefix, layer in (("numavia.base", 0), ("numavia.gateware", 1),
-                          ("numavia.soc", 2), ("numavia.boards", 2)):
+    for prefix, layer in (("numavia.base", 0), ("numavia.gateware", 1), ("numavia.soc", 2), ("numavia.boards", 2)):
         if module == prefix or module.startswith(prefix + "."):
             return layer
     return 3
@@ -32,11 +33,11 @@ def layer_of(module: str) -> int:
 
 @dataclass(frozen=True)
 class Import:
-    source: str          # importing module
-    target: str          # imported `numavia` module (the longest known prefix)
-    where: str           # file:line
-    nested: bool         # inside a function or class body
-    on_import: bool      # runs on import (not under `if TYPE_CHECKING:` or `if __name__ == "__main__":`)
+    source: str  # importing module
+    target: str  # imported `numavia` module (the longest known prefix)
+    where: str  # file:line
+    nested: bool  # inside a function or class body
+    on_import: bool  # runs on import (not under `if TYPE_CHECKING:` or `if __name__ == "__main__":`)
 
 
 def package_modules(root: Path) -> dict[str, Path]:
@@ -57,19 +58,23 @@ def _skipped_on_import(test: ast.expr) -> bool:
     script's entry point): the body does not run when the module is imported."""
     if isinstance(test, (ast.Name, ast.Attribute)):
         return getattr(test, "id", getattr(test, "attr", None)) == "TYPE_CHECKING"
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
-            and test.left.id == "__name__" and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__")
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
 
 
 def _import_statements(tree: ast.Module):
     """(node, nested, on_import) for every import statement in a module."""
+
     def walk(node, nested, on_import):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 yield child, nested, on_import
-            inner = nested or isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
             if isinstance(child, ast.If) and _skipped_on_import(child.test):
                 for stmt in child.body:
                     yield from walk(ast.Module(body=[stmt], type_ignores=[]), inner, False)
@@ -77,6 +82,7 @@ def _import_statements(tree: ast.Module):
                     yield from walk(ast.Module(body=[stmt], type_ignores=[]), inner, on_import)
             else:
                 yield from walk(child, inner, on_import)
+
     yield from walk(tree, False, True)
 
 
@@ -98,11 +104,10 @@ def module_imports(module: str, path: Path, modules, root: Path) -> list[Import]
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             # `from pkg import name` loads pkg.name when that is a module, else just pkg
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                     for alias in node.names]
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
         where = f"{path.relative_to(root)}:{node.lineno}"
         for name in dict.fromkeys(names):
             target = _known(name, modules)
@@ -115,22 +120,24 @@ def module_imports(module: str, path: Path, modules, root: Path) -> list[Import]
 
 def import_graph(root: Path) -> list[Import]:
     modules = package_modules(root)
-    return [imp for module, path in modules.items()
-            for imp in module_imports(module, path, modules, root)]
+    return [imp for module, path in modules.items() for imp in module_imports(module, path, modules, root)]
 
 
 def upward_imports(imports: list[Import]) -> list[str]:
-    return [f"{imp.where}: {imp.source} ({LAYERS[layer_of(imp.source)]}) imports {imp.target} "
-            f"({LAYERS[layer_of(imp.target)]})"
-            for imp in imports
-            if imp.target.startswith("numavia") and layer_of(imp.target) > layer_of(imp.source)]
+    return [
+        f"{imp.where}: {imp.source} ({LAYERS[layer_of(imp.source)]}) imports {imp.target} "
+        f"({LAYERS[layer_of(imp.target)]})"
+        for imp in imports
+        if imp.target.startswith("numavia") and layer_of(imp.target) > layer_of(imp.source)
+    ]
 
 
 def nested_imports(imports: list[Import]) -> list[str]:
-    return [f"{imp.where}: {imp.source} imports {imp.target} inside a function or class"
-            for imp in imports
-            if imp.nested and imp.on_import
-            and (imp.where.rpartition(":")[0], imp.target) not in FUNCTION_IMPORT_ALLOWED]
+    return [
+        f"{imp.where}: {imp.source} imports {imp.target} inside a function or class"
+        for imp in imports
+        if imp.nested and imp.on_import and (imp.where.rpartition(":")[0], imp.target) not in FUNCTION_IMPORT_ALLOWED
+    ]
 
 
 def import_cycles(imports: list[Import]) -> list[list[Import]]:
@@ -191,9 +198,11 @@ def describe_cycle(cycle: list[Import]) -> str:
 
 def subpackage_cycles(imports: list[Import]) -> list[str]:
     """soc and boards share a layer; they may use each other in one direction only."""
-    directions = {(imp.source.split(".")[1], imp.target.split(".")[1]): imp.where
-                  for imp in imports if imp.on_import
-                  and layer_of(imp.source) == 2 and layer_of(imp.target) == 2}
+    directions = {
+        (imp.source.split(".")[1], imp.target.split(".")[1]): imp.where
+        for imp in imports
+        if imp.on_import and layer_of(imp.source) == 2 and layer_of(imp.target) == 2
+    }
     soc_boards, boards_soc = directions.get(("soc", "boards")), directions.get(("boards", "soc"))
     if soc_boards and boards_soc:
         return [f"soc imports boards ({soc_boards}) and boards imports soc ({boards_soc})"]
@@ -207,8 +216,15 @@ def imports():
 
 def test_every_mapped_folder_holds_modules():
     modules = package_modules(REPO)
-    for package in ("numavia.base", "numavia.gateware", "numavia.soc", "numavia.boards",
-                    "numavia.base.errors", "numavia.gateware.card", "numavia.session"):
+    for package in (
+        "numavia.base",
+        "numavia.gateware",
+        "numavia.soc",
+        "numavia.boards",
+        "numavia.base.errors",
+        "numavia.gateware.card",
+        "numavia.session",
+    ):
         assert package in modules
 
 
@@ -235,10 +251,11 @@ def test_allow_list_entries_still_needed(imports):
 
 # The checker itself, on a small made-up package laid out like the real one.
 
+
 def _fake_repo(tmp_path: Path, files: dict[str, str]) -> Path:
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.setuptools.package-dir]\n"numavia" = "host/numavia"\n'
-        '"numavia.gateware" = "gateware"\n')
+        '[tool.setuptools.package-dir]\n"numavia" = "host/numavia"\n"numavia.gateware" = "gateware"\n'
+    )
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
@@ -249,32 +266,44 @@ def _fake_repo(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_checker_finds_upward_relative_import(tmp_path):
-    root = _fake_repo(tmp_path, {
-        "host/numavia/session.py": "",
-        "host/numavia/base/errors.py": "from ..session import x\n",
-    })
+    root = _fake_repo(
+        tmp_path,
+        {
+            "host/numavia/session.py": "",
+            "host/numavia/base/errors.py": "from ..session import x\n",
+        },
+    )
     assert upward_imports(import_graph(root)) == [
-        "host/numavia/base/errors.py:1: numavia.base.errors (base) imports numavia.session "
-        "(host tools)"]
+        "host/numavia/base/errors.py:1: numavia.base.errors (base) imports numavia.session (host tools)"
+    ]
 
 
 def test_checker_finds_nested_import_but_not_type_checking(tmp_path):
-    root = _fake_repo(tmp_path, {
-        "gateware/card.py": (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import ring\n"
-            "def build():\n    import json\n"),
-        "gateware/ring.py": "",
-    })
+    root = _fake_repo(
+        tmp_path,
+        {
+            "gateware/card.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import ring\n"
+                "def build():\n    import json\n"
+            ),
+            "gateware/ring.py": "",
+        },
+    )
     assert nested_imports(import_graph(root)) == [
-        "gateware/card.py:5: numavia.gateware.card imports json inside a function or class"]
+        "gateware/card.py:5: numavia.gateware.card imports json inside a function or class"
+    ]
 
 
 def test_checker_reports_a_cycle_through_from_import(tmp_path):
-    root = _fake_repo(tmp_path, {
-        "gateware/a.py": "from numavia.gateware import b\n",
-        "gateware/b.py": "import numavia.gateware.c\n",
-        "gateware/c.py": "from .a import thing\n",
-    })
+    root = _fake_repo(
+        tmp_path,
+        {
+            "gateware/a.py": "from numavia.gateware import b\n",
+            "gateware/b.py": "import numavia.gateware.c\n",
+            "gateware/c.py": "from .a import thing\n",
+        },
+    )
     assert [describe_cycle(cycle) for cycle in import_cycles(import_graph(root))] == [
         "numavia.gateware.a -> numavia.gateware.b (gateware/a.py:1) -> "
-        "numavia.gateware.c (gateware/b.py:1) -> numavia.gateware.a (gateware/c.py:1)"]
+        "numavia.gateware.c (gateware/b.py:1) -> numavia.gateware.a (gateware/c.py:1)"
+    ]

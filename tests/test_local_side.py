@@ -9,19 +9,20 @@ from dataclasses import replace
 
 import pytest
 from amaranth.sim import Simulator
+from support.sim import run_simulation
 
 from numavia.base import regmap
-from numavia.base.coherence import CacheState as C, LINE_BYTES, MemoryState as M
+from numavia.base.coherence import LINE_BYTES, cache_set
+from numavia.base.coherence import CacheState as C
+from numavia.base.coherence import MemoryState as M
+from numavia.base.microcode.isa import LocalKind
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as wb_read
+from numavia.gateware.bfm import wishbone_write as wb_write
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry, LocalSide
 from numavia.gateware.memory_controller import MemSpace
-from numavia.base.microcode.isa import LocalKind
 from numavia.gateware.tag_store import TagOp
-from numavia.base.coherence import cache_set
-from numavia.gateware.bfm import recv, send
-from numavia.gateware.bfm import wishbone_read as wb_read, wishbone_write as wb_write
-
-from support.sim import run_simulation
 
 NODE = 1
 AMAP = HostAddressMap(slice_bytes=4096, max_nodes=4, private_bytes=1024)
@@ -58,13 +59,13 @@ class Bench:
         self.world = World(self.rng)
         self.numa = numa
         self.slow = slow_sequencer
-        self.dirty_home_lines = set(dirty_home_lines)   # own lines the bench marks GONE/FRESH
+        self.dirty_home_lines = set(dirty_home_lines)  # own lines the bench marks GONE/FRESH
         self.dut = LocalSide(address_map=AMAP, geometry=geometry)
-        self.results = []            # (op, observed)
+        self.results = []  # (op, observed)
         self.fills = 0
         self.evictions = 0
         self.write_misses_checked = 0
-        self.cache = {}              # bench's view: line -> (set, way, state)
+        self.cache = {}  # bench's view: line -> (set, way, state)
         self.misses_seen = 0
 
     # --- the host ------------------------------------------------------------------------------
@@ -146,11 +147,15 @@ class Bench:
             if state == C.ONLY_DIRTY:
                 base = self.line_bytes_addr(victim)
                 for w in range(self.words):
-                    self.world.words[base + 4 * w] = await self.mem(ctx, MemSpace.CACHE, self.cache_index(victim, way, w))
+                    self.world.words[base + 4 * w] = await self.mem(
+                        ctx, MemSpace.CACHE, self.cache_index(victim, way, w)
+                    )
             self.evictions += 1
         base = self.line_bytes_addr(line)
         for w in range(self.words):
-            await self.mem(ctx, MemSpace.CACHE, self.cache_index(line, way, w), write=1, data=self.world.get(base + 4 * w))
+            await self.mem(
+                ctx, MemSpace.CACHE, self.cache_index(line, way, w), write=1, data=self.world.get(base + 4 * w)
+            )
         state = C.ONLY_DIRTY if dirty else C.ONLY_FRESH
         await self.tag(ctx, TagOp.WRITE_TAG, addr=line, way=way, state=state)
         await self.tag(ctx, TagOp.TOUCH, addr=line, way=way)
@@ -161,7 +166,7 @@ class Bench:
     async def sequencer(self, ctx):
         dut = self.dut
         while True:
-            for _ in range(self.slow):       # a busy sequencer: the miss waits
+            for _ in range(self.slow):  # a busy sequencer: the miss waits
                 await ctx.tick()
             miss = await recv(ctx, dut.miss.miss)
             self.misses_seen += 1
@@ -184,7 +189,9 @@ class Bench:
                     if be:
                         self.world.put(base + 4 * i, data, be)
                 for w in range(self.words):
-                    await self.mem(ctx, MemSpace.HOME, (line & 0x3FFFFFF) // 4 + w, write=1, data=self.world.get(base + 4 * w))
+                    await self.mem(
+                        ctx, MemSpace.HOME, (line & 0x3FFFFFF) // 4 + w, write=1, data=self.world.get(base + 4 * w)
+                    )
                 await self.tag(ctx, TagOp.WRITE_DIR, addr=line, mstate=M.HOME, lock=0, head=0)
                 self.dirty_home_lines.discard(line)
             elif self.numa:
@@ -208,17 +215,20 @@ class Bench:
                 await send(ctx, dut.miss.done, {"data": 0, "error": 0, "last": 1})
             else:
                 for i in range(count):
-                    await send(ctx, dut.miss.done, {"data": self.world.get(base + 4 * (word + i)),
-                                                    "error": 0, "last": i == count - 1})
+                    await send(
+                        ctx,
+                        dut.miss.done,
+                        {"data": self.world.get(base + 4 * (word + i)), "error": 0, "last": i == count - 1},
+                    )
 
     # --- random traffic -------------------------------------------------------------------------
 
     def random_access(self):
         rng = self.rng
         region = rng.random()
-        if region < 0.25:                                   # own slice
+        if region < 0.25:  # own slice
             base = NODE * AMAP.slice_bytes + rng.choice([0, 1, 2, 5]) * LINE_BYTES
-        elif region < 0.85:                                 # other nodes' slices: a small hot set
+        elif region < 0.85:  # other nodes' slices: a small hot set
             home = rng.choice([0, 2, 3])
             base = home * AMAP.slice_bytes + rng.choice([0, 4, 8, 13, 21]) * LINE_BYTES
         else:
@@ -264,7 +274,7 @@ class Bench:
 
 
 def expect_reads(bench, reference_reads):
-    for ((write, addr, count, _, _), beats), expected in zip(bench.results, reference_reads):
+    for ((_write, addr, count, _, _), beats), expected in zip(bench.results, reference_reads):
         if expected is not None:
             assert [d for d, _ in beats] == expected, f"read {count} at {addr:#x}"
 
@@ -286,7 +296,7 @@ def run_random(bench, n):
         pass
 
     bench.run(accesses, checks)
-    for ((write, addr, count, _, _), beats) in bench.results:
+    for (write, _addr, count, _, _), beats in bench.results:
         assert not any(e for _, e in beats)
         assert len(beats) == (1 if write else count)
     expect_reads(bench, expected)
@@ -308,11 +318,14 @@ def test_counters_match_the_traffic(line_bytes):
     async def checks(ctx, b):
         async def read(name):
             return await wb_read(ctx, b.dut.bus, regmap.LAC.register(name).offset)
-        hits = [await read(n) for n in ("HOME_READ_HITS", "HOME_WRITE_HITS", "CACHE_READ_HITS",
-                                       "CACHE_WRITE_HITS", "PRIVATE_ACCESSES")]
+
+        hits = [
+            await read(n)
+            for n in ("HOME_READ_HITS", "HOME_WRITE_HITS", "CACHE_READ_HITS", "CACHE_WRITE_HITS", "PRIVATE_ACCESSES")
+        ]
         misses = await read("READ_MISSES") + await read("WRITE_MISSES")
         assert misses == b.misses_seen > 0
-        assert all(h > 0 for h in hits), hits     # every hit path was taken
+        assert all(h > 0 for h in hits), hits  # every hit path was taken
         line_accesses = sum(len(expected_pieces(a, c, b.words)) for _, a, c, _, _ in accesses)
         assert sum(hits) + misses == await read("ACCESSES") == line_accesses
         assert await read("ACCESS_CYCLES") >= 2 * line_accesses
@@ -321,8 +334,12 @@ def test_counters_match_the_traffic(line_bytes):
         value = await read("GEOMETRY")
         assert geometry.field("WAYS").extract(value) == GEOMETRY.ways
         assert 1 << geometry.field("LINE_BITS").extract(value) == line_bytes
-        await wb_write(ctx, b.dut.bus, regmap.LAC.register("COMMAND").offset,
-                       regmap.LAC.register("COMMAND").field("CLEAR_COUNTERS").mask)
+        await wb_write(
+            ctx,
+            b.dut.bus,
+            regmap.LAC.register("COMMAND").offset,
+            regmap.LAC.register("COMMAND").field("CLEAR_COUNTERS").mask,
+        )
         assert await read("ACCESSES") == 0
 
     bench.run(accesses, checks)
@@ -356,25 +373,30 @@ def test_own_lines_that_are_shared_elsewhere_go_to_the_sequencer():
     async def checks(ctx, b):
         hits = await wb_read(ctx, b.dut.bus, regmap.LAC.register("HOME_READ_HITS").offset)
         misses = await wb_read(ctx, b.dut.bus, regmap.LAC.register("READ_MISSES").offset)
-        assert (misses, hits) == (1, 1)     # GONE: a miss; back HOME: a hit
+        assert (misses, hits) == (1, 1)  # GONE: a miss; back HOME: a hit
 
     bench.run(accesses, checks)
     assert not bench.dirty_home_lines
 
 
-@pytest.mark.parametrize("write, addr, count", [
-    (0, AMAP.private_base + AMAP.private_bytes, 1),           # past the private memory
-    (1, AMAP.private_base + AMAP.private_bytes + 64, 2),
-    (0, AMAP.window_bytes - 4, 1),
-    (1, 0x10 + 2, 1),                                        # unaligned
-    (0, 0, 0),                                               # no words
-])
+@pytest.mark.parametrize(
+    "write, addr, count",
+    [
+        (0, AMAP.private_base + AMAP.private_bytes, 1),  # past the private memory
+        (1, AMAP.private_base + AMAP.private_bytes + 64, 2),
+        (0, AMAP.window_bytes - 4, 1),
+        (1, 0x10 + 2, 1),  # unaligned
+        (0, 0, 0),  # no words
+    ],
+)
 def test_accesses_outside_every_region_are_errors_and_change_nothing(write, addr, count):
     bench = Bench(seed=6)
     probe = AMAP.private_base + 4
-    accesses = [(1, probe, 1, [0x1234], [0xF]),
-                (write, addr, count, [0xDEAD] * max(count, 0), [0xF] * max(count, 0)),
-                (0, probe, 1, [0], [0])]
+    accesses = [
+        (1, probe, 1, [0x1234], [0xF]),
+        (write, addr, count, [0xDEAD] * max(count, 0), [0xF] * max(count, 0)),
+        (0, probe, 1, [0], [0]),
+    ]
 
     async def checks(ctx, b):
         errors = await wb_read(ctx, b.dut.bus, regmap.LAC.register("ERRORS").offset)
@@ -415,8 +437,10 @@ def test_debug_reads_show_tags_directory_and_memory():
     line = NODE << 26 | 5 * LINE_BYTES
     bench = Bench(seed=10, dirty_home_lines={line})
     remote = 2 * AMAP.slice_bytes + 4 * LINE_BYTES
-    accesses = [(1, remote + 8, 1, [0xABCD0123], [0xF]),            # a write miss: ONLY_DIRTY fill
-                (1, AMAP.private_base + 12, 1, [0x600D], [0xF])]
+    accesses = [
+        (1, remote + 8, 1, [0xABCD0123], [0xF]),  # a write miss: ONLY_DIRTY fill
+        (1, AMAP.private_base + 12, 1, [0x600D], [0xF]),
+    ]
     lac = regmap.LAC
 
     async def checks(ctx, b):
@@ -428,7 +452,7 @@ def test_debug_reads_show_tags_directory_and_memory():
             while await wb_read(ctx, bus, lac.register("STATUS").offset) & 2:
                 pass
 
-        await debug(0, line)                   # our own line, marked GONE by the bench
+        await debug(0, line)  # our own line, marked GONE by the bench
         d = await wb_read(ctx, bus, lac.register("DEBUG_DIR").offset)
         assert (d & 3, d >> 8 & 63) == (M.GONE, 2)
         remote_line = line_address(remote)

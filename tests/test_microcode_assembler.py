@@ -41,7 +41,7 @@ def test_real_microcode_assembles(tmp_path):
     program = assemble(SOURCE.read_text(), "sci.uasm")
     assert len(program.words) <= isa.CONTROL_STORE_DEPTH
     assert program.crc32 == image_crc32(program.words)
-    for slot in range(isa.VECTOR_TABLE_SIZE):   # the vector table is all jumps into the program
+    for slot in range(isa.VECTOR_TABLE_SIZE):  # the vector table is all jumps into the program
         op, values = isa.decode(program.words[slot])
         assert op.name == "JMP" and isa.VECTOR_TABLE_SIZE <= values["target"] < len(program.words)
     assert "h_mread:" in program.listing and "rollout:" in program.listing
@@ -60,9 +60,14 @@ def test_commands_outside_the_enum_land_on_the_invalid_vector():
     assert program.words[isa.request_vector(isa.Command.MREAD)] != invalid
 
 
-VECTORS = "\n".join([".vector request INVALID x"] +
-                    [f".vector request {c.name} x" for c in isa.Command] +
-                    [f".vector local {k.name} x" for k in isa.LocalKind]) + "\n"
+VECTORS = (
+    "\n".join(
+        [".vector request INVALID x"]
+        + [f".vector request {c.name} x" for c in isa.Command]
+        + [f".vector local {k.name} x" for k in isa.LocalKind]
+    )
+    + "\n"
+)
 
 
 def assemble_small(body):
@@ -74,20 +79,23 @@ def test_small_program():
     assert len(program.words) == isa.VECTOR_TABLE_SIZE + 3
 
 
-@pytest.mark.parametrize("body, message", [
-    ("x:\n  FROB\n", "unknown operation"),
-    ("x:\n  BRT NOT_A_COND, x\n", "is not one of"),
-    ("x:\n  JMP nowhere\n", "undefined label"),
-    ("x:\nx:\n  END\n", "defined twice"),
-    ("x:\n  END 1\n", "takes 0 operand"),
-    ("x:\n  SEND cmd=MREAD\n", "needs operand dest"),
-    ("x:\n  SEND cmd=MREAD, dest=HOME, bogus=1\n", "has no operand"),
-    ("x:\n  C_WR NOT_A_STATE\n", "is not one of"),
-    ("x:\n  DISP STATE, t\nt:\n  JMP x\n", "not marked"),
-    ("x:\n  DISP MSTATE, t\n.dispatch MSTATE\nt:\n  JMP x\n  JMP x\n", "needs 4 JMP"),
-    ("x:\n  END\n.frob\n", "unknown directive"),
-    ("x:\n  END\ndangling:\n", "at the end"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("x:\n  FROB\n", "unknown operation"),
+        ("x:\n  BRT NOT_A_COND, x\n", "is not one of"),
+        ("x:\n  JMP nowhere\n", "undefined label"),
+        ("x:\nx:\n  END\n", "defined twice"),
+        ("x:\n  END 1\n", "takes 0 operand"),
+        ("x:\n  SEND cmd=MREAD\n", "needs operand dest"),
+        ("x:\n  SEND cmd=MREAD, dest=HOME, bogus=1\n", "has no operand"),
+        ("x:\n  C_WR NOT_A_STATE\n", "is not one of"),
+        ("x:\n  DISP STATE, t\nt:\n  JMP x\n", "not marked"),
+        ("x:\n  DISP MSTATE, t\n.dispatch MSTATE\nt:\n  JMP x\n  JMP x\n", "needs 4 JMP"),
+        ("x:\n  END\n.frob\n", "unknown directive"),
+        ("x:\n  END\ndangling:\n", "at the end"),
+    ],
+)
 def test_source_errors_name_the_line(body, message):
     with pytest.raises(AssemblyError, match=message) as error:
         assemble_small(body)

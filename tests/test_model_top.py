@@ -69,8 +69,9 @@ def test_ports_header_types_follow_widths():
 
 
 def test_ports_header_with_ethernet():
-    ports = model_top.parse_ports(NODE.replace("sys_rst\n", "sys_rst,\n    input  wire          eth_clk\n"),
-                                  "numavia_node")
+    ports = model_top.parse_ports(
+        NODE.replace("sys_rst\n", "sys_rst,\n    input  wire          eth_clk\n"), "numavia_node"
+    )
     header = model_top.ports_header(ports, "numavia_node_model", {"sys_clk": 10_000, "eth_clk": 8000}, 6)
     assert "#define NV_ETHERNET 1" in header and "#define NV_ETH_PERIOD_PS 8000ull" in header
     assert header.index('{"sys", 10000') < header.index('{"eth", 8000')

@@ -50,7 +50,7 @@ def source_copy(tmp_path_factory):
     listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT)
     copy = tmp_path_factory.mktemp("source")
     for name in filter(None, listed.split("\0")):
-        if (REPO_ROOT / name).is_file():    # a file deleted but not yet committed is listed too
+        if (REPO_ROOT / name).is_file():  # a file deleted but not yet committed is listed too
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO_ROOT / name, copy / name)
     return copy
@@ -115,15 +115,19 @@ def test_the_installed_command_runs_from_the_wheel(venv, tmp_path):
     assert out.startswith("usage: numavia")
     version = run([venv / "bin" / "numavia", "--version"], cwd=tmp_path)
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    assert version.split()[-1] == project["version"]   # read from the installed wheel's metadata
+    assert version.split()[-1] == project["version"]  # read from the installed wheel's metadata
 
 
 def test_every_module_imports_from_the_install(venv, wheel_names, tmp_path):
     modules = sorted(n[:-3].replace("/", ".").removesuffix(".__init__") for n in wheel_names if n.endswith(".py"))
-    script = ("import importlib, json, sys\n"
-              f"for name in {modules!r}:\n"
-              "    importlib.import_module(name)\n"
-              "print(json.dumps({m: getattr(sys.modules[m], '__file__', None) for m in " f"{modules!r}" "}))")
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps({m: getattr(sys.modules[m], '__file__', None) for m in "
+        f"{modules!r}"
+        "}))"
+    )
     files = json.loads(run([venv / "bin" / "python", "-c", script], cwd=tmp_path))
     site = venv.resolve()
     assert all(Path(f).resolve().is_relative_to(site) for f in files.values()), "a module came from elsewhere"

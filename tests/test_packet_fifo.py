@@ -3,14 +3,13 @@
 import random
 
 from amaranth.sim import Simulator
+from support.sim import run_simulation
 
 from numavia.gateware.packet_fifo import PacketFifo
 
-from support.sim import run_simulation
-
 
 def frame_words(data):
-    return [data[i:i + 4] for i in range(0, len(data), 4)]
+    return [data[i : i + 4] for i in range(0, len(data), 4)]
 
 
 def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, skip_frames=(), seed=7):
@@ -27,8 +26,14 @@ def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, s
             words = frame_words(data)
             for i, w in enumerate(words):
                 last = i == len(words) - 1
-                writes.append({"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w),
-                               "last": last, "error": error and last})
+                writes.append(
+                    {
+                        "data": int.from_bytes(w.ljust(4, b"\0"), "little"),
+                        "nbytes": len(w),
+                        "last": last,
+                        "error": error and last,
+                    }
+                )
         current, index, cycle, idle = bytearray(), 0, 0, 0
         while idle < 200:
             cycle += 1
@@ -46,8 +51,7 @@ def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, s
             else:
                 ctx.set(dut.w.valid, 0)
                 taken = False
-            for name, sig in (("full", dut.dropped_full), ("error", dut.dropped_error),
-                              ("committed", dut.committed)):
+            for name, sig in (("full", dut.dropped_full), ("error", dut.dropped_error), ("committed", dut.committed)):
                 counters[name] += ctx.get(sig)
             await ctx.tick()
             idle = 0 if writes or word is not None or not reading else idle + 1
@@ -57,7 +61,7 @@ def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, s
                 got.append(("skipped", length))
                 index += 1
             if word is not None:
-                current += word.data.to_bytes(4, "little")[:word.nbytes]
+                current += word.data.to_bytes(4, "little")[: word.nbytes]
                 if word.last:
                     got.append((bytes(current), length))
                     current = bytearray()
@@ -84,9 +88,9 @@ def test_frame_with_error_is_discarded():
 
 
 def test_receive_side_drops_whole_frames_when_full_and_never_stalls():
-    frames = [(bytes([i]) * 100, False) for i in range(5)]      # 25 words each, 64 words of room
+    frames = [(bytes([i]) * 100, False) for i in range(5)]  # 25 words each, 64 words of room
     got, counters = run(frames, drop_when_full=True, read_after=400)
-    assert [g[0][0] for g in got] == [0, 1]                     # the rest did not fit: dropped
+    assert [g[0][0] for g in got] == [0, 1]  # the rest did not fit: dropped
     assert counters["full"] == 3
     assert all(g[0] == bytes([g[0][0]]) * 100 for g in got)
 

@@ -7,23 +7,41 @@ completion-queue entry travel by DMA over PCIe, followed by an MSI.
 
 import random
 
-from numavia.base import regmap, via_att, via_descriptor, via_frame
-from numavia.gateware.card import Card, CardConfig
-from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from numavia.pcie_model import EndpointHarness, memory_read, memory_write
-from numavia.gateware.bfm import wishbone_read as wb_read, wishbone_write as wb_write
-
 from support.pcie_helpers import completion_payload
 from support.via_single import frame, header
 
+from numavia.base import regmap, via_att, via_descriptor, via_frame
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.gateware.bfm import wishbone_read as wb_read
+from numavia.gateware.bfm import wishbone_write as wb_write
+from numavia.gateware.card import Card, CardConfig
+from numavia.pcie_model import EndpointHarness, memory_read, memory_write
+
 BAR0 = 0xF000_0000
 BAR2 = 0xC000_0000
-HOST = 0x6000_0000            # host memory as the VIA engine's parameters know it (bus addresses)
-CONFIG = CardConfig(slice_bytes=4096, max_nodes=4, private_bytes=4096, cache_sets=4, cache_ways=2,
-                    via_vis=4, via_cqs=2, via_queue_depth=4, via_max_segments=4, via_window=8,
-                    via_max_mtu=1500, via_mtu=1500, via_att_regions=8, via_att_pages=64,
-                    via_tx_buffer_bytes=4096, via_rx_buffer_bytes=8192, host_mem_base=HOST,
-                    host_mem_size=0x1_0000, pcie=True, pcie_completion_timeout_cycles=5000)
+HOST = 0x6000_0000  # host memory as the VIA engine's parameters know it (bus addresses)
+CONFIG = CardConfig(
+    slice_bytes=4096,
+    max_nodes=4,
+    private_bytes=4096,
+    cache_sets=4,
+    cache_ways=2,
+    via_vis=4,
+    via_cqs=2,
+    via_queue_depth=4,
+    via_max_segments=4,
+    via_window=8,
+    via_max_mtu=1500,
+    via_mtu=1500,
+    via_att_regions=8,
+    via_att_pages=64,
+    via_tx_buffer_bytes=4096,
+    via_rx_buffer_bytes=8192,
+    host_mem_base=HOST,
+    host_mem_size=0x1_0000,
+    pcie=True,
+    pcie_completion_timeout_cycles=5000,
+)
 AMAP = CONFIG.address_map()
 VIA = regmap.VIA
 DESC_CTRL = via_descriptor.CONTROL_SEGMENT
@@ -36,10 +54,16 @@ def reg(block, name):
 
 def run(body):
     card = Card(CONFIG)
-    h = EndpointHarness(card, phy_rx=card.pcie_rx, phy_tx=card.pcie_tx, data_width=CONFIG.pcie_data_width,
-                        card_side=False, completion_delay=8)
+    h = EndpointHarness(
+        card,
+        phy_rx=card.pcie_rx,
+        phy_tx=card.pcie_tx,
+        data_width=CONFIG.pcie_data_width,
+        card_side=False,
+        completion_delay=8,
+    )
     h.card = card
-    h.frames_sent = []          # frames the card transmitted (bytes)
+    h.frames_sent = []  # frames the card transmitted (bytes)
     h.frames_to_card = []
 
     async def ethernet(ctx):
@@ -56,12 +80,18 @@ def run(body):
                     out = bytearray()
             if not beats and h.frames_to_card:
                 data = h.frames_to_card.pop(0).ljust(60, b"\0")
-                words = [data[i:i + 4] for i in range(0, len(data), 4)]
+                words = [data[i : i + 4] for i in range(0, len(data), 4)]
                 beats = [(w, i == len(words) - 1) for i, w in enumerate(words)]
             if beats:
                 w, last = beats.pop(0)
-                ctx.set(card.eth_rx.payload, {"data": int.from_bytes(w.ljust(4, b"\0"), "little"),
-                                              "last": last, "last_be": (1 << (len(w) - 1)) if last else 0})
+                ctx.set(
+                    card.eth_rx.payload,
+                    {
+                        "data": int.from_bytes(w.ljust(4, b"\0"), "little"),
+                        "last": last,
+                        "last_be": (1 << (len(w) - 1)) if last else 0,
+                    },
+                )
                 ctx.set(card.eth_rx.valid, 1)
             else:
                 ctx.set(card.eth_rx.valid, 0)
@@ -70,6 +100,7 @@ def run(body):
     async def testbench(ctx, h):
         await h.enumerate(ctx, bar0=BAR0, bar2=BAR2)
         await body(ctx, h)
+
     h.run(testbench, processes=[ethernet])
 
 
@@ -99,8 +130,9 @@ def test_bar0_reaches_the_registers_next_to_the_soc_bus():
         await wb_write(ctx, card.regs, reg(regmap.CTRL, "SCRATCH"), 0xCAFE_F00D)
         assert await bar0_read(ctx, h, reg(regmap.CTRL, "SCRATCH"), tag=4) == 0xCAFE_F00D
         # A hole in the register map: the word reads as a poisoned / error completion, not a hang.
-        cpl, = await h.request(ctx, memory_read(BAR0 + 0x0F00, 4, tag=5))
+        (cpl,) = await h.request(ctx, memory_read(BAR0 + 0x0F00, 4, tag=5))
         assert cpl.ep or cpl.status != 0
+
     run(body)
 
 
@@ -136,11 +168,13 @@ def test_the_soc_bus_and_pcie_share_the_registers_and_the_window_at_the_same_tim
             assert await wb_read(ctx, card.window, addr) == value
         for tag, (addr, value) in enumerate(soc_words.items()):
             assert await bar2_read(ctx, h, addr, 4, tag=tag) == value.to_bytes(4, "little")
+
     run(body)
 
 
 def test_pcie_parameters_are_checked_with_their_card_names():
     import pytest
+
     with pytest.raises(ValueError, match="^pcie_dma_outstanding must be a power of two"):
         CardConfig(pcie=True, pcie_dma_outstanding=3)
     with pytest.raises(ValueError, match="^pcie_data_width must be a multiple of 32 bits"):
@@ -164,11 +198,12 @@ def test_bar2_reaches_the_local_side_and_the_soc_window_sees_the_same_memory():
             words = b""
             for a in range(first, last, 4):
                 words += (await wb_read(ctx, card.window, a)).to_bytes(4, "little")
-            assert words[base - first:base - first + length] == data
+            assert words[base - first : base - first + length] == data
         await wb_write(ctx, card.window, 0x400, 0x0BAD_CAFE)
         assert await bar2_read(ctx, h, 0x400, 4, tag=7) == (0x0BAD_CAFE).to_bytes(4, "little")
         counted = await bar0_read(ctx, h, reg(regmap.LAC, "HOME_WRITE_HITS"), tag=8)
         assert counted >= 1
+
     run(body)
 
 
@@ -210,11 +245,18 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
         bar0_write(h, VIA.base + VIA.register("ATT_ADDR").offset, via_att.l2_word_base(CONFIG.via_att_regions) + 8)
         bar0_write(h, VIA.base + VIA.register("ATT_WDATA").offset, DATA_PA)
         attrs = via_att.L1_ENTRY.encode_bits("ATTRIBUTES", VALID=1, RDMA_READ=1, RDMA_WRITE=1)
-        entry = via_att.L1_ENTRY.encode(START_VA=VA, LENGTH=0x1000 - 0x40, L2_INDEX=8, PAGE_COUNT=count,
-                                        FIRST_PAGE_SIZE=first, PTAG=PTAG, ATTRIBUTES=attrs)
+        entry = via_att.L1_ENTRY.encode(
+            START_VA=VA,
+            LENGTH=0x1000 - 0x40,
+            L2_INDEX=8,
+            PAGE_COUNT=count,
+            FIRST_PAGE_SIZE=first,
+            PTAG=PTAG,
+            ATTRIBUTES=attrs,
+        )
         bar0_write(h, VIA.base + VIA.register("ATT_ADDR").offset, 1 * via_att.L1_STRIDE_WORDS)
         for i in range(0, len(entry), 4):
-            bar0_write(h, VIA.base + VIA.register("ATT_WDATA").offset, int.from_bytes(entry[i:i + 4], "little"))
+            bar0_write(h, VIA.base + VIA.register("ATT_WDATA").offset, int.from_bytes(entry[i : i + 4], "little"))
         peer = VIA.array("VI").register("PEER")
         bar0_write(h, vi_reg(1, "PEER"), PEER << peer.field("NODE").lsb | 2 << peer.field("VI").lsb)
         bar0_write(h, vi_reg(1, "PTAG"), PTAG)
@@ -226,8 +268,7 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
         bar0_write(h, cq_reg(0, "BASE"), CQ_BASE)
         bar0_write(h, cq_reg(0, "SIZE"), 4)
         state = VIA.array("VI").register("STATE").field("STATE")
-        assert state.extract(await bar0_read(ctx, h, vi_reg(1, "STATE"))) == \
-            dict(regmap.VI_STATES)["CONNECTED"]
+        assert state.extract(await bar0_read(ctx, h, vi_reg(1, "STATE"))) == dict(regmap.VI_STATES)["CONNECTED"]
 
         # The doorbell: the engine reads the descriptor and the data over PCIe and sends a frame.
         reads_before = len([t for _, t in h.from_card if t.fmt_type.name.startswith("MEM_READ")])
@@ -237,10 +278,10 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
         assert h.frames_sent == []
         bar0_write(h, doorbell(1, "SQ_DOORBELL"), DESC)
         await h.wait(ctx, lambda: h.frames_sent, 20_000, "the send's frame")
-        raw, = h.frames_sent
+        (raw,) = h.frames_sent
         hd = header(raw)
         assert (hd["OP"], hd["SRC_VI"], hd["DST_VI"], hd["MSG_LENGTH"]) == (via_frame.OP.SEND, 1, 2, 100)
-        assert raw[via_frame.HEADER.size:] == payload
+        assert raw[via_frame.HEADER.size :] == payload
         card_reads = [t for _, t in h.from_card if t.fmt_type.name.startswith("MEM_READ")][reads_before:]
         read_addrs = {t.address for t in card_reads}
         assert any(DESC <= a < DESC + 64 for a in read_addrs), "no DMA read of the descriptor"
@@ -253,6 +294,7 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
 
         def word(addr):
             return int.from_bytes(bytes(h.host_memory.get(addr + i, 0) for i in range(4)), "little")
+
         status = DESC_CTRL.decode(bytes(h.host_memory.get(DESC + i, 0) for i in range(DESC_CTRL.size)))
         assert status["STATUS"] == via_descriptor.status_bits(DONE=1)
         assert status["LENGTH"] == 100
@@ -266,4 +308,5 @@ def test_via_doorbell_over_bar0_fetches_by_dma_and_completes_with_an_msi():
         entry_write = max(c for c, t in writes[:-1] if t.address <= CQ_BASE + 4 < t.address + 4 * t.length)
         assert entry_write < writes[-1][0]
         assert len(h.msi_writes) == 1
+
     run(body)

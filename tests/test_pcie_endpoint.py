@@ -22,21 +22,23 @@ from numavia.gateware.pcie.config import EndpointParams
 
 TESTS = Path(__file__).parent
 TOP = "numavia_pcie_top"
-PARAMS = EndpointParams(bar0_bytes=4096, bar2_bytes=1 << 16, dma_outstanding=8,
-                        completion_timeout_cycles=3000)
+PARAMS = EndpointParams(bar0_bytes=4096, bar2_bytes=1 << 16, dma_outstanding=8, completion_timeout_cycles=3000)
 CLOCK_NS = 8
 
 
 def top_verilog():
-    from support.pcie_top import PcieTestTop
     from amaranth.back import verilog
+    from support.pcie_top import PcieTestTop
+
     key = buildcache.digest(
         buildcache.source_files(TESTS.parent / "gateware") + [TESTS / "support" / "pcie_top.py", Path(__file__)],
-        params={"params": PARAMS.as_dict(), "amaranth": amaranth.__version__})
+        params={"params": PARAMS.as_dict(), "amaranth": amaranth.__version__},
+    )
 
     def produce(folder):
         text = verilog.convert(PcieTestTop(PARAMS), name=TOP, emit_src=False)
         (folder / f"{TOP}.v").write_text(comb_blocks_for_icarus(text))
+
     return buildcache.cached("pcie-top", key, produce) / f"{TOP}.v"
 
 
@@ -53,8 +55,7 @@ def comb_blocks_for_icarus(text):
     kick = "icarus_kick"
     text, modules = re.subn(r"(\bmodule [^;]*;)", rf"\1\n  reg {kick} = 0;\n  initial #1 {kick} = 1;", text)
     text = text.replace("always @* begin", f"always @* begin\n    if ({kick}) begin end")
-    text = re.sub(r"always @\*\n(\s+)([^\n]*;)\n",
-                  rf"always @* begin\n\1if ({kick}) begin end\n\1\2\n  end\n", text)
+    text = re.sub(r"always @\*\n(\s+)([^\n]*;)\n", rf"always @* begin\n\1if ({kick}) begin end\n\1\2\n  end\n", text)
     assert modules and "always @*\n" not in text, "unexpected Verilog from Yosys: has the back-end changed?"
     return text
 
@@ -62,13 +63,19 @@ def comb_blocks_for_icarus(text):
 def test_endpoint_against_root_complex():
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
+
     source = top_verilog()
     build_dir = source.parent / "icarus"
     runner = get_runner("icarus")
     runner.build(sources=[source], hdl_toplevel=TOP, build_dir=build_dir, timescale=("1ns", "1ps"))
-    results = runner.test(test_module=Path(__file__).stem, hdl_toplevel=TOP, build_dir=build_dir,
-                          test_dir=TESTS, results_xml=str(build_dir / "results.xml"),
-                          extra_env={"PYTHONPATH": os.pathsep.join(sys.path)})
+    results = runner.test(
+        test_module=Path(__file__).stem,
+        hdl_toplevel=TOP,
+        build_dir=build_dir,
+        test_dir=TESTS,
+        results_xml=str(build_dir / "results.xml"),
+        extra_env={"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     tests, failed = get_results(results)
     assert tests >= 6 and failed == 0, f"{failed} of {tests} cocotb tests failed (see {results})"
 
@@ -83,18 +90,22 @@ from cocotbext.pcie.core import Device, RootComplex
 from cocotbext.pcie.core.tlp import TlpType
 from cocotbext.pcie.core.utils import PcieId
 
-from numavia.gateware.pcie import requester, tlp as tlp_layouts
+from numavia.gateware.pcie import requester
+from numavia.gateware.pcie import tlp as tlp_layouts
 from numavia.pcie_model import beat_dwords, dwords_to_beats, dwords_to_tlp, tlp_to_dwords
 
 LANES = PARAMS.data_width // 32
 STREAM = tlp_layouts.TlpStreamSignature(PARAMS.data_width).members["payload"].shape
 
+
 def pack(layout, **fields):
     return sum(value << layout[name].offset for name, value in fields.items())
+
 
 def field(layout, value, name):
     f = layout[name]
     return (value >> f.offset) & ((1 << f.width) - 1)
+
 
 class TlpStreamDevice(Device):
     """The DUT as a PCIe device: downstream TLPs are driven onto ``phy_rx``, TLPs on ``phy_tx``
@@ -151,14 +162,20 @@ class TlpStreamDevice(Device):
         while True:
             await self.upstream_send(await self.from_dut.get())
 
+
 class Bench:
     """Reset, a root complex with host memory, the DUT behind it, enumerated and enabled."""
 
     async def start(self, dut, *, rx_gaps=0.0, tx_stalls=0.0, mps=1, split_on_all_rcb=False):
         self.dut = dut
         cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-        for name in ("dma__read_cmd__valid", "dma__write_cmd__valid", "dma__write_data__valid",
-                     "dma__read_data__ready", "msi_event"):
+        for name in (
+            "dma__read_cmd__valid",
+            "dma__write_cmd__valid",
+            "dma__write_data__valid",
+            "dma__read_data__ready",
+            "msi_event",
+        ):
             getattr(dut, name).value = 0
         dut.rst.value = 1
         for _ in range(4):
@@ -202,18 +219,19 @@ class Bench:
             await RisingEdge(dut.clk)
             if dut.dma__read_data__valid.value:
                 value = int(dut.dma__read_data__payload.value)
-                words.append((field(requester.ReadData, value, "data"),
-                              field(requester.ReadData, value, "error")))
+                words.append((field(requester.ReadData, value, "data"), field(requester.ReadData, value, "error")))
                 if field(requester.ReadData, value, "last"):
                     break
         dut.dma__read_data__ready.value = 0
         return words
 
     async def dma_write(self, addr, words, first_be=0xF, last_be=0xF):
-        await self.send("dma__write_cmd", requester.WriteCommand, addr=addr, dwords=len(words),
-                        first_be=first_be, last_be=last_be)
+        await self.send(
+            "dma__write_cmd", requester.WriteCommand, addr=addr, dwords=len(words), first_be=first_be, last_be=last_be
+        )
         for w in words:
             await self.send("dma__write_data", requester.WriteData, data=w)
+
 
 @cocotb.test()
 async def enumeration_finds_the_function_with_its_bars_and_capabilities(dut):
@@ -226,10 +244,12 @@ async def enumeration_finds_the_function_with_its_bars_and_capabilities(dut):
     assert f.is_pcie() and await f.get_mps() == 1
     assert f.msi_enabled
 
+
 @cocotb.test()
 async def bar0_registers_and_doorbells(dut):
     bench = await Bench().start(dut)
     from support.pcie_top import MAGIC
+
     assert await bench.bar0.read_dword(0x04) == MAGIC
     assert await bench.bar0.read_dword(0x00) == 0x5A5A_0000
     # Every size and alignment inside the scratch register.
@@ -239,14 +259,15 @@ async def bar0_registers_and_doorbells(dut):
             before = await bench.bar0.read(0, 4)
             await bench.bar0.write(offset, value)
             expected = bytearray(before)
-            expected[offset:offset + size] = value
+            expected[offset : offset + size] = value
             assert await bench.bar0.read(0, 4) == expected
             assert await bench.bar0.read(offset, size) == value
     for n in range(3):
         await bench.bar0.write_dword(0x08, 0xD00B_0000 + n)
     assert await bench.bar0.read_dword(0x0C) == 3
     assert await bench.bar0.read_dword(0x10) == 0xD00B_0002
-    assert await bench.bar0.read_dword(0x08) == 0                # a doorbell reads as zero
+    assert await bench.bar0.read_dword(0x08) == 0  # a doorbell reads as zero
+
 
 @cocotb.test()
 async def shared_window_reads_and_writes_of_every_size_and_alignment(dut):
@@ -258,12 +279,13 @@ async def shared_window_reads_and_writes_of_every_size_and_alignment(dut):
             addr = 16 * offset + offset
             data = bytes(rng.randrange(256) for _ in range(size))
             await bench.bar2.write(addr, data)
-            shadow[addr:addr + size] = data
+            shadow[addr : addr + size] = data
             assert await bench.bar2.read(addr, size) == data, (addr, size)
     assert await bench.bar2.read(0, 1024) == shadow
     big = bytes(rng.randrange(256) for _ in range(4096))
     await bench.bar2.write(0x2000, big)
     assert await bench.bar2.read(0x2000, 4096) == big
+
 
 @cocotb.test()
 async def dma_reads_and_writes_of_host_memory(dut):
@@ -273,10 +295,13 @@ async def dma_reads_and_writes_of_host_memory(dut):
     await bench.memory.write(0, image)
     for offset, dwords in ((0, 1), (4, 3), (0x7C, 33), (0xFF8, 512), (0x1000, 1024)):
         words = await bench.dma_read(bench.memory_base + offset, dwords)
-        expected = [int.from_bytes(image[offset + 4 * i:offset + 4 * i + 4], "little") for i in range(dwords)]
+        expected = [int.from_bytes(image[offset + 4 * i : offset + 4 * i + 4], "little") for i in range(dwords)]
         assert [w for w, _ in words] == expected and not any(e for _, e in words)
-    for offset, dwords, first_be, last_be in ((0x8000, 1, 0b0011, 0), (0x8104, 70, 0b1110, 0b0001),
-                                              (0x8FF0, 300, 0xF, 0xF)):
+    for offset, dwords, first_be, last_be in (
+        (0x8000, 1, 0b0011, 0),
+        (0x8104, 70, 0b1110, 0b0001),
+        (0x8FF0, 300, 0xF, 0xF),
+    ):
         before = await bench.memory.read(offset, 4 * dwords)
         words = [rng.randrange(1 << 32) for _ in range(dwords)]
         await bench.dma_write(bench.memory_base + offset, words, first_be, last_be)
@@ -286,11 +311,12 @@ async def dma_reads_and_writes_of_host_memory(dut):
             for b in range(4):
                 if be >> b & 1:
                     expected[4 * i + b] = w >> (8 * b) & 0xFF
-        for _ in range(2000):                       # posted: wait until it has landed
+        for _ in range(2000):  # posted: wait until it has landed
             if await bench.memory.read(offset, 4 * dwords) == expected:
                 break
             await RisingEdge(dut.clk)
         assert await bench.memory.read(offset, 4 * dwords) == expected
+
 
 @cocotb.test()
 async def msi_on_a_completion_queue_event(dut):
@@ -305,6 +331,7 @@ async def msi_on_a_completion_queue_event(dut):
             break
         await RisingEdge(dut.clk)
     assert event.is_set()
+
 
 @cocotb.test()
 async def unsupported_requests_and_a_completion_timeout(dut):
@@ -329,6 +356,7 @@ async def unsupported_requests_and_a_completion_timeout(dut):
             tlp.release_fc()
             return
         await handle(tlp)
+
     bench.rc.register_rx_tlp_handler(TlpType.MEM_READ, lossy)
     start = bench.cycles()
     words = await bench.dma_read(lost, 4)
@@ -336,6 +364,7 @@ async def unsupported_requests_and_a_completion_timeout(dut):
     assert bench.cycles() - start >= PARAMS.completion_timeout_cycles
     await bench.memory.write(0x200, b"\x11\x22\x33\x44")
     assert await bench.dma_read(bench.memory_base + 0x200, 1) == [(0x4433_2211, 0)]
+
 
 @cocotb.test()
 async def back_pressure_on_both_sides(dut):

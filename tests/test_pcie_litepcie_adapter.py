@@ -12,24 +12,39 @@ import random
 
 import pytest
 from cocotbext.pcie.core.tlp import Tlp
+from support.sim import run_testbench
 
 from numavia.gateware.pcie.litepcie_adapter import LitePcieAdapter
-from numavia.pcie_model import (CARD_ID, HOST_ID, beat_dwords, config_write, dwords_to_beats, memory_read,
-                                memory_write, tlp_to_dwords)
-
-from support.sim import run_testbench
+from numavia.pcie_model import (
+    CARD_ID,
+    HOST_ID,
+    beat_dwords,
+    config_write,
+    dwords_to_beats,
+    memory_read,
+    memory_write,
+    tlp_to_dwords,
+)
 
 
 def litepcie_beats(dwords, lanes, endianness):
     """[(dat, be, first, last)] of one TLP on a LitePCIe PHY stream."""
     header = 4 if dwords[0] >> 29 & 1 else 3
-    wire = [d if i < header or endianness == "little" else int.from_bytes(d.to_bytes(4, "little"), "big")
-            for i, d in enumerate(dwords)]
+    wire = [
+        d if i < header or endianness == "little" else int.from_bytes(d.to_bytes(4, "little"), "big")
+        for i, d in enumerate(dwords)
+    ]
     beats = []
     for i in range(0, len(wire), lanes):
-        chunk = wire[i:i + lanes]
-        beats.append((sum(d << (32 * k) for k, d in enumerate(chunk)), (1 << (4 * len(chunk))) - 1,
-                      i == 0, i + lanes >= len(wire)))
+        chunk = wire[i : i + lanes]
+        beats.append(
+            (
+                sum(d << (32 * k) for k, d in enumerate(chunk)),
+                (1 << (4 * len(chunk))) - 1,
+                i == 0,
+                i + lanes >= len(wire),
+            )
+        )
     return beats
 
 
@@ -60,8 +75,12 @@ def run(lanes, endianness, bench):
 def set_beat(ctx, stream, beat):
     """Drive one beat's fields: LitePCIe streams have flat members, the endpoint's a payload."""
     for name, value in beat.items():
-        ctx.set(getattr(stream, name) if name in ("dat", "be", "first", "last") and hasattr(stream, "dat")
-                else stream.payload[name], value)
+        ctx.set(
+            getattr(stream, name)
+            if name in ("dat", "be", "first", "last") and hasattr(stream, "dat")
+            else stream.payload[name],
+            value,
+        )
 
 
 async def drive_and_collect(ctx, rng, src, send_beats, dst, fields, tlps, limit=20_000):
@@ -98,8 +117,9 @@ def test_phy_to_endpoint(lanes, endianness):
     async def bench(ctx, dut):
         sent = [{"dat": dat, "be": be, "first": first, "last": last} for dat, be, first, last in beats]
         rx = dut.tlp_rx.payload
-        got = await drive_and_collect(ctx, random.Random(lanes), dut.phy_source, sent, dut.tlp_rx,
-                                      [rx.data, rx.keep, rx.last], len(tlps))
+        got = await drive_and_collect(
+            ctx, random.Random(lanes), dut.phy_source, sent, dut.tlp_rx, [rx.data, rx.keep, rx.last], len(tlps)
+        )
         dwords, tlp_dwords = [], []
         for data, keep, last in got:
             dwords += beat_dwords(data, keep, lanes)
@@ -107,6 +127,7 @@ def test_phy_to_endpoint(lanes, endianness):
                 tlp_dwords.append(dwords)
                 dwords = []
         assert tlp_dwords == [tlp_to_dwords(t) for t in tlps]
+
     run(lanes, endianness, bench)
 
 
@@ -116,13 +137,18 @@ def test_endpoint_to_phy(lanes, endianness):
     tlps = sample_tlps()
 
     async def bench(ctx, dut):
-        sent = [{"data": data, "keep": keep, "last": last}
-                for t in tlps for data, keep, last in dwords_to_beats(tlp_to_dwords(t), lanes)]
+        sent = [
+            {"data": data, "keep": keep, "last": last}
+            for t in tlps
+            for data, keep, last in dwords_to_beats(tlp_to_dwords(t), lanes)
+        ]
         phy = dut.phy_sink
-        got = await drive_and_collect(ctx, random.Random(lanes + 1), dut.tlp_tx, sent, phy,
-                                      [phy.dat, phy.be, phy.first, phy.last], len(tlps))
+        got = await drive_and_collect(
+            ctx, random.Random(lanes + 1), dut.tlp_tx, sent, phy, [phy.dat, phy.be, phy.first, phy.last], len(tlps)
+        )
         expected = [b for t in tlps for b in litepcie_beats(tlp_to_dwords(t), lanes, endianness)]
         assert [tuple(int(v) for v in g) for g in got] == [(d, be, int(f), int(la)) for d, be, f, la in expected]
+
     run(lanes, endianness, bench)
 
 
@@ -137,10 +163,17 @@ def test_a_7_series_phy_carries_payload_bytes_most_significant_first():
     assert phy[0][0] == ours[0] | ours[1] << 32
 
     async def bench(ctx, dut):
-        got = await drive_and_collect(ctx, random.Random(3), dut.tlp_tx,
-                                      [{"data": d, "keep": k, "last": la} for d, k, la in dwords_to_beats(ours, 2)],
-                                      dut.phy_sink, [dut.phy_sink.dat, dut.phy_sink.last], 1)
+        got = await drive_and_collect(
+            ctx,
+            random.Random(3),
+            dut.tlp_tx,
+            [{"data": d, "keep": k, "last": la} for d, k, la in dwords_to_beats(ours, 2)],
+            dut.phy_sink,
+            [dut.phy_sink.dat, dut.phy_sink.last],
+            1,
+        )
         assert [int(d) for d, _ in got] == [b[0] for b in phy]
+
     run(2, "big", bench)
 
 

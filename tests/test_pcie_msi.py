@@ -3,10 +3,10 @@ before MSI is enabled are kept and sent once it is, bursts of events merge."""
 
 import struct
 
+from support.pcie_helpers import harness, run
+
 from numavia.gateware.pcie.config import MSI_CAP_OFFSET
 from numavia.pcie_model import config_write
-
-from support.pcie_helpers import harness, run
 
 
 async def pulse(ctx, signal):
@@ -21,7 +21,7 @@ def test_event_sends_the_programmed_message():
     async def body(ctx, h):
         await pulse(ctx, h.dut.msi_event)
         await h.wait(ctx, lambda: h.msi_writes, what="MSI")
-        (_, t), = h.msi_writes
+        ((_, t),) = h.msi_writes
         assert t.address == 0xFEE0_0000 and t.length == 1 and t.first_be == 0xF
         assert struct.unpack("<L", t.get_data())[0] == 0x0042
         # A 64-bit message address gives a 4DW write.
@@ -40,7 +40,7 @@ def test_events_while_disabled_are_kept_and_merged():
 
     async def testbench(ctx, h):
         for _ in range(3):
-            await pulse(ctx, h.dut.msi_event)          # no MSI, no bus mastering yet
+            await pulse(ctx, h.dut.msi_event)  # no MSI, no bus mastering yet
         for _ in range(100):
             await ctx.tick()
         assert not [t for _, t in h.from_card if t.fmt_type.name.startswith("MEM_WRITE")]

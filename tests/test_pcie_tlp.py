@@ -4,17 +4,24 @@ the same TLPs back, for every header format, 64- and 128-bit PHY streams, with b
 import random
 
 import pytest
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-from amaranth import Module
 from cocotbext.pcie.core.tlp import Tlp
+from support.sim import run_simulation
 
 from numavia.gateware.pcie.rx import TlpReceiver
 from numavia.gateware.pcie.tx import TlpTransmitter
-from numavia.pcie_model import (CARD_ID, beat_dwords, config_write, dwords_to_beats,
-                                dwords_to_tlp, memory_read, memory_write, tlp_to_dwords)
-
-from support.sim import run_simulation
+from numavia.pcie_model import (
+    CARD_ID,
+    beat_dwords,
+    config_write,
+    dwords_to_beats,
+    dwords_to_tlp,
+    memory_read,
+    memory_write,
+    tlp_to_dwords,
+)
 
 
 class Loopback(wiring.Component):
@@ -31,9 +38,13 @@ class Loopback(wiring.Component):
 
 
 def sample_tlps(rng):
-    tlps = [memory_read(0x1000, 4, tag=1), memory_read(0x1_2345_6789_0000, 4096, tag=31),
-            memory_write(0xFEE0_0000, b"\1\2\3\4"), memory_write(0x8_0000_0002, bytes(range(250))),
-            config_write(0x18, 0xDEAD_BEEF, first_be=0b0110)]
+    tlps = [
+        memory_read(0x1000, 4, tag=1),
+        memory_read(0x1_2345_6789_0000, 4096, tag=31),
+        memory_write(0xFEE0_0000, b"\1\2\3\4"),
+        memory_write(0x8_0000_0002, bytes(range(250))),
+        config_write(0x18, 0xDEAD_BEEF, first_be=0b0110),
+    ]
     cpl = Tlp.create_completion_data_for_tlp(memory_read(0x40, 12, tag=7), CARD_ID)
     cpl.byte_count, cpl.lower_address = 12, 0x40
     cpl.set_data(bytes(rng.randrange(256) for _ in range(12)))

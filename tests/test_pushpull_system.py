@@ -6,12 +6,11 @@ and past the MTU; with receives posted late (pushed parts wait in the pushed buf
 for the receive); and a one-way burst that runs the sender out of credits."""
 
 import pytest
+from support.via_system import session
 
 from numavia.base import pushpull_format as ppf
 from numavia.bench.pushpull import PushPullError, PushPullPair
 from numavia.vipl import ViplError
-
-from support.via_system import session
 
 pytestmark = pytest.mark.slow
 

@@ -7,24 +7,39 @@ import warnings
 import pytest
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
-
-from numavia.base.regmap import Access, Block, Register, RegisterArray
-from numavia.gateware.register_bank import RegisterBank
-from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
-
 from support.sim import run_simulation, run_testbench
 
-BLOCK = Block("t", base=0, size=0x100, doc="test", registers=(
-    Register("ADDR", 0x00, Access.RW, "address", width=8, reset=3),
-    Register("DATA", 0x04, Access.WO, "data"),
-    Register("LEVEL", 0x08, Access.RO, "level"),
-), arrays=(
-    RegisterArray("Q", 0x40, 4, 0x10, "queues", registers=(
-        Register("BELL", 0x0, Access.WO, "doorbell"),
-        Register("CONF", 0x4, Access.RW, "configuration", reset=0x77),
-        Register("COUNT", 0x8, Access.RO, "count"),
-    )),
-))
+from numavia.base.regmap import Access, Block, Register, RegisterArray
+from numavia.gateware.bfm import BusError
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
+from numavia.gateware.register_bank import RegisterBank
+
+BLOCK = Block(
+    "t",
+    base=0,
+    size=0x100,
+    doc="test",
+    registers=(
+        Register("ADDR", 0x00, Access.RW, "address", width=8, reset=3),
+        Register("DATA", 0x04, Access.WO, "data"),
+        Register("LEVEL", 0x08, Access.RO, "level"),
+    ),
+    arrays=(
+        RegisterArray(
+            "Q",
+            0x40,
+            4,
+            0x10,
+            "queues",
+            registers=(
+                Register("BELL", 0x0, Access.WO, "doorbell"),
+                Register("CONF", 0x4, Access.RW, "configuration", reset=0x77),
+                Register("COUNT", 0x8, Access.RO, "count"),
+            ),
+        ),
+    ),
+)
 
 
 def run(testbench, **kwargs):
@@ -37,9 +52,10 @@ def test_array_elements_decode_at_their_stride():
         for i in range(3):
             ctx.set(dut.q[i].count.value, 100 + i)
         assert [await read(ctx, dut.bus, 0x48 + 0x10 * i) for i in range(3)] == [100, 101, 102]
-        await write(ctx, dut.bus, 0x54, 0xAB)            # Q[1].CONF
+        await write(ctx, dut.bus, 0x54, 0xAB)  # Q[1].CONF
         assert await read(ctx, dut.bus, 0x54) == 0xAB and await read(ctx, dut.bus, 0x44) == 0x77
         assert ctx.get(dut.q[1].conf.value) == 0xAB
+
     run(tb, counts={"Q": 3})
 
 
@@ -57,9 +73,9 @@ def test_doorbell_strobe_carries_the_element_and_data():
                     strobes.append((i, ctx.get(dut.q[i].bell.w_data)))
 
     async def bench(ctx):
-        await write(ctx, dut.bus, 0x60, 0x1234)          # Q[2].BELL
-        await write(ctx, dut.bus, 0x40, 0x99)            # Q[0].BELL
-        assert await read(ctx, dut.bus, 0x60) == 0       # write-only: reads 0
+        await write(ctx, dut.bus, 0x60, 0x1234)  # Q[2].BELL
+        await write(ctx, dut.bus, 0x40, 0x99)  # Q[0].BELL
+        assert await read(ctx, dut.bus, 0x60) == 0  # write-only: reads 0
 
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(bench)
@@ -70,14 +86,15 @@ def test_doorbell_strobe_carries_the_element_and_data():
 def test_elements_past_the_count_answer_err():
     async def tb(ctx, dut):
         with pytest.raises(BusError):
-            await read(ctx, dut.bus, 0x40 + 0x10 * 3 + 4)   # Q[3] not built
-        assert await read(ctx, dut.bus, 0x00) == 3           # the bank still answers
+            await read(ctx, dut.bus, 0x40 + 0x10 * 3 + 4)  # Q[3] not built
+        assert await read(ctx, dut.bus, 0x00) == 3  # the bank still answers
+
     run(tb, counts={"Q": 3})
 
 
 def test_counts_and_resets_are_checked():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)   # the refused banks are dropped
+        warnings.simplefilter("ignore", UnusedElaboratable)  # the refused banks are dropped
         with pytest.raises(ValueError, match="do not fit"):
             RegisterBank(BLOCK, counts={"Q": 5})
         with pytest.raises(ValueError, match="not valid"):
@@ -92,6 +109,7 @@ def test_counts_and_resets_are_checked():
 def test_reset_override():
     async def tb(ctx, dut):
         assert await read(ctx, dut.bus, 0x00) == 9
+
     run(tb, resets={"ADDR": 9})
 
 
@@ -106,4 +124,5 @@ def test_hardware_writable_register_and_bus_priority():
         ctx.set(dut.addr.hw_data, 43)
         await write(ctx, dut.bus, 0x00, 7)
         assert await read(ctx, dut.bus, 0x00) == 7
+
     run(tb, hw_writable=("ADDR",))

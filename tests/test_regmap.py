@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 
-from numavia.base import codegen
-from numavia.base import regmap
+from numavia.base import codegen, regmap
 from numavia.base.regmap import Access, Block, Field, Register, RegisterMap
 
 
@@ -67,6 +66,7 @@ def test_python_module_and_json_agree_with_header(tmp_path):
 
 def test_sci_header_matches_the_packet_definition_and_compiles(tmp_path):
     from numavia.base import sci_packet as sp
+
     header = codegen.sci_header()
     defines = dict(re.findall(r"#define (NV_\w+)\s+(\d+)u", header))
     for name, (lsb, width) in sp.field_positions().items():
@@ -86,8 +86,10 @@ def test_generation_is_deterministic(tmp_path):
 
 # --- register arrays (the VIA block's VIs, completion queues, mailbox words) -------------------
 
+
 def test_array_checks_its_stride_and_the_block_checks_overlaps():
     from numavia.base.regmap import RegisterArray
+
     with pytest.raises(ValueError, match="outside the stride"):
         RegisterArray("A", 0x0, 2, 0x8, "", registers=(Register("X", 0x8, Access.RW, ""),))
     arr = RegisterArray("A", 0x10, 4, 0x8, "", registers=(Register("X", 0x4, Access.RW, ""),))
@@ -108,13 +110,16 @@ def test_array_registers_in_the_generated_outputs(tmp_path):
     defines = dict(re.findall(r"#define (NV_\w+)\s+(0x[0-9a-f]+)u", header))
     pages = regmap.DOORBELL.array("VI")
     assert int(defines["NV_DOORBELL_VI_SQ_DOORBELL"], 16) == regmap.CARD.element_address(
-        "doorbell", "VI", 0, "SQ_DOORBELL")
+        "doorbell", "VI", 0, "SQ_DOORBELL"
+    )
     assert int(defines["NV_DOORBELL_VI_STRIDE"], 16) == pages.stride == regmap.DOORBELL_PAGE_BYTES
     assert int(defines["NV_VIA_VI_STRIDE"], 16) == regmap.VIA.array("VI").stride
     (tmp_path / "numavia_regs.h").write_text(header)
-    (tmp_path / "t.c").write_text('#include "numavia_regs.h"\n'
-                                  "int main(void){return NV_DOORBELL_VI_RQ_DOORBELL_AT(3) == %du ? 0 : 1;}\n"
-                                  % regmap.CARD.element_address("doorbell", "VI", 3, "RQ_DOORBELL"))
+    (tmp_path / "t.c").write_text(
+        '#include "numavia_regs.h"\n'
+        f"int main(void){{return NV_DOORBELL_VI_RQ_DOORBELL_AT(3) == "
+        f"{regmap.CARD.element_address('doorbell', 'VI', 3, 'RQ_DOORBELL')}u ? 0 : 1;}}\n"
+    )
     subprocess.run(["cc", "-Wall", "-Werror", "t.c", "-o", "t"], cwd=tmp_path, check=True)
     assert subprocess.run([str(tmp_path / "t")]).returncode == 0
     namespace = {}

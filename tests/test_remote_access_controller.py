@@ -4,12 +4,11 @@ co-simulated as one card among model cards under random sharing traffic."""
 from pathlib import Path
 
 import pytest
+from support.cosim import CoSim, CoSimConfig
 
-from numavia.gateware.microcode.coherence_check import check_history
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
-
-from support.cosim import CoSim, CoSimConfig
+from numavia.gateware.microcode.coherence_check import check_history
 
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text(), "sci.uasm")
 
@@ -34,8 +33,7 @@ def test_rtl_card_keeps_the_cluster_coherent(nodes, rtl_node, seed):
 def test_rtl_card_with_32_byte_lines_keeps_the_cluster_coherent():
     # Every card on 8-word lines, all 8 words of each hot line in use; six hot lines per home,
     # among them neighbours sharing a 64-byte block, which a 64-byte address split would merge.
-    cosim, result = run(nodes=4, rtl_node=2, seed=6, operations=60, line_bytes=32, words_per_line=8,
-                        lines_per_home=6)
+    cosim, result = run(nodes=4, rtl_node=2, seed=6, operations=60, line_bytes=32, words_per_line=8, lines_per_home=6)
     assert cosim.geometry.line_bytes == 32
     assert check_history(result.accesses) == []
     assert result.rtl_counters["PROTOCOL_ERRORS"] == 0

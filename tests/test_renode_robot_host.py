@@ -12,15 +12,14 @@ import re
 import site
 
 import pytest
+from support.via_system import session
+from test_renode import MODEL_ID, fixture_csr
 
 from numavia.renode import ROBOT_FILE, render
 from numavia.renode.robot import HOST_LIBRARY_FILE
 from numavia.renode.robot_host import Monitor, MonitorBridge, MonitorError
 from numavia.soc.sim import READY_MARKER, SimConfig
 from numavia.via_ping import PingError, rdma_ping
-from test_renode import MODEL_ID, fixture_csr
-
-from support.via_system import session
 
 _MACH_SET = re.compile(r'^mach set "(node\d+)"$')
 _READ = re.compile(r"^sysbus ReadDoubleWord (0x[0-9a-f]{8})$")
@@ -69,6 +68,7 @@ def ping_arguments(robot_text):
 
 # --- Without a simulation ----------------------------------------------------------------------------
 
+
 def test_bridge_reads_renode_output_and_selects_machines_only_when_they_change():
     sent = []
 
@@ -81,10 +81,16 @@ def test_bridge_reads_renode_output_and_selects_machines_only_when_they_change()
     assert a.read(0x8000_0000, 2) == [0xCAFE, 0xCAFE]
     b.write(0x9000_0004, [1, 0xFFFF_FFFF])
     assert a.read(0x8000_0008) == 0xCAFE
-    assert sent == ['mach set "node0"', "sysbus ReadDoubleWord 0x80000000", "sysbus ReadDoubleWord 0x80000004",
-                    'mach set "node1"', "sysbus WriteDoubleWord 0x90000004 0x00000001",
-                    "sysbus WriteDoubleWord 0x90000008 0xffffffff",
-                    'mach set "node0"', "sysbus ReadDoubleWord 0x80000008"]
+    assert sent == [
+        'mach set "node0"',
+        "sysbus ReadDoubleWord 0x80000000",
+        "sysbus ReadDoubleWord 0x80000004",
+        'mach set "node1"',
+        "sysbus WriteDoubleWord 0x90000004 0x00000001",
+        "sysbus WriteDoubleWord 0x90000008 0xffffffff",
+        'mach set "node0"',
+        "sysbus ReadDoubleWord 0x80000008",
+    ]
 
 
 @pytest.mark.parametrize("answer", ["", "There is no peripheral at 0x80000000", "0x1\n0x2"])
@@ -94,17 +100,19 @@ def test_bridge_refuses_an_answer_that_is_not_one_value(answer):
         bridge.read(0x8000_0000)
 
 
-@pytest.mark.parametrize("size, rounds, problem", [(0, 1, "not within 1..65536"),
-                                                   (65537, 1, "not within 1..65536"),
-                                                   (64, 0, "at least one round")])
+@pytest.mark.parametrize(
+    "size, rounds, problem",
+    [(0, 1, "not within 1..65536"), (65537, 1, "not within 1..65536"), (64, 0, "at least one round")],
+)
 def test_ping_refuses_bad_arguments_before_touching_a_card(size, rounds, problem):
     with pytest.raises(PingError, match=problem):
         rdma_ping(None, None, size=size, rounds=rounds)
 
 
 def test_robot_file_pings_with_the_generated_library():
-    files = render(fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER,
-                   card_model_id=MODEL_ID)
+    files = render(
+        fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER, card_model_id=MODEL_ID
+    )
     robot = files[ROBOT_FILE]
     assert f"Library           ${{CURDIR}}/{HOST_LIBRARY_FILE}" in robot
     machines, kwargs = ping_arguments(robot)
@@ -114,10 +122,12 @@ def test_robot_file_pings_with_the_generated_library():
 
 # --- On the Verilator ring ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_generated_robot_ping_runs_on_the_verilator_ring(tmp_path_factory, tmp_path, monkeypatch):
-    files = render(fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER,
-                   card_model_id=MODEL_ID)
+    files = render(
+        fixture_csr(), nodes=2, card_config=SimConfig().card_config(), ready_marker=READY_MARKER, card_model_id=MODEL_ID
+    )
     monkeypatch.setenv("NUMAVIA_SITE", ":".join(site.getsitepackages()))
     library = load_generated_library(tmp_path, files[HOST_LIBRARY_FILE])
     machines, kwargs = ping_arguments(files[ROBOT_FILE])

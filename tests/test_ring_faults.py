@@ -6,11 +6,10 @@ tests/test_ring_link.py; coherence on top: tests/test_coherence_cluster.py.)"""
 
 import random
 
+from support.ring_bench import RingBench, Traffic, check_delivery, packet_faults, simulate, stall_windows
 from test_ring_link import all_counters, random_plan, read, reg
 
-from support.ring_bench import RingBench, Traffic, check_delivery, packet_faults, simulate, stall_windows
-
-DELAY = 48     # longer than the longest packet, so that copies fit into silence
+DELAY = 48  # longer than the longest packet, so that copies fit into silence
 
 
 def run(nodes, per_node, *, seed, drop=0.0, duplicate=0.0, stall=None, limit=200_000, in_depth=16):
@@ -18,8 +17,14 @@ def run(nodes, per_node, *, seed, drop=0.0, duplicate=0.0, stall=None, limit=200
     plan = random_plan(random.Random(seed), nodes, per_node)
     traffic = Traffic(bench, plan, gap=(0, 40), stall=stall or {}, seed=seed)
     counts = {}
-    faults = [packet_faults(bench, i, random.Random(f"{seed}-{i}"), drop=drop, duplicate=duplicate, counts=counts)
-              for i in range(nodes)] if (drop or duplicate) else []
+    faults = (
+        [
+            packet_faults(bench, i, random.Random(f"{seed}-{i}"), drop=drop, duplicate=duplicate, counts=counts)
+            for i in range(nodes)
+        ]
+        if (drop or duplicate)
+        else []
+    )
     result = {}
 
     async def main(ctx):
@@ -44,37 +49,39 @@ def arrivals(traffic, index):
 
 
 def check(traffic, result):
-    assert check_delivery(traffic) == traffic.expected()       # once each, in order, intact
-    assert traffic.failed == {}                                # nothing given up
+    assert check_delivery(traffic) == traffic.expected()  # once each, in order, intact
+    assert traffic.failed == {}  # nothing given up
     assert result["errors"] == [0] * len(result["errors"])
-    assert result["status"] == [0] * len(result["status"])     # queues empty, nothing in flight
+    assert result["status"] == [0] * len(result["status"])  # queues empty, nothing in flight
 
 
 def test_lost_and_duplicated_packets_are_delivered_exactly_once():
     traffic, result, counts = run(4, 8, seed=3, drop=0.04, duplicate=0.06)
     check(traffic, result)
     assert counts["dropped"] > 0 and counts["duplicated"] > 0, counts
-    assert total(result, "TIMEOUTS") > 0          # lost packets and lost echoes were resent
-    assert total(result, "DUPLICATES") > 0        # copies (and resends after lost echoes) refused
+    assert total(result, "TIMEOUTS") > 0  # lost packets and lost echoes were resent
+    assert total(result, "DUPLICATES") > 0  # copies (and resends after lost echoes) refused
 
 
 def test_a_stalled_node_holds_traffic_back_and_everything_arrives_after():
     stall_end = 5000
     traffic, result, _ = run(3, 10, seed=7, stall={1: [(200, stall_end)]}, in_depth=2)
     check(traffic, result)
-    assert total(result, "BUSY_SENT") > 0         # node 1's queue filled: senders were told to wait
+    assert total(result, "BUSY_SENT") > 0  # node 1's queue filled: senders were told to wait
     late = arrivals(traffic, 1)
-    assert not [c for c in late if 200 <= c < stall_end] and max(late) >= stall_end   # none while stalled
+    assert not [c for c in late if 200 <= c < stall_end] and max(late) >= stall_end  # none while stalled
 
 
 def test_seeded_random_stalls_on_every_node_among_lost_and_duplicated_packets():
     """Every node's sequencer stalls now and then (seeded: one stall per 2000 cycles on average,
     300-1500 cycles each, incoming queues of 2) while packets are lost and duplicated."""
-    stall = {i: stall_windows(random.Random(f"5-stall-{i}"), rate=1 / 2000, length=(300, 1500), horizon=30_000)
-             for i in range(4)}
+    stall = {
+        i: stall_windows(random.Random(f"5-stall-{i}"), rate=1 / 2000, length=(300, 1500), horizon=30_000)
+        for i in range(4)
+    }
     traffic, result, counts = run(4, 8, seed=5, drop=0.02, duplicate=0.02, stall=stall, in_depth=2)
     check(traffic, result)
     assert all(stall.values()) and counts["dropped"] + counts["duplicated"] > 0, (stall, counts)
-    assert total(result, "BUSY_SENT") > 0         # full queues told senders to wait
-    for i, windows in stall.items():             # nothing reached a node while it was stalled
+    assert total(result, "BUSY_SENT") > 0  # full queues told senders to wait
+    for i, windows in stall.items():  # nothing reached a node while it was stalled
         assert not [c for c in arrivals(traffic, i) for begin, end in windows if begin <= c < end]

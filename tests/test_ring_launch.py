@@ -12,12 +12,11 @@ import sys
 import time
 
 import pytest
+from support.ring_sim import build, free_port_range, simulator_processes
 
 from numavia.soc import card_bench as cb
 from numavia.soc import ring_launch, sim
 from numavia.soc.ring_launch import LaunchError, RingRun, Spread
-
-from support.ring_sim import build, free_port_range, simulator_processes
 
 
 def test_spread_refuses_what_cannot_run(tmp_path):
@@ -35,7 +34,7 @@ def test_spread_refuses_what_cannot_run(tmp_path):
 
 
 def test_mpi_missing_is_one_line(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))   # no mpirun, no mpicxx
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mpirun, no mpicxx
     with pytest.raises(LaunchError, match="mpirun not found: --mpi needs OpenMPI"):
         Spread(procs=2, mpi=True).check(4)
 
@@ -43,8 +42,11 @@ def test_mpi_missing_is_one_line(monkeypatch, tmp_path):
 def test_logs_merge_in_completion_order(tmp_path):
     (tmp_path / "a.node0").write_text("0 16 1 7 10 30 0\n0 16 0 7 31 50 0\n")
     (tmp_path / "a.node1").write_text("1 32 1 9 5 30 0\n")
-    ring_launch.merge_logs([tmp_path / "a.node0", tmp_path / "a.node1"], tmp_path / "a",
-                           key=lambda line: (int(line.split()[5]), int(line.split()[0])))
+    ring_launch.merge_logs(
+        [tmp_path / "a.node0", tmp_path / "a.node1"],
+        tmp_path / "a",
+        key=lambda line: (int(line.split()[5]), int(line.split()[0])),
+    )
     assert (tmp_path / "a").read_text().splitlines() == ["0 16 1 7 10 30 0", "1 32 1 9 5 30 0", "0 16 0 7 31 50 0"]
     assert not (tmp_path / "a.node0").exists()
 
@@ -80,15 +82,16 @@ def _what_each_process_read(tmp_path, spread, stdin_node):
     (tmp_path / "typed").write_text("numavia status\n")
     run_dir = tmp_path / "run"
     with standard_input(tmp_path / "typed"):
-        run = RingRun(reader, run_dir, 4, [], spread, mpi_binary=reader, echo_stderr=False,
-                      stdin_node=stdin_node).start()
+        run = RingRun(
+            reader, run_dir, 4, [], spread, mpi_binary=reader, echo_stderr=False, stdin_node=stdin_node
+        ).start()
     assert run.wait(timeout=60) == 0, run.stderr_log
     return {rank: (run_dir / f"stdin.{rank}").read_text() for rank in range(spread.procs)}
 
 
 @pytest.mark.parametrize("stdin_node", [2, None])
 def test_standard_input_goes_to_the_process_of_the_console_node_only(tmp_path, stdin_node):
-    read = _what_each_process_read(tmp_path, Spread(procs=2), stdin_node)   # nodes 0-1, 2-3
+    read = _what_each_process_read(tmp_path, Spread(procs=2), stdin_node)  # nodes 0-1, 2-3
     assert read == {0: "", 1: "numavia status\n" if stdin_node == 2 else ""}
 
 
@@ -123,12 +126,13 @@ def test_a_node_process_that_dies_stops_the_run(tmp_path, bench):
     ucode = tmp_path / "ucode.hex"
     ucode.write_text("".join(f"{w:016x}\n" for w in cb.codegen.microcode_program().words))
     # A long run (far more accesses than the test waits for), in three processes.
-    run = RingRun(bench, tmp_path, 6, ["--ucode", str(ucode), "--ops", "100000000"], Spread(procs=3),
-                  echo_stderr=False).start()
+    run = RingRun(
+        bench, tmp_path, 6, ["--ucode", str(ucode), "--ops", "100000000"], Spread(procs=3), echo_stderr=False
+    ).start()
     try:
         time.sleep(2)
         assert run.poll() is None
-        victim = run.procs[1][1]   # nodes 2-3
+        victim = run.procs[1][1]  # nodes 2-3
         os.kill(victim.pid, signal.SIGKILL)
         assert run.wait(timeout=60) == 1
         assert run.failure == "the process of nodes 2-3 was killed by signal 9"
@@ -141,20 +145,28 @@ def test_a_node_process_that_dies_stops_the_run(tmp_path, bench):
 def test_terminate_stops_every_node_at_one_cycle(tmp_path, bench):
     ucode = tmp_path / "ucode.hex"
     ucode.write_text("".join(f"{w:016x}\n" for w in cb.codegen.microcode_program().words))
-    run = RingRun(bench, tmp_path, 4, ["--ucode", str(ucode), "--ops", "100000000", "--no-access-log"],
-                  Spread(procs=2), echo_stderr=False).start()
+    run = RingRun(
+        bench,
+        tmp_path,
+        4,
+        ["--ucode", str(ucode), "--ops", "100000000", "--no-access-log"],
+        Spread(procs=2),
+        echo_stderr=False,
+    ).start()
     time.sleep(2)
     assert run.terminate() == 130
     hub, nodes = ring_launch.read_results(tmp_path, 4)
     assert hub["reason"] == "terminated"
-    assert len({n["cycles"] for n in nodes}) == 1   # the hub stopped them all at the same cycle
+    assert len({n["cycles"] for n in nodes}) == 1  # the hub stopped them all at the same cycle
     assert simulator_processes(tmp_path) == []
 
 
 @pytest_slow
-@pytest.mark.parametrize("what, option", [("", {"bridge_port": "PORT", "serve": True}),
-                                          ("console ", {"console_port": "PORT", "max_cycles": 1000})],
-                         ids=["host-bridge", "console"])
+@pytest.mark.parametrize(
+    "what, option",
+    [("", {"bridge_port": "PORT", "serve": True}), ("console ", {"console_port": "PORT", "max_cycles": 1000})],
+    ids=["host-bridge", "console"],
+)
 def test_a_port_in_use_names_the_node(tmp_path, what, option):
     """Node i's host bridge, and its console, listen on PORT + i in the process that runs node i."""
     b = build(2)
@@ -163,8 +175,9 @@ def test_a_port_in_use_names_the_node(tmp_path, what, option):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port + 1))
         taken.listen()
-        with pytest.raises(sim.SimError, match=f"the process of node 1 .*node 1: {what}cannot listen on "
-                                               f"127.0.0.1:{port + 1}"):
+        with pytest.raises(
+            sim.SimError, match=f"the process of node 1 .*node 1: {what}cannot listen on 127.0.0.1:{port + 1}"
+        ):
             sim.run(b, tmp_path, ring_launch.Spread(procs=2), quiet=True, **kwargs)
     assert simulator_processes(tmp_path) == []
 
@@ -175,12 +188,16 @@ def test_a_simulator_that_ignores_sigterm_is_killed(tmp_path, capsys):
     stuck.write_text("#!/bin/sh\ntrap '' TERM\nsleep 60\n")
     stuck.chmod(0o755)
     run = RingRun(stuck, tmp_path, 2, [], Spread(procs=2), echo_stderr=False).start()
-    time.sleep(0.5)                     # the traps are set
+    time.sleep(0.5)  # the traps are set
     assert run.terminate(grace_seconds=0.5) == 130
     assert all(p.poll() is not None for _, p in run.procs) and run.failure is None
     assert "did not stop within 0.5 s of SIGTERM: killed" in capsys.readouterr().err
 
 
 def test_a_spread_says_itself_in_words():
-    assert [str(s) for s in (Spread(), Spread(procs=2), Spread(procs=1, mpi=True), Spread(procs=8, mpi=True))] == \
-        ["1 process", "2 processes", "1 MPI rank", "8 MPI ranks"]
+    assert [str(s) for s in (Spread(), Spread(procs=2), Spread(procs=1, mpi=True), Spread(procs=8, mpi=True))] == [
+        "1 process",
+        "2 processes",
+        "1 MPI rank",
+        "8 MPI ranks",
+    ]

@@ -14,19 +14,32 @@ import pytest
 from amaranth import Module, Signal
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
-
-from numavia.base import regmap
-from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
-from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode, encode
-from numavia.gateware.bfm import BusError, recv, wishbone_read as read, wishbone_write as write
-
 from support.random_ring import ring_fuzz
 from support.random_stimulus import scale, seed
-from support.ring_bench import (LinkBench, RingBench, Traffic, as_sent_by, check_delivery, drive,
-                                flip_schedule, flipper, random_packet, read_counters, simulate, tx_monitor,
-                                wait_cycles)
+from support.ring_bench import (
+    LinkBench,
+    RingBench,
+    Traffic,
+    as_sent_by,
+    check_delivery,
+    drive,
+    flip_schedule,
+    flipper,
+    random_packet,
+    read_counters,
+    simulate,
+    tx_monitor,
+    wait_cycles,
+)
 from support.ring_bfm import packet_from_header, receive, send
 from support.sim import run_simulation
+
+from numavia.base import regmap
+from numavia.base.sci_packet import MAX_PACKET_SYMBOLS, EchoStatus, Packet, PacketType, decode, encode
+from numavia.gateware.bfm import BusError, recv
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
+from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
 
 RING = regmap.RING
 COUNTERS = [name for name, _ in regmap.RING_COUNTERS]
@@ -55,6 +68,7 @@ def run_link(testbench, *, node_id=5, **params):
 
     async def main(ctx):
         await testbench(ctx, bench, transmitted)
+
     sim.add_testbench(main)
     run_simulation(sim)
 
@@ -73,6 +87,7 @@ def only_nonzero(counters):
 
 # --- One link ------------------------------------------------------------------------------------
 
+
 def test_packet_for_this_node_is_delivered_and_echoed():
     rng = random.Random(1)
     with_data = replace(random_packet(rng, 5, data_ratio=1), source=2, seq=0)
@@ -83,17 +98,21 @@ def test_packet_for_this_node_is_delivered_and_echoed():
         link = bench.link
         for packet in (with_data, without_data, from_other):
             await drive(ctx, link, encode(packet))
-        await wait_cycles(ctx, 2)       # the verdict comes with the idle cycle after a packet
+        await wait_cycles(ctx, 2)  # the verdict comes with the idle cycle after a packet
         status = await read(ctx, link.bus, reg("STATUS"))
         assert field("STATUS", "IN_QUEUE", status) == 3
         assert await receive(ctx, link) == with_data
         assert await receive(ctx, link) == without_data
         assert await receive(ctx, link) == from_other
         await wait_cycles(ctx, 10)
-        assert decoded(transmitted) == [echo(2, 5, 0, EchoStatus.ACCEPTED), echo(2, 5, 1, EchoStatus.ACCEPTED),
-                                        echo(9, 5, 0, EchoStatus.ACCEPTED)]
+        assert decoded(transmitted) == [
+            echo(2, 5, 0, EchoStatus.ACCEPTED),
+            echo(2, 5, 1, EchoStatus.ACCEPTED),
+            echo(9, 5, 0, EchoStatus.ACCEPTED),
+        ]
         assert field("STATUS", "IN_QUEUE", await read(ctx, link.bus, reg("STATUS"))) == 0
         assert only_nonzero(await all_counters(ctx, link)) == {"RX_PACKETS": 3, "TX_ECHOES": 3}
+
     run_link(tb)
 
 
@@ -115,31 +134,38 @@ def test_a_ring_of_32_byte_lines_carries_8_word_blocks_and_drops_64_byte_ones():
         sent = [symbols for _, symbols in transmitted]
         assert decode(sent[0]) == echo(2, 5, 0, EchoStatus.ACCEPTED)
         assert len(sent[1]) == 27 and decode(sent[1], line_bytes=32) == replace(as_sent_by(own, 5), seq=0)
-        assert only_nonzero(await all_counters(ctx, link)) == {"CRC_ERRORS": 1, "RX_PACKETS": 1, "TX_ECHOES": 1,
-                                                                "TX_PACKETS": 1}
+        assert only_nonzero(await all_counters(ctx, link)) == {
+            "CRC_ERRORS": 1,
+            "RX_PACKETS": 1,
+            "TX_ECHOES": 1,
+            "TX_PACKETS": 1,
+        }
+
     run_link(tb, line_bytes=32)
 
 
 def test_packets_for_other_nodes_are_forwarded_bit_exact_with_fixed_latency():
     rng = random.Random(2)
     corrupt = encode(random_packet(rng, 9))
-    corrupt[3] ^= 0x0100                      # not ours to judge: forwarded as it came
-    streams = [encode(replace(random_packet(rng, t), source=s, seq=rng.randrange(2)))
-               for t, s in [(6, 1), (1, 6), (63, 0), (4, 4)]]
+    corrupt[3] ^= 0x0100  # not ours to judge: forwarded as it came
+    streams = [
+        encode(replace(random_packet(rng, t), source=s, seq=rng.randrange(2)))
+        for t, s in [(6, 1), (1, 6), (63, 0), (4, 4)]
+    ]
     streams += [encode(echo(7, 2, 1, EchoStatus.BUSY)), corrupt]
 
     async def tb(ctx, bench, transmitted):
         starts = []
         for symbols in streams:
-            starts.append(ctx.get(bench.cycle))      # the cycle its first symbol is on rx
+            starts.append(ctx.get(bench.cycle))  # the cycle its first symbol is on rx
             await drive(ctx, bench.link, symbols, gap=1)
         await wait_cycles(ctx, 10)
         assert [symbols for _, symbols in transmitted] == streams
-        assert [cycle - start for (cycle, _), start in zip(transmitted, starts)] == \
-            [BYPASS_LATENCY] * len(streams)
+        assert [cycle - start for (cycle, _), start in zip(transmitted, starts)] == [BYPASS_LATENCY] * len(streams)
         counters = only_nonzero(await all_counters(ctx, bench.link))
         assert counters == {"BYPASSED": len(streams)}
         assert ctx.get(bench.link.recv_header.valid) == 0
+
     run_link(tb)
 
 
@@ -147,12 +173,12 @@ def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed():
     rng = random.Random(3)
     good = replace(random_packet(rng, 5, data_ratio=1), source=2)
     flipped = encode(good)
-    flipped[20] ^= 0x0040                     # a data bit
+    flipped[20] ^= 0x0040  # a data bit
     bad = [
         flipped,
-        encode(good)[:-1],                     # truncated: the CRC symbol is missing
-        encode(good) + [0x1234],               # one symbol too many
-        encode(Packet(target=5, source=2, ptype=3)),   # valid CRC, unknown packet type
+        encode(good)[:-1],  # truncated: the CRC symbol is missing
+        encode(good) + [0x1234],  # one symbol too many
+        encode(Packet(target=5, source=2, ptype=3)),  # valid CRC, unknown packet type
         encode(echo(5, 2, 0, EchoStatus.ACCEPTED))[:2] + [0],
     ]
 
@@ -162,12 +188,16 @@ def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed():
         await wait_cycles(ctx, 20)
         assert transmitted == []
         assert ctx.get(bench.link.recv_header.valid) == 0
-        await drive(ctx, bench.link, encode(good))     # and the link still works
+        await drive(ctx, bench.link, encode(good))  # and the link still works
         assert await receive(ctx, bench.link) == good
         await wait_cycles(ctx, 10)
         assert decoded(transmitted) == [echo(2, 5, 0, EchoStatus.ACCEPTED)]
-        assert only_nonzero(await all_counters(ctx, bench.link)) == \
-            {"CRC_ERRORS": len(bad), "RX_PACKETS": 1, "TX_ECHOES": 1}
+        assert only_nonzero(await all_counters(ctx, bench.link)) == {
+            "CRC_ERRORS": len(bad),
+            "RX_PACKETS": 1,
+            "TX_ECHOES": 1,
+        }
+
     run_link(tb)
 
 
@@ -182,12 +212,12 @@ def test_duplicate_is_delivered_once_and_echoed_each_time():
         await wait_cycles(ctx, 10)
         assert await receive(ctx, bench.link) == first
         assert await receive(ctx, bench.link) == second
-        assert await receive(ctx, bench.link) == first     # seq 0 after 1: a new packet
+        assert await receive(ctx, bench.link) == first  # seq 0 after 1: a new packet
         await wait_cycles(ctx, 5)
         assert ctx.get(bench.link.recv_header.valid) == 0
         assert decoded(transmitted) == [echo(3, 5, s, EchoStatus.ACCEPTED) for s in (0, 0, 1, 1, 0)]
-        assert only_nonzero(await all_counters(ctx, bench.link)) == \
-            {"RX_PACKETS": 3, "DUPLICATES": 2, "TX_ECHOES": 5}
+        assert only_nonzero(await all_counters(ctx, bench.link)) == {"RX_PACKETS": 3, "DUPLICATES": 2, "TX_ECHOES": 5}
+
     run_link(tb)
 
 
@@ -200,17 +230,20 @@ def test_full_incoming_queue_answers_busy_and_accepts_after_a_pop():
         for packet in packets:
             await drive(ctx, link, encode(packet))
         await wait_cycles(ctx, 10)
-        assert decoded(transmitted) == [echo(1, 5, 0, EchoStatus.ACCEPTED), echo(2, 5, 0, EchoStatus.ACCEPTED),
-                                        echo(3, 5, 0, EchoStatus.BUSY)]
+        assert decoded(transmitted) == [
+            echo(1, 5, 0, EchoStatus.ACCEPTED),
+            echo(2, 5, 0, EchoStatus.ACCEPTED),
+            echo(3, 5, 0, EchoStatus.BUSY),
+        ]
         assert field("STATUS", "IN_QUEUE", await read(ctx, link.bus, reg("STATUS"))) == 2
         assert await receive(ctx, link) == packets[0]
-        await drive(ctx, link, encode(packets[2]))        # the sender's retry: same seq
+        await drive(ctx, link, encode(packets[2]))  # the sender's retry: same seq
         await wait_cycles(ctx, 10)
         assert decoded(transmitted)[3] == echo(3, 5, 0, EchoStatus.ACCEPTED)
         assert await receive(ctx, link) == packets[1]
         assert await receive(ctx, link) == packets[2]
-        assert only_nonzero(await all_counters(ctx, link)) == \
-            {"RX_PACKETS": 3, "BUSY_SENT": 1, "TX_ECHOES": 4}
+        assert only_nonzero(await all_counters(ctx, link)) == {"RX_PACKETS": 3, "BUSY_SENT": 1, "TX_ECHOES": 4}
+
     run_link(tb, in_depth=2)
 
 
@@ -240,11 +273,12 @@ def test_requests_are_admitted_only_with_a_reply_slot():
         await wait_cycles(ctx, 30)
         reply = decoded(transmitted)[-1]
         assert (reply.ptype, reply.target) == (PacketType.RESPONSE, 1)
-        await drive(ctx, link, encode(echo(5, 1, reply.seq, EchoStatus.ACCEPTED)))   # its slot frees
+        await drive(ctx, link, encode(echo(5, 1, reply.seq, EchoStatus.ACCEPTED)))  # its slot frees
         await wait_cycles(ctx, 5)
-        await drive(ctx, link, encode(requests[3]))        # the fourth sender's retry now fits
+        await drive(ctx, link, encode(requests[3]))  # the fourth sender's retry now fits
         await wait_cycles(ctx, 10)
         assert decoded(transmitted)[-1] == echo(4, 5, 0, EchoStatus.ACCEPTED)
+
     run_link(tb, out_depth=3, in_depth=8, max_outstanding=2)
 
 
@@ -255,6 +289,7 @@ def test_returning_own_packet_is_removed_as_undeliverable():
         await wait_cycles(ctx, 20)
         assert transmitted == []
         assert only_nonzero(await all_counters(ctx, bench.link)) == {"UNDELIVERABLE": 2}
+
     run_link(tb)
 
 
@@ -276,6 +311,7 @@ def test_disabled_node_forwards_everything_and_sends_nothing():
         assert decoded(transmitted)[2] == as_sent_by(own, 5)
         await drive(ctx, bench.link, encode(for_us))
         assert await receive(ctx, bench.link) == for_us
+
     run_link(tb)
 
 
@@ -288,7 +324,7 @@ def test_own_packet_is_resent_on_timeout_and_busy_until_accepted():
         link = bench.link
         await send(ctx, link, packets[0])
         await wait_cycles(ctx, 60)
-        assert decoded(transmitted) == [as_sent_by(packets[0], 1)]        # seq 0, source filled in
+        assert decoded(transmitted) == [as_sent_by(packets[0], 1)]  # seq 0, source filled in
         # No echo: resent, identical, ECHO_TIMEOUT cycles after the first copy ended.
         while len(transmitted) < 2:
             await ctx.tick()
@@ -324,7 +360,13 @@ def test_own_packet_is_resent_on_timeout_and_busy_until_accepted():
         await wait_cycles(ctx, 60)
         assert decoded(transmitted)[4] == as_sent_by(packets[2], 1)
         assert only_nonzero(await all_counters(ctx, link)) == {
-            "TX_PACKETS": 5, "TX_ACCEPTED": 2, "RX_ECHOES": 5, "TIMEOUTS": 1, "BUSY_RECEIVED": 1}
+            "TX_PACKETS": 5,
+            "TX_ACCEPTED": 2,
+            "RX_ECHOES": 5,
+            "TIMEOUTS": 1,
+            "BUSY_RECEIVED": 1,
+        }
+
     run_link(tb, node_id=1, echo_timeout=timeout, busy_delay=busy_delay)
 
 
@@ -340,28 +382,35 @@ def test_give_up_counts_silent_attempts_only_and_a_late_echo_still_completes():
     async def tb(ctx, bench, transmitted):
         link = bench.link
         await send(ctx, link, first)
-        await wait_for(ctx, transmitted, 2)              # sent, silence, resent
+        await wait_for(ctx, transmitted, 2)  # sent, silence, resent
         await drive(ctx, link, encode(echo(1, 4, 0, EchoStatus.BUSY)))
-        await wait_for(ctx, transmitted, 4)              # BUSY restarted the count: two more
+        await wait_for(ctx, transmitted, 4)  # BUSY restarted the count: two more
         await wait_cycles(ctx, timeout + 5)
-        assert ctx.get(link.failed.valid) == 1           # given up after 2 silent transmissions
+        assert ctx.get(link.failed.valid) == 1  # given up after 2 silent transmissions
         assert decoded(transmitted) == [as_sent_by(first, 1)] * 4
         # The echo arrives before the sequencer took the report: delivered after all.
         await drive(ctx, link, encode(echo(1, 4, 0, EchoStatus.ACCEPTED)))
         await wait_cycles(ctx, 2)
         assert ctx.get(link.failed.valid) == 0
         assert only_nonzero(await all_counters(ctx, link)) == {
-            "TX_PACKETS": 4, "TX_ACCEPTED": 1, "RX_ECHOES": 2, "TIMEOUTS": 3, "BUSY_RECEIVED": 1}
+            "TX_PACKETS": 4,
+            "TX_ACCEPTED": 1,
+            "RX_ECHOES": 2,
+            "TIMEOUTS": 3,
+            "BUSY_RECEIVED": 1,
+        }
         # So the pair's bit toggled; a packet that really fails does not toggle it.
         await send(ctx, link, second)
         header = await recv(ctx, link.failed)
         assert header.as_value().value == replace(as_sent_by(second, 1), seq=1).header_value()
         await send(ctx, link, third)
         await wait_for(ctx, transmitted, 7)
-        assert decoded(transmitted)[4:] == [replace(as_sent_by(second, 1), seq=1)] * 2 + \
-            [replace(as_sent_by(third, 1), seq=1)]
+        assert decoded(transmitted)[4:] == [replace(as_sent_by(second, 1), seq=1)] * 2 + [
+            replace(as_sent_by(third, 1), seq=1)
+        ]
         counters = await all_counters(ctx, link)
         assert (counters["SEND_FAILURES"], counters["TIMEOUTS"]) == (1, 5)
+
     run_link(tb, node_id=1, echo_timeout=timeout, busy_delay=20, max_attempts=2)
 
 
@@ -384,11 +433,12 @@ def test_full_echo_queue_drops_the_packet_unechoed_for_the_sender_to_retry():
         assert await receive(ctx, link) == short[0]
         counters = await all_counters(ctx, link)
         assert (counters["ECHO_OVERFLOWS"], counters["RX_PACKETS"]) == (2, 1)
-        for packet in short[1:]:                         # the senders' retries after their timeout
+        for packet in short[1:]:  # the senders' retries after their timeout
             await drive(ctx, link, encode(packet))
         assert [await receive(ctx, link) for _ in range(2)] == short[1:]
         await wait_cycles(ctx, 10)
         assert decoded(transmitted)[2:] == [echo(2, 5, 0, EchoStatus.ACCEPTED), echo(3, 5, 0, EchoStatus.ACCEPTED)]
+
     run_link(tb, echo_depth=1)
 
 
@@ -412,23 +462,39 @@ def test_one_packet_in_flight_per_target_and_at_most_max_outstanding():
         await drive(ctx, link, encode(echo(1, 6, 0, EchoStatus.ACCEPTED)))
         await wait_cycles(ctx, 40)
         assert decoded(transmitted)[3:] == [as_sent_by(c1, 1)]
+
     run_link(tb, node_id=1, max_outstanding=2, echo_timeout=5000)
 
 
 # --- Registers ------------------------------------------------------------------------------------
 
+
 def test_registers_show_parameters_configuration_and_clear():
-    params = dict(out_depth=8, in_depth=4, max_outstanding=3, echo_depth=6, bypass_depth=100,
-                  echo_timeout=300, busy_delay=40, max_attempts=5)
+    params = dict(
+        out_depth=8,
+        in_depth=4,
+        max_outstanding=3,
+        echo_depth=6,
+        bypass_depth=100,
+        echo_timeout=300,
+        busy_delay=40,
+        max_attempts=5,
+    )
 
     async def tb(ctx, bench, transmitted):
         link = bench.link
         p = await read(ctx, link.bus, reg("PARAMS"))
-        assert [field("PARAMS", n, p) for n in ("OUT_DEPTH", "IN_DEPTH", "MAX_OUTSTANDING", "ECHO_DEPTH")] == \
-            [8, 4, 3, 6]
+        assert [field("PARAMS", n, p) for n in ("OUT_DEPTH", "IN_DEPTH", "MAX_OUTSTANDING", "ECHO_DEPTH")] == [
+            8,
+            4,
+            3,
+            6,
+        ]
         b = await read(ctx, link.bus, reg("BYPASS_PARAMS"))
-        assert (field("BYPASS_PARAMS", "DEPTH", b), field("BYPASS_PARAMS", "THRESHOLD", b)) == \
-            (100, 100 - MAX_PACKET_SYMBOLS - 2)
+        assert (field("BYPASS_PARAMS", "DEPTH", b), field("BYPASS_PARAMS", "THRESHOLD", b)) == (
+            100,
+            100 - MAX_PACKET_SYMBOLS - 2,
+        )
         for name, value in (("ECHO_TIMEOUT", 300), ("BUSY_DELAY", 40), ("MAX_ATTEMPTS", 5)):
             assert await read(ctx, link.bus, reg(name)) == value
         # A shorter timeout set by software takes effect.
@@ -450,6 +516,7 @@ def test_registers_show_parameters_configuration_and_clear():
         used = {r.offset for r in RING.registers}
         with pytest.raises(BusError):
             await read(ctx, link.bus, next(o for o in range(0, RING.size, 4) if o not in used))
+
     run_link(tb, node_id=1, **params)
 
 
@@ -469,6 +536,7 @@ def test_counters_saturate_instead_of_wrapping():
         ctx.set(clear, 1)
         await ctx.tick()
         seen.append(ctx.get(counter))
+
     sim.add_testbench(tb)
     run_simulation(sim)
     assert seen == [3, 6, 7, 7, 7, 0]
@@ -484,9 +552,9 @@ def test_ring_block_has_its_reserved_place_in_the_card_window():
 
 def test_parameters_are_checked():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)   # the refused links are dropped
+        warnings.simplefilter("ignore", UnusedElaboratable)  # the refused links are dropped
         with pytest.raises(ValueError, match="bypass_depth"):
-            RingLink(bypass_depth=MAX_PACKET_SYMBOLS * 2)      # no room for one own packet
+            RingLink(bypass_depth=MAX_PACKET_SYMBOLS * 2)  # no room for one own packet
         with pytest.raises(ValueError, match="max_outstanding"):
             RingLink(out_depth=2, max_outstanding=3)
         with pytest.raises(ValueError, match="in_depth"):
@@ -495,6 +563,7 @@ def test_parameters_are_checked():
 
 
 # --- Rings ------------------------------------------------------------------------------------------
+
 
 def hops(source, target, nodes):
     """Links a packet crosses from source to target (all the way round for itself)."""
@@ -505,13 +574,11 @@ def random_plan(rng, nodes, per_node, *, self_ratio=0.0):
     plan = {}
     for i in range(nodes):
         others = [j for j in range(nodes) if j != i]
-        plan[i] = [random_packet(rng, i if rng.random() < self_ratio else rng.choice(others))
-                   for _ in range(per_node)]
+        plan[i] = [random_packet(rng, i if rng.random() < self_ratio else rng.choice(others)) for _ in range(per_node)]
     return plan
 
 
-def run_ring(nodes, plan, *, seed, flips=None, limit=60_000, link_params=None, stall=None, extra=(),
-             monitors=None):
+def run_ring(nodes, plan, *, seed, flips=None, limit=60_000, link_params=None, stall=None, extra=(), monitors=None):
     """Run ``plan`` on a ring until delivered; ``extra`` are factories ``make(bench)`` of more
     testbenches. Returns the bench, the traffic and the registers read at the end."""
     bench = RingBench(nodes, delay=4, **(link_params or dict(echo_timeout=400, busy_delay=32)))
@@ -524,8 +591,9 @@ def run_ring(nodes, plan, *, seed, flips=None, limit=60_000, link_params=None, s
         result["errors"] = [await read(ctx, link.bus, reg("ERRORS")) for link in bench.links]
         result["bypass"] = [await read(ctx, link.bus, reg("BYPASS")) for link in bench.links]
         result["status"] = [await read(ctx, link.bus, reg("STATUS")) for link in bench.links]
+
     background = [flipper(bench, flips)] if flips else []
-    if monitors is not None:      # {node: list to fill with its transmitted packets}
+    if monitors is not None:  # {node: list to fill with its transmitted packets}
         background += [tx_monitor(bench.cycle, bench.links[i], packets) for i, packets in monitors.items()]
     simulate(bench, main, *(make(bench) for make in extra), traffic=traffic, background=background)
     return bench, traffic, result
@@ -541,7 +609,7 @@ def check_quiet_and_consistent(traffic, result):
     assert delivered == traffic.expected()
     assert traffic.failed == {}
     assert result["errors"] == [0] * len(result["errors"])
-    assert [s for s in result["status"]] == [0] * len(result["status"])   # queues empty, nothing in flight
+    assert [s for s in result["status"]] == [0] * len(result["status"])  # queues empty, nothing in flight
     assert total(result, "TX_ACCEPTED") == total(result, "RX_PACKETS") == delivered
     assert total(result, "SEND_FAILURES") == total(result, "ECHO_OVERFLOWS") == 0
     # Every intact request/response got exactly one echo.
@@ -565,6 +633,7 @@ def test_idle_ring_latencies():
             await send(ctx, bench.links[0], packet)
             await receive(ctx, bench.links[2])
             await wait_cycles(ctx, 200)
+
     simulate(bench, main, background=[tx_monitor(bench.cycle, link, seen[i]) for i, link in enumerate(bench.links)])
     round_trips = []
     for k, packet in enumerate(packets):
@@ -577,8 +646,7 @@ def test_idle_ring_latencies():
         assert echo_forwarded - echoed == delay + BYPASS_LATENCY
         echo_length = len(seen[3][k][1])
         round_trips.append(echo_forwarded + delay + echo_length - 1 - sent)
-        assert round_trips[-1] == \
-            length + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY
+        assert round_trips[-1] == length + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY
     assert round_trips == [38, 70]
 
 
@@ -588,8 +656,7 @@ def test_ring_delivers_random_traffic_exactly_once_in_order(nodes):
     plan = random_plan(rng, nodes, 24, self_ratio=0.1)
     # A timeout well above the loaded round trip (about 500 cycles at worst here), so that any
     # resend would mean a lost packet.
-    bench, traffic, result = run_ring(nodes, plan, seed=nodes,
-                                      link_params=dict(echo_timeout=2000, busy_delay=32))
+    bench, traffic, result = run_ring(nodes, plan, seed=nodes, link_params=dict(echo_timeout=2000, busy_delay=32))
     delivered = check_quiet_and_consistent(traffic, result)
     # A clean ring: nothing lost, so nothing resent and nothing refused.
     for name in ("CRC_ERRORS", "TIMEOUTS", "DUPLICATES", "BUSY_SENT", "UNDELIVERABLE", "SCRUBBED"):
@@ -598,22 +665,25 @@ def test_ring_delivers_random_traffic_exactly_once_in_order(nodes):
         assert c["TX_PACKETS"] == c["TX_ACCEPTED"] == len(plan[i])
         assert c["RX_ECHOES"] == len(plan[i])
     # Each packet and its echo are forwarded by every node between their ends.
-    expected_bypass = sum(hops(s, t, nodes) - 1 + hops(t, s, nodes) - 1
-                          for (s, t), sent in traffic.sent.items() for _ in sent)
+    expected_bypass = sum(
+        hops(s, t, nodes) - 1 + hops(t, s, nodes) - 1 for (s, t), sent in traffic.sent.items() for _ in sent
+    )
     assert total(result, "BYPASSED") == expected_bypass
     assert delivered == nodes * 24
 
 
-@pytest.mark.parametrize("nodes, bits, rate", [
-    (2, range(16), 0.004),         # data bits
-    (4, range(16), 0.003),
-    (4, range(17), 0.003),         # frame bit too: split and merged packets, debris
-])
+@pytest.mark.parametrize(
+    "nodes, bits, rate",
+    [
+        (2, range(16), 0.004),  # data bits
+        (4, range(16), 0.003),
+        (4, range(17), 0.003),  # frame bit too: split and merged packets, debris
+    ],
+)
 def test_ring_recovers_from_bit_flips(nodes, bits, rate):
     rng = random.Random(20 + nodes)
     plan = random_plan(rng, nodes, 20)
-    flips = flip_schedule(random.Random(30 + nodes + len(bits)), links=nodes, cycles=50_000, rate=rate,
-                          bits=list(bits))
+    flips = flip_schedule(random.Random(30 + nodes + len(bits)), links=nodes, cycles=50_000, rate=rate, bits=list(bits))
     bench, traffic, result = run_ring(nodes, plan, seed=40 + nodes, flips=flips)
     check_quiet_and_consistent(traffic, result)
     assert total(result, "CRC_ERRORS") > 0
@@ -651,6 +721,7 @@ def test_scrubber_removes_debris_nobody_else_would():
                 break
         result["packet"] = packet
         result["counters"] = [await all_counters(ctx, link) for link in bench.links]
+
     monitors = [tx_monitor(bench.cycle, link, seen[i]) for i, link in enumerate(bench.links)]
     simulate(bench, main, background=monitors)
     # Once round: forwarded by each node once, then removed by the first on its second pass.
@@ -661,7 +732,7 @@ def test_scrubber_removes_debris_nobody_else_would():
 
 def test_undeliverable_target_is_reported_on_failed_and_the_link_keeps_working():
     rng = random.Random(50)
-    lost = random_packet(rng, 9, data_ratio=1)       # no node 9 on this ring
+    lost = random_packet(rng, 9, data_ratio=1)  # no node 9 on this ring
     fine = random_packet(rng, 1)
     bench = RingBench(2, delay=4, echo_timeout=150, max_attempts=3)
     result = {}
@@ -676,14 +747,20 @@ def test_undeliverable_target_is_reported_on_failed_and_the_link_keeps_working()
         await wait_cycles(ctx, 20)
         result["counters"] = await all_counters(ctx, link)
         result["status"] = await read(ctx, link.bus, reg("STATUS"))
+
     simulate(bench, main)
     failed = packet_from_header(result["failed"].as_value().value)
     assert failed == replace(as_sent_by(lost, 0), data=[])
     assert result["fine"] == as_sent_by(fine, 0)
     assert result["when"] >= 3 * 150
     assert only_nonzero(result["counters"]) == {
-        "TX_PACKETS": 4, "TX_ACCEPTED": 1, "RX_ECHOES": 1, "UNDELIVERABLE": 3, "TIMEOUTS": 3,
-        "SEND_FAILURES": 1}
+        "TX_PACKETS": 4,
+        "TX_ACCEPTED": 1,
+        "RX_ECHOES": 1,
+        "UNDELIVERABLE": 3,
+        "TIMEOUTS": 3,
+        "SEND_FAILURES": 1,
+    }
     assert result["status"] == 0
 
 
@@ -692,9 +769,11 @@ def test_back_pressure_busy_retries_and_a_full_outgoing_queue():
     queue fills and holds ``send_header`` back; nothing is lost once node 1 resumes."""
     nodes, out_depth = 3, 6
     rng = random.Random(60)
-    plan = {0: [random_packet(rng, 1) for _ in range(14)],
-            2: [random_packet(rng, rng.choice([0, 1])) for _ in range(10)],
-            1: [random_packet(rng, rng.choice([0, 2])) for _ in range(6)]}
+    plan = {
+        0: [random_packet(rng, 1) for _ in range(14)],
+        2: [random_packet(rng, rng.choice([0, 1])) for _ in range(10)],
+        1: [random_packet(rng, rng.choice([0, 2])) for _ in range(6)],
+    }
     stall_until = 3000
     observed = {}
 
@@ -704,11 +783,17 @@ def test_back_pressure_busy_retries_and_a_full_outgoing_queue():
             observed["status0"] = await read(ctx, bench.links[0].bus, reg("STATUS"))
             observed["status1"] = await read(ctx, bench.links[1].bus, reg("STATUS"))
             observed["ready0"] = ctx.get(bench.links[0].send_header.ready)
+
         return process
 
     bench, traffic, result = run_ring(
-        nodes, plan, seed=61, stall={1: [(0, stall_until)]}, extra=[observer],
-        link_params=dict(echo_timeout=400, busy_delay=32, in_depth=4, out_depth=out_depth))
+        nodes,
+        plan,
+        seed=61,
+        stall={1: [(0, stall_until)]},
+        extra=[observer],
+        link_params=dict(echo_timeout=400, busy_delay=32, in_depth=4, out_depth=out_depth),
+    )
     check_quiet_and_consistent(traffic, result)
     c0, c1, c2 = result["counters"]
     assert c1["BUSY_SENT"] > 0 and c0["BUSY_RECEIVED"] > 0 and c2["BUSY_RECEIVED"] > 0
@@ -716,8 +801,8 @@ def test_back_pressure_busy_retries_and_a_full_outgoing_queue():
     assert field("STATUS", "IN_QUEUE", observed["status1"]) == 4
     assert field("STATUS", "OUT_QUEUE", observed["status0"]) == out_depth
     assert observed["ready0"] == 0
-    assert max(traffic.send_waits[0]) > 1000        # held back until node 1 resumed
-    assert total(result, "TIMEOUTS") == 0           # BUSY is an answer, not a silence
+    assert max(traffic.send_waits[0]) > 1000  # held back until node 1 resumed
+    assert total(result, "TIMEOUTS") == 0  # BUSY is an answer, not a silence
 
 
 def test_node_downstream_of_heavy_traffic_still_injects():
@@ -728,9 +813,11 @@ def test_node_downstream_of_heavy_traffic_still_injects():
     bound."""
     nodes, injected = 4, 12
     rng = random.Random(70)
-    plan = {0: [random_packet(rng, rng.choice([2, 3]), data_ratio=1) for _ in range(30)],
-            3: [random_packet(rng, 2, data_ratio=1) for _ in range(30)],
-            2: [random_packet(rng, rng.choice([0, 3]), data_ratio=1) for _ in range(30)]}
+    plan = {
+        0: [random_packet(rng, rng.choice([2, 3]), data_ratio=1) for _ in range(30)],
+        3: [random_packet(rng, 2, data_ratio=1) for _ in range(30)],
+        2: [random_packet(rng, rng.choice([0, 3]), data_ratio=1) for _ in range(30)],
+    }
     own = [random_packet(rng, rng.choice([0, 2, 3]), data_ratio=1) for _ in range(injected)]
     bench = RingBench(nodes, delay=4, echo_timeout=1000)
     traffic = Traffic(bench, plan, seed=71)
@@ -748,8 +835,7 @@ def test_node_downstream_of_heavy_traffic_still_injects():
             seen = len(node1_tx)
             while True:
                 await ctx.tick()
-                mine = [cycle for cycle, symbols in node1_tx[seen:]
-                        if len(symbols) > 3 and decode(symbols).source == 1]
+                mine = [cycle for cycle, symbols in node1_tx[seen:] if len(symbols) > 3 and decode(symbols).source == 1]
                 if mine:
                     break
             waits.append(mine[0] - queued)
@@ -758,25 +844,26 @@ def test_node_downstream_of_heavy_traffic_still_injects():
 
     async def main(ctx):
         await wait_cycles(ctx, 400)
-        traffic.plan[1] = own     # counted as expected from now on
+        traffic.plan[1] = own  # counted as expected from now on
         await traffic.run_until_delivered(ctx, limit=60_000, settle=500)
         result["cycles"] = ctx.get(bench.cycle)
         result["bypass"] = [await read(ctx, link.bus, reg("BYPASS")) for link in bench.links]
         result["errors"] = [await read(ctx, link.bus, reg("ERRORS")) for link in bench.links]
+
     simulate(bench, main, injector, traffic=traffic, background=[tx_monitor(bench.cycle, bench.links[1], node1_tx)])
     check_delivery(traffic)
     assert len(waits) == injected
-    queue_to_output = 2     # queued, dispatched to a context, sent
+    queue_to_output = 2  # queued, dispatched to a context, sent
     bound = MAX_PACKET_SYMBOLS + 1 + queue_to_output
     assert max(waits) <= bound, waits
-    assert min(waits) == queue_to_output         # when nothing is in the way
+    assert min(waits) == queue_to_output  # when nothing is in the way
     # The traffic really was heavy: while node 1 was injecting, its output link was busy (symbols
     # and their gaps) most of the time.
     begin, end = result["window"]
     busy = sum(len(symbols) + 1 for cycle, symbols in node1_tx if begin <= cycle < end)
     print(f"injection waits {sorted(waits)}, output link busy {busy / (end - begin):.0%}")
     assert busy / (end - begin) > 0.8
-    assert any(w > MAX_PACKET_SYMBOLS // 2 for w in waits)    # some waited on a bypassed packet
+    assert any(w > MAX_PACKET_SYMBOLS // 2 for w in waits)  # some waited on a bypassed packet
     link = bench.links[1]
     peak = field("BYPASS", "PEAK", result["bypass"][1])
     print(f"node 1 bypass FIFO peak {peak} of {link.bypass_depth} (threshold {link.bypass_threshold})")
@@ -785,6 +872,7 @@ def test_node_downstream_of_heavy_traffic_still_injects():
 
 
 # --- Hostile input ---------------------------------------------------------------------------------
+
 
 def test_hostile_symbol_streams_among_legitimate_traffic():
     """Random-constrained stimulus (tests/support/random_ring.py): one node's ring input gets a
@@ -797,6 +885,14 @@ def test_hostile_symbol_streams_among_legitimate_traffic():
     ones owed, in order; everything forwarded is bit-exact; the own packets are each sent once and
     accepted; every counter matches; the queues end empty and the link still works."""
     fuzz = ring_fuzz(seed=seed(21), items=600 * scale(), own_packets=min(12, 6 * scale()))
-    for name in ("RX_PACKETS", "DUPLICATES", "CRC_ERRORS", "RX_ECHOES", "BUSY_RECEIVED", "BYPASSED",
-                 "UNDELIVERABLE", "SCRUBBED"):
+    for name in (
+        "RX_PACKETS",
+        "DUPLICATES",
+        "CRC_ERRORS",
+        "RX_ECHOES",
+        "BUSY_RECEIVED",
+        "BYPASSED",
+        "UNDELIVERABLE",
+        "SCRUBBED",
+    ):
         assert fuzz.counts[name], name

@@ -48,10 +48,13 @@ def test_any_single_bit_flip_is_detected():
                 sp.decode(bad)
 
 
-@pytest.mark.parametrize("symbols, message", [
-    ([], "shorter"),
-    ([0x1234, 0x0000], "shorter"),
-])
+@pytest.mark.parametrize(
+    "symbols, message",
+    [
+        ([], "shorter"),
+        ([0x1234, 0x0000], "shorter"),
+    ],
+)
 def test_too_short(symbols, message):
     with pytest.raises(sp.PacketError, match=message):
         sp.decode(symbols)

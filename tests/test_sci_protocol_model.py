@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
 from numavia.gateware.microcode.cluster_model import ClusterModel, Deadlock, StressConfig
+from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
 
 SOURCE = Path(isa.__file__).with_name("sci.uasm").read_text()
 PROGRAM = assemble(SOURCE, "sci.uasm")
@@ -23,8 +23,7 @@ def stress(words=PROGRAM.words, **kwargs):
     for a in sorted(result.accesses, key=lambda a: a.completed):
         if a.write:
             last[a.addr] = a.value
-    violations = check_history(result.accesses) + check_quiescent(model.views(), last,
-                                                                  line_bytes=model.cfg.line_bytes)
+    violations = check_history(result.accesses) + check_quiescent(model.views(), last, line_bytes=model.cfg.line_bytes)
     return result, violations
 
 

@@ -18,15 +18,16 @@ Transitions covered (cache side / home side):
 from pathlib import Path
 
 import pytest
+from support.cosim import CoSimConfig, ScriptedCoSim
 
-from numavia.base.coherence import CacheState as C, MemoryState as M, has_backward, has_forward
+from numavia.base.coherence import CacheState as C
+from numavia.base.coherence import MemoryState as M
+from numavia.base.coherence import has_backward, has_forward
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
 
-from support.cosim import CoSimConfig, ScriptedCoSim
-
 PROGRAM = assemble(Path(isa.__file__).with_name("sci.uasm").read_text())
-L = 0 << 26 | 0x40      # a line of node 0
+L = 0 << 26 | 0x40  # a line of node 0
 V1, V2, V3, V4 = 0x11111111, 0x22222222, 0x33333333, 0x44444444
 
 
@@ -54,46 +55,77 @@ def copy(state, fwd=None, bwd=None):
 LIST_LIFECYCLE = [
     ((1, "read", L + 4, 0), {"value": 0, "dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),
     ((2, "read", L, 0), {"dir": (M.FRESH, 2), "nodes": {2: copy(C.HEAD_FRESH, fwd=1), 1: copy(C.TAIL_VALID, bwd=2)}}),
-    ((3, "read", L, 0), {"dir": (M.FRESH, 3), "nodes": {3: copy(C.HEAD_FRESH, fwd=2),
-                                                        2: copy(C.MID_VALID, fwd=1, bwd=3),
-                                                        1: copy(C.TAIL_VALID, bwd=2)}}),
-    ((1, "write", L, V1), {"dir": (M.GONE, 1), "nodes": {1: copy(C.ONLY_DIRTY)}}),           # tail writer
-    ((2, "read", L, 0), {"value": V1, "dir": (M.GONE, 2), "nodes": {2: copy(C.HEAD_DIRTY, fwd=1),
-                                                                    1: copy(C.TAIL_VALID, bwd=2)}}),
-    ((3, "read", L, 0), {"value": V1, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2),
-                                                                    2: copy(C.MID_VALID, fwd=1, bwd=3),
-                                                                    1: copy(C.TAIL_VALID, bwd=2)}}),
-    ((2, "write", L, V2), {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),           # mid writer
+    (
+        (3, "read", L, 0),
+        {
+            "dir": (M.FRESH, 3),
+            "nodes": {3: copy(C.HEAD_FRESH, fwd=2), 2: copy(C.MID_VALID, fwd=1, bwd=3), 1: copy(C.TAIL_VALID, bwd=2)},
+        },
+    ),
+    ((1, "write", L, V1), {"dir": (M.GONE, 1), "nodes": {1: copy(C.ONLY_DIRTY)}}),  # tail writer
+    (
+        (2, "read", L, 0),
+        {"value": V1, "dir": (M.GONE, 2), "nodes": {2: copy(C.HEAD_DIRTY, fwd=1), 1: copy(C.TAIL_VALID, bwd=2)}},
+    ),
+    (
+        (3, "read", L, 0),
+        {
+            "value": V1,
+            "dir": (M.GONE, 3),
+            "nodes": {3: copy(C.HEAD_DIRTY, fwd=2), 2: copy(C.MID_VALID, fwd=1, bwd=3), 1: copy(C.TAIL_VALID, bwd=2)},
+        },
+    ),
+    ((2, "write", L, V2), {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),  # mid writer
     ((0, "read", L, 0), {"value": V2, "dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),  # CFETCH
-    ((3, "read", L, 0), {"value": V2, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2),
-                                                                    2: copy(C.TAIL_VALID, bwd=3)}}),
-    ((3, "write", L, V3), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),           # head writer
-    ((1, "read", L, 0), {"value": V3, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=3),
-                                                                    3: copy(C.TAIL_VALID, bwd=1)}}),
-    ((0, "write", L, V4), {"dir": (M.HOME, 0), "nodes": {}}),                               # recall GONE
+    (
+        (3, "read", L, 0),
+        {"value": V2, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2), 2: copy(C.TAIL_VALID, bwd=3)}},
+    ),
+    ((3, "write", L, V3), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),  # head writer
+    (
+        (1, "read", L, 0),
+        {"value": V3, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=3), 3: copy(C.TAIL_VALID, bwd=1)}},
+    ),
+    ((0, "write", L, V4), {"dir": (M.HOME, 0), "nodes": {}}),  # recall GONE
     ((2, "read", L, 0), {"value": V4, "dir": (M.FRESH, 2), "nodes": {2: copy(C.ONLY_FRESH)}}),
-    ((0, "write", L + 8, V1), {"dir": (M.HOME, 0), "nodes": {}}),                           # recall FRESH
+    ((0, "write", L + 8, V1), {"dir": (M.HOME, 0), "nodes": {}}),  # recall FRESH
     ((3, "read", L + 8, 0), {"value": V1, "dir": (M.FRESH, 3), "nodes": {3: copy(C.ONLY_FRESH)}}),
 ]
 
 ROLLOUTS = [
     ((1, "read", L, 0), {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),
     ((2, "read", L, 0), {"dir": (M.FRESH, 2), "nodes": {2: copy(C.HEAD_FRESH, fwd=1), 1: copy(C.TAIL_VALID, bwd=2)}}),
-    ((3, "read", L, 0), {"dir": (M.FRESH, 3), "nodes": {3: copy(C.HEAD_FRESH, fwd=2),
-                                                        2: copy(C.MID_VALID, fwd=1, bwd=3),
-                                                        1: copy(C.TAIL_VALID, bwd=2)}}),
-    ((2, "flush", 0, 0), {"dir": (M.FRESH, 3), "nodes": {3: copy(C.HEAD_FRESH, fwd=1),        # mid leaves
-                                                         1: copy(C.TAIL_VALID, bwd=3)}}),
-    ((3, "flush", 0, 0), {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),            # head leaves
-    ((1, "flush", 0, 0), {"dir": (M.HOME, 0), "nodes": {}}),                                  # only fresh
+    (
+        (3, "read", L, 0),
+        {
+            "dir": (M.FRESH, 3),
+            "nodes": {3: copy(C.HEAD_FRESH, fwd=2), 2: copy(C.MID_VALID, fwd=1, bwd=3), 1: copy(C.TAIL_VALID, bwd=2)},
+        },
+    ),
+    (
+        (2, "flush", 0, 0),
+        {
+            "dir": (M.FRESH, 3),
+            "nodes": {
+                3: copy(C.HEAD_FRESH, fwd=1),  # mid leaves
+                1: copy(C.TAIL_VALID, bwd=3),
+            },
+        },
+    ),
+    ((3, "flush", 0, 0), {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),  # head leaves
+    ((1, "flush", 0, 0), {"dir": (M.HOME, 0), "nodes": {}}),  # only fresh
     ((2, "write", L, V1), {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),
-    ((3, "read", L, 0), {"value": V1, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2),
-                                                                    2: copy(C.TAIL_VALID, bwd=3)}}),
-    ((2, "flush", 0, 0), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),             # tail leaves
-    ((1, "read", L, 0), {"value": V1, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=3),
-                                                                    3: copy(C.TAIL_VALID, bwd=1)}}),
-    ((1, "flush", 0, 0), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),             # head dirty leaves
-    ((3, "flush", 0, 0), {"dir": (M.HOME, 0), "nodes": {}}),                                  # only dirty: write-back
+    (
+        (3, "read", L, 0),
+        {"value": V1, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2), 2: copy(C.TAIL_VALID, bwd=3)}},
+    ),
+    ((2, "flush", 0, 0), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),  # tail leaves
+    (
+        (1, "read", L, 0),
+        {"value": V1, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=3), 3: copy(C.TAIL_VALID, bwd=1)}},
+    ),
+    ((1, "flush", 0, 0), {"dir": (M.GONE, 3), "nodes": {3: copy(C.ONLY_DIRTY)}}),  # head dirty leaves
+    ((3, "flush", 0, 0), {"dir": (M.HOME, 0), "nodes": {}}),  # only dirty: write-back
     ((0, "read", L, 0), {"value": V1, "dir": (M.HOME, 0), "nodes": {}}),
 ]
 

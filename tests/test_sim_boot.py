@@ -4,13 +4,11 @@ import threading
 import time
 
 import pytest
-
-from numavia.base import codegen
-from numavia.bridge import BridgeError, HostBridge
-from numavia.base import regmap
-from numavia.soc import sim
-
 from support.ring_sim import build, free_port_range, served_cli
+
+from numavia.base import codegen, regmap
+from numavia.bridge import BridgeError, HostBridge
+from numavia.soc import sim
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +22,13 @@ def test_two_nodes_boot_with_identity_read_over_the_bus(tmp_path):
     assert code == 0 and summary["reason"] == "every node is ready"
     major, minor, patch = regmap.HW_VERSION
     for node, text in enumerate(logs(tmp_path, 2)):
-        assert (f"card: id {regmap.CARD_ID:#010x} version {major}.{minor}.{patch} clock 100000000 Hz, "
-                "with VIA engine") in text
+        assert (
+            f"card: id {regmap.CARD_ID:#010x} version {major}.{minor}.{patch} clock 100000000 Hz, with VIA engine"
+        ) in text
         assert "card: scratch register ok" in text
         assert f"card: node id strap {node}, node id set to {node} (read back {node})" in text
         program = codegen.microcode_program()
-        assert (f"card: microcode loaded and verified ({len(program.words)} words, "
-                f"crc {program.crc32:#010x})") in text
+        assert (f"card: microcode loaded and verified ({len(program.words)} words, crc {program.crc32:#010x})") in text
         assert f"{sim.READY_MARKER} (node {node})" in text
         assert summary["marker_cycles"][node] is not None
 
@@ -39,7 +37,7 @@ def test_firmware_boots_on_a_card_built_without_via(tmp_path):
     # The small-FPGA card (`numavia sim --no-via`, CardConfig(via=False)): the same firmware reads
     # CTRL.FEATURES and skips the VIA manager instead of trapping on registers that do not answer;
     # `numavia status` shows the card's features and leaves out the VIA counters.
-    build(1, via=False)   # cached model; the CLI below finds it
+    build(1, via=False)  # cached model; the CLI below finds it
     with served_cli(tmp_path, 1, "--no-via") as numavia:
         status = numavia("status")
     assert status.returncode == 0, status.stderr
@@ -89,16 +87,17 @@ def test_host_bridge_reaches_the_card_and_reports_bus_errors(tmp_path):
             assert bridge.read(scratch) == 0xC0FFEE01
             assert bridge.read(base + card.address("ctrl", "NODE_ID_STRAP")) == 1
             with pytest.raises(BridgeError, match="bus error reading"):
-                bridge.read(base + 0xFF00)           # inside the card window, no register there
+                bridge.read(base + 0xFF00)  # inside the card window, no register there
             with pytest.raises(BridgeError, match="bus error writing"):
-                bridge.write(base + card.address("ctrl", "ID"), 0)   # read-only register
-            assert bridge.read(scratch) == 0xC0FFEE01   # nothing lost, the bridge still works
+                bridge.write(base + card.address("ctrl", "ID"), 0)  # read-only register
+            assert bridge.read(scratch) == 0xC0FFEE01  # nothing lost, the bridge still works
             # Threads may share a bridge (a benchmark polls a node another thread waits on).
             values = {}
 
             def hammer(k):
                 values[k] = [bridge.read(base + card.address("ctrl", "ID")) for _ in range(20)]
                 bridge.write(scratch, k)
+
             threads = [threading.Thread(target=hammer, args=(k,)) for k in range(3)]
             for t in threads:
                 t.start()

@@ -9,13 +9,11 @@ import sys
 import time
 
 import pytest
-
-from numavia.base import codegen, trace
-from numavia.bridge import HostBridge, BridgeError
-from numavia.base import regmap
-from numavia.soc import sim
-
 from support.ring_sim import build, free_port_range, simulator_processes
+
+from numavia.base import codegen, regmap, trace
+from numavia.bridge import BridgeError, HostBridge
+from numavia.soc import sim
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +36,7 @@ def test_four_nodes_boot_and_share_memory(tmp_path):
         addr = SHARED + 2 * 256 * 1024 + 0x40
         bridges[0].write(addr, 0x5EED_0002)
         assert [bridges[n].read(addr) for n in (1, 3, 2)] == [0x5EED_0002] * 3
-        bridges[3].write(addr + 4, 0x5EED_0003)          # and the other way round
+        bridges[3].write(addr + 4, 0x5EED_0003)  # and the other way round
         assert bridges[0].read(addr + 4) == 0x5EED_0003
         for br in bridges:
             br.close()
@@ -83,12 +81,28 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
     # As from a terminal: SIGINT not ignored, even if this test runs under a job that ignores it
     # (a background job of a non-interactive shell), which the child would inherit.
     with open(tmp_path / "sim.err", "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "numavia.cli", "sim", "--nodes", "2", "--serve", "--quiet",
-                                 "--bridge-port", str(port), "--out", str(tmp_path / "run")],
-                                env=env, stderr=stderr, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "numavia.cli",
+                "sim",
+                "--nodes",
+                "2",
+                "--serve",
+                "--quiet",
+                "--bridge-port",
+                str(port),
+                "--out",
+                str(tmp_path / "run"),
+            ],
+            env=env,
+            stderr=stderr,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     try:
-        deadline = time.monotonic() + 900   # a first run builds the model: minutes on 2 busy cores
+        deadline = time.monotonic() + 900  # a first run builds the model: minutes on 2 busy cores
         while not (tmp_path / "session.json").exists():
             assert proc.poll() is None, (tmp_path / "sim.err").read_text()
             assert time.monotonic() < deadline, "no session after 15 minutes"
@@ -96,14 +110,17 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
         session = json.loads((tmp_path / "session.json").read_text())
         # Host tools attach to it; a bad address is refused with one line.
         cli = [sys.executable, "-m", "numavia.cli"]
-        ok = subprocess.run(cli + ["mem", "read", "--node", "1", hex(0x8000_0000)], env=env,
-                            capture_output=True, text=True)
+        ok = subprocess.run(
+            cli + ["mem", "read", "--node", "1", hex(0x8000_0000)], env=env, capture_output=True, text=True
+        )
         assert ok.returncode == 0 and f"{regmap.CARD_ID:#010x}" in ok.stdout
-        bad = subprocess.run(cli + ["mem", "read", "--node", "0", "0x70000000"], env=env,
-                             capture_output=True, text=True)
+        bad = subprocess.run(
+            cli + ["mem", "read", "--node", "0", "0x70000000"], env=env, capture_output=True, text=True
+        )
         assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "in no region" in bad.stderr
-        bad_node = subprocess.run(cli + ["mem", "read", "--node", "5", hex(SHARED)], env=env,
-                                  capture_output=True, text=True)
+        bad_node = subprocess.run(
+            cli + ["mem", "read", "--node", "5", hex(SHARED)], env=env, capture_output=True, text=True
+        )
         assert bad_node.returncode == 1 and "not in the ring" in bad_node.stderr
         status = subprocess.run(cli + ["status"], env=env, capture_output=True, text=True)
         assert status.returncode == 0 and status.stdout.count("loaded") >= 2
@@ -112,7 +129,7 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
         time.sleep(0.5)
         with pytest.raises(ProcessLookupError):
             os.kill(session["pid"], 0)
-        assert simulator_processes(tmp_path / "run") == []   # every node's process is gone too
+        assert simulator_processes(tmp_path / "run") == []  # every node's process is gone too
         assert not (tmp_path / "session.json").exists()
     finally:
         if proc.poll() is None:
@@ -123,16 +140,35 @@ def test_sigterm_stops_an_mpi_ring_and_leaves_no_process(tmp_path):
     """A job system or `kill` stops `numavia sim` with SIGTERM: mpirun and every rank go too."""
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     with open(tmp_path / "sim.err", "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "numavia.cli", "sim", "--nodes", "2", "--serve", "--quiet",
-                                 "--mpi", "--procs", "2", "--bridge-port", str(free_port_range(4)),
-                                 "--out", str(tmp_path / "run")], env=env, stderr=stderr, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "numavia.cli",
+                "sim",
+                "--nodes",
+                "2",
+                "--serve",
+                "--quiet",
+                "--mpi",
+                "--procs",
+                "2",
+                "--bridge-port",
+                str(free_port_range(4)),
+                "--out",
+                str(tmp_path / "run"),
+            ],
+            env=env,
+            stderr=stderr,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 900
         while not (tmp_path / "session.json").exists():
             assert proc.poll() is None, (tmp_path / "sim.err").read_text()
             assert time.monotonic() < deadline, "no session after 15 minutes"
             time.sleep(0.1)
-        assert simulator_processes(tmp_path / "run")     # mpirun (its command line names the run folder)
+        assert simulator_processes(tmp_path / "run")  # mpirun (its command line names the run folder)
         proc.terminate()
         proc.wait(timeout=60)
         time.sleep(0.5)
@@ -145,17 +181,20 @@ def test_sigterm_stops_an_mpi_ring_and_leaves_no_process(tmp_path):
 
 def test_trace_replay_on_the_host_ports_honours_barriers(tmp_path):
     b = build(2)
-    a = 0x100                            # in node 0's slice (host-port addresses)
-    remote = 256 * 1024 + 0x200          # in node 1's slice
+    a = 0x100  # in node 0's slice (host-port addresses)
+    remote = 256 * 1024 + 0x200  # in node 1's slice
     traces = tmp_path / "traces"
     traces.mkdir()
-    trace.write_trace(traces / "node0.trace", 0, [trace.write_access(a, 0x11), trace.barrier(0),
-                                                  trace.read_access(remote, words=2)])
-    trace.write_trace(traces / "node1.trace", 1, [trace.write_access(remote, 0x22, gap=3000),
-                                                  trace.barrier(0, gap=1500), trace.read_access(a)])
+    trace.write_trace(
+        traces / "node0.trace", 0, [trace.write_access(a, 0x11), trace.barrier(0), trace.read_access(remote, words=2)]
+    )
+    trace.write_trace(
+        traces / "node1.trace",
+        1,
+        [trace.write_access(remote, 0x22, gap=3000), trace.barrier(0, gap=1500), trace.read_access(a)],
+    )
     log = tmp_path / "access.log"
-    code, summary = sim.run(b, tmp_path / "run", quiet=True, trace_dir=traces, max_cycles=5_000_000,
-                            access_log=log)
+    code, summary = sim.run(b, tmp_path / "run", quiet=True, trace_dir=traces, max_cycles=5_000_000, access_log=log)
     assert code == 0 and summary["reason"] == "every trace is done"
     stats = {t["node"]: t for t in summary["trace"]}
     assert stats[0]["accesses"] == stats[1]["accesses"] == 2

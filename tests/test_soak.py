@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import soak
 
 from numavia.base.errors import NumaviaError
-import soak
 
 HERE = Path(__file__).resolve().parent
 RATES = ["--eth-loss", "0.03", "--eth-corrupt", "0.02", "--eth-duplicate", "0.03", "--eth-reorder", "0.03"]
@@ -19,9 +19,29 @@ RATES = ["--eth-loss", "0.03", "--eth-corrupt", "0.02", "--eth-duplicate", "0.03
 @pytest.mark.slow
 def test_the_via_soaks_deliver_every_message_through_every_fault(tmp_path):
     mix = {(scheme, size) for scheme, size, _ in soak.PUSHPULL_MIX}
-    messages = 2 * 2 * len(mix)   # two pairs, each: at least one run of every kind in the mix
-    assert soak.main(["--parts", "via-pushpull,via-system", "--via-messages", str(messages), "--chunk", "2",
-                      "--jobs", "2", "--host-messages", "8", "--seed", "5", "--out", str(tmp_path), *RATES]) == 0
+    messages = 2 * 2 * len(mix)  # two pairs, each: at least one run of every kind in the mix
+    assert (
+        soak.main(
+            [
+                "--parts",
+                "via-pushpull,via-system",
+                "--via-messages",
+                str(messages),
+                "--chunk",
+                "2",
+                "--jobs",
+                "2",
+                "--host-messages",
+                "8",
+                "--seed",
+                "5",
+                "--out",
+                str(tmp_path),
+                *RATES,
+            ]
+        )
+        == 0
+    )
     rows = json.loads((tmp_path / "soak.json").read_text())
     pushpull, host = rows
     assert pushpull["ok"] and host["ok"]
@@ -30,7 +50,7 @@ def test_the_via_soaks_deliver_every_message_through_every_fault(tmp_path):
     assert sum(r["messages"] for r in runs) == messages
     assert {(r["scheme"], r["size"]) for r in runs} == mix
     assert all(r["received"] == r["messages"] and r["bad_bytes"] == 0 for r in runs)
-    assert pushpull["figures"]["pairs_out_of_step"] == 0   # no frame taken twice or skipped, either way
+    assert pushpull["figures"]["pairs_out_of_step"] == 0  # no frame taken twice or skipped, either way
     for row in rows:
         link = row["figures"]["link"]
         assert link["lost"] + link["corrupted"] + link["duplicated"] + link["reordered"] > 0, link
@@ -38,15 +58,19 @@ def test_the_via_soaks_deliver_every_message_through_every_fault(tmp_path):
     assert "| violations |" in (tmp_path / "soak.md").read_text()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--parts", "via-nowhere"], "unknown part(s): via-nowhere"),
-    (["--eth-loss", "1.5"], "--eth-loss must be in [0, 1), not 1.5"),
-    (["--chunk", "0"], "--chunk must be at least 1, not 0"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--parts", "via-nowhere"], "unknown part(s): via-nowhere"),
+        (["--eth-loss", "1.5"], "--eth-loss must be in [0, 1), not 1.5"),
+        (["--chunk", "0"], "--chunk must be at least 1, not 0"),
+    ],
+)
 def test_bad_arguments_are_one_line_and_run_nothing(tmp_path, args, message):
     out = tmp_path / "soak"
-    r = subprocess.run([sys.executable, str(HERE / "soak.py"), *args, "--out", str(out)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(HERE / "soak.py"), *args, "--out", str(out)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(message)
     assert not out.exists()
 
@@ -54,14 +78,26 @@ def test_bad_arguments_are_one_line_and_run_nothing(tmp_path, args, message):
 def test_a_part_that_fails_is_reported_in_one_line_and_the_rest_still_run(tmp_path, monkeypatch, capsys):
     """The soak's own bookkeeping: a part that raises (a VI failed, a node stopped answering) is a
     failed row and one line on stderr; the other parts run and are reported."""
+
     def broken(*args):
         raise NumaviaError("node 1: BENCH timed out")
+
     monkeypatch.setattr(soak, "via_system_soak", broken)
-    monkeypatch.setattr(soak, "via_wire_soak", lambda messages, seed, faults: {
-        "part": "wire", "ok": True, "operations": messages, "faults injected": "0", "detected/recovered": "0",
-        "violations": 0})
+    monkeypatch.setattr(
+        soak,
+        "via_wire_soak",
+        lambda messages, seed, faults: {
+            "part": "wire",
+            "ok": True,
+            "operations": messages,
+            "faults injected": "0",
+            "detected/recovered": "0",
+            "violations": 0,
+        },
+    )
     assert soak.main(["--parts", "via-system,via-wire", "--wire-messages", "3", "--out", str(tmp_path)]) == 1
     failed, wire = json.loads((tmp_path / "soak.json").read_text())
     assert (failed["ok"], failed["error"]) == (False, "node 1: BENCH timed out") and wire["operations"] == 3
-    assert capsys.readouterr().err.strip().splitlines()[-1] == \
-        "soak: error: via-system (node 1: BENCH timed out) failed"
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1] == "soak: error: via-system (node 1: BENCH timed out) failed"
+    )

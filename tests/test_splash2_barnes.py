@@ -5,19 +5,22 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from numavia.splash2 import barnes, generate
-from numavia.instrument import Machine
-
 from support.splash2_checks import SLICE_BYTES, check_trace_invariants, generated
+
+from numavia.instrument import Machine
+from numavia.splash2 import barnes, generate
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])
 def test_forces_close_to_direct_sum(processes):
     g = generated("barnes", processes)
-    assert g.error < 0.1          # relative RMS, theta = 1 (the paper's setting)
+    assert g.error < 0.1  # relative RMS, theta = 1 (the paper's setting)
     exact = barnes.direct_accelerations(g.result["acc_at"], g.result["mass"], barnes.SIZES["small"].eps)
-    cosine = np.sum(exact * g.result["acc"], axis=1) / np.linalg.norm(exact, axis=1) / np.linalg.norm(g.result["acc"], axis=1)
+    cosine = (
+        np.sum(exact * g.result["acc"], axis=1)
+        / np.linalg.norm(exact, axis=1)
+        / np.linalg.norm(g.result["acc"], axis=1)
+    )
     assert np.median(cosine) > 0.99
 
 
@@ -44,14 +47,14 @@ def test_same_physics_for_every_process_count():
     for g in runs[1:]:
         assert np.allclose(g.result["pos"], runs[0].result["pos"], rtol=1e-12, atol=1e-14)
         assert np.allclose(g.result["acc"], runs[0].result["acc"], rtol=1e-9, atol=0)
-        assert g.info["tree_nodes"] == runs[0].info["tree_nodes"]      # the octree is unique
+        assert g.info["tree_nodes"] == runs[0].info["tree_nodes"]  # the octree is unique
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])
 def test_trace_invariants(processes):
     g = generated("barnes", processes)
-    accesses = check_trace_invariants(g)
-    assert not any(r.local for r in g.machine.regions)          # the paper kept Barnes all shared
+    check_trace_invariants(g)
+    assert not any(r.local for r in g.machine.regions)  # the paper kept Barnes all shared
     if processes > 1:
         s = g.machine.summary()
         assert s["remote_accesses"] > s["home_accesses"] * 0.3
@@ -60,7 +63,7 @@ def test_trace_invariants(processes):
 def test_cost_zones_balance_the_work():
     g = generated("barnes", 4)
     zones = g.info["zone_sizes"]
-    assert zones[0] == [64, 64, 64, 64]                          # first step: equal counts
+    assert zones[0] == [64, 64, 64, 64]  # first step: equal counts
     assert sorted(zones[1]) != [64, 64, 64, 64] and sum(zones[1]) == 256
     ops = [s["ops"] for s in g.machine.summary()["per_process"]]
     assert max(ops) < 1.3 * min(ops)

@@ -3,10 +3,9 @@ rows in their owners' slices, twiddles in local memory under the paper's placeme
 
 import numpy as np
 import pytest
+from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 from numavia.splash2 import fft
-
-from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])
@@ -35,9 +34,9 @@ def test_check_refuses_a_wrong_transform():
 def test_trace_invariants(processes, placement):
     g = generated("fft", processes, placement=placement)
     accesses = check_trace_invariants(g)
-    assert writes_outside_own_slice(accesses) == 0          # transposes write their own rows
+    assert writes_outside_own_slice(accesses) == 0  # transposes write their own rows
     barriers = [x for x in g.machine.recorders[0].records if x.kind == 2]
-    assert len(barriers) == 6                                # 3 transposes, 2 FFT phases, the end
+    assert len(barriers) == 6  # 3 transposes, 2 FFT phases, the end
 
 
 def test_paper_placement_keeps_twiddles_local():
@@ -51,6 +50,6 @@ def test_paper_placement_keeps_twiddles_local():
 
 def test_transposes_read_every_other_process():
     accesses = check_trace_invariants(generated("fft", 4))
-    for p, mine in enumerate(accesses):
+    for _p, mine in enumerate(accesses):
         homes_read = {home for write, _, _, home in mine if not write}
         assert homes_read == {0, 1, 2, 3}

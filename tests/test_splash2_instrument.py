@@ -26,10 +26,14 @@ def test_runs_are_cut_at_lines_into_bursts():
     m = Machine(2, SLICE)
     base = m.alloc("a", 1, 256)
     rec = m.recorders[0]
-    rec.read(base + 56, 80)                  # 8 bytes in line 0, 64 in line 1, 8 in line 2
+    rec.read(base + 56, 80)  # 8 bytes in line 0, 64 in line 1, 8 in line 2
     rec.write(base, 4)
     assert [(r.kind, r.addr - base, r.words) for r in rec.records] == [
-        (trace.Kind.READ, 56, 2), (trace.Kind.READ, 64, 16), (trace.Kind.READ, 128, 2), (trace.Kind.WRITE, 0, 1)]
+        (trace.Kind.READ, 56, 2),
+        (trace.Kind.READ, 64, 16),
+        (trace.Kind.READ, 128, 2),
+        (trace.Kind.WRITE, 0, 1),
+    ]
     assert rec.stats.remote_accesses == 4 and rec.stats.home_accesses == 0
 
 
@@ -47,16 +51,15 @@ def test_gaps_carry_compute_and_local_accesses():
     shared = m.alloc("s", 0, 64)
     local = m.alloc("l", 0, 64, local=True)
     rec = m.recorders[0]
-    rec.compute(10)                          # 25 ns = 2.5 cycles
+    rec.compute(10)  # 25 ns = 2.5 cycles
     rec.read(shared, 8)
-    rec.compute(2)                           # 0.5 cycle left over + 0.5: 1 cycle
-    rec.read(local, 16)                      # 2 doubles in host DRAM: no record, 2 * 4 ops
+    rec.compute(2)  # 0.5 cycle left over + 0.5: 1 cycle
+    rec.read(local, 16)  # 2 doubles in host DRAM: no record, 2 * 4 ops
     rec.write(shared, 8)
     m.finish()
     gaps = [(r.kind, r.gap) for r in rec.records]
     local_cycles = 2 * LOCAL_ACCESS_OPS * 0.25
-    assert gaps == [(trace.Kind.READ, 2), (trace.Kind.WRITE, int(0.5 + 0.5 + local_cycles)),
-                    (trace.Kind.BARRIER, 0)]
+    assert gaps == [(trace.Kind.READ, 2), (trace.Kind.WRITE, int(0.5 + 0.5 + local_cycles)), (trace.Kind.BARRIER, 0)]
     assert rec.stats.local_accesses == 2 and rec.stats.home_accesses == 2
 
 

@@ -3,10 +3,9 @@ their owners' slices, and traces that obey the invariants."""
 
 import numpy as np
 import pytest
+from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 from numavia.splash2 import lu
-
-from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])
@@ -47,7 +46,7 @@ def test_blocks_are_scattered_2d():
     g = generated("lu", 4)
     blocks = [r for r in g.machine.regions if r.name.startswith("block")]
     assert len(blocks) == 64 and {r.owner for r in blocks} == {0, 1, 2, 3}
-    assert all(sum(r.owner == p for r in blocks) == 16 for p in range(4))     # equal shares
+    assert all(sum(r.owner == p for r in blocks) == 16 for p in range(4))  # equal shares
 
 
 def test_line_bursts_and_double_accesses_cover_the_same_bytes():
@@ -56,4 +55,4 @@ def test_line_bursts_and_double_accesses_cover_the_same_bytes():
     words = lambda acc: sum(w for a in acc for _, _, w, _ in a)
     assert words(line) == words(double)
     assert sum(map(len, double)) > 4 * sum(map(len, line))
-    assert max(w for a in line for _, _, w, _ in a) == 16            # B = 8 doubles: a whole line
+    assert max(w for a in line for _, _, w, _ in a) == 16  # B = 8 doubles: a whole line

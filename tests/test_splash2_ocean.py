@@ -3,10 +3,9 @@ numpy version for every process count; only band edges are shared under the pape
 
 import numpy as np
 import pytest
+from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 from numavia.splash2 import ocean
-
-from support.splash2_checks import check_trace_invariants, generated, writes_outside_own_slice
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4])
@@ -41,16 +40,25 @@ def test_check_refuses_a_different_field():
 def test_trace_invariants(processes, placement):
     g = generated("ocean", processes, placement=placement)
     accesses = check_trace_invariants(g)
-    assert writes_outside_own_slice(accesses) == 0       # every process writes its own band
+    assert writes_outside_own_slice(accesses) == 0  # every process writes its own band
     if processes > 1:
         # Remote accesses are reads of the neighbours' edge rows, and of the reduction slots.
         bands = ocean.bands(ocean.SIZES["small"].grid, processes)
         for p, mine in enumerate(accesses):
             neighbours = {q for q in (p - 1, p + 1) if 0 <= q < processes}
-            allowed = [r for r in g.machine.regions if not r.local and (
-                r.name.startswith("reduction") or
-                (r.owner in neighbours and "[" in r.name and int(r.name.split("[")[1][:-1]) in
-                 (bands[r.owner].start, bands[r.owner].stop - 1)))]
+            allowed = [
+                r
+                for r in g.machine.regions
+                if not r.local
+                and (
+                    r.name.startswith("reduction")
+                    or (
+                        r.owner in neighbours
+                        and "[" in r.name
+                        and int(r.name.split("[")[1][:-1]) in (bands[r.owner].start, bands[r.owner].stop - 1)
+                    )
+                )
+            ]
             remote = [x for x in mine if x[3] != p]
             assert remote and not any(write for write, *_ in remote)
             assert all(any(r.base <= addr < r.base + r.nbytes for r in allowed) for _, addr, _, _ in remote)

@@ -3,18 +3,17 @@ Hostile doorbells (a descriptor address outside host memory, a misaligned one) a
 real card, counted, and logged once with the node's cycle; other nodes stay clean."""
 
 import pytest
+from support.ring_sim import build, served_cli
 
 from numavia.base import regmap
 
-from support.ring_sim import build, served_cli
-
 pytestmark = pytest.mark.slow
 
-CARD = 0x8000_0000     # the card's registers in a node's memory map (csr.json region "card")
+CARD = 0x8000_0000  # the card's registers in a node's memory map (csr.json region "card")
 
 
 def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
-    build(2)   # cached model; the CLI below finds it
+    build(2)  # cached model; the CLI below finds it
     with served_cli(tmp_path, 2) as numavia:
         status = lambda *extra: numavia("status", *extra)
         clean = status()
@@ -23,7 +22,7 @@ def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
         assert "error log (0 entries, 0 new" in clean.stdout
 
         doorbell = CARD + regmap.CARD.element_address("doorbell", "VI", 0, "SQ_DOORBELL")
-        for bad in (0x40, 0x6000_0004):      # outside host memory; not 16-byte aligned
+        for bad in (0x40, 0x6000_0004):  # outside host memory; not 16-byte aligned
             w = numavia("mem", "write", hex(doorbell), hex(bad))
             assert w.returncode == 0, w.stderr
         faulty = status()
@@ -35,7 +34,7 @@ def test_status_shows_error_counters_and_logs_each_increase(tmp_path):
         assert len(log) == 1 and log[0].startswith("node 0 cycle ")
         assert "via.DOORBELLS_REFUSED +2 (total 2)" in log[0]
 
-        again = status("--log-lines", "5")     # nothing new happened: nothing new logged
+        again = status("--log-lines", "5")  # nothing new happened: nothing new logged
         assert "error log (1 entries, 0 new" in again.stdout
         bad_arg = status("--log-lines", "-1")
         assert bad_arg.returncode == 2 and bad_arg.stderr.count("\n") == 1 and "must not be negative" in bad_arg.stderr

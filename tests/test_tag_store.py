@@ -3,13 +3,14 @@
 """Tag SRAM: lookup hit/miss in every way, replacement order, directory updates, latency."""
 
 import pytest
-
-from numavia.base.coherence import CacheGeometry, CacheState as C, MemoryState as M, cache_set
-from numavia.base.sci_packet import line_address
-from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
-
 from support.amaranth_helpers import rejected
 from support.sim import run_testbench
+
+from numavia.base.coherence import CacheGeometry, cache_set
+from numavia.base.coherence import CacheState as C
+from numavia.base.coherence import MemoryState as M
+from numavia.base.sci_packet import line_address
+from numavia.gateware.tag_store import LOOKUP_LATENCY, TagOp, TagStore
 
 SETS, SLICE_LINES = 8, 64
 
@@ -53,9 +54,10 @@ def test_fill_every_way_then_hit_each(ways):
         lines = lines_in_set(3, ways)
         for way, line in enumerate(lines):
             resp, _ = await command(ctx, dut, TagOp.ALLOC, addr=line)
-            assert not resp.victim and not resp.no_way and resp.way == way   # invalid ways first
-            await command(ctx, dut, TagOp.WRITE_TAG, addr=line, way=resp.way, state=C.MID_VALID,
-                          fwd=way + 1, bwd=way + 9)
+            assert not resp.victim and not resp.no_way and resp.way == way  # invalid ways first
+            await command(
+                ctx, dut, TagOp.WRITE_TAG, addr=line, way=resp.way, state=C.MID_VALID, fwd=way + 1, bwd=way + 9
+            )
         for way, line in enumerate(lines):
             resp, latency = await command(ctx, dut, TagOp.LOOKUP, addr=line)
             assert latency == LOOKUP_LATENCY and resp.hit and resp.way == way
@@ -63,6 +65,7 @@ def test_fill_every_way_then_hit_each(ways):
         other = lines_in_set(3, ways + 1)[-1]
         resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=other)
         assert not resp.hit
+
     run(ways, tb)
 
 
@@ -91,6 +94,7 @@ def test_replacement_follows_lru_and_skips_transient_ways(ways, line_bytes):
         await command(ctx, dut, TagOp.WRITE_TAG, addr=lines[ways - 1], way=ways - 1, state=C.INVALID)
         resp, _ = await command(ctx, dut, TagOp.ALLOC, addr=lines[ways])
         assert resp.way == ways - 1 and not resp.victim and not resp.no_way
+
     run(ways, tb, line_bytes=line_bytes)
 
 
@@ -98,6 +102,7 @@ def test_replacement_follows_lru_and_skips_transient_ways(ways, line_bytes):
 def test_directory_updates_and_lookup_returns_them(line_bytes):
     """Neighbouring lines have their own directory entries (with 32-byte lines, the two halves
     of a 64-byte block too)."""
+
     async def tb(ctx, dut):
         a, b = line_address(0, 2 * line_bytes, line_bytes), line_address(0, 3 * line_bytes, line_bytes)
         resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=a)
@@ -108,6 +113,7 @@ def test_directory_updates_and_lookup_returns_them(line_bytes):
         assert (resp.dir.mstate, resp.dir.lock, resp.dir.head) == (M.GONE, 1, 17)
         resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=b)
         assert (resp.dir.mstate, resp.dir.lock, resp.dir.head) == (M.FRESH, 0, 3)
+
     run(4, tb, line_bytes=line_bytes)
 
 
@@ -120,6 +126,7 @@ def test_read_way_scans_tags(line_bytes):
         assert resp.tag.state == C.HEAD_DIRTY and resp.tag.line == line // line_bytes
         resp, _ = await command(ctx, dut, TagOp.READ_WAY, set=6, way=1)
         assert resp.tag.state == C.INVALID
+
     run(4, tb, line_bytes=line_bytes)
 
 
@@ -129,7 +136,7 @@ def test_lookups_are_pipelined_one_per_cycle():
         for way, line in enumerate(lines):
             await command(ctx, dut, TagOp.WRITE_TAG, addr=line, way=way, state=C.TAIL_VALID)
         seen = []
-        for line in lines:                       # one command per cycle, no waiting
+        for line in lines:  # one command per cycle, no waiting
             ctx.set(dut.cmd, {"op": TagOp.LOOKUP, "addr": line})
             ctx.set(dut.cmd_valid, 1)
             _, _, ready, valid, resp = await ctx.tick().sample(dut.cmd_ready, dut.resp_valid, dut.resp)
@@ -142,6 +149,7 @@ def test_lookups_are_pipelined_one_per_cycle():
             if valid:
                 seen.append(resp.way)
         assert seen == [0, 1, 2, 3]
+
     run(4, tb)
 
 
@@ -161,6 +169,7 @@ def test_homes_laying_out_their_slices_alike_share_a_direct_mapped_cache():
         for line in lines:
             resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=line)
             assert resp.hit
+
     run(1, tb, sets=sets)
 
 

@@ -3,13 +3,12 @@
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-
-from numavia.base import regmap, via_descriptor
-from numavia.gateware.via_completion import CompletionUnit
-from numavia.gateware.bfm import send
-
 from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, dump
+
+from numavia.base import regmap, via_descriptor
+from numavia.gateware.bfm import send
+from numavia.gateware.via_completion import CompletionUnit
 
 BASE = 0x6000_0000
 CTRL = via_descriptor.CONTROL_SEGMENT
@@ -77,44 +76,60 @@ def run(requests, *, binds, cq_size=4, head=0, consume_at=None):
 
 
 def request(desc, status, length=0, imm=None, vi=0, recv=0):
-    return {"desc": desc, "status": status, "length": length, "imm": imm or 0,
-            "write_imm": imm is not None, "vi": vi, "recv": recv}
+    return {
+        "desc": desc,
+        "status": status,
+        "length": length,
+        "imm": imm or 0,
+        "write_imm": imm is not None,
+        "vi": vi,
+        "recv": recv,
+    }
 
 
 def test_status_length_and_immediate_are_written_back():
     done = CTRL.encode_bits("STATUS", DONE=1, OP=via_descriptor.STATUS_OP.RECEIVE, IMMEDIATE=1)
-    out = run([(1, request(BASE + 0x100, done, length=77, imm=0xABCD1234, recv=1)),
-               (0, request(BASE + 0x200, 1, length=5))], binds=[0])
+    out = run(
+        [(1, request(BASE + 0x100, done, length=77, imm=0xABCD1234, recv=1)), (0, request(BASE + 0x200, 1, length=5))],
+        binds=[0],
+    )
     first = CTRL.decode(out["memory"][0x100:0x120])
     assert (first["STATUS"], first["LENGTH"], first["IMMEDIATE_DATA"]) == (done, 77, 0xABCD1234)
     second = CTRL.decode(out["memory"][0x200:0x220])
     assert (second["STATUS"], second["LENGTH"], second["IMMEDIATE_DATA"]) == (1, 5, 0)
-    assert out["tails"] == [0, 0]       # no queue bound: no entries
+    assert out["tails"] == [0, 0]  # no queue bound: no entries
 
 
 def test_entries_go_to_the_bound_queue_with_phase():
-    out = run([(0, request(BASE + 0x100 + 0x20 * i, 1, vi=2)) for i in range(6)],
-              binds=[0, 0, bind(send_cq=1)], cq_size=8)
+    out = run(
+        [(0, request(BASE + 0x100 + 0x20 * i, 1, vi=2)) for i in range(6)], binds=[0, 0, bind(send_cq=1)], cq_size=8
+    )
     assert out["tails"] == [0, 6]
     for i in range(6):
-        entry = ENTRY.decode(out["memory"][0xC00 + 8 * i:0xC08 + 8 * i])
+        entry = ENTRY.decode(out["memory"][0xC00 + 8 * i : 0xC08 + 8 * i])
         info = ENTRY.decode_bits("INFO", entry["INFO"])
         assert entry["DESCRIPTOR"] == BASE + 0x100 + 0x20 * i
         assert (info["VI"], info["RECV"], info["PHASE"]) == (2, 0, 1)
 
 
 def test_full_queue_loses_the_entry_but_completes_the_descriptor():
-    out = run([(0, request(BASE + 0x100 + 0x20 * i, 1, vi=0, recv=1)) for i in range(6)],
-              binds=[bind(recv_cq=0)], cq_size=4)
+    out = run(
+        [(0, request(BASE + 0x100 + 0x20 * i, 1, vi=0, recv=1)) for i in range(6)], binds=[bind(recv_cq=0)], cq_size=4
+    )
     assert out["tails"][0] == 4 and out["overflow"] == [1, 0] and out["pulses"] == 2
     for i in range(6):
-        assert CTRL.decode(out["memory"][0x100 + 0x20 * i:])["STATUS"] == 1
+        assert CTRL.decode(out["memory"][0x100 + 0x20 * i :])["STATUS"] == 1
 
 
 def test_ring_wraps_and_flips_the_phase_once_consumed():
-    out = run([(0, request(BASE + 0x100 + 0x20 * i, 1, vi=0)) for i in range(6)],
-              binds=[bind(send_cq=0)], cq_size=4, consume_at=4)
+    out = run(
+        [(0, request(BASE + 0x100 + 0x20 * i, 1, vi=0)) for i in range(6)],
+        binds=[bind(send_cq=0)],
+        cq_size=4,
+        consume_at=4,
+    )
     assert out["tails"][0] == 6 and out["overflow"] == [0, 0]
-    phases = [ENTRY.decode_bits("INFO", ENTRY.decode(out["memory"][0x800 + 8 * i:])["INFO"])["PHASE"]
-              for i in range(4)]
-    assert phases == [0, 0, 1, 1]     # entries 4 and 5 overwrote slots 0 and 1 on the second pass
+    phases = [
+        ENTRY.decode_bits("INFO", ENTRY.decode(out["memory"][0x800 + 8 * i :])["INFO"])["PHASE"] for i in range(4)
+    ]
+    assert phases == [0, 0, 1, 1]  # entries 4 and 5 overwrote slots 0 and 1 on the second pass

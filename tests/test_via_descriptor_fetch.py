@@ -5,6 +5,8 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
+from support.sim import run_simulation
+from support.wishbone_sram import WishboneSRAM, load
 
 from numavia.base.via_descriptor import (
     CONTROL_OP,
@@ -15,11 +17,8 @@ from numavia.base.via_descriptor import (
     descriptor_size,
     encode_descriptor,
 )
-from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
 from numavia.gateware.bfm import send
-
-from support.sim import run_simulation
-from support.wishbone_sram import WishboneSRAM, load
+from numavia.gateware.via_descriptor_fetch import FETCH_DMA, FETCH_FORMAT, FETCH_OK, DescriptorFetcher
 
 BASE = 0x6000_0000
 SIZE = 2048
@@ -65,8 +64,7 @@ def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
             ctx.set(f.result.ready, 0)
             control = ctx.get(f.control)
             address = ctx.get(f.address)
-            out.append((status, control, address, ctx.get(f.seg_count),
-                        [segments[i] for i in sorted(segments)]))
+            out.append((status, control, address, ctx.get(f.seg_count), [segments[i] for i in sorted(segments)]))
 
     sim.add_testbench(bench)
     run_simulation(sim)
@@ -78,7 +76,7 @@ SEGS = [(0x7F00_0000_1003, 5, 100), (0x2000, 6, 0), (0x1234_5678_9ABC, 7, 65536)
 
 def test_send_descriptor_with_segments():
     d = encode_descriptor(CONTROL_OP.SENDRECV, SEGS, immediate=0xCAFE, next_va=0x1111_2222_3333)
-    (status, control, _, count, segs), = run([(BASE + 0x40, d)], [BASE + 0x40])
+    ((status, control, _, count, segs),) = run([(BASE + 0x40, d)], [BASE + 0x40])
     assert status == FETCH_OK and count == 3 and segs == SEGS
     assert control.seg_count == 3 and control.control.immediate == 1 and control.immediate_data == 0xCAFE
     assert control.next_va == 0x1111_2222_3333
@@ -86,7 +84,7 @@ def test_send_descriptor_with_segments():
 
 def test_rdma_descriptor_reads_the_address_segment():
     d = encode_descriptor(CONTROL_OP.RDMA_READ, SEGS[:1], remote_va=0xABCD_0000_0010, remote_handle=9)
-    (status, control, address, count, segs), = run([(BASE, d)], [BASE])
+    ((status, control, address, count, segs),) = run([(BASE, d)], [BASE])
     assert status == FETCH_OK and control.control.op == CONTROL_OP.RDMA_READ
     assert (address.remote_va, address.remote_handle) == (0xABCD_0000_0010, 9)
     assert count == 1 and segs == SEGS[:1]
@@ -109,8 +107,8 @@ def test_control_bits_no_version_defines_are_a_format_error():
     descriptors = []
     for i, bit in enumerate([0, *undefined]):
         d = bytearray(encode_descriptor(CONTROL_OP.RDMA_WRITE, SEGS[:1], immediate=7, remote_va=0x40, remote_handle=1))
-        control = int.from_bytes(d[field.offset:field.offset + field.size], "little") | bit
-        d[field.offset:field.offset + field.size] = control.to_bytes(field.size, "little")
+        control = int.from_bytes(d[field.offset : field.offset + field.size], "little") | bit
+        d[field.offset : field.offset + field.size] = control.to_bytes(field.size, "little")
         descriptors.append((BASE + 0x80 * i, bytes(d)))
         if bit:
             with pytest.raises(DescriptorError, match="not defined"):
@@ -134,7 +132,7 @@ def test_a_descriptor_must_end_inside_its_vis_area():
     assert len(sendrecv) == descriptor_size(3, rdma=False) and len(read) == descriptor_size(1, rdma=True)
     for desc in (sendrecv, read):
         at = BASE + 0x100
-        fits, = run([(at, desc)], [at], area_end=at + len(desc))
-        short, = run([(at, desc)], [at], area_end=at + len(desc) - 1)
+        (fits,) = run([(at, desc)], [at], area_end=at + len(desc))
+        (short,) = run([(at, desc)], [at], area_end=at + len(desc) - 1)
         assert fits[0] == FETCH_OK and fits[3] == len(fits[4])
         assert short[0] == FETCH_FORMAT and short[3] == 0 and short[4] == []

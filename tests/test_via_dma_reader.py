@@ -6,11 +6,10 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-
-from numavia.gateware.via_dma_reader import DmaReader
-
 from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, load_words
+
+from numavia.gateware.via_dma_reader import DmaReader
 
 BASE = 0x6000_0000
 SIZE = 1024
@@ -65,7 +64,7 @@ def run(commands, *, ready_pattern=None, seed=1, bursting=True):
                 done = False
                 if ready and ctx.get(top.reader.beats.valid):
                     beat = ctx.get(top.reader.beats.payload)
-                    got += beat.data.to_bytes(4, "little")[:beat.nbytes]
+                    got += beat.data.to_bytes(4, "little")[: beat.nbytes]
                     errors.append(beat.error)
                     done = beat.last
                 await ctx.tick()
@@ -88,7 +87,7 @@ def run(commands, *, ready_pattern=None, seed=1, bursting=True):
 def test_reads_any_alignment(offset, length):
     memory, results, _ = run([(BASE + offset, length)])
     data, errors = results[0]
-    assert data == memory[offset:offset + length]
+    assert data == memory[offset : offset + length]
     assert not any(errors)
 
 
@@ -96,7 +95,7 @@ def test_back_to_back_commands_keep_their_boundaries():
     cmds = [(BASE + 3, 5), (BASE + 100, 0), (BASE + 8, 12), (BASE + 1, 1)]
     memory, results, _ = run(cmds)
     for (addr, length), (data, _) in zip(cmds, results):
-        assert data == memory[addr - BASE:addr - BASE + length]
+        assert data == memory[addr - BASE : addr - BASE + length]
 
 
 def test_back_pressure_loses_nothing():
@@ -108,14 +107,14 @@ def test_bus_error_marks_beats_and_completes():
     # Errors come from the SoC's decoder on an access; DMA bursts never leave host memory.
     _, results, _ = run([(BASE + SIZE - 4, 12), (BASE, 4)], bursting=False)
     data, errors = results[0]
-    assert errors == [0, 1, 1]       # the first word is inside, the next two are not
+    assert errors == [0, 1, 1]  # the first word is inside, the next two are not
     assert len(data) == 12
-    assert results[1][1] == [0]      # and the reader keeps serving
+    assert results[1][1] == [0]  # and the reader keeps serving
 
 
 def test_throughput_is_a_word_a_cycle_in_bursts():
     _, _, cycles = run([(BASE, 512)])
-    assert cycles <= 128 + 3 * (128 // 16) + 8      # a burst restart after every 16 words
+    assert cycles <= 128 + 3 * (128 // 16) + 8  # a burst restart after every 16 words
 
 
 def test_classic_target_is_one_word_per_two_cycles():

@@ -6,12 +6,11 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-
-from numavia.gateware.via_dma_writer import DmaWriter
-from numavia.gateware.bfm import send
-
 from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, dump, load_words
+
+from numavia.gateware.bfm import send
+from numavia.gateware.via_dma_writer import DmaWriter
 
 BASE = 0x6000_0000
 SIZE = 1024
@@ -42,12 +41,13 @@ def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, burst
 
     async def feeder(ctx):
         load_words(ctx, top.sram, BASE, before)
-        chunks = words or [stream_bytes[i:i + 4] for i in range(0, len(stream_bytes), 4)]
+        chunks = words or [stream_bytes[i : i + 4] for i in range(0, len(stream_bytes), 4)]
         for chunk in chunks:
             while valid_pattern is not None and rng.random() > valid_pattern:
                 await ctx.tick()
-            await send(ctx, top.writer.data, {"data": int.from_bytes(chunk.ljust(4, b"\xee"), "little"),
-                                              "nbytes": len(chunk)})
+            await send(
+                ctx, top.writer.data, {"data": int.from_bytes(chunk.ljust(4, b"\xee"), "little"), "nbytes": len(chunk)}
+            )
 
     errors = [0]
 
@@ -80,7 +80,7 @@ def expected(before, commands, stream_bytes):
     mem = bytearray(before)
     pos = 0
     for addr, length in commands:
-        mem[addr - BASE:addr - BASE + length] = stream_bytes[pos:pos + length]
+        mem[addr - BASE : addr - BASE + length] = stream_bytes[pos : pos + length]
         pos += length
     return bytes(mem)
 
@@ -124,7 +124,7 @@ def test_throughput_is_a_word_a_cycle_in_bursts_at_any_alignment(offset):
     before, after, _, cycles = run(cmds, data[:508])
     assert after == expected(before, cmds, data[:508])
     words = (offset + 508 + 3) // 4
-    assert cycles <= words + 3 * (words // 16) + 8      # a burst restart after every 16 words
+    assert cycles <= words + 3 * (words // 16) + 8  # a burst restart after every 16 words
 
 
 def test_stream_ready_does_not_follow_the_bus_ack_in_the_same_cycle():
@@ -156,7 +156,7 @@ def test_stream_ready_does_not_follow_the_bus_ack_in_the_same_cycle():
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(target)
     run_simulation(sim)
-    assert seen["stalled_with_bytes_waiting"]     # the buffer did fill: ready was really tested
+    assert seen["stalled_with_bytes_waiting"]  # the buffer did fill: ready was really tested
 
 
 def test_classic_target_is_one_word_per_two_cycles():

@@ -8,15 +8,15 @@ memory.
 Driven on the real engine (``ViaEngine``) in the Amaranth simulator with ``via_single``."""
 
 import pytest
-
-from numavia.base import regmap
-from numavia.gateware.bfm import BusError
-from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from test_via_engine import PTAG, VA, status
-from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
-
 from support.via_pair import HOST, PARAMS
 from support.via_single import PEER, header, run, wait_frames
+from test_via_engine import PTAG, VA, status
+
+from numavia.base import regmap
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.gateware.bfm import BusError
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
 
 PAGES = regmap.DOORBELL.array("VI")
 VI_REGS = regmap.VIA.array("VI")
@@ -52,19 +52,21 @@ def test_a_doorbell_in_vi_k_page_posts_on_vi_k_only():
             frames = await wait_frames(ctx, wire, vi + 1)
             h = header(frames[vi])
             assert (h["SRC_VI"], h["DST_VI"], h["MSG_LENGTH"]) == (vi, vi, 4 + vi)
-            expected[vi] = (1, 0)          # unacknowledged: it stays on VI vi's send queue
+            expected[vi] = (1, 0)  # unacknowledged: it stays on VI vi's send queue
             assert await queue_status(ctx, node) == expected
         for vi in range(PARAMS.vis):
-            await node.post(ctx, vi, "recv", DESC + 0x800 + 0x100 * vi,
-                            encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 16)]))
+            await node.post(
+                ctx, vi, "recv", DESC + 0x800 + 0x100 * vi, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 16)])
+            )
             expected[vi] = (1, 1)
             assert await queue_status(ctx, node) == expected
         assert await node.counter(ctx, "DOORBELLS_REFUSED") == 0
+
     run(bench)
 
 
 def test_pages_of_missing_vis_and_other_words_of_a_page_are_refused_counted_and_change_nothing():
-    missing = [PARAMS.vis, PAGES.count - 1]              # pages the map reserves, the card lacks
+    missing = [PARAMS.vis, PAGES.count - 1]  # pages the map reserves, the card lacks
     other_words = [r.offset for r in VI_REGS.registers if r.offset >= 8] + [0x8, PAGES.stride - 4]
 
     async def bench(ctx, node, wire):
@@ -78,15 +80,15 @@ def test_pages_of_missing_vis_and_other_words_of_a_page_are_refused_counted_and_
             with pytest.raises(BusError):
                 await write(ctx, node.engine.doorbells, address, DESC | cmd_fail)
             assert await node.counter(ctx, "DOORBELLS_REFUSED") == n
-        for address in bad[len(missing) * 2:]:
-            with pytest.raises(BusError):               # not readable either (reads are not counted)
+        for address in bad[len(missing) * 2 :]:
+            with pytest.raises(BusError):  # not readable either (reads are not counted)
                 await read(ctx, node.engine.doorbells, address)
         assert await node.counter(ctx, "DOORBELLS_REFUSED") == len(bad)
         await ctx.tick().repeat(300)
         assert wire.sent == []
         assert await queue_status(ctx, node) == [(0, 0)] * PARAMS.vis
         state, connected = VI_REGS.register("STATE").field("STATE"), dict(regmap.VI_STATES)["CONNECTED"]
-        for vi in range(PARAMS.vis):     # the CMD-offset writes carried FAIL: no VI failed
+        for vi in range(PARAMS.vis):  # the CMD-offset writes carried FAIL: no VI failed
             assert state.extract(await node.vi_reg(ctx, vi, "STATE")) == connected
         # The doorbells left the privileged VI array: their old offsets there are holes now.
         for offset in (0x0, 0x4):
@@ -97,11 +99,12 @@ def test_pages_of_missing_vis_and_other_words_of_a_page_are_refused_counted_and_
         await node.doorbell(ctx, 1, "SQ_DOORBELL", DESC)
         await wait_frames(ctx, wire, 1)
         assert header(wire.sent[0])["SRC_VI"] == 1
+
     run(bench)
 
 
 def test_a_vi_posts_only_descriptors_inside_its_own_descriptor_area():
-    area = {1: (HOST + 0x1000, 0x200), 2: (HOST + 0x1200, 0x200), 3: (0, 0)}   # VI 3: as at reset
+    area = {1: (HOST + 0x1000, 0x200), 2: (HOST + 0x1200, 0x200), 3: (0, 0)}  # VI 3: as at reset
     send = encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 16)])
 
     async def bench(ctx, node, wire):
@@ -114,10 +117,17 @@ def test_a_vi_posts_only_descriptors_inside_its_own_descriptor_area():
         # Refused, each counted, nothing queued: another VI's area, unaligned, just before the area,
         # a control segment straddling its end, outside host memory; and any address on VI 3,
         # whose driver gave it no area.
-        bad = [(1, "SQ_DOORBELL", area[2][0]), (1, "RQ_DOORBELL", area[2][0] + 0x40), (1, "SQ_DOORBELL", base + 8),
-               (1, "SQ_DOORBELL", base - 0x20), (1, "RQ_DOORBELL", end - 0x10), (1, "SQ_DOORBELL", 0x1000),
-               (3, "SQ_DOORBELL", base), (3, "RQ_DOORBELL", HOST)]
-        for vi, name, address in bad:
+        bad = [
+            (1, "SQ_DOORBELL", area[2][0]),
+            (1, "RQ_DOORBELL", area[2][0] + 0x40),
+            (1, "SQ_DOORBELL", base + 8),
+            (1, "SQ_DOORBELL", base - 0x20),
+            (1, "RQ_DOORBELL", end - 0x10),
+            (1, "SQ_DOORBELL", 0x1000),
+            (3, "SQ_DOORBELL", base),
+            (3, "RQ_DOORBELL", HOST),
+        ]
+        for _vi, _name, address in bad:
             if address >= HOST:
                 node.load(ctx, address & ~0xF, send)
         for n, (vi, name, address) in enumerate(bad, start=1):
@@ -142,4 +152,5 @@ def test_a_vi_posts_only_descriptors_inside_its_own_descriptor_area():
         assert done["STATUS"] & status(FORMAT_ERROR=1)
         assert {(header(f)["SRC_VI"], header(f)["MSG_LENGTH"]) for f in wire.sent} == {(1, 16)}
         assert await node.counter(ctx, "DOORBELLS_REFUSED") == len(bad)
+
     run(bench)

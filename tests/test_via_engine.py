@@ -6,12 +6,11 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+from support.sim import run_simulation
+from support.via_pair import HOST, Node, Pair
 
 from numavia.base import regmap, via_descriptor
 from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
-
-from support.sim import run_simulation
-from support.via_pair import HOST, Node, Pair
 
 CTRL = via_descriptor.CONTROL_SEGMENT
 ST = CTRL.field("STATUS")
@@ -82,11 +81,10 @@ def test_send_receive(size, parts):
         recv_segs = segments(VA + 0x2001, size + 8, parts)
         pos = 0
         for va, _, n in send_segs:
-            write_va(ctx, a, va, payload[pos:pos + n])
+            write_va(ctx, a, va, payload[pos : pos + n])
             pos += n
         await b.post(ctx, 1, "recv", DESC_B, encode_descriptor(CONTROL_OP.SENDRECV, recv_segs))
-        await a.post(ctx, 1, "send", DESC_A, encode_descriptor(CONTROL_OP.SENDRECV, send_segs,
-                                                                immediate=0x1234))
+        await a.post(ctx, 1, "send", DESC_A, encode_descriptor(CONTROL_OP.SENDRECV, send_segs, immediate=0x1234))
         rst = await b.wait_done(ctx, DESC_B)
         sst = await a.wait_done(ctx, DESC_A)
         got = b"".join(read_va(ctx, b, va, n) for va, _, n in recv_segs)[:size]
@@ -107,10 +105,20 @@ def test_rdma_write(size, imm):
         write_va(ctx, a, VA + 5, payload)
         if imm:
             await b.post(ctx, 1, "recv", DESC_B, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 8)]))
-        remote = VA + 0x1FFD   # crosses a page on the target
-        await a.post(ctx, 1, "send", DESC_A, encode_descriptor(
-            CONTROL_OP.RDMA_WRITE, segments(VA + 5, size, 2 if size > 1 else 1), remote_va=remote,
-            remote_handle=1, immediate=0xBEEF if imm else None))
+        remote = VA + 0x1FFD  # crosses a page on the target
+        await a.post(
+            ctx,
+            1,
+            "send",
+            DESC_A,
+            encode_descriptor(
+                CONTROL_OP.RDMA_WRITE,
+                segments(VA + 5, size, 2 if size > 1 else 1),
+                remote_va=remote,
+                remote_handle=1,
+                immediate=0xBEEF if imm else None,
+            ),
+        )
         sst = await a.wait_done(ctx, DESC_A)
         assert sst["STATUS"] == status(DONE=1, OP=STATUS_OP.RDMA_WRITE)
         if imm:
@@ -132,8 +140,9 @@ def test_rdma_read_of_several_frames():
         await setup(ctx, a, b)
         write_va(ctx, b, VA + 0x801, payload)
         segs = segments(VA + 2, size, 3)
-        await a.post(ctx, 1, "send", DESC_A, encode_descriptor(
-            CONTROL_OP.RDMA_READ, segs, remote_va=VA + 0x801, remote_handle=1))
+        await a.post(
+            ctx, 1, "send", DESC_A, encode_descriptor(CONTROL_OP.RDMA_READ, segs, remote_va=VA + 0x801, remote_handle=1)
+        )
         sst = await a.wait_done(ctx, DESC_A, timeout=40000)
         assert sst["STATUS"] == status(DONE=1, OP=STATUS_OP.RDMA_READ) and sst["LENGTH"] == size
         assert b"".join(read_va(ctx, a, va, n) for va, _, n in segs) == payload
@@ -145,7 +154,7 @@ def test_local_protection_error_sends_nothing():
     async def bench(ctx, a, b):
         await setup(ctx, a, b)
         await b.post(ctx, 1, "recv", DESC_B, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 64)]))
-        bad = [(VA, 2, 4)]                              # handle 2 is not registered
+        bad = [(VA, 2, 4)]  # handle 2 is not registered
         await a.post(ctx, 1, "send", DESC_A, encode_descriptor(CONTROL_OP.SENDRECV, bad))
         sst = await a.wait_done(ctx, DESC_A)
         assert sst["STATUS"] == status(DONE=1, PROTECTION_ERROR=1)
@@ -163,8 +172,13 @@ def test_rdma_write_without_right_fails_the_vi_and_writes_nothing():
         await setup(ctx, a, b, rights=(1, 0))
         write_va(ctx, a, VA, b"X" * 32)
         before = read_va(ctx, b, VA + 0x100, 32)
-        await a.post(ctx, 1, "send", DESC_A, encode_descriptor(
-            CONTROL_OP.RDMA_WRITE, [(VA, 1, 32)], remote_va=VA + 0x100, remote_handle=1))
+        await a.post(
+            ctx,
+            1,
+            "send",
+            DESC_A,
+            encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 32)], remote_va=VA + 0x100, remote_handle=1),
+        )
         await a.post(ctx, 1, "send", DESC_A + 0x40, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 4)]))
         sst = await a.wait_done(ctx, DESC_A)
         assert sst["STATUS"] == status(DONE=1, OP=STATUS_OP.RDMA_WRITE, RDMA_PROTECTION_ERROR=1)
@@ -172,7 +186,7 @@ def test_rdma_write_without_right_fails_the_vi_and_writes_nothing():
         assert flushed["STATUS"] == status(DONE=1, FLUSHED=1)
         assert read_va(ctx, b, VA + 0x100, 32) == before
         assert await b.counter(ctx, "RX_PROTECTION") == 1
-        assert (await a.vi_reg(ctx, 1, "STATE")) & 3 == 2    # ERROR
+        assert (await a.vi_reg(ctx, 1, "STATE")) & 3 == 2  # ERROR
 
     run(bench)
 
@@ -189,7 +203,7 @@ def test_send_with_empty_receive_queue():
 
 
 def test_lost_data_and_ack_frames_are_recovered_exactly_once():
-    size = 5000                         # 4 frames at MTU 1500
+    size = 5000  # 4 frames at MTU 1500
     payload = bytes(random.Random(3).randrange(256) for _ in range(size))
 
     async def bench(ctx, a, b):
@@ -204,7 +218,7 @@ def test_lost_data_and_ack_frames_are_recovered_exactly_once():
         await a.wait_done(ctx, DESC_A + 0x40, timeout=60000)
         assert read_va(ctx, b, VA + 0x2000, size) == payload
         assert second["LENGTH"] == 16 and read_va(ctx, b, VA + 0x3800, 16) == payload[8:24]
-        assert await b.vi_reg(ctx, 1, "RX_PSN") == 5            # 4 + 1 frames, each taken once
+        assert await b.vi_reg(ctx, 1, "RX_PSN") == 5  # 4 + 1 frames, each taken once
         assert await b.counter(ctx, "RX_OUT_OF_ORDER") >= 1
         assert await a.counter(ctx, "TX_NAK_SEQUENCE") + await a.counter(ctx, "TX_TIMEOUTS") >= 1
 
@@ -225,9 +239,9 @@ def test_interrupt_for_mailbox_commands_and_management_frames():
         assert await b.reg(ctx, "IRQ_PENDING") == irq_bits["MBOX"] and not ctx.get(irq)
         await b.reg(ctx, "IRQ_ENABLE", both)
         assert ctx.get(irq)
-        await b.reg(ctx, "MBOX_STATUS", 1 << 16)            # answering does not clear it ...
+        await b.reg(ctx, "MBOX_STATUS", 1 << 16)  # answering does not clear it ...
         assert await b.reg(ctx, "IRQ_PENDING") == irq_bits["MBOX"]
-        await b.reg(ctx, "IRQ_ACK", irq_bits["MGMT_RX"])    # ... nor acknowledging the other bit
+        await b.reg(ctx, "IRQ_ACK", irq_bits["MGMT_RX"])  # ... nor acknowledging the other bit
         assert ctx.get(irq)
         await b.reg(ctx, "IRQ_ACK", irq_bits["MBOX"])
         assert await b.reg(ctx, "IRQ_PENDING") == 0 and not ctx.get(irq)
@@ -240,7 +254,7 @@ def test_interrupt_for_mailbox_commands_and_management_frames():
                 break
             await ctx.tick()
         assert ctx.get(irq) and await b.reg(ctx, "IRQ_PENDING") == irq_bits["MGMT_RX"]
-        await b.reg(ctx, "IRQ_ACK", both)                   # acknowledging does not drop a frame
+        await b.reg(ctx, "IRQ_ACK", both)  # acknowledging does not drop a frame
         assert ctx.get(irq)
         await b.reg(ctx, "IRQ_ENABLE", irq_bits["MBOX"])
         assert not ctx.get(irq)

@@ -6,16 +6,15 @@ recovered from. tests/soak.py (`make soak`) runs the same with many more message
 import random
 
 from amaranth.sim import Simulator
-
-from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor
-from test_via_engine import DESC_A, DESC_B, VA, read_va, setup, write_va
-
 from support.sim import run_simulation
 from support.via_faults import FaultyWire
 from support.via_pair import Node, Pair
+from test_via_engine import DESC_A, DESC_B, VA, read_va, setup, write_va
 
-DEPTH = 4                 # descriptors per work queue (via_pair.PARAMS)
-MAX_SIZE = 2000           # 4 send + 4 receive buffers fit the 16 KiB region
+from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, STATUS_OP, encode_descriptor
+
+DEPTH = 4  # descriptors per work queue (via_pair.PARAMS)
+MAX_SIZE = 2000  # 4 send + 4 receive buffers fit the 16 KiB region
 RECV_VA = VA + DEPTH * MAX_SIZE
 STATUS = CONTROL_SEGMENT.field("STATUS")
 
@@ -28,8 +27,10 @@ def run_messages(messages, *, seed, loss=0.0, corrupt=0.0, duplicate=0.0, reorde
     sim.add_clock(1e-8)
     a, b = Node(pair.a, pair.ram_a, 0), Node(pair.b, pair.ram_b, 1)
     faults = dict(loss=loss, corrupt=corrupt, duplicate=duplicate, reorder=reorder)
-    wires = [FaultyWire(pair.a.eth_tx, pair.b.eth_rx, seed=seed, **faults),
-             FaultyWire(pair.b.eth_tx, pair.a.eth_rx, seed=seed + 1, **faults)]
+    wires = [
+        FaultyWire(pair.a.eth_tx, pair.b.eth_rx, seed=seed, **faults),
+        FaultyWire(pair.b.eth_tx, pair.a.eth_rx, seed=seed + 1, **faults),
+    ]
     for wire in wires:
         sim.add_testbench(wire.process, background=True)
     rng = random.Random(seed)
@@ -40,15 +41,24 @@ def run_messages(messages, *, seed, loss=0.0, corrupt=0.0, duplicate=0.0, reorde
         sent = 0
         while sent < messages:
             batch = min(DEPTH, messages - sent)
-            payloads = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, MAX_SIZE + 1)))
-                        for _ in range(batch)]
+            payloads = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, MAX_SIZE + 1))) for _ in range(batch)]
             for i, payload in enumerate(payloads):
                 write_va(ctx, a, VA + i * MAX_SIZE, payload)
-                await b.post(ctx, 1, "recv", DESC_B + 0x40 * i,
-                             encode_descriptor(CONTROL_OP.SENDRECV, [(RECV_VA + i * MAX_SIZE, 1, MAX_SIZE)]))
+                await b.post(
+                    ctx,
+                    1,
+                    "recv",
+                    DESC_B + 0x40 * i,
+                    encode_descriptor(CONTROL_OP.SENDRECV, [(RECV_VA + i * MAX_SIZE, 1, MAX_SIZE)]),
+                )
             for i, payload in enumerate(payloads):
-                await a.post(ctx, 1, "send", DESC_A + 0x40 * i,
-                             encode_descriptor(CONTROL_OP.SENDRECV, [(VA + i * MAX_SIZE, 1, len(payload))]))
+                await a.post(
+                    ctx,
+                    1,
+                    "send",
+                    DESC_A + 0x40 * i,
+                    encode_descriptor(CONTROL_OP.SENDRECV, [(VA + i * MAX_SIZE, 1, len(payload))]),
+                )
             for i, payload in enumerate(payloads):
                 st = await b.wait_done(ctx, DESC_B + 0x40 * i, timeout=2_000_000)
                 got = read_va(ctx, b, RECV_VA + i * MAX_SIZE, st["LENGTH"])
@@ -59,9 +69,17 @@ def run_messages(messages, *, seed, loss=0.0, corrupt=0.0, duplicate=0.0, reorde
             if log:
                 log(f"{sent}/{messages} messages")
         result["rx_psn"] = await b.vi_reg(ctx, 1, "RX_PSN")
-        for node, name in ((b, "RX_DUPLICATE"), (b, "RX_OUT_OF_ORDER"), (b, "RX_BAD_FCS"), (a, "TX_TIMEOUTS"),
-                           (a, "TX_NAK_SEQUENCE"), (a, "TX_ERRORS"), (a, "RX_BAD_FCS"), (a, "RX_DUPLICATE"),
-                           (a, "TX_FRAMES")):
+        for node, name in (
+            (b, "RX_DUPLICATE"),
+            (b, "RX_OUT_OF_ORDER"),
+            (b, "RX_BAD_FCS"),
+            (a, "TX_TIMEOUTS"),
+            (a, "TX_NAK_SEQUENCE"),
+            (a, "TX_ERRORS"),
+            (a, "RX_BAD_FCS"),
+            (a, "RX_DUPLICATE"),
+            (a, "TX_FRAMES"),
+        ):
             result[f"{'ab'[node.node_id]}.{name}"] = await node.counter(ctx, name)
 
     sim.add_testbench(bench)
@@ -98,4 +116,4 @@ def test_duplicated_frames_alone_are_taken_once():
     r = run_messages(messages, seed=5, duplicate=1.0)
     check_every_message_once_in_order(r, messages)
     assert r["faults"]["duplicated"] == r["faults"]["frames"]
-    assert r["b.RX_DUPLICATE"] >= 1          # (acknowledgements are not counted: they carry no data)
+    assert r["b.RX_DUPLICATE"] >= 1  # (acknowledgements are not counted: they carry no data)

@@ -3,8 +3,7 @@ Python module generated from them for the firmware and for tools."""
 
 import subprocess
 
-from numavia.base import codegen
-from numavia.base import via_att, via_descriptor, via_frame, via_mailbox
+from numavia.base import codegen, via_att, via_descriptor, via_frame, via_mailbox
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, DATA_SEGMENT, encode_descriptor
 
 
@@ -12,8 +11,16 @@ def test_descriptor_follows_fig_4_and_via_1_0():
     # Rows of 16 bytes: next VA [7:0], handle [11:8], segment count [13:12], control [15:14];
     # then reserved, immediate data, length, status; address and data segments: VA, handle, length.
     offsets = {f.name: f.offset for f in CONTROL_SEGMENT.fields}
-    assert offsets == {"NEXT_VA": 0, "NEXT_HANDLE": 8, "SEG_COUNT": 12, "CONTROL": 14, "RESERVED": 16,
-                       "IMMEDIATE_DATA": 20, "LENGTH": 24, "STATUS": 28}
+    assert offsets == {
+        "NEXT_VA": 0,
+        "NEXT_HANDLE": 8,
+        "SEG_COUNT": 12,
+        "CONTROL": 14,
+        "RESERVED": 16,
+        "IMMEDIATE_DATA": 20,
+        "LENGTH": 24,
+        "STATUS": 28,
+    }
     assert [(f.name, f.offset) for f in DATA_SEGMENT.fields] == [("VA", 0), ("HANDLE", 8), ("LENGTH", 12)]
     d = encode_descriptor(CONTROL_OP.RDMA_WRITE, [(1, 2, 3), (4, 5, 6)], remote_va=7, remote_handle=8, immediate=9)
     assert len(d) == via_descriptor.descriptor_size(2, rdma=True) == 32 + 16 + 32
@@ -24,7 +31,7 @@ def test_descriptor_follows_fig_4_and_via_1_0():
 
 
 def test_att_entry_and_reference_translation():
-    assert via_att.L1_ENTRY.size == 24          # the paper's 24-byte level-1 entry
+    assert via_att.L1_ENTRY.size == 24  # the paper's 24-byte level-1 entry
     assert via_att.region_pages(0x1C00, 9 * 1024) == (3, 0x400)
     entry = via_att.L1_ENTRY.decode(via_att.L1_ENTRY.encode(START_VA=0x1C00, LENGTH=9 * 1024, L2_INDEX=4))
     l2 = {4: 0x2C00, 5: 0x5000, 6: 0x8000}
@@ -52,14 +59,20 @@ def test_generated_c_headers_compile_together_and_agree(tmp_path):
     gen = tmp_path / "gen"
     codegen.write_all(gen)
     src = tmp_path / "t.c"
-    src.write_text('#include "numavia_regs.h"\n#include "numavia_via.h"\n#include <stdio.h>\nint main(void){'
-                   'printf("%u %u %u %u %u\\n", NV_DESC_CONTROL_STATUS_OFFSET, NV_ATT_L1_PTAG_OFFSET, '
-                   'NV_FRAME_HEADER_PSN_OFFSET, NV_MBOX_BENCH_ARG_DESC, NV_FRAME_OP_READ_RESPONSE);return 0;}\n')
+    src.write_text(
+        '#include "numavia_regs.h"\n#include "numavia_via.h"\n#include <stdio.h>\nint main(void){'
+        'printf("%u %u %u %u %u\\n", NV_DESC_CONTROL_STATUS_OFFSET, NV_ATT_L1_PTAG_OFFSET, '
+        "NV_FRAME_HEADER_PSN_OFFSET, NV_MBOX_BENCH_ARG_DESC, NV_FRAME_OP_READ_RESPONSE);return 0;}\n"
+    )
     subprocess.run(["cc", "-Wall", "-Werror", "-I", str(gen), str(src), "-o", str(tmp_path / "t")], check=True)
     out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True).stdout.split()
-    assert [int(x) for x in out] == [CONTROL_SEGMENT.field("STATUS").offset, via_att.L1_ENTRY.field("PTAG").offset,
-                                      via_frame.HEADER.field("PSN").offset,
-                                      via_mailbox.command("BENCH").args.index("DESC"), via_frame.OP.READ_RESPONSE]
+    assert [int(x) for x in out] == [
+        CONTROL_SEGMENT.field("STATUS").offset,
+        via_att.L1_ENTRY.field("PTAG").offset,
+        via_frame.HEADER.field("PSN").offset,
+        via_mailbox.command("BENCH").args.index("DESC"),
+        via_frame.OP.READ_RESPONSE,
+    ]
 
 
 def test_generated_python_module_encodes_like_the_definitions():

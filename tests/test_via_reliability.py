@@ -3,16 +3,15 @@ simulated switch, every message arrives exactly once, in order, byte for byte (r
 firmware, two nodes)."""
 
 import pytest
+from support.via_system import Pair, payload, session
 
 from numavia.base.via_descriptor import CONTROL_OP
 from numavia.vipl import Descriptor
 
-from support.via_system import Pair, payload, session
-
 pytestmark = pytest.mark.slow
 
 MESSAGES = 48
-SIZE = 6000          # 5 frames each at MTU 1500
+SIZE = 6000  # 5 frames each at MTU 1500
 BATCH = 8
 
 
@@ -38,8 +37,15 @@ def exchange(pair, tag):
     recvs = [vi1.post_recv(Descriptor(segments=[(b1.va, b1.handle, 4)])) for _ in range(BATCH)]
     for i in range(BATCH):
         b0.write(payload(SIZE, tag + 1000 + i), 100_000 + slot(i))
-        vi0.post_send(Descriptor(CONTROL_OP.RDMA_WRITE, [(b0.va + 100_000 + slot(i), b0.handle, SIZE)],
-                                 remote_va=b1.va + base + slot(i), remote_handle=b1.handle, immediate=100 + i))
+        vi0.post_send(
+            Descriptor(
+                CONTROL_OP.RDMA_WRITE,
+                [(b0.va + 100_000 + slot(i), b0.handle, SIZE)],
+                remote_va=b1.va + base + slot(i),
+                remote_handle=b1.handle,
+                immediate=100 + i,
+            )
+        )
     for i, r in enumerate(recvs):
         got = vi1.recv_wait()
         assert got is r and got.immediate_data == 100 + i and got.completed_op == "REMOTE_RDMA_WRITE"
@@ -48,8 +54,14 @@ def exchange(pair, tag):
         assert vi0.send_wait().errors == []
     # RDMA reads of what was just written.
     for i in range(4):
-        d = vi0.post_send(Descriptor(CONTROL_OP.RDMA_READ, [(b0.va + 50_000, b0.handle, SIZE)],
-                                     remote_va=b1.va + base + slot(i), remote_handle=b1.handle))
+        d = vi0.post_send(
+            Descriptor(
+                CONTROL_OP.RDMA_READ,
+                [(b0.va + 50_000, b0.handle, SIZE)],
+                remote_va=b1.va + base + slot(i),
+                remote_handle=b1.handle,
+            )
+        )
         assert vi0.send_wait() is d and d.errors == []
         assert b0.read(SIZE, 50_000) == payload(SIZE, tag + 1000 + i)
     # No duplicate arrived late: a spare receive stays pending, the sequence numbers add up.
@@ -62,21 +74,30 @@ def exchange(pair, tag):
 
 def vipl_recv_done(vi):
     from numavia.vipl import VipRecvDone
+
     return VipRecvDone(vi)
 
 
-@pytest.mark.parametrize("loss,corrupt,duplicate,reorder,seed", [(0.01, 0.001, 0.01, 0.01, 7),
-                                                            (0.02, 0.02, 0.02, 0.02, 11)])
+@pytest.mark.parametrize(
+    "loss,corrupt,duplicate,reorder,seed", [(0.01, 0.001, 0.01, 0.01, 7), (0.02, 0.02, 0.02, 0.02, 11)]
+)
 def test_every_message_exactly_once_in_order(tmp_path_factory, loss, corrupt, duplicate, reorder, seed):
-    with session(tmp_path_factory, f"faulty-{seed}", eth_loss=loss, eth_corrupt=corrupt, eth_duplicate=duplicate,
-                 eth_reorder=reorder, eth_seed=seed) as s:
+    with session(
+        tmp_path_factory,
+        f"faulty-{seed}",
+        eth_loss=loss,
+        eth_corrupt=corrupt,
+        eth_duplicate=duplicate,
+        eth_reorder=reorder,
+        eth_seed=seed,
+    ) as s:
         pair = Pair(s)
         exchange(pair, seed)
         c0, c1 = pair.counters(0), pair.counters(1)
     total = s.link_totals()
-    assert total["lost"] > 0 and total["duplicated"] + total["reordered"] > 0, total   # the faults happened ...
+    assert total["lost"] > 0 and total["duplicated"] + total["reordered"] > 0, total  # the faults happened ...
     assert c0["TX_TIMEOUTS"] + c0["TX_NAK_SEQUENCE"] + c1["TX_TIMEOUTS"] + c1["TX_NAK_SEQUENCE"] > 0
-    assert c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == total["corrupted"]   # ... every corrupted frame was caught
+    assert c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == total["corrupted"]  # ... every corrupted frame was caught
     if corrupt >= 0.01:
         assert total["corrupted"] > 0
     assert c0["TX_ERRORS"] == c1["TX_ERRORS"] == 0

@@ -3,15 +3,15 @@ duplicates, gaps and their single NAK, refused frames with their counters (nothi
 errors, buffer overflow, management frames, RDMA reads served with no CPU, and seeded hostile frames
 among legitimate traffic (tests/support/random_via_frames.py)."""
 
-from numavia.base import regmap, via_frame
-from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from test_via_engine import PTAG, VA, status
-from test_via_tx import pa, setup
-
 from support.random_stimulus import scale, seed
 from support.random_via_frames import via_rx_fuzz
 from support.via_pair import HOST
 from support.via_single import frame, header, run, wait_frames
+from test_via_engine import PTAG, VA, status
+from test_via_tx import pa, setup
+
+from numavia.base import regmap, via_frame
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 
 OP = via_frame.OP
 RDESC = HOST + 0x200
@@ -25,16 +25,24 @@ def test_in_order_send_is_written_completed_and_acknowledged():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
         await node.post(ctx, 1, "recv", RDESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 0x101, 1, 64)]))
-        wire.send(frame(OP.SEND, psn=0, payload=b"hello, via!", immediate=5,
-                        flags=via_frame.HEADER.encode_bits("FLAGS", FIRST=1, LAST=1, IMMEDIATE=1)))
+        wire.send(
+            frame(
+                OP.SEND,
+                psn=0,
+                payload=b"hello, via!",
+                immediate=5,
+                flags=via_frame.HEADER.encode_bits("FLAGS", FIRST=1, LAST=1, IMMEDIATE=1),
+            )
+        )
         st = await node.wait_done(ctx, RDESC)
         assert st["STATUS"] == status(DONE=1, OP=1, IMMEDIATE=1) and st["LENGTH"] == 11
         assert st["IMMEDIATE_DATA"] == 5
         assert node.dump(ctx, pa(VA + 0x101), 11) == b"hello, via!"
-        ack, = await wait_frames(ctx, wire, 1)
+        (ack,) = await wait_frames(ctx, wire, 1)
         h = header(ack)
         assert h["OP"] == OP.ACK and h["ACK_PSN"] == 1 and h["DST_VI"] == 2 and h["SRC_VI"] == 1
         assert await node.vi_reg(ctx, 1, "RX_PSN") == 1
+
     run(bench)
 
 
@@ -42,17 +50,19 @@ def test_duplicate_is_dropped_and_acknowledged_again():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
         for i in range(2):
-            await node.post(ctx, 1, "recv", RDESC + 0x40 * i, encode_descriptor(CONTROL_OP.SENDRECV,
-                                                                                [(VA + 64 * i, 1, 64)]))
+            await node.post(
+                ctx, 1, "recv", RDESC + 0x40 * i, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 64 * i, 1, 64)])
+            )
         wire.send(frame(OP.SEND, psn=0, payload=b"once"))
         await node.wait_done(ctx, RDESC)
         await wait_frames(ctx, wire, 1)
         wire.send(frame(OP.SEND, psn=0, payload=b"TWICE"))
         await wait_frames(ctx, wire, 2)
         assert header(wire.sent[1])["ACK_PSN"] == 1
-        assert not node.status(ctx, RDESC + 0x40)["STATUS"]          # the second receive is still free
+        assert not node.status(ctx, RDESC + 0x40)["STATUS"]  # the second receive is still free
         assert node.dump(ctx, pa(VA), 4) == b"once"
         assert await node.counter(ctx, "RX_DUPLICATE") == 1
+
     run(bench)
 
 
@@ -62,13 +72,14 @@ def test_a_gap_gets_one_nak_for_the_missing_frame():
         await node.post(ctx, 1, "recv", RDESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 64)]))
         for psn in (1, 2, 3):
             wire.send(frame(OP.SEND, psn=psn, payload=b"late"))
-        nak, = await wait_frames(ctx, wire, 1)
+        (nak,) = await wait_frames(ctx, wire, 1)
         await settle(ctx, 600)
         assert len(wire.sent) == 1
         h = header(nak)
         assert h["OP"] == OP.NAK and h["NAK_CODE"] == via_frame.NAK.SEQUENCE and h["PSN"] == 0
         assert await node.counter(ctx, "RX_OUT_OF_ORDER") == 3
         assert not node.status(ctx, RDESC)["STATUS"]
+
     run(bench)
 
 
@@ -82,12 +93,12 @@ def test_refused_frames_are_counted_and_write_nothing():
             ("RX_NOT_FOR_US", frame(OP.SEND, payload=b"x" * 8, dst=5)),
             ("RX_MALFORMED", frame(9, payload=b"x" * 8)),
             ("RX_MALFORMED", frame(OP.SEND, payload=b"x" * 8, msg_length=4)),
-            ("RX_MALFORMED", frame(OP.SEND, payload=b"x" * 8)[:-4] + b""),   # shorter than it says
-            ("RX_MALFORMED", frame(OP.SEND)[:via_frame.ETH_HEADER_SIZE]),     # a runt (padded)
+            ("RX_MALFORMED", frame(OP.SEND, payload=b"x" * 8)[:-4] + b""),  # shorter than it says
+            ("RX_MALFORMED", frame(OP.SEND)[: via_frame.ETH_HEADER_SIZE]),  # a runt (padded)
             ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, dst_vi=9)),
-            ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, dst_vi=3)),         # not connected
-            ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, src_vi=3)),         # not its peer
-            ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, src=4)),            # not its peer node
+            ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, dst_vi=3)),  # not connected
+            ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, src_vi=3)),  # not its peer
+            ("RX_NO_VI", frame(OP.SEND, payload=b"x" * 8, src=4)),  # not its peer node
         ]
         for counter, raw in cases:
             before_count = await node.counter(ctx, counter)
@@ -97,6 +108,7 @@ def test_refused_frames_are_counted_and_write_nothing():
         assert node.dump(ctx, pa(VA), 64) == before
         assert not node.status(ctx, RDESC)["STATUS"] and await node.vi_reg(ctx, 1, "RX_PSN") == 0
         assert await node.counter(ctx, "RX_FRAMES") == len(cases)
+
     run(bench)
 
 
@@ -108,6 +120,7 @@ def test_frame_with_bad_fcs_never_reaches_the_engine():
         await settle(ctx)
         assert await node.counter(ctx, "RX_BAD_FCS") == 1 and await node.counter(ctx, "RX_FRAMES") == 0
         assert not node.status(ctx, RDESC)["STATUS"]
+
     run(bench)
 
 
@@ -115,15 +128,17 @@ def test_receive_buffer_overflow_drops_whole_frames():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
         frames = 16
-        for psn in range(frames):   # back to back, a word a cycle: faster than this memory takes them
-            wire.send(frame(OP.RDMA_WRITE, psn=psn, payload=bytes([psn]) * 1458, remote_va=VA + 8 * psn,
-                            remote_handle=1))
+        for psn in range(frames):  # back to back, a word a cycle: faster than this memory takes them
+            wire.send(
+                frame(OP.RDMA_WRITE, psn=psn, payload=bytes([psn]) * 1458, remote_va=VA + 8 * psn, remote_handle=1)
+            )
         await settle(ctx, 14000)
         dropped = await node.counter(ctx, "RX_OVERFLOW")
         taken = await node.vi_reg(ctx, 1, "RX_PSN")
         assert dropped > 0 and taken + dropped + await node.counter(ctx, "RX_OUT_OF_ORDER") == frames
-        assert node.dump(ctx, pa(VA + 8 * (taken - 1)), 1458) == bytes([taken - 1]) * 1458   # intact
-    run(bench, bursting=False)   # host memory at a word every other cycle
+        assert node.dump(ctx, pa(VA + 8 * (taken - 1)), 1458) == bytes([taken - 1]) * 1458  # intact
+
+    run(bench, bursting=False)  # host memory at a word every other cycle
 
 
 def test_management_frames_come_only_from_cards_and_wait_for_the_firmware():
@@ -133,7 +148,7 @@ def test_management_frames_come_only_from_cards_and_wait_for_the_firmware():
         # From a MAC outside the cards' prefix (node 3's low byte): not a card, dropped and counted.
         foreign = bytearray(frame(OP.MGMT, payload=b"spoof", src=3, dst_vi=0))
         src_mac = via_frame.HEADER.field("SRC_MAC")
-        foreign[src_mac.offset:src_mac.offset + 5] = bytes(5)
+        foreign[src_mac.offset : src_mac.offset + 5] = bytes(5)
         wire.send(bytes(foreign))
         await settle(ctx)
         assert not await node.reg(ctx, "MGMT_RX_STATUS") & mgmt.field("VALID").mask
@@ -146,9 +161,10 @@ def test_management_frames_come_only_from_cards_and_wait_for_the_firmware():
         assert (st >> mgmt.field("LENGTH").lsb) & 0x7F == 10
         words = [await node.reg_array(ctx, "MGMT_RX_DATA", i) for i in range(3)]
         assert b"".join(w.to_bytes(4, "little") for w in words)[:10] == bytes(range(10))
-        assert await node.counter(ctx, "RX_MGMT_DROPPED") == 1   # the second found the slot taken
+        assert await node.counter(ctx, "RX_MGMT_DROPPED") == 1  # the second found the slot taken
         await node.reg(ctx, "MGMT_RX_POP", 1)
         assert not await node.reg(ctx, "MGMT_RX_STATUS") & mgmt.field("VALID").mask
+
     run(bench)
 
 
@@ -163,13 +179,14 @@ def test_read_request_is_served_with_no_cpu():
         hs = [header(f) for f in frames]
         assert [h["OP"] for h in hs] == [OP.READ_RESPONSE] * 2 and [h["PSN"] for h in hs] == [0, 0]
         assert [h["OFFSET"] for h in hs] == [0, 158]
-        assert b"".join(f[via_frame.HEADER.size:] for f in frames) == data
+        assert b"".join(f[via_frame.HEADER.size :] for f in frames) == data
         # Without the read right, the request is refused with a NAK.
         await node.register(ctx, 2, VA + 0x10000, 64, [HOST + 0x9000], PTAG, read=0, write_=1)
         wire.send(frame(OP.READ_REQUEST, psn=1, msg_length=8, remote_va=VA + 0x10000, remote_handle=2))
         nak = (await wait_frames(ctx, wire, 3))[2]
         assert header(nak)["OP"] == OP.NAK and header(nak)["NAK_CODE"] == via_frame.NAK.REMOTE_PROTECTION
         assert await node.counter(ctx, "RX_PROTECTION") == 1
+
     run(bench)
 
 
@@ -183,9 +200,21 @@ def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmles
     and nothing else moves; every legitimate message lands exactly once, intact, in order (host
     memory equals the model's byte for byte, completions and read responses included); the receive
     FIFO drains and a final send still completes. NUMAVIA_RTL_FUZZ_SCALE multiplies the groups."""
+
     async def bench(ctx, node, wire):
         fuzz = await via_rx_fuzz(ctx, node, wire, seed=seed(11), groups=24 * scale())
-        assert all(fuzz.counts[name] for name in ("RX_BAD_FCS", "RX_NOT_FOR_US", "RX_MALFORMED", "RX_NO_VI",
-                                                  "RX_DUPLICATE", "RX_OUT_OF_ORDER", "RX_PROTECTION",
-                                                  "RX_STALE_RESPONSE")), fuzz.counts
+        assert all(
+            fuzz.counts[name]
+            for name in (
+                "RX_BAD_FCS",
+                "RX_NOT_FOR_US",
+                "RX_MALFORMED",
+                "RX_NO_VI",
+                "RX_DUPLICATE",
+                "RX_OUT_OF_ORDER",
+                "RX_PROTECTION",
+                "RX_STALE_RESPONSE",
+            )
+        ), fuzz.counts
+
     run(bench)

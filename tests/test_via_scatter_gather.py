@@ -5,13 +5,12 @@ import random
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
+from support.sim import run_simulation
 
 from numavia.base import via_att
+from numavia.gateware.bfm import send
 from numavia.gateware.via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from numavia.gateware.via_translate import AddressTranslator
-from numavia.gateware.bfm import send
-
-from support.sim import run_simulation
 
 REGIONS, PAGES = 4, 32
 PTAG = 3
@@ -39,13 +38,13 @@ LEN0 = 4 * 4096 + 0x100
 
 def l1_words(**fields):
     data = via_att.L1_ENTRY.encode(**fields)
-    return [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+    return [int.from_bytes(data[i : i + 4], "little") for i in range(0, len(data), 4)]
 
 
 def reference_chunks(segments, offset, length):
     """What the walker must emit: split at segment and page ends."""
     chunks = []
-    for va, handle, seg_len in segments:
+    for va, _handle, seg_len in segments:
         if offset >= seg_len:
             offset -= seg_len
             continue
@@ -80,8 +79,17 @@ def run(segments, commands, *, ptag=PTAG):
             await ctx.tick()
         pages, first = via_att.region_pages(VA0, LEN0)
         attrs = via_att.L1_ENTRY.encode_bits("ATTRIBUTES", VALID=1)
-        for i, word in enumerate(l1_words(START_VA=VA0, LENGTH=LEN0, L2_INDEX=0, PAGE_COUNT=pages,
-                                          FIRST_PAGE_SIZE=first, PTAG=PTAG, ATTRIBUTES=attrs)):
+        for i, word in enumerate(
+            l1_words(
+                START_VA=VA0,
+                LENGTH=LEN0,
+                L2_INDEX=0,
+                PAGE_COUNT=pages,
+                FIRST_PAGE_SIZE=first,
+                PTAG=PTAG,
+                ATTRIBUTES=attrs,
+            )
+        ):
             ctx.set(att.write_addr, i)
             ctx.set(att.write_data, word)
             await ctx.tick()
@@ -122,21 +130,24 @@ SEGMENTS = [(VA0 + 0x10, 0, 0x5F3), (VA0 + 0x1000, 0, 0), (VA0 + 0x1FFD, 0, 0x10
 
 
 def test_validate_sums_lengths():
-    (fail, total, chunks), = run(SEGMENTS, [(OP_VALIDATE, 0, 0)])
+    ((fail, total, chunks),) = run(SEGMENTS, [(OP_VALIDATE, 0, 0)])
     assert (fail, total, chunks) == (0, 0x5F3 + 0x1010 + 1, [])
 
 
 def test_validate_reports_the_failing_segment():
     bad_range = SEGMENTS[:2] + [(VA0 + LEN0 - 4, 0, 8)]
     bad_handle = [(VA0, 2, 4)]
-    results = run(bad_range, [(OP_VALIDATE, 0, 0)]) + run(bad_handle, [(OP_VALIDATE, 0, 0)]) \
+    results = (
+        run(bad_range, [(OP_VALIDATE, 0, 0)])
+        + run(bad_handle, [(OP_VALIDATE, 0, 0)])
         + run(SEGMENTS, [(OP_VALIDATE, 0, 0)], ptag=PTAG + 1)
+    )
     assert [r[0] for r in results] == [via_att.FAIL_RANGE, via_att.FAIL_HANDLE, via_att.FAIL_PTAG]
 
 
 def test_walk_whole_message_splits_at_segments_and_pages():
     total = 0x5F3 + 0x1010 + 1
-    (fail, _, chunks), = run(SEGMENTS, [(OP_WALK, 0, total)])
+    ((fail, _, chunks),) = run(SEGMENTS, [(OP_WALK, 0, total)])
     assert fail == 0
     assert chunks == reference_chunks(SEGMENTS, 0, total)
     assert sum(n for _, n in chunks) == total
@@ -156,5 +167,5 @@ def test_walk_windows_like_frames():
 
 
 def test_walk_past_the_segments_fails():
-    (fail, _, chunks), = run(SEGMENTS[:1], [(OP_WALK, 0x5F0, 8)])
+    ((fail, _, chunks),) = run(SEGMENTS[:1], [(OP_WALK, 0x5F0, 8)])
     assert fail == via_att.FAIL_RANGE and chunks == [(reference_chunks(SEGMENTS, 0x5F0, 3)[0])]

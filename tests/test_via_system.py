@@ -6,14 +6,13 @@ errors that write nothing; queue and frame error handling with counters; and, in
 test_via_reliability.py, exactly-once in-order delivery under injected loss and corruption."""
 
 import pytest
+from support.via_system import Pair, payload, read_pieces, segments, session, split, write_pieces
 
 from numavia import vipl
-from numavia.bridge import BridgeError
 from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP
+from numavia.bridge import BridgeError
 from numavia.vipl import Descriptor, ViplError
-
-from support.via_system import Pair, payload, read_pieces, segments, session, split, write_pieces
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +60,7 @@ def test_send_receive_every_size_scattered_and_unaligned(pair):
 def test_rdma_write_every_size_with_and_without_immediate(pair):
     vi0, vi1 = pair.connect()
     b0, b1 = pair.buffers
-    assert vi0.remote_buffer.handle == b1.handle and vi0.remote_buffer.va == b1.va   # exchanged at connect
+    assert vi0.remote_buffer.handle == b1.handle and vi0.remote_buffer.va == b1.va  # exchanged at connect
     for i, size in enumerate(SIZES):
         data = payload(size, 10 + i)
         pieces = split(5 + i, size, 3, i)
@@ -70,10 +69,15 @@ def test_rdma_write_every_size_with_and_without_immediate(pair):
         immediate = i % 2 == 1
         if immediate:
             r = vi1.post_recv(Descriptor(segments=[(b1.va, b1.handle, 16)]))
-        d = vi0.post_send(Descriptor(CONTROL_OP.RDMA_WRITE, segments(b0, pieces),
-                                     remote_va=vi0.remote_buffer.va + remote_offset,
-                                     remote_handle=vi0.remote_buffer.handle,
-                                     immediate=0x5000 + i if immediate else None))
+        d = vi0.post_send(
+            Descriptor(
+                CONTROL_OP.RDMA_WRITE,
+                segments(b0, pieces),
+                remote_va=vi0.remote_buffer.va + remote_offset,
+                remote_handle=vi0.remote_buffer.handle,
+                immediate=0x5000 + i if immediate else None,
+            )
+        )
         done = vi0.send_wait()
         assert done is d and done.errors == [] and done.completed_op == "RDMA_WRITE" and done.length == size
         if immediate:
@@ -91,9 +95,14 @@ def test_rdma_read_every_size(pair):
         remote_offset = 1 + 4097 * i
         b1.write(data, remote_offset)
         pieces = split(2 + i, size, 3, 7 + i)
-        d = vi0.post_send(Descriptor(CONTROL_OP.RDMA_READ, segments(b0, pieces),
-                                     remote_va=vi0.remote_buffer.va + remote_offset,
-                                     remote_handle=vi0.remote_buffer.handle))
+        d = vi0.post_send(
+            Descriptor(
+                CONTROL_OP.RDMA_READ,
+                segments(b0, pieces),
+                remote_va=vi0.remote_buffer.va + remote_offset,
+                remote_handle=vi0.remote_buffer.handle,
+            )
+        )
         done = vi0.send_wait()
         assert done is d and done.errors == [] and done.completed_op == "RDMA_READ" and done.length == size
         assert read_pieces(b0, pieces) == data, f"{size} bytes"
@@ -105,11 +114,11 @@ def test_protection_errors_write_nothing_and_other_vis_keep_working(pair):
     nic0, nic1 = pair.nics
     b0, b1 = pair.buffers
     foreign = nic1.alloc(4096)
-    nic1.register(foreign, nic1.create_ptag(), rdma_write=True, rdma_read=True)   # another tag
+    nic1.register(foreign, nic1.create_ptag(), rdma_write=True, rdma_read=True)  # another tag
     foreign_local = nic0.alloc(4096)
-    nic0.register(foreign_local, nic0.create_ptag())                               # node 0, another tag
+    nic0.register(foreign_local, nic0.create_ptag())  # node 0, another tag
     no_rights = nic1.alloc(4096)
-    nic1.register(no_rights, pair.ptags[1])                                        # no RDMA rights
+    nic1.register(no_rights, pair.ptags[1])  # no RDMA rights
     good0, good1 = pair.connect()
     unused_handle = nic1.attributes["att_regions"] - 1
     cases = [
@@ -120,6 +129,7 @@ def test_protection_errors_write_nothing_and_other_vis_keep_working(pair):
         ("read", "RDMA read disabled", no_rights.va, no_rights.handle),
         ("read", "before the region", b1.va - 4, b1.handle),
     ]
+
     def around(va):
         """The remote bytes an access at `va` could reach, and some around them."""
         for buf in (b1, foreign, no_rights):
@@ -134,9 +144,14 @@ def test_protection_errors_write_nothing_and_other_vis_keep_working(pair):
         local_before = b0.read(64)
         b0.write(payload(16, n))
         refused = pair.counters(1)["RX_PROTECTION"]
-        d = vi0.post_send(Descriptor(CONTROL_OP.RDMA_WRITE if op == "write" else CONTROL_OP.RDMA_READ,
-                                     [(b0.va + 32, b0.handle, 16)], remote_va=remote_va,
-                                     remote_handle=remote_handle))
+        d = vi0.post_send(
+            Descriptor(
+                CONTROL_OP.RDMA_WRITE if op == "write" else CONTROL_OP.RDMA_READ,
+                [(b0.va + 32, b0.handle, 16)],
+                remote_va=remote_va,
+                remote_handle=remote_handle,
+            )
+        )
         done = vi0.send_wait()
         assert done is d and done.errors == ["RDMA_PROTECTION_ERROR"], what
         assert vi0.state == "ERROR", what
@@ -156,14 +171,14 @@ def test_protection_errors_write_nothing_and_other_vis_keep_working(pair):
     # A bad local handle fails only the descriptor: nothing is sent and the VI stays connected.
     vi0, vi1 = pair.connect()
     frames = pair.counters(0)["TX_FRAMES"]
-    with pytest.raises(ViplError, match="memory handle .* is not registered"):   # the host library refuses it ...
+    with pytest.raises(ViplError, match="memory handle .* is not registered"):  # the host library refuses it ...
         vi0.post_send(Descriptor(segments=[(b0.va, unused_handle, 8)]))
     with pytest.raises(ViplError, match="INVALID_PTAG"):
         vi0.post_send(Descriptor(segments=[(foreign_local.va, foreign_local.handle, 8)]))
     with pytest.raises(ViplError, match="outside region"):
         vi0.post_send(Descriptor(segments=[(b0.va + b0.length - 4, b0.handle, 8)]))
-    assert pair.nics[0].vi_reg(vi0.number, "QUEUE_STATUS") == 0                   # ... before the card sees it
-    d = vi0.post_send(Descriptor(segments=[(b0.va, unused_handle, 8)]), check=False)   # the card refuses too
+    assert pair.nics[0].vi_reg(vi0.number, "QUEUE_STATUS") == 0  # ... before the card sees it
+    d = vi0.post_send(Descriptor(segments=[(b0.va, unused_handle, 8)]), check=False)  # the card refuses too
     assert vi0.send_wait().errors == ["PROTECTION_ERROR"] and vi0.state == "CONNECTED"
     assert pair.counters(0)["TX_FRAMES"] == frames
     vi1.post_recv(Descriptor(segments=[(b1.va, b1.handle, 8)]))
@@ -220,11 +235,13 @@ def test_completion_queues_and_overflow(pair):
 def raw_frame(nic, node, data):
     """Send ``data`` (at most 64 bytes) as a whole Ethernet frame from ``nic``'s card."""
     data = bytes(data)
-    words = [int.from_bytes(data[i:i + 4].ljust(4, b"\0"), "little") for i in range(0, len(data), 4)]
+    words = [int.from_bytes(data[i : i + 4].ljust(4, b"\0"), "little") for i in range(0, len(data), 4)]
     ctrl = regmap.VIA.register("MGMT_TX_CTRL")
     nic.bridge.write(nic.card_base + regmap.CARD.element_address("via", "MGMT_TX_DATA", 0, "WORD"), words)
-    nic.via_reg("MGMT_TX_CTRL", node << ctrl.field("DST_NODE").lsb | len(data) << ctrl.field("LENGTH").lsb
-                | ctrl.field("RAW").mask)
+    nic.via_reg(
+        "MGMT_TX_CTRL",
+        node << ctrl.field("DST_NODE").lsb | len(data) << ctrl.field("LENGTH").lsb | ctrl.field("RAW").mask,
+    )
     while nic.via_reg("MGMT_TX_STATUS"):
         pass
 
@@ -232,17 +249,26 @@ def raw_frame(nic, node, data):
 def test_malformed_and_misaddressed_frames_are_counted_and_dropped(pair):
     vi0, vi1 = pair.connect()
     idle_vi = max(set(range(pair.nics[1].attributes["vi_count"])) - set(pair.nics[1].vis))
-    header = dict(DST_MAC=via_frame.mac_field(1), SRC_MAC=via_frame.mac_field(0), ETHERTYPE=via_frame.ETHERTYPE_FIELD,
-                  OP=via_frame.OP.SEND, SRC_VI=vi0.number, DST_VI=vi1.number, PSN=0, MSG_LENGTH=8, PAYLOAD_LENGTH=8,
-                  FLAGS=via_frame.HEADER.encode_bits("FLAGS", FIRST=1, LAST=1))
+    header = dict(
+        DST_MAC=via_frame.mac_field(1),
+        SRC_MAC=via_frame.mac_field(0),
+        ETHERTYPE=via_frame.ETHERTYPE_FIELD,
+        OP=via_frame.OP.SEND,
+        SRC_VI=vi0.number,
+        DST_VI=vi1.number,
+        PSN=0,
+        MSG_LENGTH=8,
+        PAYLOAD_LENGTH=8,
+        FLAGS=via_frame.HEADER.encode_bits("FLAGS", FIRST=1, LAST=1),
+    )
     cases = [
-        ("RX_NOT_FOR_US", dict(ETHERTYPE=0x0008)),               # IPv4
-        ("RX_MALFORMED", dict(OP=15)),                           # no such operation
-        ("RX_MALFORMED", dict(PAYLOAD_LENGTH=200)),              # more payload than the frame holds
-        ("RX_MALFORMED", dict(OFFSET=4)),                        # past the end of its message
-        ("RX_NO_VI", dict(DST_VI=200)),                          # no such VI
-        ("RX_NO_VI", dict(DST_VI=idle_vi)),                      # a VI nobody connected
-        ("RX_NO_VI", dict(SRC_VI=vi0.number + 1)),               # not the VI's peer
+        ("RX_NOT_FOR_US", dict(ETHERTYPE=0x0008)),  # IPv4
+        ("RX_MALFORMED", dict(OP=15)),  # no such operation
+        ("RX_MALFORMED", dict(PAYLOAD_LENGTH=200)),  # more payload than the frame holds
+        ("RX_MALFORMED", dict(OFFSET=4)),  # past the end of its message
+        ("RX_NO_VI", dict(DST_VI=200)),  # no such VI
+        ("RX_NO_VI", dict(DST_VI=idle_vi)),  # a VI nobody connected
+        ("RX_NO_VI", dict(SRC_VI=vi0.number + 1)),  # not the VI's peer
     ]
     for counter, change in cases:
         before = pair.counters(1)
@@ -255,7 +281,7 @@ def test_malformed_and_misaddressed_frames_are_counted_and_dropped(pair):
         assert after["RX_FRAMES"] == before["RX_FRAMES"] + 1
     # A runt: an Ethernet header and nothing else (the MAC pads it with zeros), refused as malformed.
     before = pair.counters(1)["RX_MALFORMED"]
-    raw_frame(pair.nics[0], 1, via_frame.HEADER.encode(**header)[:via_frame.ETH_HEADER_SIZE])
+    raw_frame(pair.nics[0], 1, via_frame.HEADER.encode(**header)[: via_frame.ETH_HEADER_SIZE])
     for _ in range(200):
         if pair.counters(1)["RX_MALFORMED"] == before + 1:
             break
@@ -275,7 +301,7 @@ def test_bad_doorbells_descriptors_and_full_queues(pair):
     vi0, vi1 = pair.connect()
     b0, b1 = pair.buffers
     refused = pair.counters(0)["DOORBELLS_REFUSED"]
-    vi0.ring("SQ_DOORBELL", 0x1000_0000)          # not host memory
+    vi0.ring("SQ_DOORBELL", 0x1000_0000)  # not host memory
     vi0.ring("SQ_DOORBELL", b0.pa(0) & ~0xF | 4)  # not 16-byte aligned
     assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + 2
     assert nic0.vi_reg(vi0.number, "QUEUE_STATUS") == 0
@@ -298,7 +324,7 @@ def test_bad_doorbells_descriptors_and_full_queues(pair):
     # any other word of a page, answer a bus error and are counted; nothing is posted.
     assert vi0.doorbell_page == nic0.card_base + regmap.CARD.element_base("doorbell", "VI", vi0.number)
     missing = nic0.doorbell_page(nic0.attributes["vi_count"])
-    cmd_offset = regmap.VIA.array("VI").register("CMD").offset   # where CMD sits in a VI's element
+    cmd_offset = regmap.VIA.array("VI").register("CMD").offset  # where CMD sits in a VI's element
     for address in (missing, missing + 4, vi0.doorbell_page + cmd_offset):
         with pytest.raises(BridgeError, match="bus error"):
             nic0.bridge.write(address, b0.pa(0))
@@ -354,7 +380,7 @@ def test_jumbo_frames(pair):
         assert vi1.recv_wait().length == size and b1.read(size) == data
         vi0.send_wait()
         data_frames = -(-size // via_frame.payload_per_frame(via_frame.MTU_JUMBO))
-        assert pair.counters(1)["RX_FRAMES"] - frames == data_frames   # 4 frames of up to 8958 bytes
+        assert pair.counters(1)["RX_FRAMES"] - frames == data_frames  # 4 frames of up to 8958 bytes
     finally:
         for nic in (nic0, nic1):
             nic.via_reg("MTU", via_frame.MTU_DEFAULT)

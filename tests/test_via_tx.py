@@ -3,15 +3,14 @@ segmentation by MTU, the window, go-back-N on timeout and on NAK, the retry limi
 management and raw frames, and seeded random descriptors (tests/support/random_descriptors.py)."""
 
 import pytest
-
-from numavia.base import regmap, via_frame
-from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from test_via_engine import PTAG, VA, status
-
 from support.random_descriptors import descriptor_fuzz
 from support.random_stimulus import scale, seed
 from support.via_pair import HOST, PARAMS
 from support.via_single import PEER, frame, header, run, wait_frames
+from test_via_engine import PTAG, VA, status
+
+from numavia.base import regmap, via_frame
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 
 OP = via_frame.OP
 DESC = HOST + 0x100
@@ -20,8 +19,16 @@ VIA = regmap.VIA
 
 async def setup(ctx, node, *, vi=1):
     await node.enable(ctx)
-    await node.register(ctx, 1, VA, 0x4000, [HOST + 0x8040, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000,
-                                             HOST + 0x4000], PTAG, read=1, write_=1)
+    await node.register(
+        ctx,
+        1,
+        VA,
+        0x4000,
+        [HOST + 0x8040, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000, HOST + 0x4000],
+        PTAG,
+        read=1,
+        write_=1,
+    )
     await node.connect(ctx, vi, PEER, 2, PTAG)
 
 
@@ -34,25 +41,27 @@ def test_data_frame_carries_every_header_field_and_the_payload():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
         node.load(ctx, pa(VA + 3), bytes(range(100)))
-        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 3, 1, 100)],
-                                                                immediate=0xFEED))
-        raw, = await wait_frames(ctx, wire, 1)
+        await node.post(
+            ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 3, 1, 100)], immediate=0xFEED)
+        )
+        (raw,) = await wait_frames(ctx, wire, 1)
         h = header(raw)
         assert h["DST_MAC"] == via_frame.mac_field(PEER) and h["SRC_MAC"] == via_frame.mac_field(0)
         assert h["ETHERTYPE"] == via_frame.ETHERTYPE_FIELD and h["OP"] == OP.SEND
         assert via_frame.HEADER.decode_bits("FLAGS", h["FLAGS"]) == {"FIRST": 1, "LAST": 1, "IMMEDIATE": 1}
         assert (h["SRC_VI"], h["DST_VI"], h["PSN"], h["ACK_PSN"]) == (1, 2, 0, 0)
         assert (h["MSG_LENGTH"], h["OFFSET"], h["PAYLOAD_LENGTH"], h["IMMEDIATE_DATA"]) == (100, 0, 100, 0xFEED)
-        assert raw[via_frame.HEADER.size:] == bytes(range(100))
-        await ctx.tick().repeat(4)                               # the counter counts the MAC's last beat
+        assert raw[via_frame.HEADER.size :] == bytes(range(100))
+        await ctx.tick().repeat(4)  # the counter counts the MAC's last beat
         assert await node.counter(ctx, "TX_FRAMES") == 1
+
     run(bench)
 
 
 def test_messages_are_cut_to_the_mtu():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
-        await node.reg(ctx, "MTU", 200)                      # 158 payload bytes per frame
+        await node.reg(ctx, "MTU", 200)  # 158 payload bytes per frame
         data = bytes((7 * i) & 0xFF for i in range(500))
         node.load(ctx, pa(VA), data)
         await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 500)]))
@@ -62,7 +71,8 @@ def test_messages_are_cut_to_the_mtu():
         assert [h["PAYLOAD_LENGTH"] for h in hs] == [158, 158, 158, 26]
         assert [via_frame.HEADER.decode_bits("FLAGS", h["FLAGS"])["FIRST"] for h in hs] == [1, 0, 0, 0]
         assert [via_frame.HEADER.decode_bits("FLAGS", h["FLAGS"])["LAST"] for h in hs] == [0, 0, 0, 1]
-        assert b"".join(f[via_frame.HEADER.size:] for f in frames) == data
+        assert b"".join(f[via_frame.HEADER.size :] for f in frames) == data
+
     run(bench)
 
 
@@ -73,9 +83,9 @@ def test_window_then_go_back_n_on_timeout_then_acks_complete():
         await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 158 * 12)]))
         await wait_frames(ctx, wire, PARAMS.window)
         await ctx.tick().repeat(1000)
-        assert len(wire.sent) == PARAMS.window                   # no acknowledgement: the window is full
+        assert len(wire.sent) == PARAMS.window  # no acknowledgement: the window is full
         await wait_frames(ctx, wire, PARAMS.window + 1, timeout=6000)
-        assert header(wire.sent[PARAMS.window])["PSN"] == 0       # the timer went back to the first frame
+        assert header(wire.sent[PARAMS.window])["PSN"] == 0  # the timer went back to the first frame
         assert await node.counter(ctx, "TX_TIMEOUTS") == 1
         # The peer acknowledges everything: the rest goes out and the descriptor completes.
         wire.send(frame(OP.ACK, ack=PARAMS.window))
@@ -84,6 +94,7 @@ def test_window_then_go_back_n_on_timeout_then_acks_complete():
         st = await node.wait_done(ctx, DESC)
         assert st["STATUS"] == status(DONE=1) and st["LENGTH"] == 158 * 12
         assert await node.vi_reg(ctx, 1, "TX_PSN") == 12
+
     run(bench)
 
 
@@ -100,6 +111,7 @@ def test_sequence_nak_resends_from_the_frame_asked_for():
         assert await node.counter(ctx, "TX_NAK_SEQUENCE") == 1
         wire.send(frame(OP.ACK, ack=4))
         assert (await node.wait_done(ctx, DESC))["STATUS"] == status(DONE=1)
+
     run(bench)
 
 
@@ -113,20 +125,27 @@ def test_retry_limit_fails_the_vi_with_a_transport_error():
         assert (await node.wait_done(ctx, DESC + 0x40))["STATUS"] == status(DONE=1, FLUSHED=1)
         state = await node.vi_reg(ctx, 1, "STATE")
         assert state & 3 == 2 and state >> 8 == status(TRANSPORT_ERROR=1)
-        assert await node.counter(ctx, "TX_TIMEOUTS") == 7        # RETRY_LIMIT 8: the 8th expiry fails
+        assert await node.counter(ctx, "TX_TIMEOUTS") == 7  # RETRY_LIMIT 8: the 8th expiry fails
         assert await node.counter(ctx, "TX_ERRORS") == 1
+
     run(bench, rto_cycles=500)
 
 
 def test_remote_error_nak_fails_the_vi():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
-        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 8)],
-                                                                remote_va=0x123, remote_handle=7))
+        await node.post(
+            ctx,
+            1,
+            "send",
+            DESC,
+            encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 8)], remote_va=0x123, remote_handle=7),
+        )
         await wait_frames(ctx, wire, 1)
         wire.send(frame(OP.NAK, psn=0, ack=0, nak=via_frame.NAK.REMOTE_PROTECTION))
         st = await node.wait_done(ctx, DESC)
         assert st["STATUS"] == status(DONE=1, OP=2, RDMA_PROTECTION_ERROR=1)
+
     run(bench)
 
 
@@ -137,14 +156,15 @@ def test_management_and_raw_frames():
         for i, word in enumerate([0x04030201, 0x08070605, 0x0A09]):
             await node.mgmt_word(ctx, i, word)
         await node.reg(ctx, "MGMT_TX_CTRL", 3 << ctrl.field("DST_NODE").lsb | 10 << ctrl.field("LENGTH").lsb)
-        mgmt, = await wait_frames(ctx, wire, 1)
+        (mgmt,) = await wait_frames(ctx, wire, 1)
         h = header(mgmt)
         assert h["OP"] == OP.MGMT and h["DST_MAC"] == via_frame.mac_field(3) and h["PAYLOAD_LENGTH"] == 10
-        assert mgmt[via_frame.HEADER.size:] == bytes(range(1, 11))
+        assert mgmt[via_frame.HEADER.size :] == bytes(range(1, 11))
         await node.reg(ctx, "MGMT_TX_CTRL", 10 << ctrl.field("LENGTH").lsb | ctrl.field("RAW").mask)
         await wait_frames(ctx, wire, 2)
-        assert wire.sent[1] == bytes(range(1, 11))                 # verbatim (the MAC pads it)
+        assert wire.sent[1] == bytes(range(1, 11))  # verbatim (the MAC pads it)
         assert await node.reg(ctx, "MGMT_TX_STATUS") == 0
+
     run(bench)
 
 
@@ -157,6 +177,7 @@ def test_doorbells_outside_host_memory_or_misaligned_are_refused(addr):
         assert await node.vi_reg(ctx, 1, "QUEUE_STATUS") == 0
         await ctx.tick().repeat(200)
         assert wire.sent == []
+
     run(bench)
 
 
@@ -171,7 +192,9 @@ def test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_bu
     send descriptor fails alone; a bad receive descriptor or a remote NAK fails the VI, flushing the
     rest), refused doorbells are counted, host memory changes only where legitimate data and
     completions go (byte for byte), and a failed VI is reset, reconnected and works again."""
+
     async def bench(ctx, node, wire):
         fuzz = await descriptor_fuzz(ctx, node, wire, seed=seed(31), rounds=40 * scale())
         assert all(fuzz.counts[name] for name in ("valid", "errors", "vi_errors", "refused")), fuzz.counts
+
     run(bench)

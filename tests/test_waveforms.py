@@ -4,7 +4,7 @@ every waveform is asked for. Runs pytest in-process on two small tests of a coun
 
 import pytest
 
-TESTS = '''
+TESTS = """
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
@@ -32,7 +32,7 @@ def test_counts_wrong():
 
 def test_counts_right():
     simulate(expected=5)
-'''
+"""
 
 FAILED_VCD = "test_counter.py-test_counts_wrong.vcd"
 PASSED_VCD = "test_counter.py-test_counts_right.vcd"
@@ -50,7 +50,8 @@ def run_counter_tests(pytester, monkeypatch, *args, environment=None):
 
 @pytest.mark.parametrize("option, environment", [(["--waveforms"], None), ([], "1")])
 def test_a_failing_simulation_leaves_a_vcd_of_its_design_and_a_passing_one_none(
-        pytester, monkeypatch, option, environment):
+    pytester, monkeypatch, option, environment
+):
     result, folder = run_counter_tests(pytester, monkeypatch, *option, environment=environment)
     result.assert_outcomes(passed=1, failed=1)
     assert sorted(p.name for p in folder.iterdir()) == [FAILED_VCD]

@@ -3,15 +3,16 @@
 import pytest
 from amaranth import Module
 from amaranth.lib import wiring
-
-from numavia.base import regmap
-from numavia.gateware.register_bank import RegisterBank
-from numavia.gateware import wishbone
-from numavia.gateware.wishbone import Decoder
-from numavia.gateware.bfm import BusError, wishbone_read as read, wishbone_write as write
-
 from support.amaranth_helpers import rejected
 from support.sim import run_testbench
+
+from numavia.base import regmap
+from numavia.gateware import wishbone
+from numavia.gateware.bfm import BusError
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
+from numavia.gateware.register_bank import RegisterBank
+from numavia.gateware.wishbone import Decoder
 
 
 class TwoBanks(wiring.Component):
@@ -46,6 +47,7 @@ def test_windows_are_independent():
         await write(ctx, dut.bus, 0x400 + SCRATCH, 0xBBBB0000)
         assert await read(ctx, dut.bus, SCRATCH) == 0xAAAA0000
         assert await read(ctx, dut.bus, 0x400 + SCRATCH) == 0xBBBB0000
+
     run(tb)
 
 
@@ -56,6 +58,7 @@ def test_unmapped_window_answers_error_and_bus_recovers():
         with pytest.raises(BusError):
             await write(ctx, dut.bus, 0xFFC, 1)
         assert await read(ctx, dut.bus, SCRATCH) == regmap.CTRL.register("SCRATCH").reset
+
     run(tb)
 
 

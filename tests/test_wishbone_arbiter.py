@@ -3,11 +3,10 @@
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-
-from numavia.gateware.wishbone_arbiter import WishboneArbiter
-
 from support.sim import run_simulation
 from support.wishbone_sram import WishboneSRAM, dump
+
+from numavia.gateware.wishbone_arbiter import WishboneArbiter
 
 BASE = 0x1000
 
@@ -47,12 +46,13 @@ def test_three_initiators_each_get_their_writes_through():
                     if ctx.get(bus.ack):
                         grants.append(n)
                         break
-                if i % 2:   # release the bus now and then: the others get a turn
+                if i % 2:  # release the bus now and then: the others get a turn
                     ctx.set(bus.cyc, 0)
                     ctx.set(bus.stb, 0)
                     await ctx.tick()
             ctx.set(bus.cyc, 0)
             ctx.set(bus.stb, 0)
+
         return process
 
     out = {}
@@ -68,7 +68,7 @@ def test_three_initiators_each_get_their_writes_through():
     mem = out["mem"]
     for n in range(3):
         for i in range(6):
-            assert int.from_bytes(mem[(n * 8 + i) * 4:(n * 8 + i) * 4 + 4], "little") == n << 8 | i
+            assert int.from_bytes(mem[(n * 8 + i) * 4 : (n * 8 + i) * 4 + 4], "little") == n << 8 | i
     # Turns alternate: no initiator got all its accesses before another started.
     assert grants[:2] != grants[2:4] or len(set(grants[:6])) > 1
     assert sorted(grants) == sorted([0, 1, 2] * 6)

@@ -17,11 +17,15 @@ from numavia import zephyr_overlay
 from numavia.base.paths import REPO_ROOT
 
 BUILD_SH = REPO_ROOT / "firmware" / "zephyr" / "build.sh"
-BOARD_DTS = ('#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n'
-             '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n};\n&gpio_in {\n\tstatus = "okay";\n};\n')
-DTSI = ("/ {\n\tcpus {\n\t\tcpu0: cpu@0 {\n\t\t};\n\t};\n\tsoc {\n\t\tctrl0: soc_controller@e0000000 {\n\t\t};\n"
-        "\t\tuart0: serial@e0001800 {\n\t\t};\n\t\ttimer0: timer@e0002800 {\n\t\t};\n"
-        "\t\tgpio_in: gpio@e0006000 {\n\t\t};\n\t};\n};\n")
+BOARD_DTS = (
+    "#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n"
+    '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n};\n&gpio_in {\n\tstatus = "okay";\n};\n'
+)
+DTSI = (
+    "/ {\n\tcpus {\n\t\tcpu0: cpu@0 {\n\t\t};\n\t};\n\tsoc {\n\t\tctrl0: soc_controller@e0000000 {\n\t\t};\n"
+    "\t\tuart0: serial@e0001800 {\n\t\t};\n\t\ttimer0: timer@e0002800 {\n\t\t};\n"
+    "\t\tgpio_in: gpio@e0006000 {\n\t\t};\n\t};\n};\n"
+)
 
 
 def run(env_updates, *args):
@@ -31,7 +35,7 @@ def run(env_updates, *args):
 
 
 def test_without_a_zephyr_tree_it_stops_with_one_line():
-    result = run({"PATH": "/usr/bin:/bin"})   # no west either
+    result = run({"PATH": "/usr/bin:/bin"})  # no west either
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no Zephyr tree found" in lines[0]
@@ -46,6 +50,7 @@ def test_a_zephyr_base_that_is_not_a_folder_is_one_line(tmp_path):
 @pytest.fixture(scope="module")
 def csr_json():
     from numavia.soc import sim
+
     return sim.build_soc(sim.SimConfig(), log=lambda message: None) / "csr.json"
 
 
@@ -62,8 +67,11 @@ def fake_zephyr(tmp_path):
     west = bin_dir / "west"
     west.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > {tmp_path / "west.args"}\n')
     west.chmod(0o755)
-    return {"ZEPHYR_BASE": str(tmp_path / "zephyr"), "PATH": f"{bin_dir}:/usr/bin:/bin",
-            "NUMAVIA_BUILD_DIR": str(tmp_path / "build")}
+    return {
+        "ZEPHYR_BASE": str(tmp_path / "zephyr"),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "NUMAVIA_BUILD_DIR": str(tmp_path / "build"),
+    }
 
 
 def test_it_generates_headers_and_overlay_then_runs_west_build(fake_zephyr, csr_json, tmp_path):
@@ -101,7 +109,7 @@ def test_shell_option_adds_the_shell_configuration(fake_zephyr, csr_json, tmp_pa
     conf = next(a for a in args if a.startswith("-DEXTRA_CONF_FILE=")).split("=", 1)[1].split(";")
     assert conf[-1] == str(REPO_ROOT / "firmware" / "zephyr" / "app" / "shell.conf")
     assert args[-1] == "-DEXTRA=1"
-    assert args[6] == str(tmp_path / "build" / "zephyr-shell" / "app")   # its own build folder
+    assert args[6] == str(tmp_path / "build" / "zephyr-shell" / "app")  # its own build folder
 
 
 def test_out_option_and_bad_options(fake_zephyr, csr_json, tmp_path):

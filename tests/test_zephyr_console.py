@@ -43,18 +43,23 @@ class FakeShell(threading.Thread):
                 line, buffer = buffer.split(b"\r", 1)
                 line = line.decode()
                 self.received.append(line)
-                if line == "exit":   # the simulator stops: the connection closes
+                if line == "exit":  # the simulator stops: the connection closes
                     conn.close()
                     return
                 answer = self.answers.get(line, [f"{line}: command not found"])
-                conn.sendall((f"\x1b[1D\x1b[J{PROMPT}{line}\r\n"
-                              + "".join(f"{a}\r\n" for a in answer) + PROMPT).encode())
+                conn.sendall(
+                    (f"\x1b[1D\x1b[J{PROMPT}{line}\r\n" + "".join(f"{a}\r\n" for a in answer) + PROMPT).encode()
+                )
         conn.close()
 
 
 def test_a_command_returns_its_output_without_echo_prompt_or_colours():
-    shell = FakeShell({"numavia mode": ["mode: NCC-NUMA (the board switch says NCC-NUMA)"],
-                       "numavia counters via": ["via   tx_frames                         3", ""]})
+    shell = FakeShell(
+        {
+            "numavia mode": ["mode: NCC-NUMA (the board switch says NCC-NUMA)"],
+            "numavia counters via": ["via   tx_frames                         3", ""],
+        }
+    )
     shell.start()
     with NodeConsole(shell.port) as console:
         assert "ready (node 0)" in console.read_until("uart:~$ ", timeout=10)
@@ -95,8 +100,9 @@ def test_the_command_needs_a_running_simulation_with_consoles(tmp_path, monkeypa
     assert cli.main(["console", "0", "--command", "numavia status"]) == 1
     assert "no simulation is running" in capsys.readouterr().err
     # A session without consoles (written by an older `numavia sim --serve`), and a node it lacks.
-    (tmp_path / "session.json").write_text(json.dumps({"pid": os.getpid(), "nodes": 2, "bridge_port": 1,
-                                                       "regions": []}))
+    (tmp_path / "session.json").write_text(
+        json.dumps({"pid": os.getpid(), "nodes": 2, "bridge_port": 1, "regions": []})
+    )
     assert cli.main(["console", "0", "--command", "x"]) == 1
     assert "serves no consoles" in capsys.readouterr().err
     assert cli.main(["console", "5"]) == 1
@@ -107,15 +113,18 @@ def test_the_command_runs_shell_commands_against_the_session(tmp_path, monkeypat
     shell = FakeShell({"numavia mode": ["mode: NUMA (the board switch says NUMA)"]})
     shell.start()
     monkeypatch.setenv("NUMAVIA_SESSION", str(tmp_path / "session.json"))
-    (tmp_path / "session.json").write_text(json.dumps({"pid": os.getpid(), "nodes": 1, "bridge_port": 1,
-                                                       "regions": [], "console_port": shell.port}))
+    (tmp_path / "session.json").write_text(
+        json.dumps({"pid": os.getpid(), "nodes": 1, "bridge_port": 1, "regions": [], "console_port": shell.port})
+    )
     assert cli.main(["console", "0", "--command", "numavia mode"]) == 0
     assert capsys.readouterr().out == "mode: NUMA (the board switch says NUMA)\n"
 
 
 def test_sim_console_option_needs_serve_and_a_node_of_the_ring(capsys):
-    for args, reason in ((["sim", "--console", "0"], "--console goes with --serve"),
-                         (["sim", "--nodes", "2", "--serve", "--console", "2"], "--console 2: the ring has nodes 0..1")):
+    for args, reason in (
+        (["sim", "--console", "0"], "--console goes with --serve"),
+        (["sim", "--nodes", "2", "--serve", "--console", "2"], "--console 2: the ring has nodes 0..1"),
+    ):
         with pytest.raises(SystemExit) as exit_:
             cli.main(args)
         assert exit_.value.code == 2

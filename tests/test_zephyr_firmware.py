@@ -11,12 +11,10 @@ import struct
 import subprocess
 
 import pytest
+from support.ring_sim import build
 
 from numavia import cli
-from numavia.soc import firmware
-from numavia.soc import sim
-
-from support.ring_sim import build
+from numavia.soc import firmware, sim
 
 
 def elf32(entry, segments, machine=243):
@@ -70,7 +68,7 @@ def test_a_given_image_must_be_linked_for_main_ram(tmp_path):
     elf.write_bytes(elf32(RAM["base"], [(RAM["base"], 0x100, RAM["size"] + 4)]))
     with pytest.raises(firmware.FirmwareError, match="outside main RAM"):
         firmware.zephyr_binary(elf, RAM)
-    elf.write_bytes(elf32(RAM["base"], [], machine=62))   # x86-64: not ours
+    elf.write_bytes(elf32(RAM["base"], [], machine=62))  # x86-64: not ours
     with pytest.raises(firmware.FirmwareError, match="neither a RISC-V 32-bit ELF nor a .bin"):
         firmware.zephyr_binary(elf, RAM)
     big = tmp_path / "big.bin"
@@ -84,8 +82,10 @@ def test_a_given_image_must_be_linked_for_main_ram(tmp_path):
 def test_a_main_ram_image_puts_a_jump_in_the_rom(tmp_path):
     image = tmp_path / "zephyr.bin"
     image.write_bytes(b"\x01\x02\x03\x04\x05")
-    rom = firmware.memory_images(firmware.Image(firmware.ZEPHYR, image, firmware.MAIN_RAM),
-                                 {"main_ram": RAM, "rom": {"base": 0, "size": 0x1_0000}})
+    rom = firmware.memory_images(
+        firmware.Image(firmware.ZEPHYR, image, firmware.MAIN_RAM),
+        {"main_ram": RAM, "rom": {"base": 0, "size": 0x1_0000}},
+    )
     assert rom["main_ram"] == b"\x01\x02\x03\x04\x05"
     # lui t0, 0x40000; jalr zero, 0(t0)
     assert struct.unpack("<II", rom["rom"]) == (0x4000_02B7, 0x0002_8067)
@@ -103,13 +103,27 @@ def ram_linked_firmware(soc_dir, folder):
     code = ram["size"] // 2
     generated = folder / "generated"
     from numavia.base import codegen
+
     codegen.write_all(generated)
-    subprocess.run(["make", "-C", str(firmware.FIRMWARE_DIR / "baremetal"), "--no-print-directory",
-                    f"BUILD_DIR={folder}", f"SOC_DIR={soc_dir}", f"GEN_DIR={generated}",
-                    f"LITEX_INC={' '.join(map(str, firmware.litex_include_dirs()))}",
-                    f"ROM_BASE={ram['base']:#x}", f"ROM_SIZE={code:#x}",
-                    f"RAM_BASE={ram['base'] + code:#x}", f"RAM_SIZE={ram['size'] - code:#x}"],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            "make",
+            "-C",
+            str(firmware.FIRMWARE_DIR / "baremetal"),
+            "--no-print-directory",
+            f"BUILD_DIR={folder}",
+            f"SOC_DIR={soc_dir}",
+            f"GEN_DIR={generated}",
+            f"LITEX_INC={' '.join(map(str, firmware.litex_include_dirs()))}",
+            f"ROM_BASE={ram['base']:#x}",
+            f"ROM_SIZE={code:#x}",
+            f"RAM_BASE={ram['base'] + code:#x}",
+            f"RAM_SIZE={ram['size'] - code:#x}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     elf = folder / "zephyr.elf"
     (folder / "firmware.elf").rename(elf)
     (folder / "firmware.bin").rename(folder / "zephyr.bin")

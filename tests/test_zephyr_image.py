@@ -24,16 +24,18 @@ import time
 import pytest
 import yaml
 
-from numavia.soc import firmware
-from numavia.base.paths import REPO_ROOT
-from numavia.cluster_session import ClusterSession, free_port_range
 from numavia.base import regmap
 from numavia.base.microcode.assembler import image_crc32
-from numavia.soc import sim
+from numavia.base.paths import REPO_ROOT
+from numavia.cluster_session import ClusterSession, free_port_range
+from numavia.soc import firmware, sim
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not os.environ.get("ZEPHYR_BASE"),
-                                 reason="needs a Zephyr tree: set ZEPHYR_BASE (docs/zephyr.md)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.environ.get("ZEPHYR_BASE"), reason="needs a Zephyr tree: set ZEPHYR_BASE (docs/zephyr.md)"
+    ),
+]
 
 APP = REPO_ROOT / "firmware" / "zephyr" / "app"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"
@@ -79,15 +81,16 @@ def test_every_node_boots_the_zephyr_image_from_main_ram(tmp_path):
     assert code == 0 and all(c is not None for c in summary["marker_cycles"]), summary
     # The ROM holds a jump to main RAM, main RAM the image.
     rom = (tmp_path / "numavia_node_rom.init").read_text().split()
-    assert [int(w, 16) for w in rom[:2]] == [int.from_bytes(firmware.jump_to(memories["main_ram"]["base"])[i:i + 4],
-                                                           "little") for i in (0, 4)]
+    assert [int(w, 16) for w in rom[:2]] == [
+        int.from_bytes(firmware.jump_to(memories["main_ram"]["base"])[i : i + 4], "little") for i in (0, 4)
+    ]
     harness = yaml.safe_load((APP / "sample.yaml").read_text())["common"]["harness_config"]
     for node in range(NODES):
         log = (tmp_path / f"node{node}.log").read_text()
         position = 0
-        for pattern in harness["regex"]:   # the sample's console harness, in order
+        for pattern in harness["regex"]:  # the sample's console harness, in order
             match = re.compile(pattern).search(log, position)
-            assert match, f"node {node}: {pattern!r} not found after {log[position:position + 200]!r}"
+            assert match, f"node {node}: {pattern!r} not found after {log[position : position + 200]!r}"
             position = match.end()
         assert f"node id set to {node} (read back {node})" in log
 
@@ -122,10 +125,12 @@ def test_the_numavia_shell_on_a_node_console(shell_build, tmp_path):
             assert re.search(r"sequencer: live, 0 busy context\(s\), control store \d+ words", status)
             assert "via:       " in status
 
-            assert console.command("numavia ucode verify") == \
-                [f"microcode verified: {len(program.words)} words, crc 0x{program.crc32:08x}"]
-            assert console.command("numavia ucode load") == \
-                [f"microcode loaded and verified: {len(program.words)} words, crc 0x{program.crc32:08x}"]
+            assert console.command("numavia ucode verify") == [
+                f"microcode verified: {len(program.words)} words, crc 0x{program.crc32:08x}"
+            ]
+            assert console.command("numavia ucode load") == [
+                f"microcode loaded and verified: {len(program.words)} words, crc 0x{program.crc32:08x}"
+            ]
 
             # An image the host staged in host memory: refused when a word does not match its CRC
             # (and the running microcode stays live), loaded when it does.
@@ -135,15 +140,18 @@ def test_the_numavia_shell_on_a_node_console(shell_build, tmp_path):
             corrupted[3] ^= 1 << 17
             _stage(bridge, staged, corrupted)
             out = console.command(f"numavia ucode load {staged:#x} {len(program.words)} {program.crc32:#x}")
-            assert out == [f"microcode refused: its words do not have crc 0x{program.crc32:08x}; "
-                           "the running microcode stays live"]
+            assert out == [
+                f"microcode refused: its words do not have crc 0x{program.crc32:08x}; the running microcode stays live"
+            ]
             assert card.card_reg("rac", "STATUS") & regmap.RAC.register("STATUS").field("LOADED").mask
             assert console.command("numavia ucode verify")[0].startswith("microcode verified:")
             _stage(bridge, staged, program.words)
-            assert console.command(f"numavia ucode load {staged:#x} {len(program.words)} {program.crc32:#x}")[0] \
-                .startswith("microcode loaded and verified:")
-            assert console.command("numavia ucode load 0x1 4 0") == \
-                ["4 words at 0x00000001 are not 8-byte aligned host memory"]
+            assert console.command(f"numavia ucode load {staged:#x} {len(program.words)} {program.crc32:#x}")[
+                0
+            ].startswith("microcode loaded and verified:")
+            assert console.command("numavia ucode load 0x1 4 0") == [
+                "4 words at 0x00000001 are not 8-byte aligned host memory"
+            ]
             assert console.command("numavia ucode load 0x60000000 four 0") == ["WORDS: 'four' is not a number"]
 
             numa = regmap.CTRL.register("CTRL").field("NUMA_MODE").mask
@@ -151,8 +159,9 @@ def test_the_numavia_shell_on_a_node_console(shell_build, tmp_path):
             assert card.card_reg("ctrl", "CTRL") & numa
             assert console.command("numavia mode ncc") == ["mode: NCC-NUMA (the board switch says NCC-NUMA)"]
             assert not card.card_reg("ctrl", "CTRL") & numa
-            assert console.command("numavia mode sideways") == \
-                ["mode 'sideways': choose ncc (network cache on) or numa (off)"]
+            assert console.command("numavia mode sideways") == [
+                "mode 'sideways': choose ncc (network cache on) or numa (off)"
+            ]
 
             counters = console.command("numavia counters via")
             assert [line.split()[1] for line in counters] == [name.lower() for name, _ in regmap.VIA_COUNTERS]
@@ -164,6 +173,7 @@ def test_the_numavia_shell_on_a_node_console(shell_build, tmp_path):
 
 def firmware_program():
     from numavia.base import codegen
+
     program = codegen.microcode_program()
     assert program.crc32 == image_crc32(program.words)
     return program
@@ -188,13 +198,22 @@ def test_stand_in_headers_declare_only_what_zephyr_declares(soc_dir):
         header = stub.relative_to(STUBS).as_posix()
         checks = [f"#include <{header}>"]
         for i, (kind, name) in enumerate(stub_declarations(stub.read_text())):
-            checks.append({"macro": f"#ifndef {name}\n#error {header} does not define {name}\n#endif",
-                           "type": f"enum {{ check_{i} = sizeof({name}) }};",
-                           "function": f"#ifndef {name}\nvoid *check_{i} = (void *)&{name};\n#endif"}[kind])
+            checks.append(
+                {
+                    "macro": f"#ifndef {name}\n#error {header} does not define {name}\n#endif",
+                    "type": f"enum {{ check_{i} = sizeof({name}) }};",
+                    "function": f"#ifndef {name}\nvoid *check_{i} = (void *)&{name};\n#endif",
+                }[kind]
+            )
         source = build_dir / "stub_check.c"
         source.write_text("\n".join(checks) + "\n")
-        result = subprocess.run(f"{compile_only} -fdiagnostics-color=never -fsyntax-only {source}", shell=True,
-                                cwd=moved(entry["directory"]), capture_output=True, text=True)
+        result = subprocess.run(
+            f"{compile_only} -fdiagnostics-color=never -fsyntax-only {source}",
+            shell=True,
+            cwd=moved(entry["directory"]),
+            capture_output=True,
+            text=True,
+        )
         if result.returncode:
             failures += [f"{header}: {line}" for line in result.stderr.splitlines() if "error" in line]
     assert failures == []
@@ -220,15 +239,34 @@ def stub_declarations(text):
     return [(kind, name) for kind, name in names if not stub.search(name)]
 
 
-@pytest.mark.parametrize("node, spread", [(0, ["--procs", "1"]), (1, ["--procs", "2"]),
-                                         (1, ["--mpi", "--procs", "2"])], ids=["1-proc", "2-procs", "2-ranks"])
+@pytest.mark.parametrize(
+    "node, spread",
+    [(0, ["--procs", "1"]), (1, ["--procs", "2"]), (1, ["--mpi", "--procs", "2"])],
+    ids=["1-proc", "2-procs", "2-ranks"],
+)
 def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path, node, spread):
     """`numavia sim --serve --console NODE`: the simulator's standard input goes to node NODE's
     UART, in whichever process or MPI rank runs it, and to no other node's."""
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
-    cmd = [sys.executable, "-m", "numavia.cli", "sim", "--nodes", str(NODES), "--serve", "--quiet",
-           "--firmware", firmware.ZEPHYR_SHELL, "--console", str(node), "--out", str(tmp_path / "run"),
-           "--bridge-port", str(free_port_range(NODES)), *spread]
+    cmd = [
+        sys.executable,
+        "-m",
+        "numavia.cli",
+        "sim",
+        "--nodes",
+        str(NODES),
+        "--serve",
+        "--quiet",
+        "--firmware",
+        firmware.ZEPHYR_SHELL,
+        "--console",
+        str(node),
+        "--out",
+        str(tmp_path / "run"),
+        "--bridge-port",
+        str(free_port_range(NODES)),
+        *spread,
+    ]
     log = tmp_path / "run" / f"node{node}.log"
     with open(tmp_path / "sim.err", "w") as err:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stderr=err, text=True)
@@ -238,7 +276,7 @@ def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path, 
         proc.stdin.flush()
         assert _wait_for(lambda: f"node:      {node}" in log.read_text(), proc)
     finally:
-        proc.send_signal(signal.SIGINT)   # Ctrl-C: the launcher stops every process (or mpirun)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the launcher stops every process (or mpirun)
         proc.wait(timeout=60)
     other = tmp_path / "run" / f"node{1 - node}.log"
     assert "numavia status" not in other.read_text()

@@ -19,8 +19,9 @@ CORE = REPO_ROOT / "firmware" / "core"
 BINDINGS = ZEPHYR / "dts" / "bindings"
 DRIVERS = ZEPHYR / "drivers" / "numavia"
 #: The core's port interface: the only nv_* functions a port defines.
-PLATFORM_FUNCTIONS = set(re.findall(r"^\w[\w *]*?\b(nv_\w+)\(",
-                                    (CORE / "include" / "numavia" / "platform.h").read_text(), flags=re.M))
+PLATFORM_FUNCTIONS = set(
+    re.findall(r"^\w[\w *]*?\b(nv_\w+)\(", (CORE / "include" / "numavia" / "platform.h").read_text(), flags=re.M)
+)
 
 
 def dt_token(compatible):
@@ -67,8 +68,13 @@ def test_bindings_name_exactly_the_compatibles_the_drivers_use():
         assert binding["description"].strip()
     sources = "\n".join(module_c_sources().values())
     driven = set(re.findall(r"^#define DT_DRV_COMPAT (\w+)$", sources, flags=re.M))
-    referenced = set(re.findall(r"(?:DEVICE_DT_GET_ONE|DT_COMPAT_GET_ANY_STATUS_OKAY|DT_NUM_INST_STATUS_OKAY)"
-                                r"\((numavia_\w+)\)", sources))
+    referenced = set(
+        re.findall(
+            r"(?:DEVICE_DT_GET_ONE|DT_COMPAT_GET_ANY_STATUS_OKAY|DT_NUM_INST_STATUS_OKAY)"
+            r"\((numavia_\w+)\)",
+            sources,
+        )
+    )
     tokens = {dt_token(c) for c in found}
     # Every block has a driver; the card node itself is the window the platform port reads.
     assert driven == tokens - {dt_token(zephyr_overlay.CARD_COMPATIBLE)}
@@ -93,8 +99,10 @@ def load_kconfig(tmp_path, dt_compatibles, shell, zephyr_intc=False):
     VEXRISCV_LITEX_IRQ (its LiteX interrupt driver, which the application turns off) are Zephyr's.
     This wrapper defines them, then sources the module's Kconfig.
     """
-    lines = [f"config DT_HAS_{dt_token(c).upper()}_ENABLED\n\tdef_bool {'y' if c in dt_compatibles else 'n'}\n"
-             for c in bindings()]
+    lines = [
+        f"config DT_HAS_{dt_token(c).upper()}_ENABLED\n\tdef_bool {'y' if c in dt_compatibles else 'n'}\n"
+        for c in bindings()
+    ]
     lines.append(f"config SHELL\n\tdef_bool {'y' if shell else 'n'}\n")
     lines.append(f"config VEXRISCV_LITEX_IRQ\n\tdef_bool {'y' if zephyr_intc else 'n'}\n")
     lines.append(f'source "{ZEPHYR / "Kconfig"}"\n')
@@ -109,8 +117,17 @@ def enabled(kconf, *names):
     return {name: kconf.syms[name].str_value for name in names}
 
 
-DRIVER_SYMBOLS = ("NUMAVIA", "NUMAVIA_CARD_CONTROL", "NUMAVIA_RAC", "NUMAVIA_LAC", "NUMAVIA_RING_LINK",
-                  "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_LITEX_INTC")
+DRIVER_SYMBOLS = (
+    "NUMAVIA",
+    "NUMAVIA_CARD_CONTROL",
+    "NUMAVIA_RAC",
+    "NUMAVIA_LAC",
+    "NUMAVIA_RING_LINK",
+    "NUMAVIA_VIA",
+    "NUMAVIA_VIA_DOORBELLS",
+    "NUMAVIA_SHELL",
+    "NUMAVIA_LITEX_INTC",
+)
 
 
 def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
@@ -125,8 +142,12 @@ def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
     assert enabled(zephyr_intc, "NUMAVIA_LITEX_INTC") == {"NUMAVIA_LITEX_INTC": "n"}
 
     no_via = load_kconfig(tmp_path, everything - {"numavia,via-engine"}, shell=False)
-    assert enabled(no_via, "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_RAC") == \
-        {"NUMAVIA_VIA": "n", "NUMAVIA_VIA_DOORBELLS": "n", "NUMAVIA_SHELL": "n", "NUMAVIA_RAC": "y"}
+    assert enabled(no_via, "NUMAVIA_VIA", "NUMAVIA_VIA_DOORBELLS", "NUMAVIA_SHELL", "NUMAVIA_RAC") == {
+        "NUMAVIA_VIA": "n",
+        "NUMAVIA_VIA_DOORBELLS": "n",
+        "NUMAVIA_SHELL": "n",
+        "NUMAVIA_RAC": "y",
+    }
 
     # A block driver needs the booted card: without card control, none of them builds.
     headless = load_kconfig(tmp_path, everything - {"numavia,card-control"}, shell=True)

@@ -12,8 +12,8 @@ import pytest
 from devicetree import dtlib, edtlib
 
 from numavia import cli, zephyr_overlay
-from numavia.base.paths import REPO_ROOT
 from numavia.base import regmap
+from numavia.base.paths import REPO_ROOT
 
 BINDINGS = REPO_ROOT / "firmware" / "zephyr" / "dts" / "bindings"
 
@@ -25,6 +25,7 @@ NODE_SOC_CORES = {"ctrl": "ctrl0", "uart": "uart0", "timer0": "timer0"}
 @pytest.fixture(scope="module")
 def csr():
     from numavia.soc import sim
+
     soc_dir = sim.build_soc(sim.SimConfig(), log=lambda message: None)
     return json.loads((soc_dir / "csr.json").read_text())
 
@@ -48,24 +49,29 @@ def strings(body, prop):
 def minimal_root(soc_nodes=""):
     """A root with the CPU, a soc bus and the VexRiscv interrupt controller, as the board's .dtsi
     has (the controller's compatible a stand-in, for which the bindings test gives a binding)."""
-    return ("/dts-v1/;\n/ {\n\t#address-cells = <1>;\n\t#size-cells = <1>;\n"
-            "\tcpus {\n\t\t#address-cells = <1>;\n\t\t#size-cells = <0>;\n\t\tcpu@0 {\n\t\t\treg = <0>;\n\t\t};\n\t};\n"
-            "\tsoc {\n\t\t#address-cells = <1>;\n\t\t#size-cells = <1>;\n\t\tranges;\n"
-            "\t\tintc0: interrupt-controller@bc0 {\n\t\t\tcompatible = \"stand-in,intc\";\n"
-            "\t\t\treg = <0xbc0 4>;\n\t\t\tinterrupt-controller;\n"
-            f"\t\t\t#interrupt-cells = <2>;\n\t\t}};\n{soc_nodes}\t}};\n}};\n")
+    return (
+        "/dts-v1/;\n/ {\n\t#address-cells = <1>;\n\t#size-cells = <1>;\n"
+        "\tcpus {\n\t\t#address-cells = <1>;\n\t\t#size-cells = <0>;\n\t\tcpu@0 {\n\t\t\treg = <0>;\n\t\t};\n\t};\n"
+        "\tsoc {\n\t\t#address-cells = <1>;\n\t\t#size-cells = <1>;\n\t\tranges;\n"
+        '\t\tintc0: interrupt-controller@bc0 {\n\t\t\tcompatible = "stand-in,intc";\n'
+        "\t\t\treg = <0xbc0 4>;\n\t\t\tinterrupt-controller;\n"
+        f"\t\t\t#interrupt-cells = <2>;\n\t\t}};\n{soc_nodes}\t}};\n}};\n"
+    )
 
 
 def card_tree(text):
     """The overlay's card section on a minimal root, to be parsed by dtlib (Zephyr's DTS parser)."""
-    return minimal_root() + text[text.index("/ {"):]
+    return minimal_root() + text[text.index("/ {") :]
 
 
 def test_litex_peripherals_have_every_csr_address_and_interrupt_of_csr_json(csr):
     blocks = label_blocks(zephyr_overlay.overlay(csr))
     for core, label in NODE_SOC_CORES.items():
-        expected = sorted((name[len(core) + 1:], p["addr"], 4 * p["size"])
-                          for name, p in csr["csr_registers"].items() if name.startswith(core + "_"))
+        expected = sorted(
+            (name[len(core) + 1 :], p["addr"], 4 * p["size"])
+            for name, p in csr["csr_registers"].items()
+            if name.startswith(core + "_")
+        )
         assert expected, f"the node SoC has no {core} CSRs"
         body = blocks[label]
         reg = cells(body, "reg")
@@ -92,7 +98,7 @@ def test_everything_in_csr_json_is_mapped_or_said_to_be_left_out(csr):
     for name, region in csr["memories"].items():
         mapped = f"<{region['base']:#x} {region['size']:#x}>" in text
         assert mapped != (name in regions), name
-    assert {"rom", "csr"} <= regions   # the BIOS ROM and the CSR bus are not Zephyr's to use
+    assert {"rom", "csr"} <= regions  # the BIOS ROM and the CSR bus are not Zephyr's to use
 
 
 def test_clock_and_ram_come_from_csr_json(csr):
@@ -105,10 +111,12 @@ def test_clock_and_ram_come_from_csr_json(csr):
     assert cells(blocks["ram0"], "reg") == [ram["base"], ram["size"]]
     # The clock, the CSR width, and no clock control or GPIO: the board turns them on for
     # peripherals the SoC lacks.
-    assert zephyr_overlay.kconfig_fragment(csr) == \
-        f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}\n" \
-        f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n" \
+    assert (
+        zephyr_overlay.kconfig_fragment(csr)
+        == f"CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC={csr['constants']['config_clock_frequency']}\n"
+        f"CONFIG_LITEX_CSR_DATA_WIDTH={csr['constants']['config_csr_data_width']}\n"
         "CONFIG_CLOCK_CONTROL=n\nCONFIG_GPIO=n\n"
+    )
 
 
 def fake_tree(root, board_dir, board, dtsi, kconfig=""):
@@ -126,17 +134,22 @@ def fake_tree(root, board_dir, board, dtsi, kconfig=""):
 
 #: The labels of the two releases' litex_vexriscv devicetrees that matter here (v3.5.0: no cpu0,
 #: no ctrl0; v4.0.0: both, and a board that enables ctrl0).
-V35_DTSI = ("/ {\n\tcpus {\n\t\tcpu@0 {\n\t\t};\n\t};\n\tsoc {\n\t\tintc0: interrupt-controller@bc0 {\n\t\t};\n"
-            "\t\tuart0: serial@e0001800 {\n\t\t};\n\t\ttimer0: timer@e0002800 {\n\t\t};\n"
-            "\t\tgpio_out: gpio@e0005800 {\n\t\t};\n\t\tpwm0: pwm@e0007000 {\n\t\t};\n\t};\n};\n")
+V35_DTSI = (
+    "/ {\n\tcpus {\n\t\tcpu@0 {\n\t\t};\n\t};\n\tsoc {\n\t\tintc0: interrupt-controller@bc0 {\n\t\t};\n"
+    "\t\tuart0: serial@e0001800 {\n\t\t};\n\t\ttimer0: timer@e0002800 {\n\t\t};\n"
+    "\t\tgpio_out: gpio@e0005800 {\n\t\t};\n\t\tpwm0: pwm@e0007000 {\n\t\t};\n\t};\n};\n"
+)
 V40_DTSI = V35_DTSI.replace("\t\tcpu@0 {", "\t\tcpu0: cpu@0 {").replace(
-    "\t\tuart0:", "\t\tctrl0: soc_controller@e0000000 {\n\t\t};\n\t\tuart0:")
+    "\t\tuart0:", "\t\tctrl0: soc_controller@e0000000 {\n\t\t};\n\t\tuart0:"
+)
 
 
 def test_board_peripherals_the_soc_lacks_are_disabled(csr, tmp_path):
-    board = '#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n' \
-            '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n\tcurrent-speed = <115200>;\n};\n' \
-            '&gpio_out {\n\tstatus = "okay";\n};\n&pwm0 { status = "okay"; };\n&eth0 { status = "disabled"; };\n'
+    board = (
+        "#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n"
+        '&ctrl0 {\n\tstatus = "okay";\n};\n&uart0 {\n\tstatus = "okay";\n\tcurrent-speed = <115200>;\n};\n'
+        '&gpio_out {\n\tstatus = "okay";\n};\n&pwm0 { status = "okay"; };\n&eth0 { status = "disabled"; };\n'
+    )
     labels = zephyr_overlay.board_enabled_labels(board)
     assert labels == ["ctrl0", "gpio_out", "pwm0", "uart0"]
     tree = zephyr_overlay.read_tree(fake_tree(tmp_path, "enjoydigital", board, V40_DTSI))
@@ -175,8 +188,9 @@ def test_card_blocks_sit_at_the_window_from_csr_json_plus_the_regmap_offset(csr,
     assert set(regions) <= set(memories), "the node SoC is expected to have these regions"
     assert card.props["reg-names"].to_strings() == ["registers", *regions]
     assert card.props["reg"].to_nums() == [window["base"], window["size"]] + [
-        n for name in regions for n in (memories[name]["base"], memories[name]["size"])]
-    assert "interrupts" not in card.props   # the card's interrupt is the VIA engine's node's
+        n for name in regions for n in (memories[name]["base"], memories[name]["size"])
+    ]
+    assert "interrupts" not in card.props  # the card's interrupt is the VIA engine's node's
     children = {node.props["compatible"].to_string(): node for node in card.nodes.values()}
     assert len(children) == len(regmap.CARD.blocks)
     for block in regmap.CARD.blocks:
@@ -214,15 +228,27 @@ def test_card_nodes_satisfy_the_module_bindings(csr, tmp_path):
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "base.yaml").write_text(
         "properties:\n"
-        + "".join(f"  {name}:\n    type: {kind}\n" for name, kind in (
-            ("compatible", "string-array"), ("reg", "array"), ("reg-names", "string-array"),
-            ("status", "string"), ("interrupts", "array"), ("interrupt-parent", "phandle"),
-            ("\"#address-cells\"", "int"), ("\"#size-cells\"", "int"), ("interrupt-controller", "boolean"),
-            ("\"#interrupt-cells\"", "int"))))
+        + "".join(
+            f"  {name}:\n    type: {kind}\n"
+            for name, kind in (
+                ("compatible", "string-array"),
+                ("reg", "array"),
+                ("reg-names", "string-array"),
+                ("status", "string"),
+                ("interrupts", "array"),
+                ("interrupt-parent", "phandle"),
+                ('"#address-cells"', "int"),
+                ('"#size-cells"', "int"),
+                ("interrupt-controller", "boolean"),
+                ('"#interrupt-cells"', "int"),
+            )
+        )
+    )
     # The VexRiscv interrupt controller's cells, as Zephyr's binding names them.
     (tmp_path / "base" / "stand-in,intc.yaml").write_text(
-        "description: stand-in\ncompatible: \"stand-in,intc\"\ninclude: base.yaml\n"
-        "interrupt-cells:\n  - irq\n  - priority\n")
+        'description: stand-in\ncompatible: "stand-in,intc"\ninclude: base.yaml\n'
+        "interrupt-cells:\n  - irq\n  - priority\n"
+    )
     path = tmp_path / "card.dts"
     path.write_text(card_tree(zephyr_overlay.overlay(csr)))
     edt = edtlib.EDT(str(path), [str(BINDINGS), str(tmp_path / "base")])
@@ -231,8 +257,13 @@ def test_card_nodes_satisfy_the_module_bindings(csr, tmp_path):
     assert len(blocks) == len(regmap.CARD.blocks)
     for node in blocks:
         assert node.binding_path.startswith(str(BINDINGS)), node.path
-        assert node.regs[0].addr == node.parent.regs[0].addr + regmap.CARD.block(
-            next(b for b, v in zephyr_overlay.BLOCK_NODES.items() if v[0] == node.matching_compat)).base
+        assert (
+            node.regs[0].addr
+            == node.parent.regs[0].addr
+            + regmap.CARD.block(
+                next(b for b, v in zephyr_overlay.BLOCK_NODES.items() if v[0] == node.matching_compat)
+            ).base
+        )
         if "event-counters" in node.props:
             assert isinstance(node.props["event-counters"].val, list)
             assert isinstance(node.props["event-counters-offset"].val, int)
@@ -255,19 +286,26 @@ def test_the_card_interrupt_wakes_the_via_engine_and_without_it_the_via_blocks_a
     del without["constants"]["card_interrupt"]
     path.write_text(card_tree(zephyr_overlay.overlay(without)))
     card = dtlib.DT(str(path)).label2node[zephyr_overlay.CARD_LABEL]
-    off = {node.props["compatible"].to_string() for node in card.nodes.values()
-           if "status" in node.props and node.props["status"].to_string() == "disabled"}
+    off = {
+        node.props["compatible"].to_string()
+        for node in card.nodes.values()
+        if "status" in node.props and node.props["status"].to_string() == "disabled"
+    }
     assert off == {"numavia,via-engine", "numavia,via-doorbells"}
     assert not any("interrupts" in node.props for node in card.nodes.values())
 
 
 def test_zephyr_v3_5_and_v4_0_boards_get_only_labels_they_define(csr, tmp_path):
-    board = '#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n' \
-            '&uart0 {\n\tstatus = "okay";\n};\n&timer0 {\n\tstatus = "okay";\n};\n&pwm0 {\n\tstatus = "okay";\n};\n'
-    v35 = zephyr_overlay.read_tree(fake_tree(tmp_path / "v3.5", "riscv", board, V35_DTSI,
-                                             "config LITEX_CSR_DATA_WIDTH\n\tint\n"))
-    v40 = zephyr_overlay.read_tree(fake_tree(tmp_path / "v4.0", "enjoydigital",
-                                             board + '&ctrl0 {\n\tstatus = "okay";\n};\n', V40_DTSI))
+    board = (
+        "#include <riscv32-litex-vexriscv.dtsi>\n/ {\n\tram0: memory@40000000 {\n\t};\n};\n"
+        '&uart0 {\n\tstatus = "okay";\n};\n&timer0 {\n\tstatus = "okay";\n};\n&pwm0 {\n\tstatus = "okay";\n};\n'
+    )
+    v35 = zephyr_overlay.read_tree(
+        fake_tree(tmp_path / "v3.5", "riscv", board, V35_DTSI, "config LITEX_CSR_DATA_WIDTH\n\tint\n")
+    )
+    v40 = zephyr_overlay.read_tree(
+        fake_tree(tmp_path / "v4.0", "enjoydigital", board + '&ctrl0 {\n\tstatus = "okay";\n};\n', V40_DTSI)
+    )
     assert v35.board_dts.parent.parent.name == "riscv" and v40.board_dts.parent.parent.name == "enjoydigital"
     assert "ctrl0" not in v35.labels and {"ctrl0", "cpu0"} <= v40.labels
     for tree, ctrl in ((v35, False), (v40, True)):
@@ -298,8 +336,7 @@ def test_a_tree_without_the_board_or_its_dtsi_is_one_clear_error(tmp_path):
         zephyr_overlay.read_tree(tmp_path)
 
 
-@pytest.mark.parametrize("core, register", [("timer0", "uptime_latch"), ("timer0", "uptime_cycles"),
-                                            ("uart", "rxtx")])
+@pytest.mark.parametrize("core, register", [("timer0", "uptime_latch"), ("timer0", "uptime_cycles"), ("uart", "rxtx")])
 def test_a_soc_without_what_zephyrs_drivers_read_is_refused(csr, core, register):
     lacking = json.loads(json.dumps(csr))
     del lacking["csr_registers"][f"{core}_{register}"]

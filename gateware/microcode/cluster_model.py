@@ -11,8 +11,9 @@ import random
 from dataclasses import dataclass, field
 
 from numavia.base.coherence import LINE_BYTES
-from numavia.base.sci_packet import Status, line_address
 from numavia.base.microcode.isa import LocalKind
+from numavia.base.sci_packet import Status, line_address
+
 from .coherence_check import Access, NodeView
 from .model import CardModel, LocalRequest
 
@@ -24,18 +25,18 @@ class Deadlock(RuntimeError):
 @dataclass
 class StressConfig:
     nodes: int = 4
-    operations: int = 2000          # per node
-    lines_per_home: int = 3         # the hot set: this many lines in each node's slice
-    words_per_line: int = 2         # words used in each hot line
+    operations: int = 2000  # per node
+    lines_per_home: int = 3  # the hot set: this many lines in each node's slice
+    words_per_line: int = 2  # words used in each hot line
     write_fraction: float = 0.4
-    sets: int = 2                   # tiny cache: forces evictions
+    sets: int = 2  # tiny cache: forces evictions
     ways: int = 2
-    line_bytes: int = LINE_BYTES    # every card's line size (coherence.LINE_SIZES)
+    line_bytes: int = LINE_BYTES  # every card's line size (coherence.LINE_SIZES)
     numa: bool = False
     min_latency: int = 4
     max_latency: int = 60
-    max_gap: int = 40               # host think time between accesses
-    watchdog: int = 2_000_000       # cycles an access may take before we call it a deadlock
+    max_gap: int = 40  # host think time between accesses
+    watchdog: int = 2_000_000  # cycles an access may take before we call it a deadlock
     seed: int = 1
 
 
@@ -53,9 +54,19 @@ class ClusterModel:
         self.cfg = config
         self.rng = random.Random(config.seed)
         slice_bytes = max(64, config.lines_per_home * 4) * config.line_bytes
-        self.cards = [CardModel(n, program_words, sets=config.sets, ways=config.ways, slice_bytes=slice_bytes,
-                                line_bytes=config.line_bytes, numa=config.numa, seed=config.seed)
-                      for n in range(config.nodes)]
+        self.cards = [
+            CardModel(
+                n,
+                program_words,
+                sets=config.sets,
+                ways=config.ways,
+                slice_bytes=slice_bytes,
+                line_bytes=config.line_bytes,
+                numa=config.numa,
+                seed=config.seed,
+            )
+            for n in range(config.nodes)
+        ]
         self.events = []
         self.seq = 0
         self.now = 0
@@ -81,7 +92,7 @@ class ClusterModel:
         result = StressResult()
         hot = self._hot_words()
         remaining = [cfg.operations] * cfg.nodes
-        pending = [None] * cfg.nodes         # (request, Access) in flight per host
+        pending = [None] * cfg.nodes  # (request, Access) in flight per host
         write_counter = [0] * cfg.nodes
 
         def issue(node):
@@ -97,8 +108,9 @@ class ClusterModel:
                 value = (node + 1) << 24 | write_counter[node]
             data = [0] * (line_bytes // 4)
             data[word] = value
-            request = LocalRequest(LocalKind.WRITE if write else LocalKind.READ, line, word, 1,
-                                   data, (0xF << (4 * word)) if write else 0)
+            request = LocalRequest(
+                LocalKind.WRITE if write else LocalKind.READ, line, word, 1, data, (0xF << (4 * word)) if write else 0
+            )
             access = Access(node, addr, write, value, self.seq, None)
             card = self.cards[node]
             served = card.local_access(request)
@@ -144,7 +156,9 @@ class ClusterModel:
                         if request is not req:
                             raise RuntimeError(f"node {node}: completion for a request not in flight")
                         if status != Status.OK:
-                            raise RuntimeError(f"node {node}: access at {access.addr:#x} failed ({Status(status).name})")
+                            raise RuntimeError(
+                                f"node {node}: access at {access.addr:#x} failed ({Status(status).name})"
+                            )
                         self.seq += 1
                         access.completed = self.seq
                         if not access.write:
@@ -159,8 +173,10 @@ class ClusterModel:
                         self._push(wake, "card", node)
             for n, p in enumerate(pending):
                 if p is not None and self.now - p[2] > cfg.watchdog:
-                    raise Deadlock(f"node {n}: access at {p[1].addr:#x} ({'write' if p[1].write else 'read'}) "
-                                   f"pending for {self.now - p[2]} cycles")
+                    raise Deadlock(
+                        f"node {n}: access at {p[1].addr:#x} ({'write' if p[1].write else 'read'}) "
+                        f"pending for {self.now - p[2]} cycles"
+                    )
         stuck = [n for n, p in enumerate(pending) if p is not None]
         if stuck or any(remaining):
             raise Deadlock(f"the simulation ran dry with node(s) {stuck} waiting")
@@ -175,8 +191,9 @@ class ClusterModel:
         if not 0 <= packet.target < self.cfg.nodes:
             raise RuntimeError(f"node {source} sent a packet to node {packet.target}")
         key = (source, packet.target)
-        arrival = max(time + self.rng.randint(self.cfg.min_latency, self.cfg.max_latency),
-                      self.last_delivery.get(key, 0) + 1)
+        arrival = max(
+            time + self.rng.randint(self.cfg.min_latency, self.cfg.max_latency), self.last_delivery.get(key, 0) + 1
+        )
         self.last_delivery[key] = arrival
         self._push(arrival, "deliver", packet.target, packet)
 

@@ -14,17 +14,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from numavia.base import coherence as coh
-from numavia.base.coherence import CacheState, MemoryState, LINE_BYTES
+from numavia.base.coherence import LINE_BYTES, CacheState, MemoryState
 
 
 @dataclass
 class Access:
     node: int
-    addr: int          # global byte address of the word: line address + 4 * word
+    addr: int  # global byte address of the word: line address + 4 * word
     write: bool
     value: int
-    issued: int        # a global order stamp (cycle or event number) when issued
-    completed: int     # ... and when the host saw it complete
+    issued: int  # a global order stamp (cycle or event number) when issued
+    completed: int  # ... and when the host saw it complete
 
 
 def check_history(accesses, initial=0):
@@ -66,7 +66,7 @@ def check_history(accesses, initial=0):
     last_seen = {}
     for a in sorted((a for a in accesses if not a.write), key=lambda a: a.issued):
         completions, latest_issue = by_completion.get(a.addr, ([], []))
-        before = bisect_left(completions, a.issued)     # writes completed before the read began
+        before = bisect_left(completions, a.issued)  # writes completed before the read began
         if a.value == initial:
             if before:
                 violations.append(f"{where(a)}: stale, a write completed at {completions[before - 1]}")
@@ -78,8 +78,9 @@ def check_history(accesses, initial=0):
         if w.issued > a.completed:
             violations.append(f"{where(a)}: the write was issued later, at {w.issued}")
         if before and latest_issue[before - 1] > w.completed:
-            violations.append(f"{where(a)}: stale, a newer write was issued after {w.completed} "
-                              f"and completed before the read")
+            violations.append(
+                f"{where(a)}: stale, a newer write was issued after {w.completed} and completed before the read"
+            )
         previous = last_seen.get((a.node, a.addr))
         if previous is not None and w is not previous and w.completed < previous.issued:
             violations.append(f"{where(a)}: goes back before the value node {a.node} read earlier")
@@ -90,10 +91,11 @@ def check_history(accesses, initial=0):
 @dataclass
 class NodeView:
     """What a checker needs of one card at quiescence."""
+
     node: int
-    directory: dict    # line address -> (mstate, locked, head)   (this node's home lines)
-    memory: dict       # line address -> list of the line's words   (this node's home lines)
-    cache: dict        # line address -> (state, fwd, bwd, words)  (valid or transient ways)
+    directory: dict  # line address -> (mstate, locked, head)   (this node's home lines)
+    memory: dict  # line address -> list of the line's words   (this node's home lines)
+    cache: dict  # line address -> (state, fwd, bwd, words)  (valid or transient ways)
 
 
 def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
@@ -162,6 +164,7 @@ def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
         for word in range(line_bytes // 4):
             addr = line + 4 * word
             if addr in last_values and current[word] != last_values[addr]:
-                violations.append(f"{where} word {word}: holds {current[word]:#x}, last write was "
-                                  f"{last_values[addr]:#x}")
+                violations.append(
+                    f"{where} word {word}: holds {current[word]:#x}, last write was {last_values[addr]:#x}"
+                )
     return violations

@@ -15,8 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 from numavia.base import coherence as coh
-from numavia.base.coherence import CacheState, MemoryState, LINE_BYTES
-from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
+from numavia.base.coherence import LINE_BYTES, CacheState, MemoryState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import (
     Cond,
@@ -31,6 +30,7 @@ from numavia.base.microcode.isa import (
     Ptr,
     StateSrc,
 )
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
 
 
 class ModelError(RuntimeError):
@@ -48,12 +48,12 @@ class Tag:
 @dataclass
 class LocalRequest:
     kind: LocalKind
-    addr: int            # line address (home << 26 | line offset)
-    word: int = 0        # first word inside the line
+    addr: int  # line address (home << 26 | line offset)
+    word: int = 0  # first word inside the line
     count: int = 1
-    data: list = None    # write data, line positions (None: a line of zeros, filled in by the card)
-    be: int = 0          # write byte enables, bit i = byte i of the line
-    tag: object = None   # caller's handle, returned with the completion
+    data: list = None  # write data, line positions (None: a line of zeros, filled in by the card)
+    be: int = 0  # write byte enables, bit i = byte i of the line
+    tag: object = None  # caller's handle, returned with the completion
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Context:
     state: int = 0
     mstate: int = 0
     locked: bool = False
-    regs: dict = field(default_factory=dict)   # Ptr -> (node, valid)
+    regs: dict = field(default_factory=dict)  # Ptr -> (node, valid)
     flags: int = 0
     retries: int = 0
     way: int = 0
@@ -80,7 +80,7 @@ class Context:
     scan: int = 0
     scan_done: bool = False
     line_words: int = LINE_BYTES // 4
-    line: list = None    # the line buffer: line_words words
+    line: list = None  # the line buffer: line_words words
     msg: Packet = None
 
     def __post_init__(self):
@@ -94,8 +94,21 @@ class Context:
 
 
 class CardModel:
-    def __init__(self, node_id, program_words, *, sets=16, ways=4, slice_bytes=None, line_bytes=LINE_BYTES,
-                 numa=False, retry_limit=255, backoff_base=16, backoff_cap=4096, seed=0):
+    def __init__(
+        self,
+        node_id,
+        program_words,
+        *,
+        sets=16,
+        ways=4,
+        slice_bytes=None,
+        line_bytes=LINE_BYTES,
+        numa=False,
+        retry_limit=255,
+        backoff_base=16,
+        backoff_cap=4096,
+        seed=0,
+    ):
         """``slice_bytes``: the home slice (default 64 lines); ``line_bytes``: one of
         ``coherence.LINE_SIZES``, the same on every card of a ring."""
         if sets & (sets - 1):
@@ -116,14 +129,14 @@ class CardModel:
         self.home = [[0] * self.line_words for _ in range(self.slice_lines)]
         self.tags = [[Tag() for _ in range(ways)] for _ in range(sets)]
         self.cdata = [[[0] * self.line_words for _ in range(ways)] for _ in range(sets)]
-        self.lru = [list(range(ways)) for _ in range(sets)]     # least recently used first
+        self.lru = [list(range(ways)) for _ in range(sets)]  # least recently used first
         self.contexts = [Context(i, line_words=self.line_words) for i in range(isa.NUM_TRANSACTIONS + 1)]
         self.counters = [0] * isa.NUM_COUNTERS
         self.stats = {"read_hits": 0, "write_hits": 0, "misses": 0, "instructions": 0}
-        self.incoming = []        # packets delivered, in arrival order
-        self.outbox = []          # packets sent, taken by the network
-        self.local_queue = []     # misses waiting for a free context
-        self.completions = []     # (LocalRequest, Status, words)
+        self.incoming = []  # packets delivered, in arrival order
+        self.outbox = []  # packets sent, taken by the network
+        self.local_queue = []  # misses waiting for a free context
+        self.completions = []  # (LocalRequest, Status, words)
 
     # --- addressing ------------------------------------------------------------------------------
 
@@ -157,7 +170,7 @@ class CardModel:
             line = self.home[self.line_index(request.addr)]
             if not write and entry[0] in (MemoryState.HOME, MemoryState.FRESH):
                 self.stats["read_hits"] += 1
-                return line[request.word:request.word + request.count]
+                return line[request.word : request.word + request.count]
             if write and entry[0] == MemoryState.HOME and not entry[1]:
                 _merge(line, request.data, request.be)
                 self.stats["write_hits"] += 1
@@ -169,7 +182,7 @@ class CardModel:
                 if not write and state in coh.READ_HIT:
                     self._touch(s, w)
                     self.stats["read_hits"] += 1
-                    return self.cdata[s][w][request.word:request.word + request.count]
+                    return self.cdata[s][w][request.word : request.word + request.count]
                 if write and state in coh.WRITE_HIT:
                     _merge(self.cdata[s][w], request.data, request.be)
                     self._touch(s, w)
@@ -187,11 +200,15 @@ class CardModel:
             request.data = [0] * self.line_words
         # A request shaped for another line size would be merged into the wrong words.
         if len(request.data) != self.line_words or request.be >> self.line_bytes:
-            raise ValueError(f"node {self.node_id}: a request for {len(request.data)}-word lines "
-                             f"on a card of {self.line_words}-word lines")
+            raise ValueError(
+                f"node {self.node_id}: a request for {len(request.data)}-word lines "
+                f"on a card of {self.line_words}-word lines"
+            )
         if request.word + request.count > self.line_words:
-            raise ValueError(f"node {self.node_id}: words {request.word}..{request.word + request.count - 1} "
-                             f"are not inside a {self.line_words}-word line")
+            raise ValueError(
+                f"node {self.node_id}: words {request.word}..{request.word + request.count - 1} "
+                f"are not inside a {self.line_words}-word line"
+            )
 
     # --- network side ----------------------------------------------------------------------------
 
@@ -201,15 +218,16 @@ class CardModel:
     # --- scheduling ------------------------------------------------------------------------------
 
     def has_work(self, now):
-        return bool(self.incoming or self._free_context() is not None and self.local_queue
-                    or self._expired(now) is not None)
+        return bool(
+            self.incoming or self._free_context() is not None and self.local_queue or self._expired(now) is not None
+        )
 
     def next_wake(self):
         times = [c.wake_at for c in self.contexts if c.busy and c.wake_at is not None]
         return min(times) if times else None
 
     def _free_context(self):
-        for c in self.contexts[:isa.NUM_TRANSACTIONS]:
+        for c in self.contexts[: isa.NUM_TRANSACTIONS]:
             if not c.busy:
                 return c
         return None
@@ -272,8 +290,21 @@ class CardModel:
         c = Cond(cond)
         if c == Cond.ALWAYS:
             return True
-        if c in (Cond.M_OK, Cond.M_NACK, Cond.M_ERROR, Cond.M_PTR_V, Cond.M_FLAG, Cond.M_HAS_DATA,
-                 Cond.SRC_IS_HEAD, Cond.SRC_IS_FWD, Cond.SRC_IS_BWD) and m is None:
+        if (
+            c
+            in (
+                Cond.M_OK,
+                Cond.M_NACK,
+                Cond.M_ERROR,
+                Cond.M_PTR_V,
+                Cond.M_FLAG,
+                Cond.M_HAS_DATA,
+                Cond.SRC_IS_HEAD,
+                Cond.SRC_IS_FWD,
+                Cond.SRC_IS_BWD,
+            )
+            and m is None
+        ):
             raise ModelError(f"{c.name} tested with no message")
         if c == Cond.M_OK:
             return m.status == Status.OK
@@ -482,8 +513,11 @@ class CardModel:
             elif name == "COMPLETE":
                 req = ctx.request
                 status = Status(v["status"])
-                words = ctx.line[req.word:req.word + req.count] if (status == Status.OK and
-                                                                     req.kind == LocalKind.READ) else []
+                words = (
+                    ctx.line[req.word : req.word + req.count]
+                    if (status == Status.OK and req.kind == LocalKind.READ)
+                    else []
+                )
                 self.completions.append((req, status, words))
             elif name == "COUNT":
                 self.counters[v["counter"]] += 1
@@ -493,8 +527,10 @@ class CardModel:
     def _msg_data(self, ctx):
         # Every card of a ring has the same line size: another block length is a fault.
         if len(ctx.msg.data) != self.line_words:
-            raise ModelError(f"node {self.node_id}: a data block of {len(ctx.msg.data)} words "
-                             f"on a ring of {self.line_words}-word lines")
+            raise ModelError(
+                f"node {self.node_id}: a data block of {len(ctx.msg.data)} words "
+                f"on a ring of {self.line_words}-word lines"
+            )
         return ctx.msg.data
 
     def _line(self, ctx, mem):
@@ -516,26 +552,52 @@ class CardModel:
         if dest == Dest.HOME:
             target, valid = home_of(ctx.addr), True
         else:
-            target, valid = ctx.regs[{Dest.PTR: Ptr.PTR, Dest.FWD: Ptr.FWD, Dest.BWD: Ptr.BWD,
-                                      Dest.HEAD: Ptr.HEAD}[dest]]
+            target, valid = ctx.regs[
+                {Dest.PTR: Ptr.PTR, Dest.FWD: Ptr.FWD, Dest.BWD: Ptr.BWD, Dest.HEAD: Ptr.HEAD}[dest]
+            ]
         if not valid:
             raise ModelError(f"node {self.node_id}: SEND {Command(v['cmd']).name} to an invalid {dest.name}")
         ptr, ptr_valid = self._ptr(ctx, v["ptr"])
         req = ctx.request
-        self.outbox.append(Packet(
-            target=target, source=self.node_id, ptype=PacketType.REQUEST, cmd=v["cmd"],
-            tid=ctx.index, addr=ctx.addr, ptr=ptr, ptr_valid=int(ptr_valid), flag=self._flag(ctx, v["flag"]),
-            has_data=v["data"], data=list(ctx.line) if v["data"] else [],
-            word=req.word if req else 0, count=req.count if req else 0, be=req.be if req else 0))
+        self.outbox.append(
+            Packet(
+                target=target,
+                source=self.node_id,
+                ptype=PacketType.REQUEST,
+                cmd=v["cmd"],
+                tid=ctx.index,
+                addr=ctx.addr,
+                ptr=ptr,
+                ptr_valid=int(ptr_valid),
+                flag=self._flag(ctx, v["flag"]),
+                has_data=v["data"],
+                data=list(ctx.line) if v["data"] else [],
+                word=req.word if req else 0,
+                count=req.count if req else 0,
+                be=req.be if req else 0,
+            )
+        )
 
     def _reply(self, ctx, v):
         m = ctx.msg
         ptr, ptr_valid = self._ptr(ctx, v["ptr"])
-        self.outbox.append(Packet(
-            target=m.source, source=self.node_id, ptype=PacketType.RESPONSE, cmd=m.cmd, tid=m.tid,
-            status=v["status"], addr=m.addr, ptr=ptr, ptr_valid=int(ptr_valid),
-            flag=self._flag(ctx, v["flag"]), mstate=ctx.mstate,
-            has_data=v["data"], data=list(ctx.line) if v["data"] else []))
+        self.outbox.append(
+            Packet(
+                target=m.source,
+                source=self.node_id,
+                ptype=PacketType.RESPONSE,
+                cmd=m.cmd,
+                tid=m.tid,
+                status=v["status"],
+                addr=m.addr,
+                ptr=ptr,
+                ptr_valid=int(ptr_valid),
+                flag=self._flag(ctx, v["flag"]),
+                mstate=ctx.mstate,
+                has_data=v["data"],
+                data=list(ctx.line) if v["data"] else [],
+            )
+        )
 
     # --- inspection ------------------------------------------------------------------------------
 

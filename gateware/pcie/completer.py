@@ -17,11 +17,11 @@
 One request is served at a time, so completions leave in request order.
 """
 
-from amaranth import Module, Signal, Mux, Cat, Const
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..host_port import HostPortSignature, MAX_BURST_WORDS
+from ..host_port import MAX_BURST_WORDS, HostPortSignature
 from . import tlp
 from .config import ConfigState
 from .tlp import CplStatus, Fmt, Type
@@ -43,14 +43,16 @@ class Completer(wiring.Component):
     def __init__(self, *, bar0_bytes, bar2_bytes):
         self.bar0_bytes = bar0_bytes
         self.bar2_bytes = bar2_bytes
-        super().__init__({
-            "request": In(tlp.tlp_beats()),
-            "completion": Out(tlp.tlp_beats()),
-            "bar0": Out(HostPortSignature()),
-            "bar2": Out(HostPortSignature()),
-            "config": In(ConfigState),
-            "unsupported": Out(1),      # pulses for every request answered UR or dropped
-        })
+        super().__init__(
+            {
+                "request": In(tlp.tlp_beats()),
+                "completion": Out(tlp.tlp_beats()),
+                "bar0": Out(HostPortSignature()),
+                "bar2": Out(HostPortSignature()),
+                "config": In(ConfigState),
+                "unsupported": Out(1),  # pulses for every request answered UR or dropped
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -61,15 +63,16 @@ class Completer(wiring.Component):
         hit_bar0 = _bar_hit(h.address, cfg.bar0_base, self.bar0_bytes)
         hit_bar2 = _bar_hit(h.address, cfg.bar2_base, self.bar2_bytes)
         served = tlp.is_memory_request(h) & cfg.memory_enable & (hit_bar0 | hit_bar2)
-        offset_in_bar = Mux(hit_bar2, h.address[:self.bar2_bytes.bit_length() - 1],
-                            h.address[:self.bar0_bytes.bit_length() - 1])
+        offset_in_bar = Mux(
+            hit_bar2, h.address[: self.bar2_bytes.bit_length() - 1], h.address[: self.bar0_bytes.bit_length() - 1]
+        )
 
         # --- the request being served -------------------------------------------------------------
         use_bar2 = Signal()
-        offset = Signal(32)              # byte offset of the next dword inside the BAR
+        offset = Signal(32)  # byte offset of the next dword inside the BAR
         dwords_left = Signal(11)
-        bytes_left = Signal(13)          # the byte count of the next completion
-        first = Signal()                 # the next dword is the request's first
+        bytes_left = Signal(13)  # the byte count of the next completion
+        first = Signal()  # the next dword is the request's first
         first_be = Signal(4)
         last_be = Signal(4)
         requester_id = Signal(16)
@@ -84,19 +87,28 @@ class Completer(wiring.Component):
         for name, port in (("bar0", self.bar0), ("bar2", self.bar2)):
             selected = use_bar2 if name == "bar2" else ~use_bar2
             m.d.comb += [
-                port.req.payload.eq(host.req.payload), port.req.valid.eq(host.req.valid & selected),
-                port.wdata.payload.eq(host.wdata.payload), port.wdata.valid.eq(host.wdata.valid & selected),
+                port.req.payload.eq(host.req.payload),
+                port.req.valid.eq(host.req.valid & selected),
+                port.wdata.payload.eq(host.wdata.payload),
+                port.wdata.valid.eq(host.wdata.valid & selected),
                 port.resp.ready.eq(host.resp.ready & selected),
             ]
             with m.If(selected):
-                m.d.comb += [host.req.ready.eq(port.req.ready), host.wdata.ready.eq(port.wdata.ready),
-                             host.resp.payload.eq(port.resp.payload), host.resp.valid.eq(port.resp.valid)]
+                m.d.comb += [
+                    host.req.ready.eq(port.req.ready),
+                    host.wdata.ready.eq(port.wdata.ready),
+                    host.resp.payload.eq(port.resp.payload),
+                    host.resp.valid.eq(port.resp.valid),
+                ]
 
         # The completion header for the piece being served (or the UR answer).
         ch = cpl.payload.header
         m.d.comb += [
-            ch.type.eq(Type.CPL), ch.tc.eq(tc), ch.attr.eq(attr),
-            ch.requester_id.eq(requester_id), ch.tag.eq(tag),
+            ch.type.eq(Type.CPL),
+            ch.tc.eq(tc),
+            ch.attr.eq(attr),
+            ch.requester_id.eq(requester_id),
+            ch.tag.eq(tag),
             ch.completer_id.eq(cfg.completer_id),
         ]
 
@@ -105,24 +117,40 @@ class Completer(wiring.Component):
         read_piece = Signal(8)
         write_piece = Signal(8)
         m.d.comb += [
-            read_piece.eq(Mux(dwords_left < _dwords_to_boundary(offset, completion_bytes),
-                              dwords_left, _dwords_to_boundary(offset, completion_bytes))),
-            write_piece.eq(Mux(dwords_left < _dwords_to_boundary(offset, BURST_BYTES),
-                               dwords_left, _dwords_to_boundary(offset, BURST_BYTES))),
+            read_piece.eq(
+                Mux(
+                    dwords_left < _dwords_to_boundary(offset, completion_bytes),
+                    dwords_left,
+                    _dwords_to_boundary(offset, completion_bytes),
+                )
+            ),
+            write_piece.eq(
+                Mux(
+                    dwords_left < _dwords_to_boundary(offset, BURST_BYTES),
+                    dwords_left,
+                    _dwords_to_boundary(offset, BURST_BYTES),
+                )
+            ),
         ]
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(req.valid):
                     m.d.sync += [
-                        use_bar2.eq(hit_bar2), offset.eq(Cat(Const(0, 2), offset_in_bar[2:])),
-                        dwords_left.eq(tlp.payload_dwords(h)), first.eq(1),
+                        use_bar2.eq(hit_bar2),
+                        offset.eq(Cat(Const(0, 2), offset_in_bar[2:])),
+                        dwords_left.eq(tlp.payload_dwords(h)),
+                        first.eq(1),
                         bytes_left.eq(tlp.request_byte_count(tlp.payload_dwords(h), h.first_be, h.last_be)),
-                        first_be.eq(h.first_be), last_be.eq(h.last_be),
-                        requester_id.eq(h.requester_id), tag.eq(h.tag), tc.eq(h.tc), attr.eq(h.attr),
+                        first_be.eq(h.first_be),
+                        last_be.eq(h.last_be),
+                        requester_id.eq(h.requester_id),
+                        tag.eq(h.tag),
+                        tc.eq(h.tc),
+                        attr.eq(h.attr),
                     ]
                     with m.If(served & ~tlp.has_data(h)):
-                        m.d.comb += req.ready.eq(1)       # a read is a single beat
+                        m.d.comb += req.ready.eq(1)  # a read is a single beat
                         m.next = "READ_REQUEST"
                     with m.Elif(served):
                         m.next = "WRITE_REQUEST"
@@ -132,8 +160,11 @@ class Completer(wiring.Component):
                         m.next = "DRAIN"
 
             with m.State("READ_REQUEST"):
-                m.d.comb += [host.req.valid.eq(1), host.req.payload.addr.eq(offset),
-                             host.req.payload.count.eq(read_piece)]
+                m.d.comb += [
+                    host.req.valid.eq(1),
+                    host.req.payload.addr.eq(offset),
+                    host.req.payload.count.eq(read_piece),
+                ]
                 with m.If(host.req.ready):
                     m.d.sync += [piece_dwords.eq(read_piece), piece_left.eq(read_piece)]
                     m.next = "READ_DATA"
@@ -141,17 +172,19 @@ class Completer(wiring.Component):
             with m.State("READ_DATA"):
                 lead = Mux(first, tlp.first_enabled_byte(first_be), 0)
                 m.d.comb += [
-                    ch.fmt.eq(Fmt.DATA_3DW), ch.length.eq(piece_dwords), ch.status.eq(CplStatus.SC),
-                    ch.byte_count.eq(bytes_left), ch.lower_address.eq(offset[:7] | lead),
-                    ch.ep.eq(host.resp.payload.error),   # only the first beat's header is sent
+                    ch.fmt.eq(Fmt.DATA_3DW),
+                    ch.length.eq(piece_dwords),
+                    ch.status.eq(CplStatus.SC),
+                    ch.byte_count.eq(bytes_left),
+                    ch.lower_address.eq(offset[:7] | lead),
+                    ch.ep.eq(host.resp.payload.error),  # only the first beat's header is sent
                     cpl.payload.data.eq(host.resp.payload.data),
                     cpl.payload.last.eq(piece_left == 1),
                     cpl.valid.eq(host.resp.valid),
                     host.resp.ready.eq(cpl.ready),
                 ]
                 with m.If(cpl.valid & cpl.ready):
-                    m.d.sync += [offset.eq(offset + 4), dwords_left.eq(dwords_left - 1),
-                                 piece_left.eq(piece_left - 1)]
+                    m.d.sync += [offset.eq(offset + 4), dwords_left.eq(dwords_left - 1), piece_left.eq(piece_left - 1)]
                     with m.If(piece_left == 1):
                         m.d.sync += [first.eq(0), bytes_left.eq(bytes_left - (piece_dwords * 4 - lead))]
                         m.next = "READ_REQUEST"
@@ -159,8 +192,12 @@ class Completer(wiring.Component):
                             m.next = "IDLE"
 
             with m.State("WRITE_REQUEST"):
-                m.d.comb += [host.req.valid.eq(1), host.req.payload.addr.eq(offset),
-                             host.req.payload.write.eq(1), host.req.payload.count.eq(write_piece)]
+                m.d.comb += [
+                    host.req.valid.eq(1),
+                    host.req.payload.addr.eq(offset),
+                    host.req.payload.write.eq(1),
+                    host.req.payload.count.eq(write_piece),
+                ]
                 with m.If(host.req.ready):
                     m.d.sync += piece_left.eq(write_piece)
                     m.next = "WRITE_DATA"
@@ -173,8 +210,12 @@ class Completer(wiring.Component):
                     req.ready.eq(host.wdata.ready),
                 ]
                 with m.If(req.valid & req.ready):
-                    m.d.sync += [first.eq(0), offset.eq(offset + 4), dwords_left.eq(dwords_left - 1),
-                                 piece_left.eq(piece_left - 1)]
+                    m.d.sync += [
+                        first.eq(0),
+                        offset.eq(offset + 4),
+                        dwords_left.eq(dwords_left - 1),
+                        piece_left.eq(piece_left - 1),
+                    ]
                     with m.If(piece_left == 1):
                         m.next = "WRITE_RESPONSE"
 
@@ -195,8 +236,12 @@ class Completer(wiring.Component):
 
             with m.State("UNSUPPORTED"):
                 m.d.comb += [
-                    ch.fmt.eq(Fmt.NO_DATA_3DW), ch.length.eq(0), ch.status.eq(CplStatus.UR),
-                    ch.byte_count.eq(4), cpl.payload.last.eq(1), cpl.valid.eq(1),
+                    ch.fmt.eq(Fmt.NO_DATA_3DW),
+                    ch.length.eq(0),
+                    ch.status.eq(CplStatus.UR),
+                    ch.byte_count.eq(4),
+                    cpl.payload.last.eq(1),
+                    cpl.valid.eq(1),
                 ]
                 with m.If(cpl.ready):
                     m.next = "IDLE"

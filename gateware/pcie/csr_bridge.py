@@ -16,10 +16,12 @@ from ..host_port import HostPortSignature
 
 class HostPortToWishbone(wiring.Component):
     def __init__(self, *, addr_width):
-        super().__init__({
-            "host": In(HostPortSignature()),
-            "bus": Out(wishbone.Signature(addr_width=addr_width)),
-        })
+        super().__init__(
+            {
+                "host": In(HostPortSignature()),
+                "bus": Out(wishbone.Signature(addr_width=addr_width)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -30,14 +32,12 @@ class HostPortToWishbone(wiring.Component):
         read_data = Signal(32)
         done = bus.ack | bus.err
 
-        m.d.comb += [bus.adr.eq(word), bus.dat_w.eq(host.wdata.payload.data),
-                     bus.sel.eq(host.wdata.payload.be)]
+        m.d.comb += [bus.adr.eq(word), bus.dat_w.eq(host.wdata.payload.data), bus.sel.eq(host.wdata.payload.be)]
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += host.req.ready.eq(1)
                 with m.If(host.req.valid):
-                    m.d.sync += [word.eq(host.req.payload.addr[2:]),
-                                 remaining.eq(host.req.payload.count), error.eq(0)]
+                    m.d.sync += [word.eq(host.req.payload.addr[2:]), remaining.eq(host.req.payload.count), error.eq(0)]
                     m.next = "READ"
                     with m.If(host.req.payload.write):
                         m.next = "WRITE"
@@ -47,20 +47,26 @@ class HostPortToWishbone(wiring.Component):
                     m.d.sync += [read_data.eq(bus.dat_r), error.eq(bus.err)]
                     m.next = "READ_RESPONSE"
             with m.State("READ_RESPONSE"):
-                m.d.comb += [host.resp.valid.eq(1), host.resp.payload.data.eq(read_data),
-                             host.resp.payload.error.eq(error),
-                             host.resp.payload.last.eq(remaining == 1)]
+                m.d.comb += [
+                    host.resp.valid.eq(1),
+                    host.resp.payload.data.eq(read_data),
+                    host.resp.payload.error.eq(error),
+                    host.resp.payload.last.eq(remaining == 1),
+                ]
                 with m.If(host.resp.ready):
                     m.d.sync += [word.eq(word + 1), remaining.eq(remaining - 1)]
                     m.next = "READ"
                     with m.If(remaining == 1):
                         m.next = "IDLE"
             with m.State("WRITE"):
-                m.d.comb += [bus.cyc.eq(host.wdata.valid), bus.stb.eq(host.wdata.valid),
-                             bus.we.eq(1), host.wdata.ready.eq(done)]
+                m.d.comb += [
+                    bus.cyc.eq(host.wdata.valid),
+                    bus.stb.eq(host.wdata.valid),
+                    bus.we.eq(1),
+                    host.wdata.ready.eq(done),
+                ]
                 with m.If(host.wdata.valid & done):
-                    m.d.sync += [word.eq(word + 1), remaining.eq(remaining - 1),
-                                 error.eq(error | bus.err)]
+                    m.d.sync += [word.eq(word + 1), remaining.eq(remaining - 1), error.eq(error | bus.err)]
                     with m.If(remaining == 1):
                         m.next = "WRITE_RESPONSE"
                     with m.Else():
@@ -69,8 +75,7 @@ class HostPortToWishbone(wiring.Component):
                 # One idle cycle between words: the registered ack of the last word is gone.
                 m.next = "WRITE"
             with m.State("WRITE_RESPONSE"):
-                m.d.comb += [host.resp.valid.eq(1), host.resp.payload.error.eq(error),
-                             host.resp.payload.last.eq(1)]
+                m.d.comb += [host.resp.valid.eq(1), host.resp.payload.error.eq(error), host.resp.payload.last.eq(1)]
                 with m.If(host.resp.ready):
                     m.next = "IDLE"
         return m

@@ -31,12 +31,13 @@ back, and the MSI then follows the entry's memory write on the link.
 Addresses: Wishbone word address *a* is host (bus) address ``4a``.
 """
 
-from amaranth import Module, Signal, Cat, Const, Mux
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from numavia.base.params import BUS_ADDR_WIDTH
+
 from .. import wishbone_burst
 from .requester import DmaSignature
 
@@ -52,12 +53,14 @@ class WishboneToDma(wiring.Component):
         self.reads_in_flight = reads_in_flight
         self.resume_cycles = resume_cycles
         self.write_buffer_words = write_buffer_words
-        super().__init__({
-            "bus": In(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-            "dma": Out(DmaSignature()),
-            "idle": Out(1),
-            "flush": In(1),
-        })
+        super().__init__(
+            {
+                "bus": In(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
+                "dma": Out(DmaSignature()),
+                "idle": Out(1),
+                "flush": In(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -65,8 +68,8 @@ class WishboneToDma(wiring.Component):
         ahead = self.read_ahead_words
         m.submodules.buffer = buffer = SyncFIFOBuffered(width=32, depth=self.write_buffer_words)
 
-        expected = Signal(BUS_ADDR_WIDTH)                 # the word address the next ack answers / accepts
-        start = Signal(BUS_ADDR_WIDTH)                    # first word of the write being collected
+        expected = Signal(BUS_ADDR_WIDTH)  # the word address the next ack answers / accepts
+        start = Signal(BUS_ADDR_WIDTH)  # first word of the write being collected
         count = Signal(range(self.write_buffer_words + 1))
         first_be = Signal(4)
         last_be = Signal(4)
@@ -75,30 +78,34 @@ class WishboneToDma(wiring.Component):
         reading = bus.cyc & bus.stb & ~bus.we
         writing = bus.cyc & bus.stb & bus.we
         to_boundary = ahead - (bus.adr & (ahead - 1))
-        requested = Signal(BUS_ADDR_WIDTH)                # the word after the last one asked of the requester
-        in_flight = Signal(range(self.reads_in_flight + 1))   # read commands not fully handed out
+        requested = Signal(BUS_ADDR_WIDTH)  # the word after the last one asked of the requester
+        in_flight = Signal(range(self.reads_in_flight + 1))  # read commands not fully handed out
         issued = Signal()
         finished = Signal()
-        streaming = Signal()                  # the burst has gone past its first piece
-        away = Signal(range(self.resume_cycles + 1))   # cycles the initiator has let go of the bus
+        streaming = Signal()  # the burst has gone past its first piece
+        away = Signal(range(self.resume_cycles + 1))  # cycles the initiator has let go of the bus
         m.d.sync += in_flight.eq(in_flight + issued - finished)
-        m.d.comb += [finished.eq(dma.read_data.valid & dma.read_data.ready & dma.read_data.payload.last),
-                     issued.eq(dma.read_cmd.valid & dma.read_cmd.ready)]
+        m.d.comb += [
+            finished.eq(dma.read_data.valid & dma.read_data.ready & dma.read_data.payload.last),
+            issued.eq(dma.read_cmd.valid & dma.read_cmd.ready),
+        ]
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.idle.eq(1)
                 m.d.comb += [
                     dma.read_cmd.payload.addr.eq(Cat(Const(0, 2), bus.adr)),
-                    dma.read_cmd.payload.dwords.eq(
-                        Mux(bus.cti == wishbone_burst.CTI_INCREMENTING, to_boundary, 1)),
+                    dma.read_cmd.payload.dwords.eq(Mux(bus.cti == wishbone_burst.CTI_INCREMENTING, to_boundary, 1)),
                 ]
                 m.d.sync += streaming.eq(0)
                 with m.If(reading):
                     m.d.comb += dma.read_cmd.valid.eq(1)
                     with m.If(dma.read_cmd.ready):
-                        m.d.sync += [expected.eq(bus.adr), requested.eq(bus.adr + dma.read_cmd.payload.dwords),
-                                     away.eq(0)]
+                        m.d.sync += [
+                            expected.eq(bus.adr),
+                            requested.eq(bus.adr + dma.read_cmd.payload.dwords),
+                            away.eq(0),
+                        ]
                         m.next = "READ"
                 with m.Elif(writing):
                     m.d.sync += [start.eq(bus.adr), expected.eq(bus.adr), count.eq(0)]
@@ -108,13 +115,11 @@ class WishboneToDma(wiring.Component):
                 beat = dma.read_data
                 wanted = reading & (bus.adr == expected)
                 # The initiator is done with this read: it asks for another word, or stays away.
-                abandoned = ((bus.cyc & bus.stb & ~wanted) | (~bus.cyc & (away == self.resume_cycles))
-                             | self.flush)
+                abandoned = (bus.cyc & bus.stb & ~wanted) | (~bus.cyc & (away == self.resume_cycles)) | self.flush
                 m.d.sync += away.eq(Mux(bus.cyc, 0, away + 1))
                 # Ask for the next piece while the burst goes on, inside the page (1024 words).
                 going_on = wanted & (bus.cti == wishbone_burst.CTI_INCREMENTING)
-                more = (going_on & (streaming | finished)
-                        & (in_flight < self.reads_in_flight) & (requested[:10] != 0))
+                more = going_on & (streaming | finished) & (in_flight < self.reads_in_flight) & (requested[:10] != 0)
                 with m.If(going_on & finished):
                     m.d.sync += streaming.eq(1)
                 m.d.comb += [
@@ -158,7 +163,7 @@ class WishboneToDma(wiring.Component):
                     with m.If(~whole | (count + 1 == self.write_buffer_words)):
                         m.next = "COMMAND"
                 with m.Elif(count == 0):
-                    m.next = "IDLE"          # the initiator gave the cycle up
+                    m.next = "IDLE"  # the initiator gave the cycle up
                 with m.Else():
                     m.next = "COMMAND"
 

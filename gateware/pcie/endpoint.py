@@ -32,30 +32,33 @@ from .tx import TlpTransmitter
 class PcieEndpoint(wiring.Component):
     def __init__(self, params=EndpointParams()):
         self.params = params
-        super().__init__({
-            "phy_rx": In(tlp.TlpStreamSignature(params.data_width)),
-            "phy_tx": Out(tlp.TlpStreamSignature(params.data_width)),
-            "csr": Out(wishbone.Signature(addr_width=(params.bar0_bytes // 4 - 1).bit_length())),
-            "shared": Out(HostPortSignature()),
-            "dma": In(DmaSignature()),
-            "msi_event": In(1),
-            "config": Out(ConfigState),          # for status registers (link up, BARs, MPS)
-            "unsupported": Out(1),
-            "completion_timeout": Out(1),
-        })
+        super().__init__(
+            {
+                "phy_rx": In(tlp.TlpStreamSignature(params.data_width)),
+                "phy_tx": Out(tlp.TlpStreamSignature(params.data_width)),
+                "csr": Out(wishbone.Signature(addr_width=(params.bar0_bytes // 4 - 1).bit_length())),
+                "shared": Out(HostPortSignature()),
+                "dma": In(DmaSignature()),
+                "msi_event": In(1),
+                "config": Out(ConfigState),  # for status registers (link up, BARs, MPS)
+                "unsupported": Out(1),
+                "completion_timeout": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         p = self.params
         m.submodules.rx = rx = TlpReceiver(p.data_width)
-        m.submodules.tx = tx = TlpTransmitter(
-            ["config", "completer", "msi", "dma_write", "dma_read"], p.data_width)
+        m.submodules.tx = tx = TlpTransmitter(["config", "completer", "msi", "dma_write", "dma_read"], p.data_width)
         m.submodules.config_space = config = ConfigSpace(p)
         m.submodules.completer = completer = Completer(bar0_bytes=p.bar0_bytes, bar2_bytes=p.bar2_bytes)
         m.submodules.csr_bridge = csr_bridge = HostPortToWishbone(addr_width=len(self.csr.adr))
         m.submodules.requester = requester = Requester(
-            outstanding=p.dma_outstanding, max_read_request_bytes=p.max_read_request_bytes,
-            completion_timeout=p.completion_timeout_cycles)
+            outstanding=p.dma_outstanding,
+            max_read_request_bytes=p.max_read_request_bytes,
+            completion_timeout=p.completion_timeout_cycles,
+        )
         m.submodules.msi = msi = MsiSender()
 
         wiring.connect(m, wiring.flipped(self.phy_rx), rx.phy)
@@ -68,8 +71,7 @@ class PcieEndpoint(wiring.Component):
         with m.If(tlp.is_config_type0(header)):
             m.d.comb += [config.request.valid.eq(rx.tlp.valid), rx.tlp.ready.eq(config.request.ready)]
         with m.Elif(tlp.is_completion(header)):
-            m.d.comb += [requester.completion.valid.eq(rx.tlp.valid),
-                         rx.tlp.ready.eq(requester.completion.ready)]
+            m.d.comb += [requester.completion.valid.eq(rx.tlp.valid), rx.tlp.ready.eq(requester.completion.ready)]
         with m.Else():
             m.d.comb += [completer.request.valid.eq(rx.tlp.valid), rx.tlp.ready.eq(completer.request.ready)]
 

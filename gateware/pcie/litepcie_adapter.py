@@ -19,7 +19,7 @@ PHY's ``sink``), ``tlp_rx`` (to ``PcieEndpoint.phy_rx``), ``tlp_tx`` (from ``Pci
 The PHY's clock domain must be the endpoint's ``sync`` domain (or cross with asynchronous FIFOs).
 """
 
-from amaranth import Module, Signal, Cat, Mux
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -33,10 +33,16 @@ class LitePciePhyStream(wiring.Signature):
 
     def __init__(self, data_width):
         self.data_width = data_width
-        super().__init__({
-            "valid": Out(1), "ready": In(1), "first": Out(1), "last": Out(1),
-            "dat": Out(data_width), "be": Out(data_width // 8),
-        })
+        super().__init__(
+            {
+                "valid": Out(1),
+                "ready": In(1),
+                "first": Out(1),
+                "last": Out(1),
+                "dat": Out(data_width),
+                "be": Out(data_width // 8),
+            }
+        )
 
 
 def _reverse_bytes(word):
@@ -47,7 +53,7 @@ class _Converter:
     """Which dwords of the current beat are header: counts beats since the TLP's first."""
 
     def __init__(self, m, name, lanes, first_dword, handshake, last):
-        self.beat = Signal(range(4 + 1), name=f"{name}_beat")   # saturates: headers are <= 4 dwords
+        self.beat = Signal(range(4 + 1), name=f"{name}_beat")  # saturates: headers are <= 4 dwords
         latched_4dw = Signal(name=f"{name}_header_4dw")
         four = Mux(self.beat == 0, first_dword[29], latched_4dw)
         self.header_dwords = Mux(four, 4, 3)
@@ -72,19 +78,21 @@ class LitePcieAdapter(wiring.Component):
             raise ValueError("data_width must be 64, 128, 256 or 512 (LitePCIe's PHY widths)")
         self.data_width = data_width
         self.endianness = endianness
-        super().__init__({
-            "phy_source": In(LitePciePhyStream(data_width)),
-            "phy_sink": Out(LitePciePhyStream(data_width)),
-            "tlp_rx": Out(tlp.TlpStreamSignature(data_width)),
-            "tlp_tx": In(tlp.TlpStreamSignature(data_width)),
-        })
+        super().__init__(
+            {
+                "phy_source": In(LitePciePhyStream(data_width)),
+                "phy_sink": Out(LitePciePhyStream(data_width)),
+                "tlp_rx": Out(tlp.TlpStreamSignature(data_width)),
+                "tlp_tx": In(tlp.TlpStreamSignature(data_width)),
+            }
+        )
 
     def _dwords(self, m, converter, src, dst):
         for lane in range(self.data_width // 32):
-            word = src[32 * lane:32 * lane + 32]
+            word = src[32 * lane : 32 * lane + 32]
             if self.endianness == "big":
                 word = Mux(converter.is_payload(lane), _reverse_bytes(word), word)
-            m.d.comb += dst[32 * lane:32 * lane + 32].eq(word)
+            m.d.comb += dst[32 * lane : 32 * lane + 32].eq(word)
 
     def elaborate(self, platform):
         m = Module()

@@ -6,7 +6,7 @@ happens before the driver set MSI up is not lost. Events that arrive while one i
 into it, as interrupts do.
 """
 
-from amaranth import Module, Signal, Cat, Const
+from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,7 +19,7 @@ class MsiSender(wiring.Component):
     event: In(1)
     config: In(ConfigState)
     request: Out(tlp.tlp_beats())
-    sent: Out(1)            # pulses when a message leaves
+    sent: Out(1)  # pulses when a message leaves
 
     def elaborate(self, platform):
         m = Module()
@@ -28,12 +28,16 @@ class MsiSender(wiring.Component):
         with m.If(self.event):
             m.d.sync += pending.eq(1)
 
-        wide = cfg.msi_address[32:] != 0        # a 3DW write when the upper address is zero
+        wide = cfg.msi_address[32:] != 0  # a 3DW write when the upper address is zero
         h = req.payload.header
         m.d.comb += [
-            h.fmt.eq(Cat(wide, Const(1, 1), Const(0, 1))), h.type.eq(Type.MEM),
-            h.length.eq(1), h.first_be.eq(0xF), h.last_be.eq(0),
-            h.requester_id.eq(cfg.completer_id), h.address.eq(cfg.msi_address),
+            h.fmt.eq(Cat(wide, Const(1, 1), Const(0, 1))),
+            h.type.eq(Type.MEM),
+            h.length.eq(1),
+            h.first_be.eq(0xF),
+            h.last_be.eq(0),
+            h.requester_id.eq(cfg.completer_id),
+            h.address.eq(cfg.msi_address),
             req.payload.data.eq(cfg.msi_data),
             req.payload.last.eq(1),
             req.valid.eq(pending & cfg.msi_enable & cfg.bus_master_enable),

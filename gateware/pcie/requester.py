@@ -24,7 +24,7 @@ is ahead of any later read request on the link (the transmitter keeps TLP order)
 issued after it sees the data, as PCIe ordering promises.
 """
 
-from amaranth import Module, Signal, Array, Mux, Cat, Const
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -33,7 +33,7 @@ from . import tlp
 from .config import ConfigState
 from .tlp import CplStatus, Type
 
-TAG_BITS = 5          # without the extended tag field, tags are 5 bits
+TAG_BITS = 5  # without the extended tag field, tags are 5 bits
 
 ReadCommand = data.StructLayout({"addr": 64, "dwords": 11})
 ReadData = data.StructLayout({"data": 32, "last": 1, "error": 1})
@@ -45,12 +45,14 @@ class DmaSignature(wiring.Signature):
     """The DMA engine's (initiator's) view of the requester."""
 
     def __init__(self):
-        super().__init__({
-            "read_cmd": Out(stream.Signature(ReadCommand)),
-            "read_data": In(stream.Signature(ReadData)),
-            "write_cmd": Out(stream.Signature(WriteCommand)),
-            "write_data": Out(stream.Signature(WriteData)),
-        })
+        super().__init__(
+            {
+                "read_cmd": Out(stream.Signature(ReadCommand)),
+                "read_data": In(stream.Signature(ReadData)),
+                "write_cmd": Out(stream.Signature(WriteCommand)),
+                "write_data": Out(stream.Signature(WriteData)),
+            }
+        )
 
 
 def _dwords_to_boundary(addr, size_code):
@@ -70,14 +72,16 @@ class Requester(wiring.Component):
         self.outstanding = outstanding
         self.slot_dwords = max_read_request_bytes // 4
         self.completion_timeout = completion_timeout
-        super().__init__({
-            "dma": In(DmaSignature()),
-            "completion": In(tlp.tlp_beats()),
-            "read_request": Out(tlp.tlp_beats()),
-            "write_request": Out(tlp.tlp_beats()),
-            "config": In(ConfigState),
-            "timed_out": Out(1),          # pulses when a read is given up
-        })
+        super().__init__(
+            {
+                "dma": In(DmaSignature()),
+                "completion": In(tlp.tlp_beats()),
+                "read_request": Out(tlp.tlp_beats()),
+                "write_request": Out(tlp.tlp_beats()),
+                "config": In(ConfigState),
+                "timed_out": Out(1),  # pulses when a read is given up
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -113,17 +117,18 @@ class Requester(wiring.Component):
 
         def slots(width, name):
             return Array(Signal(width, name=f"slot{i}_{name}") for i in range(n))
+
         slot_active = slots(1, "active")
         slot_tag = slots(TAG_BITS, "tag")
         slot_dwords = slots(11, "dwords")
         slot_received = slots(11, "received")
         slot_error = slots(1, "error")
-        slot_final = slots(1, "final")       # the last read of its command
+        slot_final = slots(1, "final")  # the last read of its command
         slot_sent_at = slots(timer_bits, "sent_at")
 
         # --- issue --------------------------------------------------------------------
-        issued = Signal(TAG_BITS)            # reads sent so far, mod 32: the next tag
-        delivered = Signal(TAG_BITS)         # reads handed out so far
+        issued = Signal(TAG_BITS)  # reads sent so far, mod 32: the next tag
+        delivered = Signal(TAG_BITS)  # reads handed out so far
         active = Signal()
         addr = Signal(64)
         left = Signal(11)
@@ -133,22 +138,34 @@ class Requester(wiring.Component):
             piece.eq(_min(left, _dwords_to_boundary(addr, cfg.max_read_request_code))),
         ]
         with m.If(cmd.valid & cmd.ready):
-            m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, 2), cmd.payload.addr[2:])),
-                         left.eq(cmd.payload.dwords)]
+            m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, 2), cmd.payload.addr[2:])), left.eq(cmd.payload.dwords)]
 
         room = (issued - delivered)[:TAG_BITS] < n
         req = self.read_request
-        self._request_header(m, req.payload.header, addr=addr, dwords=piece, first_be=0xF,
-                             last_be=Mux(piece == 1, 0, 0xF), write=0, tag=issued)
+        self._request_header(
+            m,
+            req.payload.header,
+            addr=addr,
+            dwords=piece,
+            first_be=0xF,
+            last_be=Mux(piece == 1, 0, 0xF),
+            write=0,
+            tag=issued,
+        )
         m.d.comb += [req.valid.eq(active & room & cfg.bus_master_enable), req.payload.last.eq(1)]
         issue_slot = issued[:slot_bits]
         with m.If(req.valid & req.ready):
             m.d.sync += [
-                slot_active[issue_slot].eq(1), slot_tag[issue_slot].eq(issued),
-                slot_dwords[issue_slot].eq(piece), slot_received[issue_slot].eq(0),
-                slot_error[issue_slot].eq(0), slot_final[issue_slot].eq(piece == left),
+                slot_active[issue_slot].eq(1),
+                slot_tag[issue_slot].eq(issued),
+                slot_dwords[issue_slot].eq(piece),
+                slot_received[issue_slot].eq(0),
+                slot_error[issue_slot].eq(0),
+                slot_final[issue_slot].eq(piece == left),
                 slot_sent_at[issue_slot].eq(now),
-                issued.eq(issued + 1), addr.eq(addr + (piece << 2)), left.eq(left - piece),
+                issued.eq(issued + 1),
+                addr.eq(addr + (piece << 2)),
+                left.eq(left - piece),
             ]
             with m.If(piece == left):
                 m.d.sync += active.eq(0)
@@ -159,7 +176,7 @@ class Requester(wiring.Component):
         h = cpl.payload.header
         cpl_slot = h.tag[:slot_bits]
         ours = slot_active[cpl_slot] & (slot_tag[cpl_slot] == h.tag[:TAG_BITS])
-        index = Signal(11)                    # payload dword of the completion
+        index = Signal(11)  # payload dword of the completion
         remaining_dwords = Mux(h.byte_count == 0, 1024, h.byte_count[2:])
         place = (slot_dwords[cpl_slot] - remaining_dwords + index)[:11]
         failed = (h.status != CplStatus.SC) | h.ep
@@ -204,8 +221,11 @@ class Requester(wiring.Component):
             m.d.sync += out_valid.eq(ready_to_fetch)
             with m.If(ready_to_fetch):
                 is_last = fetch == slot_dwords[head] - 1
-                m.d.sync += [out_error.eq(slot_error[head]), out_last.eq(slot_final[head] & is_last),
-                             fetch.eq(fetch + 1)]
+                m.d.sync += [
+                    out_error.eq(slot_error[head]),
+                    out_last.eq(slot_final[head] & is_last),
+                    fetch.eq(fetch + 1),
+                ]
                 with m.If(is_last):
                     m.d.sync += [fetch.eq(0), slot_active[head].eq(0), delivered.eq(delivered + 1)]
 
@@ -215,16 +235,21 @@ class Requester(wiring.Component):
 
         active = Signal()
         addr = Signal(64)
-        left = Signal(11)                 # dwords of the command not yet in a memory write
+        left = Signal(11)  # dwords of the command not yet in a memory write
         cmd_first_be = Signal(4)
         cmd_last_be = Signal(4)
         single_dword = Signal()
         first_write = Signal()
         with m.If(cmd.valid & cmd.ready):
-            m.d.sync += [active.eq(1), addr.eq(Cat(Const(0, 2), cmd.payload.addr[2:])),
-                         left.eq(cmd.payload.dwords), first_write.eq(1),
-                         cmd_first_be.eq(cmd.payload.first_be), cmd_last_be.eq(cmd.payload.last_be),
-                         single_dword.eq(cmd.payload.dwords == 1)]
+            m.d.sync += [
+                active.eq(1),
+                addr.eq(Cat(Const(0, 2), cmd.payload.addr[2:])),
+                left.eq(cmd.payload.dwords),
+                first_write.eq(1),
+                cmd_first_be.eq(cmd.payload.first_be),
+                cmd_last_be.eq(cmd.payload.last_be),
+                single_dword.eq(cmd.payload.dwords == 1),
+            ]
 
         # The memory write in progress (its header must stay put while its payload streams).
         write_addr = Signal(64)
@@ -240,14 +265,19 @@ class Requester(wiring.Component):
             leading = Mux(first_write, cmd_first_be, 0xF)
             trailing = Mux(ends_command & ~single_dword, cmd_last_be, 0xF)
             m.d.sync += [
-                write_addr.eq(addr), write_length.eq(piece), write_left.eq(piece),
+                write_addr.eq(addr),
+                write_length.eq(piece),
+                write_left.eq(piece),
                 first_be.eq(Mux(piece == 1, leading & trailing, leading)),
                 last_be.eq(Mux(piece == 1, 0, trailing)),
-                addr.eq(addr + (piece << 2)), left.eq(left - piece), first_write.eq(0),
+                addr.eq(addr + (piece << 2)),
+                left.eq(left - piece),
+                first_write.eq(0),
             ]
 
-        self._request_header(m, req.payload.header, addr=write_addr, dwords=write_length,
-                             first_be=first_be, last_be=last_be, write=1)
+        self._request_header(
+            m, req.payload.header, addr=write_addr, dwords=write_length, first_be=first_be, last_be=last_be, write=1
+        )
         m.d.comb += [
             req.valid.eq((write_left != 0) & beats.valid),
             req.payload.data.eq(beats.payload.data),

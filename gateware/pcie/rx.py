@@ -7,7 +7,7 @@ or a single beat for a TLP without payload. A TLP that ends inside its header (m
 dropped. TLP prefixes are not supported: the endpoint advertises no capability that uses them.
 """
 
-from amaranth import Module, Signal, Array
+from amaranth import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,10 +18,12 @@ from .tlp import TlpStreamSignature
 class TlpReceiver(wiring.Component):
     def __init__(self, data_width=64):
         self.data_width = data_width
-        super().__init__({
-            "phy": In(TlpStreamSignature(data_width)),
-            "tlp": Out(tlp.tlp_beats()),
-        })
+        super().__init__(
+            {
+                "phy": In(TlpStreamSignature(data_width)),
+                "tlp": Out(tlp.tlp_beats()),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -80,7 +82,7 @@ class TlpReceiver(wiring.Component):
                         with m.If(fmt[1]):
                             m.next = "PAYLOAD"
                         with m.Else():
-                            m.next = "DROP"       # a payload the header does not announce
+                            m.next = "DROP"  # a payload the header does not announce
             with m.State("PAYLOAD"):
                 m.d.comb += [
                     out.valid.eq(dword_valid),

@@ -19,8 +19,7 @@ Two stream formats:
 from amaranth import Cat, Const, Mux, Value
 from amaranth.lib import data, enum, stream, wiring
 
-
-MAX_PAYLOAD_DWORDS = 1024        # the 10-bit length field; 0 encodes 1024
+MAX_PAYLOAD_DWORDS = 1024  # the 10-bit length field; 0 encodes 1024
 
 
 class Fmt(enum.Enum, shape=3):
@@ -33,6 +32,7 @@ class Fmt(enum.Enum, shape=3):
 
 class Type(enum.Enum, shape=5):
     """The type field's values the endpoint tells apart (messages are ``0b10rrr``)."""
+
     MEM = 0b00000
     MEM_LOCKED = 0b00001
     IO = 0b00010
@@ -43,36 +43,59 @@ class Type(enum.Enum, shape=5):
 
 
 class CplStatus(enum.Enum, shape=3):
-    SC = 0b000      # successful completion
-    UR = 0b001      # unsupported request
-    CRS = 0b010     # configuration request retry
-    CA = 0b100      # completer abort
+    SC = 0b000  # successful completion
+    UR = 0b001  # unsupported request
+    CRS = 0b010  # configuration request retry
+    CA = 0b100  # completer abort
 
 
 # --- header dwords, as the specification numbers their bits ------------------------------------
 # (StructLayout fields are listed from bit 0 upwards.)
 
-Dw0Layout = data.StructLayout({
-    "length": 10, "at": 2, "attr": 2, "ep": 1, "td": 1,
-    "th": 1, "_r0": 1, "attr2": 1, "_r1": 1, "tc": 3, "_r2": 1,
-    "type": 5, "fmt": 3,
-})
+Dw0Layout = data.StructLayout(
+    {
+        "length": 10,
+        "at": 2,
+        "attr": 2,
+        "ep": 1,
+        "td": 1,
+        "th": 1,
+        "_r0": 1,
+        "attr2": 1,
+        "_r1": 1,
+        "tc": 3,
+        "_r2": 1,
+        "type": 5,
+        "fmt": 3,
+    }
+)
 RequestDw1Layout = data.StructLayout({"first_be": 4, "last_be": 4, "tag": 8, "requester_id": 16})
 CompletionDw1Layout = data.StructLayout({"byte_count": 12, "bcm": 1, "status": 3, "completer_id": 16})
 CompletionDw2Layout = data.StructLayout({"lower_address": 7, "_r": 1, "tag": 8, "requester_id": 16})
 # Config requests carry the target's id and register number in the 3DW address position:
-ConfigDw2Layout = data.StructLayout({"_r0": 2, "register": 10, "_r1": 4, "function": 3,
-                                     "device": 5, "bus": 8})
+ConfigDw2Layout = data.StructLayout({"_r0": 2, "register": 10, "_r1": 4, "function": 3, "device": 5, "bus": 8})
 
 # --- the parsed header that travels with every internal beat ------------------------------------
 
-Header = data.StructLayout({
-    "fmt": 3, "type": 5, "tc": 3, "attr": 2, "ep": 1,
-    "length": 10,               # dwords; 0 is 1024 for TLPs with data
-    "requester_id": 16, "tag": 8, "first_be": 4, "last_be": 4,
-    "address": 64,              # requests: byte address (bits 1:0 zero); config: DW2 as is
-    "completer_id": 16, "status": 3, "byte_count": 12, "lower_address": 7,
-})
+Header = data.StructLayout(
+    {
+        "fmt": 3,
+        "type": 5,
+        "tc": 3,
+        "attr": 2,
+        "ep": 1,
+        "length": 10,  # dwords; 0 is 1024 for TLPs with data
+        "requester_id": 16,
+        "tag": 8,
+        "first_be": 4,
+        "last_be": 4,
+        "address": 64,  # requests: byte address (bits 1:0 zero); config: DW2 as is
+        "completer_id": 16,
+        "status": 3,
+        "byte_count": 12,
+        "lower_address": 7,
+    }
+)
 
 TlpBeat = data.StructLayout({"header": Header, "data": 32, "last": 1})
 Dword = data.StructLayout({"data": 32, "last": 1})
@@ -101,6 +124,7 @@ def tlp_beats():
 
 
 # --- classification of a parsed header -------------------------------------------------------
+
 
 def has_data(header):
     return header.fmt[1]
@@ -141,6 +165,7 @@ def header_dwords(header):
 
 # --- header <-> dwords -------------------------------------------------------------------
 
+
 def parse_header(m, dws, header):
     """Drive ``header`` (a :data:`Header` view) from the received dwords ``dws[0..3]``."""
     dw0 = Dw0Layout(dws[0])
@@ -148,19 +173,28 @@ def parse_header(m, dws, header):
     cpl1 = CompletionDw1Layout(dws[1])
     cpl2 = CompletionDw2Layout(dws[2])
     m.d.comb += [
-        header.fmt.eq(dw0.fmt), header.type.eq(dw0.type), header.tc.eq(dw0.tc),
-        header.attr.eq(dw0.attr), header.ep.eq(dw0.ep), header.length.eq(dw0.length),
+        header.fmt.eq(dw0.fmt),
+        header.type.eq(dw0.type),
+        header.tc.eq(dw0.tc),
+        header.attr.eq(dw0.attr),
+        header.ep.eq(dw0.ep),
+        header.length.eq(dw0.length),
     ]
     with m.If(is_completion(header)):
         m.d.comb += [
-            header.completer_id.eq(cpl1.completer_id), header.status.eq(cpl1.status),
-            header.byte_count.eq(cpl1.byte_count), header.lower_address.eq(cpl2.lower_address),
-            header.requester_id.eq(cpl2.requester_id), header.tag.eq(cpl2.tag),
+            header.completer_id.eq(cpl1.completer_id),
+            header.status.eq(cpl1.status),
+            header.byte_count.eq(cpl1.byte_count),
+            header.lower_address.eq(cpl2.lower_address),
+            header.requester_id.eq(cpl2.requester_id),
+            header.tag.eq(cpl2.tag),
         ]
     with m.Else():
         m.d.comb += [
-            header.requester_id.eq(req1.requester_id), header.tag.eq(req1.tag),
-            header.first_be.eq(req1.first_be), header.last_be.eq(req1.last_be),
+            header.requester_id.eq(req1.requester_id),
+            header.tag.eq(req1.tag),
+            header.first_be.eq(req1.first_be),
+            header.last_be.eq(req1.last_be),
             header.address.eq(Mux(is_4dw(header), Cat(dws[3], dws[2]), dws[2])),
         ]
 
@@ -170,7 +204,7 @@ def pack(layout, **values):
     parts = []
     for name, field in sorted(layout, key=lambda item: item[1].offset):
         value = values.pop(name, None)
-        parts.append(Const(0, field.width) if value is None else Value.cast(value)[:field.width])
+        parts.append(Const(0, field.width) if value is None else Value.cast(value)[: field.width])
     if values:
         raise KeyError(f"no field(s) {sorted(values)} in {layout!r}")
     return Cat(*parts)
@@ -178,14 +212,22 @@ def pack(layout, **values):
 
 def build_header(header):
     """The four header dwords of ``header`` (the fourth is unused for 3DW headers)."""
-    dw0 = pack(Dw0Layout, length=header.length, attr=header.attr, ep=header.ep, tc=header.tc,
-               type=header.type, fmt=header.fmt)
-    request = pack(RequestDw1Layout, first_be=header.first_be, last_be=header.last_be,
-                   tag=header.tag, requester_id=header.requester_id)
-    cpl1 = pack(CompletionDw1Layout, byte_count=header.byte_count, status=header.status,
-                completer_id=header.completer_id)
-    cpl2 = pack(CompletionDw2Layout, lower_address=header.lower_address, tag=header.tag,
-                requester_id=header.requester_id)
+    dw0 = pack(
+        Dw0Layout, length=header.length, attr=header.attr, ep=header.ep, tc=header.tc, type=header.type, fmt=header.fmt
+    )
+    request = pack(
+        RequestDw1Layout,
+        first_be=header.first_be,
+        last_be=header.last_be,
+        tag=header.tag,
+        requester_id=header.requester_id,
+    )
+    cpl1 = pack(
+        CompletionDw1Layout, byte_count=header.byte_count, status=header.status, completer_id=header.completer_id
+    )
+    cpl2 = pack(
+        CompletionDw2Layout, lower_address=header.lower_address, tag=header.tag, requester_id=header.requester_id
+    )
     address_hi, address_lo = header.address[32:], header.address[:32]
     completion = is_completion(header)
     return [
@@ -197,6 +239,7 @@ def build_header(header):
 
 
 # --- byte enables -----------------------------------------------------------------------
+
 
 def first_enabled_byte(be):
     """Index of the lowest enabled byte of a dword (0 when none is)."""

@@ -5,7 +5,7 @@ are built from the first beat's header (the beat waits until they are out), then
 follows a dword a cycle and is packed into PHY beats, a TLP starting at dword 0 of a beat.
 """
 
-from amaranth import Module, Signal, Array, Mux
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,8 +41,7 @@ class TlpTransmitter(wiring.Component):
         beat_ready = Signal()
         for i, source in enumerate(sources):
             with m.If(busy & (grant == i)):
-                m.d.comb += [beat.eq(source.payload), beat_valid.eq(source.valid),
-                             source.ready.eq(beat_ready)]
+                m.d.comb += [beat.eq(source.payload), beat_valid.eq(source.valid), source.ready.eq(beat_ready)]
         with m.If(beat_valid & beat_ready & beat.last):
             m.d.sync += busy.eq(0)
 
@@ -69,7 +68,7 @@ class TlpTransmitter(wiring.Component):
                     with m.If(tlp.has_data(header)):
                         m.d.sync += in_payload.eq(1)
                     with m.Else():
-                        m.d.comb += beat_ready.eq(1)       # the single beat of a TLP without data
+                        m.d.comb += beat_ready.eq(1)  # the single beat of a TLP without data
         with m.Else():
             m.d.comb += [
                 dword.eq(beat.data),

@@ -12,10 +12,9 @@ import struct
 import threading
 from typing import Self, overload
 
-from numavia.base.errors import NumaviaError
+from litex.tools.remote.etherbone import EtherboneIPC, EtherbonePacket, EtherboneReads, EtherboneRecord, EtherboneWrites
 
-from litex.tools.remote.etherbone import (EtherbonePacket, EtherboneRecord, EtherboneReads,
-                                          EtherboneWrites, EtherboneIPC)
+from numavia.base.errors import NumaviaError
 
 _RECORD_ERROR = 0x08
 _PROBE, _PROBE_REPLY = 0x01, 0x02
@@ -69,8 +68,9 @@ class HostBridge(EtherboneIPC):
         with self._lock:
             for base in range(0, len(values), _MAX_BURST):
                 record = EtherboneRecord(4)
-                record.writes = EtherboneWrites(base_addr=addr + 4 * base, addr_size=4,
-                                                datas=list(values[base:base + _MAX_BURST]))
+                record.writes = EtherboneWrites(
+                    base_addr=addr + 4 * base, addr_size=4, datas=list(values[base : base + _MAX_BURST])
+                )
                 record.wcount = len(record.writes)
                 self._send(record)
             errors = self._error_count()

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from numavia.bridge import BridgeError, HostBridge
 from numavia.base.errors import NumaviaError
+from numavia.bridge import BridgeError, HostBridge
 from numavia.console import NodeConsole
 from numavia.soc import sim
 from numavia.soc.ring_launch import RingRun, Spread
@@ -68,8 +68,16 @@ class ClusterSession:
     per core); ``consoles``: serve each node's console on a port too; ``sim_kwargs``: the
     simulator's options (sim.simulator_args)."""
 
-    def __init__(self, build: sim.Build, run_dir: str | os.PathLike[str], *, ready_timeout: float = 120.0,
-                 spread: Spread | None = None, consoles: bool = False, **sim_kwargs: Any) -> None:
+    def __init__(
+        self,
+        build: sim.Build,
+        run_dir: str | os.PathLike[str],
+        *,
+        ready_timeout: float = 120.0,
+        spread: Spread | None = None,
+        consoles: bool = False,
+        **sim_kwargs: Any,
+    ) -> None:
         self.build = build
         self.nodes = build.config.nodes
         self.run_dir = Path(run_dir).resolve()
@@ -89,9 +97,18 @@ class ClusterSession:
                 ports = self.nodes * (2 if self.consoles else 1)
                 self.port = free_port_range(ports)
                 self.console_port = self.port + self.nodes if self.consoles else None
-                self.ring = sim.start(self.build, self.run_dir, self.spread, bridge_port=self.port, serve=True,
-                                      until_disconnect=True, quiet=True, echo_stderr=False,
-                                      console_port=self.console_port, **self.sim_kwargs)
+                self.ring = sim.start(
+                    self.build,
+                    self.run_dir,
+                    self.spread,
+                    bridge_port=self.port,
+                    serve=True,
+                    until_disconnect=True,
+                    quiet=True,
+                    echo_stderr=False,
+                    console_port=self.console_port,
+                    **self.sim_kwargs,
+                )
                 self._wait_until(deadline, self._ports_bound, "its host bridges listened")
             self._wait_until(deadline, self._nodes_ready, "every node was ready")
             for i in range(self.nodes):
@@ -109,14 +126,15 @@ class ClusterSession:
         return all(p.exists() and sim.READY_MARKER in p.read_text() for p in logs)
 
     def _wait_until(self, deadline: float, done: Callable[[], bool], event: str) -> None:
-        assert self.ring is not None   # started before anything waits on it
+        assert self.ring is not None  # started before anything waits on it
         while not done():
             if self.ring.poll() is not None:
                 why = self.ring.failure or f"the simulator exited with status {self.ring.exit_status()}"
                 raise SessionError(f"{why} before {event} (see {self.run_dir})")
             if time.monotonic() > deadline:
-                raise SessionError(f"nodes not ready after {self.ready_timeout} s (waiting until {event}; "
-                                   f"logs in {self.run_dir})")
+                raise SessionError(
+                    f"nodes not ready after {self.ready_timeout} s (waiting until {event}; logs in {self.run_dir})"
+                )
             time.sleep(0.05)
 
     def _connect(self, port: int) -> HostBridge:
@@ -149,7 +167,7 @@ class ClusterSession:
                 pass
         self.bridges = []
         if self.ring is not None:
-            try:   # the hub stops the run once the last host disconnected
+            try:  # the hub stops the run once the last host disconnected
                 self.ring.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.ring.terminate()

@@ -50,8 +50,9 @@ class NodeConsole:
         while text not in self.received:
             left = deadline - time.monotonic()
             if left <= 0 or not self._receive(left):
-                raise ConsoleError(f"the node did not print {text!r} within {timeout:g} s "
-                                   f"(it printed {self.received[-200:]!r})")
+                raise ConsoleError(
+                    f"the node did not print {text!r} within {timeout:g} s (it printed {self.received[-200:]!r})"
+                )
         end = self.received.index(text) + len(text)
         taken, self.received = self.received[:end], self.received[end:]
         return taken
@@ -71,7 +72,7 @@ class NodeConsole:
         the node printed before the echo, such as an earlier prompt, is dropped)."""
         self.send(line + "\r")
         self.read_until(line, timeout)
-        out = self.read_until(prompt, timeout)[:-len(prompt)]
+        out = self.read_until(prompt, timeout)[: -len(prompt)]
         return [l.rstrip("\r") for l in out.split("\n") if l.strip()]
 
     def interact(self, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:

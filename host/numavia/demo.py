@@ -18,29 +18,30 @@ CSV and JSON with PNG plots in one folder; ``demo.md`` indexes it.
 import contextlib
 import json
 import time
-from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from matplotlib.figure import Figure
 
 from numavia import kernels
-from numavia.bench import results, via as bench_via
-from numavia.cluster_session import ClusterSession
 from numavia.base import buildcache, trace
-from numavia.bench import latency
 from numavia.base.errors import NumaviaError
+from numavia.bench import latency, results
+from numavia.bench import via as bench_via
+from numavia.cluster_session import ClusterSession
 from numavia.soc import sim
 
 DEFAULT_NODES = 4
-MAX_CYCLES = 200_000_000              # per run; a hang is reported, not waited out
+MAX_CYCLES = 200_000_000  # per run; a hang is reported, not waited out
 PROGRESS_CYCLES = 5_000_000
 MODES = latency.MODES
 ACCESS_LOG_LATENCY = "the host-port driver's cycle stamps (request presented to last response beat)"
 #: The RDMA step: ping-pongs from 4 bytes to 64 KiB, at the standard MTU, as the paper measured.
-RDMA_SWEEP = SimpleNamespace(ops=["send", "write", "read"], mtu=[1500], iterations=10, eth_delay=50, timeout=900,
-                             pair=(0, 1))
-RDMA_SIZES = [4 ** k for k in range(1, 9)]
+RDMA_SWEEP = SimpleNamespace(
+    ops=["send", "write", "read"], mtu=[1500], iterations=10, eth_delay=50, timeout=900, pair=(0, 1)
+)
+RDMA_SIZES = [4**k for k in range(1, 9)]
 
 
 class DemoError(NumaviaError):
@@ -52,12 +53,12 @@ class Demo:
     nodes: int = DEFAULT_NODES
     out: Path = Path("results/demo")
     log: callable = print
-    firmware: str = "bare-metal"                  # what every node runs (numavia.soc.firmware.parse_choice)
+    firmware: str = "bare-metal"  # what every node runs (numavia.soc.firmware.parse_choice)
     run_root: Path = None
-    spread: object = None                         # ring_launch.Spread: processes or MPI ranks
+    spread: object = None  # ring_launch.Spread: processes or MPI ranks
     figures: dict = field(default_factory=dict)
-    runs: list = field(default_factory=list)      # (label, run.json) of every simulation run
-    steps: list = field(default_factory=list)     # (name, wall seconds)
+    runs: list = field(default_factory=list)  # (label, run.json) of every simulation run
+    steps: list = field(default_factory=list)  # (name, wall seconds)
 
     def __post_init__(self):
         self.sim = sim
@@ -69,8 +70,14 @@ class Demo:
     # --- running ---------------------------------------------------------------------------
 
     def run(self):
-        plan = [("build", self.build), ("boot", self.boot), ("latency", self.latency), ("rdma", self.rdma),
-                ("kernels", self.kernels), ("report", self.report)]
+        plan = [
+            ("build", self.build),
+            ("boot", self.boot),
+            ("latency", self.latency),
+            ("rdma", self.rdma),
+            ("kernels", self.kernels),
+            ("report", self.report),
+        ]
         for number, (name, action) in enumerate(plan, 1):
             with self.step(f"{number}/{len(plan)} {name}", name):
                 action()
@@ -97,8 +104,17 @@ class Demo:
         run_dir = self.run_root / label
         access_log = run_dir / "access.log" if trace_dir else None
         start = time.monotonic()
-        code, summary = self.sim.run(self.built, run_dir, self.spread, quiet=True, trace_dir=trace_dir, numa=numa,
-                                     access_log=access_log, max_cycles=MAX_CYCLES, progress=PROGRESS_CYCLES)
+        code, summary = self.sim.run(
+            self.built,
+            run_dir,
+            self.spread,
+            quiet=True,
+            trace_dir=trace_dir,
+            numa=numa,
+            access_log=access_log,
+            max_cycles=MAX_CYCLES,
+            progress=PROGRESS_CYCLES,
+        )
         where = f"{label} (logs in {run_dir})"
         if summary is None:
             raise DemoError(f"{where}: the simulator exited with status {code} and wrote no run.json")
@@ -109,19 +125,31 @@ class Demo:
             if t["errors"]:
                 raise DemoError(f"{where}: node {t['node']}: {t['errors']} host-port access(es) answered with an error")
             if not t["finished"]:
-                raise DemoError(f"{where}: node {t['node']} did not finish its trace "
-                                f"({t['accesses']} accesses done; {summary['reason']})")
+                raise DemoError(
+                    f"{where}: node {t['node']} did not finish its trace "
+                    f"({t['accesses']} accesses done; {summary['reason']})"
+                )
         if code != 0:
             raise DemoError(f"{where}: {self.sim.EXIT_REASONS.get(code, f'simulator exit status {code}')}")
         self.runs.append((label, summary))
-        self.log(f"  {label}: {summary['cycles']:,} cycles in {time.monotonic() - start:.1f} s "
-                 f"({summary['cycles_per_second']:,.0f} cycles/s)")
+        self.log(
+            f"  {label}: {summary['cycles']:,} cycles in {time.monotonic() - start:.1f} s "
+            f"({summary['cycles_per_second']:,.0f} cycles/s)"
+        )
         entries = []
         if access_log:
             for line in access_log.read_text().splitlines():
                 node, addr, write, value, issued, done, error = (int(x) for x in line.split())
-                entries.append({"node": node, "addr": addr, "write": bool(write), "value": value,
-                                "cycles": done - issued, "done": done})
+                entries.append(
+                    {
+                        "node": node,
+                        "addr": addr,
+                        "write": bool(write),
+                        "value": value,
+                        "cycles": done - issued,
+                        "done": done,
+                    }
+                )
         return summary, entries
 
     @staticmethod
@@ -167,8 +195,12 @@ class Demo:
             rows, counters = bench_via.sweep(session, RDMA_SWEEP, RDMA_SIZES, lambda m: self.log(f"  {m}"))
         self.runs.append(("rdma", session.run_summary()))
         self.figures["rdma"] = {"rows": rows, "counters": counters, "eth_delay_cycles": RDMA_SWEEP.eth_delay}
-        self.rdma_run = {"build": self.built, "config": self.config, "run_dir": run_dir,
-                         "wall_seconds": time.monotonic() - start}
+        self.rdma_run = {
+            "build": self.built,
+            "config": self.config,
+            "run_dir": run_dir,
+            "wall_seconds": time.monotonic() - start,
+        }
 
     def kernels(self):
         rows = []
@@ -179,8 +211,7 @@ class Demo:
                 folder = self.run_root / f"{kernel.name}-{workers}" / "traces"
                 kernels.write_traces(kernel, self.card.address_map(), workers, self.nodes, folder)
                 for mode in modes:
-                    summary, _ = self.simulate(f"{kernel.name}-{workers}-{mode}", trace_dir=folder,
-                                               numa=MODES[mode])
+                    summary, _ = self.simulate(f"{kernel.name}-{workers}-{mode}", trace_dir=folder, numa=MODES[mode])
                     row = kernel_row(kernel, workers, mode, summary["trace"][:workers])
                     single = single or row["cycles"]
                     row["speedup"] = single / row["cycles"]
@@ -191,51 +222,104 @@ class Demo:
         self.out.mkdir(parents=True, exist_ok=True)
         latency.report(self.figures["latency"], self.out)
         rdma = self.figures["rdma"]
-        bench_via.write_results(rdma["rows"], {**self.rdma_run, "counters": rdma["counters"]},
-                                SimpleNamespace(**vars(RDMA_SWEEP), out=self.out))
+        bench_via.write_results(
+            rdma["rows"],
+            {**self.rdma_run, "counters": rdma["counters"]},
+            SimpleNamespace(**vars(RDMA_SWEEP), out=self.out),
+        )
         write_kernels(self.figures["kernels"], self.card, self.out)
         self.figures["simulation"] = {
-            "nodes": self.nodes, "runs": [{"label": label, "cycles": s["cycles"], "wall_seconds": s["wall_seconds"],
-                                           "cycles_per_second": s["cycles_per_second"]} for label, s in self.runs],
-            "steps": [{"step": name, "wall_seconds": round(seconds, 1)} for name, seconds in self.steps]}
+            "nodes": self.nodes,
+            "runs": [
+                {
+                    "label": label,
+                    "cycles": s["cycles"],
+                    "wall_seconds": s["wall_seconds"],
+                    "cycles_per_second": s["cycles_per_second"],
+                }
+                for label, s in self.runs
+            ],
+            "steps": [{"step": name, "wall_seconds": round(seconds, 1)} for name, seconds in self.steps],
+        }
         text = index(self)
         (self.out / "demo.md").write_text(text)
-        (self.out / "demo.json").write_text(json.dumps(
-            {"command": results.command_line(), "nodes": self.nodes, "card": self.card.as_dict(),
-             "figures": self.figures}, indent=2, default=str) + "\n")
+        (self.out / "demo.json").write_text(
+            json.dumps(
+                {
+                    "command": results.command_line(),
+                    "nodes": self.nodes,
+                    "card": self.card.as_dict(),
+                    "figures": self.figures,
+                },
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
         self.log(f"  report in {self.out}/demo.md")
         print(text)
 
 
 def kernel_row(kernel, workers, mode, stats):
     """Time (the last worker's finish) and the workers' mean compute/memory/barrier cycles."""
+
     def mean(key):
         return sum(t[key] for t in stats) / len(stats)
-    return {"kernel": kernel.name, "title": kernel.title, "workers": workers, "mode": mode,
-            "cycles": max(t["finished"] for t in stats), "accesses": sum(t["accesses"] for t in stats),
-            "compute": mean("compute"), "memory": mean("memory"), "barrier": mean("barrier")}
+
+    return {
+        "kernel": kernel.name,
+        "title": kernel.title,
+        "workers": workers,
+        "mode": mode,
+        "cycles": max(t["finished"] for t in stats),
+        "accesses": sum(t["accesses"] for t in stats),
+        "compute": mean("compute"),
+        "memory": mean("memory"),
+        "barrier": mean("barrier"),
+    }
 
 
 def write_kernels(rows, card, out):
     us = 1e6 / card.clk_freq_hz
-    table = [[r["title"], r["workers"], r["mode"].upper() if r["workers"] > 1 else "(local)", f"{r['cycles']:,}",
-              f"{r['cycles'] * us:.1f}", f"{r['speedup']:.2f}", f"{r['compute']:,.0f}", f"{r['memory']:,.0f}",
-              f"{r['barrier']:,.0f}"] for r in rows]
-    results.write(out, "kernels", title="Shared-memory kernels on the ring",
-                  headers=["kernel", "nodes", "mode", "cycles", "us", "speedup", "compute/node",
-                           "memory/node", "barrier/node"],
-                  rows=table, figures=rows, config=card.as_dict(),
-                  notes=["Time = cycles until the last node finished; compute, memory and barrier are "
-                         "each node's cycles, averaged over the nodes that work.",
-                         "Speedup is against the same kernel on one node with all its data local.",
-                         "The host does not cache shared memory: each access is a 64-byte burst at the host port."])
+    table = [
+        [
+            r["title"],
+            r["workers"],
+            r["mode"].upper() if r["workers"] > 1 else "(local)",
+            f"{r['cycles']:,}",
+            f"{r['cycles'] * us:.1f}",
+            f"{r['speedup']:.2f}",
+            f"{r['compute']:,.0f}",
+            f"{r['memory']:,.0f}",
+            f"{r['barrier']:,.0f}",
+        ]
+        for r in rows
+    ]
+    results.write(
+        out,
+        "kernels",
+        title="Shared-memory kernels on the ring",
+        headers=["kernel", "nodes", "mode", "cycles", "us", "speedup", "compute/node", "memory/node", "barrier/node"],
+        rows=table,
+        figures=rows,
+        config=card.as_dict(),
+        notes=[
+            "Time = cycles until the last node finished; compute, memory and barrier are "
+            "each node's cycles, averaged over the nodes that work.",
+            "Speedup is against the same kernel on one node with all its data local.",
+            "The host does not cache shared memory: each access is a 64-byte burst at the host port.",
+        ],
+    )
     plot_kernels(rows, out)
 
 
 def plot_kernels(rows, out):
-    labels = [f"{r['title']}\n{r['workers']} node{'s' if r['workers'] > 1 else ''}"
-              + (f", {r['mode'].upper()}" if r["workers"] > 1 else "") for r in rows]
-    fig = Figure(figsize=(max(6, 1.4 * len(rows)), 4.5))   # no pyplot: no global figure state
+    labels = [
+        f"{r['title']}\n{r['workers']} node{'s' if r['workers'] > 1 else ''}"
+        + (f", {r['mode'].upper()}" if r["workers"] > 1 else "")
+        for r in rows
+    ]
+    fig = Figure(figsize=(max(6, 1.4 * len(rows)), 4.5))  # no pyplot: no global figure state
     ax = fig.subplots()
     bottom = [0] * len(rows)
     for key, colour in (("compute", "tab:green"), ("memory", "tab:blue"), ("barrier", "tab:orange")):
@@ -243,8 +327,9 @@ def plot_kernels(rows, out):
         ax.bar(range(len(rows)), values, bottom=bottom, label=key, color=colour)
         bottom = [b + v for b, v in zip(bottom, values)]
     for i, r in enumerate(rows):
-        ax.annotate(f"x{r['speedup']:.2f}", (i, r["cycles"]), ha="center", xytext=(0, 3),
-                    textcoords="offset points", fontsize=8)
+        ax.annotate(
+            f"x{r['speedup']:.2f}", (i, r["cycles"]), ha="center", xytext=(0, 3), textcoords="offset points", fontsize=8
+        )
         ax.plot([i - 0.4, i + 0.4], [r["cycles"]] * 2, "k-", linewidth=1)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("cycles per node (bar); time to finish (line)")
@@ -259,35 +344,73 @@ def index(demo):
     f = demo.figures
     lat = {r["name"]: r for r in f["latency"]["rows"]}
     mhz = f["latency"]["clock_mhz"]
-    lines = [f"# Numavia demo: a {demo.nodes}-node ring, cycle-accurate", "",
-             f"Every node is a VexRiscv SoC running the Numavia firmware ({demo.built.firmware.kind}, "
-             f"`{demo.built.firmware.name}`) with the card at {mhz:.0f} MHz; "
-             "the nodes form one Verilator model.", "", "## Boot", "",
-             results.markdown_table(["node", "ready at cycle", "us"],
-                                    [[b["node"], f"{b['ready_cycle']:,}", f"{b['ready_us']:.0f}"] for b in f["boot"]]),
-             "## Access latency (Table 1)", "",
-             results.markdown_table(
-                 ["access", "NCC-NUMA ns", "NUMA ns", "paper NCC-NUMA", "paper NUMA"],
-                 [[r["name"], _ns(r["ncc_ns"]), _ns(r["numa_ns"]),
-                   f"{r['paper_us'][0] * 1000:.0f}" if r["paper_us"] else "",
-                   f"{r['paper_us'][1] * 1000:.0f}" if r["paper_us"] else ""] for r in lat.values()]),
-             "Full table: [latency.md](latency.md), plot: latency.png.", "",
-             "## RDMA ping-pong (VIA over simulated GbE, nodes 0 and 1, MTU 1500)", "",
-             rdma_table(f["rdma"]["rows"]),
-             f"Paper (VIA RDMA): {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
-             "MB/s peak. Full sweep: [via_bench.md](via_bench.md), plot: via_bench.png.", "",
-             "## Shared-memory kernels", "",
-             results.markdown_table(
-                 ["kernel", "nodes", "mode", "us", "speedup"],
-                 [[r["title"], r["workers"], r["mode"].upper() if r["workers"] > 1 else "(local)",
-                   f"{r['cycles'] / mhz:.1f}", f"{r['speedup']:.2f}"] for r in f["kernels"]]),
-             "Full table with the compute/memory/barrier split: [kernels.md](kernels.md), plot: kernels.png.", "",
-             "## Simulation", "",
-             results.markdown_table(["run", "cycles", "wall s", "cycles/s"],
-                                    [[r["label"], f"{r['cycles']:,}", f"{r['wall_seconds']:.1f}",
-                                      f"{r['cycles_per_second']:,.0f}"] for r in f["simulation"]["runs"]]),
-             "Steps: " + ", ".join(f"{s['step']} {s['wall_seconds']:.0f} s" for s in f["simulation"]["steps"]),
-             "", f"Command: `{results.command_line()}`", ""]
+    lines = [
+        f"# Numavia demo: a {demo.nodes}-node ring, cycle-accurate",
+        "",
+        f"Every node is a VexRiscv SoC running the Numavia firmware ({demo.built.firmware.kind}, "
+        f"`{demo.built.firmware.name}`) with the card at {mhz:.0f} MHz; "
+        "the nodes form one Verilator model.",
+        "",
+        "## Boot",
+        "",
+        results.markdown_table(
+            ["node", "ready at cycle", "us"],
+            [[b["node"], f"{b['ready_cycle']:,}", f"{b['ready_us']:.0f}"] for b in f["boot"]],
+        ),
+        "## Access latency (Table 1)",
+        "",
+        results.markdown_table(
+            ["access", "NCC-NUMA ns", "NUMA ns", "paper NCC-NUMA", "paper NUMA"],
+            [
+                [
+                    r["name"],
+                    _ns(r["ncc_ns"]),
+                    _ns(r["numa_ns"]),
+                    f"{r['paper_us'][0] * 1000:.0f}" if r["paper_us"] else "",
+                    f"{r['paper_us'][1] * 1000:.0f}" if r["paper_us"] else "",
+                ]
+                for r in lat.values()
+            ],
+        ),
+        "Full table: [latency.md](latency.md), plot: latency.png.",
+        "",
+        "## RDMA ping-pong (VIA over simulated GbE, nodes 0 and 1, MTU 1500)",
+        "",
+        rdma_table(f["rdma"]["rows"]),
+        f"Paper (VIA RDMA): {bench_via.PAPER['latency_us']} us at 4 bytes, {bench_via.PAPER['bandwidth_MBps']} "
+        "MB/s peak. Full sweep: [via_bench.md](via_bench.md), plot: via_bench.png.",
+        "",
+        "## Shared-memory kernels",
+        "",
+        results.markdown_table(
+            ["kernel", "nodes", "mode", "us", "speedup"],
+            [
+                [
+                    r["title"],
+                    r["workers"],
+                    r["mode"].upper() if r["workers"] > 1 else "(local)",
+                    f"{r['cycles'] / mhz:.1f}",
+                    f"{r['speedup']:.2f}",
+                ]
+                for r in f["kernels"]
+            ],
+        ),
+        "Full table with the compute/memory/barrier split: [kernels.md](kernels.md), plot: kernels.png.",
+        "",
+        "## Simulation",
+        "",
+        results.markdown_table(
+            ["run", "cycles", "wall s", "cycles/s"],
+            [
+                [r["label"], f"{r['cycles']:,}", f"{r['wall_seconds']:.1f}", f"{r['cycles_per_second']:,.0f}"]
+                for r in f["simulation"]["runs"]
+            ],
+        ),
+        "Steps: " + ", ".join(f"{s['step']} {s['wall_seconds']:.0f} s" for s in f["simulation"]["steps"]),
+        "",
+        f"Command: `{results.command_line()}`",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -296,10 +419,14 @@ def rdma_table(rows):
     ops = list(dict.fromkeys(r["op"] for r in rows))
     by = {(r["op"], r["size"]): r for r in rows}
     sizes = sorted({r["size"] for r in rows})
-    table = [[f"{size:,}"] + [f"{by[op, size]['latency_us']:.2f}" if (op, size) in by else "" for op in ops]
-             for size in sizes]
-    table.append(["MB/s at the largest"] + [f"{by[op, sizes[-1]]['bandwidth_MBps']:.1f}" if (op, sizes[-1]) in by
-                                             else "" for op in ops])
+    table = [
+        [f"{size:,}"] + [f"{by[op, size]['latency_us']:.2f}" if (op, size) in by else "" for op in ops]
+        for size in sizes
+    ]
+    table.append(
+        ["MB/s at the largest"]
+        + [f"{by[op, sizes[-1]]['bandwidth_MBps']:.1f}" if (op, sizes[-1]) in by else "" for op in ops]
+    )
     return results.markdown_table(["bytes"] + [f"{bench_via.OP_TITLES[op]} us" for op in ops], table)
 
 

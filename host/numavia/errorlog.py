@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from numavia.base import regmap
 
-COUNTER_MODULO = 1 << 32     # VIA counters wrap; ring counters saturate (a delta of 0 then)
+COUNTER_MODULO = 1 << 32  # VIA counters wrap; ring counters saturate (a delta of 0 then)
 
 
 def counter_name(block, register):
@@ -41,7 +41,7 @@ def read_errors(read):
 
 
 def read_cycles(read):
-    lo = read("ctrl", "CYCLES_LO")          # latches CYCLES_HI
+    lo = read("ctrl", "CYCLES_LO")  # latches CYCLES_HI
     return read("ctrl", "CYCLES_HI") << 32 | lo
 
 
@@ -55,8 +55,11 @@ class Entry:
 
     def line(self):
         block, register = self.counter.split(".")
-        what = ("sticky invariant bits set: " + f"{self.total:#x}" if self.counter == "ring.ERRORS"
-                else f"+{self.delta} (total {self.total})")
+        what = (
+            "sticky invariant bits set: " + f"{self.total:#x}"
+            if self.counter == "ring.ERRORS"
+            else f"+{self.delta} (total {self.total})"
+        )
         return f"node {self.node} cycle {self.cycle}: {self.counter} {what}: {counter_doc(block, register)}"
 
 
@@ -73,7 +76,7 @@ class ErrorLog:
                 state = json.loads(self.state_path.read_text())
             except json.JSONDecodeError:
                 state = {}
-        if state.get("pid") != session_pid:      # another simulation: start a new log
+        if state.get("pid") != session_pid:  # another simulation: start a new log
             state = {"pid": session_pid, "snapshots": {}}
             self.log_path.unlink(missing_ok=True)
         self.state = state

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from numavia.base.errors import NumaviaError
-from numavia.bridge import HostBridge
 from numavia.base.via_att import PAGE_MASK, PAGE_SHIFT, PAGE_SIZE
+from numavia.bridge import HostBridge
 
 #: Where the process's buffers start (above 4 GiB: virtual addresses use all 64 bits).
 VA_BASE = 0x7F00_0000_0000
@@ -39,7 +39,7 @@ class PhysicalMemory:
             free = sorted(self._free)
             for i in range(len(free) - count + 1):
                 if free[i + count - 1] - free[i] == (count - 1) * PAGE_SIZE:
-                    run = free[i:i + count]
+                    run = free[i : i + count]
                     for p in run:
                         self._free.remove(p)
                     return run
@@ -60,11 +60,11 @@ class PhysicalMemory:
             return
         start, end = addr & ~3, (addr + len(data) + 3) & ~3
         head, tail = addr - start, end - addr - len(data)
-        if head or tail:   # partial words: read-modify-write them
+        if head or tail:  # partial words: read-modify-write them
             first = self.bridge.read(start)
             last = self.bridge.read(end - 4) if end - 4 != start else first
-            data = first.to_bytes(4, "little")[:head] + data + last.to_bytes(4, "little")[4 - tail:]
-        self.bridge.write(start, [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)])
+            data = first.to_bytes(4, "little")[:head] + data + last.to_bytes(4, "little")[4 - tail :]
+        self.bridge.write(start, [int.from_bytes(data[i : i + 4], "little") for i in range(0, len(data), 4)])
 
     def read(self, addr: int, length: int) -> bytes:
         if length == 0:
@@ -72,7 +72,7 @@ class PhysicalMemory:
         start, end = addr & ~3, (addr + length + 3) & ~3
         words = self.bridge.read(start, (end - start) // 4)
         raw = b"".join(w.to_bytes(4, "little") for w in words)
-        return raw[addr - start:addr - start + length]
+        return raw[addr - start : addr - start + length]
 
     def write_words(self, addr: int, words: Iterable[int]) -> None:
         self.bridge.write(addr, list(words))
@@ -85,11 +85,12 @@ class PhysicalMemory:
 class Buffer:
     """``length`` bytes at virtual ``va``; ``pages[i]`` is the physical address of page ``i``
     (``pages[0]`` the address of the first byte)."""
+
     memory: PhysicalMemory
     va: int
     length: int
     pages: list[int]
-    handle: int | None = None   # the memory handle once registered
+    handle: int | None = None  # the memory handle once registered
 
     def pa(self, offset: int = 0) -> int:
         """Physical address of byte ``offset``."""
@@ -111,7 +112,7 @@ class Buffer:
     def write(self, data: bytes | Iterable[int], offset: int = 0) -> None:
         data = bytes(data)
         for pa, at, n in self._pieces(offset, len(data)):
-            self.memory.write(pa, data[at - offset:at - offset + n])
+            self.memory.write(pa, data[at - offset : at - offset + n])
 
     def read(self, length: int | None = None, offset: int = 0) -> bytes:
         length = self.length - offset if length is None else length
@@ -119,8 +120,9 @@ class Buffer:
 
     @property
     def contiguous(self) -> bool:
-        return all(self.pages[i] & ~PAGE_MASK == (self.pages[0] & ~PAGE_MASK) + i * PAGE_SIZE
-                   for i in range(len(self.pages)))
+        return all(
+            self.pages[i] & ~PAGE_MASK == (self.pages[0] & ~PAGE_MASK) + i * PAGE_SIZE for i in range(len(self.pages))
+        )
 
 
 class AddressSpace:
@@ -138,7 +140,7 @@ class AddressSpace:
         count = ((offset + length - 1) >> PAGE_SHIFT) + 1
         pages = self.memory.pages(count, contiguous=contiguous)
         pages[0] += offset
-        self._next += (count + 1) * PAGE_SIZE   # an unmapped page between buffers
+        self._next += (count + 1) * PAGE_SIZE  # an unmapped page between buffers
         return Buffer(self.memory, va, length, pages)
 
     def free(self, buffer: Buffer) -> None:

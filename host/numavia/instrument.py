@@ -63,6 +63,7 @@ class CostModel:
     """Compute cost. ``ns_per_op``: time of one counted operation on the host CPU. The default,
     2.5 ns, is the paper's 800 MHz Pentium III issuing one x87 floating-point operation (with its
     share of loads and loop overhead) every two clocks."""
+
     ns_per_op: float = 2.5
 
     @classmethod
@@ -78,10 +79,11 @@ class CostModel:
 @dataclass
 class ProcessStats:
     """What one process did, counted while recording (the trace's own account)."""
+
     ops: float = 0.0
-    local_accesses: int = 0          # host DRAM accesses, folded into gaps
-    home_accesses: int = 0           # card accesses to this node's own slice
-    remote_accesses: int = 0         # card accesses to another node's slice
+    local_accesses: int = 0  # host DRAM accesses, folded into gaps
+    home_accesses: int = 0  # card accesses to this node's own slice
+    remote_accesses: int = 0  # card accesses to another node's slice
     home_words: int = 0
     remote_words: int = 0
     reads: int = 0
@@ -97,7 +99,7 @@ class Recorder:
         self.machine = machine
         self.records = []
         self.stats = ProcessStats()
-        self._pending_cycles = 0.0      # compute not yet attached to a record
+        self._pending_cycles = 0.0  # compute not yet attached to a record
         self._writes = 0
 
     # -- compute --------------------------------------------------------------------------
@@ -169,6 +171,7 @@ class Recorder:
 class Region:
     """An allocation: ``base`` (host-port byte address, or local space), ``nbytes``, its ``owner``
     process and whether it is ``local`` (host DRAM) rather than shared."""
+
     name: str
     base: int
     nbytes: int
@@ -211,8 +214,10 @@ class Machine:
         used = self._local_used if local else self._shared_used
         offset = -(-used[owner] // align) * align
         if not local and offset + nbytes > self.slice_bytes:
-            raise PlacementError(f"{name}: node {owner}'s {self.slice_bytes // 1024} KiB shared slice is full "
-                                 f"({offset + nbytes} bytes needed); use a larger slice")
+            raise PlacementError(
+                f"{name}: node {owner}'s {self.slice_bytes // 1024} KiB shared slice is full "
+                f"({offset + nbytes} bytes needed); use a larger slice"
+            )
         used[owner] = offset + nbytes
         base = (LOCAL_SPACE + (owner << 32) if local else owner * self.slice_bytes) + offset
         self.regions.append(Region(name, base, nbytes, owner, local))
@@ -234,12 +239,16 @@ class Machine:
         home = sum(s["home_accesses"] for s in stats)
         remote = sum(s["remote_accesses"] for s in stats)
         return {
-            "processes": self.processes, "slice_bytes": self.slice_bytes, "cost": asdict(self.cost),
+            "processes": self.processes,
+            "slice_bytes": self.slice_bytes,
+            "cost": asdict(self.cost),
             "access": self.access,
-            "barriers": self._barriers, "records": [len(r.records) for r in self.recorders],
+            "barriers": self._barriers,
+            "records": [len(r.records) for r in self.recorders],
             "shared_bytes_per_node": list(self._shared_used),
             "local_bytes_per_node": list(self._local_used),
-            "home_accesses": home, "remote_accesses": remote,
+            "home_accesses": home,
+            "remote_accesses": remote,
             "remote_per_home": remote / home if home else None,
             "compute_cycles": [round(self.cost.cycles(s["ops"])) for s in stats],
             "per_process": stats,
@@ -258,6 +267,7 @@ class Machine:
 @dataclass
 class KernelRun:
     """A kernel's numeric result with the machine that recorded it."""
+
     machine: Machine
     result: object
     info: dict = field(default_factory=dict)

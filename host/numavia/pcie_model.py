@@ -44,7 +44,7 @@ def dwords_to_beats(dwords, lanes=2):
     """[(data, keep, last)] PHY beats of ``lanes`` dwords carrying one TLP."""
     beats = []
     for i in range(0, len(dwords), lanes):
-        chunk = dwords[i:i + lanes]
+        chunk = dwords[i : i + lanes]
         data = sum(d << (32 * k) for k, d in enumerate(chunk))
         beats.append((data, (1 << len(chunk)) - 1, i + lanes >= len(dwords)))
     return beats
@@ -55,6 +55,7 @@ def beat_dwords(data, keep, lanes=2):
 
 
 # --- requests the host sends ------------------------------------------------------------------
+
 
 def config_read(register, tag=0):
     t = Tlp()
@@ -102,9 +103,24 @@ class EndpointHarness:
     a bare ``PcieEndpoint``; ``card_side=False``: do not model what is behind BAR0/BAR2.
     """
 
-    def __init__(self, dut, *, seed=1, tx_ready=1.0, rx_valid=1.0, completion_bytes=64,
-                 completion_delay=4, order="fifo", drop_tags=(), registers=None, shared_bytes=1 << 16,
-                 phy_rx=None, phy_tx=None, data_width=None, card_side=True):
+    def __init__(
+        self,
+        dut,
+        *,
+        seed=1,
+        tx_ready=1.0,
+        rx_valid=1.0,
+        completion_bytes=64,
+        completion_delay=4,
+        order="fifo",
+        drop_tags=(),
+        registers=None,
+        shared_bytes=1 << 16,
+        phy_rx=None,
+        phy_tx=None,
+        data_width=None,
+        card_side=True,
+    ):
         self.dut = dut
         self.phy_rx = dut.phy_rx if phy_rx is None else phy_rx
         self.phy_tx = dut.phy_tx if phy_tx is None else phy_tx
@@ -115,18 +131,18 @@ class EndpointHarness:
         self.completion_bytes, self.completion_delay = completion_bytes, completion_delay
         self.order, self.drop_tags = order, set(drop_tags)
         self.cycle = 0
-        self.to_card = []              # (not_before_cycle, Tlp)
-        self.sent = []                 # (cycle its first beat was taken, Tlp)
-        self.from_card = []            # (cycle, Tlp) of everything the card sent
-        self.completions = []          # (cycle, Tlp) of completions for the host's requests
+        self.to_card = []  # (not_before_cycle, Tlp)
+        self.sent = []  # (cycle its first beat was taken, Tlp)
+        self.from_card = []  # (cycle, Tlp) of everything the card sent
+        self.completions = []  # (cycle, Tlp) of completions for the host's requests
         self.msi_writes = []
         self.host_memory = {}
-        self.pending_reads = []        # the card's reads not yet answered
+        self.pending_reads = []  # the card's reads not yet answered
         self.peak_pending_reads = 0
-        self.registers = dict(registers or {})   # BAR0 word offset -> value; others answer err
+        self.registers = dict(registers or {})  # BAR0 word offset -> value; others answer err
         self.register_writes = []
         self.shared = bytearray(shared_bytes)
-        self.shared_requests = []      # (addr, write, count)
+        self.shared_requests = []  # (addr, write, count)
         self.msi_address = None
 
     # --- host side -----------------------------------------------------------------------------
@@ -171,7 +187,7 @@ class EndpointHarness:
                 return
             data = tlp.get_data()
             start = tlp.address + tlp.get_first_be_offset()
-            for i, b in enumerate(data[tlp.get_first_be_offset():len(data) - tlp.get_last_be_offset()]):
+            for i, b in enumerate(data[tlp.get_first_be_offset() : len(data) - tlp.get_last_be_offset()]):
                 self.host_memory[start + i] = b
         elif tlp.fmt_type in (TlpType.MEM_READ, TlpType.MEM_READ_64):
             self.pending_reads.append((self.cycle, tlp))
@@ -218,7 +234,8 @@ class EndpointHarness:
         bus = self.dut.csr
         while True:
             _, _, cyc, stb, we, adr, dat_w, sel = await ctx.tick().sample(
-                bus.cyc, bus.stb, bus.we, bus.adr, bus.dat_w, bus.sel)
+                bus.cyc, bus.stb, bus.we, bus.adr, bus.dat_w, bus.sel
+            )
             if not (cyc and stb):
                 continue
             known = adr in self.registers
@@ -249,7 +266,7 @@ class EndpointHarness:
             else:
                 for i in range(req.count):
                     a = req.addr + 4 * i
-                    word = 0 if refused else int.from_bytes(self.shared[a:a + 4], "little")
+                    word = 0 if refused else int.from_bytes(self.shared[a : a + 4], "little")
                     await send(ctx, port.resp, {"data": word, "error": refused, "last": i == req.count - 1})
 
     async def _clock(self, ctx):
@@ -288,8 +305,12 @@ class EndpointHarness:
 
         def complete():
             got = [c for _, c in self.completions[start:] if c.tag == tlp.tag]
-            return got and (got[-1].status != CplStatus.SC or not got[-1].has_data() or
-                            got[-1].byte_count <= len(got[-1].get_data()) - (got[-1].lower_address & 3))
+            return got and (
+                got[-1].status != CplStatus.SC
+                or not got[-1].has_data()
+                or got[-1].byte_count <= len(got[-1].get_data()) - (got[-1].lower_address & 3)
+            )
+
         await self.wait(ctx, complete, limit, f"completion of {tlp!r}")
         return [c for _, c in self.completions[start:] if c.tag == tlp.tag]
 
@@ -318,7 +339,8 @@ class EndpointHarness:
 
     async def dma_write(self, ctx, addr, words, first_be=0xF, last_be=0xF):
         assert 1 <= len(words) <= 1024, "a DMA command moves 1..1024 dwords"
-        await send(ctx, self.dut.dma.write_cmd, {"addr": addr, "dwords": len(words),
-                                                 "first_be": first_be, "last_be": last_be})
+        await send(
+            ctx, self.dut.dma.write_cmd, {"addr": addr, "dwords": len(words), "first_be": first_be, "last_be": last_be}
+        )
         for w in words:
             await send(ctx, self.dut.dma.write_data, {"data": w})

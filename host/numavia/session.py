@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from numavia.base import buildcache
+from numavia.base import buildcache, regmap
+from numavia.base.errors import NumaviaError
 from numavia.bridge import HostBridge
 from numavia.console import NodeConsole
-from numavia.base.errors import NumaviaError
-from numavia.base import regmap
 
 
 class SessionError(NumaviaError):
@@ -46,9 +45,18 @@ class Session:
     def save(self) -> None:
         path = session_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"pid": self.pid, "nodes": self.nodes, "bridge_port": self.bridge_port,
-                                    "regions": [r.__dict__ for r in self.regions],
-                                    "console_port": self.console_port}, indent=1))
+        path.write_text(
+            json.dumps(
+                {
+                    "pid": self.pid,
+                    "nodes": self.nodes,
+                    "bridge_port": self.bridge_port,
+                    "regions": [r.__dict__ for r in self.regions],
+                    "console_port": self.console_port,
+                },
+                indent=1,
+            )
+        )
 
     @staticmethod
     def remove() -> None:
@@ -64,8 +72,13 @@ class Session:
             os.kill(data["pid"], 0)
         except ProcessLookupError:
             raise SessionError(f"the simulation recorded in {path} (pid {data['pid']}) is gone") from None
-        return cls(data["pid"], data["nodes"], data["bridge_port"], [Region(**r) for r in data["regions"]],
-                   data.get("console_port"))
+        return cls(
+            data["pid"],
+            data["nodes"],
+            data["bridge_port"],
+            [Region(**r) for r in data["regions"]],
+            data.get("console_port"),
+        )
 
     def region(self, name: str) -> Region:
         for r in self.regions:

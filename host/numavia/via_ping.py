@@ -11,8 +11,8 @@ import random
 from dataclasses import dataclass
 
 from numavia import vipl
-from numavia.base.errors import NumaviaError
 from numavia.base import regmap
+from numavia.base.errors import NumaviaError
 from numavia.base.via_descriptor import CONTROL_OP
 
 #: Connection discriminator of the ping (any value both sides agree on).
@@ -28,7 +28,7 @@ class PingError(NumaviaError):
 class PingResult:
     size: int
     rounds: int
-    round_trip_cycles: list     # card A's cycle counter around each round, as the host saw it
+    round_trip_cycles: list  # card A's cycle counter around each round, as the host saw it
 
 
 def _expect(ok, what):
@@ -39,20 +39,30 @@ def _expect(ok, what):
 def _check_arrival(vi, recv, buffer, offset, data, immediate, who):
     got = vi.recv_wait()
     _expect(got is recv and got.errors == [], f"{who}: receive failed: {got.errors}")
-    _expect(got.completed_op == "REMOTE_RDMA_WRITE" and got.immediate_data == immediate,
-            f"{who}: expected an RDMA write with immediate {immediate:#x}, got {got.completed_op} "
-            f"with {got.immediate_data:#x}")
+    _expect(
+        got.completed_op == "REMOTE_RDMA_WRITE" and got.immediate_data == immediate,
+        f"{who}: expected an RDMA write with immediate {immediate:#x}, got {got.completed_op} "
+        f"with {got.immediate_data:#x}",
+    )
     _expect(buffer.read(len(data), offset) == data, f"{who}: the {len(data)} bytes written differ")
 
 
 def _rdma_write(vi, buffer, size, remote_offset, immediate):
     remote = vi.remote_buffer
-    sent = vi.post_send(vipl.Descriptor(CONTROL_OP.RDMA_WRITE, [(buffer.va, buffer.handle, size)],
-                                        remote_va=remote.va + remote_offset, remote_handle=remote.handle,
-                                        immediate=immediate))
+    sent = vi.post_send(
+        vipl.Descriptor(
+            CONTROL_OP.RDMA_WRITE,
+            [(buffer.va, buffer.handle, size)],
+            remote_va=remote.va + remote_offset,
+            remote_handle=remote.handle,
+            immediate=immediate,
+        )
+    )
     done = vi.send_wait()
-    _expect(done is sent and done.errors == [] and done.length == size,
-            f"VI {vi.number}: RDMA write failed: {done.errors or f'{done.length} of {size} bytes'}")
+    _expect(
+        done is sent and done.errors == [] and done.length == size,
+        f"VI {vi.number}: RDMA write failed: {done.errors or f'{done.length} of {size} bytes'}",
+    )
 
 
 def rdma_ping(nic_a, nic_b, *, size=64, rounds=2, seed=1, log=lambda message: None):
@@ -72,8 +82,7 @@ def rdma_ping(nic_a, nic_b, *, size=64, rounds=2, seed=1, log=lambda message: No
     vis = [nic.create_vi(ptag) for nic, ptag in zip(nics, ptags)]
     try:
         log(f"connecting node {nic_a.node_id} to node {nic_b.node_id}")
-        vipl.connect_pair(vis[0], vis[1], PING_DISCRIMINATOR, client_buffer=buffers[0],
-                          server_buffer=buffers[1])
+        vipl.connect_pair(vis[0], vis[1], PING_DISCRIMINATOR, client_buffer=buffers[0], server_buffer=buffers[1])
         result = PingResult(size, rounds, [])
         for n in range(rounds):
             data = bytes(rng.randrange(256) for _ in range(size))

@@ -12,16 +12,16 @@ and :class:`Vi` offer Pythonic methods.
 Errors raise :class:`ViplError` (with the VIP result name), never return codes.
 """
 
-from __future__ import annotations   # the classes refer to each other (Nic, CQ, Vi)
+from __future__ import annotations  # the classes refer to each other (Nic, CQ, Vi)
 
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar, overload
 
+from numavia.base import regmap, via_att, via_descriptor, via_mailbox
 from numavia.base.errors import NumaviaError
 from numavia.base.params import CARD_BASE
-from numavia.base import regmap, via_att, via_descriptor, via_mailbox
 from numavia.base.via_descriptor import CONTROL_OP, CONTROL_SEGMENT, CQ_ENTRY
 from numavia.bridge import HostBridge
 from numavia.hostmem import AddressSpace, Buffer, PhysicalMemory
@@ -33,7 +33,7 @@ _DOORBELLS = regmap.DOORBELL.array("VI")
 RESULT = via_mailbox.RESULT
 NONE = via_mailbox.NONE
 _STATUS = CONTROL_SEGMENT.field("STATUS")
-_SLOT = 256                      # bytes per descriptor slot in a VI's descriptor pages
+_SLOT = 256  # bytes per descriptor slot in a VI's descriptor pages
 _STATES = {value: name for name, value in regmap.VI_STATES}
 _T = TypeVar("_T")
 
@@ -56,6 +56,7 @@ class MemAttributes:
 @dataclass
 class RemoteBuffer:
     """An RDMA buffer a peer offered while connecting."""
+
     va: int
     handle: int
     length: int
@@ -68,19 +69,21 @@ class Descriptor:
     After completion ``status``, ``length`` and ``immediate_data`` hold what the card wrote;
     ``errors`` names the error bits that are set.
     """
+
     op: int = CONTROL_OP.SENDRECV
-    segments: list[tuple[int, int | None, int]] = field(default_factory=list)   # handle None: not registered
+    segments: list[tuple[int, int | None, int]] = field(default_factory=list)  # handle None: not registered
     immediate: int | None = None
     remote_va: int = 0
     remote_handle: int = 0
     status: int = 0
     length: int = 0
     immediate_data: int = 0
-    address: int | None = None   # physical address while posted
+    address: int | None = None  # physical address while posted
 
     def encode(self) -> bytes:
-        return via_descriptor.encode_descriptor(self.op, self.segments, immediate=self.immediate,
-                                                remote_va=self.remote_va, remote_handle=self.remote_handle)
+        return via_descriptor.encode_descriptor(
+            self.op, self.segments, immediate=self.immediate, remote_va=self.remote_va, remote_handle=self.remote_handle
+        )
 
     @property
     def done(self) -> bool:
@@ -95,10 +98,14 @@ class Descriptor:
         return via_descriptor.STATUS_OP.name_of((self.status & _STATUS.bit("OP").mask) >> _STATUS.bit("OP").lsb)
 
 
-def send_descriptor(buffer: Buffer, length: int | None = None, offset: int = 0, *,
-                    immediate: int | None = None) -> Descriptor:
-    return Descriptor(CONTROL_OP.SENDRECV, [(buffer.va + offset, buffer.handle, buffer.length - offset
-                                             if length is None else length)], immediate=immediate)
+def send_descriptor(
+    buffer: Buffer, length: int | None = None, offset: int = 0, *, immediate: int | None = None
+) -> Descriptor:
+    return Descriptor(
+        CONTROL_OP.SENDRECV,
+        [(buffer.va + offset, buffer.handle, buffer.length - offset if length is None else length)],
+        immediate=immediate,
+    )
 
 
 class _Ring:
@@ -108,7 +115,7 @@ class _Ring:
         self.base = base
         self.depth = depth
         self.next = 0
-        self.posted: list[Descriptor] = []   # in completion order
+        self.posted: list[Descriptor] = []  # in completion order
 
     def slot(self) -> int:
         address = self.base + (self.next % self.depth) * _SLOT
@@ -126,13 +133,29 @@ class Nic:
         if self._reg(regmap.CARD.address("ctrl", "ID")) != regmap.CARD_ID:
             raise ViplError("ERROR", f"no Numavia card at {card_base:#x}")
         self.node_id = self._reg(regmap.CARD.address("ctrl", "NODE_ID"))
-        self.attributes = {r.name.lower(): self.via_reg(r.name) for r in VIA.registers if r.name in (
-            "VI_COUNT", "CQ_COUNT", "QUEUE_DEPTH", "MAX_SEGMENTS", "MAX_MTU", "ATT_REGIONS", "ATT_PAGES",
-            "HOST_MEM_BASE", "HOST_MEM_SIZE", "WINDOW", "MTU")}
-        self.memory = PhysicalMemory(bridge, self.attributes["host_mem_base"], self.attributes["host_mem_size"],
-                                     seed=seed + self.node_id)
+        self.attributes = {
+            r.name.lower(): self.via_reg(r.name)
+            for r in VIA.registers
+            if r.name
+            in (
+                "VI_COUNT",
+                "CQ_COUNT",
+                "QUEUE_DEPTH",
+                "MAX_SEGMENTS",
+                "MAX_MTU",
+                "ATT_REGIONS",
+                "ATT_PAGES",
+                "HOST_MEM_BASE",
+                "HOST_MEM_SIZE",
+                "WINDOW",
+                "MTU",
+            )
+        }
+        self.memory = PhysicalMemory(
+            bridge, self.attributes["host_mem_base"], self.attributes["host_mem_size"], seed=seed + self.node_id
+        )
         self.space = AddressSpace(self.memory)
-        self._scratch = self.memory.pages(1)[0]     # page lists for registrations
+        self._scratch = self.memory.pages(1)[0]  # page lists for registrations
         self._mbox_seq = VIA.register("MBOX_STATUS").field("SEQ").extract(self.via_reg("MBOX_STATUS"))
         self.vis: dict[int, Vi] = {}
         #: memory handle -> (va, length, ptag) of what this host registered
@@ -194,8 +217,9 @@ class Nic:
         values = self.bridge.read(base, len(regmap.VIA_COUNTERS))
         return {name: v for (name, _), v in zip(regmap.VIA_COUNTERS, values)}
 
-    def command(self, name: str, *, allow: Iterable[str] = ("SUCCESS",), extra_words: dict[int, int] | None = None,
-                **args: int) -> tuple[str, dict[str, Any]]:
+    def command(
+        self, name: str, *, allow: Iterable[str] = ("SUCCESS",), extra_words: dict[int, int] | None = None, **args: int
+    ) -> tuple[str, dict[str, Any]]:
         """Run mailbox command ``name``; returns ``(result name, results dict)``. ``extra_words``
         ({index: value}) fills argument words past the command's own (push-pull's BENCH); the
         results dict then also holds every word as ``words``."""
@@ -240,8 +264,9 @@ class Nic:
         return VipCreatePtag(self)
 
     def register(self, buffer: Buffer, ptag: int, *, rdma_write: bool = False, rdma_read: bool = False) -> int:
-        buffer.handle = VipRegisterMem(self, buffer.va, buffer.length,
-                                       MemAttributes(ptag, rdma_write, rdma_read), buffer=buffer)
+        buffer.handle = VipRegisterMem(
+            self, buffer.va, buffer.length, MemAttributes(ptag, rdma_write, rdma_read), buffer=buffer
+        )
         return buffer.handle
 
     def create_cq(self, entries: int = 16) -> CQ:
@@ -252,6 +277,7 @@ class Nic:
 
 
 # --- VIPL ------------------------------------------------------------------------------------------
+
 
 def VipOpenNic(bridge: HostBridge, **kwargs: Any) -> Nic:
     return Nic(bridge, **kwargs)
@@ -278,13 +304,24 @@ def VipRegisterMem(nic: Nic, va: int, length: int, attributes: MemAttributes, *,
     if not (buffer.va <= va and va + length <= buffer.va + buffer.length):
         raise ViplError("INVALID_PARAMETER", "the range is not inside the buffer")
     first = buffer.pa(va - buffer.va)
-    pages = [first] + [buffer.pa(((va >> via_att.PAGE_SHIFT) + i << via_att.PAGE_SHIFT) - buffer.va)
-                       for i in range(1, via_att.region_pages(va, length)[0])]
+    pages = [first] + [
+        buffer.pa(((va >> via_att.PAGE_SHIFT) + i << via_att.PAGE_SHIFT) - buffer.va)
+        for i in range(1, via_att.region_pages(va, length)[0])
+    ]
     nic.memory.write_words(nic._scratch, pages)
-    rights = via_att.L1_ENTRY.encode_bits("ATTRIBUTES", RDMA_READ=int(attributes.enable_rdma_read),
-                                          RDMA_WRITE=int(attributes.enable_rdma_write))
-    _, res = nic.command("REGISTER_MEM", va_lo=va, va_hi=va >> 32, length=length, ptag=attributes.ptag,
-                         attributes=rights, page_list=nic._scratch, page_count=len(pages))
+    rights = via_att.L1_ENTRY.encode_bits(
+        "ATTRIBUTES", RDMA_READ=int(attributes.enable_rdma_read), RDMA_WRITE=int(attributes.enable_rdma_write)
+    )
+    _, res = nic.command(
+        "REGISTER_MEM",
+        va_lo=va,
+        va_hi=va >> 32,
+        length=length,
+        ptag=attributes.ptag,
+        attributes=rights,
+        page_list=nic._scratch,
+        page_count=len(pages),
+    )
     nic.regions[res["handle"]] = (va, length, attributes.ptag)
     return res["handle"]
 
@@ -342,15 +379,16 @@ def _descriptor_area_bytes(nic: Nic) -> int:
 
 
 class Vi:
-    def __init__(self, nic: Nic, number: int, ptag: int, send_cq: CQ | None, recv_cq: CQ | None,
-                 desc_pages: list[int]) -> None:
+    def __init__(
+        self, nic: Nic, number: int, ptag: int, send_cq: CQ | None, recv_cq: CQ | None, desc_pages: list[int]
+    ) -> None:
         self.nic, self.number, self.ptag = nic, number, ptag
         self.send_cq, self.recv_cq = send_cq, recv_cq
         depth = nic.attributes["queue_depth"]
         self.desc_pages = desc_pages
         self.send_queue = _Ring(desc_pages[0], depth)
         self.recv_queue = _Ring(desc_pages[0] + depth * _SLOT, depth)
-        self.peer: tuple[int, int] | None = None   # (node, VI) once connected
+        self.peer: tuple[int, int] | None = None  # (node, VI) once connected
         self.remote_buffer: RemoteBuffer | None = None
         #: Bus address of this VI's doorbell page (``regmap.DOORBELL_PAGE_BYTES`` bytes); the data
         #: path rings its doorbells through this page only.
@@ -392,8 +430,14 @@ def VipCreateVi(nic: Nic, ptag: int, *, send_cq: CQ | None = None, recv_cq: CQ |
     size = _descriptor_area_bytes(nic)
     pages = nic.memory.pages(-(-size // via_att.PAGE_SIZE), contiguous=True)
     try:
-        res = nic.command("CREATE_VI", ptag=ptag, send_cq=NONE if send_cq is None else send_cq.id,
-                          recv_cq=NONE if recv_cq is None else recv_cq.id, desc_base=pages[0], desc_size=size)[1]
+        res = nic.command(
+            "CREATE_VI",
+            ptag=ptag,
+            send_cq=NONE if send_cq is None else send_cq.id,
+            recv_cq=NONE if recv_cq is None else recv_cq.id,
+            desc_base=pages[0],
+            desc_size=size,
+        )[1]
     except ViplError:
         nic.memory.release(pages)
         raise
@@ -420,8 +464,12 @@ def _buffer_args(buffer: Buffer | None) -> _BufferArgs:
         return {"buf_va_lo": 0, "buf_va_hi": 0, "buf_handle": NONE, "buf_length": 0}
     if buffer.handle is None:
         raise ViplError("INVALID_PARAMETER", "the buffer offered to the peer is not registered")
-    return {"buf_va_lo": buffer.va, "buf_va_hi": buffer.va >> 32, "buf_handle": buffer.handle,
-            "buf_length": buffer.length}
+    return {
+        "buf_va_lo": buffer.va,
+        "buf_va_hi": buffer.va >> 32,
+        "buf_handle": buffer.handle,
+        "buf_length": buffer.length,
+    }
 
 
 def _remote_buffer(res: dict[str, int]) -> RemoteBuffer | None:
@@ -440,35 +488,57 @@ def _wait(poll: Callable[[], _T | None], timeout: float, what: str) -> _T:
             raise ViplError("TIMEOUT", f"{what} did not complete in {timeout} s")
 
 
-def VipConnectRequest(vi: Vi, node: int, discriminator: int, *, buffer: Buffer | None = None, timeout: float = 30.0,
-                      firmware_timeout_us: int = 50_000) -> RemoteBuffer | None:
+def VipConnectRequest(
+    vi: Vi,
+    node: int,
+    discriminator: int,
+    *,
+    buffer: Buffer | None = None,
+    timeout: float = 30.0,
+    firmware_timeout_us: int = 50_000,
+) -> RemoteBuffer | None:
     """Connect ``vi`` to the VI a peer accepts on ``discriminator``; ``buffer`` (registered) is
     offered to the peer for RDMA. Returns the peer's offered :class:`RemoteBuffer` or None."""
     connect_start(vi, node, discriminator, buffer=buffer, firmware_timeout_us=firmware_timeout_us)
     return connect_finish(vi, timeout=timeout)
 
 
-def connect_start(vi: Vi, node: int, discriminator: int, *, buffer: Buffer | None = None,
-                  firmware_timeout_us: int = 50_000) -> None:
+def connect_start(
+    vi: Vi, node: int, discriminator: int, *, buffer: Buffer | None = None, firmware_timeout_us: int = 50_000
+) -> None:
     """The first half of :func:`VipConnectRequest`: the firmware starts asking the peer."""
-    vi.nic.command("CONNECT_REQUEST", vi=vi.number, node=node, discriminator=discriminator,
-                   timeout_us=firmware_timeout_us, **_buffer_args(buffer))
+    vi.nic.command(
+        "CONNECT_REQUEST",
+        vi=vi.number,
+        node=node,
+        discriminator=discriminator,
+        timeout_us=firmware_timeout_us,
+        **_buffer_args(buffer),
+    )
 
 
 def connect_finish(vi: Vi, *, timeout: float = 30.0) -> RemoteBuffer | None:
     """The second half of :func:`VipConnectRequest`: wait until the peer answered."""
+
     def status() -> dict[str, Any] | None:
         result, res = vi.nic.command("CONNECT_STATUS", vi=vi.number, allow=("SUCCESS", "NOT_DONE"))
         return None if result == "NOT_DONE" else res
+
     res = _wait(status, timeout, f"connection of VI {vi.number}")
     vi.peer = (res["node"], res["peer_vi"])
     vi.remote_buffer = _remote_buffer(res)
     return vi.remote_buffer
 
 
-def connect_pair(client: Vi, server: Vi, discriminator: int, *, client_buffer: Buffer | None = None,
-                 server_buffer: Buffer | None = None,
-                 timeout: float = 30.0) -> tuple[RemoteBuffer | None, RemoteBuffer | None]:
+def connect_pair(
+    client: Vi,
+    server: Vi,
+    discriminator: int,
+    *,
+    client_buffer: Buffer | None = None,
+    server_buffer: Buffer | None = None,
+    timeout: float = 30.0,
+) -> tuple[RemoteBuffer | None, RemoteBuffer | None]:
     """Connect two VIs from one thread (a test or a benchmark drives both nodes): returns
     ``(buffer the server offered, buffer the client offered)``."""
     connect_start(client, server.nic.node_id, discriminator, buffer=client_buffer)
@@ -490,6 +560,7 @@ def VipConnectWait(nic: Nic, discriminator: int, *, timeout: float = 30.0) -> Co
     def poll() -> dict[str, Any] | None:
         result, res = nic.command("CONNECT_WAIT", discriminator=discriminator, allow=("SUCCESS", "NOT_DONE"))
         return None if result == "NOT_DONE" else res
+
     res = _wait(poll, timeout, f"a connection request on {discriminator}")
     return ConnectionRequest(nic, res["request"], res["node"], res["peer_vi"], _remote_buffer(res))
 
@@ -508,7 +579,7 @@ def VipDisconnect(vi: Vi) -> None:
     vi.nic.command("DISCONNECT", vi=vi.number)
     vi.peer = None
     for ring in (vi.send_queue, vi.recv_queue):
-        for d in ring.posted:   # the engine flushed them
+        for d in ring.posted:  # the engine flushed them
             _read_back(vi.nic, d)
         ring.posted.clear()
 
@@ -519,15 +590,20 @@ def _check_segments(vi: Vi, descriptor: Descriptor) -> None:
     for i, (va, handle, length) in enumerate(descriptor.segments):
         region = None if handle is None else vi.nic.regions.get(handle)
         if region is None:
-            raise ViplError("INVALID_PARAMETER", f"segment {i}: memory handle {handle} is not registered "
-                                                 f"on node {vi.nic.node_id}")
+            raise ViplError(
+                "INVALID_PARAMETER", f"segment {i}: memory handle {handle} is not registered on node {vi.nic.node_id}"
+            )
         start, size, ptag = region
         if ptag != vi.ptag:
-            raise ViplError("INVALID_PTAG", f"segment {i}: memory handle {handle} has protection tag {ptag}, "
-                                            f"VI {vi.number} has {vi.ptag}")
+            raise ViplError(
+                "INVALID_PTAG",
+                f"segment {i}: memory handle {handle} has protection tag {ptag}, VI {vi.number} has {vi.ptag}",
+            )
         if not (start <= va and va + length <= start + size):
-            raise ViplError("INVALID_PARAMETER", f"segment {i}: {length} bytes at {va:#x} are outside "
-                                                 f"region {handle} ({size} bytes at {start:#x})")
+            raise ViplError(
+                "INVALID_PARAMETER",
+                f"segment {i}: {length} bytes at {va:#x} are outside region {handle} ({size} bytes at {start:#x})",
+            )
 
 
 def _post(vi: Vi, ring: _Ring, doorbell: str, descriptor: Descriptor, check: bool = True) -> None:
@@ -556,7 +632,7 @@ def VipPostRecv(vi: Vi, descriptor: Descriptor, *, check: bool = True) -> None:
 
 
 def _read_back(nic: Nic, descriptor: Descriptor) -> None:
-    assert descriptor.address is not None   # set when it was posted
+    assert descriptor.address is not None  # set when it was posted
     words = nic.bridge.read(descriptor.address, 8)
     ctrl = CONTROL_SEGMENT.decode(b"".join(w.to_bytes(4, "little") for w in words))
     descriptor.status, descriptor.length = ctrl["STATUS"], ctrl["LENGTH"]
@@ -567,7 +643,7 @@ def _done(vi: Vi, ring: _Ring) -> Descriptor | None:
     if not ring.posted:
         return None
     head = ring.posted[0]
-    assert head.address is not None   # set when it was posted
+    assert head.address is not None  # set when it was posted
     status = vi.nic.bridge.read(head.address + CONTROL_SEGMENT.field("STATUS").offset)
     if not status & _STATUS.bit("DONE").mask:
         return None

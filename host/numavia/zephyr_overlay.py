@@ -32,8 +32,8 @@ from pathlib import Path
 
 from litex.tools import litex_json2dts_zephyr as litex_zephyr
 
-from numavia.base.errors import NumaviaError
 from numavia.base import regmap
+from numavia.base.errors import NumaviaError
 
 #: csr.json memory regions of the card (see soc/card_soc.py): its register window, then the ones
 #: the card's node is given when the SoC has them: the window through which the card serves
@@ -52,8 +52,18 @@ BOARD = "litex_vexriscv"
 #: the system clock's cycle counter.
 DRIVER_CSRS = {
     "uart": ("rxtx", "txfull", "rxempty", "ev_status", "ev_pending", "ev_enable", "txempty", "rxfull"),
-    "timer0": ("load", "reload", "en", "update_value", "value", "ev_status", "ev_pending", "ev_enable",
-               "uptime_latch", "uptime_cycles"),
+    "timer0": (
+        "load",
+        "reload",
+        "en",
+        "update_value",
+        "value",
+        "ev_status",
+        "ev_pending",
+        "ev_enable",
+        "uptime_latch",
+        "uptime_cycles",
+    ),
 }
 #: Subsystems the board's defconfig turns on for peripherals (board labels) a SoC may lack: without
 #: them, the subsystem has no driver left and its library no sources, so the fragment turns it off.
@@ -118,9 +128,10 @@ def defined_labels(dts):
 @dataclass(frozen=True)
 class ZephyrTree:
     """What the overlay needs to know of the Zephyr tree it is built with."""
+
     board_dts: Path
-    labels: frozenset       # labels the board's devicetree defines (its .dts and the .dtsi it includes)
-    enabled: tuple          # labels the board turns on
+    labels: frozenset  # labels the board's devicetree defines (its .dts and the .dtsi it includes)
+    enabled: tuple  # labels the board turns on
     csr_width_symbol: bool  # the tree's SoC has CONFIG_LITEX_CSR_DATA_WIDTH
 
 
@@ -153,8 +164,11 @@ def read_tree(zephyr_base):
 
 def _csr_registers(csr, name):
     """The CSRs of core ``name`` in address order: ``[(short name, address, bytes)]``."""
-    regs = [(reg[len(name) + 1:], p["addr"], 4 * p["size"])
-            for reg, p in csr["csr_registers"].items() if reg.startswith(name + "_")]
+    regs = [
+        (reg[len(name) + 1 :], p["addr"], 4 * p["size"])
+        for reg, p in csr["csr_registers"].items()
+        if reg.startswith(name + "_")
+    ]
     return sorted(regs, key=lambda r: r[1])
 
 
@@ -181,20 +195,29 @@ def _check_driver_csrs(csr):
             raise OverlayError(f"the SoC has no {core}: Zephyr on {BOARD} needs it")
         missing = [name for name in names if name not in have]
         if missing:
-            raise OverlayError(f"the SoC's {core} lacks {', '.join(missing)}, which Zephyr's driver needs"
-                               + (" (LiteX: timer_uptime=True)" if "uptime_latch" in missing else ""))
+            raise OverlayError(
+                f"the SoC's {core} lacks {', '.join(missing)}, which Zephyr's driver needs"
+                + (" (LiteX: timer_uptime=True)" if "uptime_latch" in missing else "")
+            )
 
 
 def _given_to_zephyr(csr, tree):
     """``(csr name, label)`` of the LiteX cores the SoC has and the tree's board has a node for."""
-    return [(name, label) for name, label, _ in _litex_cores()
-            if _csr_registers(csr, name) and (tree is None or label in tree.labels)]
+    return [
+        (name, label)
+        for name, label, _ in _litex_cores()
+        if _csr_registers(csr, name) and (tree is None or label in tree.labels)
+    ]
 
 
 def _litex_part(csr, tree):
     _check_driver_csrs(csr)
-    lines = ["/* LiteX SoC: labels of Zephyr's litex_vexriscv board, as litex_json2dts_zephyr names them */",
-             f"{CPU_NODE} {{", f"\tclock-frequency = <{csr['constants']['config_clock_frequency']}>;", "};"]
+    lines = [
+        "/* LiteX SoC: labels of Zephyr's litex_vexriscv board, as litex_json2dts_zephyr names them */",
+        f"{CPU_NODE} {{",
+        f"\tclock-frequency = <{csr['constants']['config_clock_frequency']}>;",
+        "};",
+    ]
     present = set()
     for name, label in _given_to_zephyr(csr, tree):
         regs = _csr_registers(csr, name)
@@ -224,17 +247,20 @@ def _card_part(csr):
         raise OverlayError(f"csr.json has no '{CARD_REGION}' region: not a Numavia node SoC")
     window = memories[CARD_REGION]
     if window["size"] != regmap.CARD.size:
-        raise OverlayError(f"the SoC maps {window['size']:#x} bytes for the card, the register map "
-                           f"needs {regmap.CARD.size:#x}")
+        raise OverlayError(
+            f"the SoC maps {window['size']:#x} bytes for the card, the register map needs {regmap.CARD.size:#x}"
+        )
     base = window["base"]
     regs = [("registers", base, window["size"])]
-    regs += [(name, memories[name]["base"], memories[name]["size"]) for name in CARD_EXTRA_REGIONS
-             if name in memories]
+    regs += [(name, memories[name]["base"], memories[name]["size"]) for name in CARD_EXTRA_REGIONS if name in memories]
 
-    lines = ["/* The Numavia card: window from csr.json, blocks from host/numavia/base/regmap.py */",
-             "/ {", "\tsoc {",
-             f"\t\t{CARD_LABEL}: numavia-card@{base:x} {{",
-             f'\t\t\tcompatible = "{CARD_COMPATIBLE}";']
+    lines = [
+        "/* The Numavia card: window from csr.json, blocks from host/numavia/base/regmap.py */",
+        "/ {",
+        "\tsoc {",
+        f"\t\t{CARD_LABEL}: numavia-card@{base:x} {{",
+        f'\t\t\tcompatible = "{CARD_COMPATIBLE}";',
+    ]
     lines += _reg_lines(regs, 3)
     # The card's interrupt is the VIA engine's (the firmware's work: mailbox, management frames);
     # a card without the engine has neither, and its VIA blocks get no driver.
@@ -244,12 +270,18 @@ def _card_part(csr):
     lines += ["\t\t\t#address-cells = <1>;", "\t\t\t#size-cells = <1>;", "\t\t\tranges;"]
     for block in regmap.CARD.blocks:
         if block.name not in BLOCK_NODES:
-            raise OverlayError(f"register block '{block.name}' has no devicetree node: add it to "
-                               "numavia.zephyr_overlay.BLOCK_NODES (and a binding and a driver)")
+            raise OverlayError(
+                f"register block '{block.name}' has no devicetree node: add it to "
+                "numavia.zephyr_overlay.BLOCK_NODES (and a binding and a driver)"
+            )
         compatible, node, label = BLOCK_NODES[block.name]
         addr = base + block.base
-        lines += ["", f"\t\t\t{label}: {node}@{addr:x} {{", f'\t\t\t\tcompatible = "{compatible}";',
-                  f"\t\t\t\treg = {_cells(addr, block.size)};"]
+        lines += [
+            "",
+            f"\t\t\t{label}: {node}@{addr:x} {{",
+            f'\t\t\t\tcompatible = "{compatible}";',
+            f"\t\t\t\treg = {_cells(addr, block.size)};",
+        ]
         if block is regmap.VIA and irq is not None:
             lines += ["\t\t\t\tinterrupt-parent = <&intc0>;", f"\t\t\t\tinterrupts = <{irq} 0>;"]
         elif block in regmap.VIA_BLOCKS and irq is None:
@@ -270,16 +302,22 @@ def _left_out(csr, tree):
     mapped_cores = {name for name, _ in _given_to_zephyr(csr, tree)}
     cores = sorted(set(csr["csr_bases"]) - mapped_cores)
     regions = sorted(set(csr["memories"]) - {RAM_REGION, CARD_REGION, *CARD_EXTRA_REGIONS})
-    return [f"/* Not given to Zephyr: CSR cores {', '.join(cores) or 'none'}; "
-            f"memory regions {', '.join(regions) or 'none'}. */"]
+    return [
+        f"/* Not given to Zephyr: CSR cores {', '.join(cores) or 'none'}; "
+        f"memory regions {', '.join(regions) or 'none'}. */"
+    ]
 
 
 def overlay(csr, source="csr.json", tree=None):
     """The overlay's text for the SoC described by the parsed ``csr.json`` ``csr``, for the Zephyr
     tree ``tree`` (:func:`read_tree`), or for the labels litex_json2dts_zephyr knows if ``None``."""
     board = f"{BOARD} of {tree.board_dts}" if tree else f"{BOARD} (labels as LiteX's flow names them)"
-    head = [f"/* Generated by numavia.zephyr_overlay from {source} and host/numavia/base/regmap.py: do not edit.",
-            f" * Board: {board}. */", *_left_out(csr, tree), ""]
+    head = [
+        f"/* Generated by numavia.zephyr_overlay from {source} and host/numavia/base/regmap.py: do not edit.",
+        f" * Board: {board}. */",
+        *_left_out(csr, tree),
+        "",
+    ]
     return "\n".join(head + _litex_part(csr, tree) + [""] + _card_part(csr)) + "\n"
 
 

@@ -30,10 +30,21 @@ REPO = HERE.parents[1]
 
 def build_firmware_target(out):
     from numavia.base import codegen
+
     gen = out / "generated"
     codegen.write_all(gen)
-    subprocess.run(["make", "-s", "-C", str(REPO / "firmware/tests"), f"BUILD_DIR={out}", f"GEN_DIR={gen}",
-                    str(out / "fuzz_firmware")], check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO / "firmware/tests"),
+            f"BUILD_DIR={out}",
+            f"GEN_DIR={gen}",
+            str(out / "fuzz_firmware"),
+        ],
+        check=True,
+    )
     return out / "fuzz_firmware"
 
 
@@ -43,14 +54,16 @@ def command(name, seconds, corpus, artifacts, binary=None):
         return [str(binary)] + options + [str(REPO / "firmware/tests/fuzz_corpus")]
     for data in targets.seeds(name):
         (corpus / f"seed-{hashlib.sha1(data).hexdigest()}").write_bytes(data)
-    stored = HERE / "corpus" / name   # only targets that once crashed have stored inputs
+    stored = HERE / "corpus" / name  # only targets that once crashed have stored inputs
     return [sys.executable, str(HERE / "run_atheris.py"), name] + options + ([str(stored)] if stored.is_dir() else [])
 
 
 #: The RTL stimulus tests (on tests/support/random_*.py) and their CPU seconds at scale 1, together.
-RTL_TESTS = ("tests/test_via_rx.py::test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless",
-             "tests/test_ring_link.py::test_hostile_symbol_streams_among_legitimate_traffic",
-             "tests/test_via_tx.py::test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_buffers")
+RTL_TESTS = (
+    "tests/test_via_rx.py::test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmless",
+    "tests/test_ring_link.py::test_hostile_symbol_streams_among_legitimate_traffic",
+    "tests/test_via_tx.py::test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_buffers",
+)
 RTL_SECONDS_AT_SCALE_1 = 50
 
 
@@ -59,13 +72,20 @@ def run_rtl(seconds):
     scale = max(1, seconds // RTL_SECONDS_AT_SCALE_1)
     seed = random.SystemRandom().randrange(1, 1 << 30)
     env = dict(os.environ, NUMAVIA_RTL_FUZZ_SCALE=str(scale), NUMAVIA_RTL_FUZZ_SEED=str(seed))
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *RTL_TESTS],
-                            cwd=REPO, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *RTL_TESTS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     lines = result.stdout.strip().splitlines()
     summary = f"scale {scale}, seed {seed}: {lines[-1].strip('= ') if lines else 'no summary'}"
     if result.returncode:
-        summary += (f"; replay: NUMAVIA_RTL_FUZZ_SCALE={scale} NUMAVIA_RTL_FUZZ_SEED={seed} "
-                    f".venv/bin/pytest {' '.join(RTL_TESTS)}")
+        summary += (
+            f"; replay: NUMAVIA_RTL_FUZZ_SCALE={scale} NUMAVIA_RTL_FUZZ_SEED={seed} "
+            f".venv/bin/pytest {' '.join(RTL_TESTS)}"
+        )
     return result.returncode == 0, summary, result.stdout + result.stderr
 
 
@@ -73,15 +93,18 @@ def main(argv=None):
     all_targets = sorted(targets.TARGETS) + ["firmware", "rtl"]
     p = argparse.ArgumentParser(description="Run every fuzz target for a bounded time (make fuzz).")
     p.add_argument("--seconds", type=int, default=60, help="wall time per target (default 60)")
-    p.add_argument("--targets", default=",".join(all_targets),
-                   help=f"comma-separated targets (default all: {','.join(all_targets)})")
+    p.add_argument(
+        "--targets",
+        default=",".join(all_targets),
+        help=f"comma-separated targets (default all: {','.join(all_targets)})",
+    )
     p.add_argument("--out", default=str(REPO / "build" / "fuzz"), help="corpus and crash folder (default build/fuzz)")
     args = p.parse_args(argv)
     chosen = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = [t for t in chosen if t not in all_targets]
     if unknown or args.seconds <= 0:
         p.error(f"unknown target(s) {', '.join(unknown)}" if unknown else "--seconds must be positive")
-    out = Path(args.out).resolve()   # make -C runs elsewhere
+    out = Path(args.out).resolve()  # make -C runs elsewhere
     binary = build_firmware_target(out) if "firmware" in chosen else None
     crashed = []
     for name in chosen:
@@ -99,8 +122,7 @@ def main(argv=None):
         artifacts.mkdir(parents=True, exist_ok=True)
         print(f"fuzz: {name} for {args.seconds} s", file=sys.stderr, flush=True)
         start = time.monotonic()
-        result = subprocess.run(command(name, args.seconds, corpus, artifacts, binary),
-                                capture_output=True, text=True)
+        result = subprocess.run(command(name, args.seconds, corpus, artifacts, binary), capture_output=True, text=True)
         runs = [line for line in result.stderr.splitlines() if line.startswith("Done ")]
         files = sorted(artifacts.glob("crash-*"))
         status = "CRASH " + ", ".join(map(str, files)) if (result.returncode or files) else "ok"

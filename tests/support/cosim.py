@@ -8,25 +8,25 @@ import random
 from dataclasses import dataclass, field
 
 from amaranth import Module
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from numavia.gateware.microcode.coherence_check import Access
-from numavia.gateware import wishbone
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES
+from numavia.base.microcode.isa import LocalKind
+from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
+from numavia.gateware import wishbone
+from numavia.gateware.bfm import recv, send
+from numavia.gateware.bfm import wishbone_read as wb_read
+from numavia.gateware.bfm import wishbone_write as wb_write
 from numavia.gateware.host_port import HostAddressMap, HostPortSignature
 from numavia.gateware.local_side import CacheGeometry, LocalSide
-from numavia.base.microcode.isa import LocalKind
 from numavia.gateware.microcode.cluster_model import card_views
+from numavia.gateware.microcode.coherence_check import Access
 from numavia.gateware.microcode.model import CardModel, LocalRequest
 from numavia.gateware.remote_access_controller import RemoteAccessController
-from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
 from numavia.gateware.sci_layouts import HeaderLayout
-from amaranth.lib import stream
-from numavia.gateware.bfm import recv, send, wishbone_read as wb_read, wishbone_write as wb_write
-
 from support.sim import run_simulation
 
 
@@ -35,25 +35,28 @@ class Engine(wiring.Component):
 
     def __init__(self, amap, geometry, program):
         self.amap, self.geometry, self.program = amap, geometry, program
-        super().__init__({
-            "host": In(HostPortSignature()),
-            "lac_bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
-            "rac_bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
-            "node_id": In(6),
-            "numa_mode": In(1),
-            "send_header": Out(stream.Signature(HeaderLayout)),
-            "send_data": Out(stream.Signature(32)),
-            "recv_header": In(stream.Signature(HeaderLayout)),
-            "recv_data": In(stream.Signature(32)),
-            "failed": In(stream.Signature(HeaderLayout)),
-        })
+        super().__init__(
+            {
+                "host": In(HostPortSignature()),
+                "lac_bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
+                "rac_bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
+                "node_id": In(6),
+                "numa_mode": In(1),
+                "send_header": Out(stream.Signature(HeaderLayout)),
+                "send_data": Out(stream.Signature(32)),
+                "recv_header": In(stream.Signature(HeaderLayout)),
+                "recv_data": In(stream.Signature(32)),
+                "failed": In(stream.Signature(HeaderLayout)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         amap, g = self.amap, self.geometry
         m.submodules.local = local = LocalSide(address_map=amap, geometry=g)
-        m.submodules.rac = rac = RemoteAccessController(geometry=g, slice_lines=amap.slice_bytes // g.line_bytes,
-                                                        ucode_init=self.program)
+        m.submodules.rac = rac = RemoteAccessController(
+            geometry=g, slice_lines=amap.slice_bytes // g.line_bytes, ucode_init=self.program
+        )
         wiring.connect(m, wiring.flipped(self.host), local.host)
         wiring.connect(m, wiring.flipped(self.lac_bus), local.bus)
         wiring.connect(m, wiring.flipped(self.rac_bus), rac.bus)
@@ -63,8 +66,13 @@ class Engine(wiring.Component):
             wiring.connect(m, getattr(rac, name), wiring.flipped(getattr(self, name)))
         for name in ("recv_header", "recv_data", "failed"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(rac, name))
-        m.d.comb += [local.node_id.eq(self.node_id), local.node_ready.eq(1), local.numa_mode.eq(self.numa_mode),
-                     rac.node_id.eq(self.node_id), rac.numa_mode.eq(self.numa_mode)]
+        m.d.comb += [
+            local.node_id.eq(self.node_id),
+            local.node_ready.eq(1),
+            local.numa_mode.eq(self.numa_mode),
+            rac.node_id.eq(self.node_id),
+            rac.numa_mode.eq(self.numa_mode),
+        ]
         return m
 
 
@@ -76,19 +84,19 @@ def packet_fields(packet):
 class CoSimConfig:
     nodes: int = 3
     rtl_node: int = 1
-    operations: int = 60            # per node
+    operations: int = 60  # per node
     lines_per_home: int = 2
     words_per_line: int = 2
     write_fraction: float = 0.45
     sets: int = 2
     ways: int = 2
-    line_bytes: int = LINE_BYTES    # every card's line size, the RTL card's too
+    line_bytes: int = LINE_BYTES  # every card's line size, the RTL card's too
     numa: bool = False
     min_latency: int = 4
     max_latency: int = 40
     max_gap: int = 30
     watchdog: int = 60_000
-    egress_stalls: bool = False     # the outgoing queue is sometimes full for a while
+    egress_stalls: bool = False  # the outgoing queue is sometimes full for a while
     seed: int = 1
 
 
@@ -106,22 +114,33 @@ class CoSim:
         self.cfg = config
         self.rng = random.Random(config.seed)
         self.line_bytes = line_bytes = config.line_bytes
-        self.amap = HostAddressMap(slice_bytes=max(64, config.lines_per_home * 8) * line_bytes,
-                                   max_nodes=4, private_bytes=line_bytes * 4)
+        self.amap = HostAddressMap(
+            slice_bytes=max(64, config.lines_per_home * 8) * line_bytes, max_nodes=4, private_bytes=line_bytes * 4
+        )
         self.geometry = CacheGeometry(config.sets, config.ways, line_bytes)
         self.words = list(program_words)
-        self.models = {n: CardModel(n, program_words, sets=config.sets, ways=config.ways,
-                                    slice_bytes=self.amap.slice_bytes, line_bytes=line_bytes,
-                                    numa=config.numa, seed=config.seed)
-                       for n in range(config.nodes) if n != config.rtl_node}
+        self.models = {
+            n: CardModel(
+                n,
+                program_words,
+                sets=config.sets,
+                ways=config.ways,
+                slice_bytes=self.amap.slice_bytes,
+                line_bytes=line_bytes,
+                numa=config.numa,
+                seed=config.seed,
+            )
+            for n in range(config.nodes)
+            if n != config.rtl_node
+        }
         self.dut = Engine(self.amap, self.geometry, self.words)
         self.now = 0
-        self.events = []          # (time, seq, kind, payload) for the model nodes
+        self.events = []  # (time, seq, kind, payload) for the model nodes
         self.seq = 0
-        self.to_rtl = []          # (arrival, seq, packet)
+        self.to_rtl = []  # (arrival, seq, packet)
         self.last_delivery = {}
         self.busy_until = {n: 0 for n in self.models}
-        self.pending = {}         # node -> (request, Access, started)
+        self.pending = {}  # node -> (request, Access, started)
         self.result = CoSimResult()
         self.write_counter = {n: 0 for n in range(config.nodes)}
         self.remaining = {n: config.operations for n in range(config.nodes)}
@@ -142,8 +161,9 @@ class CoSim:
         # Through the wire format at this line size: a data block of the wrong length fails here.
         packet = decode(encode(packet, line_bytes=self.line_bytes), line_bytes=self.line_bytes)
         key = (source, packet.target)
-        arrival = max(time + self.rng.randint(self.cfg.min_latency, self.cfg.max_latency),
-                      self.last_delivery.get(key, 0) + 1)
+        arrival = max(
+            time + self.rng.randint(self.cfg.min_latency, self.cfg.max_latency), self.last_delivery.get(key, 0) + 1
+        )
         self.last_delivery[key] = arrival
         if packet.target == self.cfg.rtl_node:
             self.seq += 1
@@ -176,8 +196,9 @@ class CoSim:
         line, word = addr - addr % line_bytes, (addr % line_bytes) // 4
         data = [0] * (line_bytes // 4)
         data[word] = value
-        request = LocalRequest(LocalKind.WRITE if write else LocalKind.READ, line, word, 1, data,
-                               (0xF << 4 * word) if write else 0)
+        request = LocalRequest(
+            LocalKind.WRITE if write else LocalKind.READ, line, word, 1, data, (0xF << 4 * word) if write else 0
+        )
         access = Access(node, addr, write, value, self.now, None)
         served = self.models[node].local_access(request)
         if served is not None:
@@ -211,7 +232,7 @@ class CoSim:
                 for packet in card.outbox:
                     self.route(node, packet, self.now + cycles)
                 card.outbox.clear()
-                if self.scripted:           # the script collects its own completions
+                if self.scripted:  # the script collects its own completions
                     continue
                 for request, status, words in card.completions:
                     req, access, _ = self.pending.pop(node)
@@ -274,7 +295,8 @@ class CoSim:
                     await ctx.tick()
             self.result.rtl_counters = {
                 name: await wb_read(ctx, dut.rac_bus, regmap.RAC.register(name).offset)
-                for name, _ in regmap.RAC_COUNTERS}
+                for name, _ in regmap.RAC_COUNTERS
+            }
             state["rtl_done"] = True
 
         sim.add_testbench(clock)
@@ -306,7 +328,7 @@ class CoSim:
         dut, cfg = self.dut, self.cfg
         while True:
             if cfg.egress_stalls and self.rng.random() < 0.3:
-                for _ in range(self.rng.randrange(5, 80)):   # a full outgoing queue
+                for _ in range(self.rng.randrange(5, 80)):  # a full outgoing queue
                     await ctx.tick()
             header = await recv(ctx, dut.send_header)
             packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
@@ -335,8 +357,7 @@ class ScriptedCoSim(CoSim):
         sets, ways, line_bytes = cfg.sets, cfg.ways, self.line_bytes
 
         def quiet():
-            return (not self.to_rtl and not self.events_pending() and
-                    not any(m.busy() for m in self.models.values()))
+            return not self.to_rtl and not self.events_pending() and not any(m.busy() for m in self.models.values())
 
         async def clock(ctx):
             while True:
@@ -352,6 +373,7 @@ class ScriptedCoSim(CoSim):
 
         async def rtl_line_state(ctx):
             from numavia.base.coherence import cache_set
+
             s = cache_set((line & 0x3FFFFFF) // line_bytes, line >> 26, sets)
             for way in range(ways):
                 await debug(ctx, 1, s * ways + way)
@@ -394,9 +416,14 @@ class ScriptedCoSim(CoSim):
                         word = (addr % line_bytes) // 4
                         data = [0] * (line_bytes // 4)
                         data[word] = value
-                        request = LocalRequest(LocalKind.WRITE if op == "write" else LocalKind.READ,
-                                               addr - addr % line_bytes, word, 1, data,
-                                               (0xF << 4 * word) if op == "write" else 0)
+                        request = LocalRequest(
+                            LocalKind.WRITE if op == "write" else LocalKind.READ,
+                            addr - addr % line_bytes,
+                            word,
+                            1,
+                            data,
+                            (0xF << 4 * word) if op == "write" else 0,
+                        )
                         served = card.local_access(request)
                         if served is None:
                             self._push(self.now, "card", node)
@@ -410,7 +437,7 @@ class ScriptedCoSim(CoSim):
                         while not card.completions:
                             await ctx.tick()
                         card.completions.clear()
-                for _ in range(200):               # let rollouts and echoes finish
+                for _ in range(200):  # let rollouts and echoes finish
                     await ctx.tick()
                 while not quiet():
                     await ctx.tick()

@@ -16,9 +16,11 @@ def harness(params=None, **kwargs):
 
 def run(h, body, **enumerate_kwargs):
     """Enumerate like a host, then run ``body(ctx, h)``."""
+
     async def testbench(ctx, h):
         await h.enumerate(ctx, bar0=BAR0, bar2=BAR2, **enumerate_kwargs)
         await body(ctx, h)
+
     h.run(testbench)
 
 
@@ -26,5 +28,5 @@ def completion_payload(completions):
     """The bytes a read asked for, from its completions (lower address marks the first byte)."""
     data = bytearray()
     for c in completions:
-        data += c.get_data()[c.lower_address & 3:][:c.byte_count]
+        data += c.get_data()[c.lower_address & 3 :][: c.byte_count]
     return bytes(data)

@@ -13,10 +13,26 @@ from numavia.base.via_descriptor import (
     status_bits,
     status_op,
 )
-
 from support.random_via import (
-    COMPLETION_SETTLE, COUNTERS, DESC_AREA, HEADER, OP, PEER, PEER_VI, PTAG, REGIONS, SEND_SLOTS, VI,
-    all_counters, drain, engine_setup, fill, first_difference, flags, frame_fields, snapshot,
+    COMPLETION_SETTLE,
+    COUNTERS,
+    DESC_AREA,
+    HEADER,
+    OP,
+    PEER,
+    PEER_VI,
+    PTAG,
+    REGIONS,
+    SEND_SLOTS,
+    VI,
+    all_counters,
+    drain,
+    engine_setup,
+    fill,
+    first_difference,
+    flags,
+    frame_fields,
+    snapshot,
 )
 from support.via_pair import HOST, HOST_SIZE, PARAMS
 from support.wishbone_sram import load_words
@@ -39,7 +55,8 @@ def local_ok(va, handle, length):
 
 def status_op_of(op):
     return {CONTROL_OP.RDMA_WRITE: STATUS_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ: STATUS_OP.RDMA_READ}.get(
-        op, STATUS_OP.SEND)
+        op, STATUS_OP.SEND
+    )
 
 
 class DescriptorFuzz:
@@ -51,7 +68,7 @@ class DescriptorFuzz:
         self.counts = {"posted": 0, "errors": 0, "refused": 0, "vi_errors": 0, "valid": 0, "late_frames": 0}
 
     def set_expected(self, addr, data):
-        self.expected[addr - HOST:addr - HOST + len(data)] = data
+        self.expected[addr - HOST : addr - HOST + len(data)] = data
 
     def gather(self, segments):
         out = bytearray()
@@ -73,14 +90,21 @@ class DescriptorFuzz:
         rng = self.rng
         length = rng.choice([0, rng.randint(1, 16), rng.randint(1, 400)])
         if valid:
-            handle = rng.choice([1, 1, 3, 5])          # local access needs no RDMA right
+            handle = rng.choice([1, 1, 3, 5])  # local access needs no RDMA right
             r = REGIONS[handle]
             length = min(length, r.length)
             return rng.randrange(r.va, r.va + r.length - length + 1), handle, length
         handle = rng.choice([1, 2, 0, 4, 7, 8, rng.randrange(1 << 32)])
         r = REGIONS.get(handle, REGIONS[1])
-        va = rng.choice([r.va + r.length - rng.randint(0, 16), r.va - rng.randint(1, 16),
-                         rng.randrange(r.va, r.va + r.length), rng.randrange(1 << 64), (1 << 64) - 8])
+        va = rng.choice(
+            [
+                r.va + r.length - rng.randint(0, 16),
+                r.va - rng.randint(1, 16),
+                rng.randrange(r.va, r.va + r.length),
+                rng.randrange(1 << 64),
+                (1 << 64) - 8,
+            ]
+        )
         length = rng.choice([length, rng.randrange(1 << 32)])
         return va, handle, length
 
@@ -88,27 +112,37 @@ class DescriptorFuzz:
         """``(bytes, fields)`` of a random descriptor for ``queue`` ("send" or "recv")."""
         rng = self.rng
         if queue == "send":
-            op = rng.choices([CONTROL_OP.SENDRECV, CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ, 3],
-                             weights=[4, 3, 3, 1])[0]
+            op = rng.choices(
+                [CONTROL_OP.SENDRECV, CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ, 3], weights=[4, 3, 3, 1]
+            )[0]
         else:
-            op = rng.choices([CONTROL_OP.SENDRECV, CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ, 3],
-                             weights=[12, 1, 1, 1])[0]
+            op = rng.choices(
+                [CONTROL_OP.SENDRECV, CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ, 3], weights=[12, 1, 1, 1]
+            )[0]
         count = rng.choice([0, 1, 1, 2, 3, 4, rng.randint(0, _SEG_LIMIT + 2)])
         bad = rng.random() < 0.25
         segments = [self.segment(valid=not bad or rng.random() < 0.5) for _ in range(count)]
         imm = rng.choice([None, rng.randrange(1 << 32)])
-        data = bytearray(encode_descriptor(op if op != 3 else 0, segments, immediate=imm,
-                                           remote_va=rng.randrange(1 << 64), remote_handle=rng.randrange(1 << 32),
-                                           next_va=rng.randrange(1 << 64), next_handle=rng.randrange(1 << 32)))
+        data = bytearray(
+            encode_descriptor(
+                op if op != 3 else 0,
+                segments,
+                immediate=imm,
+                remote_va=rng.randrange(1 << 64),
+                remote_handle=rng.randrange(1 << 32),
+                next_va=rng.randrange(1 << 64),
+                next_handle=rng.randrange(1 << 32),
+            )
+        )
         ctrl = CONTROL_SEGMENT.field("CONTROL")
-        control = int.from_bytes(data[ctrl.offset:ctrl.offset + 2], "little")
+        control = int.from_bytes(data[ctrl.offset : ctrl.offset + 2], "little")
         control = (control & ~CONTROL_SEGMENT.field("CONTROL").bit("OP").mask) | op
-        if rng.random() < 0.15:   # bits CONTROL does not define: refused, as by the host's decoder
+        if rng.random() < 0.15:  # bits CONTROL does not define: refused, as by the host's decoder
             control |= rng.randrange(1 << 16) & CONTROL_UNDEFINED_MASK
-        data[ctrl.offset:ctrl.offset + 2] = control.to_bytes(2, "little")
+        data[ctrl.offset : ctrl.offset + 2] = control.to_bytes(2, "little")
         if rng.random() < 0.15:
             reserved = CONTROL_SEGMENT.field("RESERVED")
-            data[reserved.offset:reserved.offset + reserved.size] = rng.randbytes(reserved.size)
+            data[reserved.offset : reserved.offset + reserved.size] = rng.randbytes(reserved.size)
         rdma = op in (CONTROL_OP.RDMA_WRITE, CONTROL_OP.RDMA_READ)
         fields = dict(op=op, segments=segments, imm=imm, rdma=rdma)
         if op == 3 or control & CONTROL_UNDEFINED_MASK or count > _SEG_LIMIT:
@@ -120,8 +154,8 @@ class DescriptorFuzz:
             fields["total"] = sum(s[2] for s in segments)
         if rdma:
             address = CONTROL_SEGMENT.size
-            fields["remote_va"] = int.from_bytes(data[address:address + 8], "little")
-            fields["remote_handle"] = int.from_bytes(data[address + 8:address + 12], "little")
+            fields["remote_va"] = int.from_bytes(data[address : address + 8], "little")
+            fields["remote_handle"] = int.from_bytes(data[address + 8 : address + 12], "little")
         return bytes(data), fields
 
     def bad_doorbell(self):
@@ -129,9 +163,19 @@ class DescriptorFuzz:
         host memory but outside the VI's descriptor area (or its control segment straddling the end)."""
         rng = self.rng
         area_end = DESC_AREA[0] + DESC_AREA[1]
-        return rng.choice([HOST + 0x2000 + rng.randrange(1, 16), HOST + HOST_SIZE, HOST - 0x100,
-                           HOST + HOST_SIZE - 16, rng.randrange(1 << 32) | 1, 0,
-                           area_end, area_end - 16, area_end + 16 * rng.randrange((HOST + HOST_SIZE - area_end) // 16)])
+        return rng.choice(
+            [
+                HOST + 0x2000 + rng.randrange(1, 16),
+                HOST + HOST_SIZE,
+                HOST - 0x100,
+                HOST + HOST_SIZE - 16,
+                rng.randrange(1 << 32) | 1,
+                0,
+                area_end,
+                area_end - 16,
+                area_end + 16 * rng.randrange((HOST + HOST_SIZE - area_end) // 16),
+            ]
+        )
 
 
 def peer_frame(op, **fields):
@@ -152,8 +196,8 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
     fuzz = DescriptorFuzz(rng, memory)
     before = await all_counters(ctx, node)
     seen = 0
-    peer_psn = 0                                       # next PSN the bench (peer) sends
-    engine_psn = [0]                                   # next PSN the engine must send
+    peer_psn = 0  # next PSN the bench (peer) sends
+    engine_psn = [0]  # next PSN the engine must send
 
     async def post(queue, addr, data):
         load_words(ctx, node.ram, addr, data)
@@ -173,8 +217,10 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                 await ctx.tick().repeat(COMPLETION_SETTLE)
                 return
             await ctx.tick().repeat(8)
-        raise AssertionError("descriptors never completed: " + ", ".join(
-            f"{a:#x}" for a in addrs if not node.status(ctx, a)["STATUS"] & 1))
+        raise AssertionError(
+            "descriptors never completed: "
+            + ", ".join(f"{a:#x}" for a in addrs if not node.status(ctx, a)["STATUS"] & 1)
+        )
 
     def expect(addr, status, length, imm=None):
         ctrl = CONTROL_SEGMENT
@@ -202,7 +248,7 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
         await node.connect(ctx, VI, PEER, PEER_VI, PTAG, desc_area=DESC_AREA)
         assert await vi_state() == (_CONNECTED_STATE, 0)
         await ctx.tick().repeat(200)
-        seen = len(wire.sent)                           # acknowledgements of the old connection
+        seen = len(wire.sent)  # acknowledgements of the old connection
         peer_psn = 0
         engine_psn[0] = 0
         fuzz.counts["vi_errors"] += 1
@@ -210,12 +256,16 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
     for _ in range(rounds):
         queue = rng.choice(["send", "recv"])
         batch = [fuzz.descriptor(queue) for _ in range(rng.randint(1, PARAMS.queue_depth))]
-        addrs = SEND_SLOTS[:len(batch)]
+        addrs = SEND_SLOTS[: len(batch)]
         if queue == "send":
             # The peer NAKs the last descriptor if it is a valid RDMA write, now and then.
             last = batch[-1][1]
-            nak_last = (last["op"] == CONTROL_OP.RDMA_WRITE and last["error"] is None and last["total"] > 0
-                        and rng.random() < 0.5)
+            nak_last = (
+                last["op"] == CONTROL_OP.RDMA_WRITE
+                and last["error"] is None
+                and last["total"] > 0
+                and rng.random() < 0.5
+            )
             work = [(addr, f) for addr, (_, f) in zip(addrs, batch) if f["error"] is None]
             progress = {"index": 0, "psn": engine_psn[0]}
 
@@ -231,8 +281,11 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                     assert h["PSN"] == progress["psn"], f"PSN {h['PSN']}, expected {progress['psn']}"
                     assert progress["index"] < len(work), "a frame for a descriptor that must fail"
                     addr, f = work[progress["index"]]
-                    op = {CONTROL_OP.SENDRECV: OP.SEND, CONTROL_OP.RDMA_WRITE: OP.RDMA_WRITE,
-                          CONTROL_OP.RDMA_READ: OP.READ_REQUEST}[f["op"]]
+                    op = {
+                        CONTROL_OP.SENDRECV: OP.SEND,
+                        CONTROL_OP.RDMA_WRITE: OP.RDMA_WRITE,
+                        CONTROL_OP.RDMA_READ: OP.READ_REQUEST,
+                    }[f["op"]]
                     assert (h["OP"], h["MSG_LENGTH"]) == (op, f["total"]), (h, f)
                     if f["rdma"]:
                         assert (h["REMOTE_VA"], h["REMOTE_HANDLE"]) == (f["remote_va"], f["remote_handle"])
@@ -243,10 +296,18 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                         offset = 0
                         while True:
                             n = min(len(data) - offset, rng.randint(1, via_frame.payload_per_frame(1500)))
-                            wire.send(peer_frame(OP.READ_RESPONSE, PSN=h["PSN"], ACK_PSN=h["PSN"] + 1,
-                                                 MSG_LENGTH=len(data), OFFSET=offset, PAYLOAD_LENGTH=n,
-                                                 FLAGS=flags(offset == 0, offset + n == len(data)))
-                                      + data[offset:offset + n])
+                            wire.send(
+                                peer_frame(
+                                    OP.READ_RESPONSE,
+                                    PSN=h["PSN"],
+                                    ACK_PSN=h["PSN"] + 1,
+                                    MSG_LENGTH=len(data),
+                                    OFFSET=offset,
+                                    PAYLOAD_LENGTH=n,
+                                    FLAGS=flags(offset == 0, offset + n == len(data)),
+                                )
+                                + data[offset : offset + n]
+                            )
                             offset += n
                             if offset >= len(data):
                                 break
@@ -254,12 +315,14 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                         continue
                     message = fuzz.gather(f["segments"])
                     n = h["PAYLOAD_LENGTH"]
-                    assert raw[HEADER.size:HEADER.size + n] == message[h["OFFSET"]:h["OFFSET"] + n], \
+                    assert raw[HEADER.size : HEADER.size + n] == message[h["OFFSET"] : h["OFFSET"] + n], (
                         f"descriptor {addr:#x}: wrong payload at offset {h['OFFSET']}"
+                    )
                     final = h["OFFSET"] + n >= f["total"]
                     if final and nak_last and progress["index"] == len(work) - 1:
-                        wire.send(peer_frame(OP.NAK, PSN=h["PSN"], ACK_PSN=h["PSN"],
-                                             NAK_CODE=via_frame.NAK.REMOTE_PROTECTION))
+                        wire.send(
+                            peer_frame(OP.NAK, PSN=h["PSN"], ACK_PSN=h["PSN"], NAK_CODE=via_frame.NAK.REMOTE_PROTECTION)
+                        )
                     else:
                         wire.send(peer_frame(OP.ACK, ACK_PSN=h["PSN"] + 1))
                     if final:
@@ -267,7 +330,7 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                     else:
                         assert n == per_frame
 
-            for addr, (data, f) in zip(addrs, batch):
+            for addr, (data, _f) in zip(addrs, batch):
                 await post("send", addr, data)
                 if rng.random() < 0.2:
                     await refused_doorbell("send")
@@ -287,10 +350,11 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                     fuzz.counts["valid"] += 1
             for addr in addrs:
                 st = node.status(ctx, addr)
-                want = CONTROL_SEGMENT.decode(fuzz.expected[addr - HOST:addr - HOST + CONTROL_SEGMENT.size])
-                assert (st["STATUS"], st["LENGTH"]) == (want["STATUS"], want["LENGTH"]), \
-                    f"send descriptor {addr:#x}: status {st['STATUS']:#x} length {st['LENGTH']}, expected " \
+                want = CONTROL_SEGMENT.decode(fuzz.expected[addr - HOST : addr - HOST + CONTROL_SEGMENT.size])
+                assert (st["STATUS"], st["LENGTH"]) == (want["STATUS"], want["LENGTH"]), (
+                    f"send descriptor {addr:#x}: status {st['STATUS']:#x} length {st['LENGTH']}, expected "
                     f"{want['STATUS']:#x} {want['LENGTH']} ({[f for a, (_, f) in zip(addrs, batch) if a == addr]})"
+                )
             if nak_last:
                 assert await vi_state() == (_ERROR_STATE, status_bits(RDMA_PROTECTION_ERROR=1))
                 # Work posted to a failed VI is flushed, not lost.
@@ -300,35 +364,44 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                 expect(SEND_SLOTS[-1], status_bits(DONE=1, FLUSHED=1), 0)
                 await recover()
         else:
-            for addr, (data, f) in zip(addrs, batch):
+            for addr, (data, _f) in zip(addrs, batch):
                 await post("recv", addr, data)
                 if rng.random() < 0.2:
                     await refused_doorbell("recv")
             failed = None
             for k, (addr, (_, f)) in enumerate(zip(addrs, batch)):
                 fits = f.get("total", 0)
-                length = rng.choice([0, rng.randint(0, min(fits, 1200)), rng.randint(0, min(fits, 1200)),
-                                     rng.randint(1, 1200)])
+                length = rng.choice(
+                    [0, rng.randint(0, min(fits, 1200)), rng.randint(0, min(fits, 1200)), rng.randint(1, 1200)]
+                )
                 message = bytes(rng.randrange(256) for _ in range(length))
                 imm = rng.choice([None, rng.randrange(1 << 32)])
                 pieces = [(o, min(per_frame, length - o)) for o in range(0, length, per_frame)] or [(0, 0)]
                 for offset, n in pieces:
-                    wire.send(peer_frame(OP.SEND, PSN=peer_psn, MSG_LENGTH=length, OFFSET=offset,
-                                         PAYLOAD_LENGTH=n, IMMEDIATE_DATA=imm or 0,
-                                         FLAGS=flags(offset == 0, offset + n == length, imm is not None))
-                              + message[offset:offset + n])
+                    wire.send(
+                        peer_frame(
+                            OP.SEND,
+                            PSN=peer_psn,
+                            MSG_LENGTH=length,
+                            OFFSET=offset,
+                            PAYLOAD_LENGTH=n,
+                            IMMEDIATE_DATA=imm or 0,
+                            FLAGS=flags(offset == 0, offset + n == length, imm is not None),
+                        )
+                        + message[offset : offset + n]
+                    )
                     peer_psn += 1
                 await drain(ctx, wire, node)
                 await wait_all([addr])
                 receive = status_op(STATUS_OP.RECEIVE)
                 if f["op"] != CONTROL_OP.SENDRECV:
-                    error = "FORMAT_ERROR"           # not a receive (an RDMA or undefined operation)
+                    error = "FORMAT_ERROR"  # not a receive (an RDMA or undefined operation)
                 else:
                     error = f["error"] or ("LENGTH_ERROR" if f["total"] < length else None)
                 if error:
                     expect(addr, status_bits(DONE=1, **{error: 1}) | receive, 0)
                     fuzz.counts["errors"] += 1
-                    fuzz.counts["late_frames"] += len(pieces) - 1    # the first frame failed the VI
+                    fuzz.counts["late_frames"] += len(pieces) - 1  # the first frame failed the VI
                     failed = (k, error)
                     break
                 fuzz.scatter(f["segments"], message)
@@ -337,16 +410,17 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
                 fuzz.counts["valid"] += 1
             if failed is not None:
                 k, error = failed
-                rest = addrs[k + 1:]
+                rest = addrs[k + 1 :]
                 await wait_all(rest)
                 for addr in rest:
                     expect(addr, status_bits(DONE=1, FLUSHED=1) | status_op(STATUS_OP.RECEIVE), 0)
-                for addr in addrs[:k + 1] + rest:
+                for addr in addrs[: k + 1] + rest:
                     st = node.status(ctx, addr)
-                    want = CONTROL_SEGMENT.decode(fuzz.expected[addr - HOST:addr - HOST + CONTROL_SEGMENT.size])
-                    assert (st["STATUS"], st["LENGTH"]) == (want["STATUS"], want["LENGTH"]), \
-                        f"receive descriptor {addr:#x}: status {st['STATUS']:#x}, expected {want['STATUS']:#x} " \
+                    want = CONTROL_SEGMENT.decode(fuzz.expected[addr - HOST : addr - HOST + CONTROL_SEGMENT.size])
+                    assert (st["STATUS"], st["LENGTH"]) == (want["STATUS"], want["LENGTH"]), (
+                        f"receive descriptor {addr:#x}: status {st['STATUS']:#x}, expected {want['STATUS']:#x} "
                         f"{[f for a, (_, f) in zip(addrs, batch) if a == addr]}"
+                    )
                 assert await vi_state() == (_ERROR_STATE, status_bits(**{error: 1}))
                 await recover()
         difference = first_difference(fuzz.expected, snapshot(ctx, node.ram))
@@ -368,7 +442,7 @@ async def descriptor_fuzz(ctx, node, wire, *, seed, rounds):
     after = await all_counters(ctx, node)
     delta = {name: after[name] - before[name] for name in COUNTERS}
     assert delta["DOORBELLS_REFUSED"] == fuzz.counts["refused"]
-    assert delta["RX_NO_VI"] == fuzz.counts["late_frames"]       # frames for a VI that had failed
+    assert delta["RX_NO_VI"] == fuzz.counts["late_frames"]  # frames for a VI that had failed
     assert delta["RX_DESCRIPTOR_ERROR"] + delta["TX_ERRORS"] == fuzz.counts["vi_errors"]
     for name in ("DMA_ERRORS", "TX_TIMEOUTS", "CQ_OVERFLOWS", "RX_PROTECTION", "RX_MALFORMED"):
         assert delta[name] == 0, f"{name} moved by {delta[name]}"

@@ -20,12 +20,11 @@ from numavia.base.sci_packet import (
     field_positions,
 )
 from numavia.gateware.bfm import wishbone_read as read
-
 from support.ring_bench import LinkBench, as_sent_by, random_packet, read_counters, tx_monitor
 from support.ring_bfm import receive, send
 from support.sim import run_simulation
 
-RING_NODE, RING_PEER = 5, 7          # the node under test; the node its own packets go to
+RING_NODE, RING_PEER = 5, 7  # the node under test; the node its own packets go to
 _RING_FIELDS = field_positions()
 RING_COUNTER_NAMES = [name for name, _ in regmap.RING_COUNTERS]
 
@@ -62,14 +61,14 @@ class RingFuzz:
     def __init__(self, rng, scrub_window):
         self.rng = rng
         self.scrub_window = scrub_window
-        self.rx_last = {}                 # source -> alternating bit of the last packet stored
-        self.delivered = []               # packets the consumer must get, in order
-        self.echoes = []                  # (target, seq) of the echoes the node must send, in order
-        self.forwarded = []               # symbol lists the node must pass on, in order
+        self.rx_last = {}  # source -> alternating bit of the last packet stored
+        self.delivered = []  # packets the consumer must get, in order
+        self.echoes = []  # (target, seq) of the echoes the node must send, in order
+        self.forwarded = []  # symbol lists the node must pass on, in order
         self.counts = {name: 0 for name in RING_COUNTER_NAMES}
-        self.suspect = None               # (first symbol, cycle armed) of the scrubber
-        self.in_flight = None             # seq of the own packet sent and not yet answered
-        self.last_seq = 1                 # seq of the last own packet seen (the next one: 0)
+        self.suspect = None  # (first symbol, cycle armed) of the scrubber
+        self.in_flight = None  # seq of the own packet sent and not yet answered
+        self.last_seq = 1  # seq of the last own packet seen (the next one: 0)
         self.kinds = {}
 
     def suspect_active(self, now):
@@ -77,8 +76,11 @@ class RingFuzz:
 
     def ambiguous(self, symbol0, now):
         """Too close to the scrubber's expiry to say what it does: wait a little."""
-        return (self.suspect is not None and self.suspect[0] == symbol0
-                and abs(now - self.suspect[1] - self.scrub_window) < 24)
+        return (
+            self.suspect is not None
+            and self.suspect[0] == symbol0
+            and abs(now - self.suspect[1] - self.scrub_window) < 24
+        )
 
     def judge(self, symbols, start, end):
         """Account one framed symbol sequence that entered at cycle ``start`` and ended at ``end``."""
@@ -95,8 +97,7 @@ class RingFuzz:
                 self.counts["RX_ECHOES"] += 1
                 if packet.status == EchoStatus.BUSY:
                     self.counts["BUSY_RECEIVED"] += 1
-                if (packet.status == EchoStatus.ACCEPTED and packet.source == RING_PEER
-                        and self.in_flight == packet.seq):
+                if packet.status == EchoStatus.ACCEPTED and packet.source == RING_PEER and self.in_flight == packet.seq:
                     self.counts["TX_ACCEPTED"] += 1
                     self.in_flight = None
                     return "own echo"
@@ -144,7 +145,7 @@ class RingFuzz:
         """An echo for this node that answers nothing outstanding (or answers again)."""
         rng = self.rng
         source = rng.choice([RING_PEER, RING_PEER, 1, 2, 40])
-        if source == RING_PEER:       # the other alternating bit, or the one just answered
+        if source == RING_PEER:  # the other alternating bit, or the one just answered
             seq = self.last_seq ^ (1 if self.in_flight is not None else 0)
         else:
             seq = rng.randrange(2)
@@ -156,32 +157,32 @@ class RingFuzz:
         rng = self.rng
         base = rng.choice([encode(self.legit_for_me()), self.legit_for_others(), self.hostile_echo()])
         m = rng.randrange(9)
-        if m == 0:                        # bit errors anywhere (the CRC catches them)
+        if m == 0:  # bit errors anywhere (the CRC catches them)
             for _ in range(rng.randint(1, 3)):
                 i = rng.randrange(len(base))
                 base[i] ^= 1 << rng.randrange(16)
-        elif m == 1:                      # truncated
-            base = base[:rng.randint(1, len(base) - 1)]
-        elif m == 2:                      # overlong
+        elif m == 1:  # truncated
+            base = base[: rng.randint(1, len(base) - 1)]
+        elif m == 2:  # overlong
             base = base + [rng.randrange(1 << 16) for _ in range(rng.randint(1, 40))]
-        elif m == 3:                      # unknown packet type, CRC made good
+        elif m == 3:  # unknown packet type, CRC made good
             base[0] = with_routing(base[0], ptype=3)
             base[-1] = crc16(base[:-1])
-        elif m == 4:                      # has_data that the length contradicts, CRC made good
+        elif m == 4:  # has_data that the length contradicts, CRC made good
             base[0] = with_routing(base[0], has_data=routing(base[0])["has_data"] ^ 1)
             base[-1] = crc16(base[:-1])
-        elif m == 5:                      # garbage
+        elif m == 5:  # garbage
             base = [rng.randrange(1 << 16) for _ in range(rng.randint(1, 60))]
             if rng.random() < 0.5:
                 base[0] = with_routing(base[0], target=RING_NODE)
-        elif m == 6:                      # a packet cut in two by a glitch of the frame bit
+        elif m == 6:  # a packet cut in two by a glitch of the frame bit
             cut = rng.randint(1, len(base) - 1)
             return [base[:cut], base[cut:]]
-        elif m == 7:                      # from this node, not for it: must be removed
+        elif m == 7:  # from this node, not for it: must be removed
             base[0] = with_routing(base[0], source=RING_NODE)
             if routing(base[0])["target"] == RING_NODE:
                 base[0] = with_routing(base[0], target=RING_PEER + 1)
-        else:                             # a packet for a node that does not exist, corrupted
+        else:  # a packet for a node that does not exist, corrupted
             base[0] = with_routing(base[0], target=62)
             base[rng.randrange(1, len(base))] ^= 0x8000
         return [base]
@@ -216,8 +217,11 @@ def ring_fuzz(*, seed, items, own_packets):
             received.append(await receive(ctx, bench.link))
 
     def own_seen():
-        return [decode(s) for _, s in transmitted if routing(s[0])["source"] == RING_NODE
-                and routing(s[0])["ptype"] != PacketType.ECHO]
+        return [
+            decode(s)
+            for _, s in transmitted
+            if routing(s[0])["source"] == RING_NODE and routing(s[0])["ptype"] != PacketType.ECHO
+        ]
 
     async def put(ctx, fragments):
         for symbols in fragments:
@@ -231,14 +235,26 @@ def ring_fuzz(*, seed, items, own_packets):
         """Echo ACCEPTED the own packet on the wire, as node RING_PEER would."""
         seen = own_seen()
         packet = seen[-1]
-        await put(ctx, [encode(Packet(target=RING_NODE, source=RING_PEER, ptype=PacketType.ECHO,
-                                      seq=packet.seq, status=EchoStatus.ACCEPTED))])
+        await put(
+            ctx,
+            [
+                encode(
+                    Packet(
+                        target=RING_NODE,
+                        source=RING_PEER,
+                        ptype=PacketType.ECHO,
+                        seq=packet.seq,
+                        status=EchoStatus.ACCEPTED,
+                    )
+                )
+            ],
+        )
 
     async def main(ctx):
         link = bench.link
         answered, queued = 0, 0
-        for step in range(items):
-            if queued < len(own) and rng.random() < 2 * len(own) / items:   # spread over the run
+        for _step in range(items):
+            if queued < len(own) and rng.random() < 2 * len(own) / items:  # spread over the run
                 await send(ctx, link, own[queued])
                 queued += 1
             seen = own_seen()
@@ -248,8 +264,9 @@ def ring_fuzz(*, seed, items, own_packets):
                 await answer_own(ctx)
                 answered += 1
                 continue
-            kind = rng.choices(["for me", "duplicate", "others", "echo", "mutated", "scrub"],
-                               weights=[3, 1, 3, 2, 6, 1])[0]
+            kind = rng.choices(
+                ["for me", "duplicate", "others", "echo", "mutated", "scrub"], weights=[3, 1, 3, 2, 6, 1]
+            )[0]
             fuzz.kinds[kind] = fuzz.kinds.get(kind, 0) + 1
             if kind == "for me":
                 fragments = [encode(fuzz.legit_for_me())]
@@ -260,7 +277,7 @@ def ring_fuzz(*, seed, items, own_packets):
             elif kind == "mutated":
                 fragments = fuzz.mutated()
             elif kind == "scrub" and fuzz.suspect_active(ctx.get(bench.cycle) + 64):
-                fragments = [fuzz.forwarded[-1]]          # the corrupt packet, round again
+                fragments = [fuzz.forwarded[-1]]  # the corrupt packet, round again
             else:
                 fragments = [fuzz.legit_for_others()]
             await put(ctx, fragments)

@@ -3,7 +3,6 @@ connections and descriptor area, how the bench sets it up, reads its counters an
 and the frame fields of its peer."""
 
 from numavia.base import regmap, via_frame
-
 from support.via_pair import HOST, PARAMS
 from support.via_single import ME
 
@@ -35,7 +34,7 @@ def snapshot(ctx, ram):
 
 def fill(ctx, ram, data):
     for i in range(ram.mem.depth):
-        ctx.set(ram.mem.data[i], int.from_bytes(data[4 * i:4 * i + 4], "little"))
+        ctx.set(ram.mem.data[i], int.from_bytes(data[4 * i : 4 * i + 4], "little"))
 
 
 def first_difference(want, got, base=HOST):
@@ -51,7 +50,7 @@ HEADER = via_frame.HEADER
 OP = via_frame.OP
 
 
-PEER, PEER_VI, VI = 1, 2, 1          # the VI under test and its peer
+PEER, PEER_VI, VI = 1, 2, 1  # the VI under test and its peer
 PTAG, OTHER_PTAG = 5, 6
 
 
@@ -70,15 +69,22 @@ class Region:
 #: Registered regions: 1 the VI's buffers (read, write), 2 another protection tag, 3 read only,
 #: 5 write only. Handles 0, 4, 6 and 7 are empty entries; 8 and up lie past the table.
 REGIONS = {
-    1: Region(1, 0x10_0000_0040, 0x4000, [HOST + 0x8040, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000,
-                                           HOST + 0x4000], PTAG, 1, 1),
+    1: Region(
+        1,
+        0x10_0000_0040,
+        0x4000,
+        [HOST + 0x8040, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000, HOST + 0x4000],
+        PTAG,
+        1,
+        1,
+    ),
     2: Region(2, 0x20_0000_0000, 0x800, [HOST + 0x9000], OTHER_PTAG, 1, 1),
     3: Region(3, 0x30_0000_0100, 0x600, [HOST + 0xA100], PTAG, 1, 0),
     5: Region(5, 0x50_0000_0000, 0x400, [HOST + 0xB000], PTAG, 0, 1),
 }
 #: Other VIs: 2 is connected to another node, 0 and 3 stay idle; 4 and up do not exist.
 OTHER_CONNECTIONS = {2: (3, 2)}
-SEND_SLOTS = [HOST + 0x2000 + 0x100 * i for i in range(8)]     # descriptors of one round
+SEND_SLOTS = [HOST + 0x2000 + 0x100 * i for i in range(8)]  # descriptors of one round
 #: The VI's descriptor area: the slots above and nothing else of host memory.
 DESC_AREA = (HOST, SEND_SLOTS[-1] + 0x100 - HOST)
 
@@ -98,10 +104,23 @@ def flags(first, last, imm=False):
 
 def frame_fields(**kw):
     """Header fields of a frame from the peer's VI to the VI under test (``OP`` and others in kw)."""
-    f = dict(DST_MAC=via_frame.mac_field(ME), SRC_MAC=via_frame.mac_field(PEER),
-             ETHERTYPE=via_frame.ETHERTYPE_FIELD, FLAGS=0, SRC_VI=PEER_VI, DST_VI=VI, PSN=0,
-             ACK_PSN=0, MSG_LENGTH=0, OFFSET=0, PAYLOAD_LENGTH=0, NAK_CODE=0, REMOTE_VA=0,
-             REMOTE_HANDLE=0, IMMEDIATE_DATA=0)
+    f = dict(
+        DST_MAC=via_frame.mac_field(ME),
+        SRC_MAC=via_frame.mac_field(PEER),
+        ETHERTYPE=via_frame.ETHERTYPE_FIELD,
+        FLAGS=0,
+        SRC_VI=PEER_VI,
+        DST_VI=VI,
+        PSN=0,
+        ACK_PSN=0,
+        MSG_LENGTH=0,
+        OFFSET=0,
+        PAYLOAD_LENGTH=0,
+        NAK_CODE=0,
+        REMOTE_VA=0,
+        REMOTE_HANDLE=0,
+        IMMEDIATE_DATA=0,
+    )
     f.update(kw)
     return f
 

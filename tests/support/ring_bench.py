@@ -13,12 +13,11 @@ from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
 from numavia.base import regmap
+from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
+from numavia.gateware.bfm import recv
+from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.ring_link import RingLink
 from numavia.gateware.sci_layouts import SymbolLayout
-from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
-
-from numavia.gateware.bfm import recv, wishbone_read as read
-
 from support.ring_bfm import packet_from_header, receive, send
 from support.sim import run_simulation
 
@@ -41,8 +40,9 @@ class RingBench(Elaboratable):
         self.cycle = Signal(32)
         #: The delay line into node i, oldest last: ``lines[i][-1]`` enters node i this cycle (before
         #: ``flip``), ``lines[i][-2]`` next cycle, and so on (for fault injectors that look ahead).
-        self.lines = [[Signal(SymbolLayout.size, name=f"line{(i - 1) % nodes}_{k}") for k in range(delay)]
-                      for i in range(nodes)]
+        self.lines = [
+            [Signal(SymbolLayout.size, name=f"line{(i - 1) % nodes}_{k}") for k in range(delay)] for i in range(nodes)
+        ]
 
     def elaborate(self, platform):
         m = Module()
@@ -96,14 +96,26 @@ def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE, dat
     receiver to answer it (the link reserves an outgoing slot for that answer), which raw link
     traffic does not model; test_requests_are_admitted_only_with_a_reply_slot does."""
     has_data = int(rng.random() < data_ratio)
-    rng.choice([PacketType.REQUEST, PacketType.RESPONSE])   # keeps every seeded scenario as it was
+    rng.choice([PacketType.REQUEST, PacketType.RESPONSE])  # keeps every seeded scenario as it was
     return Packet(
-        target=target, ptype=ptype, has_data=has_data,
-        cmd=rng.choice(list(Command)), tid=rng.randrange(32), status=rng.randrange(32),
-        addr=rng.randrange(1 << 32), ptr=rng.randrange(64), ptr_valid=rng.randrange(2),
-        flag=rng.randrange(2), mstate=rng.randrange(4), aux=rng.randrange(64), word=rng.randrange(16),
-        count=rng.randrange(32), reserved=rng.randrange(128), be=rng.randrange(1 << 64),
-        data=[rng.randrange(1 << 32) for _ in range(data_words)] if has_data else [])
+        target=target,
+        ptype=ptype,
+        has_data=has_data,
+        cmd=rng.choice(list(Command)),
+        tid=rng.randrange(32),
+        status=rng.randrange(32),
+        addr=rng.randrange(1 << 32),
+        ptr=rng.randrange(64),
+        ptr_valid=rng.randrange(2),
+        flag=rng.randrange(2),
+        mstate=rng.randrange(4),
+        aux=rng.randrange(64),
+        word=rng.randrange(16),
+        count=rng.randrange(32),
+        reserved=rng.randrange(128),
+        be=rng.randrange(1 << 64),
+        data=[rng.randrange(1 << 32) for _ in range(data_words)] if has_data else [],
+    )
 
 
 def as_sent_by(packet, source):
@@ -126,14 +138,15 @@ class Traffic:
     ``(from_cycle, to_cycle)`` windows during which node i's sequencer does not take from its
     incoming queue.
     """
+
     bench: RingBench
     plan: dict
-    gap: tuple = (0, 0)                      # random idle cycles between a node's sends
+    gap: tuple = (0, 0)  # random idle cycles between a node's sends
     stall: dict = field(default_factory=dict)
     seed: int = 0
-    sent: dict = field(default_factory=dict)       # (source, target) -> [Packet as sent]
-    received: dict = field(default_factory=dict)   # (source, target) -> [Delivery]
-    failed: dict = field(default_factory=dict)     # node index -> [header Packet]
+    sent: dict = field(default_factory=dict)  # (source, target) -> [Packet as sent]
+    received: dict = field(default_factory=dict)  # (source, target) -> [Delivery]
+    failed: dict = field(default_factory=dict)  # node index -> [header Packet]
     send_waits: dict = field(default_factory=dict)  # node index -> [cycles send_header held back]
 
     def expected(self):
@@ -160,6 +173,7 @@ class Traffic:
                 self.sent.setdefault((source, packet.target), []).append(as_sent_by(packet, source))
                 waited = await send(ctx, link, packet)
                 self.send_waits.setdefault(i, []).append(waited)
+
         return process
 
     def _receiver(self, i, link):
@@ -180,6 +194,7 @@ class Traffic:
                 packet = await receive(ctx, link)
                 key = (packet.source, packet.target)
                 self.received.setdefault(key, []).append(Delivery(ctx.get(self.bench.cycle), packet))
+
         return process
 
     def _failure_watcher(self, i, link):
@@ -187,6 +202,7 @@ class Traffic:
             while True:
                 header = await recv(ctx, link.failed)
                 self.failed.setdefault(i, []).append(packet_from_header(header.as_value().value))
+
         return process
 
     async def run_until_delivered(self, ctx, *, limit, settle=0, poll=64):
@@ -219,6 +235,7 @@ def check_delivery(traffic):
 def tx_monitor(cycle_counter, link, packets):
     """A background testbench appending ``(first_cycle, symbols)`` for every packet ``link``
     transmits (its own and the ones it forwards), once the packet is complete."""
+
     async def process(ctx):
         current = None
         while True:
@@ -230,6 +247,7 @@ def tx_monitor(cycle_counter, link, packets):
             elif current is not None:
                 packets.append(current)
                 current = None
+
     return process
 
 
@@ -249,6 +267,7 @@ def flip_schedule(rng, *, links, cycles, rate, bits):
 
 def flipper(bench, schedule):
     """A background testbench that applies ``schedule`` to ``bench.flip`` (one cycle per flip)."""
+
     async def process(ctx):
         for cycle, link, bit in schedule:
             now = ctx.get(bench.cycle)
@@ -256,6 +275,7 @@ def flipper(bench, schedule):
             ctx.set(bench.flip[link], 1 << bit)
             await ctx.tick()
             ctx.set(bench.flip[link], 0)
+
     return process
 
 
@@ -282,6 +302,7 @@ def packet_faults(bench, node, rng, *, drop=0.0, duplicate=0.0, counts=None):
     lost echo makes the sender resend a packet its target already has. ``counts`` (a dict)
     receives the numbers of packets seen, dropped and duplicated."""
     from numavia.base.sci_packet import MAX_PACKET_SYMBOLS
+
     counts = counts if counts is not None else {}
     for key in ("packets", "dropped", "duplicated"):
         counts.setdefault(key, 0)
@@ -296,7 +317,7 @@ def packet_faults(bench, node, rng, *, drop=0.0, duplicate=0.0, counts=None):
         while True:
             current = ctx.get(line[-1])
             if inject:
-                ctx.set(flip, inject.pop(0) ^ current)      # over an idle symbol (checked below)
+                ctx.set(flip, inject.pop(0) ^ current)  # over an idle symbol (checked below)
             elif current & frame_bit:
                 if not in_packet:
                     in_packet, symbols = True, []
@@ -310,11 +331,12 @@ def packet_faults(bench, node, rng, *, drop=0.0, duplicate=0.0, counts=None):
                 if in_packet:
                     in_packet = False
                     # The next len+1 symbols are in the line already: copy only into silence.
-                    ahead = [ctx.get(s) for s in line[-1 - len(symbols) - 1:-1]]
+                    ahead = [ctx.get(s) for s in line[-1 - len(symbols) - 1 : -1]]
                     if not dropping and rng.random() < duplicate and not any(a & frame_bit for a in ahead):
                         inject = list(symbols)
                         counts["duplicated"] += 1
             await ctx.tick()
+
     return process
 
 

@@ -5,22 +5,25 @@ Everything about the packet format comes from ``sci_packet`` (``encode``/``decod
 """
 
 from numavia.base.sci_packet import HEADER_FIELD_NAMES, Packet, field_positions
-from numavia.gateware.bfm import recv, send as send_beat
+from numavia.gateware.bfm import recv
+from numavia.gateware.bfm import send as send_beat
 
 _POSITIONS = field_positions()
 
 
 def packet_from_header(value):
     """The header fields of a :data:`HeaderLayout` bit vector, as a :class:`Packet` without data."""
-    return Packet(**{name: (value >> _POSITIONS[name][0]) & ((1 << _POSITIONS[name][1]) - 1)
-                     for name in HEADER_FIELD_NAMES})
+    return Packet(
+        **{name: (value >> _POSITIONS[name][0]) & ((1 << _POSITIONS[name][1]) - 1) for name in HEADER_FIELD_NAMES}
+    )
 
 
 async def send(ctx, link, packet, *, limit=None):
     """Queue ``packet`` on ``link``'s outgoing queue: its header, then its data words. Returns the
     cycles ``send_header`` held it back."""
-    waited = await send_beat(ctx, link.send_header, link.send_header.payload.shape().from_bits(
-        packet.header_value()), timeout=limit)
+    waited = await send_beat(
+        ctx, link.send_header, link.send_header.payload.shape().from_bits(packet.header_value()), timeout=limit
+    )
     if packet.has_data:
         for word in packet.data:
             await send_beat(ctx, link.send_data, word)

@@ -2,10 +2,10 @@
 
 import contextlib
 import os
-from pathlib import Path
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from numavia.cluster_session import free_port_range  # noqa: F401 (re-exported for the tests)
 from numavia.soc import sim
@@ -45,9 +45,24 @@ def served_cli(tmp_path, nodes, *sim_args):
     cli = [sys.executable, "-m", "numavia.cli"]
     err = tmp_path / "sim.err"
     with open(err, "w") as stderr:
-        proc = subprocess.Popen(cli + ["sim", "--nodes", str(nodes), "--serve", "--quiet",
-                                       "--bridge-port", str(free_port_range(nodes)), "--out", str(tmp_path / "run"),
-                                       *sim_args], env=env, stderr=stderr, text=True)
+        proc = subprocess.Popen(
+            cli
+            + [
+                "sim",
+                "--nodes",
+                str(nodes),
+                "--serve",
+                "--quiet",
+                "--bridge-port",
+                str(free_port_range(nodes)),
+                "--out",
+                str(tmp_path / "run"),
+                *sim_args,
+            ],
+            env=env,
+            stderr=stderr,
+            text=True,
+        )
     try:
         logs = [tmp_path / "run" / f"node{i}.log" for i in range(nodes)]
         ready = lambda log: log.exists() and sim.READY_MARKER in log.read_text()

@@ -16,8 +16,8 @@ from amaranth.sim import Simulator
 #: The clock of the simulated designs: 100 MHz, as on the card.
 CLOCK_PERIOD = 1e-8
 
-_recording = None       # the test whose simulations are being recorded, if any
-_started = weakref.WeakSet()    # simulators already run once: a VCD can only start at time 0
+_recording = None  # the test whose simulations are being recorded, if any
+_started = weakref.WeakSet()  # simulators already run once: a VCD can only start at time 0
 
 
 class Recording:

@@ -4,8 +4,8 @@ import collections
 
 from numavia.base import trace
 from numavia.base.coherence import LINE_BYTES
-from numavia.splash2 import generate, params_for
 from numavia.instrument import LOCAL_SPACE
+from numavia.splash2 import generate, params_for
 
 SLICE_BYTES = 1 << 20
 
@@ -21,7 +21,7 @@ def check_trace_invariants(g, max_words=LINE_BYTES // 4):
     m = g.machine
     shared = [r for r in m.regions if not r.local]
     assert shared, "a kernel with no shared data"
-    for r in shared:                               # each region in its owner's slice
+    for r in shared:  # each region in its owner's slice
         assert m.home_of(r.base) == r.owner and m.home_of(r.base + r.nbytes - 1) == r.owner, r
     starts = sorted((r.base, r.base + r.nbytes) for r in shared)
     sequences, accesses = [], []
@@ -50,6 +50,7 @@ def check_trace_invariants(g, max_words=LINE_BYTES // 4):
 
 def _inside(starts, addr, nbytes):
     import bisect
+
     i = bisect.bisect_right(starts, (addr, float("inf"))) - 1
     return i >= 0 and starts[i][0] <= addr and addr + nbytes <= starts[i][1]
 

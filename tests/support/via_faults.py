@@ -13,16 +13,15 @@ from collections import deque
 
 
 class FaultyWire:
-    def __init__(self, src, dst, *, seed, loss=0.0, corrupt=0.0, duplicate=0.0, reorder=0.0,
-                 hold_cycles=2000, gap=3):
+    def __init__(self, src, dst, *, seed, loss=0.0, corrupt=0.0, duplicate=0.0, reorder=0.0, hold_cycles=2000, gap=3):
         self.src, self.dst = src, dst
         self.rng = random.Random(seed)
         self.loss, self.corrupt, self.duplicate, self.reorder = loss, corrupt, duplicate, reorder
         self.hold_cycles, self.gap = hold_cycles, gap
         self.counts = {"frames": 0, "lost": 0, "corrupted": 0, "duplicated": 0, "reordered": 0}
-        self.out = deque()          # frames to deliver, each a list of beat values
-        self.held = None            # (frame, cycle it was held at)
-        self.cycle = 0              # clock cycles seen
+        self.out = deque()  # frames to deliver, each a list of beat values
+        self.held = None  # (frame, cycle it was held at)
+        self.cycle = 0  # clock cycles seen
 
     def _route(self, frame, cycle):
         self.counts["frames"] += 1
@@ -42,7 +41,7 @@ class FaultyWire:
             self.held = (copies, cycle)
             return
         self.out.extend(copies)
-        if self.held is not None:           # this frame overtook the held one
+        if self.held is not None:  # this frame overtook the held one
             self.out.extend(self.held[0])
             self.held = None
 

@@ -9,17 +9,29 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 
 from numavia.base import regmap, via_att, via_descriptor
-from numavia.gateware.via_engine import ViaEngine
 from numavia.base.via_params import ViaParams
-from numavia.gateware.bfm import wishbone_read as read, wishbone_write as write
-
+from numavia.gateware.bfm import wishbone_read as read
+from numavia.gateware.bfm import wishbone_write as write
+from numavia.gateware.via_engine import ViaEngine
 from support.wishbone_sram import WishboneSRAM, dump, load
 
 HOST = 0x6000_0000
 HOST_SIZE = 0x1_0000
-PARAMS = ViaParams(vis=4, cqs=2, queue_depth=4, max_segments=4, window=8, max_mtu=1500, att_regions=8,
-                   att_pages=64, host_base=HOST, host_size=HOST_SIZE, tx_buffer_bytes=4096,
-                   rx_buffer_bytes=8192, read_jobs=2)
+PARAMS = ViaParams(
+    vis=4,
+    cqs=2,
+    queue_depth=4,
+    max_segments=4,
+    window=8,
+    max_mtu=1500,
+    att_regions=8,
+    att_pages=64,
+    host_base=HOST,
+    host_size=HOST_SIZE,
+    tx_buffer_bytes=4096,
+    rx_buffer_bytes=8192,
+    read_jobs=2,
+)
 VIA = regmap.VIA
 DOORBELLS = regmap.DOORBELL.array("VI")
 CTRL = via_descriptor.CONTROL_SEGMENT
@@ -126,11 +138,18 @@ class Node:
         for pa in pages:
             await self.reg(ctx, "ATT_WDATA", pa)
         attrs = via_att.L1_ENTRY.encode_bits("ATTRIBUTES", VALID=1, RDMA_READ=read, RDMA_WRITE=write_)
-        data = via_att.L1_ENTRY.encode(START_VA=va, LENGTH=length, L2_INDEX=l2_index, PAGE_COUNT=count,
-                                       FIRST_PAGE_SIZE=first, PTAG=ptag, ATTRIBUTES=attrs)
+        data = via_att.L1_ENTRY.encode(
+            START_VA=va,
+            LENGTH=length,
+            L2_INDEX=l2_index,
+            PAGE_COUNT=count,
+            FIRST_PAGE_SIZE=first,
+            PTAG=ptag,
+            ATTRIBUTES=attrs,
+        )
         await self.reg(ctx, "ATT_ADDR", handle * via_att.L1_STRIDE_WORDS)
         for i in range(0, len(data), 4):
-            await self.reg(ctx, "ATT_WDATA", int.from_bytes(data[i:i + 4], "little"))
+            await self.reg(ctx, "ATT_WDATA", int.from_bytes(data[i : i + 4], "little"))
 
     async def connect(self, ctx, vi, peer_node, peer_vi, ptag, *, desc_area=(HOST, HOST_SIZE)):
         """Set a VI up as a driver does: its peer, protection tag and descriptor area (by default

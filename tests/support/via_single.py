@@ -8,12 +8,11 @@ from amaranth.sim import Simulator
 
 from numavia.base import via_frame
 from numavia.gateware.via_engine import ViaEngine
-
 from support.sim import run_simulation
 from support.via_pair import HOST, HOST_SIZE, PARAMS, Node
 from support.wishbone_sram import WishboneSRAM
 
-PEER = 1          # the node on the other side of the link
+PEER = 1  # the node on the other side of the link
 ME = 0
 
 
@@ -68,7 +67,7 @@ def run(bench, **kwargs):
     eth_tx, eth_rx = top.engine.eth_tx, top.engine.eth_rx
 
     async def ethernet(ctx):
-        frame, out = bytearray(), None
+        frame, _out = bytearray(), None
         beats = []
         while True:
             ctx.set(eth_tx.ready, 1)
@@ -81,15 +80,21 @@ def run(bench, **kwargs):
                     frame = bytearray()
             if not beats and wire.inject:
                 data, fcs_error = wire.inject.pop(0)
-                data = data.ljust(60, b"\0")           # the MAC pads short frames
-                words = [data[i:i + 4] for i in range(0, len(data), 4)]
+                data = data.ljust(60, b"\0")  # the MAC pads short frames
+                words = [data[i : i + 4] for i in range(0, len(data), 4)]
                 beats = [(w, i == len(words) - 1, fcs_error) for i, w in enumerate(words)]
             wire.busy = bool(beats)
             if beats:
                 w, last, err = beats.pop(0)
-                ctx.set(eth_rx.payload, {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "last": last,
-                                         "last_be": (1 << (len(w) - 1)) if last else 0,
-                                         "error": 0xF if last and err else 0})
+                ctx.set(
+                    eth_rx.payload,
+                    {
+                        "data": int.from_bytes(w.ljust(4, b"\0"), "little"),
+                        "last": last,
+                        "last_be": (1 << (len(w) - 1)) if last else 0,
+                        "error": 0xF if last and err else 0,
+                    },
+                )
                 ctx.set(eth_rx.valid, 1)
             else:
                 ctx.set(eth_rx.valid, 0)
@@ -107,19 +112,50 @@ def header(raw):
     return via_frame.HEADER.decode(raw)
 
 
-def frame(op, *, psn=0, ack=0, src_vi=2, dst_vi=1, payload=b"", msg_length=None, offset=0, flags=None,
-          remote_va=0, remote_handle=0, immediate=0, nak=0, src=PEER, dst=ME, ethertype=None):
+def frame(
+    op,
+    *,
+    psn=0,
+    ack=0,
+    src_vi=2,
+    dst_vi=1,
+    payload=b"",
+    msg_length=None,
+    offset=0,
+    flags=None,
+    remote_va=0,
+    remote_handle=0,
+    immediate=0,
+    nak=0,
+    src=PEER,
+    dst=ME,
+    ethertype=None,
+):
     """A frame as the peer would send it."""
     length = len(payload) if msg_length is None else msg_length
     if flags is None:
-        flags = via_frame.HEADER.encode_bits("FLAGS", FIRST=int(offset == 0),
-                                             LAST=int(offset + len(payload) == length))
-    return via_frame.HEADER.encode(
-        DST_MAC=via_frame.mac_field(dst), SRC_MAC=via_frame.mac_field(src),
-        ETHERTYPE=via_frame.ETHERTYPE_FIELD if ethertype is None else ethertype, OP=op, FLAGS=flags,
-        SRC_VI=src_vi, DST_VI=dst_vi, PSN=psn, ACK_PSN=ack, MSG_LENGTH=length, OFFSET=offset,
-        PAYLOAD_LENGTH=len(payload), NAK_CODE=nak, REMOTE_VA=remote_va, REMOTE_HANDLE=remote_handle,
-        IMMEDIATE_DATA=immediate) + payload
+        flags = via_frame.HEADER.encode_bits("FLAGS", FIRST=int(offset == 0), LAST=int(offset + len(payload) == length))
+    return (
+        via_frame.HEADER.encode(
+            DST_MAC=via_frame.mac_field(dst),
+            SRC_MAC=via_frame.mac_field(src),
+            ETHERTYPE=via_frame.ETHERTYPE_FIELD if ethertype is None else ethertype,
+            OP=op,
+            FLAGS=flags,
+            SRC_VI=src_vi,
+            DST_VI=dst_vi,
+            PSN=psn,
+            ACK_PSN=ack,
+            MSG_LENGTH=length,
+            OFFSET=offset,
+            PAYLOAD_LENGTH=len(payload),
+            NAK_CODE=nak,
+            REMOTE_VA=remote_va,
+            REMOTE_HANDLE=remote_handle,
+            IMMEDIATE_DATA=immediate,
+        )
+        + payload
+    )
 
 
 async def wait_frames(ctx, wire, count, timeout=20000):

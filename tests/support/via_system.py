@@ -4,7 +4,6 @@ import random
 
 from numavia import vipl
 from numavia.cluster_session import ClusterSession
-
 from support.ring_sim import build
 
 
@@ -27,9 +26,13 @@ class Pair:
         vi0 = self.nics[0].create_vi(self.ptags[0], send_cq=send_cq[0], recv_cq=recv_cq[0])
         vi1 = self.nics[1].create_vi(self.ptags[1], send_cq=send_cq[1], recv_cq=recv_cq[1])
         self._discriminator += 1
-        vipl.connect_pair(vi0, vi1, self._discriminator,
-                          client_buffer=self.buffers[0] if offer else None,
-                          server_buffer=self.buffers[1] if offer else None)
+        vipl.connect_pair(
+            vi0,
+            vi1,
+            self._discriminator,
+            client_buffer=self.buffers[0] if offer else None,
+            server_buffer=self.buffers[1] if offer else None,
+        )
         return vi0, vi1
 
     def counters(self, node):
@@ -62,7 +65,7 @@ def segments(buffer, pieces):
 def write_pieces(buffer, pieces, data):
     pos = 0
     for off, n in pieces:
-        buffer.write(data[pos:pos + n], off)
+        buffer.write(data[pos : pos + n], off)
         pos += n
 
 

@@ -17,12 +17,21 @@ ENVIRONMENT = "NUMAVIA_WAVEFORMS"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--waveforms", nargs="?", const="failed", default=None, choices=MODES,
-                     help="write a VCD of every Amaranth simulation run through support.sim.run_simulation to "
-                          "build/waveforms/<test id>.vcd and keep it if the test failed (or 'all'); "
-                          f"also {ENVIRONMENT}=1 or {ENVIRONMENT}=all")
-    parser.addoption("--waveform-dir", default=None,
-                     help="folder for the waveforms (default: build/waveforms under the project root)")
+    parser.addoption(
+        "--waveforms",
+        nargs="?",
+        const="failed",
+        default=None,
+        choices=MODES,
+        help="write a VCD of every Amaranth simulation run through support.sim.run_simulation to "
+        "build/waveforms/<test id>.vcd and keep it if the test failed (or 'all'); "
+        f"also {ENVIRONMENT}=1 or {ENVIRONMENT}=all",
+    )
+    parser.addoption(
+        "--waveform-dir",
+        default=None,
+        help="folder for the waveforms (default: build/waveforms under the project root)",
+    )
 
 
 def mode(config):

@@ -7,7 +7,7 @@ of a burst's first word); ``err`` outside its window, like the SoC's interconnec
 Testbenches read and write its contents as bytes with :func:`load` and :func:`dump`.
 """
 
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
@@ -17,8 +17,8 @@ from numavia.gateware import wishbone_burst
 
 class WishboneSRAM(wiring.Component):
     def __init__(self, *, base, size, addr_width=30, bursting=True):
-        self.base = base              # byte address of the first word
-        self.size = size              # bytes
+        self.base = base  # byte address of the first word
+        self.size = size  # bytes
         self.bursting = bursting
         self.mem = Memory(shape=32, depth=size // 4, init=[])
         super().__init__({"bus": In(wishbone_burst.Signature(addr_width=addr_width))})
@@ -73,7 +73,7 @@ def load_words(ctx, sram, addr, data):
     """Faster :func:`load` for word-aligned ``addr`` and a multiple of 4 bytes."""
     assert addr % 4 == 0 and len(data) % 4 == 0
     for i in range(0, len(data), 4):
-        ctx.set(sram.mem.data[(addr - sram.base + i) // 4], int.from_bytes(data[i:i + 4], "little"))
+        ctx.set(sram.mem.data[(addr - sram.base + i) // 4], int.from_bytes(data[i : i + 4], "little"))
 
 
 def dump(ctx, sram, addr, length):

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 from numavia.base.regmap import Field as Bits
 
+__all__ = ["Bits", "ByteStruct", "Constants", "Field"]  # Bits: a named bit range inside a field
+
 
 @dataclass(frozen=True)
 class Field:
     name: str
-    offset: int   # bytes from the start of the record
-    size: int     # bytes
+    offset: int  # bytes from the start of the record
+    size: int  # bytes
     doc: str = ""
     bits: tuple = ()
 
@@ -112,7 +114,7 @@ class ByteStruct:
         else:
             if len(data) < self.size:
                 raise ValueError(f"{self.name} needs {self.size} bytes, got {len(data)}")
-            flat = int.from_bytes(bytes(data[:self.size]), "little")
+            flat = int.from_bytes(bytes(data[: self.size]), "little")
         return {f.name: (flat >> f.lsb) & ((1 << f.width) - 1) for f in self.fields}
 
     def encode_bits(self, field, **bits):
@@ -135,9 +137,10 @@ class ByteStruct:
 @dataclass(frozen=True)
 class Constants:
     """A named group of integer constants (operation codes, status bits) shared with C and Python."""
+
     name: str
     doc: str
-    values: tuple   # ((name, value, doc), ...)
+    values: tuple  # ((name, value, doc), ...)
 
     def __post_init__(self):
         names = [n for n, _, _ in self.values]

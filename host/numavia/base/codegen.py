@@ -17,12 +17,11 @@ Output is deterministic: the same definitions give the same bytes.
 import json
 from pathlib import Path
 
-from numavia.base import pushpull_format
-from numavia.base.microcode.assembler import assemble
 from numavia.base import (
     bytestruct,
     coherence,
     paths,
+    pushpull_format,
     regmap,
     sci_packet,
     via_att,
@@ -30,13 +29,26 @@ from numavia.base import (
     via_frame,
     via_mailbox,
 )
+from numavia.base.microcode.assembler import assemble
 
 _HEADER_NOTE = "Generated from host/numavia/base/regmap.py by numavia.base.codegen: do not edit."
 _VIA_NOTE = "Generated from host/numavia/base/via_*.py by numavia.base.codegen: do not edit."
 
 #: The definition modules every generated file depends on (build caches key on them).
-SOURCES = tuple(Path(mod.__file__) for mod in (regmap, coherence, sci_packet, bytestruct, via_att, via_descriptor,
-                                               via_frame, via_mailbox, pushpull_format)) + (Path(__file__),)
+SOURCES = tuple(
+    Path(mod.__file__)
+    for mod in (
+        regmap,
+        coherence,
+        sci_packet,
+        bytestruct,
+        via_att,
+        via_descriptor,
+        via_frame,
+        via_mailbox,
+        pushpull_format,
+    )
+) + (Path(__file__),)
 
 
 def _c_name(*parts):
@@ -75,8 +87,7 @@ def _array_macros(rmap):
         for array in block.arrays:
             for reg in array.registers:
                 name = _c_name(block.name, array.name, reg.name)
-                yield (f"#define {name}_AT(i) ({name} + (uint32_t)(i) * "
-                       f"{_c_name(block.name, array.name, 'STRIDE')})")
+                yield (f"#define {name}_AT(i) ({name} + (uint32_t)(i) * {_c_name(block.name, array.name, 'STRIDE')})")
 
 
 def _constants():
@@ -98,8 +109,7 @@ def _c_define(symbol, value, comment):
 
 
 def c_header():
-    lines = [f"/* {_HEADER_NOTE} */", "#ifndef NUMAVIA_REGS_H", "#define NUMAVIA_REGS_H", "",
-             "#include <stdint.h>", ""]
+    lines = [f"/* {_HEADER_NOTE} */", "#ifndef NUMAVIA_REGS_H", "#define NUMAVIA_REGS_H", "", "#include <stdint.h>", ""]
     for item in _constants():
         lines.append(_c_define(*item))
     lines.append("")
@@ -120,18 +130,37 @@ def python_module():
 
 def regmap_json():
     def registers(regs):
-        return [{
-            "name": r.name, "offset": r.offset, "access": r.access.value, "width": r.width,
-            "reset": r.reset, "doc": r.doc,
-            "fields": [{"name": f.name, "lsb": f.lsb, "width": f.width, "doc": f.doc} for f in r.fields],
-        } for r in regs]
+        return [
+            {
+                "name": r.name,
+                "offset": r.offset,
+                "access": r.access.value,
+                "width": r.width,
+                "reset": r.reset,
+                "doc": r.doc,
+                "fields": [{"name": f.name, "lsb": f.lsb, "width": f.width, "doc": f.doc} for f in r.fields],
+            }
+            for r in regs
+        ]
 
     def block(b):
         return {
-            "name": b.name, "base": b.base, "size": b.size, "doc": b.doc,
+            "name": b.name,
+            "base": b.base,
+            "size": b.size,
+            "doc": b.doc,
             "registers": registers(b.registers),
-            "arrays": [{"name": a.name, "offset": a.offset, "count": a.count, "stride": a.stride,
-                        "doc": a.doc, "registers": registers(a.registers)} for a in b.arrays],
+            "arrays": [
+                {
+                    "name": a.name,
+                    "offset": a.offset,
+                    "count": a.count,
+                    "stride": a.stride,
+                    "doc": a.doc,
+                    "registers": registers(a.registers),
+                }
+                for a in b.arrays
+            ],
         }
 
     doc = {
@@ -148,23 +177,35 @@ def regmap_json():
 def sci_header():
     """SCI packet format, commands and coherence states for C (firmware, tools)."""
     sp = sci_packet
-    lines = [f"/* {_HEADER_NOTE.replace('regmap.py', 'sci_packet.py and coherence.py')} */",
-             "#ifndef NUMAVIA_SCI_H", "#define NUMAVIA_SCI_H", ""]
-    lines += [f"#define NV_SCI_HEADER_SYMBOLS {sp.HEADER_SYMBOLS}u",
-              f"#define NV_SCI_ECHO_HEADER_SYMBOLS {sp.ECHO_HEADER_SYMBOLS}u",
-              f"#define NV_SCI_DATA_WORDS {sp.DATA_WORDS}u",
-              f"#define NV_SCI_MAX_PACKET_SYMBOLS {sp.MAX_PACKET_SYMBOLS}u",
-              f"#define NV_SCI_CRC_POLY 0x{sp.CRC_POLY:04x}u",
-              f"#define NV_SCI_CRC_INIT 0x{sp.CRC_INIT:04x}u",
-              f"#define NV_SCI_ADDR_HOME_SHIFT {sp.ADDR_HOME_SHIFT}u", "",
-              "/* Header fields: bit position in the header vector (bit HEADER_BITS-1 is sent first). */"]
+    lines = [
+        f"/* {_HEADER_NOTE.replace('regmap.py', 'sci_packet.py and coherence.py')} */",
+        "#ifndef NUMAVIA_SCI_H",
+        "#define NUMAVIA_SCI_H",
+        "",
+    ]
+    lines += [
+        f"#define NV_SCI_HEADER_SYMBOLS {sp.HEADER_SYMBOLS}u",
+        f"#define NV_SCI_ECHO_HEADER_SYMBOLS {sp.ECHO_HEADER_SYMBOLS}u",
+        f"#define NV_SCI_DATA_WORDS {sp.DATA_WORDS}u",
+        f"#define NV_SCI_MAX_PACKET_SYMBOLS {sp.MAX_PACKET_SYMBOLS}u",
+        f"#define NV_SCI_CRC_POLY 0x{sp.CRC_POLY:04x}u",
+        f"#define NV_SCI_CRC_INIT 0x{sp.CRC_INIT:04x}u",
+        f"#define NV_SCI_ADDR_HOME_SHIFT {sp.ADDR_HOME_SHIFT}u",
+        "",
+        "/* Header fields: bit position in the header vector (bit HEADER_BITS-1 is sent first). */",
+    ]
     for f in sp.HEADER_FIELDS:
         lsb, width = sp.field_positions()[f.name]
         lines.append(f"#define NV_SCI_{f.name.upper()}_LSB {lsb}u")
         lines.append(f"#define NV_SCI_{f.name.upper()}_WIDTH {width}u")
-    for enum, prefix in ((sp.PacketType, "NV_SCI_PTYPE"), (sp.Command, "NV_SCI_CMD"), (sp.Status, "NV_SCI_STATUS"),
-                         (sp.EchoStatus, "NV_SCI_ECHO"), (coherence.MemoryState, "NV_MSTATE"),
-                         (coherence.CacheState, "NV_CSTATE")):
+    for enum, prefix in (
+        (sp.PacketType, "NV_SCI_PTYPE"),
+        (sp.Command, "NV_SCI_CMD"),
+        (sp.Status, "NV_SCI_STATUS"),
+        (sp.EchoStatus, "NV_SCI_ECHO"),
+        (coherence.MemoryState, "NV_MSTATE"),
+        (coherence.CacheState, "NV_CSTATE"),
+    ):
         lines.append("")
         lines += [f"#define {prefix}_{m.name} {int(m)}u" for m in enum]
     lines += ["", "#endif /* NUMAVIA_SCI_H */", ""]
@@ -174,13 +215,29 @@ def sci_header():
 def microcode_program():
     source = paths.microcode_source()
     return assemble(source.read_text(), "host/numavia/base/microcode/sci.uasm")
+
+
 # --- VIA formats ----------------------------------------------------------------------------------
 
-VIA_STRUCTS = (via_descriptor.CONTROL_SEGMENT, via_descriptor.ADDRESS_SEGMENT, via_descriptor.DATA_SEGMENT,
-               via_descriptor.CQ_ENTRY, via_att.L1_ENTRY, via_att.L2_ENTRY, via_frame.HEADER,
-               via_mailbox.MGMT_MESSAGE)
-VIA_CONSTANT_GROUPS = (via_descriptor.CONTROL_OP, via_descriptor.STATUS_OP, via_frame.OP, via_frame.NAK,
-                       via_mailbox.RESULT, via_mailbox.BENCH_OP, via_mailbox.MGMT_TYPE)
+VIA_STRUCTS = (
+    via_descriptor.CONTROL_SEGMENT,
+    via_descriptor.ADDRESS_SEGMENT,
+    via_descriptor.DATA_SEGMENT,
+    via_descriptor.CQ_ENTRY,
+    via_att.L1_ENTRY,
+    via_att.L2_ENTRY,
+    via_frame.HEADER,
+    via_mailbox.MGMT_MESSAGE,
+)
+VIA_CONSTANT_GROUPS = (
+    via_descriptor.CONTROL_OP,
+    via_descriptor.STATUS_OP,
+    via_frame.OP,
+    via_frame.NAK,
+    via_mailbox.RESULT,
+    via_mailbox.BENCH_OP,
+    via_mailbox.MGMT_TYPE,
+)
 
 
 def _via_symbols():
@@ -239,24 +296,34 @@ def via_python_module():
     for struct in VIA_STRUCTS:
         fields = ", ".join(f"{f.name!r}: ({f.offset}, {f.size})" for f in struct.ordered_fields())
         lines.append(f"    {struct.name!r}: ({struct.size}, {{{fields}}}),")
-    lines += ["}", "", "",
-              "def encode(struct, **values):",
-              "    size, fields = STRUCTS[struct]",
-              "    data = bytearray(size)",
-              "    for name, value in values.items():",
-              "        offset, width = fields[name]",
-              "        data[offset:offset + width] = int(value).to_bytes(width, 'little')",
-              "    return bytes(data)", "", "",
-              "def decode(struct, data):",
-              "    size, fields = STRUCTS[struct]",
-              "    return {name: int.from_bytes(bytes(data[o:o + w]), 'little') for name, (o, w) in fields.items()}",
-              ""]
+    lines += [
+        "}",
+        "",
+        "",
+        "def encode(struct, **values):",
+        "    size, fields = STRUCTS[struct]",
+        "    data = bytearray(size)",
+        "    for name, value in values.items():",
+        "        offset, width = fields[name]",
+        "        data[offset:offset + width] = int(value).to_bytes(width, 'little')",
+        "    return bytes(data)",
+        "",
+        "",
+        "def decode(struct, data):",
+        "    size, fields = STRUCTS[struct]",
+        "    return {name: int.from_bytes(bytes(data[o:o + w]), 'little') for name, (o, w) in fields.items()}",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def pushpull_c_header():
-    lines = ["/* Generated from host/numavia/base/pushpull_format.py by numavia.base.codegen: do not edit. */",
-             "#ifndef NUMAVIA_PUSHPULL_FORMAT_H", "#define NUMAVIA_PUSHPULL_FORMAT_H", ""]
+    lines = [
+        "/* Generated from host/numavia/base/pushpull_format.py by numavia.base.codegen: do not edit. */",
+        "#ifndef NUMAVIA_PUSHPULL_FORMAT_H",
+        "#define NUMAVIA_PUSHPULL_FORMAT_H",
+        "",
+    ]
     items = list(_struct_symbols(pushpull_format.HEADER)) + list(pushpull_format.constants())
     for group in (pushpull_format.SCHEME, pushpull_format.KIND, pushpull_format.BENCH_OP, pushpull_format.FLAGS):
         items += [(_c_name(group.name, name), value, doc or None) for name, value, doc in group.values]

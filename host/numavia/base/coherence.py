@@ -44,8 +44,8 @@ class CacheState(IntEnum):
     MID_VALID = 5
     TAIL_VALID = 6
     # Transient states (a local transaction owns the line).
-    PENDING = 7             # attaching (read or write miss): no valid data yet
-    WRITING = 8             # write attach done, purging the old list
+    PENDING = 7  # attaching (read or write miss): no valid data yet
+    WRITING = 8  # write attach done, purging the old list
     # Rolling out: the position in the list (and, for heads, whether the data is dirty) is
     # remembered so that neighbours' pointer updates can still be applied while leaving.
     LEAVE_ONLY_FRESH = 9
@@ -58,11 +58,26 @@ class CacheState(IntEnum):
 
 CACHE_STATE_BITS = 4
 
-STABLE_VALID = frozenset({CacheState.ONLY_FRESH, CacheState.ONLY_DIRTY, CacheState.HEAD_FRESH,
-                          CacheState.HEAD_DIRTY, CacheState.MID_VALID, CacheState.TAIL_VALID})
-LEAVING = frozenset({CacheState.LEAVE_ONLY_FRESH, CacheState.LEAVE_ONLY_DIRTY,
-                     CacheState.LEAVE_HEAD_FRESH, CacheState.LEAVE_HEAD_DIRTY,
-                     CacheState.LEAVE_MID, CacheState.LEAVE_TAIL})
+STABLE_VALID = frozenset(
+    {
+        CacheState.ONLY_FRESH,
+        CacheState.ONLY_DIRTY,
+        CacheState.HEAD_FRESH,
+        CacheState.HEAD_DIRTY,
+        CacheState.MID_VALID,
+        CacheState.TAIL_VALID,
+    }
+)
+LEAVING = frozenset(
+    {
+        CacheState.LEAVE_ONLY_FRESH,
+        CacheState.LEAVE_ONLY_DIRTY,
+        CacheState.LEAVE_HEAD_FRESH,
+        CacheState.LEAVE_HEAD_DIRTY,
+        CacheState.LEAVE_MID,
+        CacheState.LEAVE_TAIL,
+    }
+)
 TRANSIENT = frozenset({CacheState.PENDING, CacheState.WRITING}) | LEAVING
 
 #: States in which the local access controller may serve a read / a write without the sequencer.
@@ -80,34 +95,40 @@ LEAVE_OF = {
 }
 
 #: States whose data is newer than memory (memory is GONE and this entry answers for the line).
-DIRTY = frozenset({CacheState.ONLY_DIRTY, CacheState.HEAD_DIRTY, CacheState.LEAVE_ONLY_DIRTY,
-                   CacheState.LEAVE_HEAD_DIRTY})
+DIRTY = frozenset(
+    {CacheState.ONLY_DIRTY, CacheState.HEAD_DIRTY, CacheState.LEAVE_ONLY_DIRTY, CacheState.LEAVE_HEAD_DIRTY}
+)
 
 
 def has_forward(state):
     """The entry has a successor (towards the tail)."""
-    return state in (CacheState.HEAD_FRESH, CacheState.HEAD_DIRTY, CacheState.MID_VALID,
-                     CacheState.LEAVE_HEAD_FRESH, CacheState.LEAVE_HEAD_DIRTY,
-                     CacheState.LEAVE_MID)
+    return state in (
+        CacheState.HEAD_FRESH,
+        CacheState.HEAD_DIRTY,
+        CacheState.MID_VALID,
+        CacheState.LEAVE_HEAD_FRESH,
+        CacheState.LEAVE_HEAD_DIRTY,
+        CacheState.LEAVE_MID,
+    )
 
 
 def has_backward(state):
     """The entry has a predecessor (towards the head)."""
-    return state in (CacheState.MID_VALID, CacheState.TAIL_VALID, CacheState.LEAVE_MID,
-                     CacheState.LEAVE_TAIL)
+    return state in (CacheState.MID_VALID, CacheState.TAIL_VALID, CacheState.LEAVE_MID, CacheState.LEAVE_TAIL)
 
 
 def is_head(state):
-    return state in (CacheState.ONLY_FRESH, CacheState.ONLY_DIRTY, CacheState.HEAD_FRESH,
-                     CacheState.HEAD_DIRTY)
+    return state in (CacheState.ONLY_FRESH, CacheState.ONLY_DIRTY, CacheState.HEAD_FRESH, CacheState.HEAD_DIRTY)
 
 
 # --- Network cache geometry ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CacheGeometry:
     """The network cache: ``sets`` x ``ways`` lines of ``line_bytes``. The line size is also the
     home directory's unit and the length of an SCI packet's data block."""
+
     sets: int = 64
     ways: int = 4
     line_bytes: int = LINE_BYTES
@@ -166,6 +187,6 @@ def cache_set(line_index, home, sets):
     """
     top = (sets - 1).bit_length() - 1
     spread = 0
-    for bit in range(min(NODE_ID_BITS, top + 1)):   # home bit b to index bit top - b
+    for bit in range(min(NODE_ID_BITS, top + 1)):  # home bit b to index bit top - b
         spread = spread ^ (((home >> bit) & 1) << (top - bit))
     return (line_index ^ spread) & (sets - 1)

@@ -10,10 +10,10 @@ VIA engine) stay with the card (``numavia.gateware.card.CardConfig``,
 BUS_ADDR_WIDTH = 30
 
 # Where things sit on a node's bus.
-HOST_MEM_BASE = 0x6000_0000           # RAM standing for host memory: the VIA engine DMAs here
+HOST_MEM_BASE = 0x6000_0000  # RAM standing for host memory: the VIA engine DMAs here
 HOST_MEM_SIZE = 0x40_0000
-CARD_BASE = 0x8000_0000               # the card's register window
-SHARED_BASE = 0x9000_0000             # the host port: every node's shared slice, then private memory
+CARD_BASE = 0x8000_0000  # the card's register window
+SHARED_BASE = 0x9000_0000  # the host port: every node's shared slice, then private memory
 HOST_MEM_UNCACHED_BASE = 0xA000_0000  # the same RAM as HOST_MEM_BASE, uncached for the CPU
 
 #: The node's system clock in simulation, which the card runs on too.

@@ -18,7 +18,7 @@ LAYOUT = {
     "gateware": "numavia/gateware",
     "soc": "numavia/soc",
     "boards": "numavia/boards",
-    "firmware": "numavia/resources/firmware",    # no Python: shipped whole, as package data
+    "firmware": "numavia/resources/firmware",  # no Python: shipped whole, as package data
     "renode": "numavia/resources/renode",
 }
 #: Non-Python files the tools read at run time, as globs per source folder (shipped as package data).
@@ -29,7 +29,7 @@ DATA = {
     "renode": ["**/*"],
 }
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]      # the ``numavia`` package
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the ``numavia`` package
 _CHECKOUT = PACKAGE_DIR.parents[1]
 #: The source checkout the package runs from (``make setup``'s editable install), or None when
 #: it is installed from a wheel.
@@ -82,7 +82,7 @@ def source_name(path):
             return str(Path(folder) / path.relative_to(root))
     if "site-packages" in path.parts:
         last = len(path.parts) - 1 - path.parts[::-1].index("site-packages")
-        return str(Path(*path.parts[last + 1:]))
+        return str(Path(*path.parts[last + 1 :]))
     if REPO_ROOT and path.is_relative_to(REPO_ROOT):
         return str(path.relative_to(REPO_ROOT))
     return None

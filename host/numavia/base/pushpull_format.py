@@ -17,30 +17,49 @@ breaks the connection, so nobody sends without a credit). docs/via.md, "Push-pul
 
 from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
-SCHEME = Constants("PP_SCHEME", "Push-pull variants", (
-    ("ORIGINAL", 0, "Wong & Wang as Kim & Kim describe it: translate, then push, then pull, then ack"),
-    ("ADVANCED", 1, "Kim & Kim: variable zero buffer, masked translation, send/ack overlap, register path"),
-))
+SCHEME = Constants(
+    "PP_SCHEME",
+    "Push-pull variants",
+    (
+        ("ORIGINAL", 0, "Wong & Wang as Kim & Kim describe it: translate, then push, then pull, then ack"),
+        ("ADVANCED", 1, "Kim & Kim: variable zero buffer, masked translation, send/ack overlap, register path"),
+    ),
+)
 
-KIND = Constants("PP_KIND", "What a push-pull message is", (
-    ("DATA", 1, "a message: header and its pushed part"),
-    ("ACK", 2, "the pull of message SEQ is done: its sender may reuse the buffer"),
-    ("CREDIT", 3, "returns CREDITS only (a receiver that has nothing else to send)"),
-))
+KIND = Constants(
+    "PP_KIND",
+    "What a push-pull message is",
+    (
+        ("DATA", 1, "a message: header and its pushed part"),
+        ("ACK", 2, "the pull of message SEQ is done: its sender may reuse the buffer"),
+        ("CREDIT", 3, "returns CREDITS only (a receiver that has nothing else to send)"),
+    ),
+)
 
-HEADER = ByteStruct("PP_HEADER", 32, "Header of every push-pull message, first in a pushed-buffer slot", (
-    Field("KIND", 0, 1, "PP_KIND"),
-    Field("FLAGS", 1, 1, "flags", bits=(
-        Bits("REGISTER", 0, 1, "early-message register path: the bytes are the descriptor's immediate data"),
-    )),
-    Field("CREDITS", 2, 2, "pushed-buffer slots the sender re-posted since its last message"),
-    Field("SEQ", 4, 4, "message number (DATA), or the message an ACK is for"),
-    Field("LENGTH", 8, 4, "message bytes"),
-    Field("PUSHED", 12, 4, "bytes pushed behind this header (the rest is pulled)"),
-    Field("PULL_VA", 16, 8, "where the receiver reads the pulled part (the sender's byte PUSHED)"),
-    Field("PULL_HANDLE", 24, 4, "memory handle of the pulled part"),
-    Field("SENT_CYCLES", 28, 4, "sender's card cycle counter (low word) when the send began"),
-))
+HEADER = ByteStruct(
+    "PP_HEADER",
+    32,
+    "Header of every push-pull message, first in a pushed-buffer slot",
+    (
+        Field("KIND", 0, 1, "PP_KIND"),
+        Field(
+            "FLAGS",
+            1,
+            1,
+            "flags",
+            bits=(
+                Bits("REGISTER", 0, 1, "early-message register path: the bytes are the descriptor's immediate data"),
+            ),
+        ),
+        Field("CREDITS", 2, 2, "pushed-buffer slots the sender re-posted since its last message"),
+        Field("SEQ", 4, 4, "message number (DATA), or the message an ACK is for"),
+        Field("LENGTH", 8, 4, "message bytes"),
+        Field("PUSHED", 12, 4, "bytes pushed behind this header (the rest is pulled)"),
+        Field("PULL_VA", 16, 8, "where the receiver reads the pulled part (the sender's byte PUSHED)"),
+        Field("PULL_HANDLE", 24, 4, "memory handle of the pulled part"),
+        Field("SENT_CYCLES", 28, 4, "sender's card cycle counter (low word) when the send began"),
+    ),
+)
 
 #: Pushed-buffer slots each endpoint keeps posted (the credits its peer starts with).
 SLOTS = 4
@@ -55,7 +74,7 @@ MAX_PAGES = 520
 #: the header of acks and original-scheme pushes, two page lists (send side, receive side).
 AREA_SLOTS = 0
 AREA_BOUNCE = AREA_SLOTS + SLOTS * SLOT_BYTES
-AREA_HEADERS = AREA_BOUNCE + SLOT_BYTES        # two 32-byte headers: push, ack
+AREA_HEADERS = AREA_BOUNCE + SLOT_BYTES  # two 32-byte headers: push, ack
 AREA_SEND_PAGES = AREA_HEADERS + 2 * HEADER.size
 AREA_RECV_PAGES = AREA_SEND_PAGES + 4 * MAX_PAGES
 AREA_BYTES = 16384
@@ -63,30 +82,59 @@ assert AREA_RECV_PAGES + 4 * MAX_PAGES <= AREA_BYTES
 
 #: Benchmark operations of the BENCH mailbox command beyond via_mailbox.BENCH_OP (whose codes end
 #: at 4); they use two more argument words and more result words, below.
-BENCH_OP = Constants("PP_BENCH_OP", "Push-pull benchmark operations (BENCH's OP)", (
-    ("ORIGINAL", 8, "push-pull ping-pong, original scheme"),
-    ("ADVANCED", 9, "push-pull ping-pong, advanced scheme"),
-))
+BENCH_OP = Constants(
+    "PP_BENCH_OP",
+    "Push-pull benchmark operations (BENCH's OP)",
+    (
+        ("ORIGINAL", 8, "push-pull ping-pong, original scheme"),
+        ("ADVANCED", 9, "push-pull ping-pong, advanced scheme"),
+    ),
+)
 #: BENCH argument words after the command's own 14: bytes_to_push, and flags.
 ARG_THRESHOLD = 14
 ARG_FLAGS = 15
-FLAGS = Constants("PP_BENCH_FLAG", "Bits of the push-pull BENCH FLAGS word", (
-    ("VERIFY", 1, "fill every message with a pattern and check every byte received"),
-    ("BURST", 2, "one-way: the initiator sends ITERATIONS messages, the responder only receives"),
-    ("OPEN", 4, "open the endpoint on VI first (post its pushed-buffer slots): once per connection"),
-))
-FLAGS_LATE_US_SHIFT = 16   # FLAGS[31:16]: the responder waits this many us before each receive
+FLAGS = Constants(
+    "PP_BENCH_FLAG",
+    "Bits of the push-pull BENCH FLAGS word",
+    (
+        ("VERIFY", 1, "fill every message with a pattern and check every byte received"),
+        ("BURST", 2, "one-way: the initiator sends ITERATIONS messages, the responder only receives"),
+        ("OPEN", 4, "open the endpoint on VI first (post its pushed-buffer slots): once per connection"),
+    ),
+)
+FLAGS_LATE_US_SHIFT = 16  # FLAGS[31:16]: the responder waits this many us before each receive
 #: BENCH result words after the command's own 5.
-RESULTS = ("ONE_WAY_CYCLES_LO", "ONE_WAY_CYCLES_HI", "ONE_WAYS", "BAD_BYTES", "TRANSLATED_PAGES",
-           "COPIED_BYTES", "PULLS")
+RESULTS = (
+    "ONE_WAY_CYCLES_LO",
+    "ONE_WAY_CYCLES_HI",
+    "ONE_WAYS",
+    "BAD_BYTES",
+    "TRANSLATED_PAGES",
+    "COPIED_BYTES",
+    "PULLS",
+)
 RESULT_BASE = 5
 
 
 def constants():
     """(symbol, value, comment) of every definition, for ``numavia_pushpull.h``."""
-    for name in ("SLOTS", "MAX_PUSH", "SLOT_BYTES", "REGISTER_BYTES", "MAX_PAGES", "AREA_SLOTS",
-                 "AREA_BOUNCE", "AREA_HEADERS", "AREA_SEND_PAGES", "AREA_RECV_PAGES", "AREA_BYTES",
-                 "ARG_THRESHOLD", "ARG_FLAGS", "FLAGS_LATE_US_SHIFT", "RESULT_BASE"):
+    for name in (
+        "SLOTS",
+        "MAX_PUSH",
+        "SLOT_BYTES",
+        "REGISTER_BYTES",
+        "MAX_PAGES",
+        "AREA_SLOTS",
+        "AREA_BOUNCE",
+        "AREA_HEADERS",
+        "AREA_SEND_PAGES",
+        "AREA_RECV_PAGES",
+        "AREA_BYTES",
+        "ARG_THRESHOLD",
+        "ARG_FLAGS",
+        "FLAGS_LATE_US_SHIFT",
+        "RESULT_BASE",
+    ):
         yield f"NV_PP_{name}", globals()[name], None
     for i, name in enumerate(RESULTS):
         yield f"NV_PP_RES_{name}", RESULT_BASE + i, None

@@ -16,9 +16,9 @@ from enum import Enum
 
 
 class Access(Enum):
-    RO = "ro"   # value driven by hardware; reads may have a side effect (``r_stb``)
-    RW = "rw"   # storage inside the bank; hardware sees the stored value
-    WO = "wo"   # command/doorbell: a write strobe with data, reads return 0
+    RO = "ro"  # value driven by hardware; reads may have a side effect (``r_stb``)
+    RW = "rw"  # storage inside the bank; hardware sees the stored value
+    WO = "wo"  # command/doorbell: a write strobe with data, reads return 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class Register:
 @dataclass(frozen=True)
 class RegisterArray:
     """``count`` copies of ``registers`` (offsets relative to an element), ``stride`` bytes apart."""
+
     name: str
     offset: int
     count: int
@@ -134,7 +135,7 @@ class Block:
                 raise ValueError(f"block {self.name}: array {a.name} lies outside the block")
             spans.append((a.offset, a.offset + a.size, a.name))
         spans.sort()
-        for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
+        for (_s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
             if s1 < e0:
                 raise ValueError(f"block {self.name}: {n0} and {n1} overlap")
         names = [r.name for r in self.registers] + [a.name for a in self.arrays]
@@ -167,7 +168,7 @@ class RegisterMap:
 
     def __post_init__(self):
         spans = sorted((b.base, b.base + b.size, b.name) for b in self.blocks)
-        for (s0, e0, n0), (s1, e1, n1) in zip(spans, spans[1:]):
+        for (_s0, e0, n0), (s1, _e1, n1) in zip(spans, spans[1:]):
             if s1 < e0:
                 raise ValueError(f"register map {self.name}: blocks {n0} and {n1} overlap")
         for b in self.blocks:
@@ -219,36 +220,79 @@ def _version_word(v):
     return major << 16 | minor << 8 | patch
 
 
-CTRL = Block("ctrl", base=0x0000, size=0x100, doc="Identity, node id, control and the cycle counter", registers=(
-    Register("ID", 0x00, Access.RO, "Card identity, always CARD_ID", reset=CARD_ID),
-    Register("VERSION", 0x04, Access.RO, "Hardware interface version", reset=_version_word(HW_VERSION), fields=(
-        Field("PATCH", 0, 8), Field("MINOR", 8, 8), Field("MAJOR", 16, 8),
-    )),
-    Register("NODE_ID_STRAP", 0x08, Access.RO, "Node id given by board straps (or the simulation)",
-             width=NODE_ID_BITS),
-    Register("NODE_ID", 0x0C, Access.RW, "This card's node id on the ring; set by the firmware at boot",
-             width=NODE_ID_BITS),
-    Register("SCRATCH", 0x10, Access.RW, "Free for software; used to check the bus at boot",
-             reset=0x5CA7C411),
-    Register("CTRL", 0x14, Access.RW, "Card-wide control", width=8, fields=(
-        Field("NODE_ID_VALID", 0, doc="The firmware has set NODE_ID; the card may join the ring"),
-        Field("NUMA_MODE", 1, doc="Bypass the network cache: every remote access goes to its home"),
-    )),
-    Register("STATUS", 0x18, Access.RO, "Card-wide status", width=8, fields=(
-        Field("READY", 0, doc="NODE_ID_VALID is set"),
-    )),
-    Register("CYCLES_LO", 0x20, Access.RO,
-             "Free-running cycle counter, low word; reading it latches CYCLES_HI"),
-    Register("CYCLES_HI", 0x24, Access.RO, "Cycle counter high word, as latched by the last CYCLES_LO read"),
-    Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
-    Register("MODE_STRAP", 0x2C, Access.RO, "Board switches the firmware applies at boot", width=8, fields=(
-        Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),
-    )),
-    Register("FEATURES", 0x30, Access.RO, "Blocks this card was built with (CardConfig)", width=8, fields=(
-        Field("VIA", 0, doc="the VIA engine (the VIA block answers; small FPGAs build without it)"),
-        Field("PCIE", 1, doc="the PCIe endpoint: BAR0 registers, BAR2 host port, VIA DMA to the PCIe host"),
-    )),
-))
+CTRL = Block(
+    "ctrl",
+    base=0x0000,
+    size=0x100,
+    doc="Identity, node id, control and the cycle counter",
+    registers=(
+        Register("ID", 0x00, Access.RO, "Card identity, always CARD_ID", reset=CARD_ID),
+        Register(
+            "VERSION",
+            0x04,
+            Access.RO,
+            "Hardware interface version",
+            reset=_version_word(HW_VERSION),
+            fields=(
+                Field("PATCH", 0, 8),
+                Field("MINOR", 8, 8),
+                Field("MAJOR", 16, 8),
+            ),
+        ),
+        Register(
+            "NODE_ID_STRAP", 0x08, Access.RO, "Node id given by board straps (or the simulation)", width=NODE_ID_BITS
+        ),
+        Register(
+            "NODE_ID",
+            0x0C,
+            Access.RW,
+            "This card's node id on the ring; set by the firmware at boot",
+            width=NODE_ID_BITS,
+        ),
+        Register("SCRATCH", 0x10, Access.RW, "Free for software; used to check the bus at boot", reset=0x5CA7C411),
+        Register(
+            "CTRL",
+            0x14,
+            Access.RW,
+            "Card-wide control",
+            width=8,
+            fields=(
+                Field("NODE_ID_VALID", 0, doc="The firmware has set NODE_ID; the card may join the ring"),
+                Field("NUMA_MODE", 1, doc="Bypass the network cache: every remote access goes to its home"),
+            ),
+        ),
+        Register(
+            "STATUS",
+            0x18,
+            Access.RO,
+            "Card-wide status",
+            width=8,
+            fields=(Field("READY", 0, doc="NODE_ID_VALID is set"),),
+        ),
+        Register("CYCLES_LO", 0x20, Access.RO, "Free-running cycle counter, low word; reading it latches CYCLES_HI"),
+        Register("CYCLES_HI", 0x24, Access.RO, "Cycle counter high word, as latched by the last CYCLES_LO read"),
+        Register("CLK_FREQ_HZ", 0x28, Access.RO, "Frequency of the clock CYCLES counts, in Hz"),
+        Register(
+            "MODE_STRAP",
+            0x2C,
+            Access.RO,
+            "Board switches the firmware applies at boot",
+            width=8,
+            fields=(Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),),
+        ),
+        Register(
+            "FEATURES",
+            0x30,
+            Access.RO,
+            "Blocks this card was built with (CardConfig)",
+            width=8,
+            fields=(
+                Field("VIA", 0, doc="the VIA engine (the VIA block answers; small FPGAs build without it)"),
+                Field("PCIE", 1, doc="the PCIe endpoint: BAR0 registers, BAR2 host port, VIA DMA to the PCIe host"),
+            ),
+        ),
+    ),
+)
 
 #: Event counters of the local access controller, in register order (32 bits, they wrap).
 LAC_COUNTERS = (
@@ -267,37 +311,90 @@ LAC_COUNTERS = (
     ("LAST_HANDOFF", "cycles from request to the miss reaching the sequencer, last miss"),
 )
 
-LAC = Block("lac", base=0x0100, size=0x100, doc="Local access controller and network cache", registers=(
-    Register("GEOMETRY", 0x00, Access.RO, "Network cache and slice geometry", fields=(
-        Field("WAYS", 0, 4), Field("SET_BITS", 4, 5), Field("SLICE_BITS", 9, 5),
-        Field("LOOKUP_LATENCY", 14, 4, "tag lookup latency in cycles"),
-        Field("LINE_BITS", 18, 3, "log2 of the line size in bytes"),
-    )),
-    Register("COMMAND", 0x04, Access.WO, "Commands", fields=(
-        Field("FLUSH", 0, doc="roll every network-cache line out (before entering NUMA mode)"),
-        Field("CLEAR_COUNTERS", 1, doc="zero the event counters"),
-    )),
-    Register("STATUS", 0x08, Access.RO, "Status", width=8, fields=(
-        Field("FLUSH_BUSY", 0, doc="a flush is in progress"),
-        Field("DEBUG_BUSY", 1, doc="a debug read is in progress"),
-    )),
-    # Debug reads of the tag SRAM and memories (for status tools and quiescence checks): write
-    # DEBUG_ADDR then DEBUG_CMD; when STATUS.DEBUG_BUSY clears, the DEBUG_* results are valid.
-    Register("DEBUG_ADDR", 0x10, Access.RW, "Debug read address: a global line address "
-             "(DIRECTORY), set * ways + way (TAG) or a word index (HOME/CACHE/PRIVATE memory)"),
-    Register("DEBUG_CMD", 0x14, Access.WO, "Start a debug read", width=3, fields=(
-        Field("WHAT", 0, 3, "0 directory entry, 1 cache tag, 2 home word, 3 cache word, 4 private word"),
-    )),
-    Register("DEBUG_TAG", 0x18, Access.RO, "Cache tag read: state, forward, backward", fields=(
-        Field("STATE", 0, 4), Field("FWD", 8, 6), Field("BWD", 16, 6),
-    )),
-    Register("DEBUG_TAG_LINE", 0x1C, Access.RO, "Cache tag read: global line address"),
-    Register("DEBUG_DIR", 0x20, Access.RO, "Directory read: memory state, lock, head", fields=(
-        Field("MSTATE", 0, 2), Field("LOCK", 2), Field("HEAD", 8, 6),
-    )),
-    Register("DEBUG_DATA", 0x24, Access.RO, "Memory word read"),
-    *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(LAC_COUNTERS)),
-))
+LAC = Block(
+    "lac",
+    base=0x0100,
+    size=0x100,
+    doc="Local access controller and network cache",
+    registers=(
+        Register(
+            "GEOMETRY",
+            0x00,
+            Access.RO,
+            "Network cache and slice geometry",
+            fields=(
+                Field("WAYS", 0, 4),
+                Field("SET_BITS", 4, 5),
+                Field("SLICE_BITS", 9, 5),
+                Field("LOOKUP_LATENCY", 14, 4, "tag lookup latency in cycles"),
+                Field("LINE_BITS", 18, 3, "log2 of the line size in bytes"),
+            ),
+        ),
+        Register(
+            "COMMAND",
+            0x04,
+            Access.WO,
+            "Commands",
+            fields=(
+                Field("FLUSH", 0, doc="roll every network-cache line out (before entering NUMA mode)"),
+                Field("CLEAR_COUNTERS", 1, doc="zero the event counters"),
+            ),
+        ),
+        Register(
+            "STATUS",
+            0x08,
+            Access.RO,
+            "Status",
+            width=8,
+            fields=(
+                Field("FLUSH_BUSY", 0, doc="a flush is in progress"),
+                Field("DEBUG_BUSY", 1, doc="a debug read is in progress"),
+            ),
+        ),
+        # Debug reads of the tag SRAM and memories (for status tools and quiescence checks): write
+        # DEBUG_ADDR then DEBUG_CMD; when STATUS.DEBUG_BUSY clears, the DEBUG_* results are valid.
+        Register(
+            "DEBUG_ADDR",
+            0x10,
+            Access.RW,
+            "Debug read address: a global line address "
+            "(DIRECTORY), set * ways + way (TAG) or a word index (HOME/CACHE/PRIVATE memory)",
+        ),
+        Register(
+            "DEBUG_CMD",
+            0x14,
+            Access.WO,
+            "Start a debug read",
+            width=3,
+            fields=(Field("WHAT", 0, 3, "0 directory entry, 1 cache tag, 2 home word, 3 cache word, 4 private word"),),
+        ),
+        Register(
+            "DEBUG_TAG",
+            0x18,
+            Access.RO,
+            "Cache tag read: state, forward, backward",
+            fields=(
+                Field("STATE", 0, 4),
+                Field("FWD", 8, 6),
+                Field("BWD", 16, 6),
+            ),
+        ),
+        Register("DEBUG_TAG_LINE", 0x1C, Access.RO, "Cache tag read: global line address"),
+        Register(
+            "DEBUG_DIR",
+            0x20,
+            Access.RO,
+            "Directory read: memory state, lock, head",
+            fields=(
+                Field("MSTATE", 0, 2),
+                Field("LOCK", 2),
+                Field("HEAD", 8, 6),
+            ),
+        ),
+        Register("DEBUG_DATA", 0x24, Access.RO, "Memory word read"),
+        *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(LAC_COUNTERS)),
+    ),
+)
 
 #: Event counters of the sequencer, in register order (32 bits): the microcode's COUNT events
 #: (microcode.isa.Counter, same order) then the sequencer's own.
@@ -320,23 +417,42 @@ RAC_COUNTERS = (
     ("NOT_READY_REPLIES", "requests refused before the control store was loaded"),
 )
 
-RAC = Block("rac", base=0x0200, size=0x100, doc="Remote access controller (microprogrammed sequencer)", registers=(
-    Register("CTRL", 0x00, Access.RW, "Control", width=8, fields=(
-        Field("LOADED", 0, doc="the control store holds a verified image: serve remote traffic"),
-    )),
-    Register("STATUS", 0x04, Access.RO, "Status", width=16, fields=(
-        Field("LOADED", 0), Field("WRITE_REFUSED", 1, doc="a write to the loaded control store was ignored"),
-        Field("BUSY_CONTEXTS", 8, 5, "transaction-buffer entries in use"),
-    )),
-    Register("UCODE_ADDR", 0x08, Access.WO, "Set the control-store address", width=16),
-    Register("UCODE_POS", 0x0C, Access.RO, "Current control-store address", width=16),
-    Register("UCODE_WDATA_LO", 0x10, Access.RW, "Low word of the next control-store write"),
-    Register("UCODE_WDATA_HI", 0x14, Access.WO, "High word: writes {HI, LO} at the address, then address + 1"),
-    Register("UCODE_RDATA_LO", 0x18, Access.RO, "Low word of the control store at the address"),
-    Register("UCODE_RDATA_HI", 0x1C, Access.RO, "High word of the control store at the address"),
-    Register("UCODE_DEPTH", 0x20, Access.RO, "Words in the control store", width=16),
-    *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RAC_COUNTERS)),
-))
+RAC = Block(
+    "rac",
+    base=0x0200,
+    size=0x100,
+    doc="Remote access controller (microprogrammed sequencer)",
+    registers=(
+        Register(
+            "CTRL",
+            0x00,
+            Access.RW,
+            "Control",
+            width=8,
+            fields=(Field("LOADED", 0, doc="the control store holds a verified image: serve remote traffic"),),
+        ),
+        Register(
+            "STATUS",
+            0x04,
+            Access.RO,
+            "Status",
+            width=16,
+            fields=(
+                Field("LOADED", 0),
+                Field("WRITE_REFUSED", 1, doc="a write to the loaded control store was ignored"),
+                Field("BUSY_CONTEXTS", 8, 5, "transaction-buffer entries in use"),
+            ),
+        ),
+        Register("UCODE_ADDR", 0x08, Access.WO, "Set the control-store address", width=16),
+        Register("UCODE_POS", 0x0C, Access.RO, "Current control-store address", width=16),
+        Register("UCODE_WDATA_LO", 0x10, Access.RW, "Low word of the next control-store write"),
+        Register("UCODE_WDATA_HI", 0x14, Access.WO, "High word: writes {HI, LO} at the address, then address + 1"),
+        Register("UCODE_RDATA_LO", 0x18, Access.RO, "Low word of the control store at the address"),
+        Register("UCODE_RDATA_HI", 0x1C, Access.RO, "High word of the control store at the address"),
+        Register("UCODE_DEPTH", 0x20, Access.RO, "Words in the control store", width=16),
+        *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RAC_COUNTERS)),
+    ),
+)
 
 #: Saturating 32-bit event counters of the ring link, in register order (name, what is counted).
 RING_COUNTERS = (
@@ -357,44 +473,97 @@ RING_COUNTERS = (
     ("SCRUBBED", "Corrupt packets removed on their second pass (nobody else would remove them)"),
 )
 
-RING = Block("ring", base=0x0300, size=0x100, doc="SCI ring link: configuration, queue status, counters", registers=(
-    Register("CONTROL", 0x00, Access.WO, "Commands", width=1, fields=(
-        Field("CLEAR", 0, doc="Write 1: zero every counter, BYPASS.PEAK and ERRORS"),
-    )),
-    Register("STATUS", 0x04, Access.RO, "Queue occupancies", fields=(
-        Field("OUT_QUEUE", 0, 8, "Packets in the outgoing queue (waiting or awaiting their echo)"),
-        Field("IN_QUEUE", 8, 8, "Packets in the incoming queue not yet taken by the sequencer"),
-        Field("OUTSTANDING", 16, 8, "Own packets in flight (sent or to be resent)"),
-        Field("ECHO_QUEUE", 24, 8, "Echoes waiting to be transmitted"),
-    )),
-    Register("BYPASS", 0x08, Access.RO, "Bypass FIFO occupancy, in entries (symbols and packet ends)", fields=(
-        Field("LEVEL", 0, 16, "Now"),
-        Field("PEAK", 16, 16, "Highest since reset or CONTROL.CLEAR"),
-    )),
-    Register("ERRORS", 0x0C, Access.RO, "Sticky design-invariant violations: never set in a correct design", width=2, fields=(
-        Field("BYPASS_OVERFLOW", 0, doc="A bypassed symbol found the bypass FIFO full"),
-        Field("BYPASS_UNDERRUN", 1, doc="The bypass FIFO ran dry inside a packet"),
-    )),
-    Register("PARAMS", 0x10, Access.RO, "Build parameters", fields=(
-        Field("OUT_DEPTH", 0, 8, "Outgoing queue, packets"),
-        Field("IN_DEPTH", 8, 8, "Incoming queue, packets"),
-        Field("MAX_OUTSTANDING", 16, 8, "Own packets awaiting their echo at once"),
-        Field("ECHO_DEPTH", 24, 8, "Echo queue, echoes"),
-    )),
-    Register("BYPASS_PARAMS", 0x14, Access.RO, "Bypass FIFO build parameters", fields=(
-        Field("DEPTH", 0, 16, "Entries"),
-        Field("THRESHOLD", 16, 16, "Above this occupancy own traffic waits (bypass is forced)"),
-    )),
-    Register("ECHO_TIMEOUT", 0x20, Access.RW,
-             "Cycles to wait for an echo before resending; also twice the scrubber's memory",
-             width=16, reset=4096),
-    Register("BUSY_DELAY", 0x24, Access.RW, "Cycles to wait after a BUSY echo before resending",
-             width=16, reset=64),
-    Register("MAX_ATTEMPTS", 0x28, Access.RW,
-             "Consecutive transmissions without any echo after which a packet is given up (a BUSY echo restarts the count)",
-             width=8, reset=8),
-    *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RING_COUNTERS)),
-))
+RING = Block(
+    "ring",
+    base=0x0300,
+    size=0x100,
+    doc="SCI ring link: configuration, queue status, counters",
+    registers=(
+        Register(
+            "CONTROL",
+            0x00,
+            Access.WO,
+            "Commands",
+            width=1,
+            fields=(Field("CLEAR", 0, doc="Write 1: zero every counter, BYPASS.PEAK and ERRORS"),),
+        ),
+        Register(
+            "STATUS",
+            0x04,
+            Access.RO,
+            "Queue occupancies",
+            fields=(
+                Field("OUT_QUEUE", 0, 8, "Packets in the outgoing queue (waiting or awaiting their echo)"),
+                Field("IN_QUEUE", 8, 8, "Packets in the incoming queue not yet taken by the sequencer"),
+                Field("OUTSTANDING", 16, 8, "Own packets in flight (sent or to be resent)"),
+                Field("ECHO_QUEUE", 24, 8, "Echoes waiting to be transmitted"),
+            ),
+        ),
+        Register(
+            "BYPASS",
+            0x08,
+            Access.RO,
+            "Bypass FIFO occupancy, in entries (symbols and packet ends)",
+            fields=(
+                Field("LEVEL", 0, 16, "Now"),
+                Field("PEAK", 16, 16, "Highest since reset or CONTROL.CLEAR"),
+            ),
+        ),
+        Register(
+            "ERRORS",
+            0x0C,
+            Access.RO,
+            "Sticky design-invariant violations: never set in a correct design",
+            width=2,
+            fields=(
+                Field("BYPASS_OVERFLOW", 0, doc="A bypassed symbol found the bypass FIFO full"),
+                Field("BYPASS_UNDERRUN", 1, doc="The bypass FIFO ran dry inside a packet"),
+            ),
+        ),
+        Register(
+            "PARAMS",
+            0x10,
+            Access.RO,
+            "Build parameters",
+            fields=(
+                Field("OUT_DEPTH", 0, 8, "Outgoing queue, packets"),
+                Field("IN_DEPTH", 8, 8, "Incoming queue, packets"),
+                Field("MAX_OUTSTANDING", 16, 8, "Own packets awaiting their echo at once"),
+                Field("ECHO_DEPTH", 24, 8, "Echo queue, echoes"),
+            ),
+        ),
+        Register(
+            "BYPASS_PARAMS",
+            0x14,
+            Access.RO,
+            "Bypass FIFO build parameters",
+            fields=(
+                Field("DEPTH", 0, 16, "Entries"),
+                Field("THRESHOLD", 16, 16, "Above this occupancy own traffic waits (bypass is forced)"),
+            ),
+        ),
+        Register(
+            "ECHO_TIMEOUT",
+            0x20,
+            Access.RW,
+            "Cycles to wait for an echo before resending; also twice the scrubber's memory",
+            width=16,
+            reset=4096,
+        ),
+        Register(
+            "BUSY_DELAY", 0x24, Access.RW, "Cycles to wait after a BUSY echo before resending", width=16, reset=64
+        ),
+        Register(
+            "MAX_ATTEMPTS",
+            0x28,
+            Access.RW,
+            "Consecutive transmissions without any echo after which a packet is given up (a BUSY echo restarts the count)",
+            width=8,
+            reset=8,
+        ),
+        *(Register(name, 0x40 + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(RING_COUNTERS)),
+    ),
+)
 
 #: Where each block of the card lives in the 128 KiB register window. Reserved ahead so blocks
 #: developed in parallel never collide:
@@ -409,8 +578,11 @@ VIA_COUNTERS = (
     ("RX_FRAMES", "frames that passed the FCS check and fitted the receive buffer"),
     ("RX_BAD_FCS", "frames dropped for a bad FCS (corruption on the link)"),
     ("RX_OVERFLOW", "frames dropped because the receive buffer was full"),
-    ("RX_NOT_FOR_US", "frames with another EtherType or another destination MAC, and management "
-                      "frames from a MAC that is not a card's"),
+    (
+        "RX_NOT_FOR_US",
+        "frames with another EtherType or another destination MAC, and management "
+        "frames from a MAC that is not a card's",
+    ),
     ("RX_MALFORMED", "VIA frames dropped as malformed (short, bad operation, bad lengths)"),
     ("RX_NO_VI", "frames for a VI that does not exist, is not connected, or has another peer"),
     ("RX_DUPLICATE", "data frames received again (already acknowledged): dropped, re-acknowledged"),
@@ -424,9 +596,12 @@ VIA_COUNTERS = (
     ("TX_NAK_SEQUENCE", "sequence NAKs received (go back to the frame the peer asked for)"),
     ("TX_ERRORS", "VIs put in the error state by a remote error, a retry limit or a DMA error"),
     ("CQ_OVERFLOWS", "completion-queue entries lost because the queue was full"),
-    ("DOORBELLS_REFUSED", "doorbells refused: queue full, descriptor address unaligned or outside the "
-                          "VI's descriptor area or host memory, or a write to a doorbell page of no VI "
-                          "or to no doorbell of a page"),
+    (
+        "DOORBELLS_REFUSED",
+        "doorbells refused: queue full, descriptor address unaligned or outside the "
+        "VI's descriptor area or host memory, or a write to a doorbell page of no VI "
+        "or to no doorbell of a page",
+    ),
     ("DMA_ERRORS", "DMA accesses answered with a bus error"),
     ("READ_REQUESTS_DROPPED", "RDMA read requests dropped because the response queue was full"),
 )
@@ -445,131 +620,273 @@ IRQ_FIELDS = (
     Field("MGMT_RX", 1, doc="a management frame waits (MGMT_RX_STATUS.VALID)"),
 )
 
-VIA = Block("via", base=0x1000, size=0x1000, doc="VIA engine: VI state, completion queues, ATT, "
-            "firmware mailbox and management frames", registers=(
-    Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
-    Register("CQ_COUNT", 0x004, Access.RO, "Completion queues this card has", width=8),
-    Register("QUEUE_DEPTH", 0x008, Access.RO, "Descriptors each work queue holds", width=16),
-    Register("MAX_SEGMENTS", 0x00C, Access.RO, "Data segments a descriptor may have", width=8),
-    Register("MAX_MTU", 0x010, Access.RO, "Largest MTU the buffers hold", width=16),
-    Register("ATT_REGIONS", 0x014, Access.RO, "Level-1 entries of the ATT (memory handles)", width=16),
-    Register("ATT_PAGES", 0x018, Access.RO, "Level-2 entries of the ATT (pages)", width=24),
-    Register("HOST_MEM_BASE", 0x01C, Access.RO, "First byte of the host memory the card may DMA to"),
-    Register("HOST_MEM_SIZE", 0x020, Access.RO, "Bytes of that host memory"),
-    Register("WINDOW", 0x024, Access.RO, "Frames a VI may have unacknowledged", width=16),
-    Register("CTRL", 0x028, Access.RW, "Engine control", width=8, fields=(
-        Field("ENABLE", 0, doc="Serve doorbells and the link; when 0, received frames are dropped"),
-    )),
-    Register("MTU", 0x02C, Access.RW, "Ethernet payload bytes per frame (change only while idle)",
-             width=16, reset=1500),
-    Register("RTO_CYCLES", 0x030, Access.RW, "Retransmission timeout in sys cycles", reset=25_000),
-    Register("RETRY_LIMIT", 0x034, Access.RW, "Timeouts in a row without progress before a VI fails",
-             width=16, reset=64),
-    Register("ATT_ADDR", 0x038, Access.RW, "Word address in the ATT (level 1, then level 2)", width=24),
-    Register("ATT_WDATA", 0x03C, Access.WO, "Write the ATT word at ATT_ADDR, then increment ATT_ADDR"),
-    Register("ATT_RDATA", 0x040, Access.RO, "The ATT word at ATT_ADDR"),
-    Register("MBOX_CMD", 0x050, Access.RW, "Host to firmware: command of the mailbox", fields=(
-        Field("CODE", 0, 16, "command (numavia.base.via_mailbox)"),
-        Field("SEQ", 16, 16, "changes with every new command"),
-    )),
-    Register("MBOX_STATUS", 0x054, Access.RW, "Firmware to host: result of the mailbox command", fields=(
-        Field("RESULT", 0, 16, "VIP_* result code"),
-        Field("SEQ", 16, 16, "SEQ of the command this result belongs to"),
-    )),
-    Register("MGMT_TX_CTRL", 0x060, Access.WO, "Send MGMT_TX_DATA as a management frame", fields=(
-        Field("DST_NODE", 0, NODE_ID_BITS, "destination node"),
-        Field("LENGTH", 8, 7, "payload bytes (at most 64)"),
-        Field("RAW", 16, doc="send the bytes as a whole frame from its first header byte (tests)"),
-    )),
-    Register("MGMT_TX_STATUS", 0x064, Access.RO, "Management transmit status", width=8, fields=(
-        Field("BUSY", 0, doc="the previous management frame is not sent yet"),
-    )),
-    Register("MGMT_RX_STATUS", 0x068, Access.RO, "Received management frame", fields=(
-        Field("VALID", 0, doc="MGMT_RX_DATA holds a frame not yet popped"),
-        Field("SRC_NODE", 8, NODE_ID_BITS, "sending node"),
-        Field("LENGTH", 16, 7, "payload bytes"),
-    )),
-    Register("MGMT_RX_POP", 0x06C, Access.WO, "Release MGMT_RX_DATA for the next management frame"),
-    # The card's interrupt (to the node's CPU) says the firmware has work: the protocol manager
-    # sleeps until then instead of polling. Bare metal polls and leaves it disabled.
-    Register("IRQ_PENDING", 0x070, Access.RO, "Work waiting for the firmware", width=8, fields=IRQ_FIELDS),
-    Register("IRQ_ENABLE", 0x074, Access.RW, "Which IRQ_PENDING bits raise the card's interrupt", width=8,
-             fields=IRQ_FIELDS),
-    Register("IRQ_ACK", 0x078, Access.WO, "Write 1s to clear IRQ_PENDING.MBOX (MGMT_RX clears by popping)",
-             width=8, fields=IRQ_FIELDS),
-    *(Register(name, VIA_COUNTER_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_COUNTERS)),
-), arrays=(
-    RegisterArray("MBOX_DATA", 0x100, 16, 4, "Mailbox arguments and results", registers=(
-        Register("WORD", 0x0, Access.RW, "one word"),
-    )),
-    RegisterArray("MGMT_TX_DATA", 0x140, 16, 4, "Payload of the next management frame", registers=(
-        Register("WORD", 0x0, Access.RW, "one word, little-endian bytes"),
-    )),
-    RegisterArray("MGMT_RX_DATA", 0x180, 16, 4, "Payload of the received management frame", registers=(
-        Register("WORD", 0x0, Access.RO, "one word, little-endian bytes"),
-    )),
-    # Offsets 0x00 and 0x04 of a VI held its doorbells before they moved to their own pages
-    # (DOORBELL); they stay holes so that an old driver's doorbell write answers err.
-    RegisterArray("VI", 0x400, VI_CAPACITY, 0x40, "One Virtual Interface: state, connection, binding "
-                  "(privileged; its doorbells are in the DOORBELL block)", registers=(
-        Register("CMD", 0x08, Access.WO, "State change (firmware)", width=8, fields=(
-            Field("CONNECT", 0, doc="IDLE -> CONNECTED: sequence numbers restart at 0"),
-            Field("FAIL", 1, doc="-> ERROR: posted descriptors complete as FLUSHED"),
-            Field("RESET", 2, doc="-> IDLE (after ERROR, once the queues are empty)"),
-        )),
-        Register("STATE", 0x0C, Access.RO, "State and last error", fields=(
-            Field("STATE", 0, 2, "IDLE, CONNECTED or ERROR"),
-            Field("ERROR", 8, 16, "STATUS error bits that put the VI in ERROR"),
-        )),
-        Register("PEER", 0x10, Access.RW, "The connected peer", fields=(
-            Field("NODE", 0, NODE_ID_BITS, "peer node"),
-            Field("VI", 16, 8, "peer VI"),
-        )),
-        Register("PTAG", 0x14, Access.RW, "Protection tag of the VI", width=16),
-        Register("CQ_BIND", 0x18, Access.RW, "Completion queues of the work queues", width=16, fields=(
-            Field("SEND_CQ", 0, 4, "completion queue of the send queue"),
-            Field("SEND_EN", 4, doc="send completions go to SEND_CQ"),
-            Field("RECV_CQ", 8, 4, "completion queue of the receive queue"),
-            Field("RECV_EN", 12, doc="receive completions go to RECV_CQ"),
-        )),
-        Register("QUEUE_STATUS", 0x1C, Access.RO, "Posted descriptors not yet completed", fields=(
-            Field("SQ", 0, 16, "on the send queue"),
-            Field("RQ", 16, 16, "on the receive queue"),
-        )),
-        Register("TX_PSN", 0x20, Access.RO, "Next sequence number this VI sends"),
-        Register("RX_PSN", 0x24, Access.RO, "Next sequence number this VI expects"),
-        # The descriptor area is the driver's (privileged) grant: a process rings only its own VI's
-        # doorbell page, and the area keeps its descriptors - and the status the card writes back
-        # into them - inside memory the driver gave that process.
-        Register("DESC_BASE", 0x28, Access.RW, "Physical address of the VI's descriptor area "
-                 "(DESCRIPTOR_ALIGN-aligned): its doorbells may name descriptors only inside it"),
-        Register("DESC_SIZE", 0x2C, Access.RW, "Bytes of the descriptor area (0, the reset value: the VI "
-                 "can post nothing)"),
-    )),
-    RegisterArray("CQ", 0x800, 16, 0x20, "One completion queue: a ring of CQ_ENTRY in host memory",
-                  registers=(
-        Register("BASE", 0x00, Access.RW, "Physical address of the ring"),
-        Register("SIZE", 0x04, Access.RW, "Entries in the ring, a power of two (0: queue off)", width=17),
-        Register("HEAD", 0x08, Access.RW, "Entries the host has consumed (free-running)"),
-        Register("TAIL", 0x0C, Access.RO, "Entries the card has written (free-running)"),
-        Register("CTRL", 0x10, Access.WO, "Commands", width=8, fields=(
-            Field("RESET", 0, doc="TAIL and OVERFLOW back to 0"),
-        )),
-        Register("STATUS", 0x14, Access.RO, "Status", width=8, fields=(
-            Field("OVERFLOW", 0, doc="an entry was lost because the ring was full"),
-        )),
-    )),
-))
+VIA = Block(
+    "via",
+    base=0x1000,
+    size=0x1000,
+    doc="VIA engine: VI state, completion queues, ATT, firmware mailbox and management frames",
+    registers=(
+        Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
+        Register("CQ_COUNT", 0x004, Access.RO, "Completion queues this card has", width=8),
+        Register("QUEUE_DEPTH", 0x008, Access.RO, "Descriptors each work queue holds", width=16),
+        Register("MAX_SEGMENTS", 0x00C, Access.RO, "Data segments a descriptor may have", width=8),
+        Register("MAX_MTU", 0x010, Access.RO, "Largest MTU the buffers hold", width=16),
+        Register("ATT_REGIONS", 0x014, Access.RO, "Level-1 entries of the ATT (memory handles)", width=16),
+        Register("ATT_PAGES", 0x018, Access.RO, "Level-2 entries of the ATT (pages)", width=24),
+        Register("HOST_MEM_BASE", 0x01C, Access.RO, "First byte of the host memory the card may DMA to"),
+        Register("HOST_MEM_SIZE", 0x020, Access.RO, "Bytes of that host memory"),
+        Register("WINDOW", 0x024, Access.RO, "Frames a VI may have unacknowledged", width=16),
+        Register(
+            "CTRL",
+            0x028,
+            Access.RW,
+            "Engine control",
+            width=8,
+            fields=(Field("ENABLE", 0, doc="Serve doorbells and the link; when 0, received frames are dropped"),),
+        ),
+        Register(
+            "MTU", 0x02C, Access.RW, "Ethernet payload bytes per frame (change only while idle)", width=16, reset=1500
+        ),
+        Register("RTO_CYCLES", 0x030, Access.RW, "Retransmission timeout in sys cycles", reset=25_000),
+        Register(
+            "RETRY_LIMIT", 0x034, Access.RW, "Timeouts in a row without progress before a VI fails", width=16, reset=64
+        ),
+        Register("ATT_ADDR", 0x038, Access.RW, "Word address in the ATT (level 1, then level 2)", width=24),
+        Register("ATT_WDATA", 0x03C, Access.WO, "Write the ATT word at ATT_ADDR, then increment ATT_ADDR"),
+        Register("ATT_RDATA", 0x040, Access.RO, "The ATT word at ATT_ADDR"),
+        Register(
+            "MBOX_CMD",
+            0x050,
+            Access.RW,
+            "Host to firmware: command of the mailbox",
+            fields=(
+                Field("CODE", 0, 16, "command (numavia.base.via_mailbox)"),
+                Field("SEQ", 16, 16, "changes with every new command"),
+            ),
+        ),
+        Register(
+            "MBOX_STATUS",
+            0x054,
+            Access.RW,
+            "Firmware to host: result of the mailbox command",
+            fields=(
+                Field("RESULT", 0, 16, "VIP_* result code"),
+                Field("SEQ", 16, 16, "SEQ of the command this result belongs to"),
+            ),
+        ),
+        Register(
+            "MGMT_TX_CTRL",
+            0x060,
+            Access.WO,
+            "Send MGMT_TX_DATA as a management frame",
+            fields=(
+                Field("DST_NODE", 0, NODE_ID_BITS, "destination node"),
+                Field("LENGTH", 8, 7, "payload bytes (at most 64)"),
+                Field("RAW", 16, doc="send the bytes as a whole frame from its first header byte (tests)"),
+            ),
+        ),
+        Register(
+            "MGMT_TX_STATUS",
+            0x064,
+            Access.RO,
+            "Management transmit status",
+            width=8,
+            fields=(Field("BUSY", 0, doc="the previous management frame is not sent yet"),),
+        ),
+        Register(
+            "MGMT_RX_STATUS",
+            0x068,
+            Access.RO,
+            "Received management frame",
+            fields=(
+                Field("VALID", 0, doc="MGMT_RX_DATA holds a frame not yet popped"),
+                Field("SRC_NODE", 8, NODE_ID_BITS, "sending node"),
+                Field("LENGTH", 16, 7, "payload bytes"),
+            ),
+        ),
+        Register("MGMT_RX_POP", 0x06C, Access.WO, "Release MGMT_RX_DATA for the next management frame"),
+        # The card's interrupt (to the node's CPU) says the firmware has work: the protocol manager
+        # sleeps until then instead of polling. Bare metal polls and leaves it disabled.
+        Register("IRQ_PENDING", 0x070, Access.RO, "Work waiting for the firmware", width=8, fields=IRQ_FIELDS),
+        Register(
+            "IRQ_ENABLE",
+            0x074,
+            Access.RW,
+            "Which IRQ_PENDING bits raise the card's interrupt",
+            width=8,
+            fields=IRQ_FIELDS,
+        ),
+        Register(
+            "IRQ_ACK",
+            0x078,
+            Access.WO,
+            "Write 1s to clear IRQ_PENDING.MBOX (MGMT_RX clears by popping)",
+            width=8,
+            fields=IRQ_FIELDS,
+        ),
+        *(Register(name, VIA_COUNTER_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_COUNTERS)),
+    ),
+    arrays=(
+        RegisterArray(
+            "MBOX_DATA",
+            0x100,
+            16,
+            4,
+            "Mailbox arguments and results",
+            registers=(Register("WORD", 0x0, Access.RW, "one word"),),
+        ),
+        RegisterArray(
+            "MGMT_TX_DATA",
+            0x140,
+            16,
+            4,
+            "Payload of the next management frame",
+            registers=(Register("WORD", 0x0, Access.RW, "one word, little-endian bytes"),),
+        ),
+        RegisterArray(
+            "MGMT_RX_DATA",
+            0x180,
+            16,
+            4,
+            "Payload of the received management frame",
+            registers=(Register("WORD", 0x0, Access.RO, "one word, little-endian bytes"),),
+        ),
+        # Offsets 0x00 and 0x04 of a VI held its doorbells before they moved to their own pages
+        # (DOORBELL); they stay holes so that an old driver's doorbell write answers err.
+        RegisterArray(
+            "VI",
+            0x400,
+            VI_CAPACITY,
+            0x40,
+            "One Virtual Interface: state, connection, binding (privileged; its doorbells are in the DOORBELL block)",
+            registers=(
+                Register(
+                    "CMD",
+                    0x08,
+                    Access.WO,
+                    "State change (firmware)",
+                    width=8,
+                    fields=(
+                        Field("CONNECT", 0, doc="IDLE -> CONNECTED: sequence numbers restart at 0"),
+                        Field("FAIL", 1, doc="-> ERROR: posted descriptors complete as FLUSHED"),
+                        Field("RESET", 2, doc="-> IDLE (after ERROR, once the queues are empty)"),
+                    ),
+                ),
+                Register(
+                    "STATE",
+                    0x0C,
+                    Access.RO,
+                    "State and last error",
+                    fields=(
+                        Field("STATE", 0, 2, "IDLE, CONNECTED or ERROR"),
+                        Field("ERROR", 8, 16, "STATUS error bits that put the VI in ERROR"),
+                    ),
+                ),
+                Register(
+                    "PEER",
+                    0x10,
+                    Access.RW,
+                    "The connected peer",
+                    fields=(
+                        Field("NODE", 0, NODE_ID_BITS, "peer node"),
+                        Field("VI", 16, 8, "peer VI"),
+                    ),
+                ),
+                Register("PTAG", 0x14, Access.RW, "Protection tag of the VI", width=16),
+                Register(
+                    "CQ_BIND",
+                    0x18,
+                    Access.RW,
+                    "Completion queues of the work queues",
+                    width=16,
+                    fields=(
+                        Field("SEND_CQ", 0, 4, "completion queue of the send queue"),
+                        Field("SEND_EN", 4, doc="send completions go to SEND_CQ"),
+                        Field("RECV_CQ", 8, 4, "completion queue of the receive queue"),
+                        Field("RECV_EN", 12, doc="receive completions go to RECV_CQ"),
+                    ),
+                ),
+                Register(
+                    "QUEUE_STATUS",
+                    0x1C,
+                    Access.RO,
+                    "Posted descriptors not yet completed",
+                    fields=(
+                        Field("SQ", 0, 16, "on the send queue"),
+                        Field("RQ", 16, 16, "on the receive queue"),
+                    ),
+                ),
+                Register("TX_PSN", 0x20, Access.RO, "Next sequence number this VI sends"),
+                Register("RX_PSN", 0x24, Access.RO, "Next sequence number this VI expects"),
+                # The descriptor area is the driver's (privileged) grant: a process rings only its own VI's
+                # doorbell page, and the area keeps its descriptors - and the status the card writes back
+                # into them - inside memory the driver gave that process.
+                Register(
+                    "DESC_BASE",
+                    0x28,
+                    Access.RW,
+                    "Physical address of the VI's descriptor area "
+                    "(DESCRIPTOR_ALIGN-aligned): its doorbells may name descriptors only inside it",
+                ),
+                Register(
+                    "DESC_SIZE",
+                    0x2C,
+                    Access.RW,
+                    "Bytes of the descriptor area (0, the reset value: the VI can post nothing)",
+                ),
+            ),
+        ),
+        RegisterArray(
+            "CQ",
+            0x800,
+            16,
+            0x20,
+            "One completion queue: a ring of CQ_ENTRY in host memory",
+            registers=(
+                Register("BASE", 0x00, Access.RW, "Physical address of the ring"),
+                Register("SIZE", 0x04, Access.RW, "Entries in the ring, a power of two (0: queue off)", width=17),
+                Register("HEAD", 0x08, Access.RW, "Entries the host has consumed (free-running)"),
+                Register("TAIL", 0x0C, Access.RO, "Entries the card has written (free-running)"),
+                Register(
+                    "CTRL",
+                    0x10,
+                    Access.WO,
+                    "Commands",
+                    width=8,
+                    fields=(Field("RESET", 0, doc="TAIL and OVERFLOW back to 0"),),
+                ),
+                Register(
+                    "STATUS",
+                    0x14,
+                    Access.RO,
+                    "Status",
+                    width=8,
+                    fields=(Field("OVERFLOW", 0, doc="an entry was lost because the ring was full"),),
+                ),
+            ),
+        ),
+    ),
+)
 
-DOORBELL = Block("doorbell", base=0x1_0000, size=VI_CAPACITY * DOORBELL_PAGE_BYTES,
-                 doc="VI doorbells, one page per VI: a driver maps a process only its own VI's page",
-                 arrays=(
-    RegisterArray("VI", 0x000, VI_CAPACITY, DOORBELL_PAGE_BYTES,
-                  "The doorbell page of one VI (the page index is the VI number)", registers=(
-        Register("SQ_DOORBELL", 0x00, Access.WO, "Post a send descriptor: its physical address"),
-        Register("RQ_DOORBELL", 0x04, Access.WO, "Post a receive descriptor: its physical address"),
-    )),
-))
+DOORBELL = Block(
+    "doorbell",
+    base=0x1_0000,
+    size=VI_CAPACITY * DOORBELL_PAGE_BYTES,
+    doc="VI doorbells, one page per VI: a driver maps a process only its own VI's page",
+    arrays=(
+        RegisterArray(
+            "VI",
+            0x000,
+            VI_CAPACITY,
+            DOORBELL_PAGE_BYTES,
+            "The doorbell page of one VI (the page index is the VI number)",
+            registers=(
+                Register("SQ_DOORBELL", 0x00, Access.WO, "Post a send descriptor: its physical address"),
+                Register("RQ_DOORBELL", 0x04, Access.WO, "Post a receive descriptor: its physical address"),
+            ),
+        ),
+    ),
+)
 
 #: The window ends with the doorbell pages, so it grows with them (0x2_0000 bytes: 128 KiB).
 CARD = RegisterMap("card", size=DOORBELL.base + DOORBELL.size, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
@@ -581,11 +898,19 @@ VIA_BLOCKS = (VIA, DOORBELL)
 #: rest count ordinary events. ``ring.ERRORS`` (sticky invariant bits) is read beside them.
 ERROR_COUNTERS = (
     ("lac", "ERRORS"),
-    ("rac", "PROTOCOL_ERRORS"), ("rac", "RETRY_LIMITS"), ("rac", "DROPPED_RESPONSES"),
-    ("rac", "FAILED_SENDS"), ("rac", "NOT_READY_REPLIES"),
-    ("ring", "CRC_ERRORS"), ("ring", "DUPLICATES"), ("ring", "TIMEOUTS"), ("ring", "SEND_FAILURES"),
-    ("ring", "UNDELIVERABLE"), ("ring", "ECHO_OVERFLOWS"), ("ring", "SCRUBBED"),
+    ("rac", "PROTOCOL_ERRORS"),
+    ("rac", "RETRY_LIMITS"),
+    ("rac", "DROPPED_RESPONSES"),
+    ("rac", "FAILED_SENDS"),
+    ("rac", "NOT_READY_REPLIES"),
+    ("ring", "CRC_ERRORS"),
+    ("ring", "DUPLICATES"),
+    ("ring", "TIMEOUTS"),
+    ("ring", "SEND_FAILURES"),
+    ("ring", "UNDELIVERABLE"),
+    ("ring", "ECHO_OVERFLOWS"),
+    ("ring", "SCRUBBED"),
     *(("via", name) for name, _ in VIA_COUNTERS if name not in ("TX_FRAMES", "RX_FRAMES", "RX_NOT_FOR_US")),
 )
 for _block, _register in ERROR_COUNTERS:
-    CARD.block(_block).register(_register)   # every name exists (KeyError at import otherwise)
+    CARD.block(_block).register(_register)  # every name exists (KeyError at import otherwise)

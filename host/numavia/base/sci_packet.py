@@ -16,13 +16,14 @@ as symbols ``2i`` (bits 31..16) and ``2i+1`` (bits 15..0). The CRC is CRC-16/CCI
 (polynomial 0x1021, initial value 0xFFFF) over every preceding symbol, high byte first.
 """
 
-from dataclasses import dataclass, field, fields as dc_fields
+from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
 from enum import IntEnum
 
 from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
 
 SYMBOL_BITS = 16
-DATA_WORDS = LINE_BYTES // 4           # 16 words of 32 bits for the default line
+DATA_WORDS = LINE_BYTES // 4  # 16 words of 32 bits for the default line
 CRC_POLY = 0x1021
 CRC_INIT = 0xFFFF
 
@@ -35,32 +36,33 @@ class PacketType(IntEnum):
 
 class Command(IntEnum):
     """Request commands. Responses carry the request's command back, with a status."""
+
     # To the home (memory directory) of the line.
-    MREAD = 1          # read attach: become head of the sharing list
-    MWRITE = 2         # write attach: become head, memory goes GONE; purge the old list
-    MHEAD_LOCK = 3     # head rollout, step 1: lock the line if the requester is still head
-    MHEAD_UNLOCK = 4   # head rollout, last step: new head (ptr) or none (+ data write-back), unlock
-    MONLY_OUT = 5      # only-entry rollout: if still head, line goes HOME (+ data write-back)
-    MUREAD = 6         # uncached read (NUMA mode): words [word, word+count)
-    MUWRITE = 7        # uncached write (NUMA mode): data with byte enables
+    MREAD = 1  # read attach: become head of the sharing list
+    MWRITE = 2  # write attach: become head, memory goes GONE; purge the old list
+    MHEAD_LOCK = 3  # head rollout, step 1: lock the line if the requester is still head
+    MHEAD_UNLOCK = 4  # head rollout, last step: new head (ptr) or none (+ data write-back), unlock
+    MONLY_OUT = 5  # only-entry rollout: if still head, line goes HOME (+ data write-back)
+    MUREAD = 6  # uncached read (NUMA mode): words [word, word+count)
+    MUWRITE = 7  # uncached write (NUMA mode): data with byte enables
     # To a cache holding the line.
-    CPREPEND = 16      # the requester is the new head in front of you (flag: send the data)
-    CPURGE = 17        # invalidate; answer your forward pointer (flag: and the data)
-    CSET_FWD = 18      # your successor (the requester) leaves: forward pointer := ptr / none
-    CSET_BWD = 19      # your predecessor (the requester) leaves: backward := ptr / none (head)
-    CFETCH = 20        # send the line's data, stay in the list (home recall of a GONE line)
+    CPREPEND = 16  # the requester is the new head in front of you (flag: send the data)
+    CPURGE = 17  # invalidate; answer your forward pointer (flag: and the data)
+    CSET_FWD = 18  # your successor (the requester) leaves: forward pointer := ptr / none
+    CSET_BWD = 19  # your predecessor (the requester) leaves: backward := ptr / none (head)
+    CFETCH = 20  # send the line's data, stay in the list (home recall of a GONE line)
 
 
 class Status(IntEnum):
     OK = 0
-    NACK = 1           # the line is busy (transient): retry later
-    ERROR = 2          # the request cannot be served (bad address, protocol violation)
-    NOT_READY = 3      # the node's control store is not loaded
+    NACK = 1  # the line is busy (transient): retry later
+    ERROR = 2  # the request cannot be served (bad address, protocol violation)
+    NOT_READY = 3  # the node's control store is not loaded
 
 
 class EchoStatus(IntEnum):
-    ACCEPTED = 0       # the packet is in the receiver's incoming queue (or was, if duplicate)
-    BUSY = 1           # the incoming queue was full: send again
+    ACCEPTED = 0  # the packet is in the receiver's incoming queue (or was, if duplicate)
+    BUSY = 1  # the incoming queue was full: send again
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ class Packet:
     count: int = 0
     reserved: int = 0
     be: int = 0
-    data: list = field(default_factory=list)   # a line's words when has_data
+    data: list = field(default_factory=list)  # a line's words when has_data
 
     def header_value(self):
         value = 0

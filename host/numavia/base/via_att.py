@@ -21,28 +21,42 @@ PAGE_SHIFT = 12
 PAGE_SIZE = 1 << PAGE_SHIFT
 PAGE_MASK = PAGE_SIZE - 1
 
-L1_ENTRY = ByteStruct("ATT_L1", 24, "Level-1 entry: one registered region", (
-    Field("START_VA", 0, 8, "virtual address of the region's first byte"),
-    Field("LENGTH", 8, 4, "bytes in the region"),
-    Field("L2_INDEX", 12, 4, "level-2 entry of the region's first page"),
-    Field("PAGE_COUNT", 16, 2, "pages the region touches"),
-    Field("FIRST_PAGE_SIZE", 18, 2, "bytes of the region in its first page"),
-    Field("PTAG", 20, 2, "protection tag: only VIs with this tag may use the region"),
-    Field("ATTRIBUTES", 22, 2, "memory attributes", bits=(
-        Bits("VALID", 0, 1, "the entry describes a registered region"),
-        Bits("RDMA_READ", 1, 1, "peers may RDMA-read the region"),
-        Bits("RDMA_WRITE", 2, 1, "peers may RDMA-write the region"),
-    )),
-))
+L1_ENTRY = ByteStruct(
+    "ATT_L1",
+    24,
+    "Level-1 entry: one registered region",
+    (
+        Field("START_VA", 0, 8, "virtual address of the region's first byte"),
+        Field("LENGTH", 8, 4, "bytes in the region"),
+        Field("L2_INDEX", 12, 4, "level-2 entry of the region's first page"),
+        Field("PAGE_COUNT", 16, 2, "pages the region touches"),
+        Field("FIRST_PAGE_SIZE", 18, 2, "bytes of the region in its first page"),
+        Field("PTAG", 20, 2, "protection tag: only VIs with this tag may use the region"),
+        Field(
+            "ATTRIBUTES",
+            22,
+            2,
+            "memory attributes",
+            bits=(
+                Bits("VALID", 0, 1, "the entry describes a registered region"),
+                Bits("RDMA_READ", 1, 1, "peers may RDMA-read the region"),
+                Bits("RDMA_WRITE", 2, 1, "peers may RDMA-write the region"),
+            ),
+        ),
+    ),
+)
 
 L1_WORDS = L1_ENTRY.words
 #: Words between level-1 entries in the ATT_ADDR space (a power of two, so decoding is a shift).
 L1_STRIDE_WORDS = 8
 assert L1_WORDS <= L1_STRIDE_WORDS
 
-L2_ENTRY = ByteStruct("ATT_L2", 4, "Level-2 entry: one physical page", (
-    Field("PHYS_ADDR", 0, 4, "physical address (of the region start for page 0)"),
-))
+L2_ENTRY = ByteStruct(
+    "ATT_L2",
+    4,
+    "Level-2 entry: one physical page",
+    (Field("PHYS_ADDR", 0, 4, "physical address (of the region start for page 0)"),),
+)
 
 
 def l2_word_base(regions):

@@ -34,49 +34,68 @@ def mac_field(node):
 #: The prefix as the low 40 bits of a MAC field; bits 40..47 hold the node id.
 MAC_PREFIX_FIELD = int.from_bytes(MAC_PREFIX, "little")
 
-OP = Constants("FRAME_OP", "Frame operation (HEADER.OP)", (
-    ("ACK", 1, "acknowledgement only: ACK_PSN"),
-    ("NAK", 2, "negative acknowledgement: NAK_CODE about PSN"),
-    ("SEND", 3, "a piece of a send message"),
-    ("RDMA_WRITE", 4, "a piece of an RDMA write to REMOTE_VA/REMOTE_HANDLE"),
-    ("READ_REQUEST", 5, "RDMA read request: MSG_LENGTH bytes from REMOTE_VA, from OFFSET on"),
-    ("READ_RESPONSE", 6, "a piece of the data of read request PSN, at OFFSET"),
-    ("MGMT", 7, "management message between the nodes' firmware (not part of a connection)"),
-))
+OP = Constants(
+    "FRAME_OP",
+    "Frame operation (HEADER.OP)",
+    (
+        ("ACK", 1, "acknowledgement only: ACK_PSN"),
+        ("NAK", 2, "negative acknowledgement: NAK_CODE about PSN"),
+        ("SEND", 3, "a piece of a send message"),
+        ("RDMA_WRITE", 4, "a piece of an RDMA write to REMOTE_VA/REMOTE_HANDLE"),
+        ("READ_REQUEST", 5, "RDMA read request: MSG_LENGTH bytes from REMOTE_VA, from OFFSET on"),
+        ("READ_RESPONSE", 6, "a piece of the data of read request PSN, at OFFSET"),
+        ("MGMT", 7, "management message between the nodes' firmware (not part of a connection)"),
+    ),
+)
 
-NAK = Constants("NAK_CODE", "Why a frame was refused (HEADER.NAK_CODE of a NAK)", (
-    ("SEQUENCE", 1, "out of order: resend from PSN"),
-    ("RECEIVE_QUEUE_EMPTY", 2, "no receive descriptor posted for the message at PSN"),
-    ("REMOTE_PROTECTION", 3, "the RDMA target failed translation, protection or rights"),
-    ("REMOTE_DESCRIPTOR", 4, "the receive descriptor was unusable (length or protection)"),
-))
+NAK = Constants(
+    "NAK_CODE",
+    "Why a frame was refused (HEADER.NAK_CODE of a NAK)",
+    (
+        ("SEQUENCE", 1, "out of order: resend from PSN"),
+        ("RECEIVE_QUEUE_EMPTY", 2, "no receive descriptor posted for the message at PSN"),
+        ("REMOTE_PROTECTION", 3, "the RDMA target failed translation, protection or rights"),
+        ("REMOTE_DESCRIPTOR", 4, "the receive descriptor was unusable (length or protection)"),
+    ),
+)
 
 FLAGS = ("FIRST", "LAST", "IMMEDIATE")
 
 ETH_HEADER_SIZE = 14
 
-HEADER = ByteStruct("FRAME_HEADER", 56, "Ethernet header + VIA header", (
-    Field("DST_MAC", 0, 6, "destination node's MAC"),
-    Field("SRC_MAC", 6, 6, "source node's MAC"),
-    Field("ETHERTYPE", 12, 2, "ETHERTYPE_FIELD"),
-    Field("OP", 14, 1, "FRAME_OP"),
-    Field("FLAGS", 15, 1, "message flags", bits=(
-        Bits("FIRST", 0, 1, "first frame of a message"),
-        Bits("LAST", 1, 1, "last frame of a message"),
-        Bits("IMMEDIATE", 2, 1, "IMMEDIATE_DATA is valid"),
-    )),
-    Field("SRC_VI", 16, 2, "sending VI"),
-    Field("DST_VI", 18, 2, "receiving VI"),
-    Field("PSN", 20, 4, "frame sequence number of the sending VI (read request's for responses)"),
-    Field("ACK_PSN", 24, 4, "next sequence number the sender expects from the receiver"),
-    Field("MSG_LENGTH", 28, 4, "bytes in the whole message"),
-    Field("OFFSET", 32, 4, "byte offset of this frame's payload in the message"),
-    Field("PAYLOAD_LENGTH", 36, 2, "payload bytes in this frame"),
-    Field("NAK_CODE", 38, 2, "NAK_CODE of a NAK"),
-    Field("REMOTE_VA", 40, 8, "RDMA: the message's first byte in the receiver's region"),
-    Field("REMOTE_HANDLE", 48, 4, "RDMA: memory handle of that region"),
-    Field("IMMEDIATE_DATA", 52, 4, "immediate data (with IMMEDIATE)"),
-))
+HEADER = ByteStruct(
+    "FRAME_HEADER",
+    56,
+    "Ethernet header + VIA header",
+    (
+        Field("DST_MAC", 0, 6, "destination node's MAC"),
+        Field("SRC_MAC", 6, 6, "source node's MAC"),
+        Field("ETHERTYPE", 12, 2, "ETHERTYPE_FIELD"),
+        Field("OP", 14, 1, "FRAME_OP"),
+        Field(
+            "FLAGS",
+            15,
+            1,
+            "message flags",
+            bits=(
+                Bits("FIRST", 0, 1, "first frame of a message"),
+                Bits("LAST", 1, 1, "last frame of a message"),
+                Bits("IMMEDIATE", 2, 1, "IMMEDIATE_DATA is valid"),
+            ),
+        ),
+        Field("SRC_VI", 16, 2, "sending VI"),
+        Field("DST_VI", 18, 2, "receiving VI"),
+        Field("PSN", 20, 4, "frame sequence number of the sending VI (read request's for responses)"),
+        Field("ACK_PSN", 24, 4, "next sequence number the sender expects from the receiver"),
+        Field("MSG_LENGTH", 28, 4, "bytes in the whole message"),
+        Field("OFFSET", 32, 4, "byte offset of this frame's payload in the message"),
+        Field("PAYLOAD_LENGTH", 36, 2, "payload bytes in this frame"),
+        Field("NAK_CODE", 38, 2, "NAK_CODE of a NAK"),
+        Field("REMOTE_VA", 40, 8, "RDMA: the message's first byte in the receiver's region"),
+        Field("REMOTE_HANDLE", 48, 4, "RDMA: memory handle of that region"),
+        Field("IMMEDIATE_DATA", 52, 4, "immediate data (with IMMEDIATE)"),
+    ),
+)
 
 #: Bytes of VIA header inside the Ethernet payload.
 VIA_HEADER_SIZE = HEADER.size - ETH_HEADER_SIZE
@@ -100,7 +119,7 @@ def wire_limit_bytes_per_s(mtu, header=True, line_rate=125e6):
     With ``header`` the VIA header counts as overhead (what this card can reach); without it, the
     Ethernet-only limit the papers quote (121.9 MB/s at MTU 1500).
     """
-    frame_on_wire = 8 + ETH_HEADER_SIZE + mtu + 4 + 12   # preamble/SFD, header, payload, FCS, gap
+    frame_on_wire = 8 + ETH_HEADER_SIZE + mtu + 4 + 12  # preamble/SFD, header, payload, FCS, gap
     payload = payload_per_frame(mtu) if header else mtu
     return line_rate * payload / frame_on_wire
 
@@ -138,6 +157,5 @@ def decode_frame(frame, max_payload=payload_per_frame(MTU_JUMBO)):
     if h["OP"] == OP.MGMT and length > MGMT_PAYLOAD_MAX:
         raise FrameError(f"a management frame carries at most {MGMT_PAYLOAD_MAX} bytes, not {length}")
     if h["OP"] in DATA_OPS and h["OFFSET"] + length > h["MSG_LENGTH"]:
-        raise FrameError(f"bytes {h['OFFSET']}..{h['OFFSET'] + length} lie outside the "
-                         f"{h['MSG_LENGTH']}-byte message")
-    return h, frame[HEADER.size:HEADER.size + length]
+        raise FrameError(f"bytes {h['OFFSET']}..{h['OFFSET'] + length} lie outside the {h['MSG_LENGTH']}-byte message")
+    return h, frame[HEADER.size : HEADER.size + length]

@@ -8,19 +8,19 @@ from numavia.base import params, regmap, via_frame
 
 @dataclass(frozen=True)
 class ViaParams:
-    vis: int = 8                   # Virtual Interfaces
-    cqs: int = 4                   # completion queues
-    queue_depth: int = 16          # descriptors per work queue (a power of two)
-    max_segments: int = 8          # data segments per descriptor
-    window: int = 32               # frames a VI may have unacknowledged
+    vis: int = 8  # Virtual Interfaces
+    cqs: int = 4  # completion queues
+    queue_depth: int = 16  # descriptors per work queue (a power of two)
+    max_segments: int = 8  # data segments per descriptor
+    window: int = 32  # frames a VI may have unacknowledged
     max_mtu: int = via_frame.MTU_JUMBO
-    att_regions: int = 64          # level-1 entries (memory handles)
-    att_pages: int = 2048          # level-2 entries
-    host_base: int = params.HOST_MEM_BASE   # the host memory the card may DMA to
+    att_regions: int = 64  # level-1 entries (memory handles)
+    att_pages: int = 2048  # level-2 entries
+    host_base: int = params.HOST_MEM_BASE  # the host memory the card may DMA to
     host_size: int = params.HOST_MEM_SIZE
     tx_buffer_bytes: int = 32 * 1024
     rx_buffer_bytes: int = 64 * 1024
-    read_jobs: int = 4             # RDMA read requests queued for response
+    read_jobs: int = 4  # RDMA read requests queued for response
 
     def __post_init__(self):
         vi_capacity = regmap.VIA.array("VI").count

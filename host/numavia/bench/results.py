@@ -28,8 +28,9 @@ def csv_row(row, fields):
 def markdown_table(headers, rows):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
-    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] +
-                     [line(r) for r in rows]) + "\n"
+    return (
+        "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]) + "\n"
+    )
 
 
 def write(folder, name, *, title, headers, rows, figures, config, notes=(), text=None, plot=None):
@@ -48,9 +49,14 @@ def write(folder, name, *, title, headers, rows, figures, config, notes=(), text
         w = csv.writer(f)
         w.writerow(headers)
         w.writerows(rows)
-    (folder / f"{name}.json").write_text(json.dumps(
-        {"title": title, "command": command_line(), "version": __version__, "config": config,
-         "figures": figures}, indent=2, default=str) + "\n")
+    (folder / f"{name}.json").write_text(
+        json.dumps(
+            {"title": title, "command": command_line(), "version": __version__, "config": config, "figures": figures},
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
     if plot is not None:
         plot(folder / f"{name}.png")
     return text

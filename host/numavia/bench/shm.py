@@ -12,11 +12,11 @@ the sweep runs on two complete nodes instead (VexRiscv, that firmware, the card:
 
 from matplotlib.figure import Figure
 
-from numavia.bench import results
 from numavia.base import trace
-from numavia.base.errors import NumaviaError
-from numavia.gateware.card import CardConfig
 from numavia.base.coherence import LINE_BYTES
+from numavia.base.errors import NumaviaError
+from numavia.bench import results
+from numavia.gateware.card import CardConfig
 from numavia.soc import card_bench, sim
 
 from .stream import NODES, time_segments, time_segments_on_nodes
@@ -49,8 +49,9 @@ def sweep_trace(points, base):
         for op in OPS:
             first = len(records)
             for a, words in bursts(store_at if op == "store" else load_at, size):
-                records.append(trace.write_access(a, size, words=words) if op == "store"
-                               else trace.read_access(a, words=words))
+                records.append(
+                    trace.write_access(a, size, words=words) if op == "store" else trace.read_access(a, words=words)
+                )
             segments.append((size, op, first, len(records) - first))
     records.append(trace.barrier(0))
     return records, segments, addr - base
@@ -66,17 +67,29 @@ def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, firmwa
         config = config or CardConfig(max_nodes=16, via=False)
         binary = card_bench.build_bench(config, log=log)
         timed = lambda mode, records, segments: time_segments(
-            binary, root / f"{mode}-{max_size}", records, segments, numa=mode == "numa", spread=spread,
-            what=f"shared-memory sweep ({mode})")
+            binary,
+            root / f"{mode}-{max_size}",
+            records,
+            segments,
+            numa=mode == "numa",
+            spread=spread,
+            what=f"shared-memory sweep ({mode})",
+        )
     else:
         build = sim.build_all(sim.SimConfig(nodes=NODES), log=log, firmware=firmware)
         config = build.config.card_config()
         timed = lambda mode, records, segments: time_segments_on_nodes(
-            build, root / f"nodes-{build.firmware.kind}-{mode}-{max_size}", records, segments,
-            numa=mode == "numa", spread=spread, what=f"shared-memory sweep on nodes ({mode})")
+            build,
+            root / f"nodes-{build.firmware.kind}-{mode}-{max_size}",
+            records,
+            segments,
+            numa=mode == "numa",
+            spread=spread,
+            what=f"shared-memory sweep on nodes ({mode})",
+        )
     amap = config.address_map()
     points = sizes(max_size)
-    records, segments, used = sweep_trace(points, amap.slice_bytes)   # node 1's slice
+    records, segments, used = sweep_trace(points, amap.slice_bytes)  # node 1's slice
     if used > amap.slice_bytes:
         raise NumaviaError(f"a sweep to {max_size} bytes needs {used} bytes of node 1's {amap.slice_bytes}-byte slice")
     rows = []
@@ -84,29 +97,46 @@ def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, firmwa
         results.progress(log, done, len(MODES), f"{mode.upper()}: {len(points)} sizes, {len(records) - 1:,} accesses")
         for (size, op, _, _), cycles in zip(segments, timed(mode, records, segments)):
             us = cycles / config.clk_freq_hz * 1e6
-            rows.append({"mode": mode, "op": op, "size": size, "cycles": cycles, "latency_us": us,
-                         "bandwidth_MBps": size / us})
-    return {"clock_mhz": config.clk_freq_hz / 1e6, "rows": rows, "firmware": firmware,
-            "cache_bytes": config.cache_sets * config.cache_ways * LINE_BYTES}
+            rows.append(
+                {"mode": mode, "op": op, "size": size, "cycles": cycles, "latency_us": us, "bandwidth_MBps": size / us}
+            )
+    return {
+        "clock_mhz": config.clk_freq_hz / 1e6,
+        "rows": rows,
+        "firmware": firmware,
+        "cache_bytes": config.cache_sets * config.cache_ways * LINE_BYTES,
+    }
 
 
 def report(figs, out):
     by = {(r["mode"], r["op"], r["size"]): r for r in figs["rows"]}
     columns = [(m, op) for m in MODES for op in OPS]
-    rows = [[f"{size:,}"] + [f"{by[m, op, size]['latency_us']:.2f}" for m, op in columns]
-            for size in sorted({r["size"] for r in figs["rows"]})]
+    rows = [
+        [f"{size:,}"] + [f"{by[m, op, size]['latency_us']:.2f}" for m, op in columns]
+        for size in sorted({r["size"] for r in figs["rows"]})
+    ]
     largest = max(r["size"] for r in figs["rows"])
     rows.append([f"MB/s at {largest:,}"] + [f"{by[m, op, largest]['bandwidth_MBps']:.1f}" for m, op in columns])
     text = results.write(
-        out, "shm", title="NetPIPE-style sweep over shared memory (node 0 to node 1's slice)",
-        headers=["bytes"] + [f"{m.upper()} {op} (us)" for m, op in columns], rows=rows, figures=figs,
-        config={"clock_mhz": figs["clock_mhz"], "network_cache_bytes": figs["cache_bytes"],
-                "ring": f"two nodes running {figs['firmware']}" if figs.get("firmware") else "two cards alone"},
-        notes=["One-way transfer time: first request to last completion, from the RTL's cycle stamps.",
-               f"'load again' reads the same lines a second time: the network cache "
-               f"({figs['cache_bytes']:,} bytes) serves them in NCC-NUMA mode.",
-               "Compare with VIA's half round trip in `numavia bench via` (via_bench.md)."],
-        plot=lambda path: plot(figs, path))
+        out,
+        "shm",
+        title="NetPIPE-style sweep over shared memory (node 0 to node 1's slice)",
+        headers=["bytes"] + [f"{m.upper()} {op} (us)" for m, op in columns],
+        rows=rows,
+        figures=figs,
+        config={
+            "clock_mhz": figs["clock_mhz"],
+            "network_cache_bytes": figs["cache_bytes"],
+            "ring": f"two nodes running {figs['firmware']}" if figs.get("firmware") else "two cards alone",
+        },
+        notes=[
+            "One-way transfer time: first request to last completion, from the RTL's cycle stamps.",
+            f"'load again' reads the same lines a second time: the network cache "
+            f"({figs['cache_bytes']:,} bytes) serves them in NCC-NUMA mode.",
+            "Compare with VIA's half round trip in `numavia bench via` (via_bench.md).",
+        ],
+        plot=lambda path: plot(figs, path),
+    )
     return text
 
 

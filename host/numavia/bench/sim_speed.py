@@ -12,14 +12,14 @@ import os
 
 from matplotlib.figure import Figure
 
-from numavia.bench import results
 from numavia.base.errors import NumaviaError
+from numavia.bench import results
 from numavia.soc import card_bench, ring_launch, sim
 
 DEFAULT_NODES = (2, 4, 8, 16)
 DEFAULT_PROCS = (1, 2)
 DEFAULT_CYCLES = 200_000
-CARD_ACCESSES = 500   # per card: a 64-card ring of them is a few minutes
+CARD_ACCESSES = 500  # per card: a 64-card ring of them is a few minutes
 
 
 def _spreads(nodes, procs, mpi_ranks):
@@ -34,16 +34,32 @@ def _spreads(nodes, procs, mpi_ranks):
 def _row(kind, nodes, spread, cycles, wall, cpu):
     cores = min(spread.procs, os.cpu_count() or 1)
     node_rate = cycles * nodes / max(wall, 1e-9)
-    return {"model": kind, "nodes": nodes, "spread": str(spread),
-            "mpi": spread.mpi, "procs": spread.procs, "cycles": cycles, "wall_seconds": round(wall, 3),
-            "cpu_seconds": round(cpu, 3), "cycles_per_second": round(cycles / max(wall, 1e-9)),
-            "node_cycles_per_second": round(node_rate), "node_cycles_per_second_per_core": round(node_rate / cores),
-            "node_cycles_per_cpu_second": round(cycles * nodes / max(cpu, 1e-9))}
+    return {
+        "model": kind,
+        "nodes": nodes,
+        "spread": str(spread),
+        "mpi": spread.mpi,
+        "procs": spread.procs,
+        "cycles": cycles,
+        "wall_seconds": round(wall, 3),
+        "cpu_seconds": round(cpu, 3),
+        "cycles_per_second": round(cycles / max(wall, 1e-9)),
+        "node_cycles_per_second": round(node_rate),
+        "node_cycles_per_second_per_core": round(node_rate / cores),
+        "node_cycles_per_cpu_second": round(cycles * nodes / max(cpu, 1e-9)),
+    }
 
 
-def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DEFAULT_CYCLES, card_accesses=CARD_ACCESSES,
-            log=print,
-            run_root=None):
+def measure(
+    nodes=DEFAULT_NODES,
+    procs=DEFAULT_PROCS,
+    mpi_ranks=(),
+    *,
+    cycles=DEFAULT_CYCLES,
+    card_accesses=CARD_ACCESSES,
+    log=print,
+    run_root=None,
+):
     """Time full-node rings (and card-bench rings of ``card_accesses`` per card, unless 0) of each
     size, spread each way."""
     run_root = run_root or sim.buildcache.build_root() / "run" / "sim-speed"
@@ -55,8 +71,14 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
     for done, (n, spread) in enumerate(runs, 1):
         results.progress(log, done, total, f"{n} nodes, {spread}: {cycles:,} cycles")
         node_build = sim.Build(sim.SimConfig(nodes=n), build.soc_dir, build.model, build.firmware, build.mpi_model)
-        code, summary = sim.run(node_build, run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
-                                spread, quiet=True, max_cycles=cycles, stop_marker=None)
+        code, summary = sim.run(
+            node_build,
+            run_root / f"node-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
+            spread,
+            quiet=True,
+            max_cycles=cycles,
+            stop_marker=None,
+        )
         if summary is None or summary["cycles"] != cycles:
             raise NumaviaError(f"the {n}-node run stopped early: {summary and summary['reason']}")
         rows.append(_row("node", n, spread, cycles, summary["sim_wall_seconds"], summary["cpu_seconds"]))
@@ -64,37 +86,82 @@ def measure(nodes=DEFAULT_NODES, procs=DEFAULT_PROCS, mpi_ranks=(), *, cycles=DE
     binary = card_bench.build_bench(bench_config, log=log) if card_accesses else None
     for done, (n, spread) in enumerate(runs if card_accesses else (), len(runs) + 1):
         results.progress(log, done, total, f"{n} cards, {spread}: {card_accesses:,} accesses each")
-        run = card_bench.run_bench(binary, run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
-                                   nodes=n, ops=card_accesses, spread=spread, log_accesses=False)
+        run = card_bench.run_bench(
+            binary,
+            run_root / f"card-{n}-{spread.procs}{'-mpi' if spread.mpi else ''}",
+            nodes=n,
+            ops=card_accesses,
+            spread=spread,
+            log_accesses=False,
+        )
         if run.returncode or not run.state:
             raise NumaviaError(f"the {n}-card run failed: {run.stderr.strip().splitlines()[-1:]}")
-        rows.append(_row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"],
-                         run.state["cpu_seconds"]))
-    return {"rows": rows, "cores": os.cpu_count(), "model_build_seconds": sim.build_seconds(build.model),
-            "card_build_seconds": sim.build_seconds(binary) if binary else None,
-            "model": build.model.parent.parent.name, "sys_clk_hz": config.sys_clk_freq,
-            "card_accesses": card_accesses}
+        rows.append(
+            _row("card", n, spread, run.state["cycles"], run.state["sim_wall_seconds"], run.state["cpu_seconds"])
+        )
+    return {
+        "rows": rows,
+        "cores": os.cpu_count(),
+        "model_build_seconds": sim.build_seconds(build.model),
+        "card_build_seconds": sim.build_seconds(binary) if binary else None,
+        "model": build.model.parent.parent.name,
+        "sys_clk_hz": config.sys_clk_freq,
+        "card_accesses": card_accesses,
+    }
 
 
 def report(figures, out):
-    headers = ["model", "nodes", "spread", "cycles", "wall s", "CPU s", "cycles/s", "node-cycles/s",
-               "node-cycles/s/core", "node-cycles/CPU s"]
-    rows = [[r["model"], r["nodes"], r["spread"], f"{r['cycles']:,}", r["wall_seconds"], r["cpu_seconds"],
-             f"{r['cycles_per_second']:,}", f"{r['node_cycles_per_second']:,}",
-             f"{r['node_cycles_per_second_per_core']:,}", f"{r['node_cycles_per_cpu_second']:,}"]
-            for r in figures["rows"]]
+    headers = [
+        "model",
+        "nodes",
+        "spread",
+        "cycles",
+        "wall s",
+        "CPU s",
+        "cycles/s",
+        "node-cycles/s",
+        "node-cycles/s/core",
+        "node-cycles/CPU s",
+    ]
+    rows = [
+        [
+            r["model"],
+            r["nodes"],
+            r["spread"],
+            f"{r['cycles']:,}",
+            r["wall_seconds"],
+            r["cpu_seconds"],
+            f"{r['cycles_per_second']:,}",
+            f"{r['node_cycles_per_second']:,}",
+            f"{r['node_cycles_per_second_per_core']:,}",
+            f"{r['node_cycles_per_cpu_second']:,}",
+        ]
+        for r in figures["rows"]
+    ]
     build = figures["model_build_seconds"]
-    notes = [f"{figures['cores']} cores; a run of P processes uses min(P, cores) of them.",
-             "Node: VexRiscv SoC + card + firmware, booting from reset; card: the card alone under random "
-             f"coherent traffic ({figures['card_accesses']:,} accesses per card).",
-             "Wall time from the hub's first edge to its stop (start-up not counted); CPU time: every "
-             "process's processor time over the same span, waiting included. Per core = node-cycles/s over "
-             "min(processes, cores); per CPU second does not depend on what else the machine runs.",
-             "Node model build: " + (f"{build:.0f} s, once for every ring size" if build is not None else
-                                     "reused from the cache (built earlier)")]
-    return results.write(out, "sim_speed", title="Ring simulation speed", headers=headers, rows=rows,
-                         figures=figures, config={"model": figures["model"]}, notes=notes,
-                         plot=lambda path: plot(figures, path))
+    notes = [
+        f"{figures['cores']} cores; a run of P processes uses min(P, cores) of them.",
+        "Node: VexRiscv SoC + card + firmware, booting from reset; card: the card alone under random "
+        f"coherent traffic ({figures['card_accesses']:,} accesses per card).",
+        "Wall time from the hub's first edge to its stop (start-up not counted); CPU time: every "
+        "process's processor time over the same span, waiting included. Per core = node-cycles/s over "
+        "min(processes, cores); per CPU second does not depend on what else the machine runs.",
+        "Node model build: "
+        + (
+            f"{build:.0f} s, once for every ring size" if build is not None else "reused from the cache (built earlier)"
+        ),
+    ]
+    return results.write(
+        out,
+        "sim_speed",
+        title="Ring simulation speed",
+        headers=headers,
+        rows=rows,
+        figures=figures,
+        config={"model": figures["model"]},
+        notes=notes,
+        plot=lambda path: plot(figures, path),
+    )
 
 
 def plot(figures, path):

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from numavia.bench import results
 from numavia.base import trace
-from numavia.gateware.card import CardConfig
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.errors import NumaviaError
+from numavia.bench import results
+from numavia.gateware.card import CardConfig
 from numavia.soc import card_bench, sim
 
 #: STREAM's kernels: the arrays each reads, the one it writes (a = b + s*c and so on).
@@ -28,7 +28,7 @@ ARRAYS = ("a", "b", "c")
 PLACEMENTS = {"private": ("ncc",), "home": ("ncc",), "remote": ("ncc", "numa")}
 NODES = 2
 LINE_WORDS = LINE_BYTES // 4
-NODE_RUN_MAX_CYCLES = 200_000_000    # a run on complete nodes: a hang is reported, not waited out
+NODE_RUN_MAX_CYCLES = 200_000_000  # a run on complete nodes: a hang is reported, not waited out
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,20 @@ def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None
         run_dir = root / f"{case.placement}-{case.mode}-{array_bytes}"
         records, segments = stream_trace(array_bases(case.placement, array_bytes, amap), array_bytes, passes)
         results.progress(log, done, len(every), f"{case.label}: {len(records) - 1:,} line accesses")
-        timed = time_segments(binary, run_dir, records, segments, numa=case.mode == "numa", what=f"STREAM {case.label}",
-                              spread=spread)
+        timed = time_segments(
+            binary, run_dir, records, segments, numa=case.mode == "numa", what=f"STREAM {case.label}", spread=spread
+        )
         for (kernel, number, _, _), cycles in zip(segments, timed):
-            rows.append({"placement": case.placement, "mode": case.mode, "label": case.label, "kernel": kernel,
-                         "pass": number, "cycles": cycles})
+            rows.append(
+                {
+                    "placement": case.placement,
+                    "mode": case.mode,
+                    "label": case.label,
+                    "kernel": kernel,
+                    "pass": number,
+                    "cycles": cycles,
+                }
+            )
     return figures(rows, array_bytes, passes, config)
 
 
@@ -122,12 +131,19 @@ def time_segments_on_nodes(build, run_dir, records, segments, *, numa, what, spr
     trace.write_trace(traces / "node0.trace", 0, records)
     trace.write_trace(traces / "node1.trace", 1, [trace.barrier(0)])
     access_log = run_dir / "access.log"
-    code, summary = sim.run(build, run_dir, spread, quiet=True, trace_dir=traces, access_log=access_log,
-                            numa=numa, max_cycles=NODE_RUN_MAX_CYCLES)
+    code, summary = sim.run(
+        build,
+        run_dir,
+        spread,
+        quiet=True,
+        trace_dir=traces,
+        access_log=access_log,
+        numa=numa,
+        max_cycles=NODE_RUN_MAX_CYCLES,
+    )
     entries = access_log.read_text().split("\n") if access_log.exists() else []
     # node addr write value issued done error, one access per line
-    accesses = sorted((tuple(int(x) for x in line.split()) for line in entries if line.strip()),
-                      key=lambda a: a[4])
+    accesses = sorted((tuple(int(x) for x in line.split()) for line in entries if line.strip()), key=lambda a: a[4])
     accesses = [a for a in accesses if a[0] == 0]
     expected = sum(r.kind != trace.Kind.BARRIER for r in records)
     if code or len(accesses) != expected:
@@ -144,27 +160,64 @@ def figures(rows, array_bytes, passes, config):
             mine = [r for r in rows if (r["placement"], r["mode"], r["kernel"]) == (case.placement, case.mode, kernel)]
             moved = (len(sources) + 1) * array_bytes
             best = min(r["cycles"] for r in mine)
-            table.append({"label": case.label, "placement": case.placement, "mode": case.mode, "kernel": kernel,
-                          "bytes_per_pass": moved, "first_cycles": mine[0]["cycles"], "best_cycles": best,
-                          "first_MBps": moved * mhz / mine[0]["cycles"], "best_MBps": moved * mhz / best})
-    return {"array_bytes": array_bytes, "passes": passes, "clock_mhz": mhz,
-            "cache_bytes": config.cache_sets * config.cache_ways * LINE_BYTES, "rows": table, "passes_raw": rows}
+            table.append(
+                {
+                    "label": case.label,
+                    "placement": case.placement,
+                    "mode": case.mode,
+                    "kernel": kernel,
+                    "bytes_per_pass": moved,
+                    "first_cycles": mine[0]["cycles"],
+                    "best_cycles": best,
+                    "first_MBps": moved * mhz / mine[0]["cycles"],
+                    "best_MBps": moved * mhz / best,
+                }
+            )
+    return {
+        "array_bytes": array_bytes,
+        "passes": passes,
+        "clock_mhz": mhz,
+        "cache_bytes": config.cache_sets * config.cache_ways * LINE_BYTES,
+        "rows": table,
+        "passes_raw": rows,
+    }
 
 
 def report(figs, out):
-    rows = [[r["label"], r["kernel"], f"{r['bytes_per_pass']:,}", f"{r['best_cycles']:,}", f"{r['best_MBps']:.1f}",
-             f"{r['first_MBps']:.1f}"] for r in figs["rows"]]
+    rows = [
+        [
+            r["label"],
+            r["kernel"],
+            f"{r['bytes_per_pass']:,}",
+            f"{r['best_cycles']:,}",
+            f"{r['best_MBps']:.1f}",
+            f"{r['first_MBps']:.1f}",
+        ]
+        for r in figs["rows"]
+    ]
     text = results.write(
-        out, "stream", title="STREAM-style bandwidth at the host port", rows=rows, figures=figs,
+        out,
+        "stream",
+        title="STREAM-style bandwidth at the host port",
+        rows=rows,
+        figures=figs,
         headers=["memory", "kernel", "bytes/pass", "best pass (cycles)", "best MB/s", "first pass MB/s"],
-        config={"array_bytes": figs["array_bytes"], "passes": figs["passes"], "clock_mhz": figs["clock_mhz"],
-                "network_cache_bytes": figs["cache_bytes"]},
-        notes=[f"Three arrays of {figs['array_bytes']:,} bytes; {figs['passes']} passes of each kernel; the "
-               f"network cache holds {figs['cache_bytes']:,} bytes.",
-               "Times from the card cluster bench's cycle stamps (request of the first access to completion "
-               f"of the last), at {figs['clock_mhz']:.0f} MHz; one host request at a time, line bursts.",
-               "private: node 0's private memory; home: node 0's own shared slice; remote: node 1's slice "
-               "over the ring, NCC-NUMA (network cache) and NUMA (none)."], plot=lambda path: plot(figs, path))
+        config={
+            "array_bytes": figs["array_bytes"],
+            "passes": figs["passes"],
+            "clock_mhz": figs["clock_mhz"],
+            "network_cache_bytes": figs["cache_bytes"],
+        },
+        notes=[
+            f"Three arrays of {figs['array_bytes']:,} bytes; {figs['passes']} passes of each kernel; the "
+            f"network cache holds {figs['cache_bytes']:,} bytes.",
+            "Times from the card cluster bench's cycle stamps (request of the first access to completion "
+            f"of the last), at {figs['clock_mhz']:.0f} MHz; one host request at a time, line bursts.",
+            "private: node 0's private memory; home: node 0's own shared slice; remote: node 1's slice "
+            "over the ring, NCC-NUMA (network cache) and NUMA (none).",
+        ],
+        plot=lambda path: plot(figs, path),
+    )
     return text
 
 
@@ -175,8 +228,10 @@ def plot(figs, path):
     ax = fig.subplots()
     width = 0.8 / len(kernels)
     for k, kernel in enumerate(kernels):
-        values = [next(r["best_MBps"] for r in figs["rows"] if r["label"] == label and r["kernel"] == kernel)
-                  for label in labels]
+        values = [
+            next(r["best_MBps"] for r in figs["rows"] if r["label"] == label and r["kernel"] == kernel)
+            for label in labels
+        ]
         ax.bar([i + (k - (len(kernels) - 1) / 2) * width for i in range(len(labels))], values, width, label=kernel)
     ax.set_xticks(range(len(labels)), labels)
     ax.set_ylabel("MB/s (best pass)")

@@ -19,19 +19,28 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from numavia import vipl
+from numavia.base import via_frame, via_mailbox
+from numavia.base.errors import NumaviaError
 from numavia.bench import results
 from numavia.bench.results import rows_where
-from numavia.base.errors import NumaviaError
-from numavia.base import via_frame, via_mailbox
 from numavia.cluster_session import ClusterSession
 from numavia.gateware.card import CardConfig
 from numavia.soc import sim
 
-OPS = {"send": via_mailbox.BENCH_OP.SEND_RECV, "write": via_mailbox.BENCH_OP.RDMA_WRITE,
-       "read": via_mailbox.BENCH_OP.RDMA_READ, "send-stream": via_mailbox.BENCH_OP.SEND_STREAM,
-       "write-stream": via_mailbox.BENCH_OP.WRITE_STREAM}
-OP_TITLES = {"send": "send/receive", "write": "RDMA write", "read": "RDMA read",
-             "send-stream": "send stream", "write-stream": "RDMA write stream"}
+OPS = {
+    "send": via_mailbox.BENCH_OP.SEND_RECV,
+    "write": via_mailbox.BENCH_OP.RDMA_WRITE,
+    "read": via_mailbox.BENCH_OP.RDMA_READ,
+    "send-stream": via_mailbox.BENCH_OP.SEND_STREAM,
+    "write-stream": via_mailbox.BENCH_OP.WRITE_STREAM,
+}
+OP_TITLES = {
+    "send": "send/receive",
+    "write": "RDMA write",
+    "read": "RDMA read",
+    "send-stream": "send stream",
+    "write-stream": "RDMA write stream",
+}
 STREAMS = ("send-stream", "write-stream")
 PING_PONGS = ("send", "write", "read")
 
@@ -83,8 +92,9 @@ class Bench:
             self.buffers.append(buf)
         self.descs = [nic.memory.pages(1)[0] for nic in self.nics]
         self.vis = [nic.create_vi(ptag) for nic, ptag in zip(self.nics, ptags)]
-        vipl.connect_pair(self.vis[0], self.vis[1], 0xBE7C, client_buffer=self.buffers[0],
-                          server_buffer=self.buffers[1])
+        vipl.connect_pair(
+            self.vis[0], self.vis[1], 0xBE7C, client_buffer=self.buffers[0], server_buffer=self.buffers[1]
+        )
 
     def set_mtu(self, mtu):
         for nic in self.nics:
@@ -92,10 +102,22 @@ class Bench:
 
     def _args(self, node, op, size, iterations):
         me, peer = self.buffers[node], self.vis[node].remote_buffer
-        return dict(role=1 if node == 0 else 0, op=OPS[op], vi=self.vis[node].number, size=size,
-                    iterations=iterations, buf_va_lo=me.va, buf_va_hi=me.va >> 32, buf_handle=me.handle,
-                    buf_pa=me.pa(0), remote_va_lo=peer.va, remote_va_hi=peer.va >> 32,
-                    remote_handle=peer.handle, desc=self.descs[node], timeout_us=20_000_000)
+        return dict(
+            role=1 if node == 0 else 0,
+            op=OPS[op],
+            vi=self.vis[node].number,
+            size=size,
+            iterations=iterations,
+            buf_va_lo=me.va,
+            buf_va_hi=me.va >> 32,
+            buf_handle=me.handle,
+            buf_pa=me.pa(0),
+            remote_va_lo=peer.va,
+            remote_va_hi=peer.va >> 32,
+            remote_handle=peer.handle,
+            desc=self.descs[node],
+            timeout_us=20_000_000,
+        )
 
     def _wait_receives(self, count, errors):
         """Start the initiator only once the responder's agent has posted its receives."""
@@ -116,7 +138,7 @@ class Bench:
                 errors.append(e)
 
         threads = []
-        if op not in ("read", "write-stream"):   # the remote CPU takes no part in these
+        if op not in ("read", "write-stream"):  # the remote CPU takes no part in these
             threads.append(threading.Thread(target=run, args=(1,)))
             threads[0].start()
             self._wait_receives(iterations if op == "send-stream" else 1 if op == "send" else 0, errors)
@@ -130,9 +152,13 @@ class Bench:
         per_op = cycles / iterations / (2 if op in ("send", "write") else 1)
         latency_us = per_op / self.freq * 1e6
         post_recv = r1["post_recv_cycles"] / r1["post_recvs"] if r1 and r1["post_recvs"] else 0.0
-        return {"iterations": iterations, "cycles": cycles, "latency_us": latency_us,
-                "bandwidth_MBps": size / latency_us if latency_us else 0.0,
-                "receiver_post_recv_cycles": post_recv}
+        return {
+            "iterations": iterations,
+            "cycles": cycles,
+            "latency_us": latency_us,
+            "bandwidth_MBps": size / latency_us if latency_us else 0.0,
+            "receiver_post_recv_cycles": post_recv,
+        }
 
 
 def sweep(session, args, points, log):
@@ -140,19 +166,28 @@ def sweep(session, args, points, log):
     returns the rows and both cards' counters afterwards."""
     bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout, pair=tuple(args.pair))
     # The RDMA-write ping-pong detects arrival by a byte: no empty write.
-    todo = [(mtu, op, size) for mtu in args.mtu for op in args.ops for size in points
-            if not (size == 0 and op == "write")]
+    todo = [
+        (mtu, op, size) for mtu in args.mtu for op in args.ops for size in points if not (size == 0 and op == "write")
+    ]
     rows, mtu_set = [], None
     for done, (mtu, op, size) in enumerate(todo, 1):
         if mtu != mtu_set:
             bench.set_mtu(mtu)
             mtu_set = mtu
-        n = (messages_for(op, size, most=args.iterations) if op in STREAMS
-             else iterations_for(size, most=args.iterations))
+        n = (
+            messages_for(op, size, most=args.iterations)
+            if op in STREAMS
+            else iterations_for(size, most=args.iterations)
+        )
         r = bench.point(op, size, n)
         rows.append({"mtu": mtu, "op": op, "size": size, **r})
-        results.progress(log, done, len(todo), f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
-                         f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)")
+        results.progress(
+            log,
+            done,
+            len(todo),
+            f"MTU {mtu} {OP_TITLES[op]:>13} {size:>8} B: {r['latency_us']:9.2f} us "
+            f"{r['bandwidth_MBps']:7.2f} MB/s ({n} x)",
+        )
     return rows, [n.counters() for n in bench.nics]
 
 
@@ -163,8 +198,13 @@ def run_sweep(args, log):
     started = time.monotonic()
     with ClusterSession(build, run_dir, spread=args.spread, eth_delay=args.eth_delay) as session:
         rows, counters = sweep(session, args, sizes(args.min_size, args.max_size, args.perturbation), log)
-    return rows, {"build": build, "config": config, "counters": counters, "run_dir": run_dir,
-                  "wall_seconds": time.monotonic() - started}
+    return rows, {
+        "build": build,
+        "config": config,
+        "counters": counters,
+        "run_dir": run_dir,
+        "wall_seconds": time.monotonic() - started,
+    }
 
 
 FIELDS = ["mtu", "op", "size", "iterations", "cycles", "latency_us", "bandwidth_MBps", "receiver_post_recv_cycles"]
@@ -175,18 +215,34 @@ def configuration(info, args):
     """What a sweep ran on, for its results: the simulation, the card and the builds."""
     card = CardConfig()
     build = info["build"]
-    return {"simulation": str(info["config"]), "eth_delay_cycles": args.eth_delay, "mtu": args.mtu,
-            "clock_hz": card.clk_freq_hz, "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
-            "builds": {"soc": build.soc_dir.name, "firmware": f"{build.firmware.kind} {build.firmware.name}",
-                       "model": build.model.parent.parent.name},
-            "wall_seconds": round(info["wall_seconds"], 1)}
+    return {
+        "simulation": str(info["config"]),
+        "eth_delay_cycles": args.eth_delay,
+        "mtu": args.mtu,
+        "clock_hz": card.clk_freq_hz,
+        "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
+        "builds": {
+            "soc": build.soc_dir.name,
+            "firmware": f"{build.firmware.kind} {build.firmware.name}",
+            "model": build.model.parent.parent.name,
+        },
+        "wall_seconds": round(info["wall_seconds"], 1),
+    }
 
 
 def write_results(rows, info, args):
     out = Path(args.out)
-    results.write(out, "via_bench", title=TITLE, headers=FIELDS, rows=[results.csv_row(r, FIELDS) for r in rows],
-                  figures={"rows": rows, "counters": info["counters"]}, config={**configuration(info, args), "ops": args.ops},
-                  text=summary(rows, info, args), plot=lambda path: plot(rows, path, args))
+    results.write(
+        out,
+        "via_bench",
+        title=TITLE,
+        headers=FIELDS,
+        rows=[results.csv_row(r, FIELDS) for r in rows],
+        figures={"rows": rows, "counters": info["counters"]},
+        config={**configuration(info, args), "ops": args.ops},
+        text=summary(rows, info, args),
+        plot=lambda path: plot(rows, path, args),
+    )
     return [out / f"via_bench.{ext}" for ext in ("md", "csv", "json", "png")]
 
 
@@ -201,15 +257,23 @@ def latency_table(rows, args, smallest):
                 continue
             small = rows_where(pts, size=smallest)
             peak = max(pts, key=lambda r: r["bandwidth_MBps"])
-            paper = (f"{PAPER['latency_us']} us, {PAPER['bandwidth_MBps']} MB/s (RDMA, MTU 1514)"
-                     if op == "write" else "")
-            table.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
-                         f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {paper} |")
+            paper = (
+                f"{PAPER['latency_us']} us, {PAPER['bandwidth_MBps']} MB/s (RDMA, MTU 1514)" if op == "write" else ""
+            )
+            table.append(
+                f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
+                f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {paper} |"
+            )
     if not table:
         return []
-    return ["## Smallest message and peak bandwidth", "",
-            "| MTU | operation | latency at %d B (us) | peak bandwidth (MB/s) at size | paper |" % smallest,
-            "|---|---|---|---|---|", *table, ""]
+    return [
+        "## Smallest message and peak bandwidth",
+        "",
+        f"| MTU | operation | latency at {smallest} B (us) | peak bandwidth (MB/s) at size | paper |",
+        "|---|---|---|---|---|",
+        *table,
+        "",
+    ]
 
 
 def summary(rows, info, args):
@@ -220,21 +284,32 @@ def summary(rows, info, args):
         f"Card: {', '.join(f'{k}={v}' for k, v in asdict(card).items() if k.startswith('via_'))}  ",
         f"Builds: SoC `{info['build'].soc_dir.name}`, firmware {info['build'].firmware.kind} "
         f"`{info['build'].firmware.name}`, "
-        f"model `{info['build'].model.parent.parent.name}`; {info['wall_seconds']:.0f} s wall", "",
+        f"model `{info['build'].model.parent.parent.name}`; {info['wall_seconds']:.0f} s wall",
+        "",
         "Latency: half round trip (send/receive, RDMA write), whole operation (RDMA read), from the",
-        "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.", "",
+        "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.",
+        "",
     ]
     smallest = min(r["size"] for r in rows if r["size"] > 0)
     lines += latency_table(rows, args, smallest)
-    lines += ["Wire limits (payload on back-to-back full frames): "
-              + "; ".join(f"MTU {m}: {WIRE_LIMIT_MBPS.get(m, 0):.1f} MB/s counting Ethernet headers only, "
-                          f"{via_frame.wire_limit_bytes_per_s(m) / 1e6:.1f} MB/s with this card's "
-                          f"{via_frame.VIA_HEADER_SIZE}-byte VIA header" for m in args.mtu), ""]
+    lines += [
+        "Wire limits (payload on back-to-back full frames): "
+        + "; ".join(
+            f"MTU {m}: {WIRE_LIMIT_MBPS.get(m, 0):.1f} MB/s counting Ethernet headers only, "
+            f"{via_frame.wire_limit_bytes_per_s(m) / 1e6:.1f} MB/s with this card's "
+            f"{via_frame.VIA_HEADER_SIZE}-byte VIA header"
+            for m in args.mtu
+        ),
+        "",
+    ]
     streams = [op for op in args.ops if op in STREAMS]
     if streams:
-        lines += ["## Streaming (8 messages in flight)", "",
-                  f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | peak bandwidth (MB/s) at size |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "## Streaming (8 messages in flight)",
+            "",
+            f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | peak bandwidth (MB/s) at size |",
+            "|---|---|---|---|---|",
+        ]
         for mtu in args.mtu:
             for op in streams:
                 pts = rows_where(rows, mtu=mtu, op=op)
@@ -242,37 +317,61 @@ def summary(rows, info, args):
                 if not pts or not small:
                     continue
                 peak = max(pts, key=lambda r: r["bandwidth_MBps"])
-                lines.append(f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
-                             f"{1e6 / small[0]['latency_us']:.0f} | {peak['bandwidth_MBps']:.1f} at {peak['size']} B |")
+                lines.append(
+                    f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
+                    f"{1e6 / small[0]['latency_us']:.0f} | {peak['bandwidth_MBps']:.1f} at {peak['size']} B |"
+                )
         lines.append("")
     if "send" in args.ops and "write" in args.ops:
-        lines += ["## RDMA write vs send/receive", "",
-                  f"Paper: RDMA {PAPER['rdma_gain_us']} us faster at every size. Here (mean over sizes up to "
-                  "16 KiB):", ""]
+        lines += [
+            "## RDMA write vs send/receive",
+            "",
+            f"Paper: RDMA {PAPER['rdma_gain_us']} us faster at every size. Here (mean over sizes up to 16 KiB):",
+            "",
+        ]
         for mtu in args.mtu:
-            gains = [s["latency_us"] - w["latency_us"] for s in rows_where(rows, mtu=mtu, op="send")
-                     for w in rows_where(rows, mtu=mtu, op="write", size=s["size"]) if s["size"] <= 16384]
+            gains = [
+                s["latency_us"] - w["latency_us"]
+                for s in rows_where(rows, mtu=mtu, op="send")
+                for w in rows_where(rows, mtu=mtu, op="write", size=s["size"])
+                if s["size"] <= 16384
+            ]
             if gains:
-                lines.append(f"- MTU {mtu}: {sum(gains) / len(gains):.2f} us faster "
-                             f"(from {min(gains):.2f} to {max(gains):.2f} us)")
+                lines.append(
+                    f"- MTU {mtu}: {sum(gains) / len(gains):.2f} us faster "
+                    f"(from {min(gains):.2f} to {max(gains):.2f} us)"
+                )
         lines.append("")
     sends = [r for r in rows if r["op"] == "send" and r["receiver_post_recv_cycles"]]
     if sends:
         cycles = sum(r["receiver_post_recv_cycles"] for r in sends) / len(sends)
-        lines += ["## Receiver CPU per message", "",
-                  f"- send/receive: VipPostRecv takes {cycles:.0f} cycles = {cycles / 100:.2f} us of the "
-                  f"receiving CPU per message (mean over {len(sends)} points; paper: "
-                  f"{PAPER['post_recv_us']} us)",
-                  "- RDMA write and read: 0 (the receiving CPU takes no part)", ""]
+        lines += [
+            "## Receiver CPU per message",
+            "",
+            f"- send/receive: VipPostRecv takes {cycles:.0f} cycles = {cycles / 100:.2f} us of the "
+            f"receiving CPU per message (mean over {len(sends)} points; paper: "
+            f"{PAPER['post_recv_us']} us)",
+            "- RDMA write and read: 0 (the receiving CPU takes no part)",
+            "",
+        ]
     first, second = args.pair
     lines += ["## Card counters after the run", "", f"| counter | node {first} | node {second} |", "|---|---|---|"]
     for name in info["counters"][0]:
         lines.append(f"| {name} | {info['counters'][0][name]} | {info['counters'][1][name]} |")
-    lines += ["", "## All points", "", "Streams: `iterations` messages, `latency` the time per message.", "",
-              "| MTU | operation | size (B) | iterations | latency (us) | MB/s |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## All points",
+        "",
+        "Streams: `iterations` messages, `latency` the time per message.",
+        "",
+        "| MTU | operation | size (B) | iterations | latency (us) | MB/s |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['mtu']} | {OP_TITLES[r['op']]} | {r['size']} | {r['iterations']} | "
-                     f"{r['latency_us']:.2f} | {r['bandwidth_MBps']:.2f} |")
+        lines.append(
+            f"| {r['mtu']} | {OP_TITLES[r['op']]} | {r['size']} | {r['iterations']} | "
+            f"{r['latency_us']:.2f} | {r['bandwidth_MBps']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -286,16 +385,31 @@ def plot(rows, path, args):
             if not pts:
                 continue
             label = f"{OP_TITLES[op]}, MTU {mtu}"
-            if op not in STREAMS:   # a stream's time per message is not a latency
-                lat.plot([r["size"] for r in pts], [r["latency_us"] for r in pts], styles.get(mtu, ":"),
-                         marker=".", label=label)
-            bw.plot([r["size"] for r in pts], [r["bandwidth_MBps"] for r in pts], styles.get(mtu, ":"),
-                    marker=".", label=label)
+            if op not in STREAMS:  # a stream's time per message is not a latency
+                lat.plot(
+                    [r["size"] for r in pts],
+                    [r["latency_us"] for r in pts],
+                    styles.get(mtu, ":"),
+                    marker=".",
+                    label=label,
+                )
+            bw.plot(
+                [r["size"] for r in pts],
+                [r["bandwidth_MBps"] for r in pts],
+                styles.get(mtu, ":"),
+                marker=".",
+                label=label,
+            )
     lat.axhline(PAPER["latency_us"], color="grey", linestyle=":", label="paper: 12.5 us (RDMA, 4 B)")
     bw.axhline(PAPER["bandwidth_MBps"], color="grey", linestyle=":", label="paper: 95.5 MB/s")
     for mtu in args.mtu:
-        bw.axhline(WIRE_LIMIT_MBPS.get(mtu, 0), color="red", linestyle=styles.get(mtu, ":"), linewidth=0.8,
-                   label=f"GbE limit, MTU {mtu}")
+        bw.axhline(
+            WIRE_LIMIT_MBPS.get(mtu, 0),
+            color="red",
+            linestyle=styles.get(mtu, ":"),
+            linewidth=0.8,
+            label=f"GbE limit, MTU {mtu}",
+        )
     for ax, title, unit in ((lat, "Latency", "us"), (bw, "Bandwidth", "MB/s")):
         results.size_axes(ax, title, unit)
     lat.set_yscale("log")

@@ -10,9 +10,30 @@ from numavia.instrument import CostModel
 from numavia.soc.ring_launch import require_mpi
 from numavia.splash2 import KERNELS, PLACEMENTS
 
-from .common import (MAX_NODES, Parser, add_eth_delay_option, add_firmware_option, add_nodes_option, add_out_option,
-                     add_spread_options, check_eth_delay, check_sizes, checking, command, count, firmware_list,
-                     list_of, log, mtu, positive, positive_float, probability, results_folder, size, spread)
+from .common import (
+    MAX_NODES,
+    Parser,
+    add_eth_delay_option,
+    add_firmware_option,
+    add_nodes_option,
+    add_out_option,
+    add_spread_options,
+    check_eth_delay,
+    check_sizes,
+    checking,
+    command,
+    count,
+    firmware_list,
+    list_of,
+    log,
+    mtu,
+    positive,
+    positive_float,
+    probability,
+    results_folder,
+    size,
+    spread,
+)
 
 
 def _run(args, measure, report, files):
@@ -31,9 +52,12 @@ def _paths(paths):
 
 def cmd_bench_latency(args):
     run_spread = spread(args, args.nodes)
-    _run(args, lambda: latency.run(args.nodes, log=log, out=buildcache.build_root() / "run" / "latency",
-                                   spread=run_spread),
-         latency.report, "latency.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: latency.run(args.nodes, log=log, out=buildcache.build_root() / "run" / "latency", spread=run_spread),
+        latency.report,
+        "latency.{md,csv,json,png}",
+    )
     return 0
 
 
@@ -41,41 +65,74 @@ def cmd_bench_local_side(args):
     def measure():
         log("simulating the local side")
         return local_side.measure(), None if args.no_synth else local_side.synthesis(device=args.device, log=log)
+
     _run(args, measure, lambda measured, out: local_side.report(*measured, out), "local_side.{md,csv,json}")
     return 0
 
 
 def cmd_bench_coherence(args):
     run_spread = spread(args, args.nodes)
-    figures = _run(args, lambda: coherence.run(
-        args.nodes, args.ops, seed=args.seed, flip_rate=args.flip_rate, ring_drop=args.ring_drop,
-        ring_duplicate=args.ring_duplicate, numa=args.numa, line_bytes=args.line_bytes, log=log, spread=run_spread),
-        coherence.report, "coherence.{md,csv,json,png}")
+    figures = _run(
+        args,
+        lambda: coherence.run(
+            args.nodes,
+            args.ops,
+            seed=args.seed,
+            flip_rate=args.flip_rate,
+            ring_drop=args.ring_drop,
+            ring_duplicate=args.ring_duplicate,
+            numa=args.numa,
+            line_bytes=args.line_bytes,
+            log=log,
+            spread=run_spread,
+        ),
+        coherence.report,
+        "coherence.{md,csv,json,png}",
+    )
     if figures["violation_count"] or figures["protocol_errors"]:
-        raise NumaviaError(f"{figures['violation_count']} coherence violation(s), "
-                           f"{figures['protocol_errors']} protocol error(s): see {args.out}/coherence.json")
+        raise NumaviaError(
+            f"{figures['violation_count']} coherence violation(s), "
+            f"{figures['protocol_errors']} protocol error(s): see {args.out}/coherence.json"
+        )
     return 0
 
 
 def cmd_bench_boot(args):
     run_spread = spread(args, args.nodes)
-    _run(args, lambda: boot.measure(args.firmware, nodes=args.nodes, log=log, spread=run_spread,
-                                    run_root=buildcache.build_root() / "run" / "boot"),
-         boot.report, "boot.{md,csv,json}")
+    _run(
+        args,
+        lambda: boot.measure(
+            args.firmware,
+            nodes=args.nodes,
+            log=log,
+            spread=run_spread,
+            run_root=buildcache.build_root() / "run" / "boot",
+        ),
+        boot.report,
+        "boot.{md,csv,json}",
+    )
     return 0
 
 
 def cmd_bench_stream(args):
     run_spread = spread(args, stream.NODES)
-    _run(args, lambda: stream.measure(args.array_bytes, args.passes, log=log, spread=run_spread),
-         stream.report, "stream.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: stream.measure(args.array_bytes, args.passes, log=log, spread=run_spread),
+        stream.report,
+        "stream.{md,csv,json,png}",
+    )
     return 0
 
 
 def cmd_bench_shm(args):
     run_spread = spread(args, shm.NODES)
-    _run(args, lambda: shm.measure(args.max_size, log=log, firmware=args.firmware, spread=run_spread),
-         shm.report, "shm.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: shm.measure(args.max_size, log=log, firmware=args.firmware, spread=run_spread),
+        shm.report,
+        "shm.{md,csv,json,png}",
+    )
     return 0
 
 
@@ -85,8 +142,12 @@ def cmd_bench_via(args):
     if len(args.pair) != 2 or max(args.pair) >= args.nodes:
         args.parser.error(f"--pair names two nodes of the ring (0..{args.nodes - 1}), not {args.pair}")
     args.spread = spread(args, args.nodes)
-    _run(args, lambda: via.run_sweep(args, log), lambda measured, out: _paths(via.write_results(*measured, args)),
-         "via_bench.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: via.run_sweep(args, log),
+        lambda measured, out: _paths(via.write_results(*measured, args)),
+        "via_bench.{md,csv,json,png}",
+    )
     return 0
 
 
@@ -94,21 +155,40 @@ def cmd_bench_pushpull(args):
     check_sizes(args, 1024 * 1024, "the library's translations hold 520 pages")
     bad = [t for t in args.thresholds if t > pushpull_format.MAX_PUSH]
     if bad:
-        args.parser.error(f"--thresholds: bytes_to_push is at most {pushpull_format.MAX_PUSH} "
-                          f"(a pushed-buffer slot), not {bad[0]}")
+        args.parser.error(
+            f"--thresholds: bytes_to_push is at most {pushpull_format.MAX_PUSH} (a pushed-buffer slot), not {bad[0]}"
+        )
     check_eth_delay(args)
     args.spread = spread(args, 2)
-    _run(args, lambda: pushpull.run_sweep(args, log), lambda measured, out: _paths(pushpull.write_results(*measured, args)),
-         "pushpull_bench.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: pushpull.run_sweep(args, log),
+        lambda measured, out: _paths(pushpull.write_results(*measured, args)),
+        "pushpull_bench.{md,csv,json,png}",
+    )
     return 0
 
 
 def cmd_bench_splash2(args):
     run_spread = spread(args, max(args.nodes))
-    _run(args, lambda: splash2.run(args.kernels, args.nodes, args.modes, size=args.size, ways=args.ways,
-                                   line_sizes=args.line_bytes, placement=args.placement, access=args.access,
-                                   cost=CostModel(ns_per_op=args.ns_per_op), log=log, spread=run_spread),
-         splash2.report, "splash2_*.{md,csv,json}, splash2_time.png, splash2_speedup.png")
+    _run(
+        args,
+        lambda: splash2.run(
+            args.kernels,
+            args.nodes,
+            args.modes,
+            size=args.size,
+            ways=args.ways,
+            line_sizes=args.line_bytes,
+            placement=args.placement,
+            access=args.access,
+            cost=CostModel(ns_per_op=args.ns_per_op),
+            log=log,
+            spread=run_spread,
+        ),
+        splash2.report,
+        "splash2_*.{md,csv,json}, splash2_time.png, splash2_speedup.png",
+    )
     return 0
 
 
@@ -122,9 +202,14 @@ def cmd_bench_sim_speed(args):
         with checking(args):
             require_mpi()
     accesses = sim_speed.CARD_ACCESSES if args.card_accesses is None else args.card_accesses
-    _run(args, lambda: sim_speed.measure(args.nodes, args.procs, args.mpi_ranks, cycles=args.cycles,
-                                         card_accesses=accesses, log=log),
-         sim_speed.report, "sim_speed.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: sim_speed.measure(
+            args.nodes, args.procs, args.mpi_ranks, cycles=args.cycles, card_accesses=accesses, log=log
+        ),
+        sim_speed.report,
+        "sim_speed.{md,csv,json,png}",
+    )
     return 0
 
 
@@ -139,184 +224,355 @@ def cmd_bench_pcie(args):
     def measure():
         log("simulating the PCIe endpoint")
         return pcie.measure()
+
     _run(args, measure, pcie.report, "pcie.{md,csv,json,png}")
     return 0
 
 
 def register(sub):
-    p = sub.add_parser("bench", help="benchmarks: figures from the simulated hardware, with the paper's beside them",
-                       description="Run a benchmark on the cycle-accurate simulation and write its tables "
-                                   "(Markdown, CSV, JSON) and plots (PNG) into a results folder.")
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks: figures from the simulated hardware, with the paper's beside them",
+        description="Run a benchmark on the cycle-accurate simulation and write its tables "
+        "(Markdown, CSV, JSON) and plots (PNG) into a results folder.",
+    )
     benches = p.add_subparsers(dest="bench", metavar="BENCHMARK", parser_class=Parser)
     benches.required = True
-    lat = command(benches, "latency", cmd_bench_latency, help="shared-memory access latencies (the paper's Table 1)",
-                  description="Each access alone on a ring of cards, timed by the card's own "
-                              "cycle counter, in NCC-NUMA and NUMA mode.")
+    lat = command(
+        benches,
+        "latency",
+        cmd_bench_latency,
+        help="shared-memory access latencies (the paper's Table 1)",
+        description="Each access alone on a ring of cards, timed by the card's own "
+        "cycle counter, in NCC-NUMA and NUMA mode.",
+    )
     add_nodes_option(lat, 4, "cards in the ring")
     add_out_option(lat, "results/latency")
     add_spread_options(lat)
-    loc = command(benches, "local-side", cmd_bench_local_side,
-                  help="the local side alone: hits, bursts, hand-off, ECP5 synthesis",
-                  description="Amaranth simulation of the local side with its counters, and an "
-                              "out-of-context open ECP5 synthesis.")
+    loc = command(
+        benches,
+        "local-side",
+        cmd_bench_local_side,
+        help="the local side alone: hits, bursts, hand-off, ECP5 synthesis",
+        description="Amaranth simulation of the local side with its counters, and an "
+        "out-of-context open ECP5 synthesis.",
+    )
     loc.add_argument("--device", default="85k", help="ECP5 device for synthesis (default 85k)")
     loc.add_argument("--no-synth", action="store_true", help="skip the synthesis (minutes)")
     add_out_option(loc, "results/local_side")
-    coh = command(benches, "coherence", cmd_bench_coherence, help="random sharing on a ring of RTL cards, checked",
-                  description="Random loads and stores on a hot set from every card, checked "
-                              "for coherence; latency distribution and protocol events.")
+    coh = command(
+        benches,
+        "coherence",
+        cmd_bench_coherence,
+        help="random sharing on a ring of RTL cards, checked",
+        description="Random loads and stores on a hot set from every card, checked "
+        "for coherence; latency distribution and protocol events.",
+    )
     add_nodes_option(coh, 8, "cards in the ring")
     coh.add_argument("--ops", type=positive, default=10_000, help="accesses per card (default 10000)")
     coh.add_argument("--seed", type=int, default=1)
     coh.add_argument("--flip-rate", type=probability, default=0.0, help="ring bit errors per symbol")
-    coh.add_argument("--ring-drop", type=probability, default=0.0, metavar="P",
-                     help="probability that a ring packet (echoes too) is lost")
-    coh.add_argument("--ring-duplicate", type=probability, default=0.0, metavar="P",
-                     help="probability that a ring packet arrives twice (each hop then holds a packet's copy)")
+    coh.add_argument(
+        "--ring-drop",
+        type=probability,
+        default=0.0,
+        metavar="P",
+        help="probability that a ring packet (echoes too) is lost",
+    )
+    coh.add_argument(
+        "--ring-duplicate",
+        type=probability,
+        default=0.0,
+        metavar="P",
+        help="probability that a ring packet arrives twice (each hop then holds a packet's copy)",
+    )
     coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
-    coh.add_argument("--line-bytes", type=int, choices=LINE_SIZES, default=LINE_BYTES,
-                     help=f"the cards' line size (default {LINE_BYTES}, as in the paper)")
+    coh.add_argument(
+        "--line-bytes",
+        type=int,
+        choices=LINE_SIZES,
+        default=LINE_BYTES,
+        help=f"the cards' line size (default {LINE_BYTES}, as in the paper)",
+    )
     add_out_option(coh, "results/coherence")
     add_spread_options(coh)
-    spl = command(benches, "splash2", cmd_bench_splash2,
-                  help="SPLASH-2 LU, FFT, Ocean, Barnes on 1-8 cards (the paper's Tables 3-6, Fig. 6)",
-                  description="Run the SPLASH-2 kernels with P processes, record their shared-memory accesses as "
-                              "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
-                              "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
-                              "associativity (Table 4), line size (Table 3), remote/local accesses "
-                              "(Table 6) and the compute/memory/barrier split (Fig. 6). On 2 cores --size small "
-                              "takes about 1.5 hours, most of it verilating 8 ring models of 1-8 cards (cached for the "
-                              "next run; --ways and --line-bytes add more); the paper sizes replay far longer traces.")
-    spl.add_argument("--kernels", type=list_of(str, tuple(KERNELS), "kernel"), default=list(KERNELS),
-                     help="comma-separated kernels (default lu,fft,ocean,barnes)")
-    spl.add_argument("--nodes", type=list_of(int, (1, 2, 4, 8, 16), "node count"), default=[1, 2, 4, 8],
-                     help="ring sizes, comma-separated from 1,2,4,8,16 (default 1,2,4,8; 1 is always run)")
-    spl.add_argument("--modes", type=list_of(str, ("ncc", "numa"), "mode"), default=["ncc", "numa"],
-                     help="ncc (network cache on) and/or numa (off) (default ncc,numa)")
-    spl.add_argument("--size", choices=["small", "paper"], default="paper",
-                     help="problem sizes: the paper's (LU 256x256, FFT 1024, Ocean 66x66, Barnes 4K) or "
-                          "small ones (default paper)")
-    spl.add_argument("--ways", type=list_of(int, (1, 2, 4, 8), "way count"), default=[1, 2, 4],
-                     help="network cache associativities for Table 4, equal capacity (default 1,2,4; "
-                          "give 4 to skip the table)")
-    spl.add_argument("--line-bytes", type=list_of(int, LINE_SIZES, "line size"), default=[32, 64],
-                     help="line sizes for Table 3, direct-mapped at equal capacity (default 32,64; "
-                          "give 64 to skip the table)")
-    spl.add_argument("--placement", choices=list(PLACEMENTS), default="paper",
-                     help="paper: data only its own node touches in host memory (Ocean, FFT), as the "
-                          "paper; shared: everything in the cards' shared memory (default paper)")
-    spl.add_argument("--access", choices=["line", "double"], default="line",
-                     help="host access granularity: line (bursts of up to 16 words within a 64-byte line) "
-                          "or double (one 2-word access per double, as the paper's CPU on uncached PCI) "
-                          "(default line)")
-    spl.add_argument("--ns-per-op", type=positive_float, default=2.5, metavar="NS",
-                     help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)")
+    spl = command(
+        benches,
+        "splash2",
+        cmd_bench_splash2,
+        help="SPLASH-2 LU, FFT, Ocean, Barnes on 1-8 cards (the paper's Tables 3-6, Fig. 6)",
+        description="Run the SPLASH-2 kernels with P processes, record their shared-memory accesses as "
+        "traces (cached under build/splash2), replay them on rings of RTL cards in NCC-NUMA "
+        "and NUMA mode, and write the paper's tables: speedups (Table 5), network cache "
+        "associativity (Table 4), line size (Table 3), remote/local accesses "
+        "(Table 6) and the compute/memory/barrier split (Fig. 6). On 2 cores --size small "
+        "takes about 1.5 hours, most of it verilating 8 ring models of 1-8 cards (cached for the "
+        "next run; --ways and --line-bytes add more); the paper sizes replay far longer traces.",
+    )
+    spl.add_argument(
+        "--kernels",
+        type=list_of(str, tuple(KERNELS), "kernel"),
+        default=list(KERNELS),
+        help="comma-separated kernels (default lu,fft,ocean,barnes)",
+    )
+    spl.add_argument(
+        "--nodes",
+        type=list_of(int, (1, 2, 4, 8, 16), "node count"),
+        default=[1, 2, 4, 8],
+        help="ring sizes, comma-separated from 1,2,4,8,16 (default 1,2,4,8; 1 is always run)",
+    )
+    spl.add_argument(
+        "--modes",
+        type=list_of(str, ("ncc", "numa"), "mode"),
+        default=["ncc", "numa"],
+        help="ncc (network cache on) and/or numa (off) (default ncc,numa)",
+    )
+    spl.add_argument(
+        "--size",
+        choices=["small", "paper"],
+        default="paper",
+        help="problem sizes: the paper's (LU 256x256, FFT 1024, Ocean 66x66, Barnes 4K) or small ones (default paper)",
+    )
+    spl.add_argument(
+        "--ways",
+        type=list_of(int, (1, 2, 4, 8), "way count"),
+        default=[1, 2, 4],
+        help="network cache associativities for Table 4, equal capacity (default 1,2,4; give 4 to skip the table)",
+    )
+    spl.add_argument(
+        "--line-bytes",
+        type=list_of(int, LINE_SIZES, "line size"),
+        default=[32, 64],
+        help="line sizes for Table 3, direct-mapped at equal capacity (default 32,64; give 64 to skip the table)",
+    )
+    spl.add_argument(
+        "--placement",
+        choices=list(PLACEMENTS),
+        default="paper",
+        help="paper: data only its own node touches in host memory (Ocean, FFT), as the "
+        "paper; shared: everything in the cards' shared memory (default paper)",
+    )
+    spl.add_argument(
+        "--access",
+        choices=["line", "double"],
+        default="line",
+        help="host access granularity: line (bursts of up to 16 words within a 64-byte line) "
+        "or double (one 2-word access per double, as the paper's CPU on uncached PCI) "
+        "(default line)",
+    )
+    spl.add_argument(
+        "--ns-per-op",
+        type=positive_float,
+        default=2.5,
+        metavar="NS",
+        help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)",
+    )
     add_out_option(spl, "results/splash2")
     add_spread_options(spl)
 
-    st = command(benches, "stream", cmd_bench_stream,
-                 help="STREAM-style bandwidth of private, home and remote memory",
-                 description="Copy, Scale, Add and Triad streamed by node 0's host port in line "
-                             "bursts over arrays in private memory, the node's own shared slice and "
-                             "a remote slice (NCC-NUMA and NUMA), timed by the RTL's cycle stamps.")
-    st.add_argument("--array-bytes", type=size, default=4096,
-                    help="bytes per array, a multiple of 64 (default 4096: all three fit the network cache)")
+    st = command(
+        benches,
+        "stream",
+        cmd_bench_stream,
+        help="STREAM-style bandwidth of private, home and remote memory",
+        description="Copy, Scale, Add and Triad streamed by node 0's host port in line "
+        "bursts over arrays in private memory, the node's own shared slice and "
+        "a remote slice (NCC-NUMA and NUMA), timed by the RTL's cycle stamps.",
+    )
+    st.add_argument(
+        "--array-bytes",
+        type=size,
+        default=4096,
+        help="bytes per array, a multiple of 64 (default 4096: all three fit the network cache)",
+    )
     st.add_argument("--passes", type=positive, default=4, help="passes of each kernel (default 4)")
     add_out_option(st, "results/stream")
     add_spread_options(st)
 
-    sh = command(benches, "shm", cmd_bench_shm,
-                 help="NetPIPE-style sweep over shared memory: remote loads and stores",
-                 description="Messages of 4 bytes up to --max-size moved between node 0 and node 1's "
-                             "slice by remote loads and stores, NCC-NUMA and NUMA, timed by the RTL's "
-                             "cycle stamps.")
+    sh = command(
+        benches,
+        "shm",
+        cmd_bench_shm,
+        help="NetPIPE-style sweep over shared memory: remote loads and stores",
+        description="Messages of 4 bytes up to --max-size moved between node 0 and node 1's "
+        "slice by remote loads and stores, NCC-NUMA and NUMA, timed by the RTL's "
+        "cycle stamps.",
+    )
     sh.add_argument("--max-size", type=size, default=16 * 1024, help="largest message (default 16k)")
     add_out_option(sh, "results/shm")
-    add_firmware_option(sh, default=None, default_says="given any, the sweep runs on two complete nodes "
-                         "booted with it; by default on two cards alone")
+    add_firmware_option(
+        sh,
+        default=None,
+        default_says="given any, the sweep runs on two complete nodes booted with it; by default on two cards alone",
+    )
     add_spread_options(sh)
 
-    v = command(benches, "via", cmd_bench_via,
-                help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
-                description="Latency and bandwidth of the VIA engine between two simulated nodes, "
-                            "measured by the firmware's benchmark agents with the card's cycle counter. "
-                            "Writes via_bench.{md,csv,json,png} to --out.")
+    v = command(
+        benches,
+        "via",
+        cmd_bench_via,
+        help="NetPIPE-style sweep of the VIA engine (send/receive, RDMA write, RDMA read)",
+        description="Latency and bandwidth of the VIA engine between two simulated nodes, "
+        "measured by the firmware's benchmark agents with the card's cycle counter. "
+        "Writes via_bench.{md,csv,json,png} to --out.",
+    )
     ops = ("send", "write", "read", "send-stream", "write-stream")
-    v.add_argument("--ops", type=list_of(str, ops, "operation"), default=list(ops),
-                   help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
-                        "write-stream (default all)")
-    v.add_argument("--mtu", type=list_of(mtu, what="MTU"), default=[1500, 9000],
-                   help="MTUs, comma separated (default 1500,9000)")
+    v.add_argument(
+        "--ops",
+        type=list_of(str, ops, "operation"),
+        default=list(ops),
+        help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
+        "write-stream (default all)",
+    )
+    v.add_argument(
+        "--mtu", type=list_of(mtu, what="MTU"), default=[1500, 9000], help="MTUs, comma separated (default 1500,9000)"
+    )
     v.add_argument("--min-size", type=size, default=4, help="smallest message (default 4)")
     v.add_argument("--max-size", type=size, default=1024 * 1024, help="largest message (default 1Mi)")
-    v.add_argument("--perturbation", type=size, default=0,
-                   help="also measure each power of two +- this many bytes (NetPIPE style; default 0)")
-    v.add_argument("--iterations", type=positive, default=20,
-                   help="round trips per point for small messages (large ones use fewer, at least 2)")
+    v.add_argument(
+        "--perturbation",
+        type=size,
+        default=0,
+        help="also measure each power of two +- this many bytes (NetPIPE style; default 0)",
+    )
+    v.add_argument(
+        "--iterations",
+        type=positive,
+        default=20,
+        help="round trips per point for small messages (large ones use fewer, at least 2)",
+    )
     add_eth_delay_option(v)
     add_nodes_option(v, 2, "nodes in the ring, all on one Ethernet switch", minimum=2)
-    v.add_argument("--pair", type=list_of(int, what="node"), default=[0, 1], metavar="A,B",
-                   help="the two nodes measured: A initiates, B responds (default 0,1)")
-    v.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
-                   help="wall-time limit for one measurement (default 900)")
+    v.add_argument(
+        "--pair",
+        type=list_of(int, what="node"),
+        default=[0, 1],
+        metavar="A,B",
+        help="the two nodes measured: A initiates, B responds (default 0,1)",
+    )
+    v.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="wall-time limit for one measurement (default 900)",
+    )
     add_out_option(v, "results/via", "output folder")
     add_firmware_option(v)
     add_spread_options(v)
-    pp = command(benches, "pushpull", cmd_bench_pushpull,
-                 help="push-pull messaging: original vs advanced scheme over VIA",
-                 description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
-                             "VIA engine) between two simulated nodes, original and advanced scheme, "
-                             "swept over message size and bytes_to_push, beside plain send/receive and "
-                             "RDMA write; card cycle counters. Writes pushpull_bench.{csv,md,json,png} "
-                             "to --out.")
-    pp.add_argument("--schemes", type=list_of(str, ("original", "advanced"), "scheme"),
-                    default=["original", "advanced"], help="schemes, comma separated (default original,advanced)")
-    pp.add_argument("--thresholds", type=list_of(size, what="bytes_to_push"), default=[64, 512, 2048],
-                    help="bytes_to_push values, comma separated, 0..2048 (default 64,512,2048)")
+    pp = command(
+        benches,
+        "pushpull",
+        cmd_bench_pushpull,
+        help="push-pull messaging: original vs advanced scheme over VIA",
+        description="Ping-pong and one-way latency of the push-pull library (firmware, on the "
+        "VIA engine) between two simulated nodes, original and advanced scheme, "
+        "swept over message size and bytes_to_push, beside plain send/receive and "
+        "RDMA write; card cycle counters. Writes pushpull_bench.{csv,md,json,png} "
+        "to --out.",
+    )
+    pp.add_argument(
+        "--schemes",
+        type=list_of(str, ("original", "advanced"), "scheme"),
+        default=["original", "advanced"],
+        help="schemes, comma separated (default original,advanced)",
+    )
+    pp.add_argument(
+        "--thresholds",
+        type=list_of(size, what="bytes_to_push"),
+        default=[64, 512, 2048],
+        help="bytes_to_push values, comma separated, 0..2048 (default 64,512,2048)",
+    )
     pp.add_argument("--min-size", type=size, default=1, help="smallest message (default 1)")
     pp.add_argument("--max-size", type=size, default=64 * 1024, help="largest message (default 64Ki)")
-    pp.add_argument("--iterations", type=positive, default=10,
-                    help="round trips per point for small messages (large ones use fewer, at least 2)")
-    pp.add_argument("--baselines", type=list_of(str, ("send", "write"), "baseline"), default=["send", "write"],
-                    help="plain VIA ping-pongs to compare with, comma separated (default send,write)")
-    pp.add_argument("--no-baselines", dest="baselines", action="store_const", const=[],
-                    help="measure push-pull only")
+    pp.add_argument(
+        "--iterations",
+        type=positive,
+        default=10,
+        help="round trips per point for small messages (large ones use fewer, at least 2)",
+    )
+    pp.add_argument(
+        "--baselines",
+        type=list_of(str, ("send", "write"), "baseline"),
+        default=["send", "write"],
+        help="plain VIA ping-pongs to compare with, comma separated (default send,write)",
+    )
+    pp.add_argument("--no-baselines", dest="baselines", action="store_const", const=[], help="measure push-pull only")
     pp.add_argument("--mtu", type=mtu, default=1500, help="MTU (default 1500)")
     add_eth_delay_option(pp)
-    pp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
-                    help="wall-time limit for one measurement (default 900)")
+    pp.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="wall-time limit for one measurement (default 900)",
+    )
     add_out_option(pp, "results/pushpull", "output folder")
     add_firmware_option(pp)
     add_spread_options(pp)
-    ss = command(benches, "sim-speed", cmd_bench_sim_speed,
-                 help="how fast the ring simulation runs, against ring size and spread",
-                 description="Boot rings of full nodes (and run the card bench) for a fixed number of "
-                             "cycles, in 1..P processes and MPI ranks, and report simulated cycles per "
-                             "second, node-cycles per second per core and the model's build time.")
-    ss.add_argument("--nodes", type=list_of(int, what="ring size"), default=[2, 4, 8, 16],
-                    help="ring sizes, comma separated (default 2,4,8,16; at most 64)")
-    ss.add_argument("--procs", type=list_of(int, what="process count"), default=[1, 2],
-                    help="process counts, comma separated (default 1,2)")
-    ss.add_argument("--mpi-ranks", type=list_of(int, what="rank count"), default=[],
-                    help="MPI rank counts, comma separated (default none)")
+    ss = command(
+        benches,
+        "sim-speed",
+        cmd_bench_sim_speed,
+        help="how fast the ring simulation runs, against ring size and spread",
+        description="Boot rings of full nodes (and run the card bench) for a fixed number of "
+        "cycles, in 1..P processes and MPI ranks, and report simulated cycles per "
+        "second, node-cycles per second per core and the model's build time.",
+    )
+    ss.add_argument(
+        "--nodes",
+        type=list_of(int, what="ring size"),
+        default=[2, 4, 8, 16],
+        help="ring sizes, comma separated (default 2,4,8,16; at most 64)",
+    )
+    ss.add_argument(
+        "--procs",
+        type=list_of(int, what="process count"),
+        default=[1, 2],
+        help="process counts, comma separated (default 1,2)",
+    )
+    ss.add_argument(
+        "--mpi-ranks",
+        type=list_of(int, what="rank count"),
+        default=[],
+        help="MPI rank counts, comma separated (default none)",
+    )
     ss.add_argument("--cycles", type=positive, default=200_000, help="cycles per run (default 200000)")
-    ss.add_argument("--card-accesses", type=count, default=None, metavar="N",
-                    help="random accesses per card in the card-bench runs (default: as many as keep a 64-card "
-                         "run to minutes; the results say how many); 0 leaves them out")
+    ss.add_argument(
+        "--card-accesses",
+        type=count,
+        default=None,
+        metavar="N",
+        help="random accesses per card in the card-bench runs (default: as many as keep a 64-card "
+        "run to minutes; the results say how many); 0 leaves them out",
+    )
     add_out_option(ss, "results/sim_speed")
-    bo = command(benches, "boot", cmd_bench_boot, help="firmware image size and boot time (cycles to ready)",
-                 description="For each firmware, its image size (text, data, bss) and the cycles "
-                             "from reset to every node's ready line on a ring. Writes "
-                             "boot.{md,csv,json} to --out.")
-    bo.add_argument("--firmware", type=firmware_list, default=["bare-metal"], metavar="FIRMWARES",
-                    help="comma-separated firmwares (bare-metal, zephyr, zephyr-shell, zephyr=PATH; default "
-                         "bare-metal; the Zephyr ones need $ZEPHYR_BASE, docs/zephyr.md)")
+    bo = command(
+        benches,
+        "boot",
+        cmd_bench_boot,
+        help="firmware image size and boot time (cycles to ready)",
+        description="For each firmware, its image size (text, data, bss) and the cycles "
+        "from reset to every node's ready line on a ring. Writes "
+        "boot.{md,csv,json} to --out.",
+    )
+    bo.add_argument(
+        "--firmware",
+        type=firmware_list,
+        default=["bare-metal"],
+        metavar="FIRMWARES",
+        help="comma-separated firmwares (bare-metal, zephyr, zephyr-shell, zephyr=PATH; default "
+        "bare-metal; the Zephyr ones need $ZEPHYR_BASE, docs/zephyr.md)",
+    )
     add_nodes_option(bo, 2, "nodes in the ring")
     add_out_option(bo, "results/boot")
     add_spread_options(bo)
-    pci = command(benches, "pcie", cmd_bench_pcie,
-                  help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
-                  description="Amaranth simulation of the PCIe endpoint at the transaction layer "
-                              "against a host that answers at once; x1 Gen1/Gen2 equivalents.")
+    pci = command(
+        benches,
+        "pcie",
+        cmd_bench_pcie,
+        help="the PCIe endpoint: BAR round trips, DMA latency and throughput",
+        description="Amaranth simulation of the PCIe endpoint at the transaction layer "
+        "against a host that answers at once; x1 Gen1/Gen2 equivalents.",
+    )
     add_out_option(pci, "results/pcie")
-

@@ -25,8 +25,9 @@ def cmd_build(args):
         netlist = flow.synthesise(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max, log=log)
         return _print_paths(netlist / f"{flow.TOP}.json", count=args.paths)
     out = results_folder(args.out) if args.out else None
-    report = flow.build(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max,
-                        bitstream=not args.no_bitstream, log=log)
+    report = flow.build(
+        board, args.config, with_card=not args.bare, nodes_max=args.nodes_max, bitstream=not args.no_bitstream, log=log
+    )
     print(flow.format_report(report))
     reports = [report]
     if args.compare_bare:
@@ -70,36 +71,61 @@ def cmd_flash(args):
 
 
 def register(sub):
-    p = command(sub, "build", cmd_build,
-                help="build a board's bitstream with the open ECP5 flow (yosys, nextpnr, ecppack)",
-                description="Generate the node SoC for a board, synthesise, place and route it and pack "
-                            "the bitstream (cached by inputs); print resources and Fmax per clock domain; "
-                            "fail if a clock misses its target (from nextpnr's report).")
+    p = command(
+        sub,
+        "build",
+        cmd_build,
+        help="build a board's bitstream with the open ECP5 flow (yosys, nextpnr, ecppack)",
+        description="Generate the node SoC for a board, synthesise, place and route it and pack "
+        "the bitstream (cached by inputs); print resources and Fmax per clock domain; "
+        "fail if a clock misses its target (from nextpnr's report).",
+    )
     _add_board_options(p)
     p.add_argument("--nodes-max", type=positive, help="largest ring the card addresses (CardConfig.max_nodes)")
     p.add_argument("--bare", action="store_true", help="the LiteX SoC without the card, for comparison")
-    p.add_argument("--compare-bare", action="store_true",
-                   help="also build the bare LiteX SoC on the same board and report the card's cost")
+    p.add_argument(
+        "--compare-bare",
+        action="store_true",
+        help="also build the bare LiteX SoC on the same board and report the card's cost",
+    )
     p.add_argument("--no-bitstream", action="store_true", help="stop after place and route (no ecppack)")
-    p.add_argument("--synth-only", action="store_true",
-                   help="stop after yosys and print the estimated slowest paths per clock (numavia paths)")
-    p.add_argument("--paths", type=positive, default=5, metavar="N",
-                   help="with --synth-only: paths per clock, to different registers (default 5)")
+    p.add_argument(
+        "--synth-only",
+        action="store_true",
+        help="stop after yosys and print the estimated slowest paths per clock (numavia paths)",
+    )
+    p.add_argument(
+        "--paths",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="with --synth-only: paths per clock, to different registers (default 5)",
+    )
     add_out_option(p, None, "write the figures (JSON, CSV, Markdown) to this folder")
 
-    p = command(sub, "paths", cmd_paths, help="estimated slowest register-to-register paths of an ECP5 netlist",
-                description="Read a yosys JSON netlist (after synth_ecp5) and print, per clock, the "
-                            "slowest paths in nominal ECP5 delays and the signals they pass: what "
-                            "limits Fmax, without place and route (nextpnr names critical paths only "
-                            "for a routed design). An estimate of logic depth, not sign-off.")
+    p = command(
+        sub,
+        "paths",
+        cmd_paths,
+        help="estimated slowest register-to-register paths of an ECP5 netlist",
+        description="Read a yosys JSON netlist (after synth_ecp5) and print, per clock, the "
+        "slowest paths in nominal ECP5 delays and the signals they pass: what "
+        "limits Fmax, without place and route (nextpnr names critical paths only "
+        "for a routed design). An estimate of logic depth, not sign-off.",
+    )
     p.add_argument("netlist", help="yosys JSON netlist, e.g. build/netlists/<board>-.../numavia_board.json")
     p.add_argument("--top", help="module to analyse (default: the netlist's top)")
     p.add_argument("--count", type=positive, default=5, help="paths per clock, to different registers (default 5)")
     p.add_argument("--clock", action="append", help="only this clock (its net name); repeatable")
 
-    p = command(sub, "flash", cmd_flash, help="load a board's bitstream with openFPGALoader",
-                description="Load the bitstream into the FPGA (or, with --flash, write it to the "
-                            "configuration flash) with openFPGALoader; builds it first if needed.")
+    p = command(
+        sub,
+        "flash",
+        cmd_flash,
+        help="load a board's bitstream with openFPGALoader",
+        description="Load the bitstream into the FPGA (or, with --flash, write it to the "
+        "configuration flash) with openFPGALoader; builds it first if needed.",
+    )
     _add_board_options(p)
     p.add_argument("--bitstream", type=Path, help="a .bit file (default: build it)")
     p.add_argument("--cable", help="openFPGALoader cable name (-c), e.g. ft2232, dirtyJtag; default: the board's")

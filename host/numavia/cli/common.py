@@ -47,6 +47,7 @@ def checking(args):
 
 # --- argument types ---------------------------------------------------------------------------
 
+
 def integer_at_least(minimum, what):
     def convert(text):
         try:
@@ -56,6 +57,7 @@ def integer_at_least(minimum, what):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{text!r} {what}")
         return value
+
     return convert
 
 
@@ -71,7 +73,10 @@ def ring_size(minimum=1):
         if value > MAX_NODES:
             raise argparse.ArgumentTypeError(f"{text!r} is not a ring size ({minimum}..{MAX_NODES})")
         return value
+
     return convert
+
+
 count = integer_at_least(0, "must not be negative")
 
 
@@ -84,6 +89,7 @@ def address(text):
 
 def list_of(convert, allowed=None, what="value"):
     """A comma-separated list for argparse; each item converted and, if given, among ``allowed``."""
+
     def parse(text):
         items = []
         for item in text.split(","):
@@ -93,16 +99,19 @@ def list_of(convert, allowed=None, what="value"):
                 raise argparse.ArgumentTypeError(f"{item.strip()!r} is not a valid {what}") from None
             if allowed is not None and value not in allowed:
                 raise argparse.ArgumentTypeError(
-                    f"{item.strip()!r} is not a {what} (choose from {', '.join(map(str, allowed))})")
+                    f"{item.strip()!r} is not a {what} (choose from {', '.join(map(str, allowed))})"
+                )
             items.append(value)
         if not items or len(set(items)) != len(items):
             raise argparse.ArgumentTypeError(f"{text!r}: give distinct {what}s, separated by commas")
         return items
+
     return parse
 
 
 def float_where(accept, requirement):
     """An argparse type: a float for which ``accept(value)`` holds, else '<text> <requirement>'."""
+
     def parse(text):
         try:
             value = float(text)
@@ -111,6 +120,7 @@ def float_where(accept, requirement):
         if not accept(value):
             raise argparse.ArgumentTypeError(f"{text!r} {requirement}")
         return value
+
     return parse
 
 
@@ -124,7 +134,7 @@ def size(text):
     t = text.strip().lower()
     for suffix in ("ki", "mi", "k", "m"):
         if t.endswith(suffix):
-            t, scale = t[:-len(suffix)], units[suffix]
+            t, scale = t[: -len(suffix)], units[suffix]
             break
     else:
         scale = 1
@@ -164,6 +174,7 @@ def firmware_list(text):
 
 # --- repeated options --------------------------------------------------------------------------
 
+
 def add_nodes_option(p, default, what="nodes in the ring", minimum=1):
     p.add_argument("--nodes", type=ring_size(minimum), default=default, help=f"{what} (default {default})")
 
@@ -180,20 +191,33 @@ def add_cpu_variant_option(p, help="VexRiscv variant of each node (default stand
 
 
 def add_firmware_option(p, default="bare-metal", default_says="bare-metal, the default"):
-    p.add_argument("--firmware", type=firmware_choice, default=default, metavar="FIRMWARE",
-                   help=f"what every node runs: bare-metal ({default_says}), zephyr or zephyr-shell (built "
-                        "against $ZEPHYR_BASE, cached), or zephyr=PATH (a zephyr.elf built for this SoC; "
-                        "docs/zephyr.md)")
+    p.add_argument(
+        "--firmware",
+        type=firmware_choice,
+        default=default,
+        metavar="FIRMWARE",
+        help=f"what every node runs: bare-metal ({default_says}), zephyr or zephyr-shell (built "
+        "against $ZEPHYR_BASE, cached), or zephyr=PATH (a zephyr.elf built for this SoC; "
+        "docs/zephyr.md)",
+    )
 
 
 def add_spread_options(p):
     g = p.add_argument_group("spreading the ring (results do not depend on it)")
-    g.add_argument("--procs", type=positive, default=None, metavar="P",
-                   help="processes (or MPI ranks) to run the nodes in (default: one per core, at most one per node)")
+    g.add_argument(
+        "--procs",
+        type=positive,
+        default=None,
+        metavar="P",
+        help="processes (or MPI ranks) to run the nodes in (default: one per core, at most one per node)",
+    )
     g.add_argument("--mpi", action="store_true", help="run the processes as MPI ranks with mpirun (OpenMPI)")
-    g.add_argument("--hostfile", metavar="FILE",
-                   help="with --mpi: mpirun's hostfile, to spread the ranks over machines (the run folder "
-                        "must be shared between them)")
+    g.add_argument(
+        "--hostfile",
+        metavar="FILE",
+        help="with --mpi: mpirun's hostfile, to spread the ranks over machines (the run folder "
+        "must be shared between them)",
+    )
 
 
 def spread(args, nodes):
@@ -206,14 +230,21 @@ def spread(args, nodes):
 
 
 def add_eth_delay_option(p):
-    p.add_argument("--eth-delay", type=positive, default=50, metavar="CYCLES",
-                   help="Ethernet PHY+cable delay in 125 MHz cycles (default 50 = 400 ns)")
+    p.add_argument(
+        "--eth-delay",
+        type=positive,
+        default=50,
+        metavar="CYCLES",
+        help="Ethernet PHY+cable delay in 125 MHz cycles (default 50 = 400 ns)",
+    )
 
 
 def check_eth_delay(args):
     if args.eth_delay < ETH_MIN_DELAY:
-        args.parser.error(f"--eth-delay must be at least {ETH_MIN_DELAY} cycles (the switch reads the destination "
-                          "first, and each link to and from it takes a cycle)")
+        args.parser.error(
+            f"--eth-delay must be at least {ETH_MIN_DELAY} cycles (the switch reads the destination "
+            "first, and each link to and from it takes a cycle)"
+        )
 
 
 def check_sizes(args, largest, why):

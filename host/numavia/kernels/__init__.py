@@ -31,7 +31,7 @@ class KernelError(NumaviaError):
 def record(kernel, address_map, workers, nodes):
     """Run ``kernel`` on ``workers`` of a ``nodes``-node ring; returns ``(result, machine)``."""
     machine = Machine(nodes, address_map.slice_bytes, CostModel.per_cycle())
-    return kernel.record(RowArrays(machine, workers)), machine   # kernels end on a barrier
+    return kernel.record(RowArrays(machine, workers)), machine  # kernels end on a barrier
 
 
 def write_traces(kernel, address_map, workers, nodes, folder):

@@ -16,9 +16,9 @@ import numpy as np
 class Jacobi:
     name: ClassVar[str] = "jacobi"
     title: ClassVar[str] = "Jacobi relaxation"
-    n: int = 32                  # grid points per side, boundary included
+    n: int = 32  # grid points per side, boundary included
     sweeps: int = 4
-    cycles_per_point: int = 8    # host compute per updated point (4 adds, a multiply), in card cycles
+    cycles_per_point: int = 8  # host compute per updated point (4 adds, a multiply), in card cycles
 
     def describe(self):
         return f"{self.n}x{self.n} grid, {self.sweeps} sweeps, {self.cycles_per_point} cycles/point"

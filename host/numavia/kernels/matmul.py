@@ -17,7 +17,7 @@ class MatMul:
     name: ClassVar[str] = "matmul"
     title: ClassVar[str] = "Matrix multiply"
     n: int = 32
-    cycles_per_madd: int = 2     # host compute per multiply-add, in card cycles
+    cycles_per_madd: int = 2  # host compute per multiply-add, in card cycles
     seed: int = 1
 
     def describe(self):

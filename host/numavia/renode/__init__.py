@@ -51,9 +51,13 @@ def firmware_files(nodes, node_images, every_image=None):
     unknown = sorted(set(node_images) - set(range(nodes)))
     if unknown:
         raise RenodeError(f"--firmware for node {unknown[0]}, but the ring's nodes are 0..{nodes - 1}")
-    return [{region: script.firmware_file(region, n if n in node_images else None)
-             for region in image_regions(node_images[n] if n in node_images else every_image)}
-            for n in range(nodes)]
+    return [
+        {
+            region: script.firmware_file(region, n if n in node_images else None)
+            for region in image_regions(node_images[n] if n in node_images else every_image)
+        }
+        for n in range(nodes)
+    ]
 
 
 def _is_choice(text):
@@ -63,7 +67,7 @@ def _is_choice(text):
 def _image(text):
     """One ``--firmware`` image: a firmware choice (kept as its text) or a raw ROM image (a path)."""
     if _is_choice(text):
-        node_firmware.parse_choice(text)        # bare-metal=PATH and the like: refused here
+        node_firmware.parse_choice(text)  # bare-metal=PATH and the like: refused here
         return text
     if not Path(text).is_file():
         raise RenodeError(f"--firmware: {text} is not a file")
@@ -98,8 +102,18 @@ def memory_images(image, soc_dir, log=print):
     return node_firmware.memory_images(node_firmware.build(image, soc_dir, log=log), memories)
 
 
-def render(csr, *, nodes, card_config, ready_marker, card_model_id, quantum_cycles=DEFAULT_QUANTUM_CYCLES,
-           ring_delay=RING_DELAY_CYCLES, node_images=(), every_image=None):
+def render(
+    csr,
+    *,
+    nodes,
+    card_config,
+    ready_marker,
+    card_model_id,
+    quantum_cycles=DEFAULT_QUANTUM_CYCLES,
+    ring_delay=RING_DELAY_CYCLES,
+    node_images=(),
+    every_image=None,
+):
     """``{file name: text}`` of the generated text files (no file system access). ``every_image``
     and the values of ``node_images`` are only looked at for the memories they fill
     (:func:`image_regions`)."""
@@ -109,31 +123,63 @@ def render(csr, *, nodes, card_config, ready_marker, card_model_id, quantum_cycl
     source = provenance(csr)
     return {
         script.REPL_FILE: platform.repl(soc, provenance=source),
-        script.RESC_FILE: script.resc(soc, nodes=nodes, quantum_seconds=quantum_seconds(quantum_cycles, soc.clock_hz),
-                                      ring_delay=ring_delay, card_model_id=card_model_id,
-                                      firmware_files=firmware_files(nodes, node_images, every_image),
-                                      provenance=source),
-        ROBOT_FILE: robot.robot(soc, nodes=nodes, ready_marker=ready_marker, card_config=card_config,
-                                boot_timeout_s=BOOT_TIMEOUT_S, provenance=source),
+        script.RESC_FILE: script.resc(
+            soc,
+            nodes=nodes,
+            quantum_seconds=quantum_seconds(quantum_cycles, soc.clock_hz),
+            ring_delay=ring_delay,
+            card_model_id=card_model_id,
+            firmware_files=firmware_files(nodes, node_images, every_image),
+            provenance=source,
+        ),
+        ROBOT_FILE: robot.robot(
+            soc,
+            nodes=nodes,
+            ready_marker=ready_marker,
+            card_config=card_config,
+            boot_timeout_s=BOOT_TIMEOUT_S,
+            provenance=source,
+        ),
         **({robot.HOST_LIBRARY_FILE: robot.host_library()} if soc.ethernet else {}),
         f"cosim/{cosim.WRAPPER_FILE}": cosim.wrapper_verilog(soc, card_config),
         f"cosim/{cosim.HEADER_FILE}": cosim.header(soc, card_config),
     }
 
 
-def generate(csr_json, out_dir, *, nodes, card_config, card_verilog, ready_marker, firmware,
-             quantum_cycles=DEFAULT_QUANTUM_CYCLES, ring_delay=RING_DELAY_CYCLES, node_images=None):
+def generate(
+    csr_json,
+    out_dir,
+    *,
+    nodes,
+    card_config,
+    card_verilog,
+    ready_marker,
+    firmware,
+    quantum_cycles=DEFAULT_QUANTUM_CYCLES,
+    ring_delay=RING_DELAY_CYCLES,
+    node_images=None,
+):
     """Write every file into ``out_dir``: ``firmware`` is every node's image, ``node_images``
     ``{node: image}`` the nodes that run another one; an image is a raw ROM image (a path) or
     ``{region: bytes}`` (:func:`memory_images`). Returns the paths written, sorted."""
     out_dir = Path(out_dir)
     node_images = dict(node_images or {})
-    files = render(load_csr_json(csr_json), nodes=nodes, card_config=card_config, ready_marker=ready_marker,
-                   card_model_id=cosim.model_id(card_verilog), quantum_cycles=quantum_cycles,
-                   ring_delay=ring_delay, node_images=node_images, every_image=firmware)
+    files = render(
+        load_csr_json(csr_json),
+        nodes=nodes,
+        card_config=card_config,
+        ready_marker=ready_marker,
+        card_model_id=cosim.model_id(card_verilog),
+        quantum_cycles=quantum_cycles,
+        ring_delay=ring_delay,
+        node_images=node_images,
+        every_image=firmware,
+    )
     files[f"cosim/{cosim.CMAKE_INPUTS_FILE}"] = cosim.cmake_inputs(card_verilog, nodes)
-    contents = {**{name: text.encode() for name, text in files.items()},
-                script.CONNECTOR_FILE: cosim.CONNECTOR_SOURCE.read_bytes()}
+    contents = {
+        **{name: text.encode() for name, text in files.items()},
+        script.CONNECTOR_FILE: cosim.CONNECTOR_SOURCE.read_bytes(),
+    }
     for node, image in [(None, firmware), *node_images.items()]:
         regions = image if isinstance(image, dict) else {node_firmware.ROM: Path(image).read_bytes()}
         contents.update({script.firmware_file(region, node): data for region, data in regions.items()})

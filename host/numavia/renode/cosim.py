@@ -13,7 +13,7 @@ frame streams. Every card port must be handled here, so a new one stops generati
 import hashlib
 from pathlib import Path
 
-from numavia.base import buildcache, paths, regmap
+from numavia.base import paths, regmap
 from numavia.base.params import BUS_ADDR_WIDTH
 from numavia.gateware import build as gateware_build
 from numavia.gateware.card import card_signature
@@ -33,17 +33,17 @@ CONNECTOR_SOURCE = paths.renode_dir() / "RingLink.cs"
 #: Protocol actions the card model understands beyond Renode's own (ActionType stops at 100);
 #: RingLink.cs declares the same numbers (a test compares them).
 PROTOCOL_ACTIONS = {
-    "STEP": 200,            # address: cycles | STEP_STOP_AT_BUS_END -> cycles run, symbols sent, flags
-    "SET_CYCLE": 201,       # value: the ring's cycle count, for a card that joins a running ring
-    "RING_TX_POP": 202,     # -> next symbol the card sent, with the cycle it left at and PRESENT_BIT
-    "RING_RX_PUSH": 203,    # value: a symbol for the card's receiver, with the cycle it arrives at
-    "SET_STRAPS": 204,      # value: node id | mode << 8; the card is reset, as at power-up
-    "BUS_READ": 205,        # address: byte address; value: width << BUS_WIDTH_SHIFT
-    "BUS_WRITE": 206,       # address: byte address; value: data | width << BUS_WIDTH_SHIFT
-    "BUS_RESULT": 207,      # -> the access's data with PRESENT_BIT once the card acknowledged it
-    "ETH_TX_POP": 208,      # -> next word of a frame the card sent (ETH_WORD_*), with PRESENT_BIT
-    "ETH_RX_PUSH": 209,     # value: next word of a frame for the card's receiver (ETH_WORD_*)
-    "MODEL_ID": 210,        # -> MODEL_ID_DIGITS hex digits of the card Verilog's SHA-256, as a number
+    "STEP": 200,  # address: cycles | STEP_STOP_AT_BUS_END -> cycles run, symbols sent, flags
+    "SET_CYCLE": 201,  # value: the ring's cycle count, for a card that joins a running ring
+    "RING_TX_POP": 202,  # -> next symbol the card sent, with the cycle it left at and PRESENT_BIT
+    "RING_RX_PUSH": 203,  # value: a symbol for the card's receiver, with the cycle it arrives at
+    "SET_STRAPS": 204,  # value: node id | mode << 8; the card is reset, as at power-up
+    "BUS_READ": 205,  # address: byte address; value: width << BUS_WIDTH_SHIFT
+    "BUS_WRITE": 206,  # address: byte address; value: data | width << BUS_WIDTH_SHIFT
+    "BUS_RESULT": 207,  # -> the access's data with PRESENT_BIT once the card acknowledged it
+    "ETH_TX_POP": 208,  # -> next word of a frame the card sent (ETH_WORD_*), with PRESENT_BIT
+    "ETH_RX_PUSH": 209,  # value: next word of a frame for the card's receiver (ETH_WORD_*)
+    "MODEL_ID": 210,  # -> MODEL_ID_DIGITS hex digits of the card Verilog's SHA-256, as a number
 }
 #: How much of the card Verilog's SHA-256 names a built model (hex digits; 64 bits).
 MODEL_ID_DIGITS = 16
@@ -53,22 +53,34 @@ PRESENT_BIT = 63
 STEP_STOP_AT_BUS_END_BIT = 32
 #: STEP's answer: cycles run in bits 31:0, symbols sent from this shift (16 bits), then flags.
 STEP_SENT_SHIFT = 32
-STEP_LATE_BIT = 60          # a symbol reached the card after its cycle (never in lockstep)
-STEP_ETH_SENT_BIT = 61      # frame words wait in ETH_TX_POP
-STEP_BUS_DONE_BIT = 62      # the CPU access completed; BUS_RESULT has its data
+STEP_LATE_BIT = 60  # a symbol reached the card after its cycle (never in lockstep)
+STEP_ETH_SENT_BIT = 61  # frame words wait in ETH_TX_POP
+STEP_BUS_DONE_BIT = 62  # the CPU access completed; BUS_RESULT has its data
 BUS_WIDTH_SHIFT = 32
 #: A frame travels as 32-bit words, first byte in bits 7:0; the word says how many of its bytes
 #: are valid and whether it ends the frame.
-ETH_WORD_BYTES_SHIFT = 32   # bytes - 1, two bits
+ETH_WORD_BYTES_SHIFT = 32  # bytes - 1, two bits
 ETH_WORD_LAST_BIT = 34
 #: The card's interrupt output, as the co-simulation interrupt the model raises and lowers (the
 #: number Renode's interrupt messages carry); the platform wires it to csr.json's card line.
 IRQ_SIGNAL = 0
 
 #: The constants above, as C++ and C# name them (NV_<name>, the CamelCase of <name>).
-PROTOCOL_CONSTANTS = {name: globals()[name] for name in (
-    "PRESENT_BIT", "STEP_STOP_AT_BUS_END_BIT", "STEP_SENT_SHIFT", "STEP_LATE_BIT", "STEP_ETH_SENT_BIT",
-    "STEP_BUS_DONE_BIT", "BUS_WIDTH_SHIFT", "ETH_WORD_BYTES_SHIFT", "ETH_WORD_LAST_BIT", "IRQ_SIGNAL")}
+PROTOCOL_CONSTANTS = {
+    name: globals()[name]
+    for name in (
+        "PRESENT_BIT",
+        "STEP_STOP_AT_BUS_END_BIT",
+        "STEP_SENT_SHIFT",
+        "STEP_LATE_BIT",
+        "STEP_ETH_SENT_BIT",
+        "STEP_BUS_DONE_BIT",
+        "BUS_WIDTH_SHIFT",
+        "ETH_WORD_BYTES_SHIFT",
+        "ETH_WORD_LAST_BIT",
+        "IRQ_SIGNAL",
+    )
+}
 
 
 def card_verilog(soc_config, log=None):
@@ -90,13 +102,18 @@ def cmake_inputs(verilog_path, nodes):
     """``card.cmake``: where the card Verilog is, the hash it must still have, and how many
     copies of the model to make (one per node)."""
     path = Path(verilog_path).resolve()
-    return "\n".join([
-        "# Generated by `numavia renode`: the card Verilog the SoC build uses. Do not edit.",
-        f'set(NUMAVIA_CARD_VERILOG "{path}")',
-        f'set(NUMAVIA_CARD_VERILOG_SHA256 "{sha256(path)}")',
-        f'set(NUMAVIA_COSIM_TOP "{WRAPPER_TOP}")',
-        f"set(NUMAVIA_RING_NODES {nodes})",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "# Generated by `numavia renode`: the card Verilog the SoC build uses. Do not edit.",
+                f'set(NUMAVIA_CARD_VERILOG "{path}")',
+                f'set(NUMAVIA_CARD_VERILOG_SHA256 "{sha256(path)}")',
+                f'set(NUMAVIA_COSIM_TOP "{WRAPPER_TOP}")',
+                f"set(NUMAVIA_RING_NODES {nodes})",
+            ]
+        )
+        + "\n"
+    )
 
 
 def header(soc, card_config):
@@ -121,33 +138,59 @@ def _port_connections(ports, card_config):
     connections = []
     for name, direction, width in ports:
         # No host drives the second host port in Renode: no requests, responses always taken.
-        idle_host_inputs = {"req__valid": "1'b0", "req__payload": f"{width}'b0", "wdata__valid": "1'b0",
-                            "wdata__payload": f"{width}'b0", "resp__ready": "1'b1"}
+        idle_host_inputs = {
+            "req__valid": "1'b0",
+            "req__payload": f"{width}'b0",
+            "wdata__valid": "1'b0",
+            "wdata__payload": f"{width}'b0",
+            "resp__ready": "1'b1",
+        }
         window, _, signal = name.partition("__")
         if window == "dma":
             # The VIA engine's initiator: byte addresses for Renode's system bus, classic cycles
             # (each beat acked on its own is a valid answer to a burst).
-            expr = {"cyc": "dma_cyc", "stb": "dma_stb", "we": "dma_we", "adr": "dma_adr_word",
-                    "dat_w": "dma_dat_w", "sel": "dma_sel_card", "dat_r": "dma_dat_r", "ack": "dma_ack",
-                    "err": "1'b0", "cti": "", "bte": ""}.get(signal)
+            expr = {
+                "cyc": "dma_cyc",
+                "stb": "dma_stb",
+                "we": "dma_we",
+                "adr": "dma_adr_word",
+                "dat_w": "dma_dat_w",
+                "sel": "dma_sel_card",
+                "dat_r": "dma_dat_r",
+                "ack": "dma_ack",
+                "err": "1'b0",
+                "cti": "",
+                "bte": "",
+            }.get(signal)
         elif window in ("eth_tx", "eth_rx"):
             expr = {"valid": f"{window}_valid", "ready": f"{window}_ready", "payload": f"{window}_payload"}.get(signal)
         elif window in widths:
-            expr = {"cyc": f"{window}_sel_q & wb_cyc", "stb": f"{window}_sel_q & wb_stb", "we": "wb_we",
-                    "adr": f"{window}_adr[{widths[window] - 1}:0]", "dat_w": "wb_dat_w",
-                    "sel": "wb_sel", "dat_r": f"{window}_dat_r", "ack": f"{window}_ack",
-                    "err": f"{window}_err"}.get(signal)
+            expr = {
+                "cyc": f"{window}_sel_q & wb_cyc",
+                "stb": f"{window}_sel_q & wb_stb",
+                "we": "wb_we",
+                "adr": f"{window}_adr[{widths[window] - 1}:0]",
+                "dat_w": "wb_dat_w",
+                "sel": "wb_sel",
+                "dat_r": f"{window}_dat_r",
+                "ack": f"{window}_ack",
+                "err": f"{window}_err",
+            }.get(signal)
         elif window == "host" and direction == "i":
             expr = idle_host_inputs.get(signal)
         elif window == "host":
-            expr = ""       # the second host port is idle in Renode: its outputs are left open
+            expr = ""  # the second host port is idle in Renode: its outputs are left open
         else:
             # irq: the card model reports its changes through Renode's co-simulation interrupts.
-            expr = {"rx": "ring_rx", "tx": "ring_tx", "node_id_strap": "node_id_strap",
-                    "mode_strap": "mode_strap", "irq": "irq"}.get(name)
+            expr = {
+                "rx": "ring_rx",
+                "tx": "ring_tx",
+                "node_id_strap": "node_id_strap",
+                "mode_strap": "mode_strap",
+                "irq": "irq",
+            }.get(name)
         if expr is None:
-            raise RenodeError(f"card port {name} has no connection in the co-simulation wrapper "
-                              f"(numavia.renode.cosim)")
+            raise RenodeError(f"card port {name} has no connection in the co-simulation wrapper (numavia.renode.cosim)")
         connections.append(f".{name}({expr})")
     return connections
 
@@ -181,7 +224,7 @@ def wrapper_verilog(soc, card_config):
     if card_config.via:
         dma_adr = width["dma__adr"]
         padding = 32 - dma_adr
-        zeros = f"{padding}'b0, " if padding else ""     # Verilog has no zero-width replication
+        zeros = f"{padding}'b0, " if padding else ""  # Verilog has no zero-width replication
         lines += [
             f"  wire [{dma_adr - 1}:0] dma_adr_word; wire [3:0] dma_sel_card;",
             f"  assign dma_adr = {{{zeros}dma_adr_word}};",

@@ -9,7 +9,6 @@ other Verilog, a node whose firmware does not boot (named). The ping's host is
 :class:`numavia.renode.robot_host.NumaviaHost`, a VIPL host on each machine over the monitor.
 """
 
-
 from .script import RESC_FILE, machine_name
 
 #: Values no reset state or firmware writes, so reading one back proves the write travelled.
@@ -74,13 +73,21 @@ def _purge_test(nodes, probe):
 
 
 def _latency_test(soc, nodes):
-    return ["", "Access Latencies From The Card Counter",
-            "    [Documentation]    Each access of the latency bench alone on the paused ring, its latency "
-            "read from the card's LAC.LAST_LATENCY counter; the table goes to the latency folder.",
-            "    Boot Ring",
-            "    Execute Command    pause",
-            _cell("    Measure Access Latencies", str(nodes), f"{soc.region('shared').base:#x}",
-                  f"{soc.region('card').base:#x}", f"${{CURDIR}}/{LATENCY_FOLDER}")]
+    return [
+        "",
+        "Access Latencies From The Card Counter",
+        "    [Documentation]    Each access of the latency bench alone on the paused ring, its latency "
+        "read from the card's LAC.LAST_LATENCY counter; the table goes to the latency folder.",
+        "    Boot Ring",
+        "    Execute Command    pause",
+        _cell(
+            "    Measure Access Latencies",
+            str(nodes),
+            f"{soc.region('shared').base:#x}",
+            f"{soc.region('card').base:#x}",
+            f"${{CURDIR}}/{LATENCY_FOLDER}",
+        ),
+    ]
 
 
 def host_library():
@@ -136,8 +143,15 @@ def robot(soc, *, nodes, ready_marker, card_config, boot_timeout_s, provenance):
         "    Execute Script    ${RING_SCRIPT}",
     ]
     for n in range(nodes):
-        lines.append(_cell(f"    ${{uart{n}}}=", "Create Terminal Tester", "sysbus.uart",
-                           f"machine={machine_name(n)}", "timeout=${timeout}"))
+        lines.append(
+            _cell(
+                f"    ${{uart{n}}}=",
+                "Create Terminal Tester",
+                "sysbus.uart",
+                f"machine={machine_name(n)}",
+                "timeout=${timeout}",
+            )
+        )
     lines.append("    Start Emulation")
     for n in range(nodes):
         lines.append(_cell("    Node Should Boot", machine_name(n), f"${{uart{n}}}"))
@@ -146,17 +160,17 @@ def robot(soc, *, nodes, ready_marker, card_config, boot_timeout_s, provenance):
         "Node Should Boot",
         "    [Arguments]    ${machine}    ${tester}",
         "    ${booted}=    Run Keyword And Return Status    Wait For Line On Uart    ${READY}    testerId=${tester}",
-        "    Should Be True    ${booted}    ${machine} did not print \"${READY}\": its firmware did not boot",
+        '    Should Be True    ${booted}    ${machine} did not print "${READY}": its firmware did not boot',
         "",
         "Read Word On",
         "    [Arguments]    ${machine}    ${address}",
-        "    Execute Command    mach set \"${machine}\"",
+        '    Execute Command    mach set "${machine}"',
         "    ${value}=    Execute Command    sysbus ReadDoubleWord ${address}",
         "    RETURN    ${value}",
         "",
         "Write Word On",
         "    [Arguments]    ${machine}    ${address}    ${value}",
-        "    Execute Command    mach set \"${machine}\"",
+        '    Execute Command    mach set "${machine}"',
         "    Execute Command    sysbus WriteDoubleWord ${address} ${value}",
         "",
         "Word Should Be",

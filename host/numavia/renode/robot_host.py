@@ -11,15 +11,15 @@ import ``numavia`` (``numavia renode --run`` puts it on ``PYTHONPATH``).
 
 import re
 
-try:   # Robot Framework is there only when renode-test runs this library; tests drive it without
+try:  # Robot Framework is there only when renode-test runs this library; tests drive it without
     from robot.api import logger as robot_logger
     from robot.libraries.BuiltIn import BuiltIn
 except ImportError:
     robot_logger = BuiltIn = None
 
-from numavia.bench import latency
-from numavia.base.errors import NumaviaError
 from numavia.base import regmap
+from numavia.base.errors import NumaviaError
+from numavia.bench import latency
 from numavia.soc.sim import SimConfig
 from numavia.via_ping import rdma_ping
 from numavia.vipl import VipOpenNic
@@ -85,8 +85,10 @@ class NumaviaHost:
     def rdma_ping(self, machine_a, machine_b, size=64, rounds=2):
         nics = [VipOpenNic(MonitorBridge(self._monitor, m), timeout=HOST_TIMEOUT_S) for m in (machine_a, machine_b)]
         result = rdma_ping(*nics, size=int(size), rounds=int(rounds), log=_robot_log)
-        _robot_log(f"RDMA ping {machine_a} <-> {machine_b}: {result.size} bytes, round trips "
-                   f"{result.round_trip_cycles} card cycles")
+        _robot_log(
+            f"RDMA ping {machine_a} <-> {machine_b}: {result.size} bytes, round trips "
+            f"{result.round_trip_cycles} card cycles"
+        )
         return result.round_trip_cycles
 
     def measure_access_latencies(self, nodes, shared_base, card_base, folder):
@@ -98,7 +100,7 @@ class NumaviaHost:
         measured = {}
         for mode, script in latency.scripts(nodes, config).items():
             if mode != "ncc":
-                continue    # NUMA mode is a strap the ring sets at power-up: one mode per ring
+                continue  # NUMA mode is a strap the ring sets at power-up: one mode per ring
             cycles = []
             for node, op, addr, value in script.steps:
                 bridge = MonitorBridge(self._monitor, f"node{node}")

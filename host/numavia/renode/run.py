@@ -30,24 +30,30 @@ MODEL_LIBRARY = f"lib{MODEL_TARGET}.so"
 def find_integration_library(renode_dir):
     """The folder of Renode's co-simulation integration library under ``renode_dir``."""
     if not renode_dir:
-        raise RenodeError("Renode's co-simulation integration library is needed: pass --renode-dir "
-                          "(Renode's root folder) or set RENODE_ROOT")
+        raise RenodeError(
+            "Renode's co-simulation integration library is needed: pass --renode-dir "
+            "(Renode's root folder) or set RENODE_ROOT"
+        )
     root = Path(renode_dir)
     if not root.is_dir():
         raise RenodeError(f"--renode-dir {root} is not a folder")
     found = sorted(root.rglob(INTEGRATION_MARKER))
     if len(found) != 1:
-        raise RenodeError(f"{root} holds {len(found)} Renode integration libraries ({INTEGRATION_MARKER}); "
-                          f"expected one: is it Renode's root folder?")
+        raise RenodeError(
+            f"{root} holds {len(found)} Renode integration libraries ({INTEGRATION_MARKER}); "
+            f"expected one: is it Renode's root folder?"
+        )
     return found[0].parent
 
 
 def require_tools(renode_dir):
     """Everything a run needs, checked before any build: returns Renode's root folder."""
-    for tool, why in (("renode-test", "Renode's test runner (install Renode from https://renode.io)"),
-                      ("renode", "Renode itself (install it from https://renode.io)"),
-                      ("cmake", "to build the co-simulated card (run `make setup`)"),
-                      ("verilator", "to verilate the card (run `make setup`)")):
+    for tool, why in (
+        ("renode-test", "Renode's test runner (install Renode from https://renode.io)"),
+        ("renode", "Renode itself (install it from https://renode.io)"),
+        ("cmake", "to build the co-simulated card (run `make setup`)"),
+        ("verilator", "to verilate the card (run `make setup`)"),
+    ):
         if shutil.which(tool) is None:
             raise RenodeError(f"{tool} not found on PATH: it is {why}")
     root = renode_dir or os.environ.get("RENODE_ROOT")
@@ -66,16 +72,34 @@ def build_card_model(out_dir, renode_dir, card_verilog, nodes, log):
     """Build (or reuse) the card model, then copy it to every node's file in ``out_dir``."""
     cosim_dir = Path(out_dir).resolve() / "cosim"
     integration = find_integration_library(renode_dir)
-    inputs = [cosim_dir / WRAPPER_FILE, cosim_dir / HEADER_FILE, Path(card_verilog),
-              *buildcache.source_files(COSIM_PROJECT_DIR, ("*.cpp", "CMakeLists.txt"))]
+    inputs = [
+        cosim_dir / WRAPPER_FILE,
+        cosim_dir / HEADER_FILE,
+        Path(card_verilog),
+        *buildcache.source_files(COSIM_PROJECT_DIR, ("*.cpp", "CMakeLists.txt")),
+    ]
     key = buildcache.digest(inputs, params={"integration": str(integration), "verilator": _verilator_version()})
 
     def produce(folder):
         log("building the co-simulated card (Verilator and an optimised compile: many minutes on two cores)")
-        _step(["cmake", "-S", COSIM_PROJECT_DIR, "-B", folder / "build", f"-DUSER_RENODE_DIR={Path(renode_dir).resolve()}",
-               f"-DNUMAVIA_COSIM_DIR={cosim_dir}"], folder / "cmake-configure.log", "CMake configuration")
-        _step(["cmake", "--build", folder / "build", "--target", MODEL_TARGET, "-j", str(os.cpu_count() or 2)],
-              folder / "cmake-build.log", "the co-simulated card's build")
+        _step(
+            [
+                "cmake",
+                "-S",
+                COSIM_PROJECT_DIR,
+                "-B",
+                folder / "build",
+                f"-DUSER_RENODE_DIR={Path(renode_dir).resolve()}",
+                f"-DNUMAVIA_COSIM_DIR={cosim_dir}",
+            ],
+            folder / "cmake-configure.log",
+            "CMake configuration",
+        )
+        _step(
+            ["cmake", "--build", folder / "build", "--target", MODEL_TARGET, "-j", str(os.cpu_count() or 2)],
+            folder / "cmake-build.log",
+            "the co-simulated card's build",
+        )
         shutil.copyfile(folder / "build" / MODEL_LIBRARY, folder / MODEL_LIBRARY)
         shutil.rmtree(folder / "build")
 
@@ -88,7 +112,6 @@ def build_card_model(out_dir, renode_dir, card_verilog, nodes, log):
         shutil.copyfile(model, partial)
         os.replace(partial, target)
     log(f"card model {model} copied for {nodes} node(s)")
-
 
 
 def _verilator_version():

@@ -65,8 +65,10 @@ def resc(soc, *, nodes, quantum_seconds, ring_delay, card_model_id, firmware_fil
     ]
     for node in range(nodes):
         lines.append(f"$card_model_{machine_name(node)}?=$ORIGIN/{CARD_MODEL_FILE.format(node=node)}")
-        lines += [f"${firmware_variable(region, machine_name(node))}?=$ORIGIN/{file}"
-                  for region, file in firmware_files[node].items()]
+        lines += [
+            f"${firmware_variable(region, machine_name(node))}?=$ORIGIN/{file}"
+            for region, file in firmware_files[node].items()
+        ]
     lines += [
         "",
         "# The card peripheral and the ring that clocks the cards together. They build on Renode's",
@@ -75,29 +77,31 @@ def resc(soc, *, nodes, quantum_seconds, ring_delay, card_model_id, firmware_fil
         f"python \"import clr; clr.AddReference('{COSIMULATION_ASSEMBLY}')\"",
         f"include $ORIGIN/{CONNECTOR_FILE}",
         "",
-        f"emulation SetGlobalQuantum \"{quantum_seconds}\"",
+        f'emulation SetGlobalQuantum "{quantum_seconds}"',
         "emulation SetGlobalSerialExecution true",
-        f"emulation CreateNumaviaRing \"{RING_NAME}\" {ring_delay}",
+        f'emulation CreateNumaviaRing "{RING_NAME}" {ring_delay}',
     ]
     if soc.ethernet == ETHERNET_LITEX:
-        lines.append(f"emulation CreateSwitch \"{SWITCH_NAME}\"")
+        lines.append(f'emulation CreateSwitch "{SWITCH_NAME}"')
     for node in range(nodes):
         name = machine_name(node)
         lines += [
             "",
-            f"mach create \"{name}\"",
+            f'mach create "{name}"',
             "machine LoadPlatformDescription $platform",
             f"sysbus.{CARD_NAME} SimulationFilePathLinux $card_model_{name}",
             f"sysbus.{CARD_NAME} ExpectModel $card_model_id",
             f"sysbus.{CARD_NAME} NodeId {node}",
         ]
         if soc.ethernet == ETHERNET_CARD:
-            lines.append(f"sysbus.{CARD_NAME} MacAddress \"{card_mac(node)}\"")
+            lines.append(f'sysbus.{CARD_NAME} MacAddress "{card_mac(node)}"')
         lines.append(f"connector Connect sysbus.{CARD_NAME} {RING_NAME}")
         if soc.ethernet == ETHERNET_LITEX:
             lines.append(f"connector Connect sysbus.ethmac {SWITCH_NAME}")
-        lines += [f"sysbus LoadBinary ${firmware_variable(region, name)} {soc.region(region).base:#x}"
-                  for region in firmware_files[node]]
+        lines += [
+            f"sysbus LoadBinary ${firmware_variable(region, name)} {soc.region(region).base:#x}"
+            for region in firmware_files[node]
+        ]
         lines.append(f"cpu PC {rom.base:#x}")
     lines += ["", "mach clear"]
     return "\n".join(lines) + "\n"

@@ -50,6 +50,7 @@ VEXRISCV_ISA = {
 @dataclass(frozen=True)
 class Peripheral:
     """One CSR peripheral: its name in csr.json, CSR base and interrupt line (or None)."""
+
     name: str
     base: int
     irq: int | None = None
@@ -60,7 +61,7 @@ class Region:
     name: str
     base: int
     size: int
-    aliases: tuple = ()     # further base addresses of the same memory
+    aliases: tuple = ()  # further base addresses of the same memory
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,22 @@ class SocDescription:
     cpu_variant: str
     clock_hz: int
     csr_data_width: int
-    ram: tuple                      # Region per RAM_REGIONS entry present
-    card: tuple                     # Region per CARD_REGIONS entry, in that order
-    peripherals: tuple              # Peripheral per csr_bases entry, sorted by base
+    ram: tuple  # Region per RAM_REGIONS entry present
+    card: tuple  # Region per CARD_REGIONS entry, in that order
+    peripherals: tuple  # Peripheral per csr_bases entry, sorted by base
     ethernet_buffer: Region | None  # LiteEth's packet buffer (memories["ethmac"]), if any
-    card_irq: int | None = None     # the card's interrupt line (csr.json card_interrupt), if it has one
-    csr_registers: dict = field(default_factory=dict, compare=False)   # name -> address
+    card_irq: int | None = None  # the card's interrupt line (csr.json card_interrupt), if it has one
+    csr_registers: dict = field(default_factory=dict, compare=False)  # name -> address
 
     def register_offsets(self, peripheral):
         """``{register: offset from the block's base}`` of one CSR block's registers in csr.json."""
         p, prefix = self.peripheral(peripheral), f"{peripheral}_"
-        return {name[len(prefix):]: address - p.base for name, address in self.csr_registers.items()
-                if name.startswith(prefix)}
+        return {
+            name[len(prefix) :]: address - p.base
+            for name, address in self.csr_registers.items()
+            if name.startswith(prefix)
+        }
+
     constants: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -125,20 +130,21 @@ def describe(csr):
     except KeyError as e:
         raise RenodeError(f"csr.json has no {e.args[0]!r} section: not a LiteX csr.json") from None
 
-    cpu_types = [k[len("config_cpu_type_"):] for k in constants if k.startswith("config_cpu_type_")]
+    cpu_types = [k[len("config_cpu_type_") :] for k in constants if k.startswith("config_cpu_type_")]
     if cpu_types != ["vexriscv"]:
-        raise RenodeError(f"the SoC's CPU is {', '.join(cpu_types) or 'not named'}; the Renode "
-                          f"platform models a VexRiscv")
-    variants = [k[len("config_cpu_variant_"):] for k in constants if k.startswith("config_cpu_variant_")]
+        raise RenodeError(
+            f"the SoC's CPU is {', '.join(cpu_types) or 'not named'}; the Renode platform models a VexRiscv"
+        )
+    variants = [k[len("config_cpu_variant_") :] for k in constants if k.startswith("config_cpu_variant_")]
     if len(variants) != 1 or variants[0] not in VEXRISCV_ISA:
-        raise RenodeError(f"VexRiscv variant {variants} has no Renode ISA mapping "
-                          f"(known: {', '.join(VEXRISCV_ISA)})")
+        raise RenodeError(f"VexRiscv variant {variants} has no Renode ISA mapping (known: {', '.join(VEXRISCV_ISA)})")
 
     known = set(RAM_REGIONS) | set(ALIASED_REGIONS) | set(CARD_REGIONS) | {"csr", "ethmac"}
     unknown = sorted(set(memories) - known)
     if unknown:
-        raise RenodeError(f"memory region(s) {', '.join(unknown)} in csr.json have no Renode model: "
-                          f"add them to numavia.renode.soc")
+        raise RenodeError(
+            f"memory region(s) {', '.join(unknown)} in csr.json have no Renode model: add them to numavia.renode.soc"
+        )
     missing = [name for name in CARD_REGIONS if name not in memories]
     if missing:
         raise RenodeError(f"csr.json has no {', '.join(missing)} region: is the card in this SoC?")
@@ -156,12 +162,17 @@ def describe(csr):
     if orphans:
         raise RenodeError(f"{', '.join(orphans)} in csr.json without the region it is a window onto")
 
-    peripherals = tuple(sorted((Peripheral(name, base, constants.get(f"{name}_interrupt"))
-                                for name, base in bases.items()), key=lambda p: p.base))
+    peripherals = tuple(
+        sorted(
+            (Peripheral(name, base, constants.get(f"{name}_interrupt")) for name, base in bases.items()),
+            key=lambda p: p.base,
+        )
+    )
     has_mac = "ethmac" in bases
     if has_mac != ("ethmac" in memories) or has_mac != ("ethphy" in bases):
-        raise RenodeError("csr.json has part of a LiteEth MAC (ethmac CSRs, ethmac buffer, ethphy "
-                          "CSRs must all be present)")
+        raise RenodeError(
+            "csr.json has part of a LiteEth MAC (ethmac CSRs, ethmac buffer, ethphy CSRs must all be present)"
+        )
     return SocDescription(
         cpu_variant=variants[0],
         clock_hz=int(constants["config_clock_frequency"]),

@@ -23,9 +23,13 @@ _NUMBER = r"(?:0x[0-9a-fA-F]+|\d+)"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _ENTRY = re.compile(rf"^(?P<name>{_NAME}):(?: (?P<type>{_NAME}(?:\.{_NAME})+))?(?: @ (?P<where>.+))?$")
 # `sysbus` alone registers a CPU; `sysbus 0x..` a peripheral; `sysbus <base, +size>` a sized range.
-_SIMPLE_REG = re.compile(rf"^(?P<parent>{_NAME})(?: <(?P<base>{_NUMBER}), \+(?P<size>{_NUMBER})>| (?P<addr>{_NUMBER}))?$")
-_MULTI_REG = re.compile(rf'^(?P<parent>{_NAME}) new Bus\.BusMultiRegistration \{{ address: (?P<base>{_NUMBER}); '
-                        rf'size: (?P<size>{_NUMBER}); region: "(?P<region>{_NAME})" \}}$')
+_SIMPLE_REG = re.compile(
+    rf"^(?P<parent>{_NAME})(?: <(?P<base>{_NUMBER}), \+(?P<size>{_NUMBER})>| (?P<addr>{_NUMBER}))?$"
+)
+_MULTI_REG = re.compile(
+    rf"^(?P<parent>{_NAME}) new Bus\.BusMultiRegistration \{{ address: (?P<base>{_NUMBER}); "
+    rf'size: (?P<size>{_NUMBER}); region: "(?P<region>{_NAME})" \}}$'
+)
 _PROPERTY = re.compile(rf'^(?P<key>{_NAME}): (?P<value>{_NUMBER}|"[^"]*"|true|false|{_NAME}(?:\.{_NAME})*)$')
 _IRQ = re.compile(rf"^-> (?P<target>{_NAME})@(?P<line>\d+)$")
 _INIT_LINE = re.compile(rf"^SilenceRange <{_NUMBER} {_NUMBER}>$")
@@ -38,7 +42,7 @@ def _int(text):
 @dataclass
 class Registration:
     parent: str
-    base: int | None        # None: registered without an address (a CPU)
+    base: int | None  # None: registered without an address (a CPU)
     size: int | None = None
     region: str | None = None
 
@@ -50,7 +54,7 @@ class Entry:
     lineno: int
     registrations: list = field(default_factory=list)
     properties: dict = field(default_factory=dict)
-    irqs: list = field(default_factory=list)        # (target, line)
+    irqs: list = field(default_factory=list)  # (target, line)
     init: list = field(default_factory=list)
 
 
@@ -82,8 +86,9 @@ def _registration(text):
         if m:
             d = m.groupdict()
             base = d.get("base") or d.get("addr")
-            return Registration(d["parent"], _int(base) if base else None, _int(d["size"]) if d.get("size") else None,
-                                d.get("region"))
+            return Registration(
+                d["parent"], _int(base) if base else None, _int(d["size"]) if d.get("size") else None, d.get("region")
+            )
     raise ValueError(f"{text!r} is not a registration")
 
 
@@ -101,7 +106,7 @@ def parse_repl(text):
             fail(lineno, "trailing whitespace")
         stripped = line.strip()
         if not stripped:
-            current, in_init = None, False       # a blank line ends an entry's block
+            current, in_init = None, False  # a blank line ends an entry's block
             continue
         if stripped.startswith("//"):
             continue
@@ -132,9 +137,9 @@ def parse_repl(text):
             in_init = False
             if body in ("init:", "init add:"):
                 in_init = True
-            elif (m := _IRQ.match(body)):
+            elif m := _IRQ.match(body):
                 current.irqs.append((m["target"], int(m["line"])))
-            elif (m := _PROPERTY.match(body)):
+            elif m := _PROPERTY.match(body):
                 if m["key"] in current.properties:
                     fail(lineno, f"property {m['key']} set twice")
                 current.properties[m["key"]] = m["value"]
@@ -174,7 +179,7 @@ _STRING = re.compile(r'^"([^"]+)"$')
 @dataclass
 class Command:
     lineno: int
-    machine: str | None     # the machine it applies to, None for emulation-wide commands
+    machine: str | None  # the machine it applies to, None for emulation-wide commands
     words: list
 
 
@@ -183,7 +188,7 @@ class Script:
     headers: dict
     variables: dict
     commands: list
-    machines: list          # in creation order
+    machines: list  # in creation order
     externals: list
 
     def machine_commands(self, machine):
@@ -231,15 +236,18 @@ def parse_resc(text):
                 fail(lineno, f"expected `$name?=value`, got {line!r}")
             check_value(lineno, m["value"])
             if not _ASSIGNED.match(m["value"]):
-                fail(lineno, f"${m['name']} is given {m['value']}: Renode keeps a variable on the right "
-                             f"of = and ?= unexpanded (give a path, string or number)")
+                fail(
+                    lineno,
+                    f"${m['name']} is given {m['value']}: Renode keeps a variable on the right "
+                    f"of = and ?= unexpanded (give a path, string or number)",
+                )
             variables[m["name"]] = m["value"]
             continue
         seen_command = True
         if line.startswith("python "):
             if not _PYTHON.match(line) or machine is not None:
                 fail(lineno, "the only Python line is loading an assembly by name, before the machines")
-            commands.append(Command(lineno, None, ["python", line[len("python "):]]))
+            commands.append(Command(lineno, None, ["python", line[len("python ") :]]))
             continue
         try:
             words = _words(line)
@@ -253,8 +261,11 @@ def parse_resc(text):
             pass
         elif head == "emulation" and args and re.match(rf"^{_NAME}$", args[0]):
             if args[0].startswith("Create"):
-                if len(args) not in (2, 3) or not _STRING.match(args[1]) or not re.match(
-                        rf"^(?:{_NUMBER})?$", "".join(args[2:])):
+                if (
+                    len(args) not in (2, 3)
+                    or not _STRING.match(args[1])
+                    or not re.match(rf"^(?:{_NUMBER})?$", "".join(args[2:]))
+                ):
                     fail(lineno, f"emulation {args[0]} takes one quoted name (and a number)")
                 externals.append(args[1].strip('"'))
             elif machine is not None:

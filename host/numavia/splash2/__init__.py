@@ -7,8 +7,9 @@ problem sizes), ``run(params, machine, ...)``, ``reference(params)`` and ``check
 
 from dataclasses import dataclass
 
+from numavia.instrument import CostModel, Machine
+
 from . import barnes, fft, lu, ocean
-from numavia.instrument import ACCESS_BYTES, CostModel, Machine
 
 KERNELS = {"lu": lu, "fft": fft, "ocean": ocean, "barnes": barnes}
 NAMES = {"lu": "LU", "fft": "FFT", "ocean": "Ocean", "barnes": "Barnes"}
@@ -26,7 +27,7 @@ class Generated:
     machine: Machine
     result: object
     info: dict
-    error: float            # of the result against the kernel's reference
+    error: float  # of the result against the kernel's reference
 
 
 def params_for(kernel, size):

@@ -37,17 +37,17 @@ import numpy as np
 from numavia.instrument import KernelRun
 
 RECORD_BYTES = 128
-HEADER = (0, 32)             # mass + position / centre of mass
-POINTERS = (32, 32)          # child or body pointers (line 0)
-BODY_MOTION = (64, 48)       # velocity, acceleration
-BODY_RESULT = (88, 40)       # acceleration, potential, cost (written by the force walk)
-COST = (64, 8)               # of a cell or leaf
+HEADER = (0, 32)  # mass + position / centre of mass
+POINTERS = (32, 32)  # child or body pointers (line 0)
+BODY_MOTION = (64, 48)  # velocity, acceleration
+BODY_RESULT = (88, 40)  # acceleration, potential, cost (written by the force walk)
+COST = (64, 8)  # of a cell or leaf
 BODY_COST = (120, 8)
 LOCK = (72, 4)
-BOX_SLOT = 48                # a process's bounding box: min and max corner
+BOX_SLOT = 48  # a process's bounding box: min and max corner
 
-INTERACTION_OPS = 30         # distance (8), inverse square root (12, x87 fsqrt + fdiv), update (10)
-OPENING_OPS = 10             # distance to the centre of mass against the cell size
+INTERACTION_OPS = 30  # distance (8), inverse square root (12, x87 fsqrt + fdiv), update (10)
+OPENING_OPS = 10  # distance to the centre of mass against the cell size
 COM_OPS_PER_CHILD = 8
 INSERT_OPS_PER_LEVEL = 6
 UPDATE_OPS = 12
@@ -111,7 +111,7 @@ def direct_accelerations(pos, mass, eps, chunk=256):
         rows = slice(start, start + chunk)
         d = pos[None, :, :] - pos[rows, None, :]
         r2 = np.sum(d * d, axis=2) + eps * eps
-        inv = r2 ** -1.5
+        inv = r2**-1.5
         inv[np.arange(len(inv)), np.arange(start, start + len(inv))] = 0.0
         acc[rows] = np.einsum("ij,ijk->ik", inv * mass[None, :], d)
     return acc
@@ -140,10 +140,10 @@ class _Tree:
 
     def __init__(self, centre, half):
         self.leaf, self.depth, self.creator, self.addr = [], [], [], []
-        self.children = []          # cell: 8 node numbers (-1: empty); leaf: list of bodies
+        self.children = []  # cell: 8 node numbers (-1: empty); leaf: list of bodies
         self.centre, self.half = [], []
         self.mass, self.com, self.cost = [], [], []
-        self.dead = set()           # leaves that became cells while the tree was built
+        self.dead = set()  # leaves that became cells while the tree was built
         self.root = self.new(False, 0, centre, half, 0, None)
 
     def new(self, leaf, depth, centre, half, creator, addr):
@@ -224,8 +224,14 @@ class _Barnes:
 
     # -- 2. tree build ----------------------------------------------------------------------------
     def new_node(self, t, p, leaf, parent, octant):
-        k = t.new(leaf, t.depth[parent] + 1, _child_centre(t.centre[parent], t.half[parent], octant),
-                  t.half[parent] / 2, p, self.pools.take(p))
+        k = t.new(
+            leaf,
+            t.depth[parent] + 1,
+            _child_centre(t.centre[parent], t.half[parent], octant),
+            t.half[parent] / 2,
+            p,
+            self.pools.take(p),
+        )
         self.node(p, t, k, POINTERS, write=True)
         self.node(p, t, k, COST, write=True)
         return k
@@ -246,7 +252,7 @@ class _Barnes:
             rec.compute(INSERT_OPS_PER_LEVEL)
             o = _octant(self.pos[b], t.centre[k])
             child = t.children[k][o]
-            if child == -1:                                    # empty octant: a new leaf
+            if child == -1:  # empty octant: a new leaf
                 self.lock(p, t, k)
                 leaf = self.new_node(t, p, True, k, o)
                 t.children[leaf].append(b)
@@ -295,8 +301,9 @@ class _Barnes:
 
     def build(self, t):
         P = self.machine.processes
-        order = [(p, b) for i in range(max(len(z) for z in self.zones))
-                 for p in range(P) for b in self.zones[p][i:i + 1]]
+        order = [
+            (p, b) for i in range(max(len(z) for z in self.zones)) for p in range(P) for b in self.zones[p][i : i + 1]
+        ]
         for p, b in order:
             self.insert(t, p, b)
         self.machine.barrier()
@@ -374,8 +381,8 @@ class _Barnes:
 
     # -- 5. forces --------------------------------------------------------------------------------
     def forces(self, t):
-        theta2 = self.params.theta ** 2
-        eps2 = self.params.eps ** 2
+        theta2 = self.params.theta**2
+        eps2 = self.params.eps**2
         for p, zone in enumerate(self.zones):
             rec = self.rec[p]
             for b in zone:
@@ -389,7 +396,7 @@ class _Barnes:
                     d = t.com[k] - x
                     size = 2 * t.half[k]
                     rec.compute(OPENING_OPS)
-                    if theta2 * float(d @ d) >= size * size:          # far enough: one interaction
+                    if theta2 * float(d @ d) >= size * size:  # far enough: one interaction
                         partners_m.append(t.mass[k])
                         partners_x.append(t.com[k])
                         continue
@@ -406,8 +413,8 @@ class _Barnes:
                 m = np.array(partners_m)
                 d = np.array(partners_x) - x
                 r2 = np.sum(d * d, axis=1) + eps2
-                inv = r2 ** -0.5
-                self.acc[b] = ((m * inv ** 3)[:, None] * d).sum(axis=0)
+                inv = r2**-0.5
+                self.acc[b] = ((m * inv**3)[:, None] * d).sum(axis=0)
                 self.phi[b] = -float((m * inv).sum())
                 self.cost[b] = len(m)
                 self.interactions += len(m)
@@ -453,8 +460,9 @@ def run(params, machine):
         info["zone_sizes"].append([len(z) for z in sim.zones])
     machine.finish()
     info["interactions"] = sim.interactions
-    return KernelRun(machine, {"pos": sim.pos.copy(), "acc": sim.acc.copy(), "acc_at": before,
-                               "mass": sim.mass.copy()}, info)
+    return KernelRun(
+        machine, {"pos": sim.pos.copy(), "acc": sim.acc.copy(), "acc_at": before, "mass": sim.mass.copy()}, info
+    )
 
 
 def reference(params):
@@ -467,7 +475,7 @@ def check(result, params, rtol=None):
     tree degenerates to the direct sum, else 0.1 * theta)."""
     rtol = rtol if rtol is not None else (1e-10 if params.theta == 0 else 0.1 * params.theta)
     exact = direct_accelerations(result["acc_at"], result["mass"], params.eps)
-    err = np.sqrt(np.mean(np.sum((result["acc"] - exact) ** 2, axis=1)) / np.mean(np.sum(exact ** 2, axis=1)))
+    err = np.sqrt(np.mean(np.sum((result["acc"] - exact) ** 2, axis=1)) / np.mean(np.sum(exact**2, axis=1)))
     if err > rtol:
         raise AssertionError(f"Barnes: RMS force error {err:.3g} against the direct sum")
     return err

@@ -26,7 +26,7 @@ import numpy as np
 from numavia.instrument import KernelRun
 
 COMPLEX = 16
-FLOPS_PER_BUTTERFLY = 10          # a complex multiply (6) and a complex add and subtract (4)
+FLOPS_PER_BUTTERFLY = 10  # a complex multiply (6) and a complex add and subtract (4)
 
 
 @dataclass(frozen=True)
@@ -102,14 +102,14 @@ def _transpose(machine, src, dst, bands, buffers):
         for step in range(P):
             q = (p + 1 + step) % P
             theirs = bands[q]
-            for r in theirs:                                   # fetch src[theirs, mine]
+            for r in theirs:  # fetch src[theirs, mine]
                 rec.read(*src.segment(r, mine))
             buffer_bytes = len(theirs) * len(mine) * COMPLEX
-            rec.compute(len(theirs) * len(mine) * 2)            # local transposition: load + store
+            rec.compute(len(theirs) * len(mine) * 2)  # local transposition: load + store
             rec.read(buffers[p], buffer_bytes)
             rec.write(buffers[p], buffer_bytes)
-            for i in mine:                                     # store dst[mine, theirs]
-                dst.values[i, theirs.start:theirs.stop] = src.values[theirs.start:theirs.stop, i]
+            for i in mine:  # store dst[mine, theirs]
+                dst.values[i, theirs.start : theirs.stop] = src.values[theirs.start : theirs.stop, i]
                 rec.write(*dst.segment(i, theirs))
     machine.barrier()
 
@@ -125,7 +125,7 @@ def _row_ffts(machine, mat, bands, buffers, roots, roots_addr, twiddle=None, twi
             rec.read(*mat.segment(r, cols))
             rec.read(roots_addr[p], root // 2 * COMPLEX)
             row = fft_row(mat.values[r], roots)
-            for _ in range(stages):                          # each stage reads and writes the buffer
+            for _ in range(stages):  # each stage reads and writes the buffer
                 rec.read(buffers[p], root * COMPLEX)
                 rec.write(buffers[p], root * COMPLEX)
             rec.compute(root // 2 * stages * FLOPS_PER_BUTTERFLY)
@@ -161,8 +161,7 @@ def run(params, machine, placement="paper"):
         roots_addr = [machine.alloc(f"roots of {p}", p, root // 2 * COMPLEX, local=True) for p in range(P)]
     else:
         roots_addr = [machine.alloc("roots", 0, root // 2 * COMPLEX)] * P
-    buffers = [machine.alloc(f"buffer of {p}", p, root * per * COMPLEX + root * COMPLEX, local=True)
-                            for p in range(P)]
+    buffers = [machine.alloc(f"buffer of {p}", p, root * per * COMPLEX + root * COMPLEX, local=True) for p in range(P)]
 
     _transpose(machine, x, trans, bands, buffers)
     _row_ffts(machine, trans, bands, buffers, roots, roots_addr, twiddle, twiddle_addr)

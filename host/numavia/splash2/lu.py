@@ -68,7 +68,7 @@ class _Blocks:
         self.B = B = params.block
         self.nb = nb = params.n // B
         self.grid = process_grid(machine.processes)
-        self.values = a.reshape(nb, B, nb, B).transpose(0, 2, 1, 3).copy()     # [I, J, i, j]
+        self.values = a.reshape(nb, B, nb, B).transpose(0, 2, 1, 3).copy()  # [I, J, i, j]
         self.base = np.zeros((nb, nb), dtype=np.int64)
         for J in range(nb):
             for I in range(nb):
@@ -86,12 +86,12 @@ def _factor_diagonal(rec, m, k):
     B, D = m.B, m.values[k, k]
     for kk in range(B):
         rec.read(*m.column(k, k, kk, kk))
-        D[kk + 1:, kk] /= D[kk, kk]
+        D[kk + 1 :, kk] /= D[kk, kk]
         rec.compute(B - kk - 1)
         rec.write(*m.column(k, k, kk, kk + 1))
         for j in range(kk + 1, B):
             rec.read(*m.column(k, k, j, kk))
-            D[kk + 1:, j] -= D[kk, j] * D[kk + 1:, kk]
+            D[kk + 1 :, j] -= D[kk, j] * D[kk + 1 :, kk]
             rec.compute(2 * (B - kk - 1))
             rec.write(*m.column(k, k, j, kk + 1))
 
@@ -103,7 +103,7 @@ def _solve_row_block(rec, m, k, J):
         rec.read(*m.column(k, J, j))
         for kk in range(B - 1):
             rec.read(*m.column(k, k, kk, kk + 1))
-            A[kk + 1:, j] -= A[kk, j] * L[kk + 1:, kk]
+            A[kk + 1 :, j] -= A[kk, j] * L[kk + 1 :, kk]
             rec.compute(2 * (B - kk - 1))
         rec.write(*m.column(k, J, j))
 

@@ -28,8 +28,8 @@ import numpy as np
 from numavia.instrument import KernelRun
 
 DOUBLE = 8
-STENCIL_STEP_OPS = 30      # per point: Jacobian, beta, forcing, friction, Laplacian, Euler update
-SOR_OPS = 9                # per point updated: five-point sum, relaxation, |change| max
+STENCIL_STEP_OPS = 30  # per point: Jacobian, beta, forcing, friction, Laplacian, Euler update
+SOR_OPS = 9  # per point updated: five-point sum, relaxation, |change| max
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,9 @@ def advance_rows(psi, zeta, rows, grid):
     zeta_x = (zeta[i, j + 1] - zeta[i, j - 1]) / (2 * h)
     zeta_y = (zeta[i + 1, j] - zeta[i - 1, j]) / (2 * h)
     lap = (zeta[i + 1, j] + zeta[i - 1, j] + zeta[i, j + 1] + zeta[i, j - 1] - 4 * zeta[i, j]) / (h * h)
-    tendency = -(psi_x * zeta_y - psi_y * zeta_x) - BETA * psi_x + forcing(grid)[i] - FRICTION * zeta[i, j] \
-        + VISCOSITY * lap
+    tendency = (
+        -(psi_x * zeta_y - psi_y * zeta_x) - BETA * psi_x + forcing(grid)[i] - FRICTION * zeta[i, j] + VISCOSITY * lap
+    )
     return zeta[i, j] + DT * tendency
 
 
@@ -114,8 +115,10 @@ class _Grid:
     def __init__(self, name, values, machine, owners, shared_rows):
         self.values = values
         self.row_bytes = values.shape[1] * DOUBLE
-        self.row_base = [machine.alloc(f"{name}[{r}]", owners[r], self.row_bytes, local=r not in shared_rows)
-                         for r in range(values.shape[0])]
+        self.row_base = [
+            machine.alloc(f"{name}[{r}]", owners[r], self.row_bytes, local=r not in shared_rows)
+            for r in range(values.shape[0])
+        ]
 
     def row(self, r):
         return self.row_base[r], self.row_bytes
@@ -142,19 +145,20 @@ def run(params, machine, placement="paper"):
     shared_rows = set(range(G)) if placement == "shared" else edges
     psi0, zeta0 = initial(params)
     psi = _Grid("psi", psi0, machine, owners, shared_rows)
-    zetas = [_Grid("zeta", zeta0, machine, owners, shared_rows),
-             _Grid("zeta'", zeta0.copy(), machine, owners, shared_rows)]
+    zetas = [
+        _Grid("zeta", zeta0, machine, owners, shared_rows),
+        _Grid("zeta'", zeta0.copy(), machine, owners, shared_rows),
+    ]
     # Convergence: each process's largest change and largest |psi|, two slots (alternating
     # iterations, so a slot is not rewritten while others may still read it).
-    slots = [[machine.alloc(f"reduction {k} of {p}", p, 2 * DOUBLE, local=False) for p in range(P)]
-             for k in range(2)]
+    slots = [[machine.alloc(f"reduction {k} of {p}", p, 2 * DOUBLE, local=False) for p in range(P)] for k in range(2)]
     rec = machine.recorders
     iterations = []
     cur = 0
     for _ in range(params.steps):
         zeta, new = zetas[cur], zetas[1 - cur]
         for p, rows in enumerate(parts):
-            new.values[rows.start:rows.stop, 1:-1] = advance_rows(psi.values, zeta.values, rows, G)
+            new.values[rows.start : rows.stop, 1:-1] = advance_rows(psi.values, zeta.values, rows, G)
             # A rolling window of three rows of psi and zeta: row i + 1 comes in, row i goes out.
             for r in (rows.start - 1, rows.start):
                 rec[p].read(*psi.row(r))
@@ -184,7 +188,7 @@ def run(params, machine, placement="paper"):
                     if colour == 1:
                         rec[p].write(slots[k % 2][p], 2 * DOUBLE)
                 machine.barrier()
-            scale = max(float(np.max(np.abs(psi.values[rows.start:rows.stop]))) for rows in parts)
+            scale = max(float(np.max(np.abs(psi.values[rows.start : rows.stop]))) for rows in parts)
             for p in range(P):
                 for q in range(P):
                     rec[p].read(slots[k % 2][q], 2 * DOUBLE)
@@ -193,8 +197,7 @@ def run(params, machine, placement="paper"):
             k += 1
         iterations.append(k)
     machine.finish()
-    return KernelRun(machine, (psi.values.copy(), zetas[cur].values.copy(), iterations),
-                     {"iterations": iterations})
+    return KernelRun(machine, (psi.values.copy(), zetas[cur].values.copy(), iterations), {"iterations": iterations})
 
 
 def reference(params):
@@ -214,8 +217,9 @@ def reference(params):
         zeta_y = (zeta[n] - zeta[s]) / (2 * h)
         lap = (zeta[n] + zeta[s] + zeta[e] + zeta[wst] - 4 * zeta[c]) / (h * h)
         new = zeta.copy()
-        new[c] = zeta[c] + DT * (-(psi_x * zeta_y - psi_y * zeta_x) - BETA * psi_x + f - FRICTION * zeta[c]
-                                 + VISCOSITY * lap)
+        new[c] = zeta[c] + DT * (
+            -(psi_x * zeta_y - psi_y * zeta_x) - BETA * psi_x + f - FRICTION * zeta[c] + VISCOSITY * lap
+        )
         zeta = new
         ii, jj = np.meshgrid(np.arange(G), np.arange(G), indexing="ij")
         k = 0

@@ -8,18 +8,27 @@ from pathlib import Path
 
 from numavia import instrument
 from numavia.base import buildcache
+from numavia.instrument import CostModel
 
 from . import generate, params_for
-from numavia.instrument import CostModel
 
 SOURCE_DIR = Path(__file__).parent
 
 
 def trace_key(kernel, size, processes, placement, slice_bytes, cost, access):
     params = params_for(kernel, size)
-    digest = buildcache.digest(buildcache.source_files(SOURCE_DIR) + [Path(instrument.__file__)], params={
-        "kernel": kernel, "params": asdict(params), "processes": processes, "placement": placement,
-        "slice_bytes": slice_bytes, "cost": asdict(cost), "access": access})
+    digest = buildcache.digest(
+        buildcache.source_files(SOURCE_DIR) + [Path(instrument.__file__)],
+        params={
+            "kernel": kernel,
+            "params": asdict(params),
+            "processes": processes,
+            "placement": placement,
+            "slice_bytes": slice_bytes,
+            "cost": asdict(cost),
+            "access": access,
+        },
+    )
     return f"{kernel}-{size}-p{processes}-{placement}-{access}-{digest[:12]}"
 
 
@@ -30,15 +39,32 @@ def traces(kernel, size, processes, *, placement="paper", slice_bytes, cost=None
 
     def produce(folder):
         if log:
-            log(f"{kernel} ({size}), {processes} process(es), {placement} placement, {access} accesses: "
-                "computing and recording")
-        g = generate(kernel, params_for(kernel, size), processes, placement=placement,
-                     slice_bytes=slice_bytes, cost=cost, access=access)
+            log(
+                f"{kernel} ({size}), {processes} process(es), {placement} placement, {access} accesses: "
+                "computing and recording"
+            )
+        g = generate(
+            kernel,
+            params_for(kernel, size),
+            processes,
+            placement=placement,
+            slice_bytes=slice_bytes,
+            cost=cost,
+            access=access,
+        )
         g.machine.write_traces(folder)
         summary = json.loads((folder / "summary.json").read_text())
-        summary.update({"kernel": kernel, "size": size, "placement": placement, "params": asdict(g.params),
-                        "describe": g.params.describe(), "check_error": g.error,
-                        "info": _jsonable(g.info)})
+        summary.update(
+            {
+                "kernel": kernel,
+                "size": size,
+                "placement": placement,
+                "params": asdict(g.params),
+                "describe": g.params.describe(),
+                "check_error": g.error,
+                "info": _jsonable(g.info),
+            }
+        )
         (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
     return buildcache.cached("splash2", key, produce, log=log)

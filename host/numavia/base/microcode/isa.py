@@ -29,24 +29,30 @@ WORD_BITS = 64
 TARGET_BITS = 10
 CONTROL_STORE_DEPTH = 1 << TARGET_BITS
 NUM_TRANSACTIONS = 16
-HANDLER_CONTEXT = NUM_TRANSACTIONS        # context index of the incoming-request handler
-CONTEXT_BITS = 5                          # fits the packet's tid field
+HANDLER_CONTEXT = NUM_TRANSACTIONS  # context index of the incoming-request handler
+CONTEXT_BITS = 5  # fits the packet's tid field
 
 FIELDS = {  # name: (lsb, width)
-    "op": (58, 6), "a": (52, 6), "b": (46, 6), "c": (40, 6), "d": (34, 6),
-    "imm": (18, 16), "target": (0, TARGET_BITS),
+    "op": (58, 6),
+    "a": (52, 6),
+    "b": (46, 6),
+    "c": (40, 6),
+    "d": (34, 6),
+    "imm": (18, 16),
+    "target": (0, TARGET_BITS),
 }
 
 
 class LocalKind(IntEnum):
     """What the local access controller hands the sequencer."""
+
     READ = 0
     WRITE = 1
-    FLUSH = 2      # roll every valid line of the network cache out
+    FLUSH = 2  # roll every valid line of the network cache out
 
 
 NUM_COMMAND_VECTORS = 16
-INVALID_COMMAND_SLOT = 0    # every value that is not a Command lands here
+INVALID_COMMAND_SLOT = 0  # every value that is not a Command lands here
 
 
 def command_index(cmd):
@@ -71,30 +77,32 @@ VECTOR_TABLE_SIZE = NUM_COMMAND_VECTORS + len(LocalKind)
 
 # --- Operand enumerations -------------------------------------------------------------------------
 
+
 class Cond(IntEnum):
     """Branch conditions."""
+
     ALWAYS = 0
-    M_OK = 1            # the message's status is OK
+    M_OK = 1  # the message's status is OK
     M_NACK = 2
-    M_ERROR = 3         # ERROR or NOT_READY
-    M_PTR_V = 4         # the message carries a pointer
+    M_ERROR = 3  # ERROR or NOT_READY
+    M_PTR_V = 4  # the message carries a pointer
     M_FLAG = 5
     M_HAS_DATA = 6
-    HIT = 7             # the last C_LOOKUP found the line
-    VICTIM = 8          # the last C_ALLOC chose a way holding a valid line (roll it out first)
-    NO_WAY = 9          # the last C_ALLOC found every way of the set in a transient state
-    LOCKED = 10         # the last DIR_RD found the line locked
-    SRC_IS_HEAD = 11    # the message's source is the directory's head
-    SRC_IS_FWD = 12     # the message's source is this entry's successor
-    SRC_IS_BWD = 13     # the message's source is this entry's predecessor
-    FWD_V = 14          # the state register has a successor
-    BWD_V = 15          # the state register has a predecessor
-    RETRY_MAX = 16      # the retry counter reached its limit
-    NUMA = 17           # the card is in NUMA mode
-    IS_HOME = 18        # this node is the line's home
-    SCAN_DONE = 19      # C_SCAN found no more valid lines
-    PTR_V = 20          # the PTR register holds a node
-    F_DATA = 24         # context flags (SETF/CLRF), see Flag
+    HIT = 7  # the last C_LOOKUP found the line
+    VICTIM = 8  # the last C_ALLOC chose a way holding a valid line (roll it out first)
+    NO_WAY = 9  # the last C_ALLOC found every way of the set in a transient state
+    LOCKED = 10  # the last DIR_RD found the line locked
+    SRC_IS_HEAD = 11  # the message's source is the directory's head
+    SRC_IS_FWD = 12  # the message's source is this entry's successor
+    SRC_IS_BWD = 13  # the message's source is this entry's predecessor
+    FWD_V = 14  # the state register has a successor
+    BWD_V = 15  # the state register has a predecessor
+    RETRY_MAX = 16  # the retry counter reached its limit
+    NUMA = 17  # the card is in NUMA mode
+    IS_HOME = 18  # this node is the line's home
+    SCAN_DONE = 19  # C_SCAN found no more valid lines
+    PTR_V = 20  # the PTR register holds a node
+    F_DATA = 24  # context flags (SETF/CLRF), see Flag
     F_GONE = 25
     F_DIRTY = 26
     F_WRITE = 27
@@ -104,24 +112,32 @@ class Cond(IntEnum):
 
 class Flag(IntEnum):
     """Context flag bits; ``Cond.F_<name>`` tests them."""
-    DATA = 0     # the line buffer holds the line
-    GONE = 1     # the home answered GONE: the list's data is dirty
-    DIRTY = 2    # write the line back / hand the new head a dirty list
-    WRITE = 3    # after a rollout, carry on with a write attach
-    A = 4        # scratch
+
+    DATA = 0  # the line buffer holds the line
+    GONE = 1  # the home answered GONE: the list's data is dirty
+    DIRTY = 2  # write the line back / hand the new head a dirty list
+    WRITE = 3  # after a rollout, carry on with a write attach
+    A = 4  # scratch
     B = 5
 
 
-FLAG_CONDS = {Flag.DATA: Cond.F_DATA, Flag.GONE: Cond.F_GONE, Flag.DIRTY: Cond.F_DIRTY,
-              Flag.WRITE: Cond.F_WRITE, Flag.A: Cond.F_A, Flag.B: Cond.F_B}
+FLAG_CONDS = {
+    Flag.DATA: Cond.F_DATA,
+    Flag.GONE: Cond.F_GONE,
+    Flag.DIRTY: Cond.F_DIRTY,
+    Flag.WRITE: Cond.F_WRITE,
+    Flag.A: Cond.F_A,
+    Flag.B: Cond.F_B,
+}
 
 
 class Field(IntEnum):
     """What DISP dispatches on."""
-    STATE = 0     # the state register (16 entries)
-    MSTATE = 1    # the directory's memory state (4 entries)
+
+    STATE = 0  # the state register (16 entries)
+    MSTATE = 1  # the directory's memory state (4 entries)
     M_MSTATE = 2  # the memory state in the message (4 entries)
-    KIND = 3      # the local request kind
+    KIND = 3  # the local request kind
 
 
 DISPATCH_SIZE = {Field.STATE: 16, Field.MSTATE: 4, Field.M_MSTATE: 4, Field.KIND: len(LocalKind)}
@@ -129,20 +145,22 @@ DISPATCH_SIZE = {Field.STATE: 16, Field.MSTATE: 4, Field.M_MSTATE: 4, Field.KIND
 
 class Ptr(IntEnum):
     """Pointer registers and sources. Each value is a node id plus a valid bit."""
-    NONE = 0      # source only: no node
-    PTR = 1       # scratch pointer register
-    FWD = 2       # successor (loaded by C_LOOKUP)
-    BWD = 3       # predecessor (loaded by C_LOOKUP)
-    HEAD = 4      # directory head (loaded by DIR_RD)
-    M_SRC = 5     # source only: the message's source
-    M_PTR = 6     # source only: the message's pointer field
-    SELF = 7      # source only: this node
-    KEEP = 8      # destination field only: leave unchanged
+
+    NONE = 0  # source only: no node
+    PTR = 1  # scratch pointer register
+    FWD = 2  # successor (loaded by C_LOOKUP)
+    BWD = 3  # predecessor (loaded by C_LOOKUP)
+    HEAD = 4  # directory head (loaded by DIR_RD)
+    M_SRC = 5  # source only: the message's source
+    M_PTR = 6  # source only: the message's pointer field
+    SELF = 7  # source only: this node
+    KEEP = 8  # destination field only: leave unchanged
 
 
 class Dest(IntEnum):
     """Where SEND sends a request."""
-    HOME = 0      # the line's home node
+
+    HOME = 0  # the line's home node
     PTR = 1
     FWD = 2
     BWD = 3
@@ -151,21 +169,22 @@ class Dest(IntEnum):
 
 class FlagSrc(IntEnum):
     """The packet's ``flag`` bit for SEND/REPLY."""
+
     ZERO = 0
     ONE = 1
-    F_GONE = 2    # context flag GONE
-    F_DIRTY = 3   # context flag DIRTY
+    F_GONE = 2  # context flag GONE
+    F_DIRTY = 3  # context flag DIRTY
 
 
 class Mem(IntEnum):
-    HOME = 0      # the node's shared slice
-    CACHE = 1     # the network cache data, at (set of addr, way)
+    HOME = 0  # the node's shared slice
+    CACHE = 1  # the network cache data, at (set of addr, way)
 
 
 class StateSrc(IntEnum):
-    IMM = 0       # the instruction's imm field
+    IMM = 0  # the instruction's imm field
     KEEP = 1
-    REG = 2       # the state register
+    REG = 2  # the state register
 
 
 class Lock(IntEnum):
@@ -181,12 +200,13 @@ class MStateSrc(IntEnum):
 
 class Counter(IntEnum):
     """Protocol event counters of the sequencer (COUNT)."""
-    PROTOCOL_ERROR = 0     # a request that cannot happen in a correct protocol run
+
+    PROTOCOL_ERROR = 0  # a request that cannot happen in a correct protocol run
     NACK_SENT = 1
     ROLLOUT = 2
     PURGE = 3
-    MIXED_MODE = 4         # an uncached access to a line cached elsewhere
-    RETRY_LIMIT = 5        # a local request abandoned after too many retries
+    MIXED_MODE = 4  # an uncached access to a line cached elsewhere
+    RETRY_LIMIT = 5  # a local request abandoned after too many retries
 
 
 NUM_COUNTERS = 8
@@ -194,11 +214,12 @@ NUM_COUNTERS = 8
 
 # --- Operations ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Operand:
     name: str
-    kind: object        # an IntEnum class, or "imm:<enum>" for the imm field, or "target"
-    field: str          # instruction field holding it
+    kind: object  # an IntEnum class, or "imm:<enum>" for the imm field, or "target"
+    field: str  # instruction field holding it
 
 
 @dataclass(frozen=True)
@@ -215,57 +236,96 @@ def _o(name, kind, field):
 
 _TARGET = _o("target", "target", "target")
 
-OPS = {op.name: op for op in (
-    Op("NOP", 0, (), "do nothing"),
-    Op("JMP", 1, (_TARGET,), "continue at target"),
-    Op("BRT", 2, (_o("cond", Cond, "a"), _TARGET), "branch if cond holds"),
-    Op("BRF", 3, (_o("cond", Cond, "a"), _TARGET), "branch unless cond holds"),
-    Op("DISP", 4, (_o("field", Field, "a"), _TARGET), "continue at target + value of field"),
-    Op("CALL", 5, (_TARGET,), "continue at target, return address in the context (one level)"),
-    Op("RET", 6, (), "continue at the return address"),
-    Op("WAIT", 7, (), "suspend until the response to this context's request arrives"),
-    Op("BACKOFF", 8, (), "suspend for a backoff delay that grows with the retry count"),
-    Op("END", 9, (), "the context's work is done; free it"),
-    Op("SETF", 10, (_o("flag", Flag, "a"),), "set a context flag"),
-    Op("CLRF", 11, (_o("flag", Flag, "a"),), "clear a context flag"),
-    Op("MOVP", 12, (_o("dst", Ptr, "a"), _o("src", Ptr, "b")), "pointer register := source"),
-    Op("MOVS", 13, (_o("state", "imm:CacheState", "imm"),), "state register := state"),
-    Op("CLRRETRY", 14, (), "retry counter := 0"),
-    Op("DIR_RD", 16, (), "read the directory entry of addr: MSTATE, LOCKED, HEAD"),
-    Op("DIR_WR", 17, (_o("mstate_src", MStateSrc, "a"), _o("lock", Lock, "b"), _o("head", Ptr, "c"),
-                      _o("mstate", "imm:MemoryState", "imm")),
-       "write the directory entry of addr"),
-    Op("C_LOOKUP", 18, (), "look addr up in the network cache: HIT, way, state, FWD, BWD"),
-    Op("C_ALLOC", 19, (), "choose a way for addr: an invalid one, else the LRU stable one "
-                          "(VICTIM, victim address); NO_WAY if every way is transient"),
-    Op("C_WR", 20, (_o("state_src", StateSrc, "a"), _o("fwd", Ptr, "b"), _o("bwd", Ptr, "c"),
-                    _o("state", "imm:CacheState", "imm")),
-       "write the tag of (addr, way): state, successor, predecessor"),
-    Op("C_TOUCH", 21, (), "mark (addr, way) most recently used"),
-    Op("C_SCAN", 22, (), "advance the flush scan to the next valid way: addr, way (SCAN_DONE)"),
-    Op("SWAP_VICTIM", 23, (), "exchange addr with the victim address (to roll the victim out)"),
-    Op("RD_LINE", 24, (_o("mem", Mem, "a"),), "line buffer := memory line; sets DATA"),
-    Op("WR_LINE", 25, (_o("mem", Mem, "a"),), "memory line := line buffer"),
-    Op("M_TO_BUF", 26, (), "line buffer := the message's data; sets DATA"),
-    Op("MERGE_HOST", 27, (), "merge the local request's write bytes into the line buffer"),
-    Op("MERGE_MSG", 28, (), "merge the message's data under its byte enables into the buffer"),
-    Op("SEND", 32, (_o("dest", Dest, "a"), _o("ptr", Ptr, "b"), _o("flag", FlagSrc, "c"),
-                    _o("data", "bool", "d"), _o("cmd", "imm:Command", "imm")),
-       "send request cmd for addr to dest, tid = this context"),
-    Op("REPLY", 33, (_o("ptr", Ptr, "a"), _o("flag", FlagSrc, "b"), _o("data", "bool", "c"),
-                     _o("status", "imm:Status", "imm")),
-       "answer the message being handled (the directory's MSTATE goes along)"),
-    Op("COMPLETE", 34, (_o("status", "imm:Status", "imm"),),
-       "finish the local request: read data from the line buffer, or an error"),
-    Op("COUNT", 35, (_o("counter", Counter, "a"),), "count a protocol event"),
-)}
+OPS = {
+    op.name: op
+    for op in (
+        Op("NOP", 0, (), "do nothing"),
+        Op("JMP", 1, (_TARGET,), "continue at target"),
+        Op("BRT", 2, (_o("cond", Cond, "a"), _TARGET), "branch if cond holds"),
+        Op("BRF", 3, (_o("cond", Cond, "a"), _TARGET), "branch unless cond holds"),
+        Op("DISP", 4, (_o("field", Field, "a"), _TARGET), "continue at target + value of field"),
+        Op("CALL", 5, (_TARGET,), "continue at target, return address in the context (one level)"),
+        Op("RET", 6, (), "continue at the return address"),
+        Op("WAIT", 7, (), "suspend until the response to this context's request arrives"),
+        Op("BACKOFF", 8, (), "suspend for a backoff delay that grows with the retry count"),
+        Op("END", 9, (), "the context's work is done; free it"),
+        Op("SETF", 10, (_o("flag", Flag, "a"),), "set a context flag"),
+        Op("CLRF", 11, (_o("flag", Flag, "a"),), "clear a context flag"),
+        Op("MOVP", 12, (_o("dst", Ptr, "a"), _o("src", Ptr, "b")), "pointer register := source"),
+        Op("MOVS", 13, (_o("state", "imm:CacheState", "imm"),), "state register := state"),
+        Op("CLRRETRY", 14, (), "retry counter := 0"),
+        Op("DIR_RD", 16, (), "read the directory entry of addr: MSTATE, LOCKED, HEAD"),
+        Op(
+            "DIR_WR",
+            17,
+            (
+                _o("mstate_src", MStateSrc, "a"),
+                _o("lock", Lock, "b"),
+                _o("head", Ptr, "c"),
+                _o("mstate", "imm:MemoryState", "imm"),
+            ),
+            "write the directory entry of addr",
+        ),
+        Op("C_LOOKUP", 18, (), "look addr up in the network cache: HIT, way, state, FWD, BWD"),
+        Op(
+            "C_ALLOC",
+            19,
+            (),
+            "choose a way for addr: an invalid one, else the LRU stable one "
+            "(VICTIM, victim address); NO_WAY if every way is transient",
+        ),
+        Op(
+            "C_WR",
+            20,
+            (
+                _o("state_src", StateSrc, "a"),
+                _o("fwd", Ptr, "b"),
+                _o("bwd", Ptr, "c"),
+                _o("state", "imm:CacheState", "imm"),
+            ),
+            "write the tag of (addr, way): state, successor, predecessor",
+        ),
+        Op("C_TOUCH", 21, (), "mark (addr, way) most recently used"),
+        Op("C_SCAN", 22, (), "advance the flush scan to the next valid way: addr, way (SCAN_DONE)"),
+        Op("SWAP_VICTIM", 23, (), "exchange addr with the victim address (to roll the victim out)"),
+        Op("RD_LINE", 24, (_o("mem", Mem, "a"),), "line buffer := memory line; sets DATA"),
+        Op("WR_LINE", 25, (_o("mem", Mem, "a"),), "memory line := line buffer"),
+        Op("M_TO_BUF", 26, (), "line buffer := the message's data; sets DATA"),
+        Op("MERGE_HOST", 27, (), "merge the local request's write bytes into the line buffer"),
+        Op("MERGE_MSG", 28, (), "merge the message's data under its byte enables into the buffer"),
+        Op(
+            "SEND",
+            32,
+            (
+                _o("dest", Dest, "a"),
+                _o("ptr", Ptr, "b"),
+                _o("flag", FlagSrc, "c"),
+                _o("data", "bool", "d"),
+                _o("cmd", "imm:Command", "imm"),
+            ),
+            "send request cmd for addr to dest, tid = this context",
+        ),
+        Op(
+            "REPLY",
+            33,
+            (_o("ptr", Ptr, "a"), _o("flag", FlagSrc, "b"), _o("data", "bool", "c"), _o("status", "imm:Status", "imm")),
+            "answer the message being handled (the directory's MSTATE goes along)",
+        ),
+        Op(
+            "COMPLETE",
+            34,
+            (_o("status", "imm:Status", "imm"),),
+            "finish the local request: read data from the line buffer, or an error",
+        ),
+        Op("COUNT", 35, (_o("counter", Counter, "a"),), "count a protocol event"),
+    )
+}
 
 OPS_BY_CODE = {op.code: op for op in OPS.values()}
 assert len(OPS_BY_CODE) == len(OPS)
 assert max(OPS_BY_CODE) < 1 << FIELDS["op"][1]
 
-IMM_ENUMS = {"CacheState": CacheState, "MemoryState": MemoryState, "Command": Command,
-             "Status": Status}
+IMM_ENUMS = {"CacheState": CacheState, "MemoryState": MemoryState, "Command": Command, "Status": Status}
 
 
 def encode(op_name, **operands):
@@ -304,4 +364,3 @@ def decode(word):
     if word & ~mask:
         raise ValueError(f"{op.name}: bits set outside its operand fields")
     return op, values
-
