@@ -90,7 +90,12 @@ def installed_name(source_file, root):
 
 
 def files_under(path):
-    return [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    """The files under ``path`` the tools read; dot files (editor and formatter settings) are not."""
+    return (
+        [path]
+        if path.is_file()
+        else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")]
+    )
 
 
 def test_the_wheel_holds_every_python_module_of_every_package_folder(source_copy, wheel_names):
@@ -119,7 +124,12 @@ def test_the_installed_command_runs_from_the_wheel(venv, tmp_path):
 
 
 def test_every_module_imports_from_the_install(venv, wheel_names, tmp_path):
-    modules = sorted(n[:-3].replace("/", ".").removesuffix(".__init__") for n in wheel_names if n.endswith(".py"))
+    # A package's __main__ runs the program when imported: it is checked by running `numavia --help`.
+    modules = sorted(
+        n[:-3].replace("/", ".").removesuffix(".__init__")
+        for n in wheel_names
+        if n.endswith(".py") and not n.endswith("/__main__.py")
+    )
     script = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"

@@ -6,6 +6,7 @@ import time
 
 from matplotlib.figure import Figure
 
+from numavia.base import buildcache
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.errors import NumaviaError
 from numavia.bench import results
@@ -32,7 +33,7 @@ def run(
     a packet's copy)."""
     config = card_bench.bench_card_config(line_bytes=line_bytes)
     binary = card_bench.build_bench(config, log=log)
-    run_dir = run_dir or card_bench.buildcache.build_root() / "run" / f"coherence-{nodes}"
+    run_dir = run_dir or buildcache.build_root() / "run" / f"coherence-{nodes}"
     ring_delay = card_bench.duplicating_ring_delay() if ring_duplicate else 4
     faults = [
         name

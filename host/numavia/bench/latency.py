@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from numavia.base import trace
+from numavia.base import buildcache, trace
 from numavia.base.coherence import LINE_BYTES
 from numavia.bench import results
 from numavia.gateware.card import CardConfig
@@ -127,7 +127,7 @@ def run(nodes=4, *, config=None, log=print, out=None, spread=None):
         results.progress(
             log, done, len(by_mode), f"{nodes}-node ring, {mode.upper()} mode: {len(script.steps)} accesses"
         )
-        run_dir = (out or card_bench.buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
+        run_dir = (out or buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
         bench = card_bench.run_bench(binary, run_dir, nodes=nodes, script=script.steps, numa=MODES[mode], spread=spread)
         if bench.returncode or len(bench.latencies) != len(script.steps):
             raise card_bench.SimError(f"latency bench ({mode}) failed: {bench.stderr.strip().splitlines()[-1:]}")

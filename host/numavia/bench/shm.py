@@ -12,7 +12,7 @@ the sweep runs on two complete nodes instead (VexRiscv, that firmware, the card:
 
 from matplotlib.figure import Figure
 
-from numavia.base import trace
+from numavia.base import buildcache, trace
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.errors import NumaviaError
 from numavia.bench import results
@@ -62,7 +62,7 @@ def measure(max_size=16 * 1024, *, config=None, log=print, run_root=None, firmwa
     option's value), on two complete nodes running it."""
     if max_size < 4:
         raise NumaviaError("--max-size must be at least 4 bytes")
-    root = run_root or card_bench.buildcache.build_root() / "run" / "shm"
+    root = run_root or buildcache.build_root() / "run" / "shm"
     if firmware is None:
         config = config or CardConfig(max_nodes=16, via=False)
         binary = card_bench.build_bench(config, log=log)

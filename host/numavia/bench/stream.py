@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from numavia.base import trace
+from numavia.base import buildcache, trace
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.errors import NumaviaError
 from numavia.bench import results
@@ -81,7 +81,7 @@ def measure(array_bytes=4096, passes=4, *, config=None, log=print, run_root=None
     config = config or CardConfig(max_nodes=16, via=False)
     amap = config.address_map()
     binary = card_bench.build_bench(config, log=log)
-    root = run_root or card_bench.buildcache.build_root() / "run" / "stream"
+    root = run_root or buildcache.build_root() / "run" / "stream"
     rows = []
     every = cases()
     for done, case in enumerate(every, 1):
