@@ -19,6 +19,8 @@ from numavia.base import buildcache, codegen, paths, regmap
 from numavia.base.errors import NumaviaError
 from numavia.base.version import __version__
 
+from . import zephyr_overlay
+
 FIRMWARE_DIR = paths.firmware_dir()
 CROSS_GCC = "riscv64-unknown-elf-gcc"
 MAIN_RAM = "main_ram"  # .data, .bss and the stack live here; code runs from the ROM
@@ -215,7 +217,7 @@ def build_zephyr(soc_dir: str | os.PathLike[str], *, shell: bool = False, log: C
     sources = (
         buildcache.source_files(FIRMWARE_DIR / "core", ("*.c", "*.h", "*.mk"))
         + buildcache.source_files(ZEPHYR_DIR, ("*.c", "*.h", "*.txt", "*.conf", "Kconfig*", "*.yaml", "*.yml", "*.sh"))
-        + [Path(regmap.__file__), Path(__file__).with_name("zephyr_overlay.py"), *codegen.SOURCES]
+        + [Path(regmap.__file__), Path(zephyr_overlay.__file__), *codegen.SOURCES]
         + buildcache.source_files(Path(regmap.__file__).parent / "microcode", ("*.py", "*.uasm"))
     )
     toolchain = {

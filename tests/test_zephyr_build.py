@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 import numavia
-from numavia import zephyr_overlay
 from numavia.base.paths import REPO_ROOT
+from numavia.soc import zephyr_overlay
 
 BUILD_SH = REPO_ROOT / "firmware" / "zephyr" / "build.sh"
 BOARD_DTS = (

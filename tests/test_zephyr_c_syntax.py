@@ -16,9 +16,9 @@ import subprocess
 import pytest
 from devicetree import dtlib
 
-from numavia import zephyr_overlay
 from numavia.base import codegen
 from numavia.base.paths import REPO_ROOT
+from numavia.soc import zephyr_overlay
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"

@@ -11,8 +11,8 @@ import kconfiglib
 import pytest
 import yaml
 
-from numavia import zephyr_overlay
 from numavia.base.paths import REPO_ROOT
+from numavia.soc import zephyr_overlay
 
 ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 CORE = REPO_ROOT / "firmware" / "core"

@@ -1,4 +1,4 @@
-"""The Zephyr devicetree overlay generated from the SoC's csr.json (numavia.zephyr_overlay).
+"""The Zephyr devicetree overlay generated from the SoC's csr.json (numavia.soc.zephyr_overlay).
 
 The overlay is checked against a csr.json the real node SoC generator writes (LiteX, cached under
 build/soc; no Verilator), parsed with Zephyr's own devicetree library (dtlib/edtlib, PyPI
@@ -11,9 +11,10 @@ import re
 import pytest
 from devicetree import dtlib, edtlib
 
-from numavia import cli, zephyr_overlay
+from numavia import cli
 from numavia.base import regmap
 from numavia.base.paths import REPO_ROOT
+from numavia.soc import zephyr_overlay
 
 BINDINGS = REPO_ROOT / "firmware" / "zephyr" / "dts" / "bindings"
 

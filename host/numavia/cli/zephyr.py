@@ -3,8 +3,7 @@ build for the node SoC."""
 
 from pathlib import Path
 
-from numavia import zephyr_overlay
-from numavia.soc import firmware, sim
+from numavia.soc import firmware, sim, zephyr_overlay
 
 from .common import add_cpu_variant_option, add_firmware_option, command, log
 
