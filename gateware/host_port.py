@@ -19,7 +19,7 @@ from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
+from numavia.base.coherence import LINE_BYTES, MAX_NODES
 
 from . import wishbone
 
@@ -46,7 +46,7 @@ class HostPortSignature(wiring.Signature):
 @dataclass(frozen=True)
 class HostAddressMap:
     slice_bytes: int = 256 * 1024
-    max_nodes: int = 1 << NODE_ID_BITS
+    max_nodes: int = MAX_NODES
     private_bytes: int = 64 * 1024
 
     def __post_init__(self):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from numavia.base import buildcache, params, paths, regmap, trace
+from numavia.base.coherence import MAX_NODES
 from numavia.base.errors import NumaviaError
 from numavia.gateware import build as gateware_build
 from numavia.gateware.card import CardConfig
@@ -68,8 +69,8 @@ class SimConfig:
     via: bool = True  # False: the card as small FPGAs build it (no VIA engine)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.nodes <= (1 << regmap.NODE_ID_BITS):
-            raise SimError(f"--nodes must be 1..{1 << regmap.NODE_ID_BITS}, not {self.nodes}")
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise SimError(f"--nodes must be 1..{MAX_NODES}, not {self.nodes}")
 
     def clock_periods_ps(self) -> dict[str, int]:
         """Period of every clock input of the node, sys first."""

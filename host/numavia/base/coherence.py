@@ -22,7 +22,9 @@ LINE_BYTES = 64
 #: gateware at least 2 bits wide.
 LINE_SIZES = (16, 32, 64)
 MIN_LINE_BYTES, MAX_LINE_BYTES = LINE_SIZES[0], LINE_SIZES[-1]
+#: Node ids are 6 bits: a ring of up to 64 cards.
 NODE_ID_BITS = 6
+MAX_NODES = 1 << NODE_ID_BITS
 
 
 class MemoryState(IntEnum):

@@ -14,6 +14,8 @@ elements (the rest answer ``err`` like any hole).
 from dataclasses import dataclass, field
 from enum import Enum
 
+from numavia.base.coherence import NODE_ID_BITS as NODE_ID_BITS  # part of the register map: the node-id fields
+
 
 class Access(Enum):
     RO = "ro"  # value driven by hardware; reads may have a side effect (``r_stb``)
@@ -211,8 +213,6 @@ CARD_ID = 0x4E4D5641
 #: 2.0: a VI posts only descriptors inside the area its driver gave it (VI ``DESC_BASE``/``DESC_SIZE``).
 #: 2.1: a descriptor with CONTROL bits no version defines completes with FORMAT_ERROR.
 HW_VERSION = (2, 1, 0)
-#: Node ids are 6 bits: a ring of up to 64 cards.
-NODE_ID_BITS = 6
 
 
 def _version_word(v):

@@ -7,14 +7,14 @@ import contextlib
 import sys
 from pathlib import Path
 
-from numavia.base import regmap, via_frame
+from numavia.base import via_frame
+from numavia.base.coherence import MAX_NODES
 from numavia.base.errors import NumaviaError
 from numavia.soc import firmware
 from numavia.soc.model_top import ETH_MIN_DELAY
 from numavia.soc.ring_launch import Spread, default_procs
 
 CPU_VARIANTS = ("minimal", "lite", "standard")
-MAX_NODES = 1 << regmap.NODE_ID_BITS
 
 
 class Parser(argparse.ArgumentParser):
