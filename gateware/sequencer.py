@@ -14,24 +14,43 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
 * **No blocking on the network.** ``SEND`` finds the outgoing queue full: the context suspends
   and retries the ``SEND`` later. Replies never wait long: the ring link accepts a request only
   with a slot reserved for its reply.
+* **Issue.** The next instruction in sequence is fetched while one executes, so straight-line
+  code runs one micro-instruction per cycle; a taken branch, a jump or a dispatch costs one cycle
+  more, a multi-cycle operation hands over to the next instruction in the cycle it finishes.
+* **Data straight from memory.** ``SEND``/``REPLY`` with ``data=HOME``/``CACHE`` stream the line
+  from the memory controller into the packet (no line-buffer copy); ``COMPLETE src=MSG`` hands
+  the host its words from the message that resumed the context.
 * **Not loaded.** Until the control store is loaded, requests are answered ``NOT_READY`` and
   local misses complete with an error, without any microcode.
 """
 
 from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import coherence as coh
 from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
 from numavia.base.microcode import isa
-from numavia.base.microcode.isa import Cond, Dest, Field, Flag, FlagSrc, Lock, Mem, MStateSrc, Ptr, StateSrc
+from numavia.base.microcode.isa import (
+    Cond,
+    DataSrc,
+    Dest,
+    Field,
+    Flag,
+    FlagSrc,
+    LineSrc,
+    Lock,
+    Mem,
+    MStateSrc,
+    Ptr,
+    StateSrc,
+)
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
-from .memory_controller import MemSpace
+from .memory_controller import READ_LATENCY, MemSpace
 from .sci_layouts import HeaderLayout
 from .tag_store import TagOp, cache_data_index, set_of_line
 
@@ -169,6 +188,8 @@ class Sequencer(wiring.Component):
         m.submodules.message_data = md_mem = Memory(shape=32, depth=LINE_WORDS, init=[])
         md_rd, md_wr = md_mem.read_port(), md_mem.write_port()
 
+        m.submodules.skid = skid = fifo.SyncFIFO(width=32, depth=READ_LATENCY + 2)
+
         r = Signal(ContextLayout)  # the running context's registers
         ctx = Signal(5)  # its index
         msg = Signal(HeaderLayout)  # the packet that started or resumed the run
@@ -297,6 +318,7 @@ class Sequencer(wiring.Component):
         stream_start = Signal(4)
         stream_count = Signal(5)
         stream_dst = Signal(2)  # 0: memory write, 1: send_data, 2: done
+        stream_from_msg = Signal()  # read the message buffer instead of the line buffer
         DST_MEM, DST_SEND, DST_DONE = 0, 1, 2
         mem_space = Signal(2)
         mem_index0 = Signal(24)
@@ -313,8 +335,27 @@ class Sequencer(wiring.Component):
         running = Signal()
 
         def finish(new_pc=None):
-            m.d.sync += r.pc.eq(after if new_pc is None else new_pc)
-            m.next = "FETCH"
+            """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
+            at ``after``, which is fetched in this cycle so that it executes in the next."""
+            if new_pc is None:
+                m.d.sync += r.pc.eq(after)
+                m.d.comb += self.fetch_addr.eq(after)
+                m.next = "EXEC"
+            else:
+                m.d.sync += r.pc.eq(new_pc)
+                m.next = "FETCH"
+
+        def step():
+            """Continue with the next instruction in sequence: EXEC fetches it (``pc_next``) while
+            it runs this one."""
+            m.d.sync += r.pc.eq(pc_next)
+            m.next = "EXEC"
+
+        def branch(taken, target):
+            with m.If(taken):
+                finish(target)
+            with m.Else():
+                step()
 
         with m.FSM() as fsm:
             # ============================ scheduling ============================================
@@ -487,18 +528,18 @@ class Sequencer(wiring.Component):
                 m.next = "EXEC"
 
             with m.State("EXEC"):
-                m.d.comb += instr.eq(self.fetch_data)
+                m.d.comb += [instr.eq(self.fetch_data), self.fetch_addr.eq(pc_next)]
                 m.d.sync += after.eq(pc_next)
                 count("instructions")
                 with m.Switch(op):
                     with m.Case(isa.OPS["NOP"].code):
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["JMP"].code):
                         finish(target)
                     with m.Case(isa.OPS["BRT"].code):
-                        finish(Mux(cond, target, pc_next))
+                        branch(cond, target)
                     with m.Case(isa.OPS["BRF"].code):
-                        finish(Mux(cond, pc_next, target))
+                        branch(~cond, target)
                     with m.Case(isa.OPS["DISP"].code):
                         finish(target + dispatch_value)
                     with m.Case(isa.OPS["CALL"].code):
@@ -530,23 +571,23 @@ class Sequencer(wiring.Component):
                         m.next = "IDLE"
                     with m.Case(isa.OPS["SETF"].code):
                         m.d.sync += r.flags.bit_select(fa[:3], 1).eq(1)
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["CLRF"].code):
                         m.d.sync += r.flags.bit_select(fa[:3], 1).eq(0)
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["MOVP"].code):
                         src = pointer_source(fb)
                         with m.Switch(fa):
                             for reg, name in ((Ptr.PTR, "ptr"), (Ptr.FWD, "fwd"), (Ptr.BWD, "bwd"), (Ptr.HEAD, "head")):
                                 with m.Case(reg):
                                     m.d.sync += getattr(r, name).eq(src)
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["MOVS"].code):
                         m.d.sync += r.state.eq(imm[:4])
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["CLRRETRY"].code):
                         m.d.sync += r.retries.eq(0)
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["DIR_RD"].code, isa.OPS["C_LOOKUP"].code):
                         m.d.sync += [tcmd.op.eq(TagOp.LOOKUP), tcmd.addr.eq(r.addr)]
                         m.next = "TAG"
@@ -583,7 +624,7 @@ class Sequencer(wiring.Component):
                         m.next = "SCAN"
                     with m.Case(isa.OPS["SWAP_VICTIM"].code):
                         m.d.sync += [r.addr.eq(r.vaddr), r.vaddr.eq(r.addr)]
-                        finish(pc_next)
+                        step()
                     with m.Case(isa.OPS["RD_LINE"].code):
                         m.d.sync += [
                             i.eq(0),
@@ -597,6 +638,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += [
                             i.eq(0),
                             pipe_valid.eq(0),
+                            stream_from_msg.eq(0),
                             stream_start.eq(0),
                             stream_count.eq(LINE_WORDS),
                             stream_dst.eq(DST_MEM),
@@ -616,6 +658,7 @@ class Sequencer(wiring.Component):
                             i.eq(0),
                             pipe_valid.eq(0),
                             done_error.eq(imm[:5] != Status.OK),
+                            stream_from_msg.eq(fa == LineSrc.MSG),
                             stream_start.eq(r.lword),
                             stream_dst.eq(DST_DONE),
                             stream_count.eq(Mux(r.kind == isa.LocalKind.READ, r.lcount, 1)),
@@ -626,7 +669,7 @@ class Sequencer(wiring.Component):
                             for counter in isa.Counter:
                                 with m.Case(counter):
                                     count(counter.name.lower())
-                        finish(pc_next)
+                        step()
                     with m.Default():
                         count("protocol_error")
                         m.d.sync += running.eq(0)
@@ -722,6 +765,31 @@ class Sequencer(wiring.Component):
                     with m.If(j == LINE_WORDS - 1):
                         finish()
 
+            # --- memory -> send_data: a line straight into the packet ---------------------------
+            # Reads are issued only while their words fit the skid buffer, since the memory's
+            # answers cannot be held back; i counts words read, j words sent.
+            with m.State("MEM_STREAM"):
+                mem = tag.mem
+                with m.If((i != LINE_WORDS) & ((i - j) < skid.depth)):
+                    m.d.comb += [
+                        mem.cmd.valid.eq(1),
+                        mem.cmd.payload.space.eq(mem_space),
+                        mem.cmd.payload.index.eq(mem_index0 + i),
+                    ]
+                    with m.If(mem.cmd.ready):
+                        m.d.sync += i.eq(i + 1)
+                m.d.comb += [
+                    skid.w_data.eq(mem.rdata),
+                    skid.w_en.eq(mem.rvalid),
+                    self.send_data.valid.eq(skid.r_rdy),
+                    self.send_data.payload.eq(skid.r_data),
+                    skid.r_en.eq(self.send_data.ready),
+                ]
+                with m.If(self.send_data.valid & self.send_data.ready):
+                    m.d.sync += j.eq(j + 1)
+                    with m.If(j == LINE_WORDS - 1):
+                        finish()
+
             # --- line buffer -> memory / send_data / done, with back-pressure ----------------------
             with m.State("LB_STREAM"):
                 sink_ready = Signal()
@@ -747,18 +815,23 @@ class Sequencer(wiring.Component):
                         d = self.miss.done
                         m.d.comb += [
                             d.valid.eq(pipe_valid),
-                            d.payload.data.eq(Mux(done_error, 0, lb_rd.data)),
+                            d.payload.data.eq(Mux(done_error, 0, Mux(stream_from_msg, md_rd.data, lb_rd.data))),
                             d.payload.error.eq(done_error),
                             d.payload.last.eq(i + 1 == stream_count),
                             sink_ready.eq(d.ready),
                         ]
                 # Read the next word when the port is empty or its word is being taken.
                 advance = ~pipe_valid | sink_ready
+                m.d.comb += md_rd.en.eq(advance)
                 with m.If(pipe_valid & sink_ready):
                     m.d.sync += i.eq(i + 1)
                 with m.If(advance):
                     nxt = Mux(pipe_valid, i + 1, i)
-                    m.d.comb += [lb_rd.en.eq(1), lb_rd.addr.eq(lb_base | (stream_start + nxt)[:wb])]
+                    m.d.comb += [
+                        lb_rd.en.eq(1),
+                        lb_rd.addr.eq(lb_base | (stream_start + nxt)[:wb]),
+                        md_rd.addr.eq((stream_start + nxt)[:wb]),
+                    ]
                     m.d.sync += pipe_valid.eq(nxt < stream_count)
                 with m.If(pipe_valid & sink_ready & (i + 1 == stream_count)):
                     finish()
@@ -807,6 +880,8 @@ class Sequencer(wiring.Component):
                         m.d.comb += dest.eq(r.bwd.id)
                     with m.Case(Dest.HEAD):
                         m.d.comb += dest.eq(r.head.id)
+                data_src = Signal(DataSrc)
+                m.d.comb += data_src.eq(Mux(is_send, fd_q, fc_q))
                 send_ptr = pointer_source(fb_q)
                 reply_ptr = pointer_source(fa_q)
                 with m.If(is_send):
@@ -819,7 +894,7 @@ class Sequencer(wiring.Component):
                         h.ptr.eq(send_ptr.id),
                         h.ptr_valid.eq(send_ptr.valid),
                         h.flag.eq(flag_source(fc_q)),
-                        h.has_data.eq(fd_q[0]),
+                        h.has_data.eq(data_src != DataSrc.NONE),
                         h.word.eq(r.lword),
                         h.count.eq(r.lcount),
                         h.be.eq(hbe),
@@ -836,22 +911,29 @@ class Sequencer(wiring.Component):
                         h.ptr_valid.eq(reply_ptr.valid),
                         h.flag.eq(flag_source(fb_q)),
                         h.mstate.eq(r.mstate),
-                        h.has_data.eq(fc_q[0]),
+                        h.has_data.eq(data_src != DataSrc.NONE),
                     ]
-                with_data = Mux(is_send, fd_q[0], fc_q[0])
                 m.d.comb += self.send_header.valid.eq(1)
                 with m.If(self.send_header.ready):
-                    with m.If(with_data):
-                        m.d.sync += [
-                            i.eq(0),
-                            pipe_valid.eq(0),
-                            stream_start.eq(0),
-                            stream_count.eq(LINE_WORDS),
-                            stream_dst.eq(DST_SEND),
-                        ]
-                        m.next = "LB_STREAM"
-                    with m.Else():
-                        finish()
+                    m.d.sync += [i.eq(0), j.eq(0), pipe_valid.eq(0)]
+                    with m.Switch(data_src):
+                        with m.Case(DataSrc.BUF):
+                            m.d.sync += [
+                                stream_from_msg.eq(0),
+                                stream_start.eq(0),
+                                stream_count.eq(LINE_WORDS),
+                                stream_dst.eq(DST_SEND),
+                            ]
+                            m.next = "LB_STREAM"
+                        with m.Case(DataSrc.HOME, DataSrc.CACHE):
+                            from_home = data_src == DataSrc.HOME
+                            m.d.sync += [
+                                mem_space.eq(Mux(from_home, MemSpace.HOME, MemSpace.CACHE)),
+                                mem_index0.eq(Mux(from_home, line_offset_words, cache_word0)),
+                            ]
+                            m.next = "MEM_STREAM"
+                        with m.Default():
+                            finish()
                 with m.Elif(is_send):
                     # The outgoing queue has no room for a request: suspend and retry the SEND.
                     count("send_stalls")

@@ -59,7 +59,7 @@ def test_numa_mode_stays_coherent_and_never_caches():
 
 
 def test_a_dropped_write_back_is_caught():
-    broken = SOURCE.replace("SEND cmd=MONLY_OUT, dest=HOME, data=1", "SEND cmd=MONLY_OUT, dest=HOME, data=0")
+    broken = SOURCE.replace("SEND cmd=MONLY_OUT, dest=HOME, data=BUF", "SEND cmd=MONLY_OUT, dest=HOME, data=NONE")
     assert broken != SOURCE
     _, violations = stress(assemble(broken).words, nodes=4, operations=800, seed=5)
     assert violations

@@ -19,10 +19,12 @@ from numavia.base.coherence import LINE_BYTES, CacheState, MemoryState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import (
     Cond,
+    DataSrc,
     Dest,
     Field,
     Flag,
     FlagSrc,
+    LineSrc,
     LocalKind,
     Lock,
     Mem,
@@ -513,11 +515,8 @@ class CardModel:
             elif name == "COMPLETE":
                 req = ctx.request
                 status = Status(v["status"])
-                words = (
-                    ctx.line[req.word : req.word + req.count]
-                    if (status == Status.OK and req.kind == LocalKind.READ)
-                    else []
-                )
+                line = self._msg_data(ctx) if LineSrc(v["src"]) == LineSrc.MSG else ctx.line
+                words = line[req.word : req.word + req.count] if (status == Status.OK and req.kind == LocalKind.READ) else []
                 self.completions.append((req, status, words))
             elif name == "COUNT":
                 self.counters[v["counter"]] += 1
@@ -532,6 +531,14 @@ class CardModel:
                 f"on a ring of {self.line_words}-word lines"
             )
         return ctx.msg.data
+
+    def _packet_data(self, ctx, src):
+        src = DataSrc(src)
+        if src == DataSrc.NONE:
+            return []
+        if src == DataSrc.BUF:
+            return list(ctx.line)
+        return list(self._line(ctx, Mem.HOME if src == DataSrc.HOME else Mem.CACHE))
 
     def _line(self, ctx, mem):
         if Mem(mem) == Mem.HOME:
@@ -570,8 +577,8 @@ class CardModel:
                 ptr=ptr,
                 ptr_valid=int(ptr_valid),
                 flag=self._flag(ctx, v["flag"]),
-                has_data=v["data"],
-                data=list(ctx.line) if v["data"] else [],
+                has_data=int(bool(v["data"])),
+                data=self._packet_data(ctx, v["data"]),
                 word=req.word if req else 0,
                 count=req.count if req else 0,
                 be=req.be if req else 0,
@@ -594,8 +601,8 @@ class CardModel:
                 ptr_valid=int(ptr_valid),
                 flag=self._flag(ctx, v["flag"]),
                 mstate=ctx.mstate,
-                has_data=v["data"],
-                data=list(ctx.line) if v["data"] else [],
+                has_data=int(bool(v["data"])),
+                data=self._packet_data(ctx, v["data"]),
             )
         )
 

@@ -10,7 +10,7 @@ Source syntax, one instruction per line (``;`` starts a comment)::
     .dispatch STATE             ; the next instructions are the DISP table for that field
 
 Operands are enumeration names from :mod:`isa` (``HIT``, ``FWD``, ``HOME``...), states and
-commands by name (``TAIL_VALID``, ``MREAD``), ``0``/``1`` for booleans, labels for targets.
+commands by name (``TAIL_VALID``, ``MREAD``), labels for targets.
 Optional operands default as in :data:`DEFAULTS`. For ``C_WR`` the state may be a cache state
 name, ``REG`` or ``KEEP``; for ``DIR_WR`` the mstate may be a memory state name or ``KEEP``.
 """
@@ -30,8 +30,9 @@ class AssemblyError(Exception):
 DEFAULTS = {
     "DIR_WR": {"mstate": "KEEP", "lock": "KEEP", "head": "KEEP"},
     "C_WR": {"state": "KEEP", "fwd": "KEEP", "bwd": "KEEP"},
-    "SEND": {"ptr": "NONE", "flag": "ZERO", "data": "0"},
-    "REPLY": {"ptr": "NONE", "flag": "ZERO", "data": "0"},
+    "SEND": {"ptr": "NONE", "flag": "ZERO", "data": "NONE"},
+    "REPLY": {"ptr": "NONE", "flag": "ZERO", "data": "NONE"},
+    "COMPLETE": {"src": "BUF"},
 }
 
 _LABEL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$")
@@ -89,10 +90,6 @@ def _operand_value(op, operand, token, where):
     kind = operand.kind
     if kind == "target":
         return token  # resolved in pass 2
-    if kind == "bool":
-        if token not in ("0", "1"):
-            raise AssemblyError(f"{where}: {op}.{operand.name} is 0 or 1, not {token!r}")
-        return int(token)
     if isinstance(kind, str) and kind.startswith("imm:"):
         return int(_enum_value(isa.IMM_ENUMS[kind[4:]], token, where))
     return int(_enum_value(kind, token, where))
@@ -268,8 +265,6 @@ def disassemble(word):
         kind = operand.kind
         if kind == "target":
             parts.append(f"@{v}")
-        elif kind == "bool":
-            parts.append(f"{operand.name}={v}")
         elif isinstance(kind, str):
             enum = isa.IMM_ENUMS[kind[4:]]
             parts.append(f"{operand.name}={enum(v).name if v in enum._value2member_map_ else v}")

@@ -181,6 +181,22 @@ class Mem(IntEnum):
     CACHE = 1  # the network cache data, at (set of addr, way)
 
 
+class DataSrc(IntEnum):
+    """The data block SEND/REPLY puts in the packet."""
+
+    NONE = 0
+    BUF = 1  # the line buffer
+    HOME = 2  # the home memory line of addr, streamed straight into the packet (no buffer copy)
+    CACHE = 3  # the network cache's line of (addr, way), likewise
+
+
+class LineSrc(IntEnum):
+    """Where COMPLETE reads the local request's words."""
+
+    BUF = 0  # the line buffer
+    MSG = 1  # the data block of the message that resumed the context (before any copy of it)
+
+
 class StateSrc(IntEnum):
     IMM = 0  # the instruction's imm field
     KEEP = 1
@@ -300,7 +316,7 @@ OPS = {
                 _o("dest", Dest, "a"),
                 _o("ptr", Ptr, "b"),
                 _o("flag", FlagSrc, "c"),
-                _o("data", "bool", "d"),
+                _o("data", DataSrc, "d"),
                 _o("cmd", "imm:Command", "imm"),
             ),
             "send request cmd for addr to dest, tid = this context",
@@ -308,14 +324,14 @@ OPS = {
         Op(
             "REPLY",
             33,
-            (_o("ptr", Ptr, "a"), _o("flag", FlagSrc, "b"), _o("data", "bool", "c"), _o("status", "imm:Status", "imm")),
+            (_o("ptr", Ptr, "a"), _o("flag", FlagSrc, "b"), _o("data", DataSrc, "c"), _o("status", "imm:Status", "imm")),
             "answer the message being handled (the directory's MSTATE goes along)",
         ),
         Op(
             "COMPLETE",
             34,
-            (_o("status", "imm:Status", "imm"),),
-            "finish the local request: read data from the line buffer, or an error",
+            (_o("src", LineSrc, "a"), _o("status", "imm:Status", "imm")),
+            "finish the local request: its read words (from src), or an error; the context runs on",
         ),
         Op("COUNT", 35, (_o("counter", Counter, "a"),), "count a protocol event"),
     )
