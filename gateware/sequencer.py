@@ -334,6 +334,25 @@ class Sequencer(wiring.Component):
         # A run owns the tags and memories from its first instruction to WAIT/BACKOFF/END.
         running = Signal()
 
+        # --- message receiver: an accepted message's data block into the message buffer --------
+        receiving = Signal()  # a data block is coming in
+        msg_words = Signal(range(LINE_WORDS + 1))  # words of it in the buffer
+        with m.If(receiving):
+            m.d.comb += [
+                self.recv_data.ready.eq(1),
+                md_wr.addr.eq(msg_words[:wb]),
+                md_wr.data.eq(self.recv_data.payload),
+                md_wr.en.eq(self.recv_data.valid),
+            ]
+            with m.If(self.recv_data.valid):
+                m.d.sync += msg_words.eq(msg_words + 1)
+                with m.If(msg_words == LINE_WORDS - 1):
+                    m.d.sync += receiving.eq(0)
+
+        def msg_word_in(index):
+            """The message buffer holds word ``index`` (written in an earlier cycle)."""
+            return ~receiving | (msg_words > index)
+
         def finish(new_pc=None):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
             at ``after``, which is fetched in this cycle so that it executes in the next."""
@@ -361,23 +380,31 @@ class Sequencer(wiring.Component):
             # ============================ scheduling ============================================
             with m.State("IDLE"):
                 hdr = self.recv_header.payload
-                with m.If(self.recv_header.valid):
+                with m.If(receiving):
+                    pass  # the last message's data is still coming in: nothing starts until it is in
+                with m.Elif(self.recv_header.valid):
                     m.d.comb += self.recv_header.ready.eq(1)
-                    m.d.sync += [msg.eq(hdr), j.eq(0)]
+                    m.d.sync += [msg.eq(hdr), j.eq(0), msg_words.eq(0)]
                     with m.If(hdr.ptype == PacketType.RESPONSE):
                         count("responses")
                         resumable = (hdr.tid < N) & waiting.bit_select(hdr.tid[:4], 1) & self.loaded
+                        # The context is read back while its message's data comes in.
+                        m.d.comb += [ctx_rd.addr.eq(hdr.tid), hbe_rd.addr.eq(hdr.tid[:4])]
                         with m.If(resumable):
-                            m.d.sync += [ctx.eq(hdr.tid), waiting.bit_select(hdr.tid[:4], 1).eq(0)]
-                            m.next = "MSG_DATA"
+                            m.d.sync += [
+                                ctx.eq(hdr.tid),
+                                waiting.bit_select(hdr.tid[:4], 1).eq(0),
+                                receiving.eq(hdr.has_data),
+                            ]
+                            m.next = "ARRIVED"
                         with m.Else():
                             count("dropped_responses")
                             m.next = "DROP_DATA"
                     with m.Elif(hdr.ptype == PacketType.REQUEST):
                         count("requests")
                         with m.If(self.loaded):
-                            m.d.sync += ctx.eq(HANDLER)
-                            m.next = "MSG_DATA"
+                            m.d.sync += [ctx.eq(HANDLER), receiving.eq(hdr.has_data)]
+                            m.next = "ARRIVED"
                         with m.Else():
                             count("not_ready_replies")
                             m.next = "NOT_READY"
@@ -421,28 +448,21 @@ class Sequencer(wiring.Component):
                         with m.If(mp.kind == isa.LocalKind.WRITE):
                             m.next = "HOST_DATA"
                         with m.Else():
-                            m.next = "SAVE_HBE"
+                            # no write bytes: the saved byte enables are cleared in passing
+                            m.d.comb += [hbe_wr.addr.eq(free_ctx), hbe_wr.data.eq(0), hbe_wr.en.eq(1)]
+                            m.next = "OWN"
                 with m.Elif(expired.any()):
                     m.d.sync += [ctx.eq(expired_ctx), timer_on.bit_select(expired_ctx, 1).eq(0)]
                     m.next = "RESTORE"
 
-            # An incoming packet's data block into the message buffer.
-            with m.State("MSG_DATA"):
-                with m.If(msg.has_data & (j != LINE_WORDS)):
-                    m.d.comb += [
-                        self.recv_data.ready.eq(1),
-                        md_wr.addr.eq(j[:wb]),
-                        md_wr.data.eq(self.recv_data.payload),
-                        md_wr.en.eq(self.recv_data.valid),
-                    ]
-                    with m.If(self.recv_data.valid):
-                        m.d.sync += j.eq(j + 1)
+            # A message arrived: its run starts while its data block still comes in (the receiver
+            # below); the operations that read the message buffer wait for the words they need.
+            with m.State("ARRIVED"):
+                with m.If(ctx == HANDLER):
+                    m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
                 with m.Else():
-                    with m.If(ctx == HANDLER):
-                        m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
-                        m.next = "OWN"
-                    with m.Else():
-                        m.next = "RESTORE"
+                    m.d.sync += [r.eq(ctx_rd.data), hbe.eq(hbe_rd.data)]
+                m.next = "OWN"
 
             with m.State("DROP_DATA"):
                 with m.If(msg.has_data & (j != LINE_WORDS)):
@@ -516,11 +536,11 @@ class Sequencer(wiring.Component):
                 m.next = "OWN"
 
             with m.State("OWN"):
-                m.d.comb += tag.own_req.eq(1)
+                m.d.comb += [tag.own_req.eq(1), self.fetch_addr.eq(r.pc)]
                 with m.If(tag.own_grant):
                     count("runs")
                     m.d.sync += running.eq(1)
-                    m.next = "FETCH"
+                    m.next = "EXEC"
 
             # ============================ execution ============================================
             with m.State("FETCH"):
@@ -710,7 +730,10 @@ class Sequencer(wiring.Component):
                         with m.If(resp.hit):
                             m.d.sync += r.way.eq(resp.way)
                     with m.Elif(op_q == isa.OPS["C_ALLOC"].code):
+                        with m.If(~resp.hit):
+                            m.d.sync += [r.state.eq(CacheState.INVALID), r.fwd.eq(0), r.bwd.eq(0)]
                         m.d.sync += [
+                            r.hit.eq(resp.hit),
                             r.victim.eq(resp.victim),
                             r.no_way.eq(resp.no_way),
                             r.vaddr.eq(Cat(Const(0, g.offset_bits), resp.victim_line)),
@@ -822,17 +845,22 @@ class Sequencer(wiring.Component):
                         ]
                 # Read the next word when the port is empty or its word is being taken.
                 advance = ~pipe_valid | sink_ready
-                m.d.comb += md_rd.en.eq(advance)
+                m.d.comb += md_rd.en.eq(0)  # its word is held while the sink waits
+                nxt = Mux(pipe_valid, i + 1, i)
+                word = (stream_start + nxt)[:wb]
+                readable = ~stream_from_msg | msg_word_in(word)
                 with m.If(pipe_valid & sink_ready):
                     m.d.sync += i.eq(i + 1)
-                with m.If(advance):
-                    nxt = Mux(pipe_valid, i + 1, i)
+                with m.If(advance & readable):
                     m.d.comb += [
                         lb_rd.en.eq(1),
-                        lb_rd.addr.eq(lb_base | (stream_start + nxt)[:wb]),
-                        md_rd.addr.eq((stream_start + nxt)[:wb]),
+                        lb_rd.addr.eq(lb_base | word),
+                        md_rd.en.eq(1),
+                        md_rd.addr.eq(word),
                     ]
                     m.d.sync += pipe_valid.eq(nxt < stream_count)
+                with m.Elif(advance):
+                    m.d.sync += pipe_valid.eq(0)
                 with m.If(pipe_valid & sink_ready & (i + 1 == stream_count)):
                     finish()
 
@@ -844,9 +872,10 @@ class Sequencer(wiring.Component):
                     md_rd.addr.eq(i[:wb]),
                     hd_rd.addr.eq(Cat(i[:wb], ctx[:4])),
                 ]
-                with m.If(i != LINE_WORDS):
+                go = (i != LINE_WORDS) & (msg_word_in(i) | (op_q == isa.OPS["MERGE_HOST"].code))
+                with m.If(go):
                     m.d.sync += i.eq(i + 1)
-                m.d.sync += pipe_valid.eq(i != LINE_WORDS)
+                m.d.sync += pipe_valid.eq(go)
                 k = Signal(wb)
                 m.d.sync += k.eq(i[:wb])
                 mask = Signal(32)

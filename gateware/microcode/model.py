@@ -447,7 +447,11 @@ class CardModel:
                     ctx.state = CacheState.INVALID
                     ctx.regs[Ptr.FWD] = ctx.regs[Ptr.BWD] = (0, False)
             elif name == "C_ALLOC":
-                s = self.set_of(ctx.addr)
+                s, w = self._find(ctx.addr)
+                ctx.hit = w is not None
+                if not ctx.hit:
+                    ctx.state = CacheState.INVALID
+                    ctx.regs[Ptr.FWD] = ctx.regs[Ptr.BWD] = (0, False)
                 ctx.victim = ctx.no_way = False
                 invalid = [w for w in range(self.ways) if self.tags[s][w].state == CacheState.INVALID]
                 stable = [w for w in self.lru[s] if self.tags[s][w].state in coh.STABLE_VALID]

@@ -88,7 +88,7 @@ class Cond(IntEnum):
     M_PTR_V = 4  # the message carries a pointer
     M_FLAG = 5
     M_HAS_DATA = 6
-    HIT = 7  # the last C_LOOKUP found the line
+    HIT = 7  # the last C_LOOKUP or C_ALLOC found the line
     VICTIM = 8  # the last C_ALLOC chose a way holding a valid line (roll it out first)
     NO_WAY = 9  # the last C_ALLOC found every way of the set in a transient state
     LOCKED = 10  # the last DIR_RD found the line locked
@@ -288,7 +288,9 @@ OPS = {
             19,
             (),
             "choose a way for addr: an invalid one, else the LRU stable one "
-            "(VICTIM, victim address); NO_WAY if every way is transient",
+            "(VICTIM, victim address); NO_WAY if every way is transient. HIT if addr is cached "
+            "already (C_LOOKUP finds its way), else the state and pointers are cleared as by a "
+            "C_LOOKUP that misses: one tag lookup serves a miss",
         ),
         Op(
             "C_WR",
