@@ -15,8 +15,8 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
   and retries the ``SEND`` later. Replies never wait long: the ring link accepts a request only
   with a slot reserved for its reply.
 * **Issue.** The next instruction in sequence is fetched while one executes, so straight-line
-  code runs one micro-instruction per cycle; a taken branch, a jump or a dispatch costs one cycle
-  more, a multi-cycle operation hands over to the next instruction in the cycle it finishes.
+  code and jumps run one micro-instruction per cycle; a taken branch or a dispatch costs one
+  cycle more, a multi-cycle operation hands over to the next instruction in the cycle it finishes.
 * **Data straight from memory.** ``SEND``/``REPLY`` with ``data=HOME``/``CACHE`` stream the line
   from the memory controller into the packet (no line-buffer copy); ``COMPLETE src=MSG`` hands
   the host its words from the message that resumed the context.
@@ -548,14 +548,16 @@ class Sequencer(wiring.Component):
                 m.next = "EXEC"
 
             with m.State("EXEC"):
-                m.d.comb += [instr.eq(self.fetch_data), self.fetch_addr.eq(pc_next)]
+                # A JMP's target is fetched at once: dispatch tables and vectors are JMPs.
+                is_jmp = op == isa.OPS["JMP"].code
+                m.d.comb += [instr.eq(self.fetch_data), self.fetch_addr.eq(Mux(is_jmp, target, pc_next))]
                 m.d.sync += after.eq(pc_next)
                 count("instructions")
                 with m.Switch(op):
                     with m.Case(isa.OPS["NOP"].code):
                         step()
                     with m.Case(isa.OPS["JMP"].code):
-                        finish(target)
+                        m.d.sync += r.pc.eq(target)  # already being fetched
                     with m.Case(isa.OPS["BRT"].code):
                         branch(cond, target)
                     with m.Case(isa.OPS["BRF"].code):
