@@ -4,7 +4,7 @@ behaviour before the store is loaded (requests answered NOT_READY, misses comple
 from pathlib import Path
 
 from amaranth.sim import Simulator
-from support.cosim import Engine, packet_fields
+from support.cosim import packet_fields
 from support.sim import run_simulation
 
 from numavia.base import regmap
@@ -14,6 +14,7 @@ from numavia.base.sci_packet import Command, Packet, PacketType, Status
 from numavia.gateware.bfm import recv, send
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
+from numavia.gateware.coherence_engine import CoherenceEngine
 from numavia.gateware.host_port import HostAddressMap
 from numavia.gateware.local_side import CacheGeometry
 
@@ -27,7 +28,7 @@ def reg(name):
 
 def simulate(testbench, program=()):
     amap = HostAddressMap(slice_bytes=4096, max_nodes=4, private_bytes=256)
-    dut = Engine(amap, CacheGeometry(2, 2), list(program))
+    dut = CoherenceEngine(amap, CacheGeometry(2, 2), list(program))
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 

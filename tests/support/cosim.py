@@ -7,73 +7,22 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from amaranth import Module
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.microcode.isa import LocalKind
 from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
-from numavia.gateware import wishbone
 from numavia.gateware.bfm import recv, send
 from numavia.gateware.bfm import wishbone_read as wb_read
 from numavia.gateware.bfm import wishbone_write as wb_write
-from numavia.gateware.host_port import HostAddressMap, HostPortSignature
-from numavia.gateware.local_side import CacheGeometry, LocalSide
+from numavia.gateware.coherence_engine import CoherenceEngine
+from numavia.gateware.host_port import HostAddressMap
+from numavia.gateware.local_side import CacheGeometry
 from numavia.gateware.microcode.cluster_model import card_views
 from numavia.gateware.microcode.coherence_check import Access
 from numavia.gateware.microcode.model import CardModel, LocalRequest
-from numavia.gateware.remote_access_controller import RemoteAccessController
-from numavia.gateware.sci_layouts import HeaderLayout
 from support.sim import run_simulation
-
-
-class Engine(wiring.Component):
-    """Local side + remote access controller of one card, without the ring link."""
-
-    def __init__(self, amap, geometry, program):
-        self.amap, self.geometry, self.program = amap, geometry, program
-        super().__init__(
-            {
-                "host": In(HostPortSignature()),
-                "lac_bus": In(wishbone.Signature(addr_width=regmap.LAC.addr_width)),
-                "rac_bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
-                "node_id": In(6),
-                "numa_mode": In(1),
-                "send_header": Out(stream.Signature(HeaderLayout)),
-                "send_data": Out(stream.Signature(32)),
-                "recv_header": In(stream.Signature(HeaderLayout)),
-                "recv_data": In(stream.Signature(32)),
-                "failed": In(stream.Signature(HeaderLayout)),
-            }
-        )
-
-    def elaborate(self, platform):
-        m = Module()
-        amap, g = self.amap, self.geometry
-        m.submodules.local = local = LocalSide(address_map=amap, geometry=g)
-        m.submodules.rac = rac = RemoteAccessController(
-            geometry=g, slice_lines=amap.slice_bytes // g.line_bytes, ucode_init=self.program
-        )
-        wiring.connect(m, wiring.flipped(self.host), local.host)
-        wiring.connect(m, wiring.flipped(self.lac_bus), local.bus)
-        wiring.connect(m, wiring.flipped(self.rac_bus), rac.bus)
-        wiring.connect(m, local.miss, rac.miss)
-        wiring.connect(m, rac.local, local.remote)
-        for name in ("send_header", "send_data"):
-            wiring.connect(m, getattr(rac, name), wiring.flipped(getattr(self, name)))
-        for name in ("recv_header", "recv_data", "failed"):
-            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(rac, name))
-        m.d.comb += [
-            local.node_id.eq(self.node_id),
-            local.node_ready.eq(1),
-            local.numa_mode.eq(self.numa_mode),
-            rac.node_id.eq(self.node_id),
-            rac.numa_mode.eq(self.numa_mode),
-        ]
-        return m
 
 
 def packet_fields(packet):
@@ -133,7 +82,7 @@ class CoSim:
             for n in range(config.nodes)
             if n != config.rtl_node
         }
-        self.dut = Engine(self.amap, self.geometry, self.words)
+        self.dut = CoherenceEngine(self.amap, self.geometry, self.words)
         self.now = 0
         self.events = []  # (time, seq, kind, payload) for the model nodes
         self.seq = 0

@@ -5,7 +5,7 @@ JSON with the command and configuration, PNG) by :mod:`numavia.bench.results`.""
 from numavia.base import buildcache, pushpull_format
 from numavia.base.coherence import LINE_BYTES, LINE_SIZES
 from numavia.base.errors import NumaviaError
-from numavia.bench import boot, coherence, latency, local_side, pushpull, shm, sim_speed, splash2, stream, via
+from numavia.bench import boot, coherence, latency, local_side, miss, pushpull, shm, sim_speed, splash2, stream, via
 from numavia.instrument import CostModel
 from numavia.soc.ring_launch import require_mpi
 from numavia.splash2 import KERNELS, PLACEMENTS
@@ -58,6 +58,12 @@ def cmd_bench_latency(args):
         latency.report,
         "latency.{md,csv,json,png}",
     )
+    return 0
+
+
+def cmd_bench_miss(args):
+    run_spread = spread(args, max(args.nodes))
+    _run(args, lambda: miss.run(args.nodes, log=log, spread=run_spread), miss.report, "miss.{md,csv,json,png}")
     return 0
 
 
@@ -249,6 +255,23 @@ def register(sub):
     add_nodes_option(lat, 4, "cards in the ring")
     add_out_option(lat, "results/latency")
     add_spread_options(lat)
+    mis = command(
+        benches,
+        "miss",
+        cmd_bench_miss,
+        help="where the cycles of one remote read miss go",
+        description="The phases of a remote read miss inside the card (its coherence engine in "
+        "Amaranth's simulator, cycle by cycle) against the whole miss on rings of RTL cards (the "
+        "card's own counter); the ring link and the ring are the rest.",
+    )
+    mis.add_argument(
+        "--nodes",
+        type=list_of(int, tuple(range(2, MAX_NODES + 1)), "ring size"),
+        default=[2, 4],
+        help="ring sizes, comma-separated (default 2,4)",
+    )
+    add_out_option(mis, "results/miss")
+    add_spread_options(mis)
     loc = command(
         benches,
         "local-side",

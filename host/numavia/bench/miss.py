@@ -1,0 +1,189 @@
+"""Where the cycles of one remote read miss go.
+
+The card's whole miss (host-port request to data, ``LAC.LAST_LATENCY``) comes from the RTL ring
+of ``bench latency``. Its phases inside the card come from the card's coherence engine (local
+side + remote access controller, :class:`~numavia.gateware.coherence_engine.CoherenceEngine`)
+in Amaranth's simulator, cycle by cycle: the requester's local access controller and sequencer
+until the request header leaves, the home until its reply header and its last data word leave,
+and the requester from the reply header to the host's word (the reply's data offered a word per
+cycle behind its header, as the ring link hands it over). What is left of the whole miss is the
+ring link and the ring: queueing, framing, the wire, forwarding, CRC checks, both ways."""
+
+from pathlib import Path
+
+from amaranth.sim import Simulator
+from matplotlib.figure import Figure
+
+from numavia.base import regmap
+from numavia.base.coherence import MemoryState
+from numavia.base.microcode.assembler import assemble
+from numavia.base.paths import microcode_source
+from numavia.base.sci_packet import Command, PacketType, Status
+from numavia.bench import latency, results
+from numavia.gateware.bfm import recv, send, wishbone_write
+from numavia.gateware.card import CardConfig
+from numavia.gateware.coherence_engine import CoherenceEngine
+
+MISS_ROW = "remote read, miss, 1 hop"
+REQUESTER, HOME = 0, 1
+WORD = 5  # the word the host reads: mid-line, so the reply's data is waited for, not first
+
+#: (key, label) of each phase, in the order they happen.
+PHASES = (
+    ("lac", "requester: host port and local access controller to the miss hand-off"),
+    ("request", "requester: sequencer until the request header leaves"),
+    ("home_reply", "home: request header in to reply header out"),
+    ("home_data", "home: the line into the reply (header to last data word)"),
+    ("ring", "ring link and ring, both ways (the rest)"),
+    ("complete", "requester: reply header in to the host's word"),
+)
+
+
+def engine_phases(config):
+    """Cycles of each engine phase of a remote read miss (all but ``ring``), from the RTL."""
+    program = assemble(microcode_source().read_text(), microcode_source().name).words
+    amap, geometry = config.address_map(), config.geometry()
+    line = 3 * geometry.line_bytes
+    phases = {}
+
+    def simulate(node_id, testbench):
+        dut = CoherenceEngine(amap, geometry, program)
+        sim = Simulator(dut)
+        sim.add_clock(1 / config.clk_freq_hz)
+
+        async def run(ctx):
+            ctx.set(dut.node_id, node_id)
+            await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, 1)
+            await testbench(ctx, dut)
+
+        sim.add_testbench(run)
+        sim.run()
+
+    async def cycles_until(ctx, condition):
+        n = 0
+        while not condition():
+            await ctx.tick()
+            n += 1
+        return n
+
+    async def requester(ctx, dut):
+        await send(ctx, dut.host.req, {"addr": HOME * amap.slice_bytes + line + 4 * WORD, "write": 0, "count": 1})
+        phases["lac"] = 1 + await cycles_until(ctx, lambda: ctx.get(dut.local.miss.miss.valid))
+        phases["request"] = await cycles_until(ctx, lambda: ctx.get(dut.send_header.valid))
+        header = await recv(ctx, dut.send_header)
+        reply = {
+            "ptype": PacketType.RESPONSE,
+            "cmd": Command.MREAD,
+            "tid": header.tid,
+            "status": Status.OK,
+            "source": HOME,
+            "target": REQUESTER,
+            "addr": header.addr,
+            "mstate": MemoryState.HOME,
+            "has_data": 1,
+        }
+        ctx.set(dut.recv_header.payload, reply)
+        ctx.set(dut.recv_header.valid, 1)
+        ctx.set(dut.host.resp.ready, 1)
+        cycles = words = 0
+        while True:
+            header_taken = ctx.get(dut.recv_header.valid) and ctx.get(dut.recv_header.ready)
+            word_taken = ctx.get(dut.recv_data.valid) and ctx.get(dut.recv_data.ready)
+            answered = ctx.get(dut.host.resp.valid)
+            data = ctx.get(dut.host.resp.payload.data)
+            await ctx.tick()
+            cycles += 1
+            if answered:
+                break
+            if header_taken:  # the data block follows its header, a word per cycle
+                ctx.set(dut.recv_header.valid, 0)
+                ctx.set(dut.recv_data.valid, 1)
+            if word_taken:
+                words += 1
+                ctx.set(dut.recv_data.valid, words < geometry.line_words)
+            ctx.set(dut.recv_data.payload, words)
+        if data != WORD:
+            raise RuntimeError(f"the host read {data}, not word {WORD}")
+        phases["complete"] = cycles
+
+    async def home(ctx, dut):
+        request = {
+            "ptype": PacketType.REQUEST,
+            "cmd": Command.MREAD,
+            "source": REQUESTER,
+            "target": HOME,
+            "addr": (HOME << 26) | line,
+        }
+        await send(ctx, dut.recv_header, request)
+        phases["home_reply"] = 1 + await cycles_until(ctx, lambda: ctx.get(dut.send_header.valid))
+        await recv(ctx, dut.send_header)
+        n = 0
+        for _ in range(geometry.line_words):
+            while not ctx.get(dut.send_data.valid):
+                await ctx.tick()
+                n += 1
+            await recv(ctx, dut.send_data)
+            n += 1
+        phases["home_data"] = n
+
+    simulate(REQUESTER, requester)
+    simulate(HOME, home)
+    return phases
+
+
+def run(nodes=(2, 4), *, config=None, log=print, spread=None):
+    """The phases of one remote read miss (NCC-NUMA) on rings of ``nodes`` cards."""
+    config = config or CardConfig(max_nodes=16, via=False)
+    results.progress(log, 1, len(nodes) + 1, "the coherence engine's phases, in Amaranth's simulator")
+    engine = engine_phases(config)
+    rings = []
+    for done, n in enumerate(nodes, 2):
+        results.progress(log, done, len(nodes) + 1, f"{n}-node ring: the whole miss, from the card's counter")
+        rows = latency.run(n, config=config, log=lambda message: None, spread=spread)["rows"]
+        total = next(r["ncc_cycles"] for r in rows if r["name"] == MISS_ROW)
+        ring = total - sum(engine.values())
+        if ring < 0:
+            raise RuntimeError(f"{n}-node ring: the engine's phases ({sum(engine.values())}) exceed the miss ({total})")
+        rings.append({"nodes": n, "total": total, "phases": dict(engine, ring=ring)})
+    return {"rings": rings, "clock_mhz": config.clk_freq_hz / 1e6, "config": config.as_dict(), "word": WORD}
+
+
+def report(figures, out):
+    rings = figures["rings"]
+    headers = ["phase", *(f"{r['nodes']} nodes (cycles)" for r in rings)]
+    rows = [[label, *(r["phases"][key] for r in rings)] for key, label in PHASES]
+    rows.append(["whole miss", *(r["total"] for r in rings)])
+    ns = 1000 / figures["clock_mhz"]
+    return results.write(
+        out,
+        "miss",
+        title="Where the cycles of a remote read miss go (NCC-NUMA)",
+        headers=headers,
+        rows=rows,
+        figures=figures,
+        config=figures["config"],
+        notes=[
+            f"Card clock {figures['clock_mhz']:.0f} MHz ({ns:.0f} ns a cycle); the host reads word "
+            f"{figures['word']} of a line whose home holds it alone (memory HOME).",
+            "Whole miss: the card's LAC.LAST_LATENCY on the RTL ring (numavia bench latency). "
+            "Engine phases: the card's coherence engine in Amaranth's simulator; the ring is the rest.",
+        ],
+        plot=lambda path: plot(figures, path),
+    )
+
+
+def plot(figures, path: Path):
+    rings = figures["rings"]
+    fig = Figure(figsize=(9, 1.2 + 0.7 * len(rings)))
+    ax = fig.subplots()
+    for i, ring in enumerate(rings):
+        left = 0
+        for j, (key, label) in enumerate(PHASES):
+            width = ring["phases"][key]
+            ax.barh(i, width, left=left, color=f"C{j}", label=label if i == 0 else None)
+            left += width
+    ax.set_yticks(range(len(rings)), [f"{r['nodes']} nodes" for r in rings])
+    ax.set_xlabel("cycles (card clock)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,44 @@
+"""Where a remote read miss's cycles go: the coherence engine's phases on the real RTL (the host's
+word leaves before the reply's data block is in; the home streams the line straight into its
+reply), the whole miss on a 2-node RTL ring, and the command's argument errors."""
+
+import pytest
+
+from numavia.bench import miss
+from numavia.cli import main
+from numavia.gateware.card import CardConfig
+from numavia.gateware.memory_controller import READ_LATENCY
+
+CONFIG = CardConfig(max_nodes=16, via=False)
+
+
+def test_engine_phases_of_a_remote_read_miss():
+    phases = miss.engine_phases(CONFIG)
+    line_words = CONFIG.geometry().line_words
+    assert set(phases) == {key for key, _ in miss.PHASES} - {"ring"}
+    assert all(cycles > 0 for cycles in phases.values())
+    # The host has its word (checked inside: word WORD of the reply) while the rest of the line
+    # is still coming in: the reply's block takes line_words cycles behind its header.
+    assert phases["complete"] < line_words
+    # The home's line goes from memory into the reply at a word per cycle, no buffer copy first.
+    assert phases["home_data"] <= line_words + READ_LATENCY + 2
+
+
+@pytest.mark.slow
+def test_miss_breakdown_on_a_two_node_ring(tmp_path):
+    figures = miss.run((2,), config=CONFIG, log=lambda message: None)
+    (ring,) = figures["rings"]
+    assert ring["nodes"] == 2 and ring["phases"]["ring"] > 0
+    assert sum(ring["phases"].values()) == ring["total"]
+    text = miss.report(figures, tmp_path)
+    assert "whole miss" in text
+    for suffix in ("md", "csv", "json", "png"):
+        assert (tmp_path / f"miss.{suffix}").stat().st_size > 0
+
+
+@pytest.mark.parametrize("nodes", ["1", "2,2", "2,x", "65"])
+def test_bad_ring_sizes_are_refused(nodes, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "miss", "--nodes", nodes])
+    assert exit_info.value.code == 2
+    assert "--nodes" in capsys.readouterr().err
