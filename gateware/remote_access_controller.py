@@ -74,6 +74,7 @@ class RemoteAccessController(wiring.Component):
         m.d.comb += [
             self.loaded.eq(loaded),
             seq.loaded.eq(loaded),
+            seq.fast_path.eq(~bank.ctrl.value[ctrl.field("MICROCODE_ONLY").lsb]),
             seq.node_id.eq(self.node_id),
             seq.numa_mode.eq(self.numa_mode),
             store.fetch_addr.eq(seq.fetch_addr),

@@ -20,12 +20,19 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
 * **Data straight from memory.** ``SEND``/``REPLY`` with ``data=HOME``/``CACHE`` stream the line
   from the memory controller into the packet (no line-buffer copy); ``COMPLETE src=MSG`` hands
   the host its words from the message that resumed the context.
+* **Fast path.** With ``fast_path`` high, the commonest transactions run hard-wired, without
+  fetching micro-instructions: a read or write miss to another node's line that finds a free way
+  (one tag lookup, the entry PENDING, the MREAD/MWRITE sent; the context then waits at the
+  microcode's ``.vector resume`` point, which handles the answer), and MREAD/MWRITE at an unlocked
+  home (the directory read, the answer with the line streamed from memory, the directory write).
+  Every other case falls back to the microcode at the transaction's vector, and the microcode
+  alone can run everything (``RAC.CTRL.MICROCODE_ONLY``).
 * **Not loaded.** Until the control store is loaded, requests are answered ``NOT_READY`` and
   local misses complete with an error, without any microcode.
 """
 
 from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -44,6 +51,7 @@ from numavia.base.microcode.isa import (
     Mem,
     MStateSrc,
     Ptr,
+    Resume,
     StateSrc,
 )
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
@@ -83,6 +91,21 @@ ContextLayout = data.StructLayout(
     }
 )
 
+
+class FastStep(enum.Enum, shape=4):
+    """Steps of the hard-wired fast path (``NONE``: the microcode runs)."""
+
+    NONE = 0
+    MISS_ALLOC = 1  # a plain miss: one tag lookup for a way
+    MISS_ATTACH = 2  # a free way and no copy here: the entry becomes PENDING
+    MISS_SEND = 3  # the attach request to the home
+    MISS_WAIT = 4  # suspended where the microcode waits for the answer
+    HOME_DIR = 5  # MREAD/MWRITE at the home: read the directory
+    HOME_REPLY = 6  # unlocked, a known memory state: answer
+    HOME_DIR_WRITE = 7  # the requester is the new head
+    HOME_END = 8
+
+
 EXTRA_COUNTERS = (
     "runs",
     "instructions",
@@ -92,6 +115,7 @@ EXTRA_COUNTERS = (
     "send_stalls",
     "failed_sends",
     "not_ready_replies",
+    "fast_path",
 )
 
 
@@ -145,6 +169,7 @@ class Sequencer(wiring.Component):
                 "node_id": In(NODE_ID_BITS),
                 "numa_mode": In(1),
                 "loaded": In(1),
+                "fast_path": In(1),  # the hard-wired fast path may take the transactions it knows
                 "fetch_addr": Out(isa.TARGET_BITS),
                 "fetch_data": In(isa.WORD_BITS),
                 "miss": In(MissSignature()),
@@ -334,6 +359,8 @@ class Sequencer(wiring.Component):
         # A run owns the tags and memories from its first instruction to WAIT/BACKOFF/END.
         running = Signal()
 
+        fast_step = Signal(FastStep)
+
         # --- message receiver: an accepted message's data block into the message buffer --------
         receiving = Signal()  # a data block is coming in
         msg_words = Signal(range(LINE_WORDS + 1))  # words of it in the buffer
@@ -357,9 +384,12 @@ class Sequencer(wiring.Component):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
             at ``after``, which is fetched in this cycle so that it executes in the next."""
             if new_pc is None:
-                m.d.sync += r.pc.eq(after)
-                m.d.comb += self.fetch_addr.eq(after)
-                m.next = "EXEC"
+                with m.If(fast_step != FastStep.NONE):
+                    m.next = "FAST"  # the fast path's next step (pc keeps its fallback vector)
+                with m.Else():
+                    m.d.sync += r.pc.eq(after)
+                    m.d.comb += self.fetch_addr.eq(after)
+                    m.next = "EXEC"
             else:
                 m.d.sync += r.pc.eq(new_pc)
                 m.next = "FETCH"
@@ -380,6 +410,7 @@ class Sequencer(wiring.Component):
             # ============================ scheduling ============================================
             with m.State("IDLE"):
                 hdr = self.recv_header.payload
+                m.d.sync += fast_step.eq(FastStep.NONE)  # unless a start below is a fast one
                 with m.If(receiving):
                     pass  # the last message's data is still coming in: nothing starts until it is in
                 with m.Elif(self.recv_header.valid):
@@ -404,6 +435,9 @@ class Sequencer(wiring.Component):
                         count("requests")
                         with m.If(self.loaded):
                             m.d.sync += [ctx.eq(HANDLER), receiving.eq(hdr.has_data)]
+                            home_request = (hdr.cmd == Command.MREAD) | (hdr.cmd == Command.MWRITE)
+                            with m.If(self.fast_path & home_request & (hdr.addr[ADDR_HOME_SHIFT:] == self.node_id)):
+                                m.d.sync += fast_step.eq(FastStep.HOME_DIR)
                             m.next = "ARRIVED"
                         with m.Else():
                             count("not_ready_replies")
@@ -445,6 +479,9 @@ class Sequencer(wiring.Component):
                         m.next = "REFUSE_MISS"
                     with m.Else():
                         m.d.sync += busy.bit_select(free_ctx, 1).eq(1)
+                        plain = (mp.kind != isa.LocalKind.FLUSH) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+                        with m.If(self.fast_path & plain & ~self.numa_mode):
+                            m.d.sync += fast_step.eq(FastStep.MISS_ALLOC)
                         with m.If(mp.kind == isa.LocalKind.WRITE):
                             m.next = "HOST_DATA"
                         with m.Else():
@@ -540,7 +577,10 @@ class Sequencer(wiring.Component):
                 with m.If(tag.own_grant):
                     count("runs")
                     m.d.sync += running.eq(1)
-                    m.next = "EXEC"
+                    with m.If(fast_step != FastStep.NONE):
+                        m.next = "FAST"
+                    with m.Else():
+                        m.next = "EXEC"
 
             # ============================ execution ============================================
             with m.State("FETCH"):
@@ -700,6 +740,106 @@ class Sequencer(wiring.Component):
                             m.d.sync += busy.bit_select(ctx[:4], 1).eq(0)
                 # Keep the instruction for the multi-cycle states.
                 m.d.sync += Cat(op_q, fa_q, fb_q, fc_q, fd_q, imm_q).eq(Cat(op, fa, fb, fc, fd, imm))
+
+            # --- the hard-wired fast path: the steps of the microcode it stands for, each handed to
+            # the states an instruction would use (op_q and its operands say which) --------------
+            with m.State("FAST"):
+                op_is = {name: C(isa.OPS[name].code, 6) for name in ("C_ALLOC", "SEND", "DIR_RD", "REPLY")}
+                fallback = Signal()
+                with m.Switch(fast_step):
+                    with m.Case(FastStep.MISS_ALLOC):  # C_ALLOC
+                        m.d.sync += [op_q.eq(op_is["C_ALLOC"]), tcmd.op.eq(TagOp.ALLOC), tcmd.addr.eq(r.addr)]
+                        m.d.sync += fast_step.eq(FastStep.MISS_ATTACH)
+                        m.next = "TAG"
+                    with m.Case(FastStep.MISS_ATTACH):  # BRT HIT/NO_WAY/VICTIM fall through; C_WR PENDING
+                        with m.If(r.hit | r.no_way | r.victim):
+                            m.d.comb += fallback.eq(1)
+                        with m.Else():
+                            m.d.sync += [
+                                tcmd.op.eq(TagOp.WRITE_TAG),
+                                tcmd.addr.eq(r.addr),
+                                tcmd.way.eq(r.way),
+                                tcmd.state.eq(CacheState.PENDING),
+                                tcmd.fwd.eq(r.fwd.id),
+                                tcmd.bwd.eq(r.bwd.id),
+                                r.state.eq(CacheState.PENDING),
+                                fast_step.eq(FastStep.MISS_SEND),
+                            ]
+                            m.next = "TAG"
+                    with m.Case(FastStep.MISS_SEND):  # SEND cmd=MREAD|MWRITE, dest=HOME
+                        write = r.kind == isa.LocalKind.WRITE
+                        m.d.sync += [
+                            op_q.eq(op_is["SEND"]),
+                            fa_q.eq(Dest.HOME),
+                            fb_q.eq(Ptr.NONE),
+                            fc_q.eq(FlagSrc.ZERO),
+                            fd_q.eq(DataSrc.NONE),
+                            imm_q.eq(Mux(write, Command.MWRITE, Command.MREAD)),
+                            # a full outgoing queue suspends the context at the microcode's SEND
+                            r.pc.eq(
+                                Mux(write, isa.resume_vector(Resume.WRITE_SEND), isa.resume_vector(Resume.READ_SEND))
+                            ),
+                            fast_step.eq(FastStep.MISS_WAIT),
+                        ]
+                        m.next = "HEADER"
+                    with m.Case(FastStep.MISS_WAIT):  # WAIT, at the microcode's resume point
+                        write = r.kind == isa.LocalKind.WRITE
+                        count("fast_path")
+                        m.d.sync += [
+                            r.pc.eq(
+                                Mux(write, isa.resume_vector(Resume.WRITE_SENT), isa.resume_vector(Resume.READ_SENT))
+                            ),
+                            waiting.bit_select(ctx[:4], 1).eq(1),
+                            fast_step.eq(FastStep.NONE),
+                        ]
+                        m.next = "SAVE"
+                    with m.Case(FastStep.HOME_DIR):  # DIR_RD
+                        m.d.sync += [
+                            op_q.eq(op_is["DIR_RD"]),
+                            tcmd.op.eq(TagOp.LOOKUP),
+                            tcmd.addr.eq(r.addr),
+                            fast_step.eq(FastStep.HOME_REPLY),
+                        ]
+                        m.next = "TAG"
+                    with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
+                        with m.If(r.locked | (r.mstate == 3)):  # NACK, or a state only the microcode knows
+                            m.d.comb += fallback.eq(1)
+                        with m.Else():
+                            read = msg.cmd == Command.MREAD
+                            ptr = Mux(read & (r.mstate == MemoryState.HOME), Ptr.NONE, Ptr.HEAD)
+                            data_src = Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME)
+                            m.d.sync += [
+                                op_q.eq(op_is["REPLY"]),
+                                fa_q.eq(ptr),
+                                fb_q.eq(FlagSrc.ZERO),
+                                fc_q.eq(data_src),
+                                imm_q.eq(Status.OK),
+                                fast_step.eq(FastStep.HOME_DIR_WRITE),
+                            ]
+                            m.next = "HEADER"
+                    with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC
+                        fresh = (msg.cmd == Command.MREAD) & (r.mstate == MemoryState.HOME)
+                        m.d.sync += [
+                            tcmd.op.eq(TagOp.WRITE_DIR),
+                            tcmd.addr.eq(r.addr),
+                            tcmd.mstate.eq(
+                                Mux(
+                                    msg.cmd == Command.MWRITE, MemoryState.GONE, Mux(fresh, MemoryState.FRESH, r.mstate)
+                                )
+                            ),
+                            tcmd.lock.eq(r.locked),
+                            tcmd.head.eq(msg.source),
+                            fast_step.eq(FastStep.HOME_END),
+                        ]
+                        m.next = "TAG"
+                    with m.Case(FastStep.HOME_END):  # END
+                        count("fast_path")
+                        m.d.sync += [running.eq(0), fast_step.eq(FastStep.NONE)]
+                        m.next = "IDLE"
+                with m.If(fallback):
+                    # the transaction's own vector (set when it started): the microcode takes it
+                    m.d.sync += fast_step.eq(FastStep.NONE)
+                    m.next = "FETCH"
 
             # --- tag SRAM commands -------------------------------------------------------------
             with m.State("TAG"):

@@ -63,6 +63,7 @@ VECTORS = (
         [".vector request INVALID x"]
         + [f".vector request {c.name} x" for c in isa.Command]
         + [f".vector local {k.name} x" for k in isa.LocalKind]
+        + [f".vector resume {p.name} x" for p in isa.Resume]
     )
     + "\n"
 )

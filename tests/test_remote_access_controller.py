@@ -26,8 +26,18 @@ def test_rtl_card_keeps_the_cluster_coherent(nodes, rtl_node, seed):
     assert result.rtl_counters["PROTOCOL_ERRORS"] == 0
     assert all(c[isa.Counter.PROTOCOL_ERROR] == 0 for c in result.model_counters)
     assert len(result.accesses) == nodes * 60
-    # The RTL card really took part: it answered requests and ran transactions.
+    # The RTL card really took part: it answered requests and ran transactions, the commonest
+    # through its hard-wired fast path.
     assert result.rtl_counters["REQUESTS"] > 0 and result.rtl_counters["RUNS"] > 0
+    assert result.rtl_counters["FAST_PATH"] > 0
+
+
+def test_microcode_alone_keeps_the_cluster_coherent():
+    cosim, result = run(nodes=3, rtl_node=1, seed=7, operations=60, microcode_only=True)
+    assert check_history(result.accesses) == []
+    assert result.rtl_counters["PROTOCOL_ERRORS"] == 0
+    assert len(result.accesses) == 3 * 60
+    assert result.rtl_counters["FAST_PATH"] == 0 and result.rtl_counters["INSTRUCTIONS"] > 0
 
 
 def test_rtl_card_with_32_byte_lines_keeps_the_cluster_coherent():

@@ -31,9 +31,10 @@ L = 0 << 26 | 0x40  # a line of node 0
 V1, V2, V3, V4 = 0x11111111, 0x22222222, 0x33333333, 0x44444444
 
 
-def run(script, rtl_node, numa=False):
+def run(script, rtl_node, numa=False, microcode_only=False):
     steps = [s[0] for s in script]
-    cosim = ScriptedCoSim(PROGRAM.words, CoSimConfig(nodes=4, rtl_node=rtl_node, numa=numa, seed=rtl_node))
+    config = CoSimConfig(nodes=4, rtl_node=rtl_node, numa=numa, seed=rtl_node, microcode_only=microcode_only)
+    cosim = ScriptedCoSim(PROGRAM.words, config)
     snapshots = cosim.run_script(steps, L)
     for i, ((step, expected), snap) in enumerate(zip(script, snapshots)):
         where = f"step {i} {step} (RTL is node {rtl_node})"
@@ -137,9 +138,10 @@ NUMA = [
 ]
 
 
+@pytest.mark.parametrize("microcode_only", [False, True], ids=["fast_path", "microcode_only"])
 @pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])
-def test_list_lifecycle(rtl_node):
-    run(LIST_LIFECYCLE, rtl_node)
+def test_list_lifecycle(rtl_node, microcode_only):
+    run(LIST_LIFECYCLE, rtl_node, microcode_only=microcode_only)
 
 
 @pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])

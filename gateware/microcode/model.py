@@ -520,7 +520,11 @@ class CardModel:
                 req = ctx.request
                 status = Status(v["status"])
                 line = self._msg_data(ctx) if LineSrc(v["src"]) == LineSrc.MSG else ctx.line
-                words = line[req.word : req.word + req.count] if (status == Status.OK and req.kind == LocalKind.READ) else []
+                words = (
+                    line[req.word : req.word + req.count]
+                    if (status == Status.OK and req.kind == LocalKind.READ)
+                    else []
+                )
                 self.completions.append((req, status, words))
             elif name == "COUNT":
                 self.counters[v["counter"]] += 1

@@ -25,6 +25,12 @@ from numavia.gateware.microcode.model import CardModel, LocalRequest
 from support.sim import run_simulation
 
 
+def rac_ctrl(config):
+    """RAC.CTRL for the RTL card: loaded, with or without the fast path."""
+    ctrl = regmap.RAC.register("CTRL")
+    return ctrl.field("LOADED").mask | (ctrl.field("MICROCODE_ONLY").mask if config.microcode_only else 0)
+
+
 def packet_fields(packet):
     return {f.name: getattr(packet, f.name) for f in HEADER_FIELDS}
 
@@ -46,6 +52,7 @@ class CoSimConfig:
     max_gap: int = 30
     watchdog: int = 60_000
     egress_stalls: bool = False  # the outgoing queue is sometimes full for a while
+    microcode_only: bool = False  # the RTL card's hard-wired fast path off (RAC.CTRL.MICROCODE_ONLY)
     seed: int = 1
 
 
@@ -226,7 +233,7 @@ class CoSim:
         async def rtl_host(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
-            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, 1)
+            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, rac_ctrl(cfg))
             while True:
                 nxt = self.next_access(rtl)
                 if nxt is None:
@@ -340,7 +347,7 @@ class ScriptedCoSim(CoSim):
         async def orchestrate(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
-            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, 1)
+            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, rac_ctrl(cfg))
             for node, op, addr, value in steps:
                 result = None
                 if node == rtl:

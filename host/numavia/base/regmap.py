@@ -415,6 +415,7 @@ RAC_COUNTERS = (
     ("SEND_STALLS", "SENDs suspended because the outgoing queue was full"),
     ("FAILED_SENDS", "packets the ring link gave up on"),
     ("NOT_READY_REPLIES", "requests refused before the control store was loaded"),
+    ("FAST_PATH", "misses sent and home requests answered by the hard-wired fast path"),
 )
 
 RAC = Block(
@@ -429,7 +430,15 @@ RAC = Block(
             Access.RW,
             "Control",
             width=8,
-            fields=(Field("LOADED", 0, doc="the control store holds a verified image: serve remote traffic"),),
+            fields=(
+                Field("LOADED", 0, doc="the control store holds a verified image: serve remote traffic"),
+                Field(
+                    "MICROCODE_ONLY",
+                    1,
+                    doc="run every transaction in microcode: the hard-wired fast path for plain misses and "
+                    "home reads/writes is off (set it for a control store whose protocol differs)",
+                ),
+            ),
         ),
         Register(
             "STATUS",

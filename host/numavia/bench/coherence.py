@@ -23,6 +23,7 @@ def run(
     ring_drop=0.0,
     ring_duplicate=0.0,
     numa=False,
+    microcode_only=False,
     log=print,
     run_dir=None,
     line_bytes=LINE_BYTES,
@@ -30,7 +31,7 @@ def run(
 ):
     """Run and judge the stress on cards of ``line_bytes`` lines; ring faults: ``flip_rate`` per
     symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicating lengthens each hop to hold
-    a packet's copy)."""
+    a packet's copy). ``microcode_only``: the sequencers' hard-wired fast path off."""
     config = card_bench.bench_card_config(line_bytes=line_bytes)
     binary = card_bench.build_bench(config, log=log)
     run_dir = run_dir or buildcache.build_root() / "run" / f"coherence-{nodes}"
@@ -46,7 +47,7 @@ def run(
     ]
     log(
         f"{nodes} cards of {line_bytes}-byte lines, {ops} random accesses each (seed {seed}{''.join(', ' + f for f in faults)}"
-        f"{', NUMA mode' if numa else ''})"
+        f"{', NUMA mode' if numa else ''}{', microcode only' if microcode_only else ''})"
     )
     started = time.monotonic()
     bench = card_bench.run_bench(
@@ -60,6 +61,7 @@ def run(
         ring_duplicate=ring_duplicate,
         ring_delay=ring_delay,
         numa=numa,
+        microcode_only=microcode_only,
         spread=spread,
     )
     wall = time.monotonic() - started

@@ -117,8 +117,9 @@ def measurements(nodes):
     return rows
 
 
-def run(nodes=4, *, config=None, log=print, out=None, spread=None):
-    """Measure every row on a ring of ``nodes`` cards, NCC-NUMA and NUMA. Returns the figures."""
+def run(nodes=4, *, config=None, log=print, out=None, spread=None, microcode_only=False):
+    """Measure every row on a ring of ``nodes`` cards, NCC-NUMA and NUMA (with the sequencers'
+    hard-wired fast path off if ``microcode_only``). Returns the figures."""
     config = config or CardConfig(max_nodes=16, via=False)  # the coherence side alone
     binary = card_bench.build_bench(config, log=log)
     measured = {}
@@ -128,12 +129,20 @@ def run(nodes=4, *, config=None, log=print, out=None, spread=None):
             log, done, len(by_mode), f"{nodes}-node ring, {mode.upper()} mode: {len(script.steps)} accesses"
         )
         run_dir = (out or buildcache.build_root() / "run" / "latency") / f"{nodes}-{mode}"
-        bench = card_bench.run_bench(binary, run_dir, nodes=nodes, script=script.steps, numa=MODES[mode], spread=spread)
+        bench = card_bench.run_bench(
+            binary,
+            run_dir,
+            nodes=nodes,
+            script=script.steps,
+            numa=MODES[mode],
+            microcode_only=microcode_only,
+            spread=spread,
+        )
         if bench.returncode or len(bench.latencies) != len(script.steps):
             raise card_bench.SimError(f"latency bench ({mode}) failed: {bench.stderr.strip().splitlines()[-1:]}")
         for name, index in script.measured:
             measured.setdefault(name, {})[mode] = bench.latencies[index]
-    return figures(nodes, config, measured)
+    return dict(figures(nodes, config, measured), microcode_only=microcode_only)
 
 
 CARD_COUNTER = "the card's LAC.LAST_LATENCY counter (host-port request accepted to last response beat)"
@@ -191,6 +200,9 @@ def report(figures, out):
         config=figures["config"],
         notes=[
             f"Card clock {figures['clock_mhz']:.0f} MHz; latency = {figures['measured_by']}.",
+            "Sequencers: microcode only (RAC.CTRL.MICROCODE_ONLY)."
+            if figures.get("microcode_only")
+            else "Sequencers: plain misses and home reads/writes on the hard-wired fast path.",
             "The paper measured from the host CPU over 32-bit/33 MHz PCI; its NUMA system kept "
             "local shared memory in host DRAM (10 ns).",
             "The ring is one-way: a request and its answer always travel the whole ring between "

@@ -54,11 +54,25 @@ def cmd_bench_latency(args):
     run_spread = spread(args, args.nodes)
     _run(
         args,
-        lambda: latency.run(args.nodes, log=log, out=buildcache.build_root() / "run" / "latency", spread=run_spread),
+        lambda: latency.run(
+            args.nodes,
+            log=log,
+            out=buildcache.build_root() / "run" / "latency",
+            spread=run_spread,
+            microcode_only=args.microcode_only,
+        ),
         latency.report,
         "latency.{md,csv,json,png}",
     )
     return 0
+
+
+def add_microcode_only_option(p):
+    p.add_argument(
+        "--microcode-only",
+        action="store_true",
+        help="the sequencers' hard-wired fast path off: the microcode runs every transaction",
+    )
 
 
 def cmd_bench_miss(args):
@@ -88,6 +102,7 @@ def cmd_bench_coherence(args):
             ring_drop=args.ring_drop,
             ring_duplicate=args.ring_duplicate,
             numa=args.numa,
+            microcode_only=args.microcode_only,
             line_bytes=args.line_bytes,
             log=log,
             spread=run_spread,
@@ -253,6 +268,7 @@ def register(sub):
         "cycle counter, in NCC-NUMA and NUMA mode.",
     )
     add_nodes_option(lat, 4, "cards in the ring")
+    add_microcode_only_option(lat)
     add_out_option(lat, "results/latency")
     add_spread_options(lat)
     mis = command(
@@ -310,6 +326,7 @@ def register(sub):
         help="probability that a ring packet arrives twice (each hop then holds a packet's copy)",
     )
     coh.add_argument("--numa", action="store_true", help="NUMA mode (no network cache)")
+    add_microcode_only_option(coh)
     coh.add_argument(
         "--line-bytes",
         type=int,

@@ -7,6 +7,7 @@ Source syntax, one instruction per line (``;`` starts a comment)::
     .vector request MREAD label ; the entry point for an incoming request command
     .vector request INVALID l   ; ... for a command value that is not a Command
     .vector local READ label    ; the entry point for a local request kind
+    .vector resume READ_SENT l  ; where the sequencer's fast path hands a miss back
     .dispatch STATE             ; the next instructions are the DISP table for that field
 
 Operands are enumeration names from :mod:`isa` (``HIT``, ``FWD``, ``HOME``...), states and
@@ -179,8 +180,10 @@ def assemble(text, filename="<source>"):
                     slot = isa.request_vector(_enum_value(Command, name, where))
                 elif space == "local":
                     slot = isa.local_vector(_enum_value(isa.LocalKind, name, where))
+                elif space == "resume":
+                    slot = isa.resume_vector(_enum_value(isa.Resume, name, where))
                 else:
-                    raise AssemblyError(f"{where}: .vector space is request or local, not {space!r}")
+                    raise AssemblyError(f"{where}: .vector space is request, local or resume, not {space!r}")
                 if slot in vectors:
                     raise AssemblyError(f"{where}: vector {space} {name} given twice")
                 vectors[slot] = (label, where)
@@ -248,6 +251,8 @@ def assemble(text, filename="<source>"):
 def _vector_name(slot):
     if slot == isa.INVALID_COMMAND_SLOT:
         return "request INVALID"
+    if slot >= isa.resume_vector(0):
+        return f"resume {isa.Resume(slot - isa.resume_vector(0)).name}"
     if slot >= isa.NUM_COMMAND_VECTORS:
         return f"local {isa.LocalKind(slot - isa.NUM_COMMAND_VECTORS).name}"
     for cmd in Command:

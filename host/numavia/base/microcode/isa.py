@@ -15,8 +15,9 @@ requests (they may wait for responses) and one handler context for incoming requ
 answered in one run, never waiting). A context runs until ``WAIT``, ``BACKOFF`` or ``END``.
 
 Control-store layout: address 0 onwards holds the vector table: one ``JMP`` per incoming request
-command (:func:`request_vector`), then one per local request kind (:func:`local_vector`); the
-assembler builds it from ``.vector`` directives.
+command (:func:`request_vector`), then one per local request kind (:func:`local_vector`), then
+the fast path's resume points (:func:`resume_vector`); the assembler builds it from ``.vector``
+directives.
 """
 
 from dataclasses import dataclass
@@ -72,7 +73,23 @@ def local_vector(kind):
     return NUM_COMMAND_VECTORS + int(kind)
 
 
-VECTOR_TABLE_SIZE = NUM_COMMAND_VECTORS + len(LocalKind)
+class Resume(IntEnum):
+    """Where the sequencer's hard-wired fast path hands a local miss back to the microcode: the
+    SEND of its attach request (the outgoing queue was full) and the instruction after that
+    SEND's WAIT (the answer came). The microcode names them with ``.vector resume``, so the fast
+    path follows the program wherever the assembler puts it."""
+
+    READ_SEND = 0
+    READ_SENT = 1
+    WRITE_SEND = 2
+    WRITE_SENT = 3
+
+
+def resume_vector(point):
+    return NUM_COMMAND_VECTORS + len(LocalKind) + int(point)
+
+
+VECTOR_TABLE_SIZE = NUM_COMMAND_VECTORS + len(LocalKind) + len(Resume)
 
 
 # --- Operand enumerations -------------------------------------------------------------------------
@@ -326,7 +343,12 @@ OPS = {
         Op(
             "REPLY",
             33,
-            (_o("ptr", Ptr, "a"), _o("flag", FlagSrc, "b"), _o("data", DataSrc, "c"), _o("status", "imm:Status", "imm")),
+            (
+                _o("ptr", Ptr, "a"),
+                _o("flag", FlagSrc, "b"),
+                _o("data", DataSrc, "c"),
+                _o("status", "imm:Status", "imm"),
+            ),
             "answer the message being handled (the directory's MSTATE goes along)",
         ),
         Op(
