@@ -74,7 +74,10 @@ void nv_reg_write(uint32_t offset, uint32_t value)
             fake.node_id = value & NV_NODE_ID_MASK;
         break;
     case NV_CTRL_CTRL: fake.ctrl = value & 0xff; break;
-    case NV_RAC_CTRL: fake.rac_ctrl = fake.refuse_loaded ? 0 : value & NV_RAC_CTRL_LOADED_MASK; break;
+    case NV_RAC_CTRL:
+        fake.rac_ctrl = value & (fake.refuse_loaded ? NV_RAC_CTRL_MICROCODE_ONLY_MASK
+                                                    : NV_RAC_CTRL_LOADED_MASK | NV_RAC_CTRL_MICROCODE_ONLY_MASK);
+        break;
     case NV_RAC_UCODE_ADDR: fake.ucode_addr = value; break;
     case NV_RAC_UCODE_WDATA_LO: fake.wdata_lo = value; break;
     case NV_RAC_UCODE_WDATA_HI:

@@ -99,6 +99,21 @@ static void test_ucode_loads_verifies_and_goes_live(void)
     CHECK(bad == 99);
 }
 
+static void test_fast_path_switch_survives_a_reload(void)
+{
+    struct nv_ucode_image img = image();
+    uint32_t bad = 99;
+    fake_card_reset(0);
+    CHECK(nv_ucode_fast_path()); /* on after reset */
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK);
+    nv_ucode_set_fast_path(false);
+    CHECK(!nv_ucode_fast_path() && (fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK)); /* still live */
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK);
+    CHECK(!nv_ucode_fast_path() && (fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
+    nv_ucode_set_fast_path(true);
+    CHECK(nv_ucode_fast_path() && (fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
+}
+
 static void test_ucode_bad_inputs_and_faults(void)
 {
     struct nv_ucode_image img = image();
@@ -240,6 +255,7 @@ int main(void)
     test_cycles_are_64_bit();
     test_crc32_matches_zlib();
     test_ucode_loads_verifies_and_goes_live();
+    test_fast_path_switch_survives_a_reload();
     test_ucode_bad_inputs_and_faults();
     test_an_image_that_fails_its_check_leaves_the_running_one_live();
     test_ucode_verify_checks_a_live_store_without_writing_it();

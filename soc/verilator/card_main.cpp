@@ -42,7 +42,7 @@ struct Options {
     double write_fraction = 0.4;
     unsigned max_gap = 30;
     bool numa = false;
-    bool microcode_only = false;  // the sequencer's hard-wired fast path off
+    bool microcode_only = false;   // the sequencer's hard-wired fast path off
     uint64_t watchdog = 2'000'000;
     std::string ucode;
     bool access_log = true;   // every access to accesses.node<i>.log (off for long traces)
@@ -61,7 +61,8 @@ struct ScriptStep {
     std::fprintf(stderr,
                  "bench: %s\n"
                  "usage: Vnumavia_card --ucode FILE [--ops N] [--hot-lines N] [--words N] [--write-fraction F]\n"
-                 "       [--max-gap N] [--numa] [--microcode-only] [--watchdog N] [--no-access-log] [--script FILE] [--trace-dir DIR]\n%s",
+                 "       [--max-gap N] [--numa] [--microcode-only] [--watchdog N] [--no-access-log] [--script FILE] "
+                 "[--trace-dir DIR]\n%s",
                  msg.c_str(), RingOptions::kUsage);
     std::exit(2);
 }
@@ -183,8 +184,7 @@ public:
             regs_->write(NV_RAC_UCODE_WDATA_LO, uint32_t(w));
             regs_->write(NV_RAC_UCODE_WDATA_HI, uint32_t(w >> 32));
         }
-        regs_->write(NV_RAC_CTRL,
-                     NV_RAC_CTRL_LOADED_MASK | (opt.microcode_only ? NV_RAC_CTRL_MICROCODE_ONLY_MASK : 0));
+        regs_->write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK | (opt.microcode_only ? NV_RAC_CTRL_MICROCODE_ONLY_MASK : 0));
         *ports_.rst = 1;
         model_->eval();
         clocks_.settled();

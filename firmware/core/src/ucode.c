@@ -90,7 +90,8 @@ nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
     if ((nv_reg_read(NV_RAC_STATUS) & NV_RAC_STATUS_LOADED_MASK) && (status = check_image_crc(image)) != NV_OK)
         return status;
     /* The store can only be written while the sequencer is not live. */
-    nv_reg_write(NV_RAC_CTRL, 0);
+    uint32_t keep = nv_reg_read(NV_RAC_CTRL) & NV_RAC_CTRL_MICROCODE_ONLY_MASK;
+    nv_reg_write(NV_RAC_CTRL, keep);
     nv_reg_write(NV_RAC_UCODE_ADDR, 0);
     for (uint32_t i = 0; i < image->count; i++) {
         nv_reg_write(NV_RAC_UCODE_WDATA_LO, (uint32_t)image->words[i]);
@@ -99,8 +100,19 @@ nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
     status = nv_ucode_verify(image, bad_word);
     if (status != NV_OK)
         return status;
-    nv_reg_write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK);
+    nv_reg_write(NV_RAC_CTRL, NV_RAC_CTRL_LOADED_MASK | keep);
     if (!(nv_reg_read(NV_RAC_STATUS) & NV_RAC_STATUS_LOADED_MASK))
         return NV_ERR_NOT_LOADED;
     return NV_OK;
+}
+
+void nv_ucode_set_fast_path(bool on)
+{
+    uint32_t ctrl = nv_reg_read(NV_RAC_CTRL) & ~NV_RAC_CTRL_MICROCODE_ONLY_MASK;
+    nv_reg_write(NV_RAC_CTRL, ctrl | (on ? 0 : NV_RAC_CTRL_MICROCODE_ONLY_MASK));
+}
+
+bool nv_ucode_fast_path(void)
+{
+    return !(nv_reg_read(NV_RAC_CTRL) & NV_RAC_CTRL_MICROCODE_ONLY_MASK);
 }

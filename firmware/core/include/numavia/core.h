@@ -2,6 +2,7 @@
 #ifndef NUMAVIA_CORE_H
 #define NUMAVIA_CORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "numavia/platform.h"
@@ -79,6 +80,12 @@ nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word);
  * what was read; writes nothing to the store and leaves the sequencer as it is (live or not).
  * On NV_ERR_READBACK, `*bad_word` (if not NULL) is the first address that differs. */
 nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word);
+
+/* The sequencer's hard-wired fast path (plain misses, home reads and writes) on or off. Off, the
+ * microcode alone runs every transaction: needed for a control store whose protocol differs from
+ * the stock one. On after reset; nv_ucode_load keeps the setting. */
+void nv_ucode_set_fast_path(bool on);
+bool nv_ucode_fast_path(void);
 
 /* The boot sequence every port runs: probe, scratch check, node id from the strap, microcode,
  * banner. `port` names the build ("bare-metal", "zephyr") in the banner. */

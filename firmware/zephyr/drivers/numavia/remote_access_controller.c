@@ -25,6 +25,20 @@ int numavia_rac_get_status(const struct device *rac, struct numavia_rac_status *
     return 0;
 }
 
+void numavia_rac_set_fast_path(const struct device *rac, bool on)
+{
+    ARG_UNUSED(rac);
+    nv_ucode_set_fast_path(on);
+}
+
+static int rac_init(const struct device *dev)
+{
+    int err = numavia_block_init(dev);
+    if (err == 0)
+        nv_ucode_set_fast_path(IS_ENABLED(CONFIG_NUMAVIA_RAC_FAST_PATH));
+    return err;
+}
+
 nv_status numavia_ucode_load(const struct device *rac, uint32_t *bad_word)
 {
     ARG_UNUSED(rac);
@@ -46,7 +60,7 @@ nv_status numavia_ucode_load_image(const struct device *rac, const struct nv_uco
 #define RAC_DEFINE(inst)                                                                                               \
     NUMAVIA_BLOCK_CHECK_ADDRESS(inst, NV_RAC_BASE);                                                                    \
     NUMAVIA_BLOCK_CONFIG_DEFINE(inst, rac_config_##inst);                                                              \
-    DEVICE_DT_INST_DEFINE(inst, numavia_block_init, NULL, NULL, &rac_config_##inst, POST_KERNEL,                       \
+    DEVICE_DT_INST_DEFINE(inst, rac_init, NULL, NULL, &rac_config_##inst, POST_KERNEL,                                 \
                           CONFIG_NUMAVIA_BLOCK_INIT_PRIORITY, NULL);
 
 DT_INST_FOREACH_STATUS_OKAY(RAC_DEFINE)

@@ -39,6 +39,10 @@ struct numavia_rac_status {
 
 int numavia_rac_get_status(const struct device *rac, struct numavia_rac_status *status);
 
+/* The sequencer's hard-wired fast path on or off (CONFIG_NUMAVIA_RAC_FAST_PATH sets it at boot);
+ * off, the microcode alone runs every transaction. */
+void numavia_rac_set_fast_path(const struct device *rac, bool on);
+
 /* The microcode image built into this firmware (generated from gateware/microcode). */
 const struct nv_ucode_image *numavia_ucode_image(void);
 
