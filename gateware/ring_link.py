@@ -71,6 +71,8 @@ from amaranth.lib.wiring import In, Out
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
 from numavia.base.sci_packet import (
+    ABORT_CRC_XOR,
+    ABORT_RESIDUE,
     CRC_INIT,
     CRC_POLY,
     ECHO_HEADER_SYMBOLS,
@@ -396,7 +398,8 @@ class RingLink(wiring.Component):
         ]
         with m.If(bypass.w_en & ~bypass.w_rdy):
             m.d.sync += bypass_overflow.eq(1)
-        with m.If(end & forward_q & ~intact & self.enable):
+        # An aborted packet (its sender's data came too late) is resent at once: not debris.
+        with m.If(end & forward_q & ~intact & (rx_crc != ABORT_RESIDUE) & self.enable):
             m.d.sync += [suspect.eq(first_q), suspect_valid.eq(1), suspect_age.eq(0)]
 
         # Packets for this node: header symbols into a register, data words into the tail slot of
@@ -468,11 +471,14 @@ class RingLink(wiring.Component):
         in_in_data = Signal()  # the head packet's header is taken; its data words go out now
         in_headers_r = in_headers.read_port(domain="comb")
         in_data_r = in_data.read_port()
-        head_header = HeaderLayout(in_headers_r.data)
+        # An empty queue offers a packet in the cycle of its verdict, from the header register
+        # (its data words are already in their slot).
+        head_header = Signal(HeaderLayout)
         m.d.comb += [
             in_headers_r.addr.eq(in_head),
-            self.recv_header.payload.eq(in_headers_r.data),
-            self.recv_header.valid.eq((in_count != 0) & ~in_in_data),
+            head_header.eq(Mux(in_count == 0, rx_header, in_headers_r.data)),
+            self.recv_header.payload.eq(head_header),
+            self.recv_header.valid.eq(((in_count != 0) | commit) & ~in_in_data),
             self.recv_data.payload.eq(in_data_r.data),
             self.recv_data.valid.eq(in_in_data),
             # Synchronous read, addressed one cycle ahead: the word after an accepted one.
@@ -500,7 +506,6 @@ class RingLink(wiring.Component):
         any_free, free_slot = _first_set(m, "free_slot", [free_slots[i] for i in range(self.out_depth)])
         filling = Signal()  # header taken, data words being written
         fill_slot = Signal(slot_bits)
-        fill_target = Signal(NODE_ID_BITS)
         fill_word = Signal(word_bits)
         enqueue = Signal()
         enqueue_slot = Signal(slot_bits)
@@ -527,26 +532,21 @@ class RingLink(wiring.Component):
             out_data_w.data.eq(self.send_data.payload),
             out_data_w.en.eq(self.send_data.valid & self.send_data.ready),
         ]
+        # A packet is queued with its header (cut-through): the output may start it while its data
+        # words are still coming, and checks each word is written before sending it.
         with m.If(self.send_header.valid & self.send_header.ready):
-            m.d.comb += allocated.eq(Const(1, self.out_depth) << free_slot)
+            m.d.comb += [
+                allocated.eq(Const(1, self.out_depth) << free_slot),
+                enqueue.eq(1),
+                enqueue_slot.eq(free_slot),
+                enqueue_target.eq(self.send_header.payload.target),
+            ]
             with m.If(self.send_header.payload.has_data):
-                m.d.sync += [
-                    filling.eq(1),
-                    fill_slot.eq(free_slot),
-                    fill_word.eq(0),
-                    fill_target.eq(self.send_header.payload.target),
-                ]
-            with m.Else():
-                m.d.comb += [
-                    enqueue.eq(1),
-                    enqueue_slot.eq(free_slot),
-                    enqueue_target.eq(self.send_header.payload.target),
-                ]
+                m.d.sync += [filling.eq(1), fill_slot.eq(free_slot), fill_word.eq(0)]
         with m.If(self.send_data.valid & self.send_data.ready):
             m.d.sync += fill_word.eq(fill_word + 1)
             with m.If(fill_word == DATA_WORDS - 1):
                 m.d.sync += filling.eq(0)
-                m.d.comb += [enqueue.eq(1), enqueue_slot.eq(fill_slot), enqueue_target.eq(fill_target)]
 
         # Queued packets in arrival order (slot and target), a list that can lose any entry: the
         # dispatcher takes the oldest packet whose target has nothing in flight, so per-target order
@@ -559,7 +559,9 @@ class RingLink(wiring.Component):
         ctx_attempts = [Signal(8, name=f"ctx{c}_attempts") for c in range(n_contexts)]
         ctx_timer = [Signal(16, name=f"ctx{c}_timer") for c in range(n_contexts)]
         ctx_accepted = [Signal(name=f"ctx{c}_accepted_while_sending") for c in range(n_contexts)]
-        ctx_sent = [Signal(name=f"ctx{c}_sent") for c in range(n_contexts)]  # sent at least once
+        ctx_sent = [Signal(name=f"ctx{c}_sent") for c in range(n_contexts)]  # sent whole at least once
+        # Aborted for want of data: resent only once its slot is complete, so it cannot underrun twice.
+        ctx_underran = [Signal(name=f"ctx{c}_underran") for c in range(n_contexts)]
         ctx_in_use = [state != _Context.FREE for state in ctx_state]
 
         queue_slot = [Signal(slot_bits, name=f"queue{i}_slot") for i in range(self.out_depth)]
@@ -613,7 +615,10 @@ class RingLink(wiring.Component):
         tx_context = Signal(range(max(2, n_contexts)))
         tx_slot = Signal(slot_bits)
 
-        ready_contexts = [state == _Context.READY for state in ctx_state]
+        ready_contexts = [
+            (ctx_state[c] == _Context.READY) & ~(ctx_underran[c] & filling & (fill_slot == ctx_slot[c]))
+            for c in range(n_contexts)
+        ]
         # Round robin among contexts ready to send: the first after the last one sent, else the first.
         later_ready = [ready_contexts[c] & (tx_context < c) for c in range(n_contexts)]
         any_later, later_choice = _first_set(m, "later_ready", later_ready)
@@ -645,8 +650,15 @@ class RingLink(wiring.Component):
         ]
 
         out_data_r = out_data.read_port()
-        # Synchronous read addressed for the next symbol: valid when a data symbol is due.
-        m.d.comb += out_data_r.addr.eq(Cat((tx_index + 1 - HEADER_SYMBOLS)[1 : 1 + word_bits], tx_slot))
+        # Synchronous read addressed for the next symbol: valid when a data symbol is due, if its
+        # word had been written when it was addressed (a write is not seen by a read in its cycle).
+        tx_word = Signal(word_bits)
+        tx_word_written = Signal()
+        m.d.comb += [
+            tx_word.eq((tx_index + 1 - HEADER_SYMBOLS)[1 : 1 + word_bits]),
+            out_data_r.addr.eq(Cat(tx_word, tx_slot)),
+        ]
+        m.d.sync += tx_word_written.eq(~filling | (fill_slot != tx_slot) | (fill_word > tx_word))
 
         echo_pending = self.enable & echoes.r_rdy
         packet_pending = self.enable & any_ready
@@ -655,6 +667,7 @@ class RingLink(wiring.Component):
         tx_start_packet = Signal()
         tx_start_echo = Signal()
         tx_end_packet = Signal()
+        tx_underrun = Signal()  # a data word due is not written: the packet ends here, aborted
         bypass_underrun = Signal()
 
         def start_own(header, length):
@@ -709,6 +722,9 @@ class RingLink(wiring.Component):
                     m.d.comb += tx_end_packet.eq(tx_is_packet)
                 with m.Elif(tx_index < HEADER_SYMBOLS):
                     m.d.comb += symbol.eq(header_symbol(tx_shift, 0))
+                with m.Elif(~tx_word_written):
+                    m.d.comb += [symbol.eq(tx_crc ^ ABORT_CRC_XOR), tx_underrun.eq(1)]
+                    m.d.sync += out_state.eq(_Output.GAP)
                 with m.Elif((tx_index - HEADER_SYMBOLS)[0]):
                     m.d.comb += symbol.eq(out_data_r.data[:16])
                 with m.Else():
@@ -724,6 +740,7 @@ class RingLink(wiring.Component):
                 m.d.sync += out_state.eq(_Output.IDLE)
         events["TX_ECHOES"].append(tx_start_echo)
         events["TX_PACKETS"].append(tx_start_packet)
+        events["TX_UNDERRUNS"].append(tx_underrun)
 
         # --- Transmit contexts --------------------------------------------------------------------
         releasing = [state == _Context.DONE for state in ctx_state]
@@ -777,6 +794,7 @@ class RingLink(wiring.Component):
                             ctx_seq[c].eq(tx_seq.bit_select(dispatch_target, 1)),
                             ctx_attempts[c].eq(0),
                             ctx_sent[c].eq(0),
+                            ctx_underran[c].eq(0),
                         ]
                 with m.Case(_Context.READY):
                     # A late echo of an earlier copy completes it; a packet never sent cannot
@@ -787,19 +805,29 @@ class RingLink(wiring.Component):
                         m.d.sync += [
                             state.eq(_Context.SENDING),
                             ctx_accepted[c].eq(0),
-                            ctx_sent[c].eq(1),
                             ctx_attempts[c].eq(Mux(ctx_attempts[c] == 0xFF, 0xFF, ctx_attempts[c] + 1)),
                         ]
                 with m.Case(_Context.SENDING):
                     # The slot is being read: an ACCEPTED echo (of an earlier copy) waits for the end.
-                    with m.If(match & echo_accepted):
+                    earlier_accepted = match & echo_accepted & ctx_sent[c]
+                    with m.If(earlier_accepted):
                         m.d.sync += ctx_accepted[c].eq(1)
                     with m.If(tx_end_packet & (tx_context == c)):
-                        m.d.sync += timer.eq(0)
-                        with m.If(ctx_accepted[c] | (match & echo_accepted)):
+                        m.d.sync += [timer.eq(0), ctx_sent[c].eq(1)]
+                        with m.If(ctx_accepted[c] | earlier_accepted):
                             m.d.sync += state.eq(_Context.DONE)
                         with m.Else():
                             m.d.sync += state.eq(_Context.WAIT_ECHO)
+                    with m.Elif(tx_underrun & (tx_context == c)):
+                        # Nobody takes an aborted copy: not an attempt; again as soon as the data is in.
+                        m.d.sync += [
+                            ctx_underran[c].eq(1),
+                            ctx_attempts[c].eq(Mux(ctx_attempts[c] == 0, 0, ctx_attempts[c] - 1)),
+                        ]
+                        with m.If(ctx_accepted[c] | earlier_accepted):
+                            m.d.sync += state.eq(_Context.DONE)
+                        with m.Else():
+                            m.d.sync += state.eq(_Context.READY)
                 with m.Case(_Context.WAIT_ECHO):
                     with m.If(match & echo_accepted):
                         m.d.sync += state.eq(_Context.DONE)

@@ -31,7 +31,7 @@ from support.ring_bench import (
     tx_monitor,
     wait_cycles,
 )
-from support.ring_bfm import packet_from_header, receive, send
+from support.ring_bfm import packet_from_header, receive, send, send_data, send_header
 from support.sim import run_simulation
 
 from numavia.base import regmap
@@ -421,7 +421,9 @@ def test_full_echo_queue_drops_the_packet_unechoed_for_the_sender_to_retry():
 
     async def tb(ctx, bench, transmitted):
         link = bench.link
+        ctx.set(bench.enable, 0)  # held back until queued whole, so that it starts when enabled
         await send(ctx, link, own)
+        ctx.set(bench.enable, 1)
         while not ctx.get(link.tx.frame):
             await ctx.tick()
         # All three verdicts fall while the own packet is on the wire: one echo waits, the queue
@@ -830,9 +832,10 @@ def test_node_downstream_of_heavy_traffic_still_injects():
         await wait_cycles(ctx, 300)
         for packet in own:
             traffic.sent.setdefault((1, packet.target), []).append(as_sent_by(packet, 1))
-            await send(ctx, link, packet)
-            queued = ctx.get(bench.cycle)
             seen = len(node1_tx)
+            await send_header(ctx, link, packet)
+            queued = ctx.get(bench.cycle)  # queued with its header: the data follows as it goes out
+            await send_data(ctx, link, packet.data)
             while True:
                 await ctx.tick()
                 mine = [cycle for cycle, symbols in node1_tx[seen:] if len(symbols) > 3 and decode(symbols).source == 1]

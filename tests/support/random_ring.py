@@ -14,6 +14,7 @@ from numavia.base.sci_packet import (
     Packet,
     PacketError,
     PacketType,
+    aborted,
     crc16,
     decode,
     encode,
@@ -120,7 +121,7 @@ class RingFuzz:
             return "scrubbed"
         self.counts["BYPASSED"] += 1
         self.forwarded.append(list(symbols))
-        if not good:
+        if not good and not aborted(symbols):  # an aborted packet is resent at once, not debris
             self.suspect = (symbols[0], end)
         return "forwarded"
 
