@@ -11,7 +11,8 @@ Ring side
 
 Receive
     A packet for this node is checked (CRC, length, type). Bad: dropped and counted, no echo (the
-    sender times out). An echo goes to the transmit side. A request/response is judged by the
+    sender times out). An echo goes to the transmit side. A good packet is offered on ``recv_header``
+    in the cycle of its verdict when the incoming queue is empty. A request/response is judged by the
     link-level alternating bit of its (source, this node) pair: same bit as the last packet accepted
     from that source means duplicate (echo ACCEPTED again, not stored); otherwise it is stored if the
     incoming queue had room when the packet began (echo ACCEPTED) or refused (echo BUSY). A packet
@@ -20,6 +21,11 @@ Receive
 Transmit
     The sequencer writes a header (``send_header``; the link fills in ``source`` and ``seq``) then,
     if ``has_data``, exactly one line of words (``send_data``) into one of ``out_depth`` slots.
+    The packet is queued with its header (cut-through): it may go out while its words are still
+    coming, each word checked to be written before it is sent. A word that is not (the producer fell
+    behind) ends that copy at once with its CRC inverted (``sci_packet.abort``; counted in
+    TX_UNDERRUNS): its target drops it as corrupt, and the packet goes again, whole, as soon as its
+    last word is in. An aborted copy is not an attempt (it counts towards nothing below).
     Up to ``max_outstanding`` packets are in flight (sent, awaiting their echo), at most one per
     target, so packets to one target leave in the order they were queued and one alternating bit
     per target suffices. ACCEPTED: the slot is freed and the target's bit toggles. BUSY: resend after
@@ -43,6 +49,8 @@ Scrubber
     forwarded and removes the next packet starting with that symbol seen within
     ``ECHO_TIMEOUT / 2`` cycles: one ring revolution is much shorter than that, while a sender's
     resend of a corrupt packet comes at least ``ECHO_TIMEOUT`` later and is not mistaken for it.
+    An aborted packet (its CRC residue is ``sci_packet.ABORT_RESIDUE``) is resent at once, so it
+    is not remembered.
 
 Alternating bits
     A sender's bit per target starts at 0; a receiver's last-accepted bit per source starts at 1,
@@ -56,7 +64,8 @@ Known limits
       obeys); ``sci_packet`` is left as it is.
     * The scrubber remembers one suspect per node: debris arriving faster than one per revolution
       may circle more than once before it goes. A corrupt packet whose CRC still checks (about one
-      in 65536 of multi-bit errors) is not recognised by anyone.
+      in 65536 of multi-bit errors) is not recognised by anyone, nor is debris whose residue happens
+      to be that of an aborted packet (as rare).
     * While ``enable`` is low nothing is sent, but packets already awaiting an echo keep counting
       towards their timeout and may be given up.
     * A context stays occupied until the sequencer takes its ``failed`` report.
