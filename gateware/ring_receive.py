@@ -168,7 +168,7 @@ class RingReceive(wiring.Component):
             self.passing.payload.first.eq(start),
             self.passing.payload.end.eq(end),
             # An aborted packet (its sender's data came too late) is resent at once: not debris.
-            self.passing.payload.corrupt.eq(~intact & (rx_crc != ABORT_RESIDUE)),
+            self.passing.payload.corrupt.eq(end & ~intact & (rx_crc != ABORT_RESIDUE)),
         ]
 
         # --- Packets for this node ----------------------------------------------------------------
