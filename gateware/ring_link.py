@@ -2,6 +2,12 @@
 queues (the paper's dual-port memory). Link-level reliability only: what the packets mean is the
 sequencer's business.
 
+Four components with one job each, joined here with ``wiring.connect`` (this module keeps the
+registers and counters): :class:`~.ring_receive.RingReceive` (deframing, CRC check, alternating
+bit, incoming queue, echoes owed), :class:`~.ring_bypass.RingBypass` (forwarding FIFO, scrubber),
+:class:`~.ring_transmit.RingTransmit` (outgoing slots, output arbitration, framing, CRC) and
+:class:`~.ring_retry.RingRetry` (packets in flight, echo matching, timeouts, back-off, give-up).
+
 Ring side
     ``rx``/``tx`` carry one :data:`SymbolLayout` per cycle; ``frame`` is high on every symbol of a
     packet and low for at least one cycle between packets (that low cycle is the only delimiter).
