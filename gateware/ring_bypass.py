@@ -5,6 +5,8 @@ docstring, "Scrubber").
 ``passing`` brings every packet that is not this node's, symbol by symbol, then its end (with
 whether it proved corrupt); ``out`` gives the forwarded symbols, each packet followed by an end
 marker (``end`` set), to the output, which pops an entry a cycle while it sends a bypassed packet.
+An empty FIFO is passed by: the entry coming in is offered on ``out`` in the same cycle, and stored
+only if the output does not take it.
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -42,12 +44,6 @@ class RingBypass(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.fifo = bypass = fifo.SyncFIFO(width=BypassEntry.size, depth=self.depth)
-        m.d.comb += [
-            self.out.valid.eq(bypass.r_rdy),
-            self.out.payload.eq(bypass.r_data),
-            bypass.r_en.eq(self.out.ready),
-            self.level.eq(bypass.level),
-        ]
         incoming = self.passing.payload
         starting = self.passing.valid & incoming.first
         ending = self.passing.valid & incoming.end
@@ -77,9 +73,16 @@ class RingBypass(wiring.Component):
             m.d.sync += [suspect.eq(first_q), suspect_valid.eq(1), suspect_age.eq(0)]
 
         # Forwarded packets: their symbols, then an end marker.
+        forwarding = self.passing.valid & forward_now
+        entry = Cat(incoming.data, incoming.end)
+        passed_by = ~bypass.r_rdy & self.out.ready  # the FIFO is empty and the output takes the entry
         m.d.comb += [
-            bypass.w_en.eq(self.passing.valid & forward_now),
-            bypass.w_data.eq(Cat(incoming.data, incoming.end)),
+            self.out.valid.eq(bypass.r_rdy | forwarding),
+            self.out.payload.eq(Mux(bypass.r_rdy, bypass.r_data, entry)),
+            bypass.r_en.eq(self.out.ready),
+            bypass.w_en.eq(forwarding & ~passed_by),
+            bypass.w_data.eq(entry),
+            self.level.eq(bypass.level),
             self.events.BYPASS_OVERFLOW.eq(bypass.w_en & ~bypass.w_rdy),
         ]
         return m

@@ -96,9 +96,8 @@ from .ring_transmit import RingTransmit
 from .sci_layouts import HeaderLayout, SymbolLayout
 
 #: Cycles from a symbol on ``rx`` to the same symbol on ``tx`` through an idle node: ``rx`` is
-#: registered (1), written into the bypass FIFO (2: readable the next cycle), then popped into the
-#: ``tx`` register (3).
-BYPASS_LATENCY = 3
+#: registered (1), then passes the empty bypass FIFO into the ``tx`` register (2).
+BYPASS_LATENCY = 2
 
 #: Cycles from the last symbol of a packet on ``rx`` to the first symbol of its echo on ``tx``
 #: through an idle node: ``rx`` register (1), the verdict in the idle cycle that ends the packet

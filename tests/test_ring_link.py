@@ -716,7 +716,7 @@ def test_idle_ring_latencies():
     """On an idle ring a packet gains ``delay + BYPASS_LATENCY`` cycles per node it passes and its
     echo leaves ECHO_TURNAROUND cycles after the packet's last symbol: the round trip to the last
     echo symbol is ``L + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY``
-    for a packet of L symbols (38 and 70 cycles for 4 nodes and a delay of 4)."""
+    for a packet of L symbols (36 and 68 cycles for 4 nodes and a delay of 4)."""
     nodes, delay = 4, 4
     packets = [Packet(target=2, cmd=1), Packet(target=2, cmd=2, has_data=1, data=list(range(16)))]
     bench = RingBench(nodes, delay=delay)
@@ -741,7 +741,7 @@ def test_idle_ring_latencies():
         echo_length = len(seen[3][k][1])
         round_trips.append(echo_forwarded + delay + echo_length - 1 - sent)
         assert round_trips[-1] == length + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY
-    assert round_trips == [38, 70]
+    assert round_trips == [36, 68]
 
 
 @pytest.mark.parametrize("nodes", [2, 4])
@@ -923,6 +923,9 @@ def test_node_downstream_of_heavy_traffic_still_injects():
         link = bench.links[1]
         await wait_cycles(ctx, 300)
         for packet in own:
+            # After the previous packet's echo: a packet held back for its target is not measured here.
+            while field("STATUS", "OUTSTANDING", await read(ctx, link.bus, reg("STATUS"))):
+                await wait_cycles(ctx, 4)
             traffic.sent.setdefault((1, packet.target), []).append(as_sent_by(packet, 1))
             seen = len(node1_tx)
             await send_header(ctx, link, packet)
