@@ -14,6 +14,8 @@ from numavia.base.sci_packet import (
     Packet,
     PacketError,
     PacketType,
+    abort,
+    aborted,
     crc16,
     decode,
     encode,
@@ -120,7 +122,7 @@ class RingFuzz:
             return "scrubbed"
         self.counts["BYPASSED"] += 1
         self.forwarded.append(list(symbols))
-        if not good:
+        if not good and not aborted(symbols):  # an aborted packet is resent at once, not debris
             self.suspect = (symbols[0], end)
         return "forwarded"
 
@@ -156,7 +158,7 @@ class RingFuzz:
         """Fragments (symbol lists, each framed on its own) of a damaged or invented packet."""
         rng = self.rng
         base = rng.choice([encode(self.legit_for_me()), self.legit_for_others(), self.hostile_echo()])
-        m = rng.randrange(9)
+        m = rng.randrange(10)
         if m == 0:  # bit errors anywhere (the CRC catches them)
             for _ in range(rng.randint(1, 3)):
                 i = rng.randrange(len(base))
@@ -182,9 +184,11 @@ class RingFuzz:
             base[0] = with_routing(base[0], source=RING_NODE)
             if routing(base[0])["target"] == RING_NODE:
                 base[0] = with_routing(base[0], target=RING_PEER + 1)
-        else:  # a packet for a node that does not exist, corrupted
+        elif m == 8:  # a packet for a node that does not exist, corrupted
             base[0] = with_routing(base[0], target=62)
             base[rng.randrange(1, len(base))] ^= 0x8000
+        else:  # aborted by its sender (data too late): dropped by its target, forwarded by others
+            base = abort(base[: rng.randint(1, len(base) - 1)])
         return [base]
 
 

@@ -21,13 +21,22 @@ def packet_from_header(value):
 async def send(ctx, link, packet, *, limit=None):
     """Queue ``packet`` on ``link``'s outgoing queue: its header, then its data words. Returns the
     cycles ``send_header`` held it back."""
-    waited = await send_beat(
+    waited = await send_header(ctx, link, packet, limit=limit)
+    await send_data(ctx, link, packet.data)
+    return waited
+
+
+async def send_header(ctx, link, packet, *, limit=None):
+    """The header of ``packet`` into ``link``'s outgoing queue (the packet is queued from here on)."""
+    return await send_beat(
         ctx, link.send_header, link.send_header.payload.shape().from_bits(packet.header_value()), timeout=limit
     )
-    if packet.has_data:
-        for word in packet.data:
-            await send_beat(ctx, link.send_data, word)
-    return waited
+
+
+async def send_data(ctx, link, words):
+    """Data words into the slot of the header sent last, one per cycle."""
+    for word in words:
+        await send_beat(ctx, link.send_data, word)
 
 
 async def receive(ctx, link):

@@ -480,6 +480,11 @@ RING_COUNTERS = (
     ("UNDELIVERABLE", "Own packets that came back around the ring untaken and were removed"),
     ("ECHO_OVERFLOWS", "Packets for this node dropped unechoed because the echo queue was full"),
     ("SCRUBBED", "Corrupt packets removed on their second pass (nobody else would remove them)"),
+    (
+        "TX_UNDERRUNS",
+        "Own packets started before their data was all queued and aborted when a word came too late "
+        "(resent as soon as the data is in; the target counts the aborted copy in CRC_ERRORS)",
+    ),
 )
 
 RING = Block(

@@ -14,6 +14,10 @@ On the ring a packet is a sequence of 16-bit symbols sent while the link's ``fra
 Header fields are packed most significant first, symbol 0 first. Data word *i* (32 bits) goes
 as symbols ``2i`` (bits 31..16) and ``2i+1`` (bits 15..0). The CRC is CRC-16/CCITT-FALSE
 (polynomial 0x1021, initial value 0xFFFF) over every preceding symbol, high byte first.
+
+A sender that starts a packet before all its data is there (cut-through) and finds a word missing
+ends the packet at once with its CRC inverted (:func:`abort`): no receiver takes it, and a node that
+forwards it tells it from a corrupted packet by its CRC residue, :data:`ABORT_RESIDUE` instead of 0.
 """
 
 from dataclasses import dataclass, field
@@ -135,8 +139,10 @@ def home_of(addr):
     return addr >> ADDR_HOME_SHIFT
 
 
-def crc16(symbols):
-    crc = CRC_INIT
+def crc16(symbols, init=CRC_INIT):
+    """The CRC register after ``symbols``: a packet's CRC symbol over the symbols before it, and
+    over a whole packet its residue (0 when intact)."""
+    crc = init
     for s in symbols:
         for byte in (s >> 8, s & 0xFF):
             crc ^= byte << 8
@@ -144,6 +150,22 @@ def crc16(symbols):
                 crc = ((crc << 1) ^ CRC_POLY) if crc & 0x8000 else crc << 1
                 crc &= 0xFFFF
     return crc
+
+
+#: XORed onto the CRC symbol of an aborted packet.
+ABORT_CRC_XOR = 0xFFFF
+#: The CRC residue of an aborted packet (the CRC is linear: the residue of the XOR alone).
+ABORT_RESIDUE = crc16([ABORT_CRC_XOR], init=0)
+
+
+def abort(symbols):
+    """The symbols of a packet its sender abandoned after ``symbols``: they and the inverted CRC."""
+    return list(symbols) + [crc16(symbols) ^ ABORT_CRC_XOR]
+
+
+def aborted(symbols):
+    """Whether a symbol sequence is an aborted packet (see :func:`abort`)."""
+    return crc16(symbols) == ABORT_RESIDUE
 
 
 class PacketError(ValueError):
