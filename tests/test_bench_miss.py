@@ -22,6 +22,9 @@ def test_engine_phases_of_a_remote_read_miss():
     assert phases["complete"] < line_words
     # The home's line goes from memory into the reply at a word per cycle, no buffer copy first.
     assert phases["home_data"] <= line_words + READ_LATENCY + 2
+    # The microcode alone does the same transaction, fetching its instructions: slower.
+    alone = miss.engine_phases(CONFIG, microcode_only=True)
+    assert alone["request"] > phases["request"] and alone["home_reply"] > phases["home_reply"]
 
 
 @pytest.mark.slow

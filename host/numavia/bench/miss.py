@@ -39,8 +39,9 @@ PHASES = (
 )
 
 
-def engine_phases(config):
-    """Cycles of each engine phase of a remote read miss (all but ``ring``), from the RTL."""
+def engine_phases(config, microcode_only=False):
+    """Cycles of each engine phase of a remote read miss (all but ``ring``), from the RTL; with
+    ``microcode_only``, the sequencers' hard-wired fast path off."""
     program = assemble(microcode_source().read_text(), microcode_source().name).words
     amap, geometry = config.address_map(), config.geometry()
     line = 3 * geometry.line_bytes
@@ -53,7 +54,9 @@ def engine_phases(config):
 
         async def run(ctx):
             ctx.set(dut.node_id, node_id)
-            await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, 1)
+            ctrl = regmap.RAC.register("CTRL")
+            value = ctrl.field("LOADED").mask | (ctrl.field("MICROCODE_ONLY").mask if microcode_only else 0)
+            await wishbone_write(ctx, dut.rac_bus, ctrl.offset, value)
             await testbench(ctx, dut)
 
         sim.add_testbench(run)
@@ -131,21 +134,29 @@ def engine_phases(config):
     return phases
 
 
-def run(nodes=(2, 4), *, config=None, log=print, spread=None):
+def run(nodes=(2, 4), *, config=None, log=print, spread=None, microcode_only=False):
     """The phases of one remote read miss (NCC-NUMA) on rings of ``nodes`` cards."""
     config = config or CardConfig(max_nodes=16, via=False)
     results.progress(log, 1, len(nodes) + 1, "the coherence engine's phases, in Amaranth's simulator")
-    engine = engine_phases(config)
+    engine = engine_phases(config, microcode_only)
     rings = []
     for done, n in enumerate(nodes, 2):
         results.progress(log, done, len(nodes) + 1, f"{n}-node ring: the whole miss, from the card's counter")
-        rows = latency.run(n, config=config, log=lambda message: None, spread=spread)["rows"]
+        rows = latency.run(n, config=config, log=lambda message: None, spread=spread, microcode_only=microcode_only)[
+            "rows"
+        ]
         total = next(r["ncc_cycles"] for r in rows if r["name"] == MISS_ROW)
         ring = total - sum(engine.values())
         if ring < 0:
             raise RuntimeError(f"{n}-node ring: the engine's phases ({sum(engine.values())}) exceed the miss ({total})")
         rings.append({"nodes": n, "total": total, "phases": dict(engine, ring=ring)})
-    return {"rings": rings, "clock_mhz": config.clk_freq_hz / 1e6, "config": config.as_dict(), "word": WORD}
+    return {
+        "rings": rings,
+        "clock_mhz": config.clk_freq_hz / 1e6,
+        "config": config.as_dict(),
+        "word": WORD,
+        "microcode_only": microcode_only,
+    }
 
 
 def report(figures, out):
@@ -157,7 +168,8 @@ def report(figures, out):
     return results.write(
         out,
         "miss",
-        title="Where the cycles of a remote read miss go (NCC-NUMA)",
+        title="Where the cycles of a remote read miss go (NCC-NUMA"
+        + (", microcode only)" if figures["microcode_only"] else ", fast path on)"),
         headers=headers,
         rows=rows,
         figures=figures,

@@ -77,7 +77,12 @@ def add_microcode_only_option(p):
 
 def cmd_bench_miss(args):
     run_spread = spread(args, max(args.nodes))
-    _run(args, lambda: miss.run(args.nodes, log=log, spread=run_spread), miss.report, "miss.{md,csv,json,png}")
+    _run(
+        args,
+        lambda: miss.run(args.nodes, log=log, spread=run_spread, microcode_only=args.microcode_only),
+        miss.report,
+        "miss.{md,csv,json,png}",
+    )
     return 0
 
 
@@ -286,6 +291,7 @@ def register(sub):
         default=[2, 4],
         help="ring sizes, comma-separated (default 2,4)",
     )
+    add_microcode_only_option(mis)
     add_out_option(mis, "results/miss")
     add_spread_options(mis)
     loc = command(
