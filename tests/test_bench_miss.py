@@ -4,6 +4,7 @@ reply), the whole miss on a 2-node RTL ring, and the command's argument errors."
 
 import pytest
 
+from numavia.base.errors import NumaviaError
 from numavia.bench import miss
 from numavia.cli import main
 from numavia.gateware.card import CardConfig
@@ -45,3 +46,23 @@ def test_bad_ring_sizes_are_refused(nodes, capsys):
         main(["bench", "miss", "--nodes", nodes])
     assert exit_info.value.code == 2
     assert "--nodes" in capsys.readouterr().err
+
+
+def test_a_baseline_run_is_tabulated_and_plotted_beside(tmp_path):
+    ring = {"nodes": 2, "total": 100, "phases": {key: 10 for key, _ in miss.PHASES} | {"ring": 50}}
+    figures = {"rings": [ring], "clock_mhz": 100.0, "config": {}, "word": miss.WORD, "microcode_only": False}
+    miss.report(figures, tmp_path / "before")
+    baseline = miss.load_baseline(tmp_path / "before" / "miss.json")
+    text = miss.report(dict(figures, baseline=baseline), tmp_path / "after")
+    assert "2 nodes, baseline (cycles)" in text and "2 nodes (cycles)" in text
+    assert (tmp_path / "after" / "miss.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("content", ["not json", '{"figures": {"rings": [{"nodes": 2}]}}', "{}"])
+def test_a_bad_baseline_is_refused(tmp_path, content):
+    path = tmp_path / "miss.json"
+    path.write_text(content)
+    with pytest.raises(NumaviaError, match="not the miss.json"):
+        miss.load_baseline(path)
+    with pytest.raises(NumaviaError, match="not the miss.json"):
+        miss.load_baseline(tmp_path / "missing.json")

@@ -9,6 +9,7 @@ and the requester from the reply header to the host's word (the reply's data off
 cycle behind its header, as the ring link hands it over). What is left of the whole miss is the
 ring link and the ring: queueing, framing, the wire, forwarding, CRC checks, both ways."""
 
+import json
 from pathlib import Path
 
 from amaranth.sim import Simulator
@@ -16,6 +17,7 @@ from matplotlib.figure import Figure
 
 from numavia.base import regmap
 from numavia.base.coherence import MemoryState
+from numavia.base.errors import NumaviaError
 from numavia.base.microcode.assembler import assemble
 from numavia.base.paths import microcode_source
 from numavia.base.sci_packet import Command, PacketType, Status
@@ -159,11 +161,29 @@ def run(nodes=(2, 4), *, config=None, log=print, spread=None, microcode_only=Fal
     }
 
 
+def load_baseline(baseline_json):
+    """The rings of an earlier run (its miss.json), to tabulate and plot beside a new one."""
+    try:
+        baseline = json.loads(Path(baseline_json).read_text())["figures"]
+        rings = baseline["rings"]
+        if not all({"nodes", "total", "phases"} <= set(r) for r in rings):
+            raise KeyError("rings")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise NumaviaError(f"{baseline_json}: not the miss.json of numavia bench miss ({e})") from None
+    return rings
+
+
+def _columns(figures):
+    """(title, ring) of every column: the baseline's rings first."""
+    columns = [(f"{r['nodes']} nodes, baseline", r) for r in figures.get("baseline", ())]
+    return columns + [(f"{r['nodes']} nodes", r) for r in figures["rings"]]
+
+
 def report(figures, out):
-    rings = figures["rings"]
-    headers = ["phase", *(f"{r['nodes']} nodes (cycles)" for r in rings)]
-    rows = [[label, *(r["phases"][key] for r in rings)] for key, label in PHASES]
-    rows.append(["whole miss", *(r["total"] for r in rings)])
+    columns = _columns(figures)
+    headers = ["phase", *(f"{title} (cycles)" for title, _ in columns)]
+    rows = [[label, *(r["phases"][key] for _, r in columns)] for key, label in PHASES]
+    rows.append(["whole miss", *(r["total"] for _, r in columns)])
     ns = 1000 / figures["clock_mhz"]
     return results.write(
         out,
@@ -185,16 +205,18 @@ def report(figures, out):
 
 
 def plot(figures, path: Path):
-    rings = figures["rings"]
-    fig = Figure(figsize=(9, 1.2 + 0.7 * len(rings)))
+    columns = _columns(figures)
+    fig = Figure(figsize=(9, 2.2 + 0.5 * len(columns)))
     ax = fig.subplots()
-    for i, ring in enumerate(rings):
+    for i, (_, ring) in enumerate(columns):
         left = 0
         for j, (key, label) in enumerate(PHASES):
             width = ring["phases"][key]
             ax.barh(i, width, left=left, color=f"C{j}", label=label if i == 0 else None)
             left += width
-    ax.set_yticks(range(len(rings)), [f"{r['nodes']} nodes" for r in rings])
+        ax.text(left + 2, i, str(left), va="center", fontsize=8)
+    ax.set_yticks(range(len(columns)), [title for title, _ in columns])
+    ax.invert_yaxis()
     ax.set_xlabel("cycles (card clock)")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2)
     fig.tight_layout()

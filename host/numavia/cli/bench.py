@@ -76,10 +76,16 @@ def add_microcode_only_option(p):
 
 
 def cmd_bench_miss(args):
+    baseline = miss.load_baseline(args.baseline) if args.baseline else ()  # checked before the runs
+
+    def measure():
+        figures = miss.run(args.nodes, log=log, spread=run_spread, microcode_only=args.microcode_only)
+        return dict(figures, baseline=baseline)
+
     run_spread = spread(args, max(args.nodes))
     _run(
         args,
-        lambda: miss.run(args.nodes, log=log, spread=run_spread, microcode_only=args.microcode_only),
+        measure,
         miss.report,
         "miss.{md,csv,json,png}",
     )
@@ -292,6 +298,11 @@ def register(sub):
         help="ring sizes, comma-separated (default 2,4)",
     )
     add_microcode_only_option(mis)
+    mis.add_argument(
+        "--baseline",
+        metavar="JSON",
+        help="an earlier run's miss.json, tabulated and plotted beside this one",
+    )
     add_out_option(mis, "results/miss")
     add_spread_options(mis)
     loc = command(
