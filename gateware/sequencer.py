@@ -59,6 +59,7 @@ from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import READ_LATENCY, MemSpace
+from .message_buffer import MessageBuffer
 from .sci_layouts import HeaderLayout
 from .tag_store import TagOp, cache_data_index, set_of_line
 
@@ -210,8 +211,8 @@ class Sequencer(wiring.Component):
         hd_rd, hd_wr = hd_mem.read_port(), hd_mem.write_port()
         m.submodules.host_be = hbe_mem = Memory(shape=g.line_bytes, depth=isa.NUM_TRANSACTIONS, init=[])
         hbe_rd, hbe_wr = hbe_mem.read_port(), hbe_mem.write_port()
-        m.submodules.message_data = md_mem = Memory(shape=32, depth=LINE_WORDS, init=[])
-        md_rd, md_wr = md_mem.read_port(), md_mem.write_port()
+        m.submodules.message = message = MessageBuffer(LINE_WORDS)
+        wiring.connect(m, wiring.flipped(self.recv_data), message.data)
 
         m.submodules.skid = skid = fifo.SyncFIFO(width=32, depth=READ_LATENCY + 2)
 
@@ -350,7 +351,7 @@ class Sequencer(wiring.Component):
         done_error = Signal()
 
         # Default port controls.
-        m.d.comb += [lb_rd.en.eq(0), ctx_rd.en.eq(1), hd_rd.en.eq(1), md_rd.en.eq(1), hbe_rd.en.eq(1)]
+        m.d.comb += [lb_rd.en.eq(0), ctx_rd.en.eq(1), hd_rd.en.eq(1), message.read_en.eq(1), hbe_rd.en.eq(1)]
 
         tcmd = Signal.like(tag.tag_cmd)  # the tag SRAM command of the instruction being executed
         after = Signal(isa.TARGET_BITS)  # pc to continue at after a multi-cycle op
@@ -361,24 +362,8 @@ class Sequencer(wiring.Component):
 
         fast_step = Signal(FastStep)
 
-        # --- message receiver: an accepted message's data block into the message buffer --------
-        receiving = Signal()  # a data block is coming in
-        msg_words = Signal(range(LINE_WORDS + 1))  # words of it in the buffer
-        with m.If(receiving):
-            m.d.comb += [
-                self.recv_data.ready.eq(1),
-                md_wr.addr.eq(msg_words[:wb]),
-                md_wr.data.eq(self.recv_data.payload),
-                md_wr.en.eq(self.recv_data.valid),
-            ]
-            with m.If(self.recv_data.valid):
-                m.d.sync += msg_words.eq(msg_words + 1)
-                with m.If(msg_words == LINE_WORDS - 1):
-                    m.d.sync += receiving.eq(0)
-
-        def msg_word_in(index):
-            """The message buffer holds word ``index`` (written in an earlier cycle)."""
-            return ~receiving | (msg_words > index)
+        receiving = message.receiving  # a message's data block is coming in (beside the run)
+        msg_word_in = message.holds
 
         def finish(new_pc=None):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
@@ -414,27 +399,24 @@ class Sequencer(wiring.Component):
                 with m.If(receiving):
                     pass  # the last message's data is still coming in: nothing starts until it is in
                 with m.Elif(self.recv_header.valid):
-                    m.d.comb += self.recv_header.ready.eq(1)
-                    m.d.sync += [msg.eq(hdr), j.eq(0), msg_words.eq(0)]
+                    m.d.comb += [self.recv_header.ready.eq(1), message.start.eq(hdr.has_data)]
+                    m.d.sync += msg.eq(hdr)
                     with m.If(hdr.ptype == PacketType.RESPONSE):
                         count("responses")
                         resumable = (hdr.tid < N) & waiting.bit_select(hdr.tid[:4], 1) & self.loaded
                         # The context is read back while its message's data comes in.
                         m.d.comb += [ctx_rd.addr.eq(hdr.tid), hbe_rd.addr.eq(hdr.tid[:4])]
                         with m.If(resumable):
-                            m.d.sync += [
-                                ctx.eq(hdr.tid),
-                                waiting.bit_select(hdr.tid[:4], 1).eq(0),
-                                receiving.eq(hdr.has_data),
-                            ]
+                            m.d.comb += message.keep.eq(1)
+                            m.d.sync += [ctx.eq(hdr.tid), waiting.bit_select(hdr.tid[:4], 1).eq(0)]
                             m.next = "ARRIVED"
                         with m.Else():
-                            count("dropped_responses")
-                            m.next = "DROP_DATA"
+                            count("dropped_responses")  # its data block is drained
                     with m.Elif(hdr.ptype == PacketType.REQUEST):
                         count("requests")
                         with m.If(self.loaded):
-                            m.d.sync += [ctx.eq(HANDLER), receiving.eq(hdr.has_data)]
+                            m.d.comb += message.keep.eq(1)
+                            m.d.sync += ctx.eq(HANDLER)
                             home_request = (hdr.cmd == Command.MREAD) | (hdr.cmd == Command.MWRITE)
                             with m.If(self.fast_path & home_request & (hdr.addr[ADDR_HOME_SHIFT:] == self.node_id)):
                                 m.d.sync += fast_step.eq(FastStep.HOME_DIR)
@@ -442,8 +424,6 @@ class Sequencer(wiring.Component):
                         with m.Else():
                             count("not_ready_replies")
                             m.next = "NOT_READY"
-                    with m.Else():
-                        m.next = "DROP_DATA"
                 with m.Elif(self.failed.valid):
                     m.d.comb += self.failed.ready.eq(1)
                     f = self.failed.payload
@@ -501,21 +481,9 @@ class Sequencer(wiring.Component):
                     m.d.sync += [r.eq(ctx_rd.data), hbe.eq(hbe_rd.data)]
                 m.next = "OWN"
 
-            with m.State("DROP_DATA"):
-                with m.If(msg.has_data & (j != LINE_WORDS)):
-                    m.d.comb += self.recv_data.ready.eq(1)
-                    with m.If(self.recv_data.valid):
-                        m.d.sync += j.eq(j + 1)
-                with m.Else():
-                    m.next = "IDLE"
-
             # Control store not loaded: answer NOT_READY without microcode.
             with m.State("NOT_READY"):
-                with m.If(msg.has_data & (j != LINE_WORDS)):
-                    m.d.comb += self.recv_data.ready.eq(1)
-                    with m.If(self.recv_data.valid):
-                        m.d.sync += j.eq(j + 1)
-                with m.Else():
+                with m.If(~receiving):  # its data block drained
                     h = self.send_header.payload
                     m.d.comb += [
                         self.send_header.valid.eq(1),
@@ -980,14 +948,14 @@ class Sequencer(wiring.Component):
                         d = self.miss.done
                         m.d.comb += [
                             d.valid.eq(pipe_valid),
-                            d.payload.data.eq(Mux(done_error, 0, Mux(stream_from_msg, md_rd.data, lb_rd.data))),
+                            d.payload.data.eq(Mux(done_error, 0, Mux(stream_from_msg, message.read_data, lb_rd.data))),
                             d.payload.error.eq(done_error),
                             d.payload.last.eq(i + 1 == stream_count),
                             sink_ready.eq(d.ready),
                         ]
                 # Read the next word when the port is empty or its word is being taken.
                 advance = ~pipe_valid | sink_ready
-                m.d.comb += md_rd.en.eq(0)  # its word is held while the sink waits
+                m.d.comb += message.read_en.eq(0)  # its word is held while the sink waits
                 nxt = Mux(pipe_valid, i + 1, i)
                 word = (stream_start + nxt)[:wb]
                 readable = ~stream_from_msg | msg_word_in(word)
@@ -997,8 +965,8 @@ class Sequencer(wiring.Component):
                     m.d.comb += [
                         lb_rd.en.eq(1),
                         lb_rd.addr.eq(lb_base | word),
-                        md_rd.en.eq(1),
-                        md_rd.addr.eq(word),
+                        message.read_en.eq(1),
+                        message.read_addr.eq(word),
                     ]
                     m.d.sync += pipe_valid.eq(nxt < stream_count)
                 with m.Elif(advance):
@@ -1011,7 +979,7 @@ class Sequencer(wiring.Component):
                 m.d.comb += [
                     lb_rd.en.eq(1),
                     lb_rd.addr.eq(lb_base | i[:wb]),
-                    md_rd.addr.eq(i[:wb]),
+                    message.read_addr.eq(i[:wb]),
                     hd_rd.addr.eq(Cat(i[:wb], ctx[:4])),
                 ]
                 go = (i != LINE_WORDS) & (msg_word_in(i) | (op_q == isa.OPS["MERGE_HOST"].code))
@@ -1026,11 +994,11 @@ class Sequencer(wiring.Component):
                 merged = Signal(32)
                 with m.Switch(op_q):
                     with m.Case(isa.OPS["M_TO_BUF"].code):
-                        m.d.comb += merged.eq(md_rd.data)
+                        m.d.comb += merged.eq(message.read_data)
                     with m.Case(isa.OPS["MERGE_HOST"].code):
                         m.d.comb += merged.eq((lb_rd.data & ~mask) | (hd_rd.data & mask))
                     with m.Case(isa.OPS["MERGE_MSG"].code):
-                        m.d.comb += merged.eq((lb_rd.data & ~mask) | (md_rd.data & mask))
+                        m.d.comb += merged.eq((lb_rd.data & ~mask) | (message.read_data & mask))
                 m.d.comb += [lb_wr.addr.eq(lb_base | k), lb_wr.data.eq(merged), lb_wr.en.eq(pipe_valid)]
                 with m.If(pipe_valid & (k == LINE_WORDS - 1)):
                     finish()
