@@ -379,6 +379,18 @@ class Sequencer(wiring.Component):
                 m.d.sync += r.pc.eq(new_pc)
                 m.next = "FETCH"
 
+        def read_line_words(allowed=True):
+            """Read the line's words from memory (``mem_space`` from ``mem_index0``), a word a cycle
+            while ``allowed``; ``i`` counts the reads issued."""
+            with m.If((i != LINE_WORDS) & allowed):
+                m.d.comb += [
+                    tag.mem.cmd.valid.eq(1),
+                    tag.mem.cmd.payload.space.eq(mem_space),
+                    tag.mem.cmd.payload.index.eq(mem_index0 + i),
+                ]
+                with m.If(tag.mem.cmd.ready):
+                    m.d.sync += i.eq(i + 1)
+
         def step():
             """Continue with the next instruction in sequence: EXEC fetches it (``pc_next``) while
             it runs this one."""
@@ -884,14 +896,7 @@ class Sequencer(wiring.Component):
             # --- memory -> line buffer ------------------------------------------------------------
             with m.State("RD_LINE"):
                 mem = tag.mem
-                with m.If(i != LINE_WORDS):
-                    m.d.comb += [
-                        mem.cmd.valid.eq(1),
-                        mem.cmd.payload.space.eq(mem_space),
-                        mem.cmd.payload.index.eq(mem_index0 + i),
-                    ]
-                    with m.If(mem.cmd.ready):
-                        m.d.sync += i.eq(i + 1)
+                read_line_words()
                 m.d.comb += [lb_wr.addr.eq(lb_base | j[:wb]), lb_wr.data.eq(mem.rdata), lb_wr.en.eq(mem.rvalid)]
                 with m.If(mem.rvalid):
                     m.d.sync += j.eq(j + 1)
@@ -903,14 +908,7 @@ class Sequencer(wiring.Component):
             # answers cannot be held back; i counts words read, j words sent.
             with m.State("MEM_STREAM"):
                 mem = tag.mem
-                with m.If((i != LINE_WORDS) & ((i - j) < skid.depth)):
-                    m.d.comb += [
-                        mem.cmd.valid.eq(1),
-                        mem.cmd.payload.space.eq(mem_space),
-                        mem.cmd.payload.index.eq(mem_index0 + i),
-                    ]
-                    with m.If(mem.cmd.ready):
-                        m.d.sync += i.eq(i + 1)
+                read_line_words(allowed=(i - j) < skid.depth)
                 m.d.comb += [
                     skid.w_data.eq(mem.rdata),
                     skid.w_en.eq(mem.rvalid),
