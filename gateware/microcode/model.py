@@ -11,6 +11,7 @@ Runs are atomic: a context runs until WAIT, BACKOFF or END while nothing else to
 as the gateware's local/remote arbitration guarantees.
 """
 
+import functools
 import random
 from dataclasses import dataclass, field, fields
 
@@ -31,6 +32,10 @@ from numavia.base.microcode.isa import (
     StateSrc,
 )
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
+
+
+# Decoded once per distinct word (the operand dicts are only read).
+_decode = functools.lru_cache(maxsize=None)(isa.decode)
 
 
 class ModelError(RuntimeError):
@@ -400,7 +405,7 @@ class CardModel:
         while True:
             if not 0 <= ctx.pc < len(self.words):
                 raise ModelError(f"node {self.node_id}: pc {ctx.pc} outside the control store")
-            op, v = isa.decode(self.words[ctx.pc])
+            op, v = _decode(self.words[ctx.pc])
             ctx.pc += 1
             cycles += 1
             self.stats["instructions"] += 1

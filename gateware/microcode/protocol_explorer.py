@@ -95,6 +95,18 @@ class _Violation(Exception):
     pass
 
 
+class _Lines(list):
+    """The readable lines of an event, kept only when asked for (the search does not need them)."""
+
+    def __init__(self, keep):
+        super().__init__()
+        self.keep = keep
+
+    def add(self, make):
+        if self.keep:
+            self.append(make())
+
+
 class ProtocolExplorer:
     def __init__(self, program_words, config=ExploreConfig(), log=None, progress_every=50_000):
         self.cfg = config
@@ -143,8 +155,8 @@ class ProtocolExplorer:
         """(state, fwd, bwd, data) of the line in a card snapshot's network cache, or None."""
         for s, ways in enumerate(snap[2]):
             for w, (addr, state, fwd, bwd) in enumerate(ways):
-                if state != CacheState.INVALID and addr == self.line:
-                    return CacheState(state), fwd, bwd, snap[3][s][w]
+                if state and addr == self.line:
+                    return state, fwd, bwd, snap[3][s][w]
         return None
 
     # --- events ------------------------------------------------------------------------------------
@@ -170,35 +182,37 @@ class ProtocolExplorer:
                 out.append(("deliver", p))
         return out
 
-    def apply(self, state, event):
-        """(next state, readable lines, {counter: count}); raises _Violation."""
+    def apply(self, state, event, describe=False):
+        """(next state, the event's readable lines if ``describe``, {counter: count}); raises
+        _Violation (message, lines)."""
         cards, network, hosts, last = state
         hosts, network = list(hosts), list(network)
         kind, n = event[0], (event[1] if event[0] != "deliver" else event[1][0])
         card = self.cards[n]
         card.restore(self._snaps[cards[n]])
         card.counters = [0] * isa.NUM_COUNTERS
-        lines = []
+        lines = _Lines(describe)
         try:
             if kind == "issue":
                 last = self._issue(card, hosts, last, event[2], lines)
             elif kind == "start":
-                lines.append(f"node {n} starts its {card.local_queue[0].kind.name.lower()}")
+                starting = card.local_queue[0].kind.name.lower()
+                lines.add(lambda: f"node {n} starts its {starting}")
                 card.start_local()
             elif kind == "wake":
-                lines.append(f"node {n} retries (context {event[2]})")
+                lines.add(lambda: f"node {n} retries (context {event[2]})")
                 card.wake(event[2])
             else:
                 network.remove(event[1])
                 packet = packet_from_key(event[1])
-                lines.append(f"node {n} gets {describe_packet(packet)}")
+                lines.add(lambda: f"node {n} gets {describe_packet(packet)}")
                 card.handle_packet(packet)
         except ModelError as e:
             raise _Violation(f"model fault: {e}", lines) from None
         for packet in card.outbox:
             if not 0 <= packet.target < self.cfg.nodes:
                 raise _Violation(f"node {n} sent a packet to node {packet.target}", lines)
-            lines.append(f"  sends {describe_packet(packet)}")
+            lines.add(lambda: f"  sends {describe_packet(packet)}")
             network.append(self._intern(packet_key(packet)))
         for request, status, words in card.completions:
             last = self._complete(n, hosts, last, request, status, words, lines)
@@ -214,7 +228,7 @@ class ProtocolExplorer:
         if kind == "flush":
             card.flush()
             hosts[n] = (done, ("flush",))
-            lines.append(f"host {n} flushes")
+            lines.add(lambda: f"host {n} flushes")
             return last
         value = (n + 1) << 8 | (done + 1) if kind == "write" else 0
         data = [value] + [0] * (self.cfg.line_bytes // 4 - 1)
@@ -222,10 +236,10 @@ class ProtocolExplorer:
         served = card.local_access(request)
         what = f"host {n} {kind}s" + (f" {value:#x}" if kind == "write" else "")
         if served is None:
-            lines.append(f"{what}: miss, to the sequencer")
+            lines.add(lambda: f"{what}: miss, to the sequencer")
             hosts[n] = (done, (kind, value) if kind == "write" else (kind, (last,)))
             return last
-        lines.append(f"{what}: hit" + (f", reads {served[0]:#x}" if kind == "read" else ""))
+        lines.add(lambda: f"{what}: hit" + (f", reads {served[0]:#x}" if kind == "read" else ""))
         hosts[n] = (done + 1, None)
         if kind == "read":
             if served[0] != last:
@@ -238,7 +252,7 @@ class ProtocolExplorer:
         if pending is None:
             raise _Violation(f"node {n} completed a {request.kind.name.lower()} its host never issued", lines)
         kind = pending[0]
-        lines.append(f"  completes the {kind} ({Status(status).name})" + (f": {words[0]:#x}" if words else ""))
+        lines.add(lambda: f"  completes the {kind} ({Status(status).name})" + (f": {words[0]:#x}" if words else ""))
         if status != Status.OK:
             raise _Violation(f"node {n}'s {kind} failed ({Status(status).name})", lines)
         hosts[n] = (done + 1, None)
@@ -341,7 +355,7 @@ class ProtocolExplorer:
                 ptrs = (f" fwd {h[1]}" if coh.has_forward(h[0]) else "") + (
                     f" bwd {h[2]}" if coh.has_backward(h[0]) else ""
                 )
-                parts.append(f"node {n} {h[0].name}{ptrs}")
+                parts.append(f"node {n} {CacheState(h[0]).name}{ptrs}")
         parts.append(f"{len(network)} in flight, last write {last:#x}")
         return "; ".join(parts)
 
@@ -367,11 +381,8 @@ class ProtocolExplorer:
             while i > 0:
                 path.append(i)
                 i = parent[i]
-            out = [f"    {self.summary(initial)}"]
-            for step, j in enumerate(reversed(path), 1):
-                _, event_lines, _ = self.apply(states[parent[j]], via[j])  # replayed: not stored
-                out += [f"{step:3}. {event_lines[0]}"] + [f"     {x}" for x in event_lines[1:]]
-                out.append(f"     -> {self.summary(states[j])}")
+            steps = [(states[parent[j]], via[j], states[j]) for j in reversed(path)]
+            out = [f"    {self.summary(initial)}"] + self._describe(steps)
             if last_lines:
                 out += [f"{len(path) + 1:3}. {last_lines[0]}"] + [f"     {x}" for x in last_lines[1:]]
             return out
@@ -380,7 +391,7 @@ class ProtocolExplorer:
             snaps = [self._snaps[c] for c in state[0]]
             for n, s in enumerate(snaps):
                 h = self._line_of(s)
-                result.cache_states[n].add(h[0] if h else CacheState.INVALID)
+                result.cache_states[n].add(CacheState(h[0] if h else CacheState.INVALID))
             mstate, locked, _ = snaps[cfg.home][0][0]
             result.memory_states.add((MemoryState(mstate), bool(locked)))
             problems = self.check(state)
@@ -399,10 +410,13 @@ class ProtocolExplorer:
                 break
             for event in events:
                 try:
-                    nxt, lines, counted = self.apply(state, event)
-                except _Violation as v:
-                    message, lines = v.args
-                    result.violations.append((message, trace(i, lines)))
+                    nxt, _, counted = self.apply(state, event)
+                except _Violation:
+                    try:
+                        self.apply(state, event, describe=True)  # again, for its lines
+                    except _Violation as v:
+                        message, lines = v.args
+                        result.violations.append((message, trace(i, lines)))
                     break
                 if event[0] == "deliver":
                     result.commands.add(Command(event[1][5]).name)
@@ -435,17 +449,22 @@ class ProtocolExplorer:
         result.depth = max(depth)
         result.final_states = len(final)
         if result.ok:
-            stuck = self._cannot_finish(len(states), final, edges_from, edges_to)
-            if stuck is not None:
+            reaches = self._reaching_final(len(states), final, edges_from, edges_to)
+            doomed = reaches.find(0)
+            if doomed >= 0:
+                loop = self._stuck_loop(states, doomed, reaches, index)
                 result.deadlocks.append(
-                    (f"no final state is reachable any more: {self.summary(states[stuck])}", trace(stuck))
+                    (
+                        f"no final state is reachable any more: {self.summary(states[doomed])}",
+                        trace(doomed) + ["  then, for ever:"] + self._describe(loop, depth[doomed] + 1),
+                    )
                 )
         result.seconds = time.monotonic() - started
         return result
 
     @staticmethod
-    def _cannot_finish(count, final, edges_from, edges_to):
-        """A state from which no final state can be reached (the nearest one), or None."""
+    def _reaching_final(count, final, edges_from, edges_to):
+        """1 for each state from which a final state is reachable, else 0."""
         incoming = [[] for _ in range(count)]
         for a, b in zip(edges_from, edges_to):
             incoming[b].append(a)
@@ -458,7 +477,31 @@ class ProtocolExplorer:
                 if not reaches[a]:
                     reaches[a] = 1
                     stack.append(a)
-        return next((i for i in range(count) if not reaches[i]), None)
+        return reaches
+
+    def _stuck_loop(self, states, start, reaches, index, limit=40):
+        """Steps from ``start`` round a cycle of states none of which can finish (all of a
+        stuck state's successors are stuck): what the cards do for ever."""
+        path, steps = [start], []
+        while len(steps) < limit:
+            state = states[path[-1]]
+            successors = [(e, index[self.apply(state, e)[0]]) for e in self.events(state)]
+            back = [(e, j) for e, j in successors if j in path]
+            event, j = (back or [(e, j) for e, j in successors if not reaches[j]])[0]
+            steps.append((state, event, states[j]))
+            if back:
+                break
+            path.append(j)
+        return steps
+
+    def _describe(self, steps, first=1):
+        """Readable lines of (state, event, next state) steps."""
+        out = []
+        for number, (before, event, after) in enumerate(steps, first):
+            _, lines, _ = self.apply(before, event, describe=True)
+            out += [f"{number:3}. {lines[0]}"] + [f"     {x}" for x in lines[1:]]
+            out.append(f"     -> {self.summary(after)}")
+        return out
 
 
 def describe_packet(p):
