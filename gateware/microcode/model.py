@@ -33,7 +33,6 @@ from numavia.base.microcode.isa import (
 )
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
 
-
 # Decoded once per distinct word (the operand dicts are only read).
 _decode = functools.lru_cache(maxsize=None)(isa.decode)
 

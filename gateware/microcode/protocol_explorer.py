@@ -212,7 +212,7 @@ class ProtocolExplorer:
         for packet in card.outbox:
             if not 0 <= packet.target < self.cfg.nodes:
                 raise _Violation(f"node {n} sent a packet to node {packet.target}", lines)
-            lines.add(lambda: f"  sends {describe_packet(packet)}")
+            lines.add(lambda p=packet: f"  sends {describe_packet(p)}")
             network.append(self._intern(packet_key(packet)))
         for request, status, words in card.completions:
             last = self._complete(n, hosts, last, request, status, words, lines)

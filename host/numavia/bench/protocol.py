@@ -8,7 +8,7 @@ from numavia.base.coherence import CacheState
 from numavia.base.microcode import isa
 from numavia.base.microcode.assembler import assemble
 from numavia.bench import results
-from numavia.gateware.microcode.protocol_explorer import ExploreConfig, ProtocolExplorer, format_counterexample
+from numavia.gateware.microcode.protocol_explorer import ProtocolExplorer, format_counterexample
 
 
 def run(config, *, log=print, words=None):

@@ -348,12 +348,8 @@ def register(sub):
         default=list(KINDS),
         help="what an operation may be, every choice explored (default read,write,flush)",
     )
-    pro.add_argument(
-        "--ordered", action="store_true", help="keep per (source, target) order (default: any order)"
-    )
-    pro.add_argument(
-        "--max-states", type=positive, default=None, help="stop beyond this many states (no verdict then)"
-    )
+    pro.add_argument("--ordered", action="store_true", help="keep per (source, target) order (default: any order)")
+    pro.add_argument("--max-states", type=positive, default=None, help="stop beyond this many states (no verdict then)")
     add_out_option(pro, "results/protocol")
     spl = command(
         benches,
