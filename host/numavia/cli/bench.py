@@ -331,7 +331,7 @@ def register(sub):
         "shared line: each host's reads, writes and flushes, any delivery order, NACKs and "
         "retries. Every state is checked (coherence, list structure, protocol errors), and "
         "every state must still be able to finish (no deadlock, no livelock). The default, "
-        "3 nodes with 2 operations each, takes about 10 minutes.",
+        "3 nodes with 2 operations each, takes 5-10 minutes and 1 GB.",
     )
     pro.add_argument("--nodes", type=ring_size(2), default=3, help="cards sharing the line (default 3)")
     pro.add_argument("--home", type=count, default=0, help="the node whose memory holds the line (default 0)")
