@@ -37,7 +37,7 @@ from numavia.base.microcode.isa import LocalKind
 from numavia.base.sci_packet import Command, PacketType, Status, line_address
 
 from .cluster_model import card_views
-from .coherence_check import check_quiescent
+from .coherence_check import check_quiescent, walk_list
 from .model import CardModel, LocalRequest, ModelError, packet_from_key, packet_key
 
 KINDS = ("read", "write", "flush")
@@ -310,22 +310,13 @@ class ProtocolExplorer:
             if stable:
                 found.append(f"memory HOME, but node(s) {stable} hold the line")
         elif not (locked and self._recalling(snaps[home])):  # a recall purges from the head on
-            node, walked = head, []
-            while True:
-                if node in walked:
-                    found.append(f"the list from the home's head loops at node {node}")
-                    break
-                if node not in holders:
-                    found.append(f"the list from the home's head reaches node {node}, which does not hold the line")
-                    break
-                walked.append(node)
-                state_, fwd, _, _ = holders[node]
-                if not coh.has_forward(state_):
-                    break
-                nxt = holders.get(fwd)
-                if state_ not in coh.LEAVING and nxt and not (coh.has_backward(nxt[0]) and nxt[2] == node):
-                    found.append(f"node {node} points forward to node {fwd}, which does not point back")
-                node = fwd
+            walked, broken = walk_list(head, holders)
+            if broken:
+                found.append(f"the list from the home's head {broken}")
+            for node, nxt in zip(walked, walked[1:]):
+                state_, bwd = holders[nxt][0], holders[nxt][2]
+                if holders[node][0] not in coh.LEAVING and not (coh.has_backward(state_) and bwd == node):
+                    found.append(f"node {node} points forward to node {nxt}, which does not point back")
         if mstate == MemoryState.FRESH:
             # (A leaver the home has already let go may still be LEAVE_*_DIRTY.)
             dirty = sorted(n for n, h in holders.items() if h[0] in coh.DIRTY - coh.LEAVING)
