@@ -14,6 +14,7 @@ as the gateware's local/remote arbitration guarantees.
 import functools
 import random
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 from numavia.base import coherence as coh
 from numavia.base.coherence import LINE_BYTES, CacheState, MemoryState
@@ -285,10 +286,6 @@ class CardModel:
         ctx.addr = request.addr
         ctx.pc = isa.local_vector(request.kind)
         return self._run(ctx, now)
-
-    def backed_off(self):
-        """Indices of the contexts waiting out a BACKOFF (whatever their wake-up time)."""
-        return [c.index for c in self.contexts if c.busy and c.wake_at is not None]
 
     def wake(self, index, now=0):
         """Resume context ``index`` after its BACKOFF."""
@@ -637,7 +634,7 @@ class CardModel:
         (``retry_limit=None``), where they no longer change what the microcode does."""
         if not with_retries and self.retry_limit is not None:
             raise ValueError("retry counts decide when a card with a retry limit gives up")
-        return (
+        return CardSnapshot(
             tuple(tuple(entry) for entry in self.directory),
             tuple(tuple(line) for line in self.home),
             tuple(tuple((t.addr, t.state, t.fwd, t.bwd) for t in ways) for ways in self.tags),
@@ -660,7 +657,7 @@ class CardModel:
         for c in self.contexts:
             c.busy = False
         for key in contexts:
-            _restore_context(self.contexts[key[0][0]], key)
+            _restore_context(self.contexts[key.index], key)
         self.incoming = [packet_from_key(k) for k in incoming]
         self.local_queue = [_request_from_key(k) for k in local_queue]
         self.outbox, self.completions = [], []
@@ -683,6 +680,32 @@ def _merge(line, data, be):
 
 # --- snapshots: model objects as hashable values and back ----------------------------------------
 
+
+class CardSnapshot(NamedTuple):
+    directory: tuple  # (mstate, locked, head) per home line
+    home: tuple  # the home lines' words
+    tags: tuple  # per set, per way: (addr, state, fwd, bwd)
+    cdata: tuple  # per set, per way: the line's words
+    lru: tuple
+    contexts: tuple  # ContextSnapshot of each busy context
+    incoming: tuple  # packet keys
+    local_queue: tuple  # request keys: (kind, addr, word, count, data, be, tag)
+
+
+class ContextSnapshot(NamedTuple):
+    values: tuple  # _CONTEXT_FIELDS, index first
+    backed_off: bool
+    retries: int
+    regs: tuple
+    request: tuple
+    line: tuple
+    msg: tuple
+
+    @property
+    def index(self):
+        return self.values[0]
+
+
 # The context's scalar fields (the rest: busy, wake-up, retries, registers, request, line, message).
 _CONTEXT_FIELDS = ("index", "waiting", "pc", "ret", "addr", "vaddr", "state", "mstate", "locked", "flags")
 _CONTEXT_FIELDS += ("way", "hit", "victim", "no_way", "scan", "scan_done")
@@ -692,6 +715,11 @@ _PACKET_HEADER = tuple(f.name for f in fields(Packet) if f.name != "data")
 def packet_key(packet):
     """A packet as a hashable tuple (header fields, then the data as a tuple)."""
     return tuple(getattr(packet, f) for f in _PACKET_HEADER) + (tuple(packet.data),)
+
+
+def packet_field(key, name):
+    """A header field of a packet key."""
+    return key[_PACKET_HEADER.index(name)]
 
 
 def packet_from_key(key):
@@ -708,7 +736,7 @@ def _request_from_key(key):
 
 
 def _context_key(ctx, with_retries):
-    return (
+    return ContextSnapshot(
         tuple(getattr(ctx, f) for f in _CONTEXT_FIELDS),
         ctx.wake_at is not None,
         ctx.retries if with_retries else None,

@@ -38,7 +38,7 @@ from numavia.base.sci_packet import Command, PacketType, Status, line_address
 
 from .cluster_model import card_views
 from .coherence_check import check_quiescent, walk_list
-from .model import CardModel, LocalRequest, ModelError, packet_from_key, packet_key
+from .model import CardModel, LocalRequest, ModelError, packet_field, packet_from_key, packet_key
 
 KINDS = ("read", "write", "flush")
 _LOCAL_KIND = {"read": LocalKind.READ, "write": LocalKind.WRITE}
@@ -145,7 +145,9 @@ class ProtocolExplorer:
         return self._interned.setdefault(key, key)
 
     def _network(self, packets):
-        return tuple(packets) if self.cfg.ordered else tuple(sorted(packets))
+        """Packets in flight, canonical: sorted, or with ``ordered`` grouped by (source, target)
+        in sending order within each group."""
+        return tuple(sorted(packets, key=_pair if self.cfg.ordered else None))
 
     def initial(self):
         cards = tuple(self._card_id(c) for c in self.cards)
@@ -153,10 +155,10 @@ class ProtocolExplorer:
 
     def _line_of(self, snap):
         """(state, fwd, bwd, data) of the line in a card snapshot's network cache, or None."""
-        for s, ways in enumerate(snap[2]):
+        for s, ways in enumerate(snap.tags):
             for w, (addr, state, fwd, bwd) in enumerate(ways):
                 if state and addr == self.line:
-                    return state, fwd, bwd, snap[3][s][w]
+                    return state, fwd, bwd, snap.cdata[s][w]
         return None
 
     # --- events ------------------------------------------------------------------------------------
@@ -168,18 +170,20 @@ class ProtocolExplorer:
             if pending is None and done < self.cfg.ops[n]:
                 out += [("issue", n, kind) for kind in self.cfg.kinds]
         for n, card_id in enumerate(cards):
-            _, _, _, _, _, contexts, _, local_queue = self._snaps[card_id]
-            busy = {c[0][0] for c in contexts}
-            if local_queue and any(i not in busy for i in range(isa.NUM_TRANSACTIONS)):
+            snap = self._snaps[card_id]
+            busy = {c.index for c in snap.contexts}
+            if snap.local_queue and any(i not in busy for i in range(isa.NUM_TRANSACTIONS)):
                 out.append(("start", n))
-            out += [("wake", n, c[0][0]) for c in contexts if c[1]]
+            out += [("wake", n, c.index) for c in snap.contexts if c.backed_off]
         seen = set()
-        for i, p in enumerate(network):
-            if self.cfg.ordered and any(q[:2] == p[:2] for q in network[:i]):
-                continue  # an older packet of the same (target, source) goes first
+        for p in network:
+            pair = _pair(p)
+            if self.cfg.ordered and pair in seen:
+                continue  # an older packet of the same source and target goes first
+            seen.add(pair)
             if p not in seen:
                 seen.add(p)
-                out.append(("deliver", p))
+                out.append(("deliver", pair[1], p))
         return out
 
     def apply(self, state, event, describe=False):
@@ -187,7 +191,7 @@ class ProtocolExplorer:
         _Violation (message, lines)."""
         cards, network, hosts, last = state
         hosts, network = list(hosts), list(network)
-        kind, n = event[0], (event[1] if event[0] != "deliver" else event[1][0])
+        kind, n = event[:2]
         card = self.cards[n]
         card.restore(self._snaps[cards[n]])
         card.counters = [0] * isa.NUM_COUNTERS
@@ -203,8 +207,8 @@ class ProtocolExplorer:
                 lines.add(lambda: f"node {n} retries (context {event[2]})")
                 card.wake(event[2])
             else:
-                network.remove(event[1])
-                packet = packet_from_key(event[1])
+                network.remove(event[2])
+                packet = packet_from_key(event[2])
                 lines.add(lambda: f"node {n} gets {describe_packet(packet)}")
                 card.handle_packet(packet)
         except ModelError as e:
@@ -273,7 +277,7 @@ class ProtocolExplorer:
 
     def quiescent(self, state):
         cards, network, hosts, _ = state
-        return not network and all(p is None for _, p in hosts) and all(not self._snaps[c][5] for c in cards)
+        return not network and all(p is None for _, p in hosts) and all(not self._snaps[c].contexts for c in cards)
 
     def final(self, state):
         return self.quiescent(state) and all(done == ops for (done, _), ops in zip(state[2], self.cfg.ops))
@@ -283,8 +287,8 @@ class ProtocolExplorer:
         cards, _, _, last = state
         home = self.cfg.home
         snaps = [self._snaps[c] for c in cards]
-        mstate, locked, head = snaps[home][0][0]
-        memory = snaps[home][1][0]
+        mstate, locked, head = snaps[home].directory[0]
+        memory = snaps[home].home[0]
         lines = {n: self._line_of(s) for n, s in enumerate(snaps)}
         found = []
         # What the hosts' hits would see (the local access controller's rules).
@@ -333,12 +337,14 @@ class ProtocolExplorer:
 
     def _recalling(self, home_snap):
         """The home's own write is purging the list (the directory's head is stale meanwhile)."""
-        return any(c[0][0] < isa.NUM_TRANSACTIONS and c[4] and c[4][0] == LocalKind.WRITE for c in home_snap[5])
+        return any(
+            c.index < isa.NUM_TRANSACTIONS and c.request and c.request[0] == LocalKind.WRITE for c in home_snap.contexts
+        )
 
     def summary(self, state):
         """One line: the directory entry and every copy of the line."""
         cards, network, _, last = state
-        mstate, locked, head = self._snaps[cards[self.cfg.home]][0][0]
+        mstate, locked, head = self._snaps[cards[self.cfg.home]].directory[0]
         parts = [f"home {MemoryState(mstate).name}" + (" locked" if locked else "") + f" head {head}"]
         for n, c in enumerate(cards):
             h = self._line_of(self._snaps[c])
@@ -383,7 +389,7 @@ class ProtocolExplorer:
             for n, s in enumerate(snaps):
                 h = self._line_of(s)
                 result.cache_states[n].add(CacheState(h[0] if h else CacheState.INVALID))
-            mstate, locked, _ = snaps[cfg.home][0][0]
+            mstate, locked, _ = snaps[cfg.home].directory[0]
             result.memory_states.add((MemoryState(mstate), bool(locked)))
             problems = self.check(state)
             if problems:
@@ -410,7 +416,7 @@ class ProtocolExplorer:
                         result.violations.append((message, trace(i, lines)))
                     break
                 if event[0] == "deliver":
-                    result.commands.add(Command(event[1][5]).name)
+                    result.commands.add(Command(packet_field(event[2], "cmd")).name)
                 for counter in counted:
                     result.events[counter.name] = result.events.get(counter.name, 0) + 1
                 result.transitions += 1
@@ -493,6 +499,10 @@ class ProtocolExplorer:
             out += [f"{number:3}. {lines[0]}"] + [f"     {x}" for x in lines[1:]]
             out.append(f"     -> {self.summary(after)}")
         return out
+
+
+def _pair(key):
+    return packet_field(key, "source"), packet_field(key, "target")
 
 
 def describe_packet(p):
