@@ -19,7 +19,7 @@ return a value the word held while the read was in flight; the hosts' hits (the 
 controller's rules) see the last written value, and a node that may write without the sequencer
 is the only one that may read so; the home's head walks forward pointers to holders without a
 loop, each step from a non-leaving entry matched by the successor's backward pointer; memory HOME
-has no stable copy, memory FRESH no dirty one. In every quiescent state (nothing in flight):
+has no stable copy, memory FRESH no stable dirty one. In every quiescent state (nothing in flight):
 :func:`~.coherence_check.check_quiescent`, the full list and data check. At the end: no state
 without a successor but the final ones (every operation completed, nothing in flight), and from
 every state a final state is still reachable (no livelock).
