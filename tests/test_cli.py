@@ -140,6 +140,7 @@ def test_bad_arguments_through_main_exit_2_and_failures_exit_1(tmp_path, monkeyp
         "bench latency",
         "bench local-side",
         "bench coherence",
+        "bench protocol",
         "bench splash2",
         "bench stream",
         "bench shm",

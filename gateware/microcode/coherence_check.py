@@ -124,23 +124,15 @@ def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
             violations.append(f"{where}: still locked at its home")
         members = []
         if mstate != MemoryState.HOME:
-            node, prev = head, None
-            while True:
-                if node in members:
-                    violations.append(f"{where}: sharing list loops at node {node}")
-                    break
-                if node not in holders:
-                    violations.append(f"{where}: list reaches node {node}, which does not hold the line")
-                    break
-                state, fwd, bwd, _ = holders[node]
+            members, broken = walk_list(head, holders)
+            for prev, node in zip([None] + members, members):
+                state, _, bwd, _ = holders[node]
                 if prev is None and not coh.is_head(state):
                     violations.append(f"{where}: head node {node} is {CacheState(state).name}")
                 if prev is not None and (not coh.has_backward(state) or bwd != prev):
                     violations.append(f"{where}: node {node}'s backward pointer does not lead to {prev}")
-                members.append(node)
-                if not coh.has_forward(state):
-                    break
-                prev, node = node, fwd
+            if broken:
+                violations.append(f"{where}: sharing list {broken}")
         stray = sorted(set(holders) - set(members))
         if stray:
             violations.append(f"{where}: node(s) {stray} hold the line outside its sharing list")
@@ -168,3 +160,20 @@ def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
                     f"{where} word {word}: holds {current[word]:#x}, last write was {last_values[addr]:#x}"
                 )
     return violations
+
+
+def walk_list(head, holders):
+    """The nodes of a sharing list, from the home's ``head`` along forward pointers, and what cut
+    the walk short (a loop, a node not holding the line) or None. ``holders``: node -> (state,
+    fwd, bwd, ...) of the nodes holding the line."""
+    members, node = [], head
+    while True:
+        if node in members:
+            return members, f"loops at node {node}"
+        if node not in holders:
+            return members, f"reaches node {node}, which does not hold the line"
+        members.append(node)
+        state, fwd = holders[node][:2]
+        if not coh.has_forward(state):
+            return members, None
+        node = fwd

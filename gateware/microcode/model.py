@@ -11,8 +11,10 @@ Runs are atomic: a context runs until WAIT, BACKOFF or END while nothing else to
 as the gateware's local/remote arbitration guarantees.
 """
 
+import functools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 from numavia.base import coherence as coh
 from numavia.base.coherence import LINE_BYTES, CacheState, MemoryState
@@ -33,6 +35,9 @@ from numavia.base.microcode.isa import (
     StateSrc,
 )
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
+
+# Decoded once per distinct word (the operand dicts are only read).
+_decode = functools.lru_cache(maxsize=None)(isa.decode)
 
 
 class ModelError(RuntimeError):
@@ -112,7 +117,8 @@ class CardModel:
         seed=0,
     ):
         """``slice_bytes``: the home slice (default 64 lines); ``line_bytes``: one of
-        ``coherence.LINE_SIZES``, the same on every card of a ring."""
+        ``coherence.LINE_SIZES``, the same on every card of a ring; ``retry_limit``: backoffs
+        before a local request gives up (None: never)."""
         if sets & (sets - 1):
             raise ValueError("sets must be a power of two")
         if line_bytes not in coh.LINE_SIZES:
@@ -242,34 +248,52 @@ class CardModel:
         """Run one context (the gateware's priorities: responses, requests, local, retries).
         Returns the cycles the run took, or 0 if there was nothing to do."""
         if self.incoming:
-            packet = self.incoming.pop(0)
-            if packet.ptype == PacketType.RESPONSE:
-                ctx = self.contexts[packet.tid] if packet.tid < isa.NUM_TRANSACTIONS else None
-                if ctx is None or not ctx.busy or not ctx.waiting:
-                    self.counters[isa.Counter.PROTOCOL_ERROR] += 1
-                    return 1
-                ctx.waiting = False
-                ctx.msg = packet
-                return self._run(ctx, now)
-            ctx = self.contexts[isa.HANDLER_CONTEXT]
-            ctx.reset()
-            ctx.msg = packet
-            ctx.addr = packet.addr
-            ctx.pc = isa.request_vector(packet.cmd)
-            return self._run(ctx, now)
-        ctx = self._free_context()
-        if ctx is not None and self.local_queue:
-            request = self.local_queue.pop(0)
-            ctx.reset()
-            ctx.request = request
-            ctx.addr = request.addr
-            ctx.pc = isa.local_vector(request.kind)
-            return self._run(ctx, now)
+            return self.handle_packet(self.incoming.pop(0), now)
+        if self.can_start_local():
+            return self.start_local(now)
         ctx = self._expired(now)
         if ctx is not None:
-            ctx.wake_at = None
-            return self._run(ctx, now)
+            return self.wake(ctx.index, now)
         return 0
+
+    # The three kinds of run, one event each: ``step`` chooses among them by the gateware's
+    # priorities and time; a model checker (protocol_explorer) calls them in any order.
+
+    def handle_packet(self, packet, now=0):
+        """Run the context ``packet`` is for (a response's transaction, or the handler)."""
+        if packet.ptype == PacketType.RESPONSE:
+            ctx = self.contexts[packet.tid] if packet.tid < isa.NUM_TRANSACTIONS else None
+            if ctx is None or not ctx.busy or not ctx.waiting:
+                self.counters[isa.Counter.PROTOCOL_ERROR] += 1
+                return 1
+            ctx.waiting = False
+            ctx.msg = packet
+            return self._run(ctx, now)
+        ctx = self.contexts[isa.HANDLER_CONTEXT]
+        ctx.reset()
+        ctx.msg = packet
+        ctx.addr = packet.addr
+        ctx.pc = isa.request_vector(packet.cmd)
+        return self._run(ctx, now)
+
+    def can_start_local(self):
+        return bool(self.local_queue) and self._free_context() is not None
+
+    def start_local(self, now=0):
+        """Start the oldest queued local request in a free transaction context."""
+        ctx = self._free_context()
+        request = self.local_queue.pop(0)
+        ctx.reset()
+        ctx.request = request
+        ctx.addr = request.addr
+        ctx.pc = isa.local_vector(request.kind)
+        return self._run(ctx, now)
+
+    def wake(self, index, now=0):
+        """Resume context ``index`` after its BACKOFF."""
+        ctx = self.contexts[index]
+        ctx.wake_at = None
+        return self._run(ctx, now)
 
     # --- the instruction-set simulator -----------------------------------------------------------
 
@@ -344,7 +368,7 @@ class CardModel:
         if c == Cond.PTR_V:
             return ctx.regs[Ptr.PTR][1]
         if c == Cond.RETRY_MAX:
-            return ctx.retries >= self.retry_limit
+            return self.retry_limit is not None and ctx.retries >= self.retry_limit
         if c == Cond.NUMA:
             return self.numa
         if c == Cond.IS_HOME:
@@ -379,7 +403,7 @@ class CardModel:
         while True:
             if not 0 <= ctx.pc < len(self.words):
                 raise ModelError(f"node {self.node_id}: pc {ctx.pc} outside the control store")
-            op, v = isa.decode(self.words[ctx.pc])
+            op, v = _decode(self.words[ctx.pc])
             ctx.pc += 1
             cycles += 1
             self.stats["instructions"] += 1
@@ -614,6 +638,45 @@ class CardModel:
             )
         )
 
+    # --- state -----------------------------------------------------------------------------------
+
+    def snapshot(self, with_retries=True):
+        """Everything that decides the card's future behaviour, as a hashable value that
+        :meth:`restore` brings back: directory, memory, tags, data, LRU, queues and the busy
+        contexts (a free context is reset before use). Not in it: counters and statistics, the
+        backoff jitter generator and a backed-off context's wake-up time (only *that* it waits).
+        ``with_retries=False`` leaves the retry counts out, for a card that never gives up
+        (``retry_limit=None``), where they no longer change what the microcode does."""
+        if not with_retries and self.retry_limit is not None:
+            raise ValueError("retry counts decide when a card with a retry limit gives up")
+        return CardSnapshot(
+            tuple(tuple(entry) for entry in self.directory),
+            tuple(tuple(line) for line in self.home),
+            tuple(tuple((t.addr, t.state, t.fwd, t.bwd) for t in ways) for ways in self.tags),
+            tuple(tuple(tuple(line) for line in ways) for ways in self.cdata),
+            tuple(tuple(order) for order in self.lru),
+            tuple(_context_key(c, with_retries) for c in self.contexts if c.busy),
+            tuple(packet_key(p) for p in self.incoming),
+            tuple(_request_key(r) for r in self.local_queue),
+        )
+
+    def restore(self, snapshot):
+        """Bring the card back to a :meth:`snapshot` (outbox and completions emptied; a
+        backed-off context may wake at any time)."""
+        directory, home, tags, cdata, lru, contexts, incoming, local_queue = snapshot
+        self.directory = [list(entry) for entry in directory]
+        self.home = [list(line) for line in home]
+        self.tags = [[Tag(*t) for t in ways] for ways in tags]
+        self.cdata = [[list(line) for line in ways] for ways in cdata]
+        self.lru = [list(order) for order in lru]
+        for c in self.contexts:
+            c.busy = False
+        for key in contexts:
+            _restore_context(self.contexts[key.index], key)
+        self.incoming = [packet_from_key(k) for k in incoming]
+        self.local_queue = [_request_from_key(k) for k in local_queue]
+        self.outbox, self.completions = [], []
+
     # --- inspection ------------------------------------------------------------------------------
 
     def busy(self):
@@ -628,3 +691,85 @@ def _merge(line, data, be):
                 mask |= 0xFF << (8 * byte)
         if mask:
             line[word] = (line[word] & ~mask) | (data[word] & mask)
+
+
+# --- snapshots: model objects as hashable values and back ----------------------------------------
+
+
+class CardSnapshot(NamedTuple):
+    directory: tuple  # (mstate, locked, head) per home line
+    home: tuple  # the home lines' words
+    tags: tuple  # per set, per way: (addr, state, fwd, bwd)
+    cdata: tuple  # per set, per way: the line's words
+    lru: tuple
+    contexts: tuple  # ContextSnapshot of each busy context
+    incoming: tuple  # packet keys
+    local_queue: tuple  # request keys: (kind, addr, word, count, data, be, tag)
+
+
+class ContextSnapshot(NamedTuple):
+    values: tuple  # _CONTEXT_FIELDS, index first
+    backed_off: bool
+    retries: int
+    regs: tuple
+    request: tuple
+    line: tuple
+    msg: tuple
+
+    @property
+    def index(self):
+        return self.values[0]
+
+
+# The context's scalar fields (the rest: busy, wake-up, retries, registers, request, line, message).
+_CONTEXT_FIELDS = ("index", "waiting", "pc", "ret", "addr", "vaddr", "state", "mstate", "locked", "flags")
+_CONTEXT_FIELDS += ("way", "hit", "victim", "no_way", "scan", "scan_done")
+_PACKET_HEADER = tuple(f.name for f in fields(Packet) if f.name != "data")
+
+
+def packet_key(packet):
+    """A packet as a hashable tuple (header fields, then the data as a tuple)."""
+    return tuple(getattr(packet, f) for f in _PACKET_HEADER) + (tuple(packet.data),)
+
+
+def packet_field(key, name):
+    """A header field of a packet key."""
+    return key[_PACKET_HEADER.index(name)]
+
+
+def packet_from_key(key):
+    return Packet(**dict(zip(_PACKET_HEADER, key)), data=list(key[-1]))
+
+
+def _request_key(request):
+    return (int(request.kind), request.addr, request.word, request.count, tuple(request.data), request.be, request.tag)
+
+
+def _request_from_key(key):
+    kind, addr, word, count, data, be, tag = key
+    return LocalRequest(LocalKind(kind), addr, word, count, list(data), be, tag)
+
+
+def _context_key(ctx, with_retries):
+    return ContextSnapshot(
+        tuple(getattr(ctx, f) for f in _CONTEXT_FIELDS),
+        ctx.wake_at is not None,
+        ctx.retries if with_retries else None,
+        tuple(sorted((int(r), v) for r, v in ctx.regs.items())),
+        None if ctx.request is None else _request_key(ctx.request),
+        tuple(ctx.line),
+        None if ctx.msg is None else packet_key(ctx.msg),
+    )
+
+
+def _restore_context(ctx, key):
+    values, backed_off, retries, regs, request, line, msg = key
+    for name, value in zip(_CONTEXT_FIELDS, values):
+        setattr(ctx, name, value)
+    ctx.busy = True
+    ctx.wake_at = 0 if backed_off else None
+    ctx.retries = retries or 0
+    ctx.regs = {Ptr(r): v for r, v in regs}
+    ctx.request = None if request is None else _request_from_key(request)
+    ctx.line = list(line)
+    ctx.msg = None if msg is None else packet_from_key(msg)

@@ -5,7 +5,21 @@ JSON with the command and configuration, PNG) by :mod:`numavia.bench.results`.""
 from numavia.base import buildcache, pushpull_format
 from numavia.base.coherence import LINE_BYTES, LINE_SIZES
 from numavia.base.errors import NumaviaError
-from numavia.bench import boot, coherence, latency, local_side, miss, pushpull, shm, sim_speed, splash2, stream, via
+from numavia.bench import (
+    boot,
+    coherence,
+    latency,
+    local_side,
+    miss,
+    protocol,
+    pushpull,
+    shm,
+    sim_speed,
+    splash2,
+    stream,
+    via,
+)
+from numavia.gateware.microcode.protocol_explorer import KINDS, ExploreConfig
 from numavia.instrument import CostModel
 from numavia.soc.ring_launch import require_mpi
 from numavia.splash2 import KERNELS, PLACEMENTS
@@ -23,6 +37,7 @@ from .common import (
     checking,
     command,
     count,
+    counts,
     firmware_list,
     list_of,
     log,
@@ -31,6 +46,7 @@ from .common import (
     positive_float,
     probability,
     results_folder,
+    ring_size,
     size,
     spread,
 )
@@ -126,6 +142,29 @@ def cmd_bench_coherence(args):
             f"{figures['violation_count']} coherence violation(s), "
             f"{figures['protocol_errors']} protocol error(s): see {args.out}/coherence.json"
         )
+    return 0
+
+
+def cmd_bench_protocol(args):
+    try:
+        config = ExploreConfig(
+            nodes=args.nodes,
+            home=args.home,
+            ops=tuple(args.ops if args.ops is not None else [2] * args.nodes),
+            kinds=tuple(args.kinds),
+            ordered=args.ordered,
+            max_states=args.max_states,
+        )
+    except ValueError as e:
+        args.parser.error(str(e))
+    figures = _run(args, lambda: protocol.run(config, log=log), protocol.report, "protocol.{md,csv,json}")
+    if figures["violations"] or figures["deadlocks"]:
+        raise NumaviaError(
+            f"{figures['violations']} violation(s), {figures['deadlocks']} deadlock(s): "
+            f"see {args.out}/counterexample.txt"
+        )
+    if figures["truncated"]:
+        raise NumaviaError(f"the search stopped at --max-states {args.max_states}: no verdict")
     return 0
 
 
@@ -353,6 +392,35 @@ def register(sub):
     )
     add_out_option(coh, "results/coherence")
     add_spread_options(coh)
+    pro = command(
+        benches,
+        "protocol",
+        cmd_bench_protocol,
+        help="exhaustive check of the SCI microcode: every interleaving on one line",
+        description="Explore every interleaving of model cards running the SCI microcode on one "
+        "shared line: each host's reads, writes and flushes, any delivery order, NACKs and "
+        "retries. Every state is checked (coherence, list structure, protocol errors), and "
+        "every state must still be able to finish (no deadlock, no livelock). The default, "
+        "3 nodes with 2 operations each, takes 5-10 minutes and 1 GB.",
+    )
+    pro.add_argument("--nodes", type=ring_size(2), default=3, help="cards sharing the line (default 3)")
+    pro.add_argument("--home", type=count, default=0, help="the node whose memory holds the line (default 0)")
+    pro.add_argument(
+        "--ops",
+        type=counts,
+        default=None,
+        metavar="N,N,...",
+        help="host operations of each node, comma-separated (0: the node only answers; default 2 each)",
+    )
+    pro.add_argument(
+        "--kinds",
+        type=list_of(str, KINDS, "kind of operation"),
+        default=list(KINDS),
+        help="what an operation may be, every choice explored (default read,write,flush)",
+    )
+    pro.add_argument("--ordered", action="store_true", help="keep per (source, target) order (default: any order)")
+    pro.add_argument("--max-states", type=positive, default=None, help="stop beyond this many states (no verdict then)")
+    add_out_option(pro, "results/protocol")
     spl = command(
         benches,
         "splash2",

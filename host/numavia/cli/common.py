@@ -80,6 +80,14 @@ def ring_size(minimum=1):
 count = integer_at_least(0, "must not be negative")
 
 
+def counts(text):
+    """A comma-separated list of counts (repeats allowed)."""
+    try:
+        return [count(item.strip()) for item in text.split(",")]
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+
+
 def address(text):
     try:
         return int(text, 0)
