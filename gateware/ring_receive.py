@@ -38,9 +38,7 @@ RECEIVE_EVENTS = ("RX_PACKETS", "RX_ECHOES", "CRC_ERRORS", "DUPLICATES", "BUSY_S
 def admission_signature(in_depth, out_depth):
     """Between receive and transmit: replies owed for requests taken in (each has an outgoing slot
     reserved), the free outgoing slots, and a reply being queued."""
-    return wiring.Signature(
-        {"owed": Out(range(in_depth + 2)), "free": In(range(out_depth + 1)), "reply_queued": In(1)}
-    )
+    return wiring.Signature({"owed": Out(range(in_depth + 2)), "free": In(range(out_depth + 1)), "reply_queued": In(1)})
 
 
 class RingReceive(wiring.Component):
@@ -154,8 +152,7 @@ class RingReceive(wiring.Component):
                 is_echo_q.eq(first_is_echo),
                 duplicate_q.eq(rx_last_seq.bit_select(first.source, 1) == first.seq),
                 room_q.eq(
-                    (in_count != self.in_depth)
-                    & ((first.ptype != PacketType.REQUEST) | (self.admission.free > owed))
+                    (in_count != self.in_depth) & ((first.ptype != PacketType.REQUEST) | (self.admission.free > owed))
                 ),
                 is_request_q.eq(first.ptype == PacketType.REQUEST),
             ]

@@ -115,7 +115,7 @@ def first_problem(result):
 
 
 def test_a_dropped_write_back_is_caught_with_a_trace():
-    words = broken("SEND cmd=MONLY_OUT, dest=HOME, data=1", "SEND cmd=MONLY_OUT, dest=HOME, data=0")
+    words = broken("SEND cmd=MONLY_OUT, dest=HOME, data=BUF", "SEND cmd=MONLY_OUT, dest=HOME, data=NONE")
     message, trace, text = first_problem(explore(words, nodes=3, home=0, ops=(1, 2, 0), kinds=("write", "flush")))
     # Node 1 writes, rolls its dirty line out without the data: the home serves the stale value.
     assert "would read 0x0 on a hit, the last write was 0x201" in message
@@ -132,9 +132,7 @@ def test_a_purge_that_stops_early_is_caught_with_a_trace():
 
 
 def test_a_lost_fetch_answer_is_a_deadlock():
-    words = broken(
-        "fetch:\n        RD_LINE CACHE\n        REPLY status=OK, data=1\n", "fetch:\n        RD_LINE CACHE\n"
-    )
+    words = broken("fetch:\n        REPLY status=OK, data=CACHE\n", "fetch:\n")
     result = explore(words, nodes=3, home=0, ops=(1, 1, 0), kinds=("read", "write"))
     assert not result.violations
     message, _, text = first_problem(result)
@@ -205,7 +203,7 @@ def test_bench_without_a_verdict_fails_with_one_line(tmp_path):
 
 
 def test_bench_writes_the_counterexample_of_a_broken_microcode(tmp_path):
-    words = broken("SEND cmd=MONLY_OUT, dest=HOME, data=1", "SEND cmd=MONLY_OUT, dest=HOME, data=0")
+    words = broken("SEND cmd=MONLY_OUT, dest=HOME, data=BUF", "SEND cmd=MONLY_OUT, dest=HOME, data=NONE")
     figures = protocol.run(ExploreConfig(ops=(0, 2, 0), kinds=("write", "flush")), log=lambda m: None, words=words)
     protocol.report(figures, tmp_path)
     assert figures["violations"] == 1

@@ -63,7 +63,7 @@ def test_an_intact_packet_is_offered_in_its_verdict_cycle_and_echoed():
 
     async def tb(ctx, dut, seen):
         symbols = encode(packet)
-        for i, symbol in enumerate(symbols):
+        for symbol in symbols:
             ctx.set(dut.rx.frame, 1)
             ctx.set(dut.rx.data, symbol)
             await ctx.tick()
