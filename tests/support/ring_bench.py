@@ -191,9 +191,10 @@ class Traffic:
                 if not ctx.get(link.recv_header.valid):
                     await ctx.tick()
                     continue
+                arrived = ctx.get(self.bench.cycle)  # the header is taken now; a line of words follows
                 packet = await receive(ctx, link)
                 key = (packet.source, packet.target)
-                self.received.setdefault(key, []).append(Delivery(ctx.get(self.bench.cycle), packet))
+                self.received.setdefault(key, []).append(Delivery(arrived, packet))
 
         return process
 
