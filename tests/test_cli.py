@@ -138,6 +138,7 @@ def test_bad_arguments_through_main_exit_2_and_failures_exit_1(tmp_path, monkeyp
         "paths",
         "flash",
         "bench latency",
+        "bench miss",
         "bench local-side",
         "bench coherence",
         "bench protocol",
