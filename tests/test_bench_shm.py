@@ -35,9 +35,10 @@ def test_sweep_on_the_rtl(tmp_path):
     figures = shm.measure(4096, log=lambda m: None, run_root=tmp_path / "runs")
     by = {(r["mode"], r["op"], r["size"]): r for r in figures["rows"]}
     for size in (4, 4096):
-        # A second load of the same lines is a network-cache hit in NCC-NUMA mode, another trip
-        # around the ring in NUMA mode.
-        assert by["ncc", "load again", size]["cycles"] * 3 < by["ncc", "load", size]["cycles"]
+        # A second load of the same lines is a network-cache hit in NCC-NUMA mode, well under the
+        # trip around the ring it is in NUMA mode (the trace player's own cycles are in both).
+        assert by["ncc", "load again", size]["cycles"] < by["ncc", "load", size]["cycles"]
+        assert by["ncc", "load again", size]["cycles"] * 3 < by["numa", "load again", size]["cycles"] * 2
         assert by["numa", "load again", size]["cycles"] * 3 > by["numa", "load", size]["cycles"] * 2
     assert by["ncc", "load", 4096]["cycles"] > by["ncc", "load", 64]["cycles"] * 32  # line after line
     shm.report(figures, tmp_path)
