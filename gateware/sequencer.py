@@ -484,8 +484,8 @@ class Sequencer(wiring.Component):
                     m.d.sync += [ctx.eq(expired_ctx), timer_on.bit_select(expired_ctx, 1).eq(0)]
                     m.next = "RESTORE"
 
-            # A message arrived: its run starts while its data block still comes in (the receiver
-            # below); the operations that read the message buffer wait for the words they need.
+            # A message arrived: its run starts while its data block still comes into the message
+            # buffer; the operations that read the buffer wait for the words they need.
             with m.State("ARRIVED"):
                 with m.If(ctx == HANDLER):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
