@@ -19,6 +19,13 @@ from .sci_layouts import HeaderLayout
 from .sequencer import Sequencer, SequencerCounters
 
 
+def live_ctrl(microcode_only=False):
+    """The RAC.CTRL value that puts a loaded control store live, with the sequencer's hard-wired
+    fast path on, or off (``microcode_only``)."""
+    ctrl = regmap.RAC.register("CTRL")
+    return ctrl.field("LOADED").mask | (ctrl.field("MICROCODE_ONLY").mask if microcode_only else 0)
+
+
 class RemoteAccessController(wiring.Component):
     def __init__(
         self,

@@ -724,6 +724,12 @@ class Sequencer(wiring.Component):
             # --- the hard-wired fast path: the steps of the microcode it stands for, each handed to
             # the states an instruction would use (op_q and its operands say which) --------------
             with m.State("FAST"):
+                write = r.kind == isa.LocalKind.WRITE
+
+                def resume(read_point, write_point):
+                    """The microcode's resume point of this miss (a read's or a write's)."""
+                    return Mux(write, isa.resume_vector(write_point), isa.resume_vector(read_point))
+
                 op_is = {name: C(isa.OPS[name].code, 6) for name in ("C_ALLOC", "SEND", "DIR_RD", "REPLY")}
                 fallback = Signal()
                 with m.Switch(fast_step):
@@ -747,7 +753,6 @@ class Sequencer(wiring.Component):
                             ]
                             m.next = "TAG"
                     with m.Case(FastStep.MISS_SEND):  # SEND cmd=MREAD|MWRITE, dest=HOME
-                        write = r.kind == isa.LocalKind.WRITE
                         m.d.sync += [
                             op_q.eq(op_is["SEND"]),
                             fa_q.eq(Dest.HOME),
@@ -756,19 +761,14 @@ class Sequencer(wiring.Component):
                             fd_q.eq(DataSrc.NONE),
                             imm_q.eq(Mux(write, Command.MWRITE, Command.MREAD)),
                             # a full outgoing queue suspends the context at the microcode's SEND
-                            r.pc.eq(
-                                Mux(write, isa.resume_vector(Resume.WRITE_SEND), isa.resume_vector(Resume.READ_SEND))
-                            ),
+                            r.pc.eq(resume(Resume.READ_SEND, Resume.WRITE_SEND)),
                             fast_step.eq(FastStep.MISS_WAIT),
                         ]
                         m.next = "HEADER"
                     with m.Case(FastStep.MISS_WAIT):  # WAIT, at the microcode's resume point
-                        write = r.kind == isa.LocalKind.WRITE
                         count("fast_path")
                         m.d.sync += [
-                            r.pc.eq(
-                                Mux(write, isa.resume_vector(Resume.WRITE_SENT), isa.resume_vector(Resume.READ_SENT))
-                            ),
+                            r.pc.eq(resume(Resume.READ_SENT, Resume.WRITE_SENT)),
                             waiting.bit_select(ctx[:4], 1).eq(1),
                             fast_step.eq(FastStep.NONE),
                         ]

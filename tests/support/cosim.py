@@ -22,13 +22,8 @@ from numavia.gateware.local_side import CacheGeometry
 from numavia.gateware.microcode.cluster_model import card_views
 from numavia.gateware.microcode.coherence_check import Access
 from numavia.gateware.microcode.model import CardModel, LocalRequest
+from numavia.gateware.remote_access_controller import live_ctrl
 from support.sim import run_simulation
-
-
-def rac_ctrl(config):
-    """RAC.CTRL for the RTL card: loaded, with or without the fast path."""
-    ctrl = regmap.RAC.register("CTRL")
-    return ctrl.field("LOADED").mask | (ctrl.field("MICROCODE_ONLY").mask if config.microcode_only else 0)
 
 
 def packet_fields(packet):
@@ -233,7 +228,7 @@ class CoSim:
         async def rtl_host(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
-            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, rac_ctrl(cfg))
+            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(cfg.microcode_only))
             while True:
                 nxt = self.next_access(rtl)
                 if nxt is None:
@@ -347,7 +342,7 @@ class ScriptedCoSim(CoSim):
         async def orchestrate(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
-            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, rac_ctrl(cfg))
+            await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(cfg.microcode_only))
             for node, op, addr, value in steps:
                 result = None
                 if node == rtl:

@@ -25,6 +25,7 @@ from numavia.bench import latency, results
 from numavia.gateware.bfm import recv, send, wishbone_write
 from numavia.gateware.card import CardConfig
 from numavia.gateware.coherence_engine import CoherenceEngine
+from numavia.gateware.remote_access_controller import live_ctrl
 
 MISS_ROW = "remote read, miss, 1 hop"
 REQUESTER, HOME = 0, 1
@@ -56,9 +57,7 @@ def engine_phases(config, microcode_only=False):
 
         async def run(ctx):
             ctx.set(dut.node_id, node_id)
-            ctrl = regmap.RAC.register("CTRL")
-            value = ctrl.field("LOADED").mask | (ctrl.field("MICROCODE_ONLY").mask if microcode_only else 0)
-            await wishbone_write(ctx, dut.rac_bus, ctrl.offset, value)
+            await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(microcode_only))
             await testbench(ctx, dut)
 
         sim.add_testbench(run)
