@@ -14,9 +14,18 @@ TOP_NAME = "numavia_card"
 BASE_DIR = Path(buildcache.__file__).parent
 
 
-def sources() -> list[Path]:
-    """The files the card's Verilog is made from: the gateware and the definitions below it."""
+def _source_files() -> list[Path]:
     return buildcache.source_files(Path(__file__).parent) + buildcache.source_files(BASE_DIR, ("*.py", "*.uasm"))
+
+
+# Taken here, when every gateware module has been imported (through .card).
+_SOURCES = buildcache.SourcesAsLoaded(_source_files, "gateware")
+
+
+def sources() -> list[Path]:
+    """The files the card's Verilog is made from: the gateware and the definitions below it, as
+    this process loaded them (an error if they were edited since)."""
+    return _SOURCES.files()
 
 
 def card_verilog(config: CardConfig = CardConfig(), *, log: Callable[[str], object] | None = None) -> Path:

@@ -141,8 +141,13 @@ class RingTransmit(wiring.Component):
         out_data_w = out_data.write_port()
         header_taken = self.send_header.valid & self.send_header.ready
         is_reply = self.send_header.payload.ptype == PacketType.RESPONSE
+        # The count is a register kept beside the mask (not the mask's popcount): the request
+        # admission compares it on the path from the ring's verdict into the sequencer.
+        free_count_q = Signal(range(self.out_depth + 1), init=self.out_depth)
+        freed_count = sum(self.slots.freed[i] for i in range(self.out_depth))
+        m.d.sync += free_count_q.eq(free_count_q - header_taken + freed_count)
         m.d.comb += [
-            free_count.eq(sum(free_slots[i] for i in range(self.out_depth))),
+            free_count.eq(free_count_q),
             self.admission.reply_queued.eq(header_taken & is_reply),
         ]
         # A reply may take any free slot; a request only one not reserved for owed replies (with

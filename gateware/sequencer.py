@@ -680,7 +680,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += [
                             i.eq(0),
                             pipe_valid.eq(0),
-                            stream_from_msg.eq(0),
+                            stream_from_msg.eq(fb == LineSrc.MSG),
                             stream_start.eq(0),
                             stream_count.eq(LINE_WORDS),
                             stream_dst.eq(DST_MEM),
@@ -932,7 +932,7 @@ class Sequencer(wiring.Component):
                             mem.cmd.payload.space.eq(mem_space),
                             mem.cmd.payload.index.eq(mem_index0 + i),
                             mem.cmd.payload.write.eq(1),
-                            mem.cmd.payload.data.eq(lb_rd.data),
+                            mem.cmd.payload.data.eq(Mux(stream_from_msg, message.read_data, lb_rd.data)),
                             mem.cmd.payload.be.eq(0xF),
                             sink_ready.eq(mem.cmd.ready),
                         ]

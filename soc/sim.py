@@ -41,6 +41,7 @@ from .sim_target import build_node
 
 HERE = Path(__file__).resolve().parent
 SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")  # what the node's Verilog depends on
+_SOC_SOURCES = buildcache.SourcesAsLoaded(lambda: [HERE / f for f in SOC_SOURCES], "SoC")  # all imported above
 
 
 def _firmware_define(name: str, header: Path = paths.firmware_dir() / "core/include/numavia/core.h") -> str:
@@ -104,7 +105,7 @@ def require_tool(name: str, hint: str) -> None:
 
 
 def soc_key(config: SimConfig) -> str:
-    files = gateware_build.sources() + [HERE / f for f in SOC_SOURCES]
+    files = gateware_build.sources() + _SOC_SOURCES.files()
     return buildcache.digest(
         files,
         params={

@@ -14,7 +14,7 @@ CONFIG = CardConfig(max_nodes=16, via=False)
 
 
 def test_engine_phases_of_a_remote_read_miss():
-    phases = miss.engine_phases(CONFIG)
+    phases, after = miss.engine_phases(CONFIG)
     line_words = CONFIG.geometry().line_words
     assert set(phases) == {key for key, _ in miss.PHASES} - {"ring"}
     assert all(cycles > 0 for cycles in phases.values())
@@ -24,8 +24,11 @@ def test_engine_phases_of_a_remote_read_miss():
     # The home's line goes from memory into the reply at a word per cycle, no buffer copy first.
     assert phases["home_data"] <= line_words + READ_LATENCY + 2
     # The microcode alone does the same transaction, fetching its instructions: slower.
-    alone = miss.engine_phases(CONFIG, microcode_only=True)
+    alone, _ = miss.engine_phases(CONFIG, microcode_only=True)
     assert alone["request"] > phases["request"] and alone["home_reply"] > phases["home_reply"]
+    # The next read of the line (checked inside: the next word) waits for the line fill, which
+    # writes the whole line into the cache, then hits: a line's worth of cycles and more.
+    assert line_words < after["reuse"] < 4 * line_words
 
 
 @pytest.mark.slow
@@ -50,7 +53,14 @@ def test_bad_ring_sizes_are_refused(nodes, capsys):
 
 def test_a_baseline_run_is_tabulated_and_plotted_beside(tmp_path):
     ring = {"nodes": 2, "total": 100, "phases": {key: 10 for key, _ in miss.PHASES} | {"ring": 50}}
-    figures = {"rings": [ring], "clock_mhz": 100.0, "config": {}, "word": miss.WORD, "microcode_only": False}
+    figures = {
+        "rings": [ring],
+        "clock_mhz": 100.0,
+        "config": {},
+        "word": miss.WORD,
+        "reuse": 40,
+        "microcode_only": False,
+    }
     miss.report(figures, tmp_path / "before")
     baseline = miss.load_baseline(tmp_path / "before" / "miss.json")
     text = miss.report(dict(figures, baseline=baseline), tmp_path / "after")

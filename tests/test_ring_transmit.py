@@ -229,3 +229,27 @@ def test_slots_are_taken_freed_and_reserved_for_owed_replies():
         assert ctx.get(dut.admission.free) == 1
 
     run(tb, out_depth=3)
+
+
+def test_the_free_count_follows_slots_taken_and_freed_in_the_same_cycle():
+    # The count is kept as a register beside the slot mask: two slots freed at once (one accepted,
+    # one given up) and a slot taken in the cycle another is freed must all be counted.
+    reply = random_packet(random.Random(6), 4, data_ratio=0)
+
+    async def tb(ctx, dut, seen):
+        for _ in range(4):
+            await send_header(ctx, dut, reply)
+        assert ctx.get(dut.admission.free) == 0
+        slots = [slot for slot, _ in seen["queued"]]
+        ctx.set(dut.slots.freed, (1 << slots[0]) | (1 << slots[2]))
+        await ctx.tick()
+        ctx.set(dut.slots.freed, 0)
+        assert ctx.get(dut.admission.free) == 2
+        ctx.set(dut.slots.freed, 1 << slots[1])
+        await send_header(ctx, dut, reply)  # takes a slot in the cycle slots[1] is freed
+        ctx.set(dut.slots.freed, 0)
+        assert ctx.get(dut.admission.free) == 2
+        taken = {slot for slot, _ in seen["queued"][4:]}
+        assert len(taken) == 1 and taken <= {slots[0], slots[2]}
+
+    run(tb)

@@ -521,7 +521,10 @@ class CardModel:
                 ctx.flags |= 1 << Flag.DATA
             elif name == "WR_LINE":
                 cycles += self.line_words
-                self._line(ctx, v["mem"])[:] = ctx.line
+                from_msg = LineSrc(v["src"]) == LineSrc.MSG
+                if from_msg and not ctx.msg.has_data:
+                    raise ModelError("WR_LINE src=MSG on a message without data")
+                self._line(ctx, v["mem"])[:] = self._msg_data(ctx) if from_msg else ctx.line
             elif name == "M_TO_BUF":
                 cycles += self.line_words
                 if not ctx.msg.has_data:

@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from numavia.base.errors import NumaviaError
 from numavia.base.paths import REPO_ROOT, source_name
 
 
@@ -52,6 +53,31 @@ def digest(files=(), params=None, length=16):
         h.update(str(name).encode() + b"\0" + data + b"\0")
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     return h.hexdigest()[:length]
+
+
+class SourcesAsLoaded:
+    """Python sources whose code this process has imported, as a cache key's input.
+
+    A key is computed from the files on disk, but the output is made from the modules in memory:
+    a long process that imported them before an edit would store the old code's output under the
+    new code's key, and every later build would reuse it. So the files' digest is taken when the
+    modules are loaded, and :meth:`files` refuses to name a cache entry once the files differ.
+    """
+
+    def __init__(self, list_files, what):
+        self._list_files = list_files
+        self._what = what
+        self._loaded = digest(list_files())
+
+    def files(self):
+        """The files, unchanged since they were loaded (else :class:`NumaviaError`)."""
+        files = self._list_files()
+        if digest(files) != self._loaded:
+            raise NumaviaError(
+                f"the {self._what} sources changed since this process loaded them: "
+                "restart it, so that what it builds matches its cache key"
+            )
+        return files
 
 
 @contextmanager

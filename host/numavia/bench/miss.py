@@ -49,6 +49,7 @@ def engine_phases(config, microcode_only=False):
     amap, geometry = config.address_map(), config.geometry()
     line = 3 * geometry.line_bytes
     phases = {}
+    after = {}  # figures after the miss, not part of it
 
     def simulate(node_id, testbench):
         dut = CoherenceEngine(amap, geometry, program)
@@ -70,8 +71,11 @@ def engine_phases(config, microcode_only=False):
             n += 1
         return n
 
+    def read(word):
+        return {"addr": HOME * amap.slice_bytes + line + 4 * word, "write": 0, "count": 1}
+
     async def requester(ctx, dut):
-        await send(ctx, dut.host.req, {"addr": HOME * amap.slice_bytes + line + 4 * WORD, "write": 0, "count": 1})
+        await send(ctx, dut.host.req, read(WORD))
         phases["lac"] = 1 + await cycles_until(ctx, lambda: ctx.get(dut.local.miss.miss.valid))
         phases["request"] = await cycles_until(ctx, lambda: ctx.get(dut.send_header.valid))
         header = await recv(ctx, dut.send_header)
@@ -89,26 +93,36 @@ def engine_phases(config, microcode_only=False):
         ctx.set(dut.recv_header.payload, reply)
         ctx.set(dut.recv_header.valid, 1)
         ctx.set(dut.host.resp.ready, 1)
+        # The reply's data block follows its header, a word per cycle. As the host's word arrives
+        # it reads the next word of the same line (the line fill comes first, then a hit).
         cycles = words = 0
-        while True:
+        answers = []
+        while len(answers) < 2:
             header_taken = ctx.get(dut.recv_header.valid) and ctx.get(dut.recv_header.ready)
             word_taken = ctx.get(dut.recv_data.valid) and ctx.get(dut.recv_data.ready)
-            answered = ctx.get(dut.host.resp.valid)
-            data = ctx.get(dut.host.resp.payload.data)
+            reuse_taken = len(answers) == 1 and ctx.get(dut.host.req.valid) and ctx.get(dut.host.req.ready)
+            if ctx.get(dut.host.resp.valid):
+                answers.append((cycles + 1, ctx.get(dut.host.resp.payload.data)))
+                if len(answers) == 1:
+                    ctx.set(dut.host.req.payload, read(WORD + 1))
+                    ctx.set(dut.host.req.valid, 1)
             await ctx.tick()
             cycles += 1
-            if answered:
-                break
-            if header_taken:  # the data block follows its header, a word per cycle
+            if reuse_taken:
+                ctx.set(dut.host.req.valid, 0)
+            if header_taken:
                 ctx.set(dut.recv_header.valid, 0)
                 ctx.set(dut.recv_data.valid, 1)
             if word_taken:
                 words += 1
                 ctx.set(dut.recv_data.valid, words < geometry.line_words)
             ctx.set(dut.recv_data.payload, words)
-        if data != WORD:
-            raise RuntimeError(f"the host read {data}, not word {WORD}")
-        phases["complete"] = cycles
+            if cycles > 1000:
+                raise RuntimeError("the host's reads were not answered within 1000 cycles")
+        if [data for _, data in answers] != [WORD, WORD + 1]:
+            raise RuntimeError(f"the host read words {[data for _, data in answers]}, not {[WORD, WORD + 1]}")
+        phases["complete"] = answers[0][0]
+        after["reuse"] = answers[1][0] - answers[0][0]
 
     async def home(ctx, dut):
         request = {
@@ -132,14 +146,14 @@ def engine_phases(config, microcode_only=False):
 
     simulate(REQUESTER, requester)
     simulate(HOME, home)
-    return phases
+    return phases, after
 
 
 def run(nodes=(2, 4), *, config=None, log=print, spread=None, microcode_only=False):
     """The phases of one remote read miss (NCC-NUMA) on rings of ``nodes`` cards."""
     config = config or CardConfig(max_nodes=16, via=False)
     results.progress(log, 1, len(nodes) + 1, "the coherence engine's phases, in Amaranth's simulator")
-    engine = engine_phases(config, microcode_only)
+    engine, after = engine_phases(config, microcode_only)
     rings = []
     for done, n in enumerate(nodes, 2):
         results.progress(log, done, len(nodes) + 1, f"{n}-node ring: the whole miss, from the card's counter")
@@ -156,6 +170,7 @@ def run(nodes=(2, 4), *, config=None, log=print, spread=None, microcode_only=Fal
         "clock_mhz": config.clk_freq_hz / 1e6,
         "config": config.as_dict(),
         "word": WORD,
+        "reuse": after["reuse"],
         "microcode_only": microcode_only,
     }
 
@@ -198,6 +213,8 @@ def report(figures, out):
             f"{figures['word']} of a line whose home holds it alone (memory HOME).",
             "Whole miss: the card's LAC.LAST_LATENCY on the RTL ring (numavia bench latency). "
             "Engine phases: the card's coherence engine in Amaranth's simulator; the ring is the rest.",
+            f"Reuse: the host reads word {figures['word'] + 1} of the same line as word {figures['word']} "
+            f"arrives; its word comes {figures['reuse']} cycles later (the line fill runs first, then a hit).",
         ],
         plot=lambda path: plot(figures, path),
     )

@@ -34,6 +34,7 @@ DEFAULTS = {
     "SEND": {"ptr": "NONE", "flag": "ZERO", "data": "NONE"},
     "REPLY": {"ptr": "NONE", "flag": "ZERO", "data": "NONE"},
     "COMPLETE": {"src": "BUF"},
+    "WR_LINE": {"src": "BUF"},
 }
 
 _LABEL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$")

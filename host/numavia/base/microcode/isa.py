@@ -208,7 +208,7 @@ class DataSrc(IntEnum):
 
 
 class LineSrc(IntEnum):
-    """Where COMPLETE reads the local request's words."""
+    """Where COMPLETE reads the local request's words and WR_LINE the line it writes."""
 
     BUF = 0  # the line buffer
     MSG = 1  # the data block of the message that resumed the context (before any copy of it)
@@ -324,7 +324,12 @@ OPS = {
         Op("C_SCAN", 22, (), "advance the flush scan to the next valid way: addr, way (SCAN_DONE)"),
         Op("SWAP_VICTIM", 23, (), "exchange addr with the victim address (to roll the victim out)"),
         Op("RD_LINE", 24, (_o("mem", Mem, "a"),), "line buffer := memory line; sets DATA"),
-        Op("WR_LINE", 25, (_o("mem", Mem, "a"),), "memory line := line buffer"),
+        Op(
+            "WR_LINE",
+            25,
+            (_o("mem", Mem, "a"), _o("src", LineSrc, "b")),
+            "memory line := line buffer, or (src=MSG) the message's data block, with no copy of it",
+        ),
         Op("M_TO_BUF", 26, (), "line buffer := the message's data; sets DATA"),
         Op("MERGE_HOST", 27, (), "merge the local request's write bytes into the line buffer"),
         Op("MERGE_MSG", 28, (), "merge the message's data under its byte enables into the buffer"),
