@@ -350,7 +350,7 @@ class ViaEngine(wiring.Component):
             "STAMP_TX_DATA": tx_op_beat,
             "STAMP_RX_DATA": rx_beat & self.eth_rx.payload.last & rx_data_frame,
             "STAMP_RX_WRITTEN": rx.payload_written,
-            "STAMP_COMPLETION": completion.status_written,
+            "STAMP_RX_COMPLETION": completion.recv_status_written,
         }
         for name, _ in regmap.VIA_STAMPS:
             stamp = Signal(32, name=name.lower())

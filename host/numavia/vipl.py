@@ -217,6 +217,12 @@ class Nic:
         values = self.bridge.read(base, len(regmap.VIA_COUNTERS))
         return {name: v for (name, _), v in zip(regmap.VIA_COUNTERS, values)}
 
+    def stamps(self) -> dict[str, int]:
+        """The VIA engine's latency stamps (``regmap.VIA_STAMPS``): card cycles of the last events."""
+        base = self.card_base + regmap.CARD.address("via", regmap.VIA_STAMPS[0][0])
+        values = self.bridge.read(base, len(regmap.VIA_STAMPS))
+        return {name: v for (name, _), v in zip(regmap.VIA_STAMPS, values)}
+
     def command(
         self, name: str, *, allow: Iterable[str] = ("SUCCESS",), extra_words: dict[int, int] | None = None, **args: int
     ) -> tuple[str, dict[str, Any]]:

@@ -630,7 +630,7 @@ VIA_STAMPS = (
     ("STAMP_TX_DATA", "the first word of a data frame went to the MAC"),
     ("STAMP_RX_DATA", "the last word of a data frame came from the MAC"),
     ("STAMP_RX_WRITTEN", "the payload of a received data frame was all in host memory"),
-    ("STAMP_COMPLETION", "a descriptor's STATUS was written (its DONE visible to the host)"),
+    ("STAMP_RX_COMPLETION", "a receive descriptor's STATUS was written (its DONE visible to the host)"),
 )
 VIA_STAMP_BASE = 0x0E0
 
