@@ -158,5 +158,8 @@ class CompletionUnit(wiring.Component):
                 with m.If(done):
                     m.d.sync += tails[cq].eq(tail + 1)
                     m.next = "IDLE"
-        m.d.comb += [self.busy.eq(~fsm.ongoing("IDLE")), self.recv_status_written.eq(fsm.ongoing("STATUS") & done & req.recv)]
+        m.d.comb += [
+            self.busy.eq(~fsm.ongoing("IDLE")),
+            self.recv_status_written.eq(fsm.ongoing("STATUS") & done & req.recv),
+        ]
         return m
