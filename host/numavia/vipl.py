@@ -738,6 +738,14 @@ def _owner(prebuilt: Prebuilt) -> Vi:
     return vi
 
 
+def _refuse_in_flight(vi: Vi, prebuilt: Prebuilt, why: str) -> None:
+    if any(p is prebuilt.descriptor for p in _queue(vi, prebuilt.doorbell).posted):
+        raise ViplError(
+            "INVALID_STATE",
+            f"VI {vi.number}: the prebuilt descriptor at {prebuilt.address:#x} is still posted (not seen done): {why}",
+        )
+
+
 def _check_prebuilt(prebuilt: Prebuilt) -> Vi:
     vi = _owner(prebuilt)
     if prebuilt.generation != vi.nic.generation:
@@ -753,18 +761,13 @@ def VipPostPrebuilt(prebuilt: Prebuilt, *, length: int | None = None) -> Descrip
     """Post ``prebuilt`` again (with ``length`` bytes in its first data segment, if given); returns
     its descriptor, which completes like any other (VipSendDone/Wait, VipRecvDone/Wait)."""
     vi = _check_prebuilt(prebuilt)
+    _refuse_in_flight(vi, prebuilt, "posting it again would change it under the card")
     ring, d = _queue(vi, prebuilt.doorbell), prebuilt.descriptor
-    if any(p is d for p in ring.posted):
-        raise ViplError(
-            "INVALID_STATE",
-            f"VI {vi.number}: the prebuilt descriptor at {prebuilt.address:#x} is still posted "
-            "(not seen done): posting it again would change it under the card",
-        )
     if len(ring.posted) >= ring.depth:
         raise ViplError("ERROR_RESOURCE", f"VI {vi.number}: work queue full ({ring.depth} posted)")
-    if length is not None and (not d.segments or length != d.segments[0][2]):
-        if not d.segments:
-            raise ViplError("INVALID_PARAMETER", "a length for a descriptor without data segments")
+    if length is not None and not d.segments:
+        raise ViplError("INVALID_PARAMETER", "a length for a descriptor without data segments")
+    if length is not None and length != d.segments[0][2]:
         va, handle, _ = d.segments[0]
         changed = Descriptor(d.op, [(va, handle, length), *d.segments[1:]])
         _check_segments(vi, changed)
@@ -780,11 +783,6 @@ def VipPostPrebuilt(prebuilt: Prebuilt, *, length: int | None = None) -> Descrip
 
 def VipPrebuiltRelease(prebuilt: Prebuilt) -> None:
     """Free ``prebuilt``'s slot; refused while it is posted and not seen done."""
-    vi = getattr(prebuilt, "vi", None)
-    if not isinstance(prebuilt, Prebuilt) or vi is None or vi.prebuilt[prebuilt.slot] is not prebuilt:
-        raise ViplError(
-            "INVALID_PARAMETER", f"{prebuilt!r:.60} is not a prebuilt descriptor (never built, or released)"
-        )
-    if any(p is prebuilt.descriptor for p in _queue(vi, prebuilt.doorbell).posted):
-        raise ViplError("INVALID_STATE", f"VI {vi.number}: the prebuilt descriptor is still posted")
+    vi = _owner(prebuilt)
+    _refuse_in_flight(vi, prebuilt, "releasing it would free its slot under the card")
     vi.prebuilt[prebuilt.slot] = None
