@@ -566,7 +566,6 @@ static void test_register_refuses_when_the_table_is_full(void)
     CHECK(nv_via_command(&via, NV_MBOX_NOP, args) == NV_VIP_SUCCESS);
 }
 
-
 /* An RDMA write of 4 bytes from handle 2 to the peer's handle 3, as words. */
 static void rdma_write_words(uint32_t *w)
 {
@@ -584,7 +583,8 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     setup();
     const uint32_t tag = ptag(), vi = new_vi(tag), vi2 = new_vi(tag);
     const uint32_t desc = DESC_AREA + 0x100, status_at = desc + NV_DESC_CONTROL_STATUS_OFFSET;
-    const uint32_t length_at = desc + 48 + NV_DESC_DATA_LENGTH_OFFSET, handle_at = desc + 48 + NV_DESC_DATA_HANDLE_OFFSET;
+    const uint32_t length_at = desc + 48 + NV_DESC_DATA_LENGTH_OFFSET,
+                   handle_at = desc + 48 + NV_DESC_DATA_HANDLE_OFFSET;
     uint32_t w[16], status = 0;
     rdma_write_words(w);
     struct nv_via_prebuilt p = {0};
@@ -606,7 +606,8 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     CHECK(nv_host_read32(length_at) == 4 && fake_via.vi[vi].sq_doorbells == 1);
 
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000);
-    CHECK(nv_via_prebuilt_done(&via, &p, &status) == NV_VIP_SUCCESS && status == (NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000));
+    CHECK(nv_via_prebuilt_done(&via, &p, &status) == NV_VIP_SUCCESS &&
+          status == (NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000));
     CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_INVALID_STATE); /* not posted */
     CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_SUCCESS && nv_host_read32(length_at) == 8);
     CHECK(fake_via.vi[vi].sq_doorbells == 2);
@@ -656,12 +657,14 @@ static void test_prebuilt_descriptor_refuses_bad_handles_and_arguments(void)
     /* Bad arguments build nothing and write nothing. */
     fake_host_put32(desc, 0x5a5a5a5a);
     CHECK(nv_via_prebuild(&via, &q, FAKE_VIS, 1, desc, w, 16) == NV_VIP_INVALID_PARAMETER); /* no such VI */
-    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc + 4, w, 16) == NV_VIP_INVALID_PARAMETER);    /* misaligned */
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc + 4, w, 16) == NV_VIP_INVALID_PARAMETER);   /* misaligned */
     CHECK(nv_via_prebuild(&via, &q, vi, 1, FAKE_HOST_BASE + FAKE_HOST_SIZE - 32, w, 16) == NV_VIP_INVALID_PARAMETER);
     CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 15) == NV_VIP_INVALID_PARAMETER); /* not the whole descriptor */
-    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 4) == NV_VIP_INVALID_PARAMETER);  /* shorter than a control segment */
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 4) ==
+          NV_VIP_INVALID_PARAMETER); /* shorter than a control segment */
     put(w, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES, via.max_segments + 1);
-    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 16) == NV_VIP_INVALID_PARAMETER); /* more segments than the card takes */
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 16) ==
+          NV_VIP_INVALID_PARAMETER); /* more segments than the card takes */
     CHECK(nv_via_prebuild(&via, NULL, vi, 1, desc, w, 16) == NV_VIP_INVALID_PARAMETER);
     CHECK(nv_host_read32(desc) == 0x5a5a5a5a && q.magic == 0);
 }

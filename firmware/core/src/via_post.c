@@ -13,7 +13,8 @@ uint32_t nv_via_prebuild(struct nv_via *via, struct nv_via_prebuilt *p, unsigned
         return NV_VIP_INVALID_PARAMETER;
     uint32_t op = (uint32_t)nv_get_field(words, NV_DESC_CONTROL_CONTROL_OFFSET, NV_DESC_CONTROL_CONTROL_BYTES) &
                   NV_DESC_CONTROL_CONTROL_OP_MASK;
-    uint32_t segments = (uint32_t)nv_get_field(words, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES);
+    uint32_t segments =
+        (uint32_t)nv_get_field(words, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES);
     uint32_t first = NV_DESC_CONTROL_SIZE + (op == NV_CONTROL_OP_SENDRECV ? 0 : NV_DESC_ADDRESS_SIZE);
     if (segments > via->max_segments || 4 * count != first + segments * NV_DESC_DATA_SIZE)
         return NV_VIP_INVALID_PARAMETER;

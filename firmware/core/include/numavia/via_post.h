@@ -82,8 +82,7 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
  * STATUS in `*status` if not NULL; error bits are the caller's to judge); NV_VIP_INVALID_STATE when
  * it is not posted. One uncached read of host memory. */
 static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_done(const struct nv_via *via,
-                                                                           struct nv_via_prebuilt *p,
-                                                                           uint32_t *status)
+                                                                           struct nv_via_prebuilt *p, uint32_t *status)
 {
     uint32_t result = nv_via_prebuilt_check(via, p);
     if (result != NV_VIP_SUCCESS)
