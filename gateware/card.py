@@ -236,7 +236,7 @@ class Card(wiring.Component):
                 cq_event=cfg.pcie,
             )
             buses["via"], buses["doorbell"] = via.regs, via.doorbells
-            m.d.comb += via.node_id.eq(ctrl.node_id)
+            m.d.comb += [via.node_id.eq(ctrl.node_id), via.cycles.eq(ctrl.cycles[:32])]
             # DMA into host memory (the SoC's, or the PCIe host's), frames to and from the Ethernet MAC.
             if cfg.pcie:
                 m.submodules.pcie_dma = dma_bridge = WishboneToDma()

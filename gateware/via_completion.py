@@ -55,6 +55,8 @@ class CompletionUnit(wiring.Component):
                 "overflow": Out(1),
                 "dma_error": Out(1),
                 "busy": Out(1),
+                # A receive descriptor's STATUS (its DONE) was written (the engine's latency stamp).
+                "recv_status_written": Out(1),
             }
         )
 
@@ -156,5 +158,8 @@ class CompletionUnit(wiring.Component):
                 with m.If(done):
                     m.d.sync += tails[cq].eq(tail + 1)
                     m.next = "IDLE"
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        m.d.comb += [
+            self.busy.eq(~fsm.ongoing("IDLE")),
+            self.recv_status_written.eq(fsm.ongoing("STATUS") & done & req.recv),
+        ]
         return m

@@ -1,8 +1,11 @@
 """Descriptor fetcher: reads one VI descriptor from host memory by DMA.
 
-It reads the control segment, checks the operation and the segment count, then reads the address
-segment (RDMA operations) and the data segments, which it writes straight into a scatter/gather
-walker's segment table. The control and address segments stay on its outputs until the next
+It reads the descriptor in one burst: the control segment and, before it knows how long the
+descriptor is, the address segment and one data segment (a small message's whole descriptor, never
+past the end of the VI's descriptor area). It checks the operation and the segment count while the
+burst goes on, writes the data segments straight into a scatter/gather walker's segment table, and
+reads a second burst only for segments past the first (words read past a shorter descriptor are
+dropped). The control and address segments stay on its outputs until the next
 fetch. The answer is OK, FORMAT (bad operation, CONTROL bits no version defines, more segments
 than the card handles, or segments running past the end of the VI's descriptor area) or DMA (a
 bus error: the descriptor address does not hold memory).
@@ -46,6 +49,8 @@ def postable(p, addr, area_base, area_size):
 _CONTROL_WORDS = via_descriptor.CONTROL_SEGMENT.size // 4
 _ADDRESS_WORDS = via_descriptor.ADDRESS_SEGMENT.size // 4
 _DATA_WORDS = via_descriptor.DATA_SEGMENT.size // 4
+#: Bytes of the first burst: a descriptor with an address segment and one data segment.
+FIRST_BURST_BYTES = via_descriptor.descriptor_size(1, rdma=True)
 
 
 class DescriptorFetcher(wiring.Component):
@@ -86,79 +91,111 @@ class DescriptorFetcher(wiring.Component):
         m.d.comb += head_words.eq(rdma * _ADDRESS_WORDS)
 
         beat = reader.beats.payload
-        m.d.comb += reader.beats.ready.eq(1)
-        got = reader.beats.valid
+        got = reader.beats.valid & reader.beats.ready
+        rest_words = Signal.like(words)  # the words after the control segment this descriptor has
+        m.d.comb += rest_words.eq(head_words + view.seg_count * _DATA_WORDS)
+        burst_end = Signal(33)  # the end of what has been asked of the reader
+        burst_over = Signal()  # the reader has delivered its last beat
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
+                    # The control segment whatever the area says (the doorbell checked it), and no
+                    # more of the first burst than the area holds.
+                    cmd = self.cmd.payload
+                    end = cmd.addr + FIRST_BURST_BYTES
+                    limit = Mux(
+                        cmd.area_end < cmd.addr + _CONTROL_WORDS * 4, cmd.addr + _CONTROL_WORDS * 4, cmd.area_end
+                    )
                     m.d.sync += [
-                        addr.eq(self.cmd.payload.addr),
-                        area_end.eq(self.cmd.payload.area_end),
+                        addr.eq(cmd.addr),
+                        area_end.eq(cmd.area_end),
+                        burst_end.eq(Mux(end > limit, limit, end)),
                         words.eq(0),
                         error.eq(0),
+                        burst_over.eq(0),
                         self.seg_count.eq(0),
                     ]
-                    m.next = "READ_CONTROL"
-            with m.State("READ_CONTROL"):
+                    m.next = "READ"
+            with m.State("READ"):
                 m.d.comb += [
                     reader.cmd.valid.eq(1),
                     reader.cmd.payload.addr.eq(addr),
-                    reader.cmd.payload.length.eq(via_descriptor.CONTROL_SEGMENT.size),
+                    reader.cmd.payload.length.eq(burst_end - addr),
                 ]
                 with m.If(reader.cmd.ready):
                     m.next = "CONTROL"
             with m.State("CONTROL"):
+                m.d.comb += reader.beats.ready.eq(1)
                 with m.If(got):
-                    m.d.sync += [control.eq(Cat(control[32:], beat.data)), error.eq(error | beat.error)]
-                    with m.If(beat.last):
+                    m.d.sync += [
+                        control.eq(Cat(control[32:], beat.data)),
+                        error.eq(error | beat.error),
+                        words.eq(words + 1),
+                        burst_over.eq(beat.last),
+                    ]
+                    with m.If(words == _CONTROL_WORDS - 1):
                         m.next = "CHECK"
             with m.State("CHECK"):
+                # The rest of the first burst waits in the reader meanwhile.
                 m.d.sync += words.eq(0)
                 with m.If(error):
                     m.d.sync += status.eq(FETCH_DMA)
-                    m.next = "ANSWER"
+                    m.next = "DRAIN"
                 with m.Elif(
                     (op == 3)
                     | (view.control.as_value() & via_descriptor.CONTROL_UNDEFINED_MASK).any()
                     | (view.seg_count > self.max_segments)
-                    | (
-                        addr
-                        + via_descriptor.CONTROL_SEGMENT.size
-                        + head_words * 4
-                        + view.seg_count * via_descriptor.DATA_SEGMENT.size
-                        > area_end
-                    )
+                    | (addr + via_descriptor.CONTROL_SEGMENT.size + rest_words * 4 > area_end)
                 ):
                     m.d.sync += status.eq(FETCH_FORMAT)
-                    m.next = "ANSWER"
-                with m.Elif((view.seg_count == 0) & ~rdma):
+                    m.next = "DRAIN"
+                with m.Elif(rest_words == 0):
                     m.d.sync += status.eq(FETCH_OK)
-                    m.next = "ANSWER"
-                with m.Else():
+                    m.next = "DRAIN"
+                with m.Elif(burst_over):
                     m.next = "READ_REST"
+                with m.Else():
+                    m.next = "REST"
             with m.State("READ_REST"):
+                # Segments past the first burst.
                 m.d.comb += [
                     reader.cmd.valid.eq(1),
-                    reader.cmd.payload.addr.eq(addr + via_descriptor.CONTROL_SEGMENT.size),
-                    reader.cmd.payload.length.eq(head_words * 4 + view.seg_count * via_descriptor.DATA_SEGMENT.size),
+                    reader.cmd.payload.addr.eq(addr + via_descriptor.CONTROL_SEGMENT.size + words * 4),
+                    reader.cmd.payload.length.eq((rest_words - words) * 4),
                 ]
                 with m.If(reader.cmd.ready):
+                    m.d.sync += burst_over.eq(0)
                     m.next = "REST"
             with m.State("REST"):
+                m.d.comb += reader.beats.ready.eq(1)
+                needed = words < rest_words
                 with m.If(got):
-                    m.d.sync += [words.eq(words + 1), error.eq(error | beat.error)]
-                    with m.If(words < head_words):
-                        m.d.sync += address.eq(Cat(address[32:], beat.data))
-                    with m.Else():
-                        m.d.sync += segment.eq(Cat(segment[32:], beat.data))
-                        with m.If((words - head_words)[:2] == _DATA_WORDS - 1):
-                            m.d.comb += self.seg_write.eq(1)
+                    m.d.sync += [words.eq(words + 1), burst_over.eq(beat.last)]
+                    with m.If(needed):
+                        m.d.sync += error.eq(error | beat.error)
+                        with m.If(words < head_words):
+                            m.d.sync += address.eq(Cat(address[32:], beat.data))
+                        with m.Else():
+                            m.d.sync += segment.eq(Cat(segment[32:], beat.data))
+                            with m.If((words - head_words)[:2] == _DATA_WORDS - 1):
+                                m.d.comb += self.seg_write.eq(1)
+                    with m.If(words + 1 == rest_words):
+                        m.d.sync += [
+                            status.eq(Mux(error | beat.error, FETCH_DMA, FETCH_OK)),
+                            self.seg_count.eq(view.seg_count),
+                        ]
                     with m.If(beat.last):
-                        m.d.sync += status.eq(Mux(error | beat.error, FETCH_DMA, FETCH_OK))
-                        m.d.sync += self.seg_count.eq(view.seg_count)
-                        m.next = "ANSWER"
+                        with m.If(words + 1 >= rest_words):
+                            m.next = "ANSWER"
+                        with m.Else():
+                            m.next = "READ_REST"
+            with m.State("DRAIN"):
+                # Words of the first burst past a descriptor that ended (or failed) sooner.
+                m.d.comb += reader.beats.ready.eq(1)
+                with m.If(burst_over | (got & beat.last)):
+                    m.next = "ANSWER"
             with m.State("ANSWER"):
                 m.d.comb += [self.result.valid.eq(1), self.result.payload.eq(status)]
                 with m.If(self.result.ready):

@@ -61,6 +61,8 @@ class ViaEngine(wiring.Component):
                 "eth_tx": Out(stream.Signature(EthBeat)),
                 "eth_rx": In(stream.Signature(EthBeat)),
                 "node_id": In(regmap.NODE_ID_BITS),
+                # The card's cycle counter (``CTRL.CYCLES``, low word), for the latency stamps.
+                "cycles": In(32),
                 "irq": Out(1),
                 **({"cq_event": Out(1)} if cq_event else {}),
             }
@@ -338,4 +340,46 @@ class ViaEngine(wiring.Component):
             counter = Signal(32, name=f"count_{name.lower()}")
             m.d.sync += counter.eq(counter + sum(pulses))
             m.d.comb += bank.port(name).value.eq(counter)
+
+        # --- latency stamps: CYCLES at the last time each step of a message happened -------------
+        tx_first, tx_op_beat, _ = _watch_frames(m, "tx", self.eth_tx, self.cycles)
+        _, _, rx_data_frame = _watch_frames(m, "rx", self.eth_rx, self.cycles)
+        rx_beat = self.eth_rx.valid & self.eth_rx.ready
+        moments = {
+            "STAMP_SQ_DOORBELL": Cat(*tx.sq_doorbell).any(),
+            "STAMP_TX_DATA": tx_op_beat,
+            "STAMP_RX_DATA": rx_beat & self.eth_rx.payload.last & rx_data_frame,
+            "STAMP_RX_WRITTEN": rx.payload_written,
+            "STAMP_RX_COMPLETION": completion.recv_status_written,
+        }
+        for name, _ in regmap.VIA_STAMPS:
+            stamp = Signal(32, name=name.lower())
+            # A frame's first word left a few words before its operation said it was a data frame.
+            with m.If(moments[name]):
+                m.d.sync += stamp.eq(tx_first if name == "STAMP_TX_DATA" else self.cycles)
+            m.d.comb += bank.port(name).value.eq(stamp)
         return m
+
+
+_OP_WORD, _OP_SHIFT = divmod(8 * via_frame.HEADER.field("OP").offset, 32)
+_DATA_FRAME_OPS = (via_frame.OP.SEND, via_frame.OP.RDMA_WRITE, via_frame.OP.READ_REQUEST, via_frame.OP.READ_RESPONSE)
+
+
+def _watch_frames(m, name, port, cycles):
+    """Follow the frames of an Ethernet stream ``port``. Returns ``cycles`` at the current frame's
+    first word, a pulse on the word that carries a data frame's operation, and whether the current
+    frame is a data frame (from the word after that one to its last word)."""
+    beat = port.valid & port.ready
+    word = Signal(range(_OP_WORD + 2), name=f"{name}_frame_word")  # saturates past the operation
+    first = Signal(32, name=f"{name}_frame_first")
+    data_frame = Signal(name=f"{name}_data_frame")
+    op = port.payload.data[_OP_SHIFT : _OP_SHIFT + 8]
+    is_data_op = Cat(op == code for code in _DATA_FRAME_OPS).any()
+    op_beat = beat & (word == _OP_WORD) & is_data_op
+    with m.If(beat):
+        with m.If(word == 0):
+            m.d.sync += first.eq(cycles)
+        with m.If(word == _OP_WORD):
+            m.d.sync += data_frame.eq(is_data_op)
+        m.d.sync += word.eq(Mux(port.payload.last, 0, Mux(word == _OP_WORD + 1, word, word + 1)))
+    return first, op_beat, data_frame

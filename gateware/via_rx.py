@@ -122,6 +122,8 @@ class RxEngine(wiring.Component):
                 "read_len": In(32).array(vis),
                 "jobs": Out(stream.Signature(ReadJob)),
                 "completions": Out(stream.Signature(CompletionRequest)),
+                # A data frame's payload is all in host memory (the engine's latency stamp).
+                "payload_written": Out(1),
                 # Management frames for the firmware.
                 "mgmt_valid": Out(1),
                 "mgmt_src": Out(regmap.NODE_ID_BITS),
@@ -555,7 +557,7 @@ class RxEngine(wiring.Component):
             with m.State("PAYLOAD_DRAIN"):
                 with m.If(~writer.busy & ~writer.cmd.valid):
                     m.d.sync += payload_mode.eq(0)
-                    m.d.comb += writer.flush.eq(1)
+                    m.d.comb += [writer.flush.eq(1), self.payload_written.eq(1)]
                     m.next = "AFTER"
 
             with m.State("AFTER"):

@@ -8,7 +8,9 @@ walker's segment table, or a single segment for the remote side of an RDMA. Then
   and the segments' total length. Nothing is transferred before this passes, so a failing
   descriptor touches no memory.
 * ``WALK offset length`` emits the physical chunks that hold message bytes
-  ``offset .. offset+length``, split where a segment or a page ends, for the DMA engines.
+  ``offset .. offset+length``, split where a segment or a page ends, for the DMA engines. A chunk
+  in the first page of the first segment takes the physical address ``VALIDATE`` found for it, so a
+  small message costs one lookup, not two; every other chunk is looked up (and checked) again.
 
 ``result`` answers every command once, after the last chunk of a walk.
 """
@@ -50,8 +52,15 @@ class ScatterGather(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         table = Array(Signal(Segment, name=f"seg{i}") for i in range(self.max_segments))
+        # VALIDATE's answer for the first segment: the physical address of its first byte and the
+        # bytes to the end of that page. Forgotten when the segment changes or the next VALIDATE starts.
+        first_pa = Signal(32)
+        first_left = Signal(via_att.PAGE_SHIFT + 1)
+        first_known = Signal()
         with m.If(self.seg_write):
             m.d.sync += table[self.seg_index].eq(self.seg_data)
+            with m.If(self.seg_index == 0):
+                m.d.sync += first_known.eq(0)
 
         index = Signal(range(self.max_segments + 1))
         skip = Signal(32)  # bytes of segment `index` before the window position
@@ -85,6 +94,7 @@ class ScatterGather(wiring.Component):
                         remaining.eq(self.cmd.payload.length),
                     ]
                     with m.If(self.cmd.payload.op == OP_VALIDATE):
+                        m.d.sync += first_known.eq(0)
                         m.next = "VALIDATE"
                     with m.Else():
                         m.next = "SKIP"
@@ -108,6 +118,12 @@ class ScatterGather(wiring.Component):
                         m.d.sync += fail.eq(att.resp.payload.fail)
                         m.next = "ANSWER"
                     with m.Else():
+                        with m.If(index == 0):
+                            m.d.sync += [
+                                first_pa.eq(att.resp.payload.pa),
+                                first_left.eq(att.resp.payload.page_left),
+                                first_known.eq(1),
+                            ]
                         m.next = "VALIDATE"
 
             # --- WALK: find the window's first segment, then one lookup per chunk ------------
@@ -116,9 +132,27 @@ class ScatterGather(wiring.Component):
                     m.d.sync += [skip.eq(skip - seg.length), index.eq(index + 1)]
                 with m.Else():
                     m.next = "CHUNK"
+
+            def emit(pa, length):
+                """Offer the chunk; once taken, move the window on past it."""
+                m.d.comb += [
+                    self.chunks.valid.eq(1),
+                    self.chunks.payload.pa.eq(pa),
+                    self.chunks.payload.length.eq(length),
+                ]
+                with m.If(self.chunks.ready):
+                    m.d.sync += remaining.eq(remaining - length)
+                    with m.If(length == avail):
+                        m.d.sync += [index.eq(index + 1), skip.eq(0)]
+                    with m.Else():
+                        m.d.sync += skip.eq(skip + length)
+                    m.next = "CHUNK"
+
             with m.State("CHUNK"):
                 m.d.comb += request_length.eq(Mux(avail < remaining, avail, remaining))
                 m.d.comb += [att.req.payload.va.eq(seg.va + skip), att.req.payload.length.eq(request_length)]
+                known_left = Signal(via_att.PAGE_SHIFT + 1)
+                m.d.comb += known_left.eq(first_left - skip)
                 with m.If(remaining == 0):
                     m.next = "ANSWER"
                 with m.Elif(~in_range):
@@ -126,6 +160,8 @@ class ScatterGather(wiring.Component):
                     m.next = "ANSWER"
                 with m.Elif(avail == 0):
                     m.d.sync += [index.eq(index + 1), skip.eq(0)]  # an empty segment
+                with m.Elif((index == 0) & first_known & (skip < first_left)):
+                    emit(first_pa + skip, Mux(request_length < known_left, request_length, known_left))
                 with m.Else():
                     m.d.comb += att.req.valid.eq(1)
                     with m.If(att.req.ready):
@@ -139,19 +175,8 @@ class ScatterGather(wiring.Component):
                     m.d.sync += fail.eq(att.resp.payload.fail)
                     m.next = "ANSWER"
                 with m.Elif(att.resp.valid):
-                    m.d.comb += [
-                        self.chunks.valid.eq(1),
-                        self.chunks.payload.pa.eq(att.resp.payload.pa),
-                        self.chunks.payload.length.eq(chunk_length),
-                        att.resp.ready.eq(self.chunks.ready),
-                    ]
-                    with m.If(self.chunks.ready):
-                        m.d.sync += remaining.eq(remaining - chunk_length)
-                        with m.If(chunk_length == avail):
-                            m.d.sync += [index.eq(index + 1), skip.eq(0)]
-                        with m.Else():
-                            m.d.sync += skip.eq(skip + chunk_length)
-                        m.next = "CHUNK"
+                    m.d.comb += att.resp.ready.eq(self.chunks.ready)
+                    emit(att.resp.payload.pa, chunk_length)
 
             with m.State("ANSWER"):
                 m.d.comb += [

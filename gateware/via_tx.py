@@ -12,14 +12,17 @@ A visit to a VI:
 5. sends at most one frame: an ACK/NAK the VI owes, or the next frame of its send queue while
    fewer than ``window`` frames are unacknowledged.
 
-A data frame is built from the descriptor, which is fetched again for every frame (frames of a
-message carry their offset, so going back needs no saved state): the descriptor's segments are
-validated through the ATT (a failure completes the descriptor in error, nothing is sent), the
-header goes into the transmit FIFO, and the payload follows by DMA through the byte packer.
+A data frame is built from the descriptor (frames of a message carry their offset, so going back
+needs no saved state). The descriptor is fetched for a message's first frame and kept while the
+message's frames follow; anything else that uses the fetcher or the segment table (another message,
+a read response), the last frame, a flush or a new connection makes the next frame fetch it again.
+Every frame validates the descriptor's segments through the ATT (a failure completes the descriptor
+in error, nothing is sent), the header goes into the transmit FIFO, and the payload follows by DMA
+through the byte packer.
 An RDMA read sends one READ_REQUEST and holds the queue until the response has arrived.
 """
 
-from amaranth import Array, C, Module, Mux, Signal
+from amaranth import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -235,6 +238,11 @@ class TxEngine(wiring.Component):
         mgmt_word = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
         is_read = Signal()
         retransmit = Signal()
+        # The send-queue slot (and descriptor address) whose descriptor the fetcher and the walker
+        # hold, if `loaded`: its next frame needs no fetch.
+        loaded = Signal()
+        loaded_slot = Signal.like(slot)
+        loaded_desc = Signal(32)
 
         mtu = Signal(16)
         m.d.comb += mtu.eq(
@@ -316,6 +324,8 @@ class TxEngine(wiring.Component):
         with m.If(self.read_progress):
             m.d.sync += [deadline[self.read_progress_vi].eq(now + self.rto), retries[self.read_progress_vi].eq(0)]
 
+        with m.If(Cat(*self.vi_connect).any()):
+            m.d.sync += loaded.eq(0)
         for v in range(vis):
             with m.If(self.vi_connect[v]):
                 m.d.sync += [
@@ -418,7 +428,7 @@ class TxEngine(wiring.Component):
                 info_w.data.op.eq(op_status),
                 info_w.data.error.eq(bits),
             ]
-            m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0)]
+            m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0), loaded.eq(0)]
             with m.If(cur[vi] == cur_max[vi]):
                 m.d.sync += cur_max[vi].eq(cur[vi] + 1)
             with m.If(cur[vi] == head[vi]):
@@ -525,6 +535,7 @@ class TxEngine(wiring.Component):
                 ]
                 with m.If(self.completions.ready):
                     m.d.sync += [
+                        loaded.eq(0),
                         head[vi].eq(head[vi] + 1),
                         err_pending[vi].eq(0),
                         read_active[vi].eq(0),
@@ -578,8 +589,12 @@ class TxEngine(wiring.Component):
                     & window_open.bit_select(vi, 1)
                     & ~(read_active[vi] & (snd_nxt[vi] != read_psn[vi]))
                 ):
-                    m.d.sync += [desc.eq(sq_r.data), slot.eq(vi * qd + cur[vi][: len(cur[vi]) - 1])]
-                    m.next = "FETCH"
+                    this_slot = vi * qd + cur[vi][: len(cur[vi]) - 1]
+                    m.d.sync += [desc.eq(sq_r.data), slot.eq(this_slot)]
+                    with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == sq_r.data)):
+                        m.next = "VALIDATE"
+                    with m.Else():
+                        m.next = "FETCH"
                 with m.Else():
                     m.next = "SCAN"
             with m.State("CONTROL_HEADER"):
@@ -602,6 +617,11 @@ class TxEngine(wiring.Component):
             with m.State("FETCHED"):
                 m.d.comb += fetcher.result.ready.eq(1)
                 with m.If(fetcher.result.valid):
+                    m.d.sync += [
+                        loaded.eq(fetcher.result.payload == FETCH_OK),
+                        loaded_slot.eq(slot),
+                        loaded_desc.eq(desc),
+                    ]
                     with m.If(fetcher.result.payload != FETCH_OK):
                         m.d.sync += frame_error.eq(1)
                         m.next = "SLOT_FORMAT"
@@ -689,7 +709,7 @@ class TxEngine(wiring.Component):
                             info_w.data.op.eq(op_status),
                             info_w.data.error.eq(0),
                         ]
-                        m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0)]
+                        m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0), loaded.eq(0)]
                         with m.If(cur[vi] == cur_max[vi]):
                             m.d.sync += cur_max[vi].eq(cur[vi] + 1)
                         with m.If(cur[vi] == head[vi]):
@@ -723,6 +743,7 @@ class TxEngine(wiring.Component):
                     m.next = "RESPONSE_LOAD"
             with m.State("RESPONSE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
+                m.d.sync += loaded.eq(0)
                 m.next = "RESPONSE_HEADER"
             with m.State("RESPONSE_HEADER"):
                 emit_header("RESPONSE_PAYLOAD")

@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import json
 import subprocess
 import sys
 
@@ -83,19 +84,20 @@ def test_latency_table_has_a_row_per_ping_pong_and_none_for_streams():
 
 def test_results_go_through_the_one_writer(tmp_path):
     """Markdown (the summary), CSV (every point), JSON (figures, command, configuration) and PNG."""
-    import json
     from pathlib import Path
     from types import SimpleNamespace
 
     rows = [
-        {**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0}
+        {**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0, **dict.fromkeys(bench_via.STEP_FIELDS)}
         for r in rows_of(1500, "send", [(4, 7.5), (64, 8.0)]) + rows_of(1500, "write", [(4, 5.9), (64, 6.4)])
     ]
     build = SimpleNamespace(
         soc_dir=Path("soc-x"), firmware=SimpleNamespace(kind="bare-metal", name="fw-y"), model=Path("model-z/obj/Vtop")
     )
     info = {"build": build, "config": "SimConfig(nodes=2)", "counters": [{"tx": 1}, {"tx": 2}], "wall_seconds": 3.0}
-    args = argparse.Namespace(out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1])
+    args = argparse.Namespace(
+        out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1], baseline=None
+    )
     paths = bench_via.write_results(rows, info, args)
     assert [p.name for p in paths] == ["via_bench.md", "via_bench.csv", "via_bench.json", "via_bench.png"]
     assert list(csv.DictReader(open(tmp_path / "via_bench.csv")))[2] == {
@@ -107,6 +109,7 @@ def test_results_go_through_the_one_writer(tmp_path):
         "latency_us": "5.9000",
         "bandwidth_MBps": "0.6780",
         "receiver_post_recv_cycles": "0.0000",
+        **dict.fromkeys(bench_via.STEP_FIELDS, ""),
     }
     data = json.loads((tmp_path / "via_bench.json").read_text())
     assert data["command"].startswith("numavia") and data["config"]["eth_delay_cycles"] == 50
@@ -114,3 +117,69 @@ def test_results_go_through_the_one_writer(tmp_path):
     md = (tmp_path / "via_bench.md").read_text()
     assert md.startswith("# VIA engine benchmark") and "RDMA write vs send/receive" in md and "Command: `numavia" in md
     assert (tmp_path / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+STAMPS = dict(STAMP_SQ_DOORBELL=0, STAMP_TX_DATA=0, STAMP_RX_DATA=0, STAMP_RX_WRITTEN=0, STAMP_RX_COMPLETION=0)
+
+
+def test_breakdown_splits_the_half_round_trip_into_steps_that_add_up():
+    responder = {**STAMPS, "STAMP_SQ_DOORBELL": 1_000, "STAMP_TX_DATA": 1_090}
+    initiator = {**STAMPS, "STAMP_RX_DATA": 1_200, "STAMP_RX_WRITTEN": 1_230, "STAMP_RX_COMPLETION": 1_260}
+    steps = bench_via.breakdown("write", 1_300, 800, initiator, responder)
+    assert steps == {
+        "cpu_post_cycles": 200,
+        "card_tx_cycles": 90,
+        "wire_cycles": 110,
+        "card_rx_cycles": 30,
+        "completion_seen_cycles": 70,
+    }
+    # A send is received when its receive descriptor is DONE.
+    assert bench_via.breakdown("send", 1_300, 800, initiator, responder)["card_rx_cycles"] == 60
+    # The counters' low words wrap: a step across the wrap is still its length.
+    wrapped = {k: (v - 1_000) & 0xFFFF_FFFF for k, v in responder.items()}
+    later = {k: (v - 1_000) & 0xFFFF_FFFF for k, v in initiator.items()}
+    assert bench_via.breakdown("write", 300, (800 - 1_000) & 0xFFFF_FFFF, later, wrapped) == steps
+
+
+def test_breakdown_refuses_stamps_out_of_order():
+    responder = {**STAMPS, "STAMP_SQ_DOORBELL": 1_000, "STAMP_TX_DATA": 900}  # sent before it was posted
+    with pytest.raises(bench_via.BenchError, match="out of order"):
+        bench_via.breakdown(
+            "write", 2_000, 800, {**STAMPS, "STAMP_RX_DATA": 1_200, "STAMP_RX_WRITTEN": 1_300}, responder
+        )
+
+
+def breakdown_row(op, cpu):
+    return {
+        "mtu": 1500,
+        "op": op,
+        "size": 4,
+        "latency_us": 6.0,
+        "bandwidth_MBps": 0.7,
+        **dict.fromkeys(bench_via.STEP_FIELDS, 100),
+        "cpu_post_cycles": cpu,
+    }
+
+
+def test_baseline_breakdown_is_reported_and_plotted_beside_this_run(tmp_path):
+    before = tmp_path / "before.json"
+    before.write_text(json.dumps({"figures": {"rows": [breakdown_row("write", 300), {"op": "read", "mtu": 1500}]}}))
+    baseline = bench_via.load_baseline(before)
+    args = argparse.Namespace(mtu=[1500], ops=["write"])
+    rows = [breakdown_row("write", 20)]
+    table = bench_via.breakdown_table(rows, baseline, args)
+    assert [line for line in table if line.startswith("| RDMA write")] == [
+        "| RDMA write, 4 B, baseline (MTU 1500) | 300 | 100 | 100 | 100 | 100 | 7.00 | 6.00 |",
+        "| RDMA write, 4 B, this run (MTU 1500) | 20 | 100 | 100 | 100 | 100 | 4.20 | 6.00 |",
+    ]
+    bench_via.plot(rows, tmp_path / "plot.png", args, baseline)
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_baseline_without_a_breakdown_is_refused_with_one_line(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"figures": {"rows": [{"op": "write", "mtu": 1500, "size": 4}]}}))
+    for path, reason in ((old, "no latency breakdown"), (tmp_path / "missing.json", "not a via_bench.json")):
+        result = numavia("bench", "via", "--baseline", str(path))
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and reason in lines[0], result.stderr

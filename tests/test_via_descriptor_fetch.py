@@ -1,5 +1,6 @@
 """Descriptor fetcher: control, address and data segments from host memory; format and bus errors;
-descriptors that run past their VI's descriptor area."""
+descriptors that run past their VI's descriptor area; a small descriptor read in one burst, no word
+read twice and none past the area."""
 
 import pytest
 from amaranth import Module
@@ -38,11 +39,23 @@ class Top(wiring.Component):
         return m
 
 
-def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
+def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE, reads=None):
+    """Fetch each of ``fetch_addrs``; ``reads``, if given, gets the byte address of every word the
+    bus delivered and, as ``None``, each start of a bus cycle."""
     top = Top()
     sim = Simulator(top)
     sim.add_clock(1e-8)
     out = []
+
+    async def monitor(ctx):
+        bus = top.fetcher.bus
+        cyc = 0
+        async for _, _, was_cyc, stb, ack, adr in ctx.tick().sample(bus.cyc, bus.stb, bus.ack, bus.adr):
+            if was_cyc and not cyc:
+                reads.append(None)
+            if was_cyc and stb and ack:
+                reads.append(adr * 4)
+            cyc = was_cyc
 
     async def bench(ctx):
         for addr, data in descriptors:
@@ -67,6 +80,8 @@ def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE):
             out.append((status, control, address, ctx.get(f.seg_count), [segments[i] for i in sorted(segments)]))
 
     sim.add_testbench(bench)
+    if reads is not None:
+        sim.add_process(monitor)
     run_simulation(sim)
     return out
 
@@ -126,7 +141,7 @@ def test_address_outside_memory_is_a_dma_error_and_the_fetcher_recovers():
 def test_a_descriptor_must_end_inside_its_vis_area():
     """The area's end is checked against the descriptor's real length (address segment and data
     segments counted) once the control segment has said it: exactly fitting is fine, a byte short
-    is a format error, and nothing past the control segment is read."""
+    is a format error, and nothing past the area is read."""
     sendrecv = encode_descriptor(CONTROL_OP.SENDRECV, SEGS)
     read = encode_descriptor(CONTROL_OP.RDMA_READ, SEGS[:1], remote_va=0x10, remote_handle=9)
     assert len(sendrecv) == descriptor_size(3, rdma=False) and len(read) == descriptor_size(1, rdma=True)
@@ -136,3 +151,24 @@ def test_a_descriptor_must_end_inside_its_vis_area():
         (short,) = run([(at, desc)], [at], area_end=at + len(desc) - 1)
         assert fits[0] == FETCH_OK and fits[3] == len(fits[4])
         assert short[0] == FETCH_FORMAT and short[3] == 0 and short[4] == []
+        reads = []
+        run([(at, desc)], [at], area_end=at + len(desc) - 1, reads=reads)
+        assert max(r for r in reads if r is not None) < at + len(desc) - 1
+
+
+def test_a_small_descriptor_is_one_burst_and_no_word_is_read_twice():
+    """An RDMA write with one data segment (64 bytes): one bus cycle, every word once. A send with
+    three segments (80 bytes): the first burst, then only the words past it. A send with one segment
+    (48 bytes) at the end of its area: the first burst stops at the area's end."""
+    write = encode_descriptor(CONTROL_OP.RDMA_WRITE, SEGS[:1], remote_va=0x10, remote_handle=9)
+    send3 = encode_descriptor(CONTROL_OP.SENDRECV, SEGS)
+    send1 = encode_descriptor(CONTROL_OP.SENDRECV, SEGS[:1])
+    at = BASE + 0x100
+    for desc, area_end, bursts in ((write, BASE + SIZE, 1), (send3, BASE + SIZE, 2), (send1, at + len(send1), 1)):
+        reads = []
+        ((status, _, _, count, segs),) = run([(at, desc)], [at], area_end=area_end, reads=reads)
+        words = [r for r in reads if r is not None]
+        assert status == FETCH_OK and segs == decode_descriptor(desc)["segments"] and count == len(segs)
+        assert words == list(range(at, at + 4 * len(words), 4)) and len(words) * 4 >= len(desc)
+        assert words[-1] < area_end
+        assert reads.count(None) == bursts

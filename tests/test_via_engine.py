@@ -262,3 +262,33 @@ def test_interrupt_for_mailbox_commands_and_management_frames():
         assert await b.reg(ctx, "IRQ_PENDING") == 0
 
     run(bench)
+
+
+@pytest.mark.parametrize("imm", [False, True])
+def test_latency_stamps_follow_the_steps_of_one_rdma_write(imm):
+    """The stamps of the sender's doorbell and first data word, the receiver's last data word,
+    written payload and (with immediate data) receive completion come in that order; the
+    receiver's acknowledgements (not data) and the sender's own completion stamp nothing."""
+
+    async def bench(ctx, a, b):
+        await setup(ctx, a, b)
+        write_va(ctx, a, VA, b"\x11\x22\x33\x44")
+        if imm:
+            await b.post(ctx, 1, "recv", DESC_B, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 8)]))
+        desc = encode_descriptor(
+            CONTROL_OP.RDMA_WRITE, [(VA, 1, 4)], remote_va=VA + 0x100, remote_handle=1, immediate=7 if imm else None
+        )
+        await a.post(ctx, 1, "send", DESC_A, desc)
+        await a.wait_done(ctx, DESC_A)
+        sa = {name: await a.reg(ctx, name) for name, _ in regmap.VIA_STAMPS}
+        sb = {name: await b.reg(ctx, name) for name, _ in regmap.VIA_STAMPS}
+        assert 0 < sa["STAMP_SQ_DOORBELL"] < sa["STAMP_TX_DATA"] < sb["STAMP_RX_DATA"] < sb["STAMP_RX_WRITTEN"]
+        if imm:
+            assert sb["STAMP_RX_COMPLETION"] > sb["STAMP_RX_WRITTEN"]
+        else:
+            assert sb["STAMP_RX_COMPLETION"] == 0
+        assert sb["STAMP_TX_DATA"] == sb["STAMP_SQ_DOORBELL"] == 0
+        assert sa["STAMP_RX_DATA"] == sa["STAMP_RX_WRITTEN"] == sa["STAMP_RX_COMPLETION"] == 0
+        assert read_va(ctx, b, VA + 0x100, 4) == b"\x11\x22\x33\x44"
+
+    run(bench)

@@ -1,4 +1,5 @@
-"""Scatter/gather walker over the real ATT: validation results, chunks split at segments and pages."""
+"""Scatter/gather walker over the real ATT: validation results, chunks split at segments and pages,
+and the first page's translation taken from VALIDATE (one lookup for a small message)."""
 
 import random
 
@@ -13,6 +14,7 @@ from numavia.gateware.via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGat
 from numavia.gateware.via_translate import AddressTranslator
 
 REGIONS, PAGES = 4, 32
+REWRITE = "rewrite"
 PTAG = 3
 
 
@@ -63,11 +65,18 @@ def reference_chunks(segments, offset, length):
     return chunks
 
 
-def run(segments, commands, *, ptag=PTAG):
+def run(segments, commands, *, ptag=PTAG, lookups=None):
+    """Run ``commands`` on ``segments``; ``lookups``, if given, gets the number of ATT lookups each
+    command made. A command ``(REWRITE, segment)`` writes segment 0 again instead."""
     top = Top()
     sim = Simulator(top)
     sim.add_clock(1e-8)
     out = []
+    count = [0]
+
+    async def monitor(ctx):
+        async for _, _, valid, ready in ctx.tick().sample(top.sg.att.req.valid, top.sg.att.req.ready):
+            count[0] += valid and ready
 
     async def bench(ctx):
         att = top.att
@@ -103,7 +112,16 @@ def run(segments, commands, *, ptag=PTAG):
         ctx.set(sg.seg_write, 0)
         ctx.set(sg.count, len(segments))
         ctx.set(sg.ptag, ptag)
-        for op, offset, length in commands:
+        for command in commands:
+            if command[0] == REWRITE:
+                ctx.set(sg.seg_index, 0)
+                ctx.set(sg.seg_data, dict(zip(("va", "handle", "length"), command[1])))
+                ctx.set(sg.seg_write, 1)
+                await ctx.tick()
+                ctx.set(sg.seg_write, 0)
+                continue
+            op, offset, length = command
+            count[0] = 0
             await send(ctx, sg.cmd, {"op": op, "offset": offset, "length": length})
             chunks = []
             ctx.set(sg.result.ready, 1)
@@ -116,12 +134,15 @@ def run(segments, commands, *, ptag=PTAG):
                     r = ctx.get(sg.result.payload)
                     await ctx.tick()
                     out.append((r.fail, r.total, chunks))
+                    if lookups is not None:
+                        lookups.append(count[0])
                     break
                 await ctx.tick()
             ctx.set(sg.result.ready, 0)
             ctx.set(sg.chunks.ready, 0)
 
     sim.add_testbench(bench)
+    sim.add_process(monitor)
     run_simulation(sim)
     return out
 
@@ -169,3 +190,35 @@ def test_walk_windows_like_frames():
 def test_walk_past_the_segments_fails():
     ((fail, _, chunks),) = run(SEGMENTS[:1], [(OP_WALK, 0x5F0, 8)])
     assert fail == via_att.FAIL_RANGE and chunks == [(reference_chunks(SEGMENTS, 0x5F0, 3)[0])]
+
+
+def test_a_walk_in_the_validated_first_page_needs_no_second_lookup():
+    """VALIDATE of one segment, then a 4-byte walk and a walk to the end of its first page: one
+    lookup in all. A walk into the next page, or into another segment, looks up again."""
+    seg = [(VA0 + 0x10, 0, 0x2000)]
+    first_page = 0x1000 - 0xA10  # bytes of the segment in its first page
+    commands = [(OP_VALIDATE, 0, 0), (OP_WALK, 0, 4), (OP_WALK, 4, first_page - 4), (OP_WALK, first_page - 2, 8)]
+    lookups = []
+    results = run(seg, commands, lookups=lookups)
+    assert lookups == [1, 0, 0, 1]
+    for (_, offset, length), (fail, _, chunks) in zip(commands[1:], results[1:]):
+        assert fail == 0 and chunks == reference_chunks(seg, offset, length)
+    lookups = []
+    results = run(SEGMENTS, [(OP_VALIDATE, 0, 0), (OP_WALK, 0, 0x5F4)], lookups=lookups)
+    assert lookups == [4, 2] and results[1][2] == reference_chunks(SEGMENTS, 0, 0x5F4)
+
+
+def test_a_walk_without_validate_or_after_the_segment_changed_looks_up():
+    """The first page's translation is only VALIDATE's, for the segment it validated: a walk on
+    its own (a read response's) looks the chunk up, and so does one after segment 0 was written
+    again (here with a handle that is not valid: the walk fails instead of using the old page)."""
+    lookups = []
+    run([(VA0 + 0x10, 0, 0x100)], [(OP_WALK, 0, 4)], lookups=lookups)
+    assert lookups == [1]
+    lookups = []
+    results = run(
+        [(VA0 + 0x10, 0, 0x100)],
+        [(OP_VALIDATE, 0, 0), (REWRITE, (VA0 + 0x10, 1, 0x100)), (OP_WALK, 0, 4)],
+        lookups=lookups,
+    )
+    assert lookups == [1, 1] and [r[0] for r in results] == [0, via_att.FAIL_HANDLE]

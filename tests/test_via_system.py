@@ -385,3 +385,33 @@ def test_jumbo_frames(pair):
         for nic in (nic0, nic1):
             nic.via_reg("MTU", via_frame.MTU_DEFAULT)
     release(pair, vi0, vi1)
+
+
+def test_prebuilt_rdma_write_is_posted_again_by_its_changes(pair):
+    """A prebuilt RDMA write (VIPL's low-latency post path) posted four times with new lengths:
+    every byte arrives; a post while it is in flight, and one after the VIs were disconnected, are
+    refused with nothing sent."""
+    vi0, vi1 = pair.connect()
+    b0, b1 = pair.buffers
+    remote = vi0.remote_buffer
+    p = vipl.VipPrebuild(
+        vi0,
+        Descriptor(
+            CONTROL_OP.RDMA_WRITE, [(b0.va, b0.handle, 4)], remote_va=remote.va + 64, remote_handle=remote.handle
+        ),
+    )
+    for i, size in enumerate((4, 4, 100, 1501)):
+        data = payload(size, 40 + i)
+        b0.write(data)
+        d = vipl.VipPostPrebuilt(p, length=size)
+        with pytest.raises(ViplError, match="still posted"):
+            vipl.VipPostPrebuilt(p)
+        done = vi0.send_wait()
+        assert done is d and done.errors == [] and done.completed_op == "RDMA_WRITE" and done.length == size
+        assert b1.read(size, 64) == data, f"{size} bytes"
+    release(pair, vi0, vi1)
+    doorbells = pair.nics[0].counters()["DOORBELLS_REFUSED"], pair.nics[0].vi_reg(vi0.number, "QUEUE_STATUS")
+    with pytest.raises(ViplError, match="build it again") as stale:
+        vipl.VipPostPrebuilt(p)
+    assert stale.value.result == "STALE"
+    assert (pair.nics[0].counters()["DOORBELLS_REFUSED"], pair.nics[0].vi_reg(vi0.number, "QUEUE_STATUS")) == doorbells

@@ -198,3 +198,37 @@ def test_random_descriptors_complete_by_the_engine_rules_and_touch_only_their_bu
         assert all(fuzz.counts[name] for name in ("valid", "errors", "vi_errors", "refused")), fuzz.counts
 
     run(bench)
+
+
+def test_a_message_fetches_its_descriptor_once_and_the_next_post_fetches_again():
+    """A 500-byte send at MTU 200 (four frames) reads each word of its descriptor once. Posted
+    again after its last frame, with a new length written at the same address (as a prebuilt
+    descriptor is), the descriptor is read again and the new length goes out."""
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.reg(ctx, "MTU", 200)  # 158 payload bytes per frame
+        desc_words = range(DESC // 4, (DESC + 48) // 4)
+        reads = dict.fromkeys(desc_words, 0)
+        bus = node.ram.bus
+
+        async def frames_and_reads(count):
+            for _ in range(20000):
+                if ctx.get(bus.cyc & bus.stb & bus.ack & ~bus.we) and ctx.get(bus.adr) in reads:
+                    reads[ctx.get(bus.adr)] += 1
+                if len(wire.sent) >= count:
+                    return [header(f) for f in wire.sent[:count]]
+                await ctx.tick()
+            raise TimeoutError(f"{len(wire.sent)} frames of {count}")
+
+        await node.post(ctx, 1, "send", DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 500)]))
+        hs = await frames_and_reads(4)
+        assert [h["MSG_LENGTH"] for h in hs] == [500] * 4
+        assert set(reads.values()) == {1}
+        node.load(ctx, DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 100)]))
+        await node.doorbell(ctx, 1, "SQ_DOORBELL", DESC)
+        hs = await frames_and_reads(5)
+        assert hs[4]["MSG_LENGTH"] == 100 and hs[4]["PAYLOAD_LENGTH"] == 100 and hs[4]["PSN"] == 4
+        assert set(reads.values()) == {2}
+
+    run(bench)

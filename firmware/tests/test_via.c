@@ -7,6 +7,7 @@
 #include "fake_via.h"
 #include "numavia/via.h"
 #include "numavia/via_bench.h"
+#include "numavia/via_post.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
 
@@ -565,6 +566,109 @@ static void test_register_refuses_when_the_table_is_full(void)
     CHECK(nv_via_command(&via, NV_MBOX_NOP, args) == NV_VIP_SUCCESS);
 }
 
+/* An RDMA write of 4 bytes from handle 2 to the peer's handle 3, as words. */
+static void rdma_write_words(uint32_t *w)
+{
+    memset(w, 0, 16 * 4);
+    put(w, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES, 1);
+    put(w, NV_DESC_CONTROL_CONTROL_OFFSET, NV_DESC_CONTROL_CONTROL_BYTES, NV_CONTROL_OP_RDMA_WRITE);
+    put(w, NV_DESC_CONTROL_STATUS_OFFSET, NV_DESC_CONTROL_STATUS_BYTES, 0xdead); /* built as 0 */
+    put(w, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES, 3);
+    put(w, 48 + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, 2);
+    put(w, 48 + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, 4);
+}
+
+static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(void)
+{
+    setup();
+    const uint32_t tag = ptag(), vi = new_vi(tag), vi2 = new_vi(tag);
+    const uint32_t desc = DESC_AREA + 0x100, status_at = desc + NV_DESC_CONTROL_STATUS_OFFSET;
+    const uint32_t length_at = desc + 48 + NV_DESC_DATA_LENGTH_OFFSET,
+                   handle_at = desc + 48 + NV_DESC_DATA_HANDLE_OFFSET;
+    uint32_t w[16], status = 0;
+    rdma_write_words(w);
+    struct nv_via_prebuilt p = {0};
+    CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
+    CHECK(nv_host_read32(status_at) == 0 && nv_host_read32(length_at) == 4 && nv_host_read32(handle_at) == 2);
+    CHECK(fake_via.vi[vi].sq_doorbells == 0); /* building posts nothing */
+
+    /* A post writes STATUS (and LENGTH when it changed), then rings the send doorbell. */
+    fake_host_put32(handle_at, 0x77); /* a field a post must not write again */
+    fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS);
+    CHECK(nv_host_read32(status_at) == 0 && nv_host_read32(handle_at) == 0x77);
+    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].last_doorbell == desc);
+    CHECK(nv_via_prebuilt_done(&via, &p, &status) == NV_VIP_NOT_DONE);
+
+    /* Posted again while in flight: refused, nothing written, no doorbell. */
+    CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_INVALID_STATE);
+    CHECK(nv_via_prebuilt_release(&p) == NV_VIP_INVALID_STATE);
+    CHECK(nv_host_read32(length_at) == 4 && fake_via.vi[vi].sq_doorbells == 1);
+
+    fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000);
+    CHECK(nv_via_prebuilt_done(&via, &p, &status) == NV_VIP_SUCCESS &&
+          status == (NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000));
+    CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_INVALID_STATE); /* not posted */
+    CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_SUCCESS && nv_host_read32(length_at) == 8);
+    CHECK(fake_via.vi[vi].sq_doorbells == 2);
+    fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
+    CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_SUCCESS);
+
+    /* A deregistration after it was built makes it stale: refused until built again. */
+    uint32_t handle;
+    CHECK(register_paper_region(tag, &handle) == NV_VIP_SUCCESS);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS); /* a registration changes nothing */
+    fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
+    CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_SUCCESS);
+    CHECK(nv_via_deregister_mem(&via, handle) == NV_VIP_SUCCESS);
+    fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_STALE && nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_STALE);
+    CHECK(nv_host_read32(status_at) == NV_DESC_CONTROL_STATUS_DONE_MASK && fake_via.vi[vi].sq_doorbells == 3);
+    CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS && fake_via.vi[vi].sq_doorbells == 4);
+
+    /* Receive queues ring their own doorbell. */
+    struct nv_via_prebuilt r = {0};
+    uint32_t rw[12] = {0};
+    put(rw, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES, 1);
+    CHECK(nv_via_prebuild(&via, &r, vi2, 0, desc + 0x80, rw, 12) == NV_VIP_SUCCESS);
+    CHECK(nv_via_post_prebuilt(&via, &r, 16) == NV_VIP_SUCCESS);
+    CHECK(fake_via.vi[vi2].rq_doorbells == 1 && fake_via.vi[vi2].sq_doorbells == 0);
+    CHECK(nv_host_read32(desc + 0x80 + 32 + NV_DESC_DATA_LENGTH_OFFSET) == 16);
+}
+
+static void test_prebuilt_descriptor_refuses_bad_handles_and_arguments(void)
+{
+    setup();
+    const uint32_t vi = new_vi(ptag()), desc = DESC_AREA + 0x100;
+    uint32_t w[16];
+    rdma_write_words(w);
+    struct nv_via_prebuilt p = {0}, q = {0};
+    /* Not a prebuilt descriptor: never built, NULL, released. */
+    CHECK(nv_via_post_prebuilt(&via, &q, 4) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_post_prebuilt(&via, NULL, 4) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_prebuilt_done(&via, &q, NULL) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_prebuilt_release(&q) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
+    CHECK(nv_via_prebuilt_release(&p) == NV_VIP_SUCCESS);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_INVALID_PARAMETER);
+    CHECK(fake_via.vi[vi].sq_doorbells == 0);
+
+    /* Bad arguments build nothing and write nothing. */
+    fake_host_put32(desc, 0x5a5a5a5a);
+    CHECK(nv_via_prebuild(&via, &q, FAKE_VIS, 1, desc, w, 16) == NV_VIP_INVALID_PARAMETER); /* no such VI */
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc + 4, w, 16) == NV_VIP_INVALID_PARAMETER);   /* misaligned */
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, FAKE_HOST_BASE + FAKE_HOST_SIZE - 32, w, 16) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 15) == NV_VIP_INVALID_PARAMETER); /* not the whole descriptor */
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 4) ==
+          NV_VIP_INVALID_PARAMETER); /* shorter than a control segment */
+    put(w, NV_DESC_CONTROL_SEG_COUNT_OFFSET, NV_DESC_CONTROL_SEG_COUNT_BYTES, via.max_segments + 1);
+    CHECK(nv_via_prebuild(&via, &q, vi, 1, desc, w, 16) ==
+          NV_VIP_INVALID_PARAMETER); /* more segments than the card takes */
+    CHECK(nv_via_prebuild(&via, NULL, vi, 1, desc, w, 16) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_host_read32(desc) == 0x5a5a5a5a && q.magic == 0);
+}
+
 int main(void)
 {
     test_init_reads_the_card_and_enables_the_engine();
@@ -584,6 +688,8 @@ int main(void)
     test_mailbox_refuses_a_command_nobody_registered();
     test_register_refuses_a_duplicate();
     test_register_refuses_when_the_table_is_full();
+    test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes();
+    test_prebuilt_descriptor_refuses_bad_handles_and_arguments();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

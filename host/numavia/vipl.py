@@ -34,6 +34,9 @@ RESULT = via_mailbox.RESULT
 NONE = via_mailbox.NONE
 _STATUS = CONTROL_SEGMENT.field("STATUS")
 _SLOT = 256  # bytes per descriptor slot in a VI's descriptor pages
+#: Prebuilt descriptors (VipPrebuild) a VI holds at once, each in a slot of its own after the rings.
+PREBUILT_SLOTS = 4
+_LENGTH_OFFSET = via_descriptor.DATA_SEGMENT.field("LENGTH").offset
 _STATES = {value: name for name, value in regmap.VI_STATES}
 _T = TypeVar("_T")
 
@@ -160,6 +163,9 @@ class Nic:
         self.vis: dict[int, Vi] = {}
         #: memory handle -> (va, length, ptag) of what this host registered
         self.regions: dict[int, tuple[int, int, int]] = {}
+        #: Moves on at every deregistration, disconnection and VI destruction: a prebuilt descriptor
+        #: built before one of them may name what is gone, and is refused as STALE.
+        self.generation = 0
         self._wait_firmware()
 
     # --- registers and the mailbox --------------------------------------------------------------
@@ -216,6 +222,12 @@ class Nic:
         base = self.card_base + regmap.CARD.address("via", regmap.VIA_COUNTERS[0][0])
         values = self.bridge.read(base, len(regmap.VIA_COUNTERS))
         return {name: v for (name, _), v in zip(regmap.VIA_COUNTERS, values)}
+
+    def stamps(self) -> dict[str, int]:
+        """The VIA engine's latency stamps (``regmap.VIA_STAMPS``): card cycles of the last events."""
+        base = self.card_base + regmap.CARD.address("via", regmap.VIA_STAMPS[0][0])
+        values = self.bridge.read(base, len(regmap.VIA_STAMPS))
+        return {name: v for (name, _), v in zip(regmap.VIA_STAMPS, values)}
 
     def command(
         self, name: str, *, allow: Iterable[str] = ("SUCCESS",), extra_words: dict[int, int] | None = None, **args: int
@@ -329,6 +341,7 @@ def VipRegisterMem(nic: Nic, va: int, length: int, attributes: MemAttributes, *,
 def VipDeregisterMem(nic: Nic, handle: int) -> None:
     nic.command("DEREGISTER_MEM", handle=handle)
     nic.regions.pop(handle, None)
+    nic.generation += 1
 
 
 class CQ:
@@ -373,9 +386,9 @@ def VipCQWait(cq: CQ, timeout: float | None = None) -> tuple[Vi, bool]:
 
 
 def _descriptor_area_bytes(nic: Nic) -> int:
-    """Both work queues' descriptor slots: the VI's descriptor area, the only memory its doorbells
-    may point the card at (VI ``DESC_BASE``/``DESC_SIZE``)."""
-    return 2 * nic.attributes["queue_depth"] * _SLOT
+    """Both work queues' descriptor slots and the prebuilt descriptors': the VI's descriptor area,
+    the only memory its doorbells may point the card at (VI ``DESC_BASE``/``DESC_SIZE``)."""
+    return (2 * nic.attributes["queue_depth"] + PREBUILT_SLOTS) * _SLOT
 
 
 class Vi:
@@ -388,6 +401,7 @@ class Vi:
         self.desc_pages = desc_pages
         self.send_queue = _Ring(desc_pages[0], depth)
         self.recv_queue = _Ring(desc_pages[0] + depth * _SLOT, depth)
+        self.prebuilt: list[Prebuilt | None] = [None] * PREBUILT_SLOTS
         self.peer: tuple[int, int] | None = None  # (node, VI) once connected
         self.remote_buffer: RemoteBuffer | None = None
         #: Bus address of this VI's doorbell page (``regmap.DOORBELL_PAGE_BYTES`` bytes); the data
@@ -448,6 +462,7 @@ def VipCreateVi(nic: Nic, ptag: int, *, send_cq: CQ | None = None, recv_cq: CQ |
 
 def VipDestroyVi(vi: Vi) -> None:
     vi.nic.command("DESTROY_VI", vi=vi.number)
+    vi.nic.generation += 1
     vi.nic.memory.release(vi.desc_pages)
     del vi.nic.vis[vi.number]
 
@@ -577,6 +592,7 @@ def VipConnectReject(request: ConnectionRequest) -> None:
 
 def VipDisconnect(vi: Vi) -> None:
     vi.nic.command("DISCONNECT", vi=vi.number)
+    vi.nic.generation += 1
     vi.peer = None
     for ring in (vi.send_queue, vi.recv_queue):
         for d in ring.posted:  # the engine flushed them
@@ -665,3 +681,108 @@ def VipSendWait(vi: Vi, timeout: float | None = None) -> Descriptor:
 
 def VipRecvWait(vi: Vi, timeout: float | None = None) -> Descriptor:
     return _wait(lambda: VipRecvDone(vi), timeout or vi.nic.timeout, f"VI {vi.number} receive")
+
+
+# --- prebuilt descriptors: the low-latency post path ------------------------------------------------
+
+
+@dataclass(eq=False)
+class Prebuilt:
+    """A descriptor written once into a slot of its VI's descriptor area (:func:`VipPrebuild`).
+
+    Each :func:`VipPostPrebuilt` writes only STATUS (and the first data segment's LENGTH when it
+    changes) and rings the doorbell: one or two words instead of the whole descriptor."""
+
+    vi: Vi
+    doorbell: str  # SQ_DOORBELL or RQ_DOORBELL
+    descriptor: Descriptor
+    address: int
+    generation: int  # the NIC's when built
+    slot: int
+
+
+def _queue(vi: Vi, doorbell: str) -> _Ring:
+    return vi.send_queue if doorbell == "SQ_DOORBELL" else vi.recv_queue
+
+
+def VipPrebuild(vi: Vi, descriptor: Descriptor, *, queue: str = "send", check: bool = True) -> Prebuilt:
+    """Write ``descriptor`` into a free prebuilt slot of ``vi`` for its ``queue`` ("send" or
+    "recv"), to be posted again and again with :func:`VipPostPrebuilt`."""
+    if queue not in ("send", "recv"):
+        raise ViplError("INVALID_PARAMETER", f"queue {queue!r}: a prebuilt descriptor is for 'send' or 'recv'")
+    if check:
+        _check_segments(vi, descriptor)
+    data = descriptor.encode()
+    if len(data) > _SLOT:
+        raise ViplError("INVALID_PARAMETER", f"descriptor of {len(data)} bytes")
+    free = [i for i, p in enumerate(vi.prebuilt) if p is None]
+    if not free:
+        raise ViplError("ERROR_RESOURCE", f"VI {vi.number}: all {PREBUILT_SLOTS} prebuilt descriptor slots are taken")
+    depth = vi.nic.attributes["queue_depth"]
+    address = vi.desc_pages[0] + (2 * depth + free[0]) * _SLOT
+    vi.nic.memory.write(address, data)
+    doorbell = "SQ_DOORBELL" if queue == "send" else "RQ_DOORBELL"
+    prebuilt = Prebuilt(vi, doorbell, descriptor, address, vi.nic.generation, free[0])
+    descriptor.address, descriptor.status = address, 0
+    vi.prebuilt[free[0]] = prebuilt
+    return prebuilt
+
+
+def _owner(prebuilt: Prebuilt) -> Vi:
+    """The VI of ``prebuilt``, or INVALID_PARAMETER if it is not a live prebuilt descriptor."""
+    vi = getattr(prebuilt, "vi", None)
+    if not isinstance(prebuilt, Prebuilt) or vi is None or vi.prebuilt[prebuilt.slot] is not prebuilt:
+        raise ViplError(
+            "INVALID_PARAMETER", f"{prebuilt!r:.60} is not a prebuilt descriptor (never built, or released)"
+        )
+    return vi
+
+
+def _refuse_in_flight(vi: Vi, prebuilt: Prebuilt, why: str) -> None:
+    if any(p is prebuilt.descriptor for p in _queue(vi, prebuilt.doorbell).posted):
+        raise ViplError(
+            "INVALID_STATE",
+            f"VI {vi.number}: the prebuilt descriptor at {prebuilt.address:#x} is still posted (not seen done): {why}",
+        )
+
+
+def _check_prebuilt(prebuilt: Prebuilt) -> Vi:
+    vi = _owner(prebuilt)
+    if prebuilt.generation != vi.nic.generation:
+        raise ViplError(
+            "STALE",
+            f"VI {vi.number}: the prebuilt descriptor at {prebuilt.address:#x} was built before a memory "
+            "deregistration or a disconnection: build it again",
+        )
+    return vi
+
+
+def VipPostPrebuilt(prebuilt: Prebuilt, *, length: int | None = None) -> Descriptor:
+    """Post ``prebuilt`` again (with ``length`` bytes in its first data segment, if given); returns
+    its descriptor, which completes like any other (VipSendDone/Wait, VipRecvDone/Wait)."""
+    vi = _check_prebuilt(prebuilt)
+    _refuse_in_flight(vi, prebuilt, "posting it again would change it under the card")
+    ring, d = _queue(vi, prebuilt.doorbell), prebuilt.descriptor
+    if len(ring.posted) >= ring.depth:
+        raise ViplError("ERROR_RESOURCE", f"VI {vi.number}: work queue full ({ring.depth} posted)")
+    if length is not None and not d.segments:
+        raise ViplError("INVALID_PARAMETER", "a length for a descriptor without data segments")
+    if length is not None and length != d.segments[0][2]:
+        va, handle, _ = d.segments[0]
+        changed = Descriptor(d.op, [(va, handle, length), *d.segments[1:]])
+        _check_segments(vi, changed)
+        first = via_descriptor.descriptor_size(0, d.op != CONTROL_OP.SENDRECV)
+        vi.nic.memory.write_words(prebuilt.address + first + _LENGTH_OFFSET, [length])
+        d.segments[0] = (va, handle, length)
+    vi.nic.memory.write_words(prebuilt.address + _STATUS.offset, [0])
+    d.status = 0
+    ring.posted.append(d)
+    vi.ring(prebuilt.doorbell, prebuilt.address)
+    return d
+
+
+def VipPrebuiltRelease(prebuilt: Prebuilt) -> None:
+    """Free ``prebuilt``'s slot; refused while it is posted and not seen done."""
+    vi = _owner(prebuilt)
+    _refuse_in_flight(vi, prebuilt, "releasing it would free its slot under the card")
+    vi.prebuilt[prebuilt.slot] = None

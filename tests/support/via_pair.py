@@ -86,6 +86,10 @@ class Pair(wiring.Component):
         wiring.connect(m, self.a.dma, self.ram_a.bus)
         wiring.connect(m, self.b.dma, self.ram_b.bus)
         m.d.comb += [self.a.node_id.eq(0), self.b.node_id.eq(1)]
+        # One cycle counter for both, as the nodes of a cluster share one clock and reset.
+        cycles = Signal(32)
+        m.d.sync += cycles.eq(cycles + 1)
+        m.d.comb += [self.a.cycles.eq(cycles), self.b.cycles.eq(cycles)]
         return m
 
 

@@ -63,6 +63,7 @@ uint32_t nv_via_reset_vi(struct nv_via *via, unsigned vi)
         }
     }
     nv_reg_write(NV_VIA_VI_CMD_AT(vi), NV_VIA_VI_CMD_RESET_MASK);
+    via->generation++;
     return NV_VIP_SUCCESS;
 }
 

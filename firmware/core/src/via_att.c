@@ -121,5 +121,6 @@ TIMED uint32_t nv_via_deregister_mem(struct nv_via *via, uint32_t handle)
               words[NV_ATT_L1_ATTRIBUTES_OFFSET / 4]);
     l2_mark(via, via->regions[handle].l2_index, via->regions[handle].pages, 0);
     via->regions[handle].used = 0;
+    via->generation++;
     return NV_VIP_SUCCESS;
 }

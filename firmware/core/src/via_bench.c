@@ -2,9 +2,11 @@
  * timed by the card.
  *
  * The agent is what a host process does with VIPL, done by the node's CPU so that nothing slower
- * than the CPU sits in the timed loop: it writes descriptors into host memory, rings doorbells and
- * waits for the descriptors' DONE bits (or, for RDMA write, the last byte of its buffer). It counts
- * the cycles of the whole run and of the receive-side call the paper compares (VipPostRecv).
+ * than the CPU sits in the timed loop: it posts prebuilt descriptors (numavia/via_post.h: each is
+ * written into host memory once, a post writes its STATUS and rings the doorbell) and waits for
+ * their DONE bits (or, for RDMA write, the last byte of its buffer). It counts the cycles of the
+ * whole run and of the receive-side call the paper compares (VipPostRecv), and the card cycle at
+ * which the last iteration saw its message arrive (for the latency breakdown of the host tool).
  * Polling host memory costs one bus read: the bare-metal port reaches host memory through the
  * SoC's uncached window (a PC's coherent cache gives the same). */
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include "numavia/pushpull.h"
 #include "numavia/via.h"
 #include "numavia/via_bench.h"
+#include "numavia/via_post.h"
 #include "numavia_regs.h"
 #include "numavia_via.h"
 #include "via_internal.h"
@@ -37,8 +40,7 @@ struct agent {
     const struct nv_bench_args *a;
     struct nv_bench_result *r;
     uint32_t timeout_cycles;
-    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS]; /* descriptor images */
-    unsigned recv_count, send_count;
+    struct nv_via_prebuilt recv[RECV_SLOTS], send[STREAM_DEPTH];
 };
 
 /* A descriptor with one data segment (and the address segment of an RDMA), as words. */
@@ -62,62 +64,71 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
     return (at + NV_DESC_DATA_SIZE) / 4;
 }
 
-/* Post a descriptor: write it into host memory (its STATUS word zero) and ring the doorbell. The
- * fields are the same every time, so they are laid out once and copied, as a VIPL library fills
- * its descriptor structure. */
-static TIMED uint32_t slot(int send_queue, uint32_t index)
+/* The slots of the agent's descriptors: a receive or send queue's `index`-th. */
+static TIMED struct nv_via_prebuilt *slot(struct agent *g, int send_queue, uint32_t index)
 {
-    return send_queue ? SEND_DESC + (index % STREAM_DEPTH) * SLOT_BYTES : RECV_DESC + (index % RECV_SLOTS) * SLOT_BYTES;
+    return send_queue ? &g->send[index % STREAM_DEPTH] : &g->recv[index % RECV_SLOTS];
 }
 
-static TIMED void post_slot(const struct agent *g, int send_queue, uint32_t index)
+/* Post a slot's prebuilt descriptor again: its STATUS and the doorbell (numavia/via_post.h). */
+static TIMED uint32_t post_slot(struct agent *g, int send_queue, uint32_t index)
 {
-    const struct nv_bench_args *a = g->a;
-    const uint32_t *w = send_queue ? g->send_words : g->recv_words;
-    unsigned n = send_queue ? g->send_count : g->recv_count;
-    uint32_t desc = a->desc + slot(send_queue, index);
-    for (unsigned i = 0; i < n; i++)
-        nv_host_write32(desc + 4 * i, w[i]);
-    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(a->vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(a->vi), desc);
+    return nv_via_post_prebuilt(g->via, slot(g, send_queue, index), g->a->size);
 }
 
-static TIMED void post_recv_slot(struct agent *g, uint32_t index)
+static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t index)
 {
     uint32_t t0 = nv_card_cycles32();
-    post_slot(g, 0, index);
+    uint32_t result = post_slot(g, 0, index);
     g->r->post_recv_cycles += nv_card_cycles32() - t0;
     g->r->post_recvs++;
+    return result;
 }
 
-static TIMED void post_recv(struct agent *g)
+static TIMED uint32_t post_recv(struct agent *g)
 {
-    post_recv_slot(g, 0);
+    return post_recv_slot(g, 0);
 }
 
-static TIMED void post_send(struct agent *g)
+static TIMED uint32_t post_send(struct agent *g)
 {
-    post_slot(g, 1, 0);
+    return post_slot(g, 1, 0);
 }
 
-/* Wait for a descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
-static TIMED uint32_t wait_done(struct agent *g, uint32_t offset)
+/* Whether a wait that ends at `deadline` has run out. The clock is a card register, slower to read
+ * than host memory is to poll: it is looked at every CLOCK_POLLS polls only, so that a poll loop
+ * comes round (and sees an arrival) sooner. */
+#define CLOCK_POLLS 16u
+static TIMED int expired(const struct agent *g, uint32_t deadline)
 {
-    uint32_t status_addr = g->a->desc + offset + NV_DESC_CONTROL_STATUS_OFFSET;
+    return g->r->polls % CLOCK_POLLS == 0 && (int32_t)(nv_card_cycles32() - deadline) > 0;
+}
+
+/* Wait for a slot's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
+static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
+{
+    struct nv_via_prebuilt *p = slot(g, send_queue, index);
     uint32_t deadline = nv_card_cycles32() + g->timeout_cycles;
     for (;;) {
         g->r->polls++;
-        nv_host_sync();
-        uint32_t status = nv_host_read32(status_addr);
-        if (status & NV_DESC_CONTROL_STATUS_DONE_MASK) {
-            if (status & NV_DESC_STATUS_ERROR_MASK) {
-                nv_log("bench: descriptor completed with status 0x%08lx\n", (unsigned long)status);
-                return NV_VIP_ERROR;
-            }
-            return NV_VIP_SUCCESS;
+        uint32_t status;
+        uint32_t result = nv_via_prebuilt_done(g->via, p, &status);
+        if (result == NV_VIP_SUCCESS && (status & NV_DESC_STATUS_ERROR_MASK)) {
+            nv_log("bench: descriptor completed with status 0x%08lx\n", (unsigned long)status);
+            return NV_VIP_ERROR;
         }
-        if ((int32_t)(nv_card_cycles32() - deadline) > 0)
+        if (result != NV_VIP_NOT_DONE)
+            return result;
+        if (expired(g, deadline))
             return NV_VIP_TIMEOUT;
     }
+}
+
+/* The last iteration's arrival, for the host's latency breakdown: one counter read, once a run. */
+static TIMED void seen(struct agent *g, uint32_t i)
+{
+    if (i + 1 == g->a->iterations)
+        g->r->seen_cycles = nv_card_cycles32();
 }
 
 /* RDMA-write ping-pong: the last byte of each transfer is a marker the receiver polls for. */
@@ -151,7 +162,7 @@ static TIMED uint32_t wait_marker(struct agent *g, uint8_t m)
         nv_host_sync();
         if (((nv_host_read32(last_word(g->a)) >> last_shift(g->a)) & 0xff) == m)
             return NV_VIP_SUCCESS;
-        if ((int32_t)(nv_card_cycles32() - deadline) > 0)
+        if (expired(g, deadline))
             return NV_VIP_TIMEOUT;
     }
 }
@@ -167,26 +178,28 @@ static TIMED_LOOP uint32_t send_recv(struct agent *g)
 {
     uint32_t n = g->a->iterations;
     int initiator = g->a->role != 0;
-    post_recv(g);
+    CHECK(post_recv(g));
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < n; i++) {
         if (initiator) {
             if (i > 0)
-                CHECK(wait_done(g, SEND_DESC));
-            post_send(g);
-            CHECK(wait_done(g, RECV_DESC));
+                CHECK(wait_done(g, 1, 0));
+            CHECK(post_send(g));
+            CHECK(wait_done(g, 0, 0));
+            seen(g, i);
             if (i + 1 < n)
-                post_recv(g);
+                CHECK(post_recv(g));
         } else {
-            CHECK(wait_done(g, RECV_DESC));
+            CHECK(wait_done(g, 0, 0));
+            seen(g, i);
             if (i + 1 < n)
-                post_recv(g);
+                CHECK(post_recv(g));
             if (i > 0)
-                CHECK(wait_done(g, SEND_DESC));
-            post_send(g);
+                CHECK(wait_done(g, 1, 0));
+            CHECK(post_send(g));
         }
     }
-    CHECK(wait_done(g, SEND_DESC));
+    CHECK(wait_done(g, 1, 0));
     g->r->cycles = nv_card_cycles() - t0;
     return NV_VIP_SUCCESS;
 }
@@ -199,16 +212,20 @@ static TIMED_LOOP uint32_t rdma_write(struct agent *g)
         return NV_VIP_INVALID_PARAMETER; /* the marker needs a byte */
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < n; i++) {
-        if (!initiator)
+        if (!initiator) {
             CHECK(wait_marker(g, marker(i, 1)));
-        if (i > 0)
-            CHECK(wait_done(g, SEND_DESC));
+            seen(g, i);
+        }
         set_marker(g, marker(i, initiator));
-        post_send(g);
-        if (initiator)
+        CHECK(post_send(g));
+        /* Its completion (the peer card's acknowledgement) comes while the peer's CPU answers,
+         * so it is taken here rather than between the answer's arrival and the next post. */
+        CHECK(wait_done(g, 1, 0));
+        if (initiator) {
             CHECK(wait_marker(g, marker(i, 0)));
+            seen(g, i);
+        }
     }
-    CHECK(wait_done(g, SEND_DESC));
     g->r->cycles = nv_card_cycles() - t0;
     return NV_VIP_SUCCESS;
 }
@@ -226,10 +243,10 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
         if (!with_receives)
             return NV_VIP_SUCCESS; /* RDMA writes need no remote CPU */
         for (uint32_t i = 0; i < n; i++)
-            post_recv_slot(g, i);
+            CHECK(post_recv_slot(g, i));
         uint64_t t0 = nv_card_cycles();
         for (uint32_t i = 0; i < n; i++)
-            CHECK(wait_done(g, slot(0, i)));
+            CHECK(wait_done(g, 0, i));
         g->r->cycles = nv_card_cycles() - t0;
         return NV_VIP_SUCCESS;
     }
@@ -237,8 +254,8 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
     uint64_t t0 = nv_card_cycles();
     while (completed < n) {
         while (posted < n && posted - completed < STREAM_DEPTH)
-            post_slot(g, 1, posted++);
-        CHECK(wait_done(g, slot(1, completed)));
+            CHECK(post_slot(g, 1, posted++));
+        CHECK(wait_done(g, 1, completed));
         completed++;
     }
     g->r->cycles = nv_card_cycles() - t0;
@@ -251,10 +268,31 @@ static TIMED_LOOP uint32_t rdma_read(struct agent *g)
         return NV_VIP_SUCCESS; /* the remote side of a read needs no CPU */
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < g->a->iterations; i++) {
-        post_send(g);
-        CHECK(wait_done(g, SEND_DESC));
+        CHECK(post_send(g));
+        CHECK(wait_done(g, 1, 0));
+        seen(g, i);
     }
     g->r->cycles = nv_card_cycles() - t0;
+    return NV_VIP_SUCCESS;
+}
+
+/* Every slot's descriptor, written once (outside the timed loops). */
+static uint32_t prebuild(struct agent *g, uint32_t send_op)
+{
+    const struct nv_bench_args *a = g->a;
+    uint32_t w[DESC_WORDS];
+    unsigned n = build(a, NV_CONTROL_OP_SENDRECV, w);
+    for (unsigned i = 0; i < RECV_SLOTS; i++) {
+        uint32_t result = nv_via_prebuild(g->via, &g->recv[i], a->vi, 0, a->desc + RECV_DESC + i * SLOT_BYTES, w, n);
+        if (result != NV_VIP_SUCCESS)
+            return result;
+    }
+    n = build(a, send_op, w);
+    for (unsigned i = 0; i < STREAM_DEPTH; i++) {
+        uint32_t result = nv_via_prebuild(g->via, &g->send[i], a->vi, 1, a->desc + SEND_DESC + i * SLOT_BYTES, w, n);
+        if (result != NV_VIP_SUCCESS)
+            return result;
+    }
     return NV_VIP_SUCCESS;
 }
 
@@ -282,8 +320,9 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
     /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
     struct agent g = {.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
-    g.recv_count = build(a, NV_CONTROL_OP_SENDRECV, g.recv_words);
-    g.send_count = build(a, ops[a->op], g.send_words);
+    result = prebuild(&g, ops[a->op]);
+    if (result != NV_VIP_SUCCESS)
+        return result;
     switch (a->op) {
     case NV_BENCH_OP_SEND_RECV: return send_recv(&g);
     case NV_BENCH_OP_RDMA_WRITE: return rdma_write(&g);
@@ -324,6 +363,7 @@ static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, 
     RES(POST_RECV_CYCLES) = r.post_recv_cycles;
     RES(POST_RECVS) = r.post_recvs;
     RES(POLLS) = r.polls;
+    RES(SEEN_CYCLES) = r.seen_cycles;
     return result;
 }
 

@@ -15,6 +15,7 @@ posted again since its last message (VIA has no flow control: a SEND that finds 
 breaks the connection, so nobody sends without a credit). docs/via.md, "Push-pull messaging".
 """
 
+from numavia.base import via_mailbox
 from numavia.base.bytestruct import Bits, ByteStruct, Constants, Field
 
 SCHEME = Constants(
@@ -103,7 +104,7 @@ FLAGS = Constants(
     ),
 )
 FLAGS_LATE_US_SHIFT = 16  # FLAGS[31:16]: the responder waits this many us before each receive
-#: BENCH result words after the command's own 5.
+#: BENCH result words after the command's own.
 RESULTS = (
     "ONE_WAY_CYCLES_LO",
     "ONE_WAY_CYCLES_HI",
@@ -113,7 +114,7 @@ RESULTS = (
     "COPIED_BYTES",
     "PULLS",
 )
-RESULT_BASE = 5
+RESULT_BASE = len(via_mailbox.command("BENCH").results)
 
 
 def constants():

@@ -621,6 +621,19 @@ VIA_COUNTERS = (
 )
 VIA_COUNTER_BASE = 0x080
 
+#: Latency stamps of the VIA engine, in register order from VIA_STAMP_BASE: each holds the low word
+#: of CTRL.CYCLES at the last time its event happened, so the steps of one message can be told apart
+#: (the nodes' counters run from one clock and one reset: stamps of two cards compare). Data frames
+#: are SEND, RDMA_WRITE, READ_REQUEST and READ_RESPONSE (not ACK, NAK or management frames).
+VIA_STAMPS = (
+    ("STAMP_SQ_DOORBELL", "a send-queue doorbell was accepted"),
+    ("STAMP_TX_DATA", "the first word of a data frame went to the MAC"),
+    ("STAMP_RX_DATA", "the last word of a data frame came from the MAC"),
+    ("STAMP_RX_WRITTEN", "the payload of a received data frame was all in host memory"),
+    ("STAMP_RX_COMPLETION", "a receive descriptor's STATUS was written (its DONE visible to the host)"),
+)
+VIA_STAMP_BASE = 0x0E0
+
 VI_STATES = (("IDLE", 0), ("CONNECTED", 1), ("ERROR", 2))
 
 #: VIs the register map reserves room for (a card may build fewer: ``VIA.VI_COUNT``).
@@ -739,6 +752,7 @@ VIA = Block(
             fields=IRQ_FIELDS,
         ),
         *(Register(name, VIA_COUNTER_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_COUNTERS)),
+        *(Register(name, VIA_STAMP_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_STAMPS)),
     ),
     arrays=(
         RegisterArray(

@@ -31,6 +31,7 @@ RESULT = Constants(
         ("INVALID_FUNCTION", 8, "unknown command"),
         ("NO_MATCH", 9, "no such pending connection"),
         ("ERROR", 10, "the operation failed (see the console)"),
+        ("STALE", 11, "a prebuilt descriptor outlived the memory registration or VI it was built for: build it again"),
     ),
 )
 
@@ -130,7 +131,7 @@ COMMANDS = (
             "DESC",
             "TIMEOUT_US",
         ),
-        results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS"),
+        results=("CYCLES_LO", "CYCLES_HI", "POST_RECV_CYCLES", "POST_RECVS", "POLLS", "SEEN_CYCLES"),
     ),
 )
 

@@ -9,8 +9,15 @@ Latency is the half round trip for send/receive and RDMA write (what the paper r
 whole operation for an RDMA read (a read is itself a round trip); bandwidth is size / latency.
 The streaming tests keep eight messages in flight and report the time per message and the
 resulting bandwidth (no latency: messages overlap).
+
+Each send/receive and RDMA-write point also splits its last half round trip into steps, from the
+cards' latency stamps (``regmap.VIA_STAMPS``) and the cycle at which each agent saw its last
+message arrive (both nodes' counters run from one clock and one reset): see :func:`breakdown`.
+With ``--baseline`` (an earlier run's ``via_bench.json``) the plot puts that run's breakdown beside
+this one's.
 """
 
+import json
 import threading
 import time
 from dataclasses import asdict
@@ -51,6 +58,48 @@ WIRE_LIMIT_MBPS = {1500: 121.9, 9000: 124.5}
 
 class BenchError(NumaviaError):
     pass
+
+
+#: The steps of a half round trip (:func:`breakdown`), as plotted, and their row fields.
+STEPS = ("CPU post", "card TX", "wire", "card RX", "completion seen")
+STEP_FIELDS = ("cpu_post_cycles", "card_tx_cycles", "wire_cycles", "card_rx_cycles", "completion_seen_cycles")
+BREAKDOWN_OPS = ("send", "write")
+
+
+def breakdown(op, initiator_seen, responder_seen, initiator_stamps, responder_stamps):
+    """The last half round trip of a ping-pong, step by step, in cycles (``STEP_FIELDS``).
+
+    The responder's CPU saw the initiator's last message and posted its answer (CPU post: to the
+    doorbell); its card fetched, translated and sent it (card TX: to the first data word handed to
+    the MAC); the frame crossed (wire: both MACs, PHY and cable, the switch, to the last data word
+    out of the initiator's MAC); the initiator's card wrote it (card RX: to the payload in host
+    memory for an RDMA write, to the receive descriptor's DONE for a send); its CPU saw it
+    (completion seen). The steps add up to the half round trip."""
+    written = initiator_stamps["STAMP_RX_WRITTEN" if op == "write" else "STAMP_RX_COMPLETION"]
+    moments = [
+        responder_seen,
+        responder_stamps["STAMP_SQ_DOORBELL"],
+        responder_stamps["STAMP_TX_DATA"],
+        initiator_stamps["STAMP_RX_DATA"],
+        written,
+        initiator_seen,
+    ]
+    steps = [(b - a) & 0xFFFF_FFFF for a, b in zip(moments, moments[1:])]
+    if any(step >= 1 << 31 for step in steps):
+        raise BenchError(f"{op}: the cards' latency stamps are out of order: {moments}")
+    return dict(zip(STEP_FIELDS, steps))
+
+
+def load_baseline(path):
+    """The breakdown rows of an earlier run's ``via_bench.json``, or BenchError with the reason."""
+    try:
+        rows = json.loads(Path(path).read_text())["figures"]["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BenchError(f"--baseline {path}: not a via_bench.json ({e})") from None
+    rows = [r for r in rows if r.get(STEP_FIELDS[0]) is not None]
+    if not rows:
+        raise BenchError(f"--baseline {path}: it has no latency breakdown (a run from before the latency stamps)")
+    return rows
 
 
 def sizes(min_size, max_size, perturbation=0):
@@ -152,12 +201,17 @@ class Bench:
         per_op = cycles / iterations / (2 if op in ("send", "write") else 1)
         latency_us = per_op / self.freq * 1e6
         post_recv = r1["post_recv_cycles"] / r1["post_recvs"] if r1 and r1["post_recvs"] else 0.0
+        steps = dict.fromkeys(STEP_FIELDS)
+        if op in BREAKDOWN_OPS:
+            stamps = [nic.stamps() for nic in self.nics]
+            steps = breakdown(op, r0["seen_cycles"], r1["seen_cycles"], *stamps)
         return {
             "iterations": iterations,
             "cycles": cycles,
             "latency_us": latency_us,
             "bandwidth_MBps": size / latency_us if latency_us else 0.0,
             "receiver_post_recv_cycles": post_recv,
+            **steps,
         }
 
 
@@ -207,7 +261,17 @@ def run_sweep(args, log):
     }
 
 
-FIELDS = ["mtu", "op", "size", "iterations", "cycles", "latency_us", "bandwidth_MBps", "receiver_post_recv_cycles"]
+FIELDS = [
+    "mtu",
+    "op",
+    "size",
+    "iterations",
+    "cycles",
+    "latency_us",
+    "bandwidth_MBps",
+    "receiver_post_recv_cycles",
+    *STEP_FIELDS,
+]
 TITLE = "VIA engine benchmark (two simulated nodes)"
 
 
@@ -232,16 +296,17 @@ def configuration(info, args):
 
 def write_results(rows, info, args):
     out = Path(args.out)
+    baseline = load_baseline(args.baseline) if args.baseline else None
     results.write(
         out,
         "via_bench",
         title=TITLE,
         headers=FIELDS,
-        rows=[results.csv_row(r, FIELDS) for r in rows],
+        rows=[["" if c is None else c for c in results.csv_row(r, FIELDS)] for r in rows],
         figures={"rows": rows, "counters": info["counters"]},
         config={**configuration(info, args), "ops": args.ops},
-        text=summary(rows, info, args),
-        plot=lambda path: plot(rows, path, args),
+        text=summary(rows, info, args, baseline),
+        plot=lambda path: plot(rows, path, args, baseline),
     )
     return [out / f"via_bench.{ext}" for ext in ("md", "csv", "json", "png")]
 
@@ -276,7 +341,48 @@ def latency_table(rows, args, smallest):
     ]
 
 
-def summary(rows, info, args):
+def breakdown_bars(rows, baseline, args):
+    """(label, row) of each breakdown the plot and the report show: for each ping-pong with one, at
+    the smallest size and first MTU, the baseline's (if given) then this run's."""
+    bars = []
+    for op in BREAKDOWN_OPS:
+        for source, label in ((baseline or [], "baseline"), (rows, "this run")):
+            pts = [r for r in source if r["op"] == op and r.get(STEP_FIELDS[0]) is not None]
+            pts = [r for r in pts if r["mtu"] == args.mtu[0]] or pts
+            if pts:
+                bars.append(
+                    (
+                        f"{OP_TITLES[op]}, {min(pts, key=lambda r: r['size'])['size']} B\n{label}",
+                        min(pts, key=lambda r: r["size"]),
+                    )
+                )
+    return bars
+
+
+def breakdown_table(rows, baseline, args):
+    bars = breakdown_bars(rows, baseline, args)
+    if not bars:
+        return []
+    lines = [
+        "## Latency breakdown (cycles of 10 ns; the last half round trip of the point)",
+        "",
+        "CPU post: the responder saw the message, to its doorbell; card TX: to the first data word at the "
+        "MAC; wire: to the last data word out of the other MAC; card RX: to the payload in memory (RDMA "
+        "write) or the receive's DONE (send); completion seen: to the agent's poll that saw it.",
+        "",
+        f"| | {' | '.join(STEPS)} | sum (us) | mean half round trip (us) |",
+        "|---|" + "---|" * (len(STEPS) + 2),
+    ]
+    for label, r in bars:
+        steps = [r[f] for f in STEP_FIELDS]
+        lines.append(
+            f"| {label.replace(chr(10), ', ')} (MTU {r['mtu']}) | {' | '.join(str(x) for x in steps)} | "
+            f"{sum(steps) / 100:.2f} | {r['latency_us']:.2f} |"
+        )
+    return [*lines, ""]
+
+
+def summary(rows, info, args, baseline=None):
     card = CardConfig()
     lines = [
         f"Simulation: {info['config']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
@@ -292,6 +398,7 @@ def summary(rows, info, args):
     ]
     smallest = min(r["size"] for r in rows if r["size"] > 0)
     lines += latency_table(rows, args, smallest)
+    lines += breakdown_table(rows, baseline, args)
     lines += [
         "Wire limits (payload on back-to-back full frames): "
         + "; ".join(
@@ -375,9 +482,28 @@ def summary(rows, info, args):
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, path, args):
-    fig = Figure(figsize=(13, 5))
-    lat, bw = fig.subplots(1, 2)
+def plot_breakdown(ax, bars):
+    """Stacked bars: each breakdown's steps in microseconds."""
+    bottoms = [0.0] * len(bars)
+    for step, field in zip(STEPS, STEP_FIELDS):
+        heights = [r[field] / 100 for _, r in bars]
+        ax.bar(range(len(bars)), heights, bottom=bottoms, label=step)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for i, total in enumerate(bottoms):
+        ax.text(i, total, f"{total:.2f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(bars)), [label for label, _ in bars], fontsize=7)
+    ax.set_ylabel("us")
+    ax.set_title("Half round trip, step by step (card stamps)")
+    ax.legend(fontsize=7)
+
+
+def plot(rows, path, args, baseline=None):
+    bars = breakdown_bars(rows, baseline, args)
+    fig = Figure(figsize=(19 if bars else 13, 5))
+    axes = fig.subplots(1, 3 if bars else 2)
+    lat, bw = axes[0], axes[1]
+    if bars:
+        plot_breakdown(axes[2], bars)
     styles = {1500: "-", 9000: "--"}
     for mtu in args.mtu:
         for op in args.ops:

@@ -213,6 +213,11 @@ def cmd_bench_via(args):
     if len(args.pair) != 2 or max(args.pair) >= args.nodes:
         args.parser.error(f"--pair names two nodes of the ring (0..{args.nodes - 1}), not {args.pair}")
     args.spread = spread(args, args.nodes)
+    if args.baseline:
+        try:
+            via.load_baseline(args.baseline)
+        except via.BenchError as e:
+            args.parser.error(str(e))
     _run(
         args,
         lambda: via.run_sweep(args, log),
@@ -581,6 +586,11 @@ def register(sub):
         default=900.0,
         metavar="SECONDS",
         help="wall-time limit for one measurement (default 900)",
+    )
+    v.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="an earlier run's via_bench.json: its latency breakdown is shown beside this run's",
     )
     add_out_option(v, "results/via", "output folder")
     add_firmware_option(v)

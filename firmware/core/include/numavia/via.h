@@ -93,6 +93,7 @@ struct nv_via {
     uint32_t l2_used[NV_VIA_MAX_PAGES / 32];
     struct nv_via_command_entry commands[NV_VIA_MAX_COMMANDS];
     unsigned command_count;
+    uint32_t generation; /* moves on at every deregistration and VI reset (prebuilt descriptors, via_post.h) */
 };
 
 /* Read the card's VIA parameters, reset its VIs and CQs, enable the engine, and register the

@@ -20,6 +20,7 @@ struct nv_bench_args {
 struct nv_bench_result {
     uint64_t cycles; /* the whole run, first post to last completion */
     uint32_t post_recv_cycles, post_recvs, polls;
+    uint32_t seen_cycles; /* card cycle (low word) at which the last iteration saw its message arrive */
 };
 uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *args, struct nv_bench_result *result);
 
