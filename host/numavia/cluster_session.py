@@ -65,15 +65,17 @@ def free_port_range(count: int, start: int | None = None) -> int:
 
 class ClusterSession:
     """``spread``: processes or MPI ranks of the ring (ring_launch.Spread; default one process
-    per core); ``consoles``: serve each node's console on a port too; ``sim_kwargs``: the
-    simulator's options (sim.simulator_args)."""
+    per core); ``consoles``: serve each node's console on a port too; ``ready_timeout``: wall
+    seconds for the nodes to boot (a dead simulator fails at once; this only catches a hung one,
+    so it is generous: a booting node competes for two cores with builds and other rings);
+    ``sim_kwargs``: the simulator's options (sim.simulator_args)."""
 
     def __init__(
         self,
         build: sim.Build,
         run_dir: str | os.PathLike[str],
         *,
-        ready_timeout: float = 120.0,
+        ready_timeout: float = 300.0,
         spread: Spread | None = None,
         consoles: bool = False,
         **sim_kwargs: Any,
