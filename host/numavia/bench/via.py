@@ -64,6 +64,8 @@ class BenchError(NumaviaError):
 STEPS = ("CPU post", "card TX", "wire", "card RX", "completion seen")
 STEP_FIELDS = ("cpu_post_cycles", "card_tx_cycles", "wire_cycles", "card_rx_cycles", "completion_seen_cycles")
 BREAKDOWN_OPS = ("send", "write")
+#: Card clock cycles per microsecond, for the breakdown's and the receiver's cycle counts.
+CYCLES_PER_US = CardConfig().clk_freq_hz / 1e6
 
 
 def breakdown(op, initiator_seen, responder_seen, initiator_stamps, responder_stamps):
@@ -350,12 +352,8 @@ def breakdown_bars(rows, baseline, args):
             pts = [r for r in source if r["op"] == op and r.get(STEP_FIELDS[0]) is not None]
             pts = [r for r in pts if r["mtu"] == args.mtu[0]] or pts
             if pts:
-                bars.append(
-                    (
-                        f"{OP_TITLES[op]}, {min(pts, key=lambda r: r['size'])['size']} B\n{label}",
-                        min(pts, key=lambda r: r["size"]),
-                    )
-                )
+                smallest = min(pts, key=lambda r: r["size"])
+                bars.append((f"{OP_TITLES[op]}, {smallest['size']} B\n{label}", smallest))
     return bars
 
 
@@ -364,7 +362,7 @@ def breakdown_table(rows, baseline, args):
     if not bars:
         return []
     lines = [
-        "## Latency breakdown (cycles of 10 ns; the last half round trip of the point)",
+        f"## Latency breakdown (cycles of {1e3 / CYCLES_PER_US:.0f} ns; the last half round trip of the point)",
         "",
         "CPU post: the responder saw the message, to its doorbell; card TX: to the first data word at the "
         "MAC; wire: to the last data word out of the other MAC; card RX: to the payload in memory (RDMA "
@@ -377,7 +375,7 @@ def breakdown_table(rows, baseline, args):
         steps = [r[f] for f in STEP_FIELDS]
         lines.append(
             f"| {label.replace(chr(10), ', ')} (MTU {r['mtu']}) | {' | '.join(str(x) for x in steps)} | "
-            f"{sum(steps) / 100:.2f} | {r['latency_us']:.2f} |"
+            f"{sum(steps) / CYCLES_PER_US:.2f} | {r['latency_us']:.2f} |"
         )
     return [*lines, ""]
 
@@ -455,7 +453,7 @@ def summary(rows, info, args, baseline=None):
         lines += [
             "## Receiver CPU per message",
             "",
-            f"- send/receive: VipPostRecv takes {cycles:.0f} cycles = {cycles / 100:.2f} us of the "
+            f"- send/receive: VipPostRecv takes {cycles:.0f} cycles = {cycles / CYCLES_PER_US:.2f} us of the "
             f"receiving CPU per message (mean over {len(sends)} points; paper: "
             f"{PAPER['post_recv_us']} us)",
             "- RDMA write and read: 0 (the receiving CPU takes no part)",
@@ -486,7 +484,7 @@ def plot_breakdown(ax, bars):
     """Stacked bars: each breakdown's steps in microseconds."""
     bottoms = [0.0] * len(bars)
     for step, field in zip(STEPS, STEP_FIELDS):
-        heights = [r[field] / 100 for _, r in bars]
+        heights = [r[field] / CYCLES_PER_US for _, r in bars]
         ax.bar(range(len(bars)), heights, bottom=bottoms, label=step)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for i, total in enumerate(bottoms):
