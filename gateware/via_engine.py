@@ -6,7 +6,8 @@ per VI, so that a driver can map a process its own VI's doorbells and no other's
 receive engines, the address translator, the completion unit, the two store-and-forward frame
 buffers and the DMA arbiter. Its ports go to the card top: the register window, one Wishbone DMA
 initiator into the SoC (host memory), the 32-bit frame streams of the LiteEth MAC core, and
-``irq``, the interrupt to the node's CPU when the firmware has work (``IRQ_*`` registers). With
+``irq``, the interrupt to the node's CPU when the firmware has work or an armed completion queue
+an entry (``IRQ_*`` registers, ``via_cq_notify``). With
 ``cq_event`` it also has an output of that name that pulses when a completion-queue entry has been
 written (the card's PCIe MSI; without PCIe the firmware polls the queues, and the port is not there
 at all).
@@ -24,6 +25,7 @@ from . import wishbone, wishbone_burst
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .via_completion import CompletionUnit
+from .via_cq_notify import CqNotifier
 from .via_descriptor_fetch import postable
 from .via_layouts import EthBeat
 from .via_rx import RX_EVENTS, RxEngine
@@ -110,6 +112,7 @@ class ViaEngine(wiring.Component):
         m.submodules.rx = rx = RxEngine(p)
         m.submodules.att = att = AddressTranslator(regions=p.att_regions, pages=p.att_pages, ports=2)
         m.submodules.completion = completion = CompletionUnit(vis=vis, cqs=cqs, sources=2)
+        m.submodules.cq_notify = cq_notify = CqNotifier(cqs)
         m.submodules.tx_fifo = tx_fifo = PacketFifo(depth_words=p.tx_buffer_bytes // 4, drop_when_full=False)
         m.submodules.rx_fifo = rx_fifo = PacketFifo(depth_words=p.rx_buffer_bytes // 4, drop_when_full=True)
         m.submodules.dma = arbiter = WishboneArbiter(count=5, addr_width=BUS_ADDR_WIDTH)
@@ -206,10 +209,11 @@ class ViaEngine(wiring.Component):
                 bank.mgmt_rx_data[i].word.value.eq(rx.mgmt_data[i]),
             ]
 
-        # The firmware's interrupt: a mailbox command (an event, held until acknowledged) or a
-        # management frame waiting (a level, until popped).
+        # The firmware's interrupt: a mailbox command (an event, held until acknowledged), a
+        # management frame waiting (a level, until popped) or an armed completion queue's
+        # notification (until the queue's CTRL.ACK).
         irq_reg = regmap.VIA.register("IRQ_PENDING")
-        mbox_bit, mgmt_bit = (irq_reg.field(name).lsb for name in ("MBOX", "MGMT_RX"))
+        mbox_bit, mgmt_bit, cq_bit = (irq_reg.field(name).lsb for name in ("MBOX", "MGMT_RX", "CQ"))
         mbox_pending = Signal()
         with m.If(bank.mbox_cmd.w_stb):
             m.d.sync += mbox_pending.eq(1)
@@ -217,7 +221,7 @@ class ViaEngine(wiring.Component):
             m.d.sync += mbox_pending.eq(0)
         pending = Signal(irq_reg.width)
         m.d.comb += [
-            pending.eq((mbox_pending << mbox_bit) | (rx.mgmt_valid << mgmt_bit)),
+            pending.eq((mbox_pending << mbox_bit) | (rx.mgmt_valid << mgmt_bit) | (cq_notify.pending << cq_bit)),
             bank.irq_pending.value.eq(pending),
             self.irq.eq((pending & bank.irq_enable.value).any()),
         ]
@@ -301,16 +305,29 @@ class ViaEngine(wiring.Component):
 
         # --- completion queues ------------------------------------------------------------------
         cq_ctrl = regmap.VIA.array("CQ").register("CTRL")
+        cq_status = regmap.VIA.array("CQ").register("STATUS")
         for i in range(cqs):
             regs = bank.cq[i]
+            command = {
+                name: regs.ctrl.w_stb & _field(regs.ctrl.w_data, cq_ctrl, name) for name in ("RESET", "ARM", "ACK")
+            }
             m.d.comb += [
                 completion.cq_base[i].eq(regs.base.value),
                 completion.cq_size[i].eq(regs.size.value),
                 completion.cq_head[i].eq(regs.head.value),
-                completion.cq_reset[i].eq(regs.ctrl.w_stb & _field(regs.ctrl.w_data, cq_ctrl, "RESET")),
+                completion.cq_reset[i].eq(command["RESET"]),
+                cq_notify.tail[i].eq(completion.cq_tail[i]),
+                cq_notify.head[i].eq(regs.head.value),
+                cq_notify.reset[i].eq(command["RESET"]),
+                cq_notify.arm[i].eq(command["ARM"]),
+                cq_notify.ack[i].eq(command["ACK"]),
                 regs.tail.value.eq(completion.cq_tail[i]),
-                regs.status.value.eq(completion.cq_overflow[i]),
+                regs.status.value.eq(
+                    (completion.cq_overflow[i] << cq_status.field("OVERFLOW").lsb)
+                    | (cq_notify.armed[i] << cq_status.field("ARMED").lsb)
+                ),
             ]
+        m.d.comb += bank.cq_notified.value.eq(cq_notify.notified)
 
         if self.has_cq_event:
             # An entry is written when its queue's tail moves on by one (a reset moves it to 0).

@@ -1,5 +1,5 @@
 """VIA engine, two of them back to back in the Amaranth simulator (no CPU): every operation end to
-end with data checked byte for byte, protection, queue and loss handling, the firmware's interrupt. The same RTL runs in the
+end with data checked byte for byte, protection, queue and loss handling, the firmware's interrupt (mailbox, management frames, completion queues). The same RTL runs in the
 Verilator cluster under real firmware in tests/test_via_system.py."""
 
 import random
@@ -260,6 +260,49 @@ def test_interrupt_for_mailbox_commands_and_management_frames():
         assert not ctx.get(irq)
         await b.reg(ctx, "MGMT_RX_POP", 1)
         assert await b.reg(ctx, "IRQ_PENDING") == 0
+
+    run(bench)
+
+
+def test_an_armed_completion_queue_interrupts_when_a_receive_completes():
+    irq_cq = regmap.VIA.register("IRQ_PENDING").field("CQ").mask
+    cq_ctrl = regmap.VIA.array("CQ").register("CTRL")
+    arm, ack = cq_ctrl.field("ARM").mask, cq_ctrl.field("ACK").mask
+    armed = regmap.VIA.array("CQ").register("STATUS").field("ARMED").mask
+    bind = regmap.VIA.array("VI").register("CQ_BIND")
+    ring = HOST + 0x700
+
+    async def bench(ctx, a, b):
+        await setup(ctx, a, b)
+        irq = b.engine.irq
+        await b.cq_reg(ctx, 1, "BASE", ring)
+        await b.cq_reg(ctx, 1, "SIZE", 4)
+        await b.vi_reg(ctx, 1, "CQ_BIND", 1 << bind.field("RECV_CQ").lsb | bind.field("RECV_EN").mask)
+        await b.reg(ctx, "IRQ_ENABLE", irq_cq)
+        await b.cq_reg(ctx, 1, "CTRL", arm)
+        assert await b.cq_reg(ctx, 1, "STATUS") == armed and not ctx.get(irq)
+        await b.post(ctx, 1, "recv", DESC_B, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 0x100, 1, 8)]))
+        await a.post(ctx, 1, "send", DESC_A, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 8)]))
+        for _ in range(3000):
+            if ctx.get(irq):
+                break
+            await ctx.tick()
+        # The line rose for the entry, with the queue's bit, and the queue is disarmed.
+        assert ctx.get(irq) and await b.cq_reg(ctx, 1, "TAIL") == 1
+        assert b.status(ctx, DESC_B)["STATUS"] & 1
+        assert await b.reg(ctx, "IRQ_PENDING") == irq_cq and await b.reg(ctx, "CQ_NOTIFIED") == 0b10
+        assert await b.cq_reg(ctx, 1, "STATUS") == 0
+        await b.cq_reg(ctx, 1, "CTRL", ack)
+        assert not ctx.get(irq) and await b.reg(ctx, "CQ_NOTIFIED") == 0
+        # Armed again with the entry not consumed: at once. Consumed: not until the next one.
+        await b.cq_reg(ctx, 1, "CTRL", arm)
+        await ctx.tick()
+        assert ctx.get(irq)
+        await b.cq_reg(ctx, 1, "CTRL", ack)
+        await b.cq_reg(ctx, 1, "HEAD", 1)
+        await b.cq_reg(ctx, 1, "CTRL", arm)
+        await ctx.tick().repeat(20)
+        assert not ctx.get(irq) and await b.cq_reg(ctx, 1, "STATUS") == armed
 
     run(bench)
 

@@ -212,7 +212,8 @@ CARD_ID = 0x4E4D5641
 #: Version of the card's hardware interface (this register map): bump on incompatible change.
 #: 2.0: a VI posts only descriptors inside the area its driver gave it (VI ``DESC_BASE``/``DESC_SIZE``).
 #: 2.1: a descriptor with CONTROL bits no version defines completes with FORMAT_ERROR.
-HW_VERSION = (2, 1, 0)
+#: 2.2: completion queues notify by interrupt (CQ ``CTRL.ARM``, ``CQ_NOTIFIED``, ``IRQ_PENDING.CQ``).
+HW_VERSION = (2, 2, 0)
 
 
 def _version_word(v):
@@ -645,6 +646,7 @@ DOORBELL_PAGE_BYTES = 0x1000
 IRQ_FIELDS = (
     Field("MBOX", 0, doc="the host wrote MBOX_CMD since the last IRQ_ACK"),
     Field("MGMT_RX", 1, doc="a management frame waits (MGMT_RX_STATUS.VALID)"),
+    Field("CQ", 2, doc="an armed completion queue holds an entry (CQ_NOTIFIED is not 0)"),
 )
 
 VIA = Block(
@@ -747,9 +749,16 @@ VIA = Block(
             "IRQ_ACK",
             0x078,
             Access.WO,
-            "Write 1s to clear IRQ_PENDING.MBOX (MGMT_RX clears by popping)",
+            "Write 1s to clear IRQ_PENDING.MBOX (MGMT_RX clears by popping, CQ by each queue's CTRL.ACK)",
             width=8,
             fields=IRQ_FIELDS,
+        ),
+        Register(
+            "CQ_NOTIFIED",
+            0x07C,
+            Access.RO,
+            "Completion queues whose armed notification fired, not yet acknowledged (bit i: CQ i)",
+            width=16,
         ),
         *(Register(name, VIA_COUNTER_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_COUNTERS)),
         *(Register(name, VIA_STAMP_BASE + 4 * i, Access.RO, doc) for i, (name, doc) in enumerate(VIA_STAMPS)),
@@ -881,7 +890,16 @@ VIA = Block(
                     Access.WO,
                     "Commands",
                     width=8,
-                    fields=(Field("RESET", 0, doc="TAIL and OVERFLOW back to 0"),),
+                    fields=(
+                        Field("RESET", 0, doc="TAIL, OVERFLOW, ARMED and the CQ_NOTIFIED bit back to 0"),
+                        Field(
+                            "ARM",
+                            1,
+                            doc="notify once: as soon as the ring holds an entry not consumed (TAIL != HEAD, "
+                            "already or later), set this queue's CQ_NOTIFIED bit and disarm",
+                        ),
+                        Field("ACK", 2, doc="clear this queue's CQ_NOTIFIED bit"),
+                    ),
                 ),
                 Register(
                     "STATUS",
@@ -889,7 +907,10 @@ VIA = Block(
                     Access.RO,
                     "Status",
                     width=8,
-                    fields=(Field("OVERFLOW", 0, doc="an entry was lost because the ring was full"),),
+                    fields=(
+                        Field("OVERFLOW", 0, doc="an entry was lost because the ring was full"),
+                        Field("ARMED", 1, doc="a notification is requested and has not fired"),
+                    ),
                 ),
             ),
         ),
