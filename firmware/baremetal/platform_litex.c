@@ -6,6 +6,7 @@
 #include <generated/mem.h>
 
 #include "numavia/platform.h"
+#include "numavia/via.h"
 
 uint32_t nv_reg_read(uint32_t offset)
 {
@@ -38,6 +39,12 @@ void nv_host_write32(uint32_t phys, uint32_t value)
  * (the data cache is write-through, so only reads can be stale). */
 void nv_host_sync(void)
 {
+}
+
+/* Bare metal takes no interrupts: a wait for a completion queue polls the card's register. */
+int nv_platform_wait_cq(unsigned cq, uint64_t deadline)
+{
+    return nv_via_cq_wait_polled(cq, deadline);
 }
 
 static int uart_putc(char c, FILE *file)

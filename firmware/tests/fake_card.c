@@ -5,6 +5,7 @@
 #include "fake_card.h"
 #include "fake_via.h"
 #include "numavia/platform.h"
+#include "numavia/via.h"
 #include "numavia_regs.h"
 
 struct fake_card fake;
@@ -85,6 +86,12 @@ void nv_reg_write(uint32_t offset, uint32_t value)
             fake.store[fake.ucode_addr++] = (uint64_t)value << 32 | fake.wdata_lo;
         break;
     }
+}
+
+/* As bare metal: no interrupts, the card's CQ_NOTIFIED polled (time passes as the cycles are read). */
+int nv_platform_wait_cq(unsigned cq, uint64_t deadline)
+{
+    return nv_via_cq_wait_polled(cq, deadline);
 }
 
 void nv_log(const char *fmt, ...)

@@ -54,6 +54,7 @@ uint32_t fake_via_read(uint32_t offset)
     case NV_VIA_MBOX_CMD: fake_via.irq_mbox_acks_at_cmd_read = fake_via.irq_mbox_acks; return fake_via.mbox_cmd;
     case NV_VIA_MBOX_STATUS: return fake_via.mbox_status;
     case NV_VIA_IRQ_ENABLE: return fake_via.irq_enable;
+    case NV_VIA_CQ_NOTIFIED: return fake_via.cq_notified;
     case NV_VIA_MGMT_TX_STATUS: return 0;
     case NV_VIA_MGMT_RX_STATUS: {
         if (fake_via.inbox_next == fake_via.inbox_count)
@@ -86,6 +87,7 @@ uint32_t fake_via_read(uint32_t offset)
         case NV_VIA_CQ_BASE: return fake_via.cq[i].base;
         case NV_VIA_CQ_SIZE: return fake_via.cq[i].size;
         case NV_VIA_CQ_HEAD: return fake_via.cq[i].head;
+        case NV_VIA_CQ_TAIL: return fake_via.cq[i].tail;
         }
     }
     fprintf(stderr, "fake_via: read of unmodelled offset 0x%x\n", offset);
@@ -176,7 +178,14 @@ void fake_via_write(uint32_t offset, uint32_t value)
         case NV_VIA_CQ_BASE: fake_via.cq[i].base = value; return;
         case NV_VIA_CQ_SIZE: fake_via.cq[i].size = value; return;
         case NV_VIA_CQ_HEAD: fake_via.cq[i].head = value; return;
-        case NV_VIA_CQ_CTRL: fake_via.cq[i].resets++; return;
+        case NV_VIA_CQ_CTRL:
+            fake_via.cq[i].resets += !!(value & NV_VIA_CQ_CTRL_RESET_MASK);
+            fake_via.cq[i].arms += !!(value & NV_VIA_CQ_CTRL_ARM_MASK);
+            if (value & NV_VIA_CQ_CTRL_ACK_MASK) {
+                fake_via.cq[i].acks++;
+                fake_via.cq_notified &= ~(1u << i);
+            }
+            return;
         }
     }
     fprintf(stderr, "fake_via: write of unmodelled offset 0x%x\n", offset);

@@ -40,9 +40,10 @@ struct fake_via {
         uint32_t sq_doorbells, rq_doorbells, last_doorbell, refused_doorbells;
     } vi[FAKE_VIS];
     struct {
-        uint32_t base, size, head;
-        unsigned resets;
+        uint32_t base, size, head, tail;
+        unsigned resets, arms, acks;
     } cq[FAKE_CQS];
+    uint32_t cq_notified; /* CQ_NOTIFIED: a test sets the bits of queues whose notification fired */
     uint8_t host[FAKE_HOST_SIZE];
     unsigned host_syncs;
     /* Called after a doorbell is counted, if set: a test's model of the engine behind it. */

@@ -406,7 +406,8 @@ static void test_interrupt_driven_port_acknowledges_before_reading_the_mailbox(v
     nv_via_poll(&via);
     CHECK(fake_via.irq_enable == 0 && fake_via.irq_mbox_acks == 0); /* a polling port touches nothing */
     nv_via_irq_enable(&via);
-    CHECK(fake_via.irq_enable == (NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK));
+    CHECK(fake_via.irq_enable ==
+          (NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK | NV_VIA_IRQ_ENABLE_CQ_MASK));
     fake_via.mbox_cmd = 7u << NV_VIA_MBOX_CMD_SEQ_SHIFT | NV_MBOX_NOP;
     nv_via_poll(&via);
     /* Acknowledged first: a command the host writes after the read raises the interrupt again. */
@@ -475,6 +476,65 @@ static void test_bench_refuses_an_unconnected_vi(void)
     CHECK(fake_via.vi[vi].last_doorbell >= FAKE_HOST_BASE + 0x100 &&
           fake_via.vi[vi].last_doorbell < FAKE_HOST_BASE + 0x1100 && !(fake_via.vi[vi].last_doorbell & 15));
     CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);
+}
+
+static uint32_t new_cq(void)
+{
+    uint32_t args[16] = {[NV_MBOX_CREATE_CQ_ARG_BASE] = FAKE_HOST_BASE + 0x800, [NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 16};
+    CHECK(nv_via_command(&via, NV_MBOX_CREATE_CQ, args) == NV_VIP_SUCCESS);
+    return args[NV_MBOX_CREATE_CQ_RES_CQ];
+}
+
+static void test_completion_queue_notification_is_armed_taken_and_waited_for(void)
+{
+    setup();
+    CHECK(nv_via_cq_arm(&via, 0) == NV_VIP_INVALID_PARAMETER && fake_via.cq[0].arms == 0); /* not created */
+    CHECK(nv_via_cq_arm(&via, FAKE_CQS) == NV_VIP_INVALID_PARAMETER);
+    uint32_t cq = new_cq();
+    CHECK(nv_via_cq_arm(&via, cq) == NV_VIP_SUCCESS && fake_via.cq[cq].arms == 1);
+    /* Another queue's notification is not this one's, and is left for its own waiter. */
+    fake_via.cq_notified = 1u << (cq ^ 1);
+    CHECK(!nv_via_cq_take_notification(cq) && fake_via.cq[cq].acks == 0);
+    fake_via.cq_notified |= 1u << cq;
+    CHECK(nv_via_cq_take_notification(cq) && fake_via.cq[cq].acks == 1);
+    CHECK(fake_via.cq_notified == 1u << (cq ^ 1));
+    /* Waiting: the notification ends it at once; none ends it at the deadline. */
+    fake_via.cq_notified |= 1u << cq;
+    CHECK(nv_via_cq_wait_polled(cq, nv_card_cycles() + 100000) && fake_via.cq[cq].acks == 2);
+    CHECK(!nv_via_cq_wait_polled(cq, nv_card_cycles() + 1000));
+}
+
+static void test_bench_sleeps_on_the_receive_queue_s_completion_queue(void)
+{
+    setup();
+    uint32_t cq = new_cq();
+    uint32_t vi = new_vi(ptag());
+    fake_via.vi[vi].state = NV_VI_STATE_CONNECTED;
+    struct nv_bench_args a = {.role = 0,
+                              .op = NV_BENCH_OP_SEND_RECV,
+                              .vi = vi,
+                              .size = 4,
+                              .iterations = 1,
+                              .buf_pa = FAKE_HOST_BASE,
+                              .desc = FAKE_HOST_BASE + 0x100,
+                              .timeout_us = 50,
+                              .wake_cq = cq + 1};
+    struct nv_bench_result r;
+    /* The queue must take the VI's receive completions, and only a send/receive ping-pong waits on it. */
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER && fake_via.vi[vi].rq_doorbells == 0);
+    fake_via.vi[vi].cq_bind = cq << NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT | NV_VIA_VI_CQ_BIND_RECV_EN_MASK;
+    a.op = NV_BENCH_OP_RDMA_WRITE;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    a.op = NV_BENCH_OP_SEND_RECV;
+    a.wake_cq = FAKE_CQS + 1;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    /* Entries an earlier run left are taken first; then, nothing arriving, the responder arms the
+     * queue and sleeps until its deadline. */
+    a.wake_cq = cq + 1;
+    fake_via.cq[cq].tail = 5;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
+    CHECK(fake_via.cq[cq].head == 5 && fake_via.cq[cq].arms >= 1 && r.polls == fake_via.cq[cq].arms);
+    CHECK(fake_via.vi[vi].rq_doorbells == 1 && fake_via.vi[vi].sq_doorbells == 0);
 }
 
 /* A handler that records how it was called and answers in the first result word. */
@@ -684,6 +744,8 @@ int main(void)
     test_interrupt_driven_port_acknowledges_before_reading_the_mailbox();
     test_next_timer_is_the_earliest_retry_or_timeout();
     test_bench_refuses_an_unconnected_vi();
+    test_completion_queue_notification_is_armed_taken_and_waited_for();
+    test_bench_sleeps_on_the_receive_queue_s_completion_queue();
     test_mailbox_dispatches_to_a_registered_handler();
     test_mailbox_refuses_a_command_nobody_registered();
     test_register_refuses_a_duplicate();

@@ -183,14 +183,14 @@ static uint32_t create_cq(struct nv_via *via, uint32_t base, uint32_t entries, u
     return NV_VIP_ERROR_RESOURCE;
 }
 
-static int cq_valid(const struct nv_via *via, uint32_t cq)
+int nv_via_cq_valid(const struct nv_via *via, uint32_t cq)
 {
     return cq < via->cqs && (via->cqs_used & (1u << cq));
 }
 
 static uint32_t destroy_cq(struct nv_via *via, uint32_t cq)
 {
-    if (!cq_valid(via, cq))
+    if (!nv_via_cq_valid(via, cq))
         return NV_VIP_INVALID_PARAMETER;
     for (unsigned i = 0; i < via->vis; i++) {
         if (!via->vi[i].used)
@@ -212,8 +212,8 @@ static uint32_t create_vi(struct nv_via *via, uint32_t ptag, uint32_t send_cq, u
 {
     if (!ptag_valid(via, ptag))
         return NV_VIP_INVALID_PTAG;
-    if ((send_cq != NV_MBOX_NONE && !cq_valid(via, send_cq)) || (recv_cq != NV_MBOX_NONE && !cq_valid(via, recv_cq)) ||
-        !desc_area_valid(via, desc_base, desc_size))
+    if ((send_cq != NV_MBOX_NONE && !nv_via_cq_valid(via, send_cq)) ||
+        (recv_cq != NV_MBOX_NONE && !nv_via_cq_valid(via, recv_cq)) || !desc_area_valid(via, desc_base, desc_size))
         return NV_VIP_INVALID_PARAMETER;
     for (unsigned i = 0; i < via->vis; i++) {
         if (via->vi[i].used)
@@ -413,5 +413,30 @@ void nv_via_poll(struct nv_via *via)
 void nv_via_irq_enable(struct nv_via *via)
 {
     via->irq = 1;
-    nv_reg_write(NV_VIA_IRQ_ENABLE, NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK);
+    nv_reg_write(NV_VIA_IRQ_ENABLE,
+                 NV_VIA_IRQ_ENABLE_MBOX_MASK | NV_VIA_IRQ_ENABLE_MGMT_RX_MASK | NV_VIA_IRQ_ENABLE_CQ_MASK);
+}
+
+uint32_t nv_via_cq_arm(const struct nv_via *via, uint32_t cq)
+{
+    if (!nv_via_cq_valid(via, cq))
+        return NV_VIP_INVALID_PARAMETER;
+    nv_reg_write(NV_VIA_CQ_CTRL_AT(cq), NV_VIA_CQ_CTRL_ARM_MASK);
+    return NV_VIP_SUCCESS;
+}
+
+int nv_via_cq_take_notification(unsigned cq)
+{
+    if (!(nv_reg_read(NV_VIA_CQ_NOTIFIED) & (1u << cq)))
+        return 0;
+    nv_reg_write(NV_VIA_CQ_CTRL_AT(cq), NV_VIA_CQ_CTRL_ACK_MASK);
+    return 1;
+}
+
+int nv_via_cq_wait_polled(unsigned cq, uint64_t deadline)
+{
+    while (!nv_via_cq_take_notification(cq))
+        if (nv_card_cycles() >= deadline)
+            return 0;
+    return 1;
 }

@@ -40,6 +40,7 @@ struct agent {
     const struct nv_bench_args *a;
     struct nv_bench_result *r;
     uint32_t timeout_cycles;
+    uint32_t cq_head; /* with a->wake_cq: the entries of that queue taken (its HEAD) */
     struct nv_via_prebuilt recv[RECV_SLOTS], send[STREAM_DEPTH];
 };
 
@@ -124,6 +125,29 @@ static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
     }
 }
 
+/* Wait for the receive's DONE. With WAKE_CQ, sleep until the receive queue's completion queue has
+ * an entry (nv_platform_wait_cq: Zephyr wakes on the card's interrupt) instead of polling: one
+ * receive is outstanding, so an entry is its completion, whose DONE the card wrote before it. */
+static TIMED uint32_t wait_recv(struct agent *g)
+{
+    if (!g->a->wake_cq)
+        return wait_done(g, 0, 0);
+    uint32_t cq = g->a->wake_cq - 1;
+    uint64_t deadline = nv_card_cycles() + g->timeout_cycles;
+    for (;;) {
+        uint32_t tail = nv_reg_read(NV_VIA_CQ_TAIL_AT(cq));
+        if (tail != g->cq_head) {
+            g->cq_head = tail;
+            nv_reg_write(NV_VIA_CQ_HEAD_AT(cq), tail);
+            return wait_done(g, 0, 0);
+        }
+        g->r->polls++;             /* here: sleeps */
+        nv_via_cq_arm(g->via, cq); /* fires at once if the entry came after TAIL was read */
+        if (!nv_platform_wait_cq(cq, deadline))
+            return NV_VIP_TIMEOUT;
+    }
+}
+
 /* The last iteration's arrival, for the host's latency breakdown: one counter read, once a run. */
 static TIMED void seen(struct agent *g, uint32_t i)
 {
@@ -185,12 +209,12 @@ static TIMED_LOOP uint32_t send_recv(struct agent *g)
             if (i > 0)
                 CHECK(wait_done(g, 1, 0));
             CHECK(post_send(g));
-            CHECK(wait_done(g, 0, 0));
+            CHECK(wait_recv(g));
             seen(g, i);
             if (i + 1 < n)
                 CHECK(post_recv(g));
         } else {
-            CHECK(wait_done(g, 0, 0));
+            CHECK(wait_recv(g));
             seen(g, i);
             if (i + 1 < n)
                 CHECK(post_recv(g));
@@ -320,6 +344,17 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
     /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
     struct agent g = {.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
+    if (a->wake_cq) {
+        /* The queue must exist and take this VI's receive completions (nothing else's matter:
+         * only the entries' count is read). Entries left by an earlier run are taken first. */
+        uint32_t cq = a->wake_cq - 1, bind = nv_reg_read(NV_VIA_VI_CQ_BIND_AT(a->vi));
+        if (a->op != NV_BENCH_OP_SEND_RECV || !(bind & NV_VIA_VI_CQ_BIND_RECV_EN_MASK) ||
+            (bind & NV_VIA_VI_CQ_BIND_RECV_CQ_MASK) >> NV_VIA_VI_CQ_BIND_RECV_CQ_SHIFT != cq ||
+            !nv_via_cq_valid(via, cq))
+            return NV_VIP_INVALID_PARAMETER;
+        g.cq_head = nv_reg_read(NV_VIA_CQ_TAIL_AT(cq));
+        nv_reg_write(NV_VIA_CQ_HEAD_AT(cq), g.cq_head);
+    }
     result = prebuild(&g, ops[a->op]);
     if (result != NV_VIP_SUCCESS)
         return result;
@@ -353,6 +388,7 @@ static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, 
         .remote_handle = ARG(REMOTE_HANDLE),
         .desc = ARG(DESC),
         .timeout_us = ARG(TIMEOUT_US),
+        .wake_cq = args[NV_MBOX_BENCH_ARG_WAKE_CQ],
     };
     struct nv_bench_result r;
     uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED

@@ -11,6 +11,7 @@ int nv_via_expired(uint64_t deadline);
 unsigned nv_via_vi_state(unsigned vi);
 uint32_t nv_via_reset_vi(struct nv_via *via, unsigned vi);
 int nv_via_vi_valid(const struct nv_via *via, uint32_t vi);
+int nv_via_cq_valid(const struct nv_via *via, uint32_t cq); /* created, not destroyed */
 int nv_via_host_range(const struct nv_via *via, uint32_t addr, uint32_t length);
 uint32_t nv_via_set_desc_area(const struct nv_via *via, unsigned vi, uint32_t base, uint32_t size);
 uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t args[16]);

@@ -255,6 +255,7 @@ def _via_symbols():
     yield "NV_MTU_JUMBO", via_frame.MTU_JUMBO, None
     yield "NV_MTU_MIN", via_frame.MTU_MIN, None
     yield "NV_MBOX_NONE", via_mailbox.NONE, "an absent optional argument"
+    yield "NV_MBOX_BENCH_ARG_WAKE_CQ", via_mailbox.BENCH_ARG_WAKE_CQ, "0: poll receives; n: sleep on CQ n-1"
     for name, value in regmap.VI_STATES:
         yield f"NV_VI_STATE_{name}", value, None
     for struct in VIA_STRUCTS:

@@ -148,6 +148,12 @@ BENCH_OP = Constants(
 )
 
 
+#: The VIA ping-pongs' BENCH argument word after the command's own 14 (push-pull's operations use
+#: it for themselves): how the agent waits for its receives. 0 polls their descriptors' DONE; n
+#: sleeps on completion queue n-1's notification (the queue its VI's receives complete into).
+BENCH_ARG_WAKE_CQ = 14
+
+
 def command(name):
     for c in COMMANDS:
         if c.name == name:

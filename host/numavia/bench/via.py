@@ -49,6 +49,9 @@ OP_TITLES = {
     "write-stream": "RDMA write stream",
 }
 STREAMS = ("send-stream", "write-stream")
+#: How the send/receive ping-pong's agents wait for their receives (``--wake``): poll the receive
+#: descriptor, or sleep on the completion queue the receive queue is bound to.
+WAKES = ("poll", "cq")
 PING_PONGS = ("send", "write", "read")
 
 #: The figures of the paper on the VIA engine and the spec's wire limits.
@@ -130,9 +133,10 @@ def messages_for(op, size, *, most, target_bytes=1024 * 1024):
 class Bench:
     """Ping-pongs and streams between the nodes ``pair`` (initiator, responder) of a session."""
 
-    def __init__(self, session, *, max_size, log, timeout, pair=(0, 1)):
+    def __init__(self, session, *, max_size, log, timeout, pair=(0, 1), wake="poll"):
         self.log = log
         self.pair = pair
+        self.wake = wake
         self.nics = [session.nic(node, timeout=timeout) for node in pair]
         self.freq = self.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         ptags = [n.create_ptag() for n in self.nics]
@@ -142,7 +146,9 @@ class Bench:
             nic.register(buf, ptag, rdma_write=True, rdma_read=True)
             self.buffers.append(buf)
         self.descs = [nic.memory.pages(1)[0] for nic in self.nics]
-        self.vis = [nic.create_vi(ptag) for nic, ptag in zip(self.nics, ptags)]
+        # With --wake cq each VI's receives complete into a queue of their own, the one its agent sleeps on.
+        self.cqs = [nic.create_cq() if wake == "cq" else None for nic in self.nics]
+        self.vis = [nic.create_vi(ptag, recv_cq=cq) for nic, ptag, cq in zip(self.nics, ptags, self.cqs)]
         vipl.connect_pair(
             self.vis[0], self.vis[1], 0xBE7C, client_buffer=self.buffers[0], server_buffer=self.buffers[1]
         )
@@ -150,6 +156,11 @@ class Bench:
     def set_mtu(self, mtu):
         for nic in self.nics:
             nic.via_reg("MTU", mtu)
+
+    def _extra_words(self, node, op):
+        """The agent's WAKE_CQ word: which completion queue it sleeps on (send/receive only)."""
+        cq = self.cqs[node]
+        return {via_mailbox.BENCH_ARG_WAKE_CQ: cq.id + 1 if cq is not None and op == "send" else 0}
 
     def _args(self, node, op, size, iterations):
         me, peer = self.buffers[node], self.vis[node].remote_buffer
@@ -184,7 +195,9 @@ class Bench:
 
         def run(node):
             try:
-                results[node] = self.nics[node].command("BENCH", **self._args(node, op, size, iterations))[1]
+                results[node] = self.nics[node].command(
+                    "BENCH", extra_words=self._extra_words(node, op), **self._args(node, op, size, iterations)
+                )[1]
             except NumaviaError as e:
                 errors.append(e)
 
@@ -220,7 +233,7 @@ class Bench:
 def sweep(session, args, points, log):
     """Every (MTU, operation, size) point between the nodes ``args.pair`` of a running session;
     returns the rows and both cards' counters afterwards."""
-    bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout, pair=tuple(args.pair))
+    bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout, pair=tuple(args.pair), wake=args.wake)
     # The RDMA-write ping-pong detects arrival by a byte: no empty write.
     todo = [
         (mtu, op, size) for mtu in args.mtu for op in args.ops for size in points if not (size == 0 and op == "write")
@@ -285,6 +298,7 @@ def configuration(info, args):
         "simulation": str(info["config"]),
         "eth_delay_cycles": args.eth_delay,
         "mtu": args.mtu,
+        "wake": args.wake,
         "clock_hz": card.clk_freq_hz,
         "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
         "builds": {

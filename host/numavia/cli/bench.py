@@ -592,6 +592,14 @@ def register(sub):
         metavar="FILE",
         help="an earlier run's via_bench.json: its latency breakdown is shown beside this run's",
     )
+    v.add_argument(
+        "--wake",
+        choices=via.WAKES,
+        default="poll",
+        help="how send/receive waits for its receives: poll their descriptors (default), or sleep "
+        "until the receive queue's completion queue notifies (the card's interrupt under Zephyr; "
+        "bare metal polls the card's notification register)",
+    )
     add_out_option(v, "results/via", "output folder")
     add_firmware_option(v)
     add_spread_options(v)

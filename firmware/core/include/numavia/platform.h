@@ -25,6 +25,12 @@ void nv_host_write32(uint32_t phys, uint32_t value);
 void nv_host_sync(void);
 #endif
 
+/* Sleep until completion queue `cq`'s notification, armed by the caller (nv_via_cq_arm), has fired
+ * and been acknowledged (nv_via_cq_take_notification), or until the card's cycle counter passes
+ * `deadline`; nonzero when it fired. Bare metal polls the card's CQ_NOTIFIED; Zephyr sleeps on
+ * the card's interrupt. */
+int nv_platform_wait_cq(unsigned cq, uint64_t deadline);
+
 /* Console output, printf-style. */
 void nv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -104,9 +104,26 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
 void nv_via_poll(struct nv_via *via);
 
 /* For ports that sleep between rounds (Zephyr) instead of polling (bare metal): the card's interrupt
- * then rises when a round has work, a mailbox command or a management frame; nv_via_poll
- * acknowledges the mailbox's before reading it, so a command written meanwhile raises it again. */
+ * then rises when a round has work, a mailbox command or a management frame, or when an armed
+ * completion queue notifies (nv_via_cq_arm); nv_via_poll acknowledges the mailbox's before reading
+ * it, so a command written meanwhile raises it again. A port that masks the manager's work while
+ * a round is pending (IRQ_ENABLE) calls this again to unmask it. */
 void nv_via_irq_enable(struct nv_via *via);
+
+/* Completion-queue notification, for a thread that sleeps until its queue has an entry instead of
+ * polling it: arm queue `cq` once it was found empty (its consumer has written HEAD); the card
+ * then sets the queue's CQ_NOTIFIED bit, and raises IRQ_PENDING.CQ, as soon as the queue holds an
+ * entry not consumed, even one that came before the arming. One notification per arming.
+ * NV_VIP_INVALID_PARAMETER (nothing armed) for a queue that was not created. */
+uint32_t nv_via_cq_arm(const struct nv_via *via, uint32_t cq);
+
+/* Whether queue `cq`'s notification fired; acknowledges it if so (the ports' nv_platform_wait_cq
+ * and interrupt handlers). */
+int nv_via_cq_take_notification(unsigned cq);
+
+/* nv_platform_wait_cq for a port with no interrupts (bare metal, the unit tests): polls the card's
+ * CQ_NOTIFIED, a register, rather than host memory. */
+int nv_via_cq_wait_polled(unsigned cq, uint64_t deadline);
 
 /* The card cycle count by which the manager's timers need a round (a retry or a timeout falls due),
  * or UINT64_MAX when nothing but the interrupt can bring work. */

@@ -6,7 +6,13 @@
  * card's interrupt (a mailbox command or a management frame is waiting) or, while a connection
  * request or a disconnect waits for its answer, when the manager's next retry or timeout falls due
  * (nv_via_next_timer). A mutex keeps the shell's snapshots (numavia_via_vi_info) from seeing a
- * half-done round. */
+ * half-done round.
+ *
+ * The same interrupt wakes threads that wait for a completion queue (nv_platform_wait_cq: the
+ * benchmark agent's WAKE_CQ, inside the manager's own round): the handler takes every fired
+ * queue's notification and gives that queue's semaphore. So the manager's work is masked on the
+ * card (IRQ_ENABLE) while it is pending, not by masking the CPU's line, which would hold those
+ * notifications back too. */
 #define DT_DRV_COMPAT numavia_via_engine
 
 #include <errno.h>
@@ -34,23 +40,14 @@ BUILD_ASSERT(IS_ENABLED(CONFIG_NUMAVIA_LITEX_INTC),
 struct via_engine_data {
     struct nv_via via; /* the manager's state: several KiB (ATT bookkeeping), so static */
     struct k_mutex lock;
-    struct k_sem work; /* given by the interrupt */
+    struct k_sem work;                     /* given by the interrupt */
+    struct k_sem cq_fired[NV_VIA_MAX_CQS]; /* given when the queue's armed notification fired */
     struct k_thread thread;
 };
 
 K_KERNEL_STACK_DEFINE(via_engine_stack, CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE);
 
-/* The line is a level that only serving the work lowers: masked here, unmasked by the thread once
- * it has served a round. */
-static void via_engine_isr(const void *device)
-{
-    const struct device *dev = device;
-    struct via_engine_data *data = dev->data;
-    irq_disable(VIA_IRQ);
-    k_sem_give(&data->work);
-}
-
-/* How long the thread may sleep when the manager's timers next need it at card cycle `due`. */
+/* How long a thread may sleep to wake at card cycle `due` (the manager's next timer, a wait's deadline). */
 static k_timeout_t until(const struct nv_via *via, uint64_t due)
 {
     if (due == UINT64_MAX)
@@ -59,6 +56,36 @@ static k_timeout_t until(const struct nv_via *via, uint64_t due)
     if (due <= now)
         return K_NO_WAIT;
     return K_USEC((due - now) / (via->clk_freq_hz / 1000000u) + 1);
+}
+
+/* The one engine's data, for nv_platform_wait_cq (which the portable core calls with no device). */
+static struct via_engine_data *engine;
+
+/* The line is a level that only serving the work lowers. Completion-queue notifications are served
+ * here (acknowledged, their waiters woken); the manager's work is masked on the card until the
+ * thread has served a round (nv_via_irq_enable unmasks it). */
+static void via_engine_isr(const void *device)
+{
+    const struct device *dev = device;
+    struct via_engine_data *data = dev->data;
+    uint32_t pending = nv_reg_read(NV_VIA_IRQ_PENDING);
+    if (pending & NV_VIA_IRQ_PENDING_CQ_MASK) {
+        uint32_t fired = nv_reg_read(NV_VIA_CQ_NOTIFIED);
+        for (unsigned cq = 0; cq < data->via.cqs; cq++)
+            if ((fired & (1u << cq)) && nv_via_cq_take_notification(cq))
+                k_sem_give(&data->cq_fired[cq]);
+    }
+    if (pending & (NV_VIA_IRQ_PENDING_MBOX_MASK | NV_VIA_IRQ_PENDING_MGMT_RX_MASK)) {
+        nv_reg_write(NV_VIA_IRQ_ENABLE, NV_VIA_IRQ_ENABLE_CQ_MASK);
+        k_sem_give(&data->work);
+    }
+}
+
+int nv_platform_wait_cq(unsigned cq, uint64_t deadline)
+{
+    if (engine == NULL || cq >= NV_VIA_MAX_CQS)
+        return 0;
+    return k_sem_take(&engine->cq_fired[cq], until(&engine->via, deadline)) == 0;
 }
 
 static void via_engine_serve(void *device, void *unused1, void *unused2)
@@ -72,7 +99,7 @@ static void via_engine_serve(void *device, void *unused1, void *unused2)
         nv_via_poll(&data->via);
         uint64_t due = nv_via_next_timer(&data->via);
         k_mutex_unlock(&data->lock);
-        irq_enable(VIA_IRQ);
+        nv_via_irq_enable(&data->via);
         k_sem_take(&data->work, until(&data->via, due));
     }
 }
@@ -96,7 +123,11 @@ static int via_engine_init(const struct device *dev)
     }
     k_mutex_init(&data->lock);
     k_sem_init(&data->work, 0, 1);
+    for (unsigned cq = 0; cq < NV_VIA_MAX_CQS; cq++)
+        k_sem_init(&data->cq_fired[cq], 0, 1);
+    engine = data;
     IRQ_CONNECT(VIA_IRQ, DT_INST_IRQ(0, priority), via_engine_isr, DEVICE_DT_INST_GET(0), 0);
+    irq_enable(VIA_IRQ);
     nv_via_irq_enable(&data->via);
     k_tid_t tid =
         k_thread_create(&data->thread, via_engine_stack, K_KERNEL_STACK_SIZEOF(via_engine_stack), via_engine_serve,
