@@ -5,14 +5,21 @@ Every operation with data checked byte for byte over scattered, unaligned segmen
 errors that write nothing; queue and frame error handling with counters; and, in
 test_via_reliability.py, exactly-once in-order delivery under injected loss and corruption."""
 
-import threading
-import time
-
 import pytest
-from support.via_system import Pair, payload, read_pieces, segments, session, split, write_pieces
+from support.via_system import (
+    Pair,
+    check_wake_cq_ping_pong,
+    payload,
+    read_pieces,
+    release,
+    segments,
+    session,
+    split,
+    write_pieces,
+)
 
 from numavia import vipl
-from numavia.base import regmap, via_frame, via_mailbox
+from numavia.base import regmap, via_frame
 from numavia.base.via_descriptor import CONTROL_OP
 from numavia.bridge import BridgeError
 from numavia.vipl import Descriptor, ViplError
@@ -26,20 +33,6 @@ SIZES = [0, 1, 4, 63, 64, 1500, 1501, 64 * 1024]
 def pair(tmp_path_factory):
     with session(tmp_path_factory, "via") as s:
         yield Pair(s)
-
-
-def release(pair, *vis):
-    """Disconnect and free VIs so later tests have some."""
-    for vi in vis:
-        vi.disconnect()
-    for vi in vis:
-        for _ in range(100):
-            try:
-                vipl.VipDestroyVi(vi)
-                break
-            except ViplError as e:
-                if e.result != "INVALID_STATE":
-                    raise
 
 
 def test_send_receive_every_size_scattered_and_unaligned(pair):
@@ -238,57 +231,9 @@ def test_completion_queues_and_overflow(pair):
 def test_ping_pong_agents_sleep_on_their_receive_completion_queues(pair):
     """The firmware's send/receive ping-pong awaiting each receive through its completion queue's
     notification instead of polling the descriptor: the firmware arms the queue, the card fires it
-    on the receive's entry (bare metal polls CQ_NOTIFIED; under Zephyr it is the interrupt)."""
-    iterations = 6
-    cqs = [nic.create_cq(16) for nic in pair.nics]
-    vi0, vi1 = pair.connect(recv_cq=tuple(cqs))
-    descs = [nic.memory.pages(1)[0] for nic in pair.nics]
-
-    def bench(node, vi, wake_cq, allow=("SUCCESS",)):
-        buf = pair.buffers[node]
-        return pair.nics[node].command(
-            "BENCH",
-            allow=allow,
-            extra_words={via_mailbox.BENCH_ARG_WAKE_CQ: wake_cq},
-            role=1 if node == 0 else 0,
-            op=via_mailbox.BENCH_OP.SEND_RECV,
-            vi=vi.number,
-            size=4,
-            iterations=iterations,
-            buf_va_lo=buf.va,
-            buf_va_hi=buf.va >> 32,
-            buf_handle=buf.handle,
-            buf_pa=buf.pa(0),
-            desc=descs[node],
-            timeout_us=5_000_000,
-        )
-
-    # A queue that does not take the VI's receives is refused before anything is posted.
-    other = pair.nics[1].create_cq(4)
-    assert bench(1, vi1, other.id + 1, allow=("INVALID_PARAMETER",))[0] == "INVALID_PARAMETER"
-    assert vi1.nic.vi_reg(vi1.number, "QUEUE_STATUS") == 0
-    results = {}
-    responder = threading.Thread(target=lambda: results.update({1: bench(1, vi1, cqs[1].id + 1)}))
-    responder.start()
-    deadline = time.monotonic() + 120
-    while vi1.nic.vi_reg(vi1.number, "QUEUE_STATUS") >> 16 < 1:  # its first receive is posted
-        assert time.monotonic() < deadline and responder.is_alive(), results
-        time.sleep(0.01)
-    results[0] = bench(0, vi0, cqs[0].id + 1)
-    responder.join()
-    for node, nic in enumerate(pair.nics):
-        result, r = results[node]
-        assert result == "SUCCESS" and r["cycles_lo"] > 0
-        # Every receive put one entry into the node's queue, and the agent took them all.
-        tail = nic.cq_reg(cqs[node].id, "TAIL")
-        assert tail == iterations and nic.cq_reg(cqs[node].id, "HEAD") == tail
-        assert nic.via_reg("CQ_NOTIFIED") == 0  # every notification taken
-    # The responder waited for every message: it slept at least once per message (POLLS: sleeps).
-    assert results[1][1]["polls"] >= iterations
-    vipl.VipDestroyCQ(other)
-    release(pair, vi0, vi1)
-    for cq in cqs:
-        vipl.VipDestroyCQ(cq)
+    on the receive's entry (bare metal polls CQ_NOTIFIED; under Zephyr it is the interrupt,
+    test_zephyr_image.py)."""
+    check_wake_cq_ping_pong(pair, iterations=6)
 
 
 def raw_frame(nic, node, data):

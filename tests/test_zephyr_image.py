@@ -8,7 +8,8 @@ honest against the real ones.
 
 What runs here is the real image on the real RTL: every node of a two-node ring boots Zephyr from
 main RAM (the ROM only jumps there), the VIA protocol manager answers the host's mailbox within a
-fraction of a kernel tick (it sleeps on the card's interrupt), and the `numavia` shell on the node
+fraction of a kernel tick (it sleeps on the card's interrupt), a thread waiting for a completion
+queue is woken by the card's interrupt, and the `numavia` shell on the node
 console (from a socket, or from the simulator's standard input) does what it says, including
 refusing a microcode image that fails its check while the running one stays live.
 """
@@ -23,6 +24,7 @@ import time
 
 import pytest
 import yaml
+from support.via_system import Pair, check_wake_cq_ping_pong
 
 from numavia.base import regmap
 from numavia.base.microcode.assembler import image_crc32
@@ -106,6 +108,14 @@ def test_the_via_manager_answers_the_mailbox_within_a_fraction_of_a_tick(shell_b
     # A thread polling on the kernel's 10 ms tick would answer after up to a tick; woken by the
     # card's interrupt it answers as soon as the host bridge's accesses let it.
     assert max(cycles) < TICK_CYCLES // 10, cycles
+
+
+def test_a_wait_on_a_completion_queue_is_woken_by_the_card_s_interrupt(shell_build, tmp_path):
+    """Zephyr's nv_platform_wait_cq returns only when the card's interrupt handler has given the
+    queue's semaphore: the agents' ping-pong completes only if every receive's notification came
+    as an interrupt (else each wait ends at its deadline, TIMEOUT)."""
+    with ClusterSession(shell_build, tmp_path) as session:
+        check_wake_cq_ping_pong(Pair(session), iterations=4)
 
 
 def _cycles(nic):

@@ -1,9 +1,13 @@
 """Helpers for the VIA system tests: a two-node cluster session with connected VIs and buffers."""
 
 import random
+import threading
+import time
 
 from numavia import vipl
+from numavia.base import via_mailbox
 from numavia.cluster_session import ClusterSession
+from numavia.vipl import ViplError
 from support.ring_sim import build
 
 
@@ -71,3 +75,72 @@ def write_pieces(buffer, pieces, data):
 
 def read_pieces(buffer, pieces):
     return b"".join(buffer.read(n, off) for off, n in pieces)
+
+
+def release(pair, *vis):
+    """Disconnect and free VIs so later tests have some."""
+    for vi in vis:
+        vi.disconnect()
+    for vi in vis:
+        for _ in range(100):
+            try:
+                vipl.VipDestroyVi(vi)
+                break
+            except ViplError as e:
+                if e.result != "INVALID_STATE":
+                    raise
+
+
+def check_wake_cq_ping_pong(pair, *, iterations):
+    """Run the benchmark agents' send/receive ping-pong on a fresh VI pair whose receives complete
+    into a completion queue on each node, each agent sleeping on its queue (BENCH's WAKE_CQ), and
+    check what the firmware and the card did; the VIs and queues are freed afterwards."""
+    cqs = [nic.create_cq(16) for nic in pair.nics]
+    vi0, vi1 = pair.connect(recv_cq=tuple(cqs))
+    descs = [nic.memory.pages(1)[0] for nic in pair.nics]
+
+    def bench(node, vi, wake_cq, allow=("SUCCESS",)):
+        buf = pair.buffers[node]
+        return pair.nics[node].command(
+            "BENCH",
+            allow=allow,
+            extra_words={via_mailbox.BENCH_ARG_WAKE_CQ: wake_cq},
+            role=1 if node == 0 else 0,
+            op=via_mailbox.BENCH_OP.SEND_RECV,
+            vi=vi.number,
+            size=4,
+            iterations=iterations,
+            buf_va_lo=buf.va,
+            buf_va_hi=buf.va >> 32,
+            buf_handle=buf.handle,
+            buf_pa=buf.pa(0),
+            desc=descs[node],
+            timeout_us=5_000_000,
+        )
+
+    # A queue that does not take the VI's receives is refused before anything is posted.
+    other = pair.nics[1].create_cq(4)
+    assert bench(1, vi1, other.id + 1, allow=("INVALID_PARAMETER",))[0] == "INVALID_PARAMETER"
+    assert vi1.nic.vi_reg(vi1.number, "QUEUE_STATUS") == 0
+    results = {}
+    responder = threading.Thread(target=lambda: results.update({1: bench(1, vi1, cqs[1].id + 1)}))
+    responder.start()
+    deadline = time.monotonic() + 120
+    while vi1.nic.vi_reg(vi1.number, "QUEUE_STATUS") >> 16 < 1:  # its first receive is posted
+        assert time.monotonic() < deadline and responder.is_alive(), results
+        time.sleep(0.01)
+    results[0] = bench(0, vi0, cqs[0].id + 1)
+    responder.join()
+    for node, nic in enumerate(pair.nics):
+        result, r = results[node]
+        assert result == "SUCCESS" and r["cycles_lo"] > 0
+        # Every receive put one entry into the node's queue, and the agent took them all.
+        tail = nic.cq_reg(cqs[node].id, "TAIL")
+        assert tail == iterations and nic.cq_reg(cqs[node].id, "HEAD") == tail
+        assert nic.via_reg("CQ_NOTIFIED") == 0  # every notification taken
+    # The responder waited for every message: it slept at least once per message (POLLS: sleeps).
+    assert results[1][1]["polls"] >= iterations
+    vipl.VipDestroyCQ(other)
+    release(pair, vi0, vi1)
+    for cq in cqs:
+        vipl.VipDestroyCQ(cq)
