@@ -28,6 +28,7 @@ from .via_completion import CompletionUnit
 from .via_cq_notify import CqNotifier
 from .via_descriptor_fetch import postable
 from .via_layouts import EthBeat
+from .via_links import vi_config_signature
 from .via_rx import RX_EVENTS, RxEngine
 from .via_translate import AddressTranslator
 from .via_tx import TX_EVENTS, TxEngine
@@ -228,6 +229,8 @@ class ViaEngine(wiring.Component):
 
         # --- VIs: state machine, configuration, doorbells --------------------------------------
         state_reg = _VI.register("STATE")
+        vi_config = vi_config_signature(vis).create()
+        wiring.connect(m, vi_config, tx.vi, rx.vi)
         for v in range(vis):
             regs = bank.vi[v]
             state = Signal(2, name=f"vi{v}_state")
@@ -249,16 +252,15 @@ class ViaEngine(wiring.Component):
                     m.d.sync += state.eq(_STATES["ERROR"])
                 with m.Elif(_field(cmd.w_data, _CMD, "RESET")):
                     m.d.sync += [state.eq(_STATES["IDLE"]), error.eq(0)]
-            for engine in (tx, rx):
-                m.d.comb += [
-                    engine.vi_state[v].eq(state),
-                    engine.vi_connect[v].eq(connect),
-                    engine.vi_peer_node[v].eq(_field(regs.peer.value, _PEER, "NODE")),
-                    engine.vi_peer_vi[v].eq(_field(regs.peer.value, _PEER, "VI")),
-                    engine.vi_ptag[v].eq(regs.ptag.value),
-                    engine.vi_desc_base[v].eq(regs.desc_base.value),
-                    engine.vi_desc_size[v].eq(regs.desc_size.value),
-                ]
+            m.d.comb += [
+                vi_config.state[v].eq(state),
+                vi_config.connect[v].eq(connect),
+                vi_config.peer_node[v].eq(_field(regs.peer.value, _PEER, "NODE")),
+                vi_config.peer_vi[v].eq(_field(regs.peer.value, _PEER, "VI")),
+                vi_config.ptag[v].eq(regs.ptag.value),
+                vi_config.desc_base[v].eq(regs.desc_base.value),
+                vi_config.desc_size[v].eq(regs.desc_size.value),
+            ]
             m.d.comb += [
                 regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
                 tx.sq_doorbell[v].eq(sq_rung[v] & postable_doorbell),
@@ -267,41 +269,13 @@ class ViaEngine(wiring.Component):
                 rx.rq_doorbell_addr[v].eq(rung_addr),
                 regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
                 regs.tx_psn.value.eq(tx.snd_nxt[v]),
-                regs.rx_psn.value.eq(rx.rcv_nxt[v]),
+                regs.rx_psn.value.eq(rx.to_tx.rcv_nxt[v]),
                 completion.cq_bind[v].eq(regs.cq_bind.value),
             ]
 
         # --- receive <-> transmit ------------------------------------------------------------
-        for name in (
-            "rcv_nxt",
-            "ack_pending",
-            "nak_pending",
-            "nak_code",
-            "nak_psn",
-            "peer_ack",
-            "rx_nak",
-            "rx_nak_code",
-            "rx_nak_psn",
-            "read_offset",
-        ):
-            for v in range(vis):
-                m.d.comb += getattr(tx, name)[v].eq(getattr(rx, name)[v])
-        for name in ("read_active", "read_psn", "read_desc", "read_len"):
-            for v in range(vis):
-                m.d.comb += getattr(rx, name)[v].eq(getattr(tx, name)[v])
-        m.d.comb += [tx.read_progress.eq(rx.read_progress), tx.read_progress_vi.eq(rx.read_progress_vi)]
-        for name in (
-            "ack_sent",
-            "ack_sent_vi",
-            "ack_sent_psn",
-            "nak_sent",
-            "nak_sent_vi",
-            "rx_nak_taken",
-            "rx_nak_taken_vi",
-            "read_start",
-            "read_start_vi",
-        ):
-            m.d.comb += getattr(rx, name).eq(getattr(tx, name))
+        wiring.connect(m, rx.to_tx, tx.from_rx)
+        wiring.connect(m, tx.to_rx, rx.from_tx)
 
         # --- completion queues ------------------------------------------------------------------
         cq_ctrl = regmap.VIA.array("CQ").register("CTRL")

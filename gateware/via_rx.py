@@ -33,6 +33,7 @@ from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
+from .via_links import rx_to_tx_signature, tx_to_rx_signature, vi_config_signature
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from .via_translate import lookup_signature
 
@@ -78,14 +79,7 @@ class RxEngine(wiring.Component):
                 "att": Out(lookup_signature()),
                 "enable": In(1),
                 "node_id": In(regmap.NODE_ID_BITS),
-                # VI configuration and state (engine top).
-                "vi_state": In(2).array(vis),
-                "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
-                "vi_peer_vi": In(8).array(vis),
-                "vi_ptag": In(16).array(vis),
-                "vi_desc_base": In(32).array(vis),
-                "vi_desc_size": In(32).array(vis),
-                "vi_connect": In(1).array(vis),
+                "vi": In(vi_config_signature(vis)),
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
@@ -93,34 +87,9 @@ class RxEngine(wiring.Component):
                 "rq_doorbell": In(1).array(vis),
                 "rq_doorbell_addr": In(32).array(vis),
                 "rq_count": Out(16).array(vis),
-                # To the transmit engine: acknowledgements owed and received.
-                "rcv_nxt": Out(32).array(vis),
-                "ack_pending": Out(1).array(vis),
-                "nak_pending": Out(1).array(vis),
-                "nak_code": Out(4).array(vis),
-                "nak_psn": Out(32).array(vis),
-                "peer_ack": Out(32).array(vis),
-                "rx_nak": Out(1).array(vis),
-                "rx_nak_code": Out(4).array(vis),
-                "rx_nak_psn": Out(32).array(vis),
-                "read_offset": Out(32).array(vis),
-                "read_progress": Out(1),
-                "read_progress_vi": Out(range(vis)),
-                # From the transmit engine.
-                "ack_sent": In(1),
-                "ack_sent_vi": In(range(vis)),
-                "ack_sent_psn": In(32),
-                "nak_sent": In(1),
-                "nak_sent_vi": In(range(vis)),
-                "rx_nak_taken": In(1),
-                "rx_nak_taken_vi": In(range(vis)),
-                "read_start": In(1),
-                "read_start_vi": In(range(vis)),
-                "read_active": In(1).array(vis),
-                "read_psn": In(32).array(vis),
-                "read_desc": In(32).array(vis),
-                "read_len": In(32).array(vis),
-                "jobs": Out(stream.Signature(ReadJob)),
+                "to_tx": Out(rx_to_tx_signature(vis)),
+                "from_tx": In(tx_to_rx_signature(vis)),
+                "jobs": Out(stream.Signature(ReadJob)),  # RDMA reads for the transmit engine to answer
                 "completions": Out(stream.Signature(CompletionRequest)),
                 # A data frame's payload is all in host memory (the engine's latency stamp).
                 "payload_written": Out(1),
@@ -174,32 +143,40 @@ class RxEngine(wiring.Component):
         def arr(name, width):
             return Array(Signal(width, name=f"{name}{v}") for v in range(vis))
 
-        rcv_nxt, peer_ack, read_offset = Array(self.rcv_nxt), Array(self.peer_ack), Array(self.read_offset)
-        ack_pending, nak_pending = Array(self.ack_pending), Array(self.nak_pending)
-        nak_code, nak_psn = Array(self.nak_code), Array(self.nak_psn)
-        rx_nak, rx_nak_code, rx_nak_psn = Array(self.rx_nak), Array(self.rx_nak_code), Array(self.rx_nak_psn)
+        rcv_nxt, peer_ack, read_offset = (
+            Array(self.to_tx.rcv_nxt),
+            Array(self.to_tx.peer_ack),
+            Array(self.to_tx.read_offset),
+        )
+        ack_pending, nak_pending = Array(self.to_tx.ack_pending), Array(self.to_tx.nak_pending)
+        nak_code, nak_psn = Array(self.to_tx.nak_code), Array(self.to_tx.nak_psn)
+        rx_nak, rx_nak_code, rx_nak_psn = (
+            Array(self.to_tx.rx_nak),
+            Array(self.to_tx.rx_nak_code),
+            Array(self.to_tx.rx_nak_psn),
+        )
         gap_nakked = arr("gap_nakked", 1)
         read_complete = arr("read_complete", 1)
 
         # Clears from the transmit engine first: the engine's own updates below override them.
-        with m.If(self.ack_sent & (rcv_nxt[self.ack_sent_vi] == self.ack_sent_psn)):
-            m.d.sync += ack_pending[self.ack_sent_vi].eq(0)
-        with m.If(self.nak_sent):
-            m.d.sync += nak_pending[self.nak_sent_vi].eq(0)
-        with m.If(self.rx_nak_taken):
-            m.d.sync += rx_nak[self.rx_nak_taken_vi].eq(0)
-        with m.If(self.read_start):
-            m.d.sync += [read_offset[self.read_start_vi].eq(0), read_complete[self.read_start_vi].eq(0)]
+        with m.If(self.from_tx.ack_sent & (rcv_nxt[self.from_tx.ack_sent_vi] == self.from_tx.ack_sent_psn)):
+            m.d.sync += ack_pending[self.from_tx.ack_sent_vi].eq(0)
+        with m.If(self.from_tx.nak_sent):
+            m.d.sync += nak_pending[self.from_tx.nak_sent_vi].eq(0)
+        with m.If(self.from_tx.rx_nak_taken):
+            m.d.sync += rx_nak[self.from_tx.rx_nak_taken_vi].eq(0)
+        with m.If(self.from_tx.read_start):
+            m.d.sync += [read_offset[self.from_tx.read_start_vi].eq(0), read_complete[self.from_tx.read_start_vi].eq(0)]
         for v in range(vis):
-            with m.If(self.vi_connect[v]):
+            with m.If(self.vi.connect[v]):
                 m.d.sync += [
-                    self.rcv_nxt[v].eq(0),
-                    self.peer_ack[v].eq(0),
-                    self.ack_pending[v].eq(0),
-                    self.nak_pending[v].eq(0),
-                    self.rx_nak[v].eq(0),
+                    self.to_tx.rcv_nxt[v].eq(0),
+                    self.to_tx.peer_ack[v].eq(0),
+                    self.to_tx.ack_pending[v].eq(0),
+                    self.to_tx.nak_pending[v].eq(0),
+                    self.to_tx.rx_nak[v].eq(0),
                     gap_nakked[v].eq(0),
-                    self.read_offset[v].eq(0),
+                    self.to_tx.read_offset[v].eq(0),
                     read_complete[v].eq(0),
                 ]
 
@@ -225,10 +202,10 @@ class RxEngine(wiring.Component):
         vi_ok = Signal()
         m.d.comb += vi_ok.eq(
             in_vis
-            & (Array(self.vi_state)[frame_vi[: len(vi)]] == _CONNECTED)
+            & (Array(self.vi.state)[frame_vi[: len(vi)]] == _CONNECTED)
             & (h.src_mac[:40] == via_frame.MAC_PREFIX_FIELD)
-            & (src_node == Array(self.vi_peer_node)[frame_vi[: len(vi)]])
-            & (h.src_vi == Array(self.vi_peer_vi)[frame_vi[: len(vi)]])
+            & (src_node == Array(self.vi.peer_node)[frame_vi[: len(vi)]])
+            & (h.src_vi == Array(self.vi.peer_vi)[frame_vi[: len(vi)]])
         )
         body = Signal(17)
         m.d.comb += body.eq(length - via_frame.HEADER.size)
@@ -240,12 +217,12 @@ class RxEngine(wiring.Component):
         rq_empty = rq_head[vi] == rq_tail[vi]
         m.d.comb += [rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])]
         is_last = (h.offset + h.payload_length) == h.msg_length
-        ptag = Array(self.vi_ptag)[vi]
+        ptag = Array(self.vi.ptag)[vi]
 
         # Flush work: receive descriptors of VIs in the error state complete as FLUSHED.
         flush_any = Signal()
         for v in reversed(range(vis)):
-            with m.If((self.vi_state[v] == _ERROR) & (rq_head[v] != rq_tail[v])):
+            with m.If((self.vi.state[v] == _ERROR) & (rq_head[v] != rq_tail[v])):
                 m.d.comb += [flush_any.eq(1), flush_vi.eq(v)]
 
         # Scatter/gather inputs: the fetcher loads descriptor segments; remote targets are one segment.
@@ -375,8 +352,12 @@ class RxEngine(wiring.Component):
                 # sequence number until the response is complete (the read request is only
                 # acknowledged by its data).
                 ack = Signal(32)
-                hold = Array(self.read_active)[vi] & ~read_complete[vi] & ~(h.ack_psn - Array(self.read_psn)[vi])[31]
-                m.d.comb += ack.eq(Mux(hold, Array(self.read_psn)[vi], h.ack_psn))
+                hold = (
+                    Array(self.from_tx.read_active)[vi]
+                    & ~read_complete[vi]
+                    & ~(h.ack_psn - Array(self.from_tx.read_psn)[vi])[31]
+                )
+                m.d.comb += ack.eq(Mux(hold, Array(self.from_tx.read_psn)[vi], h.ack_psn))
                 with m.If(~(ack - peer_ack[vi])[31]):
                     m.d.sync += peer_ack[vi].eq(ack)
                 with m.Switch(op):
@@ -387,13 +368,13 @@ class RxEngine(wiring.Component):
                         m.next = "DROP"
                     with m.Case(_OP.READ_RESPONSE):
                         with m.If(
-                            Array(self.read_active)[vi]
+                            Array(self.from_tx.read_active)[vi]
                             & ~read_complete[vi]
-                            & (h.psn == Array(self.read_psn)[vi])
+                            & (h.psn == Array(self.from_tx.read_psn)[vi])
                             & (h.offset == read_offset[vi])
-                            & (h.msg_length == Array(self.read_len)[vi])
+                            & (h.msg_length == Array(self.from_tx.read_len)[vi])
                         ):
-                            m.d.sync += desc.eq(Array(self.read_desc)[vi])
+                            m.d.sync += desc.eq(Array(self.from_tx.read_desc)[vi])
                             m.next = "FETCH"
                         with m.Else():
                             m.d.comb += ev.rx_stale_response.eq(1)
@@ -486,7 +467,7 @@ class RxEngine(wiring.Component):
                 m.d.comb += [
                     fetcher.cmd.valid.eq(1),
                     fetcher.cmd.payload.addr.eq(desc),
-                    fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi]),
+                    fetcher.cmd.payload.area_end.eq(Array(self.vi.desc_base)[vi] + Array(self.vi.desc_size)[vi]),
                 ]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
@@ -586,7 +567,7 @@ class RxEngine(wiring.Component):
                     with m.Default():  # READ_RESPONSE
                         done = (h.offset + h.payload_length) == h.msg_length
                         m.d.sync += read_offset[vi].eq(h.offset + h.payload_length)
-                        m.d.comb += [self.read_progress.eq(1), self.read_progress_vi.eq(vi)]
+                        m.d.comb += [self.to_tx.read_progress.eq(1), self.to_tx.read_progress_vi.eq(vi)]
                         with m.If(done):
                             m.d.sync += [read_complete[vi].eq(1), peer_ack[vi].eq(h.psn + 1)]
                         m.next = "DROP"

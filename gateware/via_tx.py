@@ -39,6 +39,7 @@ from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
+from .via_links import rx_to_tx_signature, tx_to_rx_signature, vi_config_signature
 from .via_rx import ReadJob
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from .via_translate import lookup_signature
@@ -73,13 +74,7 @@ class TxEngine(wiring.Component):
                 "mtu": In(16),
                 "rto": In(32),
                 "retry_limit": In(16),
-                "vi_state": In(2).array(vis),
-                "vi_peer_node": In(regmap.NODE_ID_BITS).array(vis),
-                "vi_peer_vi": In(8).array(vis),
-                "vi_ptag": In(16).array(vis),
-                "vi_desc_base": In(32).array(vis),
-                "vi_desc_size": In(32).array(vis),
-                "vi_connect": In(1).array(vis),
+                "vi": In(vi_config_signature(vis)),
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
@@ -87,34 +82,9 @@ class TxEngine(wiring.Component):
                 "sq_doorbell_addr": In(32).array(vis),
                 "sq_count": Out(16).array(vis),
                 "snd_nxt": Out(32).array(vis),
-                # From the receive engine.
-                "rcv_nxt": In(32).array(vis),
-                "ack_pending": In(1).array(vis),
-                "nak_pending": In(1).array(vis),
-                "nak_code": In(4).array(vis),
-                "nak_psn": In(32).array(vis),
-                "peer_ack": In(32).array(vis),
-                "rx_nak": In(1).array(vis),
-                "rx_nak_code": In(4).array(vis),
-                "rx_nak_psn": In(32).array(vis),
-                "read_offset": In(32).array(vis),
-                "read_progress": In(1),
-                "read_progress_vi": In(range(vis)),
-                "jobs": In(stream.Signature(ReadJob)),
-                # To the receive engine.
-                "ack_sent": Out(1),
-                "ack_sent_vi": Out(range(vis)),
-                "ack_sent_psn": Out(32),
-                "nak_sent": Out(1),
-                "nak_sent_vi": Out(range(vis)),
-                "rx_nak_taken": Out(1),
-                "rx_nak_taken_vi": Out(range(vis)),
-                "read_start": Out(1),
-                "read_start_vi": Out(range(vis)),
-                "read_active": Out(1).array(vis),
-                "read_psn": Out(32).array(vis),
-                "read_desc": Out(32).array(vis),
-                "read_len": Out(32).array(vis),
+                "from_rx": In(rx_to_tx_signature(vis)),
+                "to_rx": Out(tx_to_rx_signature(vis)),
+                "jobs": In(stream.Signature(ReadJob)),  # RDMA reads to answer, from the receive engine
                 "completions": Out(stream.Signature(CompletionRequest)),
                 # Management frames from the firmware.
                 "mgmt_request": In(1),
@@ -184,28 +154,28 @@ class TxEngine(wiring.Component):
         deadline, timer_on, retries = arr("deadline", 32), arr("timer_on", 1), arr("retries", 16)
         err_pending = arr("err_pending", 16)
         rewind = arr("rewind", 1)
-        read_active, read_psn = Array(self.read_active), Array(self.read_psn)
-        read_desc, read_len = Array(self.read_desc), Array(self.read_len)
+        read_active, read_psn = Array(self.to_rx.read_active), Array(self.to_rx.read_psn)
+        read_desc, read_len = Array(self.to_rx.read_desc), Array(self.to_rx.read_len)
 
         # --- which VIs have work --------------------------------------------------------------
         window_open = Signal(vis)
         work = Signal(vis)
         for v in range(vis):
-            connected = self.vi_state[v] == _CONNECTED
+            connected = self.vi.state[v] == _CONNECTED
             outstanding = self.snd_nxt[v] - una[v]
-            ack_valid = (self.peer_ack[v] - una[v])[:32] <= (snd_max[v] - una[v])[:32]
-            fenced = self.read_active[v] & (self.snd_nxt[v] != self.read_psn[v])
+            ack_valid = (self.from_rx.peer_ack[v] - una[v])[:32] <= (snd_max[v] - una[v])[:32]
+            fenced = self.to_rx.read_active[v] & (self.snd_nxt[v] != self.to_rx.read_psn[v])
             m.d.comb += [
                 window_open[v].eq(outstanding[:32] < p.window),
                 work[v].eq(
                     self.enable
                     & (
-                        self.rx_nak[v]
-                        | ((self.peer_ack[v] != una[v]) & ack_valid)
+                        self.from_rx.rx_nak[v]
+                        | ((self.from_rx.peer_ack[v] != una[v]) & ack_valid)
                         | ((head[v] != cur_max[v]) & ~(una[v] - head_end[v])[31])
-                        | ((self.vi_state[v] == _ERROR) & (head[v] != tail[v]))
+                        | ((self.vi.state[v] == _ERROR) & (head[v] != tail[v]))
                         | (connected & timer_on[v] & ~(now - deadline[v])[31])
-                        | (connected & (self.ack_pending[v] | self.nak_pending[v]))
+                        | (connected & (self.from_rx.ack_pending[v] | self.from_rx.nak_pending[v]))
                         | (connected & (cur[v] != tail[v]) & window_open[v] & ~fenced)
                     )
                 ),
@@ -251,7 +221,7 @@ class TxEngine(wiring.Component):
         per_frame = Signal(16)
         m.d.comb += per_frame.eq(mtu - via_frame.VIA_HEADER_SIZE)
 
-        peer_node = Array(self.vi_peer_node)[vi]
+        peer_node = Array(self.vi.peer_node)[vi]
         my_mac = C(via_frame.MAC_PREFIX_FIELD, 48) | (self.node_id << 40)
 
         def base_header(op_, to_node, dst_vi, psn):
@@ -264,7 +234,7 @@ class TxEngine(wiring.Component):
                 hdr.src_vi.eq(vi),
                 hdr.dst_vi.eq(dst_vi),
                 hdr.psn.eq(psn),
-                hdr.ack_psn.eq(Array(self.rcv_nxt)[vi]),
+                hdr.ack_psn.eq(Array(self.from_rx.rcv_nxt)[vi]),
                 hdr_word.eq(0),
                 frame_error.eq(0),
             ]
@@ -305,7 +275,7 @@ class TxEngine(wiring.Component):
             sg.seg_data.length.eq(Mux(single, job.length, fetcher.seg_data.length)),
             sg.seg_write.eq(fetcher.seg_write),
             sg.count.eq(Mux(single, 1, fetcher.seg_count)),
-            sg.ptag.eq(Array(self.vi_ptag)[vi]),
+            sg.ptag.eq(Array(self.vi.ptag)[vi]),
             sg.need.eq(Mux(single, via_att.NEED_RDMA_READ, via_att.NEED_LOCAL)),
         ]
 
@@ -321,13 +291,16 @@ class TxEngine(wiring.Component):
             m.d.sync += [mgmt_pending.eq(1), mgmt_ctrl.eq(self.mgmt_ctrl)]
 
         # A long read response keeps the read's timer from expiring while it streams in.
-        with m.If(self.read_progress):
-            m.d.sync += [deadline[self.read_progress_vi].eq(now + self.rto), retries[self.read_progress_vi].eq(0)]
+        with m.If(self.from_rx.read_progress):
+            m.d.sync += [
+                deadline[self.from_rx.read_progress_vi].eq(now + self.rto),
+                retries[self.from_rx.read_progress_vi].eq(0),
+            ]
 
-        with m.If(Cat(*self.vi_connect).any()):
+        with m.If(Cat(*self.vi.connect).any()):
             m.d.sync += loaded.eq(0)
         for v in range(vis):
-            with m.If(self.vi_connect[v]):
+            with m.If(self.vi.connect[v]):
                 m.d.sync += [
                     self.snd_nxt[v].eq(0),
                     una[v].eq(0),
@@ -339,7 +312,7 @@ class TxEngine(wiring.Component):
                     cur_offset[v].eq(0),
                     timer_on[v].eq(0),
                     retries[v].eq(0),
-                    self.read_active[v].eq(0),
+                    self.to_rx.read_active[v].eq(0),
                     err_pending[v].eq(0),
                     rewind[v].eq(0),
                 ]
@@ -452,17 +425,17 @@ class TxEngine(wiring.Component):
 
             # --- 1. a NAK from the peer -----------------------------------------------------
             with m.State("VISIT_NAK"):
-                with m.If(Array(self.rx_nak)[vi]):
-                    m.d.comb += [self.rx_nak_taken.eq(1), self.rx_nak_taken_vi.eq(vi)]
-                    code = Array(self.rx_nak_code)[vi]
-                    psn = Array(self.rx_nak_psn)[vi]
+                with m.If(Array(self.from_rx.rx_nak)[vi]):
+                    m.d.comb += [self.to_rx.rx_nak_taken.eq(1), self.to_rx.rx_nak_taken_vi.eq(vi)]
+                    code = Array(self.from_rx.rx_nak_code)[vi]
+                    psn = Array(self.from_rx.rx_nak_psn)[vi]
                     in_flight = (psn - una[vi])[:32] <= (snd_max[vi] - una[vi])[:32]
                     with m.If(code == _NAK.SEQUENCE):
                         with m.If(in_flight):
                             # Everything before `psn` arrived; resend from there.
                             m.d.comb += ev.tx_nak_sequence.eq(1)
                             m.d.sync += [una[vi].eq(psn), rewind[vi].eq(1)]
-                    with m.Elif(Array(self.vi_state)[vi] == _CONNECTED):
+                    with m.Elif(Array(self.vi.state)[vi] == _CONNECTED):
                         bits = Mux(
                             code == _NAK.REMOTE_PROTECTION,
                             status_bits(RDMA_PROTECTION_ERROR=1),
@@ -474,7 +447,7 @@ class TxEngine(wiring.Component):
 
             # --- 2. the peer's cumulative acknowledgement ------------------------------------
             with m.State("VISIT_ACK"):
-                ack = Array(self.peer_ack)[vi]
+                ack = Array(self.from_rx.peer_ack)[vi]
                 progress = (ack - una[vi])[:32]
                 with m.If((progress != 0) & (progress <= (snd_max[vi] - una[vi])[:32])):
                     m.d.sync += [
@@ -490,7 +463,7 @@ class TxEngine(wiring.Component):
 
             # --- 3. completions in queue order ------------------------------------------------
             with m.State("VISIT_COMPLETE"):
-                with m.If((Array(self.vi_state)[vi] == _ERROR) & (head[vi] != tail[vi])):
+                with m.If((Array(self.vi.state)[vi] == _ERROR) & (head[vi] != tail[vi])):
                     m.next = "FLUSH"
                 with m.Elif((head[vi] != cur_max[vi]) & ~(una[vi] - head_end[vi])[31]):
                     m.next = "COMPLETE"
@@ -549,7 +522,7 @@ class TxEngine(wiring.Component):
 
             # --- 4. the retransmission timer -------------------------------------------------
             with m.State("VISIT_TIMER"):
-                with m.If(timer_on[vi] & ~(now - deadline[vi])[31] & (Array(self.vi_state)[vi] == _CONNECTED)):
+                with m.If(timer_on[vi] & ~(now - deadline[vi])[31] & (Array(self.vi.state)[vi] == _CONNECTED)):
                     with m.If(retries[vi] + 1 >= self.retry_limit):
                         m.d.comb += fail(status_bits(TRANSPORT_ERROR=1))
                         m.d.sync += [err_pending[vi].eq(status_bits(TRANSPORT_ERROR=1)), timer_on[vi].eq(0)]
@@ -571,20 +544,22 @@ class TxEngine(wiring.Component):
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
             with m.State("VISIT_CONTROL"):
                 with m.If(
-                    (Array(self.vi_state)[vi] == _CONNECTED)
-                    & (Array(self.nak_pending)[vi] | Array(self.ack_pending)[vi])
+                    (Array(self.vi.state)[vi] == _CONNECTED)
+                    & (Array(self.from_rx.nak_pending)[vi] | Array(self.from_rx.ack_pending)[vi])
                 ):
-                    with m.If(Array(self.nak_pending)[vi]):
+                    with m.If(Array(self.from_rx.nak_pending)[vi]):
                         m.d.sync += [
-                            *base_header(_OP.NAK, peer_node, Array(self.vi_peer_vi)[vi], Array(self.nak_psn)[vi]),
-                            hdr.nak_code.eq(Array(self.nak_code)[vi]),
+                            *base_header(
+                                _OP.NAK, peer_node, Array(self.vi.peer_vi)[vi], Array(self.from_rx.nak_psn)[vi]
+                            ),
+                            hdr.nak_code.eq(Array(self.from_rx.nak_code)[vi]),
                         ]
                     with m.Else():
-                        m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi_peer_vi)[vi], snd_nxt[vi])
+                        m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi])
                     m.d.sync += payload_len.eq(0)
                     m.next = "CONTROL_HEADER"
                 with m.Elif(
-                    (Array(self.vi_state)[vi] == _CONNECTED)
+                    (Array(self.vi.state)[vi] == _CONNECTED)
                     & (cur[vi] != tail[vi])
                     & window_open.bit_select(vi, 1)
                     & ~(read_active[vi] & (snd_nxt[vi] != read_psn[vi]))
@@ -600,9 +575,13 @@ class TxEngine(wiring.Component):
             with m.State("CONTROL_HEADER"):
                 emit_header("CONTROL_SENT")
             with m.State("CONTROL_SENT"):
-                m.d.comb += [self.ack_sent.eq(1), self.ack_sent_vi.eq(vi), self.ack_sent_psn.eq(hdr.ack_psn)]
+                m.d.comb += [
+                    self.to_rx.ack_sent.eq(1),
+                    self.to_rx.ack_sent_vi.eq(vi),
+                    self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
+                ]
                 with m.If(hdr.op == _OP.NAK):
-                    m.d.comb += [self.nak_sent.eq(1), self.nak_sent_vi.eq(vi)]
+                    m.d.comb += [self.to_rx.nak_sent.eq(1), self.to_rx.nak_sent_vi.eq(vi)]
                 m.next = "SCAN"
 
             # --- a data frame -----------------------------------------------------------------
@@ -610,7 +589,7 @@ class TxEngine(wiring.Component):
                 m.d.comb += [
                     fetcher.cmd.valid.eq(1),
                     fetcher.cmd.payload.addr.eq(desc),
-                    fetcher.cmd.payload.area_end.eq(Array(self.vi_desc_base)[vi] + Array(self.vi_desc_size)[vi]),
+                    fetcher.cmd.payload.area_end.eq(Array(self.vi.desc_base)[vi] + Array(self.vi.desc_size)[vi]),
                 ]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
@@ -657,12 +636,14 @@ class TxEngine(wiring.Component):
                 )
                 read = ctl.control.op == _CTL.RDMA_READ
                 m.d.sync += [
-                    *base_header(op_map, peer_node, Array(self.vi_peer_vi)[vi], snd_nxt[vi]),
+                    *base_header(op_map, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi]),
                     hdr.flags.first.eq(read | (cur_offset[vi] == 0)),
                     hdr.flags.last.eq(read | (left <= per_frame)),
                     hdr.flags.immediate.eq(ctl.control.immediate),
                     hdr.msg_length.eq(total),
-                    hdr.offset.eq(Mux(read, Mux(read_active[vi], Array(self.read_offset)[vi], 0), cur_offset[vi])),
+                    hdr.offset.eq(
+                        Mux(read, Mux(read_active[vi], Array(self.from_rx.read_offset)[vi], 0), cur_offset[vi])
+                    ),
                     hdr.payload_length.eq(Mux(read, 0, length)),
                     hdr.remote_va.eq(fetcher.address.remote_va),
                     hdr.remote_handle.eq(fetcher.address.remote_handle),
@@ -682,7 +663,11 @@ class TxEngine(wiring.Component):
                     m.d.sync += [err_pending[vi].eq(status_bits(TRANSPORT_ERROR=1)), timer_on[vi].eq(0)]
                     m.next = "SCAN"
                 with m.Else():
-                    m.d.comb += [self.ack_sent.eq(1), self.ack_sent_vi.eq(vi), self.ack_sent_psn.eq(hdr.ack_psn)]
+                    m.d.comb += [
+                        self.to_rx.ack_sent.eq(1),
+                        self.to_rx.ack_sent_vi.eq(vi),
+                        self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
+                    ]
                     m.d.sync += snd_nxt[vi].eq(snd_nxt[vi] + 1)
                     with m.If(snd_nxt[vi] == snd_max[vi]):
                         m.d.sync += snd_max[vi].eq(snd_nxt[vi] + 1)
@@ -696,7 +681,7 @@ class TxEngine(wiring.Component):
                             read_len[vi].eq(total),
                         ]
                         with m.If(~retransmit):
-                            m.d.comb += [self.read_start.eq(1), self.read_start_vi.eq(vi)]
+                            m.d.comb += [self.to_rx.read_start.eq(1), self.to_rx.read_start_vi.eq(vi)]
                     with m.If(last):
                         op_status = Mux(
                             is_read, _SOP.RDMA_READ, Mux(hdr.op == _OP.RDMA_WRITE, _SOP.RDMA_WRITE, _SOP.SEND)
@@ -726,12 +711,12 @@ class TxEngine(wiring.Component):
                 left = Signal(32)
                 m.d.comb += left.eq(job.length - job.offset)
                 length = Mux(left < per_frame, left, per_frame)
-                with m.If(Array(self.vi_state)[vi] != _CONNECTED):
+                with m.If(Array(self.vi.state)[vi] != _CONNECTED):
                     m.d.sync += job_active.eq(0)
                     m.next = "SCAN"
                 with m.Else():
                     m.d.sync += [
-                        *base_header(_OP.READ_RESPONSE, peer_node, Array(self.vi_peer_vi)[vi], job.psn),
+                        *base_header(_OP.READ_RESPONSE, peer_node, Array(self.vi.peer_vi)[vi], job.psn),
                         hdr.flags.first.eq(job.offset == 0),
                         hdr.flags.last.eq(left <= per_frame),
                         hdr.msg_length.eq(job.length),
@@ -749,7 +734,11 @@ class TxEngine(wiring.Component):
                 emit_header("RESPONSE_PAYLOAD")
             payload("RESPONSE_PAYLOAD", hdr.offset, "RESPONSE_SENT")
             with m.State("RESPONSE_SENT"):
-                m.d.comb += [self.ack_sent.eq(1), self.ack_sent_vi.eq(vi), self.ack_sent_psn.eq(hdr.ack_psn)]
+                m.d.comb += [
+                    self.to_rx.ack_sent.eq(1),
+                    self.to_rx.ack_sent_vi.eq(vi),
+                    self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
+                ]
                 m.d.sync += job.offset.eq(job.offset + payload_len)
                 with m.If(frame_error | hdr.flags.last):
                     m.d.sync += job_active.eq(0)

@@ -1,0 +1,68 @@
+"""What the VIA engine's transmit and receive sides tell each other, and what they both read of
+their VIs: signatures, so the engine joins them with ``wiring.connect`` rather than by port names.
+
+Every member with a VI dimension is an array of ``vis`` elements, one per VI.
+"""
+
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+from numavia.base import regmap
+
+
+def vi_config_signature(vis):
+    """A VI's state and connection as the engine's registers hold them (driven by the engine top)."""
+    return wiring.Signature(
+        {
+            "state": Out(2).array(vis),
+            "peer_node": Out(regmap.NODE_ID_BITS).array(vis),
+            "peer_vi": Out(8).array(vis),
+            "ptag": Out(16).array(vis),
+            "desc_base": Out(32).array(vis),
+            "desc_size": Out(32).array(vis),
+            # The cycle of a CONNECT command: sequence numbers restart.
+            "connect": Out(1).array(vis),
+        }
+    )
+
+
+def rx_to_tx_signature(vis):
+    """The receive side to the transmit side: acknowledgements owed and received, RDMA read progress."""
+    return wiring.Signature(
+        {
+            "rcv_nxt": Out(32).array(vis),  # the next sequence number expected: what an ACK says
+            "ack_pending": Out(1).array(vis),
+            "nak_pending": Out(1).array(vis),
+            "nak_code": Out(4).array(vis),
+            "nak_psn": Out(32).array(vis),
+            "peer_ack": Out(32).array(vis),  # what the peer acknowledged last
+            "rx_nak": Out(1).array(vis),  # the peer refused a frame: retransmit from rx_nak_psn
+            "rx_nak_code": Out(4).array(vis),
+            "rx_nak_psn": Out(32).array(vis),
+            "read_offset": Out(32).array(vis),  # bytes of the outstanding read's response received
+            "read_progress": Out(1),  # a read response frame arrived (its timer restarts)
+            "read_progress_vi": Out(range(vis)),
+        }
+    )
+
+
+def tx_to_rx_signature(vis):
+    """The transmit side to the receive side: acknowledgements sent, RDMA reads started."""
+    return wiring.Signature(
+        {
+            "ack_sent": Out(1),
+            "ack_sent_vi": Out(range(vis)),
+            "ack_sent_psn": Out(32),
+            "nak_sent": Out(1),
+            "nak_sent_vi": Out(range(vis)),
+            "rx_nak_taken": Out(1),  # the retransmission a received NAK asked for has begun
+            "rx_nak_taken_vi": Out(range(vis)),
+            "read_start": Out(1),
+            "read_start_vi": Out(range(vis)),
+            # The VI's outstanding RDMA read: its sequence number, descriptor and length.
+            "read_active": Out(1).array(vis),
+            "read_psn": Out(32).array(vis),
+            "read_desc": Out(32).array(vis),
+            "read_len": Out(32).array(vis),
+        }
+    )
