@@ -96,7 +96,7 @@ def test_results_go_through_the_one_writer(tmp_path):
     )
     info = {"build": build, "config": "SimConfig(nodes=2)", "counters": [{"tx": 1}, {"tx": 2}], "wall_seconds": 3.0}
     args = argparse.Namespace(
-        out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1], baseline=None
+        out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1], baseline=None, wake="cq"
     )
     paths = bench_via.write_results(rows, info, args)
     assert [p.name for p in paths] == ["via_bench.md", "via_bench.csv", "via_bench.json", "via_bench.png"]
@@ -113,8 +113,10 @@ def test_results_go_through_the_one_writer(tmp_path):
     }
     data = json.loads((tmp_path / "via_bench.json").read_text())
     assert data["command"].startswith("numavia") and data["config"]["eth_delay_cycles"] == 50
+    assert data["config"]["wake"] == "cq"
     assert data["config"]["builds"]["model"] == "model-z" and data["figures"]["counters"][1] == {"tx": 2}
     md = (tmp_path / "via_bench.md").read_text()
+    assert "sleeps on its receive queue's completion queue" in md
     assert md.startswith("# VIA engine benchmark") and "RDMA write vs send/receive" in md and "Command: `numavia" in md
     assert (tmp_path / "via_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

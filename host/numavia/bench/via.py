@@ -52,6 +52,11 @@ STREAMS = ("send-stream", "write-stream")
 #: How the send/receive ping-pong's agents wait for their receives (``--wake``): poll the receive
 #: descriptor, or sleep on the completion queue the receive queue is bound to.
 WAKES = ("poll", "cq")
+WAKE_NOTES = {
+    "poll": "Send/receive: each agent polls its receive descriptor's DONE.",
+    "cq": "Send/receive: each agent sleeps on its receive queue's completion queue until the card "
+    "notifies it (`--wake cq`: the card's interrupt under Zephyr; bare metal polls CQ_NOTIFIED).",
+}
 PING_PONGS = ("send", "write", "read")
 
 #: The figures of the paper on the VIA engine and the spec's wire limits.
@@ -406,6 +411,7 @@ def summary(rows, info, args, baseline=None):
         "",
         "Latency: half round trip (send/receive, RDMA write), whole operation (RDMA read), from the",
         "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.",
+        WAKE_NOTES[args.wake],
         "",
     ]
     smallest = min(r["size"] for r in rows if r["size"] > 0)

@@ -1,9 +1,12 @@
 /* The portable core's platform interface on Zephyr: the accessors of card registers and host
- * memory are inline (numavia/platform_zephyr.h); here are the console, through printk, and host
- * memory as words for the shell. */
+ * memory are inline (numavia/platform_zephyr.h); here are the console, through printk, the wait
+ * for a completion queue (the VIA driver's, on the card's interrupt), and host memory as words
+ * for the shell. */
 #include <stdarg.h>
 #include <stddef.h>
 
+#include <zephyr/device.h>
+#include <zephyr/devicetree.h>
 #include <zephyr/sys/printk.h>
 
 #include "numavia/drivers.h"
@@ -15,6 +18,17 @@ void nv_log(const char *fmt, ...)
     va_start(ap, fmt);
     vprintk(fmt, ap);
     va_end(ap);
+}
+
+int nv_platform_wait_cq(unsigned cq, uint64_t deadline)
+{
+#ifdef CONFIG_NUMAVIA_VIA
+    return numavia_via_cq_wait(DEVICE_DT_GET_ONE(numavia_via_engine), cq, deadline) == 0;
+#else
+    ARG_UNUSED(cq);
+    ARG_UNUSED(deadline);
+    return 0; /* no VIA engine, no queue to wait for */
+#endif
 }
 
 const uint64_t *numavia_host_words(uint32_t phys, uint32_t count)

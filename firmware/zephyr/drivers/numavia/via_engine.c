@@ -8,11 +8,10 @@
  * (nv_via_next_timer). A mutex keeps the shell's snapshots (numavia_via_vi_info) from seeing a
  * half-done round.
  *
- * The same interrupt wakes threads that wait for a completion queue (nv_platform_wait_cq: the
- * benchmark agent's WAKE_CQ, inside the manager's own round): the handler takes every fired
- * queue's notification and gives that queue's semaphore. So the manager's work is masked on the
- * card (IRQ_ENABLE) while it is pending, not by masking the CPU's line, which would hold those
- * notifications back too. */
+ * The same interrupt wakes threads that wait for a completion queue (numavia_via_cq_wait, the
+ * port's nv_platform_wait_cq: the benchmark agent's WAKE_CQ, inside the manager's own round): the handler takes every
+ * fired queue's notification and gives that queue's semaphore. So the manager's work is masked on the card (IRQ_ENABLE)
+ * while it is pending, not by masking the CPU's line, which would hold those notifications back too. */
 #define DT_DRV_COMPAT numavia_via_engine
 
 #include <errno.h>
@@ -58,9 +57,6 @@ static k_timeout_t until(const struct nv_via *via, uint64_t due)
     return K_USEC((due - now) / (via->clk_freq_hz / 1000000u) + 1);
 }
 
-/* The one engine's data, for nv_platform_wait_cq (which the portable core calls with no device). */
-static struct via_engine_data *engine;
-
 /* The line is a level that only serving the work lowers. Completion-queue notifications are served
  * here (acknowledged, their waiters woken); the manager's work is masked on the card until the
  * thread has served a round (nv_via_irq_enable unmasks it). */
@@ -81,11 +77,12 @@ static void via_engine_isr(const void *device)
     }
 }
 
-int nv_platform_wait_cq(unsigned cq, uint64_t deadline)
+int numavia_via_cq_wait(const struct device *via, unsigned cq, uint64_t deadline)
 {
-    if (engine == NULL || cq >= NV_VIA_MAX_CQS)
-        return 0;
-    return k_sem_take(&engine->cq_fired[cq], until(&engine->via, deadline)) == 0;
+    struct via_engine_data *data = via->data;
+    if (!device_is_ready(via) || cq >= MIN(data->via.cqs, NV_VIA_MAX_CQS))
+        return -EINVAL;
+    return k_sem_take(&data->cq_fired[cq], until(&data->via, deadline)) == 0 ? 0 : -EAGAIN;
 }
 
 static void via_engine_serve(void *device, void *unused1, void *unused2)
@@ -125,7 +122,6 @@ static int via_engine_init(const struct device *dev)
     k_sem_init(&data->work, 0, 1);
     for (unsigned cq = 0; cq < NV_VIA_MAX_CQS; cq++)
         k_sem_init(&data->cq_fired[cq], 0, 1);
-    engine = data;
     IRQ_CONNECT(VIA_IRQ, DT_INST_IRQ(0, priority), via_engine_isr, DEVICE_DT_INST_GET(0), 0);
     irq_enable(VIA_IRQ);
     nv_via_irq_enable(&data->via);

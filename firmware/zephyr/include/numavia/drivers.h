@@ -86,6 +86,12 @@ unsigned numavia_via_vi_count(const struct device *via);
  * for a VI the engine does not have. */
 int numavia_via_vi_info(const struct device *via, unsigned vi, struct numavia_vi_info *info);
 
+/* Sleep until completion queue `cq`'s notification fires (armed by the caller: nv_via_cq_arm,
+ * numavia/via.h), woken by the card's interrupt, or until the card's cycle counter
+ * (numavia_card_cycles) passes `deadline`. 0 when it fired, -EAGAIN at the deadline, -EINVAL for
+ * a queue the engine does not have or an engine that is not set up. */
+int numavia_via_cq_wait(const struct device *via, unsigned cq, uint64_t deadline);
+
 /* Human-readable name of an enum nv_via_conn_state value; never NULL. */
 const char *numavia_via_connection_name(uint8_t connection);
 
