@@ -9,9 +9,10 @@
  * half-done round.
  *
  * The same interrupt wakes threads that wait for a completion queue (numavia_via_cq_wait, the
- * port's nv_platform_wait_cq: the benchmark agent's WAKE_CQ, inside the manager's own round): the handler takes every
- * fired queue's notification and gives that queue's semaphore. So the manager's work is masked on the card (IRQ_ENABLE)
- * while it is pending, not by masking the CPU's line, which would hold those notifications back too. */
+ * port's nv_platform_wait_cq: the benchmark agent's WAKE_CQ, inside the manager's own round): the
+ * handler takes every fired queue's notification and gives that queue's semaphore. So the
+ * manager's work is masked on the card (IRQ_ENABLE) while it is pending, not by masking the CPU's
+ * line, which would hold those notifications back too. */
 #define DT_DRV_COMPAT numavia_via_engine
 
 #include <errno.h>
