@@ -10,9 +10,19 @@ is one request/reply exchange under a lock.
 import socket
 import struct
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Self, overload
 
-from litex.tools.remote.etherbone import EtherboneIPC, EtherbonePacket, EtherboneReads, EtherboneRecord, EtherboneWrites
+from litex.tools.remote.etherbone import (
+    EtherboneIPC,
+    EtherbonePacket,
+    EtherboneReads,
+    EtherboneRecord,
+    EtherboneWrites,
+    etherbone_packet_header_length,
+    etherbone_record_header_length,
+)
 
 from numavia.base.errors import NumaviaError
 
@@ -26,16 +36,33 @@ class BridgeError(NumaviaError):
 
 
 class HostBridge(EtherboneIPC):
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
+    """``timeout``: wall seconds an access may wait for its answer. The simulation answers in
+    simulated time, so a simulator starved of CPU on a loaded machine answers late; a dead one
+    closes the connection, which fails the access at once whatever the timeout."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 120.0) -> None:
         self.address = (host, port)
+        self.timeout = timeout
         try:
             self.socket = socket.create_connection(self.address, timeout=timeout)
         except OSError as e:
             raise BridgeError(f"cannot reach the host bridge at {host}:{port} ({e.strerror or e})") from None
         self.socket.settimeout(timeout)
         self._lock = threading.Lock()
-        self.server_info = self.socket.recv(128).decode(errors="replace")
-        self._errors = self._error_count()
+        with self._answered():
+            self.server_info = self.socket.recv(128).decode(errors="replace")
+            self._errors = self._error_count()
+
+    @contextmanager
+    def _answered(self) -> Iterator[None]:
+        """A socket timeout becomes a BridgeError that says what waited."""
+        try:
+            yield
+        except TimeoutError:
+            raise BridgeError(
+                f"no answer from the host bridge at {self.address[0]}:{self.address[1]} within {self.timeout:g} s "
+                "(the simulation is stuck, or starved of CPU)"
+            ) from None
 
     def close(self) -> None:
         self.socket.close()
@@ -57,7 +84,7 @@ class HostBridge(EtherboneIPC):
         """One 32-bit word at byte address ``addr``, or a list of ``count`` consecutive words."""
         n = 1 if count is None else count
         words: list[int] = []
-        with self._lock:
+        with self._lock, self._answered():
             for base in range(0, n, _MAX_BURST):
                 words += self._read_burst(addr + 4 * base, min(_MAX_BURST, n - base))
         return words[0] if count is None else words
@@ -65,7 +92,7 @@ class HostBridge(EtherboneIPC):
     def write(self, addr: int, values: int | list[int] | tuple[int, ...]) -> None:
         """Write one word or a list of consecutive words; raises BridgeError on a bus error."""
         values = values if isinstance(values, (list, tuple)) else [values]
-        with self._lock:
+        with self._lock, self._answered():
             for base in range(0, len(values), _MAX_BURST):
                 record = EtherboneRecord(4)
                 record.writes = EtherboneWrites(
@@ -91,9 +118,7 @@ class HostBridge(EtherboneIPC):
         record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(n)])
         record.rcount = n
         self._send(record)
-        reply = self.receive_packet(self.socket, 4)
-        if not reply:
-            raise BridgeError(f"the host bridge at {self.address[0]}:{self.address[1]} closed the connection")
+        reply = self._receive_reply()
         flags = reply[8]
         packet = EtherbonePacket(32, reply)
         packet.decode()
@@ -111,11 +136,19 @@ class HostBridge(EtherboneIPC):
             raise BridgeError("the host bridge does not answer probes (not a Numavia simulation?)")
         return struct.unpack(">I", reply[4:8])[0]
 
+    def _receive_reply(self) -> bytes:
+        """One Etherbone reply packet (32-bit addresses). LiteX's ``receive_packet`` answers a
+        timeout as if the connection had closed; this one lets the timeout through."""
+        packet = self._recv_exact(etherbone_packet_header_length + etherbone_record_header_length)
+        wcount, rcount = struct.unpack(">BB", packet[-2:])
+        rest = (4 * wcount + 4 if wcount else 0) + (4 * rcount + 4 if rcount else 0)
+        return packet + self._recv_exact(rest)
+
     def _recv_exact(self, n: int) -> bytes:
         data = b""
         while len(data) < n:
             chunk = self.socket.recv(n - len(data))
             if not chunk:
-                raise BridgeError("the host bridge closed the connection")
+                raise BridgeError(f"the host bridge at {self.address[0]}:{self.address[1]} closed the connection")
             data += chunk
         return data
