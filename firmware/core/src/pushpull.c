@@ -20,7 +20,13 @@
  *             the pushed part is copied while the pull is on the wire.
  *
  * A message that arrives before its receive waits in its pushed-buffer slot; the pull waits for
- * the receive. Slots are credits: every header returns the slots its sender re-posted. */
+ * the receive. Slots are credits: every header returns the slots its sender re-posted.
+ *
+ * Every uncached access to host memory costs the 100 MHz CPU about 18 cycles, so a small message
+ * touches as few words as it can: each descriptor and outgoing header has a fixed place, is written
+ * whole when the endpoint opens and afterwards only in the words that change (a slot's re-post is
+ * its STATUS and the doorbell; a tiny push its sequence number, send cycle, immediate data and
+ * STATUS), and the receiver reads the header words it needs once. */
 #include <stddef.h>
 
 #include "numavia/core.h"
@@ -32,11 +38,11 @@
 
 #define DESC_BYTES 128u
 #define RECV_DESC(slot) ((slot)*DESC_BYTES)
-#define SEND_DESC(n) ((NV_PP_SLOTS + (n) % NV_PP_SEND_DESCS) * DESC_BYTES)
-#define DESC_AREA ((NV_PP_SLOTS + NV_PP_SEND_DESCS) * DESC_BYTES)
-#define MAX_DESC_WORDS 20u
+#define SEND_DESC(use) ((NV_PP_SLOTS + (use)) * DESC_BYTES)
+#define DESC_AREA ((NV_PP_SLOTS + NV_PP_SENDS) * DESC_BYTES)
 #define NO_HANDLE 0xffffffffu
 #define PAGE_MASK (NV_ATT_PAGE_SIZE - 1u)
+#define CLOCK_POLLS 16u /* polls between two reads of the clock (a card register, slower than a poll) */
 #define HDR(field) NV_PP_HEADER_##field##_OFFSET, NV_PP_HEADER_##field##_BYTES
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
 #define CHECK(x)                                                                                                       \
@@ -64,18 +70,17 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
                    FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
                    NV_DESC_DATA_SIZE % 4 == 0,
                "descriptor fields must sit inside words");
-
-static inline TIMED void put_field(uint32_t *w, unsigned offset, unsigned bytes, uint64_t value)
-{
-    if (bytes == 8) {
-        w[offset / 4] = (uint32_t)value;
-        w[offset / 4 + 1] = (uint32_t)(value >> 32);
-        return;
-    }
-    unsigned shift = 8 * (offset % 4);
-    uint32_t mask = (bytes == 4 ? 0xffffffffu : (1u << (8 * bytes)) - 1u) << shift;
-    w[offset / 4] = (w[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask);
-}
+/* The receiver reads a header's first word once for KIND, FLAGS and CREDITS; a message without
+ * a pulled part has PUSHED = LENGTH, taken from LENGTH's word. */
+_Static_assert(NV_PP_HEADER_KIND_OFFSET / 4 == 0 && NV_PP_HEADER_FLAGS_OFFSET / 4 == 0 &&
+                   NV_PP_HEADER_CREDITS_OFFSET / 4 == 0 && NV_PP_HEADER_LENGTH_OFFSET % 4 == 0 &&
+                   NV_PP_HEADER_LENGTH_BYTES == 4 && NV_PP_HEADER_PUSHED_OFFSET % 4 == 0 &&
+                   NV_PP_HEADER_PUSHED_BYTES == 4,
+               "push-pull header words as the receiver reads them");
+_Static_assert(4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + 2 * NV_DESC_DATA_SIZE &&
+                   4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_SIZE + NV_DESC_DATA_SIZE &&
+                   4 * NV_PP_RECORD_WORDS >= NV_PP_HEADER_SIZE && 4 * NV_PP_RECORD_WORDS <= DESC_BYTES,
+               "a record holds the library's longest descriptor and a header");
 
 static inline TIMED uint64_t get_field(const uint32_t *w, unsigned offset, unsigned bytes)
 {
@@ -106,116 +111,160 @@ TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, stru
 
 /* --- host memory ---------------------------------------------------------------------------- */
 
-static TIMED uint8_t read_byte(uint32_t pa)
+/* The `n` (at most 4) bytes at `pa`, little-endian: one word read, two across a word boundary. */
+static TIMED uint32_t read_bytes(uint32_t pa, uint32_t n)
 {
-    return (uint8_t)(nv_host_read32(pa & ~3u) >> (8 * (pa & 3u)));
+    if (n == 0)
+        return 0;
+    uint32_t shift = 8 * (pa & 3u), value = nv_host_read32(pa & ~3u) >> shift;
+    if ((pa & 3u) + n > 4)
+        value |= nv_host_read32((pa & ~3u) + 4) << (32 - shift);
+    return n == 4 ? value : value & ((1u << (8 * n)) - 1u);
 }
 
-static TIMED void write_byte(uint32_t pa, uint8_t value)
+/* Write the low `n` (at most 4) bytes of `value` at `pa`: a whole word as it is, a part of one
+ * merged with what the word holds. */
+static TIMED void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
 {
-    uint32_t shift = 8 * (pa & 3u), word = nv_host_read32(pa & ~3u);
-    nv_host_write32(pa & ~3u, (word & ~(0xffu << shift)) | (uint32_t)value << shift);
+    while (n) {
+        uint32_t at = pa & ~3u, shift = 8 * (pa & 3u), take = 4 - (pa & 3u);
+        if (take > n)
+            take = n;
+        if (take == 4) {
+            nv_host_write32(at, value);
+            return;
+        }
+        uint32_t mask = ((1u << (8 * take)) - 1u) << shift;
+        nv_host_write32(at, (nv_host_read32(at) & ~mask) | ((value << shift) & mask));
+        value >>= 8 * take;
+        pa += take;
+        n -= take;
+    }
 }
 
 /* A CPU copy through the uncached window: words where source and destination agree mod 4. */
 static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
 {
     if (((dst ^ src) & 3u) == 0) {
-        for (; n && (dst & 3u); n--)
-            write_byte(dst++, read_byte(src++));
+        uint32_t head = (4u - (dst & 3u)) & 3u;
+        if (head > n)
+            head = n;
+        write_bytes(dst, read_bytes(src, head), head);
+        dst += head, src += head, n -= head;
         for (; n >= 4; n -= 4, dst += 4, src += 4)
             nv_host_write32(dst, nv_host_read32(src));
     }
-    for (; n; n--)
-        write_byte(dst++, read_byte(src++));
+    for (uint32_t k; n; n -= k, dst += k, src += k) {
+        k = n < 4 ? n : 4;
+        write_bytes(dst, read_bytes(src, k), k);
+    }
 }
 
-/* --- descriptors ---------------------------------------------------------------------------- */
+/* --- records: descriptors and headers in host memory, written where they change ------------- */
 
-struct seg {
-    uint64_t va;
-    uint32_t handle, length;
-};
-
-struct desc {
-    uint32_t op, immediate;
-    int has_immediate, rdma;
-    uint64_t remote_va;
-    uint32_t remote_handle;
-    struct seg segs[2];
-    unsigned nsegs;
-};
-
-/* Write the descriptor (STATUS zero) at `offset` of the descriptor page and ring the doorbell. */
-static TIMED void post(const struct nv_pp *pp, int send_queue, uint32_t offset, const struct desc *d)
+static inline TIMED void set_word(struct nv_pp_record *r, unsigned i, uint32_t value)
 {
-    uint32_t w[MAX_DESC_WORDS] = {0};
-    uint32_t at = NV_DESC_CONTROL_SIZE;
-    put_field(w, CTRL(SEG_COUNT), d->nsegs);
-    put_field(w, CTRL(CONTROL),
-              d->op << NV_DESC_CONTROL_CONTROL_OP_SHIFT |
-                  (d->has_immediate ? NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK : 0));
-    put_field(w, CTRL(IMMEDIATE_DATA), d->immediate);
-    if (d->rdma) {
-        put_field(w, at + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES, d->remote_va);
-        put_field(w, at + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES, d->remote_handle);
-        at += NV_DESC_ADDRESS_SIZE;
+    if (r->words[i] != value) {
+        r->words[i] = value;
+        nv_host_write32(r->pa + 4 * i, value);
     }
-    for (unsigned i = 0; i < d->nsegs; i++, at += NV_DESC_DATA_SIZE) {
-        put_field(w, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, d->segs[i].va);
-        put_field(w, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, d->segs[i].handle);
-        put_field(w, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, d->segs[i].length);
-    }
-    uint32_t addr = pp->cfg.desc + offset;
-    for (unsigned i = 0; i < at / 4; i++)
-        nv_host_write32(addr + 4 * i, w[i]);
-    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi),
-                 addr);
 }
 
-/* 1 if the descriptor is done, 0 if not yet; VIP_ERROR (>1) if it completed in error. */
-static TIMED uint32_t done(const struct nv_pp *pp, uint32_t offset)
+static inline TIMED void set_field(struct nv_pp_record *r, unsigned offset, unsigned bytes, uint64_t value)
 {
+    if (bytes == 8) {
+        set_word(r, offset / 4, (uint32_t)value);
+        set_word(r, offset / 4 + 1, (uint32_t)(value >> 32));
+        return;
+    }
+    unsigned shift = 8 * (offset % 4);
+    uint32_t mask = (bytes == 4 ? 0xffffffffu : (1u << (8 * bytes)) - 1u) << shift;
+    set_word(r, offset / 4, (r->words[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask));
+}
+
+/* Make `r` the record at `pa`, `words` long, all zero in host memory as in `r`. */
+static void clear_record(struct nv_pp_record *r, uint32_t pa, unsigned words)
+{
+    r->pa = pa;
+    for (unsigned i = 0; i < NV_PP_RECORD_WORDS; i++)
+        r->words[i] = 0;
+    for (unsigned i = 0; i < words; i++)
+        nv_host_write32(pa + 4 * i, 0);
+}
+
+static inline TIMED void set_segment(struct nv_pp_desc *d, unsigned i, uint64_t va, uint32_t handle, uint32_t length)
+{
+    unsigned at = NV_DESC_CONTROL_SIZE + (d->rdma ? NV_DESC_ADDRESS_SIZE : 0) + i * NV_DESC_DATA_SIZE;
+    set_field(&d->r, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, va);
+    set_field(&d->r, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, handle);
+    set_field(&d->r, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, length);
+}
+
+/* A descriptor of the library's page: `op` (with the CONTROL bits `flags`) and one data segment
+ * (the second of a gathering push is set per message). */
+static void open_desc(struct nv_pp *pp, struct nv_pp_desc *d, uint32_t offset, int send_queue, uint32_t op,
+                      uint32_t flags, uint64_t va, uint32_t length)
+{
+    clear_record(&d->r, pp->cfg.desc + offset, NV_PP_RECORD_WORDS);
+    d->doorbell = send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi);
+    d->rdma = op != NV_CONTROL_OP_SENDRECV;
+    d->posted = 0;
+    set_field(&d->r, CTRL(CONTROL), op << NV_DESC_CONTROL_CONTROL_OP_SHIFT | flags);
+    set_field(&d->r, CTRL(SEG_COUNT), 1);
+    set_segment(d, 0, va, pp->cfg.area_handle, length);
+}
+
+/* Hand the descriptor to the card: its STATUS (the card's DONE must be new) and the doorbell. */
+static inline TIMED void post(struct nv_pp_desc *d)
+{
+    nv_host_write32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET, 0);
+    d->posted = 1;
+    nv_reg_write(d->doorbell, d->r.pa);
+}
+
+/* NV_VIP_SUCCESS if the descriptor is not the card's (completed, or not posted), NV_VIP_NOT_DONE
+ * while it is, NV_VIP_ERROR if it completed in error. */
+static TIMED uint32_t done(struct nv_pp_desc *d)
+{
+    if (!d->posted)
+        return NV_VIP_SUCCESS;
     nv_host_sync();
-    uint32_t status = nv_host_read32(pp->cfg.desc + offset + NV_DESC_CONTROL_STATUS_OFFSET);
+    uint32_t status = nv_host_read32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET);
     if (!(status & NV_DESC_CONTROL_STATUS_DONE_MASK))
-        return 0;
+        return NV_VIP_NOT_DONE;
+    d->posted = 0;
     if (status & NV_DESC_STATUS_ERROR_MASK) {
         nv_log("pushpull: descriptor completed with status 0x%08lx\n", (unsigned long)status);
         return NV_VIP_ERROR;
     }
-    return 1;
+    return NV_VIP_SUCCESS;
 }
 
-static TIMED int expired(const struct nv_pp *pp, uint32_t start)
+/* A wait's timeout: the clock is read at the first poll that fails and every CLOCK_POLLS after. */
+struct wait {
+    uint32_t polls, start;
+};
+
+static TIMED int expired(const struct nv_pp *pp, struct wait *w)
 {
-    return nv_card_cycles32() - start > pp->timeout_cycles;
+    if (w->polls++ % CLOCK_POLLS)
+        return 0;
+    uint32_t now = nv_card_cycles32();
+    if (w->polls == 1)
+        w->start = now;
+    return now - w->start > pp->timeout_cycles;
 }
 
-/* Reap send descriptors, in order, until `count` have completed. */
-static TIMED uint32_t reap_sends(struct nv_pp *pp, uint32_t count)
+static TIMED uint32_t wait_done(struct nv_pp *pp, struct nv_pp_desc *d)
 {
-    uint32_t start = nv_card_cycles32();
-    while ((int32_t)(count - pp->sends_reaped) > 0) {
-        uint32_t d = done(pp, SEND_DESC(pp->sends_reaped));
-        if (d == 1)
-            pp->sends_reaped++;
-        else if (d != 0)
-            return d;
-        else if (expired(pp, start))
+    struct wait w = {0, 0};
+    for (;;) {
+        uint32_t r = done(d);
+        if (r != NV_VIP_NOT_DONE)
+            return r;
+        if (expired(pp, &w))
             return NV_VIP_TIMEOUT;
     }
-    return NV_VIP_SUCCESS;
-}
-
-/* Post a send-queue descriptor; its number in *index. */
-static TIMED uint32_t post_send(struct nv_pp *pp, const struct desc *d, uint32_t *index)
-{
-    if (pp->sends_posted - pp->sends_reaped >= NV_PP_SEND_DESCS)
-        CHECK(reap_sends(pp, pp->sends_reaped + 1));
-    *index = pp->sends_posted++;
-    post(pp, 1, SEND_DESC(*index), d);
-    return NV_VIP_SUCCESS;
 }
 
 static TIMED uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
@@ -228,49 +277,62 @@ static TIMED uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
     return pp->cfg.area.va + offset;
 }
 
+static TIMED uint32_t slot_offset(unsigned slot)
+{
+    return NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES;
+}
+
 /* --- pushed-buffer slots and incoming messages ---------------------------------------------- */
 
 static TIMED void post_slot(struct nv_pp *pp, unsigned slot)
 {
-    struct desc d = {
-        .op = NV_CONTROL_OP_SENDRECV,
-        .nsegs = 1,
-        .segs = {{area_va(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES), pp->cfg.area_handle, NV_PP_SLOT_BYTES}}};
-    post(pp, 0, RECV_DESC(slot), &d);
+    post(&pp->slot[slot]);
     pp->posted[(pp->posted_head + pp->posted_count) % NV_PP_SLOTS] = (uint8_t)slot;
     pp->posted_count++;
 }
 
-static TIMED void read_header(const struct nv_pp *pp, unsigned slot, uint32_t w[8])
+/* Read the header words that hold a field into `h`, the slot's copy. */
+static TIMED void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned bytes)
 {
-    uint32_t at = area_pa(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES);
-    for (unsigned i = 0; i < NV_PP_HEADER_SIZE / 4; i++)
-        w[i] = nv_host_read32(at + 4 * i);
+    for (unsigned i = offset / 4; i <= (offset + bytes - 1) / 4; i++)
+        h[i] = nv_host_read32(at + 4 * i);
 }
 
 /* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
- * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv. */
+ * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv with the header
+ * words it needs read. */
 static TIMED uint32_t poll_incoming(struct nv_pp *pp)
 {
     if (pp->posted_count == 0)
         return NV_VIP_SUCCESS;
     unsigned slot = pp->posted[pp->posted_head];
-    uint32_t d = done(pp, RECV_DESC(slot));
-    if (d != 1)
-        return d;
+    uint32_t d = done(&pp->slot[slot]);
+    if (d != NV_VIP_SUCCESS)
+        return d == NV_VIP_NOT_DONE ? NV_VIP_SUCCESS : d;
     pp->posted_head = (pp->posted_head + 1) % NV_PP_SLOTS;
     pp->posted_count--;
-    uint32_t w[8];
-    read_header(pp, slot, w);
-    pp->credits += (uint32_t)get_field(w, HDR(CREDITS));
-    uint32_t kind = (uint32_t)get_field(w, HDR(KIND));
+    uint32_t at = area_pa(pp, slot_offset(slot)), *h = pp->header[slot];
+    fetch(h, at, HDR(KIND)); /* with FLAGS and CREDITS */
+    pp->credits += (uint32_t)get_field(h, HDR(CREDITS));
+    uint32_t kind = (uint32_t)get_field(h, HDR(KIND));
     if (kind == NV_PP_KIND_DATA) {
+        fetch(h, at, HDR(LENGTH));
+        fetch(h, at, HDR(SENT_CYCLES));
+        if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_PULL_MASK) {
+            fetch(h, at, HDR(PUSHED));
+            fetch(h, at, HDR(SEQ));
+            fetch(h, at, HDR(PULL_VA));
+            fetch(h, at, HDR(PULL_HANDLE));
+        } else {
+            h[NV_PP_HEADER_PUSHED_OFFSET / 4] = h[NV_PP_HEADER_LENGTH_OFFSET / 4];
+        }
         pp->arrived[(pp->arrived_head + pp->arrived_count) % NV_PP_SLOTS] = (uint8_t)slot;
         pp->arrived_count++;
         return NV_VIP_SUCCESS;
     }
     if (kind == NV_PP_KIND_ACK) {
-        uint32_t seq = (uint32_t)get_field(w, HDR(SEQ));
+        fetch(h, at, HDR(SEQ));
+        uint32_t seq = (uint32_t)get_field(h, HDR(SEQ));
         if ((int32_t)(seq - pp->acked_seq) > 0)
             pp->acked_seq = seq;
     } else if (kind != NV_PP_KIND_CREDIT) {
@@ -284,33 +346,27 @@ static TIMED uint32_t poll_incoming(struct nv_pp *pp)
 /* Wait until the peer has a slot for us. */
 static TIMED uint32_t wait_credit(struct nv_pp *pp)
 {
-    uint32_t start = nv_card_cycles32();
+    struct wait w = {0, 0};
     if (pp->credits == 0)
         pp->stats.credit_waits++;
     while (pp->credits == 0) {
         CHECK(poll_incoming(pp));
-        if (expired(pp, start))
+        if (expired(pp, &w))
             return NV_VIP_TIMEOUT;
     }
     return NV_VIP_SUCCESS;
 }
 
-/* An ACK (for `seq`) or a CREDIT message: a header only, from the ack header area. */
-static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq, uint32_t *index)
+/* An ACK (for `seq`) or a CREDIT message: a header only. */
+static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
 {
-    CHECK(reap_sends(pp, pp->ack_user));
+    struct nv_pp_desc *d = &pp->send[NV_PP_SEND_CONTROL];
+    CHECK(wait_done(pp, d)); /* its header's last message has left */
     CHECK(wait_credit(pp));
-    uint32_t w[8] = {0};
-    put_field(w, HDR(KIND), kind);
-    put_field(w, HDR(CREDITS), pp->owed);
-    put_field(w, HDR(SEQ), seq);
-    uint32_t at = NV_PP_AREA_HEADERS + NV_PP_HEADER_SIZE;
-    for (unsigned i = 0; i < 8; i++)
-        nv_host_write32(area_pa(pp, at) + 4 * i, w[i]);
-    struct desc d = {
-        .op = NV_CONTROL_OP_SENDRECV, .nsegs = 1, .segs = {{area_va(pp, at), pp->cfg.area_handle, NV_PP_HEADER_SIZE}}};
-    CHECK(post_send(pp, &d, index));
-    pp->ack_user = *index + 1;
+    set_field(&pp->control_header, HDR(KIND), kind);
+    set_field(&pp->control_header, HDR(CREDITS), pp->owed);
+    set_field(&pp->control_header, HDR(SEQ), seq);
+    post(d);
     pp->credits--;
     pp->owed = 0;
     return NV_VIP_SUCCESS;
@@ -366,6 +422,25 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     if (timeout_us > 20000000u)
         timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     pp->timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u);
+    const uint32_t bounce = NV_PP_AREA_BOUNCE, push = NV_PP_AREA_HEADERS, control = push + NV_PP_HEADER_SIZE;
+    for (unsigned i = 0; i < NV_PP_SLOTS; i++)
+        open_desc(pp, &pp->slot[i], RECV_DESC(i), 0, NV_CONTROL_OP_SENDRECV, 0, area_va(pp, slot_offset(i)),
+                  NV_PP_SLOT_BYTES);
+    const struct {
+        uint32_t op, flags, header;
+    } sends[NV_PP_SENDS] = {
+        [NV_PP_SEND_REGISTER] = {NV_CONTROL_OP_SENDRECV, NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK, bounce},
+        [NV_PP_SEND_BOUNCE] = {NV_CONTROL_OP_SENDRECV, 0, bounce},
+        [NV_PP_SEND_GATHER] = {NV_CONTROL_OP_SENDRECV, 0, push},
+        [NV_PP_SEND_CONTROL] = {NV_CONTROL_OP_SENDRECV, 0, control},
+        [NV_PP_SEND_READ] = {NV_CONTROL_OP_RDMA_READ, 0, 0},
+    };
+    for (unsigned i = 0; i < NV_PP_SENDS; i++)
+        open_desc(pp, &pp->send[i], SEND_DESC(i), 1, sends[i].op, sends[i].flags,
+                  sends[i].header ? area_va(pp, sends[i].header) : 0, sends[i].header ? NV_PP_HEADER_SIZE : 0);
+    clear_record(&pp->bounce_header, area_pa(pp, bounce), NV_PP_HEADER_SIZE / 4);
+    clear_record(&pp->gather_header, area_pa(pp, push), NV_PP_HEADER_SIZE / 4);
+    clear_record(&pp->control_header, area_pa(pp, control), NV_PP_HEADER_SIZE / 4);
     for (unsigned i = 0; i < NV_PP_SLOTS; i++)
         post_slot(pp, i);
     pp->open = 1;
@@ -380,84 +455,91 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     struct nv_pp_plan p;
     nv_pp_plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
     CHECK(wait_credit(pp));
-    uint32_t seq = ++pp->send_seq, handle = NO_HANDLE, index;
-    uint32_t w[8] = {0};
-    put_field(w, HDR(KIND), NV_PP_KIND_DATA);
-    put_field(w, HDR(SEQ), seq);
-    put_field(w, HDR(LENGTH), length);
-    put_field(w, HDR(PUSHED), p.pushed);
-    put_field(w, HDR(SENT_CYCLES), t0);
+    struct nv_pp_desc *d;
+    struct nv_pp_record *h;
+    if (p.path == NV_PP_PATH_GATHER) {
+        d = &pp->send[NV_PP_SEND_GATHER];
+        h = &pp->gather_header;
+        CHECK(wait_done(pp, d));
+    } else { /* the bounce slot's last push has left */
+        d = &pp->send[p.path == NV_PP_PATH_REGISTER ? NV_PP_SEND_REGISTER : NV_PP_SEND_BOUNCE];
+        h = &pp->bounce_header;
+        CHECK(wait_done(pp, &pp->send[NV_PP_SEND_REGISTER]));
+        CHECK(wait_done(pp, &pp->send[NV_PP_SEND_BOUNCE]));
+    }
+    uint32_t seq = ++pp->send_seq, handle = NO_HANDLE;
     if (p.send_translates) {
         uint32_t from = p.send_translates == 1 ? 0 : p.pushed;
         CHECK(translate(pp, at_offset(buf, from), length - from, NV_PP_AREA_SEND_PAGES,
                         NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK, &handle));
     }
-    if (p.pulled) {
-        put_field(w, HDR(PULL_VA), buf.va + p.pushed);
-        put_field(w, HDR(PULL_HANDLE), handle);
-    }
-    struct desc d = {.op = NV_CONTROL_OP_SENDRECV, .nsegs = 1};
-    uint32_t header = p.path == NV_PP_PATH_GATHER ? NV_PP_AREA_HEADERS : NV_PP_AREA_BOUNCE;
     if (p.path == NV_PP_PATH_GATHER) {
-        d.segs[0] = (struct seg){area_va(pp, header), pp->cfg.area_handle, NV_PP_HEADER_SIZE};
+        set_field(&d->r, CTRL(SEG_COUNT), p.pushed ? 2 : 1);
         if (p.pushed)
-            d.segs[d.nsegs++] = (struct seg){buf.va, handle, p.pushed};
+            set_segment(d, 1, buf.va, handle, p.pushed);
+    } else if (p.path == NV_PP_PATH_REGISTER) {
+        set_field(&d->r, CTRL(IMMEDIATE_DATA), read_bytes(buf.pa, length));
     } else {
-        CHECK(reap_sends(pp, pp->bounce_user)); /* the bounce slot's last push has left */
-        uint32_t bytes = 0;
-        if (p.path == NV_PP_PATH_REGISTER) {
-            uint32_t value = 0;
-            for (uint32_t i = 0; i < length; i++)
-                value |= (uint32_t)read_byte(buf.pa + i) << (8 * i);
-            d.immediate = value;
-            d.has_immediate = 1;
-            put_field(w, HDR(FLAGS), NV_PP_HEADER_FLAGS_REGISTER_MASK);
-        } else {
-            host_copy(area_pa(pp, header + NV_PP_HEADER_SIZE), buf.pa, p.pushed);
-            pp->stats.copied_bytes += p.pushed;
-            bytes = p.pushed;
-        }
-        d.segs[0] = (struct seg){area_va(pp, header), pp->cfg.area_handle, NV_PP_HEADER_SIZE + bytes};
+        host_copy(area_pa(pp, NV_PP_AREA_BOUNCE + NV_PP_HEADER_SIZE), buf.pa, p.pushed);
+        pp->stats.copied_bytes += p.pushed;
+        set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES,
+                  NV_PP_HEADER_SIZE + p.pushed);
     }
-    put_field(w, HDR(CREDITS), pp->owed);
-    for (unsigned i = 0; i < 8; i++)
-        nv_host_write32(area_pa(pp, header) + 4 * i, w[i]);
-    uint32_t r = post_send(pp, &d, &index);
-    if (r != NV_VIP_SUCCESS) {
-        untranslate(pp, &handle);
-        return r;
+    set_field(h, HDR(KIND), NV_PP_KIND_DATA);
+    set_field(h, HDR(FLAGS),
+              (p.path == NV_PP_PATH_REGISTER ? NV_PP_HEADER_FLAGS_REGISTER_MASK : 0) |
+                  (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0));
+    set_field(h, HDR(CREDITS), pp->owed);
+    set_field(h, HDR(SEQ), seq);
+    set_field(h, HDR(LENGTH), length);
+    set_field(h, HDR(PUSHED), p.pushed);
+    set_field(h, HDR(SENT_CYCLES), t0);
+    if (p.pulled) {
+        set_field(h, HDR(PULL_VA), buf.va + p.pushed);
+        set_field(h, HDR(PULL_HANDLE), handle);
     }
+    post(d);
     pp->credits--;
     pp->owed = 0;
+    uint32_t r = NV_VIP_SUCCESS;
     if (p.path == NV_PP_PATH_GATHER)
-        r = reap_sends(pp, index + 1); /* the push gathered from the user buffer */
-    else
-        pp->bounce_user = index + 1;
-    uint32_t start = nv_card_cycles32();
+        r = wait_done(pp, d); /* the push gathered from the user buffer */
+    struct wait w = {0, 0};
     while (r == NV_VIP_SUCCESS && p.pulled && (int32_t)(seq - pp->acked_seq) > 0) {
         r = poll_incoming(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, start))
+        if (r == NV_VIP_SUCCESS && expired(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
     untranslate(pp, &handle);
     return r;
 }
 
-/* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again;
- * a receiver that owes most of its slots tells its peer (it may be sending only). */
-static TIMED uint32_t take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *w, struct nv_pp_buf buf)
+/* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again. */
+static TIMED void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
 {
-    uint32_t pushed = (uint32_t)get_field(w, HDR(PUSHED));
-    if (get_field(w, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
-        uint32_t value = nv_host_read32(pp->cfg.desc + RECV_DESC(slot) + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET);
-        for (uint32_t i = 0; i < pushed; i++)
-            write_byte(buf.pa + i, (uint8_t)(value >> (8 * i)));
+    uint32_t pushed = (uint32_t)get_field(h, HDR(PUSHED));
+    if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
+        write_bytes(buf.pa, nv_host_read32(pp->slot[slot].r.pa + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET), pushed);
     } else {
-        host_copy(buf.pa, area_pa(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES + NV_PP_HEADER_SIZE), pushed);
+        host_copy(buf.pa, area_pa(pp, slot_offset(slot) + NV_PP_HEADER_SIZE), pushed);
         pp->stats.copied_bytes += pushed;
     }
     post_slot(pp, slot);
     pp->owed++;
+}
+
+/* Pull a message's part beyond `pushed` into the user buffer (translated as `handle`). */
+static TIMED uint32_t post_pull(struct nv_pp *pp, const uint32_t *h, struct nv_pp_buf buf, uint32_t pushed,
+                                uint32_t pulled, uint32_t handle)
+{
+    struct nv_pp_desc *d = &pp->send[NV_PP_SEND_READ];
+    CHECK(wait_done(pp, d));
+    set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES,
+              get_field(h, HDR(PULL_VA)));
+    set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES,
+              get_field(h, HDR(PULL_HANDLE)));
+    set_segment(d, 0, buf.va + pushed, handle, pulled);
+    post(d);
     return NV_VIP_SUCCESS;
 }
 
@@ -472,10 +554,10 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         early_from = pp->cfg.threshold;
         CHECK(translate(pp, at_offset(buf, early_from), capacity - early_from, NV_PP_AREA_RECV_PAGES, 0, &handle));
     }
-    uint32_t start = nv_card_cycles32();
+    struct wait w = {0, 0};
     while (r == NV_VIP_SUCCESS && pp->arrived_count == 0) {
         r = poll_incoming(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, start))
+        if (r == NV_VIP_SUCCESS && expired(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
     if (r != NV_VIP_SUCCESS) {
@@ -485,12 +567,12 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
     unsigned slot = pp->arrived[pp->arrived_head];
     pp->arrived_head = (pp->arrived_head + 1) % NV_PP_SLOTS;
     pp->arrived_count--;
-    uint32_t w[8];
-    read_header(pp, slot, w);
-    uint32_t len = (uint32_t)get_field(w, HDR(LENGTH)), pushed = (uint32_t)get_field(w, HDR(PUSHED));
-    uint32_t seq = (uint32_t)get_field(w, HDR(SEQ)), sent = (uint32_t)get_field(w, HDR(SENT_CYCLES));
+    const uint32_t *h = pp->header[slot];
+    uint32_t len = (uint32_t)get_field(h, HDR(LENGTH)), pushed = (uint32_t)get_field(h, HDR(PUSHED));
+    uint32_t sent = (uint32_t)get_field(h, HDR(SENT_CYCLES));
     if (pushed > len || pushed > NV_PP_MAX_PUSH || len > capacity) {
-        nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n", (unsigned long)seq,
+        nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n",
+               (unsigned long)nv_host_read32(area_pa(pp, slot_offset(slot) + NV_PP_HEADER_SEQ_OFFSET)),
                (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
         post_slot(pp, slot);
         pp->owed++;
@@ -502,54 +584,48 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         untranslate(pp, &handle); /* original, or the sender pushed a different amount */
         CHECK(translate(pp, at_offset(buf, pushed), pulled, NV_PP_AREA_RECV_PAGES, 0, &handle));
     }
-    struct desc read = {.op = NV_CONTROL_OP_RDMA_READ,
-                        .rdma = 1,
-                        .nsegs = 1,
-                        .remote_va = get_field(w, HDR(PULL_VA)),
-                        .remote_handle = (uint32_t)get_field(w, HDR(PULL_HANDLE)),
-                        .segs = {{buf.va + pushed, handle, pulled}}};
-    uint32_t read_index = 0, ack_index = 0;
     if (!pulled) {
-        r = take_pushed(pp, slot, w, buf);
+        take_pushed(pp, slot, h, buf);
     } else if (advanced) {
         /* Send/ack overlap: the ACK waits behind the read in the engine, not in this CPU. */
-        r = reap_sends(pp, pp->ack_user);
+        r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
         if (r == NV_VIP_SUCCESS)
             r = wait_credit(pp);
         if (r == NV_VIP_SUCCESS)
-            r = post_send(pp, &read, &read_index);
+            r = post_pull(pp, h, buf, pushed, pulled, handle);
         if (r == NV_VIP_SUCCESS)
-            r = send_control(pp, NV_PP_KIND_ACK, seq, &ack_index);
-        if (r == NV_VIP_SUCCESS)
-            r = take_pushed(pp, slot, w, buf); /* while the pull is on the wire */
-        if (r == NV_VIP_SUCCESS)
-            r = reap_sends(pp, read_index + 1);
+            r = send_control(pp, NV_PP_KIND_ACK, (uint32_t)get_field(h, HDR(SEQ)));
+        if (r == NV_VIP_SUCCESS) {
+            take_pushed(pp, slot, h, buf); /* while the pull is on the wire */
+            r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
+        }
         pp->stats.pulls++;
     } else {
-        r = take_pushed(pp, slot, w, buf);
+        take_pushed(pp, slot, h, buf);
+        r = post_pull(pp, h, buf, pushed, pulled, handle);
         if (r == NV_VIP_SUCCESS)
-            r = post_send(pp, &read, &read_index);
+            r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
         if (r == NV_VIP_SUCCESS)
-            r = reap_sends(pp, read_index + 1);
+            r = send_control(pp, NV_PP_KIND_ACK, (uint32_t)get_field(h, HDR(SEQ)));
         if (r == NV_VIP_SUCCESS)
-            r = send_control(pp, NV_PP_KIND_ACK, seq, &ack_index);
-        if (r == NV_VIP_SUCCESS)
-            r = reap_sends(pp, ack_index + 1);
+            r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
         pp->stats.pulls++;
     }
     untranslate(pp, &handle);
     CHECK(r);
     pp->stats.one_way_cycles += nv_card_cycles32() - sent;
     pp->stats.one_ways++;
-    if (pp->owed >= NV_PP_SLOTS - 1)
-        CHECK(send_control(pp, NV_PP_KIND_CREDIT, 0, &ack_index));
+    if (pp->owed >= NV_PP_SLOTS - 1) /* a receiver that owes most of its slots tells its peer */
+        CHECK(send_control(pp, NV_PP_KIND_CREDIT, 0));
     *length = len;
     return NV_VIP_SUCCESS;
 }
 
 TIMED uint32_t nv_pp_drain(struct nv_pp *pp)
 {
-    return reap_sends(pp, pp->sends_posted);
+    for (unsigned i = 0; i < NV_PP_SENDS; i++)
+        CHECK(wait_done(pp, &pp->send[i]));
+    return NV_VIP_SUCCESS;
 }
 
 /* --- the benchmark agent's push-pull ping-pong --------------------------------------------- */
@@ -565,12 +641,7 @@ static TIMED uint32_t pattern_word(uint32_t message, uint32_t sender, uint32_t k
 static TIMED void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     for (uint32_t k = 0; k < size; k += 4) {
-        uint32_t word = pattern_word(message, sender, k);
-        if (size - k >= 4)
-            nv_host_write32(buf.pa + k, word);
-        else
-            for (uint32_t b = 0; k + b < size; b++)
-                write_byte(buf.pa + k + b, (uint8_t)(word >> (8 * b)));
+        write_bytes(buf.pa + k, pattern_word(message, sender, k), size - k < 4 ? size - k : 4);
     }
 }
 
@@ -592,8 +663,7 @@ static TIMED void scribble(struct nv_pp_buf buf, uint32_t size)
 {
     for (uint32_t k = 0; k + 4 <= size; k += 4)
         nv_host_write32(buf.pa + k, 0xa5a5a5a5u);
-    for (uint32_t k = size & ~3u; k < size; k++)
-        write_byte(buf.pa + k, 0xa5);
+    write_bytes(buf.pa + (size & ~3u), 0xa5a5a5a5u, size & 3u);
 }
 
 static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,

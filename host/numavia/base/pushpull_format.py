@@ -50,6 +50,13 @@ HEADER = ByteStruct(
             "flags",
             bits=(
                 Bits("REGISTER", 0, 1, "early-message register path: the bytes are the descriptor's immediate data"),
+                Bits(
+                    "PULL",
+                    1,
+                    1,
+                    "a pulled part follows (PUSHED < LENGTH, named by PULL_VA and PULL_HANDLE); without it the "
+                    "receiver takes PUSHED as LENGTH and reads neither",
+                ),
             ),
         ),
         Field("CREDITS", 2, 2, "pushed-buffer slots the sender re-posted since its last message"),
