@@ -54,6 +54,12 @@
 /* A message's path, kept together in the image (numavia/platform.h): the benchmark times it. */
 #define TIMED NV_TIMED(pushpull)
 #define TIMED_LOOP NV_TIMED_ENTRY(pushpull)
+/* The group is larger than the instruction cache: what a small message does not run (long
+ * messages, translation, refusals, the benchmark's checking) is kept out of line, so that the path
+ * of a small message is short and does not evict itself. */
+#define RARE NV_TIMED(pushpull) __attribute__((noinline, cold))
+#define HOT NV_TIMED(pushpull) __attribute__((always_inline))
+#define WORD(field) (NV_PP_HEADER_##field##_OFFSET / 4)
 
 /* Records (descriptors, headers) are little-endian with every field inside one 32-bit word, or
  * two whole words for 8-byte addresses (checked below), so fields are set with word operations:
@@ -70,13 +76,15 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
                    FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
                    NV_DESC_DATA_SIZE % 4 == 0,
                "descriptor fields must sit inside words");
-/* The receiver reads a header's first word once for KIND, FLAGS and CREDITS; a message without
- * a pulled part has PUSHED = LENGTH, taken from LENGTH's word. */
-_Static_assert(NV_PP_HEADER_KIND_OFFSET / 4 == 0 && NV_PP_HEADER_FLAGS_OFFSET / 4 == 0 &&
-                   NV_PP_HEADER_CREDITS_OFFSET / 4 == 0 && NV_PP_HEADER_LENGTH_OFFSET % 4 == 0 &&
-                   NV_PP_HEADER_LENGTH_BYTES == 4 && NV_PP_HEADER_PUSHED_OFFSET % 4 == 0 &&
-                   NV_PP_HEADER_PUSHED_BYTES == 4,
-               "push-pull header words as the receiver reads them");
+/* A header's first word holds KIND, FLAGS and CREDITS (set and read at once); SEQ, LENGTH,
+ * PUSHED, PULL_HANDLE and SENT_CYCLES are whole words (a message without a pulled part has PUSHED
+ * = LENGTH, taken from LENGTH's word); so is a data segment's LENGTH. */
+#define WHOLE(prefix) (prefix##_OFFSET % 4 == 0 && prefix##_BYTES == 4)
+_Static_assert(WORD(KIND) == 0 && WORD(FLAGS) == 0 && WORD(CREDITS) == 0 && NV_PP_SLOTS < 256 &&
+                   WHOLE(NV_PP_HEADER_SEQ) && WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) &&
+                   WHOLE(NV_PP_HEADER_PULL_HANDLE) && WHOLE(NV_PP_HEADER_SENT_CYCLES) &&
+                   WHOLE(NV_DESC_DATA_LENGTH) && WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
+               "push-pull header words as the library sets and reads them");
 _Static_assert(4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + 2 * NV_DESC_DATA_SIZE &&
                    4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_SIZE + NV_DESC_DATA_SIZE &&
                    4 * NV_PP_RECORD_WORDS >= NV_PP_HEADER_SIZE && 4 * NV_PP_RECORD_WORDS <= DESC_BYTES,
@@ -162,7 +170,7 @@ static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
 
 /* --- records: descriptors and headers in host memory, written where they change ------------- */
 
-static inline TIMED void set_word(struct nv_pp_record *r, unsigned i, uint32_t value)
+static inline HOT void set_word(struct nv_pp_record *r, unsigned i, uint32_t value)
 {
     if (r->words[i] != value) {
         r->words[i] = value;
@@ -180,6 +188,13 @@ static inline TIMED void set_field(struct nv_pp_record *r, unsigned offset, unsi
     unsigned shift = 8 * (offset % 4);
     uint32_t mask = (bytes == 4 ? 0xffffffffu : (1u << (8 * bytes)) - 1u) << shift;
     set_word(r, offset / 4, (r->words[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask));
+}
+
+/* A header's first word. */
+static inline HOT uint32_t first_word(uint32_t kind, uint32_t flags, uint32_t credits)
+{
+    return kind << 8 * NV_PP_HEADER_KIND_OFFSET | flags << 8 * NV_PP_HEADER_FLAGS_OFFSET |
+           credits << 8 * NV_PP_HEADER_CREDITS_OFFSET;
 }
 
 /* Make `r` the record at `pa`, `words` long, all zero in host memory as in `r`. */
@@ -215,7 +230,7 @@ static void open_desc(struct nv_pp *pp, struct nv_pp_desc *d, uint32_t offset, i
 }
 
 /* Hand the descriptor to the card: its STATUS (the card's DONE must be new) and the doorbell. */
-static inline TIMED void post(struct nv_pp_desc *d)
+static inline HOT void post(struct nv_pp_desc *d)
 {
     nv_host_write32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET, 0);
     d->posted = 1;
@@ -358,14 +373,13 @@ static TIMED uint32_t wait_credit(struct nv_pp *pp)
 }
 
 /* An ACK (for `seq`) or a CREDIT message: a header only. */
-static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
+static RARE uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
 {
     struct nv_pp_desc *d = &pp->send[NV_PP_SEND_CONTROL];
     CHECK(wait_done(pp, d)); /* its header's last message has left */
     CHECK(wait_credit(pp));
-    set_field(&pp->control_header, HDR(KIND), kind);
-    set_field(&pp->control_header, HDR(CREDITS), pp->owed);
-    set_field(&pp->control_header, HDR(SEQ), seq);
+    set_word(&pp->control_header, 0, first_word(kind, 0, pp->owed));
+    set_word(&pp->control_header, WORD(SEQ), seq);
     post(d);
     pp->credits--;
     pp->owed = 0;
@@ -374,7 +388,7 @@ static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq
 
 /* --- translation: a user range into the card's ATT ------------------------------------------- */
 
-static TIMED uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
+static RARE uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
                                 uint32_t attributes, uint32_t *handle)
 {
     *handle = NO_HANDLE;
@@ -447,6 +461,47 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     return NV_VIP_SUCCESS;
 }
 
+/* What a push has beyond a small advanced message's: the translation of what the peer pulls (or,
+ * original, of the whole buffer the push gathers from), the gathered segment, the pull fields. */
+static RARE uint32_t prepare_translated(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length,
+                                        const struct nv_pp_plan *p, struct nv_pp_desc *d, struct nv_pp_record *h,
+                                        uint32_t *handle)
+{
+    if (p->send_translates) {
+        uint32_t from = p->send_translates == 1 ? 0 : p->pushed;
+        CHECK(translate(pp, at_offset(buf, from), length - from, NV_PP_AREA_SEND_PAGES,
+                        NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK, handle));
+    }
+    if (p->path == NV_PP_PATH_GATHER) {
+        set_field(&d->r, CTRL(SEG_COUNT), p->pushed ? 2 : 1);
+        if (p->pushed)
+            set_segment(d, 1, buf.va, *handle, p->pushed);
+    }
+    if (p->pulled) {
+        set_field(h, HDR(PULL_VA), buf.va + p->pushed);
+        set_word(h, WORD(PULL_HANDLE), *handle);
+    }
+    return NV_VIP_SUCCESS;
+}
+
+/* After such a push: wait until the user buffer is free again (the gathering push done, the pull
+ * acknowledged) and drop its translation. */
+static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, const struct nv_pp_plan *p,
+                                       uint32_t seq, uint32_t *handle)
+{
+    uint32_t r = NV_VIP_SUCCESS;
+    if (p->path == NV_PP_PATH_GATHER)
+        r = wait_done(pp, d);
+    struct wait w = {0, 0};
+    while (r == NV_VIP_SUCCESS && p->pulled && (int32_t)(seq - pp->acked_seq) > 0) {
+        r = poll_incoming(pp);
+        if (r == NV_VIP_SUCCESS && expired(pp, &w))
+            r = NV_VIP_TIMEOUT;
+    }
+    untranslate(pp, handle);
+    return r;
+}
+
 TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
 {
     uint32_t t0 = nv_card_cycles32();
@@ -468,50 +523,27 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         CHECK(wait_done(pp, &pp->send[NV_PP_SEND_BOUNCE]));
     }
     uint32_t seq = ++pp->send_seq, handle = NO_HANDLE;
-    if (p.send_translates) {
-        uint32_t from = p.send_translates == 1 ? 0 : p.pushed;
-        CHECK(translate(pp, at_offset(buf, from), length - from, NV_PP_AREA_SEND_PAGES,
-                        NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK, &handle));
-    }
-    if (p.path == NV_PP_PATH_GATHER) {
-        set_field(&d->r, CTRL(SEG_COUNT), p.pushed ? 2 : 1);
-        if (p.pushed)
-            set_segment(d, 1, buf.va, handle, p.pushed);
-    } else if (p.path == NV_PP_PATH_REGISTER) {
-        set_field(&d->r, CTRL(IMMEDIATE_DATA), read_bytes(buf.pa, length));
-    } else {
+    int translated = p.path == NV_PP_PATH_GATHER || p.pulled;
+    if (translated)
+        CHECK(prepare_translated(pp, buf, length, &p, d, h, &handle));
+    if (p.path == NV_PP_PATH_REGISTER) {
+        set_word(&d->r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET / 4, read_bytes(buf.pa, length));
+    } else if (p.path == NV_PP_PATH_BOUNCE) {
         host_copy(area_pa(pp, NV_PP_AREA_BOUNCE + NV_PP_HEADER_SIZE), buf.pa, p.pushed);
         pp->stats.copied_bytes += p.pushed;
-        set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES,
-                  NV_PP_HEADER_SIZE + p.pushed);
+        set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4, NV_PP_HEADER_SIZE + p.pushed);
     }
-    set_field(h, HDR(KIND), NV_PP_KIND_DATA);
-    set_field(h, HDR(FLAGS),
-              (p.path == NV_PP_PATH_REGISTER ? NV_PP_HEADER_FLAGS_REGISTER_MASK : 0) |
-                  (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0));
-    set_field(h, HDR(CREDITS), pp->owed);
-    set_field(h, HDR(SEQ), seq);
-    set_field(h, HDR(LENGTH), length);
-    set_field(h, HDR(PUSHED), p.pushed);
-    set_field(h, HDR(SENT_CYCLES), t0);
-    if (p.pulled) {
-        set_field(h, HDR(PULL_VA), buf.va + p.pushed);
-        set_field(h, HDR(PULL_HANDLE), handle);
-    }
+    uint32_t flags = (p.path == NV_PP_PATH_REGISTER ? NV_PP_HEADER_FLAGS_REGISTER_MASK : 0) |
+                     (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0);
+    set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed));
+    set_word(h, WORD(SEQ), seq);
+    set_word(h, WORD(LENGTH), length);
+    set_word(h, WORD(PUSHED), p.pushed);
+    set_word(h, WORD(SENT_CYCLES), t0);
     post(d);
     pp->credits--;
     pp->owed = 0;
-    uint32_t r = NV_VIP_SUCCESS;
-    if (p.path == NV_PP_PATH_GATHER)
-        r = wait_done(pp, d); /* the push gathered from the user buffer */
-    struct wait w = {0, 0};
-    while (r == NV_VIP_SUCCESS && p.pulled && (int32_t)(seq - pp->acked_seq) > 0) {
-        r = poll_incoming(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, &w))
-            r = NV_VIP_TIMEOUT;
-    }
-    untranslate(pp, &handle);
-    return r;
+    return translated ? finish_translated(pp, d, &p, seq, &handle) : NV_VIP_SUCCESS;
 }
 
 /* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again. */
@@ -529,8 +561,8 @@ static TIMED void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h
 }
 
 /* Pull a message's part beyond `pushed` into the user buffer (translated as `handle`). */
-static TIMED uint32_t post_pull(struct nv_pp *pp, const uint32_t *h, struct nv_pp_buf buf, uint32_t pushed,
-                                uint32_t pulled, uint32_t handle)
+static RARE uint32_t post_pull(struct nv_pp *pp, const uint32_t *h, struct nv_pp_buf buf, uint32_t pushed,
+                               uint32_t pulled, uint32_t handle)
 {
     struct nv_pp_desc *d = &pp->send[NV_PP_SEND_READ];
     CHECK(wait_done(pp, d));
@@ -543,13 +575,62 @@ static TIMED uint32_t post_pull(struct nv_pp *pp, const uint32_t *h, struct nv_p
     return NV_VIP_SUCCESS;
 }
 
+/* A message with a pulled part: translate the destination unless the receive did (`handle`, from
+ * `early_from`), take the pushed part, pull the rest and acknowledge it, as the scheme says. */
+static RARE uint32_t receive_pulled(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf,
+                                    uint32_t early_from, uint32_t *handle)
+{
+    uint32_t len = (uint32_t)get_field(h, HDR(LENGTH)), pushed = (uint32_t)get_field(h, HDR(PUSHED));
+    uint32_t pulled = len - pushed, seq = (uint32_t)get_field(h, HDR(SEQ)), r;
+    if (*handle == NO_HANDLE || pushed != early_from) {
+        untranslate(pp, handle); /* original, or the sender pushed a different amount */
+        CHECK(translate(pp, at_offset(buf, pushed), pulled, NV_PP_AREA_RECV_PAGES, 0, handle));
+    }
+    pp->stats.pulls++;
+    if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED) {
+        /* Send/ack overlap: the ACK waits behind the read in the engine, not in this CPU. */
+        r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
+        if (r == NV_VIP_SUCCESS)
+            r = wait_credit(pp);
+        if (r == NV_VIP_SUCCESS)
+            r = post_pull(pp, h, buf, pushed, pulled, *handle);
+        if (r == NV_VIP_SUCCESS)
+            r = send_control(pp, NV_PP_KIND_ACK, seq);
+        if (r == NV_VIP_SUCCESS) {
+            take_pushed(pp, slot, h, buf); /* while the pull is on the wire */
+            r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
+        }
+        return r;
+    }
+    take_pushed(pp, slot, h, buf);
+    r = post_pull(pp, h, buf, pushed, pulled, *handle);
+    if (r == NV_VIP_SUCCESS)
+        r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
+    if (r == NV_VIP_SUCCESS)
+        r = send_control(pp, NV_PP_KIND_ACK, seq);
+    if (r == NV_VIP_SUCCESS)
+        r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
+    return r;
+}
+
+/* A message that does not fit the receive (or claims more pushed than it has): its slot is posted
+ * again, the message dropped. */
+static RARE uint32_t refuse(struct nv_pp *pp, unsigned slot, uint32_t len, uint32_t pushed, uint32_t capacity)
+{
+    nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n",
+           (unsigned long)nv_host_read32(area_pa(pp, slot_offset(slot) + NV_PP_HEADER_SEQ_OFFSET)),
+           (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
+    post_slot(pp, slot);
+    pp->owed++;
+    return NV_VIP_INVALID_PARAMETER;
+}
+
 TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
 {
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
-    int advanced = pp->cfg.scheme == NV_PP_SCHEME_ADVANCED;
     uint32_t handle = NO_HANDLE, early_from = 0, r = NV_VIP_SUCCESS;
-    if (advanced && capacity > pp->cfg.threshold) {
+    if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED && capacity > pp->cfg.threshold) {
         /* Masking: translate what a long message will pull while its push is on its way. */
         early_from = pp->cfg.threshold;
         CHECK(translate(pp, at_offset(buf, early_from), capacity - early_from, NV_PP_AREA_RECV_PAGES, 0, &handle));
@@ -560,64 +641,28 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         if (r == NV_VIP_SUCCESS && expired(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
-    if (r != NV_VIP_SUCCESS) {
-        untranslate(pp, &handle);
-        return r;
-    }
-    unsigned slot = pp->arrived[pp->arrived_head];
-    pp->arrived_head = (pp->arrived_head + 1) % NV_PP_SLOTS;
-    pp->arrived_count--;
-    const uint32_t *h = pp->header[slot];
-    uint32_t len = (uint32_t)get_field(h, HDR(LENGTH)), pushed = (uint32_t)get_field(h, HDR(PUSHED));
-    uint32_t sent = (uint32_t)get_field(h, HDR(SENT_CYCLES));
-    if (pushed > len || pushed > NV_PP_MAX_PUSH || len > capacity) {
-        nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n",
-               (unsigned long)nv_host_read32(area_pa(pp, slot_offset(slot) + NV_PP_HEADER_SEQ_OFFSET)),
-               (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
-        post_slot(pp, slot);
-        pp->owed++;
-        untranslate(pp, &handle);
-        return NV_VIP_INVALID_PARAMETER;
-    }
-    uint32_t pulled = len - pushed;
-    if (pulled && (handle == NO_HANDLE || pushed != early_from)) {
-        untranslate(pp, &handle); /* original, or the sender pushed a different amount */
-        CHECK(translate(pp, at_offset(buf, pushed), pulled, NV_PP_AREA_RECV_PAGES, 0, &handle));
-    }
-    if (!pulled) {
-        take_pushed(pp, slot, h, buf);
-    } else if (advanced) {
-        /* Send/ack overlap: the ACK waits behind the read in the engine, not in this CPU. */
-        r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
-        if (r == NV_VIP_SUCCESS)
-            r = wait_credit(pp);
-        if (r == NV_VIP_SUCCESS)
-            r = post_pull(pp, h, buf, pushed, pulled, handle);
-        if (r == NV_VIP_SUCCESS)
-            r = send_control(pp, NV_PP_KIND_ACK, (uint32_t)get_field(h, HDR(SEQ)));
+    if (r == NV_VIP_SUCCESS) {
+        unsigned slot = pp->arrived[pp->arrived_head];
+        pp->arrived_head = (pp->arrived_head + 1) % NV_PP_SLOTS;
+        pp->arrived_count--;
+        const uint32_t *h = pp->header[slot];
+        uint32_t len = (uint32_t)get_field(h, HDR(LENGTH)), pushed = (uint32_t)get_field(h, HDR(PUSHED));
+        if (pushed > len || pushed > NV_PP_MAX_PUSH || len > capacity)
+            r = refuse(pp, slot, len, pushed, capacity);
+        else if (pushed != len)
+            r = receive_pulled(pp, slot, h, buf, early_from, &handle);
+        else
+            take_pushed(pp, slot, h, buf);
         if (r == NV_VIP_SUCCESS) {
-            take_pushed(pp, slot, h, buf); /* while the pull is on the wire */
-            r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
+            pp->stats.one_way_cycles += nv_card_cycles32() - (uint32_t)get_field(h, HDR(SENT_CYCLES));
+            pp->stats.one_ways++;
+            *length = len;
         }
-        pp->stats.pulls++;
-    } else {
-        take_pushed(pp, slot, h, buf);
-        r = post_pull(pp, h, buf, pushed, pulled, handle);
-        if (r == NV_VIP_SUCCESS)
-            r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
-        if (r == NV_VIP_SUCCESS)
-            r = send_control(pp, NV_PP_KIND_ACK, (uint32_t)get_field(h, HDR(SEQ)));
-        if (r == NV_VIP_SUCCESS)
-            r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
-        pp->stats.pulls++;
     }
     untranslate(pp, &handle);
     CHECK(r);
-    pp->stats.one_way_cycles += nv_card_cycles32() - sent;
-    pp->stats.one_ways++;
     if (pp->owed >= NV_PP_SLOTS - 1) /* a receiver that owes most of its slots tells its peer */
         CHECK(send_control(pp, NV_PP_KIND_CREDIT, 0));
-    *length = len;
     return NV_VIP_SUCCESS;
 }
 
@@ -638,7 +683,7 @@ static TIMED uint32_t pattern_word(uint32_t message, uint32_t sender, uint32_t k
     return (x & 0xffu) | ((x + 7u) & 0xffu) << 8 | ((x + 14u) & 0xffu) << 16 | (x + 21u) << 24;
 }
 
-static TIMED void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
+static RARE void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     for (uint32_t k = 0; k < size; k += 4) {
         write_bytes(buf.pa + k, pattern_word(message, sender, k), size - k < 4 ? size - k : 4);
@@ -646,7 +691,7 @@ static TIMED void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, ui
 }
 
 /* Bytes of the message that differ from the pattern (a word at a time: the buffer is aligned). */
-static TIMED uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
+static RARE uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     uint32_t bad = 0;
     nv_host_sync();
@@ -659,7 +704,7 @@ static TIMED uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t me
 }
 
 /* Scribble over the receive buffer so a message that did not arrive is not found there. */
-static TIMED void scribble(struct nv_pp_buf buf, uint32_t size)
+static RARE void scribble(struct nv_pp_buf buf, uint32_t size)
 {
     for (uint32_t k = 0; k + 4 <= size; k += 4)
         nv_host_write32(buf.pa + k, 0xa5a5a5a5u);
