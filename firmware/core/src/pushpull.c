@@ -98,7 +98,7 @@ static inline TIMED uint64_t get_field(const uint32_t *w, unsigned offset, unsig
     return bytes == 4 ? v : v & ((1u << (8 * bytes)) - 1u);
 }
 
-TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
+static inline HOT void plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
 {
     if (threshold > NV_PP_MAX_PUSH)
         threshold = NV_PP_MAX_PUSH;
@@ -117,10 +117,15 @@ TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, stru
     }
 }
 
+TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
+{
+    plan(scheme, threshold, length, p);
+}
+
 /* --- host memory ---------------------------------------------------------------------------- */
 
 /* The `n` (at most 4) bytes at `pa`, little-endian: one word read, two across a word boundary. */
-static TIMED uint32_t read_bytes(uint32_t pa, uint32_t n)
+static inline HOT uint32_t read_bytes(uint32_t pa, uint32_t n)
 {
     if (n == 0)
         return 0;
@@ -132,7 +137,7 @@ static TIMED uint32_t read_bytes(uint32_t pa, uint32_t n)
 
 /* Write the low `n` (at most 4) bytes of `value` at `pa`: a whole word as it is, a part of one
  * merged with what the word holds. */
-static TIMED void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
+static inline HOT void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
 {
     while (n) {
         uint32_t at = pa & ~3u, shift = 8 * (pa & 3u), take = 4 - (pa & 3u);
@@ -150,21 +155,21 @@ static TIMED void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
     }
 }
 
-/* A CPU copy through the uncached window: words where source and destination agree mod 4. */
+/* A CPU copy through the uncached window: words where source and destination agree mod 4 (the
+ * bytes up to the first whole word and after the last, apart), bytes where they do not. */
 static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
 {
-    if (((dst ^ src) & 3u) == 0) {
-        uint32_t head = (4u - (dst & 3u)) & 3u;
-        if (head > n)
-            head = n;
-        write_bytes(dst, read_bytes(src, head), head);
-        dst += head, src += head, n -= head;
-        for (; n >= 4; n -= 4, dst += 4, src += 4)
-            nv_host_write32(dst, nv_host_read32(src));
-    }
+    int words = ((dst ^ src) & 3u) == 0;
     for (uint32_t k; n; n -= k, dst += k, src += k) {
-        k = n < 4 ? n : 4;
-        write_bytes(dst, read_bytes(src, k), k);
+        if (words && (dst & 3u) == 0 && n >= 4) {
+            nv_host_write32(dst, nv_host_read32(src));
+            k = 4;
+        } else {
+            k = words ? 4u - (dst & 3u) : 1u;
+            if (k > n)
+                k = n;
+            write_bytes(dst, read_bytes(src, k), k);
+        }
     }
 }
 
@@ -239,7 +244,13 @@ static inline HOT void post(struct nv_pp_desc *d)
 
 /* NV_VIP_SUCCESS if the descriptor is not the card's (completed, or not posted), NV_VIP_NOT_DONE
  * while it is, NV_VIP_ERROR if it completed in error. */
-static TIMED uint32_t done(struct nv_pp_desc *d)
+static RARE uint32_t failed(uint32_t status)
+{
+    nv_log("pushpull: descriptor completed with status 0x%08lx\n", (unsigned long)status);
+    return NV_VIP_ERROR;
+}
+
+static inline HOT uint32_t done(struct nv_pp_desc *d)
 {
     if (!d->posted)
         return NV_VIP_SUCCESS;
@@ -248,11 +259,7 @@ static TIMED uint32_t done(struct nv_pp_desc *d)
     if (!(status & NV_DESC_CONTROL_STATUS_DONE_MASK))
         return NV_VIP_NOT_DONE;
     d->posted = 0;
-    if (status & NV_DESC_STATUS_ERROR_MASK) {
-        nv_log("pushpull: descriptor completed with status 0x%08lx\n", (unsigned long)status);
-        return NV_VIP_ERROR;
-    }
-    return NV_VIP_SUCCESS;
+    return status & NV_DESC_STATUS_ERROR_MASK ? failed(status) : NV_VIP_SUCCESS;
 }
 
 /* A wait's timeout: the clock is read at the first poll that fails and every CLOCK_POLLS after. */
@@ -260,7 +267,7 @@ struct wait {
     uint32_t polls, start;
 };
 
-static TIMED int expired(const struct nv_pp *pp, struct wait *w)
+static inline HOT int expired(const struct nv_pp *pp, struct wait *w)
 {
     if (w->polls++ % CLOCK_POLLS)
         return 0;
@@ -270,7 +277,7 @@ static TIMED int expired(const struct nv_pp *pp, struct wait *w)
     return now - w->start > pp->timeout_cycles;
 }
 
-static TIMED uint32_t wait_done(struct nv_pp *pp, struct nv_pp_desc *d)
+static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
 {
     struct wait w = {0, 0};
     for (;;) {
@@ -282,24 +289,31 @@ static TIMED uint32_t wait_done(struct nv_pp *pp, struct nv_pp_desc *d)
     }
 }
 
-static TIMED uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
+/* Wait until the card is done with `d` (most often it is: one read, no loop). */
+static inline HOT uint32_t wait_done(struct nv_pp *pp, struct nv_pp_desc *d)
+{
+    uint32_t r = done(d);
+    return r == NV_VIP_NOT_DONE ? wait_for(pp, d) : r;
+}
+
+static inline HOT uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
 {
     return pp->cfg.area.pa + offset;
 }
 
-static TIMED uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
+static inline HOT uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
 {
     return pp->cfg.area.va + offset;
 }
 
-static TIMED uint32_t slot_offset(unsigned slot)
+static inline HOT uint32_t slot_offset(unsigned slot)
 {
     return NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES;
 }
 
 /* --- pushed-buffer slots and incoming messages ---------------------------------------------- */
 
-static TIMED void post_slot(struct nv_pp *pp, unsigned slot)
+static inline HOT void post_slot(struct nv_pp *pp, unsigned slot)
 {
     post(&pp->slot[slot]);
     pp->posted[(pp->posted_head + pp->posted_count) % NV_PP_SLOTS] = (uint8_t)slot;
@@ -307,16 +321,32 @@ static TIMED void post_slot(struct nv_pp *pp, unsigned slot)
 }
 
 /* Read the header words that hold a field into `h`, the slot's copy. */
-static TIMED void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned bytes)
+static inline HOT void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned bytes)
 {
     for (unsigned i = offset / 4; i <= (offset + bytes - 1) / 4; i++)
         h[i] = nv_host_read32(at + 4 * i);
 }
 
+/* An ACK or CREDIT (or a message of a kind we do not know) in `slot`: consumed, the slot posted
+ * again. */
+static RARE void take_control(struct nv_pp *pp, unsigned slot, uint32_t *h, uint32_t at, uint32_t kind)
+{
+    if (kind == NV_PP_KIND_ACK) {
+        fetch(h, at, HDR(SEQ));
+        uint32_t seq = (uint32_t)get_field(h, HDR(SEQ));
+        if ((int32_t)(seq - pp->acked_seq) > 0)
+            pp->acked_seq = seq;
+    } else if (kind != NV_PP_KIND_CREDIT) {
+        nv_log("pushpull: message of unknown kind %lu dropped\n", (unsigned long)kind);
+    }
+    post_slot(pp, slot);
+    pp->owed++;
+}
+
 /* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
  * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv with the header
  * words it needs read. */
-static TIMED uint32_t poll_incoming(struct nv_pp *pp)
+static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
 {
     if (pp->posted_count == 0)
         return NV_VIP_SUCCESS;
@@ -343,33 +373,28 @@ static TIMED uint32_t poll_incoming(struct nv_pp *pp)
         }
         pp->arrived[(pp->arrived_head + pp->arrived_count) % NV_PP_SLOTS] = (uint8_t)slot;
         pp->arrived_count++;
-        return NV_VIP_SUCCESS;
+    } else {
+        take_control(pp, slot, h, at, kind);
     }
-    if (kind == NV_PP_KIND_ACK) {
-        fetch(h, at, HDR(SEQ));
-        uint32_t seq = (uint32_t)get_field(h, HDR(SEQ));
-        if ((int32_t)(seq - pp->acked_seq) > 0)
-            pp->acked_seq = seq;
-    } else if (kind != NV_PP_KIND_CREDIT) {
-        nv_log("pushpull: message of unknown kind %lu dropped\n", (unsigned long)kind);
-    }
-    post_slot(pp, slot);
-    pp->owed++;
     return NV_VIP_SUCCESS;
 }
 
 /* Wait until the peer has a slot for us. */
-static TIMED uint32_t wait_credit(struct nv_pp *pp)
+static RARE uint32_t wait_for_credit(struct nv_pp *pp)
 {
     struct wait w = {0, 0};
-    if (pp->credits == 0)
-        pp->stats.credit_waits++;
+    pp->stats.credit_waits++;
     while (pp->credits == 0) {
         CHECK(poll_incoming(pp));
         if (expired(pp, &w))
             return NV_VIP_TIMEOUT;
     }
     return NV_VIP_SUCCESS;
+}
+
+static inline HOT uint32_t wait_credit(struct nv_pp *pp)
+{
+    return pp->credits ? NV_VIP_SUCCESS : wait_for_credit(pp);
 }
 
 /* An ACK (for `seq`) or a CREDIT message: a header only. */
@@ -407,14 +432,14 @@ static RARE uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t 
     return NV_VIP_SUCCESS;
 }
 
-static TIMED void untranslate(struct nv_pp *pp, uint32_t *handle)
+static inline HOT void untranslate(struct nv_pp *pp, uint32_t *handle)
 {
     if (*handle != NO_HANDLE)
         nv_via_deregister_mem(pp->via, *handle);
     *handle = NO_HANDLE;
 }
 
-static TIMED struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offset)
+static inline HOT struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offset)
 {
     return (struct nv_pp_buf){buf.va + offset, buf.pa + offset};
 }
@@ -508,7 +533,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
     struct nv_pp_plan p;
-    nv_pp_plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
+    plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
     CHECK(wait_credit(pp));
     struct nv_pp_desc *d;
     struct nv_pp_record *h;
@@ -547,7 +572,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
 }
 
 /* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again. */
-static TIMED void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
+static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
 {
     uint32_t pushed = (uint32_t)get_field(h, HDR(PUSHED));
     if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
