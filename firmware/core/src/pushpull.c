@@ -67,6 +67,7 @@
  * much for a library that builds several records per message. */
 #define FITS(prefix) (prefix##_OFFSET % 4 + prefix##_BYTES <= 4 || (prefix##_BYTES == 8 && prefix##_OFFSET % 4 == 0))
 _Static_assert(FITS(NV_PP_HEADER_KIND) && FITS(NV_PP_HEADER_FLAGS) && FITS(NV_PP_HEADER_CREDITS) &&
+                   FITS(NV_PP_HEADER_SHORT_LENGTH) &&
                    FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) && FITS(NV_PP_HEADER_PUSHED) &&
                    FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) && FITS(NV_PP_HEADER_SENT_CYCLES),
                "push-pull header fields must sit inside words");
@@ -76,15 +77,20 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
                    FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
                    NV_DESC_DATA_SIZE % 4 == 0,
                "descriptor fields must sit inside words");
-/* A header's first word holds KIND, FLAGS and CREDITS (set and read at once); SEQ, LENGTH,
+/* A header's first word holds KIND, FLAGS, CREDITS and SHORT_LENGTH (set and read at once); SEQ, LENGTH,
  * PUSHED, PULL_HANDLE and SENT_CYCLES are whole words (a message without a pulled part has PUSHED
  * = LENGTH, taken from LENGTH's word); so is a data segment's LENGTH. */
 #define WHOLE(prefix) (prefix##_OFFSET % 4 == 0 && prefix##_BYTES == 4)
-_Static_assert(WORD(KIND) == 0 && WORD(FLAGS) == 0 && WORD(CREDITS) == 0 && NV_PP_SLOTS < 256 &&
+#define SHORT_LIMIT (1u << 8 * NV_PP_HEADER_SHORT_LENGTH_BYTES)
+_Static_assert(WORD(KIND) == 0 && WORD(FLAGS) == 0 && WORD(CREDITS) == 0 && WORD(SHORT_LENGTH) == 0 &&
+                   NV_PP_SLOTS < (1u << 8 * NV_PP_HEADER_CREDITS_BYTES) &&
                    WHOLE(NV_PP_HEADER_SEQ) && WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) &&
                    WHOLE(NV_PP_HEADER_PULL_HANDLE) && WHOLE(NV_PP_HEADER_SENT_CYCLES) &&
                    WHOLE(NV_DESC_DATA_LENGTH) && WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
                "push-pull header words as the library sets and reads them");
+_Static_assert(NV_PP_SHORT_HEADER % 4 == 0 && WORD(SENT_CYCLES) < NV_PP_SHORT_HEADER / 4 &&
+                   NV_PP_SHORT_HEADER + SHORT_LIMIT <= NV_PP_SLOT_BYTES,
+               "a SHORT message's header is its first word and SENT_CYCLES");
 _Static_assert(4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + 2 * NV_DESC_DATA_SIZE &&
                    4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_SIZE + NV_DESC_DATA_SIZE &&
                    4 * NV_PP_RECORD_WORDS >= NV_PP_HEADER_SIZE && 4 * NV_PP_RECORD_WORDS <= DESC_BYTES,
@@ -195,11 +201,11 @@ static inline TIMED void set_field(struct nv_pp_record *r, unsigned offset, unsi
     set_word(r, offset / 4, (r->words[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask));
 }
 
-/* A header's first word. */
-static inline HOT uint32_t first_word(uint32_t kind, uint32_t flags, uint32_t credits)
+/* A header's first word (each value fits its field). */
+static inline HOT uint32_t first_word(uint32_t kind, uint32_t flags, uint32_t credits, uint32_t short_length)
 {
     return kind << 8 * NV_PP_HEADER_KIND_OFFSET | flags << 8 * NV_PP_HEADER_FLAGS_OFFSET |
-           credits << 8 * NV_PP_HEADER_CREDITS_OFFSET;
+           credits << 8 * NV_PP_HEADER_CREDITS_OFFSET | short_length << 8 * NV_PP_HEADER_SHORT_LENGTH_OFFSET;
 }
 
 /* Make `r` the record at `pa`, `words` long, all zero in host memory as in `r`. */
@@ -361,15 +367,19 @@ static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
     pp->credits += (uint32_t)get_field(h, HDR(CREDITS));
     uint32_t kind = (uint32_t)get_field(h, HDR(KIND));
     if (kind == NV_PP_KIND_DATA) {
-        fetch(h, at, HDR(LENGTH));
+        uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS));
         fetch(h, at, HDR(SENT_CYCLES));
-        if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_PULL_MASK) {
+        if (flags & NV_PP_HEADER_FLAGS_SHORT_MASK)
+            h[WORD(LENGTH)] = (uint32_t)get_field(h, HDR(SHORT_LENGTH));
+        else
+            fetch(h, at, HDR(LENGTH));
+        if (flags & NV_PP_HEADER_FLAGS_PULL_MASK) {
             fetch(h, at, HDR(PUSHED));
             fetch(h, at, HDR(SEQ));
             fetch(h, at, HDR(PULL_VA));
             fetch(h, at, HDR(PULL_HANDLE));
         } else {
-            h[NV_PP_HEADER_PUSHED_OFFSET / 4] = h[NV_PP_HEADER_LENGTH_OFFSET / 4];
+            h[WORD(PUSHED)] = h[WORD(LENGTH)];
         }
         pp->arrived[(pp->arrived_head + pp->arrived_count) % NV_PP_SLOTS] = (uint8_t)slot;
         pp->arrived_count++;
@@ -403,7 +413,7 @@ static RARE uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
     struct nv_pp_desc *d = &pp->send[NV_PP_SEND_CONTROL];
     CHECK(wait_done(pp, d)); /* its header's last message has left */
     CHECK(wait_credit(pp));
-    set_word(&pp->control_header, 0, first_word(kind, 0, pp->owed));
+    set_word(&pp->control_header, 0, first_word(kind, 0, pp->owed, 0));
     set_word(&pp->control_header, WORD(SEQ), seq);
     post(d);
     pp->credits--;
@@ -486,6 +496,15 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     return NV_VIP_SUCCESS;
 }
 
+/* Write a header's words beyond a short message's back from what they last held (a short
+ * message's pushed part overwrote them in the bounce slot), so that setting them compares with
+ * what host memory holds again. */
+static RARE void restore_tail(struct nv_pp_record *r)
+{
+    for (unsigned i = NV_PP_SHORT_HEADER / 4; i < NV_PP_HEADER_SIZE / 4; i++)
+        nv_host_write32(r->pa + 4 * i, r->words[i]);
+}
+
 /* What a push has beyond a small advanced message's: the translation of what the peer pulls (or,
  * original, of the whole buffer the push gathers from), the gathered segment, the pull fields. */
 static RARE uint32_t prepare_translated(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length,
@@ -548,23 +567,33 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         CHECK(wait_done(pp, &pp->send[NV_PP_SEND_BOUNCE]));
     }
     uint32_t seq = ++pp->send_seq, handle = NO_HANDLE;
-    int translated = p.path == NV_PP_PATH_GATHER || p.pulled;
+    int translated = p.path == NV_PP_PATH_GATHER || p.pulled, short_message = !p.pulled && length < SHORT_LIMIT;
+    uint32_t header_bytes = short_message ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE;
+    if (!short_message && h == &pp->bounce_header && pp->bounce_clobbered) {
+        restore_tail(h);
+        pp->bounce_clobbered = 0;
+    }
     if (translated)
         CHECK(prepare_translated(pp, buf, length, &p, d, h, &handle));
     if (p.path == NV_PP_PATH_REGISTER) {
         set_word(&d->r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET / 4, read_bytes(buf.pa, length));
     } else if (p.path == NV_PP_PATH_BOUNCE) {
-        host_copy(area_pa(pp, NV_PP_AREA_BOUNCE + NV_PP_HEADER_SIZE), buf.pa, p.pushed);
+        host_copy(area_pa(pp, NV_PP_AREA_BOUNCE + header_bytes), buf.pa, p.pushed);
         pp->stats.copied_bytes += p.pushed;
-        set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4, NV_PP_HEADER_SIZE + p.pushed);
+        pp->bounce_clobbered |= short_message && p.pushed;
     }
+    /* The first segment: the header, and behind it in the bounce slot the pushed part. */
+    set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4,
+             header_bytes + (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
     uint32_t flags = (p.path == NV_PP_PATH_REGISTER ? NV_PP_HEADER_FLAGS_REGISTER_MASK : 0) |
-                     (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0);
-    set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed));
-    set_word(h, WORD(SEQ), seq);
-    set_word(h, WORD(LENGTH), length);
-    set_word(h, WORD(PUSHED), p.pushed);
+                     (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
+    set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed, short_message ? length : 0));
     set_word(h, WORD(SENT_CYCLES), t0);
+    if (!short_message) {
+        set_word(h, WORD(SEQ), seq);
+        set_word(h, WORD(LENGTH), length);
+        set_word(h, WORD(PUSHED), p.pushed);
+    }
     post(d);
     pp->credits--;
     pp->owed = 0;
@@ -575,10 +604,12 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
 static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
 {
     uint32_t pushed = (uint32_t)get_field(h, HDR(PUSHED));
-    if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
+    uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS));
+    if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
         write_bytes(buf.pa, nv_host_read32(pp->slot[slot].r.pa + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET), pushed);
     } else {
-        host_copy(buf.pa, area_pa(pp, slot_offset(slot) + NV_PP_HEADER_SIZE), pushed);
+        uint32_t at = slot_offset(slot) + (flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE);
+        host_copy(buf.pa, area_pa(pp, at), pushed);
         pp->stats.copied_bytes += pushed;
     }
     post_slot(pp, slot);
@@ -642,9 +673,8 @@ static RARE uint32_t receive_pulled(struct nv_pp *pp, unsigned slot, const uint3
  * again, the message dropped. */
 static RARE uint32_t refuse(struct nv_pp *pp, unsigned slot, uint32_t len, uint32_t pushed, uint32_t capacity)
 {
-    nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n",
-           (unsigned long)nv_host_read32(area_pa(pp, slot_offset(slot) + NV_PP_HEADER_SEQ_OFFSET)),
-           (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
+    nv_log("pushpull: a message of %lu bytes (%lu pushed) refused: the receive holds %lu\n", (unsigned long)len,
+           (unsigned long)pushed, (unsigned long)capacity);
     post_slot(pp, slot);
     pp->owed++;
     return NV_VIP_INVALID_PARAMETER;

@@ -21,7 +21,8 @@
 #include "numavia_pushpull.h"
 
 /* The library's send descriptors, one per use, each at its own place in the descriptor page: a
- * use waits for its descriptor's last post to complete before posting it again. */
+ * use waits for its descriptor's last post to complete before posting it again. The two advanced
+ * pushes (they share the bounce slot) come first. */
 enum nv_pp_send {
     NV_PP_SEND_REGISTER, /* advanced push, bytes in the immediate data: header from the bounce slot */
     NV_PP_SEND_BOUNCE,   /* advanced push: header and pushed part from the bounce slot */
@@ -97,6 +98,7 @@ struct nv_pp {
     struct nv_pp_desc slot[NV_PP_SLOTS], send[NV_PP_SENDS];
     /* Outgoing headers: the bounce slot's (advanced pushes), the original push's, ACK/CREDIT's. */
     struct nv_pp_record bounce_header, gather_header, control_header;
+    uint8_t bounce_clobbered; /* a short message's pushed part overwrote the bounce header's tail */
     struct nv_pp_stats stats;
 };
 
