@@ -104,6 +104,14 @@ static inline TIMED uint64_t get_field(const uint32_t *w, unsigned offset, unsig
     return bytes == 4 ? v : v & ((1u << (8 * bytes)) - 1u);
 }
 
+/* The advanced scheme's register path: all pushed (at most the threshold, which MAX_PUSH bounds
+ * from above the register's size) and no more than the immediate data holds. */
+static inline HOT int register_path(unsigned scheme, uint32_t threshold, uint32_t length)
+{
+    return scheme == NV_PP_SCHEME_ADVANCED && length <= NV_PP_REGISTER_BYTES && length <= threshold;
+}
+_Static_assert(NV_PP_REGISTER_BYTES <= NV_PP_MAX_PUSH, "the register path is pushed whole");
+
 static inline HOT void plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
 {
     if (threshold > NV_PP_MAX_PUSH)
@@ -111,7 +119,7 @@ static inline HOT void plan(unsigned scheme, uint32_t threshold, uint32_t length
     p->pushed = length < threshold ? length : threshold;
     p->pulled = length - p->pushed;
     if (scheme == NV_PP_SCHEME_ADVANCED) {
-        p->path = p->pulled == 0 && length <= NV_PP_REGISTER_BYTES ? NV_PP_PATH_REGISTER : NV_PP_PATH_BOUNCE;
+        p->path = register_path(scheme, threshold, length) ? NV_PP_PATH_REGISTER : NV_PP_PATH_BOUNCE;
         p->send_translates = p->pulled ? 2 : 0;
         p->recv_translates_early = 1;
         p->ack_overlaps_pull = 1;
@@ -163,7 +171,7 @@ static inline HOT void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
 
 /* A CPU copy through the uncached window: words where source and destination agree mod 4 (the
  * bytes up to the first whole word and after the last, apart), bytes where they do not. */
-static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
+static RARE void copy_unaligned(uint32_t dst, uint32_t src, uint32_t n)
 {
     int words = ((dst ^ src) & 3u) == 0;
     for (uint32_t k; n; n -= k, dst += k, src += k) {
@@ -177,6 +185,17 @@ static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
             write_bytes(dst, read_bytes(src, k), k);
         }
     }
+}
+
+/* The same, inline for the whole words between two word-aligned ends (slots, the bounce slot and
+ * the benchmark's buffers): its code stays with the message path's in the instruction cache. */
+static inline HOT void host_copy(uint32_t dst, uint32_t src, uint32_t n)
+{
+    if (((dst | src) & 3u) == 0)
+        for (; n >= 4; n -= 4, dst += 4, src += 4)
+            nv_host_write32(dst, nv_host_read32(src));
+    if (n)
+        copy_unaligned(dst, src, n);
 }
 
 /* --- records: descriptors and headers in host memory, written where they change ------------- */
@@ -475,18 +494,20 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     for (unsigned i = 0; i < NV_PP_SLOTS; i++)
         open_desc(pp, &pp->slot[i], RECV_DESC(i), 0, NV_CONTROL_OP_SENDRECV, 0, area_va(pp, slot_offset(i)),
                   NV_PP_SLOT_BYTES);
+    /* Each send's first segment: its header (a register push's is short); a read's is set per pull. */
     const struct {
-        uint32_t op, flags, header;
+        uint32_t op, flags, header, length;
     } sends[NV_PP_SENDS] = {
-        [NV_PP_SEND_REGISTER] = {NV_CONTROL_OP_SENDRECV, NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK, bounce},
-        [NV_PP_SEND_BOUNCE] = {NV_CONTROL_OP_SENDRECV, 0, bounce},
-        [NV_PP_SEND_GATHER] = {NV_CONTROL_OP_SENDRECV, 0, push},
-        [NV_PP_SEND_CONTROL] = {NV_CONTROL_OP_SENDRECV, 0, control},
-        [NV_PP_SEND_READ] = {NV_CONTROL_OP_RDMA_READ, 0, 0},
+        [NV_PP_SEND_REGISTER] = {NV_CONTROL_OP_SENDRECV, NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK, bounce,
+                                 NV_PP_SHORT_HEADER},
+        [NV_PP_SEND_BOUNCE] = {NV_CONTROL_OP_SENDRECV, 0, bounce, NV_PP_HEADER_SIZE},
+        [NV_PP_SEND_GATHER] = {NV_CONTROL_OP_SENDRECV, 0, push, NV_PP_HEADER_SIZE},
+        [NV_PP_SEND_CONTROL] = {NV_CONTROL_OP_SENDRECV, 0, control, NV_PP_HEADER_SIZE},
+        [NV_PP_SEND_READ] = {NV_CONTROL_OP_RDMA_READ, 0, 0, 0},
     };
     for (unsigned i = 0; i < NV_PP_SENDS; i++)
         open_desc(pp, &pp->send[i], SEND_DESC(i), 1, sends[i].op, sends[i].flags,
-                  sends[i].header ? area_va(pp, sends[i].header) : 0, sends[i].header ? NV_PP_HEADER_SIZE : 0);
+                  sends[i].header ? area_va(pp, sends[i].header) : 0, sends[i].length);
     clear_record(&pp->bounce_header, area_pa(pp, bounce), NV_PP_HEADER_SIZE / 4);
     clear_record(&pp->gather_header, area_pa(pp, push), NV_PP_HEADER_SIZE / 4);
     clear_record(&pp->control_header, area_pa(pp, control), NV_PP_HEADER_SIZE / 4);
@@ -546,14 +567,35 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
     return r;
 }
 
+/* The early-message register path, straight: the bytes in the push's immediate data, behind a
+ * short header from the bounce slot (its descriptor's segment is that header, set at open). */
+static inline HOT uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t t0)
+{
+    struct nv_pp_desc *d = &pp->send[NV_PP_SEND_REGISTER];
+    CHECK(wait_done(pp, d)); /* the bounce slot's last push has left */
+    CHECK(wait_done(pp, &pp->send[NV_PP_SEND_BOUNCE]));
+    pp->send_seq++;
+    set_word(&d->r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET / 4, read_bytes(buf.pa, length));
+    set_word(&pp->bounce_header, 0,
+             first_word(NV_PP_KIND_DATA, NV_PP_HEADER_FLAGS_REGISTER_MASK | NV_PP_HEADER_FLAGS_SHORT_MASK, pp->owed,
+                        length));
+    set_word(&pp->bounce_header, WORD(SENT_CYCLES), t0);
+    post(d);
+    pp->credits--;
+    pp->owed = 0;
+    return NV_VIP_SUCCESS;
+}
+
 TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
 {
     uint32_t t0 = nv_card_cycles32();
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
+    CHECK(wait_credit(pp));
+    if (register_path(pp->cfg.scheme, pp->cfg.threshold, length))
+        return push_register(pp, buf, length, t0);
     struct nv_pp_plan p;
     plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
-    CHECK(wait_credit(pp));
     struct nv_pp_desc *d;
     struct nv_pp_record *h;
     if (p.path == NV_PP_PATH_GATHER) {
@@ -561,10 +603,10 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         h = &pp->gather_header;
         CHECK(wait_done(pp, d));
     } else { /* the bounce slot's last push has left */
-        d = &pp->send[p.path == NV_PP_PATH_REGISTER ? NV_PP_SEND_REGISTER : NV_PP_SEND_BOUNCE];
+        d = &pp->send[NV_PP_SEND_BOUNCE];
         h = &pp->bounce_header;
         CHECK(wait_done(pp, &pp->send[NV_PP_SEND_REGISTER]));
-        CHECK(wait_done(pp, &pp->send[NV_PP_SEND_BOUNCE]));
+        CHECK(wait_done(pp, d));
     }
     uint32_t seq = ++pp->send_seq, handle = NO_HANDLE;
     int translated = p.path == NV_PP_PATH_GATHER || p.pulled, short_message = !p.pulled && length < SHORT_LIMIT;
@@ -575,9 +617,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     }
     if (translated)
         CHECK(prepare_translated(pp, buf, length, &p, d, h, &handle));
-    if (p.path == NV_PP_PATH_REGISTER) {
-        set_word(&d->r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET / 4, read_bytes(buf.pa, length));
-    } else if (p.path == NV_PP_PATH_BOUNCE) {
+    if (p.path == NV_PP_PATH_BOUNCE) {
         host_copy(area_pa(pp, NV_PP_AREA_BOUNCE + header_bytes), buf.pa, p.pushed);
         pp->stats.copied_bytes += p.pushed;
         pp->bounce_clobbered |= short_message && p.pushed;
@@ -585,8 +625,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     /* The first segment: the header, and behind it in the bounce slot the pushed part. */
     set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4,
              header_bytes + (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
-    uint32_t flags = (p.path == NV_PP_PATH_REGISTER ? NV_PP_HEADER_FLAGS_REGISTER_MASK : 0) |
-                     (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
+    uint32_t flags = (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
     set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed, short_message ? length : 0));
     set_word(h, WORD(SENT_CYCLES), t0);
     if (!short_message) {
