@@ -270,14 +270,14 @@ static inline HOT void post(struct nv_pp_desc *d)
     nv_reg_write(d->doorbell, d->r.pa);
 }
 
-/* NV_VIP_SUCCESS if the descriptor is not the card's (completed, or not posted), NV_VIP_NOT_DONE
- * while it is, NV_VIP_ERROR if it completed in error. */
 static RARE uint32_t failed(uint32_t status)
 {
     nv_log("pushpull: descriptor completed with status 0x%08lx\n", (unsigned long)status);
     return NV_VIP_ERROR;
 }
 
+/* NV_VIP_SUCCESS if the descriptor is not the card's (completed, or not posted), NV_VIP_NOT_DONE
+ * while it is, NV_VIP_ERROR if it completed in error. */
 static inline HOT uint32_t done(struct nv_pp_desc *d)
 {
     if (!d->posted)
@@ -385,7 +385,7 @@ static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
     pp->posted_head = (pp->posted_head + 1) % NV_PP_SLOTS;
     pp->posted_count--;
     uint32_t at = area_pa(pp, slot_offset(slot)), *h = pp->header[slot];
-    fetch(h, at, HDR(KIND)); /* with FLAGS and CREDITS */
+    fetch(h, at, HDR(KIND)); /* with FLAGS, CREDITS and SHORT_LENGTH */
     pp->credits += (uint32_t)get_field(h, HDR(CREDITS));
     uint32_t kind = (uint32_t)get_field(h, HDR(KIND));
     if (kind == NV_PP_KIND_DATA) {
