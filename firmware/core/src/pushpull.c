@@ -70,9 +70,9 @@
  * much for a library that builds several records per message. */
 #define FITS(prefix) (prefix##_OFFSET % 4 + prefix##_BYTES <= 4 || (prefix##_BYTES == 8 && prefix##_OFFSET % 4 == 0))
 _Static_assert(FITS(NV_PP_HEADER_KIND) && FITS(NV_PP_HEADER_FLAGS) && FITS(NV_PP_HEADER_CREDITS) &&
-                   FITS(NV_PP_HEADER_SHORT_LENGTH) && FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) &&
-                   FITS(NV_PP_HEADER_PUSHED) && FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) &&
-                   FITS(NV_PP_HEADER_SENT_CYCLES),
+                   FITS(NV_PP_HEADER_SHORT_LENGTH) &&
+                   FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) && FITS(NV_PP_HEADER_PUSHED) &&
+                   FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) && FITS(NV_PP_HEADER_SENT_CYCLES),
                "push-pull header fields must sit inside words");
 _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) &&
                    FITS(NV_DESC_CONTROL_IMMEDIATE_DATA) && FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
@@ -86,10 +86,10 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
 #define WHOLE(prefix) (prefix##_OFFSET % 4 == 0 && prefix##_BYTES == 4)
 #define SHORT_LIMIT (1u << 8 * NV_PP_HEADER_SHORT_LENGTH_BYTES)
 _Static_assert(WORD(KIND) == 0 && WORD(FLAGS) == 0 && WORD(CREDITS) == 0 && WORD(SHORT_LENGTH) == 0 &&
-                   NV_PP_SLOTS < (1u << 8 * NV_PP_HEADER_CREDITS_BYTES) && WHOLE(NV_PP_HEADER_SEQ) &&
-                   WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) && WHOLE(NV_PP_HEADER_PULL_HANDLE) &&
-                   WHOLE(NV_PP_HEADER_SENT_CYCLES) && WHOLE(NV_DESC_DATA_LENGTH) &&
-                   WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
+                   NV_PP_SLOTS < (1u << 8 * NV_PP_HEADER_CREDITS_BYTES) &&
+                   WHOLE(NV_PP_HEADER_SEQ) && WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) &&
+                   WHOLE(NV_PP_HEADER_PULL_HANDLE) && WHOLE(NV_PP_HEADER_SENT_CYCLES) &&
+                   WHOLE(NV_DESC_DATA_LENGTH) && WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
                "push-pull header words as the library sets and reads them");
 _Static_assert(NV_PP_SHORT_HEADER % 4 == 0 && WORD(SENT_CYCLES) < NV_PP_SHORT_HEADER / 4 &&
                    NV_PP_SHORT_HEADER + SHORT_LIMIT <= NV_PP_SLOT_BYTES,
@@ -446,7 +446,7 @@ static RARE uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
 /* --- translation: a user range into the card's ATT ------------------------------------------- */
 
 static RARE uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
-                               uint32_t attributes, uint32_t *handle)
+                                uint32_t attributes, uint32_t *handle)
 {
     *handle = NO_HANDLE;
     if (length == 0)
@@ -554,8 +554,8 @@ static RARE uint32_t prepare_translated(struct nv_pp *pp, struct nv_pp_buf buf, 
 
 /* After such a push: wait until the user buffer is free again (the gathering push done, the pull
  * acknowledged) and drop its translation. */
-static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, const struct nv_pp_plan *p, uint32_t seq,
-                                       uint32_t *handle)
+static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, const struct nv_pp_plan *p,
+                                       uint32_t seq, uint32_t *handle)
 {
     uint32_t r = NV_VIP_SUCCESS;
     if (p->path == NV_PP_PATH_GATHER)
@@ -628,8 +628,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     /* The first segment: the header, and behind it in the bounce slot the pushed part. */
     set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4,
              header_bytes + (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
-    uint32_t flags =
-        (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
+    uint32_t flags = (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
     set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed, short_message ? length : 0));
     set_word(h, WORD(SENT_CYCLES), t0);
     if (!short_message) {
@@ -651,8 +650,7 @@ static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32
     if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
         write_bytes(buf.pa, nv_host_read32(pp->slot[slot].r.pa + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET), pushed);
     } else {
-        uint32_t at =
-            slot_offset(slot) + (flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE);
+        uint32_t at = slot_offset(slot) + (flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE);
         host_copy(buf.pa, area_pa(pp, at), pushed);
         pp->stats.copied_bytes += pushed;
     }
