@@ -55,9 +55,12 @@ class HostBridge(EtherboneIPC):
 
     @contextmanager
     def _answered(self) -> Iterator[None]:
-        """A socket timeout becomes a BridgeError that says what waited."""
+        """A socket timeout or a connection the simulation dropped becomes a BridgeError that says
+        what happened."""
         try:
             yield
+        except ConnectionError:
+            raise BridgeError(f"the host bridge at {self.address[0]}:{self.address[1]} closed the connection") from None
         except TimeoutError:
             raise BridgeError(
                 f"no answer from the host bridge at {self.address[0]}:{self.address[1]} within {self.timeout:g} s "

@@ -39,7 +39,14 @@ MODES = latency.MODES
 ACCESS_LOG_LATENCY = "the host-port driver's cycle stamps (request presented to last response beat)"
 #: The RDMA step: ping-pongs from 4 bytes to 64 KiB, at the standard MTU, as the paper measured.
 RDMA_SWEEP = SimpleNamespace(
-    ops=["send", "write", "read"], mtu=[1500], iterations=10, eth_delay=50, timeout=900, pair=(0, 1), baseline=None
+    ops=["send", "write", "read"],
+    mtu=[1500],
+    iterations=10,
+    eth_delay=50,
+    timeout=900,
+    pair=(0, 1),
+    baseline=None,
+    wake="poll",
 )
 RDMA_SIZES = [4**k for k in range(1, 9)]
 

@@ -303,7 +303,6 @@ def configuration(info, args):
         "simulation": str(info["config"]),
         "eth_delay_cycles": args.eth_delay,
         "mtu": args.mtu,
-        "wake": args.wake,
         "clock_hz": card.clk_freq_hz,
         "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
         "builds": {
@@ -325,7 +324,7 @@ def write_results(rows, info, args):
         headers=FIELDS,
         rows=[["" if c is None else c for c in results.csv_row(r, FIELDS)] for r in rows],
         figures={"rows": rows, "counters": info["counters"]},
-        config={**configuration(info, args), "ops": args.ops},
+        config={**configuration(info, args), "ops": args.ops, "wake": args.wake},
         text=summary(rows, info, args, baseline),
         plot=lambda path: plot(rows, path, args, baseline),
     )
