@@ -425,12 +425,18 @@ uint32_t nv_via_cq_arm(const struct nv_via *via, uint32_t cq)
     return NV_VIP_SUCCESS;
 }
 
+uint32_t nv_via_cq_take_notifications(uint32_t mask)
+{
+    uint32_t fired = nv_reg_read(NV_VIA_CQ_NOTIFIED) & mask;
+    for (unsigned cq = 0; cq < NV_VIA_MAX_CQS; cq++)
+        if (fired & (1u << cq))
+            nv_reg_write(NV_VIA_CQ_CTRL_AT(cq), NV_VIA_CQ_CTRL_ACK_MASK);
+    return fired;
+}
+
 int nv_via_cq_take_notification(unsigned cq)
 {
-    if (!(nv_reg_read(NV_VIA_CQ_NOTIFIED) & (1u << cq)))
-        return 0;
-    nv_reg_write(NV_VIA_CQ_CTRL_AT(cq), NV_VIA_CQ_CTRL_ACK_MASK);
-    return 1;
+    return nv_via_cq_take_notifications(1u << cq) != 0;
 }
 
 int nv_via_cq_wait_polled(unsigned cq, uint64_t deadline)

@@ -121,6 +121,10 @@ uint32_t nv_via_cq_arm(const struct nv_via *via, uint32_t cq);
  * and interrupt handlers). */
 int nv_via_cq_take_notification(unsigned cq);
 
+/* The queues of `mask` (bit i: CQ i) whose notification fired, each acknowledged: one register read
+ * for all of them (an interrupt handler's). */
+uint32_t nv_via_cq_take_notifications(uint32_t mask);
+
 /* nv_platform_wait_cq for a port with no interrupts (bare metal, the unit tests): polls the card's
  * CQ_NOTIFIED, a register, rather than host memory. */
 int nv_via_cq_wait_polled(unsigned cq, uint64_t deadline);

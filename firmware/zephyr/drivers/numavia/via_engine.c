@@ -67,9 +67,9 @@ static void via_engine_isr(const void *device)
     struct via_engine_data *data = dev->data;
     uint32_t pending = nv_reg_read(NV_VIA_IRQ_PENDING);
     if (pending & NV_VIA_IRQ_PENDING_CQ_MASK) {
-        uint32_t fired = nv_reg_read(NV_VIA_CQ_NOTIFIED);
-        for (unsigned cq = 0; cq < data->via.cqs; cq++)
-            if ((fired & (1u << cq)) && nv_via_cq_take_notification(cq))
+        uint32_t fired = nv_via_cq_take_notifications(UINT32_MAX);
+        for (unsigned cq = 0; cq < MIN(data->via.cqs, NV_VIA_MAX_CQS); cq++)
+            if (fired & (1u << cq))
                 k_sem_give(&data->cq_fired[cq]);
     }
     if (pending & (NV_VIA_IRQ_PENDING_MBOX_MASK | NV_VIA_IRQ_PENDING_MGMT_RX_MASK)) {
