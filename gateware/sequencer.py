@@ -32,7 +32,7 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
 """
 
 from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib import enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -56,41 +56,15 @@ from numavia.base.microcode.isa import (
 )
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 
+from .context_scheduler import ContextScheduler, Start
+from .context_store import ContextLayout, ContextStore, PointerLayout
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import READ_LATENCY, MemSpace
 from .message_buffer import MessageBuffer
 from .sci_layouts import HeaderLayout
+from .sequencer_decoder import SequencerDecoder
 from .tag_store import TagOp, cache_data_index, set_of_line
-
-PointerLayout = data.StructLayout({"id": NODE_ID_BITS, "valid": 1})
-
-ContextLayout = data.StructLayout(
-    {
-        "pc": isa.TARGET_BITS,
-        "ret": isa.TARGET_BITS,
-        "addr": 32,
-        "vaddr": 32,
-        "kind": 2,
-        "lword": 4,
-        "lcount": 5,
-        "state": 4,
-        "mstate": 2,
-        "locked": 1,
-        "head": PointerLayout,
-        "ptr": PointerLayout,
-        "fwd": PointerLayout,
-        "bwd": PointerLayout,
-        "flags": 6,
-        "retries": 8,
-        "way": 3,
-        "hit": 1,
-        "victim": 1,
-        "no_way": 1,
-        "scan": 16,
-        "scan_done": 1,
-    }
-)
 
 
 class FastStep(enum.Enum, shape=4):
@@ -156,8 +130,6 @@ class Sequencer(wiring.Component):
     ):
         if not 1 <= num_transactions <= isa.NUM_TRANSACTIONS:
             raise ValueError(f"1..{isa.NUM_TRANSACTIONS} transaction entries")
-        if backoff_base & (backoff_base - 1):
-            raise ValueError("backoff_base must be a power of two")
         self.geometry = geometry
         self.slice_lines = slice_lines
         self.num_txn = num_transactions
@@ -203,14 +175,11 @@ class Sequencer(wiring.Component):
                     m.d.sync += stmt
 
         # --- storage -----------------------------------------------------------------------------
-        m.submodules.contexts = ctx_mem = Memory(shape=ContextLayout, depth=32, init=[])
-        ctx_rd, ctx_wr = ctx_mem.read_port(), ctx_mem.write_port()
+        m.submodules.context_store = store = ContextStore(g.line_bytes)
         m.submodules.line_buffers = lb_mem = Memory(shape=32, depth=32 * LINE_WORDS, init=[])
         lb_rd, lb_wr = lb_mem.read_port(), lb_mem.write_port()
         m.submodules.host_data = hd_mem = Memory(shape=32, depth=isa.NUM_TRANSACTIONS * LINE_WORDS, init=[])
         hd_rd, hd_wr = hd_mem.read_port(), hd_mem.write_port()
-        m.submodules.host_be = hbe_mem = Memory(shape=g.line_bytes, depth=isa.NUM_TRANSACTIONS, init=[])
-        hbe_rd, hbe_wr = hbe_mem.read_port(), hbe_mem.write_port()
         m.submodules.message = message = MessageBuffer(LINE_WORDS)
         wiring.connect(m, wiring.flipped(self.recv_data), message.data)
 
@@ -220,37 +189,30 @@ class Sequencer(wiring.Component):
         ctx = Signal(5)  # its index
         msg = Signal(HeaderLayout)  # the packet that started or resumed the run
         hbe = Signal(g.line_bytes)  # its host byte enables (transaction contexts)
-        instr = Signal(isa.WORD_BITS)
 
-        busy = Signal(N)
-        waiting = Signal(N)
-        timer_on = Signal(N)
-        timers = [Signal(16, name=f"timer{i}") for i in range(N)]
-        for i, t in enumerate(timers):
-            with m.If(timer_on[i] & (t != 0)):
-                m.d.sync += t.eq(t - 1)
-        expired = Cat(*[timer_on[i] & (timers[i] == 0) for i in range(N)])
-        m.d.comb += self.busy_contexts.eq(sum(busy[i] for i in range(N)))
+        m.submodules.scheduler = sched = ContextScheduler(
+            num_transactions=N,
+            backoff_base=self.backoff_base,
+            backoff_max_shift=self.backoff_max_shift,
+            send_retry_delay=self.send_retry_delay,
+        )
+        waiting, free_ctx = sched.waiting, sched.free
+        m.d.comb += self.busy_contexts.eq(sched.busy_count)
 
-        lfsr = Signal(16, init=0xACE1)
-        m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
+        def save_byte_enables(entry, value):
+            m.d.comb += [
+                store.save_byte_enables.en.eq(1),
+                store.save_byte_enables.entry.eq(entry),
+                store.save_byte_enables.byte_enables.eq(value),
+            ]
 
-        free_ctx = Signal(4)
-        have_free = Signal()
-        for i in reversed(range(N)):
-            with m.If(~busy[i]):
-                m.d.comb += [free_ctx.eq(i), have_free.eq(1)]
-        expired_ctx = Signal(4)
-        for i in reversed(range(N)):
-            with m.If(expired[i]):
-                m.d.comb += expired_ctx.eq(i)
+        def entry_command(command, entry):
+            m.d.comb += [command.en.eq(1), command.entry.eq(entry)]
 
-        # --- decoded instruction fields ---------------------------------------------------------
-        def field(name):
-            lsb, width = isa.FIELDS[name]
-            return instr[lsb : lsb + width]
-
-        op, fa, fb, fc, fd, imm, target = (field(n) for n in ("op", "a", "b", "c", "d", "imm", "target"))
+        # --- decoded instruction fields (of the word fetched, in EXEC) ----------------------------
+        m.submodules.decoder = decoder = SequencerDecoder()
+        fields = decoder.fields
+        op, fa, fb, fc, fd, imm, target = fields.op, fields.a, fields.b, fields.c, fields.d, fields.imm, fields.target
         pc_next = r.pc + 1
 
         home_of_addr = r.addr[ADDR_HOME_SHIFT:]
@@ -351,7 +313,7 @@ class Sequencer(wiring.Component):
         done_error = Signal()
 
         # Default port controls.
-        m.d.comb += [lb_rd.en.eq(0), ctx_rd.en.eq(1), hd_rd.en.eq(1), message.read_en.eq(1), hbe_rd.en.eq(1)]
+        m.d.comb += [lb_rd.en.eq(0), hd_rd.en.eq(1), message.read_en.eq(1)]
 
         tcmd = Signal.like(tag.tag_cmd)  # the tag SRAM command of the instruction being executed
         after = Signal(isa.TARGET_BITS)  # pc to continue at after a multi-cycle op
@@ -364,6 +326,13 @@ class Sequencer(wiring.Component):
 
         receiving = message.receiving  # a message's data block is coming in (beside the run)
         msg_word_in = message.holds
+        m.d.comb += [
+            sched.receiving.eq(receiving),
+            sched.message.eq(self.recv_header.valid),
+            sched.failed.eq(self.failed.valid),
+            sched.miss.eq(self.miss.miss.valid),
+            sched.loaded.eq(self.loaded),
+        ]
 
         def finish(new_pc=None):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
@@ -408,19 +377,18 @@ class Sequencer(wiring.Component):
             with m.State("IDLE"):
                 hdr = self.recv_header.payload
                 m.d.sync += fast_step.eq(FastStep.NONE)  # unless a start below is a fast one
-                with m.If(receiving):
-                    pass  # the last message's data is still coming in: nothing starts until it is in
-                with m.Elif(self.recv_header.valid):
+                with m.If(sched.start == Start.MESSAGE):
                     m.d.comb += [self.recv_header.ready.eq(1), message.start.eq(hdr.has_data)]
                     m.d.sync += msg.eq(hdr)
                     with m.If(hdr.ptype == PacketType.RESPONSE):
                         count("responses")
                         resumable = (hdr.tid < N) & waiting.bit_select(hdr.tid[:4], 1) & self.loaded
                         # The context is read back while its message's data comes in.
-                        m.d.comb += [ctx_rd.addr.eq(hdr.tid), hbe_rd.addr.eq(hdr.tid[:4])]
+                        m.d.comb += store.read.eq(hdr.tid)
                         with m.If(resumable):
                             m.d.comb += message.keep.eq(1)
-                            m.d.sync += [ctx.eq(hdr.tid), waiting.bit_select(hdr.tid[:4], 1).eq(0)]
+                            m.d.sync += ctx.eq(hdr.tid)
+                            entry_command(sched.resume, hdr.tid[:4])
                             m.next = "ARRIVED"
                         with m.Else():
                             count("dropped_responses")  # its data block is drained
@@ -436,7 +404,7 @@ class Sequencer(wiring.Component):
                         with m.Else():
                             count("not_ready_replies")
                             m.next = "NOT_READY"
-                with m.Elif(self.failed.valid):
+                with m.Elif(sched.start == Start.FAILED):
                     m.d.comb += self.failed.ready.eq(1)
                     f = self.failed.payload
                     count("failed_sends")
@@ -449,10 +417,10 @@ class Sequencer(wiring.Component):
                             msg.status.eq(Status.ERROR),
                             msg.has_data.eq(0),
                             ctx.eq(f.tid),
-                            waiting.bit_select(f.tid[:4], 1).eq(0),
                         ]
+                        entry_command(sched.resume, f.tid[:4])
                         m.next = "RESTORE"
-                with m.Elif(self.miss.miss.valid & (have_free | ~self.loaded)):
+                with m.Elif(sched.start == Start.MISS):
                     mp = self.miss.miss.payload
                     m.d.comb += self.miss.miss.ready.eq(1)
                     m.d.sync += [
@@ -470,7 +438,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += [done_error.eq(1)]
                         m.next = "REFUSE_MISS"
                     with m.Else():
-                        m.d.sync += busy.bit_select(free_ctx, 1).eq(1)
+                        m.d.comb += sched.take_free.eq(1)
                         plain = (mp.kind != isa.LocalKind.FLUSH) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
                         with m.If(self.fast_path & plain & ~self.numa_mode):
                             m.d.sync += fast_step.eq(FastStep.MISS_ALLOC)
@@ -478,10 +446,11 @@ class Sequencer(wiring.Component):
                             m.next = "HOST_DATA"
                         with m.Else():
                             # no write bytes: the saved byte enables are cleared in passing
-                            m.d.comb += [hbe_wr.addr.eq(free_ctx), hbe_wr.data.eq(0), hbe_wr.en.eq(1)]
+                            save_byte_enables(free_ctx, 0)
                             m.next = "OWN"
-                with m.Elif(expired.any()):
-                    m.d.sync += [ctx.eq(expired_ctx), timer_on.bit_select(expired_ctx, 1).eq(0)]
+                with m.Elif(sched.start == Start.EXPIRED):
+                    m.d.sync += ctx.eq(sched.expired)
+                    m.d.comb += sched.take_expired.eq(1)
                     m.next = "RESTORE"
 
             # A message arrived: its run starts while its data block still comes into the message
@@ -490,7 +459,7 @@ class Sequencer(wiring.Component):
                 with m.If(ctx == HANDLER):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
                 with m.Else():
-                    m.d.sync += [r.eq(ctx_rd.data), hbe.eq(hbe_rd.data)]
+                    m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
                 m.next = "OWN"
 
             # Control store not loaded: answer NOT_READY without microcode.
@@ -542,14 +511,14 @@ class Sequencer(wiring.Component):
                     with m.If(j == LINE_WORDS - 1):
                         m.next = "SAVE_HBE"
             with m.State("SAVE_HBE"):
-                m.d.comb += [hbe_wr.addr.eq(ctx[:4]), hbe_wr.data.eq(hbe), hbe_wr.en.eq(1)]
+                save_byte_enables(ctx[:4], hbe)
                 m.next = "OWN"
 
             with m.State("RESTORE"):
-                m.d.comb += [ctx_rd.addr.eq(ctx), hbe_rd.addr.eq(ctx[:4])]
+                m.d.comb += store.read.eq(ctx)
                 m.next = "RESTORE2"
             with m.State("RESTORE2"):
-                m.d.sync += [r.eq(ctx_rd.data), hbe.eq(hbe_rd.data)]
+                m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
                 m.next = "OWN"
 
             with m.State("OWN"):
@@ -568,9 +537,7 @@ class Sequencer(wiring.Component):
                 m.next = "EXEC"
 
             with m.State("EXEC"):
-                # A JMP's target is fetched at once: dispatch tables and vectors are JMPs.
-                is_jmp = op == isa.OPS["JMP"].code
-                m.d.comb += [instr.eq(self.fetch_data), self.fetch_addr.eq(Mux(is_jmp, target, pc_next))]
+                m.d.comb += [decoder.word.eq(self.fetch_data), self.fetch_addr.eq(Mux(decoder.jump, target, pc_next))]
                 m.d.sync += after.eq(pc_next)
                 count("instructions")
                 with m.Switch(op):
@@ -590,25 +557,17 @@ class Sequencer(wiring.Component):
                     with m.Case(isa.OPS["RET"].code):
                         finish(r.ret)
                     with m.Case(isa.OPS["WAIT"].code):
-                        m.d.sync += [r.pc.eq(pc_next), waiting.bit_select(ctx[:4], 1).eq(1)]
+                        m.d.sync += r.pc.eq(pc_next)
+                        entry_command(sched.suspend, ctx[:4])
                         m.next = "SAVE"
                     with m.Case(isa.OPS["BACKOFF"].code):
-                        shift = Mux(r.retries > self.backoff_max_shift, self.backoff_max_shift, r.retries)
-                        jitter = lfsr[: (self.backoff_base - 1).bit_length()] if self.backoff_base > 1 else 0
-                        delay = (self.backoff_base << shift) + jitter
-                        with m.Switch(ctx[:4]):
-                            for k in range(N):
-                                with m.Case(k):
-                                    m.d.sync += timers[k].eq(delay)
-                        m.d.sync += [
-                            r.pc.eq(pc_next),
-                            timer_on.bit_select(ctx[:4], 1).eq(1),
-                            r.retries.eq(Mux(r.retries == 255, 255, r.retries + 1)),
-                        ]
+                        entry_command(sched.backoff, ctx[:4])
+                        m.d.comb += sched.backoff.retries.eq(r.retries)
+                        m.d.sync += [r.pc.eq(pc_next), r.retries.eq(Mux(r.retries == 255, 255, r.retries + 1))]
                         m.next = "SAVE"
                     with m.Case(isa.OPS["END"].code):
                         with m.If(ctx != HANDLER):
-                            m.d.sync += busy.bit_select(ctx[:4], 1).eq(0)
+                            entry_command(sched.release, ctx[:4])
                         m.d.sync += running.eq(0)
                         m.next = "IDLE"
                     with m.Case(isa.OPS["SETF"].code):
@@ -717,7 +676,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += running.eq(0)
                         m.next = "IDLE"
                         with m.If(ctx != HANDLER):
-                            m.d.sync += busy.bit_select(ctx[:4], 1).eq(0)
+                            entry_command(sched.release, ctx[:4])
                 # Keep the instruction for the multi-cycle states.
                 m.d.sync += Cat(op_q, fa_q, fb_q, fc_q, fd_q, imm_q).eq(Cat(op, fa, fb, fc, fd, imm))
 
@@ -769,9 +728,9 @@ class Sequencer(wiring.Component):
                         count("fast_path")
                         m.d.sync += [
                             r.pc.eq(resume(Resume.READ_SENT, Resume.WRITE_SENT)),
-                            waiting.bit_select(ctx[:4], 1).eq(1),
                             fast_step.eq(FastStep.NONE),
                         ]
+                        entry_command(sched.suspend, ctx[:4])
                         m.next = "SAVE"
                     with m.Case(FastStep.HOME_DIR):  # DIR_RD
                         m.d.sync += [
@@ -1074,11 +1033,7 @@ class Sequencer(wiring.Component):
                 with m.Elif(is_send):
                     # The outgoing queue has no room for a request: suspend and retry the SEND.
                     count("send_stalls")
-                    with m.Switch(ctx[:4]):
-                        for k2 in range(N):
-                            with m.Case(k2):
-                                m.d.sync += timers[k2].eq(self.send_retry_delay)
-                    m.d.sync += timer_on.bit_select(ctx[:4], 1).eq(1)
+                    entry_command(sched.retry_send, ctx[:4])
                     m.next = "SAVE"
 
             with m.State("COMPLETE"):
@@ -1086,7 +1041,7 @@ class Sequencer(wiring.Component):
 
             # --- suspend ---------------------------------------------------------------------------
             with m.State("SAVE"):
-                m.d.comb += [ctx_wr.addr.eq(ctx), ctx_wr.data.eq(r), ctx_wr.en.eq(1)]
+                m.d.comb += [store.save.en.eq(1), store.save.index.eq(ctx), store.save.context.eq(r)]
                 m.d.sync += running.eq(0)
                 m.next = "IDLE"
 
