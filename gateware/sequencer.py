@@ -1,7 +1,22 @@
 """The remote access controller's sequencer: runs the microcode of the control store.
 
 It executes :mod:`microcode.isa` with the semantics of the instruction-set simulator
-(:mod:`microcode.model`), on the card's real tag SRAM and memories:
+(:mod:`microcode.model`), on the card's real tag SRAM and memories. Its parts, each a component
+with its own tests:
+
+* :class:`SequencerDecoder` (``sequencer_decoder.py``): a fetched word into its fields;
+* :class:`ContextScheduler` (``context_scheduler.py``): what starts next when no context runs, and
+  the transaction entries' busy and waiting bits and timers;
+* :class:`ContextStore` (``context_store.py``): the registers of suspended contexts and each
+  entry's host byte enables;
+* :class:`FastPath` (``fast_path.py``): the hard-wired steps of the commonest transactions;
+* :class:`MessageBuffer` (``message_buffer.py``): the data block of the message being handled.
+
+What stays here is execution: the running context's registers, fetch and issue, and the state
+machine whose states carry out the instructions' operations (tag commands, line streams between
+memory, line buffer, message and packet, the packet headers, suspension).
+
+All together they behave so:
 
 * **Contexts.** ``num_transactions`` transaction-buffer entries for local misses, plus a handler
   context for incoming requests. The active context's registers are flops; a suspended context
@@ -20,19 +35,16 @@ It executes :mod:`microcode.isa` with the semantics of the instruction-set simul
 * **Data straight from memory.** ``SEND``/``REPLY`` with ``data=HOME``/``CACHE`` stream the line
   from the memory controller into the packet (no line-buffer copy); ``COMPLETE src=MSG`` hands
   the host its words from the message that resumed the context.
-* **Fast path.** With ``fast_path`` high, the commonest transactions run hard-wired, without
-  fetching micro-instructions: a read or write miss to another node's line that finds a free way
-  (one tag lookup, the entry PENDING, the MREAD/MWRITE sent; the context then waits at the
-  microcode's ``.vector resume`` point, which handles the answer), and MREAD/MWRITE at an unlocked
-  home (the directory read, the answer with the line streamed from memory, the directory write).
-  Every other case falls back to the microcode at the transaction's vector, and the microcode
-  alone can run everything (``RAC.CTRL.MICROCODE_ONLY``).
+* **Fast path.** With ``fast_path`` high, plain read and write misses to other nodes' lines and
+  MREAD/MWRITE at an unlocked home run hard-wired (:class:`FastPath`), without fetching
+  micro-instructions; every other case falls back to the microcode at the transaction's vector,
+  and the microcode alone can run everything (``RAC.CTRL.MICROCODE_ONLY``).
 * **Not loaded.** Until the control store is loaded, requests are answered ``NOT_READY`` and
   local misses complete with an error, without any microcode.
 """
 
 from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import enum, fifo, stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -51,13 +63,13 @@ from numavia.base.microcode.isa import (
     Mem,
     MStateSrc,
     Ptr,
-    Resume,
     StateSrc,
 )
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
 
 from .context_scheduler import ContextScheduler, Start
 from .context_store import ContextLayout, ContextStore, PointerLayout
+from .fast_path import FastPath, FastStep, FastThen
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import READ_LATENCY, MemSpace
@@ -65,21 +77,6 @@ from .message_buffer import MessageBuffer
 from .sci_layouts import HeaderLayout
 from .sequencer_decoder import SequencerDecoder
 from .tag_store import TagOp, cache_data_index, set_of_line
-
-
-class FastStep(enum.Enum, shape=4):
-    """Steps of the hard-wired fast path (``NONE``: the microcode runs)."""
-
-    NONE = 0
-    MISS_ALLOC = 1  # a plain miss: one tag lookup for a way
-    MISS_ATTACH = 2  # a free way and no copy here: the entry becomes PENDING
-    MISS_SEND = 3  # the attach request to the home
-    MISS_WAIT = 4  # suspended where the microcode waits for the answer
-    HOME_DIR = 5  # MREAD/MWRITE at the home: read the directory
-    HOME_REPLY = 6  # unlocked, a known memory state: answer
-    HOME_DIR_WRITE = 7  # the requester is the new head
-    HOME_END = 8
-
 
 EXTRA_COUNTERS = (
     "runs",
@@ -323,6 +320,17 @@ class Sequencer(wiring.Component):
         running = Signal()
 
         fast_step = Signal(FastStep)
+        m.submodules.fast_path = fast = FastPath(g)
+        m.d.comb += [
+            fast.enable.eq(self.fast_path),
+            fast.node_id.eq(self.node_id),
+            fast.numa_mode.eq(self.numa_mode),
+            fast.request.eq(self.recv_header.payload),
+            fast.miss.eq(self.miss.miss.payload),
+            fast.step.eq(fast_step),
+            fast.context.eq(r),
+            fast.message.eq(msg),
+        ]
 
         receiving = message.receiving  # a message's data block is coming in (beside the run)
         msg_word_in = message.holds
@@ -397,8 +405,7 @@ class Sequencer(wiring.Component):
                         with m.If(self.loaded):
                             m.d.comb += message.keep.eq(1)
                             m.d.sync += ctx.eq(HANDLER)
-                            home_request = (hdr.cmd == Command.MREAD) | (hdr.cmd == Command.MWRITE)
-                            with m.If(self.fast_path & home_request & (hdr.addr[ADDR_HOME_SHIFT:] == self.node_id)):
+                            with m.If(fast.request_fast):
                                 m.d.sync += fast_step.eq(FastStep.HOME_DIR)
                             m.next = "ARRIVED"
                         with m.Else():
@@ -439,8 +446,7 @@ class Sequencer(wiring.Component):
                         m.next = "REFUSE_MISS"
                     with m.Else():
                         m.d.comb += sched.take_free.eq(1)
-                        plain = (mp.kind != isa.LocalKind.FLUSH) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
-                        with m.If(self.fast_path & plain & ~self.numa_mode):
+                        with m.If(fast.miss_fast):
                             m.d.sync += fast_step.eq(FastStep.MISS_ALLOC)
                         with m.If(mp.kind == isa.LocalKind.WRITE):
                             m.next = "HOST_DATA"
@@ -683,102 +689,36 @@ class Sequencer(wiring.Component):
             # --- the hard-wired fast path: the steps of the microcode it stands for, each handed to
             # the states an instruction would use (op_q and its operands say which) --------------
             with m.State("FAST"):
-                write = r.kind == isa.LocalKind.WRITE
-
-                def resume(read_point, write_point):
-                    """The microcode's resume point of this miss (a read's or a write's)."""
-                    return Mux(write, isa.resume_vector(write_point), isa.resume_vector(read_point))
-
-                op_is = {name: C(isa.OPS[name].code, 6) for name in ("C_ALLOC", "SEND", "DIR_RD", "REPLY")}
-                fallback = Signal()
-                with m.Switch(fast_step):
-                    with m.Case(FastStep.MISS_ALLOC):  # C_ALLOC
-                        m.d.sync += [op_q.eq(op_is["C_ALLOC"]), tcmd.op.eq(TagOp.ALLOC), tcmd.addr.eq(r.addr)]
-                        m.d.sync += fast_step.eq(FastStep.MISS_ATTACH)
-                        m.next = "TAG"
-                    with m.Case(FastStep.MISS_ATTACH):  # BRT HIT/NO_WAY/VICTIM fall through; C_WR PENDING
-                        with m.If(r.hit | r.no_way | r.victim):
-                            m.d.comb += fallback.eq(1)
-                        with m.Else():
-                            m.d.sync += [
-                                tcmd.op.eq(TagOp.WRITE_TAG),
-                                tcmd.addr.eq(r.addr),
-                                tcmd.way.eq(r.way),
-                                tcmd.state.eq(CacheState.PENDING),
-                                tcmd.fwd.eq(r.fwd.id),
-                                tcmd.bwd.eq(r.bwd.id),
-                                r.state.eq(CacheState.PENDING),
-                                fast_step.eq(FastStep.MISS_SEND),
-                            ]
-                            m.next = "TAG"
-                    with m.Case(FastStep.MISS_SEND):  # SEND cmd=MREAD|MWRITE, dest=HOME
-                        m.d.sync += [
-                            op_q.eq(op_is["SEND"]),
-                            fa_q.eq(Dest.HOME),
-                            fb_q.eq(Ptr.NONE),
-                            fc_q.eq(FlagSrc.ZERO),
-                            fd_q.eq(DataSrc.NONE),
-                            imm_q.eq(Mux(write, Command.MWRITE, Command.MREAD)),
-                            # a full outgoing queue suspends the context at the microcode's SEND
-                            r.pc.eq(resume(Resume.READ_SEND, Resume.WRITE_SEND)),
-                            fast_step.eq(FastStep.MISS_WAIT),
-                        ]
-                        m.next = "HEADER"
-                    with m.Case(FastStep.MISS_WAIT):  # WAIT, at the microcode's resume point
-                        count("fast_path")
-                        m.d.sync += [
-                            r.pc.eq(resume(Resume.READ_SENT, Resume.WRITE_SENT)),
-                            fast_step.eq(FastStep.NONE),
-                        ]
-                        entry_command(sched.suspend, ctx[:4])
-                        m.next = "SAVE"
-                    with m.Case(FastStep.HOME_DIR):  # DIR_RD
-                        m.d.sync += [
-                            op_q.eq(op_is["DIR_RD"]),
-                            tcmd.op.eq(TagOp.LOOKUP),
-                            tcmd.addr.eq(r.addr),
-                            fast_step.eq(FastStep.HOME_REPLY),
-                        ]
-                        m.next = "TAG"
-                    with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
-                        with m.If(r.locked | (r.mstate == 3)):  # NACK, or a state only the microcode knows
-                            m.d.comb += fallback.eq(1)
-                        with m.Else():
-                            read = msg.cmd == Command.MREAD
-                            ptr = Mux(read & (r.mstate == MemoryState.HOME), Ptr.NONE, Ptr.HEAD)
-                            data_src = Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME)
-                            m.d.sync += [
-                                op_q.eq(op_is["REPLY"]),
-                                fa_q.eq(ptr),
-                                fb_q.eq(FlagSrc.ZERO),
-                                fc_q.eq(data_src),
-                                imm_q.eq(Status.OK),
-                                fast_step.eq(FastStep.HOME_DIR_WRITE),
-                            ]
-                            m.next = "HEADER"
-                    with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC
-                        fresh = (msg.cmd == Command.MREAD) & (r.mstate == MemoryState.HOME)
-                        m.d.sync += [
-                            tcmd.op.eq(TagOp.WRITE_DIR),
-                            tcmd.addr.eq(r.addr),
-                            tcmd.mstate.eq(
-                                Mux(
-                                    msg.cmd == Command.MWRITE, MemoryState.GONE, Mux(fresh, MemoryState.FRESH, r.mstate)
-                                )
-                            ),
-                            tcmd.lock.eq(r.locked),
-                            tcmd.head.eq(msg.source),
-                            fast_step.eq(FastStep.HOME_END),
-                        ]
-                        m.next = "TAG"
-                    with m.Case(FastStep.HOME_END):  # END
-                        count("fast_path")
-                        m.d.sync += [running.eq(0), fast_step.eq(FastStep.NONE)]
-                        m.next = "IDLE"
-                with m.If(fallback):
+                with m.If(fast.fallback):
                     # the transaction's own vector (set when it started): the microcode takes it
                     m.d.sync += fast_step.eq(FastStep.NONE)
                     m.next = "FETCH"
+                with m.Else():
+                    m.d.sync += fast_step.eq(fast.next_step)
+                    with m.If(fast.load_tag_cmd):
+                        m.d.sync += tcmd.eq(fast.tag_cmd)
+                        with m.If(fast.tag_cmd.op == TagOp.WRITE_TAG):
+                            m.d.sync += r.state.eq(fast.tag_cmd.state)  # as C_WR does
+                    with m.If(fast.load_instruction):
+                        loaded = fast.instruction
+                        m.d.sync += Cat(op_q, fa_q, fb_q, fc_q, fd_q, imm_q).eq(
+                            Cat(loaded.op, loaded.a, loaded.b, loaded.c, loaded.d, loaded.imm)
+                        )
+                    with m.If(fast.load_pc):
+                        m.d.sync += r.pc.eq(fast.pc)
+                    with m.Switch(fast.then):
+                        with m.Case(FastThen.TAG):
+                            m.next = "TAG"
+                        with m.Case(FastThen.HEADER):
+                            m.next = "HEADER"
+                        with m.Case(FastThen.SUSPEND):
+                            count("fast_path")
+                            entry_command(sched.suspend, ctx[:4])
+                            m.next = "SAVE"
+                        with m.Case(FastThen.END):
+                            count("fast_path")
+                            m.d.sync += running.eq(0)
+                            m.next = "IDLE"
 
             # --- tag SRAM commands -------------------------------------------------------------
             with m.State("TAG"):

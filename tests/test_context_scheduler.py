@@ -1,9 +1,8 @@
 """The sequencer's scheduler alone: what starts next in priority order, the lowest free entry for
 a miss, busy/waiting bookkeeping, and the backoff and SEND-retry timers' expiry."""
 
-from amaranth.sim import Simulator
 from support.amaranth_helpers import rejected
-from support.sim import CLOCK_PERIOD, run_simulation
+from support.sim import run_testbench
 
 from numavia.gateware.context_scheduler import ContextScheduler, Start
 
@@ -11,18 +10,11 @@ N = 4
 BASE, MAX_SHIFT, RETRY_DELAY = 8, 3, 5
 
 
-def run(testbench, num_transactions=N):
+def run(testbench):
     dut = ContextScheduler(
-        num_transactions=num_transactions, backoff_base=BASE, backoff_max_shift=MAX_SHIFT, send_retry_delay=RETRY_DELAY
+        num_transactions=N, backoff_base=BASE, backoff_max_shift=MAX_SHIFT, send_retry_delay=RETRY_DELAY
     )
-    sim = Simulator(dut)
-    sim.add_clock(CLOCK_PERIOD)
-
-    async def bench(ctx):
-        await testbench(ctx, dut)
-
-    sim.add_testbench(bench)
-    run_simulation(sim)
+    run_testbench(dut, testbench)
 
 
 async def command(ctx, port, entry, **fields):

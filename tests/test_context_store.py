@@ -3,8 +3,7 @@ each index its own, byte enables written apart from the context."""
 
 import random
 
-from amaranth.sim import Simulator
-from support.sim import CLOCK_PERIOD, run_simulation
+from support.sim import run_testbench
 
 from numavia.base.microcode import isa
 from numavia.gateware.context_store import ContextLayout, ContextStore
@@ -13,15 +12,7 @@ LINE_BYTES = 64
 
 
 def run(testbench):
-    dut = ContextStore(LINE_BYTES)
-    sim = Simulator(dut)
-    sim.add_clock(CLOCK_PERIOD)
-
-    async def bench(ctx):
-        await testbench(ctx, dut)
-
-    sim.add_testbench(bench)
-    run_simulation(sim)
+    run_testbench(ContextStore(LINE_BYTES), testbench)
 
 
 def random_context(rng):

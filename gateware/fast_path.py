@@ -1,0 +1,185 @@
+"""The sequencer's hard-wired fast path: the commonest transactions without fetching
+micro-instructions.
+
+Two kinds of transaction qualify (while ``enable`` is high):
+
+* a read or write miss to another node's line, outside NUMA mode (``miss_fast``): one tag lookup
+  for a way; with a free way and no copy here the entry becomes PENDING and the MREAD/MWRITE goes
+  to the home; the context then waits at the microcode's ``.vector resume`` point, which handles
+  the answer;
+* an MREAD/MWRITE at this node, its home (``request_fast``): the directory read; when the line is
+  unlocked and its memory state one the fast path knows, the answer with the line streamed from
+  memory, then the directory write.
+
+Each step stands for an instruction of the microcode: the fast path says what that instruction
+would load (a tag command, the instruction's fields for the packet states, the context's pc) and
+which of the sequencer's operations runs it (``then``); the sequencer's execute states do the
+rest. A case the fast path does not know (a hit, a victim to roll out, no way, a locked line...)
+raises ``fallback``: the microcode takes the transaction at its own vector.
+"""
+
+from amaranth import Module, Mux
+from amaranth.lib import enum, wiring
+from amaranth.lib.wiring import In, Out
+
+from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
+from numavia.base.microcode import isa
+from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, Ptr, Resume
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Status
+
+from .context_store import ContextLayout
+from .local_access_controller import MissLayout
+from .sci_layouts import HeaderLayout
+from .sequencer_decoder import InstructionLayout
+from .tag_store import TagOp, command_layout
+
+
+class FastStep(enum.Enum, shape=4):
+    """Steps of the hard-wired fast path (``NONE``: the microcode runs)."""
+
+    NONE = 0
+    MISS_ALLOC = 1  # a plain miss: one tag lookup for a way
+    MISS_ATTACH = 2  # a free way and no copy here: the entry becomes PENDING
+    MISS_SEND = 3  # the attach request to the home
+    MISS_WAIT = 4  # suspended where the microcode waits for the answer
+    HOME_DIR = 5  # MREAD/MWRITE at the home: read the directory
+    HOME_REPLY = 6  # unlocked, a known memory state: answer
+    HOME_DIR_WRITE = 7  # the requester is the new head
+    HOME_END = 8
+
+
+class FastThen(enum.Enum, shape=2):
+    """The sequencer operation that runs a fast step."""
+
+    TAG = 0  # the tag command loaded
+    HEADER = 1  # the packet of the instruction loaded
+    SUSPEND = 2  # wait for the answer
+    END = 3  # the transaction is done
+
+
+def _op(name):
+    return isa.OPS[name].code
+
+
+class FastPath(wiring.Component):
+    """Members:
+
+    * ``enable``, ``node_id``, ``numa_mode``: the card's settings.
+    * ``request`` -> ``request_fast``, ``miss`` -> ``miss_fast``: a transaction the fast path
+      starts with (``FastStep.HOME_DIR``, ``FastStep.MISS_ALLOC``).
+    * ``step``, ``context`` (the running context's registers), ``message`` (the packet that
+      started the run) -> ``fallback``, or ``next_step`` and ``then``, with what to load:
+      ``tag_cmd`` (``load_tag_cmd``; a ``WRITE_TAG`` sets the context's state too, as ``C_WR``
+      does), ``instruction`` (``load_instruction``), ``pc`` (``load_pc``).
+    """
+
+    def __init__(self, geometry=CacheGeometry()):
+        super().__init__(
+            {
+                "enable": In(1),
+                "node_id": In(NODE_ID_BITS),
+                "numa_mode": In(1),
+                "request": In(HeaderLayout),
+                "request_fast": Out(1),
+                "miss": In(MissLayout),
+                "miss_fast": Out(1),
+                "step": In(FastStep),
+                "context": In(ContextLayout),
+                "message": In(HeaderLayout),
+                "fallback": Out(1),
+                "next_step": Out(FastStep),
+                "then": Out(FastThen),
+                "tag_cmd": Out(command_layout(geometry)),
+                "load_tag_cmd": Out(1),
+                "instruction": Out(InstructionLayout),
+                "load_instruction": Out(1),
+                "pc": Out(isa.TARGET_BITS),
+                "load_pc": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        r, msg, cmd, ins = self.context, self.message, self.tag_cmd, self.instruction
+
+        req = self.request
+        home_request = (req.cmd == Command.MREAD) | (req.cmd == Command.MWRITE)
+        mp = self.miss
+        plain = (mp.kind != isa.LocalKind.FLUSH) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+        m.d.comb += [
+            self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
+            self.miss_fast.eq(self.enable & plain & ~self.numa_mode),
+        ]
+
+        write = r.kind == isa.LocalKind.WRITE
+
+        def resume(read_point, write_point):
+            """The microcode's resume point of this miss (a read's or a write's)."""
+            return Mux(write, isa.resume_vector(write_point), isa.resume_vector(read_point))
+
+        def go(next_step, then):
+            m.d.comb += [self.next_step.eq(next_step), self.then.eq(then)]
+
+        def tag_command(op, **fields):
+            m.d.comb += [self.load_tag_cmd.eq(1), cmd.op.eq(op), cmd.addr.eq(r.addr)]
+            m.d.comb += [getattr(cmd, name).eq(value) for name, value in fields.items()]
+
+        def instruction(op, **operands):
+            m.d.comb += [self.load_instruction.eq(1), ins.op.eq(_op(op))]
+            m.d.comb += [getattr(ins, field).eq(value) for field, value in operands.items()]
+
+        def pc(value):
+            m.d.comb += [self.load_pc.eq(1), self.pc.eq(value)]
+
+        with m.Switch(self.step):
+            with m.Case(FastStep.MISS_ALLOC):  # C_ALLOC
+                instruction("C_ALLOC")
+                tag_command(TagOp.ALLOC)
+                go(FastStep.MISS_ATTACH, FastThen.TAG)
+            with m.Case(FastStep.MISS_ATTACH):  # BRT HIT/NO_WAY/VICTIM fall through; C_WR PENDING
+                with m.If(r.hit | r.no_way | r.victim):
+                    m.d.comb += self.fallback.eq(1)
+                with m.Else():
+                    tag_command(TagOp.WRITE_TAG, way=r.way, state=CacheState.PENDING, fwd=r.fwd.id, bwd=r.bwd.id)
+                    go(FastStep.MISS_SEND, FastThen.TAG)
+            with m.Case(FastStep.MISS_SEND):  # SEND cmd=MREAD|MWRITE, dest=HOME
+                instruction(
+                    "SEND",
+                    a=Dest.HOME,
+                    b=Ptr.NONE,
+                    c=FlagSrc.ZERO,
+                    d=DataSrc.NONE,
+                    imm=Mux(write, Command.MWRITE, Command.MREAD),
+                )
+                pc(resume(Resume.READ_SEND, Resume.WRITE_SEND))  # a full outgoing queue suspends it there
+                go(FastStep.MISS_WAIT, FastThen.HEADER)
+            with m.Case(FastStep.MISS_WAIT):  # WAIT, at the microcode's resume point
+                pc(resume(Resume.READ_SENT, Resume.WRITE_SENT))
+                go(FastStep.NONE, FastThen.SUSPEND)
+            with m.Case(FastStep.HOME_DIR):  # DIR_RD
+                instruction("DIR_RD")
+                tag_command(TagOp.LOOKUP)
+                go(FastStep.HOME_REPLY, FastThen.TAG)
+            with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
+                with m.If(r.locked | (r.mstate == 3)):  # NACK, or a state only the microcode knows
+                    m.d.comb += self.fallback.eq(1)
+                with m.Else():
+                    read = msg.cmd == Command.MREAD
+                    instruction(
+                        "REPLY",
+                        a=Mux(read & (r.mstate == MemoryState.HOME), Ptr.NONE, Ptr.HEAD),
+                        b=FlagSrc.ZERO,
+                        c=Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME),
+                        imm=Status.OK,
+                    )
+                    go(FastStep.HOME_DIR_WRITE, FastThen.HEADER)
+            with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC
+                fresh = (msg.cmd == Command.MREAD) & (r.mstate == MemoryState.HOME)
+                mstate = Mux(msg.cmd == Command.MWRITE, MemoryState.GONE, Mux(fresh, MemoryState.FRESH, r.mstate))
+                tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=msg.source)
+                go(FastStep.HOME_END, FastThen.TAG)
+            with m.Case(FastStep.HOME_END):  # END
+                go(FastStep.NONE, FastThen.END)
+            with m.Default():  # not a fast step: the microcode runs
+                m.d.comb += self.fallback.eq(1)
+        return m

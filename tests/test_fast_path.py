@@ -1,0 +1,184 @@
+"""The sequencer's hard-wired fast path alone: which transactions it takes, the instruction each
+step stands for (checked against the instruction-set model's operands), and the cases it hands
+back to the microcode."""
+
+from amaranth.sim import Simulator
+from support.sim import run_simulation
+
+from numavia.base.coherence import CacheState, MemoryState
+from numavia.base.microcode import isa
+from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, LocalKind, Ptr, Resume
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Status
+from numavia.gateware.fast_path import FastPath, FastStep, FastThen
+from numavia.gateware.tag_store import TagOp
+
+NODE = 1
+LINE_ADDR = 0x1C0  # an address inside a node's slice
+
+
+def address(home):
+    return home << ADDR_HOME_SHIFT | LINE_ADDR
+
+
+def run(testbench):
+    dut = FastPath()
+    sim = Simulator(dut)  # combinational: no clock
+
+    async def bench(ctx):
+        ctx.set(dut.node_id, NODE)
+        ctx.set(dut.enable, 1)
+        await testbench(ctx, dut)
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
+
+
+def instruction(ctx, dut):
+    """(op name, operands) of the instruction the step loads, as the model decodes it."""
+    op, operands = isa.decode(ctx.get(dut.instruction.as_value()))
+    return op.name, operands
+
+
+def step(ctx, dut, fast_step):
+    ctx.set(dut.step, fast_step)
+    assert not ctx.get(dut.fallback), fast_step
+    return ctx.get(dut.next_step), ctx.get(dut.then)
+
+
+def test_fast_requests_are_mread_and_mwrite_at_their_home():
+    async def testbench(ctx, dut):
+        for cmd in Command:
+            for home in (NODE, NODE + 1):
+                ctx.set(dut.request.cmd, cmd)
+                ctx.set(dut.request.addr, address(home))
+                expected = cmd in (Command.MREAD, Command.MWRITE) and home == NODE
+                assert ctx.get(dut.request_fast) == expected, (cmd, home)
+        ctx.set(dut.request.cmd, Command.MREAD)
+        ctx.set(dut.request.addr, address(NODE))
+        ctx.set(dut.enable, 0)  # RAC.CTRL.MICROCODE_ONLY
+        assert not ctx.get(dut.request_fast)
+
+    run(testbench)
+
+
+def test_fast_misses_are_reads_and_writes_of_other_nodes_lines_outside_numa_mode():
+    async def testbench(ctx, dut):
+        for numa in (0, 1):
+            for kind in LocalKind:
+                for home in (NODE, NODE + 2):
+                    ctx.set(dut.numa_mode, numa)
+                    ctx.set(dut.miss.kind, kind)
+                    ctx.set(dut.miss.addr, address(home))
+                    expected = not numa and kind != LocalKind.FLUSH and home != NODE
+                    assert ctx.get(dut.miss_fast) == expected, (numa, kind, home)
+        ctx.set(dut.numa_mode, 0)
+        ctx.set(dut.miss.kind, LocalKind.READ)
+        ctx.set(dut.enable, 0)
+        assert not ctx.get(dut.miss_fast)
+
+    run(testbench)
+
+
+def test_a_miss_with_a_free_way_goes_pending_sends_and_waits_at_the_resume_point():
+    async def testbench(ctx, dut):
+        for kind, cmd, send_point, sent_point in (
+            (LocalKind.READ, Command.MREAD, Resume.READ_SEND, Resume.READ_SENT),
+            (LocalKind.WRITE, Command.MWRITE, Resume.WRITE_SEND, Resume.WRITE_SENT),
+        ):
+            ctx.set(dut.context.kind, kind)
+            ctx.set(dut.context.addr, address(3))
+            assert step(ctx, dut, FastStep.MISS_ALLOC) == (FastStep.MISS_ATTACH, FastThen.TAG)
+            assert ctx.get(dut.load_tag_cmd) and ctx.get(dut.load_instruction) and not ctx.get(dut.load_pc)
+            assert ctx.get(dut.tag_cmd.op) == TagOp.ALLOC and ctx.get(dut.tag_cmd.addr) == address(3)
+            assert instruction(ctx, dut) == ("C_ALLOC", {})
+
+            ctx.set(dut.context.way, 2)
+            ctx.set(dut.context.fwd.id, 5)
+            ctx.set(dut.context.bwd.id, 6)
+            assert step(ctx, dut, FastStep.MISS_ATTACH) == (FastStep.MISS_SEND, FastThen.TAG)
+            assert ctx.get(dut.load_tag_cmd) and not ctx.get(dut.load_instruction)
+            tag = dut.tag_cmd
+            assert ctx.get(tag.op) == TagOp.WRITE_TAG and ctx.get(tag.state) == CacheState.PENDING
+            assert (ctx.get(tag.way), ctx.get(tag.fwd), ctx.get(tag.bwd)) == (2, 5, 6)
+
+            assert step(ctx, dut, FastStep.MISS_SEND) == (FastStep.MISS_WAIT, FastThen.HEADER)
+            assert not ctx.get(dut.load_tag_cmd)
+            assert instruction(ctx, dut) == (
+                "SEND",
+                {"dest": Dest.HOME, "ptr": Ptr.NONE, "flag": FlagSrc.ZERO, "data": DataSrc.NONE, "cmd": cmd},
+            )
+            assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(send_point)
+
+            assert step(ctx, dut, FastStep.MISS_WAIT) == (FastStep.NONE, FastThen.SUSPEND)
+            assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(sent_point)
+
+    run(testbench)
+
+
+def test_a_miss_the_fast_path_does_not_know_goes_to_the_microcode():
+    async def testbench(ctx, dut):
+        ctx.set(dut.step, FastStep.MISS_ATTACH)
+        for case in ("hit", "no_way", "victim"):
+            ctx.set(getattr(dut.context, case), 1)
+            assert ctx.get(dut.fallback), case
+            ctx.set(getattr(dut.context, case), 0)
+        assert not ctx.get(dut.fallback)
+        ctx.set(dut.step, FastStep.NONE)
+        assert ctx.get(dut.fallback)
+
+    run(testbench)
+
+
+def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head():
+    requester = 6
+
+    async def testbench(ctx, dut):
+        for cmd in (Command.MREAD, Command.MWRITE):
+            for mstate in MemoryState:
+                ctx.set(dut.message.cmd, cmd)
+                ctx.set(dut.message.source, requester)
+                ctx.set(dut.context.addr, address(NODE))
+                ctx.set(dut.context.mstate, mstate)
+                assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
+                assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
+
+                assert step(ctx, dut, FastStep.HOME_REPLY) == (FastStep.HOME_DIR_WRITE, FastThen.HEADER)
+                fresh_read = cmd == Command.MREAD and mstate == MemoryState.HOME
+                assert instruction(ctx, dut) == (
+                    "REPLY",
+                    {
+                        "ptr": Ptr.NONE if fresh_read else Ptr.HEAD,  # the old head, if any
+                        "flag": FlagSrc.ZERO,
+                        "data": DataSrc.NONE if mstate == MemoryState.GONE else DataSrc.HOME,
+                        "status": Status.OK,
+                    },
+                ), (cmd, mstate)
+
+                assert step(ctx, dut, FastStep.HOME_DIR_WRITE) == (FastStep.HOME_END, FastThen.TAG)
+                tag = dut.tag_cmd
+                if cmd == Command.MWRITE:
+                    new_state = MemoryState.GONE
+                else:
+                    new_state = MemoryState.FRESH if mstate == MemoryState.HOME else mstate
+                assert ctx.get(tag.op) == TagOp.WRITE_DIR and ctx.get(tag.mstate) == new_state, (cmd, mstate)
+                assert ctx.get(tag.head) == requester and ctx.get(tag.lock) == 0
+
+                assert step(ctx, dut, FastStep.HOME_END) == (FastStep.NONE, FastThen.END)
+                assert not (ctx.get(dut.load_tag_cmd) or ctx.get(dut.load_instruction) or ctx.get(dut.load_pc))
+
+    run(testbench)
+
+
+def test_a_locked_line_or_an_unknown_memory_state_goes_to_the_microcode():
+    async def testbench(ctx, dut):
+        ctx.set(dut.message.cmd, Command.MREAD)
+        ctx.set(dut.step, FastStep.HOME_REPLY)
+        ctx.set(dut.context.locked, 1)
+        assert ctx.get(dut.fallback)  # the microcode NACKs it
+        ctx.set(dut.context.locked, 0)
+        ctx.set(dut.context.mstate, 3)
+        assert ctx.get(dut.fallback)
+        ctx.set(dut.context.mstate, MemoryState.FRESH)
+        assert not ctx.get(dut.fallback)
+
+    run(testbench)
