@@ -21,12 +21,13 @@
 #include "numavia_via.h"
 #include "via_internal.h"
 
-/* The agent's descriptor area (a page): ping-pongs use one receive and one send slot; a send
- * stream has all its receives posted beforehand (at most RECV_SLOTS) and STREAM_DEPTH sends in
- * flight. */
+/* The agent's descriptor area (a page per VI): ping-pongs use one receive and one send slot; a send
+ * stream has all its receives posted beforehand (at most RECV_SLOTS per VI) and STREAM_DEPTH sends in
+ * flight on each VI. */
+#define AREA_BYTES 4096u
 #define SLOT_BYTES 128u
-#define STREAM_DEPTH 8u
-#define RECV_SLOTS 16u
+#define STREAM_DEPTH NV_MBOX_BENCH_STREAM_DEPTH
+#define RECV_SLOTS NV_MBOX_BENCH_STREAM_RECEIVES
 #define RECV_DESC 0u
 #define SEND_DESC (RECV_SLOTS * SLOT_BYTES)
 #define DESC_WORDS 16u
@@ -41,8 +42,14 @@ struct agent {
     struct nv_bench_result *r;
     uint32_t timeout_cycles;
     uint32_t cq_head; /* with a->wake_cq: the entries of that queue taken (its HEAD) */
-    struct nv_via_prebuilt recv[RECV_SLOTS], send[STREAM_DEPTH];
+    uint32_t vis;     /* VIs a->vi.. of a stream (1 for the ping-pongs) */
+    /* Each VI's RECV_SLOTS and STREAM_DEPTH slots, VI by VI: in `one_*` for one VI, else in the
+     * static arrays below (too large for the stack). */
+    struct nv_via_prebuilt *recv, *send;
+    struct nv_via_prebuilt one_recv[RECV_SLOTS], one_send[STREAM_DEPTH];
 };
+
+static struct nv_via_prebuilt many_recv[NV_VIA_VI_CAPACITY * RECV_SLOTS], many_send[NV_VIA_VI_CAPACITY * STREAM_DEPTH];
 
 /* A descriptor with one data segment (and the address segment of an RDMA), as words. */
 static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
@@ -65,22 +72,29 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
     return (at + NV_DESC_DATA_SIZE) / 4;
 }
 
-/* The slots of the agent's descriptors: a receive or send queue's `index`-th. */
+/* The slots of the agent's descriptors: the `index`-th of a receive or send queue of the run's
+ * `k`-th VI. */
+static TIMED struct nv_via_prebuilt *vi_slot(struct agent *g, int send_queue, uint32_t k, uint32_t index)
+{
+    return send_queue ? &g->send[k * STREAM_DEPTH + index % STREAM_DEPTH]
+                      : &g->recv[k * RECV_SLOTS + index % RECV_SLOTS];
+}
+
 static TIMED struct nv_via_prebuilt *slot(struct agent *g, int send_queue, uint32_t index)
 {
-    return send_queue ? &g->send[index % STREAM_DEPTH] : &g->recv[index % RECV_SLOTS];
+    return vi_slot(g, send_queue, 0, index);
 }
 
 /* Post a slot's prebuilt descriptor again: its STATUS and the doorbell (numavia/via_post.h). */
-static TIMED uint32_t post_slot(struct agent *g, int send_queue, uint32_t index)
+static TIMED uint32_t post_slot(struct agent *g, int send_queue, uint32_t k, uint32_t index)
 {
-    return nv_via_post_prebuilt(g->via, slot(g, send_queue, index), g->a->size);
+    return nv_via_post_prebuilt(g->via, vi_slot(g, send_queue, k, index), g->a->size);
 }
 
-static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t index)
+static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t k, uint32_t index)
 {
     uint32_t t0 = nv_card_cycles32();
-    uint32_t result = post_slot(g, 0, index);
+    uint32_t result = post_slot(g, 0, k, index);
     g->r->post_recv_cycles += nv_card_cycles32() - t0;
     g->r->post_recvs++;
     return result;
@@ -88,12 +102,12 @@ static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t index)
 
 static TIMED uint32_t post_recv(struct agent *g)
 {
-    return post_recv_slot(g, 0);
+    return post_recv_slot(g, 0, 0);
 }
 
 static TIMED uint32_t post_send(struct agent *g)
 {
-    return post_slot(g, 1, 0);
+    return post_slot(g, 1, 0, 0);
 }
 
 /* Whether a wait that ends at `deadline` has run out. The clock is a card register, slower to read
@@ -106,9 +120,8 @@ static TIMED int expired(const struct agent *g, uint32_t deadline)
 }
 
 /* Wait for a slot's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
-static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
+static TIMED uint32_t wait_slot(struct agent *g, struct nv_via_prebuilt *p)
 {
-    struct nv_via_prebuilt *p = slot(g, send_queue, index);
     uint32_t deadline = nv_card_cycles32() + g->timeout_cycles;
     for (;;) {
         g->r->polls++;
@@ -123,6 +136,11 @@ static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
         if (expired(g, deadline))
             return NV_VIP_TIMEOUT;
     }
+}
+
+static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
+{
+    return wait_slot(g, slot(g, send_queue, index));
 }
 
 /* Wait for the receive's DONE. With WAKE_CQ, sleep until the receive queue's completion queue has
@@ -256,33 +274,49 @@ static TIMED_LOOP uint32_t rdma_write(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight until ITERATIONS
- * completed. For sends the responder posts a receive for every message first (VIA has no flow
- * control: a send that finds no receive breaks the connection), then waits for them all; the
- * host starts the initiator once they are posted. */
+/* A stream's place: message `i` goes on the run's VI k = i % vis as that VI's j = i / vis-th. */
+struct place {
+    uint32_t k, j;
+};
+
+static TIMED void next_place(const struct agent *g, struct place *at)
+{
+    if (++at->k == g->vis) {
+        at->k = 0;
+        at->j++;
+    }
+}
+
+/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight on each of its VIs,
+ * spreading the messages over them in turn, until ITERATIONS completed (in the order posted). For
+ * sends the responder posts a receive for every message first (VIA has no flow control: a send that
+ * finds no receive breaks the connection), then waits for them all; the host starts the initiator
+ * once they are posted. */
 static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
 {
     uint32_t n = g->a->iterations;
-    if (with_receives && n > RECV_SLOTS)
+    struct place post = {0, 0}, done = {0, 0};
+    if (with_receives && n > RECV_SLOTS * g->vis)
         return NV_VIP_INVALID_PARAMETER;
     if (g->a->role == 0) {
         if (!with_receives)
             return NV_VIP_SUCCESS; /* RDMA writes need no remote CPU */
-        for (uint32_t i = 0; i < n; i++)
-            CHECK(post_recv_slot(g, i));
+        for (uint32_t i = 0; i < n; i++, next_place(g, &post))
+            CHECK(post_recv_slot(g, post.k, post.j));
         uint64_t t0 = nv_card_cycles();
-        for (uint32_t i = 0; i < n; i++)
-            CHECK(wait_done(g, 0, i));
+        for (uint32_t i = 0; i < n; i++, next_place(g, &done))
+            CHECK(wait_slot(g, vi_slot(g, 0, done.k, done.j)));
         g->r->cycles = nv_card_cycles() - t0;
         return NV_VIP_SUCCESS;
     }
     uint32_t posted = 0, completed = 0;
     uint64_t t0 = nv_card_cycles();
     while (completed < n) {
-        while (posted < n && posted - completed < STREAM_DEPTH)
-            CHECK(post_slot(g, 1, posted++));
-        CHECK(wait_done(g, 1, completed));
+        for (; posted < n && posted - completed < STREAM_DEPTH * g->vis; posted++, next_place(g, &post))
+            CHECK(post_slot(g, 1, post.k, post.j));
+        CHECK(wait_slot(g, vi_slot(g, 1, done.k, done.j)));
         completed++;
+        next_place(g, &done);
     }
     g->r->cycles = nv_card_cycles() - t0;
     return NV_VIP_SUCCESS;
@@ -302,37 +336,49 @@ static TIMED_LOOP uint32_t rdma_read(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-/* Every slot's descriptor, written once (outside the timed loops). */
+/* Every slot's descriptor of every VI of the run, written once (outside the timed loops), in the
+ * VI's page of the area, which becomes the VI's descriptor area. */
 static uint32_t prebuild(struct agent *g, uint32_t send_op)
 {
     const struct nv_bench_args *a = g->a;
-    uint32_t w[DESC_WORDS];
-    unsigned n = build(a, NV_CONTROL_OP_SENDRECV, w);
-    for (unsigned i = 0; i < RECV_SLOTS; i++) {
-        uint32_t result = nv_via_prebuild(g->via, &g->recv[i], a->vi, 0, a->desc + RECV_DESC + i * SLOT_BYTES, w, n);
-        if (result != NV_VIP_SUCCESS)
-            return result;
-    }
-    n = build(a, send_op, w);
-    for (unsigned i = 0; i < STREAM_DEPTH; i++) {
-        uint32_t result = nv_via_prebuild(g->via, &g->send[i], a->vi, 1, a->desc + SEND_DESC + i * SLOT_BYTES, w, n);
+    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS];
+    unsigned recv_count = build(a, NV_CONTROL_OP_SENDRECV, recv_words), send_count = build(a, send_op, send_words);
+    for (unsigned k = 0; k < g->vis; k++) {
+        uint32_t vi = a->vi + k, area = a->desc + k * AREA_BYTES;
+        uint32_t result = nv_via_set_desc_area(g->via, vi, area, SEND_DESC + STREAM_DEPTH * SLOT_BYTES);
+        for (unsigned i = 0; i < RECV_SLOTS && result == NV_VIP_SUCCESS; i++)
+            result = nv_via_prebuild(g->via, vi_slot(g, 0, k, i), vi, 0, area + RECV_DESC + i * SLOT_BYTES, recv_words,
+                                     recv_count);
+        for (unsigned i = 0; i < STREAM_DEPTH && result == NV_VIP_SUCCESS; i++)
+            result = nv_via_prebuild(g->via, vi_slot(g, 1, k, i), vi, 1, area + SEND_DESC + i * SLOT_BYTES, send_words,
+                                     send_count);
         if (result != NV_VIP_SUCCESS)
             return result;
     }
     return NV_VIP_SUCCESS;
 }
 
+/* The run's VIs a->vi..a->vi+vis-1 (more than one only for a stream): all the card's, connected. */
+static int vis_usable(const struct nv_via *via, const struct nv_bench_args *a, uint32_t vis)
+{
+    if (vis > 1 && a->op != NV_BENCH_OP_SEND_STREAM && a->op != NV_BENCH_OP_WRITE_STREAM)
+        return 0;
+    if (vis > NV_VIA_VI_CAPACITY || a->vi + vis < a->vi)
+        return 0;
+    for (uint32_t vi = a->vi; vi < a->vi + vis; vi++)
+        if (!nv_via_vi_valid(via, vi) || nv_via_vi_state(vi) != NV_VI_STATE_CONNECTED)
+            return 0;
+    return 1;
+}
+
 uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct nv_bench_result *r)
 {
     *r = (struct nv_bench_result){0};
-    if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED || a->iterations == 0 ||
-        (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
-        !nv_via_host_range(via, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
+    uint32_t vis = a->stream_vis ? a->stream_vis : 1;
+    if (!vis_usable(via, a, vis) || a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
+        !nv_via_host_range(via, a->desc, (vis - 1) * AREA_BYTES + SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
-    uint32_t result = nv_via_set_desc_area(via, a->vi, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES);
-    if (result != NV_VIP_SUCCESS)
-        return result;
     static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
                                    [NV_BENCH_OP_RDMA_WRITE] = NV_CONTROL_OP_RDMA_WRITE,
                                    [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ,
@@ -345,7 +391,10 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
-    struct agent g = {.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
+    struct agent g = {
+        .via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u), .vis = vis};
+    g.recv = vis > 1 ? many_recv : g.one_recv;
+    g.send = vis > 1 ? many_send : g.one_send;
     if (a->wake_cq) {
         /* The queue must exist and take this VI's receive completions (nothing else's matter:
          * only the entries' count is read). Entries left by an earlier run are taken first. */
@@ -357,7 +406,7 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         g.cq_head = nv_reg_read(NV_VIA_CQ_TAIL_AT(cq));
         nv_reg_write(NV_VIA_CQ_HEAD_AT(cq), g.cq_head);
     }
-    result = prebuild(&g, ops[a->op]);
+    uint32_t result = prebuild(&g, ops[a->op]);
     if (result != NV_VIP_SUCCESS)
         return result;
     switch (a->op) {
@@ -391,6 +440,7 @@ static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, 
         .desc = ARG(DESC),
         .timeout_us = ARG(TIMEOUT_US),
         .wake_cq = args[NV_MBOX_BENCH_ARG_WAKE_CQ],
+        .stream_vis = args[NV_MBOX_BENCH_ARG_STREAM_VIS],
     };
     struct nv_bench_result r;
     uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED
