@@ -203,10 +203,15 @@ class Bench:
             timeout_us=20_000_000,
         )
 
-    def _wait_receives(self, count, errors):
+    def _receives_posted(self, vis):
+        """Receives queued on the responder's first ``vis`` VIs of the run."""
+        first = self.vis[1].number
+        return sum(self.nics[1].vi_reg(vi, "QUEUE_STATUS") >> 16 for vi in range(first, first + vis))
+
+    def _wait_receives(self, count, vis, errors):
         """Start the initiator only once the responder's agent has posted its receives."""
         deadline = time.monotonic() + 60
-        while not errors and self.nics[1].vi_reg(self.vis[1].number, "QUEUE_STATUS") >> 16 < count:
+        while not errors and self._receives_posted(vis) < count:
             if time.monotonic() > deadline:
                 raise BenchError("the responder's agent did not post its receives")
             time.sleep(0.005)
@@ -220,14 +225,17 @@ class Bench:
                 results[node] = self.nics[node].command(
                     "BENCH", extra_words=self._extra_words(node, op), **self._args(node, op, size, iterations)
                 )[1]
-            except NumaviaError as e:
+            except (NumaviaError, OSError) as e:  # OSError: the session ended under the responder
                 errors.append(e)
 
         threads = []
         if op not in ("read", "write-stream"):  # the remote CPU takes no part in these
             threads.append(threading.Thread(target=run, args=(1,)))
             threads[0].start()
-            self._wait_receives(iterations if op == "send-stream" else 1 if op == "send" else 0, errors)
+            if op == "send-stream":
+                self._wait_receives(iterations, self.stream_vis, errors)
+            else:
+                self._wait_receives(1 if op == "send" else 0, 1, errors)
         run(0)
         for t in threads:
             t.join()
