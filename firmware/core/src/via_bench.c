@@ -43,8 +43,9 @@ struct agent {
     uint32_t timeout_cycles;
     uint32_t cq_head; /* with a->wake_cq: the entries of that queue taken (its HEAD) */
     uint32_t vis;     /* VIs a->vi.. of a stream (1 for the ping-pongs) */
-    /* Each VI's RECV_SLOTS and STREAM_DEPTH slots, VI by VI: in `one_*` for one VI, else in the
-     * static arrays below (too large for the stack). */
+    /* RECV_SLOTS and STREAM_DEPTH slots for each VI, interleaved: a stream's message i (on VI
+     * a->vi + i % vis) takes slot i modulo their count. In `one_*` for one VI, else in the static
+     * arrays below (too large for the stack). */
     struct nv_via_prebuilt *recv, *send;
     struct nv_via_prebuilt one_recv[RECV_SLOTS], one_send[STREAM_DEPTH];
 };
@@ -72,29 +73,22 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
     return (at + NV_DESC_DATA_SIZE) / 4;
 }
 
-/* The slots of the agent's descriptors: the `index`-th of a receive or send queue of the run's
- * `k`-th VI. */
-static TIMED struct nv_via_prebuilt *vi_slot(struct agent *g, int send_queue, uint32_t k, uint32_t index)
-{
-    return send_queue ? &g->send[k * STREAM_DEPTH + index % STREAM_DEPTH]
-                      : &g->recv[k * RECV_SLOTS + index % RECV_SLOTS];
-}
-
+/* The slots of the agent's descriptors: a receive or send slot (index below the run's count). */
 static TIMED struct nv_via_prebuilt *slot(struct agent *g, int send_queue, uint32_t index)
 {
-    return vi_slot(g, send_queue, 0, index);
+    return send_queue ? &g->send[index] : &g->recv[index];
 }
 
 /* Post a slot's prebuilt descriptor again: its STATUS and the doorbell (numavia/via_post.h). */
-static TIMED uint32_t post_slot(struct agent *g, int send_queue, uint32_t k, uint32_t index)
+static TIMED uint32_t post_slot(struct agent *g, int send_queue, uint32_t index)
 {
-    return nv_via_post_prebuilt(g->via, vi_slot(g, send_queue, k, index), g->a->size);
+    return nv_via_post_prebuilt(g->via, slot(g, send_queue, index), g->a->size);
 }
 
-static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t k, uint32_t index)
+static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t index)
 {
     uint32_t t0 = nv_card_cycles32();
-    uint32_t result = post_slot(g, 0, k, index);
+    uint32_t result = post_slot(g, 0, index);
     g->r->post_recv_cycles += nv_card_cycles32() - t0;
     g->r->post_recvs++;
     return result;
@@ -102,12 +96,12 @@ static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t k, uint32_t index
 
 static TIMED uint32_t post_recv(struct agent *g)
 {
-    return post_recv_slot(g, 0, 0);
+    return post_recv_slot(g, 0);
 }
 
 static TIMED uint32_t post_send(struct agent *g)
 {
-    return post_slot(g, 1, 0, 0);
+    return post_slot(g, 1, 0);
 }
 
 /* Whether a wait that ends at `deadline` has run out. The clock is a card register, slower to read
@@ -120,8 +114,9 @@ static TIMED int expired(const struct agent *g, uint32_t deadline)
 }
 
 /* Wait for a slot's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it never did. */
-static TIMED uint32_t wait_slot(struct agent *g, struct nv_via_prebuilt *p)
+static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
 {
+    struct nv_via_prebuilt *p = slot(g, send_queue, index);
     uint32_t deadline = nv_card_cycles32() + g->timeout_cycles;
     for (;;) {
         g->r->polls++;
@@ -136,11 +131,6 @@ static TIMED uint32_t wait_slot(struct agent *g, struct nv_via_prebuilt *p)
         if (expired(g, deadline))
             return NV_VIP_TIMEOUT;
     }
-}
-
-static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
-{
-    return wait_slot(g, slot(g, send_queue, index));
 }
 
 /* Wait for the receive's DONE. With WAKE_CQ, sleep until the receive queue's completion queue has
@@ -274,19 +264,6 @@ static TIMED_LOOP uint32_t rdma_write(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-/* A stream's place: message `i` goes on the run's VI k = i % vis as that VI's j = i / vis-th. */
-struct place {
-    uint32_t k, j;
-};
-
-static TIMED void next_place(const struct agent *g, struct place *at)
-{
-    if (++at->k == g->vis) {
-        at->k = 0;
-        at->j++;
-    }
-}
-
 /* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight on each of its VIs,
  * spreading the messages over them in turn, until ITERATIONS completed (in the order posted). For
  * sends the responder posts a receive for every message first (VIA has no flow control: a send that
@@ -295,28 +272,30 @@ static TIMED void next_place(const struct agent *g, struct place *at)
 static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
 {
     uint32_t n = g->a->iterations;
-    struct place post = {0, 0}, done = {0, 0};
     if (with_receives && n > RECV_SLOTS * g->vis)
         return NV_VIP_INVALID_PARAMETER;
     if (g->a->role == 0) {
         if (!with_receives)
             return NV_VIP_SUCCESS; /* RDMA writes need no remote CPU */
-        for (uint32_t i = 0; i < n; i++, next_place(g, &post))
-            CHECK(post_recv_slot(g, post.k, post.j));
+        for (uint32_t i = 0; i < n; i++)
+            CHECK(post_recv_slot(g, i));
         uint64_t t0 = nv_card_cycles();
-        for (uint32_t i = 0; i < n; i++, next_place(g, &done))
-            CHECK(wait_slot(g, vi_slot(g, 0, done.k, done.j)));
+        for (uint32_t i = 0; i < n; i++)
+            CHECK(wait_done(g, 0, i));
         g->r->cycles = nv_card_cycles() - t0;
         return NV_VIP_SUCCESS;
     }
-    uint32_t posted = 0, completed = 0;
+    /* Message i's slot, i modulo `slots`, counted without a division. */
+    uint32_t slots = STREAM_DEPTH * g->vis, posted = 0, completed = 0, post_at = 0, done_at = 0;
     uint64_t t0 = nv_card_cycles();
     while (completed < n) {
-        for (; posted < n && posted - completed < STREAM_DEPTH * g->vis; posted++, next_place(g, &post))
-            CHECK(post_slot(g, 1, post.k, post.j));
-        CHECK(wait_slot(g, vi_slot(g, 1, done.k, done.j)));
+        for (; posted < n && posted - completed < slots; posted++) {
+            CHECK(post_slot(g, 1, post_at));
+            post_at = post_at + 1 == slots ? 0 : post_at + 1;
+        }
+        CHECK(wait_done(g, 1, done_at));
+        done_at = done_at + 1 == slots ? 0 : done_at + 1;
         completed++;
-        next_place(g, &done);
     }
     g->r->cycles = nv_card_cycles() - t0;
     return NV_VIP_SUCCESS;
@@ -337,7 +316,8 @@ static TIMED_LOOP uint32_t rdma_read(struct agent *g)
 }
 
 /* Every slot's descriptor of every VI of the run, written once (outside the timed loops), in the
- * VI's page of the area, which becomes the VI's descriptor area. */
+ * VI's page of the area, which becomes the VI's descriptor area; slot j of the run's k-th VI is
+ * the agent's slot j * vis + k. */
 static uint32_t prebuild(struct agent *g, uint32_t send_op)
 {
     const struct nv_bench_args *a = g->a;
@@ -347,11 +327,11 @@ static uint32_t prebuild(struct agent *g, uint32_t send_op)
         uint32_t vi = a->vi + k, area = a->desc + k * AREA_BYTES;
         uint32_t result = nv_via_set_desc_area(g->via, vi, area, SEND_DESC + STREAM_DEPTH * SLOT_BYTES);
         for (unsigned i = 0; i < RECV_SLOTS && result == NV_VIP_SUCCESS; i++)
-            result = nv_via_prebuild(g->via, vi_slot(g, 0, k, i), vi, 0, area + RECV_DESC + i * SLOT_BYTES, recv_words,
-                                     recv_count);
+            result = nv_via_prebuild(g->via, slot(g, 0, i * g->vis + k), vi, 0, area + RECV_DESC + i * SLOT_BYTES,
+                                     recv_words, recv_count);
         for (unsigned i = 0; i < STREAM_DEPTH && result == NV_VIP_SUCCESS; i++)
-            result = nv_via_prebuild(g->via, vi_slot(g, 1, k, i), vi, 1, area + SEND_DESC + i * SLOT_BYTES, send_words,
-                                     send_count);
+            result = nv_via_prebuild(g->via, slot(g, 1, i * g->vis + k), vi, 1, area + SEND_DESC + i * SLOT_BYTES,
+                                     send_words, send_count);
         if (result != NV_VIP_SUCCESS)
             return result;
     }
