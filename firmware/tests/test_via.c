@@ -508,8 +508,12 @@ static void test_bench_spreads_a_stream_over_consecutive_vis(void)
     a.stream_vis = FAKE_VIS + 1;
     CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
     CHECK(fake_via.vi[first].sq_doorbells == 0 && fake_via.vi[second].sq_doorbells == 0);
-    /* Nobody completes them: 8 posted on each VI, from its own page, then the wait times out. */
+    /* Their slots live in RAM the port lends: too little of it is a lack of resources. */
     a.stream_vis = 2;
+    fake.lent_bytes = 2 * (16 + 8) * sizeof(struct nv_via_prebuilt) - 1;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_ERROR_RESOURCE);
+    fake.lent_bytes = sizeof fake.lent;
+    /* Nobody completes them: 8 posted on each VI, from its own page, then the wait times out. */
     CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
     CHECK(fake_via.vi[first].sq_doorbells == 8 && fake_via.vi[second].sq_doorbells == 8);
     CHECK(fake_via.vi[first].refused_doorbells == 0 && fake_via.vi[second].refused_doorbells == 0);

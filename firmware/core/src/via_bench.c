@@ -44,13 +44,11 @@ struct agent {
     uint32_t cq_head; /* with a->wake_cq: the entries of that queue taken (its HEAD) */
     uint32_t vis;     /* VIs a->vi.. of a stream (1 for the ping-pongs) */
     /* RECV_SLOTS and STREAM_DEPTH slots for each VI, interleaved: a stream's message i (on VI
-     * a->vi + i % vis) takes slot i modulo their count. In `one_*` for one VI, else in the static
-     * arrays below (too large for the stack). */
+     * a->vi + i % vis) takes slot i modulo their count. In `one_*` for one VI, else in the RAM the
+     * port lends (nv_platform_scratch: too many for the stack). */
     struct nv_via_prebuilt *recv, *send;
     struct nv_via_prebuilt one_recv[RECV_SLOTS], one_send[STREAM_DEPTH];
 };
-
-static struct nv_via_prebuilt many_recv[NV_VIA_VI_CAPACITY * RECV_SLOTS], many_send[NV_VIA_VI_CAPACITY * STREAM_DEPTH];
 
 /* A descriptor with one data segment (and the address segment of an RDMA), as words. */
 static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
@@ -373,8 +371,16 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
     struct agent g = {
         .via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u), .vis = vis};
-    g.recv = vis > 1 ? many_recv : g.one_recv;
-    g.send = vis > 1 ? many_send : g.one_send;
+    g.recv = g.one_recv;
+    g.send = g.one_send;
+    if (vis > 1) {
+        size_t lent;
+        struct nv_via_prebuilt *slots = nv_platform_scratch(&lent);
+        if (slots == NULL || lent / sizeof *slots < vis * (RECV_SLOTS + STREAM_DEPTH))
+            return NV_VIP_ERROR_RESOURCE;
+        g.recv = slots;
+        g.send = slots + vis * RECV_SLOTS;
+    }
     if (a->wake_cq) {
         /* The queue must exist and take this VI's receive completions (nothing else's matter:
          * only the entries' count is read). Entries left by an earlier run are taken first. */
