@@ -116,7 +116,14 @@ def test_results_go_through_the_one_writer(tmp_path):
     from types import SimpleNamespace
 
     rows = [
-        {**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0, **dict.fromkeys(bench_via.STEP_FIELDS)}
+        {
+            **r,
+            "iterations": 2,
+            "cycles": 1000,
+            "receiver_post_recv_cycles": 0.0,
+            "initiator_polls_per_message": 1.5,
+            **dict.fromkeys(bench_via.STEP_FIELDS),
+        }
         for r in rows_of(1500, "send", [(4, 7.5), (64, 8.0)]) + rows_of(1500, "write", [(4, 5.9), (64, 6.4)])
     ]
     build = SimpleNamespace(
@@ -144,6 +151,7 @@ def test_results_go_through_the_one_writer(tmp_path):
         "latency_us": "5.9000",
         "bandwidth_MBps": "0.6780",
         "receiver_post_recv_cycles": "0.0000",
+        "initiator_polls_per_message": "1.5000",
         **dict.fromkeys(bench_via.STEP_FIELDS, ""),
     }
     data = json.loads((tmp_path / "via_bench.json").read_text())

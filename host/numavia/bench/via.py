@@ -256,6 +256,9 @@ class Bench:
             "latency_us": latency_us,
             "bandwidth_MBps": size / latency_us if latency_us else 0.0,
             "receiver_post_recv_cycles": post_recv,
+            # How often the initiator looked for a completion (or arrival) per message: near 1, it
+            # seldom waited for the card; far above, the card (or the peer) kept it waiting.
+            "initiator_polls_per_message": r0["polls"] / iterations,
             **steps,
         }
 
@@ -323,6 +326,7 @@ FIELDS = [
     "latency_us",
     "bandwidth_MBps",
     "receiver_post_recv_cycles",
+    "initiator_polls_per_message",
     *STEP_FIELDS,
 ]
 TITLE = "VIA engine benchmark (two simulated nodes)"
