@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from numavia.base import via_mailbox
 from numavia.bench import via as bench_via
 
 
@@ -35,6 +36,8 @@ def test_help():
         ["bench", "via", "--max-size", "8Mi"],
         ["bench", "via", "--eth-delay", "3"],
         ["bench", "via", "--iterations", "0"],
+        ["bench", "via", "--stream-vis", "0"],
+        ["bench", "via", "--stream-vis", "9"],
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args):
@@ -68,6 +71,31 @@ def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
     assert "MTU 1500" in result.stderr  # progress lines
 
 
+@pytest.mark.slow
+def test_streams_spread_over_several_vis(tmp_path):
+    out = tmp_path / "results"
+    args = "--ops send-stream,write-stream --mtu 1500 --min-size 64 --max-size 64 --iterations 4 --stream-vis 3"
+    result = numavia("bench", "via", *args.split(), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {r["op"]: r for r in csv.DictReader(open(out / "via_bench.csv"))}
+    # 48 sends each found a receive: 16 on each of the 3 VIs (one VI's queue holds 16).
+    assert int(rows["send-stream"]["iterations"]) == 3 * 16
+    assert int(rows["write-stream"]["iterations"]) == 4 * 4 * 3
+    for r in rows.values():
+        assert int(r["cycles"]) > 0 and float(r["latency_us"]) > 0
+    assert json.loads((out / "via_bench.json").read_text())["config"]["stream_vis"] == 3
+    assert "on each of 3 VIs" in (out / "via_bench.md").read_text()
+
+
+def test_stream_message_counts_fill_every_vi_and_the_receives_they_have():
+    mib = 1024 * 1024
+    assert bench_via.messages_for("write-stream", 64, most=64) == 256
+    assert bench_via.messages_for("write-stream", 64, most=64, vis=8) == 2048
+    # A large message still goes on every VI, twice; a send stream stops at the receives posted.
+    assert bench_via.messages_for("write-stream", mib, most=20, vis=8) == 16
+    assert bench_via.messages_for("send-stream", 64, most=64, vis=3) == 3 * via_mailbox.BENCH_STREAM_RECEIVES
+
+
 def rows_of(mtu, op, points):
     return [{"mtu": mtu, "op": op, "size": size, "latency_us": us, "bandwidth_MBps": size / us} for size, us in points]
 
@@ -88,7 +116,14 @@ def test_results_go_through_the_one_writer(tmp_path):
     from types import SimpleNamespace
 
     rows = [
-        {**r, "iterations": 2, "cycles": 1000, "receiver_post_recv_cycles": 0.0, **dict.fromkeys(bench_via.STEP_FIELDS)}
+        {
+            **r,
+            "iterations": 2,
+            "cycles": 1000,
+            "receiver_post_recv_cycles": 0.0,
+            "initiator_polls_per_message": 1.5,
+            **dict.fromkeys(bench_via.STEP_FIELDS),
+        }
         for r in rows_of(1500, "send", [(4, 7.5), (64, 8.0)]) + rows_of(1500, "write", [(4, 5.9), (64, 6.4)])
     ]
     build = SimpleNamespace(
@@ -96,7 +131,14 @@ def test_results_go_through_the_one_writer(tmp_path):
     )
     info = {"build": build, "config": "SimConfig(nodes=2)", "counters": [{"tx": 1}, {"tx": 2}], "wall_seconds": 3.0}
     args = argparse.Namespace(
-        out=str(tmp_path), mtu=[1500], ops=["send", "write"], eth_delay=50, pair=[0, 1], baseline=None, wake="cq"
+        out=str(tmp_path),
+        mtu=[1500],
+        ops=["send", "write"],
+        eth_delay=50,
+        pair=[0, 1],
+        baseline=None,
+        wake="cq",
+        stream_vis=1,
     )
     paths = bench_via.write_results(rows, info, args)
     assert [p.name for p in paths] == ["via_bench.md", "via_bench.csv", "via_bench.json", "via_bench.png"]
@@ -109,6 +151,7 @@ def test_results_go_through_the_one_writer(tmp_path):
         "latency_us": "5.9000",
         "bandwidth_MBps": "0.6780",
         "receiver_post_recv_cycles": "0.0000",
+        "initiator_polls_per_message": "1.5000",
         **dict.fromkeys(bench_via.STEP_FIELDS, ""),
     }
     data = json.loads((tmp_path / "via_bench.json").read_text())

@@ -47,11 +47,28 @@ def test_wire_header_is_word_aligned_and_limits_are_right():
     assert raw[12:14] == bytes([0x88, 0xB5]) and raw[:6] == bytes([2, 0x4E, 0x56, 0, 0, 3])
 
 
+def test_wire_message_rate_counts_frames_padding_and_overhead():
+    # A 64-byte message: 8 preamble + 14 + 42 + 64 + 4 FCS + 12 gap = 144 bytes, 1.152 us.
+    assert via_frame.wire_messages_per_s(64, 1500) == 125e6 / 144
+    # Below the 64-byte minimum frame the rate stops growing: 1 and 4 bytes cost the same.
+    assert via_frame.wire_messages_per_s(1, 1500) == via_frame.wire_messages_per_s(4, 1500) == 125e6 / 84
+    # One byte past a full frame is a second, minimum-size frame.
+    full = via_frame.payload_per_frame(1500)
+    assert via_frame.wire_messages_per_s(full, 1500) == 125e6 / (8 + 14 + 1500 + 4 + 12)
+    assert via_frame.wire_messages_per_s(full + 1, 1500) == 125e6 / (8 + 14 + 1500 + 4 + 12 + 8 + 64 + 12)
+    # Large messages approach the wire's payload limit.
+    mib = 1 << 20
+    assert 0.999 < via_frame.wire_messages_per_s(mib, 1500) * mib / via_frame.wire_limit_bytes_per_s(1500) <= 1
+
+
 def test_mailbox_commands_fit_the_registers():
     codes = [c.code for c in via_mailbox.COMMANDS]
     assert len(codes) == len(set(codes))
     for c in via_mailbox.COMMANDS:
         assert len(c.args) <= 16 and len(c.results) <= 16
+    # The BENCH command's extra argument words follow its own, within the 16 mailbox words.
+    bench = via_mailbox.command("BENCH")
+    assert len(bench.args) <= via_mailbox.BENCH_ARG_WAKE_CQ < via_mailbox.BENCH_ARG_STREAM_VIS < 16
     assert via_mailbox.MGMT_MESSAGE.size <= via_frame.MGMT_PAYLOAD_MAX
 
 

@@ -48,6 +48,15 @@ __attribute__((noinline)) int nv_platform_wait_cq(unsigned cq, uint64_t deadline
     return nv_via_cq_wait_polled(cq, deadline);
 }
 
+/* The linker script's free RAM between the image's data and the stack's reserve. */
+extern char __heap_start[], __heap_end[];
+
+void *nv_platform_scratch(size_t *bytes)
+{
+    *bytes = (size_t)(__heap_end - __heap_start);
+    return __heap_start;
+}
+
 static int uart_putc(char c, FILE *file)
 {
     (void)file;

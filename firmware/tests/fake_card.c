@@ -19,6 +19,7 @@ void fake_card_reset(unsigned strap)
     fake.scratch = NV_CTRL_SCRATCH_RESET;
     fake.features = NV_CTRL_FEATURES_VIA_MASK;
     fake.store_depth = 1024;
+    fake.lent_bytes = sizeof fake.lent;
 }
 
 static int via_offset(uint32_t offset)
@@ -86,6 +87,12 @@ void nv_reg_write(uint32_t offset, uint32_t value)
             fake.store[fake.ucode_addr++] = (uint64_t)value << 32 | fake.wdata_lo;
         break;
     }
+}
+
+void *nv_platform_scratch(size_t *bytes)
+{
+    *bytes = fake.lent_bytes;
+    return fake.lent;
 }
 
 /* As bare metal: no interrupts, the card's CQ_NOTIFIED polled (time passes as the cycles are read). */

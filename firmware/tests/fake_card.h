@@ -29,6 +29,9 @@ struct fake_card {
     int refuse_loaded;         /* CTRL.LOADED never sticks */
     unsigned reads, writes;
     char log[4096]; /* everything nv_log printed */
+    /* RAM the port lends the core (nv_platform_scratch): `lent_bytes` of it, all by default. */
+    uint32_t lent[2048];
+    size_t lent_bytes;
 };
 
 extern struct fake_card fake;

@@ -478,6 +478,57 @@ static void test_bench_refuses_an_unconnected_vi(void)
     CHECK(r.post_recvs == 1 && r.post_recv_cycles > 0);
 }
 
+/* A stream over several VIs: every VI of the run must be connected and only streams spread; each
+ * VI gets its own page of the area as its descriptor area, and the messages go on the VIs in turn,
+ * STREAM_DEPTH (8) in flight on each before the agent waits for the first. */
+static void test_bench_spreads_a_stream_over_consecutive_vis(void)
+{
+    setup();
+    uint32_t tag = ptag(), first = new_vi(tag), second = new_vi(tag);
+    CHECK(second == first + 1);
+    fake_via.vi[first].state = NV_VI_STATE_CONNECTED;
+    struct nv_bench_args a = {.role = 1,
+                              .op = NV_BENCH_OP_WRITE_STREAM,
+                              .vi = first,
+                              .size = 4,
+                              .iterations = 64,
+                              .buf_pa = FAKE_HOST_BASE,
+                              .desc = FAKE_HOST_BASE + 0x1000,
+                              .timeout_us = 50,
+                              .stream_vis = 2};
+    struct nv_bench_result r;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER); /* the second VI is not connected */
+    fake_via.vi[second].state = NV_VI_STATE_CONNECTED;
+    a.op = NV_BENCH_OP_RDMA_WRITE; /* a ping-pong runs on one VI */
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    a.op = NV_BENCH_OP_WRITE_STREAM;
+    a.desc = FAKE_HOST_BASE + FAKE_HOST_SIZE - 0x1000; /* one page, two wanted */
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    a.desc = FAKE_HOST_BASE + 0x1000;
+    a.stream_vis = FAKE_VIS + 1;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    CHECK(fake_via.vi[first].sq_doorbells == 0 && fake_via.vi[second].sq_doorbells == 0);
+    /* Their slots live in RAM the port lends: too little of it is a lack of resources. */
+    a.stream_vis = 2;
+    fake.lent_bytes = 2 * (16 + 8) * sizeof(struct nv_via_prebuilt) - 1;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_ERROR_RESOURCE);
+    fake.lent_bytes = sizeof fake.lent;
+    /* Nobody completes them: 8 posted on each VI, from its own page, then the wait times out. */
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
+    CHECK(fake_via.vi[first].sq_doorbells == 8 && fake_via.vi[second].sq_doorbells == 8);
+    CHECK(fake_via.vi[first].refused_doorbells == 0 && fake_via.vi[second].refused_doorbells == 0);
+    CHECK(fake_via.vi[first].desc_base == a.desc && fake_via.vi[second].desc_base == a.desc + 0x1000);
+    CHECK(fake_via.vi[second].last_doorbell - fake_via.vi[second].desc_base < fake_via.vi[second].desc_size);
+    /* A send stream's receives: one per message, on the VIs in turn, at most 16 on each. */
+    a.role = 0;
+    a.op = NV_BENCH_OP_SEND_STREAM;
+    a.iterations = 2 * 16 + 1;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_INVALID_PARAMETER);
+    a.iterations = 5;
+    CHECK(nv_via_bench(&via, &a, &r) == NV_VIP_TIMEOUT);
+    CHECK(fake_via.vi[first].rq_doorbells == 3 && fake_via.vi[second].rq_doorbells == 2 && r.post_recvs == 5);
+}
+
 static uint32_t new_cq(void)
 {
     uint32_t args[16] = {[NV_MBOX_CREATE_CQ_ARG_BASE] = FAKE_HOST_BASE + 0x800, [NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 16};
@@ -750,6 +801,7 @@ int main(void)
     test_bench_refuses_an_unconnected_vi();
     test_completion_queue_notification_is_armed_taken_and_waited_for();
     test_bench_sleeps_on_the_receive_queue_s_completion_queue();
+    test_bench_spreads_a_stream_over_consecutive_vis();
     test_mailbox_dispatches_to_a_registered_handler();
     test_mailbox_refuses_a_command_nobody_registered();
     test_register_refuses_a_duplicate();

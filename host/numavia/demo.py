@@ -47,6 +47,7 @@ RDMA_SWEEP = SimpleNamespace(
     pair=(0, 1),
     baseline=None,
     wake="poll",
+    stream_vis=1,
 )
 RDMA_SIZES = [4**k for k in range(1, 9)]
 

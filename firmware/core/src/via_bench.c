@@ -21,12 +21,13 @@
 #include "numavia_via.h"
 #include "via_internal.h"
 
-/* The agent's descriptor area (a page): ping-pongs use one receive and one send slot; a send
- * stream has all its receives posted beforehand (at most RECV_SLOTS) and STREAM_DEPTH sends in
- * flight. */
+/* The agent's descriptor area (a page per VI): ping-pongs use one receive and one send slot; a send
+ * stream has all its receives posted beforehand (at most RECV_SLOTS per VI) and STREAM_DEPTH sends in
+ * flight on each VI. */
+#define AREA_BYTES 4096u
 #define SLOT_BYTES 128u
-#define STREAM_DEPTH 8u
-#define RECV_SLOTS 16u
+#define STREAM_DEPTH NV_MBOX_BENCH_STREAM_DEPTH
+#define RECV_SLOTS NV_MBOX_BENCH_STREAM_RECEIVES
 #define RECV_DESC 0u
 #define SEND_DESC (RECV_SLOTS * SLOT_BYTES)
 #define DESC_WORDS 16u
@@ -41,7 +42,12 @@ struct agent {
     struct nv_bench_result *r;
     uint32_t timeout_cycles;
     uint32_t cq_head; /* with a->wake_cq: the entries of that queue taken (its HEAD) */
-    struct nv_via_prebuilt recv[RECV_SLOTS], send[STREAM_DEPTH];
+    uint32_t vis;     /* VIs a->vi.. of a stream (1 for the ping-pongs) */
+    /* RECV_SLOTS and STREAM_DEPTH slots for each VI, interleaved: a stream's message i (on VI
+     * a->vi + i % vis) takes slot i modulo their count. In `one_*` for one VI, else in the RAM the
+     * port lends (nv_platform_scratch: too many for the stack). */
+    struct nv_via_prebuilt *recv, *send;
+    struct nv_via_prebuilt one_recv[RECV_SLOTS], one_send[STREAM_DEPTH];
 };
 
 /* A descriptor with one data segment (and the address segment of an RDMA), as words. */
@@ -65,10 +71,10 @@ static unsigned build(const struct nv_bench_args *a, uint32_t op, uint32_t *w)
     return (at + NV_DESC_DATA_SIZE) / 4;
 }
 
-/* The slots of the agent's descriptors: a receive or send queue's `index`-th. */
+/* The slots of the agent's descriptors: a receive or send slot (index below the run's count). */
 static TIMED struct nv_via_prebuilt *slot(struct agent *g, int send_queue, uint32_t index)
 {
-    return send_queue ? &g->send[index % STREAM_DEPTH] : &g->recv[index % RECV_SLOTS];
+    return send_queue ? &g->send[index] : &g->recv[index];
 }
 
 /* Post a slot's prebuilt descriptor again: its STATUS and the doorbell (numavia/via_post.h). */
@@ -256,14 +262,15 @@ static TIMED_LOOP uint32_t rdma_write(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight until ITERATIONS
- * completed. For sends the responder posts a receive for every message first (VIA has no flow
- * control: a send that finds no receive breaks the connection), then waits for them all; the
- * host starts the initiator once they are posted. */
+/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight on each of its VIs,
+ * spreading the messages over them in turn, until ITERATIONS completed (in the order posted). For
+ * sends the responder posts a receive for every message first (VIA has no flow control: a send that
+ * finds no receive breaks the connection), then waits for them all; the host starts the initiator
+ * once they are posted. */
 static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
 {
     uint32_t n = g->a->iterations;
-    if (with_receives && n > RECV_SLOTS)
+    if (with_receives && n > RECV_SLOTS * g->vis)
         return NV_VIP_INVALID_PARAMETER;
     if (g->a->role == 0) {
         if (!with_receives)
@@ -276,12 +283,16 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
         g->r->cycles = nv_card_cycles() - t0;
         return NV_VIP_SUCCESS;
     }
-    uint32_t posted = 0, completed = 0;
+    /* Message i's slot, i modulo `slots`, counted without a division. */
+    uint32_t slots = STREAM_DEPTH * g->vis, posted = 0, completed = 0, post_at = 0, done_at = 0;
     uint64_t t0 = nv_card_cycles();
     while (completed < n) {
-        while (posted < n && posted - completed < STREAM_DEPTH)
-            CHECK(post_slot(g, 1, posted++));
-        CHECK(wait_done(g, 1, completed));
+        for (; posted < n && posted - completed < slots; posted++) {
+            CHECK(post_slot(g, 1, post_at));
+            post_at = post_at + 1 == slots ? 0 : post_at + 1;
+        }
+        CHECK(wait_done(g, 1, done_at));
+        done_at = done_at + 1 == slots ? 0 : done_at + 1;
         completed++;
     }
     g->r->cycles = nv_card_cycles() - t0;
@@ -302,37 +313,50 @@ static TIMED_LOOP uint32_t rdma_read(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-/* Every slot's descriptor, written once (outside the timed loops). */
+/* Every slot's descriptor of every VI of the run, written once (outside the timed loops), in the
+ * VI's page of the area, which becomes the VI's descriptor area; slot j of the run's k-th VI is
+ * the agent's slot j * vis + k. */
 static uint32_t prebuild(struct agent *g, uint32_t send_op)
 {
     const struct nv_bench_args *a = g->a;
-    uint32_t w[DESC_WORDS];
-    unsigned n = build(a, NV_CONTROL_OP_SENDRECV, w);
-    for (unsigned i = 0; i < RECV_SLOTS; i++) {
-        uint32_t result = nv_via_prebuild(g->via, &g->recv[i], a->vi, 0, a->desc + RECV_DESC + i * SLOT_BYTES, w, n);
-        if (result != NV_VIP_SUCCESS)
-            return result;
-    }
-    n = build(a, send_op, w);
-    for (unsigned i = 0; i < STREAM_DEPTH; i++) {
-        uint32_t result = nv_via_prebuild(g->via, &g->send[i], a->vi, 1, a->desc + SEND_DESC + i * SLOT_BYTES, w, n);
+    uint32_t recv_words[DESC_WORDS], send_words[DESC_WORDS];
+    unsigned recv_count = build(a, NV_CONTROL_OP_SENDRECV, recv_words), send_count = build(a, send_op, send_words);
+    for (unsigned k = 0; k < g->vis; k++) {
+        uint32_t vi = a->vi + k, area = a->desc + k * AREA_BYTES;
+        uint32_t result = nv_via_set_desc_area(g->via, vi, area, SEND_DESC + STREAM_DEPTH * SLOT_BYTES);
+        for (unsigned i = 0; i < RECV_SLOTS && result == NV_VIP_SUCCESS; i++)
+            result = nv_via_prebuild(g->via, slot(g, 0, i * g->vis + k), vi, 0, area + RECV_DESC + i * SLOT_BYTES,
+                                     recv_words, recv_count);
+        for (unsigned i = 0; i < STREAM_DEPTH && result == NV_VIP_SUCCESS; i++)
+            result = nv_via_prebuild(g->via, slot(g, 1, i * g->vis + k), vi, 1, area + SEND_DESC + i * SLOT_BYTES,
+                                     send_words, send_count);
         if (result != NV_VIP_SUCCESS)
             return result;
     }
     return NV_VIP_SUCCESS;
 }
 
+/* The run's VIs a->vi..a->vi+vis-1 (more than one only for a stream): all the card's, connected. */
+static int vis_usable(const struct nv_via *via, const struct nv_bench_args *a, uint32_t vis)
+{
+    if (vis > 1 && a->op != NV_BENCH_OP_SEND_STREAM && a->op != NV_BENCH_OP_WRITE_STREAM)
+        return 0;
+    if (vis > NV_VIA_VI_CAPACITY || a->vi + vis < a->vi)
+        return 0;
+    for (uint32_t vi = a->vi; vi < a->vi + vis; vi++)
+        if (!nv_via_vi_valid(via, vi) || nv_via_vi_state(vi) != NV_VI_STATE_CONNECTED)
+            return 0;
+    return 1;
+}
+
 uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct nv_bench_result *r)
 {
     *r = (struct nv_bench_result){0};
-    if (!nv_via_vi_valid(via, a->vi) || nv_via_vi_state(a->vi) != NV_VI_STATE_CONNECTED || a->iterations == 0 ||
-        (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
-        !nv_via_host_range(via, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
+    uint32_t vis = a->stream_vis ? a->stream_vis : 1;
+    if (!vis_usable(via, a, vis) || a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
+        !nv_via_host_range(via, a->desc, (vis - 1) * AREA_BYTES + SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
-    uint32_t result = nv_via_set_desc_area(via, a->vi, a->desc, SEND_DESC + STREAM_DEPTH * SLOT_BYTES);
-    if (result != NV_VIP_SUCCESS)
-        return result;
     static const uint32_t ops[] = {[NV_BENCH_OP_SEND_RECV] = NV_CONTROL_OP_SENDRECV,
                                    [NV_BENCH_OP_RDMA_WRITE] = NV_CONTROL_OP_RDMA_WRITE,
                                    [NV_BENCH_OP_RDMA_READ] = NV_CONTROL_OP_RDMA_READ,
@@ -345,7 +369,18 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
-    struct agent g = {.via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u)};
+    struct agent g = {
+        .via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u), .vis = vis};
+    g.recv = g.one_recv;
+    g.send = g.one_send;
+    if (vis > 1) {
+        size_t lent;
+        struct nv_via_prebuilt *slots = nv_platform_scratch(&lent);
+        if (slots == NULL || lent / sizeof *slots < vis * (RECV_SLOTS + STREAM_DEPTH))
+            return NV_VIP_ERROR_RESOURCE;
+        g.recv = slots;
+        g.send = slots + vis * RECV_SLOTS;
+    }
     if (a->wake_cq) {
         /* The queue must exist and take this VI's receive completions (nothing else's matter:
          * only the entries' count is read). Entries left by an earlier run are taken first. */
@@ -357,7 +392,7 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         g.cq_head = nv_reg_read(NV_VIA_CQ_TAIL_AT(cq));
         nv_reg_write(NV_VIA_CQ_HEAD_AT(cq), g.cq_head);
     }
-    result = prebuild(&g, ops[a->op]);
+    uint32_t result = prebuild(&g, ops[a->op]);
     if (result != NV_VIP_SUCCESS)
         return result;
     switch (a->op) {
@@ -391,6 +426,7 @@ static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, 
         .desc = ARG(DESC),
         .timeout_us = ARG(TIMEOUT_US),
         .wake_cq = args[NV_MBOX_BENCH_ARG_WAKE_CQ],
+        .stream_vis = args[NV_MBOX_BENCH_ARG_STREAM_VIS],
     };
     struct nv_bench_result r;
     uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED

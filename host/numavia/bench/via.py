@@ -7,8 +7,9 @@ against the paper's figures and the wire limits, and a PNG of latency and bandwi
 
 Latency is the half round trip for send/receive and RDMA write (what the paper reports), and the
 whole operation for an RDMA read (a read is itself a round trip); bandwidth is size / latency.
-The streaming tests keep eight messages in flight and report the time per message and the
-resulting bandwidth (no latency: messages overlap).
+The streaming tests keep eight messages in flight on each VI they use (``--stream-vis``: the
+messages go on the VIs in turn) and report the time per message, the message rate against the
+wire's frame rate, and the resulting bandwidth (no latency: messages overlap).
 
 Each send/receive and RDMA-write point also splits its last half round trip into steps, from the
 cards' latency stamps (``regmap.VIA_STAMPS``) and the cycle at which each agent saw its last
@@ -128,20 +129,22 @@ def iterations_for(size, *, most, target_bytes=256 * 1024):
     return max(2, min(most, -(-target_bytes // max(size, 1))))
 
 
-def messages_for(op, size, *, most, target_bytes=1024 * 1024):
-    """Messages of a streaming point: enough to fill the pipe; a send stream has a receive posted
-    for each message first, so at most a receive queue's worth (16)."""
-    n = max(4, min(4 * most, -(-target_bytes // max(size, 1))))
-    return min(n, 16) if op == "send-stream" else n
+def messages_for(op, size, *, most, vis=1, target_bytes=1024 * 1024):
+    """Messages of a streaming point over ``vis`` VIs: enough to fill the pipe; a send stream has a
+    receive posted for each message first, so at most the agent's receives on each VI. Large
+    messages too go on every VI, twice."""
+    n = max(4, 2 * vis, min(4 * most * vis, -(-target_bytes // max(size, 1))))
+    return min(n, via_mailbox.BENCH_STREAM_RECEIVES * vis) if op == "send-stream" else n
 
 
 class Bench:
     """Ping-pongs and streams between the nodes ``pair`` (initiator, responder) of a session."""
 
-    def __init__(self, session, *, max_size, log, timeout, pair=(0, 1), wake="poll"):
+    def __init__(self, session, *, max_size, log, timeout, pair=(0, 1), wake="poll", stream_vis=1):
         self.log = log
         self.pair = pair
         self.wake = wake
+        self.stream_vis = stream_vis
         self.nics = [session.nic(node, timeout=timeout) for node in pair]
         self.freq = self.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         ptags = [n.create_ptag() for n in self.nics]
@@ -150,22 +153,36 @@ class Bench:
             buf = nic.alloc(max(max_size, 4096), contiguous=True)
             nic.register(buf, ptag, rdma_write=True, rdma_read=True)
             self.buffers.append(buf)
-        self.descs = [nic.memory.pages(1)[0] for nic in self.nics]
+        # A page of descriptors for each VI a stream spreads over (the ping-pongs use the first).
+        self.descs = [nic.memory.pages(stream_vis, contiguous=True)[0] for nic in self.nics]
         # With --wake cq each VI's receives complete into a queue of their own, the one its agent sleeps on.
         self.cqs = [nic.create_cq() if wake == "cq" else None for nic in self.nics]
         self.vis = [nic.create_vi(ptag, recv_cq=cq) for nic, ptag, cq in zip(self.nics, ptags, self.cqs)]
         vipl.connect_pair(
             self.vis[0], self.vis[1], 0xBE7C, client_buffer=self.buffers[0], server_buffer=self.buffers[1]
         )
+        # The streams' other VIs, connected pair by pair; the agent takes consecutive numbers.
+        for k in range(1, stream_vis):
+            more = [nic.create_vi(ptag) for nic, ptag in zip(self.nics, ptags)]
+            vipl.connect_pair(
+                more[0], more[1], 0xBE7C + k, client_buffer=self.buffers[0], server_buffer=self.buffers[1]
+            )
+            for first, vi in zip(self.vis, more):
+                if vi.number != first.number + k:
+                    raise BenchError(f"the streams' VIs are not consecutive (VI {vi.number} after {first.number})")
 
     def set_mtu(self, mtu):
         for nic in self.nics:
             nic.via_reg("MTU", mtu)
 
     def _extra_words(self, node, op):
-        """The agent's WAKE_CQ word: which completion queue it sleeps on (send/receive only)."""
+        """The agent's WAKE_CQ word (which completion queue it sleeps on: send/receive only) and
+        STREAM_VIS word (over how many VIs a stream spreads)."""
         cq = self.cqs[node]
-        return {via_mailbox.BENCH_ARG_WAKE_CQ: cq.id + 1 if cq is not None and op == "send" else 0}
+        return {
+            via_mailbox.BENCH_ARG_WAKE_CQ: cq.id + 1 if cq is not None and op == "send" else 0,
+            via_mailbox.BENCH_ARG_STREAM_VIS: self.stream_vis if op in STREAMS else 1,
+        }
 
     def _args(self, node, op, size, iterations):
         me, peer = self.buffers[node], self.vis[node].remote_buffer
@@ -186,10 +203,15 @@ class Bench:
             timeout_us=20_000_000,
         )
 
-    def _wait_receives(self, count, errors):
+    def _receives_posted(self, vis):
+        """Receives queued on the responder's first ``vis`` VIs of the run."""
+        first = self.vis[1].number
+        return sum(self.nics[1].vi_reg(vi, "QUEUE_STATUS") >> 16 for vi in range(first, first + vis))
+
+    def _wait_receives(self, count, vis, errors):
         """Start the initiator only once the responder's agent has posted its receives."""
         deadline = time.monotonic() + 60
-        while not errors and self.nics[1].vi_reg(self.vis[1].number, "QUEUE_STATUS") >> 16 < count:
+        while not errors and self._receives_posted(vis) < count:
             if time.monotonic() > deadline:
                 raise BenchError("the responder's agent did not post its receives")
             time.sleep(0.005)
@@ -203,14 +225,17 @@ class Bench:
                 results[node] = self.nics[node].command(
                     "BENCH", extra_words=self._extra_words(node, op), **self._args(node, op, size, iterations)
                 )[1]
-            except NumaviaError as e:
+            except (NumaviaError, OSError) as e:  # OSError: the session ended under the responder
                 errors.append(e)
 
         threads = []
         if op not in ("read", "write-stream"):  # the remote CPU takes no part in these
             threads.append(threading.Thread(target=run, args=(1,)))
             threads[0].start()
-            self._wait_receives(iterations if op == "send-stream" else 1 if op == "send" else 0, errors)
+            if op == "send-stream":
+                self._wait_receives(iterations, self.stream_vis, errors)
+            else:
+                self._wait_receives(1 if op == "send" else 0, 1, errors)
         run(0)
         for t in threads:
             t.join()
@@ -231,6 +256,9 @@ class Bench:
             "latency_us": latency_us,
             "bandwidth_MBps": size / latency_us if latency_us else 0.0,
             "receiver_post_recv_cycles": post_recv,
+            # How often the initiator looked for a completion (or arrival) per message: near 1, it
+            # seldom waited for the card; far above, the card (or the peer) kept it waiting.
+            "initiator_polls_per_message": r0["polls"] / iterations,
             **steps,
         }
 
@@ -238,7 +266,15 @@ class Bench:
 def sweep(session, args, points, log):
     """Every (MTU, operation, size) point between the nodes ``args.pair`` of a running session;
     returns the rows and both cards' counters afterwards."""
-    bench = Bench(session, max_size=max(points), log=log, timeout=args.timeout, pair=tuple(args.pair), wake=args.wake)
+    bench = Bench(
+        session,
+        max_size=max(points),
+        log=log,
+        timeout=args.timeout,
+        pair=tuple(args.pair),
+        wake=args.wake,
+        stream_vis=args.stream_vis,
+    )
     # The RDMA-write ping-pong detects arrival by a byte: no empty write.
     todo = [
         (mtu, op, size) for mtu in args.mtu for op in args.ops for size in points if not (size == 0 and op == "write")
@@ -249,7 +285,7 @@ def sweep(session, args, points, log):
             bench.set_mtu(mtu)
             mtu_set = mtu
         n = (
-            messages_for(op, size, most=args.iterations)
+            messages_for(op, size, most=args.iterations, vis=args.stream_vis)
             if op in STREAMS
             else iterations_for(size, most=args.iterations)
         )
@@ -290,6 +326,7 @@ FIELDS = [
     "latency_us",
     "bandwidth_MBps",
     "receiver_post_recv_cycles",
+    "initiator_polls_per_message",
     *STEP_FIELDS,
 ]
 TITLE = "VIA engine benchmark (two simulated nodes)"
@@ -324,7 +361,7 @@ def write_results(rows, info, args):
         headers=FIELDS,
         rows=[["" if c is None else c for c in results.csv_row(r, FIELDS)] for r in rows],
         figures={"rows": rows, "counters": info["counters"]},
-        config={**configuration(info, args), "ops": args.ops, "wake": args.wake},
+        config={**configuration(info, args), "ops": args.ops, "wake": args.wake, "stream_vis": args.stream_vis},
         text=summary(rows, info, args, baseline),
         plot=lambda path: plot(rows, path, args, baseline),
     )
@@ -428,11 +465,13 @@ def summary(rows, info, args, baseline=None):
     ]
     streams = [op for op in args.ops if op in STREAMS]
     if streams:
+        on = f"on each of {args.stream_vis} VIs" if args.stream_vis > 1 else "on one VI"
         lines += [
-            "## Streaming (8 messages in flight)",
+            f"## Streaming ({via_mailbox.BENCH_STREAM_DEPTH} messages in flight {on})",
             "",
-            f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | peak bandwidth (MB/s) at size |",
-            "|---|---|---|---|---|",
+            f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | of the wire's message rate "
+            "| peak bandwidth (MB/s) at size | of the wire limit |",
+            "|---|---|---|---|---|---|---|",
         ]
         for mtu in args.mtu:
             for op in streams:
@@ -441,9 +480,12 @@ def summary(rows, info, args, baseline=None):
                 if not pts or not small:
                     continue
                 peak = max(pts, key=lambda r: r["bandwidth_MBps"])
+                rate = 1e6 / small[0]["latency_us"]
+                limit = via_frame.wire_limit_bytes_per_s(mtu) / 1e6
                 lines.append(
-                    f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | "
-                    f"{1e6 / small[0]['latency_us']:.0f} | {peak['bandwidth_MBps']:.1f} at {peak['size']} B |"
+                    f"| {mtu} | {OP_TITLES[op]} | {small[0]['latency_us']:.2f} | {rate:.0f} | "
+                    f"{100 * rate / via_frame.wire_messages_per_s(smallest, mtu):.1f} % | "
+                    f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {100 * peak['bandwidth_MBps'] / limit:.1f} % |"
                 )
         lines.append("")
     if "send" in args.ops and "write" in args.ops:

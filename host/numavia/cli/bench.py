@@ -2,7 +2,7 @@
 figures measured with progress lines on stderr, its report printed and written (Markdown, CSV,
 JSON with the command and configuration, PNG) by :mod:`numavia.bench.results`."""
 
-from numavia.base import buildcache, pushpull_format
+from numavia.base import buildcache, pushpull_format, via_mailbox
 from numavia.base.coherence import LINE_BYTES, LINE_SIZES
 from numavia.base.errors import NumaviaError
 from numavia.bench import (
@@ -19,6 +19,7 @@ from numavia.bench import (
     stream,
     via,
 )
+from numavia.gateware.card import CardConfig
 from numavia.gateware.microcode.protocol_explorer import KINDS, ExploreConfig
 from numavia.instrument import CostModel
 from numavia.soc.ring_launch import require_mpi
@@ -212,6 +213,8 @@ def cmd_bench_via(args):
     check_eth_delay(args)
     if len(args.pair) != 2 or max(args.pair) >= args.nodes:
         args.parser.error(f"--pair names two nodes of the ring (0..{args.nodes - 1}), not {args.pair}")
+    if args.stream_vis > CardConfig().via_vis:
+        args.parser.error(f"--stream-vis {args.stream_vis}: the card has {CardConfig().via_vis} VIs")
     args.spread = spread(args, args.nodes)
     if args.baseline:
         try:
@@ -599,6 +602,14 @@ def register(sub):
         help="how send/receive waits for its receives: poll their descriptors (default), or sleep "
         "until the receive queue's completion queue notifies (the card's interrupt under Zephyr; "
         "bare metal polls the card's notification register)",
+    )
+    v.add_argument(
+        "--stream-vis",
+        type=positive,
+        default=1,
+        metavar="N",
+        help=f"VIs each stream spreads its messages over, in turn, {via_mailbox.BENCH_STREAM_DEPTH} in flight "
+        f"on each (default 1; at most the card's {CardConfig().via_vis})",
     )
     add_out_option(v, "results/via", "output folder")
     add_firmware_option(v)

@@ -4,6 +4,7 @@
 #ifndef NUMAVIA_PLATFORM_H
 #define NUMAVIA_PLATFORM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef NV_PLATFORM_INLINE
@@ -30,6 +31,11 @@ void nv_host_sync(void);
  * `deadline`; nonzero when it fired. Bare metal polls the card's CQ_NOTIFIED; Zephyr sleeps on
  * the card's interrupt. */
 int nv_platform_wait_cq(unsigned cq, uint64_t deadline);
+
+/* RAM the port lends the core for as long as a call of the core runs (the benchmark agent's slots
+ * of a stream over several VIs): its address, word aligned, and its size in `*bytes`; NULL and 0
+ * if it has none. Bare metal lends what lies between its data and its stack. */
+void *nv_platform_scratch(size_t *bytes);
 
 /* Console output, printf-style. */
 void nv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -20,6 +20,14 @@ void nv_log(const char *fmt, ...)
     va_end(ap);
 }
 
+/* Zephyr's RAM is the application's to give: none is lent, so the benchmark agent streams on one
+ * VI at a time (a stream over several is refused). */
+void *nv_platform_scratch(size_t *bytes)
+{
+    *bytes = 0;
+    return NULL;
+}
+
 int nv_platform_wait_cq(unsigned cq, uint64_t deadline)
 {
 #ifdef CONFIG_NUMAVIA_VIA
