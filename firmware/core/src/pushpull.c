@@ -172,6 +172,12 @@ static inline HOT void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
     }
 }
 
+/* The same, one copy for the code off a small message's path (long copies, the benchmark's checks). */
+static RARE void write_bytes_rare(uint32_t pa, uint32_t value, uint32_t n)
+{
+    write_bytes(pa, value, n);
+}
+
 /* A CPU copy through the uncached window: words where source and destination agree mod 4 (the
  * bytes up to the first whole word and after the last, apart), bytes where they do not. */
 static RARE void copy_unaligned(uint32_t dst, uint32_t src, uint32_t n)
@@ -185,7 +191,7 @@ static RARE void copy_unaligned(uint32_t dst, uint32_t src, uint32_t n)
             k = words ? 4u - (dst & 3u) : 1u;
             if (k > n)
                 k = n;
-            write_bytes(dst, read_bytes(src, k), k);
+            write_bytes_rare(dst, read_bytes(src, k), k);
         }
     }
 }
@@ -305,6 +311,7 @@ static inline HOT int expired(const struct nv_pp *pp, struct wait *w)
     return now - w->start > pp->timeout_cycles;
 }
 
+/* Wait until the card is done with `d`: one copy for the code off a small message's path. */
 static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
 {
     struct wait w = {0, 0};
@@ -317,7 +324,7 @@ static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
     }
 }
 
-/* Wait until the card is done with `d` (most often it is: one read, no loop). */
+/* The same inline, for a small message (most often the card is done: one read, no loop). */
 static inline HOT uint32_t wait_done(struct nv_pp *pp, struct nv_pp_desc *d)
 {
     uint32_t r = done(d);
@@ -353,6 +360,15 @@ static inline HOT void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned
 {
     for (unsigned i = offset / 4; i <= (offset + bytes - 1) / 4; i++)
         h[i] = nv_host_read32(at + 4 * i);
+}
+
+/* What a message with a pulled part has beyond a small message's header. */
+static RARE void fetch_pull(uint32_t *h, uint32_t at)
+{
+    fetch(h, at, HDR(PUSHED));
+    fetch(h, at, HDR(SEQ));
+    fetch(h, at, HDR(PULL_VA));
+    fetch(h, at, HDR(PULL_HANDLE));
 }
 
 /* An ACK or CREDIT (or a message of a kind we do not know) in `slot`: consumed, the slot posted
@@ -396,10 +412,7 @@ static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
         else
             fetch(h, at, HDR(LENGTH));
         if (flags & NV_PP_HEADER_FLAGS_PULL_MASK) {
-            fetch(h, at, HDR(PUSHED));
-            fetch(h, at, HDR(SEQ));
-            fetch(h, at, HDR(PULL_VA));
-            fetch(h, at, HDR(PULL_HANDLE));
+            fetch_pull(h, at);
         } else {
             h[WORD(PUSHED)] = h[WORD(LENGTH)];
         }
@@ -411,13 +424,19 @@ static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
     return NV_VIP_SUCCESS;
 }
 
+/* The same, one copy for the waits off a small message's path. */
+static RARE uint32_t poll_incoming_rare(struct nv_pp *pp)
+{
+    return poll_incoming(pp);
+}
+
 /* Wait until the peer has a slot for us. */
 static RARE uint32_t wait_for_credit(struct nv_pp *pp)
 {
     struct wait w = {0, 0};
     pp->stats.credit_waits++;
     while (pp->credits == 0) {
-        CHECK(poll_incoming(pp));
+        CHECK(poll_incoming_rare(pp));
         if (expired(pp, &w))
             return NV_VIP_TIMEOUT;
     }
@@ -433,7 +452,7 @@ static inline HOT uint32_t wait_credit(struct nv_pp *pp)
 static RARE uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
 {
     struct nv_pp_desc *d = &pp->send[NV_PP_SEND_CONTROL];
-    CHECK(wait_done(pp, d)); /* its header's last message has left */
+    CHECK(wait_for(pp, d)); /* its header's last message has left */
     CHECK(wait_credit(pp));
     set_word(&pp->control_header, 0, first_word(kind, 0, pp->owed, 0));
     set_word(&pp->control_header, WORD(SEQ), seq);
@@ -559,10 +578,10 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
 {
     uint32_t r = NV_VIP_SUCCESS;
     if (p->path == NV_PP_PATH_GATHER)
-        r = wait_done(pp, d);
+        r = wait_for(pp, d);
     struct wait w = {0, 0};
     while (r == NV_VIP_SUCCESS && p->pulled && (int32_t)(seq - pp->acked_seq) > 0) {
-        r = poll_incoming(pp);
+        r = poll_incoming_rare(pp);
         if (r == NV_VIP_SUCCESS && expired(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
@@ -571,12 +590,11 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
 }
 
 /* The early-message register path, straight: the bytes in the push's immediate data, behind a
- * short header from the bounce slot (its descriptor's segment is that header, set at open). */
+ * short header from the bounce slot (its descriptor's segment is that header, set at open). The
+ * caller has waited for the bounce slot. */
 static inline HOT uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t t0)
 {
     struct nv_pp_desc *d = &pp->send[NV_PP_SEND_REGISTER];
-    CHECK(wait_done(pp, d)); /* the bounce slot's last push has left */
-    CHECK(wait_done(pp, &pp->send[NV_PP_SEND_BOUNCE]));
     pp->send_seq++;
     set_word(&d->r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET / 4, read_bytes(buf.pa, length));
     set_word(&pp->bounce_header, 0,
@@ -595,22 +613,22 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
     CHECK(wait_credit(pp));
-    if (register_path(pp->cfg.scheme, pp->cfg.threshold, length))
-        return push_register(pp, buf, length, t0);
-    struct nv_pp_plan p;
-    plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
     struct nv_pp_desc *d;
     struct nv_pp_record *h;
-    if (p.path == NV_PP_PATH_GATHER) {
-        d = &pp->send[NV_PP_SEND_GATHER];
-        h = &pp->gather_header;
-        CHECK(wait_done(pp, d));
-    } else { /* the bounce slot's last push has left */
+    if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED) { /* the bounce slot's last push has left */
         d = &pp->send[NV_PP_SEND_BOUNCE];
         h = &pp->bounce_header;
         CHECK(wait_done(pp, &pp->send[NV_PP_SEND_REGISTER]));
         CHECK(wait_done(pp, d));
+        if (register_path(pp->cfg.scheme, pp->cfg.threshold, length))
+            return push_register(pp, buf, length, t0);
+    } else {
+        d = &pp->send[NV_PP_SEND_GATHER];
+        h = &pp->gather_header;
+        CHECK(wait_done(pp, d));
     }
+    struct nv_pp_plan p;
+    plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
     uint32_t seq = ++pp->send_seq, handle = NO_HANDLE;
     int translated = p.path == NV_PP_PATH_GATHER || p.pulled, short_message = !p.pulled && length < SHORT_LIMIT;
     uint32_t header_bytes = short_message ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE;
@@ -658,12 +676,17 @@ static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32
     pp->owed++;
 }
 
+static RARE void take_pushed_rare(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
+{
+    take_pushed(pp, slot, h, buf);
+}
+
 /* Pull a message's part beyond `pushed` into the user buffer (translated as `handle`). */
 static RARE uint32_t post_pull(struct nv_pp *pp, const uint32_t *h, struct nv_pp_buf buf, uint32_t pushed,
                                uint32_t pulled, uint32_t handle)
 {
     struct nv_pp_desc *d = &pp->send[NV_PP_SEND_READ];
-    CHECK(wait_done(pp, d));
+    CHECK(wait_for(pp, d));
     set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES,
               get_field(h, HDR(PULL_VA)));
     set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES,
@@ -687,7 +710,7 @@ static RARE uint32_t receive_pulled(struct nv_pp *pp, unsigned slot, const uint3
     pp->stats.pulls++;
     if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED) {
         /* Send/ack overlap: the ACK waits behind the read in the engine, not in this CPU. */
-        r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
+        r = wait_for(pp, &pp->send[NV_PP_SEND_CONTROL]);
         if (r == NV_VIP_SUCCESS)
             r = wait_credit(pp);
         if (r == NV_VIP_SUCCESS)
@@ -695,19 +718,19 @@ static RARE uint32_t receive_pulled(struct nv_pp *pp, unsigned slot, const uint3
         if (r == NV_VIP_SUCCESS)
             r = send_control(pp, NV_PP_KIND_ACK, seq);
         if (r == NV_VIP_SUCCESS) {
-            take_pushed(pp, slot, h, buf); /* while the pull is on the wire */
-            r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
+            take_pushed_rare(pp, slot, h, buf); /* while the pull is on the wire */
+            r = wait_for(pp, &pp->send[NV_PP_SEND_READ]);
         }
         return r;
     }
-    take_pushed(pp, slot, h, buf);
+    take_pushed_rare(pp, slot, h, buf);
     r = post_pull(pp, h, buf, pushed, pulled, *handle);
     if (r == NV_VIP_SUCCESS)
-        r = wait_done(pp, &pp->send[NV_PP_SEND_READ]);
+        r = wait_for(pp, &pp->send[NV_PP_SEND_READ]);
     if (r == NV_VIP_SUCCESS)
         r = send_control(pp, NV_PP_KIND_ACK, seq);
     if (r == NV_VIP_SUCCESS)
-        r = wait_done(pp, &pp->send[NV_PP_SEND_CONTROL]);
+        r = wait_for(pp, &pp->send[NV_PP_SEND_CONTROL]);
     return r;
 }
 
@@ -766,7 +789,7 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
 TIMED uint32_t nv_pp_drain(struct nv_pp *pp)
 {
     for (unsigned i = 0; i < NV_PP_SENDS; i++)
-        CHECK(wait_done(pp, &pp->send[i]));
+        CHECK(wait_for(pp, &pp->send[i]));
     return NV_VIP_SUCCESS;
 }
 
@@ -783,7 +806,7 @@ static TIMED uint32_t pattern_word(uint32_t message, uint32_t sender, uint32_t k
 static RARE void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     for (uint32_t k = 0; k < size; k += 4) {
-        write_bytes(buf.pa + k, pattern_word(message, sender, k), size - k < 4 ? size - k : 4);
+        write_bytes_rare(buf.pa + k, pattern_word(message, sender, k), size - k < 4 ? size - k : 4);
     }
 }
 
@@ -805,7 +828,7 @@ static RARE void scribble(struct nv_pp_buf buf, uint32_t size)
 {
     for (uint32_t k = 0; k + 4 <= size; k += 4)
         nv_host_write32(buf.pa + k, 0xa5a5a5a5u);
-    write_bytes(buf.pa + (size & ~3u), 0xa5a5a5a5u, size & 3u);
+    write_bytes_rare(buf.pa + (size & ~3u), 0xa5a5a5a5u, size & 3u);
 }
 
 static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,
