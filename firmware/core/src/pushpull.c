@@ -512,12 +512,12 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     if (timeout_us > 20000000u)
         timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     pp->timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u);
-    const uint32_t bounce = NV_PP_AREA_BOUNCE, push = NV_PP_AREA_HEADERS, control = push + NV_PP_HEADER_SIZE;
+    enum { bounce = NV_PP_AREA_BOUNCE, push = NV_PP_AREA_HEADERS, control = push + NV_PP_HEADER_SIZE };
     for (unsigned i = 0; i < NV_PP_SLOTS; i++)
         open_desc(pp, &pp->slot[i], RECV_DESC(i), 0, NV_CONTROL_OP_SENDRECV, 0, area_va(pp, slot_offset(i)),
                   NV_PP_SLOT_BYTES);
     /* Each send's first segment: its header (a register push's is short); a read's is set per pull. */
-    const struct {
+    static const struct {
         uint32_t op, flags, header, length;
     } sends[NV_PP_SENDS] = {
         [NV_PP_SEND_REGISTER] = {NV_CONTROL_OP_SENDRECV, NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK, bounce,
@@ -625,7 +625,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     } else {
         d = &pp->send[NV_PP_SEND_GATHER];
         h = &pp->gather_header;
-        CHECK(wait_done(pp, d));
+        CHECK(wait_for(pp, d));
     }
     struct nv_pp_plan p;
     plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
