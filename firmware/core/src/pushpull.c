@@ -660,25 +660,35 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     return translated ? finish_translated(pp, d, &p, seq, &handle) : NV_VIP_SUCCESS;
 }
 
+/* Copy the `pushed` bytes behind a header of `header_bytes` out of `slot`. */
+static inline HOT void copy_from_slot(struct nv_pp *pp, unsigned slot, uint32_t header_bytes, uint32_t pushed,
+                                      struct nv_pp_buf buf)
+{
+    host_copy(buf.pa, area_pa(pp, slot_offset(slot) + header_bytes), pushed);
+    pp->stats.copied_bytes += pushed;
+}
+
 /* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again. */
 static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
 {
     uint32_t pushed = (uint32_t)get_field(h, HDR(PUSHED));
     uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS));
-    if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
+    if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK)
         write_bytes(buf.pa, nv_host_read32(pp->slot[slot].r.pa + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET), pushed);
-    } else {
-        uint32_t at = slot_offset(slot) + (flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE);
-        host_copy(buf.pa, area_pa(pp, at), pushed);
-        pp->stats.copied_bytes += pushed;
-    }
+    else
+        copy_from_slot(pp, slot, flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE,
+                       pushed, buf);
     post_slot(pp, slot);
     pp->owed++;
 }
 
-static RARE void take_pushed_rare(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
+/* The same for a message with a pulled part: it has a whole header and its pushed part behind it
+ * in the slot (never a short header, never in the immediate data: nv_pp_send). */
+static RARE void take_pushed_of_pull(struct nv_pp *pp, unsigned slot, uint32_t pushed, struct nv_pp_buf buf)
 {
-    take_pushed(pp, slot, h, buf);
+    copy_from_slot(pp, slot, NV_PP_HEADER_SIZE, pushed, buf);
+    post_slot(pp, slot);
+    pp->owed++;
 }
 
 /* Pull a message's part beyond `pushed` into the user buffer (translated as `handle`). */
@@ -718,12 +728,12 @@ static RARE uint32_t receive_pulled(struct nv_pp *pp, unsigned slot, const uint3
         if (r == NV_VIP_SUCCESS)
             r = send_control(pp, NV_PP_KIND_ACK, seq);
         if (r == NV_VIP_SUCCESS) {
-            take_pushed_rare(pp, slot, h, buf); /* while the pull is on the wire */
+            take_pushed_of_pull(pp, slot, pushed, buf); /* while the pull is on the wire */
             r = wait_for(pp, &pp->send[NV_PP_SEND_READ]);
         }
         return r;
     }
-    take_pushed_rare(pp, slot, h, buf);
+    take_pushed_of_pull(pp, slot, pushed, buf);
     r = post_pull(pp, h, buf, pushed, pulled, *handle);
     if (r == NV_VIP_SUCCESS)
         r = wait_for(pp, &pp->send[NV_PP_SEND_READ]);
