@@ -311,6 +311,11 @@ static inline HOT int expired(const struct nv_pp *pp, struct wait *w)
     return now - w->start > pp->timeout_cycles;
 }
 
+static RARE int expired_rare(const struct nv_pp *pp, struct wait *w)
+{
+    return expired(pp, w);
+}
+
 /* Wait until the card is done with `d`: one copy for the code off a small message's path. */
 static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
 {
@@ -319,7 +324,7 @@ static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
         uint32_t r = done(d);
         if (r != NV_VIP_NOT_DONE)
             return r;
-        if (expired(pp, &w))
+        if (expired_rare(pp, &w))
             return NV_VIP_TIMEOUT;
     }
 }
@@ -437,7 +442,7 @@ static RARE uint32_t wait_for_credit(struct nv_pp *pp)
     pp->stats.credit_waits++;
     while (pp->credits == 0) {
         CHECK(poll_incoming_rare(pp));
-        if (expired(pp, &w))
+        if (expired_rare(pp, &w))
             return NV_VIP_TIMEOUT;
     }
     return NV_VIP_SUCCESS;
@@ -582,7 +587,7 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
     struct wait w = {0, 0};
     while (r == NV_VIP_SUCCESS && p->pulled && (int32_t)(seq - pp->acked_seq) > 0) {
         r = poll_incoming_rare(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, &w))
+        if (r == NV_VIP_SUCCESS && expired_rare(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
     untranslate(pp, handle);
