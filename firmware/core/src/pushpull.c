@@ -360,6 +360,18 @@ static inline HOT void post_slot(struct nv_pp *pp, unsigned slot)
     pp->posted_count++;
 }
 
+/* Post a slot the library is done with again: the peer hears of it with our next header. */
+static inline HOT void release_slot(struct nv_pp *pp, unsigned slot)
+{
+    post_slot(pp, slot);
+    pp->owed++;
+}
+
+static RARE void release_slot_rare(struct nv_pp *pp, unsigned slot)
+{
+    release_slot(pp, slot);
+}
+
 /* Read the header words that hold a field into `h`, the slot's copy. */
 static inline HOT void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned bytes)
 {
@@ -388,8 +400,7 @@ static RARE void take_control(struct nv_pp *pp, unsigned slot, uint32_t *h, uint
     } else if (kind != NV_PP_KIND_CREDIT) {
         nv_log("pushpull: message of unknown kind %lu dropped\n", (unsigned long)kind);
     }
-    post_slot(pp, slot);
-    pp->owed++;
+    release_slot_rare(pp, slot);
 }
 
 /* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
@@ -683,8 +694,7 @@ static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32
     else
         copy_from_slot(pp, slot, flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE,
                        pushed, buf);
-    post_slot(pp, slot);
-    pp->owed++;
+    release_slot(pp, slot);
 }
 
 /* The same for a message with a pulled part: it has a whole header and its pushed part behind it
@@ -692,8 +702,7 @@ static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32
 static RARE void take_pushed_of_pull(struct nv_pp *pp, unsigned slot, uint32_t pushed, struct nv_pp_buf buf)
 {
     copy_from_slot(pp, slot, NV_PP_HEADER_SIZE, pushed, buf);
-    post_slot(pp, slot);
-    pp->owed++;
+    release_slot_rare(pp, slot);
 }
 
 /* Pull a message's part beyond `pushed` into the user buffer (translated as `handle`). */
@@ -755,8 +764,7 @@ static RARE uint32_t refuse(struct nv_pp *pp, unsigned slot, uint32_t len, uint3
 {
     nv_log("pushpull: a message of %lu bytes (%lu pushed) refused: the receive holds %lu\n", (unsigned long)len,
            (unsigned long)pushed, (unsigned long)capacity);
-    post_slot(pp, slot);
-    pp->owed++;
+    release_slot_rare(pp, slot);
     return NV_VIP_INVALID_PARAMETER;
 }
 
