@@ -380,7 +380,7 @@ static void test_small_message_writes_only_what_changed(void)
     for (unsigned scheme = 0; scheme < 2; scheme++) {
         open_pair(scheme, t, 1000);
         for (unsigned i = 0; i < 2; i++) { /* two: the receiver does not owe enough to send a CREDIT */
-            fill(0, 1, 5 + i); /* a new byte each message */
+            fill(0, 1, 5 + i);             /* a new byte each message */
             unsigned writes = fake_via.host_writes, reads = fake_via.host_reads;
             unsigned doorbells = fake_via.vi[vis[1]].rq_doorbells;
             CHECK(nv_pp_send(&ep[0], user[0], 1) == NV_VIP_SUCCESS);

@@ -61,6 +61,9 @@
  * messages, translation, refusals, the benchmark's checking) is kept out of line, so that the path
  * of a small message is short and does not evict itself. */
 #define RARE NV_TIMED(pushpull) __attribute__((noinline, cold))
+/* Inline on a small message's path. What RARE code needs of it goes through one out-of-line copy,
+ * NAME_rare (or wait_for for wait_done): inline in every RARE caller, the HOT helpers made the
+ * image too large for the boards' 32 KiB ROM. */
 #define HOT NV_TIMED(pushpull) __attribute__((always_inline))
 #define WORD(field) (NV_PP_HEADER_##field##_OFFSET / 4)
 
@@ -70,9 +73,9 @@
  * much for a library that builds several records per message. */
 #define FITS(prefix) (prefix##_OFFSET % 4 + prefix##_BYTES <= 4 || (prefix##_BYTES == 8 && prefix##_OFFSET % 4 == 0))
 _Static_assert(FITS(NV_PP_HEADER_KIND) && FITS(NV_PP_HEADER_FLAGS) && FITS(NV_PP_HEADER_CREDITS) &&
-                   FITS(NV_PP_HEADER_SHORT_LENGTH) &&
-                   FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) && FITS(NV_PP_HEADER_PUSHED) &&
-                   FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) && FITS(NV_PP_HEADER_SENT_CYCLES),
+                   FITS(NV_PP_HEADER_SHORT_LENGTH) && FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) &&
+                   FITS(NV_PP_HEADER_PUSHED) && FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) &&
+                   FITS(NV_PP_HEADER_SENT_CYCLES),
                "push-pull header fields must sit inside words");
 _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) &&
                    FITS(NV_DESC_CONTROL_IMMEDIATE_DATA) && FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
@@ -86,10 +89,10 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
 #define WHOLE(prefix) (prefix##_OFFSET % 4 == 0 && prefix##_BYTES == 4)
 #define SHORT_LIMIT (1u << 8 * NV_PP_HEADER_SHORT_LENGTH_BYTES)
 _Static_assert(WORD(KIND) == 0 && WORD(FLAGS) == 0 && WORD(CREDITS) == 0 && WORD(SHORT_LENGTH) == 0 &&
-                   NV_PP_SLOTS < (1u << 8 * NV_PP_HEADER_CREDITS_BYTES) &&
-                   WHOLE(NV_PP_HEADER_SEQ) && WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) &&
-                   WHOLE(NV_PP_HEADER_PULL_HANDLE) && WHOLE(NV_PP_HEADER_SENT_CYCLES) &&
-                   WHOLE(NV_DESC_DATA_LENGTH) && WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
+                   NV_PP_SLOTS < (1u << 8 * NV_PP_HEADER_CREDITS_BYTES) && WHOLE(NV_PP_HEADER_SEQ) &&
+                   WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) && WHOLE(NV_PP_HEADER_PULL_HANDLE) &&
+                   WHOLE(NV_PP_HEADER_SENT_CYCLES) && WHOLE(NV_DESC_DATA_LENGTH) &&
+                   WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
                "push-pull header words as the library sets and reads them");
 _Static_assert(NV_PP_SHORT_HEADER % 4 == 0 && WORD(SENT_CYCLES) < NV_PP_SHORT_HEADER / 4 &&
                    NV_PP_SHORT_HEADER + SHORT_LIMIT <= NV_PP_SLOT_BYTES,
@@ -311,6 +314,7 @@ static inline HOT int expired(const struct nv_pp *pp, struct wait *w)
     return now - w->start > pp->timeout_cycles;
 }
 
+/* The same, one copy for the waits off a small message's path. */
 static RARE int expired_rare(const struct nv_pp *pp, struct wait *w)
 {
     return expired(pp, w);
@@ -367,6 +371,7 @@ static inline HOT void release_slot(struct nv_pp *pp, unsigned slot)
     pp->owed++;
 }
 
+/* The same, one copy for the code off a small message's path. */
 static RARE void release_slot_rare(struct nv_pp *pp, unsigned slot)
 {
     release_slot(pp, slot);
@@ -481,7 +486,7 @@ static RARE uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
 /* --- translation: a user range into the card's ATT ------------------------------------------- */
 
 static RARE uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
-                                uint32_t attributes, uint32_t *handle)
+                               uint32_t attributes, uint32_t *handle)
 {
     *handle = NO_HANDLE;
     if (length == 0)
@@ -589,8 +594,8 @@ static RARE uint32_t prepare_translated(struct nv_pp *pp, struct nv_pp_buf buf, 
 
 /* After such a push: wait until the user buffer is free again (the gathering push done, the pull
  * acknowledged) and drop its translation. */
-static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, const struct nv_pp_plan *p,
-                                       uint32_t seq, uint32_t *handle)
+static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, const struct nv_pp_plan *p, uint32_t seq,
+                                       uint32_t *handle)
 {
     uint32_t r = NV_VIP_SUCCESS;
     if (p->path == NV_PP_PATH_GATHER)
@@ -662,7 +667,8 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     /* The first segment: the header, and behind it in the bounce slot the pushed part. */
     set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4,
              header_bytes + (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
-    uint32_t flags = (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
+    uint32_t flags =
+        (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
     set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed, short_message ? length : 0));
     set_word(h, WORD(SENT_CYCLES), t0);
     if (!short_message) {
@@ -692,8 +698,8 @@ static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32
     if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK)
         write_bytes(buf.pa, nv_host_read32(pp->slot[slot].r.pa + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET), pushed);
     else
-        copy_from_slot(pp, slot, flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE,
-                       pushed, buf);
+        copy_from_slot(pp, slot, flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE, pushed,
+                       buf);
     release_slot(pp, slot);
 }
 
