@@ -646,7 +646,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     } else {
         d = &pp->send[NV_PP_SEND_GATHER];
         h = &pp->gather_header;
-        CHECK(wait_for(pp, d));
+        CHECK(wait_done(pp, d));
     }
     struct nv_pp_plan p;
     plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
