@@ -209,12 +209,14 @@ void fake_host_put32(uint32_t phys, uint32_t value)
 uint32_t nv_host_read32(uint32_t phys)
 {
     uint32_t v;
+    fake_via.host_reads++;
     memcpy(&v, host(phys), 4);
     return v;
 }
 
 void nv_host_write32(uint32_t phys, uint32_t value)
 {
+    fake_via.host_writes++;
     memcpy(host(phys), &value, 4);
 }
 

@@ -46,6 +46,7 @@ struct fake_via {
     uint32_t cq_notified; /* CQ_NOTIFIED: a test sets the bits of queues whose notification fired */
     uint8_t host[FAKE_HOST_SIZE];
     unsigned host_syncs;
+    unsigned host_reads, host_writes; /* nv_host_read32 / nv_host_write32 calls: uncached accesses on the card */
     /* Called after a doorbell is counted, if set: a test's model of the engine behind it. */
     void (*doorbell_hook)(unsigned vi, int send_queue, uint32_t descriptor);
 };

@@ -351,6 +351,61 @@ static void test_long_message_waits_for_its_pull(void)
     CHECK(ep[1].posted_count == NV_PP_SLOTS);              /* not yet looked at */
 }
 
+/* A message below 256 bytes with nothing pulled carries its length in the header's first word
+ * (SHORT); from 256 bytes the receiver reads LENGTH: both sides of that edge arrive whole. */
+static void test_short_length_edge(void)
+{
+    const uint32_t t = 512, sizes[] = {255, 256, 257, t};
+    for (unsigned scheme = 0; scheme < 2; scheme++) {
+        open_pair(scheme, t, 1000);
+        for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            fill(0, sizes[i], 20 + i);
+            memset(&fake_via.host[user[1].pa - FAKE_HOST_BASE], 0xee, t + 8);
+            CHECK(nv_pp_send(&ep[0], user[0], sizes[i]) == NV_VIP_SUCCESS);
+            uint32_t length = 0;
+            CHECK(nv_pp_recv(&ep[1], user[1], t + 8, &length) == NV_VIP_SUCCESS && length == sizes[i]);
+            CHECK(intact(1, sizes[i], 20 + i) && fake_via.host[user[1].pa - FAKE_HOST_BASE + sizes[i]] == 0xee);
+            uint32_t flags = fake_via.host[AREA(0) - FAKE_HOST_BASE + NV_PP_AREA_BOUNCE + NV_PP_HEADER_FLAGS_OFFSET];
+            CHECK(scheme == NV_PP_SCHEME_ORIGINAL || !(flags & NV_PP_HEADER_FLAGS_SHORT_MASK) == (sizes[i] >= 256));
+        }
+        CHECK(ep[1].stats.pulls == 0 && sends_without_receive == 0 && refused_segments == 0);
+    }
+}
+
+/* A small message touches only the host-memory words that change: every descriptor and header
+ * was written whole when the endpoint opened. Each access is an uncached bus access on the card. */
+static void test_small_message_writes_only_what_changed(void)
+{
+    const uint32_t t = 64;
+    for (unsigned scheme = 0; scheme < 2; scheme++) {
+        open_pair(scheme, t, 1000);
+        for (unsigned i = 0; i < 2; i++) { /* two: the receiver does not owe enough to send a CREDIT */
+            fill(0, 1, 5 + i);             /* a new byte each message */
+            unsigned writes = fake_via.host_writes, reads = fake_via.host_reads;
+            unsigned doorbells = fake_via.vi[vis[1]].rq_doorbells;
+            CHECK(nv_pp_send(&ep[0], user[0], 1) == NV_VIP_SUCCESS);
+            unsigned sender_writes = fake_via.host_writes - writes, sender_reads = fake_via.host_reads - reads;
+            if (scheme == NV_PP_SCHEME_ADVANCED && i > 0) {
+                /* SENT_CYCLES, the immediate data and STATUS (a short message sends no SEQ); the
+                 * last push's STATUS and the byte. */
+                CHECK(sender_writes == 3 && sender_reads == 2);
+            }
+            writes = fake_via.host_writes, reads = fake_via.host_reads;
+            uint32_t length = 0;
+            CHECK(nv_pp_recv(&ep[1], user[1], 1, &length) == NV_VIP_SUCCESS && length == 1 && intact(1, 1, 5 + i));
+            /* The byte into the user buffer and the slot's re-post (STATUS; the doorbell is a card
+             * register); the slot's STATUS, the header's first word (with the length of a short
+             * message) and SENT_CYCLES, the byte (immediate data or slot) and the user word it is
+             * merged into. */
+            CHECK(fake_via.host_writes - writes == 2 && fake_via.host_reads - reads == 5);
+            CHECK(fake_via.vi[vis[1]].rq_doorbells == doorbells + 1);
+        }
+        /* The original scheme registered and dropped the user buffer for every message. */
+        CHECK(scheme == NV_PP_SCHEME_ADVANCED || ep[0].stats.translated_pages == 2);
+        CHECK(sends_without_receive == 0 && refused_segments == 0);
+    }
+}
+
 static void test_refuses_what_does_not_fit(void)
 {
     const uint32_t t = 64;
@@ -391,6 +446,8 @@ int main(void)
     test_every_size_class_under_both_schemes();
     test_receiver_not_posted_yet_and_credits();
     test_long_message_waits_for_its_pull();
+    test_small_message_writes_only_what_changed();
+    test_short_length_edge();
     test_refuses_what_does_not_fit();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

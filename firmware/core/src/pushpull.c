@@ -20,7 +20,16 @@
  *             the pushed part is copied while the pull is on the wire.
  *
  * A message that arrives before its receive waits in its pushed-buffer slot; the pull waits for
- * the receive. Slots are credits: every header returns the slots its sender re-posted. */
+ * the receive. Slots are credits: every header returns the slots its sender re-posted.
+ *
+ * An uncached read of host memory costs the 100 MHz CPU about 19 cycles (a write a few: the bus
+ * takes it and the CPU goes on), so a small message touches as few words as it can: each
+ * descriptor and outgoing header has a fixed place, is written whole when the endpoint opens and
+ * afterwards only in the words that change (a slot's re-post is its STATUS and the doorbell; a
+ * tiny push its send cycle, immediate data and STATUS), a message below 256 bytes carries an
+ * 8-byte header whose first word holds its length, and the receiver reads each header word it
+ * needs once. The path of such a message is inline in nv_pp_send and nv_pp_recv, one stretch of
+ * code that the 4 KiB direct-mapped instruction cache holds whole (RARE below). */
 #include <stddef.h>
 
 #include "numavia/core.h"
@@ -32,11 +41,11 @@
 
 #define DESC_BYTES 128u
 #define RECV_DESC(slot) ((slot)*DESC_BYTES)
-#define SEND_DESC(n) ((NV_PP_SLOTS + (n) % NV_PP_SEND_DESCS) * DESC_BYTES)
-#define DESC_AREA ((NV_PP_SLOTS + NV_PP_SEND_DESCS) * DESC_BYTES)
-#define MAX_DESC_WORDS 20u
+#define SEND_DESC(use) ((NV_PP_SLOTS + (use)) * DESC_BYTES)
+#define DESC_AREA ((NV_PP_SLOTS + NV_PP_SENDS) * DESC_BYTES)
 #define NO_HANDLE 0xffffffffu
 #define PAGE_MASK (NV_ATT_PAGE_SIZE - 1u)
+#define CLOCK_POLLS 16u /* polls between two reads of the clock (a card register, slower than a poll) */
 #define HDR(field) NV_PP_HEADER_##field##_OFFSET, NV_PP_HEADER_##field##_BYTES
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
 #define CHECK(x)                                                                                                       \
@@ -48,6 +57,15 @@
 /* A message's path, kept together in the image (numavia/platform.h): the benchmark times it. */
 #define TIMED NV_TIMED(pushpull)
 #define TIMED_LOOP NV_TIMED_ENTRY(pushpull)
+/* The group is larger than the instruction cache: what a small message does not run (long
+ * messages, translation, refusals, the benchmark's checking) is kept out of line, so that the path
+ * of a small message is short and does not evict itself. */
+#define RARE NV_TIMED(pushpull) __attribute__((noinline, cold))
+/* Inline on a small message's path. What RARE code needs of it goes through one out-of-line copy,
+ * NAME_rare (or wait_for for wait_done): inline in every RARE caller, the HOT helpers made the
+ * image too large for the boards' 32 KiB ROM. */
+#define HOT NV_TIMED(pushpull) __attribute__((always_inline))
+#define WORD(field) (NV_PP_HEADER_##field##_OFFSET / 4)
 
 /* Records (descriptors, headers) are little-endian with every field inside one 32-bit word, or
  * two whole words for 8-byte addresses (checked below), so fields are set with word operations:
@@ -55,8 +73,9 @@
  * much for a library that builds several records per message. */
 #define FITS(prefix) (prefix##_OFFSET % 4 + prefix##_BYTES <= 4 || (prefix##_BYTES == 8 && prefix##_OFFSET % 4 == 0))
 _Static_assert(FITS(NV_PP_HEADER_KIND) && FITS(NV_PP_HEADER_FLAGS) && FITS(NV_PP_HEADER_CREDITS) &&
-                   FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) && FITS(NV_PP_HEADER_PUSHED) &&
-                   FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) && FITS(NV_PP_HEADER_SENT_CYCLES),
+                   FITS(NV_PP_HEADER_SHORT_LENGTH) && FITS(NV_PP_HEADER_SEQ) && FITS(NV_PP_HEADER_LENGTH) &&
+                   FITS(NV_PP_HEADER_PUSHED) && FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) &&
+                   FITS(NV_PP_HEADER_SENT_CYCLES),
                "push-pull header fields must sit inside words");
 _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) &&
                    FITS(NV_DESC_CONTROL_IMMEDIATE_DATA) && FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
@@ -64,18 +83,24 @@ _Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) 
                    FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
                    NV_DESC_DATA_SIZE % 4 == 0,
                "descriptor fields must sit inside words");
-
-static inline TIMED void put_field(uint32_t *w, unsigned offset, unsigned bytes, uint64_t value)
-{
-    if (bytes == 8) {
-        w[offset / 4] = (uint32_t)value;
-        w[offset / 4 + 1] = (uint32_t)(value >> 32);
-        return;
-    }
-    unsigned shift = 8 * (offset % 4);
-    uint32_t mask = (bytes == 4 ? 0xffffffffu : (1u << (8 * bytes)) - 1u) << shift;
-    w[offset / 4] = (w[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask);
-}
+/* A header's first word holds KIND, FLAGS, CREDITS and SHORT_LENGTH (set and read at once); SEQ, LENGTH,
+ * PUSHED, PULL_HANDLE and SENT_CYCLES are whole words (a message without a pulled part has PUSHED
+ * = LENGTH, taken from LENGTH's word); so is a data segment's LENGTH. */
+#define WHOLE(prefix) (prefix##_OFFSET % 4 == 0 && prefix##_BYTES == 4)
+#define SHORT_LIMIT (1u << 8 * NV_PP_HEADER_SHORT_LENGTH_BYTES)
+_Static_assert(WORD(KIND) == 0 && WORD(FLAGS) == 0 && WORD(CREDITS) == 0 && WORD(SHORT_LENGTH) == 0 &&
+                   NV_PP_SLOTS < (1u << 8 * NV_PP_HEADER_CREDITS_BYTES) && WHOLE(NV_PP_HEADER_SEQ) &&
+                   WHOLE(NV_PP_HEADER_LENGTH) && WHOLE(NV_PP_HEADER_PUSHED) && WHOLE(NV_PP_HEADER_PULL_HANDLE) &&
+                   WHOLE(NV_PP_HEADER_SENT_CYCLES) && WHOLE(NV_DESC_DATA_LENGTH) &&
+                   WHOLE(NV_DESC_CONTROL_IMMEDIATE_DATA),
+               "push-pull header words as the library sets and reads them");
+_Static_assert(NV_PP_SHORT_HEADER % 4 == 0 && WORD(SENT_CYCLES) < NV_PP_SHORT_HEADER / 4 &&
+                   NV_PP_SHORT_HEADER + SHORT_LIMIT <= NV_PP_SLOT_BYTES,
+               "a SHORT message's header is its first word and SENT_CYCLES");
+_Static_assert(4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + 2 * NV_DESC_DATA_SIZE &&
+                   4 * NV_PP_RECORD_WORDS >= NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_SIZE + NV_DESC_DATA_SIZE &&
+                   4 * NV_PP_RECORD_WORDS >= NV_PP_HEADER_SIZE && 4 * NV_PP_RECORD_WORDS <= DESC_BYTES,
+               "a record holds the library's longest descriptor and a header");
 
 static inline TIMED uint64_t get_field(const uint32_t *w, unsigned offset, unsigned bytes)
 {
@@ -85,14 +110,22 @@ static inline TIMED uint64_t get_field(const uint32_t *w, unsigned offset, unsig
     return bytes == 4 ? v : v & ((1u << (8 * bytes)) - 1u);
 }
 
-TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
+/* The advanced scheme's register path: all pushed (at most the threshold, which MAX_PUSH bounds
+ * from above the register's size) and no more than the immediate data holds. */
+static inline HOT int register_path(unsigned scheme, uint32_t threshold, uint32_t length)
+{
+    return scheme == NV_PP_SCHEME_ADVANCED && length <= NV_PP_REGISTER_BYTES && length <= threshold;
+}
+_Static_assert(NV_PP_REGISTER_BYTES <= NV_PP_MAX_PUSH, "the register path is pushed whole");
+
+static inline HOT void plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
 {
     if (threshold > NV_PP_MAX_PUSH)
         threshold = NV_PP_MAX_PUSH;
     p->pushed = length < threshold ? length : threshold;
     p->pulled = length - p->pushed;
     if (scheme == NV_PP_SCHEME_ADVANCED) {
-        p->path = p->pulled == 0 && length <= NV_PP_REGISTER_BYTES ? NV_PP_PATH_REGISTER : NV_PP_PATH_BOUNCE;
+        p->path = register_path(scheme, threshold, length) ? NV_PP_PATH_REGISTER : NV_PP_PATH_BOUNCE;
         p->send_translates = p->pulled ? 2 : 0;
         p->recv_translates_early = 1;
         p->ack_overlaps_pull = 1;
@@ -104,213 +137,347 @@ TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, stru
     }
 }
 
+TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, struct nv_pp_plan *p)
+{
+    plan(scheme, threshold, length, p);
+}
+
 /* --- host memory ---------------------------------------------------------------------------- */
 
-static TIMED uint8_t read_byte(uint32_t pa)
+/* The `n` (at most 4) bytes at `pa`, little-endian: one word read, two across a word boundary. */
+static inline HOT uint32_t read_bytes(uint32_t pa, uint32_t n)
 {
-    return (uint8_t)(nv_host_read32(pa & ~3u) >> (8 * (pa & 3u)));
+    if (n == 0)
+        return 0;
+    uint32_t shift = 8 * (pa & 3u), value = nv_host_read32(pa & ~3u) >> shift;
+    if ((pa & 3u) + n > 4)
+        value |= nv_host_read32((pa & ~3u) + 4) << (32 - shift);
+    return n == 4 ? value : value & ((1u << (8 * n)) - 1u);
 }
 
-static TIMED void write_byte(uint32_t pa, uint8_t value)
+/* Write the low `n` (at most 4) bytes of `value` at `pa`: a whole word as it is, a part of one
+ * merged with what the word holds. */
+static inline HOT void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
 {
-    uint32_t shift = 8 * (pa & 3u), word = nv_host_read32(pa & ~3u);
-    nv_host_write32(pa & ~3u, (word & ~(0xffu << shift)) | (uint32_t)value << shift);
+    while (n) {
+        uint32_t at = pa & ~3u, shift = 8 * (pa & 3u), take = 4 - (pa & 3u);
+        if (take > n)
+            take = n;
+        if (take == 4) {
+            nv_host_write32(at, value);
+            return;
+        }
+        uint32_t mask = ((1u << (8 * take)) - 1u) << shift;
+        nv_host_write32(at, (nv_host_read32(at) & ~mask) | ((value << shift) & mask));
+        value >>= 8 * take;
+        pa += take;
+        n -= take;
+    }
 }
 
-/* A CPU copy through the uncached window: words where source and destination agree mod 4. */
-static TIMED void host_copy(uint32_t dst, uint32_t src, uint32_t n)
+/* The same, one copy for the code off a small message's path (long copies, the benchmark's checks). */
+static RARE void write_bytes_rare(uint32_t pa, uint32_t value, uint32_t n)
 {
-    if (((dst ^ src) & 3u) == 0) {
-        for (; n && (dst & 3u); n--)
-            write_byte(dst++, read_byte(src++));
+    write_bytes(pa, value, n);
+}
+
+/* A CPU copy through the uncached window: words where source and destination agree mod 4 (the
+ * bytes up to the first whole word and after the last, apart), bytes where they do not. */
+static RARE void copy_unaligned(uint32_t dst, uint32_t src, uint32_t n)
+{
+    int words = ((dst ^ src) & 3u) == 0;
+    for (uint32_t k; n; n -= k, dst += k, src += k) {
+        if (words && (dst & 3u) == 0 && n >= 4) {
+            nv_host_write32(dst, nv_host_read32(src));
+            k = 4;
+        } else {
+            k = words ? 4u - (dst & 3u) : 1u;
+            if (k > n)
+                k = n;
+            write_bytes_rare(dst, read_bytes(src, k), k);
+        }
+    }
+}
+
+/* The same, inline for the whole words between two word-aligned ends (slots, the bounce slot and
+ * the benchmark's buffers): its code stays with the message path's in the instruction cache. */
+static inline HOT void host_copy(uint32_t dst, uint32_t src, uint32_t n)
+{
+    if (((dst | src) & 3u) == 0)
         for (; n >= 4; n -= 4, dst += 4, src += 4)
             nv_host_write32(dst, nv_host_read32(src));
-    }
-    for (; n; n--)
-        write_byte(dst++, read_byte(src++));
+    if (n)
+        copy_unaligned(dst, src, n);
 }
 
-/* --- descriptors ---------------------------------------------------------------------------- */
+/* --- records: descriptors and headers in host memory, written where they change ------------- */
 
-struct seg {
-    uint64_t va;
-    uint32_t handle, length;
-};
-
-struct desc {
-    uint32_t op, immediate;
-    int has_immediate, rdma;
-    uint64_t remote_va;
-    uint32_t remote_handle;
-    struct seg segs[2];
-    unsigned nsegs;
-};
-
-/* Write the descriptor (STATUS zero) at `offset` of the descriptor page and ring the doorbell. */
-static TIMED void post(const struct nv_pp *pp, int send_queue, uint32_t offset, const struct desc *d)
+static inline HOT void set_word(struct nv_pp_record *r, unsigned i, uint32_t value)
 {
-    uint32_t w[MAX_DESC_WORDS] = {0};
-    uint32_t at = NV_DESC_CONTROL_SIZE;
-    put_field(w, CTRL(SEG_COUNT), d->nsegs);
-    put_field(w, CTRL(CONTROL),
-              d->op << NV_DESC_CONTROL_CONTROL_OP_SHIFT |
-                  (d->has_immediate ? NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK : 0));
-    put_field(w, CTRL(IMMEDIATE_DATA), d->immediate);
-    if (d->rdma) {
-        put_field(w, at + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES, d->remote_va);
-        put_field(w, at + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES, d->remote_handle);
-        at += NV_DESC_ADDRESS_SIZE;
+    if (r->words[i] != value) {
+        r->words[i] = value;
+        nv_host_write32(r->pa + 4 * i, value);
     }
-    for (unsigned i = 0; i < d->nsegs; i++, at += NV_DESC_DATA_SIZE) {
-        put_field(w, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, d->segs[i].va);
-        put_field(w, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, d->segs[i].handle);
-        put_field(w, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, d->segs[i].length);
-    }
-    uint32_t addr = pp->cfg.desc + offset;
-    for (unsigned i = 0; i < at / 4; i++)
-        nv_host_write32(addr + 4 * i, w[i]);
-    nv_reg_write(send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi),
-                 addr);
 }
 
-/* 1 if the descriptor is done, 0 if not yet; VIP_ERROR (>1) if it completed in error. */
-static TIMED uint32_t done(const struct nv_pp *pp, uint32_t offset)
+static inline TIMED void set_field(struct nv_pp_record *r, unsigned offset, unsigned bytes, uint64_t value)
 {
+    if (bytes == 8) {
+        set_word(r, offset / 4, (uint32_t)value);
+        set_word(r, offset / 4 + 1, (uint32_t)(value >> 32));
+        return;
+    }
+    unsigned shift = 8 * (offset % 4);
+    uint32_t mask = (bytes == 4 ? 0xffffffffu : (1u << (8 * bytes)) - 1u) << shift;
+    set_word(r, offset / 4, (r->words[offset / 4] & ~mask) | (((uint32_t)value << shift) & mask));
+}
+
+/* A header's first word (each value fits its field). */
+static inline HOT uint32_t first_word(uint32_t kind, uint32_t flags, uint32_t credits, uint32_t short_length)
+{
+    return kind << 8 * NV_PP_HEADER_KIND_OFFSET | flags << 8 * NV_PP_HEADER_FLAGS_OFFSET |
+           credits << 8 * NV_PP_HEADER_CREDITS_OFFSET | short_length << 8 * NV_PP_HEADER_SHORT_LENGTH_OFFSET;
+}
+
+/* Make `r` the record at `pa`, `words` long, all zero in host memory as in `r`. */
+static void clear_record(struct nv_pp_record *r, uint32_t pa, unsigned words)
+{
+    r->pa = pa;
+    for (unsigned i = 0; i < NV_PP_RECORD_WORDS; i++)
+        r->words[i] = 0;
+    for (unsigned i = 0; i < words; i++)
+        nv_host_write32(pa + 4 * i, 0);
+}
+
+static inline TIMED void set_segment(struct nv_pp_desc *d, unsigned i, uint64_t va, uint32_t handle, uint32_t length)
+{
+    unsigned at = NV_DESC_CONTROL_SIZE + (d->rdma ? NV_DESC_ADDRESS_SIZE : 0) + i * NV_DESC_DATA_SIZE;
+    set_field(&d->r, at + NV_DESC_DATA_VA_OFFSET, NV_DESC_DATA_VA_BYTES, va);
+    set_field(&d->r, at + NV_DESC_DATA_HANDLE_OFFSET, NV_DESC_DATA_HANDLE_BYTES, handle);
+    set_field(&d->r, at + NV_DESC_DATA_LENGTH_OFFSET, NV_DESC_DATA_LENGTH_BYTES, length);
+}
+
+/* A descriptor of the library's page: `op` (with the CONTROL bits `flags`) and one data segment
+ * (the second of a gathering push is set per message). */
+static void open_desc(struct nv_pp *pp, struct nv_pp_desc *d, uint32_t offset, int send_queue, uint32_t op,
+                      uint32_t flags, uint64_t va, uint32_t length)
+{
+    clear_record(&d->r, pp->cfg.desc + offset, NV_PP_RECORD_WORDS);
+    d->doorbell = send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi);
+    d->rdma = op != NV_CONTROL_OP_SENDRECV;
+    d->posted = 0;
+    set_field(&d->r, CTRL(CONTROL), op << NV_DESC_CONTROL_CONTROL_OP_SHIFT | flags);
+    set_field(&d->r, CTRL(SEG_COUNT), 1);
+    set_segment(d, 0, va, pp->cfg.area_handle, length);
+}
+
+/* Hand the descriptor to the card: its STATUS (the card's DONE must be new) and the doorbell. */
+static inline HOT void post(struct nv_pp_desc *d)
+{
+    nv_host_write32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET, 0);
+    d->posted = 1;
+    nv_reg_write(d->doorbell, d->r.pa);
+}
+
+static RARE uint32_t failed(uint32_t status)
+{
+    nv_log("pushpull: descriptor completed with status 0x%08lx\n", (unsigned long)status);
+    return NV_VIP_ERROR;
+}
+
+/* NV_VIP_SUCCESS if the descriptor is not the card's (completed, or not posted), NV_VIP_NOT_DONE
+ * while it is, NV_VIP_ERROR if it completed in error. */
+static inline HOT uint32_t done(struct nv_pp_desc *d)
+{
+    if (!d->posted)
+        return NV_VIP_SUCCESS;
     nv_host_sync();
-    uint32_t status = nv_host_read32(pp->cfg.desc + offset + NV_DESC_CONTROL_STATUS_OFFSET);
+    uint32_t status = nv_host_read32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET);
     if (!(status & NV_DESC_CONTROL_STATUS_DONE_MASK))
+        return NV_VIP_NOT_DONE;
+    d->posted = 0;
+    return status & NV_DESC_STATUS_ERROR_MASK ? failed(status) : NV_VIP_SUCCESS;
+}
+
+/* A wait's timeout: the clock is read at the first poll that fails and every CLOCK_POLLS after. */
+struct wait {
+    uint32_t polls, start;
+};
+
+static inline HOT int expired(const struct nv_pp *pp, struct wait *w)
+{
+    if (w->polls++ % CLOCK_POLLS)
         return 0;
-    if (status & NV_DESC_STATUS_ERROR_MASK) {
-        nv_log("pushpull: descriptor completed with status 0x%08lx\n", (unsigned long)status);
-        return NV_VIP_ERROR;
-    }
-    return 1;
+    uint32_t now = nv_card_cycles32();
+    if (w->polls == 1)
+        w->start = now;
+    return now - w->start > pp->timeout_cycles;
 }
 
-static TIMED int expired(const struct nv_pp *pp, uint32_t start)
+/* The same, one copy for the waits off a small message's path. */
+static RARE int expired_rare(const struct nv_pp *pp, struct wait *w)
 {
-    return nv_card_cycles32() - start > pp->timeout_cycles;
+    return expired(pp, w);
 }
 
-/* Reap send descriptors, in order, until `count` have completed. */
-static TIMED uint32_t reap_sends(struct nv_pp *pp, uint32_t count)
+/* Wait until the card is done with `d`: one copy for the code off a small message's path. */
+static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
 {
-    uint32_t start = nv_card_cycles32();
-    while ((int32_t)(count - pp->sends_reaped) > 0) {
-        uint32_t d = done(pp, SEND_DESC(pp->sends_reaped));
-        if (d == 1)
-            pp->sends_reaped++;
-        else if (d != 0)
-            return d;
-        else if (expired(pp, start))
+    struct wait w = {0, 0};
+    for (;;) {
+        uint32_t r = done(d);
+        if (r != NV_VIP_NOT_DONE)
+            return r;
+        if (expired_rare(pp, &w))
             return NV_VIP_TIMEOUT;
     }
-    return NV_VIP_SUCCESS;
 }
 
-/* Post a send-queue descriptor; its number in *index. */
-static TIMED uint32_t post_send(struct nv_pp *pp, const struct desc *d, uint32_t *index)
+/* The same inline, for a small message (most often the card is done: one read, no loop). */
+static inline HOT uint32_t wait_done(struct nv_pp *pp, struct nv_pp_desc *d)
 {
-    if (pp->sends_posted - pp->sends_reaped >= NV_PP_SEND_DESCS)
-        CHECK(reap_sends(pp, pp->sends_reaped + 1));
-    *index = pp->sends_posted++;
-    post(pp, 1, SEND_DESC(*index), d);
-    return NV_VIP_SUCCESS;
+    uint32_t r = done(d);
+    return r == NV_VIP_NOT_DONE ? wait_for(pp, d) : r;
 }
 
-static TIMED uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
+static inline HOT uint32_t area_pa(const struct nv_pp *pp, uint32_t offset)
 {
     return pp->cfg.area.pa + offset;
 }
 
-static TIMED uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
+static inline HOT uint64_t area_va(const struct nv_pp *pp, uint32_t offset)
 {
     return pp->cfg.area.va + offset;
 }
 
+static inline HOT uint32_t slot_offset(unsigned slot)
+{
+    return NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES;
+}
+
 /* --- pushed-buffer slots and incoming messages ---------------------------------------------- */
 
-static TIMED void post_slot(struct nv_pp *pp, unsigned slot)
+static inline HOT void post_slot(struct nv_pp *pp, unsigned slot)
 {
-    struct desc d = {
-        .op = NV_CONTROL_OP_SENDRECV,
-        .nsegs = 1,
-        .segs = {{area_va(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES), pp->cfg.area_handle, NV_PP_SLOT_BYTES}}};
-    post(pp, 0, RECV_DESC(slot), &d);
+    post(&pp->slot[slot]);
     pp->posted[(pp->posted_head + pp->posted_count) % NV_PP_SLOTS] = (uint8_t)slot;
     pp->posted_count++;
 }
 
-static TIMED void read_header(const struct nv_pp *pp, unsigned slot, uint32_t w[8])
+/* Post a slot the library is done with again: the peer hears of it with our next header. */
+static inline HOT void release_slot(struct nv_pp *pp, unsigned slot)
 {
-    uint32_t at = area_pa(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES);
-    for (unsigned i = 0; i < NV_PP_HEADER_SIZE / 4; i++)
-        w[i] = nv_host_read32(at + 4 * i);
+    post_slot(pp, slot);
+    pp->owed++;
 }
 
-/* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
- * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv. */
-static TIMED uint32_t poll_incoming(struct nv_pp *pp)
+/* The same, one copy for the code off a small message's path. */
+static RARE void release_slot_rare(struct nv_pp *pp, unsigned slot)
 {
-    if (pp->posted_count == 0)
-        return NV_VIP_SUCCESS;
-    unsigned slot = pp->posted[pp->posted_head];
-    uint32_t d = done(pp, RECV_DESC(slot));
-    if (d != 1)
-        return d;
-    pp->posted_head = (pp->posted_head + 1) % NV_PP_SLOTS;
-    pp->posted_count--;
-    uint32_t w[8];
-    read_header(pp, slot, w);
-    pp->credits += (uint32_t)get_field(w, HDR(CREDITS));
-    uint32_t kind = (uint32_t)get_field(w, HDR(KIND));
-    if (kind == NV_PP_KIND_DATA) {
-        pp->arrived[(pp->arrived_head + pp->arrived_count) % NV_PP_SLOTS] = (uint8_t)slot;
-        pp->arrived_count++;
-        return NV_VIP_SUCCESS;
-    }
+    release_slot(pp, slot);
+}
+
+/* Read the header words that hold a field into `h`, the slot's copy. */
+static inline HOT void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned bytes)
+{
+    for (unsigned i = offset / 4; i <= (offset + bytes - 1) / 4; i++)
+        h[i] = nv_host_read32(at + 4 * i);
+}
+
+/* What a message with a pulled part has beyond a small message's header. */
+static RARE void fetch_pull(uint32_t *h, uint32_t at)
+{
+    fetch(h, at, HDR(PUSHED));
+    fetch(h, at, HDR(SEQ));
+    fetch(h, at, HDR(PULL_VA));
+    fetch(h, at, HDR(PULL_HANDLE));
+}
+
+/* An ACK or CREDIT (or a message of a kind we do not know) in `slot`: consumed, the slot posted
+ * again. */
+static RARE void take_control(struct nv_pp *pp, unsigned slot, uint32_t *h, uint32_t at, uint32_t kind)
+{
     if (kind == NV_PP_KIND_ACK) {
-        uint32_t seq = (uint32_t)get_field(w, HDR(SEQ));
+        fetch(h, at, HDR(SEQ));
+        uint32_t seq = (uint32_t)get_field(h, HDR(SEQ));
         if ((int32_t)(seq - pp->acked_seq) > 0)
             pp->acked_seq = seq;
     } else if (kind != NV_PP_KIND_CREDIT) {
         nv_log("pushpull: message of unknown kind %lu dropped\n", (unsigned long)kind);
     }
-    post_slot(pp, slot);
-    pp->owed++;
+    release_slot_rare(pp, slot);
+}
+
+/* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
+ * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv with the header
+ * words it needs read. */
+static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
+{
+    if (pp->posted_count == 0)
+        return NV_VIP_SUCCESS;
+    unsigned slot = pp->posted[pp->posted_head];
+    uint32_t d = done(&pp->slot[slot]);
+    if (d != NV_VIP_SUCCESS)
+        return d == NV_VIP_NOT_DONE ? NV_VIP_SUCCESS : d;
+    pp->posted_head = (pp->posted_head + 1) % NV_PP_SLOTS;
+    pp->posted_count--;
+    uint32_t at = area_pa(pp, slot_offset(slot)), *h = pp->header[slot];
+    fetch(h, at, HDR(KIND)); /* with FLAGS, CREDITS and SHORT_LENGTH */
+    pp->credits += (uint32_t)get_field(h, HDR(CREDITS));
+    uint32_t kind = (uint32_t)get_field(h, HDR(KIND));
+    if (kind == NV_PP_KIND_DATA) {
+        uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS));
+        fetch(h, at, HDR(SENT_CYCLES));
+        if (flags & NV_PP_HEADER_FLAGS_SHORT_MASK)
+            h[WORD(LENGTH)] = (uint32_t)get_field(h, HDR(SHORT_LENGTH));
+        else
+            fetch(h, at, HDR(LENGTH));
+        if (flags & NV_PP_HEADER_FLAGS_PULL_MASK) {
+            fetch_pull(h, at);
+        } else {
+            h[WORD(PUSHED)] = h[WORD(LENGTH)];
+        }
+        pp->arrived[(pp->arrived_head + pp->arrived_count) % NV_PP_SLOTS] = (uint8_t)slot;
+        pp->arrived_count++;
+    } else {
+        take_control(pp, slot, h, at, kind);
+    }
     return NV_VIP_SUCCESS;
 }
 
-/* Wait until the peer has a slot for us. */
-static TIMED uint32_t wait_credit(struct nv_pp *pp)
+/* The same, one copy for the waits off a small message's path. */
+static RARE uint32_t poll_incoming_rare(struct nv_pp *pp)
 {
-    uint32_t start = nv_card_cycles32();
-    if (pp->credits == 0)
-        pp->stats.credit_waits++;
+    return poll_incoming(pp);
+}
+
+/* Wait until the peer has a slot for us. */
+static RARE uint32_t wait_for_credit(struct nv_pp *pp)
+{
+    struct wait w = {0, 0};
+    pp->stats.credit_waits++;
     while (pp->credits == 0) {
-        CHECK(poll_incoming(pp));
-        if (expired(pp, start))
+        CHECK(poll_incoming_rare(pp));
+        if (expired_rare(pp, &w))
             return NV_VIP_TIMEOUT;
     }
     return NV_VIP_SUCCESS;
 }
 
-/* An ACK (for `seq`) or a CREDIT message: a header only, from the ack header area. */
-static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq, uint32_t *index)
+static inline HOT uint32_t wait_credit(struct nv_pp *pp)
 {
-    CHECK(reap_sends(pp, pp->ack_user));
+    return pp->credits ? NV_VIP_SUCCESS : wait_for_credit(pp);
+}
+
+/* An ACK (for `seq`) or a CREDIT message: a header only. */
+static RARE uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq)
+{
+    struct nv_pp_desc *d = &pp->send[NV_PP_SEND_CONTROL];
+    CHECK(wait_for(pp, d)); /* its header's last message has left */
     CHECK(wait_credit(pp));
-    uint32_t w[8] = {0};
-    put_field(w, HDR(KIND), kind);
-    put_field(w, HDR(CREDITS), pp->owed);
-    put_field(w, HDR(SEQ), seq);
-    uint32_t at = NV_PP_AREA_HEADERS + NV_PP_HEADER_SIZE;
-    for (unsigned i = 0; i < 8; i++)
-        nv_host_write32(area_pa(pp, at) + 4 * i, w[i]);
-    struct desc d = {
-        .op = NV_CONTROL_OP_SENDRECV, .nsegs = 1, .segs = {{area_va(pp, at), pp->cfg.area_handle, NV_PP_HEADER_SIZE}}};
-    CHECK(post_send(pp, &d, index));
-    pp->ack_user = *index + 1;
+    set_word(&pp->control_header, 0, first_word(kind, 0, pp->owed, 0));
+    set_word(&pp->control_header, WORD(SEQ), seq);
+    post(d);
     pp->credits--;
     pp->owed = 0;
     return NV_VIP_SUCCESS;
@@ -318,8 +485,8 @@ static TIMED uint32_t send_control(struct nv_pp *pp, uint32_t kind, uint32_t seq
 
 /* --- translation: a user range into the card's ATT ------------------------------------------- */
 
-static TIMED uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
-                                uint32_t attributes, uint32_t *handle)
+static RARE uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t list_offset,
+                               uint32_t attributes, uint32_t *handle)
 {
     *handle = NO_HANDLE;
     if (length == 0)
@@ -337,14 +504,14 @@ static TIMED uint32_t translate(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t
     return NV_VIP_SUCCESS;
 }
 
-static TIMED void untranslate(struct nv_pp *pp, uint32_t *handle)
+static inline HOT void untranslate(struct nv_pp *pp, uint32_t *handle)
 {
     if (*handle != NO_HANDLE)
         nv_via_deregister_mem(pp->via, *handle);
     *handle = NO_HANDLE;
 }
 
-static TIMED struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offset)
+static inline HOT struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offset)
 {
     return (struct nv_pp_buf){buf.va + offset, buf.pa + offset};
 }
@@ -366,9 +533,98 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     if (timeout_us > 20000000u)
         timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     pp->timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u);
+    enum { bounce = NV_PP_AREA_BOUNCE, push = NV_PP_AREA_HEADERS, control = push + NV_PP_HEADER_SIZE };
+    for (unsigned i = 0; i < NV_PP_SLOTS; i++)
+        open_desc(pp, &pp->slot[i], RECV_DESC(i), 0, NV_CONTROL_OP_SENDRECV, 0, area_va(pp, slot_offset(i)),
+                  NV_PP_SLOT_BYTES);
+    /* Each send's first segment: its header (a register push's is short); a read's is set per pull. */
+    static const struct {
+        uint32_t op, flags, header, length;
+    } sends[NV_PP_SENDS] = {
+        [NV_PP_SEND_REGISTER] = {NV_CONTROL_OP_SENDRECV, NV_DESC_CONTROL_CONTROL_IMMEDIATE_MASK, bounce,
+                                 NV_PP_SHORT_HEADER},
+        [NV_PP_SEND_BOUNCE] = {NV_CONTROL_OP_SENDRECV, 0, bounce, NV_PP_HEADER_SIZE},
+        [NV_PP_SEND_GATHER] = {NV_CONTROL_OP_SENDRECV, 0, push, NV_PP_HEADER_SIZE},
+        [NV_PP_SEND_CONTROL] = {NV_CONTROL_OP_SENDRECV, 0, control, NV_PP_HEADER_SIZE},
+        [NV_PP_SEND_READ] = {NV_CONTROL_OP_RDMA_READ, 0, 0, 0},
+    };
+    for (unsigned i = 0; i < NV_PP_SENDS; i++)
+        open_desc(pp, &pp->send[i], SEND_DESC(i), 1, sends[i].op, sends[i].flags,
+                  sends[i].header ? area_va(pp, sends[i].header) : 0, sends[i].length);
+    clear_record(&pp->bounce_header, area_pa(pp, bounce), NV_PP_HEADER_SIZE / 4);
+    clear_record(&pp->gather_header, area_pa(pp, push), NV_PP_HEADER_SIZE / 4);
+    clear_record(&pp->control_header, area_pa(pp, control), NV_PP_HEADER_SIZE / 4);
     for (unsigned i = 0; i < NV_PP_SLOTS; i++)
         post_slot(pp, i);
     pp->open = 1;
+    return NV_VIP_SUCCESS;
+}
+
+/* Write a header's words beyond a short message's back from what they last held (a short
+ * message's pushed part overwrote them in the bounce slot), so that setting them compares with
+ * what host memory holds again. */
+static RARE void restore_tail(struct nv_pp_record *r)
+{
+    for (unsigned i = NV_PP_SHORT_HEADER / 4; i < NV_PP_HEADER_SIZE / 4; i++)
+        nv_host_write32(r->pa + 4 * i, r->words[i]);
+}
+
+/* What a push has beyond a small advanced message's: the translation of what the peer pulls (or,
+ * original, of the whole buffer the push gathers from), the gathered segment, the pull fields. */
+static RARE uint32_t prepare_translated(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length,
+                                        const struct nv_pp_plan *p, struct nv_pp_desc *d, struct nv_pp_record *h,
+                                        uint32_t *handle)
+{
+    if (p->send_translates) {
+        uint32_t from = p->send_translates == 1 ? 0 : p->pushed;
+        CHECK(translate(pp, at_offset(buf, from), length - from, NV_PP_AREA_SEND_PAGES,
+                        NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK, handle));
+    }
+    if (p->path == NV_PP_PATH_GATHER) {
+        set_field(&d->r, CTRL(SEG_COUNT), p->pushed ? 2 : 1);
+        if (p->pushed)
+            set_segment(d, 1, buf.va, *handle, p->pushed);
+    }
+    if (p->pulled) {
+        set_field(h, HDR(PULL_VA), buf.va + p->pushed);
+        set_word(h, WORD(PULL_HANDLE), *handle);
+    }
+    return NV_VIP_SUCCESS;
+}
+
+/* After such a push: wait until the user buffer is free again (the gathering push done, the pull
+ * acknowledged) and drop its translation. */
+static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, const struct nv_pp_plan *p, uint32_t seq,
+                                       uint32_t *handle)
+{
+    uint32_t r = NV_VIP_SUCCESS;
+    if (p->path == NV_PP_PATH_GATHER)
+        r = wait_for(pp, d);
+    struct wait w = {0, 0};
+    while (r == NV_VIP_SUCCESS && p->pulled && (int32_t)(seq - pp->acked_seq) > 0) {
+        r = poll_incoming_rare(pp);
+        if (r == NV_VIP_SUCCESS && expired_rare(pp, &w))
+            r = NV_VIP_TIMEOUT;
+    }
+    untranslate(pp, handle);
+    return r;
+}
+
+/* The early-message register path, straight: the bytes in the push's immediate data, behind a
+ * short header from the bounce slot (its descriptor's segment is that header, set at open). The
+ * caller has waited for the bounce slot. */
+static inline HOT uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t t0)
+{
+    struct nv_pp_desc *d = &pp->send[NV_PP_SEND_REGISTER];
+    pp->send_seq++;
+    set_word(&d->r, NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET / 4, read_bytes(buf.pa, length));
+    set_word(&pp->bounce_header, 0,
+             first_word(NV_PP_KIND_DATA, NV_PP_HEADER_FLAGS_REGISTER_MASK | NV_PP_HEADER_FLAGS_SHORT_MASK, pp->owed,
+                        length));
+    set_word(&pp->bounce_header, WORD(SENT_CYCLES), t0);
+    post(d);
+    pp->credits--;
+    pp->owed = 0;
     return NV_VIP_SUCCESS;
 }
 
@@ -377,179 +633,193 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     uint32_t t0 = nv_card_cycles32();
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
-    struct nv_pp_plan p;
-    nv_pp_plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
     CHECK(wait_credit(pp));
-    uint32_t seq = ++pp->send_seq, handle = NO_HANDLE, index;
-    uint32_t w[8] = {0};
-    put_field(w, HDR(KIND), NV_PP_KIND_DATA);
-    put_field(w, HDR(SEQ), seq);
-    put_field(w, HDR(LENGTH), length);
-    put_field(w, HDR(PUSHED), p.pushed);
-    put_field(w, HDR(SENT_CYCLES), t0);
-    if (p.send_translates) {
-        uint32_t from = p.send_translates == 1 ? 0 : p.pushed;
-        CHECK(translate(pp, at_offset(buf, from), length - from, NV_PP_AREA_SEND_PAGES,
-                        NV_ATT_L1_ATTRIBUTES_RDMA_READ_MASK, &handle));
-    }
-    if (p.pulled) {
-        put_field(w, HDR(PULL_VA), buf.va + p.pushed);
-        put_field(w, HDR(PULL_HANDLE), handle);
-    }
-    struct desc d = {.op = NV_CONTROL_OP_SENDRECV, .nsegs = 1};
-    uint32_t header = p.path == NV_PP_PATH_GATHER ? NV_PP_AREA_HEADERS : NV_PP_AREA_BOUNCE;
-    if (p.path == NV_PP_PATH_GATHER) {
-        d.segs[0] = (struct seg){area_va(pp, header), pp->cfg.area_handle, NV_PP_HEADER_SIZE};
-        if (p.pushed)
-            d.segs[d.nsegs++] = (struct seg){buf.va, handle, p.pushed};
+    struct nv_pp_desc *d;
+    struct nv_pp_record *h;
+    if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED) { /* the bounce slot's last push has left */
+        d = &pp->send[NV_PP_SEND_BOUNCE];
+        h = &pp->bounce_header;
+        CHECK(wait_done(pp, &pp->send[NV_PP_SEND_REGISTER]));
+        CHECK(wait_done(pp, d));
+        if (register_path(pp->cfg.scheme, pp->cfg.threshold, length))
+            return push_register(pp, buf, length, t0);
     } else {
-        CHECK(reap_sends(pp, pp->bounce_user)); /* the bounce slot's last push has left */
-        uint32_t bytes = 0;
-        if (p.path == NV_PP_PATH_REGISTER) {
-            uint32_t value = 0;
-            for (uint32_t i = 0; i < length; i++)
-                value |= (uint32_t)read_byte(buf.pa + i) << (8 * i);
-            d.immediate = value;
-            d.has_immediate = 1;
-            put_field(w, HDR(FLAGS), NV_PP_HEADER_FLAGS_REGISTER_MASK);
-        } else {
-            host_copy(area_pa(pp, header + NV_PP_HEADER_SIZE), buf.pa, p.pushed);
-            pp->stats.copied_bytes += p.pushed;
-            bytes = p.pushed;
-        }
-        d.segs[0] = (struct seg){area_va(pp, header), pp->cfg.area_handle, NV_PP_HEADER_SIZE + bytes};
+        d = &pp->send[NV_PP_SEND_GATHER];
+        h = &pp->gather_header;
+        CHECK(wait_done(pp, d));
     }
-    put_field(w, HDR(CREDITS), pp->owed);
-    for (unsigned i = 0; i < 8; i++)
-        nv_host_write32(area_pa(pp, header) + 4 * i, w[i]);
-    uint32_t r = post_send(pp, &d, &index);
-    if (r != NV_VIP_SUCCESS) {
-        untranslate(pp, &handle);
-        return r;
+    struct nv_pp_plan p;
+    plan(pp->cfg.scheme, pp->cfg.threshold, length, &p);
+    uint32_t seq = ++pp->send_seq, handle = NO_HANDLE;
+    int translated = p.path == NV_PP_PATH_GATHER || p.pulled, short_message = !p.pulled && length < SHORT_LIMIT;
+    uint32_t header_bytes = short_message ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE;
+    if (!short_message && h == &pp->bounce_header && pp->bounce_clobbered) {
+        restore_tail(h);
+        pp->bounce_clobbered = 0;
     }
+    if (translated)
+        CHECK(prepare_translated(pp, buf, length, &p, d, h, &handle));
+    if (p.path == NV_PP_PATH_BOUNCE) {
+        host_copy(area_pa(pp, NV_PP_AREA_BOUNCE + header_bytes), buf.pa, p.pushed);
+        pp->stats.copied_bytes += p.pushed;
+        pp->bounce_clobbered |= short_message && p.pushed;
+    }
+    /* The first segment: the header, and behind it in the bounce slot the pushed part. */
+    set_word(&d->r, (NV_DESC_CONTROL_SIZE + NV_DESC_DATA_LENGTH_OFFSET) / 4,
+             header_bytes + (p.path == NV_PP_PATH_BOUNCE ? p.pushed : 0));
+    uint32_t flags =
+        (p.pulled ? NV_PP_HEADER_FLAGS_PULL_MASK : 0) | (short_message ? NV_PP_HEADER_FLAGS_SHORT_MASK : 0);
+    set_word(h, 0, first_word(NV_PP_KIND_DATA, flags, pp->owed, short_message ? length : 0));
+    set_word(h, WORD(SENT_CYCLES), t0);
+    if (!short_message) {
+        set_word(h, WORD(SEQ), seq);
+        set_word(h, WORD(LENGTH), length);
+        set_word(h, WORD(PUSHED), p.pushed);
+    }
+    post(d);
     pp->credits--;
     pp->owed = 0;
-    if (p.path == NV_PP_PATH_GATHER)
-        r = reap_sends(pp, index + 1); /* the push gathered from the user buffer */
+    return translated ? finish_translated(pp, d, &p, seq, &handle) : NV_VIP_SUCCESS;
+}
+
+/* Copy the `pushed` bytes behind a header of `header_bytes` out of `slot`. */
+static inline HOT void copy_from_slot(struct nv_pp *pp, unsigned slot, uint32_t header_bytes, uint32_t pushed,
+                                      struct nv_pp_buf buf)
+{
+    host_copy(buf.pa, area_pa(pp, slot_offset(slot) + header_bytes), pushed);
+    pp->stats.copied_bytes += pushed;
+}
+
+/* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again. */
+static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
+{
+    uint32_t pushed = (uint32_t)get_field(h, HDR(PUSHED));
+    uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS));
+    if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK)
+        write_bytes(buf.pa, nv_host_read32(pp->slot[slot].r.pa + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET), pushed);
     else
-        pp->bounce_user = index + 1;
-    uint32_t start = nv_card_cycles32();
-    while (r == NV_VIP_SUCCESS && p.pulled && (int32_t)(seq - pp->acked_seq) > 0) {
-        r = poll_incoming(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, start))
-            r = NV_VIP_TIMEOUT;
+        copy_from_slot(pp, slot, flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE, pushed,
+                       buf);
+    release_slot(pp, slot);
+}
+
+/* The same for a message with a pulled part: it has a whole header and its pushed part behind it
+ * in the slot (never a short header, never in the immediate data: nv_pp_send). */
+static RARE void take_pushed_of_pull(struct nv_pp *pp, unsigned slot, uint32_t pushed, struct nv_pp_buf buf)
+{
+    copy_from_slot(pp, slot, NV_PP_HEADER_SIZE, pushed, buf);
+    release_slot_rare(pp, slot);
+}
+
+/* Pull a message's part beyond `pushed` into the user buffer (translated as `handle`). */
+static RARE uint32_t post_pull(struct nv_pp *pp, const uint32_t *h, struct nv_pp_buf buf, uint32_t pushed,
+                               uint32_t pulled, uint32_t handle)
+{
+    struct nv_pp_desc *d = &pp->send[NV_PP_SEND_READ];
+    CHECK(wait_for(pp, d));
+    set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_VA_OFFSET, NV_DESC_ADDRESS_REMOTE_VA_BYTES,
+              get_field(h, HDR(PULL_VA)));
+    set_field(&d->r, NV_DESC_CONTROL_SIZE + NV_DESC_ADDRESS_REMOTE_HANDLE_OFFSET, NV_DESC_ADDRESS_REMOTE_HANDLE_BYTES,
+              get_field(h, HDR(PULL_HANDLE)));
+    set_segment(d, 0, buf.va + pushed, handle, pulled);
+    post(d);
+    return NV_VIP_SUCCESS;
+}
+
+/* A message with a pulled part: translate the destination unless the receive did (`handle`, from
+ * `early_from`), take the pushed part, pull the rest and acknowledge it, as the scheme says. */
+static RARE uint32_t receive_pulled(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf,
+                                    uint32_t early_from, uint32_t *handle)
+{
+    uint32_t len = (uint32_t)get_field(h, HDR(LENGTH)), pushed = (uint32_t)get_field(h, HDR(PUSHED));
+    uint32_t pulled = len - pushed, seq = (uint32_t)get_field(h, HDR(SEQ)), r;
+    if (*handle == NO_HANDLE || pushed != early_from) {
+        untranslate(pp, handle); /* original, or the sender pushed a different amount */
+        CHECK(translate(pp, at_offset(buf, pushed), pulled, NV_PP_AREA_RECV_PAGES, 0, handle));
     }
-    untranslate(pp, &handle);
+    pp->stats.pulls++;
+    if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED) {
+        /* Send/ack overlap: the ACK waits behind the read in the engine, not in this CPU. */
+        r = wait_for(pp, &pp->send[NV_PP_SEND_CONTROL]);
+        if (r == NV_VIP_SUCCESS)
+            r = wait_credit(pp);
+        if (r == NV_VIP_SUCCESS)
+            r = post_pull(pp, h, buf, pushed, pulled, *handle);
+        if (r == NV_VIP_SUCCESS)
+            r = send_control(pp, NV_PP_KIND_ACK, seq);
+        if (r == NV_VIP_SUCCESS) {
+            take_pushed_of_pull(pp, slot, pushed, buf); /* while the pull is on the wire */
+            r = wait_for(pp, &pp->send[NV_PP_SEND_READ]);
+        }
+        return r;
+    }
+    take_pushed_of_pull(pp, slot, pushed, buf);
+    r = post_pull(pp, h, buf, pushed, pulled, *handle);
+    if (r == NV_VIP_SUCCESS)
+        r = wait_for(pp, &pp->send[NV_PP_SEND_READ]);
+    if (r == NV_VIP_SUCCESS)
+        r = send_control(pp, NV_PP_KIND_ACK, seq);
+    if (r == NV_VIP_SUCCESS)
+        r = wait_for(pp, &pp->send[NV_PP_SEND_CONTROL]);
     return r;
 }
 
-/* Copy a message's pushed part out of its slot (or its immediate data) and post the slot again;
- * a receiver that owes most of its slots tells its peer (it may be sending only). */
-static TIMED uint32_t take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *w, struct nv_pp_buf buf)
+/* A message that does not fit the receive (or claims more pushed than it has): its slot is posted
+ * again, the message dropped. */
+static RARE uint32_t refuse(struct nv_pp *pp, unsigned slot, uint32_t len, uint32_t pushed, uint32_t capacity)
 {
-    uint32_t pushed = (uint32_t)get_field(w, HDR(PUSHED));
-    if (get_field(w, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_REGISTER_MASK) {
-        uint32_t value = nv_host_read32(pp->cfg.desc + RECV_DESC(slot) + NV_DESC_CONTROL_IMMEDIATE_DATA_OFFSET);
-        for (uint32_t i = 0; i < pushed; i++)
-            write_byte(buf.pa + i, (uint8_t)(value >> (8 * i)));
-    } else {
-        host_copy(buf.pa, area_pa(pp, NV_PP_AREA_SLOTS + slot * NV_PP_SLOT_BYTES + NV_PP_HEADER_SIZE), pushed);
-        pp->stats.copied_bytes += pushed;
-    }
-    post_slot(pp, slot);
-    pp->owed++;
-    return NV_VIP_SUCCESS;
+    nv_log("pushpull: a message of %lu bytes (%lu pushed) refused: the receive holds %lu\n", (unsigned long)len,
+           (unsigned long)pushed, (unsigned long)capacity);
+    release_slot_rare(pp, slot);
+    return NV_VIP_INVALID_PARAMETER;
 }
 
 TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
 {
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
-    int advanced = pp->cfg.scheme == NV_PP_SCHEME_ADVANCED;
     uint32_t handle = NO_HANDLE, early_from = 0, r = NV_VIP_SUCCESS;
-    if (advanced && capacity > pp->cfg.threshold) {
+    if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED && capacity > pp->cfg.threshold) {
         /* Masking: translate what a long message will pull while its push is on its way. */
         early_from = pp->cfg.threshold;
         CHECK(translate(pp, at_offset(buf, early_from), capacity - early_from, NV_PP_AREA_RECV_PAGES, 0, &handle));
     }
-    uint32_t start = nv_card_cycles32();
+    struct wait w = {0, 0};
     while (r == NV_VIP_SUCCESS && pp->arrived_count == 0) {
         r = poll_incoming(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, start))
+        if (r == NV_VIP_SUCCESS && expired(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
-    if (r != NV_VIP_SUCCESS) {
-        untranslate(pp, &handle);
-        return r;
-    }
-    unsigned slot = pp->arrived[pp->arrived_head];
-    pp->arrived_head = (pp->arrived_head + 1) % NV_PP_SLOTS;
-    pp->arrived_count--;
-    uint32_t w[8];
-    read_header(pp, slot, w);
-    uint32_t len = (uint32_t)get_field(w, HDR(LENGTH)), pushed = (uint32_t)get_field(w, HDR(PUSHED));
-    uint32_t seq = (uint32_t)get_field(w, HDR(SEQ)), sent = (uint32_t)get_field(w, HDR(SENT_CYCLES));
-    if (pushed > len || pushed > NV_PP_MAX_PUSH || len > capacity) {
-        nv_log("pushpull: message %lu of %lu bytes (%lu pushed) refused: the receive holds %lu\n", (unsigned long)seq,
-               (unsigned long)len, (unsigned long)pushed, (unsigned long)capacity);
-        post_slot(pp, slot);
-        pp->owed++;
-        untranslate(pp, &handle);
-        return NV_VIP_INVALID_PARAMETER;
-    }
-    uint32_t pulled = len - pushed;
-    if (pulled && (handle == NO_HANDLE || pushed != early_from)) {
-        untranslate(pp, &handle); /* original, or the sender pushed a different amount */
-        CHECK(translate(pp, at_offset(buf, pushed), pulled, NV_PP_AREA_RECV_PAGES, 0, &handle));
-    }
-    struct desc read = {.op = NV_CONTROL_OP_RDMA_READ,
-                        .rdma = 1,
-                        .nsegs = 1,
-                        .remote_va = get_field(w, HDR(PULL_VA)),
-                        .remote_handle = (uint32_t)get_field(w, HDR(PULL_HANDLE)),
-                        .segs = {{buf.va + pushed, handle, pulled}}};
-    uint32_t read_index = 0, ack_index = 0;
-    if (!pulled) {
-        r = take_pushed(pp, slot, w, buf);
-    } else if (advanced) {
-        /* Send/ack overlap: the ACK waits behind the read in the engine, not in this CPU. */
-        r = reap_sends(pp, pp->ack_user);
-        if (r == NV_VIP_SUCCESS)
-            r = wait_credit(pp);
-        if (r == NV_VIP_SUCCESS)
-            r = post_send(pp, &read, &read_index);
-        if (r == NV_VIP_SUCCESS)
-            r = send_control(pp, NV_PP_KIND_ACK, seq, &ack_index);
-        if (r == NV_VIP_SUCCESS)
-            r = take_pushed(pp, slot, w, buf); /* while the pull is on the wire */
-        if (r == NV_VIP_SUCCESS)
-            r = reap_sends(pp, read_index + 1);
-        pp->stats.pulls++;
-    } else {
-        r = take_pushed(pp, slot, w, buf);
-        if (r == NV_VIP_SUCCESS)
-            r = post_send(pp, &read, &read_index);
-        if (r == NV_VIP_SUCCESS)
-            r = reap_sends(pp, read_index + 1);
-        if (r == NV_VIP_SUCCESS)
-            r = send_control(pp, NV_PP_KIND_ACK, seq, &ack_index);
-        if (r == NV_VIP_SUCCESS)
-            r = reap_sends(pp, ack_index + 1);
-        pp->stats.pulls++;
+    if (r == NV_VIP_SUCCESS) {
+        unsigned slot = pp->arrived[pp->arrived_head];
+        pp->arrived_head = (pp->arrived_head + 1) % NV_PP_SLOTS;
+        pp->arrived_count--;
+        const uint32_t *h = pp->header[slot];
+        uint32_t len = (uint32_t)get_field(h, HDR(LENGTH)), pushed = (uint32_t)get_field(h, HDR(PUSHED));
+        if (pushed > len || pushed > NV_PP_MAX_PUSH || len > capacity)
+            r = refuse(pp, slot, len, pushed, capacity);
+        else if (pushed != len)
+            r = receive_pulled(pp, slot, h, buf, early_from, &handle);
+        else
+            take_pushed(pp, slot, h, buf);
+        if (r == NV_VIP_SUCCESS) {
+            pp->stats.one_way_cycles += nv_card_cycles32() - (uint32_t)get_field(h, HDR(SENT_CYCLES));
+            pp->stats.one_ways++;
+            *length = len;
+        }
     }
     untranslate(pp, &handle);
     CHECK(r);
-    pp->stats.one_way_cycles += nv_card_cycles32() - sent;
-    pp->stats.one_ways++;
-    if (pp->owed >= NV_PP_SLOTS - 1)
-        CHECK(send_control(pp, NV_PP_KIND_CREDIT, 0, &ack_index));
-    *length = len;
+    if (pp->owed >= NV_PP_SLOTS - 1) /* a receiver that owes most of its slots tells its peer */
+        CHECK(send_control(pp, NV_PP_KIND_CREDIT, 0));
     return NV_VIP_SUCCESS;
 }
 
 TIMED uint32_t nv_pp_drain(struct nv_pp *pp)
 {
-    return reap_sends(pp, pp->sends_posted);
+    for (unsigned i = 0; i < NV_PP_SENDS; i++)
+        CHECK(wait_for(pp, &pp->send[i]));
+    return NV_VIP_SUCCESS;
 }
 
 /* --- the benchmark agent's push-pull ping-pong --------------------------------------------- */
@@ -562,20 +832,15 @@ static TIMED uint32_t pattern_word(uint32_t message, uint32_t sender, uint32_t k
     return (x & 0xffu) | ((x + 7u) & 0xffu) << 8 | ((x + 14u) & 0xffu) << 16 | (x + 21u) << 24;
 }
 
-static TIMED void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
+static RARE void fill(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     for (uint32_t k = 0; k < size; k += 4) {
-        uint32_t word = pattern_word(message, sender, k);
-        if (size - k >= 4)
-            nv_host_write32(buf.pa + k, word);
-        else
-            for (uint32_t b = 0; k + b < size; b++)
-                write_byte(buf.pa + k + b, (uint8_t)(word >> (8 * b)));
+        write_bytes_rare(buf.pa + k, pattern_word(message, sender, k), size - k < 4 ? size - k : 4);
     }
 }
 
 /* Bytes of the message that differ from the pattern (a word at a time: the buffer is aligned). */
-static TIMED uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
+static RARE uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t message, uint32_t sender)
 {
     uint32_t bad = 0;
     nv_host_sync();
@@ -588,12 +853,11 @@ static TIMED uint32_t bad_bytes(struct nv_pp_buf buf, uint32_t size, uint32_t me
 }
 
 /* Scribble over the receive buffer so a message that did not arrive is not found there. */
-static TIMED void scribble(struct nv_pp_buf buf, uint32_t size)
+static RARE void scribble(struct nv_pp_buf buf, uint32_t size)
 {
     for (uint32_t k = 0; k + 4 <= size; k += 4)
         nv_host_write32(buf.pa + k, 0xa5a5a5a5u);
-    for (uint32_t k = size & ~3u; k < size; k++)
-        write_byte(buf.pa + k, 0xa5);
+    write_bytes_rare(buf.pa + (size & ~3u), 0xa5a5a5a5u, size & 3u);
 }
 
 static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,

@@ -102,9 +102,9 @@ TIMED uint32_t nv_via_register_mem(struct nv_via *via, uint64_t va, uint32_t len
             att_write(entry + i, words[i]);
     att_write(entry + valid_word, words[valid_word]); /* VALID last */
     via->regions[h].used = 1;
-    via->regions[h].ptag = (uint16_t)ptag;
-    via->regions[h].l2_index = l2;
-    via->regions[h].pages = pages;
+    via->regions[h].ptag = (uint8_t)ptag;
+    via->regions[h].l2_index = (uint16_t)l2;
+    via->regions[h].pages = (uint16_t)pages;
     l2_mark(via, l2, pages, 1);
     *handle = h;
     return NV_VIP_SUCCESS;

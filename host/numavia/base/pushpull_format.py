@@ -50,15 +50,35 @@ HEADER = ByteStruct(
             "flags",
             bits=(
                 Bits("REGISTER", 0, 1, "early-message register path: the bytes are the descriptor's immediate data"),
+                Bits(
+                    "PULL",
+                    1,
+                    1,
+                    "a pulled part follows (PUSHED < LENGTH, named by PULL_VA and PULL_HANDLE); without it the "
+                    "receiver takes PUSHED as LENGTH and reads neither",
+                ),
+                Bits(
+                    "SHORT",
+                    2,
+                    1,
+                    "nothing is pulled and LENGTH is below 256: SHORT_LENGTH holds it, the message carries only "
+                    "the header's first SHORT_HEADER bytes and its pushed part follows them",
+                ),
             ),
         ),
-        Field("CREDITS", 2, 2, "pushed-buffer slots the sender re-posted since its last message"),
-        Field("SEQ", 4, 4, "message number (DATA), or the message an ACK is for"),
-        Field("LENGTH", 8, 4, "message bytes"),
-        Field("PUSHED", 12, 4, "bytes pushed behind this header (the rest is pulled)"),
-        Field("PULL_VA", 16, 8, "where the receiver reads the pulled part (the sender's byte PUSHED)"),
-        Field("PULL_HANDLE", 24, 4, "memory handle of the pulled part"),
-        Field("SENT_CYCLES", 28, 4, "sender's card cycle counter (low word) when the send began"),
+        Field("CREDITS", 2, 1, "pushed-buffer slots the sender re-posted since its last message"),
+        Field(
+            "SHORT_LENGTH",
+            3,
+            1,
+            "LENGTH of a SHORT message, in the word the receiver reads first (one uncached read fewer)",
+        ),
+        Field("SENT_CYCLES", 4, 4, "sender's card cycle counter (low word) when the send began"),
+        Field("SEQ", 8, 4, "message number (DATA), or the message an ACK is for"),
+        Field("LENGTH", 12, 4, "message bytes"),
+        Field("PUSHED", 16, 4, "bytes pushed behind this header (the rest is pulled)"),
+        Field("PULL_VA", 20, 8, "where the receiver reads the pulled part (the sender's byte PUSHED)"),
+        Field("PULL_HANDLE", 28, 4, "memory handle of the pulled part"),
     ),
 )
 
@@ -69,6 +89,9 @@ MAX_PUSH = 2048
 SLOT_BYTES = HEADER.size + MAX_PUSH
 #: Messages up to this size take the advanced scheme's register path (the descriptor's immediate).
 REGISTER_BYTES = 4
+#: What a SHORT message carries of its header: the first word and SENT_CYCLES (fewer bytes on the
+#: wire and through both cards for the smallest messages).
+SHORT_HEADER = 8
 #: Pages one translation can cover (a 2 MiB message not page aligned).
 MAX_PAGES = 520
 #: The library's area at the start of a registered region: pushed slots, the send bounce slot,
@@ -124,6 +147,7 @@ def constants():
         "MAX_PUSH",
         "SLOT_BYTES",
         "REGISTER_BYTES",
+        "SHORT_HEADER",
         "MAX_PAGES",
         "AREA_SLOTS",
         "AREA_BOUNCE",

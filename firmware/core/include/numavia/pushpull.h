@@ -20,7 +20,18 @@
 #include "numavia/via_bench.h"
 #include "numavia_pushpull.h"
 
-#define NV_PP_SEND_DESCS 8u /* send descriptors in flight at most (pushes, acks, reads) */
+/* The library's send descriptors, one per use, each at its own place in the descriptor page: a
+ * use waits for its descriptor's last post to complete before posting it again. The two advanced
+ * pushes (they share the bounce slot) come first. */
+enum nv_pp_send {
+    NV_PP_SEND_REGISTER, /* advanced push, bytes in the immediate data: header from the bounce slot */
+    NV_PP_SEND_BOUNCE,   /* advanced push: header and pushed part from the bounce slot */
+    NV_PP_SEND_GATHER,   /* original push: header, then the pushed part from the user buffer */
+    NV_PP_SEND_CONTROL,  /* ACK or CREDIT: a header only */
+    NV_PP_SEND_READ,     /* the pull: an RDMA read into the user buffer */
+    NV_PP_SENDS
+};
+#define NV_PP_RECORD_WORDS 16u /* the longest record: a SEND with two data segments, an RDMA with one */
 
 /* How one message of `length` bytes travels (pure: the unit tests check the edge cases). */
 enum nv_pp_path {
@@ -57,6 +68,21 @@ struct nv_pp_stats {
     uint32_t one_ways, translated_pages, copied_bytes, pulls, credit_waits;
 };
 
+/* A record of the library in host memory (a descriptor or a header) and the words it last wrote
+ * there: setting a field writes its word only when the word changes, so a message posts what
+ * differs from the last one and nothing else (each write is an uncached bus access). The words
+ * the card writes (a descriptor's LENGTH, STATUS, a receive's immediate data) are not kept. */
+struct nv_pp_record {
+    uint32_t pa;
+    uint32_t words[NV_PP_RECORD_WORDS];
+};
+
+struct nv_pp_desc {
+    struct nv_pp_record r;
+    uint32_t doorbell; /* card register of its queue */
+    uint8_t rdma, posted;
+};
+
 struct nv_pp {
     struct nv_via *via;
     struct nv_pp_config cfg;
@@ -65,12 +91,14 @@ struct nv_pp {
     uint32_t credits, owed; /* slots the peer has for us; slots we re-posted and not yet told */
     uint32_t send_seq, acked_seq;
     /* Receive slots in the order they were posted (the engine completes them in that order), and
-     * DATA messages that arrived, in arrival order. */
+     * DATA messages that arrived, in arrival order, with the header words read from their slot. */
     uint8_t posted[NV_PP_SLOTS], arrived[NV_PP_SLOTS];
     unsigned posted_head, posted_count, arrived_head, arrived_count;
-    /* Send descriptors: posted and reaped counts (ring of NV_PP_SEND_DESCS); the last users of the
-     * bounce slot and of the ack header. */
-    uint32_t sends_posted, sends_reaped, bounce_user, ack_user;
+    uint32_t header[NV_PP_SLOTS][NV_PP_HEADER_SIZE / 4];
+    struct nv_pp_desc slot[NV_PP_SLOTS], send[NV_PP_SENDS];
+    /* Outgoing headers: the bounce slot's (advanced pushes), the original push's, ACK/CREDIT's. */
+    struct nv_pp_record bounce_header, gather_header, control_header;
+    uint8_t bounce_clobbered; /* a short message's pushed part overwrote the bounce header's tail */
     struct nv_pp_stats stats;
 };
 

@@ -59,11 +59,13 @@ struct nv_via_request { /* a connection request received by this node (server si
     struct nv_via_buffer remote, local;
 };
 
+/* Each field as narrow as its range allows: NV_VIA_MAX_REGIONS of them live in the CPU's RAM,
+ * 8 KiB on the smallest board. */
 struct nv_via_region {
-    uint8_t used;
-    uint16_t ptag;
-    uint32_t l2_index, pages;
+    uint16_t l2_index, pages; /* at most NV_VIA_MAX_PAGES */
+    uint8_t used, ptag;
 };
+_Static_assert(NV_VIA_MAX_PAGES <= UINT16_MAX && NV_VIA_MAX_PTAGS <= UINT8_MAX, "a region's fields hold their ranges");
 
 /* Mailbox commands: each code dispatches to the handler registered for it, with the context it
  * was registered with; `args` are the 16 mailbox words, in and out. Returns a VIP result code. */
