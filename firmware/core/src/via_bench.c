@@ -24,7 +24,7 @@
 /* The agent's descriptor area (a page per VI): ping-pongs use one receive and one send slot; a send
  * stream has all its receives posted beforehand (at most RECV_SLOTS per VI) and STREAM_DEPTH sends in
  * flight on each VI. */
-#define AREA_BYTES 4096u
+#define AREA_BYTES NV_ATT_PAGE_SIZE
 #define SLOT_BYTES 128u
 #define STREAM_DEPTH NV_MBOX_BENCH_STREAM_DEPTH
 #define RECV_SLOTS NV_MBOX_BENCH_STREAM_RECEIVES

@@ -135,6 +135,11 @@ COMMANDS = (
     ),
 )
 
+#: A stream's messages in flight on each of its VIs, and the receives a send stream can have posted
+#: on each (its messages: at most that many times its VIs).
+BENCH_STREAM_DEPTH = 8
+BENCH_STREAM_RECEIVES = 16
+
 BENCH_OP = Constants(
     "BENCH_OP",
     "What the benchmark agent measures",
@@ -142,8 +147,13 @@ BENCH_OP = Constants(
         ("SEND_RECV", 0, "send/receive ping-pong"),
         ("RDMA_WRITE", 1, "RDMA-write ping-pong: each side polls the last byte of its buffer"),
         ("RDMA_READ", 2, "RDMA reads of SIZE bytes (no remote CPU): the initiator alone"),
-        ("SEND_STREAM", 3, "at most 16 sends a VI, 8 in flight on each, into receives the peer posted first"),
-        ("WRITE_STREAM", 4, "a stream of RDMA writes, 8 in flight on each VI (no remote CPU)"),
+        (
+            "SEND_STREAM",
+            3,
+            f"at most {BENCH_STREAM_RECEIVES} sends a VI, {BENCH_STREAM_DEPTH} in flight on each, into "
+            "receives the peer posted first",
+        ),
+        ("WRITE_STREAM", 4, f"a stream of RDMA writes, {BENCH_STREAM_DEPTH} in flight on each VI (no remote CPU)"),
     ),
 )
 
@@ -155,12 +165,8 @@ BENCH_ARG_WAKE_CQ = 14
 
 #: The streams' BENCH argument word after WAKE_CQ: over how many VIs a stream spreads (0 or 1: VI
 #: alone). With n, message i goes on VI + i % n (VI..VI+n-1, all connected, all using BUF and the
-#: peer's REMOTE_* buffer), eight in flight on each, and DESC is n pages, one per VI.
+#: peer's REMOTE_* buffer), BENCH_STREAM_DEPTH in flight on each, and DESC is n pages, one per VI.
 BENCH_ARG_STREAM_VIS = 15
-#: A stream's messages in flight on each of its VIs, and the receives a send stream can have posted
-#: on each (its messages: at most that many times its VIs).
-BENCH_STREAM_DEPTH = 8
-BENCH_STREAM_RECEIVES = 16
 
 
 def command(name):

@@ -213,8 +213,9 @@ def cmd_bench_via(args):
     check_eth_delay(args)
     if len(args.pair) != 2 or max(args.pair) >= args.nodes:
         args.parser.error(f"--pair names two nodes of the ring (0..{args.nodes - 1}), not {args.pair}")
-    if args.stream_vis > CardConfig().via_vis:
-        args.parser.error(f"--stream-vis {args.stream_vis}: the card has {CardConfig().via_vis} VIs")
+    card_vis = CardConfig().via_vis
+    if args.stream_vis > card_vis:
+        args.parser.error(f"--stream-vis {args.stream_vis}: the card has {card_vis} VIs")
     args.spread = spread(args, args.nodes)
     if args.baseline:
         try:
