@@ -1,15 +1,19 @@
 """``numavia bench via``: arguments, and a CI-sized sweep that writes its three result files."""
 
-import argparse
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from numavia.base import via_mailbox
 from numavia.bench import via as bench_via
+from numavia.cli import make_parser
+from numavia.demo import RDMA_SWEEP
 
 
 def numavia(*args, cwd=None):
@@ -96,24 +100,35 @@ def test_stream_message_counts_fill_every_vi_and_the_receives_they_have():
     assert bench_via.messages_for("send-stream", 64, most=64, vis=3) == 3 * via_mailbox.BENCH_STREAM_RECEIVES
 
 
+def test_the_command_line_defaults_are_the_sweep_options_defaults():
+    """One set of defaults: `numavia bench via` without options sweeps what SweepOptions() says (the
+    demo changes only what it names)."""
+    defaults = bench_via.SweepOptions()
+    assert bench_via.SweepOptions.from_args(make_parser().parse_args(["bench", "via"])) == defaults
+    given = make_parser().parse_args(["bench", "via", "--mtu", "9000", "--stream-vis", "2", "--out", "x"])
+    assert bench_via.SweepOptions.from_args(given) == dataclasses.replace(
+        defaults, mtu=(9000,), stream_vis=2, out=Path("x")
+    )
+    changed = {f.name for f in dataclasses.fields(defaults) if getattr(RDMA_SWEEP, f.name) != getattr(defaults, f.name)}
+    assert changed == {"ops", "mtu", "iterations"}
+
+
 def rows_of(mtu, op, points):
     return [{"mtu": mtu, "op": op, "size": size, "latency_us": us, "bandwidth_MBps": size / us} for size, us in points]
 
 
 def test_latency_table_has_a_row_per_ping_pong_and_none_for_streams():
     rows = rows_of(1500, "write", [(4, 5.9), (4096, 49.5)]) + rows_of(1500, "send-stream", [(4, 3.0)])
-    table = bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["write", "send-stream"]), 4)
+    table = bench_via.latency_table(rows, bench_via.SweepOptions(mtu=(1500,), ops=("write", "send-stream")), 4)
     assert [line for line in table if line.startswith("| 1500")] == [
         "| 1500 | RDMA write | 5.90 | 82.7 at 4096 B | 12.5 us, 95.5 MB/s (RDMA, MTU 1514) |"
     ]
     # A sweep of streams only has no ping-pong to report: no empty table (the streams' own follows).
-    assert bench_via.latency_table(rows, argparse.Namespace(mtu=[1500], ops=["send-stream"]), 4) == []
+    assert bench_via.latency_table(rows, bench_via.SweepOptions(mtu=(1500,), ops=("send-stream",)), 4) == []
 
 
 def test_results_go_through_the_one_writer(tmp_path):
     """Markdown (the summary), CSV (every point), JSON (figures, command, configuration) and PNG."""
-    from pathlib import Path
-    from types import SimpleNamespace
 
     rows = [
         {
@@ -130,17 +145,8 @@ def test_results_go_through_the_one_writer(tmp_path):
         soc_dir=Path("soc-x"), firmware=SimpleNamespace(kind="bare-metal", name="fw-y"), model=Path("model-z/obj/Vtop")
     )
     info = {"build": build, "config": "SimConfig(nodes=2)", "counters": [{"tx": 1}, {"tx": 2}], "wall_seconds": 3.0}
-    args = argparse.Namespace(
-        out=str(tmp_path),
-        mtu=[1500],
-        ops=["send", "write"],
-        eth_delay=50,
-        pair=[0, 1],
-        baseline=None,
-        wake="cq",
-        stream_vis=1,
-    )
-    paths = bench_via.write_results(rows, info, args)
+    options = bench_via.SweepOptions(out=tmp_path, mtu=(1500,), ops=("send", "write"), eth_delay=50, wake="cq")
+    paths = bench_via.write_results(rows, info, options)
     assert [p.name for p in paths] == ["via_bench.md", "via_bench.csv", "via_bench.json", "via_bench.png"]
     assert list(csv.DictReader(open(tmp_path / "via_bench.csv")))[2] == {
         "mtu": "1500",
@@ -210,14 +216,14 @@ def test_baseline_breakdown_is_reported_and_plotted_beside_this_run(tmp_path):
     before = tmp_path / "before.json"
     before.write_text(json.dumps({"figures": {"rows": [breakdown_row("write", 300), {"op": "read", "mtu": 1500}]}}))
     baseline = bench_via.load_baseline(before)
-    args = argparse.Namespace(mtu=[1500], ops=["write"])
+    options = bench_via.SweepOptions(mtu=(1500,), ops=("write",))
     rows = [breakdown_row("write", 20)]
-    table = bench_via.breakdown_table(rows, baseline, args)
+    table = bench_via.breakdown_table(rows, baseline, options)
     assert [line for line in table if line.startswith("| RDMA write")] == [
         "| RDMA write, 4 B, baseline (MTU 1500) | 300 | 100 | 100 | 100 | 100 | 7.00 | 6.00 |",
         "| RDMA write, 4 B, this run (MTU 1500) | 20 | 100 | 100 | 100 | 100 | 4.20 | 6.00 |",
     ]
-    bench_via.plot(rows, tmp_path / "plot.png", args, baseline)
+    bench_via.plot(rows, tmp_path / "plot.png", options, baseline)
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -284,7 +284,7 @@ TITLE = "Push-pull messaging benchmark (two simulated nodes)"
 def write_results(rows, info, args):
     out = Path(args.out)
     meta = {
-        **bench_via.configuration(info, args),
+        **bench_via.configuration(info, eth_delay=args.eth_delay, mtu=args.mtu),
         "slots": ppf.SLOTS,
         "max_push": ppf.MAX_PUSH,
         "register_bytes": ppf.REGISTER_BYTES,

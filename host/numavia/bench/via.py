@@ -21,7 +21,7 @@ this one's.
 import json
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from numavia import vipl
 from numavia.base import via_frame, via_mailbox
 from numavia.base.errors import NumaviaError
-from numavia.bench import results
+from numavia.bench import ETH_DELAY_CYCLES, results
 from numavia.bench.results import rows_where
 from numavia.cluster_session import ClusterSession
 from numavia.gateware.card import CardConfig
@@ -67,6 +67,30 @@ WIRE_LIMIT_MBPS = {1500: 121.9, 9000: 124.5}
 
 class BenchError(NumaviaError):
     pass
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What a sweep measures and where its results go: the defaults of ``numavia bench via``'s
+    options, and what the demo's RDMA sweep changes of them."""
+
+    ops: tuple[str, ...] = tuple(OPS)
+    mtu: tuple[int, ...] = (1500, 9000)
+    iterations: int = 20  # round trips per point for small messages (large ones use fewer)
+    eth_delay: int = ETH_DELAY_CYCLES  # Ethernet PHY+cable delay, 125 MHz cycles
+    pair: tuple[int, int] = (0, 1)  # initiator, responder
+    timeout: float = 900.0  # wall-time limit of one measurement, seconds
+    wake: str = "poll"  # one of WAKES
+    stream_vis: int = 1
+    baseline: str | None = None  # an earlier run's via_bench.json, for the breakdown plot
+    out: Path = Path("results/via")
+
+    @classmethod
+    def from_args(cls, args):
+        """The options of a parsed ``numavia bench via`` command line (its lists as tuples)."""
+        given = {f.name: getattr(args, f.name) for f in fields(cls)}
+        given = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items()}
+        return cls(**{**given, "out": Path(given["out"])})
 
 
 #: The steps of a half round trip (:func:`breakdown`), as plotted, and their row fields.
@@ -263,21 +287,25 @@ class Bench:
         }
 
 
-def sweep(session, args, points, log):
-    """Every (MTU, operation, size) point between the nodes ``args.pair`` of a running session;
-    returns the rows and both cards' counters afterwards."""
+def sweep(session, options, points, log):
+    """Every (MTU, operation, size) point of ``options`` (a :class:`SweepOptions`) between its two
+    nodes of a running session; returns the rows and both cards' counters afterwards."""
     bench = Bench(
         session,
         max_size=max(points),
         log=log,
-        timeout=args.timeout,
-        pair=tuple(args.pair),
-        wake=args.wake,
-        stream_vis=args.stream_vis,
+        timeout=options.timeout,
+        pair=tuple(options.pair),
+        wake=options.wake,
+        stream_vis=options.stream_vis,
     )
     # The RDMA-write ping-pong detects arrival by a byte: no empty write.
     todo = [
-        (mtu, op, size) for mtu in args.mtu for op in args.ops for size in points if not (size == 0 and op == "write")
+        (mtu, op, size)
+        for mtu in options.mtu
+        for op in options.ops
+        for size in points
+        if not (size == 0 and op == "write")
     ]
     rows, mtu_set = [], None
     for done, (mtu, op, size) in enumerate(todo, 1):
@@ -285,9 +313,9 @@ def sweep(session, args, points, log):
             bench.set_mtu(mtu)
             mtu_set = mtu
         n = (
-            messages_for(op, size, most=args.iterations, vis=args.stream_vis)
+            messages_for(op, size, most=options.iterations, vis=options.stream_vis)
             if op in STREAMS
-            else iterations_for(size, most=args.iterations)
+            else iterations_for(size, most=options.iterations)
         )
         r = bench.point(op, size, n)
         rows.append({"mtu": mtu, "op": op, "size": size, **r})
@@ -301,13 +329,15 @@ def sweep(session, args, points, log):
     return rows, [n.counters() for n in bench.nics]
 
 
-def run_sweep(args, log):
-    config = sim.SimConfig(nodes=args.nodes)
-    build = sim.build_all(config, log=log, spread=args.spread, firmware=args.firmware)
-    run_dir = Path(args.out) / "run"
+def run_sweep(options, points, *, nodes, spread, firmware, log):
+    """Build a ring of ``nodes`` simulated nodes running ``firmware``, boot it and sweep ``points``
+    (message sizes) with ``options``; returns the rows and what :func:`write_results` records."""
+    config = sim.SimConfig(nodes=nodes)
+    build = sim.build_all(config, log=log, spread=spread, firmware=firmware)
+    run_dir = Path(options.out) / "run"
     started = time.monotonic()
-    with ClusterSession(build, run_dir, spread=args.spread, eth_delay=args.eth_delay) as session:
-        rows, counters = sweep(session, args, sizes(args.min_size, args.max_size, args.perturbation), log)
+    with ClusterSession(build, run_dir, spread=spread, eth_delay=options.eth_delay) as session:
+        rows, counters = sweep(session, options, points, log)
     return rows, {
         "build": build,
         "config": config,
@@ -332,14 +362,14 @@ FIELDS = [
 TITLE = "VIA engine benchmark (two simulated nodes)"
 
 
-def configuration(info, args):
+def configuration(info, *, eth_delay, mtu):
     """What a sweep ran on, for its results: the simulation, the card and the builds."""
     card = CardConfig()
     build = info["build"]
     return {
         "simulation": str(info["config"]),
-        "eth_delay_cycles": args.eth_delay,
-        "mtu": args.mtu,
+        "eth_delay_cycles": eth_delay,
+        "mtu": mtu,
         "clock_hz": card.clk_freq_hz,
         "card": {k: v for k, v in asdict(card).items() if k.startswith("via_")},
         "builds": {
@@ -351,9 +381,9 @@ def configuration(info, args):
     }
 
 
-def write_results(rows, info, args):
-    out = Path(args.out)
-    baseline = load_baseline(args.baseline) if args.baseline else None
+def write_results(rows, info, options):
+    out = Path(options.out)
+    baseline = load_baseline(options.baseline) if options.baseline else None
     results.write(
         out,
         "via_bench",
@@ -361,19 +391,24 @@ def write_results(rows, info, args):
         headers=FIELDS,
         rows=[["" if c is None else c for c in results.csv_row(r, FIELDS)] for r in rows],
         figures={"rows": rows, "counters": info["counters"]},
-        config={**configuration(info, args), "ops": args.ops, "wake": args.wake, "stream_vis": args.stream_vis},
-        text=summary(rows, info, args, baseline),
-        plot=lambda path: plot(rows, path, args, baseline),
+        config={
+            **configuration(info, eth_delay=options.eth_delay, mtu=options.mtu),
+            "ops": list(options.ops),
+            "wake": options.wake,
+            "stream_vis": options.stream_vis,
+        },
+        text=summary(rows, info, options, baseline),
+        plot=lambda path: plot(rows, path, options, baseline),
     )
     return [out / f"via_bench.{ext}" for ext in ("md", "csv", "json", "png")]
 
 
-def latency_table(rows, args, smallest):
+def latency_table(rows, options, smallest):
     """The ping-pongs' smallest-message latency and peak bandwidth, as Markdown lines (none for a
     sweep of streams only: their table follows)."""
     table = []
-    for mtu in args.mtu:
-        for op in args.ops:
+    for mtu in options.mtu:
+        for op in options.ops:
             pts = rows_where(rows, mtu=mtu, op=op)
             if not pts or op in STREAMS:
                 continue
@@ -398,22 +433,22 @@ def latency_table(rows, args, smallest):
     ]
 
 
-def breakdown_bars(rows, baseline, args):
+def breakdown_bars(rows, baseline, options):
     """(label, row) of each breakdown the plot and the report show: for each ping-pong with one, at
     the smallest size and first MTU, the baseline's (if given) then this run's."""
     bars = []
     for op in BREAKDOWN_OPS:
         for source, label in ((baseline or [], "baseline"), (rows, "this run")):
             pts = [r for r in source if r["op"] == op and r.get(STEP_FIELDS[0]) is not None]
-            pts = [r for r in pts if r["mtu"] == args.mtu[0]] or pts
+            pts = [r for r in pts if r["mtu"] == options.mtu[0]] or pts
             if pts:
                 smallest = min(pts, key=lambda r: r["size"])
                 bars.append((f"{OP_TITLES[op]}, {smallest['size']} B\n{label}", smallest))
     return bars
 
 
-def breakdown_table(rows, baseline, args):
-    bars = breakdown_bars(rows, baseline, args)
+def breakdown_table(rows, baseline, options):
+    bars = breakdown_bars(rows, baseline, options)
     if not bars:
         return []
     lines = [
@@ -435,11 +470,11 @@ def breakdown_table(rows, baseline, args):
     return [*lines, ""]
 
 
-def summary(rows, info, args, baseline=None):
+def summary(rows, info, options, baseline=None):
     card = CardConfig()
     lines = [
-        f"Simulation: {info['config']}, Ethernet PHY+cable delay {args.eth_delay} eth cycles "
-        f"({args.eth_delay * 8} ns), sys clock {card.clk_freq_hz / 1e6:.0f} MHz  ",
+        f"Simulation: {info['config']}, Ethernet PHY+cable delay {options.eth_delay} eth cycles "
+        f"({options.eth_delay * 8} ns), sys clock {card.clk_freq_hz / 1e6:.0f} MHz  ",
         f"Card: {', '.join(f'{k}={v}' for k, v in asdict(card).items() if k.startswith('via_'))}  ",
         f"Builds: SoC `{info['build'].soc_dir.name}`, firmware {info['build'].firmware.kind} "
         f"`{info['build'].firmware.name}`, "
@@ -447,25 +482,25 @@ def summary(rows, info, args, baseline=None):
         "",
         "Latency: half round trip (send/receive, RDMA write), whole operation (RDMA read), from the",
         "benchmark agents' cycle counts (card counter, 100 MHz). Bandwidth: size / latency.",
-        WAKE_NOTES[args.wake],
+        WAKE_NOTES[options.wake],
         "",
     ]
     smallest = min(r["size"] for r in rows if r["size"] > 0)
-    lines += latency_table(rows, args, smallest)
-    lines += breakdown_table(rows, baseline, args)
+    lines += latency_table(rows, options, smallest)
+    lines += breakdown_table(rows, baseline, options)
     lines += [
         "Wire limits (payload on back-to-back full frames): "
         + "; ".join(
             f"MTU {m}: {WIRE_LIMIT_MBPS.get(m, 0):.1f} MB/s counting Ethernet headers only, "
             f"{via_frame.wire_limit_bytes_per_s(m) / 1e6:.1f} MB/s with this card's "
             f"{via_frame.VIA_HEADER_SIZE}-byte VIA header"
-            for m in args.mtu
+            for m in options.mtu
         ),
         "",
     ]
-    streams = [op for op in args.ops if op in STREAMS]
+    streams = [op for op in options.ops if op in STREAMS]
     if streams:
-        on = f"on each of {args.stream_vis} VIs" if args.stream_vis > 1 else "on one VI"
+        on = f"on each of {options.stream_vis} VIs" if options.stream_vis > 1 else "on one VI"
         lines += [
             f"## Streaming ({via_mailbox.BENCH_STREAM_DEPTH} messages in flight {on})",
             "",
@@ -473,7 +508,7 @@ def summary(rows, info, args, baseline=None):
             "| peak bandwidth (MB/s) at size | of the wire limit |",
             "|---|---|---|---|---|---|---|",
         ]
-        for mtu in args.mtu:
+        for mtu in options.mtu:
             for op in streams:
                 pts = rows_where(rows, mtu=mtu, op=op)
                 small = rows_where(pts, size=smallest)
@@ -488,14 +523,14 @@ def summary(rows, info, args, baseline=None):
                     f"{peak['bandwidth_MBps']:.1f} at {peak['size']} B | {100 * peak['bandwidth_MBps'] / limit:.1f} % |"
                 )
         lines.append("")
-    if "send" in args.ops and "write" in args.ops:
+    if "send" in options.ops and "write" in options.ops:
         lines += [
             "## RDMA write vs send/receive",
             "",
             f"Paper: RDMA {PAPER['rdma_gain_us']} us faster at every size. Here (mean over sizes up to 16 KiB):",
             "",
         ]
-        for mtu in args.mtu:
+        for mtu in options.mtu:
             gains = [
                 s["latency_us"] - w["latency_us"]
                 for s in rows_where(rows, mtu=mtu, op="send")
@@ -520,7 +555,7 @@ def summary(rows, info, args, baseline=None):
             "- RDMA write and read: 0 (the receiving CPU takes no part)",
             "",
         ]
-    first, second = args.pair
+    first, second = options.pair
     lines += ["## Card counters after the run", "", f"| counter | node {first} | node {second} |", "|---|---|---|"]
     for name in info["counters"][0]:
         lines.append(f"| {name} | {info['counters'][0][name]} | {info['counters'][1][name]} |")
@@ -556,16 +591,16 @@ def plot_breakdown(ax, bars):
     ax.legend(fontsize=7)
 
 
-def plot(rows, path, args, baseline=None):
-    bars = breakdown_bars(rows, baseline, args)
+def plot(rows, path, options, baseline=None):
+    bars = breakdown_bars(rows, baseline, options)
     fig = Figure(figsize=(19 if bars else 13, 5))
     axes = fig.subplots(1, 3 if bars else 2)
     lat, bw = axes[0], axes[1]
     if bars:
         plot_breakdown(axes[2], bars)
     styles = {1500: "-", 9000: "--"}
-    for mtu in args.mtu:
-        for op in args.ops:
+    for mtu in options.mtu:
+        for op in options.ops:
             pts = [r for r in rows_where(rows, mtu=mtu, op=op) if r["size"] > 0]
             if not pts:
                 continue
@@ -587,7 +622,7 @@ def plot(rows, path, args, baseline=None):
             )
     lat.axhline(PAPER["latency_us"], color="grey", linestyle=":", label="paper: 12.5 us (RDMA, 4 B)")
     bw.axhline(PAPER["bandwidth_MBps"], color="grey", linestyle=":", label="paper: 95.5 MB/s")
-    for mtu in args.mtu:
+    for mtu in options.mtu:
         bw.axhline(
             WIRE_LIMIT_MBPS.get(mtu, 0),
             color="red",

@@ -222,10 +222,12 @@ def cmd_bench_via(args):
             via.load_baseline(args.baseline)
         except via.BenchError as e:
             args.parser.error(str(e))
+    options = via.SweepOptions.from_args(args)
+    points = via.sizes(args.min_size, args.max_size, args.perturbation)
     _run(
         args,
-        lambda: via.run_sweep(args, log),
-        lambda measured, out: _paths(via.write_results(*measured, args)),
+        lambda: via.run_sweep(options, points, nodes=args.nodes, spread=args.spread, firmware=args.firmware, log=log),
+        lambda measured, out: _paths(via.write_results(*measured, options)),
         "via_bench.{md,csv,json,png}",
     )
     return 0
@@ -554,12 +556,15 @@ def register(sub):
     v.add_argument(
         "--ops",
         type=list_of(str, ops, "operation"),
-        default=list(ops),
+        default=list(via.SweepOptions.ops),
         help="operations, comma separated: ping-pongs send, write, read and streams send-stream, "
         "write-stream (default all)",
     )
     v.add_argument(
-        "--mtu", type=list_of(mtu, what="MTU"), default=[1500, 9000], help="MTUs, comma separated (default 1500,9000)"
+        "--mtu",
+        type=list_of(mtu, what="MTU"),
+        default=list(via.SweepOptions.mtu),
+        help=f"MTUs, comma separated (default {','.join(map(str, via.SweepOptions.mtu))})",
     )
     v.add_argument("--min-size", type=size, default=4, help="smallest message (default 4)")
     v.add_argument("--max-size", type=size, default=1024 * 1024, help="largest message (default 1Mi)")
@@ -572,24 +577,25 @@ def register(sub):
     v.add_argument(
         "--iterations",
         type=positive,
-        default=20,
-        help="round trips per point for small messages (large ones use fewer, at least 2)",
+        default=via.SweepOptions.iterations,
+        help="round trips per point for small messages (large ones use fewer, at least 2; "
+        f"default {via.SweepOptions.iterations})",
     )
     add_eth_delay_option(v)
     add_nodes_option(v, 2, "nodes in the ring, all on one Ethernet switch", minimum=2)
     v.add_argument(
         "--pair",
         type=list_of(int, what="node"),
-        default=[0, 1],
+        default=list(via.SweepOptions.pair),
         metavar="A,B",
         help="the two nodes measured: A initiates, B responds (default 0,1)",
     )
     v.add_argument(
         "--timeout",
         type=float,
-        default=900.0,
+        default=via.SweepOptions.timeout,
         metavar="SECONDS",
-        help="wall-time limit for one measurement (default 900)",
+        help=f"wall-time limit for one measurement (default {via.SweepOptions.timeout:g})",
     )
     v.add_argument(
         "--baseline",
@@ -599,7 +605,7 @@ def register(sub):
     v.add_argument(
         "--wake",
         choices=via.WAKES,
-        default="poll",
+        default=via.SweepOptions.wake,
         help="how send/receive waits for its receives: poll their descriptors (default), or sleep "
         "until the receive queue's completion queue notifies (the card's interrupt under Zephyr; "
         "bare metal polls the card's notification register)",
@@ -607,12 +613,12 @@ def register(sub):
     v.add_argument(
         "--stream-vis",
         type=positive,
-        default=1,
+        default=via.SweepOptions.stream_vis,
         metavar="N",
         help=f"VIs each stream spreads its messages over, in turn, {via_mailbox.BENCH_STREAM_DEPTH} in flight "
         f"on each (default 1; at most the card's {CardConfig().via_vis})",
     )
-    add_out_option(v, "results/via", "output folder")
+    add_out_option(v, str(via.SweepOptions.out), "output folder")
     add_firmware_option(v)
     add_spread_options(v)
     pp = command(

@@ -10,6 +10,7 @@ from pathlib import Path
 from numavia.base import via_frame
 from numavia.base.coherence import MAX_NODES
 from numavia.base.errors import NumaviaError
+from numavia.bench import ETH_DELAY_CYCLES
 from numavia.soc import firmware
 from numavia.soc.model_top import ETH_MIN_DELAY
 from numavia.soc.ring_launch import Spread, default_procs
@@ -241,9 +242,9 @@ def add_eth_delay_option(p):
     p.add_argument(
         "--eth-delay",
         type=positive,
-        default=50,
+        default=ETH_DELAY_CYCLES,
         metavar="CYCLES",
-        help="Ethernet PHY+cable delay in 125 MHz cycles (default 50 = 400 ns)",
+        help=f"Ethernet PHY+cable delay in 125 MHz cycles (default {ETH_DELAY_CYCLES} = {ETH_DELAY_CYCLES * 8} ns)",
     )
 
 
