@@ -305,16 +305,17 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
         g->r->cycles = nv_card_cycles() - t0;
         return NV_VIP_SUCCESS;
     }
-    /* Message i's slot, i modulo `slots`, counted without a division. */
-    uint32_t slots = STREAM_DEPTH * g->vis, posted = 0, completed = 0, post_at = 0, done_at = 0;
+    /* Message i's slot, i modulo `slots`, stepped as a pointer (no division, no multiplication). */
+    uint32_t slots = STREAM_DEPTH * g->vis, posted = 0, completed = 0;
+    struct nv_via_prebuilt *first = g->send, *end = first + slots, *post_at = first, *done_at = first;
     uint64_t t0 = nv_card_cycles();
     while (completed < n) {
         for (; posted < n && posted - completed < slots; posted++) {
-            CHECK(post_slot(g, 1, post_at));
-            post_at = post_at + 1 == slots ? 0 : post_at + 1;
+            CHECK(nv_via_post_prebuilt(g->via, post_at, g->a->size));
+            post_at = post_at + 1 == end ? first : post_at + 1;
         }
-        CHECK(wait_prebuilt(g, &g->send[done_at]));
-        done_at = done_at + 1 == slots ? 0 : done_at + 1;
+        CHECK(wait_prebuilt(g, done_at));
+        done_at = done_at + 1 == end ? first : done_at + 1;
         completed++;
     }
     g->r->cycles = nv_card_cycles() - t0;
