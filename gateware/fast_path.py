@@ -161,7 +161,8 @@ class FastPath(wiring.Component):
                 tag_command(TagOp.LOOKUP)
                 go(FastStep.HOME_REPLY, FastThen.TAG)
             with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
-                with m.If(r.locked | (r.mstate == 3)):  # NACK, or a state only the microcode knows
+                # A locked line NACKs; the memory state's spare code is the microcode's to judge.
+                with m.If(r.locked | (r.mstate > max(MemoryState))):
                     m.d.comb += self.fallback.eq(1)
                 with m.Else():
                     read = msg.cmd == Command.MREAD
