@@ -295,7 +295,7 @@ def sweep(session, options, points, log):
         max_size=max(points),
         log=log,
         timeout=options.timeout,
-        pair=tuple(options.pair),
+        pair=options.pair,
         wake=options.wake,
         stream_vis=options.stream_vis,
     )
