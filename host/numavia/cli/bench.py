@@ -588,7 +588,8 @@ def register(sub):
         type=list_of(int, what="node"),
         default=list(via.SweepOptions.pair),
         metavar="A,B",
-        help="the two nodes measured: A initiates, B responds (default 0,1)",
+        help="the two nodes measured: A initiates, B responds "
+        f"(default {','.join(map(str, via.SweepOptions.pair))})",
     )
     v.add_argument(
         "--timeout",
@@ -616,7 +617,7 @@ def register(sub):
         default=via.SweepOptions.stream_vis,
         metavar="N",
         help=f"VIs each stream spreads its messages over, in turn, {via_mailbox.BENCH_STREAM_DEPTH} in flight "
-        f"on each (default 1; at most the card's {CardConfig().via_vis})",
+        f"on each (default {via.SweepOptions.stream_vis}; at most the card's {CardConfig().via_vis})",
     )
     add_out_option(v, str(via.SweepOptions.out), "output folder")
     add_firmware_option(v)
