@@ -583,13 +583,13 @@ def register(sub):
     )
     add_eth_delay_option(v)
     add_nodes_option(v, 2, "nodes in the ring, all on one Ethernet switch", minimum=2)
+    default_pair = ",".join(map(str, via.SweepOptions.pair))
     v.add_argument(
         "--pair",
         type=list_of(int, what="node"),
         default=list(via.SweepOptions.pair),
         metavar="A,B",
-        help="the two nodes measured: A initiates, B responds "
-        f"(default {','.join(map(str, via.SweepOptions.pair))})",
+        help=f"the two nodes measured: A initiates, B responds (default {default_pair})",
     )
     v.add_argument(
         "--timeout",
