@@ -7,8 +7,8 @@ A visit to a VI:
 1. takes a NAK the peer sent (sequence: go back; an error code: the VI fails),
 2. takes the peer's cumulative acknowledgement (restarting the retransmission timer),
 3. completes acknowledged descriptors in queue order (or flushes them if the VI failed),
-4. checks the retransmission timer (go back N to the oldest unacknowledged frame; after
-   RETRY_LIMIT expiries without progress the VI fails with a transport error),
+4. checks the retransmission timer (``via_retransmit``; go back N to the oldest unacknowledged
+   frame; after RETRY_LIMIT expiries without progress the VI fails with a transport error),
 5. sends at most one frame: an ACK/NAK the VI owes, or the next frame of its send queue while
    fewer than ``window`` frames are unacknowledged.
 
@@ -40,6 +40,7 @@ from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
 from .via_links import rx_to_tx_signature, tx_to_rx_signature, vi_config_signature
+from .via_retransmit import RetransmitTimers
 from .via_rx import ReadJob
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from .via_translate import lookup_signature
@@ -115,8 +116,15 @@ class TxEngine(wiring.Component):
             self.jobs.ready.eq(jobs.w_rdy),
         ]
 
-        now = Signal(32)
-        m.d.sync += now.eq(now + 1)
+        m.submodules.timers = timers = RetransmitTimers(vis)
+        m.d.comb += [
+            timers.rto.eq(self.rto),
+            timers.retry_limit.eq(self.retry_limit),
+            # A long read response keeps the read's timer from expiring while it streams in.
+            timers.keepalive.eq(self.from_rx.read_progress),
+            timers.keepalive_vi.eq(self.from_rx.read_progress_vi),
+            timers.clear.eq(Cat(*self.vi.connect)),
+        ]
 
         # --- send queues: doorbells append descriptor addresses ------------------------------
         sq_mem = Memory(shape=32, depth=vis * qd, init=[])
@@ -151,7 +159,6 @@ class TxEngine(wiring.Component):
         snd_nxt, una, snd_max = Array(self.snd_nxt), arr("una", 32), arr("snd_max", 32)
         head_psn, head_end = arr("head_psn", 32), arr("head_end", 32)
         cur_offset = arr("cur_offset", 32)
-        deadline, timer_on, retries = arr("deadline", 32), arr("timer_on", 1), arr("retries", 16)
         err_pending = arr("err_pending", 16)
         rewind = arr("rewind", 1)
         read_active, read_psn = Array(self.to_rx.read_active), Array(self.to_rx.read_psn)
@@ -174,7 +181,7 @@ class TxEngine(wiring.Component):
                         | ((self.from_rx.peer_ack[v] != una[v]) & ack_valid)
                         | ((head[v] != cur_max[v]) & ~(una[v] - head_end[v])[31])
                         | ((self.vi.state[v] == _ERROR) & (head[v] != tail[v]))
-                        | (connected & timer_on[v] & ~(now - deadline[v])[31])
+                        | (connected & timers.due[v])
                         | (connected & (self.from_rx.ack_pending[v] | self.from_rx.nak_pending[v]))
                         | (connected & (cur[v] != tail[v]) & window_open[v] & ~fenced)
                     )
@@ -239,8 +246,18 @@ class TxEngine(wiring.Component):
                 frame_error.eq(0),
             ]
 
+        m.d.comb += timers.vi.eq(vi)
+
         def fail(bits):
-            return [self.fail.eq(1), self.fail_vi.eq(vi), self.fail_bits.eq(bits), ev.tx_errors.eq(1)]
+            """The visited VI fails: the engine reports it, its queue is flushed with `bits`."""
+            m.d.comb += [
+                self.fail.eq(1),
+                self.fail_vi.eq(vi),
+                self.fail_bits.eq(bits),
+                ev.tx_errors.eq(1),
+                timers.stop.eq(1),
+            ]
+            m.d.sync += err_pending[vi].eq(bits)
 
         # Frame output: header words from here, then payload words from the packer.
         payload_mode = Signal()
@@ -290,13 +307,6 @@ class TxEngine(wiring.Component):
         with m.If(self.mgmt_request):
             m.d.sync += [mgmt_pending.eq(1), mgmt_ctrl.eq(self.mgmt_ctrl)]
 
-        # A long read response keeps the read's timer from expiring while it streams in.
-        with m.If(self.from_rx.read_progress):
-            m.d.sync += [
-                deadline[self.from_rx.read_progress_vi].eq(now + self.rto),
-                retries[self.from_rx.read_progress_vi].eq(0),
-            ]
-
         with m.If(Cat(*self.vi.connect).any()):
             m.d.sync += loaded.eq(0)
         for v in range(vis):
@@ -310,8 +320,6 @@ class TxEngine(wiring.Component):
                     cur_max[v].eq(head[v]),
                     snd_max[v].eq(0),
                     cur_offset[v].eq(0),
-                    timer_on[v].eq(0),
-                    retries[v].eq(0),
                     self.to_rx.read_active[v].eq(0),
                     err_pending[v].eq(0),
                     rewind[v].eq(0),
@@ -441,8 +449,7 @@ class TxEngine(wiring.Component):
                             status_bits(RDMA_PROTECTION_ERROR=1),
                             status_bits(REMOTE_DESCRIPTOR_ERROR=1),
                         )
-                        m.d.comb += fail(bits)
-                        m.d.sync += [err_pending[vi].eq(bits), timer_on[vi].eq(0)]
+                        fail(bits)
                 m.next = "VISIT_ACK"
 
             # --- 2. the peer's cumulative acknowledgement ------------------------------------
@@ -450,12 +457,8 @@ class TxEngine(wiring.Component):
                 ack = Array(self.from_rx.peer_ack)[vi]
                 progress = (ack - una[vi])[:32]
                 with m.If((progress != 0) & (progress <= (snd_max[vi] - una[vi])[:32])):
-                    m.d.sync += [
-                        una[vi].eq(ack),
-                        retries[vi].eq(0),
-                        timer_on[vi].eq(ack != snd_max[vi]),
-                        deadline[vi].eq(now + self.rto),
-                    ]
+                    m.d.comb += [timers.acked.eq(1), timers.acked_all.eq(ack == snd_max[vi])]
+                    m.d.sync += una[vi].eq(ack)
                     with m.If(progress > (snd_nxt[vi] - una[vi])[:32]):
                         # Acknowledged past what we were about to resend: skip ahead to it.
                         m.d.sync += rewind[vi].eq(1)
@@ -507,12 +510,12 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
+                    m.d.comb += timers.stop.eq(1)
                     m.d.sync += [
                         loaded.eq(0),
                         head[vi].eq(head[vi] + 1),
                         err_pending[vi].eq(0),
                         read_active[vi].eq(0),
-                        timer_on[vi].eq(0),
                     ]
                     with m.If(head[vi] == cur[vi]):
                         m.d.sync += [cur[vi].eq(head[vi] + 1), cur_offset[vi].eq(0)]
@@ -522,22 +525,21 @@ class TxEngine(wiring.Component):
 
             # --- 4. the retransmission timer -------------------------------------------------
             with m.State("VISIT_TIMER"):
-                with m.If(timer_on[vi] & ~(now - deadline[vi])[31] & (Array(self.vi.state)[vi] == _CONNECTED)):
-                    with m.If(retries[vi] + 1 >= self.retry_limit):
-                        m.d.comb += fail(status_bits(TRANSPORT_ERROR=1))
-                        m.d.sync += [err_pending[vi].eq(status_bits(TRANSPORT_ERROR=1)), timer_on[vi].eq(0)]
+                with m.If(timers.expired & (Array(self.vi.state)[vi] == _CONNECTED)):
+                    with m.If(timers.out_of_retries):
+                        fail(status_bits(TRANSPORT_ERROR=1))
                     with m.Else():
-                        m.d.comb += ev.tx_timeouts.eq(1)
-                        m.d.sync += [retries[vi].eq(retries[vi] + 1), rewind[vi].eq(1)]
+                        m.d.comb += [ev.tx_timeouts.eq(1), timers.retry.eq(1)]
+                        m.d.sync += rewind[vi].eq(1)
                 m.next = "VISIT_REWIND"
             with m.State("VISIT_REWIND"):
                 with m.If(rewind[vi]):
+                    m.d.comb += timers.stop.eq(1)
                     m.d.sync += [
                         rewind[vi].eq(0),
                         snd_nxt[vi].eq(una[vi]),
                         cur[vi].eq(head[vi]),
                         cur_offset[vi].eq((una[vi] - head_psn[vi])[:24] * per_frame),
-                        timer_on[vi].eq(0),
                     ]
                 m.next = "VISIT_CONTROL"
 
@@ -659,8 +661,7 @@ class TxEngine(wiring.Component):
             payload("DATA_PAYLOAD", hdr.offset, "DATA_SENT")
             with m.State("DATA_SENT"):
                 with m.If(frame_error):
-                    m.d.comb += fail(status_bits(TRANSPORT_ERROR=1))
-                    m.d.sync += [err_pending[vi].eq(status_bits(TRANSPORT_ERROR=1)), timer_on[vi].eq(0)]
+                    fail(status_bits(TRANSPORT_ERROR=1))
                     m.next = "SCAN"
                 with m.Else():
                     m.d.comb += [
@@ -671,8 +672,7 @@ class TxEngine(wiring.Component):
                     m.d.sync += snd_nxt[vi].eq(snd_nxt[vi] + 1)
                     with m.If(snd_nxt[vi] == snd_max[vi]):
                         m.d.sync += snd_max[vi].eq(snd_nxt[vi] + 1)
-                    with m.If(~timer_on[vi]):
-                        m.d.sync += [timer_on[vi].eq(1), deadline[vi].eq(now + self.rto)]
+                    m.d.comb += timers.start.eq(1)  # the oldest frame in flight keeps its deadline
                     with m.If(is_read):
                         m.d.sync += [
                             read_active[vi].eq(1),
