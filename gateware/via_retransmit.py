@@ -11,10 +11,19 @@ a failed VI and a flush. ``due`` tells the engine's scheduler which VIs' timers 
 Outside the visit: a long RDMA read response arriving (``keepalive``) keeps its VI's timer from
 expiring while it streams in, and connecting a VI (``clear``) stops its timer and forgets its
 retries. Where two of these hit one VI in one cycle, the visit's command wins, then ``clear``.
+
+The VI count is meant to cost memory, not logic: deadlines and retry counts are memories (one
+write port each), and a scanner compares one deadline a cycle with the clock, so an expiry is seen
+at most ``detection_latency`` cycles late (nothing beside an RTO of thousands of cycles). Per VI
+there are three flip-flops: armed, passed (the scanner's last finding) and fresh (retries forgiven
+since the last count was written, so forgiving needs no write). A keepalive whose deadline write
+meets a visit's waits a cycle in a one-entry latch (a visit writes in single cycles, and
+keepalives come a frame apart).
 """
 
-from amaranth import Array, Cat, Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
@@ -40,37 +49,76 @@ class RetransmitTimers(wiring.Component):
             }
         )
 
+    @property
+    def detection_latency(self):
+        """Cycles an expiry may be seen after its deadline: a lap of the scanner and its read."""
+        return self.vis + 2
+
     def elaborate(self, platform):
         m = Module()
-        vis = self.vis
-
-        def per_vi(name, width):
-            return Array(Signal(width, name=f"{name}{v}") for v in range(vis))
+        vis, vi = self.vis, self.vi
+        all_vis = (1 << vis) - 1
 
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
-        deadline, armed, retries = per_vi("deadline", 32), per_vi("armed", 1), per_vi("retries", 16)
-        # Wrapping time: past the deadline when `now - deadline` is non-negative as a signed number.
+        armed = Signal(vis)
+        passed = Signal(vis)
+        fresh = Signal(vis, init=all_vis)
+
+        m.submodules.deadlines = deadlines = Memory(shape=32, depth=vis, init=[])
+        m.submodules.retry_counts = retry_counts = Memory(shape=16, depth=vis, init=[])
+        deadline_w = deadlines.write_port()
+        scan_r = deadlines.read_port(transparent_for=())
+        count_w = retry_counts.write_port()
+        count_r = retry_counts.read_port(domain="comb")
+
+        retries = Signal(16)
         m.d.comb += [
-            self.due.eq(Cat(armed[v] & ~(now - deadline[v])[31] for v in range(vis))),
-            self.expired.eq(self.due.bit_select(self.vi, 1)),
-            self.out_of_retries.eq(retries[self.vi] + 1 >= self.retry_limit),
+            count_r.addr.eq(vi),
+            retries.eq(Mux(fresh.bit_select(vi, 1), 0, count_r.data)),
+            self.due.eq(armed & passed),
+            self.expired.eq(self.due.bit_select(vi, 1)),
+            self.out_of_retries.eq(retries + 1 >= self.retry_limit),
         ]
 
-        # Later assignments win: keepalive, then clear, then the visit's command.
-        with m.If(self.keepalive):
-            m.d.sync += [deadline[self.keepalive_vi].eq(now + self.rto), retries[self.keepalive_vi].eq(0)]
-        for v in range(vis):
-            with m.If(self.clear[v]):
-                m.d.sync += [armed[v].eq(0), retries[v].eq(0)]
+        # The scanner: read one deadline a cycle, judge it the next. Wrapping time: past the
+        # deadline when `now - deadline` is non-negative as a signed number.
+        scan, judged = Signal(range(vis)), Signal(range(vis))
+        stale = Signal()  # the deadline being read was rewritten in the read's cycle
+        m.d.comb += scan_r.addr.eq(scan)
+        m.d.sync += [scan.eq(Mux(scan == vis - 1, 0, scan + 1)), judged.eq(scan)]
+        m.d.sync += stale.eq(deadline_w.en & (deadline_w.addr == scan))
+        with m.If(~stale):
+            m.d.sync += passed.bit_select(judged, 1).eq(~(now - scan_r.data)[31])
 
-        vi = self.vi
-        with m.If(self.start & ~armed[vi]):
-            m.d.sync += [armed[vi].eq(1), deadline[vi].eq(now + self.rto)]
+        def new_deadline(of_vi):
+            m.d.comb += [deadline_w.en.eq(1), deadline_w.addr.eq(of_vi), deadline_w.data.eq(now + self.rto)]
+            m.d.sync += passed.bit_select(of_vi, 1).eq(0)  # after the scanner's: this one wins
+
+        # Whole-vector assignments first: the single bits assigned after them win.
+        m.d.sync += [armed.eq(armed & ~self.clear), fresh.eq(fresh | self.clear)]
+
+        # A keepalive takes the deadline port unless the visit needs it; else it waits a cycle.
+        visit_writes = (self.start & ~armed.bit_select(vi, 1)) | self.acked
+        keep_pending, keep_vi = Signal(), Signal(range(vis))
+        with m.If(self.keepalive & visit_writes):
+            m.d.sync += [keep_pending.eq(1), keep_vi.eq(self.keepalive_vi)]
+        with m.Elif(~visit_writes):
+            m.d.sync += keep_pending.eq(0)
+        keep_now = Mux(self.keepalive, self.keepalive_vi, keep_vi)
+        with m.If((self.keepalive | keep_pending) & ~visit_writes):
+            new_deadline(keep_now)
+            m.d.sync += fresh.bit_select(keep_now, 1).eq(1)
+
+        with m.If(self.start & ~armed.bit_select(vi, 1)):
+            new_deadline(vi)
+            m.d.sync += armed.bit_select(vi, 1).eq(1)
         with m.If(self.acked):
-            m.d.sync += [armed[vi].eq(~self.acked_all), deadline[vi].eq(now + self.rto), retries[vi].eq(0)]
+            new_deadline(vi)
+            m.d.sync += [armed.bit_select(vi, 1).eq(~self.acked_all), fresh.bit_select(vi, 1).eq(1)]
         with m.If(self.retry):
-            m.d.sync += retries[vi].eq(retries[vi] + 1)
+            m.d.comb += [count_w.en.eq(1), count_w.addr.eq(vi), count_w.data.eq(retries + 1)]
+            m.d.sync += fresh.bit_select(vi, 1).eq(0)
         with m.If(self.stop):
-            m.d.sync += armed[vi].eq(0)
+            m.d.sync += armed.bit_select(vi, 1).eq(0)
         return m
