@@ -68,6 +68,44 @@ static void test_cycles_are_64_bit(void)
     CHECK(nv_card_cycles() == 0x0000000712345678ull);
 }
 
+static void test_poll_timer_reads_the_clock_at_the_first_miss_and_every_clock_polls_after(void)
+{
+    fake_card_reset(0);
+    fake.cycles = 0xfffffff0ull; /* the low word wraps while the timer runs */
+    fake.cycles_per_read = 0;
+    struct nv_poll_timer t = {0, 0};
+    unsigned reads = fake.reads;
+    CHECK(!nv_poll_timer_missed(&t, 100));
+    CHECK(fake.reads == reads + 1); /* the first miss starts the timer */
+    for (unsigned i = 1; i < NV_CLOCK_POLLS; i++)
+        CHECK(!nv_poll_timer_missed(&t, 100));
+    CHECK(fake.reads == reads + 1); /* no clock read between */
+    fake.cycles += 100;             /* exactly the timeout: not past it */
+    CHECK(!nv_poll_timer_missed(&t, 100));
+    CHECK(fake.reads == reads + 2);
+    fake.cycles += 1;
+    for (unsigned i = 1; i < NV_CLOCK_POLLS; i++)
+        CHECK(!nv_poll_timer_missed(&t, 100)); /* past it, but the clock is not looked at yet */
+    CHECK(nv_poll_timer_missed(&t, 100));
+    CHECK(fake.reads == reads + 3);
+    CHECK(t.misses == 2 * NV_CLOCK_POLLS + 1);
+}
+
+static void test_a_poll_timeout_started_before_the_first_poll_keeps_its_start(void)
+{
+    fake_card_reset(0);
+    fake.cycles = 500;
+    fake.cycles_per_read = 0;
+    uint32_t start = nv_card_cycles32();
+    unsigned reads = fake.reads;
+    fake.cycles += 101;
+    for (uint32_t misses = 2; misses <= NV_CLOCK_POLLS; misses++)
+        CHECK(!nv_poll_timed_out(misses, &start, 100)); /* no look at the clock until the 17th */
+    CHECK(fake.reads == reads && start == 500);
+    CHECK(nv_poll_timed_out(NV_CLOCK_POLLS + 1, &start, 100));
+    CHECK(fake.reads == reads + 1 && start == 500);
+}
+
 static const uint64_t image_words[] = {0x0400000000000013ull, 0xfedcba9876543210ull, 0x1ull, 0x8000000000000000ull};
 
 static struct nv_ucode_image image(void)
@@ -253,6 +291,8 @@ int main(void)
     test_scratch_detects_stuck_bit_and_restores();
     test_node_id_range_and_readback();
     test_cycles_are_64_bit();
+    test_poll_timer_reads_the_clock_at_the_first_miss_and_every_clock_polls_after();
+    test_a_poll_timeout_started_before_the_first_poll_keeps_its_start();
     test_crc32_matches_zlib();
     test_ucode_loads_verifies_and_goes_live();
     test_fast_path_switch_survives_a_reload();

@@ -45,7 +45,6 @@
 #define DESC_AREA ((NV_PP_SLOTS + NV_PP_SENDS) * DESC_BYTES)
 #define NO_HANDLE 0xffffffffu
 #define PAGE_MASK (NV_ATT_PAGE_SIZE - 1u)
-#define CLOCK_POLLS 16u /* polls between two reads of the clock (a card register, slower than a poll) */
 #define HDR(field) NV_PP_HEADER_##field##_OFFSET, NV_PP_HEADER_##field##_BYTES
 #define CTRL(field) NV_DESC_CONTROL_##field##_OFFSET, NV_DESC_CONTROL_##field##_BYTES
 #define CHECK(x)                                                                                                       \
@@ -299,31 +298,16 @@ static inline HOT uint32_t done(struct nv_pp_desc *d)
     return status & NV_DESC_STATUS_ERROR_MASK ? failed(status) : NV_VIP_SUCCESS;
 }
 
-/* A wait's timeout: the clock is read at the first poll that fails and every CLOCK_POLLS after. */
-struct wait {
-    uint32_t polls, start;
-};
-
-static inline HOT int expired(const struct nv_pp *pp, struct wait *w)
+/* A wait's timeout (nv_poll_timer_missed), one copy for the waits off a small message's path. */
+static RARE int expired_rare(const struct nv_pp *pp, struct nv_poll_timer *t)
 {
-    if (w->polls++ % CLOCK_POLLS)
-        return 0;
-    uint32_t now = nv_card_cycles32();
-    if (w->polls == 1)
-        w->start = now;
-    return now - w->start > pp->timeout_cycles;
-}
-
-/* The same, one copy for the waits off a small message's path. */
-static RARE int expired_rare(const struct nv_pp *pp, struct wait *w)
-{
-    return expired(pp, w);
+    return nv_poll_timer_missed(t, pp->timeout_cycles);
 }
 
 /* Wait until the card is done with `d`: one copy for the code off a small message's path. */
 static RARE uint32_t wait_for(struct nv_pp *pp, struct nv_pp_desc *d)
 {
-    struct wait w = {0, 0};
+    struct nv_poll_timer w = {0, 0};
     for (;;) {
         uint32_t r = done(d);
         if (r != NV_VIP_NOT_DONE)
@@ -454,7 +438,7 @@ static RARE uint32_t poll_incoming_rare(struct nv_pp *pp)
 /* Wait until the peer has a slot for us. */
 static RARE uint32_t wait_for_credit(struct nv_pp *pp)
 {
-    struct wait w = {0, 0};
+    struct nv_poll_timer w = {0, 0};
     pp->stats.credit_waits++;
     while (pp->credits == 0) {
         CHECK(poll_incoming_rare(pp));
@@ -600,7 +584,7 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
     uint32_t r = NV_VIP_SUCCESS;
     if (p->path == NV_PP_PATH_GATHER)
         r = wait_for(pp, d);
-    struct wait w = {0, 0};
+    struct nv_poll_timer w = {0, 0};
     while (r == NV_VIP_SUCCESS && p->pulled && (int32_t)(seq - pp->acked_seq) > 0) {
         r = poll_incoming_rare(pp);
         if (r == NV_VIP_SUCCESS && expired_rare(pp, &w))
@@ -784,10 +768,10 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         early_from = pp->cfg.threshold;
         CHECK(translate(pp, at_offset(buf, early_from), capacity - early_from, NV_PP_AREA_RECV_PAGES, 0, &handle));
     }
-    struct wait w = {0, 0};
+    struct nv_poll_timer w = {0, 0};
     while (r == NV_VIP_SUCCESS && pp->arrived_count == 0) {
         r = poll_incoming(pp);
-        if (r == NV_VIP_SUCCESS && expired(pp, &w))
+        if (r == NV_VIP_SUCCESS && nv_poll_timer_missed(&w, pp->timeout_cycles))
             r = NV_VIP_TIMEOUT;
     }
     if (r == NV_VIP_SUCCESS) {

@@ -104,15 +104,6 @@ static TIMED uint32_t post_send(struct agent *g)
     return post_slot(g, 1, 0);
 }
 
-/* Whether a wait that ends at `deadline` has run out, after `polls` polls. The clock is a card
- * register, a bus read like a poll: it is looked at every CLOCK_POLLS polls only, so that a poll
- * loop comes round (and sees an arrival) sooner. */
-#define CLOCK_POLLS 16u
-static TIMED int expired(uint32_t polls, uint32_t deadline)
-{
-    return polls % CLOCK_POLLS == 0 && (int32_t)(nv_card_cycles32() - deadline) > 0;
-}
-
 /* A descriptor that completed in error: out of line and off the timed group, so that the waits
  * which call it in their tails need no stack frame (every store is a bus write: the data cache
  * writes through). */
@@ -124,11 +115,11 @@ static __attribute__((noinline, cold)) uint32_t completed_in_error(uint32_t stat
 
 /* Wait for a prebuilt descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it
  * never did. A stream's wait usually finds its message done at the first poll, so that poll is all
- * it costs: the deadline is set only once a poll misses, and the polls are counted in a register
- * and stored once. */
+ * it costs: the timeout starts at the first miss (nv_poll_timed_out), and the polls are counted in
+ * a register and stored once. */
 static inline __attribute__((always_inline)) TIMED uint32_t wait_prebuilt(struct agent *g, struct nv_via_prebuilt *p)
 {
-    uint32_t deadline = 0;
+    uint32_t start = 0;
     for (uint32_t polls = 1;; polls++) {
         uint32_t status;
         uint32_t result = nv_via_prebuilt_done(g->via, p, &status);
@@ -138,9 +129,7 @@ static inline __attribute__((always_inline)) TIMED uint32_t wait_prebuilt(struct
                 return completed_in_error(status);
             return result;
         }
-        if (polls == 1)
-            deadline = nv_card_cycles32() + g->timeout_cycles;
-        else if (expired(polls, deadline)) {
+        if (nv_poll_timed_out(polls, &start, g->timeout_cycles)) {
             g->r->polls += polls;
             return NV_VIP_TIMEOUT;
         }
@@ -210,13 +199,16 @@ static TIMED void set_marker(struct agent *g, uint8_t m)
 
 static TIMED uint32_t wait_marker(struct agent *g, uint8_t m)
 {
-    uint32_t deadline = nv_card_cycles32() + g->timeout_cycles;
+    /* The peer's marker is rarely there at the first poll, so the wait has time to spare: the clock
+     * is read before the first poll, and each poll is counted in memory as it goes, leaving the
+     * path from the marker's arrival to the return bare. */
+    uint32_t start = nv_card_cycles32(), timeout = g->timeout_cycles;
     for (;;) {
-        g->r->polls++;
+        uint32_t polls = ++g->r->polls;
         nv_host_sync();
         if (((nv_host_read32(last_word(g->a)) >> last_shift(g->a)) & 0xff) == m)
             return NV_VIP_SUCCESS;
-        if (expired(g->r->polls, deadline))
+        if (nv_poll_timed_out(polls, &start, timeout))
             return NV_VIP_TIMEOUT;
     }
 }

@@ -67,6 +67,37 @@ static inline __attribute__((always_inline)) uint32_t nv_card_cycles32(void)
     return nv_reg_read(NV_CTRL_CYCLES_LO);
 }
 
+/* A poll loop's timeout. The clock is a card register, a bus read as slow as a poll, so a loop reads
+ * it at its first miss (the start: a wait whose first poll succeeds pays nothing for its timeout)
+ * and every NV_CLOCK_POLLS misses after, and comes round to its next poll sooner. Always inline:
+ * the timed loops call it, and keep `misses` and `start` in registers. */
+#define NV_CLOCK_POLLS 16u
+
+/* After a missed poll, with `misses` the caller's running count of them (which it may keep anyway,
+ * as its statistics): nonzero once more than `timeout_cycles` have passed since `*start`. The
+ * first miss (`misses` 1) sets `*start`; a wait that expects to miss at first may set it before
+ * its first poll and count on from where it is. */
+static inline __attribute__((always_inline)) int nv_poll_timed_out(uint32_t misses, uint32_t *start,
+                                                                   uint32_t timeout_cycles)
+{
+    if ((misses - 1) % NV_CLOCK_POLLS)
+        return 0;
+    uint32_t now = nv_card_cycles32();
+    if (misses == 1)
+        *start = now;
+    return now - *start > timeout_cycles;
+}
+
+/* The same with its count kept for the caller; a new timer is all zeros. */
+struct nv_poll_timer {
+    uint32_t misses, start;
+};
+
+static inline __attribute__((always_inline)) int nv_poll_timer_missed(struct nv_poll_timer *t, uint32_t timeout_cycles)
+{
+    return nv_poll_timed_out(++t->misses, &t->start, timeout_cycles);
+}
+
 /* CRC-32 (zlib, reflected 0xEDB88320) of `len` bytes, continuing from `crc` (0 to start). */
 uint32_t nv_crc32(uint32_t crc, const void *data, uint32_t len);
 
