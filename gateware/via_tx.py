@@ -59,6 +59,16 @@ _MGMT = regmap.VIA.register("MGMT_TX_CTRL")
 
 SlotInfo = data.StructLayout({"end_psn": 32, "length": 32, "op": 3, "error": 16})
 
+#: A VI's state that only its visit reads and writes, kept in memory (see ``visit context``).
+VisitContext = data.StructLayout(
+    {
+        "cur_offset": 32,  # byte offset in the message being sent of its next frame
+        "head_psn": 32,  # PSN of the oldest uncompleted message's first frame
+        "err_pending": 16,  # status bits the VI failed with, for its flush
+        "rewind": 1,  # go back to the oldest unacknowledged frame at the visit's rewind step
+    }
+)
+
 
 class TxEngine(wiring.Component):
     def __init__(self, params):
@@ -157,10 +167,7 @@ class TxEngine(wiring.Component):
                     m.d.comb += ev.doorbells_refused.eq(1)
 
         snd_nxt, una, snd_max = Array(self.snd_nxt), arr("una", 32), arr("snd_max", 32)
-        head_psn, head_end = arr("head_psn", 32), arr("head_end", 32)
-        cur_offset = arr("cur_offset", 32)
-        err_pending = arr("err_pending", 16)
-        rewind = arr("rewind", 1)
+        head_end = arr("head_end", 32)
         read_active, read_psn = Array(self.to_rx.read_active), Array(self.to_rx.read_psn)
         read_desc, read_len = Array(self.to_rx.read_desc), Array(self.to_rx.read_len)
 
@@ -248,6 +255,29 @@ class TxEngine(wiring.Component):
 
         m.d.comb += timers.vi.eq(vi)
 
+        # --- visit context: per-VI state only a visit uses, in memory ------------------------
+        # Read where the visit is; a step changes fields of `ctx_next` (the record as read) and
+        # writes it back whole. A connect marks the VI's record fresh (it reads as zeros) instead
+        # of writing it, so it never competes with a visit's write; in the same cycle it wins.
+        m.submodules.ctx_mem = ctx_mem = Memory(shape=VisitContext, depth=vis, init=[])
+        ctx_r = ctx_mem.read_port(domain="comb")
+        ctx_w = ctx_mem.write_port()
+        ctx_fresh = Signal(vis, init=(1 << vis) - 1)
+        ctx, ctx_next = Signal(VisitContext), Signal(VisitContext)
+        m.d.comb += [
+            ctx_r.addr.eq(vi),
+            ctx.eq(Mux(ctx_fresh.bit_select(vi, 1), 0, ctx_r.data.as_value())),
+            ctx_next.eq(ctx),
+            ctx_w.addr.eq(vi),
+            ctx_w.data.eq(ctx_next),
+        ]
+        written = Mux(ctx_w.en, C(1, vis) << vi, 0)
+        m.d.sync += ctx_fresh.eq((ctx_fresh & ~written) | Cat(*self.vi.connect))
+
+        def update(**fields):
+            """Write the visited VI's context with `fields` changed (several calls in a cycle add up)."""
+            m.d.comb += [ctx_w.en.eq(1), *(getattr(ctx_next, name).eq(value) for name, value in fields.items())]
+
         def fail(bits):
             """The visited VI fails: the engine reports it, its queue is flushed with `bits`."""
             m.d.comb += [
@@ -257,7 +287,7 @@ class TxEngine(wiring.Component):
                 ev.tx_errors.eq(1),
                 timers.stop.eq(1),
             ]
-            m.d.sync += err_pending[vi].eq(bits)
+            update(err_pending=bits)
 
         # Frame output: header words from here, then payload words from the packer.
         payload_mode = Signal()
@@ -314,15 +344,11 @@ class TxEngine(wiring.Component):
                 m.d.sync += [
                     self.snd_nxt[v].eq(0),
                     una[v].eq(0),
-                    head_psn[v].eq(0),
                     head_end[v].eq(0),
                     cur[v].eq(head[v]),
                     cur_max[v].eq(head[v]),
                     snd_max[v].eq(0),
-                    cur_offset[v].eq(0),
                     self.to_rx.read_active[v].eq(0),
-                    err_pending[v].eq(0),
-                    rewind[v].eq(0),
                 ]
 
         mgmt_len = mgmt_ctrl[_MGMT.field("LENGTH").lsb :][: _MGMT.field("LENGTH").width]
@@ -409,7 +435,8 @@ class TxEngine(wiring.Component):
                 info_w.data.op.eq(op_status),
                 info_w.data.error.eq(bits),
             ]
-            m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0), loaded.eq(0)]
+            m.d.sync += [cur[vi].eq(cur[vi] + 1), loaded.eq(0)]
+            update(cur_offset=0)
             with m.If(cur[vi] == cur_max[vi]):
                 m.d.sync += cur_max[vi].eq(cur[vi] + 1)
             with m.If(cur[vi] == head[vi]):
@@ -442,7 +469,8 @@ class TxEngine(wiring.Component):
                         with m.If(in_flight):
                             # Everything before `psn` arrived; resend from there.
                             m.d.comb += ev.tx_nak_sequence.eq(1)
-                            m.d.sync += [una[vi].eq(psn), rewind[vi].eq(1)]
+                            m.d.sync += una[vi].eq(psn)
+                            update(rewind=1)
                     with m.Elif(Array(self.vi.state)[vi] == _CONNECTED):
                         bits = Mux(
                             code == _NAK.REMOTE_PROTECTION,
@@ -461,7 +489,7 @@ class TxEngine(wiring.Component):
                     m.d.sync += una[vi].eq(ack)
                     with m.If(progress > (snd_nxt[vi] - una[vi])[:32]):
                         # Acknowledged past what we were about to resend: skip ahead to it.
-                        m.d.sync += rewind[vi].eq(1)
+                        update(rewind=1)
                 m.next = "VISIT_COMPLETE"
 
             # --- 3. completions in queue order ------------------------------------------------
@@ -484,7 +512,8 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.sync += [head[vi].eq(head[vi] + 1), head_psn[vi].eq(head_end[vi])]
+                    m.d.sync += head[vi].eq(head[vi] + 1)
+                    update(head_psn=head_end[vi])
                     with m.If(slot_info.op == _SOP.RDMA_READ):
                         m.d.sync += read_active[vi].eq(0)
                     m.next = "COMPLETE_NEXT"
@@ -499,7 +528,7 @@ class TxEngine(wiring.Component):
                 bits = Mux(
                     sent & (slot_info.error != 0),
                     slot_info.error,
-                    Mux(err_pending[vi] != 0, err_pending[vi], status_bits(FLUSHED=1)),
+                    Mux(ctx.err_pending != 0, ctx.err_pending, status_bits(FLUSHED=1)),
                 )
                 m.d.comb += [
                     self.completions.valid.eq(1),
@@ -514,11 +543,12 @@ class TxEngine(wiring.Component):
                     m.d.sync += [
                         loaded.eq(0),
                         head[vi].eq(head[vi] + 1),
-                        err_pending[vi].eq(0),
                         read_active[vi].eq(0),
                     ]
+                    update(err_pending=0)
                     with m.If(head[vi] == cur[vi]):
-                        m.d.sync += [cur[vi].eq(head[vi] + 1), cur_offset[vi].eq(0)]
+                        m.d.sync += cur[vi].eq(head[vi] + 1)
+                        update(cur_offset=0)
                     with m.If(~sent):
                         m.d.sync += cur_max[vi].eq(head[vi] + 1)
                     m.next = "VISIT_COMPLETE"
@@ -530,17 +560,13 @@ class TxEngine(wiring.Component):
                         fail(status_bits(TRANSPORT_ERROR=1))
                     with m.Else():
                         m.d.comb += [ev.tx_timeouts.eq(1), timers.retry.eq(1)]
-                        m.d.sync += rewind[vi].eq(1)
+                        update(rewind=1)
                 m.next = "VISIT_REWIND"
             with m.State("VISIT_REWIND"):
-                with m.If(rewind[vi]):
+                with m.If(ctx.rewind):
                     m.d.comb += timers.stop.eq(1)
-                    m.d.sync += [
-                        rewind[vi].eq(0),
-                        snd_nxt[vi].eq(una[vi]),
-                        cur[vi].eq(head[vi]),
-                        cur_offset[vi].eq((una[vi] - head_psn[vi])[:24] * per_frame),
-                    ]
+                    m.d.sync += [snd_nxt[vi].eq(una[vi]), cur[vi].eq(head[vi])]
+                    update(rewind=0, cur_offset=(una[vi] - ctx.head_psn)[:24] * per_frame)
                 m.next = "VISIT_CONTROL"
 
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
@@ -629,7 +655,7 @@ class TxEngine(wiring.Component):
             with m.State("PLAN"):
                 ctl = fetcher.control
                 left = Signal(32)
-                m.d.comb += left.eq(total - cur_offset[vi])
+                m.d.comb += left.eq(total - ctx.cur_offset)
                 length = Mux(left < per_frame, left, per_frame)
                 op_map = Mux(
                     ctl.control.op == _CTL.RDMA_WRITE,
@@ -639,12 +665,12 @@ class TxEngine(wiring.Component):
                 read = ctl.control.op == _CTL.RDMA_READ
                 m.d.sync += [
                     *base_header(op_map, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi]),
-                    hdr.flags.first.eq(read | (cur_offset[vi] == 0)),
+                    hdr.flags.first.eq(read | (ctx.cur_offset == 0)),
                     hdr.flags.last.eq(read | (left <= per_frame)),
                     hdr.flags.immediate.eq(ctl.control.immediate),
                     hdr.msg_length.eq(total),
                     hdr.offset.eq(
-                        Mux(read, Mux(read_active[vi], Array(self.from_rx.read_offset)[vi], 0), cur_offset[vi])
+                        Mux(read, Mux(read_active[vi], Array(self.from_rx.read_offset)[vi], 0), ctx.cur_offset)
                     ),
                     hdr.payload_length.eq(Mux(read, 0, length)),
                     hdr.remote_va.eq(fetcher.address.remote_va),
@@ -694,13 +720,14 @@ class TxEngine(wiring.Component):
                             info_w.data.op.eq(op_status),
                             info_w.data.error.eq(0),
                         ]
-                        m.d.sync += [cur[vi].eq(cur[vi] + 1), cur_offset[vi].eq(0), loaded.eq(0)]
+                        m.d.sync += [cur[vi].eq(cur[vi] + 1), loaded.eq(0)]
+                        update(cur_offset=0)
                         with m.If(cur[vi] == cur_max[vi]):
                             m.d.sync += cur_max[vi].eq(cur[vi] + 1)
                         with m.If(cur[vi] == head[vi]):
                             m.d.sync += head_end[vi].eq(snd_nxt[vi] + 1)
                     with m.Else():
-                        m.d.sync += cur_offset[vi].eq(cur_offset[vi] + payload_len)
+                        update(cur_offset=ctx.cur_offset + payload_len)
                     m.next = "SCAN"
 
             # --- RDMA read responses ----------------------------------------------------------
