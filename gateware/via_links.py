@@ -36,6 +36,8 @@ def rx_to_tx_signature(vis):
             "nak_code": Out(4).array(vis),
             "nak_psn": Out(32).array(vis),
             "peer_ack": Out(32).array(vis),  # what the peer acknowledged last
+            "ack_advanced": Out(1),  # peer_ack of ack_advanced_vi moves on at the next edge
+            "ack_advanced_vi": Out(range(vis)),
             "rx_nak": Out(1).array(vis),  # the peer refused a frame: retransmit from rx_nak_psn
             "rx_nak_code": Out(4).array(vis),
             "rx_nak_psn": Out(32).array(vis),

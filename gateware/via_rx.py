@@ -360,6 +360,8 @@ class RxEngine(wiring.Component):
                 m.d.comb += ack.eq(Mux(hold, Array(self.from_tx.read_psn)[vi], h.ack_psn))
                 with m.If(~(ack - peer_ack[vi])[31]):
                     m.d.sync += peer_ack[vi].eq(ack)
+                    with m.If(ack != peer_ack[vi]):
+                        m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
                 with m.Switch(op):
                     with m.Case(_OP.ACK):
                         m.next = "DROP"
@@ -570,6 +572,7 @@ class RxEngine(wiring.Component):
                         m.d.comb += [self.to_tx.read_progress.eq(1), self.to_tx.read_progress_vi.eq(vi)]
                         with m.If(done):
                             m.d.sync += [read_complete[vi].eq(1), peer_ack[vi].eq(h.psn + 1)]
+                            m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
                         m.next = "DROP"
             with m.State("ADVANCE"):
                 m.d.sync += [rcv_nxt[vi].eq(rcv_nxt[vi] + 1), gap_nakked[vi].eq(0), ack_pending[vi].eq(1)]

@@ -155,6 +155,7 @@ class TxEngine(wiring.Component):
         # Going back N moves `cur` (and snd_nxt) back; `cur_max` (and snd_max) keep how far the VI
         # has ever sent: slots head..cur_max-1 have been sent whole and know their last PSN.
         cur_max = arr("sq_cur_max", ptr)
+        rung = Signal(vis)  # a doorbell was taken
         for v in range(vis):
             m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[: len(head[v])])
             addr = self.sq_doorbell_addr[v]
@@ -163,6 +164,7 @@ class TxEngine(wiring.Component):
                 with m.If(ok):
                     m.d.comb += [sq_w.en.eq(1), sq_w.addr.eq(v * qd + tail[v][: len(tail[v]) - 1]), sq_w.data.eq(addr)]
                     m.d.sync += tail[v].eq(tail[v] + 1)
+                    m.d.comb += rung[v].eq(1)
                 with m.Else():
                     m.d.comb += ev.doorbells_refused.eq(1)
 
@@ -172,30 +174,52 @@ class TxEngine(wiring.Component):
         read_desc, read_len = Array(self.to_rx.read_desc), Array(self.to_rx.read_len)
 
         # --- which VIs have work --------------------------------------------------------------
-        window_open = Signal(vis)
-        work = Signal(vis)
-        for v in range(vis):
-            connected = self.vi.state[v] == _CONNECTED
-            outstanding = self.snd_nxt[v] - una[v]
-            ack_valid = (self.from_rx.peer_ack[v] - una[v])[:32] <= (snd_max[v] - una[v])[:32]
-            fenced = self.to_rx.read_active[v] & (self.snd_nxt[v] != self.to_rx.read_psn[v])
-            m.d.comb += [
-                window_open[v].eq(outstanding[:32] < p.window),
-                work[v].eq(
-                    self.enable
-                    & (
-                        self.from_rx.rx_nak[v]
-                        | ((self.from_rx.peer_ack[v] != una[v]) & ack_valid)
-                        | ((head[v] != cur_max[v]) & ~(una[v] - head_end[v])[31])
-                        | ((self.vi.state[v] == _ERROR) & (head[v] != tail[v]))
-                        | (connected & timers.due[v])
-                        | (connected & (self.from_rx.ack_pending[v] | self.from_rx.nak_pending[v]))
-                        | (connected & (cur[v] != tail[v]) & window_open[v] & ~fenced)
-                    )
-                ),
-            ]
-
+        # Flags, not comparisons of every VI's state (which would cost logic per VI): a VI's queue
+        # and sequence state changes only in its visits, and the end of a visit sets its `owed`
+        # flag to whether work is left (completions, a flush, a frame the window allows); outside
+        # its visits only a doorbell, a change of its state or a connect can give it work, and they
+        # set the flag. The peer's acknowledgements (`acked`, from the receive side's event), its
+        # NAKs, the acknowledgements owed to it and the timers are flags already.
         vi = Signal(range(vis))
+        visiting = Signal()  # a VI's visit is under way or, in SCAN, has just ended
+        visit_ended = Signal()
+        owed, acked = Signal(vis), Signal(vis)
+        state_seen = [Signal(2, name=f"state_seen{v}") for v in range(vis)]
+        m.d.sync += [state_seen[v].eq(self.vi.state[v]) for v in range(vis)]
+        state_changed = Cat(self.vi.state[v] != state_seen[v] for v in range(vis))
+
+        state = Array(self.vi.state)[vi]
+        window_open = Signal()
+        m.d.comb += window_open.eq((snd_nxt[vi] - una[vi])[:32] < p.window)
+        fenced = read_active[vi] & (snd_nxt[vi] != read_psn[vi])
+        sendable = Signal()
+        work_left = Signal()
+        m.d.comb += [
+            sendable.eq((state == _CONNECTED) & (cur[vi] != tail[vi]) & window_open & ~fenced),
+            work_left.eq(
+                ((head[vi] != cur_max[vi]) & ~(una[vi] - head_end[vi])[31])
+                | ((state == _ERROR) & (head[vi] != tail[vi]))
+                | sendable
+            ),
+        ]
+        this_vi = C(1, vis) << vi
+        owed_now = Signal(vis)  # `owed`, with the visit that has just ended counted
+        m.d.comb += owed_now.eq(Mux(visit_ended, (owed & ~this_vi) | Mux(work_left, this_vi, 0), owed))
+        m.d.sync += owed.eq(owed_now | rung | state_changed | Cat(*self.vi.connect))
+        m.d.sync += acked.eq(acked & ~Cat(*self.vi.connect))  # before the bits set or cleared below
+
+        connected = Cat(state_v == _CONNECTED for state_v in self.vi.state)
+        work = Signal(vis)
+        m.d.comb += work.eq(
+            self.enable.replicate(vis)
+            & (
+                Cat(*self.from_rx.rx_nak)
+                | acked
+                | owed_now
+                | (connected & (timers.due | Cat(*self.from_rx.ack_pending) | Cat(*self.from_rx.nak_pending)))
+            )
+        )
+
         last_vi = Signal(range(vis))
         next_vi = Signal(range(vis))
         any_work = Signal()
@@ -444,7 +468,8 @@ class TxEngine(wiring.Component):
 
         with m.FSM():
             with m.State("SCAN"):
-                m.d.sync += [single.eq(0), payload_mode.eq(0)]
+                m.d.comb += visit_ended.eq(visiting)
+                m.d.sync += [single.eq(0), payload_mode.eq(0), visiting.eq(0)]
                 have_job = job_active | jobs.r_rdy
                 with m.If(mgmt_pending & self.enable):
                     m.next = "MGMT"
@@ -455,7 +480,7 @@ class TxEngine(wiring.Component):
                         m.d.sync += [job.eq(jobs.r_data), job_active.eq(1)]
                     m.next = "RESPONSE"
                 with m.Elif(any_work):
-                    m.d.sync += [vi.eq(next_vi), last_vi.eq(next_vi), prefer_job.eq(1)]
+                    m.d.sync += [vi.eq(next_vi), last_vi.eq(next_vi), prefer_job.eq(1), visiting.eq(1)]
                     m.next = "VISIT_NAK"
 
             # --- 1. a NAK from the peer -----------------------------------------------------
@@ -482,6 +507,7 @@ class TxEngine(wiring.Component):
 
             # --- 2. the peer's cumulative acknowledgement ------------------------------------
             with m.State("VISIT_ACK"):
+                m.d.sync += acked.bit_select(vi, 1).eq(0)
                 ack = Array(self.from_rx.peer_ack)[vi]
                 progress = (ack - una[vi])[:32]
                 with m.If((progress != 0) & (progress <= (snd_max[vi] - una[vi])[:32])):
@@ -586,12 +612,7 @@ class TxEngine(wiring.Component):
                         m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi])
                     m.d.sync += payload_len.eq(0)
                     m.next = "CONTROL_HEADER"
-                with m.Elif(
-                    (Array(self.vi.state)[vi] == _CONNECTED)
-                    & (cur[vi] != tail[vi])
-                    & window_open.bit_select(vi, 1)
-                    & ~(read_active[vi] & (snd_nxt[vi] != read_psn[vi]))
-                ):
+                with m.Elif(sendable):
                     this_slot = vi * qd + cur[vi][: len(cur[vi]) - 1]
                     m.d.sync += [desc.eq(sq_r.data), slot.eq(this_slot)]
                     with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == sq_r.data)):
@@ -809,4 +830,8 @@ class TxEngine(wiring.Component):
                     with m.If(end):
                         m.d.sync += mgmt_pending.eq(0)
                         m.next = "SCAN"
+
+        # After the visit's clear: an acknowledgement arriving in its cycle is a new one.
+        with m.If(self.from_rx.ack_advanced):
+            m.d.sync += acked.bit_select(self.from_rx.ack_advanced_vi, 1).eq(1)
         return m
