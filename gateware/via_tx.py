@@ -59,15 +59,25 @@ _MGMT = regmap.VIA.register("MGMT_TX_CTRL")
 
 SlotInfo = data.StructLayout({"end_psn": 32, "length": 32, "op": 3, "error": 16})
 
-#: A VI's state that only its visit reads and writes, kept in memory (see ``visit context``).
-VisitContext = data.StructLayout(
-    {
-        "cur_offset": 32,  # byte offset in the message being sent of its next frame
-        "head_psn": 32,  # PSN of the oldest uncompleted message's first frame
-        "err_pending": 16,  # status bits the VI failed with, for its flush
-        "rewind": 1,  # go back to the oldest unacknowledged frame at the visit's rewind step
-    }
-)
+
+def visit_context(queue_depth):
+    """A VI's state that only its visits read and write, kept in memory (see ``visit context``)."""
+    slot = range(2 * queue_depth)  # send-queue positions count twice round, so full != empty
+    return data.StructLayout(
+        {
+            # Going back N moves `cur` (and snd_nxt) back; `cur_max` (and snd_max) keep how far the
+            # VI has ever sent: slots head..cur_max-1 have been sent whole and know their last PSN.
+            "cur": slot,  # the slot whose frames are being sent
+            "cur_max": slot,
+            "una": 32,  # the oldest PSN not acknowledged
+            "snd_max": 32,
+            "head_end": 32,  # the PSN after the oldest uncompleted message's last frame, once sent
+            "head_psn": 32,  # ... and of its first frame
+            "cur_offset": 32,  # byte offset in the message being sent of its next frame
+            "err_pending": 16,  # status bits the VI failed with, for its flush
+            "rewind": 1,  # go back to the oldest unacknowledged frame at the visit's rewind step
+        }
+    )
 
 
 class TxEngine(wiring.Component):
@@ -150,11 +160,9 @@ class TxEngine(wiring.Component):
         def arr(name, width, init=0):
             return Array(Signal(width, name=f"{name}{v}", init=init) for v in range(vis))
 
+        # Head and tail are per-VI registers: the doorbells (any VI, any cycle) need both.
         ptr = range(2 * qd)
-        head, cur, tail = arr("sq_head", ptr), arr("sq_cur", ptr), arr("sq_tail", ptr)
-        # Going back N moves `cur` (and snd_nxt) back; `cur_max` (and snd_max) keep how far the VI
-        # has ever sent: slots head..cur_max-1 have been sent whole and know their last PSN.
-        cur_max = arr("sq_cur_max", ptr)
+        head, tail = arr("sq_head", ptr), arr("sq_tail", ptr)
         rung = Signal(vis)  # a doorbell was taken
         for v in range(vis):
             m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[: len(head[v])])
@@ -168,8 +176,7 @@ class TxEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += ev.doorbells_refused.eq(1)
 
-        snd_nxt, una, snd_max = Array(self.snd_nxt), arr("una", 32), arr("snd_max", 32)
-        head_end = arr("head_end", 32)
+        snd_nxt = Array(self.snd_nxt)
         read_active, read_psn = Array(self.to_rx.read_active), Array(self.to_rx.read_psn)
         read_desc, read_len = Array(self.to_rx.read_desc), Array(self.to_rx.read_len)
 
@@ -181,6 +188,34 @@ class TxEngine(wiring.Component):
         # set the flag. The peer's acknowledgements (`acked`, from the receive side's event), its
         # NAKs, the acknowledgements owed to it and the timers are flags already.
         vi = Signal(range(vis))
+
+        # --- visit context: per-VI state only a visit uses, in memory ------------------------
+        # Read where the visit is; a step changes fields of `ctx_next` (the record as read) and
+        # writes it back whole. A connect marks the VI's record fresh (it reads as a new
+        # connection's: zeros, its send position at the queue's head) instead of writing it, so it
+        # never competes with a visit's write; in the same cycle it wins.
+        context = visit_context(qd)
+        m.submodules.ctx_mem = ctx_mem = Memory(shape=context, depth=vis, init=[])
+        ctx_r = ctx_mem.read_port(domain="comb")
+        ctx_w = ctx_mem.write_port()
+        ctx_fresh = Signal(vis, init=(1 << vis) - 1)
+        ctx, ctx_next, ctx_new = Signal(context), Signal(context), Signal(context)
+        m.d.comb += [
+            ctx_new.cur.eq(head[vi]),
+            ctx_new.cur_max.eq(head[vi]),
+            ctx_r.addr.eq(vi),
+            ctx.eq(Mux(ctx_fresh.bit_select(vi, 1), ctx_new.as_value(), ctx_r.data.as_value())),
+            ctx_next.eq(ctx),
+            ctx_w.addr.eq(vi),
+            ctx_w.data.eq(ctx_next),
+        ]
+        written = Mux(ctx_w.en, C(1, vis) << vi, 0)
+        m.d.sync += ctx_fresh.eq((ctx_fresh & ~written) | Cat(*self.vi.connect))
+
+        def update(**fields):
+            """Write the visited VI's context with `fields` changed (several calls in a cycle add up)."""
+            m.d.comb += [ctx_w.en.eq(1), *(getattr(ctx_next, name).eq(value) for name, value in fields.items())]
+
         visiting = Signal()  # a VI's visit is under way or, in SCAN, has just ended
         visit_ended = Signal()
         owed, acked = Signal(vis), Signal(vis)
@@ -190,14 +225,14 @@ class TxEngine(wiring.Component):
 
         state = Array(self.vi.state)[vi]
         window_open = Signal()
-        m.d.comb += window_open.eq((snd_nxt[vi] - una[vi])[:32] < p.window)
+        m.d.comb += window_open.eq((snd_nxt[vi] - ctx.una)[:32] < p.window)
         fenced = read_active[vi] & (snd_nxt[vi] != read_psn[vi])
         sendable = Signal()
         work_left = Signal()
         m.d.comb += [
-            sendable.eq((state == _CONNECTED) & (cur[vi] != tail[vi]) & window_open & ~fenced),
+            sendable.eq((state == _CONNECTED) & (ctx.cur != tail[vi]) & window_open & ~fenced),
             work_left.eq(
-                ((head[vi] != cur_max[vi]) & ~(una[vi] - head_end[vi])[31])
+                ((head[vi] != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31])
                 | ((state == _ERROR) & (head[vi] != tail[vi]))
                 | sendable
             ),
@@ -279,29 +314,6 @@ class TxEngine(wiring.Component):
 
         m.d.comb += timers.vi.eq(vi)
 
-        # --- visit context: per-VI state only a visit uses, in memory ------------------------
-        # Read where the visit is; a step changes fields of `ctx_next` (the record as read) and
-        # writes it back whole. A connect marks the VI's record fresh (it reads as zeros) instead
-        # of writing it, so it never competes with a visit's write; in the same cycle it wins.
-        m.submodules.ctx_mem = ctx_mem = Memory(shape=VisitContext, depth=vis, init=[])
-        ctx_r = ctx_mem.read_port(domain="comb")
-        ctx_w = ctx_mem.write_port()
-        ctx_fresh = Signal(vis, init=(1 << vis) - 1)
-        ctx, ctx_next = Signal(VisitContext), Signal(VisitContext)
-        m.d.comb += [
-            ctx_r.addr.eq(vi),
-            ctx.eq(Mux(ctx_fresh.bit_select(vi, 1), 0, ctx_r.data.as_value())),
-            ctx_next.eq(ctx),
-            ctx_w.addr.eq(vi),
-            ctx_w.data.eq(ctx_next),
-        ]
-        written = Mux(ctx_w.en, C(1, vis) << vi, 0)
-        m.d.sync += ctx_fresh.eq((ctx_fresh & ~written) | Cat(*self.vi.connect))
-
-        def update(**fields):
-            """Write the visited VI's context with `fields` changed (several calls in a cycle add up)."""
-            m.d.comb += [ctx_w.en.eq(1), *(getattr(ctx_next, name).eq(value) for name, value in fields.items())]
-
         def fail(bits):
             """The visited VI fails: the engine reports it, its queue is flushed with `bits`."""
             m.d.comb += [
@@ -351,7 +363,7 @@ class TxEngine(wiring.Component):
         ]
 
         m.d.comb += [
-            sq_r.addr.eq(vi * qd + cur[vi][: len(cur[vi]) - 1]),
+            sq_r.addr.eq(vi * qd + ctx.cur[: len(ctx.cur) - 1]),
             sq_head_r.addr.eq(vi * qd + head[vi][: len(head[vi]) - 1]),
             info_r.addr.eq(vi * qd + head[vi][: len(head[vi]) - 1]),
             self.mgmt_busy.eq(mgmt_pending),
@@ -367,11 +379,6 @@ class TxEngine(wiring.Component):
             with m.If(self.vi.connect[v]):
                 m.d.sync += [
                     self.snd_nxt[v].eq(0),
-                    una[v].eq(0),
-                    head_end[v].eq(0),
-                    cur[v].eq(head[v]),
-                    cur_max[v].eq(head[v]),
-                    snd_max[v].eq(0),
                     self.to_rx.read_active[v].eq(0),
                 ]
 
@@ -459,12 +466,12 @@ class TxEngine(wiring.Component):
                 info_w.data.op.eq(op_status),
                 info_w.data.error.eq(bits),
             ]
-            m.d.sync += [cur[vi].eq(cur[vi] + 1), loaded.eq(0)]
-            update(cur_offset=0)
-            with m.If(cur[vi] == cur_max[vi]):
-                m.d.sync += cur_max[vi].eq(cur[vi] + 1)
-            with m.If(cur[vi] == head[vi]):
-                m.d.sync += head_end[vi].eq(snd_nxt[vi])
+            m.d.sync += loaded.eq(0)
+            update(cur=ctx.cur + 1, cur_offset=0)
+            with m.If(ctx.cur == ctx.cur_max):
+                update(cur_max=ctx.cur + 1)
+            with m.If(ctx.cur == head[vi]):
+                update(head_end=snd_nxt[vi])
 
         with m.FSM():
             with m.State("SCAN"):
@@ -489,12 +496,12 @@ class TxEngine(wiring.Component):
                     m.d.comb += [self.to_rx.rx_nak_taken.eq(1), self.to_rx.rx_nak_taken_vi.eq(vi)]
                     code = Array(self.from_rx.rx_nak_code)[vi]
                     psn = Array(self.from_rx.rx_nak_psn)[vi]
-                    in_flight = (psn - una[vi])[:32] <= (snd_max[vi] - una[vi])[:32]
+                    in_flight = (psn - ctx.una)[:32] <= (ctx.snd_max - ctx.una)[:32]
                     with m.If(code == _NAK.SEQUENCE):
                         with m.If(in_flight):
                             # Everything before `psn` arrived; resend from there.
                             m.d.comb += ev.tx_nak_sequence.eq(1)
-                            m.d.sync += una[vi].eq(psn)
+                            update(una=psn)
                             update(rewind=1)
                     with m.Elif(Array(self.vi.state)[vi] == _CONNECTED):
                         bits = Mux(
@@ -509,11 +516,11 @@ class TxEngine(wiring.Component):
             with m.State("VISIT_ACK"):
                 m.d.sync += acked.bit_select(vi, 1).eq(0)
                 ack = Array(self.from_rx.peer_ack)[vi]
-                progress = (ack - una[vi])[:32]
-                with m.If((progress != 0) & (progress <= (snd_max[vi] - una[vi])[:32])):
-                    m.d.comb += [timers.acked.eq(1), timers.acked_all.eq(ack == snd_max[vi])]
-                    m.d.sync += una[vi].eq(ack)
-                    with m.If(progress > (snd_nxt[vi] - una[vi])[:32]):
+                progress = (ack - ctx.una)[:32]
+                with m.If((progress != 0) & (progress <= (ctx.snd_max - ctx.una)[:32])):
+                    m.d.comb += [timers.acked.eq(1), timers.acked_all.eq(ack == ctx.snd_max)]
+                    update(una=ack)
+                    with m.If(progress > (snd_nxt[vi] - ctx.una)[:32]):
                         # Acknowledged past what we were about to resend: skip ahead to it.
                         update(rewind=1)
                 m.next = "VISIT_COMPLETE"
@@ -522,7 +529,7 @@ class TxEngine(wiring.Component):
             with m.State("VISIT_COMPLETE"):
                 with m.If((Array(self.vi.state)[vi] == _ERROR) & (head[vi] != tail[vi])):
                     m.next = "FLUSH"
-                with m.Elif((head[vi] != cur_max[vi]) & ~(una[vi] - head_end[vi])[31]):
+                with m.Elif((head[vi] != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31]):
                     m.next = "COMPLETE"
                 with m.Else():
                     m.next = "VISIT_TIMER"
@@ -539,18 +546,18 @@ class TxEngine(wiring.Component):
                 ]
                 with m.If(self.completions.ready):
                     m.d.sync += head[vi].eq(head[vi] + 1)
-                    update(head_psn=head_end[vi])
+                    update(head_psn=ctx.head_end)
                     with m.If(slot_info.op == _SOP.RDMA_READ):
                         m.d.sync += read_active[vi].eq(0)
                     m.next = "COMPLETE_NEXT"
             with m.State("COMPLETE_NEXT"):
                 # The new head's end, if its message has been sent.
-                with m.If(head[vi] != cur_max[vi]):
-                    m.d.sync += head_end[vi].eq(slot_info.end_psn)
+                with m.If(head[vi] != ctx.cur_max):
+                    update(head_end=slot_info.end_psn)
                 m.next = "VISIT_COMPLETE"
             with m.State("FLUSH"):
                 c = self.completions.payload
-                sent = head[vi] != cur_max[vi]
+                sent = head[vi] != ctx.cur_max
                 bits = Mux(
                     sent & (slot_info.error != 0),
                     slot_info.error,
@@ -572,11 +579,11 @@ class TxEngine(wiring.Component):
                         read_active[vi].eq(0),
                     ]
                     update(err_pending=0)
-                    with m.If(head[vi] == cur[vi]):
-                        m.d.sync += cur[vi].eq(head[vi] + 1)
+                    with m.If(head[vi] == ctx.cur):
+                        update(cur=head[vi] + 1)
                         update(cur_offset=0)
                     with m.If(~sent):
-                        m.d.sync += cur_max[vi].eq(head[vi] + 1)
+                        update(cur_max=head[vi] + 1)
                     m.next = "VISIT_COMPLETE"
 
             # --- 4. the retransmission timer -------------------------------------------------
@@ -591,8 +598,8 @@ class TxEngine(wiring.Component):
             with m.State("VISIT_REWIND"):
                 with m.If(ctx.rewind):
                     m.d.comb += timers.stop.eq(1)
-                    m.d.sync += [snd_nxt[vi].eq(una[vi]), cur[vi].eq(head[vi])]
-                    update(rewind=0, cur_offset=(una[vi] - ctx.head_psn)[:24] * per_frame)
+                    m.d.sync += snd_nxt[vi].eq(ctx.una)
+                    update(rewind=0, cur=head[vi], cur_offset=(ctx.una - ctx.head_psn)[:24] * per_frame)
                 m.next = "VISIT_CONTROL"
 
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
@@ -613,7 +620,7 @@ class TxEngine(wiring.Component):
                     m.d.sync += payload_len.eq(0)
                     m.next = "CONTROL_HEADER"
                 with m.Elif(sendable):
-                    this_slot = vi * qd + cur[vi][: len(cur[vi]) - 1]
+                    this_slot = vi * qd + ctx.cur[: len(ctx.cur) - 1]
                     m.d.sync += [desc.eq(sq_r.data), slot.eq(this_slot)]
                     with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == sq_r.data)):
                         m.next = "VALIDATE"
@@ -717,8 +724,8 @@ class TxEngine(wiring.Component):
                         self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
                     ]
                     m.d.sync += snd_nxt[vi].eq(snd_nxt[vi] + 1)
-                    with m.If(snd_nxt[vi] == snd_max[vi]):
-                        m.d.sync += snd_max[vi].eq(snd_nxt[vi] + 1)
+                    with m.If(snd_nxt[vi] == ctx.snd_max):
+                        update(snd_max=snd_nxt[vi] + 1)
                     m.d.comb += timers.start.eq(1)  # the oldest frame in flight keeps its deadline
                     with m.If(is_read):
                         m.d.sync += [
@@ -741,12 +748,12 @@ class TxEngine(wiring.Component):
                             info_w.data.op.eq(op_status),
                             info_w.data.error.eq(0),
                         ]
-                        m.d.sync += [cur[vi].eq(cur[vi] + 1), loaded.eq(0)]
-                        update(cur_offset=0)
-                        with m.If(cur[vi] == cur_max[vi]):
-                            m.d.sync += cur_max[vi].eq(cur[vi] + 1)
-                        with m.If(cur[vi] == head[vi]):
-                            m.d.sync += head_end[vi].eq(snd_nxt[vi] + 1)
+                        m.d.sync += loaded.eq(0)
+                        update(cur=ctx.cur + 1, cur_offset=0)
+                        with m.If(ctx.cur == ctx.cur_max):
+                            update(cur_max=ctx.cur + 1)
+                        with m.If(ctx.cur == head[vi]):
+                            update(head_end=snd_nxt[vi] + 1)
                     with m.Else():
                         update(cur_offset=ctx.cur_offset + payload_len)
                     m.next = "SCAN"
