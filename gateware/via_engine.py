@@ -269,7 +269,7 @@ class ViaEngine(wiring.Component):
                 rx.rq_doorbell_addr[v].eq(rung_addr),
                 regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
                 regs.tx_psn.value.eq(tx.snd_nxt[v]),
-                regs.rx_psn.value.eq(rx.to_tx.rcv_nxt[v]),
+                regs.rx_psn.value.eq(rx.rx_psn[v]),
                 completion.cq_bind[v].eq(regs.cq_bind.value),
             ]
 

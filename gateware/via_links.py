@@ -27,21 +27,25 @@ def vi_config_signature(vis):
 
 
 def rx_to_tx_signature(vis):
-    """The receive side to the transmit side: acknowledgements owed and received, RDMA read progress."""
+    """The receive side to the transmit side: acknowledgements owed and received, RDMA read progress.
+
+    The flags are per VI (the transmit side's scheduler reads them all); the sequence numbers and
+    codes are those of the VI the transmit side is at (``tx_to_rx_signature``'s ``vi``).
+    """
     return wiring.Signature(
         {
-            "rcv_nxt": Out(32).array(vis),  # the next sequence number expected: what an ACK says
+            "rcv_nxt": Out(32),  # the next sequence number expected: what an ACK says
             "ack_pending": Out(1).array(vis),
             "nak_pending": Out(1).array(vis),
-            "nak_code": Out(4).array(vis),
-            "nak_psn": Out(32).array(vis),
-            "peer_ack": Out(32).array(vis),  # what the peer acknowledged last
+            "nak_code": Out(4),
+            "nak_psn": Out(32),
+            "peer_ack": Out(32),  # what the peer acknowledged last
             "ack_advanced": Out(1),  # peer_ack of ack_advanced_vi moves on at the next edge
             "ack_advanced_vi": Out(range(vis)),
             "rx_nak": Out(1).array(vis),  # the peer refused a frame: retransmit from rx_nak_psn
-            "rx_nak_code": Out(4).array(vis),
-            "rx_nak_psn": Out(32).array(vis),
-            "read_offset": Out(32).array(vis),  # bytes of the outstanding read's response received
+            "rx_nak_code": Out(4),
+            "rx_nak_psn": Out(32),
+            "read_offset": Out(32),  # bytes of the outstanding read's response received
             "read_progress": Out(1),  # a read response frame arrived (its timer restarts)
             "read_progress_vi": Out(range(vis)),
         }
@@ -49,18 +53,18 @@ def rx_to_tx_signature(vis):
 
 
 def tx_to_rx_signature(vis):
-    """The transmit side to the receive side: acknowledgements sent, RDMA reads started."""
+    """The transmit side to the receive side: acknowledgements sent, RDMA reads started.
+
+    Every event is about the VI the transmit side is at, ``vi``.
+    """
     return wiring.Signature(
         {
+            "vi": Out(range(vis)),
             "ack_sent": Out(1),
-            "ack_sent_vi": Out(range(vis)),
             "ack_sent_psn": Out(32),
             "nak_sent": Out(1),
-            "nak_sent_vi": Out(range(vis)),
             "rx_nak_taken": Out(1),  # the retransmission a received NAK asked for has begun
-            "rx_nak_taken_vi": Out(range(vis)),
             "read_start": Out(1),
-            "read_start_vi": Out(range(vis)),
             # The VI's outstanding RDMA read: its sequence number, descriptor and length.
             "read_active": Out(1).array(vis),
             "read_psn": Out(32).array(vis),

@@ -64,6 +64,20 @@ _CONNECTED = dict(regmap.VI_STATES)["CONNECTED"]
 _ERROR = dict(regmap.VI_STATES)["ERROR"]
 
 
+#: A VI's sequence state on the receive side, one record per VI in memory.
+SequenceRecord = data.StructLayout(
+    {
+        "rcv_nxt": 32,  # the next PSN expected
+        "peer_ack": 32,  # what the peer acknowledged last
+        "nak_code": 4,  # the NAK owed to the peer...
+        "nak_psn": 32,
+        "rx_nak_code": 4,  # ... and the last the peer sent
+        "rx_nak_psn": 32,
+        "read_offset": 32,  # bytes of the outstanding RDMA read's response received
+    }
+)
+
+
 class RxEngine(wiring.Component):
     def __init__(self, params):
         self.p = p = params
@@ -87,6 +101,7 @@ class RxEngine(wiring.Component):
                 "rq_doorbell": In(1).array(vis),
                 "rq_doorbell_addr": In(32).array(vis),
                 "rq_count": Out(16).array(vis),
+                "rx_psn": Out(32).array(vis),  # each VI's rcv_nxt, for its RX_PSN register
                 "to_tx": Out(rx_to_tx_signature(vis)),
                 "from_tx": In(tx_to_rx_signature(vis)),
                 "jobs": Out(stream.Signature(ReadJob)),  # RDMA reads for the transmit engine to answer
@@ -139,46 +154,14 @@ class RxEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += ev.doorbells_refused.eq(1)
 
-        # --- per-VI state -----------------------------------------------------------------------
+        # --- per-VI flags -----------------------------------------------------------------------
         def arr(name, width):
             return Array(Signal(width, name=f"{name}{v}") for v in range(vis))
 
-        rcv_nxt, peer_ack, read_offset = (
-            Array(self.to_tx.rcv_nxt),
-            Array(self.to_tx.peer_ack),
-            Array(self.to_tx.read_offset),
-        )
         ack_pending, nak_pending = Array(self.to_tx.ack_pending), Array(self.to_tx.nak_pending)
-        nak_code, nak_psn = Array(self.to_tx.nak_code), Array(self.to_tx.nak_psn)
-        rx_nak, rx_nak_code, rx_nak_psn = (
-            Array(self.to_tx.rx_nak),
-            Array(self.to_tx.rx_nak_code),
-            Array(self.to_tx.rx_nak_psn),
-        )
+        rx_nak = Array(self.to_tx.rx_nak)
         gap_nakked = arr("gap_nakked", 1)
         read_complete = arr("read_complete", 1)
-
-        # Clears from the transmit engine first: the engine's own updates below override them.
-        with m.If(self.from_tx.ack_sent & (rcv_nxt[self.from_tx.ack_sent_vi] == self.from_tx.ack_sent_psn)):
-            m.d.sync += ack_pending[self.from_tx.ack_sent_vi].eq(0)
-        with m.If(self.from_tx.nak_sent):
-            m.d.sync += nak_pending[self.from_tx.nak_sent_vi].eq(0)
-        with m.If(self.from_tx.rx_nak_taken):
-            m.d.sync += rx_nak[self.from_tx.rx_nak_taken_vi].eq(0)
-        with m.If(self.from_tx.read_start):
-            m.d.sync += [read_offset[self.from_tx.read_start_vi].eq(0), read_complete[self.from_tx.read_start_vi].eq(0)]
-        for v in range(vis):
-            with m.If(self.vi.connect[v]):
-                m.d.sync += [
-                    self.to_tx.rcv_nxt[v].eq(0),
-                    self.to_tx.peer_ack[v].eq(0),
-                    self.to_tx.ack_pending[v].eq(0),
-                    self.to_tx.nak_pending[v].eq(0),
-                    self.to_tx.rx_nak[v].eq(0),
-                    gap_nakked[v].eq(0),
-                    self.to_tx.read_offset[v].eq(0),
-                    read_complete[v].eq(0),
-                ]
 
         # --- the frame being handled ---------------------------------------------------------
         hdr_bits = Signal(FrameHeader.size)
@@ -188,6 +171,63 @@ class RxEngine(wiring.Component):
         length = Signal(16)
         vi = Signal(range(vis))
         op = Signal(4)
+
+        # --- per-VI sequence state: one record per VI in memory -----------------------------------
+        # Read where this engine is (its frame's VI) and where the transmit engine is
+        # (`from_tx.vi`: the acknowledgement it builds, the NAK it answers); written whole, at this
+        # engine's VI, by this engine only. A connect marks the record fresh (it reads as zeros),
+        # and a read request's start marks the read's offset so: neither needs the write port, and
+        # in the same cycle as a write to that VI they win.
+        m.submodules.sequence_mem = sequence_mem = Memory(shape=SequenceRecord, depth=vis, init=[])
+        seq_w = sequence_mem.write_port()
+        seq_fresh = Signal(vis, init=(1 << vis) - 1)
+        offset_fresh = Signal(vis)
+
+        def record_at(at):
+            port = sequence_mem.read_port(domain="comb")
+            record = Signal(SequenceRecord)
+            m.d.comb += [port.addr.eq(at), record.eq(Mux(seq_fresh.bit_select(at, 1), 0, port.data.as_value()))]
+            with m.If(offset_fresh.bit_select(at, 1)):
+                m.d.comb += record.read_offset.eq(0)
+            return record
+
+        seq, seq_tx = record_at(vi), record_at(self.from_tx.vi)
+        seq_next = Signal(SequenceRecord)
+        m.d.comb += [seq_next.eq(seq), seq_w.addr.eq(vi), seq_w.data.eq(seq_next)]
+        written = Mux(seq_w.en, C(1, vis) << vi, 0)
+        m.d.sync += [
+            seq_fresh.eq((seq_fresh & ~written) | Cat(*self.vi.connect)),
+            offset_fresh.eq((offset_fresh & ~written) | Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
+        ]
+        m.d.comb += [getattr(self.to_tx, name).eq(getattr(seq_tx, name)) for name in SequenceRecord.members]
+
+        def update(**fields):
+            """Write this engine's VI's record with `fields` changed (several calls in a cycle add up)."""
+            m.d.comb += [seq_w.en.eq(1), *(getattr(seq_next, name).eq(value) for name, value in fields.items())]
+            if "rcv_nxt" in fields:  # the register's copy: written here, read only by the bank
+                with m.If(~Array(self.vi.connect)[vi]):  # as the record: a connect wins
+                    m.d.sync += Array(self.rx_psn)[vi].eq(fields["rcv_nxt"])
+
+        # Clears from the transmit engine first: this engine's own updates below override them.
+        tx_vi = self.from_tx.vi
+        with m.If(self.from_tx.ack_sent & (seq_tx.rcv_nxt == self.from_tx.ack_sent_psn)):
+            m.d.sync += ack_pending[tx_vi].eq(0)
+        with m.If(self.from_tx.nak_sent):
+            m.d.sync += nak_pending[tx_vi].eq(0)
+        with m.If(self.from_tx.rx_nak_taken):
+            m.d.sync += rx_nak[tx_vi].eq(0)
+        with m.If(self.from_tx.read_start):
+            m.d.sync += read_complete[tx_vi].eq(0)
+        for v in range(vis):
+            with m.If(self.vi.connect[v]):
+                m.d.sync += [
+                    self.rx_psn[v].eq(0),
+                    self.to_tx.ack_pending[v].eq(0),
+                    self.to_tx.nak_pending[v].eq(0),
+                    self.to_tx.rx_nak[v].eq(0),
+                    gap_nakked[v].eq(0),
+                    read_complete[v].eq(0),
+                ]
         desc = Signal(32)
         error_bits = Signal(16)
         last = Signal()
@@ -213,7 +253,7 @@ class RxEngine(wiring.Component):
         fits_message = (h.offset + h.payload_length) <= h.msg_length
         known_op = (h.op >= _OP.ACK) & (h.op <= _OP.MGMT)
         psn_diff = Signal(32)
-        m.d.comb += psn_diff.eq(h.psn - rcv_nxt[vi])
+        m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
         rq_empty = rq_head[vi] == rq_tail[vi]
         m.d.comb += [rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])]
         is_last = (h.offset + h.payload_length) == h.msg_length
@@ -260,7 +300,9 @@ class RxEngine(wiring.Component):
                     m.d.sync += frame_done.eq(1)
 
         def nak(code):
-            return [nak_pending[vi].eq(1), nak_code[vi].eq(code), nak_psn[vi].eq(h.psn)]
+            """Owe the peer a NAK with `code` for this frame."""
+            m.d.sync += nak_pending[vi].eq(1)
+            update(nak_code=code, nak_psn=h.psn)
 
         def complete(status, length_, imm=None):
             """Drive a completion of `desc` (hold until taken)."""
@@ -358,22 +400,23 @@ class RxEngine(wiring.Component):
                     & ~(h.ack_psn - Array(self.from_tx.read_psn)[vi])[31]
                 )
                 m.d.comb += ack.eq(Mux(hold, Array(self.from_tx.read_psn)[vi], h.ack_psn))
-                with m.If(~(ack - peer_ack[vi])[31]):
-                    m.d.sync += peer_ack[vi].eq(ack)
-                    with m.If(ack != peer_ack[vi]):
+                with m.If(~(ack - seq.peer_ack)[31]):
+                    update(peer_ack=ack)
+                    with m.If(ack != seq.peer_ack):
                         m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
                 with m.Switch(op):
                     with m.Case(_OP.ACK):
                         m.next = "DROP"
                     with m.Case(_OP.NAK):
-                        m.d.sync += [rx_nak[vi].eq(1), rx_nak_code[vi].eq(h.nak_code), rx_nak_psn[vi].eq(h.psn)]
+                        m.d.sync += rx_nak[vi].eq(1)
+                        update(rx_nak_code=h.nak_code, rx_nak_psn=h.psn)
                         m.next = "DROP"
                     with m.Case(_OP.READ_RESPONSE):
                         with m.If(
                             Array(self.from_tx.read_active)[vi]
                             & ~read_complete[vi]
                             & (h.psn == Array(self.from_tx.read_psn)[vi])
-                            & (h.offset == read_offset[vi])
+                            & (h.offset == seq.read_offset)
                             & (h.msg_length == Array(self.from_tx.read_len)[vi])
                         ):
                             m.d.sync += desc.eq(Array(self.from_tx.read_desc)[vi])
@@ -394,19 +437,15 @@ class RxEngine(wiring.Component):
                         with m.Else():
                             m.d.comb += ev.rx_out_of_order.eq(1)
                             with m.If(~gap_nakked[vi]):
-                                m.d.sync += [
-                                    gap_nakked[vi].eq(1),
-                                    nak_pending[vi].eq(1),
-                                    nak_code[vi].eq(_NAK.SEQUENCE),
-                                    nak_psn[vi].eq(rcv_nxt[vi]),
-                                ]
+                                m.d.sync += [gap_nakked[vi].eq(1), nak_pending[vi].eq(1)]
+                                update(nak_code=_NAK.SEQUENCE, nak_psn=seq.rcv_nxt)
                             m.next = "DROP"
 
             with m.State("IN_ORDER"):
                 with m.If(op == _OP.SEND):
                     with m.If(rq_empty):
                         m.d.comb += ev.rx_rq_empty.eq(1)
-                        m.d.sync += nak(_NAK.RECEIVE_QUEUE_EMPTY)
+                        nak(_NAK.RECEIVE_QUEUE_EMPTY)
                         m.next = "DROP"
                     with m.Else():
                         m.d.sync += desc.eq(rq_r.data)
@@ -433,13 +472,13 @@ class RxEngine(wiring.Component):
                 with m.If(sg.result.valid):
                     with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
                         m.d.comb += ev.rx_protection.eq(1)
-                        m.d.sync += nak(_NAK.REMOTE_PROTECTION)
+                        nak(_NAK.REMOTE_PROTECTION)
                         m.next = "DROP"
                     with m.Elif(op == _OP.READ_REQUEST):
                         m.next = "READ_JOB"
                     with m.Elif(h.flags.immediate & (h.offset == 0) & rq_empty):
                         m.d.comb += ev.rx_rq_empty.eq(1)
-                        m.d.sync += nak(_NAK.RECEIVE_QUEUE_EMPTY)
+                        nak(_NAK.RECEIVE_QUEUE_EMPTY)
                         m.next = "DROP"
                     with m.Else():
                         m.d.sync += desc.eq(rq_r.data)
@@ -457,7 +496,8 @@ class RxEngine(wiring.Component):
                 ]
                 with m.If(self.jobs.ready):
                     with m.If(psn_diff == 0):
-                        m.d.sync += [rcv_nxt[vi].eq(rcv_nxt[vi] + 1), gap_nakked[vi].eq(0)]
+                        m.d.sync += gap_nakked[vi].eq(0)
+                        update(rcv_nxt=seq.rcv_nxt + 1)
                     m.next = "DROP"
                 with m.Else():
                     # The responses still queued will answer it; a retry comes if they do not.
@@ -511,7 +551,8 @@ class RxEngine(wiring.Component):
                             self.fail_vi.eq(vi),
                             self.fail_bits.eq(error_bits),
                         ]
-                        m.d.sync += [rq_head[vi].eq(rq_head[vi] + 1), *nak(_NAK.REMOTE_DESCRIPTOR)]
+                        m.d.sync += rq_head[vi].eq(rq_head[vi] + 1)
+                        nak(_NAK.REMOTE_DESCRIPTOR)
                         m.next = "DROP"
 
             # --- the payload, through the walker into the DMA writer ---------------------------
@@ -568,14 +609,16 @@ class RxEngine(wiring.Component):
                             m.next = "ADVANCE"
                     with m.Default():  # READ_RESPONSE
                         done = (h.offset + h.payload_length) == h.msg_length
-                        m.d.sync += read_offset[vi].eq(h.offset + h.payload_length)
+                        update(read_offset=h.offset + h.payload_length)
                         m.d.comb += [self.to_tx.read_progress.eq(1), self.to_tx.read_progress_vi.eq(vi)]
                         with m.If(done):
-                            m.d.sync += [read_complete[vi].eq(1), peer_ack[vi].eq(h.psn + 1)]
+                            m.d.sync += read_complete[vi].eq(1)
+                            update(peer_ack=h.psn + 1)
                             m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
                         m.next = "DROP"
             with m.State("ADVANCE"):
-                m.d.sync += [rcv_nxt[vi].eq(rcv_nxt[vi] + 1), gap_nakked[vi].eq(0), ack_pending[vi].eq(1)]
+                m.d.sync += [gap_nakked[vi].eq(0), ack_pending[vi].eq(1)]
+                update(rcv_nxt=seq.rcv_nxt + 1)
                 m.next = "DROP"
 
             with m.State("MGMT"):

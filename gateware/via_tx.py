@@ -307,12 +307,12 @@ class TxEngine(wiring.Component):
                 hdr.src_vi.eq(vi),
                 hdr.dst_vi.eq(dst_vi),
                 hdr.psn.eq(psn),
-                hdr.ack_psn.eq(Array(self.from_rx.rcv_nxt)[vi]),
+                hdr.ack_psn.eq(self.from_rx.rcv_nxt),
                 hdr_word.eq(0),
                 frame_error.eq(0),
             ]
 
-        m.d.comb += timers.vi.eq(vi)
+        m.d.comb += [timers.vi.eq(vi), self.to_rx.vi.eq(vi)]  # what both read and are told is about it
 
         def fail(bits):
             """The visited VI fails: the engine reports it, its queue is flushed with `bits`."""
@@ -493,9 +493,9 @@ class TxEngine(wiring.Component):
             # --- 1. a NAK from the peer -----------------------------------------------------
             with m.State("VISIT_NAK"):
                 with m.If(Array(self.from_rx.rx_nak)[vi]):
-                    m.d.comb += [self.to_rx.rx_nak_taken.eq(1), self.to_rx.rx_nak_taken_vi.eq(vi)]
-                    code = Array(self.from_rx.rx_nak_code)[vi]
-                    psn = Array(self.from_rx.rx_nak_psn)[vi]
+                    m.d.comb += self.to_rx.rx_nak_taken.eq(1)
+                    code = self.from_rx.rx_nak_code
+                    psn = self.from_rx.rx_nak_psn
                     in_flight = (psn - ctx.una)[:32] <= (ctx.snd_max - ctx.una)[:32]
                     with m.If(code == _NAK.SEQUENCE):
                         with m.If(in_flight):
@@ -515,7 +515,7 @@ class TxEngine(wiring.Component):
             # --- 2. the peer's cumulative acknowledgement ------------------------------------
             with m.State("VISIT_ACK"):
                 m.d.sync += acked.bit_select(vi, 1).eq(0)
-                ack = Array(self.from_rx.peer_ack)[vi]
+                ack = self.from_rx.peer_ack
                 progress = (ack - ctx.una)[:32]
                 with m.If((progress != 0) & (progress <= (ctx.snd_max - ctx.una)[:32])):
                     m.d.comb += [timers.acked.eq(1), timers.acked_all.eq(ack == ctx.snd_max)]
@@ -610,10 +610,8 @@ class TxEngine(wiring.Component):
                 ):
                     with m.If(Array(self.from_rx.nak_pending)[vi]):
                         m.d.sync += [
-                            *base_header(
-                                _OP.NAK, peer_node, Array(self.vi.peer_vi)[vi], Array(self.from_rx.nak_psn)[vi]
-                            ),
-                            hdr.nak_code.eq(Array(self.from_rx.nak_code)[vi]),
+                            *base_header(_OP.NAK, peer_node, Array(self.vi.peer_vi)[vi], self.from_rx.nak_psn),
+                            hdr.nak_code.eq(self.from_rx.nak_code),
                         ]
                     with m.Else():
                         m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi])
@@ -633,11 +631,10 @@ class TxEngine(wiring.Component):
             with m.State("CONTROL_SENT"):
                 m.d.comb += [
                     self.to_rx.ack_sent.eq(1),
-                    self.to_rx.ack_sent_vi.eq(vi),
                     self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
                 ]
                 with m.If(hdr.op == _OP.NAK):
-                    m.d.comb += [self.to_rx.nak_sent.eq(1), self.to_rx.nak_sent_vi.eq(vi)]
+                    m.d.comb += self.to_rx.nak_sent.eq(1)
                 m.next = "SCAN"
 
             # --- a data frame -----------------------------------------------------------------
@@ -697,9 +694,7 @@ class TxEngine(wiring.Component):
                     hdr.flags.last.eq(read | (left <= per_frame)),
                     hdr.flags.immediate.eq(ctl.control.immediate),
                     hdr.msg_length.eq(total),
-                    hdr.offset.eq(
-                        Mux(read, Mux(read_active[vi], Array(self.from_rx.read_offset)[vi], 0), ctx.cur_offset)
-                    ),
+                    hdr.offset.eq(Mux(read, Mux(read_active[vi], self.from_rx.read_offset, 0), ctx.cur_offset)),
                     hdr.payload_length.eq(Mux(read, 0, length)),
                     hdr.remote_va.eq(fetcher.address.remote_va),
                     hdr.remote_handle.eq(fetcher.address.remote_handle),
@@ -720,7 +715,6 @@ class TxEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += [
                         self.to_rx.ack_sent.eq(1),
-                        self.to_rx.ack_sent_vi.eq(vi),
                         self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
                     ]
                     m.d.sync += snd_nxt[vi].eq(snd_nxt[vi] + 1)
@@ -735,7 +729,7 @@ class TxEngine(wiring.Component):
                             read_len[vi].eq(total),
                         ]
                         with m.If(~retransmit):
-                            m.d.comb += [self.to_rx.read_start.eq(1), self.to_rx.read_start_vi.eq(vi)]
+                            m.d.comb += self.to_rx.read_start.eq(1)
                     with m.If(last):
                         op_status = Mux(
                             is_read, _SOP.RDMA_READ, Mux(hdr.op == _OP.RDMA_WRITE, _SOP.RDMA_WRITE, _SOP.SEND)
@@ -791,7 +785,6 @@ class TxEngine(wiring.Component):
             with m.State("RESPONSE_SENT"):
                 m.d.comb += [
                     self.to_rx.ack_sent.eq(1),
-                    self.to_rx.ack_sent_vi.eq(vi),
                     self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
                 ]
                 m.d.sync += job.offset.eq(job.offset + payload_len)
