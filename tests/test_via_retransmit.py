@@ -52,6 +52,13 @@ async def assert_expires(ctx, dut, vi, after):
     assert after <= n <= after + dut.detection_latency, (n, after)
 
 
+async def start_after_retries(ctx, dut, vi, retries=LIMIT - 1):
+    """Arm VI `vi`'s timer and count `retries` expiries on it (the last allowed comes next)."""
+    await command(ctx, dut, vi, start=1)
+    for _ in range(retries):
+        await command(ctx, dut, vi, retry=1)
+
+
 async def look_at(ctx, dut, vi):
     ctx.set(dut.vi, vi)
     await ctx.delay(1e-9)
@@ -123,9 +130,7 @@ def test_stop_disarms_and_a_later_start_takes_a_new_deadline():
 
 def test_a_read_response_keeps_its_timer_alive_and_forgives_its_retries():
     async def bench(ctx, dut):
-        await command(ctx, dut, 2, start=1)
-        await command(ctx, dut, 2, retry=1)
-        await command(ctx, dut, 2, retry=1)
+        await start_after_retries(ctx, dut, 2)
         for _ in range(3 * RTO // 4):  # response frames arrive well within the RTO
             await ctx.tick().repeat(RTO // 2)
             assert ctx.get(dut.due) == 0
@@ -140,9 +145,7 @@ def test_a_read_response_keeps_its_timer_alive_and_forgives_its_retries():
 def test_connecting_a_vi_clears_its_timer_and_retries_but_no_other():
     async def bench(ctx, dut):
         for vi in (1, 2):
-            await command(ctx, dut, vi, start=1)
-            await command(ctx, dut, vi, retry=1)
-            await command(ctx, dut, vi, retry=1)
+            await start_after_retries(ctx, dut, vi)
         await command(ctx, dut, 0, clear=1 << 1)
         await ctx.tick().repeat(RTO + dut.detection_latency)
         assert ctx.get(dut.due) == 1 << 2
@@ -163,9 +166,7 @@ def test_the_visits_command_wins_over_a_clear_in_the_same_cycle():
 
 def test_a_keepalive_meeting_a_visits_write_is_applied_a_cycle_later():
     async def bench(ctx, dut):
-        await command(ctx, dut, 2, start=1)
-        await command(ctx, dut, 2, retry=1)
-        await command(ctx, dut, 2, retry=1)
+        await start_after_retries(ctx, dut, 2)
         await ctx.tick().repeat(RTO // 2)
         # VI 1's first frame and VI 2's read response in the same cycle: both deadlines move.
         await command(ctx, dut, 1, start=1, keepalive=1, keepalive_vi=2)
