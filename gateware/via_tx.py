@@ -180,14 +180,7 @@ class TxEngine(wiring.Component):
         read_active, read_psn = Array(self.to_rx.read_active), Array(self.to_rx.read_psn)
         read_desc, read_len = Array(self.to_rx.read_desc), Array(self.to_rx.read_len)
 
-        # --- which VIs have work --------------------------------------------------------------
-        # Flags, not comparisons of every VI's state (which would cost logic per VI): a VI's queue
-        # and sequence state changes only in its visits, and the end of a visit sets its `owed`
-        # flag to whether work is left (completions, a flush, a frame the window allows); outside
-        # its visits only a doorbell, a change of its state or a connect can give it work, and they
-        # set the flag. The peer's acknowledgements (`acked`, from the receive side's event), its
-        # NAKs, the acknowledgements owed to it and the timers are flags already.
-        vi = Signal(range(vis))
+        vi = Signal(range(vis))  # the VI being visited
 
         # --- visit context: per-VI state only a visit uses, in memory ------------------------
         # Read where the visit is; a step changes fields of `ctx_next` (the record as read) and
@@ -216,6 +209,13 @@ class TxEngine(wiring.Component):
             """Write the visited VI's context with `fields` changed (several calls in a cycle add up)."""
             m.d.comb += [ctx_w.en.eq(1), *(getattr(ctx_next, name).eq(value) for name, value in fields.items())]
 
+        # --- which VIs have work --------------------------------------------------------------
+        # Flags, not comparisons of every VI's state (which would cost logic per VI): a VI's queue
+        # and sequence state changes only in its visits, and the end of a visit sets its `owed`
+        # flag to whether work is left (completions, a flush, a frame the window allows); outside
+        # its visits only a doorbell, a change of its state or a connect can give it work, and they
+        # set the flag. The peer's acknowledgements (`acked`, from the receive side's event), its
+        # NAKs, the acknowledgements owed to it and the timers are flags already.
         visiting = Signal()  # a VI's visit is under way or, in SCAN, has just ended
         visit_ended = Signal()
         owed, acked = Signal(vis), Signal(vis)
