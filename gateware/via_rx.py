@@ -171,6 +171,12 @@ class RxEngine(wiring.Component):
         length = Signal(16)
         vi = Signal(range(vis))
         op = Signal(4)
+        desc = Signal(32)
+        error_bits = Signal(16)
+        last = Signal()
+        payload_words = Signal(16)
+        flush_vi = Signal(range(vis))
+        mgmt_words = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
 
         # --- per-VI sequence state: one record per VI in memory -----------------------------------
         # Read where this engine is (its frame's VI) and where the transmit engine is
@@ -228,12 +234,6 @@ class RxEngine(wiring.Component):
                     gap_nakked[v].eq(0),
                     read_complete[v].eq(0),
                 ]
-        desc = Signal(32)
-        error_bits = Signal(16)
-        last = Signal()
-        payload_words = Signal(16)
-        flush_vi = Signal(range(vis))
-        mgmt_words = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
 
         my_mac = C(via_frame.MAC_PREFIX_FIELD, 48) | (self.node_id << 40)
         src_node = h.src_mac[40:48]
