@@ -46,6 +46,7 @@ def rx_to_tx_signature(vis):
             "rx_nak_code": Out(4),
             "rx_nak_psn": Out(32),
             "read_offset": Out(32),  # bytes of the outstanding read's response received
+            "vi": Out(range(vis)),  # the VI the receive side is at (tx_to_rx's read record is read there)
             "read_progress": Out(1),  # a read response frame arrived (its timer restarts)
             "read_progress_vi": Out(range(vis)),
         }
@@ -65,10 +66,11 @@ def tx_to_rx_signature(vis):
             "nak_sent": Out(1),
             "rx_nak_taken": Out(1),  # the retransmission a received NAK asked for has begun
             "read_start": Out(1),
-            # The VI's outstanding RDMA read: its sequence number, descriptor and length.
+            # The VI's outstanding RDMA read: whether there is one (per VI), and its sequence
+            # number, descriptor and length at the receive side's VI (rx_to_tx's ``vi``).
             "read_active": Out(1).array(vis),
-            "read_psn": Out(32).array(vis),
-            "read_desc": Out(32).array(vis),
-            "read_len": Out(32).array(vis),
+            "read_psn": Out(32),
+            "read_desc": Out(32),
+            "read_len": Out(32),
         }
     )

@@ -198,6 +198,7 @@ class RxEngine(wiring.Component):
             return record
 
         seq, seq_tx = record_at(vi), record_at(self.from_tx.vi)
+        m.d.comb += self.to_tx.vi.eq(vi)  # where TX reads its read record for us
         seq_next = Signal(SequenceRecord)
         m.d.comb += [seq_next.eq(seq), seq_w.addr.eq(vi), seq_w.data.eq(seq_next)]
         written = Mux(seq_w.en, C(1, vis) << vi, 0)
@@ -395,11 +396,9 @@ class RxEngine(wiring.Component):
                 # acknowledged by its data).
                 ack = Signal(32)
                 hold = (
-                    Array(self.from_tx.read_active)[vi]
-                    & ~read_complete[vi]
-                    & ~(h.ack_psn - Array(self.from_tx.read_psn)[vi])[31]
+                    Array(self.from_tx.read_active)[vi] & ~read_complete[vi] & ~(h.ack_psn - self.from_tx.read_psn)[31]
                 )
-                m.d.comb += ack.eq(Mux(hold, Array(self.from_tx.read_psn)[vi], h.ack_psn))
+                m.d.comb += ack.eq(Mux(hold, self.from_tx.read_psn, h.ack_psn))
                 with m.If(~(ack - seq.peer_ack)[31]):
                     update(peer_ack=ack)
                     with m.If(ack != seq.peer_ack):
@@ -415,11 +414,11 @@ class RxEngine(wiring.Component):
                         with m.If(
                             Array(self.from_tx.read_active)[vi]
                             & ~read_complete[vi]
-                            & (h.psn == Array(self.from_tx.read_psn)[vi])
+                            & (h.psn == self.from_tx.read_psn)
                             & (h.offset == seq.read_offset)
-                            & (h.msg_length == Array(self.from_tx.read_len)[vi])
+                            & (h.msg_length == self.from_tx.read_len)
                         ):
-                            m.d.sync += desc.eq(Array(self.from_tx.read_desc)[vi])
+                            m.d.sync += desc.eq(self.from_tx.read_desc)
                             m.next = "FETCH"
                         with m.Else():
                             m.d.comb += ev.rx_stale_response.eq(1)

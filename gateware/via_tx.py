@@ -59,6 +59,9 @@ _MGMT = regmap.VIA.register("MGMT_TX_CTRL")
 
 SlotInfo = data.StructLayout({"end_psn": 32, "length": 32, "op": 3, "error": 16})
 
+#: A VI's outstanding RDMA read: the request's PSN, its descriptor and the length asked for.
+ReadRecord = data.StructLayout({"psn": 32, "desc": 32, "length": 32})
+
 
 def visit_context(queue_depth):
     """A VI's state that only its visits read and write, kept in memory (see ``visit context``)."""
@@ -177,8 +180,7 @@ class TxEngine(wiring.Component):
                     m.d.comb += ev.doorbells_refused.eq(1)
 
         snd_nxt = Array(self.snd_nxt)
-        read_active, read_psn = Array(self.to_rx.read_active), Array(self.to_rx.read_psn)
-        read_desc, read_len = Array(self.to_rx.read_desc), Array(self.to_rx.read_len)
+        read_active = Array(self.to_rx.read_active)
 
         vi = Signal(range(vis))  # the VI being visited
 
@@ -209,6 +211,21 @@ class TxEngine(wiring.Component):
             """Write the visited VI's context with `fields` changed (several calls in a cycle add up)."""
             m.d.comb += [ctx_w.en.eq(1), *(getattr(ctx_next, name).eq(value) for name, value in fields.items())]
 
+        # The VI's outstanding RDMA read (its PSN, descriptor, length) is a record per VI in
+        # memory too: written by the visit that sends the read request, read where the visit is
+        # (the queue waits behind the read) and where RX is (the response it matches).
+        m.submodules.read_mem = read_mem = Memory(shape=ReadRecord, depth=vis, init=[])
+        read_w = read_mem.write_port()
+        read_here, read_at_rx = read_mem.read_port(domain="comb"), read_mem.read_port(domain="comb")
+        m.d.comb += [
+            read_w.addr.eq(vi),
+            read_here.addr.eq(vi),
+            read_at_rx.addr.eq(self.from_rx.vi),
+            self.to_rx.read_psn.eq(read_at_rx.data.psn),
+            self.to_rx.read_desc.eq(read_at_rx.data.desc),
+            self.to_rx.read_len.eq(read_at_rx.data.length),
+        ]
+
         # --- which VIs have work --------------------------------------------------------------
         # Flags, not comparisons of every VI's state (which would cost logic per VI): a VI's queue
         # and sequence state changes only in its visits, and the end of a visit sets its `owed`
@@ -226,7 +243,7 @@ class TxEngine(wiring.Component):
         state = Array(self.vi.state)[vi]
         window_open = Signal()
         m.d.comb += window_open.eq((snd_nxt[vi] - ctx.una)[:32] < p.window)
-        fenced = read_active[vi] & (snd_nxt[vi] != read_psn[vi])
+        fenced = read_active[vi] & (snd_nxt[vi] != read_here.data.psn)
         sendable = Signal()
         work_left = Signal()
         m.d.comb += [
@@ -724,9 +741,12 @@ class TxEngine(wiring.Component):
                     with m.If(is_read):
                         m.d.sync += [
                             read_active[vi].eq(1),
-                            read_psn[vi].eq(snd_nxt[vi]),
-                            read_desc[vi].eq(desc),
-                            read_len[vi].eq(total),
+                        ]
+                        m.d.comb += [
+                            read_w.en.eq(1),
+                            read_w.data.psn.eq(snd_nxt[vi]),
+                            read_w.data.desc.eq(desc),
+                            read_w.data.length.eq(total),
                         ]
                         with m.If(~retransmit):
                             m.d.comb += self.to_rx.read_start.eq(1)
