@@ -29,6 +29,7 @@ from numavia.base.via_descriptor import status_bits, status_op
 
 from . import wishbone_burst
 from .packet_fifo import FifoOut
+from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
@@ -181,36 +182,24 @@ class RxEngine(wiring.Component):
         # --- per-VI sequence state: one record per VI in memory -----------------------------------
         # Read where this engine is (its frame's VI) and where the transmit engine is
         # (`from_tx.vi`: the acknowledgement it builds, the NAK it answers); written whole, at this
-        # engine's VI, by this engine only. A connect marks the record fresh (it reads as zeros),
-        # and a read request's start marks the read's offset so: neither needs the write port, and
-        # in the same cycle as a write to that VI they win.
-        m.submodules.sequence_mem = sequence_mem = Memory(shape=SequenceRecord, depth=vis, init=[])
-        seq_w = sequence_mem.write_port()
-        seq_fresh = Signal(vis, init=(1 << vis) - 1)
-        offset_fresh = Signal(vis)
-
-        def record_at(at):
-            port = sequence_mem.read_port(domain="comb")
-            record = Signal(SequenceRecord)
-            m.d.comb += [port.addr.eq(at), record.eq(Mux(seq_fresh.bit_select(at, 1), 0, port.data.as_value()))]
-            with m.If(offset_fresh.bit_select(at, 1)):
-                m.d.comb += record.read_offset.eq(0)
-            return record
-
-        seq, seq_tx = record_at(vi), record_at(self.from_tx.vi)
-        m.d.comb += self.to_tx.vi.eq(vi)  # where TX reads its read record for us
-        seq_next = Signal(SequenceRecord)
-        m.d.comb += [seq_next.eq(seq), seq_w.addr.eq(vi), seq_w.data.eq(seq_next)]
-        written = Mux(seq_w.en, C(1, vis) << vi, 0)
-        m.d.sync += [
-            seq_fresh.eq((seq_fresh & ~written) | Cat(*self.vi.connect)),
-            offset_fresh.eq((offset_fresh & ~written) | Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
+        # engine's VI, by this engine only. A connect clears the record (it reads as zeros), and a
+        # read request's start clears the read's offset: neither needs the write port.
+        m.submodules.sequence = sequence = ViRecords(
+            SequenceRecord, vis, peeks=1, clears={"connect": None, "read_start": ("read_offset",)}
+        )
+        seq, seq_tx = sequence.owner.record, sequence.peek[0].record
+        m.d.comb += [
+            sequence.owner.vi.eq(vi),
+            sequence.peek[0].vi.eq(self.from_tx.vi),
+            sequence.clear.connect.eq(Cat(*self.vi.connect)),
+            sequence.clear.read_start.eq(Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
+            self.to_tx.vi.eq(vi),  # where TX reads its read record for us
         ]
         m.d.comb += [getattr(self.to_tx, name).eq(getattr(seq_tx, name)) for name in SequenceRecord.members]
 
         def update(**fields):
             """Write this engine's VI's record with `fields` changed (several calls in a cycle add up)."""
-            m.d.comb += [seq_w.en.eq(1), *(getattr(seq_next, name).eq(value) for name, value in fields.items())]
+            m.d.comb += sequence.update(**fields)
             if "rcv_nxt" in fields:  # the register's copy: written here, read only by the bank
                 with m.If(~Array(self.vi.connect)[vi]):  # as the record: a connect wins
                     m.d.sync += Array(self.rx_psn)[vi].eq(fields["rcv_nxt"])

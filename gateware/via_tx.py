@@ -35,6 +35,7 @@ from numavia.base.via_descriptor import status_bits, status_op
 from . import wishbone_burst
 from .byte_packer import BytePacker
 from .packet_fifo import FifoWord
+from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
@@ -185,45 +186,33 @@ class TxEngine(wiring.Component):
         vi = Signal(range(vis))  # the VI being visited
 
         # --- visit context: per-VI state only a visit uses, in memory ------------------------
-        # Read where the visit is; a step changes fields of `ctx_next` (the record as read) and
-        # writes it back whole. A connect marks the VI's record fresh (it reads as a new
-        # connection's: zeros, its send position at the queue's head) instead of writing it, so it
-        # never competes with a visit's write; in the same cycle it wins.
-        context = visit_context(qd)
-        m.submodules.ctx_mem = ctx_mem = Memory(shape=context, depth=vis, init=[])
-        ctx_r = ctx_mem.read_port(domain="comb")
-        ctx_w = ctx_mem.write_port()
-        ctx_fresh = Signal(vis, init=(1 << vis) - 1)
-        ctx, ctx_next, ctx_new = Signal(context), Signal(context), Signal(context)
+        # Read where the visit is; a step changes some of its fields (`update`) and the record is
+        # written back whole. A connect clears the VI's record (it reads as a new connection's:
+        # zeros, its send position at the queue's head) instead of writing it.
+        m.submodules.context = context = ViRecords(visit_context(qd), vis, clears={"connect": None})
+        ctx = context.owner.record
         m.d.comb += [
-            ctx_new.cur.eq(head[vi]),
-            ctx_new.cur_max.eq(head[vi]),
-            ctx_r.addr.eq(vi),
-            ctx.eq(Mux(ctx_fresh.bit_select(vi, 1), ctx_new.as_value(), ctx_r.data.as_value())),
-            ctx_next.eq(ctx),
-            ctx_w.addr.eq(vi),
-            ctx_w.data.eq(ctx_next),
+            context.owner.vi.eq(vi),
+            context.owner.renewed.cur.eq(head[vi]),
+            context.owner.renewed.cur_max.eq(head[vi]),
+            context.clear.connect.eq(Cat(*self.vi.connect)),
         ]
-        written = Mux(ctx_w.en, C(1, vis) << vi, 0)
-        m.d.sync += ctx_fresh.eq((ctx_fresh & ~written) | Cat(*self.vi.connect))
 
         def update(**fields):
             """Write the visited VI's context with `fields` changed (several calls in a cycle add up)."""
-            m.d.comb += [ctx_w.en.eq(1), *(getattr(ctx_next, name).eq(value) for name, value in fields.items())]
+            m.d.comb += context.update(**fields)
 
         # The VI's outstanding RDMA read (its PSN, descriptor, length) is a record per VI in
         # memory too: written by the visit that sends the read request, read where the visit is
         # (the queue waits behind the read) and where RX is (the response it matches).
-        m.submodules.read_mem = read_mem = Memory(shape=ReadRecord, depth=vis, init=[])
-        read_w = read_mem.write_port()
-        read_here, read_at_rx = read_mem.read_port(domain="comb"), read_mem.read_port(domain="comb")
+        m.submodules.reads = reads = ViRecords(ReadRecord, vis, peeks=1)
+        read_here, read_at_rx = reads.owner.record, reads.peek[0].record
         m.d.comb += [
-            read_w.addr.eq(vi),
-            read_here.addr.eq(vi),
-            read_at_rx.addr.eq(self.from_rx.vi),
-            self.to_rx.read_psn.eq(read_at_rx.data.psn),
-            self.to_rx.read_desc.eq(read_at_rx.data.desc),
-            self.to_rx.read_len.eq(read_at_rx.data.length),
+            reads.owner.vi.eq(vi),
+            reads.peek[0].vi.eq(self.from_rx.vi),
+            self.to_rx.read_psn.eq(read_at_rx.psn),
+            self.to_rx.read_desc.eq(read_at_rx.desc),
+            self.to_rx.read_len.eq(read_at_rx.length),
         ]
 
         # --- which VIs have work --------------------------------------------------------------
@@ -243,7 +232,7 @@ class TxEngine(wiring.Component):
         state = Array(self.vi.state)[vi]
         window_open = Signal()
         m.d.comb += window_open.eq((snd_nxt[vi] - ctx.una)[:32] < p.window)
-        fenced = read_active[vi] & (snd_nxt[vi] != read_here.data.psn)
+        fenced = read_active[vi] & (snd_nxt[vi] != read_here.psn)
         sendable = Signal()
         work_left = Signal()
         m.d.comb += [
@@ -739,15 +728,8 @@ class TxEngine(wiring.Component):
                         update(snd_max=snd_nxt[vi] + 1)
                     m.d.comb += timers.start.eq(1)  # the oldest frame in flight keeps its deadline
                     with m.If(is_read):
-                        m.d.sync += [
-                            read_active[vi].eq(1),
-                        ]
-                        m.d.comb += [
-                            read_w.en.eq(1),
-                            read_w.data.psn.eq(snd_nxt[vi]),
-                            read_w.data.desc.eq(desc),
-                            read_w.data.length.eq(total),
-                        ]
+                        m.d.sync += read_active[vi].eq(1)
+                        m.d.comb += reads.update(psn=snd_nxt[vi], desc=desc, length=total)
                         with m.If(~retransmit):
                             m.d.comb += self.to_rx.read_start.eq(1)
                     with m.If(last):

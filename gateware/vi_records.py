@@ -1,0 +1,81 @@
+"""One record per VI in memory: the VI count costs memory, not logic.
+
+An engine keeps a VI's state that only one VI at a time needs in a record: its ``owner`` port
+(the VI the engine is at: ``vi``) reads the record combinationally (``record``) and writes it back
+whole with some fields changed (``update(**fields)`` gives the statements; several in a cycle add
+up, a later one winning a field). ``peek`` ports read the records at other VIs (where another
+engine is).
+
+A clear (``clear.<group>``, a mask of VIs) makes a group of fields (or the whole record) read as
+``renewed`` (zero unless driven; a port's ``renewed`` may depend on its VI) until the VI's record
+is next written, instead of writing it: a connect never competes with the owner for the write port,
+and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group.
+"""
+
+from amaranth import C, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+
+def read_signature(layout, vis):
+    return wiring.Signature({"vi": In(range(vis)), "renewed": In(layout), "record": Out(layout)})
+
+
+class ViRecords(wiring.Component):
+    def __init__(self, layout, vis, *, peeks=0, clears=None):
+        """`clears` maps a group's name to the fields it clears (``None``: the whole record)."""
+        self.layout, self.vis = layout, vis
+        self.groups = {name: tuple(fields or layout.members) for name, fields in (clears or {}).items()}
+        for name, fields in self.groups.items():
+            unknown = set(fields) - set(layout.members)
+            if unknown:
+                raise ValueError(f"clear group {name!r} names fields the record lacks: {sorted(unknown)}")
+        members = {
+            "owner": Out(read_signature(layout, vis)),
+            "new": In(layout),  # the values of the fields a write changes...
+            "change": In(data.StructLayout({name: 1 for name in layout.members})),  # ... which those are
+        }
+        if peeks:
+            members["peek"] = Out(read_signature(layout, vis)).array(peeks)
+        if self.groups:
+            members["clear"] = In(data.StructLayout({name: vis for name in self.groups}))
+        super().__init__(members)
+
+    def update(self, **fields):
+        """Statements writing the owner's record with `fields` changed."""
+        return [
+            statement
+            for name, value in fields.items()
+            for statement in (getattr(self.new, name).eq(value), getattr(self.change, name).eq(1))
+        ]
+
+    def elaborate(self, platform):
+        m = Module()
+        vis = self.vis
+        m.submodules.memory = memory = Memory(shape=self.layout, depth=vis, init=[])
+        # Every VI starts cleared, so a group reads as `renewed` before its first write.
+        cleared = {name: Signal(vis, init=(1 << vis) - 1, name=f"cleared_{name}") for name in self.groups}
+
+        def serve(port):
+            memory_port = memory.read_port(domain="comb")
+            m.d.comb += [memory_port.addr.eq(port.vi), port.record.eq(memory_port.data)]
+            for name, fields in self.groups.items():
+                with m.If(cleared[name].bit_select(port.vi, 1)):
+                    m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
+
+        for port in [self.owner, *getattr(self, "peek", [])]:
+            serve(port)
+
+        write = memory.write_port()
+        merged = Signal(self.layout)
+        m.d.comb += merged.eq(self.owner.record)
+        for field in self.layout.members:
+            with m.If(getattr(self.change, field)):
+                m.d.comb += getattr(merged, field).eq(getattr(self.new, field))
+        m.d.comb += [write.addr.eq(self.owner.vi), write.data.eq(merged), write.en.eq(self.change.as_value().any())]
+
+        written = Mux(write.en, C(1, vis) << self.owner.vi, 0)
+        for name in self.groups:
+            m.d.sync += cleared[name].eq((cleared[name] & ~written) | getattr(self.clear, name))
+        return m

@@ -1,0 +1,147 @@
+# amaranth: UnusedElaboratable=no
+"""Per-VI records alone: a write changes only its fields and only its VI's record, peeks read other
+VIs, `update` statements add up with the later one winning, records read as `renewed` until first
+written, a clear (whole record or a group of fields) wins over a write to its VI in the same cycle
+and not over a write to another VI, and a clear group must name fields the record has."""
+
+import pytest
+from amaranth import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.sim import Simulator
+from support.sim import run_simulation
+
+from numavia.gateware.vi_records import ViRecords
+
+VIS = 4
+LAYOUT = data.StructLayout({"a": 8, "b": 16, "c": 4})
+
+
+def records():
+    return ViRecords(LAYOUT, VIS, peeks=1, clears={"connect": None, "restart": ("c",)})
+
+
+def run(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def testbench(ctx):
+        await bench(ctx, dut)
+
+    sim.add_testbench(testbench)
+    run_simulation(sim)
+
+
+async def write(ctx, dut, vi, **fields):
+    ctx.set(dut.owner.vi, vi)
+    for name, value in fields.items():
+        ctx.set(getattr(dut.new, name), value)
+        ctx.set(getattr(dut.change, name), 1)
+    await ctx.tick()
+    for name in fields:
+        ctx.set(getattr(dut.change, name), 0)
+
+
+def peek(ctx, dut, vi):
+    ctx.set(dut.peek[0].vi, vi)
+    return record_of(ctx, dut.peek[0].record)
+
+
+def record_of(ctx, record):
+    return {name: ctx.get(getattr(record, name)) for name in LAYOUT.members}
+
+
+def test_a_write_changes_only_its_fields_and_its_vi():
+    async def bench(ctx, dut):
+        await write(ctx, dut, 2, a=0x11, b=0x2222, c=3)
+        await write(ctx, dut, 2, b=0x4444)  # a and c stay as read
+        await write(ctx, dut, 1, a=0x55)
+        ctx.set(dut.owner.vi, 2)
+        assert record_of(ctx, dut.owner.record) == {"a": 0x11, "b": 0x4444, "c": 3}
+        assert peek(ctx, dut, 2) == {"a": 0x11, "b": 0x4444, "c": 3}
+        assert peek(ctx, dut, 1) == {"a": 0x55, "b": 0, "c": 0}
+        assert peek(ctx, dut, 3) == {"a": 0, "b": 0, "c": 0}
+
+    run(records(), bench)
+
+
+def test_records_read_renewed_until_first_written_and_a_clear_brings_it_back():
+    async def bench(ctx, dut):
+        ctx.set(dut.owner.renewed.b, 0x1234)  # e.g. a position that depends on the VI
+        ctx.set(dut.owner.vi, 0)
+        assert record_of(ctx, dut.owner.record) == {"a": 0, "b": 0x1234, "c": 0}
+        await write(ctx, dut, 0, a=7)  # the renewed fields are written as read
+        ctx.set(dut.owner.renewed.b, 0)
+        assert record_of(ctx, dut.owner.record) == {"a": 7, "b": 0x1234, "c": 0}
+        ctx.set(dut.clear.connect, 0b0001)
+        await ctx.tick()
+        ctx.set(dut.clear.connect, 0)
+        assert record_of(ctx, dut.owner.record) == {"a": 0, "b": 0, "c": 0}
+        assert peek(ctx, dut, 0) == {"a": 0, "b": 0, "c": 0}
+
+    run(records(), bench)
+
+
+def test_a_clear_wins_over_a_write_to_its_vi_and_not_over_another_vis():
+    async def bench(ctx, dut):
+        for vi in (1, 3):
+            await write(ctx, dut, vi, a=vi, b=vi, c=vi)
+        ctx.set(dut.clear.connect, 0b1000)
+        await write(ctx, dut, 3, a=0x99)
+        ctx.set(dut.clear.connect, 0b0010)
+        await write(ctx, dut, 3, a=0x77)  # the clear of VI 1 does not stop this write
+        ctx.set(dut.clear.connect, 0)
+        assert peek(ctx, dut, 3) == {"a": 0x77, "b": 0, "c": 0}
+        assert peek(ctx, dut, 1) == {"a": 0, "b": 0, "c": 0}
+
+    run(records(), bench)
+
+
+def test_a_group_clears_only_its_fields():
+    async def bench(ctx, dut):
+        await write(ctx, dut, 2, a=1, b=2, c=3)
+        ctx.set(dut.clear.restart, 0b0100)
+        await ctx.tick()
+        ctx.set(dut.clear.restart, 0)
+        assert peek(ctx, dut, 2) == {"a": 1, "b": 2, "c": 0}
+        await write(ctx, dut, 2, b=5)  # the write takes the cleared field as read: zero
+        ctx.set(dut.peek[0].renewed.c, 9)  # so a renewed value no longer shows
+        assert peek(ctx, dut, 2) == {"a": 1, "b": 5, "c": 0}
+
+    run(records(), bench)
+
+
+class UpdateHarness(wiring.Component):
+    """Drives the records through `update`, as an engine does: two steps in one cycle."""
+
+    def __init__(self):
+        self.records = records()
+        self.first, self.second = Signal(), Signal()
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.records = rec = self.records
+        m.d.comb += rec.owner.vi.eq(1)
+        with m.If(self.first):
+            m.d.comb += rec.update(a=0x10, b=0x20)
+        with m.If(self.second):
+            m.d.comb += rec.update(b=0x30, c=4)
+        return m
+
+
+def test_updates_in_one_cycle_add_up_and_the_later_wins_a_field():
+    async def bench(ctx, dut):
+        ctx.set(dut.first, 1)
+        ctx.set(dut.second, 1)
+        await ctx.tick()
+        ctx.set(dut.first, 0)
+        assert record_of(ctx, dut.records.owner.record) == {"a": 0x10, "b": 0x30, "c": 4}
+        await ctx.tick()  # the second step alone keeps `a`
+        assert record_of(ctx, dut.records.owner.record) == {"a": 0x10, "b": 0x30, "c": 4}
+
+    run(UpdateHarness(), bench)
+
+
+def test_a_clear_group_must_name_the_records_fields():
+    with pytest.raises(ValueError, match=r"clear group 'restart' names fields the record lacks: \['d'\]"):
+        ViRecords(LAYOUT, VIS, clears={"restart": ("c", "d")})
