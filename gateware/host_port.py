@@ -15,13 +15,14 @@ Host port address map (bytes; parameters of :class:`HostAddressMap`)::
 
 from dataclasses import dataclass
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base.coherence import LINE_BYTES, MAX_NODES
 
 from . import wishbone
+from .round_robin import RoundRobin
 
 MAX_BURST_WORDS = 64
 
@@ -151,13 +152,11 @@ class HostPortArbiter(wiring.Component):
         grant = Signal(range(self.count))
         busy = Signal()
 
-        with m.If(~busy):
-            # Round robin: of the waiting hosts, the first one after the last granted one. Later
-            # assignments win, so the nearest distance is assigned last.
-            for distance in reversed(range(1, self.count + 1)):
-                for i, h in enumerate(hosts):
-                    with m.If(h.req.valid & (grant == (i - distance) % self.count)):
-                        m.d.sync += [grant.eq(i), busy.eq(1)]
+        # Of the waiting hosts, the first one after the last granted one.
+        m.submodules.next_host = next_host = RoundRobin(self.count)
+        m.d.comb += [next_host.requests.eq(Cat(h.req.valid for h in hosts)), next_host.last.eq(grant)]
+        with m.If(~busy & next_host.found):
+            m.d.sync += [grant.eq(next_host.choice), busy.eq(1)]
         for i, h in enumerate(hosts):
             selected = busy & (grant == i)
             with m.If(selected):

@@ -18,7 +18,8 @@ from numavia.base.coherence import NODE_ID_BITS
 from numavia.base.sci_packet import EchoStatus
 
 from .ring_receive import ReceivedEchoLayout
-from .ring_transmit import first_set, index_bits, queued_layout, send_layout, sent_layout, slots_signature
+from .ring_transmit import index_bits, queued_layout, send_layout, sent_layout, slots_signature
+from .round_robin import RoundRobin, first_set
 from .sci_layouts import HeaderLayout
 
 _RING = regmap.RING
@@ -133,12 +134,15 @@ class RingRetry(wiring.Component):
         ready_contexts = [
             (ctx_state[c] == _Context.READY) & (~ctx_underran[c] | slot_complete[c]) for c in range(n_contexts)
         ]
-        later_ready = [ready_contexts[c] & (last_sent < c) for c in range(n_contexts)]
-        any_later, later_choice = first_set(m, "later_ready", later_ready)
-        any_ready, first_choice = first_set(m, "first_ready", ready_contexts)
+        m.submodules.offer = offer = RoundRobin(n_contexts)
         send_context = Signal.like(last_sent)
-        m.d.comb += send_context.eq(Mux(any_later, later_choice, first_choice))
-        m.d.comb += [self.send.valid.eq(any_ready), self.send.payload.context.eq(send_context)]
+        m.d.comb += [
+            offer.requests.eq(Cat(*ready_contexts)),
+            offer.last.eq(last_sent),
+            send_context.eq(offer.choice),
+            self.send.valid.eq(offer.found),
+            self.send.payload.context.eq(send_context),
+        ]
         with m.Switch(send_context):
             for c in range(n_contexts):
                 with m.Case(c):

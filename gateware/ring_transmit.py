@@ -26,6 +26,7 @@ from numavia.base.sci_packet import (
 
 from .ring_bypass import BypassEntry
 from .ring_receive import EchoLayout, admission_signature
+from .round_robin import first_set
 from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, header_symbol
 
 #: Events the transmit side counts (ring counter names and ERRORS fields), each at most once a cycle.
@@ -35,17 +36,6 @@ TRANSMIT_EVENTS = ("TX_PACKETS", "TX_ECHOES", "TX_UNDERRUNS", "BYPASS_UNDERRUN")
 def index_bits(count):
     """Bits of an index into ``count`` things (at least one)."""
     return max(1, (count - 1).bit_length())
-
-
-def first_set(m, name, bits):
-    """(found, index) of the lowest set bit of a list of 1-bit values."""
-    found = Signal(name=f"{name}_found")
-    index = Signal(range(max(2, len(bits))), name=f"{name}_index")
-    for i in reversed(range(len(bits))):
-        with m.If(bits[i]):
-            m.d.comb += index.eq(i)
-    m.d.comb += found.eq(Cat(*bits).any())
-    return found, index
 
 
 def queued_layout(out_depth):

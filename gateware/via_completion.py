@@ -16,6 +16,7 @@ from numavia.base import regmap, via_descriptor
 from numavia.base.params import BUS_ADDR_WIDTH
 
 from . import wishbone_burst
+from .round_robin import RoundRobin
 
 CompletionRequest = data.StructLayout(
     {
@@ -96,17 +97,14 @@ class CompletionUnit(wiring.Component):
                 with m.If(done):
                     m.next = next_state
 
+        m.submodules.next_source = next_source = RoundRobin(self.sources)
+        m.d.comb += [next_source.requests.eq(Cat(r.valid for r in self.requests)), next_source.last.eq(source)]
+
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 # Round robin between the sources, one completion at a time.
-                chosen = Signal(range(self.sources))
-                any_valid = Signal()
-                for offset in reversed(range(1, self.sources + 1)):
-                    cand = Signal(range(self.sources), name=f"cand{offset}")
-                    m.d.comb += cand.eq((source + offset) % self.sources)
-                    with m.If(Array(r.valid for r in self.requests)[cand]):
-                        m.d.comb += [chosen.eq(cand), any_valid.eq(1)]
-                with m.If(any_valid):
+                chosen = next_source.choice
+                with m.If(next_source.found):
                     m.d.comb += Array(r.ready for r in self.requests)[chosen].eq(1)
                     m.d.sync += [req.eq(Array(r.payload.as_value() for r in self.requests)[chosen]), source.eq(chosen)]
                     m.next = "IMM"

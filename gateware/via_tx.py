@@ -35,6 +35,7 @@ from numavia.base.via_descriptor import status_bits, status_op
 from . import wishbone_burst
 from .byte_packer import BytePacker
 from .packet_fifo import FifoWord
+from .round_robin import RoundRobin
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
@@ -261,13 +262,10 @@ class TxEngine(wiring.Component):
             )
         )
 
+        m.submodules.scheduler = scheduler = RoundRobin(vis)
         last_vi = Signal(range(vis))
-        next_vi = Signal(range(vis))
-        any_work = Signal()
-        for offset in reversed(range(1, vis + 1)):
-            cand = (last_vi + offset) % vis if vis > 1 else C(0)
-            with m.If(work.bit_select(cand, 1)):
-                m.d.comb += [next_vi.eq(cand), any_work.eq(1)]
+        next_vi, any_work = scheduler.choice, scheduler.found
+        m.d.comb += [scheduler.requests.eq(work), scheduler.last.eq(last_vi)]
 
         # --- the frame being built ------------------------------------------------------------
         hdr_bits = Signal(FrameHeader.size)

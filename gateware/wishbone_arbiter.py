@@ -11,6 +11,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from . import wishbone_burst
+from .round_robin import RoundRobin
 
 
 class WishboneArbiter(wiring.Component):
@@ -33,12 +34,10 @@ class WishboneArbiter(wiring.Component):
         requests = Cat(*(i.cyc for i in self.initiators))
 
         # Keep the grant while its owner holds cyc; otherwise move to the next requester after it.
-        with m.If(~(requests.bit_select(grant, 1))):
-            for offset in reversed(range(1, n + 1)):
-                candidate = Signal(range(n), name=f"candidate_{offset}")
-                m.d.comb += candidate.eq((grant + offset) % n if n > 1 else 0)
-                with m.If(requests.bit_select(candidate, 1)):
-                    m.d.sync += grant.eq(candidate)
+        m.submodules.next_initiator = next_initiator = RoundRobin(n)
+        m.d.comb += [next_initiator.requests.eq(requests), next_initiator.last.eq(grant)]
+        with m.If(~(requests.bit_select(grant, 1)) & next_initiator.found):
+            m.d.sync += grant.eq(next_initiator.choice)
 
         for i, ini in enumerate(self.initiators):
             granted = grant == i
