@@ -13,10 +13,18 @@ A :class:`regmap.RegisterArray` becomes an array port named after it: ``bank.vi[
 overrides reset values of ``rw`` registers (parameters such as the default MTU); ``hw_writable``
 names ``rw`` registers the block's logic may also load (``hw_en``/``hw_data``; a bus write in the
 same cycle wins), such as an address register that increments after each data access.
+
+``tables`` keeps the ``rw`` registers of arrays in memory instead of flip-flops, so an array of many
+elements (the VIs) costs memory, not logic: ``tables={"VI": 5}`` holds one record of the ``rw``
+registers (``table_layout``) per element, and gives the block's logic 5 lookups
+(``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle). Those registers
+have no per-element ports; the bus reads and writes them as any other. A table array's stride must
+be a power of two (its element is decoded from the address by a subtraction and a shift).
 """
 
 from amaranth import Module, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base.regmap import Access
@@ -35,17 +43,38 @@ def register_signature(reg, hw_writable=False):
     return wiring.Signature({"w_data": Out(reg.width), "w_stb": Out(1)})
 
 
-def array_signature(array):
-    return wiring.Signature({reg.name.lower(): Out(register_signature(reg)) for reg in array.registers})
+def array_signature(array, table=False):
+    return wiring.Signature(
+        {
+            reg.name.lower(): Out(register_signature(reg))
+            for reg in array.registers
+            if not (table and reg.access is Access.RW)
+        }
+    )
+
+
+def table_layout(array):
+    """One element's ``rw`` registers, as a table in memory holds them."""
+    return data.StructLayout({reg.name.lower(): reg.width for reg in array.registers if reg.access is Access.RW})
+
+
+def lookup_signature(array, count):
+    """Reading one element's ``rw`` registers from its table (the reader's side)."""
+    return wiring.Signature({"index": Out(range(count)), "record": In(table_layout(array))})
 
 
 class RegisterBank(wiring.Component):
-    def __init__(self, block, *, counts=None, resets=None, hw_writable=()):
+    def __init__(self, block, *, counts=None, resets=None, hw_writable=(), tables=None):
         self.block = block
         self.hw_writable = set(hw_writable)
         for name in self.hw_writable:
             if block.register(name).access is not Access.RW:
                 raise ValueError(f"register {name}: only rw registers can be hardware-writable")
+        self.tables = dict(tables or {})
+        for name in self.tables:
+            stride = block.array(name).stride
+            if stride & (stride - 1):
+                raise ValueError(f"array {name}: a table needs a power-of-two stride, not {stride:#x}")
         self.counts = {a.name: a.count for a in block.arrays}
         for name, count in (counts or {}).items():
             if not 0 < count <= block.array(name).count:
@@ -62,7 +91,11 @@ class RegisterBank(wiring.Component):
         for reg in block.registers:
             members[reg.name.lower()] = Out(register_signature(reg, reg.name in self.hw_writable))
         for array in block.arrays:
-            members[array.name.lower()] = Out(array_signature(array)).array(self.counts[array.name])
+            table = array.name in self.tables
+            members[array.name.lower()] = Out(array_signature(array, table)).array(self.counts[array.name])
+            if table:
+                lookup = lookup_signature(array, self.counts[array.name])
+                members[f"{array.name.lower()}_lookup"] = In(lookup).array(self.tables[array.name])
         super().__init__(members)
 
     def port(self, name):
@@ -74,8 +107,11 @@ class RegisterBank(wiring.Component):
             yield (reg.offset // 4, reg, self.port(reg.name), reg.name.lower(), self.resets.get(reg.name, reg.reset))
         for array in self.block.arrays:
             elements = getattr(self, array.name.lower())
+            table = array.name in self.tables
             for i in range(self.counts[array.name]):
                 for reg in array.registers:
+                    if table and reg.access is Access.RW:
+                        continue  # in the table's memory
                     yield (
                         (array.offset + i * array.stride + reg.offset) // 4,
                         reg,
@@ -91,6 +127,7 @@ class RegisterBank(wiring.Component):
         access = bus.cyc & bus.stb & ~bus.ack & ~bus.err
 
         decoded = list(self._decoded())
+        tables = self._tables(m)
         storage = {}
         for _, reg, port, name, reset in decoded:
             if reg.access is Access.RW:
@@ -124,5 +161,61 @@ class RegisterBank(wiring.Component):
                             with m.If(bus.we):
                                 m.d.sync += [port.w_data.eq(bus.dat_w & mask), port.w_stb.eq(1)]
                 with m.Default():
-                    m.d.sync += bus.err.eq(1)
+                    self._table_access(m, mask, tables)
         return m
+
+    def _tables(self, m):
+        """Each table's memory, its lookups served: ``{array: (bus hit, word in the element, bus port, write port)}``."""
+        bus = self.bus
+        tables = {}
+        for name in self.tables:
+            array = self.block.array(name)
+            count = self.counts[name]
+            layout = table_layout(array)
+            init = {reg.name.lower(): reg.reset for reg in array.registers if reg.access is Access.RW}
+            memory = Memory(shape=layout, depth=count, init=[init] * count)
+            m.submodules[f"{name.lower()}_table"] = memory
+            for lookup in getattr(self, f"{name.lower()}_lookup"):
+                port = memory.read_port(domain="comb")
+                m.d.comb += [port.addr.eq(lookup.index), lookup.record.eq(port.data)]
+            first = array.offset // 4
+            stride_words = array.stride // 4
+            relative = Signal(len(bus.adr), name=f"{name.lower()}_relative")
+            element = Signal(range(count), name=f"{name.lower()}_element")
+            word = Signal(range(stride_words), name=f"{name.lower()}_word")
+            hit = Signal(name=f"{name.lower()}_hit")
+            m.d.comb += [
+                relative.eq(bus.adr - first),
+                element.eq(relative >> (stride_words.bit_length() - 1)),
+                word.eq(relative),
+                hit.eq((bus.adr >= first) & (bus.adr < first + count * stride_words)),
+            ]
+            bus_port, write_port = memory.read_port(domain="comb"), memory.write_port()
+            m.d.comb += [bus_port.addr.eq(element), write_port.addr.eq(element), write_port.data.eq(bus_port.data)]
+            tables[name] = (hit, word, bus_port, write_port)
+        return tables
+
+    def _table_access(self, m, mask, tables):
+        """An access no register decoded: a table's ``rw`` register, else an error."""
+        bus = self.bus
+        for n, (name, (hit, word, bus_port, write_port)) in enumerate(tables.items()):
+            with (m.If if n == 0 else m.Elif)(hit):
+                with m.Switch(word):
+                    for reg in self.block.array(name).registers:
+                        if reg.access is not Access.RW:
+                            continue
+                        with m.Case(reg.offset // 4):
+                            old = getattr(bus_port.data, reg.name.lower())
+                            m.d.sync += [bus.ack.eq(1), bus.dat_r.eq(old)]
+                            with m.If(bus.we):
+                                m.d.comb += [
+                                    write_port.en.eq(1),
+                                    getattr(write_port.data, reg.name.lower()).eq((old & ~mask) | (bus.dat_w & mask)),
+                                ]
+                    with m.Default():
+                        m.d.sync += bus.err.eq(1)
+        if tables:
+            with m.Else():
+                m.d.sync += bus.err.eq(1)
+        else:
+            m.d.sync += bus.err.eq(1)

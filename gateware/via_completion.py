@@ -17,6 +17,7 @@ from numavia.base.params import BUS_ADDR_WIDTH
 
 from . import wishbone_burst
 from .round_robin import RoundRobin
+from .via_links import vi_lookup_signature
 
 CompletionRequest = data.StructLayout(
     {
@@ -46,7 +47,7 @@ class CompletionUnit(wiring.Component):
             {
                 "requests": In(stream.Signature(CompletionRequest)).array(sources),
                 "bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
-                "cq_bind": In(16).array(vis),
+                "vi_config": Out(vi_lookup_signature(vis)),  # the completing VI's: its CQ_BIND
                 "cq_base": In(32).array(cqs),
                 "cq_size": In(17).array(cqs),
                 "cq_head": In(32).array(cqs),
@@ -76,7 +77,8 @@ class CompletionUnit(wiring.Component):
         # The queue's registers are looked up and its slot computed in states of their own, one
         # register stage each, so the bank's CQ registers and the adders stay off the path that
         # drives the DMA address into the bus (docs/boards.md: the ECPIX-5's timing).
-        bind = Array(self.cq_bind)[req.vi]
+        bind = self.vi_config.record.cq_bind
+        m.d.comb += self.vi_config.index.eq(req.vi)
         field = lambda name: bind[_BIND.field(name).lsb : _BIND.field(name).lsb + _BIND.field(name).width]
         cq = Signal(4)
         enabled = Signal()

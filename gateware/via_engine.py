@@ -13,7 +13,7 @@ written (the card's PCIe MSI; without PCIe the firmware polls the queues, and th
 at all).
 """
 
-from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,7 +37,8 @@ from .wishbone_arbiter import WishboneArbiter
 _STATES = dict(regmap.VI_STATES)
 _VI = regmap.VIA.array("VI")
 _CMD = _VI.register("CMD")
-_PEER = _VI.register("PEER")
+#: Where the VIs' configuration table is read (one lookup each).
+_VI_READERS = ("doorbell", "tx", "rx", "rx_frame", "completion")
 
 
 def _field(value, reg, name):
@@ -76,9 +77,16 @@ class ViaEngine(wiring.Component):
         p = self.p
         vis, cqs = p.vis, p.cqs
 
+        # The VIs' configuration registers are a table in memory, read where the doorbell check,
+        # the engines and the completion unit are (`_VI_READERS`).
         m.submodules.bank = bank = RegisterBank(
-            regmap.VIA, counts={"VI": vis, "CQ": cqs}, resets=self.resets, hw_writable=("ATT_ADDR",)
+            regmap.VIA,
+            counts={"VI": vis, "CQ": cqs},
+            resets=self.resets,
+            hw_writable=("ATT_ADDR",),
+            tables={"VI": len(_VI_READERS)},
         )
+        vi_lookup = dict(zip(_VI_READERS, bank.vi_lookup))
         wiring.connect(m, wiring.flipped(self.regs), bank.bus)
         # The doorbell pages: page i decodes VI i's two doorbells and nothing else, so a doorbell
         # for VI i can only come through page i. Pages of VIs this card does not build, and the
@@ -102,8 +110,8 @@ class ViaEngine(wiring.Component):
                     rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data)),
                 ]
         rung = (sq_rung | rq_rung).any()
-        area_base = Array(bank.vi[v].desc_base.value for v in range(vis))[rung_vi]
-        area_size = Array(bank.vi[v].desc_size.value for v in range(vis))[rung_vi]
+        m.d.comb += vi_lookup["doorbell"].index.eq(rung_vi)
+        area_base, area_size = vi_lookup["doorbell"].record.desc_base, vi_lookup["doorbell"].record.desc_size
         postable_doorbell, area_refused = Signal(), Signal()
         m.d.comb += [
             postable_doorbell.eq(postable(p, rung_addr, area_base, area_size)),
@@ -231,6 +239,9 @@ class ViaEngine(wiring.Component):
         state_reg = _VI.register("STATE")
         vi_config = vi_config_signature(vis).create()
         wiring.connect(m, vi_config, tx.vi, rx.vi)
+        readers = {"tx": tx.config, "rx": rx.config, "rx_frame": rx.frame_config, "completion": completion.vi_config}
+        for name, reader in readers.items():
+            wiring.connect(m, reader, vi_lookup[name])
         for v in range(vis):
             regs = bank.vi[v]
             state = Signal(2, name=f"vi{v}_state")
@@ -255,11 +266,6 @@ class ViaEngine(wiring.Component):
             m.d.comb += [
                 vi_config.state[v].eq(state),
                 vi_config.connect[v].eq(connect),
-                vi_config.peer_node[v].eq(_field(regs.peer.value, _PEER, "NODE")),
-                vi_config.peer_vi[v].eq(_field(regs.peer.value, _PEER, "VI")),
-                vi_config.ptag[v].eq(regs.ptag.value),
-                vi_config.desc_base[v].eq(regs.desc_base.value),
-                vi_config.desc_size[v].eq(regs.desc_size.value),
             ]
             m.d.comb += [
                 regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
@@ -270,7 +276,6 @@ class ViaEngine(wiring.Component):
                 regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
                 regs.tx_psn.value.eq(tx.snd_nxt[v]),
                 regs.rx_psn.value.eq(rx.rx_psn[v]),
-                completion.cq_bind[v].eq(regs.cq_bind.value),
             ]
 
         # --- receive <-> transmit ------------------------------------------------------------

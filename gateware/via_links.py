@@ -9,21 +9,38 @@ from amaranth.lib.wiring import Out
 
 from numavia.base import regmap
 
+from .register_bank import lookup_signature
+
+_VI = regmap.VIA.array("VI")
+_PEER = _VI.register("PEER")
+
 
 def vi_config_signature(vis):
-    """A VI's state and connection as the engine's registers hold them (driven by the engine top)."""
+    """Every VI's state, as the engine top holds it (the scheduler and the receive check read all)."""
     return wiring.Signature(
         {
             "state": Out(2).array(vis),
-            "peer_node": Out(regmap.NODE_ID_BITS).array(vis),
-            "peer_vi": Out(8).array(vis),
-            "ptag": Out(16).array(vis),
-            "desc_base": Out(32).array(vis),
-            "desc_size": Out(32).array(vis),
             # The cycle of a CONNECT command: sequence numbers restart.
             "connect": Out(1).array(vis),
         }
     )
+
+
+def vi_lookup_signature(vis):
+    """One VI's configuration registers (peer, protection tag, descriptor area, CQ binding), read
+    from the register bank's table at ``index`` in the same cycle: they cost memory, not logic."""
+    return lookup_signature(_VI, vis)
+
+
+def peer_node(record):
+    """The peer's node, of a VI's configuration (``vi_lookup_signature``'s record)."""
+    f = _PEER.field("NODE")
+    return record.peer[f.lsb : f.lsb + f.width]
+
+
+def peer_vi(record):
+    f = _PEER.field("VI")
+    return record.peer[f.lsb : f.lsb + f.width]
 
 
 def rx_to_tx_signature(vis):

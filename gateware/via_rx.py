@@ -34,7 +34,14 @@ from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
-from .via_links import rx_to_tx_signature, tx_to_rx_signature, vi_config_signature
+from .via_links import (
+    peer_node,
+    peer_vi,
+    rx_to_tx_signature,
+    tx_to_rx_signature,
+    vi_config_signature,
+    vi_lookup_signature,
+)
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from .via_translate import lookup_signature
 
@@ -95,6 +102,8 @@ class RxEngine(wiring.Component):
                 "enable": In(1),
                 "node_id": In(regmap.NODE_ID_BITS),
                 "vi": In(vi_config_signature(vis)),
+                "config": Out(vi_lookup_signature(vis)),  # the configuration of this engine's VI...
+                "frame_config": Out(vi_lookup_signature(vis)),  # ... and of the arriving frame's
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
@@ -229,13 +238,14 @@ class RxEngine(wiring.Component):
         src_node = h.src_mac[40:48]
         frame_vi = h.dst_vi
         in_vis = frame_vi < vis
+        m.d.comb += [self.config.index.eq(vi), self.frame_config.index.eq(frame_vi[: len(vi)])]
         vi_ok = Signal()
         m.d.comb += vi_ok.eq(
             in_vis
             & (Array(self.vi.state)[frame_vi[: len(vi)]] == _CONNECTED)
             & (h.src_mac[:40] == via_frame.MAC_PREFIX_FIELD)
-            & (src_node == Array(self.vi.peer_node)[frame_vi[: len(vi)]])
-            & (h.src_vi == Array(self.vi.peer_vi)[frame_vi[: len(vi)]])
+            & (src_node == peer_node(self.frame_config.record))
+            & (h.src_vi == peer_vi(self.frame_config.record))
         )
         body = Signal(17)
         m.d.comb += body.eq(length - via_frame.HEADER.size)
@@ -247,7 +257,7 @@ class RxEngine(wiring.Component):
         rq_empty = rq_head[vi] == rq_tail[vi]
         m.d.comb += [rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])]
         is_last = (h.offset + h.payload_length) == h.msg_length
-        ptag = Array(self.vi.ptag)[vi]
+        ptag = self.config.record.ptag
 
         # Flush work: receive descriptors of VIs in the error state complete as FLUSHED.
         flush_any = Signal()
@@ -497,7 +507,7 @@ class RxEngine(wiring.Component):
                 m.d.comb += [
                     fetcher.cmd.valid.eq(1),
                     fetcher.cmd.payload.addr.eq(desc),
-                    fetcher.cmd.payload.area_end.eq(Array(self.vi.desc_base)[vi] + Array(self.vi.desc_size)[vi]),
+                    fetcher.cmd.payload.area_end.eq(self.config.record.desc_base + self.config.record.desc_size),
                 ]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"

@@ -41,7 +41,14 @@ from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
-from .via_links import rx_to_tx_signature, tx_to_rx_signature, vi_config_signature
+from .via_links import (
+    peer_node,
+    peer_vi,
+    rx_to_tx_signature,
+    tx_to_rx_signature,
+    vi_config_signature,
+    vi_lookup_signature,
+)
 from .via_retransmit import RetransmitTimers
 from .via_rx import ReadJob
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
@@ -101,6 +108,7 @@ class TxEngine(wiring.Component):
                 "rto": In(32),
                 "retry_limit": In(16),
                 "vi": In(vi_config_signature(vis)),
+                "config": Out(vi_lookup_signature(vis)),  # the visited VI's
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
@@ -298,13 +306,15 @@ class TxEngine(wiring.Component):
         per_frame = Signal(16)
         m.d.comb += per_frame.eq(mtu - via_frame.VIA_HEADER_SIZE)
 
-        peer_node = Array(self.vi.peer_node)[vi]
+        config = self.config.record  # the visited VI's configuration registers
+        m.d.comb += self.config.index.eq(vi)
         my_mac = C(via_frame.MAC_PREFIX_FIELD, 48) | (self.node_id << 40)
 
-        def base_header(op_, to_node, dst_vi, psn):
+        def base_header(op_, psn, *, node=peer_node(config), dst_vi=peer_vi(config)):
+            """A frame of the visited VI (to its peer unless told)."""
             return [
                 hdr_bits.eq(0),
-                hdr.dst_mac.eq(C(via_frame.MAC_PREFIX_FIELD, 48) | (to_node << 40)),
+                hdr.dst_mac.eq(C(via_frame.MAC_PREFIX_FIELD, 48) | (node << 40)),
                 hdr.src_mac.eq(my_mac),
                 hdr.ethertype.eq(via_frame.ETHERTYPE_FIELD),
                 hdr.op.eq(op_),
@@ -362,7 +372,7 @@ class TxEngine(wiring.Component):
             sg.seg_data.length.eq(Mux(single, job.length, fetcher.seg_data.length)),
             sg.seg_write.eq(fetcher.seg_write),
             sg.count.eq(Mux(single, 1, fetcher.seg_count)),
-            sg.ptag.eq(Array(self.vi.ptag)[vi]),
+            sg.ptag.eq(config.ptag),
             sg.need.eq(Mux(single, via_att.NEED_RDMA_READ, via_att.NEED_LOCAL)),
         ]
 
@@ -507,7 +517,7 @@ class TxEngine(wiring.Component):
                             m.d.comb += ev.tx_nak_sequence.eq(1)
                             update(una=psn)
                             update(rewind=1)
-                    with m.Elif(Array(self.vi.state)[vi] == _CONNECTED):
+                    with m.Elif(state == _CONNECTED):
                         bits = Mux(
                             code == _NAK.REMOTE_PROTECTION,
                             status_bits(RDMA_PROTECTION_ERROR=1),
@@ -531,7 +541,7 @@ class TxEngine(wiring.Component):
 
             # --- 3. completions in queue order ------------------------------------------------
             with m.State("VISIT_COMPLETE"):
-                with m.If((Array(self.vi.state)[vi] == _ERROR) & (head[vi] != tail[vi])):
+                with m.If((state == _ERROR) & (head[vi] != tail[vi])):
                     m.next = "FLUSH"
                 with m.Elif((head[vi] != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31]):
                     m.next = "COMPLETE"
@@ -592,7 +602,7 @@ class TxEngine(wiring.Component):
 
             # --- 4. the retransmission timer -------------------------------------------------
             with m.State("VISIT_TIMER"):
-                with m.If(timers.expired & (Array(self.vi.state)[vi] == _CONNECTED)):
+                with m.If(timers.expired & (state == _CONNECTED)):
                     with m.If(timers.out_of_retries):
                         fail(status_bits(TRANSPORT_ERROR=1))
                     with m.Else():
@@ -609,16 +619,15 @@ class TxEngine(wiring.Component):
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
             with m.State("VISIT_CONTROL"):
                 with m.If(
-                    (Array(self.vi.state)[vi] == _CONNECTED)
-                    & (Array(self.from_rx.nak_pending)[vi] | Array(self.from_rx.ack_pending)[vi])
+                    (state == _CONNECTED) & (Array(self.from_rx.nak_pending)[vi] | Array(self.from_rx.ack_pending)[vi])
                 ):
                     with m.If(Array(self.from_rx.nak_pending)[vi]):
                         m.d.sync += [
-                            *base_header(_OP.NAK, peer_node, Array(self.vi.peer_vi)[vi], self.from_rx.nak_psn),
+                            *base_header(_OP.NAK, self.from_rx.nak_psn),
                             hdr.nak_code.eq(self.from_rx.nak_code),
                         ]
                     with m.Else():
-                        m.d.sync += base_header(_OP.ACK, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi])
+                        m.d.sync += base_header(_OP.ACK, snd_nxt[vi])
                     m.d.sync += payload_len.eq(0)
                     m.next = "CONTROL_HEADER"
                 with m.Elif(sendable):
@@ -646,7 +655,7 @@ class TxEngine(wiring.Component):
                 m.d.comb += [
                     fetcher.cmd.valid.eq(1),
                     fetcher.cmd.payload.addr.eq(desc),
-                    fetcher.cmd.payload.area_end.eq(Array(self.vi.desc_base)[vi] + Array(self.vi.desc_size)[vi]),
+                    fetcher.cmd.payload.area_end.eq(config.desc_base + config.desc_size),
                 ]
                 with m.If(fetcher.cmd.ready):
                     m.next = "FETCHED"
@@ -693,7 +702,7 @@ class TxEngine(wiring.Component):
                 )
                 read = ctl.control.op == _CTL.RDMA_READ
                 m.d.sync += [
-                    *base_header(op_map, peer_node, Array(self.vi.peer_vi)[vi], snd_nxt[vi]),
+                    *base_header(op_map, snd_nxt[vi]),
                     hdr.flags.first.eq(read | (ctx.cur_offset == 0)),
                     hdr.flags.last.eq(read | (left <= per_frame)),
                     hdr.flags.immediate.eq(ctl.control.immediate),
@@ -760,12 +769,12 @@ class TxEngine(wiring.Component):
                 left = Signal(32)
                 m.d.comb += left.eq(job.length - job.offset)
                 length = Mux(left < per_frame, left, per_frame)
-                with m.If(Array(self.vi.state)[vi] != _CONNECTED):
+                with m.If(state != _CONNECTED):
                     m.d.sync += job_active.eq(0)
                     m.next = "SCAN"
                 with m.Else():
                     m.d.sync += [
-                        *base_header(_OP.READ_RESPONSE, peer_node, Array(self.vi.peer_vi)[vi], job.psn),
+                        *base_header(_OP.READ_RESPONSE, job.psn),
                         hdr.flags.first.eq(job.offset == 0),
                         hdr.flags.last.eq(left <= per_frame),
                         hdr.msg_length.eq(job.length),
@@ -803,7 +812,7 @@ class TxEngine(wiring.Component):
                         m.next = "MGMT_PAYLOAD"
                 with m.Else():
                     m.d.sync += [
-                        *base_header(_OP.MGMT, mgmt_node, 0, 0),
+                        *base_header(_OP.MGMT, 0, node=mgmt_node, dst_vi=0),
                         hdr.src_vi.eq(0),
                         hdr.ack_psn.eq(0),
                         hdr.payload_length.eq(mgmt_len),

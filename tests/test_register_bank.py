@@ -1,5 +1,5 @@
 """Register bank built from a block: register arrays (fewer elements than reserved), reset
-overrides, hardware-writable registers."""
+overrides, hardware-writable registers, rw registers of an array kept in a table in memory."""
 
 import gc
 import warnings
@@ -126,3 +126,41 @@ def test_hardware_writable_register_and_bus_priority():
         assert await read(ctx, dut.bus, 0x00) == 7
 
     run(tb, hw_writable=("ADDR",))
+
+
+def test_a_table_holds_the_rw_registers_the_bus_and_the_lookups_see():
+    async def tb(ctx, dut):
+        assert [await read(ctx, dut.bus, 0x44 + 0x10 * i) for i in range(3)] == [0x77] * 3  # resets
+        await write(ctx, dut.bus, 0x54, 0x1122_3344)  # Q[1].CONF
+        await write(ctx, dut.bus, 0x54, 0xAB00_0000, sel=0b1000)  # its top byte alone
+        ctx.set(dut.q_lookup[0].index, 1)
+        ctx.set(dut.q_lookup[1].index, 2)
+        assert ctx.get(dut.q_lookup[0].record.conf) == 0xAB22_3344
+        assert ctx.get(dut.q_lookup[1].record.conf) == 0x77
+        assert await read(ctx, dut.bus, 0x54) == 0xAB22_3344
+        ctx.set(dut.q[2].count.value, 5)  # the array's other registers stay per element
+        assert await read(ctx, dut.bus, 0x68) == 5
+        with pytest.raises(BusError):
+            await read(ctx, dut.bus, 0x4C)  # a hole in an element
+        with pytest.raises(BusError):
+            await read(ctx, dut.bus, 0x44 + 0x10 * 3)  # Q[3] not built
+        with pytest.raises(BusError):
+            await write(ctx, dut.bus, 0x44 + 0x10 * 3, 1)
+        assert await read(ctx, dut.bus, 0x00) == 3
+
+    run(tb, counts={"Q": 3}, tables={"Q": 2})
+
+
+def test_a_table_needs_a_power_of_two_stride():
+    odd = Block(
+        "odd",
+        base=0,
+        size=0x100,
+        doc="test",
+        arrays=(RegisterArray("R", 0x0, 4, 0xC, "odd stride", registers=(Register("X", 0x0, Access.RW, "x"),)),),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="power-of-two stride, not 0xc"):
+            RegisterBank(odd, tables={"R": 1})
+        gc.collect()

@@ -1,6 +1,6 @@
 """Completion unit: status write-back, CQ entries with phase bits, overflow, unbound queues."""
 
-from amaranth import Module
+from amaranth import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from support.sim import run_simulation
@@ -14,12 +14,16 @@ BASE = 0x6000_0000
 CTRL = via_descriptor.CONTROL_SEGMENT
 ENTRY = via_descriptor.CQ_ENTRY
 BIND = regmap.VIA.array("VI").register("CQ_BIND")
+VIS = 4
 
 
 class Top(wiring.Component):
+    """The unit, memory on its bus, and the VIs' CQ_BIND registers it looks up (``binds``)."""
+
     def __init__(self):
-        self.unit = CompletionUnit(vis=4, cqs=2)
+        self.unit = CompletionUnit(vis=VIS, cqs=2)
         self.sram = WishboneSRAM(base=BASE, size=4096)
+        self.binds = [Signal(16, name=f"bind{vi}") for vi in range(VIS)]
         super().__init__({})
 
     def elaborate(self, platform):
@@ -27,6 +31,7 @@ class Top(wiring.Component):
         m.submodules.unit = self.unit
         m.submodules.sram = self.sram
         wiring.connect(m, self.unit.bus, self.sram.bus)
+        m.d.comb += self.unit.vi_config.record.cq_bind.eq(Array(self.binds)[self.unit.vi_config.index])
         return m
 
 
@@ -49,7 +54,7 @@ def run(requests, *, binds, cq_size=4, head=0, consume_at=None):
     async def bench(ctx):
         unit = top.unit
         for vi, b in enumerate(binds):
-            ctx.set(unit.cq_bind[vi], b)
+            ctx.set(top.binds[vi], b)
         ctx.set(unit.cq_base[0], BASE + 0x800)
         ctx.set(unit.cq_base[1], BASE + 0xC00)
         for i in range(2):
