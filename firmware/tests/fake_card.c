@@ -24,7 +24,7 @@ void fake_card_reset(unsigned strap)
 
 static int via_offset(uint32_t offset)
 {
-    return (offset >= NV_VIA_BASE && offset < NV_VIA_BASE + 0x1000) ||
+    return (offset >= NV_VIA_BASE && offset < NV_VIA_BASE + NV_VIA_SIZE) ||
            (offset >= NV_DOORBELL_BASE && offset < NV_DOORBELL_BASE + NV_DOORBELL_VI_CAPACITY * NV_DOORBELL_VI_STRIDE);
 }
 

@@ -62,6 +62,7 @@ def _register_symbols(rmap):
     """
     for block in rmap.blocks:
         yield _c_name(block.name, "BASE"), block.base, f"block {block.name}: {block.doc}"
+        yield _c_name(block.name, "SIZE"), block.size, "bytes of the block in the window"
         for reg in block.registers:
             yield from _one_register(block.name, reg, block.base + reg.offset)
         for array in block.arrays:

@@ -580,11 +580,11 @@ RING = Block(
     ),
 )
 
-#: Where each block of the card lives in the 128 KiB register window. Reserved ahead so blocks
+#: Where each block of the card lives in the 512 KiB register window. Reserved ahead so blocks
 #: developed in parallel never collide:
 #:   0x0000 ctrl   0x0100 lac (local access controller, network cache)   0x0200 rac (sequencer)
-#:   0x0300 ring   0x1000-0x1fff via (engine, VI state, completion queues)   0x2000 pcie
-#:   0x10000-0x1ffff doorbell (one DOORBELL_PAGE_BYTES page per VI: the only part a process maps)
+#:   0x0300 ring   0x1000 pcie   0x2000-0x3fff via (engine, completion queues; the VIs from 0x3000)
+#:   0x40000-0x7ffff doorbell (one DOORBELL_PAGE_BYTES page per VI: the only part a process maps)
 
 #: Event counters of the VIA engine, in register order from VIA_COUNTER_BASE. Each counts up and
 #: wraps; reading one has no side effect.
@@ -638,7 +638,7 @@ VIA_STAMP_BASE = 0x0E0
 VI_STATES = (("IDLE", 0), ("CONNECTED", 1), ("ERROR", 2))
 
 #: VIs the register map reserves room for (a card may build fewer: ``VIA.VI_COUNT``).
-VI_CAPACITY = 16
+VI_CAPACITY = 64
 #: Bytes of one VI's doorbell page: the unit an operating system maps into a process, so it is the
 #: host's page size. A page holds that VI's doorbells and nothing else.
 DOORBELL_PAGE_BYTES = 0x1000
@@ -651,8 +651,8 @@ IRQ_FIELDS = (
 
 VIA = Block(
     "via",
-    base=0x1000,
-    size=0x1000,
+    base=0x2000,
+    size=0x2000,
     doc="VIA engine: VI state, completion queues, ATT, firmware mailbox and management frames",
     registers=(
         Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
@@ -792,7 +792,7 @@ VIA = Block(
         # (DOORBELL); they stay holes so that an old driver's doorbell write answers err.
         RegisterArray(
             "VI",
-            0x400,
+            0x1000,
             VI_CAPACITY,
             0x40,
             "One Virtual Interface: state, connection, binding (privileged; its doorbells are in the DOORBELL block)",
@@ -919,7 +919,7 @@ VIA = Block(
 
 DOORBELL = Block(
     "doorbell",
-    base=0x1_0000,
+    base=0x4_0000,
     size=VI_CAPACITY * DOORBELL_PAGE_BYTES,
     doc="VI doorbells, one page per VI: a driver maps a process only its own VI's page",
     arrays=(
@@ -937,7 +937,8 @@ DOORBELL = Block(
     ),
 )
 
-#: The window ends with the doorbell pages, so it grows with them (0x2_0000 bytes: 128 KiB).
+#: The window ends with the doorbell pages, so it grows with them (0x8_0000 bytes: 512 KiB, a
+#: power of two as a PCIe BAR must be).
 CARD = RegisterMap("card", size=DOORBELL.base + DOORBELL.size, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
 #: The blocks a card built without the VIA engine (small FPGAs) does not have.
 VIA_BLOCKS = (VIA, DOORBELL)
