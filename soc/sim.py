@@ -68,10 +68,13 @@ class SimConfig:
     host_mem_size: int = params.HOST_MEM_SIZE  # the node's "hostmem" RAM (VIA buffers and descriptors)
     main_ram_size: int = 0x4_0000  # bare metal: data and stack; Zephyr: the whole image, shell included
     via: bool = True  # False: the card as small FPGAs build it (no VIA engine)
+    via_vis: int = CardConfig.via_vis  # VIs of each card's VIA engine
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= MAX_NODES:
             raise SimError(f"--nodes must be 1..{MAX_NODES}, not {self.nodes}")
+        if not 1 <= self.via_vis <= regmap.VI_CAPACITY:
+            raise SimError(f"--vis must be 1..{regmap.VI_CAPACITY}, not {self.via_vis}")
 
     def clock_periods_ps(self) -> dict[str, int]:
         """Period of every clock input of the node, sys first."""
@@ -84,6 +87,7 @@ class SimConfig:
             "host_mem_size": self.host_mem_size,
             "main_ram_size": self.main_ram_size,
             "via": self.via,
+            "via_vis": self.via_vis,
         }
 
     def card_config(self) -> CardConfig:
@@ -93,6 +97,7 @@ class SimConfig:
             host_mem_base=NumaviaSoC.mem_map["hostmem"],
             host_mem_size=self.host_mem_size,
             via=self.via,
+            via_vis=self.via_vis,
         )
 
 

@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from numavia.base import via_mailbox
+from numavia.base import regmap, via_mailbox
 from numavia.bench import via as bench_via
 from numavia.cli import make_parser
 from numavia.demo import RDMA_SWEEP
+from numavia.soc import sim
 
 
 def numavia(*args, cwd=None):
@@ -42,6 +43,9 @@ def test_help():
         ["bench", "via", "--iterations", "0"],
         ["bench", "via", "--stream-vis", "0"],
         ["bench", "via", "--stream-vis", "9"],
+        ["bench", "via", "--vis", "0"],
+        ["bench", "via", "--vis", "65"],
+        ["bench", "via", "--vis", "4", "--stream-vis", "5"],
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args):
@@ -234,3 +238,14 @@ def test_baseline_without_a_breakdown_is_refused_with_one_line(tmp_path):
         result = numavia("bench", "via", "--baseline", str(path))
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and reason in lines[0], result.stderr
+
+
+def test_the_simulated_cards_carry_the_vis_asked_for():
+    """`--vis` reaches the card every node builds, and the SoC's cache key, so a ring of 64-VI cards
+    is built apart from the default one; out of the register map's range it is refused."""
+    config = sim.SimConfig(via_vis=regmap.VI_CAPACITY)
+    assert config.card_config().via_vis == regmap.VI_CAPACITY
+    assert sim.soc_key(config) != sim.soc_key(sim.SimConfig())
+    for vis in (0, regmap.VI_CAPACITY + 1):
+        with pytest.raises(sim.SimError, match=rf"--vis must be 1..{regmap.VI_CAPACITY}, not {vis}"):
+            sim.SimConfig(via_vis=vis)

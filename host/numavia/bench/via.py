@@ -82,6 +82,7 @@ class SweepOptions:
     timeout: float = 900.0  # wall-time limit of one measurement, seconds
     wake: str = "poll"  # one of WAKES
     stream_vis: int = 1
+    vis: int = CardConfig.via_vis  # VIs each simulated card builds
     baseline: str | None = None  # an earlier run's via_bench.json, for the breakdown plot
     out: Path = Path("results/via")
 
@@ -332,7 +333,7 @@ def sweep(session, options, points, log):
 def run_sweep(options, points, *, nodes, spread, firmware, log):
     """Build a ring of ``nodes`` simulated nodes running ``firmware``, boot it and sweep ``points``
     (message sizes) with ``options``; returns the rows and what :func:`write_results` records."""
-    config = sim.SimConfig(nodes=nodes)
+    config = sim.SimConfig(nodes=nodes, via_vis=options.vis)
     build = sim.build_all(config, log=log, spread=spread, firmware=firmware)
     run_dir = Path(options.out) / "run"
     started = time.monotonic()
@@ -362,9 +363,9 @@ FIELDS = [
 TITLE = "VIA engine benchmark (two simulated nodes)"
 
 
-def configuration(info, *, eth_delay, mtu):
+def configuration(info, *, eth_delay, mtu, vis=CardConfig.via_vis):
     """What a sweep ran on, for its results: the simulation, the card and the builds."""
-    card = CardConfig()
+    card = CardConfig(via_vis=vis)
     build = info["build"]
     return {
         "simulation": str(info["config"]),
@@ -392,7 +393,7 @@ def write_results(rows, info, options):
         rows=[["" if c is None else c for c in results.csv_row(r, FIELDS)] for r in rows],
         figures={"rows": rows, "counters": info["counters"]},
         config={
-            **configuration(info, eth_delay=options.eth_delay, mtu=options.mtu),
+            **configuration(info, eth_delay=options.eth_delay, mtu=options.mtu, vis=options.vis),
             "ops": list(options.ops),
             "wake": options.wake,
             "stream_vis": options.stream_vis,
@@ -471,7 +472,7 @@ def breakdown_table(rows, baseline, options):
 
 
 def summary(rows, info, options, baseline=None):
-    card = CardConfig()
+    card = CardConfig(via_vis=options.vis)
     lines = [
         f"Simulation: {info['config']}, Ethernet PHY+cable delay {options.eth_delay} eth cycles "
         f"({options.eth_delay * 8} ns), sys clock {card.clk_freq_hz / 1e6:.0f} MHz  ",

@@ -2,7 +2,7 @@
 figures measured with progress lines on stderr, its report printed and written (Markdown, CSV,
 JSON with the command and configuration, PNG) by :mod:`numavia.bench.results`."""
 
-from numavia.base import buildcache, pushpull_format, via_mailbox
+from numavia.base import buildcache, pushpull_format, regmap, via_mailbox
 from numavia.base.coherence import LINE_BYTES, LINE_SIZES
 from numavia.base.errors import NumaviaError
 from numavia.bench import (
@@ -19,7 +19,6 @@ from numavia.bench import (
     stream,
     via,
 )
-from numavia.gateware.card import CardConfig
 from numavia.gateware.microcode.protocol_explorer import KINDS, ExploreConfig
 from numavia.instrument import CostModel
 from numavia.soc.ring_launch import require_mpi
@@ -213,9 +212,10 @@ def cmd_bench_via(args):
     check_eth_delay(args)
     if len(args.pair) != 2 or max(args.pair) >= args.nodes:
         args.parser.error(f"--pair names two nodes of the ring (0..{args.nodes - 1}), not {args.pair}")
-    card_vis = CardConfig().via_vis
-    if args.stream_vis > card_vis:
-        args.parser.error(f"--stream-vis {args.stream_vis}: the card has {card_vis} VIs")
+    if args.vis > regmap.VI_CAPACITY:
+        args.parser.error(f"--vis {args.vis}: the register map holds {regmap.VI_CAPACITY} VIs")
+    if args.stream_vis > args.vis:
+        args.parser.error(f"--stream-vis {args.stream_vis}: the card has {args.vis} VIs (--vis)")
     args.spread = spread(args, args.nodes)
     if args.baseline:
         try:
@@ -617,7 +617,14 @@ def register(sub):
         default=via.SweepOptions.stream_vis,
         metavar="N",
         help=f"VIs each stream spreads its messages over, in turn, {via_mailbox.BENCH_STREAM_DEPTH} in flight "
-        f"on each (default {via.SweepOptions.stream_vis}; at most the card's {CardConfig().via_vis})",
+        f"on each (default {via.SweepOptions.stream_vis}; at most --vis)",
+    )
+    v.add_argument(
+        "--vis",
+        type=positive,
+        default=via.SweepOptions.vis,
+        metavar="N",
+        help=f"VIs each simulated card builds (default {via.SweepOptions.vis}, at most {regmap.VI_CAPACITY})",
     )
     add_out_option(v, str(via.SweepOptions.out), "output folder")
     add_firmware_option(v)
