@@ -7,8 +7,7 @@ and not over a write to another VI, and a clear group must name fields the recor
 import pytest
 from amaranth import Module, Signal
 from amaranth.lib import data, wiring
-from amaranth.sim import Simulator
-from support.sim import run_simulation
+from support.sim import run_testbench
 
 from numavia.gateware.vi_records import ViRecords
 
@@ -18,17 +17,6 @@ LAYOUT = data.StructLayout({"a": 8, "b": 16, "c": 4})
 
 def records():
     return ViRecords(LAYOUT, VIS, peeks=1, clears={"connect": None, "restart": ("c",)})
-
-
-def run(dut, bench):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def testbench(ctx):
-        await bench(ctx, dut)
-
-    sim.add_testbench(testbench)
-    run_simulation(sim)
 
 
 async def write(ctx, dut, vi, **fields):
@@ -61,7 +49,7 @@ def test_a_write_changes_only_its_fields_and_its_vi():
         assert peek(ctx, dut, 1) == {"a": 0x55, "b": 0, "c": 0}
         assert peek(ctx, dut, 3) == {"a": 0, "b": 0, "c": 0}
 
-    run(records(), bench)
+    run_testbench(records(), bench)
 
 
 def test_records_read_renewed_until_first_written_and_a_clear_brings_it_back():
@@ -78,7 +66,7 @@ def test_records_read_renewed_until_first_written_and_a_clear_brings_it_back():
         assert record_of(ctx, dut.owner.record) == {"a": 0, "b": 0, "c": 0}
         assert peek(ctx, dut, 0) == {"a": 0, "b": 0, "c": 0}
 
-    run(records(), bench)
+    run_testbench(records(), bench)
 
 
 def test_a_clear_wins_over_a_write_to_its_vi_and_not_over_another_vis():
@@ -93,7 +81,7 @@ def test_a_clear_wins_over_a_write_to_its_vi_and_not_over_another_vis():
         assert peek(ctx, dut, 3) == {"a": 0x77, "b": 0, "c": 0}
         assert peek(ctx, dut, 1) == {"a": 0, "b": 0, "c": 0}
 
-    run(records(), bench)
+    run_testbench(records(), bench)
 
 
 def test_a_group_clears_only_its_fields():
@@ -107,7 +95,7 @@ def test_a_group_clears_only_its_fields():
         ctx.set(dut.peek[0].renewed.c, 9)  # so a renewed value no longer shows
         assert peek(ctx, dut, 2) == {"a": 1, "b": 5, "c": 0}
 
-    run(records(), bench)
+    run_testbench(records(), bench)
 
 
 class UpdateHarness(wiring.Component):
@@ -139,7 +127,7 @@ def test_updates_in_one_cycle_add_up_and_the_later_wins_a_field():
         await ctx.tick()  # the second step alone keeps `a`
         assert record_of(ctx, dut.records.owner.record) == {"a": 0x10, "b": 0x30, "c": 4}
 
-    run(UpdateHarness(), bench)
+    run_testbench(UpdateHarness(), bench)
 
 
 def test_a_clear_group_must_name_the_records_fields():
