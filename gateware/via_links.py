@@ -9,7 +9,7 @@ from amaranth.lib.wiring import Out
 
 from numavia.base import regmap
 
-from .register_bank import lookup_signature
+from .register_bank import lookup_signature, register_field
 
 _VI = regmap.VIA.array("VI")
 _PEER = _VI.register("PEER")
@@ -34,13 +34,11 @@ def vi_lookup_signature(vis):
 
 def peer_node(record):
     """The peer's node, of a VI's configuration (``vi_lookup_signature``'s record)."""
-    f = _PEER.field("NODE")
-    return record.peer[f.lsb : f.lsb + f.width]
+    return register_field(record.peer, _PEER, "NODE")
 
 
 def peer_vi(record):
-    f = _PEER.field("VI")
-    return record.peer[f.lsb : f.lsb + f.width]
+    return register_field(record.peer, _PEER, "VI")
 
 
 def rx_to_tx_signature(vis):
