@@ -53,12 +53,6 @@ def array_signature(array, table=False):
     )
 
 
-def register_field(value, reg, name):
-    """Field `name` of register `reg`, sliced out of a value of that register."""
-    f = reg.field(name)
-    return value[f.lsb : f.lsb + f.width]
-
-
 def table_layout(array):
     """One element's ``rw`` registers, as a table in memory holds them."""
     return data.StructLayout({reg.name.lower(): reg.width for reg in array.registers if reg.access is Access.RW})
@@ -130,7 +124,6 @@ class RegisterBank(wiring.Component):
         m = Module()
         bus = self.bus
         mask = wishbone.byte_mask(bus.sel)
-        written = lambda old: (old & ~mask) | (bus.dat_w & mask)  # a bus write keeps unselected lanes
         access = bus.cyc & bus.stb & ~bus.ack & ~bus.err
 
         decoded = list(self._decoded())
@@ -156,7 +149,7 @@ class RegisterBank(wiring.Component):
                             q = storage[name]
                             m.d.sync += bus.dat_r.eq(q)
                             with m.If(bus.we):
-                                m.d.sync += [q.eq(written(q)), port.w_stb.eq(1)]
+                                m.d.sync += [q.eq((q & ~mask) | (bus.dat_w & mask)), port.w_stb.eq(1)]
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(port.value)
                             with m.If(bus.we):
@@ -168,7 +161,7 @@ class RegisterBank(wiring.Component):
                             with m.If(bus.we):
                                 m.d.sync += [port.w_data.eq(bus.dat_w & mask), port.w_stb.eq(1)]
                 with m.Default():
-                    self._table_access(m, written, tables)
+                    self._table_access(m, mask, tables)
         return m
 
     def _tables(self, m):
@@ -202,7 +195,7 @@ class RegisterBank(wiring.Component):
             tables[name] = (hit, word, bus_port, write_port)
         return tables
 
-    def _table_access(self, m, written, tables):
+    def _table_access(self, m, mask, tables):
         """An access no register decoded: a table's ``rw`` register, else an error."""
         bus = self.bus
         for n, (name, (hit, word, bus_port, write_port)) in enumerate(tables.items()):
@@ -217,7 +210,7 @@ class RegisterBank(wiring.Component):
                             with m.If(bus.we):
                                 m.d.comb += [
                                     write_port.en.eq(1),
-                                    getattr(write_port.data, reg.name.lower()).eq(written(old)),
+                                    getattr(write_port.data, reg.name.lower()).eq((old & ~mask) | (bus.dat_w & mask)),
                                 ]
                     with m.Default():
                         m.d.sync += bus.err.eq(1)

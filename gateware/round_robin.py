@@ -40,9 +40,9 @@ class RoundRobin(wiring.Component):
         after_last = Signal(n)
         m.d.comb += after_last.eq(self.requests & (C((1 << n) - 1, n) << (self.last + 1))[:n])
         any_after, first_after = first_set(m, "after_last", list(after_last))
-        any_request, first = first_set(m, "first", list(self.requests))
+        _, first = first_set(m, "first", list(self.requests))
         m.d.comb += [
-            self.found.eq(any_request),
+            self.found.eq(self.requests.any()),
             self.choice.eq(Mux(any_after, first_after, first)),
         ]
         return m

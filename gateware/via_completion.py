@@ -16,7 +16,6 @@ from numavia.base import regmap, via_descriptor
 from numavia.base.params import BUS_ADDR_WIDTH
 
 from . import wishbone_burst
-from .register_bank import register_field
 from .round_robin import RoundRobin
 from .via_links import vi_lookup_signature
 
@@ -80,7 +79,7 @@ class CompletionUnit(wiring.Component):
         # drives the DMA address into the bus (docs/boards.md: the ECPIX-5's timing).
         bind = self.vi_config.record.cq_bind
         m.d.comb += self.vi_config.index.eq(req.vi)
-        field = lambda name: register_field(bind, _BIND, name)
+        field = lambda name: bind[_BIND.field(name).lsb : _BIND.field(name).lsb + _BIND.field(name).width]
         cq = Signal(4)
         enabled = Signal()
         size = Signal.like(self.cq_size[0])

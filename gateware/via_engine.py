@@ -23,7 +23,7 @@ from numavia.base.via_params import ViaParams
 
 from . import wishbone, wishbone_burst
 from .packet_fifo import PacketFifo
-from .register_bank import RegisterBank, register_field
+from .register_bank import RegisterBank
 from .via_completion import CompletionUnit
 from .via_cq_notify import CqNotifier
 from .via_descriptor_fetch import postable
@@ -39,6 +39,11 @@ _VI = regmap.VIA.array("VI")
 _CMD = _VI.register("CMD")
 #: Where the VIs' configuration table is read (one lookup each).
 _VI_READERS = ("doorbell", "tx", "rx", "rx_frame", "completion")
+
+
+def _field(value, reg, name):
+    f = reg.field(name)
+    return value[f.lsb : f.lsb + f.width]
 
 
 class ViaEngine(wiring.Component):
@@ -251,12 +256,12 @@ class ViaEngine(wiring.Component):
                     error.eq(error | rx.fail_bits | Mux(tx.fail & (tx.fail_vi == v), tx.fail_bits, 0)),
                 ]
             with m.If(cmd.w_stb):
-                with m.If(register_field(cmd.w_data, _CMD, "CONNECT")):
+                with m.If(_field(cmd.w_data, _CMD, "CONNECT")):
                     m.d.comb += connect.eq(1)
                     m.d.sync += [state.eq(_STATES["CONNECTED"]), error.eq(0)]
-                with m.Elif(register_field(cmd.w_data, _CMD, "FAIL")):
+                with m.Elif(_field(cmd.w_data, _CMD, "FAIL")):
                     m.d.sync += state.eq(_STATES["ERROR"])
-                with m.Elif(register_field(cmd.w_data, _CMD, "RESET")):
+                with m.Elif(_field(cmd.w_data, _CMD, "RESET")):
                     m.d.sync += [state.eq(_STATES["IDLE"]), error.eq(0)]
             m.d.comb += [
                 vi_config.state[v].eq(state),
@@ -283,8 +288,7 @@ class ViaEngine(wiring.Component):
         for i in range(cqs):
             regs = bank.cq[i]
             command = {
-                name: regs.ctrl.w_stb & register_field(regs.ctrl.w_data, cq_ctrl, name)
-                for name in ("RESET", "ARM", "ACK")
+                name: regs.ctrl.w_stb & _field(regs.ctrl.w_data, cq_ctrl, name) for name in ("RESET", "ARM", "ACK")
             }
             m.d.comb += [
                 completion.cq_base[i].eq(regs.base.value),

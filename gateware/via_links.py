@@ -9,7 +9,7 @@ from amaranth.lib.wiring import Out
 
 from numavia.base import regmap
 
-from .register_bank import lookup_signature, register_field
+from .register_bank import lookup_signature
 
 _VI = regmap.VIA.array("VI")
 _PEER = _VI.register("PEER")
@@ -34,11 +34,13 @@ def vi_lookup_signature(vis):
 
 def peer_node(record):
     """The peer's node, of a VI's configuration (``vi_lookup_signature``'s record)."""
-    return register_field(record.peer, _PEER, "NODE")
+    f = _PEER.field("NODE")
+    return record.peer[f.lsb : f.lsb + f.width]
 
 
 def peer_vi(record):
-    return register_field(record.peer, _PEER, "VI")
+    f = _PEER.field("VI")
+    return record.peer[f.lsb : f.lsb + f.width]
 
 
 def rx_to_tx_signature(vis):
