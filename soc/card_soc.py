@@ -25,6 +25,8 @@ from numavia.gateware.card import CardConfig
 
 from .card_core import CardCore
 
+VIA_VIS_CONSTANT = "NUMAVIA_VIA_VIS"  # the card's VIs, for the firmware (csr.json lowercases it)
+
 
 class _MarkLastByte(LiteXModule):
     """An 8-bit PHY whose received frames carry ``last_be`` as well as ``last``.
@@ -110,6 +112,8 @@ class NumaviaSoC(SoCCore):
         if card_config.via:  # without the VIA engine (small FPGAs) the card has no DMA initiator
             self.bus.add_master("card_dma", self.card.dma)
             self.irq.add("card", use_loc_if_exists=True)  # the VIA protocol manager's wake-up
+            # soc.h and csr.json: the firmware sizes its VI table to the card (NV_VIA_MAX_VIS).
+            self.add_constant(VIA_VIS_CONSTANT, card_config.via_vis)
 
     def _add_host_memory(self, size):
         """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""

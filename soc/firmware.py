@@ -20,6 +20,7 @@ from numavia.base.errors import NumaviaError
 from numavia.base.version import __version__
 
 from . import zephyr_overlay
+from .card_soc import VIA_VIS_CONSTANT
 
 FIRMWARE_DIR = paths.firmware_dir()
 CROSS_GCC = "riscv64-unknown-elf-gcc"
@@ -62,7 +63,8 @@ def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object]
     def produce(folder: Path) -> None:
         generated = folder / "generated"
         codegen.write_all(generated)
-        mems = json.loads((Path(soc_dir) / "csr.json").read_text())["memories"]
+        csr = json.loads((Path(soc_dir) / "csr.json").read_text())
+        mems = csr["memories"]
         cmd = [
             "make",
             "-C",
@@ -78,6 +80,9 @@ def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object]
             f"RAM_BASE={mems[MAIN_RAM]['base']:#x}",
             f"RAM_SIZE={mems[MAIN_RAM]['size']:#x}",
         ]
+        via_vis = csr["constants"].get(VIA_VIS_CONSTANT.lower())
+        if via_vis is not None:  # a card without VIA has no VI table to size
+            cmd.append(f"VIA_VIS={via_vis}")
         result = subprocess.run(cmd, capture_output=True, text=True)
         (folder / "build.log").write_text(result.stdout + result.stderr)
         if result.returncode:

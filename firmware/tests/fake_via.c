@@ -13,6 +13,7 @@ void fake_via_reset(void)
 {
     memset(&fake_via, 0, sizeof fake_via);
     fake_via.mtu = NV_VIA_MTU_RESET;
+    fake_via.vi_count = FAKE_VIS;
 }
 
 void fake_via_inject(unsigned node, const uint32_t *words, unsigned length)
@@ -38,7 +39,7 @@ uint32_t fake_via_read(uint32_t offset)
     unsigned i;
     uint32_t reg;
     switch (offset) {
-    case NV_VIA_VI_COUNT: return FAKE_VIS;
+    case NV_VIA_VI_COUNT: return fake_via.vi_count;
     case NV_VIA_CQ_COUNT: return FAKE_CQS;
     case NV_VIA_QUEUE_DEPTH: return 16;
     case NV_VIA_MAX_SEGMENTS: return 8;
@@ -70,7 +71,7 @@ uint32_t fake_via_read(uint32_t offset)
         return fake_via.mgmt_tx_data[i];
     if (in_array(offset, NV_VIA_MGMT_RX_DATA_BASE, 4, 16, &i, &reg))
         return fake_via.inbox_next < fake_via.inbox_count ? fake_via.inbox[fake_via.inbox_next].words[i] : 0;
-    if (in_array(offset, NV_VIA_VI_BASE, NV_VIA_VI_STRIDE, FAKE_VIS, &i, &reg)) {
+    if (in_array(offset, NV_VIA_VI_BASE, NV_VIA_VI_STRIDE, fake_via.vi_count, &i, &reg)) {
         switch (reg) {
         case NV_VIA_VI_PEER: return fake_via.vi[i].peer;
         case NV_VIA_VI_PTAG: return fake_via.vi[i].ptag;
@@ -133,7 +134,7 @@ void fake_via_write(uint32_t offset, uint32_t value)
         fake_via.mgmt_tx_data[i] = value;
         return;
     }
-    if (in_array(offset, NV_VIA_VI_BASE, NV_VIA_VI_STRIDE, FAKE_VIS, &i, &reg)) {
+    if (in_array(offset, NV_VIA_VI_BASE, NV_VIA_VI_STRIDE, fake_via.vi_count, &i, &reg)) {
         switch (reg) {
         case NV_VIA_VI_PEER: fake_via.vi[i].peer = value; return;
         case NV_VIA_VI_PTAG: fake_via.vi[i].ptag = value; return;
@@ -156,7 +157,7 @@ void fake_via_write(uint32_t offset, uint32_t value)
         }
     }
     /* Doorbells: only in each VI's own page, as the card decodes them. */
-    if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, FAKE_VIS, &i, &reg) &&
+    if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, fake_via.vi_count, &i, &reg) &&
         (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
         /* The card's rule: the control segment inside the VI's descriptor area. */
         if (value < fake_via.vi[i].desc_base || value - fake_via.vi[i].desc_base > fake_via.vi[i].desc_size ||

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "numavia_regs.h"
+
 #define FAKE_VIS 4
 #define FAKE_CQS 2
 #define FAKE_REGIONS 8
@@ -20,6 +22,7 @@ struct fake_frame {
 };
 
 struct fake_via {
+    unsigned vi_count; /* VI_COUNT: FAKE_VIS unless a test says otherwise */
     uint32_t ctrl, mtu, att_addr;
     uint32_t att[FAKE_REGIONS * 8 + FAKE_PAGES];
     unsigned att_writes;                                    /* ATT_WDATA writes so far */
@@ -38,7 +41,7 @@ struct fake_via {
         unsigned connects, fails, resets;
         uint32_t desc_base, desc_size; /* the descriptor area, checked by doorbells as by the card */
         uint32_t sq_doorbells, rq_doorbells, last_doorbell, refused_doorbells;
-    } vi[FAKE_VIS];
+    } vi[NV_VIA_VI_CAPACITY]; /* the first vi_count answer */
     struct {
         uint32_t base, size, head, tail;
         unsigned resets, arms, acks;

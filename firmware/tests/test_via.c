@@ -63,6 +63,21 @@ static void test_init_reads_the_card_and_enables_the_engine(void)
     CHECK(nv_via_init(NULL, 0, 100000000u) == NV_ERR_ARG);
 }
 
+static void test_init_refuses_a_card_with_more_vis_than_the_build_holds(void)
+{
+    setup();
+    fake_via.vi_count = NV_VIA_MAX_VIS + 1;
+    fake_via.ctrl = 0;
+    CHECK(nv_via_init(&via, 0, 100000000u) == NV_ERR_RANGE);
+    char expected[96];
+    snprintf(expected, sizeof expected, "the card has %u VIs, this firmware was built for at most %u",
+             (unsigned)NV_VIA_MAX_VIS + 1, (unsigned)NV_VIA_MAX_VIS);
+    CHECK(strstr(fake.log, expected) != NULL);
+    CHECK(!(fake_via.ctrl & NV_VIA_CTRL_ENABLE_MASK)); /* the engine stays off */
+    fake_via.vi_count = NV_VIA_MAX_VIS; /* as many as it holds: taken */
+    CHECK(nv_via_init(&via, 0, 100000000u) == NV_OK && via.vis == NV_VIA_MAX_VIS);
+}
+
 static void test_protection_tags(void)
 {
     setup();
@@ -787,6 +802,7 @@ static void test_prebuilt_descriptor_refuses_bad_handles_and_arguments(void)
 int main(void)
 {
     test_init_reads_the_card_and_enables_the_engine();
+    test_init_refuses_a_card_with_more_vis_than_the_build_holds();
     test_protection_tags();
     test_register_writes_both_levels_valid_last();
     test_register_refuses_bad_arguments_and_writes_nothing();

@@ -85,7 +85,12 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
     via->max_mtu = nv_reg_read(NV_VIA_MAX_MTU);
     via->host_base = nv_reg_read(NV_VIA_HOST_MEM_BASE);
     via->host_size = nv_reg_read(NV_VIA_HOST_MEM_SIZE);
-    if (via->vis == 0 || via->vis > NV_VIA_MAX_VIS || via->cqs > NV_VIA_MAX_CQS ||
+    if (via->vis > NV_VIA_MAX_VIS) {
+        nv_log("via: the card has %u VIs, this firmware was built for at most %u (NV_VIA_MAX_VIS)\n", via->vis,
+               (unsigned)NV_VIA_MAX_VIS);
+        return NV_ERR_RANGE;
+    }
+    if (via->vis == 0 || via->cqs > NV_VIA_MAX_CQS ||
         via->att_regions > NV_VIA_MAX_REGIONS || via->att_pages > NV_VIA_MAX_PAGES)
         return NV_ERR_RANGE;
     for (unsigned i = 0; i < via->att_regions; i++) { /* no stale regions from before a reset */

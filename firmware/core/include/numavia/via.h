@@ -13,7 +13,13 @@
 
 #include "numavia/core.h"
 
-#define NV_VIA_MAX_VIS 16
+/* The VIs the manager keeps state for (struct nv_via_vi, in the CPU's RAM): a build for one card
+ * sizes it to that card's VI_COUNT (the bare-metal build passes the SoC's NUMAVIA_VIA_VIS), so a
+ * small board's RAM holds only the VIs its card has; by default, all the register map has room for. */
+#ifndef NV_VIA_MAX_VIS
+#define NV_VIA_MAX_VIS NV_VIA_VI_CAPACITY
+#endif
+_Static_assert(NV_VIA_MAX_VIS >= 1 && NV_VIA_MAX_VIS <= NV_VIA_VI_CAPACITY, "the register map has room for the VIs");
 #define NV_VIA_MAX_CQS 16
 #define NV_VIA_MAX_PTAGS 16
 #define NV_VIA_MAX_REGIONS 256
