@@ -109,11 +109,11 @@ class NumaviaSoC(SoCCore):
             self.card.window,
             SoCRegion(origin=self.mem_map["shared"], size=card_config.address_map().window_bytes, cached=False),
         )
+        # soc.h and csr.json: the firmware sizes its VI table to the card (NV_VIA_MAX_VIS), 0: no VIA.
+        self.add_constant(VIA_VIS_CONSTANT, card_config.via_vis if card_config.via else 0)
         if card_config.via:  # without the VIA engine (small FPGAs) the card has no DMA initiator
             self.bus.add_master("card_dma", self.card.dma)
             self.irq.add("card", use_loc_if_exists=True)  # the VIA protocol manager's wake-up
-            # soc.h and csr.json: the firmware sizes its VI table to the card (NV_VIA_MAX_VIS).
-            self.add_constant(VIA_VIS_CONSTANT, card_config.via_vis)
 
     def _add_host_memory(self, size):
         """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""

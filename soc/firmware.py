@@ -81,7 +81,7 @@ def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object]
             f"RAM_SIZE={mems[MAIN_RAM]['size']:#x}",
         ]
         via_vis = csr["constants"].get(VIA_VIS_CONSTANT.lower())
-        if via_vis is not None:  # a card without VIA has no VI table to size
+        if via_vis is not None:  # an SoC from before the constant: the firmware's default table
             cmd.append(f"VIA_VIS={via_vis}")
         result = subprocess.run(cmd, capture_output=True, text=True)
         (folder / "build.log").write_text(result.stdout + result.stderr)

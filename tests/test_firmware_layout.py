@@ -127,3 +127,31 @@ def test_the_call_check_sees_a_call_that_leaves(image):
     start, end = group_range(link_map, "via_bench")
     everything = calls_out(elf, 0, max(functions(elf).values()) + 4)
     assert any(not start <= address < end for address, _ in everything)
+
+
+def data_symbols(elf):
+    """{name: size} of the image's data and bss objects (LTO suffixes such as .0 dropped)."""
+    out = subprocess.run([CROSS + "nm", "-S", str(elf)], capture_output=True, text=True, check=True).stdout
+    return {
+        fields[3].split(".")[0]: int(fields[1], 16)
+        for fields in (line.split() for line in out.splitlines())
+        if len(fields) == 4 and fields[2] in "bBdD"
+    }
+
+
+def test_the_via_managers_vi_table_follows_the_cards_vis():
+    """The SoC tells the build its card's VIs (NUMAVIA_VIA_VIS), so the manager's RAM grows by one
+    VI's state per VI, and an image for a card without VIA carries neither the manager nor its table
+    (the smallest board has 8 KiB of RAM)."""
+
+    def image(config):
+        return build_firmware(sim.build_soc(config, log=lambda m: None), log=lambda m: None).with_name("firmware.elf")
+
+    few, many = sim.SimConfig(via_vis=2), sim.SimConfig()
+    table = {config.via_vis: data_symbols(image(config))["via"] for config in (few, many)}
+    grown = table[many.via_vis] - table[few.via_vis]
+    assert grown > 0 and grown % (many.via_vis - few.via_vis) == 0, table
+    without_via = image(sim.SimConfig(via=False))
+    assert "via" not in data_symbols(without_via)
+    manager = [name for name in functions(image(many)) if name.startswith("nv_via_")]
+    assert manager and not [name for name in functions(without_via) if name.startswith("nv_via_")]

@@ -34,8 +34,8 @@ def test_two_nodes_boot_with_identity_read_over_the_bus(tmp_path):
 
 
 def test_firmware_boots_on_a_card_built_without_via(tmp_path):
-    # The small-FPGA card (`numavia sim --no-via`, CardConfig(via=False)): the same firmware reads
-    # CTRL.FEATURES and skips the VIA manager instead of trapping on registers that do not answer;
+    # The small-FPGA card (`numavia sim --no-via`, CardConfig(via=False)): the firmware, built for
+    # it without the VIA manager, reads CTRL.FEATURES and reports the card without VIA;
     # `numavia status` shows the card's features and leaves out the VIA counters.
     build(1, via=False)  # cached model; the CLI below finds it
     with served_cli(tmp_path, 1, "--no-via") as numavia:

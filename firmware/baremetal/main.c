@@ -12,6 +12,12 @@
 #define NV_FW_VERSION "dev"
 #endif
 
+/* 0 in a build for a card without the VIA engine (the Makefile's VIA_VIS=0): the manager and its
+ * VI table are left out of the image and the RAM. */
+#ifndef NV_WITH_VIA
+#define NV_WITH_VIA 1
+#endif
+
 int main(void)
 {
     static const struct nv_ucode_image ucode = {nv_ucode, NV_UCODE_WORDS, NV_UCODE_CRC32};
@@ -23,7 +29,7 @@ int main(void)
             ;
     }
     /* Small FPGAs build the card without the VIA engine: its registers do not answer there. */
-    bool with_via = info.features & NV_CTRL_FEATURES_VIA_MASK;
+    bool with_via = NV_WITH_VIA && (info.features & NV_CTRL_FEATURES_VIA_MASK);
     static struct nv_via via;
     if (with_via) {
         status = nv_via_init(&via, info.node_id, info.clk_freq_hz);
