@@ -351,6 +351,38 @@ static void test_server_accepts_once_and_answers_repeats(void)
     CHECK(fake_via.vi[vi].connects == 1);
 }
 
+/* Accepted requests leave the request table (the VIs remember them): a server accepts more
+ * connections, one after another, than the table has entries, and still answers a repeat. */
+static void test_server_accepts_more_connections_than_its_request_table(void)
+{
+    setup();
+    fake_via.vi_count = NV_VIA_MAX_REQUESTS + 2;
+    CHECK(nv_via_init(&via, 0, 100000000u) == NV_OK);
+    uint32_t tag = ptag();
+    uint32_t req[8];
+    for (unsigned k = 0; k < fake_via.vi_count; k++) {
+        uint32_t vi = new_vi(tag);
+        message(req, NV_MGMT_TYPE_CONNECT_REQUEST, k, 0xffff, 100 + k, 1000 + k);
+        fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);
+        nv_via_poll(&via);
+        uint32_t w[16] = {[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 100 + k};
+        CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_SUCCESS);
+        uint32_t a[16] = {[NV_MBOX_CONNECT_ACCEPT_ARG_REQUEST] = w[NV_MBOX_CONNECT_WAIT_RES_REQUEST],
+                          [NV_MBOX_CONNECT_ACCEPT_ARG_VI] = vi,
+                          [NV_MBOX_CONNECT_ACCEPT_ARG_BUF_HANDLE] = NV_MBOX_NONE};
+        CHECK(nv_via_command(&via, NV_MBOX_CONNECT_ACCEPT, a) == NV_VIP_SUCCESS);
+        CHECK(fake_via.vi[vi].state == NV_VI_STATE_CONNECTED);
+    }
+    CHECK(fake_via.sent_count == fake_via.vi_count && strstr(fake.log, "dropped") == NULL);
+    message(req, NV_MGMT_TYPE_CONNECT_REQUEST, 0, 0xffff, 100, 1000); /* the first client asks again */
+    fake_via_inject(2, req, NV_MGMT_MESSAGE_SIZE);
+    nv_via_poll(&via);
+    const uint32_t *again = fake_via.sent[fake_via.sent_count - 1].words;
+    CHECK(MSG(again, TYPE) == NV_MGMT_TYPE_CONNECT_ACCEPT && MSG(again, DST_VI) == 0 && MSG(again, REQUEST_ID) == 1000);
+    uint32_t w[16] = {[NV_MBOX_CONNECT_WAIT_ARG_DISCRIMINATOR] = 100};
+    CHECK(nv_via_command(&via, NV_MBOX_CONNECT_WAIT, w) == NV_VIP_NOT_DONE); /* not a new request */
+}
+
 static void test_disconnect_both_ways(void)
 {
     setup();
@@ -810,6 +842,7 @@ int main(void)
     test_client_connects_with_buffer_exchange();
     test_client_retries_then_times_out_or_is_rejected();
     test_server_accepts_once_and_answers_repeats();
+    test_server_accepts_more_connections_than_its_request_table();
     test_disconnect_both_ways();
     test_mailbox_runs_each_command_once();
     test_interrupt_driven_port_acknowledges_before_reading_the_mailbox();

@@ -70,11 +70,12 @@ static void connect_vi(unsigned vi, unsigned node, unsigned peer_vi)
     nv_reg_write(NV_VIA_VI_CMD_AT(vi), NV_VIA_VI_CMD_CONNECT_MASK);
 }
 
-static void forget_requests_of(struct nv_via *via, unsigned vi)
+/* The server's CONNECT_ACCEPT for VI `vi`, which accepted its client's request. */
+static void send_accept(struct nv_via *via, unsigned vi)
 {
-    for (unsigned i = 0; i < NV_VIA_MAX_REQUESTS; i++)
-        if (via->requests[i].state == NV_REQ_ACCEPTED && via->requests[i].local_vi == vi)
-            via->requests[i].state = NV_REQ_FREE;
+    const struct nv_via_vi *v = &via->vi[vi];
+    send_message(via, v->peer_node, NV_MGMT_TYPE_CONNECT_ACCEPT, vi, v->peer_vi, v->discriminator, v->request_id,
+                 &v->local);
 }
 
 uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t args[16])
@@ -141,17 +142,18 @@ uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t a
         if (v->conn != NV_CONN_NONE || nv_via_vi_state(vi) != NV_VI_STATE_IDLE)
             return NV_VIP_INVALID_STATE;
         struct nv_via_request *r = &via->requests[i];
-        r->state = NV_REQ_ACCEPTED;
-        r->local_vi = (uint8_t)vi;
-        r->local = buffer_args(ARG(CONNECT_ACCEPT, BUF_VA_LO), ARG(CONNECT_ACCEPT, BUF_VA_HI),
-                               ARG(CONNECT_ACCEPT, BUF_HANDLE), ARG(CONNECT_ACCEPT, BUF_LENGTH));
         v->conn = NV_CONN_CONNECTED;
+        v->accepted = 1;
         v->peer_node = r->node;
         v->peer_vi = r->vi;
-        v->local = r->local;
+        v->discriminator = r->discriminator;
+        v->request_id = r->request_id;
+        v->local = buffer_args(ARG(CONNECT_ACCEPT, BUF_VA_LO), ARG(CONNECT_ACCEPT, BUF_VA_HI),
+                               ARG(CONNECT_ACCEPT, BUF_HANDLE), ARG(CONNECT_ACCEPT, BUF_LENGTH));
         v->remote = r->remote;
-        connect_vi(vi, r->node, r->vi);
-        send_message(via, r->node, NV_MGMT_TYPE_CONNECT_ACCEPT, vi, r->vi, r->discriminator, r->request_id, &r->local);
+        r->state = NV_REQ_FREE;
+        connect_vi(vi, v->peer_node, v->peer_vi);
+        send_accept(via, vi);
         return NV_VIP_SUCCESS;
     }
     case NV_MBOX_CONNECT_REJECT: {
@@ -169,7 +171,7 @@ uint32_t nv_via_connection_command(struct nv_via *via, uint32_t code, uint32_t a
             return NV_VIP_INVALID_PARAMETER;
         struct nv_via_vi *v = &via->vi[vi];
         uint32_t result = nv_via_reset_vi(via, vi);
-        forget_requests_of(via, vi);
+        v->accepted = 0;
         if (v->conn == NV_CONN_CONNECTED || v->conn == NV_CONN_DISCONNECTING) {
             v->conn = NV_CONN_DISCONNECTING;
             v->deadline = nv_via_deadline(via, NV_VIA_CONNECT_TIMEOUT_US);
@@ -240,19 +242,22 @@ static void on_request(struct nv_via *via, unsigned node, const uint32_t *words)
 {
     unsigned src_vi = (unsigned)GET(words, SRC_VI);
     uint32_t request_id = (uint32_t)GET(words, REQUEST_ID);
+    for (unsigned vi = 0; vi < via->vis; vi++) {
+        const struct nv_via_vi *v = &via->vi[vi];
+        if (v->accepted && v->conn == NV_CONN_CONNECTED && v->peer_node == node && v->peer_vi == src_vi &&
+            v->request_id == request_id) {
+            send_accept(via, vi); /* our ACCEPT was lost: say it again */
+            return;
+        }
+    }
     struct nv_via_request *free_entry = NULL;
     for (unsigned i = 0; i < NV_VIA_MAX_REQUESTS; i++) {
         struct nv_via_request *r = &via->requests[i];
         if (r->state == NV_REQ_FREE) {
             if (free_entry == NULL)
                 free_entry = r;
-            continue;
-        }
-        if (r->node == node && r->vi == src_vi && r->request_id == request_id) {
-            if (r->state == NV_REQ_ACCEPTED) /* our ACCEPT was lost: say it again */
-                send_message(via, node, NV_MGMT_TYPE_CONNECT_ACCEPT, r->local_vi, r->vi, r->discriminator,
-                             r->request_id, &r->local);
-            return;
+        } else if (r->node == node && r->vi == src_vi && r->request_id == request_id) {
+            return; /* waiting for the host already */
         }
     }
     if (free_entry == NULL) {
@@ -294,8 +299,8 @@ void nv_via_handle_mgmt(struct nv_via *via, unsigned src_node, const uint32_t *p
     case NV_MGMT_TYPE_DISCONNECT:
         if (v != NULL && v->conn == NV_CONN_CONNECTED && v->peer_node == src_node && v->peer_vi == src_vi) {
             nv_via_reset_vi(via, dst_vi);
-            forget_requests_of(via, dst_vi);
             v->conn = NV_CONN_NONE;
+            v->accepted = 0;
         }
         send_message(via, src_node, NV_MGMT_TYPE_DISCONNECT_ACK, dst_vi, src_vi, 0, request_id, NULL);
         break;

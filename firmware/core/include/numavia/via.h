@@ -24,7 +24,7 @@ _Static_assert(NV_VIA_MAX_VIS >= 1 && NV_VIA_MAX_VIS <= NV_VIA_VI_CAPACITY, "the
 #define NV_VIA_MAX_PTAGS 16
 #define NV_VIA_MAX_REGIONS 256
 #define NV_VIA_MAX_PAGES 8192
-#define NV_VIA_MAX_REQUESTS 8 /* connection requests a node keeps at once */
+#define NV_VIA_MAX_REQUESTS 8 /* connection requests a node keeps waiting for its host at once */
 
 /* Firmware timers, in microseconds. */
 #define NV_VIA_RETRY_US 100 /* management requests are repeated this often */
@@ -50,19 +50,22 @@ struct nv_via_vi {
     uint8_t conn; /* enum nv_via_conn_state */
     uint16_t ptag;
     uint8_t peer_node, peer_vi;
+    uint8_t accepted; /* connected as the server: request_id is the client's, answered again if it asks again */
     uint32_t discriminator, request_id;
     uint64_t deadline, next_retry; /* cycles */
     struct nv_via_buffer local, remote;
 };
 
-enum nv_via_request_state { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_HANDED, NV_REQ_ACCEPTED };
+enum nv_via_request_state { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_HANDED };
 
-struct nv_via_request { /* a connection request received by this node (server side) */
-    uint8_t state;      /* enum nv_via_request_state */
-    uint8_t node, vi;   /* the client */
-    uint8_t local_vi;   /* once accepted */
+/* A connection request received by this node (server side), until the host accepts or rejects
+ * it: an accepted one lives on in the VI it connected (nv_via_vi.accepted), so the table holds
+ * only the requests waiting, however many VIs are connected. */
+struct nv_via_request {
+    uint8_t state;    /* enum nv_via_request_state */
+    uint8_t node, vi; /* the client */
     uint32_t discriminator, request_id;
-    struct nv_via_buffer remote, local;
+    struct nv_via_buffer remote;
 };
 
 /* Each field as narrow as its range allows: NV_VIA_MAX_REGIONS of them live in the CPU's RAM,
