@@ -74,7 +74,7 @@ static void test_init_refuses_a_card_with_more_vis_than_the_build_holds(void)
              (unsigned)NV_VIA_MAX_VIS + 1, (unsigned)NV_VIA_MAX_VIS);
     CHECK(strstr(fake.log, expected) != NULL);
     CHECK(!(fake_via.ctrl & NV_VIA_CTRL_ENABLE_MASK)); /* the engine stays off */
-    fake_via.vi_count = NV_VIA_MAX_VIS; /* as many as it holds: taken */
+    fake_via.vi_count = NV_VIA_MAX_VIS;                /* as many as it holds: taken */
     CHECK(nv_via_init(&via, 0, 100000000u) == NV_OK && via.vis == NV_VIA_MAX_VIS);
 }
 

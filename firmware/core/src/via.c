@@ -90,8 +90,8 @@ nv_status nv_via_init(struct nv_via *via, unsigned node_id, uint32_t clk_freq_hz
                (unsigned)NV_VIA_MAX_VIS);
         return NV_ERR_RANGE;
     }
-    if (via->vis == 0 || via->cqs > NV_VIA_MAX_CQS ||
-        via->att_regions > NV_VIA_MAX_REGIONS || via->att_pages > NV_VIA_MAX_PAGES)
+    if (via->vis == 0 || via->cqs > NV_VIA_MAX_CQS || via->att_regions > NV_VIA_MAX_REGIONS ||
+        via->att_pages > NV_VIA_MAX_PAGES)
         return NV_ERR_RANGE;
     for (unsigned i = 0; i < via->att_regions; i++) { /* no stale regions from before a reset */
         nv_reg_write(NV_VIA_ATT_ADDR, i * NV_ATT_L1_STRIDE_WORDS + NV_ATT_L1_ATTRIBUTES_OFFSET / 4);
