@@ -146,7 +146,9 @@ class RxEngine(wiring.Component):
         rq_mem = Memory(shape=32, depth=vis * qd, init=[])
         m.submodules.rq_mem = rq_mem
         rq_w = rq_mem.write_port()
-        rq_r = rq_mem.read_port(domain="comb")
+        # Block RAM: answers a cycle after its address, so the head is addressed where the next
+        # cycle's VI will be (a flush picks its VI and reads at once).
+        rq_r = rq_mem.read_port(transparent_for=(rq_w,))
         rq_head = Array(Signal(range(2 * qd), name=f"rq_head{v}") for v in range(vis))
         rq_tail = Array(Signal(range(2 * qd), name=f"rq_tail{v}") for v in range(vis))
         for v in range(vis):
@@ -255,7 +257,8 @@ class RxEngine(wiring.Component):
         psn_diff = Signal(32)
         m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
         rq_empty = rq_head[vi] == rq_tail[vi]
-        m.d.comb += [rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])]
+        rq_vi = Signal.like(vi)
+        m.d.comb += [rq_vi.eq(vi), rq_r.addr.eq(rq_vi * qd + rq_head[rq_vi][: len(rq_head[rq_vi]) - 1])]
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = self.config.record.ptag
 
@@ -333,7 +336,8 @@ class RxEngine(wiring.Component):
                     with m.Else():
                         m.next = "HEADER"
                 with m.Elif(flush_any):
-                    m.d.sync += [vi.eq(flush_vi)]
+                    m.d.comb += rq_vi.eq(flush_vi)
+                    m.d.sync += vi.eq(flush_vi)
                     m.next = "FLUSH"
 
             with m.State("HEADER"):

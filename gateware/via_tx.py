@@ -164,11 +164,13 @@ class TxEngine(wiring.Component):
         info_mem = Memory(shape=SlotInfo, depth=vis * qd, init=[])
         m.submodules.sq_mem = sq_mem
         m.submodules.info_mem = info_mem
+        # Block RAM: the read ports answer a cycle after their address, so they are addressed
+        # with the send position and head the visit will have in the next cycle (below).
         sq_w = sq_mem.write_port()
-        sq_r = sq_mem.read_port(domain="comb")  # the slot being sent
-        sq_head_r = sq_mem.read_port(domain="comb")  # the slot being completed
+        sq_r = sq_mem.read_port(transparent_for=(sq_w,))  # the slot being sent
+        sq_head_r = sq_mem.read_port(transparent_for=(sq_w,))  # the slot being completed
         info_w = info_mem.write_port()
-        info_r = info_mem.read_port(domain="comb")
+        info_r = info_mem.read_port(transparent_for=(info_w,))
 
         def arr(name, width, init=0):
             return Array(Signal(width, name=f"{name}{v}", init=init) for v in range(vis))
@@ -376,10 +378,15 @@ class TxEngine(wiring.Component):
             sg.need.eq(Mux(single, via_att.NEED_RDMA_READ, via_att.NEED_LOCAL)),
         ]
 
+        # The send position and head of the next cycle: as now, but where a state moves them and
+        # the next one reads their slot (a completion, a rewind).
+        cur_next, head_next = Signal(ptr), Signal(ptr)
         m.d.comb += [
-            sq_r.addr.eq(vi * qd + ctx.cur[: len(ctx.cur) - 1]),
-            sq_head_r.addr.eq(vi * qd + head[vi][: len(head[vi]) - 1]),
-            info_r.addr.eq(vi * qd + head[vi][: len(head[vi]) - 1]),
+            cur_next.eq(ctx.cur),
+            head_next.eq(head[vi]),
+            sq_r.addr.eq(vi * qd + cur_next[: len(cur_next) - 1]),
+            sq_head_r.addr.eq(vi * qd + head_next[: len(head_next) - 1]),
+            info_r.addr.eq(vi * qd + head_next[: len(head_next) - 1]),
             self.mgmt_busy.eq(mgmt_pending),
         ]
         slot_info = info_r.data
@@ -559,7 +566,8 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.sync += head[vi].eq(head[vi] + 1)
+                    m.d.comb += head_next.eq(head[vi] + 1)
+                    m.d.sync += head[vi].eq(head_next)
                     update(head_psn=ctx.head_end)
                     with m.If(slot_info.op == _SOP.RDMA_READ):
                         m.d.sync += read_active[vi].eq(0)
@@ -586,10 +594,10 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.comb += timers.stop.eq(1)
+                    m.d.comb += [timers.stop.eq(1), head_next.eq(head[vi] + 1)]
                     m.d.sync += [
                         loaded.eq(0),
-                        head[vi].eq(head[vi] + 1),
+                        head[vi].eq(head_next),
                         read_active[vi].eq(0),
                     ]
                     update(err_pending=0)
@@ -611,7 +619,7 @@ class TxEngine(wiring.Component):
                 m.next = "VISIT_REWIND"
             with m.State("VISIT_REWIND"):
                 with m.If(ctx.rewind):
-                    m.d.comb += timers.stop.eq(1)
+                    m.d.comb += [timers.stop.eq(1), cur_next.eq(head[vi])]
                     m.d.sync += snd_nxt[vi].eq(ctx.una)
                     update(rewind=0, cur=head[vi], cur_offset=(ctx.una - ctx.head_psn)[:24] * per_frame)
                 m.next = "VISIT_CONTROL"
