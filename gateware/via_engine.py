@@ -91,7 +91,11 @@ class ViaEngine(wiring.Component):
         # The doorbell pages: page i decodes VI i's two doorbells and nothing else, so a doorbell
         # for VI i can only come through page i. Pages of VIs this card does not build, and the
         # rest of every page, answer err like any hole of the window.
-        m.submodules.doorbell_bank = doorbell_bank = RegisterBank(regmap.DOORBELL, counts={"VI": vis})
+        m.submodules.doorbell_bank = doorbell_bank = RegisterBank(
+            regmap.DOORBELL,
+            counts={"VI": vis},
+            tables={"VI": 0},  # one decode and one data register for all pages
+        )
         wiring.connect(m, wiring.flipped(self.doorbells), doorbell_bank.bus)
         doorbell_refused = Signal()
         m.d.comb += doorbell_refused.eq(doorbell_bank.bus.err & self.doorbells.we)

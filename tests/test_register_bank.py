@@ -59,9 +59,13 @@ def test_array_elements_decode_at_their_stride():
     run(tb, counts={"Q": 3})
 
 
-def test_doorbell_strobe_carries_the_element_and_data():
+@pytest.mark.parametrize("tables", [{}, {"Q": 1}], ids=["flip-flops", "table"])
+def test_strobes_carry_the_element_and_data(tables):
+    """A write-only register's strobe and data, a read-only one's read strobe, at the element the
+    bus named and no other; a write to a read-only register answers err. The same whether the
+    array's element is decoded per register or, in a table, once."""
     strobes = []
-    dut = RegisterBank(BLOCK)
+    dut = RegisterBank(BLOCK, tables=tables)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
@@ -70,17 +74,24 @@ def test_doorbell_strobe_carries_the_element_and_data():
             await ctx.tick()
             for i in range(4):
                 if ctx.get(dut.q[i].bell.w_stb):
-                    strobes.append((i, ctx.get(dut.q[i].bell.w_data)))
+                    strobes.append(("bell", i, ctx.get(dut.q[i].bell.w_data)))
+                if ctx.get(dut.q[i].count.r_stb):
+                    strobes.append(("count", i))
 
     async def bench(ctx):
         await write(ctx, dut.bus, 0x60, 0x1234)  # Q[2].BELL
         await write(ctx, dut.bus, 0x40, 0x99)  # Q[0].BELL
+        await write(ctx, dut.bus, 0x70, 0xAB00_0000, sel=0b1000)  # Q[3].BELL, its top byte
         assert await read(ctx, dut.bus, 0x60) == 0  # write-only: reads 0
+        ctx.set(dut.q[1].count.value, 7)
+        assert await read(ctx, dut.bus, 0x58) == 7  # Q[1].COUNT
+        with pytest.raises(BusError):
+            await write(ctx, dut.bus, 0x58, 1)
 
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(bench)
     run_simulation(sim)
-    assert strobes == [(2, 0x1234), (0, 0x99)]
+    assert strobes == [("bell", 2, 0x1234), ("bell", 0, 0x99), ("bell", 3, 0xAB00_0000), ("count", 1)]
 
 
 def test_elements_past_the_count_answer_err():
@@ -164,3 +175,50 @@ def test_a_table_needs_a_power_of_two_stride():
         with pytest.raises(ValueError, match="power-of-two stride, not 0xc"):
             RegisterBank(odd, tables={"R": 1})
         gc.collect()
+
+
+def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
+    """Doorbell pages: write-only registers only, a table of no lookups (no memory), one page per
+    element; a write reaches its element alone, the rest of a page and pages not built answer err."""
+    pages = Block(
+        "pages",
+        base=0,
+        size=0x400,
+        doc="test",
+        arrays=(
+            RegisterArray(
+                "P",
+                0x0,
+                8,
+                0x80,
+                "pages",
+                registers=(Register("A", 0x0, Access.WO, "a"), Register("B", 0x4, Access.WO, "b")),
+            ),
+        ),
+    )
+    strobes = []
+    dut = RegisterBank(pages, counts={"P": 5}, tables={"P": 0})
+    assert not hasattr(dut, "p_lookup")
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def monitor(ctx):
+        while True:
+            await ctx.tick()
+            for i in range(5):
+                for name in ("a", "b"):
+                    port = getattr(dut.p[i], name)
+                    if ctx.get(port.w_stb):
+                        strobes.append((i, name, ctx.get(port.w_data)))
+
+    async def bench(ctx):
+        await write(ctx, dut.bus, 0x4 * 0x80 + 0x4, 0x55)  # P[4].B
+        await write(ctx, dut.bus, 0x1 * 0x80, 0x66)  # P[1].A
+        for bad in (0x1 * 0x80 + 0x8, 0x5 * 0x80):  # a hole in a page, a page not built
+            with pytest.raises(BusError):
+                await write(ctx, dut.bus, bad, 1)
+
+    sim.add_testbench(monitor, background=True)
+    sim.add_testbench(bench)
+    run_simulation(sim)
+    assert strobes == [(4, "b", 0x55), (1, "a", 0x66)]
