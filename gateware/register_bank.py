@@ -19,11 +19,13 @@ elements (the VIs) costs memory, not logic: ``tables={"VI": 5}`` holds one recor
 registers (``table_layout``) per element, and gives the block's logic 5 lookups
 (``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle; an array with no
 ``rw`` registers, such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory). Those registers
-have no per-element ports; the bus reads and writes them as any other. A table array's element is
-decoded from the address once, by a subtraction and a shift (its stride must be a power of two),
-for its ``rw`` registers and its ``wo`` ones, which share one ``w_data`` flip-flop per register
-(a strobe per element); its ``ro`` registers are decoded one by one, as other registers are (a
-multiplexer indexed by the element measured larger: 64 VIs, 20.7k against 13.3k LUT4).
+have no per-element ports; the bus reads and writes them as any other. A table's ``ro`` registers
+have none either: the bank names the element the bus reads on its status port (``bank.vi_status``:
+``index``) and the block's logic answers with that element's values (``record``), from its own
+memories where it keeps them there (no read strobe). Its ``wo`` registers share one ``w_data``
+flip-flop per register, with a strobe per element. A table array's element is decoded from the
+address once, by a subtraction and a shift (its stride must be a power of two), not by a
+comparison per register.
 """
 
 from amaranth import Array, Module, Signal
@@ -48,18 +50,35 @@ def register_signature(reg, hw_writable=False):
 
 
 def array_signature(array, table=False):
+    """An element's ports: in a table, its ``wo`` registers' only (``rw`` ones are in memory, ``ro``
+    ones read through the status port)."""
     return wiring.Signature(
         {
             reg.name.lower(): Out(register_signature(reg))
             for reg in array.registers
-            if not (table and reg.access is Access.RW)
+            if not table or reg.access is Access.WO
         }
     )
 
 
+def _layout(array, access):
+    return data.StructLayout({reg.name.lower(): reg.width for reg in array.registers if reg.access is access})
+
+
 def table_layout(array):
     """One element's ``rw`` registers, as a table in memory holds them."""
-    return data.StructLayout({reg.name.lower(): reg.width for reg in array.registers if reg.access is Access.RW})
+    return _layout(array, Access.RW)
+
+
+def status_layout(array):
+    """One element's ``ro`` registers, as the block's logic answers a table's status port."""
+    return _layout(array, Access.RO)
+
+
+def status_signature(array, count):
+    """A table's ``ro`` registers (the bank's side): it names the element the bus reads, the block's
+    logic answers with that element's values in the same cycle."""
+    return wiring.Signature({"index": Out(range(count)), "record": In(status_layout(array))})
 
 
 def lookup_signature(array, count):
@@ -100,6 +119,8 @@ class RegisterBank(wiring.Component):
             if table and self.tables[array.name]:
                 lookup = lookup_signature(array, self.counts[array.name])
                 members[f"{array.name.lower()}_lookup"] = In(lookup).array(self.tables[array.name])
+            if table and status_layout(array).members:
+                members[f"{array.name.lower()}_status"] = Out(status_signature(array, self.counts[array.name]))
         super().__init__(members)
 
     def port(self, name):
@@ -111,11 +132,10 @@ class RegisterBank(wiring.Component):
             yield (reg.offset // 4, reg, self.port(reg.name), reg.name.lower(), self.resets.get(reg.name, reg.reset))
         for array in self.block.arrays:
             elements = getattr(self, array.name.lower())
-            table = array.name in self.tables
+            if array.name in self.tables:
+                continue  # decoded by element (_table_access)
             for i in range(self.counts[array.name]):
                 for reg in array.registers:
-                    if table and reg.access is not Access.RO:
-                        continue  # decoded by element (_table_access)
                     yield (
                         (array.offset + i * array.stride + reg.offset) // 4,
                         reg,
@@ -189,6 +209,8 @@ class RegisterBank(wiring.Component):
                 word.eq(relative),
                 hit.eq((bus.adr >= first) & (bus.adr < first + count * stride_words)),
             ]
+            if status_layout(array).members:
+                m.d.comb += getattr(self, f"{name.lower()}_status").index.eq(element)
             bus_port = write_port = None  # an array without rw registers (doorbells) needs no memory
             layout = table_layout(array)
             if layout.members:
@@ -222,8 +244,6 @@ class RegisterBank(wiring.Component):
             elements = getattr(self, name.lower())
             with m.If(hit):
                 for reg in self.block.array(name).registers:
-                    if reg.access is Access.RO:
-                        continue  # decoded per register
                     field = reg.name.lower()
                     with m.If(word == reg.offset // 4):
                         m.d.sync += [bus.err.eq(0), bus.ack.eq(1)]
@@ -235,6 +255,10 @@ class RegisterBank(wiring.Component):
                                     write_port.en.eq(1),
                                     getattr(write_port.data, field).eq((old & ~mask) | (bus.dat_w & mask)),
                                 ]
+                        elif reg.access is Access.RO:
+                            m.d.sync += bus.dat_r.eq(getattr(getattr(self, f"{name.lower()}_status").record, field))
+                            with m.If(bus.we):
+                                m.d.sync += [bus.err.eq(1), bus.ack.eq(0)]  # a write to a read-only register is a bug
                         else:
                             ports = Array(getattr(e, field) for e in elements)
                             m.d.sync += bus.dat_r.eq(0)

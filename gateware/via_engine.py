@@ -13,7 +13,7 @@ written (the card's PCIe MSI; without PCIe the firmware polls the queues, and th
 at all).
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -246,6 +246,7 @@ class ViaEngine(wiring.Component):
         readers = {"tx": tx.config, "rx": rx.config, "rx_frame": rx.frame_config, "completion": completion.vi_config}
         for name, reader in readers.items():
             wiring.connect(m, reader, vi_lookup[name])
+        states, queue_status = [], []
         for v in range(vis):
             regs = bank.vi[v]
             state = Signal(2, name=f"vi{v}_state")
@@ -272,15 +273,24 @@ class ViaEngine(wiring.Component):
                 vi_config.connect[v].eq(connect),
             ]
             m.d.comb += [
-                regs.state.value.eq((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb)),
                 tx.sq_doorbell[v].eq(sq_rung[v] & postable_doorbell),
                 tx.sq_doorbell_addr[v].eq(rung_addr),
                 rx.rq_doorbell[v].eq(rq_rung[v] & postable_doorbell),
                 rx.rq_doorbell_addr[v].eq(rung_addr),
-                regs.queue_status.value.eq(Cat(tx.sq_count[v], rx.rq_count[v])),
-                regs.tx_psn.value.eq(tx.snd_nxt[v]),
-                regs.rx_psn.value.eq(rx.rx_psn[v]),
             ]
+            states.append((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb))
+            queue_status.append(Cat(tx.sq_count[v], rx.rq_count[v]))
+
+        # The VI array's read-only registers, at the VI the bus reads (one multiplexer each, not a
+        # decoder per VI and register); RX_PSN from RX's sequence record.
+        status = bank.vi_status
+        m.d.comb += [
+            status.record.state.eq(Array(states)[status.index]),
+            status.record.queue_status.eq(Array(queue_status)[status.index]),
+            status.record.tx_psn.eq(Array(tx.snd_nxt)[status.index]),
+            rx.psn_vi.eq(status.index),
+            status.record.rx_psn.eq(rx.psn),
+        ]
 
         # --- receive <-> transmit ------------------------------------------------------------
         wiring.connect(m, rx.to_tx, tx.from_rx)

@@ -111,7 +111,8 @@ class RxEngine(wiring.Component):
                 "rq_doorbell": In(1).array(vis),
                 "rq_doorbell_addr": In(32).array(vis),
                 "rq_count": Out(16).array(vis),
-                "rx_psn": Out(32).array(vis),  # each VI's rcv_nxt, for its RX_PSN register
+                "psn_vi": In(range(vis)),  # the VI whose RX_PSN register the bus reads...
+                "psn": Out(32),  # ... its rcv_nxt
                 "to_tx": Out(rx_to_tx_signature(vis)),
                 "from_tx": In(tx_to_rx_signature(vis)),
                 "jobs": Out(stream.Signature(ReadJob)),  # RDMA reads for the transmit engine to answer
@@ -196,12 +197,14 @@ class RxEngine(wiring.Component):
         # engine's VI, by this engine only. A connect clears the record (it reads as zeros), and a
         # read request's start clears the read's offset: neither needs the write port.
         m.submodules.sequence = sequence = ViRecords(
-            SequenceRecord, vis, peeks=1, clears={"connect": None, "read_start": ("read_offset",)}
+            SequenceRecord, vis, peeks=2, clears={"connect": None, "read_start": ("read_offset",)}
         )
         seq, seq_tx = sequence.owner.record, sequence.peek[0].record
         m.d.comb += [
             sequence.owner.vi.eq(vi),
             sequence.peek[0].vi.eq(self.from_tx.vi),
+            sequence.peek[1].vi.eq(self.psn_vi),
+            self.psn.eq(sequence.peek[1].record.rcv_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
             sequence.clear.read_start.eq(Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
             self.to_tx.vi.eq(vi),  # where TX reads its read record for us
@@ -211,9 +214,6 @@ class RxEngine(wiring.Component):
         def update(**fields):
             """Write this engine's VI's record with `fields` changed (several calls in a cycle add up)."""
             m.d.comb += sequence.update(**fields)
-            if "rcv_nxt" in fields:  # the register's copy: written here, read only by the bank
-                with m.If(~Array(self.vi.connect)[vi]):  # as the record: a connect wins
-                    m.d.sync += Array(self.rx_psn)[vi].eq(fields["rcv_nxt"])
 
         # Clears from the transmit engine first: this engine's own updates below override them.
         tx_vi = self.from_tx.vi
@@ -228,7 +228,6 @@ class RxEngine(wiring.Component):
         for v in range(vis):
             with m.If(self.vi.connect[v]):
                 m.d.sync += [
-                    self.rx_psn[v].eq(0),
                     self.to_tx.ack_pending[v].eq(0),
                     self.to_tx.nak_pending[v].eq(0),
                     self.to_tx.rx_nak[v].eq(0),
