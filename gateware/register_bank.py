@@ -18,8 +18,9 @@ same cycle wins), such as an address register that increments after each data ac
 elements (the VIs) costs memory, not logic: ``tables={"VI": 5}`` holds one record of the ``rw``
 registers (``table_layout``) per element, and gives the block's logic 5 lookups
 (``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle; an array with no
-``rw`` registers, such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory). Those registers
-have no per-element ports; the bus reads and writes them as any other. A table's ``ro`` registers
+``rw`` registers, such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory).
+Those registers have no per-element ports; the bus reads and writes them as any other. A table's
+``ro`` registers
 have none either: the bank names the element the bus reads on its status port (``bank.vi_status``:
 ``index``) and the block's logic answers with that element's values (``record``), from its own
 memories where it keeps them there (no read strobe). Its ``wo`` registers share one ``w_data``
@@ -27,6 +28,8 @@ flip-flop per register, with a strobe per element. A table array's element is de
 address once, by a subtraction and a shift (its stride must be a power of two), not by a
 comparison per register.
 """
+
+from typing import NamedTuple
 
 from amaranth import Array, Module, Signal
 from amaranth.lib import data, wiring
@@ -84,6 +87,15 @@ def status_signature(array, count):
 def lookup_signature(array, count):
     """Reading one element's ``rw`` registers from its table (the reader's side)."""
     return wiring.Signature({"index": Out(range(count)), "record": In(table_layout(array))})
+
+
+class _Table(NamedTuple):
+    hit: Signal  # the bus addresses one of the table's elements ...
+    element: Signal  # ... this one ...
+    word: Signal  # ... at this word of it
+    bus_port: object  # the memory's ports for the bus (None without rw registers)
+    write_port: object
+    w_data: dict  # the wo registers' shared data, by register name
 
 
 class RegisterBank(wiring.Component):
@@ -151,7 +163,6 @@ class RegisterBank(wiring.Component):
         access = bus.cyc & bus.stb & ~bus.ack & ~bus.err
 
         decoded = list(self._decoded())
-        self._shared_w_data = {}
         tables = self._tables(m)
         storage = {}
         for _, reg, port, name, reset in decoded:
@@ -190,8 +201,8 @@ class RegisterBank(wiring.Component):
         return m
 
     def _tables(self, m):
-        """Each table's memory, its lookups served: ``{array: (bus hit, element, word in the element,
-        bus port, write port)}``; its ``wo`` registers' data shared, their strobes cleared."""
+        """``{array: _Table}``: each table's element decoded, its memory with its lookups served,
+        its status port told the element, its ``wo`` registers' data shared and strobes cleared."""
         bus = self.bus
         tables = {}
         for name in self.tables:
@@ -226,34 +237,34 @@ class RegisterBank(wiring.Component):
                     write_port.addr.eq(element),
                     write_port.data.eq(bus_port.data),
                 ]
+            w_data = {}
             for reg in array.registers:
                 if reg.access is Access.WO:
                     ports = [getattr(e, reg.name.lower()) for e in getattr(self, name.lower())]
-                    w_data = Signal(reg.width, name=f"{name.lower()}_{reg.name.lower()}_w_data")
-                    self._shared_w_data[(name, reg.name)] = w_data
-                    m.d.comb += [port.w_data.eq(w_data) for port in ports]
+                    w_data[reg.name] = Signal(reg.width, name=f"{name.lower()}_{reg.name.lower()}_w_data")
+                    m.d.comb += [port.w_data.eq(w_data[reg.name]) for port in ports]
                     m.d.sync += [port.w_stb.eq(0) for port in ports]
-            tables[name] = (hit, element, word, bus_port, write_port)
+            tables[name] = _Table(hit, element, word, bus_port, write_port, w_data)
         return tables
 
     def _table_access(self, m, mask, tables):
         """An access no register decoded: a register of a table's element, else an error."""
         bus = self.bus
         m.d.sync += bus.err.eq(1)  # unless a table's register answers (a later assignment wins)
-        for name, (hit, element, word, bus_port, write_port) in tables.items():
+        for name, table in tables.items():
             elements = getattr(self, name.lower())
-            with m.If(hit):
+            with m.If(table.hit):
                 for reg in self.block.array(name).registers:
                     field = reg.name.lower()
-                    with m.If(word == reg.offset // 4):
+                    with m.If(table.word == reg.offset // 4):
                         m.d.sync += [bus.err.eq(0), bus.ack.eq(1)]
                         if reg.access is Access.RW:
-                            old = getattr(bus_port.data, field)
+                            old = getattr(table.bus_port.data, field)
                             m.d.sync += bus.dat_r.eq(old)
                             with m.If(bus.we):
                                 m.d.comb += [
-                                    write_port.en.eq(1),
-                                    getattr(write_port.data, field).eq((old & ~mask) | (bus.dat_w & mask)),
+                                    table.write_port.en.eq(1),
+                                    getattr(table.write_port.data, field).eq((old & ~mask) | (bus.dat_w & mask)),
                                 ]
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(getattr(getattr(self, f"{name.lower()}_status").record, field))
@@ -264,6 +275,6 @@ class RegisterBank(wiring.Component):
                             m.d.sync += bus.dat_r.eq(0)
                             with m.If(bus.we):
                                 m.d.sync += [
-                                    self._shared_w_data[(name, reg.name)].eq(bus.dat_w & mask),
-                                    ports[element].w_stb.eq(1),
+                                    table.w_data[reg.name].eq(bus.dat_w & mask),
+                                    ports[table.element].w_stb.eq(1),
                                 ]
