@@ -282,12 +282,13 @@ class ViaEngine(wiring.Component):
             queue_status.append(Cat(tx.sq_count[v], rx.rq_count[v]))
 
         # The VI array's read-only registers, at the VI the bus reads (one multiplexer each, not a
-        # decoder per VI and register); RX_PSN from RX's sequence record.
+        # decoder per VI and register); TX_PSN and RX_PSN from TX's and RX's sequence records.
         status = bank.vi_status
         m.d.comb += [
             status.record.state.eq(Array(states)[status.index]),
             status.record.queue_status.eq(Array(queue_status)[status.index]),
-            status.record.tx_psn.eq(Array(tx.snd_nxt)[status.index]),
+            tx.psn_vi.eq(status.index),
+            status.record.tx_psn.eq(tx.psn),
             rx.psn_vi.eq(status.index),
             status.record.rx_psn.eq(rx.psn),
         ]

@@ -115,7 +115,8 @@ class TxEngine(wiring.Component):
                 "sq_doorbell": In(1).array(vis),
                 "sq_doorbell_addr": In(32).array(vis),
                 "sq_count": Out(16).array(vis),
-                "snd_nxt": Out(32).array(vis),
+                "psn_vi": In(range(vis)),  # the VI whose TX_PSN register the bus reads...
+                "psn": Out(32),  # ... its next sequence number
                 "from_rx": In(rx_to_tx_signature(vis)),
                 "to_rx": Out(tx_to_rx_signature(vis)),
                 "jobs": In(stream.Signature(ReadJob)),  # RDMA reads to answer, from the receive engine
@@ -191,10 +192,22 @@ class TxEngine(wiring.Component):
                 with m.Else():
                     m.d.comb += ev.doorbells_refused.eq(1)
 
-        snd_nxt = Array(self.snd_nxt)
         read_active = Array(self.to_rx.read_active)
 
         vi = Signal(range(vis))  # the VI being visited
+
+        # Each VI's next sequence number: a record per VI (a connect restarts it at 0), read where
+        # the visit is and where the bus reads TX_PSN.
+        m.submodules.sequence = sequence = ViRecords(
+            data.StructLayout({"snd_nxt": 32}), vis, peeks=1, clears={"connect": None}
+        )
+        snd_nxt = sequence.owner.record.snd_nxt
+        m.d.comb += [
+            sequence.owner.vi.eq(vi),
+            sequence.peek[0].vi.eq(self.psn_vi),
+            self.psn.eq(sequence.peek[0].record.snd_nxt),
+            sequence.clear.connect.eq(Cat(*self.vi.connect)),
+        ]
 
         # --- visit context: per-VI state only a visit uses, in memory ------------------------
         # Read where the visit is; a step changes some of its fields (`update`) and the record is
@@ -242,8 +255,8 @@ class TxEngine(wiring.Component):
 
         state = Array(self.vi.state)[vi]
         window_open = Signal()
-        m.d.comb += window_open.eq((snd_nxt[vi] - ctx.una)[:32] < p.window)
-        fenced = read_active[vi] & (snd_nxt[vi] != read_here.psn)
+        m.d.comb += window_open.eq((snd_nxt - ctx.una)[:32] < p.window)
+        fenced = read_active[vi] & (snd_nxt != read_here.psn)
         sendable = Signal()
         work_left = Signal()
         m.d.comb += [
@@ -398,10 +411,7 @@ class TxEngine(wiring.Component):
             m.d.sync += loaded.eq(0)
         for v in range(vis):
             with m.If(self.vi.connect[v]):
-                m.d.sync += [
-                    self.snd_nxt[v].eq(0),
-                    self.to_rx.read_active[v].eq(0),
-                ]
+                m.d.sync += self.to_rx.read_active[v].eq(0)
 
         mgmt_len = mgmt_ctrl[_MGMT.field("LENGTH").lsb :][: _MGMT.field("LENGTH").width]
         mgmt_raw = mgmt_ctrl[_MGMT.field("RAW").lsb]
@@ -482,7 +492,7 @@ class TxEngine(wiring.Component):
             m.d.comb += [
                 info_w.en.eq(1),
                 info_w.addr.eq(slot),
-                info_w.data.end_psn.eq(snd_nxt[vi]),
+                info_w.data.end_psn.eq(snd_nxt),
                 info_w.data.length.eq(0),
                 info_w.data.op.eq(op_status),
                 info_w.data.error.eq(bits),
@@ -492,7 +502,7 @@ class TxEngine(wiring.Component):
             with m.If(ctx.cur == ctx.cur_max):
                 update(cur_max=ctx.cur + 1)
             with m.If(ctx.cur == head[vi]):
-                update(head_end=snd_nxt[vi])
+                update(head_end=snd_nxt)
 
         with m.FSM():
             with m.State("SCAN"):
@@ -541,7 +551,7 @@ class TxEngine(wiring.Component):
                 with m.If((progress != 0) & (progress <= (ctx.snd_max - ctx.una)[:32])):
                     m.d.comb += [timers.acked.eq(1), timers.acked_all.eq(ack == ctx.snd_max)]
                     update(una=ack)
-                    with m.If(progress > (snd_nxt[vi] - ctx.una)[:32]):
+                    with m.If(progress > (snd_nxt - ctx.una)[:32]):
                         # Acknowledged past what we were about to resend: skip ahead to it.
                         update(rewind=1)
                 m.next = "VISIT_COMPLETE"
@@ -620,7 +630,7 @@ class TxEngine(wiring.Component):
             with m.State("VISIT_REWIND"):
                 with m.If(ctx.rewind):
                     m.d.comb += [timers.stop.eq(1), cur_next.eq(head[vi])]
-                    m.d.sync += snd_nxt[vi].eq(ctx.una)
+                    m.d.comb += sequence.update(snd_nxt=ctx.una)
                     update(rewind=0, cur=head[vi], cur_offset=(ctx.una - ctx.head_psn)[:24] * per_frame)
                 m.next = "VISIT_CONTROL"
 
@@ -635,7 +645,7 @@ class TxEngine(wiring.Component):
                             hdr.nak_code.eq(self.from_rx.nak_code),
                         ]
                     with m.Else():
-                        m.d.sync += base_header(_OP.ACK, snd_nxt[vi])
+                        m.d.sync += base_header(_OP.ACK, snd_nxt)
                     m.d.sync += payload_len.eq(0)
                     m.next = "CONTROL_HEADER"
                 with m.Elif(sendable):
@@ -710,7 +720,7 @@ class TxEngine(wiring.Component):
                 )
                 read = ctl.control.op == _CTL.RDMA_READ
                 m.d.sync += [
-                    *base_header(op_map, snd_nxt[vi]),
+                    *base_header(op_map, snd_nxt),
                     hdr.flags.first.eq(read | (ctx.cur_offset == 0)),
                     hdr.flags.last.eq(read | (left <= per_frame)),
                     hdr.flags.immediate.eq(ctl.control.immediate),
@@ -738,13 +748,13 @@ class TxEngine(wiring.Component):
                         self.to_rx.ack_sent.eq(1),
                         self.to_rx.ack_sent_psn.eq(hdr.ack_psn),
                     ]
-                    m.d.sync += snd_nxt[vi].eq(snd_nxt[vi] + 1)
-                    with m.If(snd_nxt[vi] == ctx.snd_max):
-                        update(snd_max=snd_nxt[vi] + 1)
+                    m.d.comb += sequence.update(snd_nxt=snd_nxt + 1)
+                    with m.If(snd_nxt == ctx.snd_max):
+                        update(snd_max=snd_nxt + 1)
                     m.d.comb += timers.start.eq(1)  # the oldest frame in flight keeps its deadline
                     with m.If(is_read):
                         m.d.sync += read_active[vi].eq(1)
-                        m.d.comb += reads.update(psn=snd_nxt[vi], desc=desc, length=total)
+                        m.d.comb += reads.update(psn=snd_nxt, desc=desc, length=total)
                         with m.If(~retransmit):
                             m.d.comb += self.to_rx.read_start.eq(1)
                     with m.If(last):
@@ -754,7 +764,7 @@ class TxEngine(wiring.Component):
                         m.d.comb += [
                             info_w.en.eq(1),
                             info_w.addr.eq(slot),
-                            info_w.data.end_psn.eq(snd_nxt[vi] + 1),
+                            info_w.data.end_psn.eq(snd_nxt + 1),
                             info_w.data.length.eq(total),
                             info_w.data.op.eq(op_status),
                             info_w.data.error.eq(0),
@@ -764,7 +774,7 @@ class TxEngine(wiring.Component):
                         with m.If(ctx.cur == ctx.cur_max):
                             update(cur_max=ctx.cur + 1)
                         with m.If(ctx.cur == head[vi]):
-                            update(head_end=snd_nxt[vi] + 1)
+                            update(head_end=snd_nxt + 1)
                     with m.Else():
                         update(cur_offset=ctx.cur_offset + payload_len)
                     m.next = "SCAN"
