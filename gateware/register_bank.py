@@ -20,11 +20,10 @@ registers (``table_layout``) per element, and gives the block's logic 5 lookups
 (``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle; an array with no
 ``rw`` registers, such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory).
 Those registers have no per-element ports; the bus reads and writes them as any other. A table's
-``ro`` registers
-have none either: the bank names the element the bus reads on its status port (``bank.vi_status``:
-``index``) and the block's logic answers with that element's values (``record``), from its own
-memories where it keeps them there (no read strobe). Its ``wo`` registers share one ``w_data``
-flip-flop per register, with a strobe per element. A table array's element is decoded from the
+``ro`` registers have none either: the bank names the element the bus reads on its status port
+(``bank.vi_status``: ``index``) and the block's logic answers with that element's values
+(``record``), from its own memories where it keeps them there (no read strobe). Its ``wo``
+registers share one ``w_data`` flip-flop per register, with a strobe per element. A table array's element is decoded from the
 address once, by a subtraction and a shift (its stride must be a power of two), not by a
 comparison per register.
 """
@@ -89,6 +88,11 @@ def lookup_signature(array, count):
     return wiring.Signature({"index": Out(range(count)), "record": In(table_layout(array))})
 
 
+def _written(old, new, mask):
+    """A register after a bus write of ``new``: the byte lanes of ``mask`` from it, the rest kept."""
+    return (old & ~mask) | (new & mask)
+
+
 class _Table(NamedTuple):
     hit: Signal  # the bus addresses one of the table's elements ...
     element: Signal  # ... this one ...
@@ -96,6 +100,7 @@ class _Table(NamedTuple):
     bus_port: object  # the memory's ports for the bus (None without rw registers)
     write_port: object
     w_data: dict  # the wo registers' shared data, by register name
+    status: object  # the status port (None without ro registers)
 
 
 class RegisterBank(wiring.Component):
@@ -185,7 +190,7 @@ class RegisterBank(wiring.Component):
                             q = storage[name]
                             m.d.sync += bus.dat_r.eq(q)
                             with m.If(bus.we):
-                                m.d.sync += [q.eq((q & ~mask) | (bus.dat_w & mask)), port.w_stb.eq(1)]
+                                m.d.sync += [q.eq(_written(q, bus.dat_w, mask)), port.w_stb.eq(1)]
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(port.value)
                             with m.If(bus.we):
@@ -220,8 +225,9 @@ class RegisterBank(wiring.Component):
                 word.eq(relative),
                 hit.eq((bus.adr >= first) & (bus.adr < first + count * stride_words)),
             ]
-            if status_layout(array).members:
-                m.d.comb += getattr(self, f"{name.lower()}_status").index.eq(element)
+            status = getattr(self, f"{name.lower()}_status", None)
+            if status is not None:
+                m.d.comb += status.index.eq(element)
             bus_port = write_port = None  # an array without rw registers (doorbells) needs no memory
             layout = table_layout(array)
             if layout.members:
@@ -244,7 +250,7 @@ class RegisterBank(wiring.Component):
                     w_data[reg.name] = Signal(reg.width, name=f"{name.lower()}_{reg.name.lower()}_w_data")
                     m.d.comb += [port.w_data.eq(w_data[reg.name]) for port in ports]
                     m.d.sync += [port.w_stb.eq(0) for port in ports]
-            tables[name] = _Table(hit, element, word, bus_port, write_port, w_data)
+            tables[name] = _Table(hit, element, word, bus_port, write_port, w_data, status)
         return tables
 
     def _table_access(self, m, mask, tables):
@@ -264,10 +270,10 @@ class RegisterBank(wiring.Component):
                             with m.If(bus.we):
                                 m.d.comb += [
                                     table.write_port.en.eq(1),
-                                    getattr(table.write_port.data, field).eq((old & ~mask) | (bus.dat_w & mask)),
+                                    getattr(table.write_port.data, field).eq(_written(old, bus.dat_w, mask)),
                                 ]
                         elif reg.access is Access.RO:
-                            m.d.sync += bus.dat_r.eq(getattr(getattr(self, f"{name.lower()}_status").record, field))
+                            m.d.sync += bus.dat_r.eq(getattr(table.status.record, field))
                             with m.If(bus.we):
                                 m.d.sync += [bus.err.eq(1), bus.ack.eq(0)]  # a write to a read-only register is a bug
                         else:
