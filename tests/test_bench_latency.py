@@ -18,6 +18,9 @@ def test_latency_table_on_two_nodes(tmp_path):
     assert hit["ncc_cycles"] < miss["ncc_cycles"] / 5  # the network cache at work
     assert hit["numa_cycles"] >= miss["numa_cycles"] * 0.9  # NUMA mode: every read goes home
     assert rows["remote write, hit (ONLY_DIRTY)"]["ncc_cycles"] < rows["remote write, miss, no sharers"]["ncc_cycles"]
+    recall = rows["local shared write, recalling a remote copy"]
+    assert recall["ncc_cycles"] > rows["local shared write"]["ncc_cycles"] + 20  # a purge's round trip
+    assert recall["numa_cycles"] is None  # NUMA mode never leaves a copy to recall
     assert miss["ncc_ns"] == miss["ncc_cycles"] * 10  # 100 MHz card clock
     text = latency.report(figures, tmp_path)
     assert "remote read, miss, 1 hop" in text

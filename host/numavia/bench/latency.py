@@ -87,6 +87,11 @@ def measurements(nodes):
         Measurement("private memory read", [(0, "r", ("private", "p"), 0)]),
         Measurement("local shared read", [(0, "r", (0, "a"), 0)], paper=PAPER["local shared read"]),
         Measurement("local shared write", [(0, "w", (0, "a"), 1)]),
+        Measurement(  # what a home pays for a copy that was read once and is dead (FFT, Ocean)
+            "local shared write, recalling a remote copy",
+            [(1, "r", (0, "a"), 0), (0, "w", (0, "a"), 2)],
+            numa=False,
+        ),
         Measurement("remote read, miss, 1 hop", [(0, "r", (1, "a"), 0)], paper=PAPER["remote read"]),
         Measurement("remote read, hit in the network cache", [(0, "r", (1, "a"), 0), (0, "r", (1, "a"), 0)]),
     ]
