@@ -12,7 +12,9 @@ Transitions covered (cache side / home side):
   a 2-entry list) and GONE (data from the old head, purge); home read of a GONE line (CFETCH, list
   unchanged); home write of FRESH and GONE lines (recall purge, line HOME);
   rollouts: mid, tail, head fresh, head dirty (home lock, successor made head), only fresh,
-  only dirty (write-back); NUMA mode: uncached reads and writes, nothing cached.
+  only dirty (write-back); NUMA mode: uncached reads and writes, nothing cached;
+  a read miss into a full set: the word read uncached from the home, the victim rolled out after,
+  the line cached at its next miss (a GONE line attaches behind its victim's rollout as before).
 """
 
 from pathlib import Path
@@ -31,11 +33,11 @@ L = 0 << 26 | 0x40  # a line of node 0
 V1, V2, V3, V4 = 0x11111111, 0x22222222, 0x33333333, 0x44444444
 
 
-def run(script, rtl_node, numa=False, microcode_only=False):
+def run(script, rtl_node, numa=False, microcode_only=False, line=L):
     steps = [s[0] for s in script]
     config = CoSimConfig(nodes=4, rtl_node=rtl_node, numa=numa, seed=rtl_node, microcode_only=microcode_only)
     cosim = ScriptedCoSim(PROGRAM.words, config)
-    snapshots = cosim.run_script(steps, L)
+    snapshots = cosim.run_script(steps, line)
     for i, ((step, expected), snap) in enumerate(zip(script, snapshots)):
         where = f"step {i} {step} (RTL is node {rtl_node})"
         if "value" in expected:
@@ -137,6 +139,35 @@ NUMA = [
     ((3, "read", L + 4, 0), {"value": V2, "dir": (M.HOME, 0), "nodes": {}}),
 ]
 
+# Three lines of node 0 in the same set of the co-simulation's 2-set, 2-way caches.
+LA, LB, LC = L, L + 0x80, L + 0x100
+UNCACHED = {"dir": (M.HOME, 0), "nodes": {}}
+LA_CACHED = {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}
+LC_DIRTY = {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}
+
+# Node 1 fills the set with LA and LB, then misses on LC: a line in memory (written by its home)
+# or dirty in node 2's cache. Each step's expected view of LC and of the victim LA.
+LC_CACHED = {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}
+FULL_SET = {
+    "memory": [
+        ((0, "write", LC, V1), UNCACHED, UNCACHED),
+        ((1, "read", LA, 0), UNCACHED, LA_CACHED),
+        ((1, "read", LB, 0), UNCACHED, LA_CACHED),
+        ((1, "read", LC, 0), {**LC_CACHED, "value": V1}, UNCACHED),  # LA left, LC filled after
+        ((1, "read", LC, 0), {**LC_CACHED, "value": V1}, UNCACHED),  # a hit
+    ],
+    "dirty": [
+        ((2, "write", LC, V2), LC_DIRTY, UNCACHED),
+        ((1, "read", LA, 0), LC_DIRTY, LA_CACHED),
+        ((1, "read", LB, 0), LC_DIRTY, LA_CACHED),
+        (  # the home has no data to give: LA leaves first, then LC attaches as ever
+            (1, "read", LC, 0),
+            {"value": V2, "dir": (M.GONE, 1), "nodes": {1: copy(C.HEAD_DIRTY, fwd=2), 2: copy(C.TAIL_VALID, bwd=1)}},
+            UNCACHED,
+        ),
+    ],
+}
+
 
 @pytest.mark.parametrize("microcode_only", [False, True], ids=["fast_path", "microcode_only"])
 @pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])
@@ -152,3 +183,23 @@ def test_rollouts_from_every_position(rtl_node):
 @pytest.mark.parametrize("rtl_node", [0, 2])
 def test_numa_mode_accesses_are_uncached(rtl_node):
     run(NUMA, rtl_node, numa=True)
+
+
+@pytest.mark.parametrize("line", [LC, LA], ids=["missed_line", "victim"])
+@pytest.mark.parametrize("case, rtl_node", [("memory", 0), ("memory", 1), ("dirty", 0), ("dirty", 1), ("dirty", 2)])
+def test_a_read_miss_into_a_full_set_ends_with_the_victim_out_and_the_line_cached(case, rtl_node, line):
+    column = 1 if line == LC else 2
+    run([(step[0], step[column]) for step in FULL_SET[case]], rtl_node, line=line)
+
+
+def test_a_read_miss_into_a_full_set_does_not_wait_for_its_victim():
+    """The RTL card as requester, every packet ``WIRE`` cycles on the way: the miss into the full
+    set takes less than a round trip more than the first miss into the empty set (its victim's
+    rollout, a round trip to the victim's home, comes after the host's word)."""
+    wire = 20
+    steps = [step for step, _, _ in FULL_SET["memory"]]
+    config = CoSimConfig(nodes=4, rtl_node=1, min_latency=wire, max_latency=wire)
+    snapshots = ScriptedCoSim(PROGRAM.words, config).run_script(steps, LC)
+    first_miss, full_set_miss, hit = (snapshots[i]["cycles"] for i in (1, 3, 4))
+    assert full_set_miss < first_miss + 2 * wire
+    assert hit < first_miss / 4

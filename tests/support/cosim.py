@@ -294,7 +294,8 @@ class ScriptedCoSim(CoSim):
     a snapshot of every node's view of one line (the RTL node's through its debug registers).
 
     ``steps``: ``(node, "read"|"write"|"flush", global_addr, value)``. Returns one snapshot per step:
-    ``{"value": read value, "dir": (mstate, locked, head), "nodes": {node: (state, fwd, bwd)}}``
+    ``{"value": read value, "cycles": the RTL card's host access from request to response (None
+    for the other nodes' steps), "dir": (mstate, locked, head), "nodes": {node: (state, fwd, bwd)}}``
     where absent nodes hold the line INVALID.
     """
 
@@ -344,7 +345,7 @@ class ScriptedCoSim(CoSim):
             ctx.set(dut.numa_mode, cfg.numa)
             await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(cfg.microcode_only))
             for node, op, addr, value in steps:
-                result = None
+                result, cycles = None, None
                 if node == rtl:
                     if op == "flush":
                         await wb_write(ctx, dut.lac_bus, regmap.LAC.register("COMMAND").offset, 1)
@@ -352,12 +353,13 @@ class ScriptedCoSim(CoSim):
                             pass
                     else:
                         write = op == "write"
+                        start = self.now
                         await send(ctx, dut.host.req, {"addr": self.host_address(addr), "write": write, "count": 1})
                         if write:
                             await send(ctx, dut.host.wdata, {"data": value, "be": 0xF})
                         beat = await recv(ctx, dut.host.resp)
                         assert not beat.error, f"step {node} {op} {addr:#x} failed"
-                        result = int(beat.data)
+                        result, cycles = int(beat.data), self.now - start
                 else:
                     card = self.models[node]
                     if op == "flush":
@@ -392,7 +394,7 @@ class ScriptedCoSim(CoSim):
                     await ctx.tick()
                 while not quiet():
                     await ctx.tick()
-                snapshot = {"value": result, "nodes": {}}
+                snapshot = {"value": result, "cycles": cycles, "nodes": {}}
                 home = line >> 26
                 for n, card in self.models.items():
                     for s_ways in card.tags:
