@@ -1,12 +1,13 @@
 """numavia bench splash2: the command line, trace caching, and (slow) small kernels replayed on
 rings of RTL cards, with the replay's own figures checked against the traces."""
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
-from numavia.base import trace
+from numavia.base import codegen, trace
 from numavia.bench import splash2
 from numavia.soc import card_bench as cb
 from numavia.splash2 import traces
@@ -168,3 +169,15 @@ def test_small_benchmark_writes_the_tables(tmp_path):
 
 def base_ncc_cycles(figures, kernel):
     return splash2.find(figures, kernel, "ncc", 1)["cycles"]
+
+
+def test_replays_are_cached_by_the_microcode_the_cards_load(monkeypatch):
+    """The control store is loaded at run time, so the bench binary's key does not cover it."""
+    binary, traces = "build/simulator/k1/bin/card", "build/splash2/fft-paper-p2"
+    before = splash2.replay_key(binary, traces, numa=False)
+    assert splash2.replay_key(binary, traces, numa=False) == before
+    assert splash2.replay_key(binary, traces, numa=True) != before
+    program = codegen.microcode_program()
+    changed = dataclasses.replace(program, words=[program.words[0] ^ 1, *program.words[1:]])
+    monkeypatch.setattr(codegen, "microcode_program", lambda: changed)
+    assert splash2.replay_key(binary, traces, numa=False) != before

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from numavia.base import buildcache
+from numavia.base import buildcache, codegen
 from numavia.base.errors import NumaviaError
 from numavia.bench import results
 from numavia.gateware.card import CardConfig
@@ -111,24 +111,31 @@ def with_line_bytes(config, line_bytes):
 # --- replay ----------------------------------------------------------------------------------------
 
 
-def replay(trace_dir, nodes, config, numa, *, cache=True, log=print, spread=None):
-    """Replay the traces in ``trace_dir`` on ``nodes`` cards of ``config``. With ``cache``, the
-    result is kept under build/splash2-replay, keyed by the bench binary (card, harness, tools),
-    the traces (kernel sources, parameters) and the mode."""
-    binary = card_bench.build_bench(config, log=log)
-    trace_dir = Path(trace_dir)
-    summary = traces.summary(trace_dir)
-    if summary["processes"] != nodes:
-        raise NumaviaError(f"{trace_dir.name}: traces of {summary['processes']} processes on {nodes} nodes")
-    key = buildcache.digest(
+def replay_key(binary, trace_dir, numa):
+    """The replay cache's key: everything a replay's result depends on."""
+    return buildcache.digest(
         params={
-            "binary": binary.parent.parent.name,
-            "traces": trace_dir.name,
+            "binary": Path(binary).parent.parent.name,
+            "microcode": buildcache.digest(params=codegen.microcode_program().words),
+            "traces": Path(trace_dir).name,
             "numa": numa,
             "ring_delay": RING_DELAY,
             "version": REPLAY_VERSION,
         }
     )
+
+
+def replay(trace_dir, nodes, config, numa, *, cache=True, log=print, spread=None):
+    """Replay the traces in ``trace_dir`` on ``nodes`` cards of ``config``. With ``cache``, the
+    result is kept under build/splash2-replay, keyed by the bench binary (card, harness, tools),
+    the microcode the cards load at run time, the traces (kernel sources, parameters) and the
+    mode."""
+    binary = card_bench.build_bench(config, log=log)
+    trace_dir = Path(trace_dir)
+    summary = traces.summary(trace_dir)
+    if summary["processes"] != nodes:
+        raise NumaviaError(f"{trace_dir.name}: traces of {summary['processes']} processes on {nodes} nodes")
+    key = replay_key(binary, trace_dir, numa)
 
     def produce(folder):
         records = sum(summary["records"])
