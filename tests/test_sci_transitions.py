@@ -13,8 +13,8 @@ Transitions covered (cache side / home side):
   unchanged); home write of FRESH and GONE lines (recall purge, line HOME);
   rollouts: mid, tail, head fresh, head dirty (home lock, successor made head), only fresh,
   only dirty (write-back); NUMA mode: uncached reads and writes, nothing cached;
-  a read miss into a full set: the word read uncached from the home, the victim rolled out after,
-  the line cached at its next miss (a GONE line attaches behind its victim's rollout as before).
+  a read miss into a full set: the word read uncached from the home, then the victim rolled out
+  and the line attached (a GONE line attaches behind its victim's rollout, as before).
 """
 
 from pathlib import Path
@@ -143,11 +143,11 @@ NUMA = [
 LA, LB, LC = L, L + 0x80, L + 0x100
 UNCACHED = {"dir": (M.HOME, 0), "nodes": {}}
 LA_CACHED = {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}
+LC_CACHED = {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}
 LC_DIRTY = {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}
 
 # Node 1 fills the set with LA and LB, then misses on LC: a line in memory (written by its home)
 # or dirty in node 2's cache. Each step's expected view of LC and of the victim LA.
-LC_CACHED = {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}
 FULL_SET = {
     "memory": [
         ((0, "write", LC, V1), UNCACHED, UNCACHED),
@@ -193,7 +193,7 @@ def test_a_read_miss_into_a_full_set_ends_with_the_victim_out_and_the_line_cache
 
 
 def test_a_read_miss_into_a_full_set_does_not_wait_for_its_victim():
-    """The RTL card as requester, every packet ``WIRE`` cycles on the way: the miss into the full
+    """The RTL card as requester, every packet ``wire`` cycles on the way: the miss into the full
     set takes less than a round trip more than the first miss into the empty set (its victim's
     rollout, a round trip to the victim's home, comes after the host's word)."""
     wire = 20
