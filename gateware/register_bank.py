@@ -23,9 +23,9 @@ Those registers have no per-element ports; the bus reads and writes them as any 
 ``ro`` registers have none either: the bank names the element the bus reads on its status port
 (``bank.vi_status``: ``index``) and the block's logic answers with that element's values
 (``record``), from its own memories where it keeps them there (no read strobe). Its ``wo``
-registers share one ``w_data`` flip-flop per register, with a strobe per element. A table array's element is decoded from the
-address once, by a subtraction and a shift (its stride must be a power of two), not by a
-comparison per register.
+registers share one ``w_data`` flip-flop per register, with a strobe per element. A table
+array's element is decoded from the address once, by a subtraction and a shift (its stride must
+be a power of two), not by a comparison per register.
 """
 
 from typing import NamedTuple
