@@ -14,7 +14,7 @@ at all).
 """
 
 from amaranth import Array, Cat, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import regmap, via_frame
@@ -24,6 +24,8 @@ from numavia.base.via_params import ViaParams
 from . import wishbone, wishbone_burst
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
+from .round_robin import first_set
+from .vi_records import ViRecords
 from .via_completion import CompletionUnit
 from .via_cq_notify import CqNotifier
 from .via_descriptor_fetch import postable
@@ -103,17 +105,21 @@ class ViaEngine(wiring.Component):
         # must name a descriptor in the ringing VI's descriptor area (``postable``). The doorbell
         # is registered first and checked in the next cycle, so the bank's decoding and the
         # check's adders and comparators are not one path (docs/boards.md: the ECPIX-5's timing).
-        rung_vi, rung_addr = Signal(range(vis)), Signal(32)
-        sq_rung, rq_rung = Signal(vis), Signal(vis)
-        for v in range(vis):
-            page = doorbell_bank.vi[v]
-            m.d.sync += [sq_rung[v].eq(page.sq_doorbell.w_stb), rq_rung[v].eq(page.rq_doorbell.w_stb)]
-            with m.If(page.sq_doorbell.w_stb | page.rq_doorbell.w_stb):
-                m.d.sync += [
-                    rung_vi.eq(v),
-                    rung_addr.eq(Mux(page.sq_doorbell.w_stb, page.sq_doorbell.w_data, page.rq_doorbell.w_data)),
-                ]
-        rung = (sq_rung | rq_rung).any()
+        # The pages share one data register per doorbell (a table of the bank), so only the
+        # written page's number is decoded from the strobes.
+        pages = doorbell_bank.vi
+        sq_written = Cat(page.sq_doorbell.w_stb for page in pages).any()
+        page_written, written_vi = first_set(
+            m, "doorbell_page", [page.sq_doorbell.w_stb | page.rq_doorbell.w_stb for page in pages]
+        )
+        rung_vi, rung_addr, sq_rung, rq_rung = Signal(range(vis)), Signal(32), Signal(), Signal()
+        m.d.sync += [sq_rung.eq(sq_written), rq_rung.eq(page_written & ~sq_written)]
+        with m.If(page_written):
+            m.d.sync += [
+                rung_vi.eq(written_vi),
+                rung_addr.eq(Mux(sq_written, pages[0].sq_doorbell.w_data, pages[0].rq_doorbell.w_data)),
+            ]
+        rung = sq_rung | rq_rung
         m.d.comb += vi_lookup["doorbell"].index.eq(rung_vi)
         area_base, area_size = vi_lookup["doorbell"].record.desc_base, vi_lookup["doorbell"].record.desc_size
         postable_doorbell, area_refused = Signal(), Signal()
@@ -246,51 +252,61 @@ class ViaEngine(wiring.Component):
         readers = {"tx": tx.config, "rx": rx.config, "rx_frame": rx.frame_config, "completion": completion.vi_config}
         for name, reader in readers.items():
             wiring.connect(m, reader, vi_lookup[name])
-        states, queue_status = [], []
+        states = Array(vi_config.state)
+        sides = {"tx": tx, "rx": rx}
+        failing = {name: side.fail & (states[side.fail_vi] != _STATES["IDLE"]) for name, side in sides.items()}
+        restarted = Signal(vis)  # a CONNECT or RESET command: the VI's error bits start again
         for v in range(vis):
-            regs = bank.vi[v]
-            state = Signal(2, name=f"vi{v}_state")
-            error = Signal(16, name=f"vi{v}_error")
-            connect = Signal(name=f"vi{v}_connect")
-            cmd = regs.cmd
-            with m.If(tx.fail & (tx.fail_vi == v) & (state != _STATES["IDLE"])):
-                m.d.sync += [state.eq(_STATES["ERROR"]), error.eq(error | tx.fail_bits)]
-            with m.If(rx.fail & (rx.fail_vi == v) & (state != _STATES["IDLE"])):
-                m.d.sync += [
-                    state.eq(_STATES["ERROR"]),
-                    error.eq(error | rx.fail_bits | Mux(tx.fail & (tx.fail_vi == v), tx.fail_bits, 0)),
-                ]
+            state, cmd = Signal(2, name=f"vi{v}_state"), bank.vi[v].cmd
+            with m.If(Cat(failing[name] & (side.fail_vi == v) for name, side in sides.items()).any()):
+                m.d.sync += state.eq(_STATES["ERROR"])
             with m.If(cmd.w_stb):
                 with m.If(_field(cmd.w_data, _CMD, "CONNECT")):
-                    m.d.comb += connect.eq(1)
-                    m.d.sync += [state.eq(_STATES["CONNECTED"]), error.eq(0)]
+                    m.d.comb += vi_config.connect[v].eq(1)
+                    m.d.sync += state.eq(_STATES["CONNECTED"])
                 with m.Elif(_field(cmd.w_data, _CMD, "FAIL")):
                     m.d.sync += state.eq(_STATES["ERROR"])
                 with m.Elif(_field(cmd.w_data, _CMD, "RESET")):
-                    m.d.sync += [state.eq(_STATES["IDLE"]), error.eq(0)]
+                    m.d.sync += state.eq(_STATES["IDLE"])
             m.d.comb += [
                 vi_config.state[v].eq(state),
-                vi_config.connect[v].eq(connect),
+                restarted[v].eq(cmd.w_stb & (_field(cmd.w_data, _CMD, "CONNECT") | _field(cmd.w_data, _CMD, "RESET"))),
             ]
+        # The error bits TX and RX failed a VI with: a record per VI and side, in memory (one
+        # writer each, so two failures in a cycle need no arbiter). The bus reads their union; a
+        # restart clears both, winning over a failure in the same cycle as the command does.
+        errors = []
+        for name, side in sides.items():
+            records = ViRecords(data.StructLayout({"bits": 16}), vis, peeks=1, clears={"restart": None})
+            m.submodules[f"{name}_errors"] = records
             m.d.comb += [
-                tx.sq_doorbell[v].eq(sq_rung[v] & postable_doorbell),
-                tx.sq_doorbell_addr[v].eq(rung_addr),
-                rx.rq_doorbell[v].eq(rq_rung[v] & postable_doorbell),
-                rx.rq_doorbell_addr[v].eq(rung_addr),
+                records.owner.vi.eq(side.fail_vi),
+                records.peek[0].vi.eq(bank.vi_status.index),
+                records.clear.restart.eq(restarted),
             ]
-            states.append((state << state_reg.field("STATE").lsb) | (error << state_reg.field("ERROR").lsb))
-            queue_status.append(Cat(tx.sq_count[v], rx.rq_count[v]))
+            with m.If(failing[name]):
+                m.d.comb += records.update(bits=records.owner.record.bits | side.fail_bits)
+            errors.append(records.peek[0].record.bits)
+        for queue, rung_here in ((tx.sq_doorbell, sq_rung), (rx.rq_doorbell, rq_rung)):
+            m.d.comb += [
+                queue.valid.eq(rung_here & postable_doorbell),
+                queue.payload.vi.eq(rung_vi),
+                queue.payload.addr.eq(rung_addr),
+            ]
 
         # The VI array's read-only registers, at the VI the bus reads (one multiplexer each, not a
-        # decoder per VI and register); TX_PSN and RX_PSN from TX's and RX's sequence records.
+        # decoder per VI and register); the queues and sequence numbers from TX's and RX's state.
         status = bank.vi_status
         m.d.comb += [
-            status.record.state.eq(Array(states)[status.index]),
-            status.record.queue_status.eq(Array(queue_status)[status.index]),
-            tx.psn_vi.eq(status.index),
-            status.record.tx_psn.eq(tx.psn),
-            rx.psn_vi.eq(status.index),
-            status.record.rx_psn.eq(rx.psn),
+            status.record.state.eq(
+                (states[status.index] << state_reg.field("STATE").lsb)
+                | ((errors[0] | errors[1]) << state_reg.field("ERROR").lsb)
+            ),
+            tx.status.vi.eq(status.index),
+            rx.status.vi.eq(status.index),
+            status.record.queue_status.eq(Cat(tx.status.queued, rx.status.queued)),
+            status.record.tx_psn.eq(tx.status.psn),
+            status.record.rx_psn.eq(rx.status.psn),
         ]
 
         # --- receive <-> transmit ------------------------------------------------------------
@@ -357,7 +373,7 @@ class ViaEngine(wiring.Component):
         _, _, rx_data_frame = _watch_frames(m, "rx", self.eth_rx, self.cycles)
         rx_beat = self.eth_rx.valid & self.eth_rx.ready
         moments = {
-            "STAMP_SQ_DOORBELL": Cat(*tx.sq_doorbell).any(),
+            "STAMP_SQ_DOORBELL": tx.sq_doorbell.valid,
             "STAMP_TX_DATA": tx_op_beat,
             "STAMP_RX_DATA": rx_beat & self.eth_rx.payload.last & rx_data_frame,
             "STAMP_RX_WRITTEN": rx.payload_written,

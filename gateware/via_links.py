@@ -4,8 +4,8 @@ their VIs: signatures, so the engine joins them with ``wiring.connect`` rather t
 Every member with a VI dimension is an array of ``vis`` elements, one per VI.
 """
 
-from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from numavia.base import regmap
 
@@ -24,6 +24,20 @@ def vi_config_signature(vis):
             "connect": Out(1).array(vis),
         }
     )
+
+
+def doorbell_signature(vis):
+    """A work queue's doorbell, as the engine decoded it from the doorbell pages: the VI whose page
+    was written and the descriptor's address, already checked against that VI's descriptor area
+    (``postable``). The pages are written over one bus, so there is at most one a cycle, and it is
+    never stalled: the bus write has completed, and a full queue refuses the doorbell (a counter)."""
+    return stream.Signature(data.StructLayout({"vi": range(vis), "addr": 32}), always_ready=True)
+
+
+def queue_status_signature(vis):
+    """What the bus reads of one VI from a side's own state, at the VI the bus names (``vi``): the
+    descriptors in its work queue (QUEUE_STATUS) and its sequence number (TX_PSN / RX_PSN)."""
+    return wiring.Signature({"vi": Out(range(vis)), "queued": In(16), "psn": In(32)})
 
 
 def vi_lookup_signature(vis):

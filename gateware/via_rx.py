@@ -29,14 +29,17 @@ from numavia.base.via_descriptor import status_bits, status_op
 
 from . import wishbone_burst
 from .packet_fifo import FifoOut
+from .round_robin import first_set
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
 from .via_links import (
+    doorbell_signature,
     peer_node,
     peer_vi,
+    queue_status_signature,
     rx_to_tx_signature,
     tx_to_rx_signature,
     vi_config_signature,
@@ -108,11 +111,8 @@ class RxEngine(wiring.Component):
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
                 # Receive queues.
-                "rq_doorbell": In(1).array(vis),
-                "rq_doorbell_addr": In(32).array(vis),
-                "rq_count": Out(16).array(vis),
-                "psn_vi": In(range(vis)),  # the VI whose RX_PSN register the bus reads...
-                "psn": Out(32),  # ... its rcv_nxt
+                "rq_doorbell": In(doorbell_signature(vis)),
+                "status": In(queue_status_signature(vis)),  # psn: the VI's rcv_nxt
                 "to_tx": Out(rx_to_tx_signature(vis)),
                 "from_tx": In(tx_to_rx_signature(vis)),
                 "jobs": Out(stream.Signature(ReadJob)),  # RDMA reads for the transmit engine to answer
@@ -147,25 +147,27 @@ class RxEngine(wiring.Component):
         rq_mem = Memory(shape=32, depth=vis * qd, init=[])
         m.submodules.rq_mem = rq_mem
         rq_w = rq_mem.write_port()
-        # Block RAM: answers a cycle after its address, so the head is addressed where the next
-        # cycle's VI will be (a flush picks its VI and reads at once).
+        # Block RAM: answers a cycle after its address (the engine's VI's head).
         rq_r = rq_mem.read_port(transparent_for=(rq_w,))
         rq_head = Array(Signal(range(2 * qd), name=f"rq_head{v}") for v in range(vis))
         rq_tail = Array(Signal(range(2 * qd), name=f"rq_tail{v}") for v in range(vis))
-        for v in range(vis):
-            m.d.comb += self.rq_count[v].eq((rq_tail[v] - rq_head[v])[: len(rq_head[v])])
-            addr = self.rq_doorbell_addr[v]
-            ok = self.rq_count[v] < qd  # the address was checked by the engine (``postable``)
-            with m.If(self.rq_doorbell[v]):
-                with m.If(ok):
-                    m.d.comb += [
-                        rq_w.en.eq(1),
-                        rq_w.addr.eq(v * qd + rq_tail[v][: len(rq_tail[v]) - 1]),
-                        rq_w.data.eq(addr),
-                    ]
-                    m.d.sync += rq_tail[v].eq(rq_tail[v] + 1)
-                with m.Else():
-                    m.d.comb += ev.doorbells_refused.eq(1)
+
+        def queued(of_vi):
+            return (rq_tail[of_vi] - rq_head[of_vi])[: len(rq_head[0])]
+
+        doorbell = self.rq_doorbell
+        db_vi, db_tail = doorbell.payload.vi, rq_tail[doorbell.payload.vi]
+        with m.If(doorbell.valid):
+            with m.If(queued(db_vi) < qd):
+                m.d.comb += [
+                    rq_w.en.eq(1),
+                    rq_w.addr.eq(db_vi * qd + db_tail[: len(db_tail) - 1]),
+                    rq_w.data.eq(doorbell.payload.addr),
+                ]
+                m.d.sync += db_tail.eq(db_tail + 1)
+            with m.Else():
+                m.d.comb += ev.doorbells_refused.eq(1)
+        m.d.comb += self.status.queued.eq(queued(self.status.vi))
 
         # --- per-VI flags -----------------------------------------------------------------------
         def arr(name, width):
@@ -188,7 +190,6 @@ class RxEngine(wiring.Component):
         error_bits = Signal(16)
         last = Signal()
         payload_words = Signal(16)
-        flush_vi = Signal(range(vis))
         mgmt_words = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
 
         # --- per-VI sequence state: one record per VI in memory -----------------------------------
@@ -203,8 +204,8 @@ class RxEngine(wiring.Component):
         m.d.comb += [
             sequence.owner.vi.eq(vi),
             sequence.peek[0].vi.eq(self.from_tx.vi),
-            sequence.peek[1].vi.eq(self.psn_vi),
-            self.psn.eq(sequence.peek[1].record.rcv_nxt),
+            sequence.peek[1].vi.eq(self.status.vi),
+            self.status.psn.eq(sequence.peek[1].record.rcv_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
             sequence.clear.read_start.eq(Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
             self.to_tx.vi.eq(vi),  # where TX reads its read record for us
@@ -256,16 +257,14 @@ class RxEngine(wiring.Component):
         psn_diff = Signal(32)
         m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
         rq_empty = rq_head[vi] == rq_tail[vi]
-        rq_vi = Signal.like(vi)
-        m.d.comb += [rq_vi.eq(vi), rq_r.addr.eq(rq_vi * qd + rq_head[rq_vi][: len(rq_head[rq_vi]) - 1])]
+        m.d.comb += rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = self.config.record.ptag
 
         # Flush work: receive descriptors of VIs in the error state complete as FLUSHED.
-        flush_any = Signal()
-        for v in reversed(range(vis)):
-            with m.If((self.vi.state[v] == _ERROR) & (rq_head[v] != rq_tail[v])):
-                m.d.comb += [flush_any.eq(1), flush_vi.eq(v)]
+        flush_any, flush_vi = first_set(
+            m, "flush", [(self.vi.state[v] == _ERROR) & (rq_head[v] != rq_tail[v]) for v in range(vis)]
+        )
 
         # Scatter/gather inputs: the fetcher loads descriptor segments; remote targets are one segment.
         single = Signal()
@@ -335,7 +334,6 @@ class RxEngine(wiring.Component):
                     with m.Else():
                         m.next = "HEADER"
                 with m.Elif(flush_any):
-                    m.d.comb += rq_vi.eq(flush_vi)
                     m.d.sync += vi.eq(flush_vi)
                     m.next = "FLUSH"
 
@@ -639,7 +637,9 @@ class RxEngine(wiring.Component):
                     m.d.comb += self.frame_skip.eq(1)
                 m.next = "IDLE"
 
-            with m.State("FLUSH"):
+            with m.State("FLUSH"):  # the queue's head is read at the VI just chosen
+                m.next = "FLUSH_READ"
+            with m.State("FLUSH_READ"):
                 m.d.sync += desc.eq(rq_r.data)
                 m.next = "FLUSH_COMPLETE"
             with m.State("FLUSH_COMPLETE"):

@@ -42,8 +42,10 @@ from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
 from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
 from .via_links import (
+    doorbell_signature,
     peer_node,
     peer_vi,
+    queue_status_signature,
     rx_to_tx_signature,
     tx_to_rx_signature,
     vi_config_signature,
@@ -112,11 +114,8 @@ class TxEngine(wiring.Component):
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
-                "sq_doorbell": In(1).array(vis),
-                "sq_doorbell_addr": In(32).array(vis),
-                "sq_count": Out(16).array(vis),
-                "psn_vi": In(range(vis)),  # the VI whose TX_PSN register the bus reads...
-                "psn": Out(32),  # ... its next sequence number
+                "sq_doorbell": In(doorbell_signature(vis)),
+                "status": In(queue_status_signature(vis)),  # psn: the VI's next sequence number
                 "from_rx": In(rx_to_tx_signature(vis)),
                 "to_rx": Out(tx_to_rx_signature(vis)),
                 "jobs": In(stream.Signature(ReadJob)),  # RDMA reads to answer, from the receive engine
@@ -176,21 +175,28 @@ class TxEngine(wiring.Component):
         def arr(name, width, init=0):
             return Array(Signal(width, name=f"{name}{v}", init=init) for v in range(vis))
 
-        # Head and tail are per-VI registers: the doorbells (any VI, any cycle) need both.
+        # Head and tail are per-VI registers: a doorbell (any VI, any cycle) needs both.
         ptr = range(2 * qd)
         head, tail = arr("sq_head", ptr), arr("sq_tail", ptr)
+
+        def queued(of_vi):
+            return (tail[of_vi] - head[of_vi])[: len(head[0])]
+
         rung = Signal(vis)  # a doorbell was taken
-        for v in range(vis):
-            m.d.comb += self.sq_count[v].eq((tail[v] - head[v])[: len(head[v])])
-            addr = self.sq_doorbell_addr[v]
-            ok = self.sq_count[v] < qd  # the address was checked by the engine (``postable``)
-            with m.If(self.sq_doorbell[v]):
-                with m.If(ok):
-                    m.d.comb += [sq_w.en.eq(1), sq_w.addr.eq(v * qd + tail[v][: len(tail[v]) - 1]), sq_w.data.eq(addr)]
-                    m.d.sync += tail[v].eq(tail[v] + 1)
-                    m.d.comb += rung[v].eq(1)
-                with m.Else():
-                    m.d.comb += ev.doorbells_refused.eq(1)
+        doorbell = self.sq_doorbell
+        db_vi, db_tail = doorbell.payload.vi, tail[doorbell.payload.vi]
+        with m.If(doorbell.valid):
+            with m.If(queued(db_vi) < qd):
+                m.d.comb += [
+                    sq_w.en.eq(1),
+                    sq_w.addr.eq(db_vi * qd + db_tail[: len(db_tail) - 1]),
+                    sq_w.data.eq(doorbell.payload.addr),
+                    rung.eq(C(1, vis) << db_vi),
+                ]
+                m.d.sync += db_tail.eq(db_tail + 1)
+            with m.Else():
+                m.d.comb += ev.doorbells_refused.eq(1)
+        m.d.comb += self.status.queued.eq(queued(self.status.vi))
 
         read_active = Array(self.to_rx.read_active)
 
@@ -204,8 +210,8 @@ class TxEngine(wiring.Component):
         snd_nxt = sequence.owner.record.snd_nxt
         m.d.comb += [
             sequence.owner.vi.eq(vi),
-            sequence.peek[0].vi.eq(self.psn_vi),
-            self.psn.eq(sequence.peek[0].record.snd_nxt),
+            sequence.peek[0].vi.eq(self.status.vi),
+            self.status.psn.eq(sequence.peek[0].record.snd_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
         ]
 

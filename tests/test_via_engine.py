@@ -186,7 +186,16 @@ def test_rdma_write_without_right_fails_the_vi_and_writes_nothing():
         assert flushed["STATUS"] == status(DONE=1, FLUSHED=1)
         assert read_va(ctx, b, VA + 0x100, 32) == before
         assert await b.counter(ctx, "RX_PROTECTION") == 1
-        assert (await a.vi_reg(ctx, 1, "STATE")) & 3 == 2  # ERROR
+        state_reg, cmd = regmap.VIA.array("VI").register("STATE"), regmap.VIA.array("VI").register("CMD")
+        failed = await a.vi_reg(ctx, 1, "STATE")
+        assert failed & 3 == 2  # ERROR
+        # The failure's bits, and only they; a RESET clears them, and a new failure after a new
+        # CONNECT shows its own.
+        assert state_reg.field("ERROR").extract(failed) == status(RDMA_PROTECTION_ERROR=1)
+        await a.vi_reg(ctx, 1, "CMD", cmd.field("RESET").mask)
+        assert await a.vi_reg(ctx, 1, "STATE") == 0  # IDLE, no error bits
+        await a.vi_reg(ctx, 1, "CMD", cmd.field("CONNECT").mask)
+        assert await a.vi_reg(ctx, 1, "STATE") == 1  # CONNECTED, no error bits
 
     run(bench)
 
