@@ -15,10 +15,11 @@ names ``rw`` registers the block's logic may also load (``hw_en``/``hw_data``; a
 same cycle wins), such as an address register that increments after each data access.
 
 ``tables`` keeps the ``rw`` registers of arrays in memory instead of flip-flops, so an array of many
-elements (the VIs) costs memory, not logic: ``tables={"VI": 5}`` holds one record of the ``rw``
-registers (``table_layout``) per element, and gives the block's logic 5 lookups
-(``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle; an array with no
-``rw`` registers, such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory).
+elements (the VIs) costs memory, not logic: ``tables={"VI": 5}`` holds the ``rw`` registers of
+every element (``table_layout``), a memory per register, and gives the block's logic 5 lookups
+(``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle; a register a
+lookup's reader never uses costs that lookup no read port; an array with no ``rw`` registers,
+such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory).
 Those registers have no per-element ports; the bus reads and writes them as any other. A table's
 ``ro`` registers have none either: the bank names the element the bus reads on its status port
 (``bank.vi_status``: ``index``) and the block's logic answers with that element's values
@@ -97,8 +98,7 @@ class _Table(NamedTuple):
     hit: Signal  # the bus addresses one of the table's elements ...
     element: Signal  # ... this one ...
     word: Signal  # ... at this word of it
-    bus_port: object  # the memory's ports for the bus (None without rw registers)
-    write_port: object
+    columns: dict  # the rw registers' memories' (bus read port, write port), by field name
     w_data: dict  # the wo registers' shared data, by register name
     status: object  # the status port (None without ro registers)
 
@@ -206,7 +206,7 @@ class RegisterBank(wiring.Component):
         return m
 
     def _tables(self, m):
-        """``{array: _Table}``: each table's element decoded, its memory with its lookups served,
+        """``{array: _Table}``: each table's element decoded, its memories with their lookups served,
         its status port told the element, its ``wo`` registers' data shared and strobes cleared."""
         bus = self.bus
         tables = {}
@@ -228,21 +228,21 @@ class RegisterBank(wiring.Component):
             status = getattr(self, f"{name.lower()}_status", None)
             if status is not None:
                 m.d.comb += status.index.eq(element)
-            bus_port = write_port = None  # an array without rw registers (doorbells) needs no memory
-            layout = table_layout(array)
-            if layout.members:
-                init = {reg.name.lower(): reg.reset for reg in array.registers if reg.access is Access.RW}
-                memory = Memory(shape=layout, depth=count, init=[init] * count)
-                m.submodules[f"{name.lower()}_table"] = memory
+            # A memory per rw register (a column; an array without them, such as the doorbell
+            # pages, needs none), so a lookup's reader that never uses a register costs no copy of it.
+            columns = {}
+            for reg in array.registers:
+                if reg.access is not Access.RW:
+                    continue
+                field = reg.name.lower()
+                memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
+                m.submodules[f"{name.lower()}_{field}"] = memory
                 for lookup in getattr(self, f"{name.lower()}_lookup", ()):
                     port = memory.read_port(domain="comb")
-                    m.d.comb += [port.addr.eq(lookup.index), lookup.record.eq(port.data)]
+                    m.d.comb += [port.addr.eq(lookup.index), getattr(lookup.record, field).eq(port.data)]
                 bus_port, write_port = memory.read_port(domain="comb"), memory.write_port()
-                m.d.comb += [
-                    bus_port.addr.eq(element),
-                    write_port.addr.eq(element),
-                    write_port.data.eq(bus_port.data),
-                ]
+                m.d.comb += [bus_port.addr.eq(element), write_port.addr.eq(element)]
+                columns[field] = (bus_port, write_port)
             w_data = {}
             for reg in array.registers:
                 if reg.access is Access.WO:
@@ -250,7 +250,7 @@ class RegisterBank(wiring.Component):
                     w_data[reg.name] = Signal(reg.width, name=f"{name.lower()}_{reg.name.lower()}_w_data")
                     m.d.comb += [port.w_data.eq(w_data[reg.name]) for port in ports]
                     m.d.sync += [port.w_stb.eq(0) for port in ports]
-            tables[name] = _Table(hit, element, word, bus_port, write_port, w_data, status)
+            tables[name] = _Table(hit, element, word, columns, w_data, status)
         return tables
 
     def _table_access(self, m, mask, tables):
@@ -265,12 +265,12 @@ class RegisterBank(wiring.Component):
                     with m.If(table.word == reg.offset // 4):
                         m.d.sync += [bus.err.eq(0), bus.ack.eq(1)]
                         if reg.access is Access.RW:
-                            old = getattr(table.bus_port.data, field)
-                            m.d.sync += bus.dat_r.eq(old)
+                            bus_port, write_port = table.columns[field]
+                            m.d.sync += bus.dat_r.eq(bus_port.data)
                             with m.If(bus.we):
                                 m.d.comb += [
-                                    table.write_port.en.eq(1),
-                                    getattr(table.write_port.data, field).eq(_written(old, bus.dat_w, mask)),
+                                    write_port.en.eq(1),
+                                    write_port.data.eq(_written(bus_port.data, bus.dat_w, mask)),
                                 ]
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(getattr(table.status.record, field))

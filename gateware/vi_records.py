@@ -10,6 +10,9 @@ A clear (``clear.<group>``, a mask of VIs) makes a group of fields (or the whole
 ``renewed`` (zero unless driven; a port's ``renewed`` may depend on its VI) until the VI's record
 is next written, instead of writing it: a connect never competes with the owner for the write port,
 and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group.
+
+Each field is a memory of its own, written together: a port whose reader never uses a field costs
+no copy of it (a peek for one register's value reads one field's memory, not the record's).
 """
 
 from amaranth import C, Module, Mux, Signal
@@ -53,13 +56,16 @@ class ViRecords(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         vis = self.vis
-        m.submodules.memory = memory = Memory(shape=self.layout, depth=vis, init=[])
+        memories = {}
+        for name, field in self.layout:
+            memories[name] = m.submodules[f"memory_{name}"] = Memory(shape=field.shape, depth=vis, init=[])
         # Every VI starts cleared, so a group reads as `renewed` before its first write.
         cleared = {name: Signal(vis, init=(1 << vis) - 1, name=f"cleared_{name}") for name in self.groups}
 
         def serve(port):
-            memory_port = memory.read_port(domain="comb")
-            m.d.comb += [memory_port.addr.eq(port.vi), port.record.eq(memory_port.data)]
+            for name, memory in memories.items():
+                memory_port = memory.read_port(domain="comb")
+                m.d.comb += [memory_port.addr.eq(port.vi), getattr(port.record, name).eq(memory_port.data)]
             for name, fields in self.groups.items():
                 with m.If(cleared[name].bit_select(port.vi, 1)):
                     m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
@@ -67,15 +73,18 @@ class ViRecords(wiring.Component):
         for port in [self.owner, *getattr(self, "peek", [])]:
             serve(port)
 
-        write = memory.write_port()
-        merged = Signal(self.layout)
-        m.d.comb += merged.eq(self.owner.record)
-        for field in self.layout.members:
-            with m.If(getattr(self.change, field)):
-                m.d.comb += getattr(merged, field).eq(getattr(self.new, field))
-        m.d.comb += [write.addr.eq(self.owner.vi), write.data.eq(merged), write.en.eq(self.change.as_value().any())]
+        # The record is written whole: the fields not changed keep their value (or take their
+        # renewed one, so a cleared group stays cleared once its flag drops).
+        write_en = self.change.as_value().any()
+        for name, memory in memories.items():
+            write = memory.write_port()
+            m.d.comb += [
+                write.addr.eq(self.owner.vi),
+                write.data.eq(Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))),
+                write.en.eq(write_en),
+            ]
 
-        written = Mux(write.en, C(1, vis) << self.owner.vi, 0)
+        written = Mux(write_en, C(1, vis) << self.owner.vi, 0)
         for name in self.groups:
             m.d.sync += cleared[name].eq((cleared[name] & ~written) | getattr(self.clear, name))
         return m
