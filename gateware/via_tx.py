@@ -172,35 +172,44 @@ class TxEngine(wiring.Component):
         info_w = info_mem.write_port()
         info_r = info_mem.read_port(transparent_for=(info_w,))
 
-        def arr(name, width, init=0):
-            return Array(Signal(width, name=f"{name}{v}", init=init) for v in range(vis))
-
-        # Head and tail are per-VI registers: a doorbell (any VI, any cycle) needs both.
+        # Each VI's queue head and tail, a record each per VI: the visit moves the head and the
+        # doorbells the tail (their owners); each reads the other's where it is, and the bus
+        # reads both at its VI (QUEUE_STATUS).
         ptr = range(2 * qd)
-        head, tail = arr("sq_head", ptr), arr("sq_tail", ptr)
+        vi = Signal(range(vis))  # the VI being visited
+        doorbell, status = self.sq_doorbell, self.status
+        db_vi = doorbell.payload.vi
+        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": ptr}), vis, peeks=2)
+        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": ptr}), vis, peeks=2)
+        m.d.comb += [
+            heads.owner.vi.eq(vi),
+            heads.peek[0].vi.eq(db_vi),
+            heads.peek[1].vi.eq(status.vi),
+            tails.owner.vi.eq(db_vi),
+            tails.peek[0].vi.eq(vi),
+            tails.peek[1].vi.eq(status.vi),
+        ]
+        head, tail = heads.owner.record.head, tails.peek[0].record.tail  # the visited VI's
+        db_tail = tails.owner.record.tail
 
-        def queued(of_vi):
-            return (tail[of_vi] - head[of_vi])[: len(head[0])]
+        def queued(tail_, head_):
+            return (tail_ - head_)[: len(head)]
 
         rung = Signal(vis)  # a doorbell was taken
-        doorbell = self.sq_doorbell
-        db_vi, db_tail = doorbell.payload.vi, tail[doorbell.payload.vi]
         with m.If(doorbell.valid):
-            with m.If(queued(db_vi) < qd):
+            with m.If(queued(db_tail, heads.peek[0].record.head) < qd):
                 m.d.comb += [
                     sq_w.en.eq(1),
                     sq_w.addr.eq(db_vi * qd + db_tail[: len(db_tail) - 1]),
                     sq_w.data.eq(doorbell.payload.addr),
                     rung.eq(C(1, vis) << db_vi),
                 ]
-                m.d.sync += db_tail.eq(db_tail + 1)
+                m.d.comb += tails.update(tail=db_tail + 1)
             with m.Else():
                 m.d.comb += ev.doorbells_refused.eq(1)
-        m.d.comb += self.status.queued.eq(queued(self.status.vi))
+        m.d.comb += status.queued.eq(queued(tails.peek[1].record.tail, heads.peek[1].record.head))
 
         read_active = Array(self.to_rx.read_active)
-
-        vi = Signal(range(vis))  # the VI being visited
 
         # Each VI's next sequence number: a record per VI (a connect restarts it at 0), read where
         # the visit is and where the bus reads TX_PSN.
@@ -210,8 +219,8 @@ class TxEngine(wiring.Component):
         snd_nxt = sequence.owner.record.snd_nxt
         m.d.comb += [
             sequence.owner.vi.eq(vi),
-            sequence.peek[0].vi.eq(self.status.vi),
-            self.status.psn.eq(sequence.peek[0].record.snd_nxt),
+            sequence.peek[0].vi.eq(status.vi),
+            status.psn.eq(sequence.peek[0].record.snd_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
         ]
 
@@ -223,8 +232,8 @@ class TxEngine(wiring.Component):
         ctx = context.owner.record
         m.d.comb += [
             context.owner.vi.eq(vi),
-            context.owner.renewed.cur.eq(head[vi]),
-            context.owner.renewed.cur_max.eq(head[vi]),
+            context.owner.renewed.cur.eq(head),
+            context.owner.renewed.cur_max.eq(head),
             context.clear.connect.eq(Cat(*self.vi.connect)),
         ]
 
@@ -266,10 +275,10 @@ class TxEngine(wiring.Component):
         sendable = Signal()
         work_left = Signal()
         m.d.comb += [
-            sendable.eq((state == _CONNECTED) & (ctx.cur != tail[vi]) & window_open & ~fenced),
+            sendable.eq((state == _CONNECTED) & (ctx.cur != tail) & window_open & ~fenced),
             work_left.eq(
-                ((head[vi] != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31])
-                | ((state == _ERROR) & (head[vi] != tail[vi]))
+                ((head != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31])
+                | ((state == _ERROR) & (head != tail))
                 | sendable
             ),
         ]
@@ -402,7 +411,7 @@ class TxEngine(wiring.Component):
         cur_next, head_next = Signal(ptr), Signal(ptr)
         m.d.comb += [
             cur_next.eq(ctx.cur),
-            head_next.eq(head[vi]),
+            head_next.eq(head),
             sq_r.addr.eq(vi * qd + cur_next[: len(cur_next) - 1]),
             sq_head_r.addr.eq(vi * qd + head_next[: len(head_next) - 1]),
             info_r.addr.eq(vi * qd + head_next[: len(head_next) - 1]),
@@ -507,7 +516,7 @@ class TxEngine(wiring.Component):
             update(cur=ctx.cur + 1, cur_offset=0)
             with m.If(ctx.cur == ctx.cur_max):
                 update(cur_max=ctx.cur + 1)
-            with m.If(ctx.cur == head[vi]):
+            with m.If(ctx.cur == head):
                 update(head_end=snd_nxt)
 
         with m.FSM():
@@ -564,9 +573,9 @@ class TxEngine(wiring.Component):
 
             # --- 3. completions in queue order ------------------------------------------------
             with m.State("VISIT_COMPLETE"):
-                with m.If((state == _ERROR) & (head[vi] != tail[vi])):
+                with m.If((state == _ERROR) & (head != tail)):
                     m.next = "FLUSH"
-                with m.Elif((head[vi] != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31]):
+                with m.Elif((head != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31]):
                     m.next = "COMPLETE"
                 with m.Else():
                     m.next = "VISIT_TIMER"
@@ -582,20 +591,19 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.comb += head_next.eq(head[vi] + 1)
-                    m.d.sync += head[vi].eq(head_next)
+                    m.d.comb += [head_next.eq(head + 1), heads.update(head=head_next)]
                     update(head_psn=ctx.head_end)
                     with m.If(slot_info.op == _SOP.RDMA_READ):
                         m.d.sync += read_active[vi].eq(0)
                     m.next = "COMPLETE_NEXT"
             with m.State("COMPLETE_NEXT"):
                 # The new head's end, if its message has been sent.
-                with m.If(head[vi] != ctx.cur_max):
+                with m.If(head != ctx.cur_max):
                     update(head_end=slot_info.end_psn)
                 m.next = "VISIT_COMPLETE"
             with m.State("FLUSH"):
                 c = self.completions.payload
-                sent = head[vi] != ctx.cur_max
+                sent = head != ctx.cur_max
                 bits = Mux(
                     sent & (slot_info.error != 0),
                     slot_info.error,
@@ -610,18 +618,14 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.comb += [timers.stop.eq(1), head_next.eq(head[vi] + 1)]
-                    m.d.sync += [
-                        loaded.eq(0),
-                        head[vi].eq(head_next),
-                        read_active[vi].eq(0),
-                    ]
+                    m.d.comb += [timers.stop.eq(1), head_next.eq(head + 1), heads.update(head=head_next)]
+                    m.d.sync += [loaded.eq(0), read_active[vi].eq(0)]
                     update(err_pending=0)
-                    with m.If(head[vi] == ctx.cur):
-                        update(cur=head[vi] + 1)
+                    with m.If(head == ctx.cur):
+                        update(cur=head + 1)
                         update(cur_offset=0)
                     with m.If(~sent):
-                        update(cur_max=head[vi] + 1)
+                        update(cur_max=head + 1)
                     m.next = "VISIT_COMPLETE"
 
             # --- 4. the retransmission timer -------------------------------------------------
@@ -635,9 +639,9 @@ class TxEngine(wiring.Component):
                 m.next = "VISIT_REWIND"
             with m.State("VISIT_REWIND"):
                 with m.If(ctx.rewind):
-                    m.d.comb += [timers.stop.eq(1), cur_next.eq(head[vi])]
+                    m.d.comb += [timers.stop.eq(1), cur_next.eq(head)]
                     m.d.comb += sequence.update(snd_nxt=ctx.una)
-                    update(rewind=0, cur=head[vi], cur_offset=(ctx.una - ctx.head_psn)[:24] * per_frame)
+                    update(rewind=0, cur=head, cur_offset=(ctx.una - ctx.head_psn)[:24] * per_frame)
                 m.next = "VISIT_CONTROL"
 
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
@@ -779,7 +783,7 @@ class TxEngine(wiring.Component):
                         update(cur=ctx.cur + 1, cur_offset=0)
                         with m.If(ctx.cur == ctx.cur_max):
                             update(cur_max=ctx.cur + 1)
-                        with m.If(ctx.cur == head[vi]):
+                        with m.If(ctx.cur == head):
                             update(head_end=snd_nxt + 1)
                     with m.Else():
                         update(cur_offset=ctx.cur_offset + payload_len)
