@@ -98,13 +98,15 @@ struct nv_via {
     uint32_t next_request_id;
     uint32_t ptags; /* bit i: tag i+1 allocated */
     uint32_t cqs_used;
-    struct nv_via_vi vi[NV_VIA_MAX_VIS];
+    unsigned command_count;
+    uint32_t generation; /* moves on at every deregistration and VI reset (prebuilt descriptors, via_post.h) */
+    /* The tables last, the VIs' (which grows with the card) at the end: the fields before them
+     * stay within reach of the global pointer (one instruction an access) on a card of 64 VIs. */
+    struct nv_via_command_entry commands[NV_VIA_MAX_COMMANDS];
     struct nv_via_request requests[NV_VIA_MAX_REQUESTS];
     struct nv_via_region regions[NV_VIA_MAX_REGIONS];
     uint32_t l2_used[NV_VIA_MAX_PAGES / 32];
-    struct nv_via_command_entry commands[NV_VIA_MAX_COMMANDS];
-    unsigned command_count;
-    uint32_t generation; /* moves on at every deregistration and VI reset (prebuilt descriptors, via_post.h) */
+    struct nv_via_vi vi[NV_VIA_MAX_VIS];
 };
 
 /* Read the card's VIA parameters, reset its VIs and CQs, enable the engine, and register the
