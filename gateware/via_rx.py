@@ -149,25 +149,47 @@ class RxEngine(wiring.Component):
         rq_w = rq_mem.write_port()
         # Block RAM: answers a cycle after its address (the engine's VI's head).
         rq_r = rq_mem.read_port(transparent_for=(rq_w,))
-        rq_head = Array(Signal(range(2 * qd), name=f"rq_head{v}") for v in range(vis))
-        rq_tail = Array(Signal(range(2 * qd), name=f"rq_tail{v}") for v in range(vis))
+        # Each VI's queue head and tail, a record each per VI (as TX's): this engine moves the
+        # head at its VI, the doorbells the tail. Which queues hold descriptors is a flag per VI,
+        # for the flush, which looks at every VI.
+        ptr = range(2 * qd)
+        vi = Signal(range(vis))  # the VI of the frame being handled, or of the flush
+        doorbell, status = self.rq_doorbell, self.status
+        db_vi = doorbell.payload.vi
+        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": ptr}), vis, peeks=2)
+        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": ptr}), vis, peeks=2)
+        m.d.comb += [
+            heads.owner.vi.eq(vi),
+            heads.peek[0].vi.eq(db_vi),
+            heads.peek[1].vi.eq(status.vi),
+            tails.owner.vi.eq(db_vi),
+            tails.peek[0].vi.eq(vi),
+            tails.peek[1].vi.eq(status.vi),
+        ]
+        rq_head, rq_tail = heads.owner.record.head, tails.peek[0].record.tail  # at this engine's VI
+        db_tail = tails.owner.record.tail
+        posted = Signal(vis)  # the VI's queue is not empty
 
-        def queued(of_vi):
-            return (rq_tail[of_vi] - rq_head[of_vi])[: len(rq_head[0])]
+        def queued(tail_, head_):
+            return (tail_ - head_)[: len(rq_head)]
 
-        doorbell = self.rq_doorbell
-        db_vi, db_tail = doorbell.payload.vi, rq_tail[doorbell.payload.vi]
+        consumed = Signal()  # the head descriptor is done with: the head moves on
+        with m.If(consumed):
+            m.d.comb += heads.update(head=rq_head + 1)
+            with m.If((rq_head + 1)[: len(rq_head)] == rq_tail):
+                m.d.sync += posted.bit_select(vi, 1).eq(0)
         with m.If(doorbell.valid):
-            with m.If(queued(db_vi) < qd):
+            with m.If(queued(db_tail, heads.peek[0].record.head) < qd):
                 m.d.comb += [
                     rq_w.en.eq(1),
                     rq_w.addr.eq(db_vi * qd + db_tail[: len(db_tail) - 1]),
                     rq_w.data.eq(doorbell.payload.addr),
+                    tails.update(tail=db_tail + 1),
                 ]
-                m.d.sync += db_tail.eq(db_tail + 1)
+                m.d.sync += posted.bit_select(db_vi, 1).eq(1)  # after the head's clear: it wins
             with m.Else():
                 m.d.comb += ev.doorbells_refused.eq(1)
-        m.d.comb += self.status.queued.eq(queued(self.status.vi))
+        m.d.comb += status.queued.eq(queued(tails.peek[1].record.tail, heads.peek[1].record.head))
 
         # --- per-VI flags -----------------------------------------------------------------------
         def arr(name, width):
@@ -184,7 +206,6 @@ class RxEngine(wiring.Component):
         words = Signal(range(_HEADER_WORDS + 1))
         frame_done = Signal()  # its last word has been read (nothing left to skip)
         length = Signal(16)
-        vi = Signal(range(vis))
         op = Signal(4)
         desc = Signal(32)
         error_bits = Signal(16)
@@ -256,15 +277,13 @@ class RxEngine(wiring.Component):
         known_op = (h.op >= _OP.ACK) & (h.op <= _OP.MGMT)
         psn_diff = Signal(32)
         m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
-        rq_empty = rq_head[vi] == rq_tail[vi]
-        m.d.comb += rq_r.addr.eq(vi * qd + rq_head[vi][: len(rq_head[vi]) - 1])
+        rq_empty = rq_head == rq_tail
+        m.d.comb += rq_r.addr.eq(vi * qd + rq_head[: len(rq_head) - 1])
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = self.config.record.ptag
 
         # Flush work: receive descriptors of VIs in the error state complete as FLUSHED.
-        flush_any, flush_vi = first_set(
-            m, "flush", [(self.vi.state[v] == _ERROR) & (rq_head[v] != rq_tail[v]) for v in range(vis)]
-        )
+        flush_any, flush_vi = first_set(m, "flush", [(self.vi.state[v] == _ERROR) & posted[v] for v in range(vis)])
 
         # Scatter/gather inputs: the fetcher loads descriptor segments; remote targets are one segment.
         single = Signal()
@@ -550,7 +569,7 @@ class RxEngine(wiring.Component):
                             self.fail_vi.eq(vi),
                             self.fail_bits.eq(error_bits),
                         ]
-                        m.d.sync += rq_head[vi].eq(rq_head[vi] + 1)
+                        m.d.comb += consumed.eq(1)
                         nak(_NAK.REMOTE_DESCRIPTOR)
                         m.next = "DROP"
 
@@ -591,7 +610,7 @@ class RxEngine(wiring.Component):
                             m.d.comb += complete(status, h.msg_length, h.immediate_data)
                             m.d.comb += self.completions.payload.write_imm.eq(h.flags.immediate)
                             with m.If(self.completions.ready):
-                                m.d.sync += rq_head[vi].eq(rq_head[vi] + 1)
+                                m.d.comb += consumed.eq(1)
                                 m.next = "ADVANCE"
                         with m.Else():
                             m.next = "ADVANCE"
@@ -602,7 +621,7 @@ class RxEngine(wiring.Component):
                             )
                             m.d.comb += complete(status, 0, h.immediate_data)
                             with m.If(self.completions.ready):
-                                m.d.sync += rq_head[vi].eq(rq_head[vi] + 1)
+                                m.d.comb += consumed.eq(1)
                                 m.next = "ADVANCE"
                         with m.Else():
                             m.next = "ADVANCE"
@@ -645,7 +664,7 @@ class RxEngine(wiring.Component):
             with m.State("FLUSH_COMPLETE"):
                 m.d.comb += complete(recv_status | status_bits(FLUSHED=1), 0)
                 with m.If(self.completions.ready):
-                    m.d.sync += rq_head[vi].eq(rq_head[vi] + 1)
+                    m.d.comb += consumed.eq(1)
                     m.next = "IDLE"
 
         with m.If(self.mgmt_pop):
