@@ -263,7 +263,9 @@ class RegisterBank(wiring.Component):
                 for reg in self.block.array(name).registers:
                     field = reg.name.lower()
                     with m.If(table.word == reg.offset // 4):
-                        m.d.sync += [bus.err.eq(0), bus.ack.eq(1)]
+                        m.d.sync += bus.err.eq(0)
+                        if reg.access is not Access.RO:
+                            m.d.sync += bus.ack.eq(1)
                         if reg.access is Access.RW:
                             bus_port, write_port = table.columns[field]
                             m.d.sync += bus.dat_r.eq(bus_port.data)
@@ -275,7 +277,9 @@ class RegisterBank(wiring.Component):
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(getattr(table.status.record, field))
                             with m.If(bus.we):
-                                m.d.sync += [bus.err.eq(1), bus.ack.eq(0)]  # a write to a read-only register is a bug
+                                m.d.sync += bus.err.eq(1)  # a write to a read-only register is a bug
+                            with m.Else():
+                                m.d.sync += bus.ack.eq(1)
                         else:
                             ports = Array(getattr(e, field) for e in elements)
                             m.d.sync += bus.dat_r.eq(0)
