@@ -79,14 +79,15 @@ class ViaEngine(wiring.Component):
         p = self.p
         vis, cqs = p.vis, p.cqs
 
-        # The VIs' configuration registers are a table in memory, read where the doorbell check,
-        # the engines and the completion unit are (`_VI_READERS`).
+        # Arrays kept in memory: the VIs' configuration registers, read where the doorbell check,
+        # the engines and the completion unit are (`_VI_READERS`); the mailbox's data, which only
+        # the bus reads; the management frames' payloads, a word at a time.
         m.submodules.bank = bank = RegisterBank(
             regmap.VIA,
             counts={"VI": vis, "CQ": cqs},
             resets=self.resets,
             hw_writable=("ATT_ADDR",),
-            tables={"VI": len(_VI_READERS)},
+            tables={"VI": len(_VI_READERS), "MBOX_DATA": 0, "MGMT_TX_DATA": 1, "MGMT_RX_DATA": 0},
         )
         vi_lookup = dict(zip(_VI_READERS, bank.vi_lookup))
         wiring.connect(m, wiring.flipped(self.regs), bank.bus)
@@ -222,11 +223,8 @@ class ViaEngine(wiring.Component):
             ),
             rx.mgmt_pop.eq(bank.mgmt_rx_pop.w_stb),
         ]
-        for i in range(via_frame.MGMT_PAYLOAD_MAX // 4):
-            m.d.comb += [
-                tx.mgmt_data[i].eq(bank.mgmt_tx_data[i].word.value),
-                bank.mgmt_rx_data[i].word.value.eq(rx.mgmt_data[i]),
-            ]
+        wiring.connect(m, tx.mgmt_data, bank.mgmt_tx_data_lookup[0])
+        wiring.connect(m, bank.mgmt_rx_data_status, rx.mgmt_data)
 
         # The firmware's interrupt: a mailbox command (an event, held until acknowledged), a
         # management frame waiting (a level, until popped) or an armed completion queue's

@@ -7,12 +7,13 @@ Every member with a VI dimension is an array of ``vis`` elements, one per VI.
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numavia.base import regmap
+from numavia.base import regmap, via_frame
 
-from .register_bank import lookup_signature
+from .register_bank import lookup_signature, status_signature
 
 _VI = regmap.VIA.array("VI")
 _PEER = _VI.register("PEER")
+_MGMT_WORDS = via_frame.MGMT_PAYLOAD_MAX // 4
 
 
 def vi_config_signature(vis):
@@ -44,6 +45,18 @@ def vi_lookup_signature(vis):
     """One VI's configuration registers (peer, protection tag, descriptor area, CQ binding), read
     from the register bank's table at ``index`` in the same cycle: they cost memory, not logic."""
     return lookup_signature(_VI, vis)
+
+
+def mgmt_tx_payload_signature():
+    """The management frame to send, read a word at a time (``index``, then ``record.word``) from
+    the register bank's MGMT_TX_DATA table."""
+    return lookup_signature(regmap.VIA.array("MGMT_TX_DATA"), _MGMT_WORDS)
+
+
+def mgmt_rx_payload_signature():
+    """The management frame received, as the bus reads it from the receive side's memory
+    (MGMT_RX_DATA): the bank's side, which names the word (``index``) and takes ``record.word``."""
+    return status_signature(regmap.VIA.array("MGMT_RX_DATA"), _MGMT_WORDS)
 
 
 def peer_node(record):

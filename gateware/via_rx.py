@@ -37,6 +37,7 @@ from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
 from .via_links import (
     doorbell_signature,
+    mgmt_rx_payload_signature,
     peer_node,
     peer_vi,
     queue_status_signature,
@@ -123,7 +124,7 @@ class RxEngine(wiring.Component):
                 "mgmt_valid": Out(1),
                 "mgmt_src": Out(regmap.NODE_ID_BITS),
                 "mgmt_length": Out(7),
-                "mgmt_data": Out(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
+                "mgmt_data": In(mgmt_rx_payload_signature()),
                 "mgmt_pop": In(1),
                 "events": Out(data.StructLayout({name.lower(): 1 for name in RX_EVENTS})),
             }
@@ -212,6 +213,10 @@ class RxEngine(wiring.Component):
         last = Signal()
         payload_words = Signal(16)
         mgmt_words = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
+        # The management frame's payload, in memory; the bus reads it (MGMT_RX_DATA) through here.
+        m.submodules.mgmt_payload = mgmt_payload = Memory(shape=32, depth=via_frame.MGMT_PAYLOAD_MAX // 4, init=[])
+        mgmt_write, mgmt_read = mgmt_payload.write_port(), mgmt_payload.read_port(domain="comb")
+        m.d.comb += [mgmt_read.addr.eq(self.mgmt_data.index), self.mgmt_data.record.word.eq(mgmt_read.data)]
 
         # --- per-VI sequence state: one record per VI in memory -----------------------------------
         # Read where this engine is (its frame's VI) and where the transmit engine is
@@ -645,8 +650,12 @@ class RxEngine(wiring.Component):
                     m.d.sync += self.mgmt_valid.eq(1)
                     m.next = "DROP"
                 with m.Elif(self.frames.valid):
+                    m.d.comb += [
+                        mgmt_write.en.eq(1),
+                        mgmt_write.addr.eq(mgmt_words),
+                        mgmt_write.data.eq(self.frames.payload.data),
+                    ]
                     m.d.sync += [
-                        Array(self.mgmt_data)[mgmt_words].eq(self.frames.payload.data),
                         mgmt_words.eq(mgmt_words + 1),
                         frame_done.eq(self.frames.payload.last),
                     ]

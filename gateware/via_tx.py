@@ -43,6 +43,7 @@ from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
 from .via_links import (
     doorbell_signature,
+    mgmt_tx_payload_signature,
     peer_node,
     peer_vi,
     queue_status_signature,
@@ -123,7 +124,7 @@ class TxEngine(wiring.Component):
                 # Management frames from the firmware.
                 "mgmt_request": In(1),
                 "mgmt_ctrl": In(32),
-                "mgmt_data": In(32).array(via_frame.MGMT_PAYLOAD_MAX // 4),
+                "mgmt_data": Out(mgmt_tx_payload_signature()),
                 "mgmt_busy": Out(1),
                 "events": Out(data.StructLayout({name.lower(): 1 for name in TX_EVENTS})),
             }
@@ -854,7 +855,8 @@ class TxEngine(wiring.Component):
                 rem = mgmt_len[:2]
                 m.d.comb += [
                     self.frames.valid.eq(1),
-                    self.frames.payload.data.eq(Array(self.mgmt_data)[mgmt_word]),
+                    self.mgmt_data.index.eq(mgmt_word),
+                    self.frames.payload.data.eq(self.mgmt_data.record.word),
                     self.frames.payload.last.eq(end),
                     self.frames.payload.nbytes.eq(Mux(end & (rem != 0), rem, 4)),
                 ]
