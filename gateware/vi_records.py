@@ -80,7 +80,9 @@ class ViRecords(wiring.Component):
             write = memory.write_port()
             m.d.comb += [
                 write.addr.eq(self.owner.vi),
-                write.data.eq(Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))),
+                write.data.eq(
+                    Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))
+                ),
                 write.en.eq(write_en),
             ]
 
