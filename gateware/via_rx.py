@@ -46,6 +46,7 @@ from .via_links import (
     vi_config_signature,
     vi_lookup_signature,
 )
+from .via_queue_pointers import QueuePointers
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
 from .via_translate import lookup_signature
 
@@ -150,47 +151,22 @@ class RxEngine(wiring.Component):
         rq_w = rq_mem.write_port()
         # Block RAM: answers a cycle after its address (the engine's VI's head).
         rq_r = rq_mem.read_port(transparent_for=(rq_w,))
-        # Each VI's queue head and tail, a record each per VI (as TX's): this engine moves the
-        # head at its VI, the doorbells the tail. Which queues hold descriptors is a flag per VI,
-        # for the flush, which looks at every VI.
-        ptr = range(2 * qd)
+        # The queues' heads and tails: this engine moves the head at its VI, the doorbells the
+        # tail; the flush looks at which VIs' queues hold descriptors (`posted`).
         vi = Signal(range(vis))  # the VI of the frame being handled, or of the flush
-        doorbell, status = self.rq_doorbell, self.status
-        db_vi = doorbell.payload.vi
-        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": ptr}), vis, peeks=2)
-        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": ptr}), vis, peeks=2)
+        m.submodules.pointers = pointers = QueuePointers(vis, qd)
+        wiring.connect(m, wiring.flipped(self.rq_doorbell), pointers.doorbell)
+        rq_head, rq_tail, posted = pointers.head, pointers.tail, pointers.posted  # at this engine's VI
+        consumed = pointers.advance  # the head descriptor is done with: the head moves on
         m.d.comb += [
-            heads.owner.vi.eq(vi),
-            heads.peek[0].vi.eq(db_vi),
-            heads.peek[1].vi.eq(status.vi),
-            tails.owner.vi.eq(db_vi),
-            tails.peek[0].vi.eq(vi),
-            tails.peek[1].vi.eq(status.vi),
+            pointers.vi.eq(vi),
+            pointers.status_vi.eq(self.status.vi),
+            self.status.queued.eq(pointers.queued),
+            rq_w.en.eq(pointers.taken),
+            rq_w.addr.eq(pointers.slot),
+            rq_w.data.eq(self.rq_doorbell.payload.addr),
+            ev.doorbells_refused.eq(pointers.refused),
         ]
-        rq_head, rq_tail = heads.owner.record.head, tails.peek[0].record.tail  # at this engine's VI
-        db_tail = tails.owner.record.tail
-        posted = Signal(vis)  # the VI's queue is not empty
-
-        def queued(tail_, head_):
-            return (tail_ - head_)[: len(rq_head)]
-
-        consumed = Signal()  # the head descriptor is done with: the head moves on
-        with m.If(consumed):
-            m.d.comb += heads.update(head=rq_head + 1)
-            with m.If((rq_head + 1)[: len(rq_head)] == rq_tail):
-                m.d.sync += posted.bit_select(vi, 1).eq(0)
-        with m.If(doorbell.valid):
-            with m.If(queued(db_tail, heads.peek[0].record.head) < qd):
-                m.d.comb += [
-                    rq_w.en.eq(1),
-                    rq_w.addr.eq(db_vi * qd + db_tail[: len(db_tail) - 1]),
-                    rq_w.data.eq(doorbell.payload.addr),
-                    tails.update(tail=db_tail + 1),
-                ]
-                m.d.sync += posted.bit_select(db_vi, 1).eq(1)  # after the head's clear: it wins
-            with m.Else():
-                m.d.comb += ev.doorbells_refused.eq(1)
-        m.d.comb += status.queued.eq(queued(tails.peek[1].record.tail, heads.peek[1].record.head))
 
         # --- per-VI flags -----------------------------------------------------------------------
         def arr(name, width):

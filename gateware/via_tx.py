@@ -52,6 +52,7 @@ from .via_links import (
     vi_config_signature,
     vi_lookup_signature,
 )
+from .via_queue_pointers import QueuePointers
 from .via_retransmit import RetransmitTimers
 from .via_rx import ReadJob
 from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
@@ -173,42 +174,24 @@ class TxEngine(wiring.Component):
         info_w = info_mem.write_port()
         info_r = info_mem.read_port(transparent_for=(info_w,))
 
-        # Each VI's queue head and tail, a record each per VI: the visit moves the head and the
-        # doorbells the tail (their owners); each reads the other's where it is, and the bus
-        # reads both at its VI (QUEUE_STATUS).
+        # The queues' heads and tails: the visit moves the head, the doorbells the tail.
         ptr = range(2 * qd)
         vi = Signal(range(vis))  # the VI being visited
-        doorbell, status = self.sq_doorbell, self.status
-        db_vi = doorbell.payload.vi
-        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": ptr}), vis, peeks=2)
-        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": ptr}), vis, peeks=2)
-        m.d.comb += [
-            heads.owner.vi.eq(vi),
-            heads.peek[0].vi.eq(db_vi),
-            heads.peek[1].vi.eq(status.vi),
-            tails.owner.vi.eq(db_vi),
-            tails.peek[0].vi.eq(vi),
-            tails.peek[1].vi.eq(status.vi),
-        ]
-        head, tail = heads.owner.record.head, tails.peek[0].record.tail  # the visited VI's
-        db_tail = tails.owner.record.tail
-
-        def queued(tail_, head_):
-            return (tail_ - head_)[: len(head)]
-
+        status = self.status
+        m.submodules.pointers = pointers = QueuePointers(vis, qd)
+        wiring.connect(m, wiring.flipped(self.sq_doorbell), pointers.doorbell)
+        head, tail = pointers.head, pointers.tail  # the visited VI's
         rung = Signal(vis)  # a doorbell was taken
-        with m.If(doorbell.valid):
-            with m.If(queued(db_tail, heads.peek[0].record.head) < qd):
-                m.d.comb += [
-                    sq_w.en.eq(1),
-                    sq_w.addr.eq(db_vi * qd + db_tail[: len(db_tail) - 1]),
-                    sq_w.data.eq(doorbell.payload.addr),
-                    rung.eq(C(1, vis) << db_vi),
-                ]
-                m.d.comb += tails.update(tail=db_tail + 1)
-            with m.Else():
-                m.d.comb += ev.doorbells_refused.eq(1)
-        m.d.comb += status.queued.eq(queued(tails.peek[1].record.tail, heads.peek[1].record.head))
+        m.d.comb += [
+            pointers.vi.eq(vi),
+            pointers.status_vi.eq(status.vi),
+            status.queued.eq(pointers.queued),
+            sq_w.en.eq(pointers.taken),
+            sq_w.addr.eq(pointers.slot),
+            sq_w.data.eq(self.sq_doorbell.payload.addr),
+            rung.eq(Mux(pointers.taken, C(1, vis) << self.sq_doorbell.payload.vi, 0)),
+            ev.doorbells_refused.eq(pointers.refused),
+        ]
 
         read_active = Array(self.to_rx.read_active)
 
@@ -592,7 +575,7 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.comb += [head_next.eq(head + 1), heads.update(head=head_next)]
+                    m.d.comb += [head_next.eq(head + 1), pointers.advance.eq(1)]
                     update(head_psn=ctx.head_end)
                     with m.If(slot_info.op == _SOP.RDMA_READ):
                         m.d.sync += read_active[vi].eq(0)
@@ -619,7 +602,7 @@ class TxEngine(wiring.Component):
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
-                    m.d.comb += [timers.stop.eq(1), head_next.eq(head + 1), heads.update(head=head_next)]
+                    m.d.comb += [timers.stop.eq(1), head_next.eq(head + 1), pointers.advance.eq(1)]
                     m.d.sync += [loaded.eq(0), read_active[vi].eq(0)]
                     update(err_pending=0)
                     with m.If(head == ctx.cur):

@@ -1,0 +1,86 @@
+# amaranth: UnusedElaboratable=no
+"""The work queues' heads and tails alone: doorbells are taken into their VI's next slot until the
+queue is full and refused after, each VI's queue apart; the engine's VI reads its head and tail and
+moves the head on; the bus reads any VI's count; `posted` follows which queues hold descriptors,
+a doorbell winning over the last descriptor's removal in the same cycle; the depth is a power of
+two."""
+
+import pytest
+from support.sim import run_testbench
+
+from numavia.gateware.via_queue_pointers import QueuePointers
+
+VIS, DEPTH = 4, 4
+
+
+async def ring(ctx, dut, vi, addr=0x1000):
+    """One doorbell; returns (taken, refused, slot) as seen in its cycle."""
+    ctx.set(dut.doorbell.valid, 1)
+    ctx.set(dut.doorbell.payload.vi, vi)
+    ctx.set(dut.doorbell.payload.addr, addr)
+    seen = (ctx.get(dut.taken), ctx.get(dut.refused), ctx.get(dut.slot))
+    await ctx.tick()
+    ctx.set(dut.doorbell.valid, 0)
+    return seen
+
+
+def queued(ctx, dut, vi):
+    ctx.set(dut.status_vi, vi)
+    return ctx.get(dut.queued)
+
+
+def test_doorbells_fill_their_vis_queue_slot_by_slot_and_a_full_queue_refuses():
+    async def bench(ctx, dut):
+        for i in range(DEPTH):
+            assert await ring(ctx, dut, 2) == (1, 0, 2 * DEPTH + i)
+        assert await ring(ctx, dut, 2) == (0, 1, 2 * DEPTH)  # full: refused, nothing moves
+        assert queued(ctx, dut, 2) == DEPTH and queued(ctx, dut, 1) == 0
+        assert await ring(ctx, dut, 1) == (1, 0, DEPTH)  # another VI's queue is its own
+        assert ctx.get(dut.posted) == 0b0110
+
+    run_testbench(QueuePointers(VIS, DEPTH), bench)
+
+
+def test_the_engine_reads_its_vis_head_and_tail_and_moves_the_head_on():
+    async def bench(ctx, dut):
+        for _ in range(3):
+            await ring(ctx, dut, 3)
+        ctx.set(dut.vi, 3)
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (0, 3)
+        ctx.set(dut.advance, 1)
+        await ctx.tick().repeat(2)
+        ctx.set(dut.advance, 0)
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (2, 3) and queued(ctx, dut, 3) == 1
+        ctx.set(dut.vi, 0)
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (0, 0)  # VI 0's untouched
+        # Past the end of the slots: positions count twice round, slots wrap.
+        for i in range(3):
+            assert await ring(ctx, dut, 3) == (1, 0, 3 * DEPTH + (3 + i) % DEPTH), i
+        assert queued(ctx, dut, 3) == DEPTH
+        assert await ring(ctx, dut, 3) == (0, 1, 3 * DEPTH + 2)
+
+    run_testbench(QueuePointers(VIS, DEPTH), bench)
+
+
+def test_posted_clears_with_the_last_descriptor_unless_a_doorbell_comes_in_the_same_cycle():
+    async def bench(ctx, dut):
+        await ring(ctx, dut, 1)
+        await ring(ctx, dut, 2)
+        ctx.set(dut.vi, 1)
+        ctx.set(dut.advance, 1)
+        await ctx.tick()
+        ctx.set(dut.advance, 0)
+        assert ctx.get(dut.posted) == 0b0100 and queued(ctx, dut, 1) == 0
+        # VI 2's last descriptor done in the cycle a doorbell for VI 2 comes: still posted.
+        ctx.set(dut.vi, 2)
+        ctx.set(dut.advance, 1)
+        await ring(ctx, dut, 2)
+        ctx.set(dut.advance, 0)
+        assert ctx.get(dut.posted) == 0b0100 and queued(ctx, dut, 2) == 1
+
+    run_testbench(QueuePointers(VIS, DEPTH), bench)
+
+
+def test_the_depth_must_be_a_power_of_two():
+    with pytest.raises(ValueError, match="power of two"):
+        QueuePointers(VIS, 6)
