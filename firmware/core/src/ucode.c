@@ -41,9 +41,42 @@ static uint32_t crc_word(uint32_t crc, uint64_t word)
     return nv_crc32(crc, bytes, sizeof bytes);
 }
 
+/* Reads an image's words in order, from either form. */
+struct ucode_cursor {
+    const struct nv_ucode_image *image;
+    uint32_t next; /* the next word, or the next packed byte */
+};
+
+/* Past the end of a packed image reads as 0, and still counts: the image then fails its check. */
+static uint8_t packed_byte(struct ucode_cursor *c)
+{
+    uint8_t byte = c->next < c->image->packed_bytes ? c->image->packed[c->next] : 0;
+    c->next++;
+    return byte;
+}
+
+static uint64_t next_word(struct ucode_cursor *c)
+{
+    if (c->image->words != NULL)
+        return c->image->words[c->next++];
+    uint8_t mask = packed_byte(c);
+    uint32_t half[2] = {0, 0}; /* 32-bit shifts: a 64-bit one is a dozen instructions on rv32 */
+    for (int b = 0; b < 8; b++)
+        if (mask & (1u << b))
+            half[b / 4] |= (uint32_t)packed_byte(c) << (8 * (b % 4));
+    return (uint64_t)half[1] << 32 | half[0];
+}
+
+/* A packed image whose masks account for more or fewer bytes than it has is not the image it claims
+ * to be, even should its words have the CRC. */
+static bool read_to_the_end(const struct ucode_cursor *c)
+{
+    return c->image->words != NULL || c->next == c->image->packed_bytes;
+}
+
 static nv_status check_image(const struct nv_ucode_image *image)
 {
-    if (image == NULL || image->words == NULL)
+    if (image == NULL || (image->words == NULL && image->packed == NULL))
         return NV_ERR_ARG;
     if (image->count == 0 || image->count > nv_reg_read(NV_RAC_UCODE_DEPTH))
         return NV_ERR_RANGE;
@@ -53,10 +86,11 @@ static nv_status check_image(const struct nv_ucode_image *image)
 /* The image's words have its CRC (not a corrupted or truncated copy). */
 static nv_status check_image_crc(const struct nv_ucode_image *image)
 {
+    struct ucode_cursor c = {image, 0};
     uint32_t crc = 0;
     for (uint32_t i = 0; i < image->count; i++)
-        crc = crc_word(crc, image->words[i]);
-    return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
+        crc = crc_word(crc, next_word(&c));
+    return crc == image->crc32 && read_to_the_end(&c) ? NV_OK : NV_ERR_CRC;
 }
 
 nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word)
@@ -66,17 +100,18 @@ nv_status nv_ucode_verify(const struct nv_ucode_image *image, uint32_t *bad_word
         return status;
     /* The CRC is taken over what the store returns, not over the image: it catches a store that
      * matches the image but an image that is not the one it claims to be (wrong header). */
+    struct ucode_cursor c = {image, 0};
     uint32_t crc = 0;
     for (uint32_t i = 0; i < image->count; i++) {
         uint64_t word = read_word(i);
-        if (word != image->words[i]) {
+        if (word != next_word(&c)) {
             if (bad_word != NULL)
                 *bad_word = i;
             return NV_ERR_READBACK;
         }
         crc = crc_word(crc, word);
     }
-    return crc == image->crc32 ? NV_OK : NV_ERR_CRC;
+    return crc == image->crc32 && read_to_the_end(&c) ? NV_OK : NV_ERR_CRC;
 }
 
 nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
@@ -93,9 +128,11 @@ nv_status nv_ucode_load(const struct nv_ucode_image *image, uint32_t *bad_word)
     uint32_t keep = nv_reg_read(NV_RAC_CTRL) & NV_RAC_CTRL_MICROCODE_ONLY_MASK;
     nv_reg_write(NV_RAC_CTRL, keep);
     nv_reg_write(NV_RAC_UCODE_ADDR, 0);
+    struct ucode_cursor c = {image, 0};
     for (uint32_t i = 0; i < image->count; i++) {
-        nv_reg_write(NV_RAC_UCODE_WDATA_LO, (uint32_t)image->words[i]);
-        nv_reg_write(NV_RAC_UCODE_WDATA_HI, (uint32_t)(image->words[i] >> 32));
+        uint64_t word = next_word(&c);
+        nv_reg_write(NV_RAC_UCODE_WDATA_LO, (uint32_t)word);
+        nv_reg_write(NV_RAC_UCODE_WDATA_HI, (uint32_t)(word >> 32));
     }
     status = nv_ucode_verify(image, bad_word);
     if (status != NV_OK)
