@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from numavia.base.microcode import isa
-from numavia.base.microcode.assembler import AssemblyError, assemble, disassemble, image_crc32
+from numavia.base.microcode.assembler import AssemblyError, assemble, disassemble, image_crc32, pack_words
 
 SOURCE = Path(isa.__file__).with_name("sci.uasm")
 
@@ -46,8 +46,49 @@ def test_real_microcode_assembles(tmp_path):
     for word in program.words:
         disassemble(word)
     (tmp_path / "ucode.h").write_text(program.c_array())
-    (tmp_path / "t.c").write_text('#include "ucode.h"\nint main(void){return nv_ucode[0] ? 0 : 1;}\n')
+    (tmp_path / "t.c").write_text(
+        '#include "ucode.h"\n'
+        '_Static_assert(sizeof nv_ucode_packed == NV_UCODE_PACKED_BYTES, "size");\n'
+        "int main(void){return nv_ucode_packed[0] ? 0 : 1;}\n"
+    )
     subprocess.run(["cc", "-Wall", "-Werror", "-c", "t.c"], cwd=tmp_path, check=True)
+
+
+def unpack_words(packed, count):
+    """The test's own reading of :func:`pack_words`' format; every byte must be used."""
+    data = iter(packed)
+    words = []
+    for _ in range(count):
+        mask = next(data)
+        words.append(sum(next(data) << 8 * i for i in range(8) if mask >> i & 1))
+    assert next(data, None) is None, "bytes left over"
+    return words
+
+
+def test_packed_image_round_trips():
+    program = assemble(SOURCE.read_text())
+    packed = pack_words(program.words)
+    assert unpack_words(packed, len(program.words)) == program.words
+    assert len(packed) < 8 * len(program.words) // 2  # most of the microcode's bytes are zero
+    assert f"#define NV_UCODE_PACKED_BYTES {len(packed)}u" in program.c_array()
+    assert f"#define NV_UCODE_CRC32 0x{program.crc32:08x}u" in program.c_array()
+
+
+@pytest.mark.parametrize(
+    "word, packed",
+    [
+        (0, b"\x00"),
+        (2**64 - 1, b"\xff" + b"\xff" * 8),
+        (0x01, b"\x01\x01"),
+        (0x80 << 56, b"\x80\x80"),
+        (0x5A << 24, b"\x08\x5a"),
+        (0x0400000000000013, b"\x81\x13\x04"),
+    ],
+)
+def test_packing_of_edge_words(word, packed):
+    assert pack_words([word]) == packed
+    assert unpack_words(packed, 1) == [word]
+    assert unpack_words(pack_words([word, 0, word]), 3) == [word, 0, word]
 
 
 def test_commands_outside_the_enum_land_on_the_invalid_vector():

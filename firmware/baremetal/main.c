@@ -20,7 +20,10 @@
 
 int main(void)
 {
-    static const struct nv_ucode_image ucode = {nv_ucode, NV_UCODE_WORDS, NV_UCODE_CRC32};
+    static const struct nv_ucode_image ucode = {.packed = nv_ucode_packed,
+                                                .packed_bytes = NV_UCODE_PACKED_BYTES,
+                                                .count = NV_UCODE_WORDS,
+                                                .crc32 = NV_UCODE_CRC32};
     struct nv_card_info info;
     nv_status status = nv_boot(&info, "bare-metal", NV_FW_VERSION, &ucode);
     if (status != NV_OK) {

@@ -2,8 +2,8 @@
  * host mailbox commands (arguments are whatever a host writes), management frames from the
  * Ethernet (contents, lengths and source nodes are whatever a peer sends, through the register
  * path the firmware really reads), the passage of time (retries, timeouts), and microcode
- * images (length, words, claimed CRC). ASan/UBSan turn any memory or arithmetic error into a
- * crash; the checks below turn a broken invariant into one.
+ * images (length, words or packed bytes, claimed CRC). ASan/UBSan turn any memory or arithmetic
+ * error into a crash; the checks below turn a broken invariant into one.
  *
  * The input is a list of operations, each a selector byte and its operands (missing bytes read
  * as zero). Build: `make -C firmware/tests fuzz` (clang -fsanitize=fuzzer). */
@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (nv_via_init(&via, 1, 100000000u) != NV_OK)
         abort();
     for (unsigned step = 0; in.left && step < 64; step++) {
-        switch (take(&in, 1) % 5) {
+        switch (take(&in, 1) % 6) {
         case 0: { /* a host mailbox command */
             uint32_t args[16];
             uint32_t code = commands[take(&in, 1) % (sizeof commands / sizeof commands[0])];
@@ -132,6 +132,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nv_status s = (take(&in, 1) & 1) ? nv_ucode_load(&image, &bad) : nv_ucode_verify(&image, &bad);
             if (s == NV_OK && (count == 0 || count > fake.store_depth))
                 abort(); /* an image the store cannot hold was accepted */
+            break;
+        }
+        case 5: { /* a packed microcode image: any bytes; its buffer is exactly their length, so ASan
+                   * sees a read past its end */
+            uint32_t count = take(&in, 2) % (sizeof store_words / sizeof store_words[0]);
+            uint32_t length = take(&in, 2) % 4096;
+            uint8_t *packed = malloc(length ? length : 1);
+            if (packed == NULL)
+                abort();
+            for (uint32_t i = 0; i < length; i++)
+                packed[i] = (uint8_t)take(&in, 1);
+            struct nv_ucode_image image = {
+                .packed = packed, .packed_bytes = length, .count = count, .crc32 = take(&in, 4)};
+            uint32_t bad = 0;
+            nv_status s = (take(&in, 1) & 1) ? nv_ucode_load(&image, &bad) : nv_ucode_verify(&image, &bad);
+            free(packed);
+            if (s == NV_OK && (count == 0 || count > fake.store_depth))
+                abort();
             break;
         }
         }

@@ -6,6 +6,7 @@
 #include "fake_card.h"
 #include "numavia/core.h"
 #include "numavia_regs.h"
+#include "numavia_ucode.h"
 
 static void test_probe_reads_identity(void)
 {
@@ -110,7 +111,7 @@ static const uint64_t image_words[] = {0x0400000000000013ull, 0xfedcba9876543210
 
 static struct nv_ucode_image image(void)
 {
-    struct nv_ucode_image img = {image_words, 4, 0};
+    struct nv_ucode_image img = {.words = image_words, .count = 4};
     uint8_t bytes[8];
     for (int i = 0; i < 4; i++) {
         for (int b = 0; b < 8; b++)
@@ -158,8 +159,10 @@ static void test_ucode_bad_inputs_and_faults(void)
     uint32_t bad = 0;
     fake_card_reset(0);
     CHECK(nv_ucode_load(NULL, &bad) == NV_ERR_ARG);
-    struct nv_ucode_image empty = {image_words, 0, 0};
+    struct nv_ucode_image empty = {.words = image_words, .count = 0};
     CHECK(nv_ucode_load(&empty, &bad) == NV_ERR_RANGE);
+    struct nv_ucode_image neither = {.count = 4, .crc32 = img.crc32}; /* no words, nothing packed */
+    CHECK(nv_ucode_load(&neither, &bad) == NV_ERR_ARG && nv_ucode_verify(&neither, &bad) == NV_ERR_ARG);
     fake.store_depth = 3;
     CHECK(nv_ucode_load(&img, &bad) == NV_ERR_RANGE);
     CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
@@ -188,14 +191,15 @@ static void test_an_image_that_fails_its_check_leaves_the_running_one_live(void)
     CHECK(nv_ucode_load(&img, &bad) == NV_OK);
     unsigned writes = fake.writes;
     uint64_t corrupted_words[4] = {image_words[0], image_words[1] ^ 4, image_words[2], image_words[3]};
-    struct nv_ucode_image corrupted = {corrupted_words, 4, img.crc32}; /* a word changed, same CRC */
+    struct nv_ucode_image corrupted = {
+        .words = corrupted_words, .count = 4, .crc32 = img.crc32}; /* a word changed, same CRC */
     CHECK(nv_ucode_load(&corrupted, &bad) == NV_ERR_CRC);
     CHECK(fake.writes == writes);                   /* refused before any write */
     CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK); /* the old one still serves */
     CHECK(fake.store[1] == image_words[1]);
     CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
     writes = fake.writes;
-    struct nv_ucode_image truncated = {image_words, 3, img.crc32};
+    struct nv_ucode_image truncated = {.words = image_words, .count = 3, .crc32 = img.crc32};
     CHECK(nv_ucode_load(&truncated, &bad) == NV_ERR_CRC && fake.writes == writes);
 }
 
@@ -219,6 +223,83 @@ static void test_ucode_verify_checks_a_live_store_without_writing_it(void)
     img.crc32 ^= 1;
     CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_CRC);
     CHECK(nv_ucode_verify(NULL, &bad) == NV_ERR_ARG);
+}
+
+/* The microcode built into the firmware, packed as numavia_ucode.h has it; `packed` may be a copy. */
+static struct nv_ucode_image built_in(const uint8_t *packed)
+{
+    return (struct nv_ucode_image){
+        .packed = packed, .packed_bytes = NV_UCODE_PACKED_BYTES, .count = NV_UCODE_WORDS, .crc32 = NV_UCODE_CRC32};
+}
+
+/* The CRC the micro-assembler gave the unpacked words, taken over what the fake's store holds. */
+static bool store_holds_the_built_in_microcode(void)
+{
+    uint32_t crc = 0;
+    for (uint32_t i = 0; i < NV_UCODE_WORDS; i++) {
+        uint8_t bytes[8];
+        for (int b = 0; b < 8; b++)
+            bytes[b] = (uint8_t)(fake.store[i] >> (8 * b));
+        crc = nv_crc32(crc, bytes, 8);
+    }
+    return crc == NV_UCODE_CRC32 && fake.store[NV_UCODE_WORDS] == 0;
+}
+
+static void test_the_built_in_packed_microcode_loads_and_verifies(void)
+{
+    struct nv_ucode_image img = built_in(nv_ucode_packed);
+    uint32_t bad = 99;
+    fake_card_reset(0);
+    CHECK(NV_UCODE_PACKED_BYTES < NV_UCODE_WORDS * 8); /* it is worth packing */
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK && bad == 99);
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK);
+    CHECK(store_holds_the_built_in_microcode());
+    CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
+    /* The same words as words: the two forms are one image. */
+    static uint64_t words[NV_UCODE_WORDS];
+    memcpy(words, fake.store, sizeof words);
+    struct nv_ucode_image as_words = {.words = words, .count = NV_UCODE_WORDS, .crc32 = NV_UCODE_CRC32};
+    CHECK(nv_ucode_verify(&as_words, &bad) == NV_OK);
+    CHECK(nv_ucode_load(&as_words, &bad) == NV_OK && store_holds_the_built_in_microcode());
+
+    struct nv_card_info info;
+    char banner[80];
+    snprintf(banner, sizeof banner, "microcode loaded and verified (%u words, crc 0x%08x)", NV_UCODE_WORDS,
+             NV_UCODE_CRC32);
+    fake_card_reset(1);
+    CHECK(nv_boot(&info, "test", "1", &img) == NV_OK && strstr(fake.log, banner) != NULL);
+}
+
+static void test_a_corrupted_packed_image_is_refused_and_the_running_one_stays_live(void)
+{
+    static uint8_t copy[NV_UCODE_PACKED_BYTES + 1];
+    struct nv_ucode_image img = built_in(copy);
+    uint32_t bad = 99;
+    fake_card_reset(0);
+    memcpy(copy, nv_ucode_packed, NV_UCODE_PACKED_BYTES);
+    CHECK(nv_ucode_load(&img, &bad) == NV_OK);
+    unsigned writes = fake.writes;
+    CHECK(copy[0] & 1); /* word 0's byte 0 is nonzero: copy[1] is that byte */
+    copy[1] ^= 0x40;    /* a data byte changed */
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_CRC && fake.writes == writes);
+    copy[1] ^= 0x40;
+    copy[0] ^= 0x80; /* a mask: the word loses or gains its top byte, the rest shift */
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_CRC && fake.writes == writes);
+    copy[0] ^= 0x80;
+    img.packed_bytes--; /* truncated: the last byte reads past the end */
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_CRC && fake.writes == writes);
+    img.packed_bytes += 2; /* a byte too many: the words are right, the image is not */
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_CRC && fake.writes == writes);
+    CHECK(nv_ucode_verify(&img, &bad) == NV_ERR_CRC);
+    CHECK(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK); /* the old one still serves */
+    CHECK(store_holds_the_built_in_microcode());
+    img.packed_bytes--;
+    CHECK(nv_ucode_verify(&img, &bad) == NV_OK);
+
+    fake_card_reset(0); /* at boot nothing runs: the read-back's check refuses it */
+    copy[1] ^= 0x40;
+    CHECK(nv_ucode_load(&img, &bad) == NV_ERR_CRC);
+    CHECK(!(fake.rac_ctrl & NV_RAC_CTRL_LOADED_MASK));
 }
 
 static void test_boot_prints_banner_and_sets_node_id(void)
@@ -299,6 +380,8 @@ int main(void)
     test_ucode_bad_inputs_and_faults();
     test_an_image_that_fails_its_check_leaves_the_running_one_live();
     test_ucode_verify_checks_a_live_store_without_writing_it();
+    test_the_built_in_packed_microcode_loads_and_verifies();
+    test_a_corrupted_packed_image_is_refused_and_the_running_one_stays_live();
     test_boot_prints_banner_and_sets_node_id();
     test_boot_says_whether_the_card_has_via();
     test_boot_applies_the_numa_switch();

@@ -24,10 +24,14 @@ typedef enum {
     NV_ERR_FULL = -9        /* a fixed-size table has no free entry */
 } nv_status;
 
-/* A microcode image for the remote access controller's control store (numavia_ucode.h). */
+/* A microcode image for the remote access controller's control store: its words (an image staged
+ * in memory), or, when `words` is NULL, the packed form numavia_ucode.h builds into the firmware
+ * (nv_ucode_packed: per word a mask byte, bit i set when byte i is nonzero, then those bytes). */
 struct nv_ucode_image {
     const uint64_t *words;
-    uint32_t count;
+    const uint8_t *packed;
+    uint32_t packed_bytes;
+    uint32_t count; /* words, in either form */
     uint32_t crc32; /* zlib CRC-32 of the words, little-endian */
 };
 

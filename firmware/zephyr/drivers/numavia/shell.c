@@ -129,7 +129,7 @@ static int cmd_ucode_load(const struct shell *sh, size_t argc, char **argv)
         shell_error(sh, "%u words at 0x%08x are not 8-byte aligned host memory", count, addr);
         return -EINVAL;
     }
-    const struct nv_ucode_image image = {words, count, crc};
+    const struct nv_ucode_image image = {.words = words, .count = count, .crc32 = crc};
     nv_status status = numavia_ucode_load_image(rac, &image, &bad_word);
     if (status == NV_ERR_CRC) {
         shell_error(sh, "microcode refused: its words do not have crc 0x%08x; the running microcode stays live", crc);
