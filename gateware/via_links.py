@@ -1,5 +1,7 @@
-"""What the VIA engine's transmit and receive sides tell each other, and what they both read of
-their VIs: signatures, so the engine joins them with ``wiring.connect`` rather than by port names.
+"""What the VIA engine's transmit and receive sides tell each other, what they both read of their
+VIs, and what they take from and give to the register bank (doorbells, the bus's view of a VI,
+management payloads): signatures, so the engine joins them with ``wiring.connect`` rather than by
+port names.
 
 Every member with a VI dimension is an array of ``vis`` elements, one per VI.
 """
