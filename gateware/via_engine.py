@@ -253,22 +253,25 @@ class ViaEngine(wiring.Component):
         states = Array(vi_config.state)
         sides = {"tx": tx, "rx": rx}
         failing = {name: side.fail & (states[side.fail_vi] != _STATES["IDLE"]) for name, side in sides.items()}
+        # The VIs' CMD registers share one data register (a table's write-only register), so the
+        # command is decoded once; each VI has its strobe.
+        command = {name: _field(bank.vi[0].cmd.w_data, _CMD, name) for name in ("CONNECT", "FAIL", "RESET")}
         restarted = Signal(vis)  # a CONNECT or RESET command: the VI's error bits start again
         for v in range(vis):
-            state, cmd = Signal(2, name=f"vi{v}_state"), bank.vi[v].cmd
+            state, written = Signal(2, name=f"vi{v}_state"), bank.vi[v].cmd.w_stb
             with m.If(Cat(failing[name] & (side.fail_vi == v) for name, side in sides.items()).any()):
                 m.d.sync += state.eq(_STATES["ERROR"])
-            with m.If(cmd.w_stb):
-                with m.If(_field(cmd.w_data, _CMD, "CONNECT")):
+            with m.If(written):
+                with m.If(command["CONNECT"]):
                     m.d.comb += vi_config.connect[v].eq(1)
                     m.d.sync += state.eq(_STATES["CONNECTED"])
-                with m.Elif(_field(cmd.w_data, _CMD, "FAIL")):
+                with m.Elif(command["FAIL"]):
                     m.d.sync += state.eq(_STATES["ERROR"])
-                with m.Elif(_field(cmd.w_data, _CMD, "RESET")):
+                with m.Elif(command["RESET"]):
                     m.d.sync += state.eq(_STATES["IDLE"])
             m.d.comb += [
                 vi_config.state[v].eq(state),
-                restarted[v].eq(cmd.w_stb & (_field(cmd.w_data, _CMD, "CONNECT") | _field(cmd.w_data, _CMD, "RESET"))),
+                restarted[v].eq(written & (command["CONNECT"] | command["RESET"])),
             ]
         # The error bits TX and RX failed a VI with: a record per VI and side, in memory (one
         # writer each, so two failures in a cycle need no arbiter). The bus reads their union; a
