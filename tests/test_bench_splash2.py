@@ -171,12 +171,14 @@ def base_ncc_cycles(figures, kernel):
     return splash2.find(figures, kernel, "ncc", 1)["cycles"]
 
 
-def test_replays_are_cached_by_the_microcode_the_cards_load(monkeypatch):
+def test_replays_are_cached_by_the_bench_and_the_microcode_the_cards_load(monkeypatch):
     """The control store is loaded at run time, so the bench binary's key does not cover it."""
-    binary, traces = "build/simulator/k1/bin/card", "build/splash2/fft-paper-p2"
+    binary, traces = "build/simulator/k1/Vnumavia_card", "build/splash2/fft-paper-p2"
     before = splash2.replay_key(binary, traces, numa=False)
     assert splash2.replay_key(binary, traces, numa=False) == before
     assert splash2.replay_key(binary, traces, numa=True) != before
+    # Another card (the gateware, the harness): the bench's build key, its folder's name.
+    assert splash2.replay_key("build/simulator/k2/Vnumavia_card", traces, numa=False) != before
     program = codegen.microcode_program()
     changed = dataclasses.replace(program, words=[program.words[0] ^ 1, *program.words[1:]])
     monkeypatch.setattr(codegen, "microcode_program", lambda: changed)

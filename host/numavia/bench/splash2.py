@@ -115,7 +115,7 @@ def replay_key(binary, trace_dir, numa):
     """The replay cache's key: everything a replay's result depends on."""
     return buildcache.digest(
         params={
-            "binary": Path(binary).parent.parent.name,
+            "binary": Path(binary).parent.name,  # the build cache's key of the bench (card, harness)
             "microcode": buildcache.digest(params=codegen.microcode_program().words),
             "traces": Path(trace_dir).name,
             "numa": numa,
