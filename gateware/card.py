@@ -284,6 +284,7 @@ class Card(wiring.Component):
             local.node_id.eq(ctrl.node_id),
             local.node_ready.eq(ctrl.ready),
             local.numa_mode.eq(ctrl.numa_mode),
+            local.cache_first_miss.eq(ctrl.cache_first_miss),
             rac.node_id.eq(ctrl.node_id),
             rac.numa_mode.eq(ctrl.numa_mode),
             ring.node_id.eq(ctrl.node_id),

@@ -30,6 +30,7 @@ class CardControl(wiring.Component):
                 "node_id": Out(regmap.NODE_ID_BITS),
                 "ready": Out(1),
                 "numa_mode": Out(1),
+                "cache_first_miss": Out(1),
                 "cycles": Out(64),
             }
         )
@@ -60,5 +61,6 @@ class CardControl(wiring.Component):
             self.node_id.eq(bank.node_id.value),
             self.ready.eq(node_id_valid),
             self.numa_mode.eq(bank.ctrl.value[ctrl_reg.field("NUMA_MODE").lsb]),
+            self.cache_first_miss.eq(bank.ctrl.value[ctrl_reg.field("CACHE_FIRST_MISS").lsb]),
         ]
         return m

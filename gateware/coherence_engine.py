@@ -34,6 +34,7 @@ class CoherenceEngine(wiring.Component):
                 "rac_bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
                 "node_id": In(NODE_ID_BITS),
                 "numa_mode": In(1),
+                "cache_first_miss": In(1),
                 "send_header": Out(stream.Signature(HeaderLayout)),
                 "send_data": Out(stream.Signature(32)),
                 "recv_header": In(stream.Signature(HeaderLayout)),
@@ -60,6 +61,7 @@ class CoherenceEngine(wiring.Component):
             local.node_id.eq(self.node_id),
             local.node_ready.eq(1),
             local.numa_mode.eq(self.numa_mode),
+            local.cache_first_miss.eq(self.cache_first_miss),
             rac.node_id.eq(self.node_id),
             rac.numa_mode.eq(self.numa_mode),
         ]

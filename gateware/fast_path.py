@@ -3,7 +3,8 @@ micro-instructions.
 
 Two kinds of transaction qualify (while ``enable`` is high):
 
-* a read or write miss to another node's line, outside NUMA mode (``miss_fast``): one tag lookup
+* a read or write miss to another node's line, outside NUMA mode, that is to be cached (a
+  ``READ`` or ``WRITE``, not a ``READ_ONCE``; ``miss_fast``): one tag lookup
   for a way; with a free way and no copy here the entry becomes PENDING and the MREAD/MWRITE goes
   to the home; the context then waits at the microcode's ``.vector resume`` point, which handles
   the answer;
@@ -105,7 +106,8 @@ class FastPath(wiring.Component):
         req = self.request
         home_request = (req.cmd == Command.MREAD) | (req.cmd == Command.MWRITE)
         mp = self.miss
-        plain = (mp.kind != isa.LocalKind.FLUSH) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+        attach = (mp.kind == isa.LocalKind.READ) | (mp.kind == isa.LocalKind.WRITE)  # READ_ONCE caches nothing
+        plain = attach & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
         m.d.comb += [
             self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
             self.miss_fast.eq(self.enable & plain & ~self.numa_mode),

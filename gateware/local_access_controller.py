@@ -10,6 +10,11 @@ another node's line held by the network cache in a stable state, a write to one 
 ONLY_DIRTY; any private access. In NUMA mode the network cache is bypassed: every access to
 another node's slice is a miss (the sequencer makes it an uncached access at its home).
 
+A read miss of another node's line that the network cache does not hold in any state, and that
+the allocation filter has not seen miss lately or knows as dead, goes to the sequencer as
+``READ_ONCE``: read without caching it (``allocation_filter``). ``cache_first_miss`` turns the
+filter off; ``purged`` (from the sequencer) tells it of copies purged here.
+
 Miss interface: a ``miss`` header (kind, line address, first word, word count); for writes
 exactly one ``miss_data`` beat per word of the line follows (byte enables zero outside the
 access); the sequencer answers on ``done`` with the host response beats themselves.
@@ -24,6 +29,7 @@ from numavia.base import regmap
 from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, MemoryState
 from numavia.base.microcode.isa import LocalKind
 
+from .allocation_filter import AllocationFilter
 from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
 from .memory_controller import MemoryPortSignature, MemSpace
 from .tag_store import DirLayout, TagOp, cache_data_index, command_layout, response_layout, set_of_line, tag_layout
@@ -79,6 +85,8 @@ class LocalAccessController(wiring.Component):
                 "node_id": In(NODE_ID_BITS),
                 "node_ready": In(1),
                 "numa_mode": In(1),
+                "cache_first_miss": In(1),  # cache a remote line at its first read miss (no filter)
+                "purged": In(stream.Signature(32, always_ready=True)),  # a copy here was purged
                 "flush": In(1),  # pulse: roll every line of the network cache out
                 "flush_busy": Out(1),
                 "clear_counters": In(1),
@@ -101,6 +109,7 @@ class LocalAccessController(wiring.Component):
         LINE_WORDS = g.line_words
 
         m.submodules.read_fifo = read_fifo = fifo.SyncFIFOBuffered(width=32, depth=LINE_WORDS)
+        m.submodules.allocation_filter = allocation_filter = AllocationFilter(g)
 
         # The access being served.
         addr = Signal(32)
@@ -113,6 +122,7 @@ class LocalAccessController(wiring.Component):
         is_home = Signal()
         cache_way = Signal.like(self.tag_resp.way)
         kind_cache = Signal()  # served from the network cache (touch the LRU after)
+        read_once = Signal()  # a miss the sequencer reads without caching the line
         issued = Signal(range(LINE_WORDS + 1))
         moved = Signal(range(LINE_WORDS + 1))
         start = Signal(32)
@@ -121,6 +131,8 @@ class LocalAccessController(wiring.Component):
 
         line_addr = Cat(Const(0, g.offset_bits), offset[g.offset_bits : 26], home)  # global line address
         set_index = set_of_line(line_addr, g)
+        m.d.comb += allocation_filter.line.eq(line_addr)  # steady from OWN to DECIDE
+        wiring.connect(m, wiring.flipped(self.purged), allocation_filter.purged)
         word_index = Signal(24)
 
         req = line.req.payload
@@ -248,6 +260,7 @@ class LocalAccessController(wiring.Component):
                         m.d.sync += ctr.home_write_hits.eq(ctr.home_write_hits + 1)
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
+                        m.d.comb += allocation_filter.referenced.eq(allocation_filter.seen)
                         m.d.sync += [
                             ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
                             kind_cache.eq(1),
@@ -255,6 +268,7 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
+                        m.d.comb += allocation_filter.referenced.eq(allocation_filter.seen)
                         m.d.sync += [
                             ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
                             kind_cache.eq(1),
@@ -262,10 +276,19 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.next = "WRITE_CACHE"
                     with m.Else():
+                        # Not cached in any state, and not seen missing lately (remember it) or
+                        # dead: read it without caching it.
+                        uncached = ~is_home & ~self.numa_mode & ~self.cache_first_miss & ~resp.hit
+                        seen, dead = allocation_filter.seen, allocation_filter.dead
+                        once = uncached & ~write & (~seen | dead)
+                        m.d.sync += read_once.eq(once)
+                        m.d.comb += allocation_filter.remember.eq(once & ~seen)
                         with m.If(write):
                             m.d.sync += ctr.write_misses.eq(ctr.write_misses + 1)
                         with m.Else():
                             m.d.sync += ctr.read_misses.eq(ctr.read_misses + 1)
+                        with m.If(once):
+                            m.d.sync += ctr.read_once.eq(ctr.read_once + 1)
                         m.next = "MISS"
 
             # --- hits: memory reads into the FIFO, memory writes from the host's beats -----------
@@ -339,7 +362,9 @@ class LocalAccessController(wiring.Component):
             with m.State("MISS"):
                 m.d.comb += [
                     remote.miss.valid.eq(1),
-                    remote.miss.payload.kind.eq(Mux(write, LocalKind.WRITE, LocalKind.READ)),
+                    remote.miss.payload.kind.eq(
+                        Mux(write, LocalKind.WRITE, Mux(read_once, LocalKind.READ_ONCE, LocalKind.READ))
+                    ),
                     remote.miss.payload.addr.eq(line_addr),
                     remote.miss.payload.word.eq(word),
                     remote.miss.payload.count.eq(count),

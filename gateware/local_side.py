@@ -7,7 +7,7 @@ controller's remote port and its ownership request. Registers: ``regmap.LAC``.
 """
 
 from amaranth import Module, Mux
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import regmap
@@ -39,6 +39,7 @@ class RemoteSideSignature(wiring.Signature):
                 "mem": Out(MemoryPortSignature()),
                 "own_req": Out(1),
                 "own_grant": In(1),
+                "purged": Out(stream.Signature(32, always_ready=True)),  # COUNT PURGE: the line
             }
         )
 
@@ -55,6 +56,7 @@ class LocalSide(wiring.Component):
                 "node_id": In(NODE_ID_BITS),
                 "node_ready": In(1),
                 "numa_mode": In(1),
+                "cache_first_miss": In(1),
                 "counters": Out(LacCounters()),
             }
         )
@@ -77,11 +79,13 @@ class LocalSide(wiring.Component):
         wiring.connect(m, lac.remote, wiring.flipped(self.miss))
         wiring.connect(m, lac.mem, memory.local)
         wiring.connect(m, wiring.flipped(self.remote.mem), memory.remote)
+        wiring.connect(m, wiring.flipped(self.remote.purged), lac.purged)
         wiring.connect(m, wiring.flipped(self.bus), bank.bus)
         m.d.comb += [
             lac.node_id.eq(self.node_id),
             lac.node_ready.eq(self.node_ready),
             lac.numa_mode.eq(self.numa_mode),
+            lac.cache_first_miss.eq(self.cache_first_miss),
             lac.refused_upstream.eq(splitter.refused),
             own.local_req.eq(lac.own_req),
             lac.own_grant.eq(own.local_grant),

@@ -183,6 +183,8 @@ class Sequencer(wiring.Component):
         m.submodules.skid = skid = fifo.SyncFIFO(width=32, depth=READ_LATENCY + 2)
 
         r = Signal(ContextLayout)  # the running context's registers
+        reading = Signal()  # the context serves a host read: its answer is the words read
+        m.d.comb += reading.eq(Cat(r.kind == kind for kind in isa.READ_KINDS).any())
         ctx = Signal(5)  # its index
         msg = Signal(HeaderLayout)  # the packet that started or resumed the run
         hbe = Signal(g.line_bytes)  # its host byte enables (transaction contexts)
@@ -491,7 +493,7 @@ class Sequencer(wiring.Component):
                     with m.If(self.miss.miss_data.valid):
                         m.d.sync += j.eq(j + 1)
                 with m.Else():
-                    last = (r.kind != isa.LocalKind.READ) | (i + 1 >= r.lcount)
+                    last = ~reading | (i + 1 >= r.lcount)
                     m.d.comb += [
                         self.miss.done.valid.eq(1),
                         self.miss.done.payload.error.eq(1),
@@ -668,7 +670,7 @@ class Sequencer(wiring.Component):
                             stream_from_msg.eq(fa == LineSrc.MSG),
                             stream_start.eq(r.lword),
                             stream_dst.eq(DST_DONE),
-                            stream_count.eq(Mux(r.kind == isa.LocalKind.READ, r.lcount, 1)),
+                            stream_count.eq(Mux(reading, r.lcount, 1)),
                         ]
                         m.next = "COMPLETE"
                     with m.Case(isa.OPS["COUNT"].code):
@@ -676,6 +678,8 @@ class Sequencer(wiring.Component):
                             for counter in isa.Counter:
                                 with m.Case(counter):
                                     count(counter.name.lower())
+                                    if counter == isa.Counter.PURGE:  # the allocation filter learns of it
+                                        m.d.comb += [tag.purged.valid.eq(1), tag.purged.payload.eq(r.addr)]
                         step()
                     with m.Default():
                         count("protocol_error")

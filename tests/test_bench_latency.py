@@ -21,6 +21,11 @@ def test_latency_table_on_two_nodes(tmp_path):
     recall = rows["local shared write, recalling a remote copy"]
     assert recall["ncc_cycles"] > rows["local shared write"]["ncc_cycles"] + 20  # a purge's round trip
     assert recall["numa_cycles"] is None  # NUMA mode never leaves a copy to recall
+    # A line read once is not cached (the allocation filter): its home's write recalls nothing.
+    once = rows["local shared write after a remote read"]["ncc_cycles"]
+    assert once < rows["local shared write"]["ncc_cycles"] + 20 < recall["ncc_cycles"]
+    second = rows["remote read, second miss (caches the line), 1 hop"]
+    assert second["ncc_cycles"] > hit["ncc_cycles"] * 5 and second["numa_cycles"] is None
     assert miss["ncc_ns"] == miss["ncc_cycles"] * 10  # 100 MHz card clock
     text = latency.report(figures, tmp_path)
     assert "remote read, miss, 1 hop" in text

@@ -52,12 +52,15 @@ class World:
 
 
 class Bench:
-    def __init__(self, *, numa=False, seed=1, slow_sequencer=0, dirty_home_lines=(), geometry=GEOMETRY):
+    def __init__(
+        self, *, numa=False, cache_first_miss=False, seed=1, slow_sequencer=0, dirty_home_lines=(), geometry=GEOMETRY
+    ):
         self.geometry = geometry
         self.line_bytes, self.words = geometry.line_bytes, geometry.line_words
         self.rng = random.Random(seed)
         self.world = World(self.rng)
         self.numa = numa
+        self.cache_first_miss = cache_first_miss
         self.slow = slow_sequencer
         self.dirty_home_lines = set(dirty_home_lines)  # own lines the bench marks GONE/FRESH
         self.dut = LocalSide(address_map=AMAP, geometry=geometry)
@@ -67,6 +70,7 @@ class Bench:
         self.write_misses_checked = 0
         self.cache = {}  # bench's view: line -> (set, way, state)
         self.misses_seen = 0
+        self.kinds = []  # the kind of every miss, in order
 
     # --- the host ------------------------------------------------------------------------------
 
@@ -170,6 +174,7 @@ class Bench:
                 await ctx.tick()
             miss = await recv(ctx, dut.miss.miss)
             self.misses_seen += 1
+            self.kinds.append(LocalKind(miss.kind))
             kind, line, word, count = miss.kind, miss.addr, miss.word, miss.count
             beats = []
             if kind == LocalKind.WRITE:
@@ -194,7 +199,9 @@ class Bench:
                     )
                 await self.tag(ctx, TagOp.WRITE_DIR, addr=line, mstate=M.HOME, lock=0, head=0)
                 self.dirty_home_lines.discard(line)
-            elif self.numa:
+            elif self.numa or kind == LocalKind.READ_ONCE:  # read or written at the home, not cached
+                assert kind != LocalKind.READ_ONCE or not (self.numa or self.cache_first_miss)
+                assert line not in self.cache  # the controller asks only for lines not held
                 for i, (data, be) in enumerate(beats):
                     if be:
                         self.world.put(base + 4 * i, data, be)
@@ -257,6 +264,7 @@ class Bench:
             ctx.set(dut.node_id, NODE)
             ctx.set(dut.node_ready, 1)
             ctx.set(dut.numa_mode, self.numa)
+            ctx.set(dut.cache_first_miss, self.cache_first_miss)
             await self.mark_home_lines(ctx)
             for write, addr, count, datas, bes in accesses:
                 beats = await self.access(ctx, write, addr, count, datas, bes)
@@ -362,6 +370,28 @@ def test_numa_mode_never_allocates(numa):
         assert bench.fills == 0 and not bench.cache
     else:
         assert bench.fills > 0
+
+
+@pytest.mark.parametrize("cache_first_miss", [False, True])
+def test_a_remote_line_is_cached_at_its_second_read_miss(cache_first_miss):
+    """The allocation filter: the first read miss of a line is a READ_ONCE (not cached), the next
+    a READ (cached), then hits; writes and own lines are never READ_ONCE; CACHE_FIRST_MISS
+    turns it off."""
+    bench = Bench(seed=6, cache_first_miss=cache_first_miss)
+    remote, other = (2 * AMAP.slice_bytes + k * LINE_BYTES for k in (3, 7))
+    own = NODE * AMAP.slice_bytes
+    read = (False, remote + 8, 1, [0], [0])
+    accesses = [read, read, read, (True, other, 1, [5], [0xF]), (False, other, 1, [0], [0]), (False, own, 1, [0], [0])]
+
+    async def checks(ctx, b):
+        once = await wb_read(ctx, b.dut.bus, regmap.LAC.register("READ_ONCE").offset)
+        hits = await wb_read(ctx, b.dut.bus, regmap.LAC.register("CACHE_READ_HITS").offset)
+        assert (once, hits) == ((0, 3) if cache_first_miss else (1, 2))  # the first miss costs a hit
+
+    bench.run(accesses, checks)
+    first = [LocalKind.READ] if cache_first_miss else [LocalKind.READ_ONCE, LocalKind.READ]
+    assert bench.kinds == first + [LocalKind.WRITE]  # the write caches its line: its read hits
+    assert [beats for _, beats in bench.results][4] == [(5, 0)]
 
 
 def test_own_lines_that_are_shared_elsewhere_go_to_the_sequencer():

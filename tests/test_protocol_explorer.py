@@ -28,6 +28,7 @@ TWO_CACHE_STATES = {C.INVALID, C.ONLY_FRESH, C.ONLY_DIRTY, C.HEAD_FRESH, C.HEAD_
 TWO_CACHE_STATES |= {C.PENDING, C.WRITING}
 COHERENT_COMMANDS = {"MREAD", "MWRITE", "MHEAD_LOCK", "MHEAD_UNLOCK", "MONLY_OUT"}
 COHERENT_COMMANDS |= {"CPREPEND", "CPURGE", "CSET_FWD", "CSET_BWD", "CFETCH"}
+COHERENT_COMMANDS |= {"MUREAD"}  # a line's first read miss, not cached (the allocation filter)
 
 
 def explore(words=PROGRAM.words, **config):
@@ -42,8 +43,9 @@ def test_three_nodes_with_the_home_among_them(home):
     assert result.memory_states == EVERY_MEMORY_STATE
     for node in range(3):  # the home never caches its own line
         assert result.cache_states[node] == ({C.INVALID} if node == home else TWO_CACHE_STATES)
-    # Home-side recalls (CPURGE from the home, CFETCH) and NACKed attachers were on the way.
-    assert {"MREAD", "MWRITE", "CPREPEND", "CPURGE", "CFETCH"} <= result.commands
+    # Home-side recalls (CPURGE from the home, CFETCH), NACKed attachers and first reads (MUREAD,
+    # among them of GONE lines, which attach) were on the way.
+    assert {"MREAD", "MWRITE", "MUREAD", "CPREPEND", "CPURGE", "CFETCH"} <= result.commands
     assert result.events["NACK_SENT"] > 0 and result.events["PURGE"] > 0
 
 

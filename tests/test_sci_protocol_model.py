@@ -36,7 +36,21 @@ def test_random_sharing_stays_coherent(nodes, seed):
     assert sum(c[isa.Counter.NACK_SENT] for c in result.counters) > 0
     assert sum(c[isa.Counter.ROLLOUT] for c in result.counters) > 50
     assert sum(c[isa.Counter.PURGE] for c in result.counters) > 50
+    assert sum(s["read_once"] for s in result.stats) > 50  # first misses (and dead lines) uncached
     assert len(result.accesses) == nodes * 1500
+
+
+@pytest.mark.parametrize("cache_first_miss, filter_lines", [(True, 4), (False, 512)], ids=["no_filter", "big_filter"])
+def test_random_sharing_stays_coherent_with_any_allocation_policy(cache_first_miss, filter_lines):
+    """Without the filter every read miss caches; a filter that never forgets the hot lines
+    leaves the first misses and the dead lines as its only uncached reads."""
+    result, violations = stress(
+        nodes=4, operations=1500, seed=5, cache_first_miss=cache_first_miss, filter_lines=filter_lines
+    )
+    assert violations == []
+    assert sum(c[isa.Counter.PROTOCOL_ERROR] for c in result.counters) == 0
+    once = sum(s["read_once"] for s in result.stats)
+    assert once == 0 if cache_first_miss else once > 0
 
 
 def test_random_sharing_with_32_byte_lines_stays_coherent():

@@ -14,7 +14,14 @@ Transitions covered (cache side / home side):
   rollouts: mid, tail, head fresh, head dirty (home lock, successor made head), only fresh,
   only dirty (write-back); NUMA mode: uncached reads and writes, nothing cached;
   a read miss into a full set: the word read uncached from the home, then the victim rolled out
-  and the line attached (a GONE line attaches behind its victim's rollout, as before).
+  and the line attached (a GONE line attaches behind its victim's rollout, as before);
+  the allocation filter: a line's first read miss is read uncached (nothing cached, the home's
+  write then needs no recall), its second is cached, and a GONE line attaches at its first; a
+  line whose copy is purged before the host hit it is dead (read uncached) until a write miss
+  caches it and the host hits it.
+
+The list scripts run with the allocation filter off (CTRL.CACHE_FIRST_MISS), so that every read
+miss attaches; FIRST_READS runs with it on.
 """
 
 from pathlib import Path
@@ -33,9 +40,16 @@ L = 0 << 26 | 0x40  # a line of node 0
 V1, V2, V3, V4 = 0x11111111, 0x22222222, 0x33333333, 0x44444444
 
 
-def run(script, rtl_node, numa=False, microcode_only=False, line=L):
+def run(script, rtl_node, numa=False, microcode_only=False, line=L, cache_first_miss=True):
     steps = [s[0] for s in script]
-    config = CoSimConfig(nodes=4, rtl_node=rtl_node, numa=numa, seed=rtl_node, microcode_only=microcode_only)
+    config = CoSimConfig(
+        nodes=4,
+        rtl_node=rtl_node,
+        numa=numa,
+        seed=rtl_node,
+        microcode_only=microcode_only,
+        cache_first_miss=cache_first_miss,
+    )
     cosim = ScriptedCoSim(PROGRAM.words, config)
     snapshots = cosim.run_script(steps, line)
     for i, ((step, expected), snap) in enumerate(zip(script, snapshots)):
@@ -169,6 +183,57 @@ FULL_SET = {
 }
 
 
+# The allocation filter on: node 1 reads the line once, its home writes it, node 1 reads it twice;
+# node 2 writes it (dirty), node 3 reads it twice: GONE attaches at the first.
+FIRST_READS = [
+    ((1, "read", L, 0), {"value": 0, "dir": (M.HOME, 0), "nodes": {}}),  # read, not cached
+    ((0, "write", L, V1), {"dir": (M.HOME, 0), "nodes": {}}),  # so the home's write recalls nothing
+    ((1, "read", L, 0), {"value": V1, "dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),  # second: cached
+    ((1, "read", L, 0), {"value": V1, "dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),  # a hit
+    ((2, "write", L, V2), {"dir": (M.GONE, 2), "nodes": {2: copy(C.ONLY_DIRTY)}}),  # writes attach at once
+    (  # a first read of a GONE line: only the list has the data, so it attaches
+        (3, "read", L, 0),
+        {"value": V2, "dir": (M.GONE, 3), "nodes": {3: copy(C.HEAD_DIRTY, fwd=2), 2: copy(C.TAIL_VALID, bwd=3)}},
+    ),
+    (  # node 1's copy was purged, but the filter still remembers the line: cached again
+        (1, "read", L + 4, 0),
+        {
+            "value": 0,
+            "dir": (M.GONE, 1),
+            "nodes": {1: copy(C.HEAD_DIRTY, fwd=3), 3: copy(C.MID_VALID, fwd=2, bwd=1), 2: copy(C.TAIL_VALID, bwd=3)},
+        },
+    ),
+]
+
+
+NOT_CACHED = {"dir": (M.HOME, 0), "nodes": {}}
+# The allocation filter on: node 1's copy dies unused (its home's write purges it before any
+# hit), so its next reads are not cached; a write miss caches the line again, the host hits it,
+# and that copy's purge leaves the line alive: the next read miss caches it.
+DEAD_COPIES = [
+    ((1, "read", L, 0), NOT_CACHED),
+    ((1, "read", L, 0), {"dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),
+    ((0, "write", L, V1), NOT_CACHED),  # the recall purges node 1's unused copy: dead
+    ((1, "read", L, 0), {**NOT_CACHED, "value": V1}),
+    ((1, "read", L, 0), {**NOT_CACHED, "value": V1}),  # still dead
+    ((1, "write", L, V2), {"dir": (M.GONE, 1), "nodes": {1: copy(C.ONLY_DIRTY)}}),
+    ((1, "read", L, 0), {"value": V2, "dir": (M.GONE, 1), "nodes": {1: copy(C.ONLY_DIRTY)}}),  # a hit
+    ((0, "write", L + 4, V3), NOT_CACHED),  # this copy was hit: the line stays alive
+    ((1, "read", L, 0), {"value": V2, "dir": (M.FRESH, 1), "nodes": {1: copy(C.ONLY_FRESH)}}),
+]
+
+
+@pytest.mark.parametrize("rtl_node", [0, 1])
+def test_a_line_whose_copies_die_unused_is_not_cached(rtl_node):
+    run(DEAD_COPIES, rtl_node, cache_first_miss=False)
+
+
+@pytest.mark.parametrize("microcode_only", [False, True], ids=["fast_path", "microcode_only"])
+@pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])
+def test_first_read_misses_are_not_cached_and_second_ones_are(rtl_node, microcode_only):
+    run(FIRST_READS, rtl_node, microcode_only=microcode_only, cache_first_miss=False)
+
+
 @pytest.mark.parametrize("microcode_only", [False, True], ids=["fast_path", "microcode_only"])
 @pytest.mark.parametrize("rtl_node", [0, 1, 2, 3])
 def test_list_lifecycle(rtl_node, microcode_only):
@@ -198,7 +263,7 @@ def test_a_read_miss_into_a_full_set_does_not_wait_for_its_victim():
     rollout, a round trip to the victim's home, comes after the host's word)."""
     wire = 20
     steps = [step for step, _, _ in FULL_SET["memory"]]
-    config = CoSimConfig(nodes=4, rtl_node=1, min_latency=wire, max_latency=wire)
+    config = CoSimConfig(nodes=4, rtl_node=1, min_latency=wire, max_latency=wire, cache_first_miss=True)
     snapshots = ScriptedCoSim(PROGRAM.words, config).run_script(steps, LC)
     first_miss, full_set_miss, hit = (snapshots[i]["cycles"] for i in (1, 3, 4))
     assert full_set_miss < first_miss + 2 * wire

@@ -41,7 +41,8 @@ def test_firmware_boots_on_a_card_built_without_via(tmp_path):
     with served_cli(tmp_path, 1, "--no-via") as numavia:
         status = numavia("status")
     assert status.returncode == 0, status.stderr
-    assert "| numa | features |" in status.stdout and "| off  | -        |" in status.stdout
+    assert "| numa | caches a line at | features |" in status.stdout
+    assert "| off  | second miss      | -        |" in status.stdout  # the allocation filter is on
     without_via = [c for c in regmap.ERROR_COUNTERS if c[0] != "via"]
     assert f"error counters ({len(without_via) + 1} per node): all zero" in status.stdout
     text = (tmp_path / "run" / "node0.log").read_text()

@@ -33,6 +33,8 @@ class StressConfig:
     ways: int = 2
     line_bytes: int = LINE_BYTES  # every card's line size (coherence.LINE_SIZES)
     numa: bool = False
+    cache_first_miss: bool = False  # no allocation filter
+    filter_lines: int = 4  # a small filter forgets often: first and second misses both come often
     min_latency: int = 4
     max_latency: int = 60
     max_gap: int = 40  # host think time between accesses
@@ -63,6 +65,8 @@ class ClusterModel:
                 slice_bytes=slice_bytes,
                 line_bytes=config.line_bytes,
                 numa=config.numa,
+                cache_first_miss=config.cache_first_miss,
+                filter_lines=config.filter_lines,
                 seed=config.seed,
             )
             for n in range(config.nodes)

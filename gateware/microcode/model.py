@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 from numavia.base import coherence as coh
-from numavia.base.coherence import LINE_BYTES, CacheState, MemoryState
+from numavia.base.coherence import LINE_BYTES, CacheGeometry, CacheState, MemoryState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import (
     Cond,
@@ -111,6 +111,8 @@ class CardModel:
         slice_bytes=None,
         line_bytes=LINE_BYTES,
         numa=False,
+        cache_first_miss=False,
+        filter_lines=CacheGeometry.filter_lines,
         retry_limit=255,
         backoff_base=16,
         backoff_cap=4096,
@@ -118,7 +120,8 @@ class CardModel:
     ):
         """``slice_bytes``: the home slice (default 64 lines); ``line_bytes``: one of
         ``coherence.LINE_SIZES``, the same on every card of a ring; ``retry_limit``: backoffs
-        before a local request gives up (None: never)."""
+        before a local request gives up (None: never); ``cache_first_miss``: no allocation
+        filter (``filter_lines`` entries, as the local access controller's)."""
         if sets & (sets - 1):
             raise ValueError("sets must be a power of two")
         if line_bytes not in coh.LINE_SIZES:
@@ -130,6 +133,9 @@ class CardModel:
         self.line_words = line_bytes // 4
         self.slice_lines = 64 if slice_bytes is None else slice_bytes // line_bytes
         self.numa = numa
+        self.cache_first_miss = cache_first_miss
+        self.filter_lines = filter_lines
+        self.seen = {}  # allocation filter: index -> the line address that missed there
         self.retry_limit = retry_limit
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.rng = random.Random((seed << 8) ^ node_id)
@@ -140,7 +146,7 @@ class CardModel:
         self.lru = [list(range(ways)) for _ in range(sets)]  # least recently used first
         self.contexts = [Context(i, line_words=self.line_words) for i in range(isa.NUM_TRANSACTIONS + 1)]
         self.counters = [0] * isa.NUM_COUNTERS
-        self.stats = {"read_hits": 0, "write_hits": 0, "misses": 0, "instructions": 0}
+        self.stats = {"read_hits": 0, "write_hits": 0, "misses": 0, "read_once": 0, "instructions": 0}
         self.incoming = []  # packets delivered, in arrival order
         self.outbox = []  # packets sent, taken by the network
         self.local_queue = []  # misses waiting for a free context
@@ -189,16 +195,58 @@ class CardModel:
                 state = self.tags[s][w].state
                 if not write and state in coh.READ_HIT:
                     self._touch(s, w)
+                    self._filter_update(request.addr, hit=True)
                     self.stats["read_hits"] += 1
                     return self.cdata[s][w][request.word : request.word + request.count]
                 if write and state in coh.WRITE_HIT:
                     _merge(self.cdata[s][w], request.data, request.be)
                     self._touch(s, w)
+                    self._filter_update(request.addr, hit=True)
                     self.stats["write_hits"] += 1
                     return []
         self.stats["misses"] += 1
+        if not write and home != self.node_id and not (self.numa or self.cache_first_miss):
+            entry = self._filter_entry(request.addr)
+            if self._find(request.addr)[1] is None and (entry is None or entry[2]):
+                if entry is None:  # its first miss: remember it
+                    self.filter_remembers(request.addr, True)
+                request.kind = LocalKind.READ_ONCE  # read it without caching it
+                self.stats["read_once"] += 1
         self.local_queue.append(request)
         return None
+
+    # --- the allocation filter (gateware/allocation_filter.py) ----------------------------------
+
+    def _filter_index(self, addr):
+        return coh.cache_set(self.line_index(addr), home_of(addr), self.filter_lines)
+
+    def _filter_entry(self, addr):
+        """(addr, hit, dead) if the filter remembers line ``addr``, else None."""
+        entry = self.seen.get(self._filter_index(addr))
+        return entry if entry is not None and entry[0] == addr else None
+
+    def _filter_update(self, addr, hit=False, dead=False):
+        if self._filter_entry(addr) is not None:
+            self.seen[self._filter_index(addr)] = (addr, hit, dead)
+
+    def _filter_purged(self, addr):
+        """A copy of ``addr`` here was purged: dead unless the host hit it (a hit is used up)."""
+        entry = self._filter_entry(addr)
+        if entry is not None:
+            self._filter_update(addr, dead=not entry[1])
+
+    def filter_remembers(self, addr, seen):
+        """Set whether the allocation filter remembers line ``addr`` (alive, not yet hit), or has
+        forgotten it (an explorer's choice: the filter may have forgotten any line, so both are
+        possible at every read)."""
+        if seen:
+            self.seen[self._filter_index(addr)] = (addr, False, False)
+        else:
+            self.seen.pop(self._filter_index(addr), None)
+
+    def filter_forget(self):
+        """The allocation filter forgets every line."""
+        self.seen.clear()
 
     def flush(self, tag=None):
         self.local_queue.append(LocalRequest(LocalKind.FLUSH, 0, data=[0] * self.line_words, tag=tag))
@@ -549,12 +597,14 @@ class CardModel:
                 line = self._msg_data(ctx) if LineSrc(v["src"]) == LineSrc.MSG else ctx.line
                 words = (
                     line[req.word : req.word + req.count]
-                    if (status == Status.OK and req.kind == LocalKind.READ)
+                    if (status == Status.OK and req.kind in isa.READ_KINDS)
                     else []
                 )
                 self.completions.append((req, status, words))
             elif name == "COUNT":
                 self.counters[v["counter"]] += 1
+                if v["counter"] == isa.Counter.PURGE:
+                    self._filter_purged(ctx.addr)
             else:
                 raise ModelError(f"operation {name} not modelled")
 
@@ -661,12 +711,13 @@ class CardModel:
             tuple(_context_key(c, with_retries) for c in self.contexts if c.busy),
             tuple(packet_key(p) for p in self.incoming),
             tuple(_request_key(r) for r in self.local_queue),
+            tuple(sorted(self.seen.items())),
         )
 
     def restore(self, snapshot):
         """Bring the card back to a :meth:`snapshot` (outbox and completions emptied; a
         backed-off context may wake at any time)."""
-        directory, home, tags, cdata, lru, contexts, incoming, local_queue = snapshot
+        directory, home, tags, cdata, lru, contexts, incoming, local_queue, seen = snapshot
         self.directory = [list(entry) for entry in directory]
         self.home = [list(line) for line in home]
         self.tags = [[Tag(*t) for t in ways] for ways in tags]
@@ -678,6 +729,7 @@ class CardModel:
             _restore_context(self.contexts[key.index], key)
         self.incoming = [packet_from_key(k) for k in incoming]
         self.local_queue = [_request_from_key(k) for k in local_queue]
+        self.seen = dict(seen)
         self.outbox, self.completions = [], []
 
     # --- inspection ------------------------------------------------------------------------------
@@ -708,6 +760,7 @@ class CardSnapshot(NamedTuple):
     contexts: tuple  # ContextSnapshot of each busy context
     incoming: tuple  # packet keys
     local_queue: tuple  # request keys: (kind, addr, word, count, data, be, tag)
+    seen: tuple  # the allocation filter: (index, (line address, hit, dead)) entries
 
 
 class ContextSnapshot(NamedTuple):

@@ -168,7 +168,11 @@ class ProtocolExplorer:
         out = []
         for n, (done, pending) in enumerate(hosts):
             if pending is None and done < self.cfg.ops[n]:
-                out += [("issue", n, kind) for kind in self.cfg.kinds]
+                for kind in self.cfg.kinds:
+                    # A read misses as its line's first (read without caching) or its second miss
+                    # (cached): the allocation filter may have forgotten the line at any time.
+                    remembered = (True, False) if kind == "read" else (True,)
+                    out += [("issue", n, kind, r) for r in remembered]
         for n, card_id in enumerate(cards):
             snap = self._snaps[card_id]
             busy = {c.index for c in snap.contexts}
@@ -198,7 +202,7 @@ class ProtocolExplorer:
         lines = _Lines(describe)
         try:
             if kind == "issue":
-                last = self._issue(card, hosts, last, event[2], lines)
+                last = self._issue(card, hosts, last, event[2], event[3], lines)
             elif kind == "start":
                 starting = card.local_queue[0].kind.name.lower()
                 lines.add(lambda: f"node {n} starts its {starting}")
@@ -213,6 +217,7 @@ class ProtocolExplorer:
                 card.handle_packet(packet)
         except ModelError as e:
             raise _Violation(f"model fault: {e}", lines) from None
+        card.filter_forget()  # canonical: every read chooses afresh what the filter remembers
         for packet in card.outbox:
             if not 0 <= packet.target < self.cfg.nodes:
                 raise _Violation(f"node {n} sent a packet to node {packet.target}", lines)
@@ -226,7 +231,7 @@ class ProtocolExplorer:
         counted = {c: card.counters[c] for c in _EVENT_COUNTERS if card.counters[c]}
         return (cards, self._network(network), tuple(hosts), last), lines, counted
 
-    def _issue(self, card, hosts, last, kind, lines):
+    def _issue(self, card, hosts, last, kind, remembered, lines):
         n = card.node_id
         done, _ = hosts[n]
         if kind == "flush":
@@ -237,10 +242,12 @@ class ProtocolExplorer:
         value = (n + 1) << 8 | (done + 1) if kind == "write" else 0
         data = [value] + [0] * (self.cfg.line_bytes // 4 - 1)
         request = LocalRequest(_LOCAL_KIND[kind], self.line, 0, 1, data, 0xF if kind == "write" else 0)
+        card.filter_remembers(self.line, remembered)
         served = card.local_access(request)
         what = f"host {n} {kind}s" + (f" {value:#x}" if kind == "write" else "")
         if served is None:
-            lines.add(lambda: f"{what}: miss, to the sequencer")
+            once = ", its first: not cached" if request.kind == LocalKind.READ_ONCE else ""
+            lines.add(lambda: f"{what}: miss{once}, to the sequencer")
             hosts[n] = (done, (kind, value) if kind == "write" else (kind, (last,)))
             return last
         lines.add(lambda: f"{what}: hit" + (f", reads {served[0]:#x}" if kind == "read" else ""))

@@ -42,6 +42,8 @@ class CoSimConfig:
     ways: int = 2
     line_bytes: int = LINE_BYTES  # every card's line size, the RTL card's too
     numa: bool = False
+    cache_first_miss: bool = False  # no allocation filter (CTRL.CTRL.CACHE_FIRST_MISS)
+    filter_lines: int = 4  # a small filter forgets often: first and second misses both come often
     min_latency: int = 4
     max_latency: int = 40
     max_gap: int = 30
@@ -68,7 +70,7 @@ class CoSim:
         self.amap = HostAddressMap(
             slice_bytes=max(64, config.lines_per_home * 8) * line_bytes, max_nodes=4, private_bytes=line_bytes * 4
         )
-        self.geometry = CacheGeometry(config.sets, config.ways, line_bytes)
+        self.geometry = CacheGeometry(config.sets, config.ways, line_bytes, config.filter_lines)
         self.words = list(program_words)
         self.models = {
             n: CardModel(
@@ -79,6 +81,8 @@ class CoSim:
                 slice_bytes=self.amap.slice_bytes,
                 line_bytes=line_bytes,
                 numa=config.numa,
+                cache_first_miss=config.cache_first_miss,
+                filter_lines=config.filter_lines,
                 seed=config.seed,
             )
             for n in range(config.nodes)
@@ -228,6 +232,7 @@ class CoSim:
         async def rtl_host(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
+            ctx.set(dut.cache_first_miss, cfg.cache_first_miss)
             await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(cfg.microcode_only))
             while True:
                 nxt = self.next_access(rtl)
@@ -343,6 +348,7 @@ class ScriptedCoSim(CoSim):
         async def orchestrate(ctx):
             ctx.set(dut.node_id, rtl)
             ctx.set(dut.numa_mode, cfg.numa)
+            ctx.set(dut.cache_first_miss, cfg.cache_first_miss)
             await wb_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(cfg.microcode_only))
             for node, op, addr, value in steps:
                 result, cycles = None, None

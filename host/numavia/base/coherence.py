@@ -134,9 +134,12 @@ class CacheGeometry:
     sets: int = 64
     ways: int = 4
     line_bytes: int = LINE_BYTES
+    #: Lines the allocation filter remembers: a remote line is cached at its second read miss
+    #: while its first is still remembered (one block RAM of 512 x 36 bits).
+    filter_lines: int = 512
 
     def __post_init__(self):
-        for name in ("sets", "ways", "line_bytes"):
+        for name in ("sets", "ways", "line_bytes", "filter_lines"):
             v = getattr(self, name)
             if v < 1 or v & (v - 1):
                 raise ValueError(f"{name} must be a power of two, not {v}")
@@ -173,6 +176,10 @@ class CacheGeometry:
     @property
     def lines(self):
         return self.sets * self.ways
+
+    @property
+    def filter_bits(self):
+        return (self.filter_lines - 1).bit_length()
 
 
 def cache_set(line_index, home, sets):

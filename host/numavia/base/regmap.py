@@ -260,6 +260,12 @@ CTRL = Block(
             fields=(
                 Field("NODE_ID_VALID", 0, doc="The firmware has set NODE_ID; the card may join the ring"),
                 Field("NUMA_MODE", 1, doc="Bypass the network cache: every remote access goes to its home"),
+                Field(
+                    "CACHE_FIRST_MISS",
+                    2,
+                    doc="Cache a remote line at its first read miss; clear: a line is read without caching "
+                    "at its first miss and cached at its second (the allocation filter)",
+                ),
             ),
         ),
         Register(
@@ -310,6 +316,7 @@ LAC_COUNTERS = (
     ("ACCESS_CYCLES", "sum of their latencies, request accepted to last beat, in cycles"),
     ("LAST_LATENCY", "latency of the last completed line access, in cycles"),
     ("LAST_HANDOFF", "cycles from request to the miss reaching the sequencer, last miss"),
+    ("READ_ONCE", "read misses read without caching the line: its first miss (the allocation filter)"),
 )
 
 LAC = Block(

@@ -87,13 +87,23 @@ def measurements(nodes):
         Measurement("private memory read", [(0, "r", ("private", "p"), 0)]),
         Measurement("local shared read", [(0, "r", (0, "a"), 0)], paper=PAPER["local shared read"]),
         Measurement("local shared write", [(0, "w", (0, "a"), 1)]),
-        Measurement(  # what a home pays for a copy that was read once and is dead (FFT, Ocean)
-            "local shared write, recalling a remote copy",
+        Measurement(  # a line read once is not cached (the allocation filter): nothing to recall
+            "local shared write after a remote read",
             [(1, "r", (0, "a"), 0), (0, "w", (0, "a"), 2)],
             numa=False,
         ),
+        Measurement(  # what a home pays for a copy cached at its second read (FFT, Ocean)
+            "local shared write, recalling a remote copy",
+            [(1, "r", (0, "a"), 0), (1, "r", (0, "a"), 0), (0, "w", (0, "a"), 2)],
+            numa=False,
+        ),
         Measurement("remote read, miss, 1 hop", [(0, "r", (1, "a"), 0)], paper=PAPER["remote read"]),
-        Measurement("remote read, hit in the network cache", [(0, "r", (1, "a"), 0), (0, "r", (1, "a"), 0)]),
+        Measurement(  # the line's first miss is read without caching it; its second caches it
+            "remote read, second miss (caches the line), 1 hop",
+            [(0, "r", (1, "a"), 0), (0, "r", (1, "a"), 0)],
+            numa=False,
+        ),
+        Measurement("remote read, hit in the network cache", [(0, "r", (1, "a"), 0)] * 3),
     ]
     if nodes > 2:
         rows.append(Measurement(f"remote read, miss, {far} hops", [(0, "r", (far, "a"), 0)]))
@@ -115,7 +125,7 @@ def measurements(nodes):
         rows.append(
             Measurement(
                 f"remote write, purging {k} sharer{'s' if k > 1 else ''}",
-                [(s, "r", (1, "a"), 0) for s in sharers] + [(0, "w", (1, "a"), 9)],
+                [(s, "r", (1, "a"), 0) for s in sharers for _ in range(2)] + [(0, "w", (1, "a"), 9)],
                 numa=False,
             )
         )

@@ -58,6 +58,7 @@ def engine_phases(config, microcode_only=False):
 
         async def run(ctx):
             ctx.set(dut.node_id, node_id)
+            ctx.set(dut.cache_first_miss, 1)  # the miss that caches its line (the filter's second)
             await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(microcode_only))
             await testbench(ctx, dut)
 

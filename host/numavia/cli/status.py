@@ -41,7 +41,9 @@ def cmd_mem(args):
 
 def cmd_status(args):
     session = Session.load()
-    headers = ["node", "id", "ready", "microcode", "numa", "features"] + [f"{b}.{r}" for b, r in STATUS_COUNTERS]
+    headers = ["node", "id", "ready", "microcode", "numa", "caches a line at", "features"] + [
+        f"{b}.{r}" for b, r in STATUS_COUNTERS
+    ]
     rows, errors = [], []
     error_log = ErrorLog(session_path().parent, session.pid)
     new_entries = []
@@ -50,6 +52,7 @@ def cmd_status(args):
             read = lambda block, reg: read_card(bridge, session, block, reg)
             ctrl = read("ctrl", "CTRL")
             numa = ctrl & regmap.CTRL.register("CTRL").field("NUMA_MODE").mask
+            first_miss = ctrl & regmap.CTRL.register("CTRL").field("CACHE_FIRST_MISS").mask
             rows.append(
                 [
                     node,
@@ -57,6 +60,7 @@ def cmd_status(args):
                     "yes" if read("ctrl", "STATUS") & 1 else "no",
                     "loaded" if read("rac", "STATUS") & 1 else "not loaded",
                     "on" if numa else "off",
+                    "-" if numa else "first miss" if first_miss else "second miss",
                     ",".join(card_features(read)) or "-",
                 ]
                 + [read(b, r) for b, r in STATUS_COUNTERS]

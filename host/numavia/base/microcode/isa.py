@@ -50,6 +50,11 @@ class LocalKind(IntEnum):
     READ = 0
     WRITE = 1
     FLUSH = 2  # roll every valid line of the network cache out
+    READ_ONCE = 3  # a read miss of a line not seen missing lately: read it without caching it
+
+
+#: The kinds whose answer is the words read (the host's count of response beats).
+READ_KINDS = (LocalKind.READ, LocalKind.READ_ONCE)
 
 
 NUM_COMMAND_VECTORS = 16
