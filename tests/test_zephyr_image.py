@@ -172,6 +172,19 @@ def test_the_numavia_shell_on_a_node_console(shell_build, tmp_path):
             assert console.command("numavia mode sideways") == [
                 "mode 'sideways': choose ncc (network cache on) or numa (off)"
             ]
+            first = regmap.CTRL.register("CTRL").field("CACHE_FIRST_MISS").mask
+            second = ["the network cache takes a remote line at its second read miss (the allocation filter)"]
+            assert console.command("numavia cache") == second
+            assert console.command("numavia cache first") == [
+                "the network cache takes a remote line at its first read miss"
+            ]
+            assert card.card_reg("ctrl", "CTRL") & first
+            assert console.command("numavia cache second") == second
+            assert not card.card_reg("ctrl", "CTRL") & first
+            assert console.command("numavia cache third") == [
+                "cache 'third': choose first (every read miss caches) or second (the allocation filter)"
+            ]
+            assert "NCC-NUMA mode, lines cached at their second read miss" in console.command("numavia status")[1]
 
             counters = console.command("numavia counters via")
             assert [line.split()[1] for line in counters] == [name.lower() for name, _ in regmap.VIA_COUNTERS]

@@ -48,17 +48,39 @@ uint64_t numavia_card_cycles(const struct device *card)
     return nv_card_cycles();
 }
 
+static bool ctrl_flag(uint32_t mask)
+{
+    return (nv_reg_read(NV_CTRL_CTRL) & mask) != 0;
+}
+
+static void set_ctrl_flag(uint32_t mask, bool on)
+{
+    uint32_t ctrl = nv_reg_read(NV_CTRL_CTRL) & ~mask;
+    nv_reg_write(NV_CTRL_CTRL, ctrl | (on ? mask : 0));
+}
+
 bool numavia_card_numa_mode(const struct device *card)
 {
     ARG_UNUSED(card);
-    return (nv_reg_read(NV_CTRL_CTRL) & NV_CTRL_CTRL_NUMA_MODE_MASK) != 0;
+    return ctrl_flag(NV_CTRL_CTRL_NUMA_MODE_MASK);
 }
 
 void numavia_card_set_numa_mode(const struct device *card, bool numa)
 {
     ARG_UNUSED(card);
-    uint32_t ctrl = nv_reg_read(NV_CTRL_CTRL) & ~NV_CTRL_CTRL_NUMA_MODE_MASK;
-    nv_reg_write(NV_CTRL_CTRL, ctrl | (numa ? NV_CTRL_CTRL_NUMA_MODE_MASK : 0));
+    set_ctrl_flag(NV_CTRL_CTRL_NUMA_MODE_MASK, numa);
+}
+
+bool numavia_card_cache_first_miss(const struct device *card)
+{
+    ARG_UNUSED(card);
+    return ctrl_flag(NV_CTRL_CTRL_CACHE_FIRST_MISS_MASK);
+}
+
+void numavia_card_set_cache_first_miss(const struct device *card, bool first)
+{
+    ARG_UNUSED(card);
+    set_ctrl_flag(NV_CTRL_CTRL_CACHE_FIRST_MISS_MASK, first);
 }
 
 #define CARD_CONTROL_DEFINE(inst)                                                                                      \

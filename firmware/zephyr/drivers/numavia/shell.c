@@ -54,8 +54,9 @@ static int cmd_status(const struct shell *sh, size_t argc, char **argv)
     shell_print(sh, "card:      id 0x%08x, version %u.%u.%u, clock %u Hz, cycles 0x%08x%08x", info.id,
                 info.version_major, info.version_minor, info.version_patch, info.clk_freq_hz, (uint32_t)(cycles >> 32),
                 (uint32_t)cycles);
-    shell_print(sh, "node:      %u (strap %u), %s mode", info.node_id, info.node_id_strap,
-                numavia_card_numa_mode(card) ? "NUMA" : "NCC-NUMA");
+    shell_print(sh, "node:      %u (strap %u), %s mode, lines cached at their %s read miss", info.node_id,
+                info.node_id_strap, numavia_card_numa_mode(card) ? "NUMA" : "NCC-NUMA",
+                numavia_card_cache_first_miss(card) ? "first" : "second");
 #ifdef CONFIG_NUMAVIA_RAC
     struct numavia_rac_status rac;
     numavia_rac_get_status(DEVICE_DT_GET_ONE(numavia_remote_access_controller), &rac);
@@ -210,6 +211,25 @@ static int cmd_mode(const struct shell *sh, size_t argc, char **argv)
     return 0;
 }
 
+static int cmd_cache(const struct shell *sh, size_t argc, char **argv)
+{
+    if (!card_booted(sh))
+        return -ENODEV;
+    if (argc == 2) {
+        bool set_first = strcmp(argv[1], "first") == 0;
+        if (!set_first && strcmp(argv[1], "second") != 0) {
+            shell_error(sh, "cache '%s': choose first (every read miss caches) or second (the allocation filter)",
+                        argv[1]);
+            return -EINVAL;
+        }
+        numavia_card_set_cache_first_miss(card, set_first);
+    }
+    bool first = numavia_card_cache_first_miss(card);
+    shell_print(sh, "the network cache takes a remote line at its %s read miss%s", first ? "first" : "second",
+                first ? "" : " (the allocation filter)");
+    return 0;
+}
+
 static void print_counters(const struct shell *sh, const char *block_name, const struct device *dev)
 {
     for (unsigned i = 0; i < numavia_counter_count(dev); i++) {
@@ -247,6 +267,10 @@ SHELL_STATIC_SUBCMD_SET_CREATE(
                   "Show the mode, or set it (on a ring whose shared memory is not in use): "
                   "numavia mode [ncc|numa]",
                   cmd_mode, 1, 1),
+    SHELL_CMD_ARG(cache, NULL,
+                  "Show or set which read miss of a remote line caches it: numavia cache [first|second] "
+                  "(second: the allocation filter, the default)",
+                  cmd_cache, 1, 1),
 #ifdef CONFIG_NUMAVIA_VIA
     SHELL_CMD(vi, &numavia_vi_cmds, "Virtual Interfaces", NULL),
 #endif

@@ -28,6 +28,10 @@ uint64_t numavia_card_cycles(const struct device *card);
 /* NUMA mode (network cache bypassed) is on. */
 bool numavia_card_numa_mode(const struct device *card);
 
+/* The network cache takes a remote line at its first read miss (the allocation filter is off);
+ * false: at its second, and not while its copies die unused (the default). */
+bool numavia_card_cache_first_miss(const struct device *card);
+
 /* --- remote access controller (numavia,remote-access-controller) ------------------------------- */
 
 struct numavia_rac_status {
@@ -66,6 +70,9 @@ const uint64_t *numavia_host_words(uint32_t phys, uint32_t count);
 /* Set NUMA mode (network cache bypassed) on or off. Meant for a ring whose shared memory is not
  * in use: lines the network cache holds are not written back or dropped by the switch. */
 void numavia_card_set_numa_mode(const struct device *card, bool numa);
+
+/* Cache a remote line at its first read miss (true) or let the allocation filter decide (false). */
+void numavia_card_set_cache_first_miss(const struct device *card, bool first);
 
 /* --- VIA engine (numavia,via-engine) ------------------------------------------------------------ */
 
