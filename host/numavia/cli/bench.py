@@ -2,6 +2,8 @@
 figures measured with progress lines on stderr, its report printed and written (Markdown, CSV,
 JSON with the command and configuration, PNG) by :mod:`numavia.bench.results`."""
 
+from pathlib import Path
+
 from numavia.base import buildcache, pushpull_format, regmap, via_mailbox
 from numavia.base.coherence import LINE_BYTES, LINE_SIZES
 from numavia.base.errors import NumaviaError
@@ -132,6 +134,7 @@ def cmd_bench_coherence(args):
             microcode_only=args.microcode_only,
             line_bytes=args.line_bytes,
             log=log,
+            run_dir=Path(args.out) / "run",  # beside the results: two runs never share their logs
             spread=run_spread,
         ),
         coherence.report,
