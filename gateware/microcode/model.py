@@ -135,7 +135,7 @@ class CardModel:
         self.numa = numa
         self.cache_first_miss = cache_first_miss
         self.filter_lines = filter_lines
-        self.seen = {}  # allocation filter: index -> the line address that missed there
+        self.seen = {}  # the allocation filter: index -> (line address, hit, dead)
         self.retry_limit = retry_limit
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.rng = random.Random((seed << 8) ^ node_id)
