@@ -95,7 +95,9 @@ def test_line_sizes_keep_the_capacity_and_the_ways():
 @pytest.mark.slow
 def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
     """A small kernel on 2 RTL cards, both modes: every access of the trace is replayed, the
-    cards count them, and with the network cache off no access hits it."""
+    cards count them, and with the network cache off no access hits it. With it on, every
+    remote access is a hit or a miss, and Ocean's boundary lines, rewritten by their home between
+    two reads, are read without caching (the allocation filter)."""
     config = cb.bench_card_config()
     folder = traces.traces("ocean", "small", 2, slice_bytes=config.slice_bytes)
     summary = traces.summary(folder)
@@ -111,14 +113,16 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
             cache_hits = counters["LAC_CACHE_READ_HITS"] + counters["LAC_CACHE_WRITE_HITS"]
             if numa:
                 assert cache_hits == 0 and counters["RAC_MIXED_MODE"] == 0
+        counted = [n["counters"] for n in run.state["nodes"]]
+        misses = sum(c["LAC_READ_MISSES"] + c["LAC_WRITE_MISSES"] for c in counted)
         if numa:
             # NUMA: remote = misses, home = hits, exactly what the trace says.
-            remote = sum(
-                n["counters"]["LAC_READ_MISSES"] + n["counters"]["LAC_WRITE_MISSES"] for n in run.state["nodes"]
-            )
-            assert remote == summary["remote_accesses"]
+            assert misses == summary["remote_accesses"]
         else:
-            assert sum(n["counters"]["LAC_CACHE_READ_HITS"] for n in run.state["nodes"]) > 0
+            hits = sum(c["LAC_CACHE_READ_HITS"] + c["LAC_CACHE_WRITE_HITS"] for c in counted)
+            # Misses also count the home's own writes that recall a copy, hence at least.
+            assert hits + misses >= summary["remote_accesses"]
+            assert sum(c["LAC_READ_ONCE"] for c in counted) > 0
 
 
 @pytest.mark.slow
