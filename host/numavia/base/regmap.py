@@ -264,7 +264,8 @@ CTRL = Block(
                     "CACHE_FIRST_MISS",
                     2,
                     doc="Cache a remote line at its first read miss; clear: a line is read without caching "
-                    "at its first miss and cached at its second (the allocation filter)",
+                    "at its first miss, cached at its second, and not while its copies die unused "
+                    "(the allocation filter)",
                 ),
             ),
         ),
@@ -316,7 +317,7 @@ LAC_COUNTERS = (
     ("ACCESS_CYCLES", "sum of their latencies, request accepted to last beat, in cycles"),
     ("LAST_LATENCY", "latency of the last completed line access, in cycles"),
     ("LAST_HANDOFF", "cycles from request to the miss reaching the sequencer, last miss"),
-    ("READ_ONCE", "read misses read without caching the line: its first miss (the allocation filter)"),
+    ("READ_ONCE", "read misses read without caching the line: a first miss or a dead line (the allocation filter)"),
 )
 
 LAC = Block(

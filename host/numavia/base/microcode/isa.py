@@ -50,7 +50,7 @@ class LocalKind(IntEnum):
     READ = 0
     WRITE = 1
     FLUSH = 2  # roll every valid line of the network cache out
-    READ_ONCE = 3  # a read miss of a line not seen missing lately: read it without caching it
+    READ_ONCE = 3  # a read miss the allocation filter does not cache (a first miss, a dead line)
 
 
 #: The kinds whose answer is the words read (the host's count of response beats).
