@@ -19,10 +19,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from numavia.base import coherence as coh
 from numavia.base.coherence import CacheGeometry
 
-from .tag_store import line_index
+from .tag_store import set_of_line
 
 
 class AllocationFilter(wiring.Component):
@@ -56,7 +55,7 @@ class AllocationFilter(wiring.Component):
         read, write = memory.read_port(), memory.write_port()
 
         def index(addr):
-            return coh.cache_set(line_index(addr, g), addr[26:32], g.filter_lines)[: g.filter_bits]
+            return set_of_line(addr, g, g.filter_lines)
 
         line = self.line[g.offset_bits :]
         m.d.comb += [

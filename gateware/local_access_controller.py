@@ -253,6 +253,8 @@ class LocalAccessController(wiring.Component):
                     cache_read = cache_ok & ~write & read_hit_states.bit_select(resp.tag.state, 1)
                     cache_write = cache_ok & write & write_hit_states.bit_select(resp.tag.state, 1)
                     m.d.sync += cache_way.eq(resp.way)
+                    # A hit on a line the filter remembers is a copy that paid for itself.
+                    m.d.comb += allocation_filter.referenced.eq((cache_read | cache_write) & allocation_filter.seen)
                     with m.If(home_read):
                         m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
                         m.next = "READ_HOME"
@@ -260,7 +262,6 @@ class LocalAccessController(wiring.Component):
                         m.d.sync += ctr.home_write_hits.eq(ctr.home_write_hits + 1)
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
-                        m.d.comb += allocation_filter.referenced.eq(allocation_filter.seen)
                         m.d.sync += [
                             ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
                             kind_cache.eq(1),
@@ -268,7 +269,6 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
-                        m.d.comb += allocation_filter.referenced.eq(allocation_filter.seen)
                         m.d.sync += [
                             ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
                             kind_cache.eq(1),

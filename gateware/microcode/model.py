@@ -157,8 +157,9 @@ class CardModel:
     def line_index(self, addr):
         return (addr & ((1 << ADDR_HOME_SHIFT) - 1)) // self.line_bytes
 
-    def set_of(self, addr):
-        return coh.cache_set(self.line_index(addr), home_of(addr), self.sets)
+    def set_of(self, addr, entries=None):
+        """The line's cache set; with ``entries``, its index in the allocation filter."""
+        return coh.cache_set(self.line_index(addr), home_of(addr), entries or self.sets)
 
     def _find(self, addr):
         s = self.set_of(addr)
@@ -217,17 +218,14 @@ class CardModel:
 
     # --- the allocation filter (gateware/allocation_filter.py) ----------------------------------
 
-    def _filter_index(self, addr):
-        return coh.cache_set(self.line_index(addr), home_of(addr), self.filter_lines)
-
     def _filter_entry(self, addr):
         """(addr, hit, dead) if the filter remembers line ``addr``, else None."""
-        entry = self.seen.get(self._filter_index(addr))
+        entry = self.seen.get(self.set_of(addr, self.filter_lines))
         return entry if entry is not None and entry[0] == addr else None
 
     def _filter_update(self, addr, hit=False, dead=False):
         if self._filter_entry(addr) is not None:
-            self.seen[self._filter_index(addr)] = (addr, hit, dead)
+            self.seen[self.set_of(addr, self.filter_lines)] = (addr, hit, dead)
 
     def _filter_purged(self, addr):
         """A copy of ``addr`` here was purged: dead unless the host hit it (a hit is used up)."""
@@ -240,9 +238,9 @@ class CardModel:
         forgotten it (an explorer's choice: the filter may have forgotten any line, so both are
         possible at every read)."""
         if seen:
-            self.seen[self._filter_index(addr)] = (addr, False, False)
+            self.seen[self.set_of(addr, self.filter_lines)] = (addr, False, False)
         else:
-            self.seen.pop(self._filter_index(addr), None)
+            self.seen.pop(self.set_of(addr, self.filter_lines), None)
 
     def filter_forget(self):
         """The allocation filter forgets every line."""

@@ -177,10 +177,6 @@ class CacheGeometry:
     def lines(self):
         return self.sets * self.ways
 
-    @property
-    def filter_bits(self):
-        return (self.filter_lines - 1).bit_length()
-
 
 def cache_set(line_index, home, sets):
     """Set of a line (``line_index`` = offset // line bytes within its home's slice).
