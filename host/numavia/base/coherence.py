@@ -35,6 +35,11 @@ class MemoryState(IntEnum):
 
 MEMORY_STATE_BITS = 2
 
+#: The read miss at which the network cache takes a remote line: the second (the local access
+#: controller's allocation filter, the default) or the first (``CTRL.CTRL.CACHE_FIRST_MISS``). Each
+#: name maps to the value of that control bit.
+CACHE_AT = {"second": False, "first": True}
+
 
 class CacheState(IntEnum):
     INVALID = 0

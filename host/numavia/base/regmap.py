@@ -286,7 +286,10 @@ CTRL = Block(
             Access.RO,
             "Board switches the firmware applies at boot",
             width=8,
-            fields=(Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),),
+            fields=(
+                Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),
+                Field("CACHE_FIRST_MISS", 1, doc="start caching remote lines at their first read miss"),
+            ),
         ),
         Register(
             "FEATURES",

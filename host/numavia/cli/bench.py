@@ -29,6 +29,7 @@ from numavia.splash2 import KERNELS, PLACEMENTS
 from .common import (
     MAX_NODES,
     Parser,
+    add_cache_at_option,
     add_eth_delay_option,
     add_firmware_option,
     add_nodes_option,
@@ -267,6 +268,7 @@ def cmd_bench_splash2(args):
             line_sizes=args.line_bytes,
             placement=args.placement,
             access=args.access,
+            cache_at=args.cache_at,
             cost=CostModel(ns_per_op=args.ns_per_op),
             log=log,
             spread=run_spread,
@@ -506,6 +508,7 @@ def register(sub):
         metavar="NS",
         help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)",
     )
+    add_cache_at_option(spl)
     add_out_option(spl, "results/splash2")
     add_spread_options(spl)
 
