@@ -115,23 +115,22 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
             log_accesses=False,
         )
         assert run.returncode == 0, run.stderr
-        for t, counters in zip(run.state["trace"], (n["counters"] for n in run.state["nodes"])):
+        counted = [n["counters"] for n in run.state["nodes"]]
+        cache_hits = [c["LAC_CACHE_READ_HITS"] + c["LAC_CACHE_WRITE_HITS"] for c in counted]
+        for t, counters, hits in zip(run.state["trace"], counted, cache_hits):
             expected = summary["records"][t["node"]] - summary["barriers"]
             assert t["errors"] == 0 and t["accesses"] == expected
             assert counters["LAC_ACCESSES"] == expected  # one line access per record
             assert counters["RAC_PROTOCOL_ERRORS"] == 0
-            cache_hits = counters["LAC_CACHE_READ_HITS"] + counters["LAC_CACHE_WRITE_HITS"]
             if numa:
-                assert cache_hits == 0 and counters["RAC_MIXED_MODE"] == 0
-        counted = [n["counters"] for n in run.state["nodes"]]
+                assert hits == 0 and counters["RAC_MIXED_MODE"] == 0
         misses = sum(c["LAC_READ_MISSES"] + c["LAC_WRITE_MISSES"] for c in counted)
         if numa:
             # NUMA: remote = misses, home = hits, exactly what the trace says.
             assert misses == summary["remote_accesses"]
         else:
-            hits = sum(c["LAC_CACHE_READ_HITS"] + c["LAC_CACHE_WRITE_HITS"] for c in counted)
             # Misses also count the home's own writes that recall a copy, hence at least.
-            assert hits + misses >= summary["remote_accesses"]
+            assert sum(cache_hits) + misses >= summary["remote_accesses"]
             read_once = sum(c["LAC_READ_ONCE"] for c in counted)
             assert read_once == 0 if first_miss else read_once > 0
 
