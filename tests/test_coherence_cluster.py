@@ -86,3 +86,13 @@ def test_numa_mode_caches_nothing(tmp_path):
     run, counters = stress(tmp_path, 4, 1000, seed=5, numa=True)
     assert total(counters, "RAC_ROLLOUTS") == 0 and total(counters, "LAC_CACHE_READ_HITS") == 0
     assert all(not any(t & 0xF for t in n["tag"]) for n in run.state["nodes"])
+
+
+def test_the_state_is_dumped_only_when_every_card_is_quiet(tmp_path):
+    """A full-set read miss answers the host from an uncached read; the victim's rollout and the
+    line's fill follow. A card reports its traffic done only when no transaction entry is in use:
+    with seed 12 a node's last access leaves such a fill in flight, and a dump taken at the host's
+    last answer showed that node holding the line outside its sharing list."""
+    config = cb.bench_card_config(cache_sets=2, cache_ways=1)
+    run, counters = stress(tmp_path, 2, 30, config, seed=12, hot_lines=4, write_fraction=0.0)
+    assert total(counters, "RAC_ROLLOUTS") > 0

@@ -255,7 +255,7 @@ private:
     static constexpr uint64_t kResetCycles = 8;
     static constexpr uint64_t kSettleCycles = 2000;   // after a step, for the ring to go quiet
 
-    enum class Phase { BringUp, Waiting, Traffic, Step, Dumping, Dumped, Stopped };
+    enum class Phase { BringUp, Waiting, Traffic, Draining, Step, Dumping, Dumped, Stopped };
 
     struct Dump {
         std::vector<uint32_t> dir, home, tag, tag_line, cache, counters;
@@ -317,13 +317,28 @@ private:
             break;
         case Phase::Traffic:
             if (host_->done()) {
+                // The host has its last answer, but the card may still be busy: a fill after an
+                // uncached read, a victim's rollout. Done is when no transaction entry is in use.
                 traffic_end_ = cycle;
-                phase_ = Phase::Waiting;
-                control_.send(t, kDone);
+                phase_ = Phase::Draining;
+                regs_->poll(NV_RAC_STATUS, NV_RAC_STATUS_BUSY_CONTEXTS_MASK, 0);
             } else if (host_->waiting(cycle) > opt_.watchdog) {
                 std::fprintf(stderr, "bench: node %d: %s at %#x pending for %llu cycles: deadlock?\n", id(),
                              host_->current().write ? "write" : "read", host_->current().addr,
                              (unsigned long long)host_->waiting(cycle));
+                phase_ = Phase::Waiting;
+                control_.send(t, kFailed, 4);
+            }
+            break;
+        case Phase::Draining:
+            if (regs_->idle()) {
+                phase_ = Phase::Waiting;
+                control_.send(t, kDone);
+            } else if (cycle - traffic_end_ > opt_.watchdog) {
+                std::fprintf(
+                    stderr,
+                    "bench: node %d: transactions still in progress %llu cycles after the last access: deadlock?\n",
+                    id(), (unsigned long long)(cycle - traffic_end_));
                 phase_ = Phase::Waiting;
                 control_.send(t, kFailed, 4);
             }
