@@ -114,6 +114,7 @@ class FastPath(wiring.Component):
         ]
 
         write = r.kind == isa.LocalKind.WRITE
+        home_owned = (r.mstate == MemoryState.HOME) | (r.mstate == MemoryState.SHOWN)
 
         def resume(read_point, write_point):
             """The microcode's resume point of this miss (a read's or a write's)."""
@@ -149,7 +150,7 @@ class FastPath(wiring.Component):
                     "SEND",
                     a=Dest.HOME,
                     b=Ptr.NONE,
-                    c=FlagSrc.ZERO,
+                    c=Mux(write, FlagSrc.ZERO, FlagSrc.SECOND_MISS),
                     d=DataSrc.NONE,
                     imm=Mux(write, Command.MWRITE, Command.MREAD),
                 )
@@ -163,21 +164,22 @@ class FastPath(wiring.Component):
                 tag_command(TagOp.LOOKUP)
                 go(FastStep.HOME_REPLY, FastThen.TAG)
             with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
-                # A locked line NACKs; the memory state's spare code is the microcode's to judge.
-                with m.If(r.locked | (r.mstate > max(MemoryState))):
+                # A locked line NACKs; a second miss's read of a line written since it was
+                # shown (HOME, flag) is answered uncached: both are the microcode's.
+                read = msg.cmd == Command.MREAD
+                with m.If(r.locked | (read & msg.flag & (r.mstate == MemoryState.HOME))):
                     m.d.comb += self.fallback.eq(1)
                 with m.Else():
-                    read = msg.cmd == Command.MREAD
                     instruction(
                         "REPLY",
-                        a=Mux(read & (r.mstate == MemoryState.HOME), Ptr.NONE, Ptr.HEAD),
+                        a=Mux(read & home_owned, Ptr.NONE, Ptr.HEAD),
                         b=FlagSrc.ZERO,
                         c=Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME),
                         imm=Status.OK,
                     )
                     go(FastStep.HOME_DIR_WRITE, FastThen.HEADER)
             with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC
-                fresh = (msg.cmd == Command.MREAD) & (r.mstate == MemoryState.HOME)
+                fresh = (msg.cmd == Command.MREAD) & home_owned
                 mstate = Mux(msg.cmd == Command.MWRITE, MemoryState.GONE, Mux(fresh, MemoryState.FRESH, r.mstate))
                 tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=msg.source)
                 go(FastStep.HOME_END, FastThen.TAG)

@@ -122,6 +122,7 @@ class LocalAccessController(wiring.Component):
         is_home = Signal()
         cache_way = Signal.like(self.tag_resp.way)
         kind_cache = Signal()  # served from the network cache (touch the LRU after)
+        unshow = Signal()  # a home write to a SHOWN line: make it HOME after
         read_once = Signal()  # a miss the sequencer reads without caching the line
         issued = Signal(range(LINE_WORDS + 1))
         moved = Signal(range(LINE_WORDS + 1))
@@ -247,8 +248,10 @@ class LocalAccessController(wiring.Component):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.tag_resp_valid):
                     mstate = resp.dir.mstate
-                    home_read = is_home & ~write & ((mstate == MemoryState.HOME) | (mstate == MemoryState.FRESH))
-                    home_write = is_home & write & (mstate == MemoryState.HOME) & ~resp.dir.lock
+                    shown = mstate == MemoryState.SHOWN
+                    home_owned = (mstate == MemoryState.HOME) | shown
+                    home_read = is_home & ~write & (home_owned | (mstate == MemoryState.FRESH))
+                    home_write = is_home & write & home_owned & ~resp.dir.lock
                     cache_ok = ~is_home & ~self.numa_mode & resp.hit
                     cache_read = cache_ok & ~write & read_hit_states.bit_select(resp.tag.state, 1)
                     cache_write = cache_ok & write & write_hit_states.bit_select(resp.tag.state, 1)
@@ -259,7 +262,7 @@ class LocalAccessController(wiring.Component):
                         m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
                         m.next = "READ_HOME"
                     with m.Elif(home_write):
-                        m.d.sync += ctr.home_write_hits.eq(ctr.home_write_hits + 1)
+                        m.d.sync += [ctr.home_write_hits.eq(ctr.home_write_hits + 1), unshow.eq(shown)]
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
                         m.d.sync += [
@@ -333,9 +336,20 @@ class LocalAccessController(wiring.Component):
                         m.next = "HIT_DONE"
 
             with m.State("HIT_DONE"):
-                # Update the LRU of a cache hit, then let the sequencer have the card.
-                m.d.comb += self.own_req.eq(kind_cache)
-                with m.If(kind_cache):
+                # Update the LRU of a cache hit, or make a written SHOWN line HOME again (the
+                # next remote read caches it only if nobody writes it meanwhile); then let the
+                # sequencer have the card.
+                m.d.comb += self.own_req.eq(kind_cache | unshow)
+                with m.If(unshow):
+                    m.d.comb += [
+                        self.tag_cmd_valid.eq(1),
+                        self.tag_cmd.op.eq(TagOp.WRITE_DIR),
+                        self.tag_cmd.addr.eq(line_addr),
+                        self.tag_cmd.mstate.eq(MemoryState.HOME),
+                    ]
+                    with m.If(self.tag_cmd_ready):
+                        m.d.sync += unshow.eq(0)
+                with m.Elif(kind_cache):
                     m.d.comb += [
                         self.tag_cmd_valid.eq(1),
                         self.tag_cmd.op.eq(TagOp.TOUCH),

@@ -138,6 +138,7 @@ class Sequencer(wiring.Component):
             {
                 "node_id": In(NODE_ID_BITS),
                 "numa_mode": In(1),
+                "cache_first_miss": In(1),  # no allocation filter: MREADs go without SECOND_MISS
                 "loaded": In(1),
                 "fast_path": In(1),  # the hard-wired fast path may take the transactions it knows
                 "fetch_addr": Out(isa.TARGET_BITS),
@@ -238,11 +239,17 @@ class Sequencer(wiring.Component):
             return value
 
         def flag_source(sel):
-            return Mux(
-                sel == FlagSrc.ONE,
-                1,
-                Mux(sel == FlagSrc.F_GONE, r.flags[Flag.GONE], Mux(sel == FlagSrc.F_DIRTY, r.flags[Flag.DIRTY], 0)),
-            )
+            flag = Signal()
+            with m.Switch(sel):
+                with m.Case(FlagSrc.ONE):
+                    m.d.comb += flag.eq(1)
+                with m.Case(FlagSrc.F_GONE):
+                    m.d.comb += flag.eq(r.flags[Flag.GONE])
+                with m.Case(FlagSrc.F_DIRTY):
+                    m.d.comb += flag.eq(r.flags[Flag.DIRTY])
+                with m.Case(FlagSrc.SECOND_MISS):
+                    m.d.comb += flag.eq(~self.cache_first_miss)
+            return flag
 
         # Conditions.
         cond = Signal()
@@ -740,7 +747,9 @@ class Sequencer(wiring.Component):
                             r.mstate.eq(resp.dir.mstate),
                             r.locked.eq(resp.dir.lock),
                             r.head.id.eq(resp.dir.head),
-                            r.head.valid.eq(resp.dir.mstate != MemoryState.HOME),
+                            r.head.valid.eq(
+                                (resp.dir.mstate != MemoryState.HOME) & (resp.dir.mstate != MemoryState.SHOWN)
+                            ),
                         ]
                     with m.Elif(op_q == isa.OPS["C_LOOKUP"].code):
                         st = Mux(resp.hit, resp.tag.state, CacheState.INVALID)

@@ -5,7 +5,7 @@ back to the microcode."""
 from amaranth.sim import Simulator
 from support.sim import run_simulation
 
-from numavia.base.coherence import CacheState, MemoryState
+from numavia.base.coherence import HOME_OWNED, CacheState, MemoryState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, LocalKind, Ptr, Resume
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Status
@@ -106,7 +106,14 @@ def test_a_miss_with_a_free_way_goes_pending_sends_and_waits_at_the_resume_point
             assert not ctx.get(dut.load_tag_cmd)
             assert instruction(ctx, dut) == (
                 "SEND",
-                {"dest": Dest.HOME, "ptr": Ptr.NONE, "flag": FlagSrc.ZERO, "data": DataSrc.NONE, "cmd": cmd},
+                {
+                    "dest": Dest.HOME,
+                    "ptr": Ptr.NONE,
+                    # A read asks the home to cache only an unwritten line (SHOWN), as read_send does.
+                    "flag": FlagSrc.SECOND_MISS if cmd == Command.MREAD else FlagSrc.ZERO,
+                    "data": DataSrc.NONE,
+                    "cmd": cmd,
+                },
             )
             assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(send_point)
 
@@ -144,7 +151,7 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
                 assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
 
                 assert step(ctx, dut, FastStep.HOME_REPLY) == (FastStep.HOME_DIR_WRITE, FastThen.HEADER)
-                fresh_read = cmd == Command.MREAD and mstate == MemoryState.HOME
+                fresh_read = cmd == Command.MREAD and mstate in HOME_OWNED
                 assert instruction(ctx, dut) == (
                     "REPLY",
                     {
@@ -160,7 +167,7 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
                 if cmd == Command.MWRITE:
                     new_state = MemoryState.GONE
                 else:
-                    new_state = MemoryState.FRESH if mstate == MemoryState.HOME else mstate
+                    new_state = MemoryState.FRESH if mstate in HOME_OWNED else mstate
                 assert ctx.get(tag.op) == TagOp.WRITE_DIR and ctx.get(tag.mstate) == new_state, (cmd, mstate)
                 assert ctx.get(tag.head) == requester and ctx.get(tag.lock) == 0
 
@@ -170,16 +177,26 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
     run(testbench)
 
 
-def test_a_locked_line_or_an_unknown_memory_state_goes_to_the_microcode():
+def test_a_locked_line_or_a_rewritten_line_s_second_miss_goes_to_the_microcode():
     async def testbench(ctx, dut):
         ctx.set(dut.message.cmd, Command.MREAD)
         ctx.set(dut.step, FastStep.HOME_REPLY)
         ctx.set(dut.context.locked, 1)
         assert ctx.get(dut.fallback)  # the microcode NACKs it
         ctx.set(dut.context.locked, 0)
-        ctx.set(dut.context.mstate, 3)
-        assert ctx.get(dut.fallback)
         ctx.set(dut.context.mstate, MemoryState.FRESH)
+        assert not ctx.get(dut.fallback)
+        # A second miss (flag) of a line written since it was shown: the microcode answers it
+        # uncached; at SHOWN it attaches here. Without the flag (no filter) HOME attaches too.
+        ctx.set(dut.message.flag, 1)
+        for mstate, microcode in ((MemoryState.HOME, True), (MemoryState.SHOWN, False), (MemoryState.FRESH, False)):
+            ctx.set(dut.context.mstate, mstate)
+            assert ctx.get(dut.fallback) == microcode, mstate
+        ctx.set(dut.message.flag, 0)
+        ctx.set(dut.context.mstate, MemoryState.HOME)
+        assert not ctx.get(dut.fallback)
+        ctx.set(dut.message.cmd, Command.MWRITE)
+        ctx.set(dut.message.flag, 1)
         assert not ctx.get(dut.fallback)
 
     run(testbench)

@@ -183,11 +183,12 @@ class CardModel:
         if home == self.node_id:
             entry = self.directory[self.line_index(request.addr)]
             line = self.home[self.line_index(request.addr)]
-            if not write and entry[0] in (MemoryState.HOME, MemoryState.FRESH):
+            if not write and entry[0] in (*coh.HOME_OWNED, MemoryState.FRESH):
                 self.stats["read_hits"] += 1
                 return line[request.word : request.word + request.count]
-            if write and entry[0] == MemoryState.HOME and not entry[1]:
+            if write and entry[0] in coh.HOME_OWNED and not entry[1]:
                 _merge(line, request.data, request.be)
+                entry[0] = MemoryState.HOME  # written: no longer SHOWN
                 self.stats["write_hits"] += 1
                 return []
         elif not self.numa:
@@ -494,7 +495,7 @@ class CardModel:
             elif name == "DIR_RD":
                 mstate, locked, head = self.directory[self._home_line(ctx)]
                 ctx.mstate, ctx.locked = mstate, locked
-                ctx.regs[Ptr.HEAD] = (head, mstate != MemoryState.HOME)
+                ctx.regs[Ptr.HEAD] = (head, mstate not in coh.HOME_OWNED)
             elif name == "DIR_WR":
                 entry = self.directory[self._home_line(ctx)]
                 if v["mstate_src"] == MStateSrc.IMM:
@@ -635,6 +636,8 @@ class CardModel:
             return ctx.flags >> Flag.GONE & 1
         if src == FlagSrc.F_DIRTY:
             return ctx.flags >> Flag.DIRTY & 1
+        if src == FlagSrc.SECOND_MISS:
+            return int(not self.cache_first_miss)
         return int(src == FlagSrc.ONE)
 
     def _send(self, ctx, v):

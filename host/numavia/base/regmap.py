@@ -417,7 +417,7 @@ RAC_COUNTERS = (
     ("PURGES", "lines invalidated here by a writer"),
     ("MIXED_MODE", "uncached accesses refused because another node caches the line"),
     ("RETRY_LIMITS", "local accesses abandoned after too many retries"),
-    ("COUNTER6", "reserved"),
+    ("REWRITTEN_READS", "second read misses answered uncached: the home wrote the line since the first"),
     ("COUNTER7", "reserved"),
     ("RUNS", "microprogram runs"),
     ("INSTRUCTIONS", "micro-instructions executed"),
