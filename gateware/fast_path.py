@@ -9,8 +9,8 @@ Two kinds of transaction qualify (while ``enable`` is high):
   to the home; the context then waits at the microcode's ``.vector resume`` point, which handles
   the answer;
 * an MREAD/MWRITE at this node, its home (``request_fast``): the directory read; when the line is
-  unlocked and its memory state one the fast path knows, the answer with the line streamed from
-  memory, then the directory write.
+  unlocked, the answer with the line streamed from memory, then the directory write (a second
+  miss's MREAD of a line written since it was SHOWN is answered so too, uncached).
 
 Each step stands for an instruction of the microcode: the fast path says what that instruction
 would load (a tag command, the instruction's fields for the packet states, the context's pc) and
@@ -115,6 +115,10 @@ class FastPath(wiring.Component):
 
         write = r.kind == isa.LocalKind.WRITE
         home_owned = (r.mstate == MemoryState.HOME) | (r.mstate == MemoryState.SHOWN)
+        # At the home: a second miss (flag) of a line written since it was shown (HOME) is
+        # answered uncached and the line SHOWN again (the microcode's mread_rewritten).
+        read = msg.cmd == Command.MREAD
+        rewritten = read & msg.flag & (r.mstate == MemoryState.HOME)
 
         def resume(read_point, write_point):
             """The microcode's resume point of this miss (a read's or a write's)."""
@@ -164,24 +168,26 @@ class FastPath(wiring.Component):
                 tag_command(TagOp.LOOKUP)
                 go(FastStep.HOME_REPLY, FastThen.TAG)
             with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
-                # A locked line NACKs; a second miss's read of a line written since it was
-                # shown (HOME, flag) is answered uncached: both are the microcode's.
-                read = msg.cmd == Command.MREAD
-                with m.If(r.locked | (read & msg.flag & (r.mstate == MemoryState.HOME))):
+                with m.If(r.locked):  # the microcode NACKs it
                     m.d.comb += self.fallback.eq(1)
                 with m.Else():
                     instruction(
                         "REPLY",
                         a=Mux(read & home_owned, Ptr.NONE, Ptr.HEAD),
-                        b=FlagSrc.ZERO,
+                        b=Mux(rewritten, FlagSrc.ONE, FlagSrc.ZERO),  # mread_rewritten: not attached
                         c=Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME),
                         imm=Status.OK,
                     )
                     go(FastStep.HOME_DIR_WRITE, FastThen.HEADER)
-            with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC
-                fresh = (msg.cmd == Command.MREAD) & home_owned
-                mstate = Mux(msg.cmd == Command.MWRITE, MemoryState.GONE, Mux(fresh, MemoryState.FRESH, r.mstate))
-                tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=msg.source)
+            with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC; or SHOWN
+                fresh = read & home_owned & ~rewritten
+                mstate = Mux(
+                    msg.cmd == Command.MWRITE,
+                    MemoryState.GONE,
+                    Mux(rewritten, MemoryState.SHOWN, Mux(fresh, MemoryState.FRESH, r.mstate)),
+                )
+                head = Mux(rewritten, r.head.id, msg.source)
+                tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=head)
                 go(FastStep.HOME_END, FastThen.TAG)
             with m.Case(FastStep.HOME_END):  # END
                 go(FastStep.NONE, FastThen.END)

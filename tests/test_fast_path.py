@@ -2,6 +2,8 @@
 step stands for (checked against the instruction-set model's operands), and the cases it hands
 back to the microcode."""
 
+import itertools
+
 from amaranth.sim import Simulator
 from support.sim import run_simulation
 
@@ -141,62 +143,57 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
     requester = 6
 
     async def testbench(ctx, dut):
-        for cmd in (Command.MREAD, Command.MWRITE):
-            for mstate in MemoryState:
-                ctx.set(dut.message.cmd, cmd)
-                ctx.set(dut.message.source, requester)
-                ctx.set(dut.context.addr, address(NODE))
-                ctx.set(dut.context.mstate, mstate)
-                assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
-                assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
+        for cmd, mstate, second_miss in itertools.product((Command.MREAD, Command.MWRITE), MemoryState, (0, 1)):
+            ctx.set(dut.message.cmd, cmd)
+            ctx.set(dut.message.source, requester)
+            ctx.set(dut.message.flag, second_miss)
+            ctx.set(dut.context.addr, address(NODE))
+            ctx.set(dut.context.mstate, mstate)
+            ctx.set(dut.context.head.id, 3)
+            # A second miss of a line written since it was shown: answered uncached (flag).
+            rewritten = cmd == Command.MREAD and second_miss and mstate == MemoryState.HOME
+            assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
+            assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
 
-                assert step(ctx, dut, FastStep.HOME_REPLY) == (FastStep.HOME_DIR_WRITE, FastThen.HEADER)
-                fresh_read = cmd == Command.MREAD and mstate in HOME_OWNED
-                assert instruction(ctx, dut) == (
-                    "REPLY",
-                    {
-                        "ptr": Ptr.NONE if fresh_read else Ptr.HEAD,  # the old head, if any
-                        "flag": FlagSrc.ZERO,
-                        "data": DataSrc.NONE if mstate == MemoryState.GONE else DataSrc.HOME,
-                        "status": Status.OK,
-                    },
-                ), (cmd, mstate)
+            assert step(ctx, dut, FastStep.HOME_REPLY) == (FastStep.HOME_DIR_WRITE, FastThen.HEADER)
+            fresh_read = cmd == Command.MREAD and mstate in HOME_OWNED
+            assert instruction(ctx, dut) == (
+                "REPLY",
+                {
+                    "ptr": Ptr.NONE if fresh_read else Ptr.HEAD,  # the old head, if any
+                    "flag": FlagSrc.ONE if rewritten else FlagSrc.ZERO,
+                    "data": DataSrc.NONE if mstate == MemoryState.GONE else DataSrc.HOME,
+                    "status": Status.OK,
+                },
+            ), (cmd, mstate)
 
-                assert step(ctx, dut, FastStep.HOME_DIR_WRITE) == (FastStep.HOME_END, FastThen.TAG)
-                tag = dut.tag_cmd
-                if cmd == Command.MWRITE:
-                    new_state = MemoryState.GONE
-                else:
-                    new_state = MemoryState.FRESH if mstate in HOME_OWNED else mstate
-                assert ctx.get(tag.op) == TagOp.WRITE_DIR and ctx.get(tag.mstate) == new_state, (cmd, mstate)
-                assert ctx.get(tag.head) == requester and ctx.get(tag.lock) == 0
+            assert step(ctx, dut, FastStep.HOME_DIR_WRITE) == (FastStep.HOME_END, FastThen.TAG)
+            tag = dut.tag_cmd
+            if cmd == Command.MWRITE:
+                new_state = MemoryState.GONE
+            elif rewritten:
+                new_state = MemoryState.SHOWN
+            else:
+                new_state = MemoryState.FRESH if mstate in HOME_OWNED else mstate
+            assert ctx.get(tag.op) == TagOp.WRITE_DIR and ctx.get(tag.mstate) == new_state, (cmd, mstate)
+            assert ctx.get(tag.head) == (3 if rewritten else requester) and ctx.get(tag.lock) == 0
 
-                assert step(ctx, dut, FastStep.HOME_END) == (FastStep.NONE, FastThen.END)
-                assert not (ctx.get(dut.load_tag_cmd) or ctx.get(dut.load_instruction) or ctx.get(dut.load_pc))
+            assert step(ctx, dut, FastStep.HOME_END) == (FastStep.NONE, FastThen.END)
+            assert not (ctx.get(dut.load_tag_cmd) or ctx.get(dut.load_instruction) or ctx.get(dut.load_pc))
 
     run(testbench)
 
 
-def test_a_locked_line_or_a_rewritten_line_s_second_miss_goes_to_the_microcode():
+def test_a_locked_line_goes_to_the_microcode():
     async def testbench(ctx, dut):
         ctx.set(dut.message.cmd, Command.MREAD)
         ctx.set(dut.step, FastStep.HOME_REPLY)
-        ctx.set(dut.context.locked, 1)
-        assert ctx.get(dut.fallback)  # the microcode NACKs it
-        ctx.set(dut.context.locked, 0)
-        ctx.set(dut.context.mstate, MemoryState.FRESH)
-        assert not ctx.get(dut.fallback)
-        # A second miss (flag) of a line written since it was shown: the microcode answers it
-        # uncached; at SHOWN it attaches here. Without the flag (no filter) HOME attaches too.
-        ctx.set(dut.message.flag, 1)
-        for mstate, microcode in ((MemoryState.HOME, True), (MemoryState.SHOWN, False), (MemoryState.FRESH, False)):
+        for mstate, flag in itertools.product(MemoryState, (0, 1)):
             ctx.set(dut.context.mstate, mstate)
-            assert ctx.get(dut.fallback) == microcode, mstate
-        ctx.set(dut.message.flag, 0)
-        ctx.set(dut.context.mstate, MemoryState.HOME)
-        assert not ctx.get(dut.fallback)
-        ctx.set(dut.message.cmd, Command.MWRITE)
-        ctx.set(dut.message.flag, 1)
-        assert not ctx.get(dut.fallback)
+            ctx.set(dut.message.flag, flag)
+            ctx.set(dut.context.locked, 1)
+            assert ctx.get(dut.fallback)  # the microcode NACKs it
+            ctx.set(dut.context.locked, 0)
+            assert not ctx.get(dut.fallback)
 
     run(testbench)
