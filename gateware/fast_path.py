@@ -11,7 +11,8 @@ Two kinds of transaction qualify (while ``enable`` is high):
 * an MREAD/MWRITE/MUREAD at this node, its home (``request_fast``): the directory read; when the
   line is unlocked, the answer with the line streamed from memory, then the directory write (a
   second miss's MREAD of a line written since it was SHOWN is answered so too, uncached; an
-  MUREAD writes the directory only to show a HOME line, and leaves a GONE line to the microcode).
+  MUREAD writes the directory only to show a HOME line, and leaves NUMA mode's read of a GONE
+  line, an error, to the microcode).
 
 Each step stands for an instruction of the microcode: the fast path says what that instruction
 would load (a tag command, the instruction's fields for the packet states, the context's pc) and
@@ -172,9 +173,10 @@ class FastPath(wiring.Component):
                 tag_command(TagOp.LOOKUP)
                 go(FastStep.HOME_REPLY, FastThen.TAG)
             with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*/muread_*: REPLY first
-                # A locked line NACKs; an uncached read of a GONE line (only its list has the
-                # data) is answered without data or refused: both are the microcode's.
-                with m.If(r.locked | (uncached & (r.mstate == MemoryState.GONE))):
+                # A locked line NACKs; NUMA mode's uncached read of a GONE line (only its list
+                # has the data) is refused: both are the microcode's. A caching node's (flag) is
+                # answered without data, and attaches then (muread_gone).
+                with m.If(r.locked | (uncached & ~msg.flag & (r.mstate == MemoryState.GONE))):
                     m.d.comb += self.fallback.eq(1)
                 with m.Else():
                     instruction(
