@@ -36,7 +36,7 @@ All together they behave so:
   from the memory controller into the packet (no line-buffer copy); ``COMPLETE src=MSG`` hands
   the host its words from the message that resumed the context.
 * **Fast path.** With ``fast_path`` high, plain read and write misses to other nodes' lines and
-  MREAD/MWRITE at an unlocked home run hard-wired (:class:`FastPath`), without fetching
+  MREAD/MWRITE/MUREAD at an unlocked home run hard-wired (:class:`FastPath`), without fetching
   micro-instructions; every other case falls back to the microcode at the transaction's vector,
   and the microcode alone can run everything (``RAC.CTRL.MICROCODE_ONLY``).
 * **Not loaded.** Until the control store is loaded, requests are answered ``NOT_READY`` and

@@ -198,6 +198,7 @@ CLI = [sys.executable, "-m", "numavia.cli", "bench", "protocol"]
         (["--kinds", "read,evict"], "'evict' is not a kind of operation"),
         (["--nodes", "1"], "'1' is not a ring size (2..64)"),
         (["--max-states", "0"], "must be positive"),
+        (["--cache-at", "third"], "invalid choice: 'third'"),
     ],
 )
 def test_bench_bad_arguments_are_one_line_errors(tmp_path, args, reason):
@@ -207,12 +208,17 @@ def test_bench_bad_arguments_are_one_line_errors(tmp_path, args, reason):
     assert not any(tmp_path.iterdir())  # rejected before any work
 
 
-def test_bench_runs_and_writes_its_figures(tmp_path):
-    result = subprocess.run(CLI + ["--ops", "1,1,0", "--out", str(tmp_path)], capture_output=True, text=True)
+@pytest.mark.parametrize("cache_at", ["second", "first"])
+def test_bench_runs_and_writes_its_figures(tmp_path, cache_at):
+    args = ["--ops", "1,1,0", "--cache-at", cache_at, "--out", str(tmp_path)]
+    result = subprocess.run(CLI + args, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "exploring 3 cards sharing a line of node 0" in result.stderr
+    assert f"caching a line at its {cache_at} read miss" in result.stderr
     figures = json.loads((tmp_path / "protocol.json").read_text())["figures"]
     assert figures["violations"] == figures["deadlocks"] == 0 and figures["states"] > 50
+    assert figures["config"]["cache_first_miss"] == (cache_at == "first")
+    assert ("SHOWN" in figures["memory_states"]) == (cache_at == "second")
     assert figures["states"] == int(next(r for r in csv.reader(open(tmp_path / "protocol.csv")) if r[0] == "states")[1])
     assert "| states" in result.stdout and (tmp_path / "protocol.md").read_text().startswith("# Protocol exploration")
 
