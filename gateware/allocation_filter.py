@@ -7,7 +7,8 @@ therefore read without caching it (``LocalKind.READ_ONCE``), and the filter reme
 second read miss while it is remembered caches it. A line whose cached copy is purged (a writer,
 or its home, took it back) before the host ever hit it is producer-consumer data (Ocean's
 boundary rows): the filter marks it dead, and its read misses are not cached until a write miss
-caches it and the host hits it, or the filter forgets it. A forgotten line (another line took its
+caches it and the host hits it, or the filter forgets it. So does a second miss its home answers
+uncached because it wrote the line since the first (the home's SHOWN state, sci.uasm). A forgotten line (another line took its
 entry) only starts over: the filter decides a policy, never coherence.
 
 One entry per index, direct mapped by the network cache's own set hash, holding the whole
@@ -30,7 +31,8 @@ class AllocationFilter(wiring.Component):
     is steady). ``remember``: record ``line`` (its first miss); ``referenced``: the host hit
     ``line`` in the network cache (it is remembered).
 
-    The sequencer's side: ``purged``, a line whose copy here a writer purged. The two sides own
+    The sequencer's side: ``purged``, a line whose copy here a writer purged, or whose second
+    miss its home declined to cache (it wrote the line since the first). The two sides own
     the card in turn (``Ownership``), so their updates never meet; a purge takes two cycles (read
     the entry, write it)."""
 

@@ -685,7 +685,9 @@ class Sequencer(wiring.Component):
                             for counter in isa.Counter:
                                 with m.Case(counter):
                                     count(counter.name.lower())
-                                    if counter == isa.Counter.PURGE:  # the allocation filter learns of it
+                                    # The allocation filter learns of a purged copy, and of a
+                                    # second miss its home declined to cache: both lines are dead.
+                                    if counter in (isa.Counter.PURGE, isa.Counter.REWRITTEN_READ):
                                         m.d.comb += [tag.purged.valid.eq(1), tag.purged.payload.eq(r.addr)]
                         step()
                     with m.Default():

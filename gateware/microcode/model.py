@@ -602,7 +602,7 @@ class CardModel:
                 self.completions.append((req, status, words))
             elif name == "COUNT":
                 self.counters[v["counter"]] += 1
-                if v["counter"] == isa.Counter.PURGE:
+                if v["counter"] in (isa.Counter.PURGE, isa.Counter.REWRITTEN_READ):
                     self._filter_purged(ctx.addr)
             else:
                 raise ModelError(f"operation {name} not modelled")

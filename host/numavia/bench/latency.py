@@ -108,11 +108,6 @@ def measurements(nodes):
             [(0, "r", (1, "a"), 0), (1, "w", (1, "a"), 5), (0, "r", (1, "a"), 0)],
             numa=False,
         ),
-        Measurement(  # ... and no write since: SHOWN, so this one caches it
-            "remote read, the next miss (caches the line), 1 hop",
-            [(0, "r", (1, "a"), 0), (1, "w", (1, "a"), 5), (0, "r", (1, "a"), 0), (0, "r", (1, "a"), 0)],
-            numa=False,
-        ),
         Measurement("remote read, hit in the network cache", [(0, "r", (1, "a"), 0)] * 3),
     ]
     if nodes > 2:
