@@ -160,6 +160,17 @@ class LocalAccessController(wiring.Component):
                 m.d.sync += moved.eq(moved + 1)
             return last
 
+        def unshow_line():
+            """A home write to a SHOWN line: the line is HOME again."""
+            m.d.comb += [
+                self.tag_cmd_valid.eq(1),
+                self.tag_cmd.op.eq(TagOp.WRITE_DIR),
+                self.tag_cmd.addr.eq(line_addr),
+                self.tag_cmd.mstate.eq(MemoryState.HOME),
+            ]
+            with m.If(self.tag_cmd_ready):
+                m.d.sync += unshow.eq(0)
+
         read_hit_states = _mask(coh.READ_HIT)
         write_hit_states = _mask(coh.WRITE_HIT)
         resp = self.tag_resp
@@ -320,6 +331,9 @@ class LocalAccessController(wiring.Component):
             ):
                 with m.State(state):
                     m.d.comb += self.own_req.eq(1)
+                    if space == MemSpace.HOME:
+                        with m.If(unshow):  # beside the write: the tag SRAM is idle meanwhile
+                            unshow_line()
                     with m.If(issued != count):
                         m.d.comb += [
                             mem.cmd.valid.eq(line.wdata.valid),
@@ -340,15 +354,8 @@ class LocalAccessController(wiring.Component):
                 # next remote read caches it only if nobody writes it meanwhile); then let the
                 # sequencer have the card.
                 m.d.comb += self.own_req.eq(kind_cache | unshow)
-                with m.If(unshow):
-                    m.d.comb += [
-                        self.tag_cmd_valid.eq(1),
-                        self.tag_cmd.op.eq(TagOp.WRITE_DIR),
-                        self.tag_cmd.addr.eq(line_addr),
-                        self.tag_cmd.mstate.eq(MemoryState.HOME),
-                    ]
-                    with m.If(self.tag_cmd_ready):
-                        m.d.sync += unshow.eq(0)
+                with m.If(unshow):  # (if the write was too short to do it beside)
+                    unshow_line()
                 with m.Elif(kind_cache):
                     m.d.comb += [
                         self.tag_cmd_valid.eq(1),
