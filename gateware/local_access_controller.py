@@ -5,7 +5,8 @@ Per line access (the burst splitter guarantees at most one cache line): decode t
 look the line up, and either serve it from memory (a hit) or hand it to the sequencer over the
 *miss interface* and pass the sequencer's answer back to the host.
 
-Hits: a read of this node's line in memory state HOME/FRESH, a write to one in HOME; a read of
+Hits: a read of this node's line in memory state HOME/SHOWN/FRESH, a write to one in HOME or
+SHOWN (which makes it HOME: a tag write beside the data's); a read of
 another node's line held by the network cache in a stable state, a write to one held
 ONLY_DIRTY; any private access. In NUMA mode the network cache is bypassed: every access to
 another node's slice is a miss (the sequencer makes it an uncached access at its home).
