@@ -7,7 +7,8 @@ therefore read without caching it (``LocalKind.READ_ONCE``), and the filter reme
 second read miss while it is remembered caches it. A line whose cached copy is purged (a writer,
 or its home, took it back) before the host ever hit it is producer-consumer data (Ocean's
 boundary rows): the filter marks it dead, and its read misses are not cached until a write miss
-caches it and the host hits it, or the filter forgets it. A forgotten line (another line took its
+caches it and the host hits it, or the filter forgets it. So does a second miss its home answers
+uncached because it wrote the line since the first (the home's SHOWN state, sci.uasm). A forgotten line (another line took its
 entry) only starts over: the filter decides a policy, never coherence.
 
 One entry per index, direct mapped by the network cache's own set hash, holding the whole
@@ -19,10 +20,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from numavia.base import coherence as coh
 from numavia.base.coherence import CacheGeometry
 
-from .tag_store import line_index
+from .tag_store import set_of_line
 
 
 class AllocationFilter(wiring.Component):
@@ -31,7 +31,8 @@ class AllocationFilter(wiring.Component):
     is steady). ``remember``: record ``line`` (its first miss); ``referenced``: the host hit
     ``line`` in the network cache (it is remembered).
 
-    The sequencer's side: ``purged``, a line whose copy here a writer purged. The two sides own
+    The sequencer's side: ``purged``, a line whose copy here a writer purged, or whose second
+    miss its home declined to cache (it wrote the line since the first). The two sides own
     the card in turn (``Ownership``), so their updates never meet; a purge takes two cycles (read
     the entry, write it)."""
 
@@ -56,7 +57,7 @@ class AllocationFilter(wiring.Component):
         read, write = memory.read_port(), memory.write_port()
 
         def index(addr):
-            return coh.cache_set(line_index(addr, g), addr[26:32], g.filter_lines)[: g.filter_bits]
+            return set_of_line(addr, g, g.filter_lines)
 
         line = self.line[g.offset_bits :]
         m.d.comb += [

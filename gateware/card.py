@@ -287,6 +287,7 @@ class Card(wiring.Component):
             local.cache_first_miss.eq(ctrl.cache_first_miss),
             rac.node_id.eq(ctrl.node_id),
             rac.numa_mode.eq(ctrl.numa_mode),
+            rac.cache_first_miss.eq(ctrl.cache_first_miss),
             ring.node_id.eq(ctrl.node_id),
             ring.enable.eq(ctrl.ready),
             ring.rx.eq(self.rx),

@@ -64,5 +64,6 @@ class CoherenceEngine(wiring.Component):
             local.cache_first_miss.eq(self.cache_first_miss),
             rac.node_id.eq(self.node_id),
             rac.numa_mode.eq(self.numa_mode),
+            rac.cache_first_miss.eq(self.cache_first_miss),
         ]
         return m

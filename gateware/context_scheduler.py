@@ -12,7 +12,14 @@ timer (a backoff, or a SEND retry after a full outgoing queue) that counts down 
 Backoff delays grow with the context's retries, ``backoff_base << min(retries, max_shift)``, plus
 a pseudo-random jitter below ``backoff_base`` so that contending nodes drift apart.
 
-Each command is applied in the cycle after it is given, as the sequencer's own registers are.
+The commands of the scheduling step (``take_free``, ``take_expired``, ``resume``) are applied in
+the cycle after they are given, as the sequencer's own registers are. The commands of a running
+context (``release``, ``suspend``, ``backoff``, ``retry_send``) come from the instruction just read
+out of the control store, so they are registered first and applied a cycle later: that keeps the
+block RAM's read-out and the decoder off the path into the entries' bits and timers. A context
+that suspends or backs off passes through ``SAVE`` first, so its waiting bit and timer are set by
+the time the sequencer schedules again; a released entry may look busy one cycle longer, which at
+most delays a miss by that cycle.
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -87,6 +94,14 @@ class ContextScheduler(wiring.Component):
         m = Module()
         n = self.num_transactions
         busy, waiting = self.busy, self.waiting
+        release, suspend = Signal(EntryCommand), Signal(EntryCommand)
+        backoff, retry_send = Signal(BackoffCommand), Signal(EntryCommand)
+        m.d.sync += [
+            release.eq(self.release),
+            suspend.eq(self.suspend),
+            backoff.eq(self.backoff),
+            retry_send.eq(self.retry_send),
+        ]
 
         timer_on = Signal(n)
         timers = [Signal(TIMER_BITS, name=f"timer{i}") for i in range(n)]
@@ -120,10 +135,10 @@ class ContextScheduler(wiring.Component):
 
         with m.If(self.take_free):
             m.d.sync += busy.bit_select(self.free, 1).eq(1)
-        with m.If(self.release.en):
-            m.d.sync += busy.bit_select(self.release.entry, 1).eq(0)
-        with m.If(self.suspend.en):
-            m.d.sync += waiting.bit_select(self.suspend.entry, 1).eq(1)
+        with m.If(release.en):
+            m.d.sync += busy.bit_select(release.entry, 1).eq(0)
+        with m.If(suspend.en):
+            m.d.sync += waiting.bit_select(suspend.entry, 1).eq(1)
         with m.If(self.resume.en):
             m.d.sync += waiting.bit_select(self.resume.entry, 1).eq(0)
 
@@ -136,11 +151,11 @@ class ContextScheduler(wiring.Component):
 
         with m.If(self.take_expired):
             m.d.sync += timer_on.bit_select(self.expired, 1).eq(0)
-        with m.If(self.backoff.en):
-            retries = self.backoff.retries
+        with m.If(backoff.en):
+            retries = backoff.retries
             shift = Mux(retries > self.backoff_max_shift, self.backoff_max_shift, retries)
             jitter = lfsr[: (self.backoff_base - 1).bit_length()] if self.backoff_base > 1 else 0
-            start_timer(self.backoff.entry, (self.backoff_base << shift) + jitter)
-        with m.If(self.retry_send.en):
-            start_timer(self.retry_send.entry, self.send_retry_delay)
+            start_timer(backoff.entry, (self.backoff_base << shift) + jitter)
+        with m.If(retry_send.en):
+            start_timer(retry_send.entry, self.send_retry_delay)
         return m

@@ -8,9 +8,11 @@ Two kinds of transaction qualify (while ``enable`` is high):
   for a way; with a free way and no copy here the entry becomes PENDING and the MREAD/MWRITE goes
   to the home; the context then waits at the microcode's ``.vector resume`` point, which handles
   the answer;
-* an MREAD/MWRITE at this node, its home (``request_fast``): the directory read; when the line is
-  unlocked and its memory state one the fast path knows, the answer with the line streamed from
-  memory, then the directory write.
+* an MREAD/MWRITE/MUREAD at this node, its home (``request_fast``): the directory read; when the
+  line is unlocked, the answer with the line streamed from memory, then the directory write (a
+  second miss's MREAD of a line written since it was SHOWN is answered so too, uncached; an
+  MUREAD writes the directory only to show a HOME line, and leaves NUMA mode's read of a GONE
+  line, an error, to the microcode).
 
 Each step stands for an instruction of the microcode: the fast path says what that instruction
 would load (a tag command, the instruction's fields for the packet states, the context's pc) and
@@ -43,7 +45,7 @@ class FastStep(enum.Enum, shape=4):
     MISS_ATTACH = 2  # a free way and no copy here: the entry becomes PENDING
     MISS_SEND = 3  # the attach request to the home
     MISS_WAIT = 4  # suspended where the microcode waits for the answer
-    HOME_DIR = 5  # MREAD/MWRITE at the home: read the directory
+    HOME_DIR = 5  # MREAD/MWRITE/MUREAD at the home: read the directory
     HOME_REPLY = 6  # unlocked, a known memory state: answer
     HOME_DIR_WRITE = 7  # the requester is the new head
     HOME_END = 8
@@ -104,7 +106,7 @@ class FastPath(wiring.Component):
         r, msg, cmd, ins = self.context, self.message, self.tag_cmd, self.instruction
 
         req = self.request
-        home_request = (req.cmd == Command.MREAD) | (req.cmd == Command.MWRITE)
+        home_request = (req.cmd == Command.MREAD) | (req.cmd == Command.MWRITE) | (req.cmd == Command.MUREAD)
         mp = self.miss
         attach = (mp.kind == isa.LocalKind.READ) | (mp.kind == isa.LocalKind.WRITE)  # READ_ONCE caches nothing
         plain = attach & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
@@ -114,6 +116,14 @@ class FastPath(wiring.Component):
         ]
 
         write = r.kind == isa.LocalKind.WRITE
+        home_owned = (r.mstate == MemoryState.HOME) | (r.mstate == MemoryState.SHOWN)
+        # At the home: a second miss (flag) of a line written since it was shown (HOME) is
+        # answered uncached and the line SHOWN again (the microcode's mread_rewritten).
+        read = msg.cmd == Command.MREAD
+        rewritten = read & msg.flag & (r.mstate == MemoryState.HOME)
+        # An uncached read (NUMA mode; a first miss, flag "I cache", which makes a HOME line SHOWN).
+        uncached = msg.cmd == Command.MUREAD
+        shows = uncached & msg.flag & (r.mstate == MemoryState.HOME)
 
         def resume(read_point, write_point):
             """The microcode's resume point of this miss (a read's or a write's)."""
@@ -149,7 +159,7 @@ class FastPath(wiring.Component):
                     "SEND",
                     a=Dest.HOME,
                     b=Ptr.NONE,
-                    c=FlagSrc.ZERO,
+                    c=Mux(write, FlagSrc.ZERO, FlagSrc.SECOND_MISS),
                     d=DataSrc.NONE,
                     imm=Mux(write, Command.MWRITE, Command.MREAD),
                 )
@@ -162,24 +172,31 @@ class FastPath(wiring.Component):
                 instruction("DIR_RD")
                 tag_command(TagOp.LOOKUP)
                 go(FastStep.HOME_REPLY, FastThen.TAG)
-            with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*: REPLY first
-                # A locked line NACKs; the memory state's spare code is the microcode's to judge.
-                with m.If(r.locked | (r.mstate > max(MemoryState))):
+            with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*/muread_*: REPLY first
+                # A locked line NACKs; NUMA mode's uncached read of a GONE line (only its list
+                # has the data) is refused: both are the microcode's. A caching node's (flag) is
+                # answered without data, and attaches then (muread_gone).
+                with m.If(r.locked | (uncached & ~msg.flag & (r.mstate == MemoryState.GONE))):
                     m.d.comb += self.fallback.eq(1)
                 with m.Else():
-                    read = msg.cmd == Command.MREAD
                     instruction(
                         "REPLY",
-                        a=Mux(read & (r.mstate == MemoryState.HOME), Ptr.NONE, Ptr.HEAD),
-                        b=FlagSrc.ZERO,
+                        a=Mux(uncached | (read & home_owned), Ptr.NONE, Ptr.HEAD),
+                        b=Mux(rewritten, FlagSrc.ONE, FlagSrc.ZERO),  # mread_rewritten: not attached
                         c=Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME),
                         imm=Status.OK,
                     )
-                    go(FastStep.HOME_DIR_WRITE, FastThen.HEADER)
-            with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC
-                fresh = (msg.cmd == Command.MREAD) & (r.mstate == MemoryState.HOME)
-                mstate = Mux(msg.cmd == Command.MWRITE, MemoryState.GONE, Mux(fresh, MemoryState.FRESH, r.mstate))
-                tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=msg.source)
+                    # An uncached read changes the directory only when it shows a HOME line.
+                    go(Mux(uncached & ~shows, FastStep.HOME_END, FastStep.HOME_DIR_WRITE), FastThen.HEADER)
+            with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC; or SHOWN
+                fresh = read & home_owned & ~rewritten
+                mstate = Mux(
+                    msg.cmd == Command.MWRITE,
+                    MemoryState.GONE,
+                    Mux(rewritten | shows, MemoryState.SHOWN, Mux(fresh, MemoryState.FRESH, r.mstate)),
+                )
+                head = Mux(rewritten | shows, r.head.id, msg.source)
+                tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=head)
                 go(FastStep.HOME_END, FastThen.TAG)
             with m.Case(FastStep.HOME_END):  # END
                 go(FastStep.NONE, FastThen.END)

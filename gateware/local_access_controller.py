@@ -5,7 +5,8 @@ Per line access (the burst splitter guarantees at most one cache line): decode t
 look the line up, and either serve it from memory (a hit) or hand it to the sequencer over the
 *miss interface* and pass the sequencer's answer back to the host.
 
-Hits: a read of this node's line in memory state HOME/FRESH, a write to one in HOME; a read of
+Hits: a read of this node's line in memory state HOME/SHOWN/FRESH, a write to one in HOME or
+SHOWN (which makes it HOME: a tag write beside the data's); a read of
 another node's line held by the network cache in a stable state, a write to one held
 ONLY_DIRTY; any private access. In NUMA mode the network cache is bypassed: every access to
 another node's slice is a miss (the sequencer makes it an uncached access at its home).
@@ -122,6 +123,7 @@ class LocalAccessController(wiring.Component):
         is_home = Signal()
         cache_way = Signal.like(self.tag_resp.way)
         kind_cache = Signal()  # served from the network cache (touch the LRU after)
+        unshow = Signal()  # a home write to a SHOWN line: make it HOME after
         read_once = Signal()  # a miss the sequencer reads without caching the line
         issued = Signal(range(LINE_WORDS + 1))
         moved = Signal(range(LINE_WORDS + 1))
@@ -158,6 +160,17 @@ class LocalAccessController(wiring.Component):
             with m.If(read_fifo.r_rdy & line.resp.ready):
                 m.d.sync += moved.eq(moved + 1)
             return last
+
+        def unshow_line():
+            """A home write to a SHOWN line: the line is HOME again."""
+            m.d.comb += [
+                self.tag_cmd_valid.eq(1),
+                self.tag_cmd.op.eq(TagOp.WRITE_DIR),
+                self.tag_cmd.addr.eq(line_addr),
+                self.tag_cmd.mstate.eq(MemoryState.HOME),
+            ]
+            with m.If(self.tag_cmd_ready):
+                m.d.sync += unshow.eq(0)
 
         read_hit_states = _mask(coh.READ_HIT)
         write_hit_states = _mask(coh.WRITE_HIT)
@@ -247,20 +260,23 @@ class LocalAccessController(wiring.Component):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.tag_resp_valid):
                     mstate = resp.dir.mstate
-                    home_read = is_home & ~write & ((mstate == MemoryState.HOME) | (mstate == MemoryState.FRESH))
-                    home_write = is_home & write & (mstate == MemoryState.HOME) & ~resp.dir.lock
+                    shown = mstate == MemoryState.SHOWN
+                    home_owned = (mstate == MemoryState.HOME) | shown
+                    home_read = is_home & ~write & (home_owned | (mstate == MemoryState.FRESH))
+                    home_write = is_home & write & home_owned & ~resp.dir.lock
                     cache_ok = ~is_home & ~self.numa_mode & resp.hit
                     cache_read = cache_ok & ~write & read_hit_states.bit_select(resp.tag.state, 1)
                     cache_write = cache_ok & write & write_hit_states.bit_select(resp.tag.state, 1)
                     m.d.sync += cache_way.eq(resp.way)
+                    # A hit on a line the filter remembers is a copy that paid for itself.
+                    m.d.comb += allocation_filter.referenced.eq((cache_read | cache_write) & allocation_filter.seen)
                     with m.If(home_read):
                         m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
                         m.next = "READ_HOME"
                     with m.Elif(home_write):
-                        m.d.sync += ctr.home_write_hits.eq(ctr.home_write_hits + 1)
+                        m.d.sync += [ctr.home_write_hits.eq(ctr.home_write_hits + 1), unshow.eq(shown)]
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
-                        m.d.comb += allocation_filter.referenced.eq(allocation_filter.seen)
                         m.d.sync += [
                             ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
                             kind_cache.eq(1),
@@ -268,7 +284,6 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
-                        m.d.comb += allocation_filter.referenced.eq(allocation_filter.seen)
                         m.d.sync += [
                             ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
                             kind_cache.eq(1),
@@ -317,6 +332,9 @@ class LocalAccessController(wiring.Component):
             ):
                 with m.State(state):
                     m.d.comb += self.own_req.eq(1)
+                    if space == MemSpace.HOME:
+                        with m.If(unshow):  # beside the write: the tag SRAM is idle meanwhile
+                            unshow_line()
                     with m.If(issued != count):
                         m.d.comb += [
                             mem.cmd.valid.eq(line.wdata.valid),
@@ -333,9 +351,13 @@ class LocalAccessController(wiring.Component):
                         m.next = "HIT_DONE"
 
             with m.State("HIT_DONE"):
-                # Update the LRU of a cache hit, then let the sequencer have the card.
-                m.d.comb += self.own_req.eq(kind_cache)
-                with m.If(kind_cache):
+                # Update the LRU of a cache hit, or make a written SHOWN line HOME again (the
+                # next remote read caches it only if nobody writes it meanwhile); then let the
+                # sequencer have the card.
+                m.d.comb += self.own_req.eq(kind_cache | unshow)
+                with m.If(unshow):  # (if the write was too short to do it beside)
+                    unshow_line()
+                with m.Elif(kind_cache):
                     m.d.comb += [
                         self.tag_cmd_valid.eq(1),
                         self.tag_cmd.op.eq(TagOp.TOUCH),

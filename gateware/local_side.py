@@ -39,7 +39,7 @@ class RemoteSideSignature(wiring.Signature):
                 "mem": Out(MemoryPortSignature()),
                 "own_req": Out(1),
                 "own_grant": In(1),
-                "purged": Out(stream.Signature(32, always_ready=True)),  # COUNT PURGE: the line
+                "purged": Out(stream.Signature(32, always_ready=True)),  # COUNT PURGE, REWRITTEN_READ: the line
             }
         )
 

@@ -46,6 +46,7 @@ class RemoteAccessController(wiring.Component):
                 "bus": In(wishbone.Signature(addr_width=regmap.RAC.addr_width)),
                 "node_id": In(NODE_ID_BITS),
                 "numa_mode": In(1),
+                "cache_first_miss": In(1),
                 "loaded": Out(1),
                 "miss": In(MissSignature()),
                 "local": Out(RemoteSideSignature(geometry)),
@@ -84,6 +85,7 @@ class RemoteAccessController(wiring.Component):
             seq.fast_path.eq(~bank.ctrl.value[ctrl.field("MICROCODE_ONLY").lsb]),
             seq.node_id.eq(self.node_id),
             seq.numa_mode.eq(self.numa_mode),
+            seq.cache_first_miss.eq(self.cache_first_miss),
             store.fetch_addr.eq(seq.fetch_addr),
             seq.fetch_data.eq(store.fetch_data),
         ]

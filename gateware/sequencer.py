@@ -36,7 +36,7 @@ All together they behave so:
   from the memory controller into the packet (no line-buffer copy); ``COMPLETE src=MSG`` hands
   the host its words from the message that resumed the context.
 * **Fast path.** With ``fast_path`` high, plain read and write misses to other nodes' lines and
-  MREAD/MWRITE at an unlocked home run hard-wired (:class:`FastPath`), without fetching
+  MREAD/MWRITE/MUREAD at an unlocked home run hard-wired (:class:`FastPath`), without fetching
   micro-instructions; every other case falls back to the microcode at the transaction's vector,
   and the microcode alone can run everything (``RAC.CTRL.MICROCODE_ONLY``).
 * **Not loaded.** Until the control store is loaded, requests are answered ``NOT_READY`` and
@@ -138,6 +138,7 @@ class Sequencer(wiring.Component):
             {
                 "node_id": In(NODE_ID_BITS),
                 "numa_mode": In(1),
+                "cache_first_miss": In(1),  # no allocation filter: MREADs go without SECOND_MISS
                 "loaded": In(1),
                 "fast_path": In(1),  # the hard-wired fast path may take the transactions it knows
                 "fetch_addr": Out(isa.TARGET_BITS),
@@ -238,11 +239,17 @@ class Sequencer(wiring.Component):
             return value
 
         def flag_source(sel):
-            return Mux(
-                sel == FlagSrc.ONE,
-                1,
-                Mux(sel == FlagSrc.F_GONE, r.flags[Flag.GONE], Mux(sel == FlagSrc.F_DIRTY, r.flags[Flag.DIRTY], 0)),
-            )
+            flag = Signal()
+            with m.Switch(sel):
+                with m.Case(FlagSrc.ONE):
+                    m.d.comb += flag.eq(1)
+                with m.Case(FlagSrc.F_GONE):
+                    m.d.comb += flag.eq(r.flags[Flag.GONE])
+                with m.Case(FlagSrc.F_DIRTY):
+                    m.d.comb += flag.eq(r.flags[Flag.DIRTY])
+                with m.Case(FlagSrc.SECOND_MISS):
+                    m.d.comb += flag.eq(~self.cache_first_miss)
+            return flag
 
         # Conditions.
         cond = Signal()
@@ -678,7 +685,9 @@ class Sequencer(wiring.Component):
                             for counter in isa.Counter:
                                 with m.Case(counter):
                                     count(counter.name.lower())
-                                    if counter == isa.Counter.PURGE:  # the allocation filter learns of it
+                                    # The allocation filter learns of a purged copy, and of a
+                                    # second miss its home declined to cache: both lines are dead.
+                                    if counter in (isa.Counter.PURGE, isa.Counter.REWRITTEN_READ):
                                         m.d.comb += [tag.purged.valid.eq(1), tag.purged.payload.eq(r.addr)]
                         step()
                     with m.Default():
@@ -740,7 +749,9 @@ class Sequencer(wiring.Component):
                             r.mstate.eq(resp.dir.mstate),
                             r.locked.eq(resp.dir.lock),
                             r.head.id.eq(resp.dir.head),
-                            r.head.valid.eq(resp.dir.mstate != MemoryState.HOME),
+                            r.head.valid.eq(
+                                (resp.dir.mstate != MemoryState.HOME) & (resp.dir.mstate != MemoryState.SHOWN)
+                            ),
                         ]
                     with m.Elif(op_q == isa.OPS["C_LOOKUP"].code):
                         st = Mux(resp.hit, resp.tag.state, CacheState.INVALID)

@@ -80,11 +80,13 @@ def line_index(addr, geometry):
     return addr[geometry.offset_bits : 26]
 
 
-def set_of_line(addr, geometry):
-    """Cache set of a global line address (an Amaranth value)."""
-    if geometry.sets == 1:
+def set_of_line(addr, geometry, entries=None):
+    """Cache set of a global line address (an Amaranth value); with ``entries``, its index in
+    another direct-mapped table hashed alike (the allocation filter)."""
+    entries = geometry.sets if entries is None else entries
+    if entries == 1:
         return Const(0, 1)
-    return coh.cache_set(line_index(addr, geometry), addr[26:32], geometry.sets)[: geometry.set_bits]
+    return coh.cache_set(line_index(addr, geometry), addr[26:32], entries)[: (entries - 1).bit_length()]
 
 
 def cache_data_index(set_index, way, word, geometry):

@@ -129,6 +129,7 @@ def run_bench(
     ring_drop=0.0,
     ring_duplicate=0.0,
     numa=False,
+    cache_first_miss=False,
     microcode_only=False,
     max_gap=30,
     watchdog=2_000_000,
@@ -144,8 +145,9 @@ def run_bench(
     the traces ``trace_dir/node<i>.trace`` (numavia.base.trace), whose figures come back in
     ``state["trace"]``. Ring faults (``soc/verilator/ring_link.hpp``): ``flip_rate`` per packet
     symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicates need ``ring_delay`` of at
-    least :func:`duplicating_ring_delay`). ``microcode_only``: the sequencers' hard-wired fast path
-    off (``RAC.CTRL.MICROCODE_ONLY``). ``spread``: processes or MPI ranks (default: one process
+    least :func:`duplicating_ring_delay`). ``cache_first_miss``: the network caches take a remote line at
+    its first read miss (``CTRL.CTRL.CACHE_FIRST_MISS``). ``microcode_only``: the sequencers'
+    hard-wired fast path off (``RAC.CTRL.MICROCODE_ONLY``). ``spread``: processes or MPI ranks (default: one process
     per core); the results do not depend on it."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -181,6 +183,8 @@ def run_bench(
         args.append("--no-access-log")
     if numa:
         args.append("--numa")
+    if cache_first_miss:
+        args.append("--cache-first-miss")
     if microcode_only:
         args.append("--microcode-only")
     if max_cycles:

@@ -26,7 +26,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import IO, Any
 
-from numavia.base import buildcache, params, paths, regmap, trace
+from numavia.base import buildcache, codegen, params, paths, regmap, trace
 from numavia.base.coherence import MAX_NODES
 from numavia.base.errors import NumaviaError
 from numavia.gateware import build as gateware_build
@@ -192,6 +192,7 @@ def build_model(
         "model_ports.h": model_top.ports_header(ports, MODEL_TOP, config.clock_periods_ps(), regmap.NODE_ID_BITS),
         "host_port_layout.h": layout_header(),
         "numavia_trace.h": trace.c_header(),
+        "numavia_regs.h": codegen.c_header(),
     }
     return simulator_build.link_simulator(model, MODEL_TOP, "node_main.cpp", headers, log=log)
 
@@ -270,6 +271,7 @@ def simulator_args(
     ring_delay: int | None = None,
     access_log: str | os.PathLike[str] | None = None,
     numa: bool = False,
+    cache_first_miss: bool = False,
     seed: int | None = None,
     eth_delay: int | None = None,
     eth_loss: float | None = None,
@@ -290,6 +292,8 @@ def simulator_args(
         args += ["--access-log", str(Path(access_log).resolve())]
     if numa:
         args.append("--numa")
+    if cache_first_miss:
+        args.append("--cache-first-miss")
     if trace_dir:
         args += ["--trace-dir", str(Path(trace_dir).resolve())]
     for option, value in (

@@ -26,6 +26,10 @@ def test_latency_table_on_two_nodes(tmp_path):
     assert once < rows["local shared write"]["ncc_cycles"] + 20 < recall["ncc_cycles"]
     second = rows["remote read, second miss (caches the line), 1 hop"]
     assert second["ncc_cycles"] > hit["ncc_cycles"] * 5 and second["numa_cycles"] is None
+    # The home wrote the line between the first two misses (SHOWN cleared): the second is a miss
+    # that caches nothing (test_sci_transitions.py checks the states).
+    rewritten = rows["remote read, second miss after its home wrote the line (not cached), 1 hop"]
+    assert rewritten["ncc_cycles"] > hit["ncc_cycles"] * 5 and rewritten["numa_cycles"] is None
     assert miss["ncc_ns"] == miss["ncc_cycles"] * 10  # 100 MHz card clock
     text = latency.report(figures, tmp_path)
     assert "remote read, miss, 1 hop" in text

@@ -38,6 +38,7 @@ def test_help_names_the_tables():
         ["--ways", "3"],
         ["--placement", "everywhere"],
         ["--access", "byte"],
+        ["--cache-at", "third"],
         ["--ns-per-op", "0"],
         ["--line-bytes", "48"],
         ["--line-bytes", "128"],
@@ -97,32 +98,41 @@ def test_replayed_accesses_match_the_trace_and_numa_never_hits(tmp_path):
     """A small kernel on 2 RTL cards, both modes: every access of the trace is replayed, the
     cards count them, and with the network cache off no access hits it. With it on, every
     remote access is a hit or a miss, and Ocean's boundary lines, rewritten by their home between
-    two reads, are read without caching (the allocation filter)."""
+    two reads, are read without caching (the allocation filter); with the filter switched off
+    (``cache_first_miss``, the bench's ``--cache-first-miss``), every miss caches."""
     config = cb.bench_card_config()
     folder = traces.traces("ocean", "small", 2, slice_bytes=config.slice_bytes)
     summary = traces.summary(folder)
     binary = cb.build_bench(config, log=lambda m: None)
-    for numa in (False, True):
-        run = cb.run_bench(binary, tmp_path / f"numa{numa}", nodes=2, trace_dir=folder, numa=numa, log_accesses=False)
+    for numa, first_miss in ((False, False), (False, True), (True, False)):
+        run = cb.run_bench(
+            binary,
+            tmp_path / f"numa{numa}-{first_miss}",
+            nodes=2,
+            trace_dir=folder,
+            numa=numa,
+            cache_first_miss=first_miss,
+            log_accesses=False,
+        )
         assert run.returncode == 0, run.stderr
-        for t, counters in zip(run.state["trace"], (n["counters"] for n in run.state["nodes"])):
+        counted = [n["counters"] for n in run.state["nodes"]]
+        cache_hits = [c["LAC_CACHE_READ_HITS"] + c["LAC_CACHE_WRITE_HITS"] for c in counted]
+        for t, counters, hits in zip(run.state["trace"], counted, cache_hits):
             expected = summary["records"][t["node"]] - summary["barriers"]
             assert t["errors"] == 0 and t["accesses"] == expected
             assert counters["LAC_ACCESSES"] == expected  # one line access per record
             assert counters["RAC_PROTOCOL_ERRORS"] == 0
-            cache_hits = counters["LAC_CACHE_READ_HITS"] + counters["LAC_CACHE_WRITE_HITS"]
             if numa:
-                assert cache_hits == 0 and counters["RAC_MIXED_MODE"] == 0
-        counted = [n["counters"] for n in run.state["nodes"]]
+                assert hits == 0 and counters["RAC_MIXED_MODE"] == 0
         misses = sum(c["LAC_READ_MISSES"] + c["LAC_WRITE_MISSES"] for c in counted)
         if numa:
             # NUMA: remote = misses, home = hits, exactly what the trace says.
             assert misses == summary["remote_accesses"]
         else:
-            hits = sum(c["LAC_CACHE_READ_HITS"] + c["LAC_CACHE_WRITE_HITS"] for c in counted)
             # Misses also count the home's own writes that recall a copy, hence at least.
-            assert hits + misses >= summary["remote_accesses"]
-            assert sum(c["LAC_READ_ONCE"] for c in counted) > 0
+            assert sum(cache_hits) + misses >= summary["remote_accesses"]
+            read_once = sum(c["LAC_READ_ONCE"] for c in counted)
+            assert read_once == 0 if first_miss else read_once > 0
 
 
 @pytest.mark.slow
@@ -181,6 +191,7 @@ def test_replays_are_cached_by_the_bench_and_the_microcode_the_cards_load(monkey
     before = splash2.replay_key(binary, traces, numa=False)
     assert splash2.replay_key(binary, traces, numa=False) == before
     assert splash2.replay_key(binary, traces, numa=True) != before
+    assert splash2.replay_key(binary, traces, numa=False, cache_first_miss=True) != before
     # Another card (the gateware, the harness): the bench's build key, its folder's name.
     assert splash2.replay_key("build/simulator/k2/Vnumavia_card", traces, numa=False) != before
     program = codegen.microcode_program()

@@ -30,6 +30,8 @@ def test_version():
         ["sim", "--nodes", "zero"],
         ["sim", "--nodes", "0"],
         ["sim", "--cpu-variant", "huge"],
+        ["sim", "--cache-at", "third"],
+        ["demo", "--cache-at", "never"],
         ["bench", "coherence", "--ring-drop", "1.5"],
         ["bench", "coherence", "--flip-rate", "-1e-4"],
         ["bench", "coherence", "--ring-duplicate", "often"],

@@ -79,6 +79,8 @@ def test_misses_take_the_lowest_free_entry_until_none_is_left():
         assert ctx.get(dut.start) == Start.MISS  # not loaded: taken anyway, to be refused
         ctx.set(dut.loaded, 1)
         await command(ctx, dut.release, 1)
+        assert ctx.get(dut.start) == Start.NONE  # registered first: entry 1 is free a cycle later
+        await ctx.tick()
         assert ctx.get(dut.start) == Start.MISS and ctx.get(dut.free) == 1
         assert ctx.get(dut.busy) == 0b1101 and ctx.get(dut.busy_count) == N - 1
 
@@ -89,6 +91,8 @@ def test_waiting_entries_are_marked_until_resumed():
     async def testbench(ctx, dut):
         await command(ctx, dut.suspend, 3)
         await command(ctx, dut.suspend, 0)
+        assert ctx.get(dut.waiting) == 0b1000  # a running context's command is registered first
+        await ctx.tick()
         assert ctx.get(dut.waiting) == 0b1001
         await command(ctx, dut.resume, 3)
         assert ctx.get(dut.waiting) == 0b0001
@@ -99,7 +103,8 @@ def test_waiting_entries_are_marked_until_resumed():
 def test_send_retry_timer_expires_after_its_delay():
     async def testbench(ctx, dut):
         await command(ctx, dut.retry_send, 1)
-        assert await cycles_to_expiry(ctx, dut) == RETRY_DELAY  # loaded in the command's cycle
+        # registered, then loaded: the count starts a cycle after the command
+        assert await cycles_to_expiry(ctx, dut) == RETRY_DELAY + 1
         assert ctx.get(dut.expired) == 1
         await ctx.tick().repeat(3)
         assert ctx.get(dut.start) == Start.EXPIRED  # stays expired until taken
@@ -116,7 +121,7 @@ def test_backoff_grows_with_retries_up_to_its_cap_with_jitter_below_the_base():
         for retries in (0, 1, 2, 3, 7, 255):
             for _ in range(4):
                 await command(ctx, dut.backoff, 2, retries=retries)
-                delay = await cycles_to_expiry(ctx, dut)
+                delay = await cycles_to_expiry(ctx, dut) - 1  # the cycle the command is registered
                 floor = BASE << min(retries, MAX_SHIFT)
                 assert floor <= delay < floor + BASE, (retries, delay)
                 jitters.add(delay - floor)

@@ -2,10 +2,12 @@
 step stands for (checked against the instruction-set model's operands), and the cases it hands
 back to the microcode."""
 
+import itertools
+
 from amaranth.sim import Simulator
 from support.sim import run_simulation
 
-from numavia.base.coherence import CacheState, MemoryState
+from numavia.base.coherence import HOME_OWNED, CacheState, MemoryState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, LocalKind, Ptr, Resume
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Status
@@ -45,13 +47,13 @@ def step(ctx, dut, fast_step):
     return ctx.get(dut.next_step), ctx.get(dut.then)
 
 
-def test_fast_requests_are_mread_and_mwrite_at_their_home():
+def test_fast_requests_are_mread_mwrite_and_muread_at_their_home():
     async def testbench(ctx, dut):
         for cmd in Command:
             for home in (NODE, NODE + 1):
                 ctx.set(dut.request.cmd, cmd)
                 ctx.set(dut.request.addr, address(home))
-                expected = cmd in (Command.MREAD, Command.MWRITE) and home == NODE
+                expected = cmd in (Command.MREAD, Command.MWRITE, Command.MUREAD) and home == NODE
                 assert ctx.get(dut.request_fast) == expected, (cmd, home)
         ctx.set(dut.request.cmd, Command.MREAD)
         ctx.set(dut.request.addr, address(NODE))
@@ -106,7 +108,14 @@ def test_a_miss_with_a_free_way_goes_pending_sends_and_waits_at_the_resume_point
             assert not ctx.get(dut.load_tag_cmd)
             assert instruction(ctx, dut) == (
                 "SEND",
-                {"dest": Dest.HOME, "ptr": Ptr.NONE, "flag": FlagSrc.ZERO, "data": DataSrc.NONE, "cmd": cmd},
+                {
+                    "dest": Dest.HOME,
+                    "ptr": Ptr.NONE,
+                    # A read asks the home to cache only an unwritten line (SHOWN), as read_send does.
+                    "flag": FlagSrc.SECOND_MISS if cmd == Command.MREAD else FlagSrc.ZERO,
+                    "data": DataSrc.NONE,
+                    "cmd": cmd,
+                },
             )
             assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(send_point)
 
@@ -134,52 +143,68 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
     requester = 6
 
     async def testbench(ctx, dut):
-        for cmd in (Command.MREAD, Command.MWRITE):
-            for mstate in MemoryState:
-                ctx.set(dut.message.cmd, cmd)
-                ctx.set(dut.message.source, requester)
-                ctx.set(dut.context.addr, address(NODE))
-                ctx.set(dut.context.mstate, mstate)
-                assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
-                assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
+        commands = (Command.MREAD, Command.MWRITE, Command.MUREAD)
+        for cmd, mstate, flag in itertools.product(commands, MemoryState, (0, 1)):
+            if cmd == Command.MUREAD and mstate == MemoryState.GONE and not flag:
+                continue  # the microcode's (below)
+            second_miss = flag
+            ctx.set(dut.message.source, requester)
+            ctx.set(dut.message.cmd, cmd)
+            ctx.set(dut.message.source, requester)
+            ctx.set(dut.message.flag, flag)
+            ctx.set(dut.context.addr, address(NODE))
+            ctx.set(dut.context.mstate, mstate)
+            ctx.set(dut.context.head.id, 3)
+            # A second miss of a line written since it was shown: answered uncached (flag). A
+            # caching node's first miss (MUREAD, flag) shows a HOME line; other uncached reads
+            # leave the directory alone.
+            rewritten = cmd == Command.MREAD and second_miss and mstate == MemoryState.HOME
+            shows = cmd == Command.MUREAD and flag and mstate == MemoryState.HOME
+            assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
+            assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
 
-                assert step(ctx, dut, FastStep.HOME_REPLY) == (FastStep.HOME_DIR_WRITE, FastThen.HEADER)
-                fresh_read = cmd == Command.MREAD and mstate == MemoryState.HOME
-                assert instruction(ctx, dut) == (
-                    "REPLY",
-                    {
-                        "ptr": Ptr.NONE if fresh_read else Ptr.HEAD,  # the old head, if any
-                        "flag": FlagSrc.ZERO,
-                        "data": DataSrc.NONE if mstate == MemoryState.GONE else DataSrc.HOME,
-                        "status": Status.OK,
-                    },
-                ), (cmd, mstate)
+            next_step = FastStep.HOME_END if cmd == Command.MUREAD and not shows else FastStep.HOME_DIR_WRITE
+            assert step(ctx, dut, FastStep.HOME_REPLY) == (next_step, FastThen.HEADER), (cmd, mstate, flag)
+            fresh_read = cmd == Command.MUREAD or (cmd == Command.MREAD and mstate in HOME_OWNED)
+            assert instruction(ctx, dut) == (
+                "REPLY",
+                {
+                    "ptr": Ptr.NONE if fresh_read else Ptr.HEAD,  # the old head, if any
+                    "flag": FlagSrc.ONE if rewritten else FlagSrc.ZERO,
+                    "data": DataSrc.NONE if mstate == MemoryState.GONE else DataSrc.HOME,
+                    "status": Status.OK,
+                },
+            ), (cmd, mstate)
 
+            if next_step == FastStep.HOME_DIR_WRITE:
                 assert step(ctx, dut, FastStep.HOME_DIR_WRITE) == (FastStep.HOME_END, FastThen.TAG)
                 tag = dut.tag_cmd
                 if cmd == Command.MWRITE:
                     new_state = MemoryState.GONE
+                elif rewritten or shows:
+                    new_state = MemoryState.SHOWN
                 else:
-                    new_state = MemoryState.FRESH if mstate == MemoryState.HOME else mstate
+                    new_state = MemoryState.FRESH if mstate in HOME_OWNED else mstate
                 assert ctx.get(tag.op) == TagOp.WRITE_DIR and ctx.get(tag.mstate) == new_state, (cmd, mstate)
-                assert ctx.get(tag.head) == requester and ctx.get(tag.lock) == 0
+                assert ctx.get(tag.head) == (3 if rewritten or shows else requester) and ctx.get(tag.lock) == 0
 
-                assert step(ctx, dut, FastStep.HOME_END) == (FastStep.NONE, FastThen.END)
-                assert not (ctx.get(dut.load_tag_cmd) or ctx.get(dut.load_instruction) or ctx.get(dut.load_pc))
+            assert step(ctx, dut, FastStep.HOME_END) == (FastStep.NONE, FastThen.END)
+            assert not (ctx.get(dut.load_tag_cmd) or ctx.get(dut.load_instruction) or ctx.get(dut.load_pc))
 
     run(testbench)
 
 
-def test_a_locked_line_or_an_unknown_memory_state_goes_to_the_microcode():
+def test_a_locked_line_or_numa_mode_s_read_of_a_gone_line_goes_to_the_microcode():
     async def testbench(ctx, dut):
-        ctx.set(dut.message.cmd, Command.MREAD)
         ctx.set(dut.step, FastStep.HOME_REPLY)
-        ctx.set(dut.context.locked, 1)
-        assert ctx.get(dut.fallback)  # the microcode NACKs it
-        ctx.set(dut.context.locked, 0)
-        ctx.set(dut.context.mstate, 3)
-        assert ctx.get(dut.fallback)
-        ctx.set(dut.context.mstate, MemoryState.FRESH)
-        assert not ctx.get(dut.fallback)
+        for cmd, mstate, flag in itertools.product((Command.MREAD, Command.MUREAD), MemoryState, (0, 1)):
+            ctx.set(dut.message.cmd, cmd)
+            ctx.set(dut.context.mstate, mstate)
+            ctx.set(dut.message.flag, flag)
+            ctx.set(dut.context.locked, 1)
+            assert ctx.get(dut.fallback)  # the microcode NACKs it
+            ctx.set(dut.context.locked, 0)
+            # Only the list has a GONE line's data: muread_gone refuses NUMA mode's read (no flag).
+            assert ctx.get(dut.fallback) == (cmd == Command.MUREAD and mstate == MemoryState.GONE and not flag)
 
     run(testbench)

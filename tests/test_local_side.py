@@ -53,7 +53,15 @@ class World:
 
 class Bench:
     def __init__(
-        self, *, numa=False, cache_first_miss=False, seed=1, slow_sequencer=0, dirty_home_lines=(), geometry=GEOMETRY
+        self,
+        *,
+        numa=False,
+        cache_first_miss=False,
+        seed=1,
+        slow_sequencer=0,
+        dirty_home_lines=(),
+        shown_home_lines=(),
+        geometry=GEOMETRY,
     ):
         self.geometry = geometry
         self.line_bytes, self.words = geometry.line_bytes, geometry.line_words
@@ -63,6 +71,7 @@ class Bench:
         self.cache_first_miss = cache_first_miss
         self.slow = slow_sequencer
         self.dirty_home_lines = set(dirty_home_lines)  # own lines the bench marks GONE/FRESH
+        self.shown_home_lines = set(shown_home_lines)  # own lines the bench marks SHOWN
         self.dut = LocalSide(address_map=AMAP, geometry=geometry)
         self.results = []  # (op, observed)
         self.fills = 0
@@ -250,9 +259,10 @@ class Bench:
         return write, addr, count, datas, bes
 
     async def mark_home_lines(self, ctx):
-        for line in self.dirty_home_lines:
+        marks = [(line, M.GONE) for line in self.dirty_home_lines] + [(line, M.SHOWN) for line in self.shown_home_lines]
+        for line, mstate in marks:
             await self.own(ctx, True)
-            await self.tag(ctx, TagOp.WRITE_DIR, addr=line, mstate=M.GONE, lock=0, head=2)
+            await self.tag(ctx, TagOp.WRITE_DIR, addr=line, mstate=mstate, lock=0, head=2)
             await self.own(ctx, False)
 
     def run(self, accesses, checks):
@@ -407,6 +417,35 @@ def test_own_lines_that_are_shared_elsewhere_go_to_the_sequencer():
 
     bench.run(accesses, checks)
     assert not bench.dirty_home_lines
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["read", "write"])
+def test_own_lines_shown_uncached_are_hits_and_a_write_makes_them_home(write):
+    """A SHOWN line (read uncached by another node since the home's last write) is the home's
+    alone: the host's reads and writes hit; a write makes it HOME again, so that the reader's next
+    miss is answered uncached."""
+    line = NODE << 26 | 3 * LINE_BYTES
+    bench = Bench(seed=6, shown_home_lines={line})
+    addr = NODE * AMAP.slice_bytes + 3 * LINE_BYTES + 4
+    accesses = [(0, addr, 2, [0, 0], [0, 0]), (int(write), addr, 1, [0x5EE], [0xF])]
+    lac = regmap.LAC
+
+    async def checks(ctx, b):
+        bus = b.dut.bus
+        counters = [
+            await wb_read(ctx, bus, lac.register(name).offset)
+            for name in ("HOME_READ_HITS", "HOME_WRITE_HITS", "READ_MISSES", "WRITE_MISSES")
+        ]
+        assert counters == [1, 1, 0, 0] if write else [2, 0, 0, 0]
+        await wb_write(ctx, bus, lac.register("DEBUG_ADDR").offset, line)
+        await wb_write(ctx, bus, lac.register("DEBUG_CMD").offset, 0)  # the directory
+        while await wb_read(ctx, bus, lac.register("STATUS").offset) & 2:
+            pass
+        d = await wb_read(ctx, bus, lac.register("DEBUG_DIR").offset)
+        assert d & 3 == (M.HOME if write else M.SHOWN)
+
+    bench.run(accesses, checks)
+    assert not any(e for _, beats in bench.results for _, e in beats)
 
 
 @pytest.mark.parametrize(

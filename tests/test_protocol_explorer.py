@@ -23,6 +23,7 @@ SOURCE = Path(isa.__file__).with_name("sci.uasm").read_text()
 PROGRAM = assemble(SOURCE, "sci.uasm")
 
 EVERY_MEMORY_STATE = {(M.HOME, False), (M.FRESH, False), (M.FRESH, True), (M.GONE, False), (M.GONE, True)}
+EVERY_MEMORY_STATE |= {(M.SHOWN, False)}  # read uncached since the home's last write
 # What a cache that is not the home reaches in a list of at most two caches (no middle entry).
 TWO_CACHE_STATES = {C.INVALID, C.ONLY_FRESH, C.ONLY_DIRTY, C.HEAD_FRESH, C.HEAD_DIRTY, C.TAIL_VALID}
 TWO_CACHE_STATES |= {C.PENDING, C.WRITING}
@@ -36,27 +37,46 @@ def explore(words=PROGRAM.words, **config):
 
 
 @pytest.mark.parametrize("home", [0, 1, 2])
-def test_three_nodes_with_the_home_among_them(home):
-    result = explore(nodes=3, home=home, ops=(1, 1, 1))
+@pytest.mark.parametrize("cache_first_miss", [False, True], ids=["filter", "first_miss"])
+def test_three_nodes_with_the_home_among_them(home, cache_first_miss):
+    result = explore(nodes=3, home=home, ops=(1, 1, 1), cache_first_miss=cache_first_miss)
     assert result.ok, [format_counterexample(*v) for v in result.violations + result.deadlocks]
     assert result.final_states > 0 and result.transitions > result.states > 1000
-    assert result.memory_states == EVERY_MEMORY_STATE
-    for node in range(3):  # the home never caches its own line
-        assert result.cache_states[node] == ({C.INVALID} if node == home else TWO_CACHE_STATES)
-    # Home-side recalls (CPURGE from the home, CFETCH), NACKed attachers and first reads (MUREAD,
-    # among them of GONE lines, which attach) were on the way.
-    assert {"MREAD", "MWRITE", "MUREAD", "CPREPEND", "CPURGE", "CFETCH"} <= result.commands
+    # Home-side recalls (CPURGE from the home, CFETCH), NACKed attachers were on the way.
+    assert {"MREAD", "MWRITE", "CPREPEND", "CPURGE", "CFETCH"} <= result.commands
     assert result.events["NACK_SENT"] > 0 and result.events["PURGE"] > 0
+    if cache_first_miss:  # every read miss caches: no MUREAD, nothing SHOWN
+        assert result.memory_states == EVERY_MEMORY_STATE - {(M.SHOWN, False)}
+        assert "MUREAD" not in result.commands
+        reached = TWO_CACHE_STATES
+    else:
+        # First reads (MUREAD, among them of GONE lines, which attach) make lines SHOWN; a second
+        # miss of a line the home wrote since (HOME) is answered uncached. With one operation a
+        # node, a copy is made only at a SHOWN or FRESH line, so two readers never both cache it
+        # (no HEAD_FRESH).
+        assert result.memory_states == EVERY_MEMORY_STATE
+        assert "MUREAD" in result.commands and result.events["REWRITTEN_READ"] > 0
+        reached = TWO_CACHE_STATES - {C.HEAD_FRESH}
+    for node in range(3):  # the home never caches its own line
+        assert result.cache_states[node] == ({C.INVALID} if node == home else reached)
 
 
-def test_rollouts_race_home_recalls_and_fetches():
+@pytest.mark.parametrize("cache_first_miss", [False, True], ids=["filter", "first_miss"])
+def test_rollouts_race_home_recalls_and_fetches(cache_first_miss):
     """Two operations on one cache: it can leave (flush, or a write from a shared state) while the
     home recalls or fetches the line and the third node attaches."""
-    result = explore(nodes=3, home=0, ops=(1, 2, 1))
+    result = explore(nodes=3, home=0, ops=(1, 2, 1), cache_first_miss=cache_first_miss)
     assert result.ok, [format_counterexample(*v) for v in result.violations + result.deadlocks]
-    assert result.cache_states[1] == set(C) - {C.MID_VALID, C.LEAVE_MID}  # a list of two has no middle
-    assert result.memory_states == EVERY_MEMORY_STATE
-    assert result.commands == COHERENT_COMMANDS
+    reached = set(C) - {C.MID_VALID, C.LEAVE_MID}  # a list of two has no middle
+    if not cache_first_miss:  # its head of two made by its second read leaves no operation to leave
+        reached -= {C.LEAVE_HEAD_FRESH}
+    assert result.cache_states[1] == reached
+    if cache_first_miss:
+        assert result.memory_states == EVERY_MEMORY_STATE - {(M.SHOWN, False)}
+        assert result.commands == COHERENT_COMMANDS - {"MUREAD"}
+    else:
+        assert result.memory_states == EVERY_MEMORY_STATE
+        assert result.commands == COHERENT_COMMANDS
     assert all(result.events[name] > 0 for name in ("NACK_SENT", "ROLLOUT", "PURGE"))
 
 
@@ -143,7 +163,8 @@ def test_a_lost_fetch_answer_is_a_deadlock():
 
 def test_a_tail_that_can_never_leave_is_a_livelock():
     words = broken("JMP setfwd_only_fresh       ; HEAD_FRESH", "JMP h_nack")
-    result = explore(words, nodes=3, home=2, ops=(2, 1, 0), kinds=("read", "flush"))
+    # (Every read miss caches: with the filter, node 0's one read could not make it a tail.)
+    result = explore(words, nodes=3, home=2, ops=(2, 1, 0), kinds=("read", "flush"), cache_first_miss=True)
     assert not result.violations
     message, _, text = first_problem(result)
     # The tail's CSET_FWD is NACKed for ever: retrying remains possible, finishing does not.
@@ -177,6 +198,7 @@ CLI = [sys.executable, "-m", "numavia.cli", "bench", "protocol"]
         (["--kinds", "read,evict"], "'evict' is not a kind of operation"),
         (["--nodes", "1"], "'1' is not a ring size (2..64)"),
         (["--max-states", "0"], "must be positive"),
+        (["--cache-at", "third"], "invalid choice: 'third'"),
     ],
 )
 def test_bench_bad_arguments_are_one_line_errors(tmp_path, args, reason):
@@ -186,12 +208,17 @@ def test_bench_bad_arguments_are_one_line_errors(tmp_path, args, reason):
     assert not any(tmp_path.iterdir())  # rejected before any work
 
 
-def test_bench_runs_and_writes_its_figures(tmp_path):
-    result = subprocess.run(CLI + ["--ops", "1,1,0", "--out", str(tmp_path)], capture_output=True, text=True)
+@pytest.mark.parametrize("cache_at", ["second", "first"])
+def test_bench_runs_and_writes_its_figures(tmp_path, cache_at):
+    args = ["--ops", "1,1,0", "--cache-at", cache_at, "--out", str(tmp_path)]
+    result = subprocess.run(CLI + args, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "exploring 3 cards sharing a line of node 0" in result.stderr
+    assert f"caching a line at its {cache_at} read miss" in result.stderr
     figures = json.loads((tmp_path / "protocol.json").read_text())["figures"]
     assert figures["violations"] == figures["deadlocks"] == 0 and figures["states"] > 50
+    assert figures["config"]["cache_first_miss"] == (cache_at == "first")
+    assert ("SHOWN" in figures["memory_states"]) == (cache_at == "second")
     assert figures["states"] == int(next(r for r in csv.reader(open(tmp_path / "protocol.csv")) if r[0] == "states")[1])
     assert "| states" in result.stdout and (tmp_path / "protocol.md").read_text().startswith("# Protocol exploration")
 

@@ -51,6 +51,19 @@ def test_firmware_boots_on_a_card_built_without_via(tmp_path):
     assert f"{sim.READY_MARKER} (node 0)" in text
 
 
+def test_the_cache_at_switch_reaches_the_card(tmp_path):
+    # `numavia sim --cache-at first` sets the board switch MODE_STRAP.CACHE_FIRST_MISS; the
+    # firmware applies it at boot and `numavia status` reads it back from the card's CTRL.
+    build(1, via=False)
+    with served_cli(tmp_path, 1, "--no-via", "--cache-at", "first") as numavia:
+        status = numavia("status")
+    assert status.returncode == 0, status.stderr
+    assert "| off  | first miss       | -        |" in status.stdout
+    text = (tmp_path / "run" / "node0.log").read_text()
+    assert "card: the network cache takes remote lines at their first miss, as the board switch says" in text
+    assert "NUMA mode" not in text
+
+
 def test_runs_are_deterministic(tmp_path):
     results = []
     for attempt in ("a", "b"):

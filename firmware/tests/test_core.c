@@ -342,6 +342,19 @@ static void test_boot_applies_the_numa_switch(void)
     CHECK(nv_boot(&info, "test", "1", &img) == NV_OK);
     CHECK(fake.ctrl & NV_CTRL_CTRL_NUMA_MODE_MASK && fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK);
     CHECK(strstr(fake.log, "NUMA mode") != NULL);
+    CHECK(!(fake.ctrl & NV_CTRL_CTRL_CACHE_FIRST_MISS_MASK));
+}
+
+static void test_boot_applies_the_cache_first_miss_switch(void)
+{
+    struct nv_card_info info;
+    struct nv_ucode_image img = image();
+    fake_card_reset(1);
+    fake.mode_strap = NV_CTRL_MODE_STRAP_CACHE_FIRST_MISS_MASK;
+    CHECK(nv_boot(&info, "test", "1", &img) == NV_OK);
+    CHECK(fake.ctrl & NV_CTRL_CTRL_CACHE_FIRST_MISS_MASK && fake.ctrl & NV_CTRL_CTRL_NODE_ID_VALID_MASK);
+    CHECK(!(fake.ctrl & NV_CTRL_CTRL_NUMA_MODE_MASK));
+    CHECK(strstr(fake.log, "first miss") != NULL);
 }
 
 static void test_boot_reports_missing_card(void)
@@ -385,6 +398,7 @@ int main(void)
     test_boot_prints_banner_and_sets_node_id();
     test_boot_says_whether_the_card_has_via();
     test_boot_applies_the_numa_switch();
+    test_boot_applies_the_cache_first_miss_switch();
     test_boot_reports_missing_card();
     test_strerror_covers_every_status();
     printf("%d checks, %d failures\n", checks, failures);

@@ -123,7 +123,7 @@ def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
         if locked:
             violations.append(f"{where}: still locked at its home")
         members = []
-        if mstate != MemoryState.HOME:
+        if mstate not in coh.HOME_OWNED:
             members, broken = walk_list(head, holders)
             for prev, node in zip([None] + members, members):
                 state, _, bwd, _ = holders[node]
@@ -136,8 +136,8 @@ def check_quiescent(views, last_values, initial=0, line_bytes=LINE_BYTES):
         stray = sorted(set(holders) - set(members))
         if stray:
             violations.append(f"{where}: node(s) {stray} hold the line outside its sharing list")
-        if mstate == MemoryState.HOME and members:
-            violations.append(f"{where}: memory is HOME but a list exists")
+        if mstate in coh.HOME_OWNED and members:
+            violations.append(f"{where}: memory is {MemoryState(mstate).name} but a list exists")
         if members:
             head_state = holders[members[0]][0]
             dirty = head_state in coh.DIRTY

@@ -157,8 +157,9 @@ class CardModel:
     def line_index(self, addr):
         return (addr & ((1 << ADDR_HOME_SHIFT) - 1)) // self.line_bytes
 
-    def set_of(self, addr):
-        return coh.cache_set(self.line_index(addr), home_of(addr), self.sets)
+    def set_of(self, addr, entries=None):
+        """The line's cache set; with ``entries``, its index in the allocation filter."""
+        return coh.cache_set(self.line_index(addr), home_of(addr), entries or self.sets)
 
     def _find(self, addr):
         s = self.set_of(addr)
@@ -182,11 +183,12 @@ class CardModel:
         if home == self.node_id:
             entry = self.directory[self.line_index(request.addr)]
             line = self.home[self.line_index(request.addr)]
-            if not write and entry[0] in (MemoryState.HOME, MemoryState.FRESH):
+            if not write and entry[0] in (*coh.HOME_OWNED, MemoryState.FRESH):
                 self.stats["read_hits"] += 1
                 return line[request.word : request.word + request.count]
-            if write and entry[0] == MemoryState.HOME and not entry[1]:
+            if write and entry[0] in coh.HOME_OWNED and not entry[1]:
                 _merge(line, request.data, request.be)
+                entry[0] = MemoryState.HOME  # written: no longer SHOWN
                 self.stats["write_hits"] += 1
                 return []
         elif not self.numa:
@@ -217,17 +219,14 @@ class CardModel:
 
     # --- the allocation filter (gateware/allocation_filter.py) ----------------------------------
 
-    def _filter_index(self, addr):
-        return coh.cache_set(self.line_index(addr), home_of(addr), self.filter_lines)
-
     def _filter_entry(self, addr):
         """(addr, hit, dead) if the filter remembers line ``addr``, else None."""
-        entry = self.seen.get(self._filter_index(addr))
+        entry = self.seen.get(self.set_of(addr, self.filter_lines))
         return entry if entry is not None and entry[0] == addr else None
 
     def _filter_update(self, addr, hit=False, dead=False):
         if self._filter_entry(addr) is not None:
-            self.seen[self._filter_index(addr)] = (addr, hit, dead)
+            self.seen[self.set_of(addr, self.filter_lines)] = (addr, hit, dead)
 
     def _filter_purged(self, addr):
         """A copy of ``addr`` here was purged: dead unless the host hit it (a hit is used up)."""
@@ -240,9 +239,9 @@ class CardModel:
         forgotten it (an explorer's choice: the filter may have forgotten any line, so both are
         possible at every read)."""
         if seen:
-            self.seen[self._filter_index(addr)] = (addr, False, False)
+            self.seen[self.set_of(addr, self.filter_lines)] = (addr, False, False)
         else:
-            self.seen.pop(self._filter_index(addr), None)
+            self.seen.pop(self.set_of(addr, self.filter_lines), None)
 
     def filter_forget(self):
         """The allocation filter forgets every line."""
@@ -496,7 +495,7 @@ class CardModel:
             elif name == "DIR_RD":
                 mstate, locked, head = self.directory[self._home_line(ctx)]
                 ctx.mstate, ctx.locked = mstate, locked
-                ctx.regs[Ptr.HEAD] = (head, mstate != MemoryState.HOME)
+                ctx.regs[Ptr.HEAD] = (head, mstate not in coh.HOME_OWNED)
             elif name == "DIR_WR":
                 entry = self.directory[self._home_line(ctx)]
                 if v["mstate_src"] == MStateSrc.IMM:
@@ -603,7 +602,7 @@ class CardModel:
                 self.completions.append((req, status, words))
             elif name == "COUNT":
                 self.counters[v["counter"]] += 1
-                if v["counter"] == isa.Counter.PURGE:
+                if v["counter"] in (isa.Counter.PURGE, isa.Counter.REWRITTEN_READ):
                     self._filter_purged(ctx.addr)
             else:
                 raise ModelError(f"operation {name} not modelled")
@@ -637,6 +636,8 @@ class CardModel:
             return ctx.flags >> Flag.GONE & 1
         if src == FlagSrc.F_DIRTY:
             return ctx.flags >> Flag.DIRTY & 1
+        if src == FlagSrc.SECOND_MISS:
+            return int(not self.cache_first_miss)
         return int(src == FlagSrc.ONE)
 
     def _send(self, ctx, v):

@@ -43,7 +43,7 @@ from .model import CardModel, LocalRequest, ModelError, packet_field, packet_fro
 KINDS = ("read", "write", "flush")
 _LOCAL_KIND = {"read": LocalKind.READ, "write": LocalKind.WRITE}
 # Counters that say which protocol paths a transition took (the report's events).
-_EVENT_COUNTERS = (isa.Counter.NACK_SENT, isa.Counter.ROLLOUT, isa.Counter.PURGE)
+_EVENT_COUNTERS = (isa.Counter.NACK_SENT, isa.Counter.ROLLOUT, isa.Counter.PURGE, isa.Counter.REWRITTEN_READ)
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class ExploreConfig:
     line_bytes: int = coh.MIN_LINE_BYTES  # the smallest line: the protocol is the same
     ordered: bool = False  # keep per (source, target) order (the protocol must not need it)
     max_states: int = None  # stop (truncated) beyond this many states
+    cache_first_miss: bool = False  # the cards' allocation filter off: every read miss caches
 
     def __post_init__(self):
         if self.nodes < 2:
@@ -122,6 +123,7 @@ class ProtocolExplorer:
                 slice_bytes=config.line_bytes,
                 line_bytes=config.line_bytes,
                 retry_limit=None,
+                cache_first_miss=config.cache_first_miss,
             )
             for n in range(config.nodes)
         ]
@@ -171,7 +173,7 @@ class ProtocolExplorer:
                 for kind in self.cfg.kinds:
                     # A read misses as its line's first (read without caching) or its second miss
                     # (cached): the allocation filter may have forgotten the line at any time.
-                    remembered = (True, False) if kind == "read" else (True,)
+                    remembered = (True, False) if kind == "read" and not self.cfg.cache_first_miss else (True,)
                     out += [("issue", n, kind, r) for r in remembered]
         for n, card_id in enumerate(cards):
             snap = self._snaps[card_id]
@@ -302,10 +304,10 @@ class ProtocolExplorer:
         readers = [n for n, h in lines.items() if h and h[0] in coh.READ_HIT]
         writers = [n for n, h in lines.items() if h and h[0] in coh.WRITE_HIT]
         values = {n: lines[n][3][0] for n in readers}
-        if mstate in (MemoryState.HOME, MemoryState.FRESH):
+        if mstate in (*coh.HOME_OWNED, MemoryState.FRESH):
             readers.append(home)
             values[home] = memory[0]
-        if mstate == MemoryState.HOME and not locked:
+        if mstate in coh.HOME_OWNED and not locked:
             writers.append(home)
         for n in sorted(values):
             if values[n] != last:
@@ -316,10 +318,10 @@ class ProtocolExplorer:
                 found.append(f"node {w} may write without the sequencer while node(s) {others} may read")
         # The list as the home sees it.
         holders = {n: h for n, h in lines.items() if h}
-        if mstate == MemoryState.HOME:
+        if mstate in coh.HOME_OWNED:
             stable = sorted(n for n, h in holders.items() if h[0] in coh.STABLE_VALID)
             if stable:
-                found.append(f"memory HOME, but node(s) {stable} hold the line")
+                found.append(f"memory {MemoryState(mstate).name}, but node(s) {stable} hold the line")
         elif not (locked and self._recalling(snaps[home])):  # a recall purges from the head on
             walked, broken = walk_list(head, holders)
             if broken:

@@ -42,7 +42,8 @@ struct Options {
     double write_fraction = 0.4;
     unsigned max_gap = 30;
     bool numa = false;
-    bool microcode_only = false;   // the sequencer's hard-wired fast path off
+    bool cache_first_miss = false;   // the local access controller's allocation filter off
+    bool microcode_only = false;     // the sequencer's hard-wired fast path off
     uint64_t watchdog = 2'000'000;
     std::string ucode;
     bool access_log = true;   // every access to accesses.node<i>.log (off for long traces)
@@ -61,7 +62,8 @@ struct ScriptStep {
     std::fprintf(stderr,
                  "bench: %s\n"
                  "usage: Vnumavia_card --ucode FILE [--ops N] [--hot-lines N] [--words N] [--write-fraction F]\n"
-                 "       [--max-gap N] [--numa] [--microcode-only] [--watchdog N] [--no-access-log] [--script FILE] "
+                 "       [--max-gap N] [--numa] [--cache-first-miss] [--microcode-only] [--watchdog N] "
+                 "[--no-access-log] [--script FILE] "
                  "[--trace-dir DIR]\n%s",
                  msg.c_str(), RingOptions::kUsage);
     std::exit(2);
@@ -78,6 +80,7 @@ Options parse(int argc, char **argv) {
             else if (a == "--write-fraction") o.write_fraction = std::atof(value().c_str());
             else if (a == "--max-gap") o.max_gap = std::atoi(value().c_str());
             else if (a == "--numa") o.numa = true;
+            else if (a == "--cache-first-miss") o.cache_first_miss = true;
             else if (a == "--microcode-only") o.microcode_only = true;
             else if (a == "--watchdog") o.watchdog = std::strtoull(value().c_str(), nullptr, 0);
             else if (a == "--ucode") o.ucode = value();
@@ -178,7 +181,8 @@ public:
 
         // Bring-up, as the firmware does it.
         regs_->write(NV_CTRL_NODE_ID, uint32_t(id()));
-        regs_->write(NV_CTRL_CTRL, NV_CTRL_CTRL_NODE_ID_VALID_MASK | (opt.numa ? NV_CTRL_CTRL_NUMA_MODE_MASK : 0));
+        regs_->write(NV_CTRL_CTRL, NV_CTRL_CTRL_NODE_ID_VALID_MASK | (opt.numa ? NV_CTRL_CTRL_NUMA_MODE_MASK : 0) |
+                                       (opt.cache_first_miss ? NV_CTRL_CTRL_CACHE_FIRST_MISS_MASK : 0));
         regs_->write(NV_RAC_UCODE_ADDR, 0);
         for (uint64_t w : ucode) {
             regs_->write(NV_RAC_UCODE_WDATA_LO, uint32_t(w));
@@ -251,7 +255,7 @@ private:
     static constexpr uint64_t kResetCycles = 8;
     static constexpr uint64_t kSettleCycles = 2000;   // after a step, for the ring to go quiet
 
-    enum class Phase { BringUp, Waiting, Traffic, Step, Dumping, Dumped, Stopped };
+    enum class Phase { BringUp, Waiting, Traffic, Draining, Step, Dumping, Dumped, Stopped };
 
     struct Dump {
         std::vector<uint32_t> dir, home, tag, tag_line, cache, counters;
@@ -313,13 +317,28 @@ private:
             break;
         case Phase::Traffic:
             if (host_->done()) {
+                // The host has its last answer, but the card may still be busy: a fill after an
+                // uncached read, a victim's rollout. Done is when no transaction entry is in use.
                 traffic_end_ = cycle;
-                phase_ = Phase::Waiting;
-                control_.send(t, kDone);
+                phase_ = Phase::Draining;
+                regs_->poll(NV_RAC_STATUS, NV_RAC_STATUS_BUSY_CONTEXTS_MASK, 0);
             } else if (host_->waiting(cycle) > opt_.watchdog) {
                 std::fprintf(stderr, "bench: node %d: %s at %#x pending for %llu cycles: deadlock?\n", id(),
                              host_->current().write ? "write" : "read", host_->current().addr,
                              (unsigned long long)host_->waiting(cycle));
+                phase_ = Phase::Waiting;
+                control_.send(t, kFailed, 4);
+            }
+            break;
+        case Phase::Draining:
+            if (regs_->idle()) {
+                phase_ = Phase::Waiting;
+                control_.send(t, kDone);
+            } else if (cycle - traffic_end_ > opt_.watchdog) {
+                std::fprintf(
+                    stderr,
+                    "bench: node %d: transactions still in progress %llu cycles after the last access: deadlock?\n",
+                    id(), (unsigned long long)(cycle - traffic_end_));
                 phase_ = Phase::Waiting;
                 control_.send(t, kFailed, 4);
             }

@@ -16,7 +16,8 @@
 
 #include "verilated.h"
 
-#include "model_ports.h"   // generated: Model, NodePorts, nv_bind_ports(), nv_clocks(), NV_MAX_NODES
+#include "model_ports.h"    // generated: Model, NodePorts, nv_bind_ports(), nv_clocks(), NV_MAX_NODES
+#include "numavia_regs.h"   // generated from host/numavia/base/regmap.py
 #include "clocks.hpp"
 #include "console.hpp"
 #include "etherbone_server.hpp"
@@ -38,17 +39,18 @@ struct Options {
     bool serve = false;              // keep running after the marker, until a signal
     bool until_disconnect = false;   // ... or until the last host that connected disconnects
     bool quiet = false;
-    std::string trace_dir;    // replay node<i>.trace on each node's host port once all are ready
-    std::string access_log;   // with --trace-dir: node i logs its replayed accesses to FILE.node<i>
-    bool numa = false;        // set every node's NUMA switch (regmap.CTRL.MODE_STRAP)
+    std::string trace_dir;           // replay node<i>.trace on each node's host port once all are ready
+    std::string access_log;          // with --trace-dir: node i logs its replayed accesses to FILE.node<i>
+    bool numa = false;               // set every node's NUMA switch (regmap.CTRL.MODE_STRAP)
+    bool cache_first_miss = false;   // ... and its CACHE_FIRST_MISS switch
 };
 
 [[noreturn]] void usage(const std::string &msg) {
     std::fprintf(stderr,
                  "sim: %s\n"
                  "usage: Vnumavia_node [--stop-marker TEXT] [--bridge-port PORT] [--serve] [--until-disconnect]\n"
-                 "       [--quiet] [--trace-dir DIR] [--access-log FILE] [--numa] [--console-port PORT]\n"
-                 "       [--console-stdin NODE]\n%s",
+                 "       [--quiet] [--trace-dir DIR] [--access-log FILE] [--numa] [--cache-first-miss]\n"
+                 "       [--console-port PORT] [--console-stdin NODE]\n%s",
                  msg.c_str(), RingOptions::kUsage);
     std::exit(2);
 }
@@ -69,6 +71,7 @@ Options parse(int argc, char **argv) {
             else if (a == "--trace-dir") o.trace_dir = value();
             else if (a == "--access-log") o.access_log = value();
             else if (a == "--numa") o.numa = true;
+            else if (a == "--cache-first-miss") o.cache_first_miss = true;
             else return false;
             return true;
         },
@@ -89,7 +92,8 @@ public:
           control_(links.control_up, links.control_down, sys_) {
         nv_bind_ports(model_.get(), &ports_);
         *ports_.node_id_strap = CData(id());
-        *ports_.mode_strap = opt.numa ? 1 : 0;
+        *ports_.mode_strap = CData((opt.numa ? NV_CTRL_MODE_STRAP_NUMA_MASK : 0) |
+                                   (opt.cache_first_miss ? NV_CTRL_MODE_STRAP_CACHE_FIRST_MISS_MASK : 0));
         add_output(links.control_up);
         add_input(*links.control_down.queue, links.control_down.latency_ps);
 

@@ -101,6 +101,10 @@ nv_status nv_boot(struct nv_card_info *info, const char *port, const char *fw_ve
         nv_reg_write(NV_CTRL_CTRL, nv_reg_read(NV_CTRL_CTRL) | NV_CTRL_CTRL_NUMA_MODE_MASK);
         nv_log("card: NUMA mode (network cache off), as the board switch says\n");
     }
+    if (nv_reg_read(NV_CTRL_MODE_STRAP) & NV_CTRL_MODE_STRAP_CACHE_FIRST_MISS_MASK) {
+        nv_reg_write(NV_CTRL_CTRL, nv_reg_read(NV_CTRL_CTRL) | NV_CTRL_CTRL_CACHE_FIRST_MISS_MASK);
+        nv_log("card: the network cache takes remote lines at their first miss, as the board switch says\n");
+    }
     uint32_t bad_word = 0;
     status = nv_ucode_load(ucode, &bad_word);
     if (status == NV_ERR_READBACK)

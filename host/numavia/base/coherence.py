@@ -28,12 +28,28 @@ MAX_NODES = 1 << NODE_ID_BITS
 
 
 class MemoryState(IntEnum):
-    HOME = 0
-    FRESH = 1
-    GONE = 2
+    """The home directory's state of a line."""
+
+    HOME = 0  # no copy anywhere: memory is the line
+    FRESH = 1  # a list of clean copies
+    GONE = 2  # a list whose head holds the line dirty
+    # As HOME, and a remote node read the line uncached (its first miss, MUREAD flag "I cache")
+    # since the home last wrote it. A second miss's MREAD (flag "second miss") attaches only to a
+    # SHOWN line; at HOME the home wrote it between the two reads, so the copy would only be
+    # recalled (producer-consumer data): it is answered uncached again.
+    SHOWN = 3
+
+
+#: The memory states in which memory is the line and nobody holds a copy.
+HOME_OWNED = (MemoryState.HOME, MemoryState.SHOWN)
 
 
 MEMORY_STATE_BITS = 2
+
+#: The read miss at which the network cache takes a remote line: the second (the local access
+#: controller's allocation filter, the default) or the first (``CTRL.CTRL.CACHE_FIRST_MISS``). Each
+#: name maps to the value of that control bit.
+CACHE_AT = {"second": False, "first": True}
 
 
 class CacheState(IntEnum):
@@ -176,10 +192,6 @@ class CacheGeometry:
     @property
     def lines(self):
         return self.sets * self.ways
-
-    @property
-    def filter_bits(self):
-        return (self.filter_lines - 1).bit_length()
 
 
 def cache_set(line_index, home, sets):

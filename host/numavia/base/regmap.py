@@ -286,7 +286,10 @@ CTRL = Block(
             Access.RO,
             "Board switches the firmware applies at boot",
             width=8,
-            fields=(Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),),
+            fields=(
+                Field("NUMA", 0, doc="start in NUMA mode (no network cache)"),
+                Field("CACHE_FIRST_MISS", 1, doc="start caching remote lines at their first read miss"),
+            ),
         ),
         Register(
             "FEATURES",
@@ -414,7 +417,7 @@ RAC_COUNTERS = (
     ("PURGES", "lines invalidated here by a writer"),
     ("MIXED_MODE", "uncached accesses refused because another node caches the line"),
     ("RETRY_LIMITS", "local accesses abandoned after too many retries"),
-    ("COUNTER6", "reserved"),
+    ("REWRITTEN_READS", "second read misses answered uncached: the home wrote the line since the first"),
     ("COUNTER7", "reserved"),
     ("RUNS", "microprogram runs"),
     ("INSTRUCTIONS", "micro-instructions executed"),

@@ -103,6 +103,11 @@ def measurements(nodes):
             [(0, "r", (1, "a"), 0), (0, "r", (1, "a"), 0)],
             numa=False,
         ),
+        Measurement(  # the home wrote the line between the two misses: a copy would be recalled
+            "remote read, second miss after its home wrote the line (not cached), 1 hop",
+            [(0, "r", (1, "a"), 0), (1, "w", (1, "a"), 5), (0, "r", (1, "a"), 0)],
+            numa=False,
+        ),
         Measurement("remote read, hit in the network cache", [(0, "r", (1, "a"), 0)] * 3),
     ]
     if nodes > 2:

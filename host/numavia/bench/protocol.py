@@ -20,7 +20,8 @@ def run(config, *, log=print, words=None):
     ops = ", ".join(f"node {n}: {k}" for n, k in enumerate(config.ops))
     log(
         f"exploring {config.nodes} cards sharing a line of node {config.home} (operations per host: {ops}; "
-        f"{'/'.join(config.kinds)}; {'ordered' if config.ordered else 'reordering'} network)"
+        f"{'/'.join(config.kinds)}; {'ordered' if config.ordered else 'reordering'} network; "
+        f"caching a line at its {'first' if config.cache_first_miss else 'second'} read miss)"
     )
     found = ProtocolExplorer(words, config, log=log).run()
     problems = found.violations + found.deadlocks
@@ -33,6 +34,7 @@ def run(config, *, log=print, words=None):
             "line_bytes": config.line_bytes,
             "ordered": config.ordered,
             "max_states": config.max_states,
+            "cache_first_miss": config.cache_first_miss,
         },
         "states": found.states,
         "transitions": found.transitions,

@@ -17,6 +17,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from numavia.base import buildcache, codegen
+from numavia.base.coherence import CACHE_AT
 from numavia.base.errors import NumaviaError
 from numavia.bench import results
 from numavia.gateware.card import CardConfig
@@ -111,31 +112,32 @@ def with_line_bytes(config, line_bytes):
 # --- replay ----------------------------------------------------------------------------------------
 
 
-def replay_key(binary, trace_dir, numa):
+def replay_key(binary, trace_dir, numa, cache_first_miss=False):
     """The replay cache's key: everything a replay's result depends on."""
-    return buildcache.digest(
-        params={
-            "binary": Path(binary).parent.name,  # the build cache's key of the bench (card, harness)
-            "microcode": buildcache.digest(params=codegen.microcode_program().words),
-            "traces": Path(trace_dir).name,
-            "numa": numa,
-            "ring_delay": RING_DELAY,
-            "version": REPLAY_VERSION,
-        }
-    )
+    params = {
+        "binary": Path(binary).parent.name,  # the build cache's key of the bench (card, harness)
+        "microcode": buildcache.digest(params=codegen.microcode_program().words),
+        "traces": Path(trace_dir).name,
+        "numa": numa,
+        "ring_delay": RING_DELAY,
+        "version": REPLAY_VERSION,
+    }
+    if cache_first_miss:  # only when set: the default policy's replays keep their keys
+        params["cache_first_miss"] = True
+    return buildcache.digest(params=params)
 
 
-def replay(trace_dir, nodes, config, numa, *, cache=True, log=print, spread=None):
-    """Replay the traces in ``trace_dir`` on ``nodes`` cards of ``config``. With ``cache``, the
-    result is kept under build/splash2-replay, keyed by the bench binary (card, harness, tools),
-    the microcode the cards load at run time, the traces (kernel sources, parameters) and the
-    mode."""
+def replay(trace_dir, nodes, config, numa, *, cache_first_miss=False, cache=True, log=print, spread=None):
+    """Replay the traces in ``trace_dir`` on ``nodes`` cards of ``config``; ``cache_first_miss``:
+    the network caches take a remote line at its first read miss. With ``cache``, the result is
+    kept under build/splash2-replay, keyed by the bench binary (card, harness, tools), the
+    microcode the cards load at run time, the traces (kernel sources, parameters) and the mode."""
     binary = card_bench.build_bench(config, log=log)
     trace_dir = Path(trace_dir)
     summary = traces.summary(trace_dir)
     if summary["processes"] != nodes:
         raise NumaviaError(f"{trace_dir.name}: traces of {summary['processes']} processes on {nodes} nodes")
-    key = replay_key(binary, trace_dir, numa)
+    key = replay_key(binary, trace_dir, numa, cache_first_miss)
 
     def produce(folder):
         records = sum(summary["records"])
@@ -150,6 +152,7 @@ def replay(trace_dir, nodes, config, numa, *, cache=True, log=print, spread=None
             nodes=nodes,
             trace_dir=trace_dir,
             numa=numa,
+            cache_first_miss=cache_first_miss,
             ring_delay=RING_DELAY,
             spread=spread,
             log_accesses=False,
@@ -170,6 +173,7 @@ def replay(trace_dir, nodes, config, numa, *, cache=True, log=print, spread=None
             "traces": trace_dir.name,
             "nodes": nodes,
             "numa": numa,
+            "cache_first_miss": cache_first_miss,
             "ways": config.cache_ways,
             "sets": config.cache_sets,
             "line_bytes": config.line_bytes,
@@ -210,6 +214,7 @@ def run(
     line_sizes=None,
     placement="paper",
     access="line",
+    cache_at="second",
     config=None,
     cost=None,
     cache_replays=True,
@@ -218,7 +223,8 @@ def run(
 ):
     """Generate (cached) and replay everything the tables need. Returns the figures.
 
-    ``nodes`` always gets 1 (the speedups' base). ``ways``: the associativities of Table 4, and
+    ``nodes`` always gets 1 (the speedups' base). ``cache_at``: the read miss (``first`` or
+    ``second``, :data:`numavia.base.coherence.CACHE_AT`) at which NCC-NUMA caches a remote line. ``ways``: the associativities of Table 4, and
     ``line_sizes`` (default: ``config``'s alone) the line sizes of Table 3 (direct-mapped, as the
     paper's), each run in NCC-NUMA mode on 2 and 4 nodes (the paper's columns, where in ``nodes``)
     at the capacity of ``config``. Their speedups share ``config``'s 1-node time as base, so that
@@ -233,10 +239,13 @@ def run(
     for m in modes:
         if m not in MODES:
             raise NumaviaError(f"unknown mode {m!r} (known: {', '.join(MODES)})")
+    if cache_at not in CACHE_AT:
+        raise NumaviaError(f"unknown cache policy {cache_at!r} (known: {', '.join(CACHE_AT)})")
     figures = {
         "size": size,
         "placement": placement,
         "access": access,
+        "cache_at": cache_at,
         "cost": asdict(cost),
         "config": config.as_dict(),
         "kernels": list(kernels),
@@ -307,7 +316,16 @@ def run(
             len(replays),
             f"{NAMES[kernel]} on {p} card(s), {MODE_NAMES[mode]}, {card.cache_ways}-way {card.line_bytes}-byte lines",
         )
-        r = replay(folders[kernel, p], p, card, mode == "numa", cache=cache_replays, log=log, spread=spread)
+        r = replay(
+            folders[kernel, p],
+            p,
+            card,
+            mode == "numa",
+            cache_first_miss=mode == "ncc" and CACHE_AT[cache_at],
+            cache=cache_replays,
+            log=log,
+            spread=spread,
+        )
         figures["runs"].append({"kernel": kernel, "mode": mode, **r})
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     return figures
@@ -370,7 +388,7 @@ def report(figures, out):
         f"Placement '{figures['placement']}'; host accesses per {ACCESS_NOTES[figures['access']]}; "
         f"compute {figures['cost']['ns_per_op']} ns per operation; "
         f"cards: {config['slice_bytes'] // 1024} KiB slice, network cache {config['cache_sets']} sets x "
-        f"{config['cache_ways']} ways x {config['line_bytes']} B; ring delay {RING_DELAY} cycles per hop; 100 MHz.",
+        f"{config['cache_ways']} ways x {config['line_bytes']} B, caching a remote line at its {figures.get('cache_at', 'second')} read miss; ring delay {RING_DELAY} cycles per hop; 100 MHz.",
     ]
     texts = []
 

@@ -5,7 +5,7 @@ JSON with the command and configuration, PNG) by :mod:`numavia.bench.results`.""
 from pathlib import Path
 
 from numavia.base import buildcache, pushpull_format, regmap, via_mailbox
-from numavia.base.coherence import LINE_BYTES, LINE_SIZES
+from numavia.base.coherence import CACHE_AT, LINE_BYTES, LINE_SIZES
 from numavia.base.errors import NumaviaError
 from numavia.bench import (
     boot,
@@ -29,6 +29,7 @@ from numavia.splash2 import KERNELS, PLACEMENTS
 from .common import (
     MAX_NODES,
     Parser,
+    add_cache_at_option,
     add_eth_delay_option,
     add_firmware_option,
     add_nodes_option,
@@ -157,6 +158,7 @@ def cmd_bench_protocol(args):
             kinds=tuple(args.kinds),
             ordered=args.ordered,
             max_states=args.max_states,
+            cache_first_miss=CACHE_AT[args.cache_at],
         )
     except ValueError as e:
         args.parser.error(str(e))
@@ -267,6 +269,7 @@ def cmd_bench_splash2(args):
             line_sizes=args.line_bytes,
             placement=args.placement,
             access=args.access,
+            cache_at=args.cache_at,
             cost=CostModel(ns_per_op=args.ns_per_op),
             log=log,
             spread=run_spread,
@@ -434,6 +437,7 @@ def register(sub):
     )
     pro.add_argument("--ordered", action="store_true", help="keep per (source, target) order (default: any order)")
     pro.add_argument("--max-states", type=positive, default=None, help="stop beyond this many states (no verdict then)")
+    add_cache_at_option(pro, "explored cards (second: every read miss is explored both ways)")
     add_out_option(pro, "results/protocol")
     spl = command(
         benches,
@@ -506,6 +510,7 @@ def register(sub):
         metavar="NS",
         help="host compute per counted operation (default 2.5: an 800 MHz Pentium III)",
     )
+    add_cache_at_option(spl)
     add_out_option(spl, "results/splash2")
     add_spread_options(spl)
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from numavia.base import via_frame
-from numavia.base.coherence import MAX_NODES
+from numavia.base.coherence import CACHE_AT, MAX_NODES
 from numavia.base.errors import NumaviaError
 from numavia.bench import ETH_DELAY_CYCLES
 from numavia.soc import firmware
@@ -208,6 +208,16 @@ def add_firmware_option(p, default="bare-metal", default_says="bare-metal, the d
         help=f"what every node runs: bare-metal ({default_says}), zephyr or zephyr-shell (built "
         "against $ZEPHYR_BASE, cached), or zephyr=PATH (a zephyr.elf built for this SoC; "
         "docs/zephyr.md)",
+    )
+
+
+def add_cache_at_option(p, runs="NCC-NUMA runs"):
+    p.add_argument(
+        "--cache-at",
+        choices=list(CACHE_AT),
+        default="second",
+        help=f"the read miss at which the network cache takes a remote line in the {runs}: second "
+        "(the allocation filter: lines read once are not cached; the default) or first",
     )
 
 

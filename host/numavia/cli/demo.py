@@ -3,6 +3,7 @@
 from numavia.demo import DEFAULT_NODES, Demo
 
 from .common import (
+    add_cache_at_option,
     add_firmware_option,
     add_nodes_option,
     add_out_option,
@@ -16,7 +17,14 @@ from .common import (
 
 def cmd_demo(args):
     run_spread = spread(args, args.nodes)
-    Demo(nodes=args.nodes, out=results_folder(args.out), log=log, spread=run_spread, firmware=args.firmware).run()
+    Demo(
+        nodes=args.nodes,
+        out=results_folder(args.out),
+        log=log,
+        spread=run_spread,
+        firmware=args.firmware,
+        cache_at=args.cache_at,
+    ).run()
     return 0
 
 
@@ -33,4 +41,5 @@ def register(sub):
     add_nodes_option(p, DEFAULT_NODES, minimum=2)
     add_out_option(p, "results/demo", "report folder")
     add_firmware_option(p)
+    add_cache_at_option(p, "kernels' NCC-NUMA runs (the latency set measures both misses)")
     add_spread_options(p)

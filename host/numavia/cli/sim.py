@@ -4,11 +4,13 @@ import os
 from pathlib import Path
 
 from numavia.base import buildcache, trace
+from numavia.base.coherence import CACHE_AT
 from numavia.cluster_session import free_port_range
 from numavia.session import Session, regions_from_csr_json
 from numavia.soc import sim
 
 from .common import (
+    add_cache_at_option,
     add_cpu_variant_option,
     add_firmware_option,
     add_nodes_option,
@@ -53,6 +55,7 @@ def cmd_sim(args):
         progress=args.progress,
         trace_dir=args.trace_dir,
         numa=args.numa,
+        cache_first_miss=CACHE_AT[args.cache_at],
         access_log=args.access_log,
     )
     if summary is None:
@@ -103,6 +106,7 @@ def _serve(build, run_dir, args, run_spread):
         until_disconnect=args.until_disconnect,
         quiet=args.quiet,
         numa=args.numa,
+        cache_first_miss=CACHE_AT[args.cache_at],
         console_port=console_port,
         console_stdin=args.console,
     )
@@ -169,6 +173,7 @@ def register(sub):
     p.add_argument(
         "--numa", action="store_true", help="set every card's NUMA switch: the firmware turns the network cache off"
     )
+    add_cache_at_option(p, "cards (a board switch the firmware applies at boot)")
     p.add_argument(
         "--no-via",
         action="store_true",

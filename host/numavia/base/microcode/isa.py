@@ -196,6 +196,7 @@ class FlagSrc(IntEnum):
     ONE = 1
     F_GONE = 2  # context flag GONE
     F_DIRTY = 3  # context flag DIRTY
+    SECOND_MISS = 4  # the card caches a line at its second miss (CTRL.CACHE_FIRST_MISS clear)
 
 
 class Mem(IntEnum):
@@ -245,6 +246,7 @@ class Counter(IntEnum):
     PURGE = 3
     MIXED_MODE = 4  # an uncached access to a line cached elsewhere
     RETRY_LIMIT = 5  # a local request abandoned after too many retries
+    REWRITTEN_READ = 6  # a second read miss answered uncached: the home wrote the line since the first
 
 
 NUM_COUNTERS = 8
