@@ -34,7 +34,7 @@ from .context_store import ContextLayout
 from .local_access_controller import MissLayout
 from .sci_layouts import HeaderLayout
 from .sequencer_decoder import InstructionLayout
-from .tag_store import TagOp, command_layout
+from .tag_store import TagOp, command_layout, home_owned
 
 
 class FastStep(enum.Enum, shape=4):
@@ -116,7 +116,7 @@ class FastPath(wiring.Component):
         ]
 
         write = r.kind == isa.LocalKind.WRITE
-        home_owned = (r.mstate == MemoryState.HOME) | (r.mstate == MemoryState.SHOWN)
+        owned = home_owned(r.mstate)
         # At the home: a second miss (flag) of a line written since it was shown (HOME) is
         # answered uncached and the line SHOWN again (the microcode's mread_rewritten).
         read = msg.cmd == Command.MREAD
@@ -181,7 +181,7 @@ class FastPath(wiring.Component):
                 with m.Else():
                     instruction(
                         "REPLY",
-                        a=Mux(uncached | (read & home_owned), Ptr.NONE, Ptr.HEAD),
+                        a=Mux(uncached | (read & owned), Ptr.NONE, Ptr.HEAD),
                         b=Mux(rewritten, FlagSrc.ONE, FlagSrc.ZERO),  # mread_rewritten: not attached
                         c=Mux(r.mstate == MemoryState.GONE, DataSrc.NONE, DataSrc.HOME),
                         imm=Status.OK,
@@ -189,7 +189,7 @@ class FastPath(wiring.Component):
                     # An uncached read changes the directory only when it shows a HOME line.
                     go(Mux(uncached & ~shows, FastStep.HOME_END, FastStep.HOME_DIR_WRITE), FastThen.HEADER)
             with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC; or SHOWN
-                fresh = read & home_owned & ~rewritten
+                fresh = read & owned & ~rewritten
                 mstate = Mux(
                     msg.cmd == Command.MWRITE,
                     MemoryState.GONE,

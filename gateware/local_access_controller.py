@@ -33,7 +33,16 @@ from numavia.base.microcode.isa import LocalKind
 from .allocation_filter import AllocationFilter
 from .host_port import HostAddressMap, HostPortSignature, ResponseLayout, WriteBeatLayout
 from .memory_controller import MemoryPortSignature, MemSpace
-from .tag_store import DirLayout, TagOp, cache_data_index, command_layout, response_layout, set_of_line, tag_layout
+from .tag_store import (
+    DirLayout,
+    TagOp,
+    cache_data_index,
+    command_layout,
+    home_owned,
+    response_layout,
+    set_of_line,
+    tag_layout,
+)
 
 #: Word and count are sized for the largest line (coherence.MAX_LINE_BYTES).
 MissLayout = data.StructLayout({"kind": 2, "addr": 32, "word": 4, "count": 5})
@@ -261,9 +270,9 @@ class LocalAccessController(wiring.Component):
                 with m.If(self.tag_resp_valid):
                     mstate = resp.dir.mstate
                     shown = mstate == MemoryState.SHOWN
-                    home_owned = (mstate == MemoryState.HOME) | shown
-                    home_read = is_home & ~write & (home_owned | (mstate == MemoryState.FRESH))
-                    home_write = is_home & write & home_owned & ~resp.dir.lock
+                    owned = home_owned(mstate)
+                    home_read = is_home & ~write & (owned | (mstate == MemoryState.FRESH))
+                    home_write = is_home & write & owned & ~resp.dir.lock
                     cache_ok = ~is_home & ~self.numa_mode & resp.hit
                     cache_read = cache_ok & ~write & read_hit_states.bit_select(resp.tag.state, 1)
                     cache_write = cache_ok & write & write_hit_states.bit_select(resp.tag.state, 1)

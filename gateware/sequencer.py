@@ -49,7 +49,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import coherence as coh
-from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
+from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import (
     Cond,
@@ -76,7 +76,7 @@ from .memory_controller import READ_LATENCY, MemSpace
 from .message_buffer import MessageBuffer
 from .sci_layouts import HeaderLayout
 from .sequencer_decoder import SequencerDecoder
-from .tag_store import TagOp, cache_data_index, set_of_line
+from .tag_store import TagOp, cache_data_index, home_owned, set_of_line
 
 EXTRA_COUNTERS = (
     "runs",
@@ -749,9 +749,7 @@ class Sequencer(wiring.Component):
                             r.mstate.eq(resp.dir.mstate),
                             r.locked.eq(resp.dir.lock),
                             r.head.id.eq(resp.dir.head),
-                            r.head.valid.eq(
-                                (resp.dir.mstate != MemoryState.HOME) & (resp.dir.mstate != MemoryState.SHOWN)
-                            ),
+                            r.head.valid.eq(~home_owned(resp.dir.mstate)),
                         ]
                     with m.Elif(op_q == isa.OPS["C_LOOKUP"].code):
                         st = Mux(resp.hit, resp.tag.state, CacheState.INVALID)

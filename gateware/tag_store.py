@@ -44,6 +44,12 @@ def tag_layout(geometry):
 DirLayout = data.StructLayout({"mstate": MEMORY_STATE_BITS, "lock": 1, "head": NODE_ID_BITS})
 
 
+def home_owned(mstate):
+    """Whether a directory entry's memory state is one of :data:`~numavia.base.coherence.HOME_OWNED`
+    (memory is the line, no copy anywhere)."""
+    return mstate.matches(*coh.HOME_OWNED)
+
+
 def command_layout(geometry):
     return data.StructLayout(
         {
