@@ -180,11 +180,13 @@ class RingRetry(wiring.Component):
         failed_taken = self.failed.valid & self.failed.ready
         with m.If(any_release):
             m.d.sync += tx_seq.eq(tx_seq ^ (Const(1, len(tx_seq)) << release_target))
+        # A reported packet's slot is freed in the cycle after the report is taken: ``failed.ready``
+        # comes from the sequencer's scheduler, which also weighs a packet the ring is judging in
+        # that cycle, and that path must not run on into the transmit side's free-slot count.
+        reported_slot = Signal(self.out_depth)
+        m.d.sync += reported_slot.eq(Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0))
         m.d.comb += [
-            slots.freed.eq(
-                Mux(any_release, Const(1, self.out_depth) << release_slot, 0)
-                | Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0)
-            ),
+            slots.freed.eq(Mux(any_release, Const(1, self.out_depth) << release_slot, 0) | reported_slot),
             events.TX_ACCEPTED.eq(any_release),
             events.SEND_FAILURES.eq(failed_taken),
             events.BUSY_RECEIVED.eq(echo_refused),
@@ -267,7 +269,7 @@ class RingRetry(wiring.Component):
                         m.d.sync += state.eq(_Context.FREE)
                 with m.Case(_Context.FAILED):
                     with m.If(failed_taken & (failed_context == c)):
-                        m.d.sync += state.eq(_Context.FREE)  # reported: its slot is freed now
+                        m.d.sync += state.eq(_Context.FREE)  # reported: its slot is freed next cycle
                     with m.Elif(match & echo_accepted):
                         m.d.sync += state.eq(_Context.DONE)  # delivered after all: no report
             # A BUSY answer proves the receiver alive: only consecutive silent transmissions count
