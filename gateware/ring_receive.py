@@ -111,13 +111,25 @@ class RingReceive(wiring.Component):
         first_is_echo = first.ptype == PacketType.ECHO
         expected = Signal(range(MAX_PACKET_SYMBOLS + 1))
         m.d.comb += expected.eq(Mux(first_is_echo, echo_packet, Mux(first.has_data, MAX_PACKET_SYMBOLS, short_packet)))
+        expected_q = Signal.like(expected)  # symbol 0's, for the rest of the packet
 
-        # Residue over every symbol including the CRC: zero for an intact packet.
+        # Residue over every symbol including the CRC: zero for an intact packet. Whether it is zero
+        # (or an aborted packet's), and whether the length is the one symbol 0 announced, are
+        # registered with each symbol, so the verdict in the cycle after the last symbol starts
+        # from flip-flops, not from a 16-bit compare.
         rx_crc = Signal(16)
-        with m.If(start):
-            m.d.sync += rx_crc.eq(crc16_step(Const(CRC_INIT, 16), rx.data))
-        with m.Elif(rx.frame):
-            m.d.sync += rx_crc.eq(crc16_step(rx_crc, rx.data))
+        crc_next = Signal(16)
+        crc_zero = Signal()
+        crc_aborted = Signal()
+        length_ok = Signal()
+        m.d.comb += crc_next.eq(crc16_step(Mux(start, CRC_INIT, rx_crc), rx.data))
+        with m.If(rx.frame):
+            m.d.sync += [
+                rx_crc.eq(crc_next),
+                crc_zero.eq(crc_next == 0),
+                crc_aborted.eq(crc_next == ABORT_RESIDUE),
+                length_ok.eq(index + 1 == Mux(start, expected, expected_q)),
+            ]
 
         # --- Disposition, decided by symbol 0 -------------------------------------------------------
         for_me = self.enable & (first.target == self.node_id)
@@ -127,7 +139,6 @@ class RingReceive(wiring.Component):
         consume_now = Mux(start, for_me, consume_q)
         pass_now = Mux(start, ~(for_me | came_back), pass_q)
 
-        expected_q = Signal.like(expected)
         type_ok_q = Signal()  # ptype is one of REQUEST, RESPONSE, ECHO
         is_echo_q = Signal()
         duplicate_q = Signal()
@@ -158,14 +169,14 @@ class RingReceive(wiring.Component):
             ]
         m.d.comb += events.UNDELIVERABLE.eq(start & came_back)
 
-        intact = (rx_crc == 0) & (rx_count == expected_q) & type_ok_q
+        intact = crc_zero & length_ok & type_ok_q
         m.d.comb += [
             self.passing.valid.eq((rx.frame & pass_now) | (end & pass_q)),
             self.passing.payload.data.eq(Mux(end, 0, rx.data)),
             self.passing.payload.first.eq(start),
             self.passing.payload.end.eq(end),
             # An aborted packet (its sender's data came too late) is resent at once: not debris.
-            self.passing.payload.corrupt.eq(end & ~intact & (rx_crc != ABORT_RESIDUE)),
+            self.passing.payload.corrupt.eq(end & ~intact & ~crc_aborted),
         ]
 
         # --- Packets for this node ----------------------------------------------------------------
