@@ -131,6 +131,7 @@ def run_bench(
     numa=False,
     cache_first_miss=False,
     microcode_only=False,
+    microcode=None,
     max_gap=30,
     watchdog=2_000_000,
     max_cycles=None,
@@ -147,12 +148,14 @@ def run_bench(
     symbol, ``ring_drop`` and ``ring_duplicate`` per packet (duplicates need ``ring_delay`` of at
     least :func:`duplicating_ring_delay`). ``cache_first_miss``: the network caches take a remote line at
     its first read miss (``CTRL.CTRL.CACHE_FIRST_MISS``). ``microcode_only``: the sequencers'
-    hard-wired fast path off (``RAC.CTRL.MICROCODE_ONLY``). ``spread``: processes or MPI ranks (default: one process
+    hard-wired fast path off (``RAC.CTRL.MICROCODE_ONLY``). ``microcode``: the control store's words
+    (default: the SCI microcode). ``spread``: processes or MPI ranks (default: one process
     per core); the results do not depend on it."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ucode = run_dir / "ucode.hex"
-    ucode.write_text("".join(f"{w:016x}\n" for w in codegen.microcode_program().words))
+    program = codegen.microcode_program().words if microcode is None else microcode
+    ucode.write_text("".join(f"{w:016x}\n" for w in program))
     args = [
         "--ucode",
         str(ucode),

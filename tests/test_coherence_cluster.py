@@ -3,8 +3,12 @@ on a small hot set of lines from every node (sharing, conflicts and evictions), 
 numavia.gateware.microcode.coherence_check: a coherent history, consistent sharing lists at quiescence, no
 protocol error, and no access stuck beyond the watchdog (no deadlock, no livelock)."""
 
+from pathlib import Path
+
 import pytest
 
+from numavia.base.microcode import isa
+from numavia.base.microcode.assembler import assemble
 from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
 from numavia.soc import card_bench as cb
 
@@ -101,3 +105,32 @@ def test_the_state_is_dumped_only_when_every_card_is_quiet(tmp_path):
     config = cb.bench_card_config(cache_sets=2, cache_ways=1)
     run, counters = stress(tmp_path, 2, 30, config, seed=12, hot_lines=4, write_fraction=0.0)
     assert total(counters, "RAC_ROLLOUTS") > 0
+
+
+def test_an_access_stuck_past_the_watchdog_fails_the_run(tmp_path):
+    """No remote miss is answered within 20 cycles: the run stops with the access it waited for."""
+    run = cb.run_bench(bench(), tmp_path, nodes=2, ops=10, seed=1, write_fraction=0.0, watchdog=20)
+    assert run.returncode != 0
+    assert "pending for" in run.stderr and "deadlock?" in run.stderr, run.stderr
+
+
+def test_a_transaction_left_running_after_the_last_access_fails_the_run(tmp_path):
+    """A microcode whose uncached read waits again after answering the host never frees its
+    transaction entry: every host access completes, and the card's drain names the leftover."""
+    source = Path(isa.__file__).with_name("sci.uasm").read_text()
+    original = "        COMPLETE status=OK, src=MSG\n        END\nread_once_refused:"
+    assert original in source
+    broken = source.replace(original, original.replace("END", "WAIT"))
+    run = cb.run_bench(
+        bench(),
+        tmp_path,
+        nodes=2,
+        ops=4,
+        seed=1,
+        write_fraction=0.0,
+        microcode=assemble(broken).words,
+        watchdog=5_000,
+    )
+    assert run.returncode != 0
+    assert "transactions still in progress" in run.stderr, run.stderr
+    assert len(run.accesses) == 2 * 4  # every access was answered before the drain gave up
