@@ -85,7 +85,7 @@ from amaranth.lib.wiring import In, Out
 
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
-from numavia.base.sci_packet import PacketType, packet_symbols
+from numavia.base.sci_packet import max_packet_symbols
 
 from . import wishbone
 from .register_bank import RegisterBank
@@ -180,7 +180,7 @@ class RingLink(wiring.Component):
         self.bypass_depth = bypass_depth
         self.line_bytes = line_bytes
         self.data_words = line_bytes // 4
-        self.max_packet = packet_symbols(PacketType.REQUEST, True, line_bytes)
+        self.max_packet = max_packet_symbols(line_bytes)
         self.bypass_threshold = bypass_depth - self.max_packet - 2
         if self.bypass_threshold < self.max_packet + 1 or bypass_depth >= 1 << 16:
             # Below one packet of headroom, own traffic would wait on every bypass packet.
