@@ -261,9 +261,13 @@ class RingLink(wiring.Component):
         def event(name):
             return sum(getattr(p.events, name) for p in parts if name in p.events.shape().members)
 
+        # Events are counted a cycle late: they come out of the link's decisions (the verdict, the
+        # output's arbitration), and a counter's carry chain must not lengthen those paths.
         for name, _ in regmap.RING_COUNTERS:
             counter = Signal(32, name=f"count_{name.lower()}")
-            _saturating_counter(m, counter, event(name), clear)
+            happened = Signal(range(len(parts) + 1), name=f"event_{name.lower()}")
+            m.d.sync += happened.eq(event(name))
+            _saturating_counter(m, counter, happened, clear)
             m.d.comb += bank.port(name).value.eq(counter)
 
         errors = {name: Signal(name=name.lower()) for name in ("BYPASS_OVERFLOW", "BYPASS_UNDERRUN")}
