@@ -85,7 +85,7 @@ from amaranth.lib.wiring import In, Out
 
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
-from numavia.base.sci_packet import PacketType, packet_symbols
+from numavia.base.sci_packet import max_packet_symbols
 
 from . import wishbone
 from .register_bank import RegisterBank
@@ -180,7 +180,7 @@ class RingLink(wiring.Component):
         self.bypass_depth = bypass_depth
         self.line_bytes = line_bytes
         self.data_words = line_bytes // 4
-        self.max_packet = packet_symbols(PacketType.REQUEST, True, line_bytes)
+        self.max_packet = max_packet_symbols(line_bytes)
         self.bypass_threshold = bypass_depth - self.max_packet - 2
         if self.bypass_threshold < self.max_packet + 1 or bypass_depth >= 1 << 16:
             # Below one packet of headroom, own traffic would wait on every bypass packet.
@@ -261,9 +261,13 @@ class RingLink(wiring.Component):
         def event(name):
             return sum(getattr(p.events, name) for p in parts if name in p.events.shape().members)
 
+        # Events are counted a cycle late: they come out of the link's decisions (the verdict, the
+        # output's arbitration), and a counter's carry chain must not lengthen those paths.
         for name, _ in regmap.RING_COUNTERS:
             counter = Signal(32, name=f"count_{name.lower()}")
-            _saturating_counter(m, counter, event(name), clear)
+            happened = Signal(range(len(parts) + 1), name=f"event_{name.lower()}")
+            m.d.sync += happened.eq(event(name))
+            _saturating_counter(m, counter, happened, clear)
             m.d.comb += bank.port(name).value.eq(counter)
 
         errors = {name: Signal(name=name.lower()) for name in ("BYPASS_OVERFLOW", "BYPASS_UNDERRUN")}

@@ -16,9 +16,11 @@ from numavia.base.sci_packet import (
     CRC_INIT,
     ECHO_HEADER_SYMBOLS,
     HEADER_SYMBOLS,
+    SHORT_HEADER_SYMBOLS,
     SYMBOL_BITS,
+    Command,
     PacketType,
-    packet_symbols,
+    max_packet_symbols,
 )
 
 from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, header_symbol
@@ -50,7 +52,7 @@ class RingReceive(wiring.Component):
         self.in_depth = in_depth
         self.echo_depth = echo_depth
         self.data_words = line_bytes // 4
-        self.max_packet = packet_symbols(PacketType.REQUEST, True, line_bytes)
+        self.max_packet = max_packet_symbols(line_bytes)
         super().__init__(
             {
                 "rx": In(SymbolLayout),
@@ -72,8 +74,9 @@ class RingReceive(wiring.Component):
         m = Module()
         DATA_WORDS, MAX_PACKET_SYMBOLS = self.data_words, self.max_packet
         DATA_SYMBOLS = 2 * DATA_WORDS
-        short_packet = HEADER_SYMBOLS + 1
+        short_packet = SHORT_HEADER_SYMBOLS + 1
         echo_packet = ECHO_HEADER_SYMBOLS + 1
+        long_extra = HEADER_SYMBOLS - SHORT_HEADER_SYMBOLS  # an uncached write's byte enables
         word_bits = (DATA_WORDS - 1).bit_length()
         events = self.events
 
@@ -106,12 +109,18 @@ class RingReceive(wiring.Component):
         with m.If(rx.frame):
             m.d.sync += rx_count.eq(Mux(index == count_limit, count_limit, index + 1))
 
-        # Routing fields of symbol 0, read through the header layout (never by bit position).
+        # Routing fields of symbol 0 and the command of symbol 1, read through the header layout
+        # (never by bit position).
         first = HeaderLayout(Cat(Const(0, HeaderLayout.size - SYMBOL_BITS), rx.data))
+        second = HeaderLayout(Cat(Const(0, HeaderLayout.size - 2 * SYMBOL_BITS), rx.data, Const(0, SYMBOL_BITS)))
         first_is_echo = first.ptype == PacketType.ECHO
-        expected = Signal(range(MAX_PACKET_SYMBOLS + 1))
-        m.d.comb += expected.eq(Mux(first_is_echo, echo_packet, Mux(first.has_data, MAX_PACKET_SYMBOLS, short_packet)))
-        expected_q = Signal.like(expected)  # symbol 0's, for the rest of the packet
+        expected = Signal(range(MAX_PACKET_SYMBOLS + 1))  # with a short header, from symbol 0
+        m.d.comb += expected.eq(
+            Mux(first_is_echo, echo_packet, Mux(first.has_data, short_packet + DATA_SYMBOLS, short_packet))
+        )
+        expected_q = Signal.like(expected)  # for the rest of the packet; symbol 1 may lengthen it
+        long_header = Signal()  # symbols 6-9 are byte enables (sci_packet.header_symbols)
+        header_length = Mux(long_header, HEADER_SYMBOLS, SHORT_HEADER_SYMBOLS)
 
         # Residue over every symbol including the CRC: zero for an intact packet. Whether it is zero
         # (or an aborted packet's), and whether the length is the one symbol 0 announced, are
@@ -166,7 +175,10 @@ class RingReceive(wiring.Component):
                     (in_count != self.in_depth) & ((first.ptype != PacketType.REQUEST) | (self.admission.free > owed))
                 ),
                 is_request_q.eq(first.ptype == PacketType.REQUEST),
+                long_header.eq(0),
             ]
+        with m.Elif(rx.frame & (index == 1) & is_request_q & (second.cmd == Command.MUWRITE)):
+            m.d.sync += [long_header.eq(1), expected_q.eq(expected_q + long_extra)]
         m.d.comb += events.UNDELIVERABLE.eq(start & came_back)
 
         intact = crc_zero & length_ok & type_ok_q
@@ -182,17 +194,24 @@ class RingReceive(wiring.Component):
         # --- Packets for this node ----------------------------------------------------------------
         # Header symbols into a register, data words into the tail slot of the incoming queue as
         # they arrive (committed only if the packet proves intact).
+        # A short header's byte enables read as 0.
         rx_header = Signal(HeaderLayout)
         with m.If(rx.frame & consume_now):
             with m.Switch(index):
                 for i in range(HEADER_SYMBOLS):
                     with m.Case(i):
-                        m.d.sync += header_symbol(rx_header.as_value(), i).eq(rx.data)
+                        if i == 0:
+                            m.d.sync += rx_header.be.eq(0)
+                        if i < SHORT_HEADER_SYMBOLS:
+                            m.d.sync += header_symbol(rx_header.as_value(), i).eq(rx.data)
+                        else:
+                            with m.If(long_header):
+                                m.d.sync += header_symbol(rx_header.as_value(), i).eq(rx.data)
         data_index = Signal(range(DATA_SYMBOLS))
-        m.d.comb += data_index.eq(index - HEADER_SYMBOLS)
+        m.d.comb += data_index.eq(index - header_length)
         high_half = Signal(16)
         in_data_w = in_data.write_port()
-        in_data_in_range = (index >= HEADER_SYMBOLS) & (index < HEADER_SYMBOLS + DATA_SYMBOLS)
+        in_data_in_range = (index >= header_length) & (index < header_length + DATA_SYMBOLS)
         with m.If(rx.frame & consume_q & in_data_in_range & ~data_index[0]):
             m.d.sync += high_half.eq(rx.data)
         m.d.comb += [

@@ -18,10 +18,12 @@ from numavia.base.sci_packet import (
     CRC_INIT,
     ECHO_HEADER_SYMBOLS,
     HEADER_SYMBOLS,
+    SHORT_HEADER_SYMBOLS,
     SYMBOL_BITS,
+    Command,
     EchoStatus,
     PacketType,
-    packet_symbols,
+    max_packet_symbols,
 )
 
 from .ring_bypass import BypassEntry
@@ -85,7 +87,7 @@ class RingTransmit(wiring.Component):
         self.out_depth = out_depth
         self.contexts = contexts
         self.data_words = line_bytes // 4
-        self.max_packet = packet_symbols(PacketType.REQUEST, True, line_bytes)
+        self.max_packet = max_packet_symbols(line_bytes)
         self.bypass_threshold = bypass_threshold
         super().__init__(
             {
@@ -181,6 +183,8 @@ class RingTransmit(wiring.Component):
         tx_index = Signal(range(MAX_PACKET_SYMBOLS))
         tx_length = Signal(range(MAX_PACKET_SYMBOLS + 1))
         tx_crc = Signal(16)
+        tx_long = Signal()  # the whole header, byte enables included (sci_packet.header_symbols)
+        tx_header_length = Mux(tx_long, HEADER_SYMBOLS, SHORT_HEADER_SYMBOLS)
         tx_is_packet = Signal()  # an own queued packet (not an echo)
         tx_context = Signal.like(self.send.payload.context)
         tx_slot = Signal(slot_bits)
@@ -209,7 +213,7 @@ class RingTransmit(wiring.Component):
         tx_word = Signal(word_bits)
         tx_word_written = Signal()
         m.d.comb += [
-            tx_word.eq((tx_index + 1 - HEADER_SYMBOLS)[1 : 1 + word_bits]),
+            tx_word.eq((tx_index + 1 - tx_header_length)[1 : 1 + word_bits]),
             out_data_r.addr.eq(Cat(tx_word, tx_slot)),
         ]
         m.d.sync += tx_word_written.eq(~filling | (fill_slot != tx_slot) | (fill_word > tx_word))
@@ -224,9 +228,10 @@ class RingTransmit(wiring.Component):
         tx_end_packet = Signal()
         tx_underrun = Signal()  # a data word due is not written: the packet ends here, aborted
 
-        def start_own(header, length):
+        def start_own(header, length, long=0):
             symbol0 = header_symbol(header.as_value(), 0)
             m.d.sync += [
+                tx_long.eq(long),
                 tx.data.eq(symbol0),
                 tx.frame.eq(1),
                 tx_shift.eq(header.as_value() << SYMBOL_BITS),
@@ -256,7 +261,13 @@ class RingTransmit(wiring.Component):
                     m.d.sync += tx_is_packet.eq(0)
                 with m.Elif(packet_pending):
                     m.d.comb += [self.send.ready.eq(1), tx_start_packet.eq(1)]
-                    start_own(packet_header, Mux(packet_header.has_data, MAX_PACKET_SYMBOLS, HEADER_SYMBOLS + 1))
+                    long = (packet_header.ptype == PacketType.REQUEST) & (packet_header.cmd == Command.MUWRITE)
+                    header_length = Mux(long, HEADER_SYMBOLS, SHORT_HEADER_SYMBOLS)
+                    start_own(
+                        packet_header,
+                        header_length + Mux(packet_header.has_data, 2 * DATA_WORDS, 0) + 1,
+                        long,
+                    )
                     m.d.sync += [
                         tx_is_packet.eq(1),
                         tx_context.eq(self.send.payload.context),
@@ -279,12 +290,12 @@ class RingTransmit(wiring.Component):
                     m.d.comb += symbol.eq(tx_crc)
                     m.d.sync += out_state.eq(_Output.GAP)
                     m.d.comb += tx_end_packet.eq(tx_is_packet)
-                with m.Elif(tx_index < HEADER_SYMBOLS):
+                with m.Elif(tx_index < tx_header_length):
                     m.d.comb += symbol.eq(header_symbol(tx_shift, 0))
                 with m.Elif(~tx_word_written):
                     m.d.comb += [symbol.eq(tx_crc ^ ABORT_CRC_XOR), tx_underrun.eq(1)]
                     m.d.sync += out_state.eq(_Output.GAP)
-                with m.Elif((tx_index - HEADER_SYMBOLS)[0]):
+                with m.Elif(tx_index[0]):  # both header lengths are even: odd symbols are low halves
                     m.d.comb += symbol.eq(out_data_r.data[:16])
                 with m.Else():
                     m.d.comb += symbol.eq(out_data_r.data[16:])

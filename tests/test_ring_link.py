@@ -36,7 +36,6 @@ from support.sim import run_simulation
 
 from numavia.base import regmap
 from numavia.base.sci_packet import (
-    HEADER_SYMBOLS,
     MAX_PACKET_SYMBOLS,
     EchoStatus,
     Packet,
@@ -45,6 +44,7 @@ from numavia.base.sci_packet import (
     aborted,
     decode,
     encode,
+    header_symbols,
 )
 from numavia.gateware.bfm import BusError, recv
 from numavia.gateware.bfm import wishbone_read as read
@@ -127,8 +127,8 @@ def test_packet_for_this_node_is_delivered_and_echoed():
 
 
 def test_a_ring_of_32_byte_lines_carries_8_word_blocks_and_drops_64_byte_ones():
-    """On a ring of 32-byte-line cards a data packet is 10 + 16 + 1 symbols: delivered and
-    sent as such; a 64-byte block is a malformed packet there (dropped, counted, not echoed)."""
+    """On a ring of 32-byte-line cards a data packet is its header + 16 + 1 symbols: delivered
+    and sent as such; a 64-byte block is a malformed packet there (dropped, counted, not echoed)."""
     rng = random.Random(11)
     short = replace(random_packet(rng, 5, data_ratio=1, data_words=8), source=2, seq=0)
     long = replace(random_packet(rng, 5, data_ratio=1), source=3, seq=0)
@@ -143,7 +143,8 @@ def test_a_ring_of_32_byte_lines_carries_8_word_blocks_and_drops_64_byte_ones():
         await wait_cycles(ctx, 60)
         sent = [symbols for _, symbols in transmitted]
         assert decode(sent[0]) == echo(2, 5, 0, EchoStatus.ACCEPTED)
-        assert len(sent[1]) == 27 and decode(sent[1], line_bytes=32) == replace(as_sent_by(own, 5), seq=0)
+        assert len(sent[1]) == header_symbols(own.ptype, own.cmd) + 16 + 1
+        assert decode(sent[1], line_bytes=32) == replace(as_sent_by(own, 5), seq=0)
         assert only_nonzero(await all_counters(ctx, link)) == {
             "CRC_ERRORS": 1,
             "RX_PACKETS": 1,
@@ -493,7 +494,7 @@ def test_a_word_queued_too_late_aborts_the_copy_and_the_packet_goes_again_once_c
         complete = ctx.get(bench.cycle)
         await wait_cycles(ctx, 60)
         (_, cut), (again, symbols) = transmitted
-        assert cut == abort(whole[: HEADER_SYMBOLS + 2 * 3])
+        assert cut == abort(whole[: header_symbols(packet.ptype, packet.cmd) + 2 * 3])
         assert aborted(cut)
         assert symbols == whole
         assert again - complete <= 3
@@ -716,7 +717,7 @@ def test_idle_ring_latencies():
     """On an idle ring a packet gains ``delay + BYPASS_LATENCY`` cycles per node it passes and its
     echo leaves ECHO_TURNAROUND cycles after the packet's last symbol: the round trip to the last
     echo symbol is ``L + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY``
-    for a packet of L symbols (36 and 68 cycles for 4 nodes and a delay of 4)."""
+    for a packet of L symbols (32 and 64 cycles for 4 nodes and a delay of 4)."""
     nodes, delay = 4, 4
     packets = [Packet(target=2, cmd=1), Packet(target=2, cmd=2, has_data=1, data=list(range(16)))]
     bench = RingBench(nodes, delay=delay)
@@ -741,7 +742,7 @@ def test_idle_ring_latencies():
         echo_length = len(seen[3][k][1])
         round_trips.append(echo_forwarded + delay + echo_length - 1 - sent)
         assert round_trips[-1] == length + ECHO_TURNAROUND + 1 + nodes * delay + (nodes - 2) * BYPASS_LATENCY
-    assert round_trips == [36, 68]
+    assert round_trips == [32, 64]
 
 
 @pytest.mark.parametrize("nodes", [2, 4])

@@ -11,7 +11,6 @@ from support.ring_bfm import send_data, send_header
 from support.sim import run_simulation
 
 from numavia.base.sci_packet import (
-    HEADER_SYMBOLS,
     MAX_PACKET_SYMBOLS,
     EchoStatus,
     Packet,
@@ -19,6 +18,7 @@ from numavia.base.sci_packet import (
     abort,
     decode,
     encode,
+    header_symbols,
 )
 from numavia.gateware.ring_transmit import TRANSMIT_EVENTS, RingTransmit
 
@@ -134,7 +134,7 @@ def test_a_word_not_written_in_time_aborts_the_copy():
         offer(ctx, dut, context=0, slot=slot, seq=0)
         await send_data(ctx, dut, packet.data[:2])
         await wait_cycles(ctx, 30)
-        assert [symbols for _, symbols in seen["tx"]] == [abort(whole[: HEADER_SYMBOLS + 4])]
+        assert [symbols for _, symbols in seen["tx"]] == [abort(whole[: header_symbols(packet.ptype, packet.cmd) + 4])]
         assert seen["sent"] == [(0, 1)]
         assert ctx.get(dut.slots.filling) and ctx.get(dut.slots.fill_slot) == slot
         await send_data(ctx, dut, packet.data[2:])

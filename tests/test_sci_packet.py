@@ -11,6 +11,10 @@ def random_packet(rng, ptype=None):
     ptype = rng.choice(list(sp.PacketType)) if ptype is None else ptype
     fields = {f.name: rng.randrange(1 << f.width) for f in sp.HEADER_FIELDS}
     fields["ptype"] = ptype
+    if rng.random() < 0.25:
+        fields["cmd"] = sp.Command.MUWRITE  # the long header, in requests
+    if sp.header_symbols(ptype, fields["cmd"]) == sp.SHORT_HEADER_SYMBOLS:
+        fields["be"] = 0
     if ptype == sp.PacketType.ECHO:
         # an echo carries only its first two header symbols
         keep = {f.name for f in sp.HEADER_FIELDS[:8]}
@@ -27,9 +31,21 @@ def test_round_trip_of_random_packets():
     for _ in range(500):
         packet = random_packet(rng)
         symbols = sp.encode(packet)
-        assert len(symbols) == sp.packet_symbols(packet.ptype, packet.has_data)
+        assert len(symbols) == sp.packet_symbols(packet.ptype, packet.cmd, packet.has_data)
         assert all(0 <= s < 1 << 16 for s in symbols)
         assert sp.decode(symbols) == packet
+
+
+def test_only_an_uncached_write_request_carries_the_byte_enables():
+    write = sp.Packet(ptype=sp.PacketType.REQUEST, cmd=sp.Command.MUWRITE, has_data=1, be=0xF0, data=[0] * 16)
+    read = sp.Packet(ptype=sp.PacketType.REQUEST, cmd=sp.Command.MUREAD, word=3, count=1)
+    answer = sp.Packet(ptype=sp.PacketType.RESPONSE, cmd=sp.Command.MUWRITE)
+    assert len(sp.encode(write)) == sp.HEADER_SYMBOLS + 32 + 1 == sp.MAX_PACKET_SYMBOLS
+    assert len(sp.encode(read)) == sp.SHORT_HEADER_SYMBOLS + 1
+    assert len(sp.encode(answer)) == sp.SHORT_HEADER_SYMBOLS + 1
+    assert sp.decode(sp.encode(write)).be == 0xF0 and sp.decode(sp.encode(read)).word == 3
+    with pytest.raises(sp.PacketError, match="byte enables"):
+        sp.encode(sp.Packet(ptype=sp.PacketType.REQUEST, cmd=sp.Command.MREAD, be=1))
 
 
 def test_crc_is_ccitt_false():

@@ -13,7 +13,7 @@ from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
 from numavia.base import regmap
-from numavia.base.sci_packet import DATA_WORDS, Command, Packet, PacketType
+from numavia.base.sci_packet import DATA_WORDS, SHORT_HEADER_SYMBOLS, Command, Packet, PacketType, header_symbols
 from numavia.gateware.bfm import recv
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.ring_link import RingLink
@@ -97,7 +97,7 @@ def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE, dat
     traffic does not model; test_requests_are_admitted_only_with_a_reply_slot does."""
     has_data = int(rng.random() < data_ratio)
     rng.choice([PacketType.REQUEST, PacketType.RESPONSE])  # keeps every seeded scenario as it was
-    return Packet(
+    packet = Packet(
         target=target,
         ptype=ptype,
         has_data=has_data,
@@ -116,6 +116,9 @@ def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE, dat
         be=rng.randrange(1 << 64),
         data=[rng.randrange(1 << 32) for _ in range(data_words)] if has_data else [],
     )
+    if header_symbols(packet.ptype, packet.cmd) == SHORT_HEADER_SYMBOLS:
+        packet.be = 0  # not on the wire: only an uncached write's request carries byte enables
+    return packet
 
 
 def as_sent_by(packet, source):

@@ -186,6 +186,7 @@ def sci_header():
     ]
     lines += [
         f"#define NV_SCI_HEADER_SYMBOLS {sp.HEADER_SYMBOLS}u",
+        f"#define NV_SCI_SHORT_HEADER_SYMBOLS {sp.SHORT_HEADER_SYMBOLS}u",
         f"#define NV_SCI_ECHO_HEADER_SYMBOLS {sp.ECHO_HEADER_SYMBOLS}u",
         f"#define NV_SCI_DATA_WORDS {sp.DATA_WORDS}u",
         f"#define NV_SCI_MAX_PACKET_SYMBOLS {sp.MAX_PACKET_SYMBOLS}u",

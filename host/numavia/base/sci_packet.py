@@ -6,9 +6,12 @@ generates the firmware's C header from it, and the host, the tests and the proto
 
 On the ring a packet is a sequence of 16-bit symbols sent while the link's ``frame`` bit is high:
 
-* request / response: 10 header symbols, a line of data if ``has_data`` (32 symbols for the
-  default 64-byte line, ``line_bytes / 2`` in general: every card of a ring has the same line
-  size), then a CRC-16 symbol;
+* request / response: the header, a line of data if ``has_data`` (32 symbols for the default
+  64-byte line, ``line_bytes / 2`` in general: every card of a ring has the same line size), then
+  a CRC-16 symbol. The header is 6 symbols (:data:`SHORT_HEADER_SYMBOLS`) except in an uncached
+  write's request (``MUWRITE``), the only packet whose byte enables (symbols 6-9) mean something:
+  10 symbols (:data:`HEADER_SYMBOLS`). A receiver learns which from symbols 0 and 1
+  (:func:`header_symbols`); a short header's byte enables read as 0;
 * echo (the receiver's acceptance or busy answer to a request/response): 2 header symbols + CRC.
 
 Header fields are packed most significant first, symbol 0 first. Data word *i* (32 bits) goes
@@ -109,6 +112,11 @@ HEADER_SYMBOLS = HEADER_BITS // SYMBOL_BITS
 ECHO_HEADER_SYMBOLS = 2
 assert HEADER_BITS % SYMBOL_BITS == 0
 assert sum(f.width for f in HEADER_FIELDS[:8]) == ECHO_HEADER_SYMBOLS * SYMBOL_BITS
+#: The header without its last field, the byte enables, which only an uncached write carries.
+SHORT_HEADER_SYMBOLS = HEADER_SYMBOLS - HEADER_FIELDS[-1].width // SYMBOL_BITS
+assert HEADER_FIELDS[-1].name == "be" and HEADER_FIELDS[-1].width % SYMBOL_BITS == 0
+# Both header lengths are even, so a data word's two symbols have the same parity in either.
+assert HEADER_SYMBOLS % 2 == SHORT_HEADER_SYMBOLS % 2 == 0
 
 #: Line addresses: the home node in the top bits, the byte offset inside its slice below.
 ADDR_HOME_SHIFT = 32 - NODE_ID_BITS
@@ -205,9 +213,20 @@ class Packet:
         return value
 
 
+def header_symbols(ptype, cmd):
+    """Header symbols on the wire of a packet of type ``ptype`` carrying command ``cmd``."""
+    if ptype == PacketType.ECHO:
+        return ECHO_HEADER_SYMBOLS
+    if ptype == PacketType.REQUEST and cmd == Command.MUWRITE:
+        return HEADER_SYMBOLS
+    return SHORT_HEADER_SYMBOLS
+
+
 def encode(packet, line_bytes=LINE_BYTES):
     """Symbols of ``packet`` on the wire, CRC included, on a ring of ``line_bytes`` lines."""
-    n_header = ECHO_HEADER_SYMBOLS if packet.ptype == PacketType.ECHO else HEADER_SYMBOLS
+    n_header = header_symbols(packet.ptype, packet.cmd)
+    if n_header == SHORT_HEADER_SYMBOLS and packet.be:
+        raise PacketError("only an uncached write's request carries byte enables")
     value = packet.header_value()
     symbols = [(value >> (HEADER_BITS - SYMBOL_BITS * (i + 1))) & 0xFFFF for i in range(n_header)]
     if packet.ptype != PacketType.ECHO and packet.has_data:
@@ -220,6 +239,14 @@ def encode(packet, line_bytes=LINE_BYTES):
     return symbols + [crc16(symbols)]
 
 
+def _symbol_field(symbols, index, name):
+    """Field ``name``, which lies in header symbol ``index``, from that symbol."""
+    lsb, width = _POSITIONS[name]
+    symbol_lsb = HEADER_BITS - SYMBOL_BITS * (index + 1)
+    assert symbol_lsb <= lsb and lsb + width <= symbol_lsb + SYMBOL_BITS
+    return (symbols[index] >> (lsb - symbol_lsb)) & ((1 << width) - 1)
+
+
 def decode(symbols, line_bytes=LINE_BYTES):
     """The :class:`Packet` of a symbol sequence on a ring of ``line_bytes`` lines; raises
     :class:`PacketError` if malformed."""
@@ -230,10 +257,11 @@ def decode(symbols, line_bytes=LINE_BYTES):
         raise PacketError("symbols are 16-bit values")
     if crc16(symbols[:-1]) != symbols[-1]:
         raise PacketError("CRC mismatch")
-    ptype = (symbols[0] >> 2) & 0x3
-    n_header = ECHO_HEADER_SYMBOLS if ptype == PacketType.ECHO else HEADER_SYMBOLS
+    ptype = _symbol_field(symbols, 0, "ptype")
     if ptype not in tuple(PacketType):
         raise PacketError(f"unknown packet type {ptype}")
+    cmd = _symbol_field(symbols, 1, "cmd")
+    n_header = header_symbols(ptype, cmd)
     if len(symbols) < n_header + 1:
         raise PacketError("truncated header")
     value = 0
@@ -250,15 +278,19 @@ def decode(symbols, line_bytes=LINE_BYTES):
     return packet
 
 
-def packet_symbols(ptype, has_data, line_bytes=LINE_BYTES):
+def packet_symbols(ptype, cmd, has_data, line_bytes=LINE_BYTES):
     """Length on the wire, CRC included."""
-    if ptype == PacketType.ECHO:
-        return ECHO_HEADER_SYMBOLS + 1
-    return HEADER_SYMBOLS + (line_bytes // 2 if has_data else 0) + 1
+    body = line_bytes // 2 if has_data and ptype != PacketType.ECHO else 0
+    return header_symbols(ptype, cmd) + body + 1
 
 
-#: Longest packet on the wire (a request/response with a line of data), for the default line.
-MAX_PACKET_SYMBOLS = packet_symbols(PacketType.REQUEST, True)
+def max_packet_symbols(line_bytes=LINE_BYTES):
+    """Length of the longest packet: an uncached write's request, with its line."""
+    return packet_symbols(PacketType.REQUEST, Command.MUWRITE, True, line_bytes)
+
+
+#: Longest packet on the wire, for the default line.
+MAX_PACKET_SYMBOLS = max_packet_symbols()
 
 
 HEADER_FIELD_NAMES = tuple(f.name for f in dc_fields(Packet) if f.name != "data")
