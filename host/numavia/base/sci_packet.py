@@ -225,9 +225,7 @@ def header_symbols(ptype, cmd):
 def encode(packet, line_bytes=LINE_BYTES):
     """Symbols of ``packet`` on the wire, CRC included, on a ring of ``line_bytes`` lines."""
     n_header = header_symbols(packet.ptype, packet.cmd)
-    if n_header == SHORT_HEADER_SYMBOLS and packet.be:
-        raise PacketError("only an uncached write's request carries byte enables")
-    value = packet.header_value()
+    value = packet.header_value()  # a short header leaves the byte enables off, as the link does
     symbols = [(value >> (HEADER_BITS - SYMBOL_BITS * (i + 1))) & 0xFFFF for i in range(n_header)]
     if packet.ptype != PacketType.ECHO and packet.has_data:
         if len(packet.data) != line_bytes // 4:
