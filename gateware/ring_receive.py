@@ -18,9 +18,9 @@ from numavia.base.sci_packet import (
     HEADER_SYMBOLS,
     SHORT_HEADER_SYMBOLS,
     SYMBOL_BITS,
+    Command,
     PacketType,
     max_packet_symbols,
-    whole_header,
 )
 
 from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, header_symbol
@@ -153,7 +153,6 @@ class RingReceive(wiring.Component):
         duplicate_q = Signal()
         room_q = Signal()  # the incoming queue had a free slot when the packet began
         is_request_q = Signal()
-        ptype_q = Signal.like(first.ptype)
         # Replies owed: requests stored in the incoming queue (or being handled) whose answer has
         # not been queued yet. Each has an outgoing slot reserved, so the sequencer can always
         # answer and the incoming queue always drains: requests cannot deadlock two nodes whose
@@ -176,10 +175,9 @@ class RingReceive(wiring.Component):
                     (in_count != self.in_depth) & ((first.ptype != PacketType.REQUEST) | (self.admission.free > owed))
                 ),
                 is_request_q.eq(first.ptype == PacketType.REQUEST),
-                ptype_q.eq(first.ptype),
                 long_header.eq(0),
             ]
-        with m.Elif(rx.frame & (index == 1) & whole_header(ptype_q, second.cmd)):
+        with m.Elif(rx.frame & (index == 1) & is_request_q & (second.cmd == Command.MUWRITE)):
             m.d.sync += [long_header.eq(1), expected_q.eq(expected_q + long_extra)]
         m.d.comb += events.UNDELIVERABLE.eq(start & came_back)
 

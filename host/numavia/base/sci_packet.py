@@ -213,18 +213,13 @@ class Packet:
         return value
 
 
-def whole_header(ptype, cmd):
-    """Whether a packet of type ``ptype`` carrying ``cmd`` sends its whole header, byte enables
-    included: an uncached write's request, the one packet that uses them. Works on numbers and on
-    Amaranth values alike (the ring link's gateware calls it)."""
-    return (ptype == PacketType.REQUEST) & (cmd == Command.MUWRITE)
-
-
 def header_symbols(ptype, cmd):
     """Header symbols on the wire of a packet of type ``ptype`` carrying command ``cmd``."""
     if ptype == PacketType.ECHO:
         return ECHO_HEADER_SYMBOLS
-    return HEADER_SYMBOLS if whole_header(ptype, cmd) else SHORT_HEADER_SYMBOLS
+    if ptype == PacketType.REQUEST and cmd == Command.MUWRITE:
+        return HEADER_SYMBOLS
+    return SHORT_HEADER_SYMBOLS
 
 
 def encode(packet, line_bytes=LINE_BYTES):
