@@ -3,11 +3,9 @@ on a small hot set of lines from every node (sharing, conflicts and evictions), 
 numavia.gateware.microcode.coherence_check: a coherent history, consistent sharing lists at quiescence, no
 protocol error, and no access stuck beyond the watchdog (no deadlock, no livelock)."""
 
-from pathlib import Path
-
 import pytest
 
-from numavia.base.microcode import isa
+from numavia.base import paths
 from numavia.base.microcode.assembler import assemble
 from numavia.gateware.microcode.coherence_check import check_history, check_quiescent
 from numavia.soc import card_bench as cb
@@ -117,7 +115,7 @@ def test_an_access_stuck_past_the_watchdog_fails_the_run(tmp_path):
 def test_a_transaction_left_running_after_the_last_access_fails_the_run(tmp_path):
     """A microcode whose uncached read waits again after answering the host never frees its
     transaction entry: every host access completes, and the card's drain names the leftover."""
-    source = Path(isa.__file__).with_name("sci.uasm").read_text()
+    source = paths.microcode_source().read_text()
     original = "        COMPLETE status=OK, src=MSG\n        END\nread_once_refused:"
     assert original in source
     broken = source.replace(original, original.replace("END", "WAIT"))
