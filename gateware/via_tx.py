@@ -353,8 +353,13 @@ class TxEngine(wiring.Component):
             ]
             update(err_pending=bits)
 
-        # Frame output: header words from here, then payload words from the packer.
-        payload_mode = Signal()
+        # Frame output: header words from here, then payload words from the packer. The payload is
+        # walked and read from the header's first word on (`fetching`), so the words of a small
+        # one wait in the reader and the packer when the header is in, instead of being fetched
+        # after it.
+        payload_mode = Signal()  # the frame takes the packer's words
+        fetching = Signal()  # the frame's payload walk and reads are under way
+        walk_done, walk_failed, words_done = Signal(), Signal(), Signal()
         m.d.comb += packer.words.ready.eq(payload_mode & self.frames.ready)
         with m.If(payload_mode):
             m.d.comb += [
@@ -365,10 +370,10 @@ class TxEngine(wiring.Component):
                 self.frames.payload.error.eq(packer.words.payload.error),
             ]
         m.d.comb += [
-            reader.cmd.valid.eq(payload_mode & sg.chunks.valid),
+            reader.cmd.valid.eq(fetching & sg.chunks.valid),
             reader.cmd.payload.addr.eq(sg.chunks.payload.pa),
             reader.cmd.payload.length.eq(sg.chunks.payload.length),
-            sg.chunks.ready.eq(payload_mode & reader.cmd.ready),
+            sg.chunks.ready.eq(fetching & reader.cmd.ready),
             packer.beats.valid.eq(reader.beats.valid),
             packer.beats.payload.data.eq(reader.beats.payload.data),
             packer.beats.payload.nbytes.eq(reader.beats.payload.nbytes),
@@ -435,40 +440,41 @@ class TxEngine(wiring.Component):
                 with m.If(end):
                     m.next = done
 
-        walk_done = Signal()
-        words_done = Signal()
+        walk_start = Signal()  # the frame being built has a payload to walk (set where it is planned)
+        with m.If(walk_start):
+            both = packer.length.ready & sg.cmd.ready
+            m.d.comb += [
+                packer.length.valid.eq(both),
+                packer.length.payload.eq(payload_len),
+                sg.cmd.valid.eq(both),
+                sg.cmd.payload.op.eq(OP_WALK),
+                sg.cmd.payload.offset.eq(hdr.offset),
+                sg.cmd.payload.length.eq(payload_len),
+            ]
+            with m.If(both):
+                m.d.sync += [walk_start.eq(0), fetching.eq(1), walk_done.eq(0), walk_failed.eq(0), words_done.eq(0)]
+        with m.If(fetching):
+            m.d.comb += sg.result.ready.eq(1)
+            with m.If(sg.result.valid):
+                m.d.sync += walk_done.eq(1)
+                with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
+                    m.d.sync += [walk_failed.eq(1), fetching.eq(0)]
 
-        def payload(state, offset, done):
-            """States `state` and `state`_RUN: the payload through walker, reader and packer."""
+        def payload(state, done):
+            """State `state`: the payload's words follow the header (walked and read since it began)."""
             with m.State(state):
-                m.d.sync += [walk_done.eq(0), words_done.eq(0)]
                 with m.If(payload_len == 0):
                     m.next = done
+                with m.Elif(walk_failed):
+                    m.d.sync += frame_error.eq(1)
+                    m.next = f"{state}_ABORT"
                 with m.Else():
-                    both = packer.length.ready & sg.cmd.ready
-                    m.d.comb += [
-                        packer.length.valid.eq(both),
-                        packer.length.payload.eq(payload_len),
-                        sg.cmd.valid.eq(both),
-                        sg.cmd.payload.op.eq(OP_WALK),
-                        sg.cmd.payload.offset.eq(offset),
-                        sg.cmd.payload.length.eq(payload_len),
-                    ]
-                    with m.If(both):
-                        m.d.sync += payload_mode.eq(1)
-                        m.next = f"{state}_RUN"
-            with m.State(f"{state}_RUN"):
-                m.d.comb += sg.result.ready.eq(1)
-                with m.If(sg.result.valid):
-                    m.d.sync += walk_done.eq(1)
-                    with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
-                        m.d.sync += [frame_error.eq(1), payload_mode.eq(0)]
-                        m.next = f"{state}_ABORT"
-                with m.If(frames.valid & frames.ready & frames.payload.last):
-                    m.d.sync += [words_done.eq(1), frame_error.eq(frame_error | frames.payload.error)]
-                with m.If(walk_done & words_done):
-                    m.d.sync += payload_mode.eq(0)
-                    m.next = done
+                    m.d.comb += payload_mode.eq(1)
+                    with m.If(frames.valid & frames.ready & frames.payload.last):
+                        m.d.sync += [words_done.eq(1), frame_error.eq(frame_error | frames.payload.error)]
+                    with m.If(walk_done & words_done):
+                        m.d.sync += fetching.eq(0)
+                        m.next = done
             with m.State(f"{state}_ABORT"):
                 # The ATT changed under a checked transfer: let the reader finish, then end the frame
                 # with an error word so the FIFO drops it.
@@ -506,7 +512,7 @@ class TxEngine(wiring.Component):
         with m.FSM():
             with m.State("SCAN"):
                 m.d.comb += visit_ended.eq(visiting)
-                m.d.sync += [single.eq(0), payload_mode.eq(0), visiting.eq(0)]
+                m.d.sync += [single.eq(0), visiting.eq(0)]
                 have_job = job_active | jobs.r_rdy
                 with m.If(mgmt_pending & self.enable):
                     m.next = "MGMT"
@@ -725,6 +731,7 @@ class TxEngine(wiring.Component):
                     hdr.remote_handle.eq(fetcher.address.remote_handle),
                     hdr.immediate_data.eq(ctl.immediate_data),
                     payload_len.eq(Mux(read, 0, length)),
+                    walk_start.eq(~read & (length != 0)),
                     is_read.eq(read),
                     last.eq(read | (left <= per_frame)),
                     retransmit.eq(read_active[vi]),
@@ -732,7 +739,7 @@ class TxEngine(wiring.Component):
                 m.next = "DATA_HEADER"
             with m.State("DATA_HEADER"):
                 emit_header("DATA_PAYLOAD")
-            payload("DATA_PAYLOAD", hdr.offset, "DATA_SENT")
+            payload("DATA_PAYLOAD", "DATA_SENT")
             with m.State("DATA_SENT"):
                 with m.If(frame_error):
                     fail(status_bits(TRANSPORT_ERROR=1))
@@ -798,11 +805,11 @@ class TxEngine(wiring.Component):
                     m.next = "RESPONSE_LOAD"
             with m.State("RESPONSE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
-                m.d.sync += loaded.eq(0)
+                m.d.sync += [loaded.eq(0), walk_start.eq(payload_len != 0)]
                 m.next = "RESPONSE_HEADER"
             with m.State("RESPONSE_HEADER"):
                 emit_header("RESPONSE_PAYLOAD")
-            payload("RESPONSE_PAYLOAD", hdr.offset, "RESPONSE_SENT")
+            payload("RESPONSE_PAYLOAD", "RESPONSE_SENT")
             with m.State("RESPONSE_SENT"):
                 m.d.comb += [
                     self.to_rx.ack_sent.eq(1),
