@@ -280,6 +280,41 @@ class RxEngine(wiring.Component):
             sg.need.eq(Mux(single, remote_need, via_att.NEED_LOCAL)),
         ]
 
+        # --- a local descriptor loaded ahead of its frame -----------------------------------------
+        # The fetcher and the walker keep the last local descriptor they fetched and validated
+        # (`loaded`: its VI, its address and its segments' total). A frame for that descriptor
+        # skips the fetch and the validation: every frame of a message after its first, and the
+        # first too when the engine loaded it while idle. What it loads then is what the next
+        # frame will most likely want: the descriptor of the RDMA read just started, or the head
+        # of the receive queue just rung. A posted descriptor is the card's until it completes, so
+        # the copy stays good until then; anything else that uses the fetcher or the segment table,
+        # a completion or a connect forgets it.
+        loaded = Signal()
+        loaded_vi = Signal(range(vis))
+        loaded_desc = Signal(32)
+        loaded_total = Signal(32)
+        preload_pending = Signal()
+        preload_vi = Signal(range(vis))
+        preload_read = Signal()  # the read's descriptor, not the receive queue's head
+        preloading = Signal()  # the fetch and validation under way are a preload: no frame waits on them
+        expected_op = Mux(op == _OP.SEND, via_descriptor.CONTROL_OP.SENDRECV, via_descriptor.CONTROL_OP.RDMA_READ)
+
+        def leave_for(state):
+            """A bad descriptor: `state` reports it, but a preload reports nothing (the frame that
+            wants the descriptor will)."""
+            with m.If(preloading):
+                m.next = "IDLE"
+            with m.Else():
+                m.next = state
+
+        def fetch_or_loaded(address):
+            """Go on with the local descriptor at `address`: fetch it, unless it is loaded."""
+            m.d.sync += desc.eq(address)
+            with m.If(loaded & (loaded_vi == vi) & (loaded_desc == address)):
+                m.next = "LOADED"
+            with m.Else():
+                m.next = "FETCH"
+
         # Payload words from the frame to the DMA writer; chunks from the walker to its commands.
         payload_mode = Signal()
         last_nbytes = Signal(3)
@@ -324,7 +359,13 @@ class RxEngine(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.sync += [words.eq(0), frame_done.eq(0), length.eq(self.frame_length), error_bits.eq(0)]
+                m.d.sync += [
+                    words.eq(0),
+                    frame_done.eq(0),
+                    length.eq(self.frame_length),
+                    error_bits.eq(0),
+                    preloading.eq(0),
+                ]
                 with m.If(self.frame_valid & ~self.enable):
                     m.next = "DROP"
                 with m.Elif(self.frame_valid):
@@ -336,6 +377,9 @@ class RxEngine(wiring.Component):
                 with m.Elif(flush_any):
                     m.d.sync += vi.eq(flush_vi)
                     m.next = "FLUSH"
+                with m.Elif(preload_pending & self.enable):
+                    m.d.sync += [vi.eq(preload_vi), preload_pending.eq(0)]
+                    m.next = "PRELOAD_READ"
 
             with m.State("HEADER"):
                 m.d.comb += self.frames.ready.eq(1)
@@ -418,8 +462,7 @@ class RxEngine(wiring.Component):
                             & (h.offset == seq.read_offset)
                             & (h.msg_length == self.from_tx.read_len)
                         ):
-                            m.d.sync += desc.eq(self.from_tx.read_desc)
-                            m.next = "FETCH"
+                            fetch_or_loaded(self.from_tx.read_desc)
                         with m.Else():
                             m.d.comb += ev.rx_stale_response.eq(1)
                             m.next = "DROP"
@@ -447,8 +490,7 @@ class RxEngine(wiring.Component):
                         nak(_NAK.RECEIVE_QUEUE_EMPTY)
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += desc.eq(rq_r.data)
-                        m.next = "FETCH"
+                        fetch_or_loaded(rq_r.data)
                 with m.Else():
                     m.next = "REMOTE"
 
@@ -461,6 +503,7 @@ class RxEngine(wiring.Component):
                 m.next = "REMOTE_LOAD"
             with m.State("REMOTE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
+                m.d.sync += loaded.eq(0)
                 m.next = "REMOTE_VALIDATE"
             with m.State("REMOTE_VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
@@ -504,6 +547,34 @@ class RxEngine(wiring.Component):
                     m.next = "DROP"
 
             # --- a local descriptor: receive queue head (send) or the RDMA read's own ----------
+            with m.State("PRELOAD_READ"):  # the queue's head is read at the VI just chosen
+                m.next = "PRELOAD"
+            with m.State("PRELOAD"):
+                address = Mux(preload_read, self.from_tx.read_desc, rq_r.data)
+                wanted = Mux(preload_read, Array(self.from_tx.read_active)[vi] & ~read_complete[vi], ~rq_empty)
+                with m.If(
+                    wanted
+                    & (Array(self.vi.state)[vi] == _CONNECTED)
+                    & ~(loaded & (loaded_vi == vi) & (loaded_desc == address))
+                ):
+                    m.d.sync += [
+                        desc.eq(address),
+                        op.eq(Mux(preload_read, _OP.READ_RESPONSE, _OP.SEND)),
+                        single.eq(0),  # the walker takes the fetched segments, not a header's
+                        preloading.eq(1),
+                    ]
+                    m.next = "FETCH"
+                with m.Else():
+                    m.next = "IDLE"
+            with m.State("LOADED"):
+                with m.If(fetcher.control.control.op != expected_op):
+                    m.d.sync += error_bits.eq(status_bits(FORMAT_ERROR=1))
+                    m.next = "DESC_ERROR"
+                with m.Elif(loaded_total < h.msg_length):
+                    m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
+                    m.next = "DESC_ERROR"
+                with m.Else():
+                    m.next = "WALK"
             with m.State("FETCH"):
                 m.d.comb += [
                     fetcher.cmd.valid.eq(1),
@@ -511,14 +582,14 @@ class RxEngine(wiring.Component):
                     fetcher.cmd.payload.area_end.eq(self.config.record.desc_base + self.config.record.desc_size),
                 ]
                 with m.If(fetcher.cmd.ready):
+                    m.d.sync += loaded.eq(0)
                     m.next = "FETCHED"
             with m.State("FETCHED"):
                 m.d.comb += fetcher.result.ready.eq(1)
-                expected = Mux(op == _OP.SEND, via_descriptor.CONTROL_OP.SENDRECV, via_descriptor.CONTROL_OP.RDMA_READ)
                 with m.If(fetcher.result.valid):
-                    with m.If((fetcher.result.payload != FETCH_OK) | (fetcher.control.control.op != expected)):
+                    with m.If((fetcher.result.payload != FETCH_OK) | (fetcher.control.control.op != expected_op)):
                         m.d.sync += error_bits.eq(status_bits(FORMAT_ERROR=1))
-                        m.next = "DESC_ERROR"
+                        leave_for("DESC_ERROR")
                     with m.Else():
                         m.next = "VALIDATE"
             with m.State("VALIDATE"):
@@ -530,13 +601,23 @@ class RxEngine(wiring.Component):
                 with m.If(sg.result.valid):
                     with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
                         m.d.sync += error_bits.eq(status_bits(PROTECTION_ERROR=1))
-                        m.next = "DESC_ERROR"
-                    with m.Elif(sg.result.payload.total < h.msg_length):
-                        m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
-                        m.next = "DESC_ERROR"
+                        leave_for("DESC_ERROR")
                     with m.Else():
-                        m.next = "WALK"
+                        m.d.sync += [
+                            loaded.eq(1),
+                            loaded_vi.eq(vi),
+                            loaded_desc.eq(desc),
+                            loaded_total.eq(sg.result.payload.total),
+                        ]
+                        with m.If(preloading):
+                            m.next = "IDLE"
+                        with m.Elif(sg.result.payload.total < h.msg_length):
+                            m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
+                            m.next = "DESC_ERROR"
+                        with m.Else():
+                            m.next = "WALK"
             with m.State("DESC_ERROR"):
+                m.d.sync += loaded.eq(0)
                 with m.If(op == _OP.READ_RESPONSE):
                     # The read's own descriptor went bad after it was checked: fail the VI.
                     m.d.comb += [self.fail.eq(1), self.fail_vi.eq(vi), self.fail_bits.eq(error_bits)]
@@ -572,7 +653,7 @@ class RxEngine(wiring.Component):
                 m.d.comb += sg.result.ready.eq((payload_words == 0) | (sg.result.payload.fail != 0))
                 with m.If(sg.result.valid & (sg.result.payload.fail != 0)):
                     # The ATT changed under a checked message: give the frame up.
-                    m.d.sync += payload_mode.eq(0)
+                    m.d.sync += [payload_mode.eq(0), loaded.eq(0)]
                     m.d.comb += [writer.flush.eq(1), ev.rx_protection.eq(1)]
                     m.next = "DROP"
                 with m.Elif(sg.result.valid & sg.result.ready):
@@ -611,7 +692,7 @@ class RxEngine(wiring.Component):
                         update(read_offset=h.offset + h.payload_length)
                         m.d.comb += [self.to_tx.read_progress.eq(1), self.to_tx.read_progress_vi.eq(vi)]
                         with m.If(done):
-                            m.d.sync += read_complete[vi].eq(1)
+                            m.d.sync += [read_complete[vi].eq(1), loaded.eq(0)]
                             update(peer_ack=h.psn + 1)
                             m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
                         m.next = "DROP"
@@ -652,6 +733,14 @@ class RxEngine(wiring.Component):
                     m.d.comb += consumed.eq(1)
                     m.next = "IDLE"
 
+        # After the engine's own steps: a request to preload is not lost to IDLE taking the last
+        # one, and a completion or a connect forgets the loaded descriptor whatever the step.
+        with m.If(self.from_tx.read_start):
+            m.d.sync += [preload_pending.eq(1), preload_vi.eq(tx_vi), preload_read.eq(1)]
+        with m.Elif(pointers.taken):
+            m.d.sync += [preload_pending.eq(1), preload_vi.eq(self.rq_doorbell.payload.vi), preload_read.eq(0)]
+        with m.If(consumed | Cat(*self.vi.connect).any()):
+            m.d.sync += loaded.eq(0)
         with m.If(self.mgmt_pop):
             m.d.sync += self.mgmt_valid.eq(0)
         return m

@@ -11,7 +11,7 @@ from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup
 
 from numavia.base import regmap, via_frame
-from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
+from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
 
 OP = via_frame.OP
 RDESC = HOST + 0x200
@@ -216,5 +216,112 @@ def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmles
                 "RX_STALE_RESPONSE",
             )
         ), fuzz.counts
+
+    run(bench)
+
+
+def descriptor_reads(ctx, node, addr, words):
+    """A counter of the engine's reads of descriptor words [addr, addr + 4 * words), kept while it ticks."""
+    reads = dict.fromkeys(range(addr // 4, addr // 4 + words), 0)
+    bus = node.ram.bus
+
+    async def tick(cycles=1):
+        for _ in range(cycles):
+            if ctx.get(bus.cyc & bus.stb & bus.ack & ~bus.we) and ctx.get(bus.adr) in reads:
+                reads[ctx.get(bus.adr)] += 1
+            await ctx.tick()
+
+    async def until_done(desc):
+        for _ in range(20000):
+            if node.status(ctx, desc)["STATUS"]:
+                await tick(20)  # the completion's last write is in
+                return node.status(ctx, desc)
+            await tick()
+        raise TimeoutError(f"descriptor {desc:#x} never completed")
+
+    return reads, tick, until_done
+
+
+def test_a_receive_posted_ahead_is_loaded_before_its_send_and_read_again_when_posted_again():
+    """The engine, idle, loads the receive queue's head when it is rung: the send that arrives
+    later reads no descriptor word, and neither do the later frames of its message. Posted again
+    after it completed, with other segments at the same address, the descriptor is read again
+    and the next message lands where the new segments say."""
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.reg(ctx, "MTU", 200)  # 158 payload bytes a frame
+        reads, tick, until_done = descriptor_reads(ctx, node, RDESC, 12)
+        first = bytes((7 * i + 3) & 0xFF for i in range(400))
+        await node.post(ctx, 1, "recv", RDESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 0x101, 1, 400)]))
+        await tick(300)
+        assert set(reads.values()) == {1}  # loaded while nothing arrived
+        for offset in range(0, 400, 158):
+            part = first[offset : offset + 158]
+            wire.send(frame(OP.SEND, psn=offset // 158, payload=part, msg_length=400, offset=offset))
+        st = await until_done(RDESC)
+        assert st["STATUS"] == status(DONE=1, OP=1) and st["LENGTH"] == 400
+        assert node.dump(ctx, pa(VA + 0x101), 400) == first
+        assert set(reads.values()) == {1}  # the three frames read none
+
+        second = b"posted again"
+        await node.post(ctx, 1, "recv", RDESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 0x901, 1, 64)]))
+        await tick(300)
+        wire.send(frame(OP.SEND, psn=3, payload=second))
+        st = await until_done(RDESC)
+        assert st["STATUS"] == status(DONE=1, OP=1) and st["LENGTH"] == len(second)
+        assert node.dump(ctx, pa(VA + 0x901), len(second)) == second
+        assert node.dump(ctx, pa(VA + 0x101), 400) == first  # the old segments are left alone
+        assert set(reads.values()) == {2}
+
+    run(bench)
+
+
+def test_a_bad_receive_loaded_ahead_is_reported_only_when_a_send_needs_it():
+    """A receive descriptor of the wrong kind, loaded while the engine is idle, completes nothing
+    and fails nothing by itself; the send that needs it finds it bad, as one fetched then would."""
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        bad = encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 64)], remote_va=VA, remote_handle=1)
+        await node.post(ctx, 1, "recv", RDESC, bad)
+        await settle(ctx)
+        assert not node.status(ctx, RDESC)["STATUS"]
+        assert await node.vi_reg(ctx, 1, "STATE") & 3 == dict(regmap.VI_STATES)["CONNECTED"]
+        assert wire.sent == []
+        wire.send(frame(OP.SEND, psn=0, payload=b"data"))
+        st = await node.wait_done(ctx, RDESC)
+        assert st["STATUS"] == status(DONE=1, OP=1, FORMAT_ERROR=1) and st["LENGTH"] == 0
+        assert await node.vi_reg(ctx, 1, "STATE") & 3 == dict(regmap.VI_STATES)["ERROR"]
+        assert await node.counter(ctx, "RX_DESCRIPTOR_ERROR") == 1
+
+    run(bench)
+
+
+def test_an_rdma_read_response_lands_without_reading_its_descriptor_again():
+    """The engine loads an RDMA read's descriptor while its request is out: the response is written
+    into the read's segments without another descriptor read, and the read completes."""
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        reads, tick, until_done = descriptor_reads(ctx, node, RDESC, 12)
+        segs = [(VA + 0x40, 1, 5), (VA + 0x1002, 1, 7)]
+        desc = encode_descriptor(CONTROL_OP.RDMA_READ, segs, remote_va=0x1234_0000, remote_handle=9)
+        await node.post(ctx, 1, "send", RDESC, desc)
+        for _ in range(2000):
+            if wire.sent:
+                break
+            await tick()
+        assert header(wire.sent[0])["OP"] == OP.READ_REQUEST
+        await tick(300)
+        before = dict(reads)
+        assert max(before.values()) == 2  # the segments: the transmit engine's fetch and the receive side's load
+        data = b"twelve bytes"
+        wire.send(frame(OP.READ_RESPONSE, psn=0, payload=data, msg_length=12))
+        st = await until_done(RDESC)
+        assert st["STATUS"] == status(DONE=1, OP=STATUS_OP.RDMA_READ) and st["LENGTH"] == 12
+        assert node.dump(ctx, pa(VA + 0x40), 5) + node.dump(ctx, pa(VA + 0x1002), 7) == data
+        # Its completion writes the control segment; nothing reads the descriptor again.
+        assert reads == before
 
     run(bench)
