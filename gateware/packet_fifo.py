@@ -1,4 +1,4 @@
-"""Packet FIFO: store-and-forward buffer of whole frames.
+"""Packet FIFO: frames buffered whole (store-and-forward), or passed on as they come (cut-through).
 
 A frame is written word by word and becomes visible to the reader only when its last word is in
 (commit); a frame whose last word carries ``error`` is discarded, so a frame with a bad FCS never
@@ -12,6 +12,12 @@ Two write disciplines:
 
 The reader sees the head frame's length in bytes (``head_length``, when ``head_valid``), streams its
 words (``last`` on the final one, ``nbytes`` 1..4), and may ``skip`` the rest of it.
+
+Cut-through: a writer that knows a frame's length and will write it a word a cycle with no error
+(the transmit engine's frames without payload, whose words it holds) gives it to ``announce``
+in the cycle it writes the first word; the reader may then start on it at once and follows it as
+its words come in, where a whole frame would wait for its last word. The MAC side drains far slower than a word a cycle,
+so it never catches up with the writer.
 """
 
 from amaranth import Cat, Module, Mux, Signal
@@ -22,6 +28,8 @@ from amaranth.lib.wiring import In, Out
 
 FifoWord = data.StructLayout({"data": 32, "nbytes": 3, "last": 1, "error": 1})
 FifoOut = data.StructLayout({"data": 32, "nbytes": 3, "last": 1})
+#: A frame announced with its first word: its length in words and the bytes of its last word.
+Announced = data.StructLayout({"words": 16, "nbytes": 3})
 
 
 class PacketFifo(wiring.Component):
@@ -34,6 +42,7 @@ class PacketFifo(wiring.Component):
         super().__init__(
             {
                 "w": In(stream.Signature(FifoWord)),
+                "announce": In(stream.Signature(Announced)),
                 "r": Out(stream.Signature(FifoOut)),
                 "head_valid": Out(1),
                 "head_length": Out(16),
@@ -58,11 +67,17 @@ class PacketFifo(wiring.Component):
         rd = Signal(aw + 1)  # next word to read
         words = Signal(16)  # words of the frame being written
         dropping = Signal()  # the frame being written no longer fits: drop it at its end
+        announced = Signal()  # the frame being written was announced: its length is queued already
 
         free = Signal(aw + 1)
         m.d.comb += free.eq(self.depth - (wr - rd))
         w = self.w.payload
-        fits = (free != 0) & (~w.last | lengths.w_rdy)
+        fits = (free != 0) & (~w.last | announced | lengths.w_rdy)
+        m.d.comb += self.announce.ready.eq(lengths.w_rdy)
+        announcing = self.announce.valid & self.announce.ready & self.w.valid & self.w.ready  # with the first word
+        with m.If(announcing):
+            m.d.comb += lengths.w_en.eq(1)
+            m.d.sync += announced.eq(1)
 
         if self.drop_when_full:
             m.d.comb += self.w.ready.eq(1)
@@ -73,7 +88,7 @@ class PacketFifo(wiring.Component):
         m.d.comb += [
             wport.addr.eq(wr[:aw]),
             wport.data.eq(w.data),
-            lengths.w_data.eq(Cat((words + 1)[:16], w.nbytes)),
+            lengths.w_data.eq(Mux(announcing, self.announce.payload.as_value(), Cat((words + 1)[:16], w.nbytes))),
         ]
         with m.If(write):
             with m.If(~dropping & fits):
@@ -82,9 +97,9 @@ class PacketFifo(wiring.Component):
             with m.Else():
                 m.d.sync += dropping.eq(1)
             with m.If(w.last):
-                m.d.sync += [words.eq(0), dropping.eq(0)]
+                m.d.sync += [words.eq(0), dropping.eq(0), announced.eq(0)]
                 with m.If(~dropping & fits & ~w.error):
-                    m.d.comb += [lengths.w_en.eq(1), self.committed.eq(1)]
+                    m.d.comb += [lengths.w_en.eq(~announced), self.committed.eq(1)]
                     m.d.sync += committed.eq(wr + 1)
                 with m.Else():
                     m.d.sync += wr.eq(committed)
@@ -103,7 +118,8 @@ class PacketFifo(wiring.Component):
         m.d.comb += [
             self.head_valid.eq(lengths.r_rdy),
             self.head_length.eq(((head_words - 1) << 2) + head_nbytes),
-            self.r.valid.eq(lengths.r_rdy & ~self.skip),
+            # An announced head frame may have words still to come: its reader waits for them.
+            self.r.valid.eq(lengths.r_rdy & ~self.skip & (rd != wr)),
             self.r.payload.data.eq(rport.data),
             self.r.payload.last.eq(words_left == 1),
             self.r.payload.nbytes.eq(Mux(words_left == 1, head_nbytes, 4)),

@@ -150,6 +150,7 @@ class ViaEngine(wiring.Component):
 
         # --- frames: engine -> transmit buffer -> MAC; MAC -> receive buffer -> engine ---------
         wiring.connect(m, tx.frames, tx_fifo.w)
+        wiring.connect(m, tx.announce, tx_fifo.announce)
         out = self.eth_tx.payload
         nb = tx_fifo.r.payload.nbytes
         m.d.comb += [

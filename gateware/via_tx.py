@@ -34,7 +34,7 @@ from numavia.base.via_descriptor import status_bits, status_op
 
 from . import wishbone_burst
 from .byte_packer import BytePacker
-from .packet_fifo import FifoWord
+from .packet_fifo import Announced, FifoWord
 from .round_robin import RoundRobin
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
@@ -103,6 +103,7 @@ class TxEngine(wiring.Component):
         super().__init__(
             {
                 "frames": Out(stream.Signature(FifoWord)),
+                "announce": Out(stream.Signature(Announced)),  # a frame cut through (see emit_header)
                 "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),
@@ -426,16 +427,22 @@ class TxEngine(wiring.Component):
         frames = self.frames
 
         def emit_header(done):
-            """Stream the header's words into the frame FIFO; the last one ends a payload-less frame."""
+            """Stream the header's words into the frame FIFO; the last one ends a payload-less frame.
+            Such a frame is cut through: its words are all here and go in a word a cycle, so it is
+            announced with its first word and the MAC side may start on it at once."""
             end = hdr_word == _HEADER_WORDS - 1
+            announce = (payload_len == 0) & (hdr_word == 0)
             m.d.comb += [
-                frames.valid.eq(1),
+                self.announce.valid.eq(announce & frames.ready),
+                self.announce.payload.words.eq(_HEADER_WORDS),
+                self.announce.payload.nbytes.eq(4),
+                frames.valid.eq(~announce | self.announce.ready),
                 frames.payload.data.eq(hdr_bits.word_select(hdr_word, 32)),
                 frames.payload.nbytes.eq(4),
                 frames.payload.last.eq(end & (payload_len == 0)),
                 frames.payload.error.eq(0),
             ]
-            with m.If(frames.ready):
+            with m.If(frames.valid & frames.ready):
                 m.d.sync += hdr_word.eq(hdr_word + 1)
                 with m.If(end):
                     m.next = done

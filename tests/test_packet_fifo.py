@@ -105,3 +105,58 @@ def test_skip_discards_the_rest_of_the_head_frame():
     frames = [(b"a" * 9, False), (b"b" * 30, False), (b"c" * 3, False)]
     got, _ = run(frames, drop_when_full=True, skip_frames=(1,), read_after=50)
     assert got == [(b"a" * 9, 9), ("skipped", 30), (b"c" * 3, 3)]
+
+
+def test_an_announced_frame_is_read_while_it_is_written():
+    """Cut-through: a frame announced with its first word is read as its words come in (its first
+    word out before its last is in); the whole frames around it still wait for their last word,
+    and all three come out intact and in order."""
+    dut = PacketFifo(depth_words=64, max_frames=8, drop_when_full=False)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    frames = [(b"whole-one-17bytes", False), (bytes(range(40)), True), (b"tail-frame", False)]
+    written_last, read_first, got = {}, {}, []
+
+    async def bench(ctx):
+        writes = []  # (frame index, word fields, announce this frame with this word)
+        for index, (data, announced) in enumerate(frames):
+            words = frame_words(data)
+            for i, w in enumerate(words):
+                fields = {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w)}
+                fields["last"], fields["error"] = i == len(words) - 1, 0
+                announce = {"words": len(words), "nbytes": len(words[-1])} if announced and i == 0 else None
+                writes.append((index, fields, announce))
+        ctx.set(dut.r.ready, 1)
+        current, cycle = bytearray(), 0
+        while len(got) < len(frames) and cycle < 500:
+            cycle += 1
+            if writes:
+                index, fields, announce = writes[0]
+                ctx.set(dut.w.payload, fields)
+                ctx.set(dut.w.valid, 1)
+                ctx.set(dut.announce.valid, announce is not None)
+                if announce is not None:
+                    ctx.set(dut.announce.payload, announce)
+                taken = ctx.get(dut.w.ready) and (announce is None or ctx.get(dut.announce.ready))
+            else:
+                ctx.set(dut.w.valid, 0)
+                ctx.set(dut.announce.valid, 0)
+                taken = False
+            word = ctx.get(dut.r.payload) if ctx.get(dut.r.valid) else None
+            await ctx.tick()
+            if taken:
+                index, fields, _ = writes.pop(0)
+                if fields["last"]:
+                    written_last[index] = cycle
+            if word is not None:
+                read_first.setdefault(len(got), cycle)
+                current += word.data.to_bytes(4, "little")[: word.nbytes]
+                if word.last:
+                    got.append(bytes(current))
+                    current = bytearray()
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
+    assert got == [data for data, _ in frames]
+    assert read_first[1] < written_last[1]  # cut through
+    assert read_first[0] > written_last[0] and read_first[2] > written_last[2]  # whole
