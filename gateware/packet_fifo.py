@@ -13,16 +13,22 @@ Two write disciplines:
 The reader sees the head frame's length in bytes (``head_length``, when ``head_valid``), streams its
 words (``last`` on the final one, ``nbytes`` 1..4), and may ``skip`` the rest of it.
 
-Cut-through: a writer that knows a frame's length and will write it a word a cycle with no error
-(the transmit engine's frames without payload, whose words it holds) gives it to ``announce``
-in the cycle it writes the first word; the reader may then start on it at once and follows it as
-its words come in, where a whole frame would wait for its last word. The MAC side drains far slower than a word a cycle,
-so it never catches up with the writer.
+Cut-through, two ways:
+
+* ``announce`` (transmit): a writer that knows a frame's length and will write it a word a cycle
+  with no error (the transmit engine's frames without payload, whose words it holds) gives the
+  length in the cycle it writes the first word; the reader (the MAC side, far slower than a word a
+  cycle) may start on the frame at once and follows it as its words come in.
+* ``cut_through=True`` (receive): while no whole frame waits, the reader may read the frame coming
+  in (``head_early``) as far as its newest word; its last word comes only with its verdict, when
+  it is committed (``head_valid``). If it is dropped instead, ``early_dropped`` pulses and the
+  reader is back where the next frame will start: what it read must be forgotten, and nothing of
+  it may have been acted on.
 """
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -33,12 +39,13 @@ Announced = data.StructLayout({"words": 16, "nbytes": 3})
 
 
 class PacketFifo(wiring.Component):
-    def __init__(self, *, depth_words, max_frames=32, drop_when_full):
+    def __init__(self, *, depth_words, max_frames=32, drop_when_full, cut_through=False):
         if depth_words & (depth_words - 1):
             raise ValueError("depth_words must be a power of two")
         self.depth = depth_words
         self.max_frames = max_frames
         self.drop_when_full = drop_when_full
+        self.cut_through = cut_through
         super().__init__(
             {
                 "w": In(stream.Signature(FifoWord)),
@@ -46,6 +53,8 @@ class PacketFifo(wiring.Component):
                 "r": Out(stream.Signature(FifoOut)),
                 "head_valid": Out(1),
                 "head_length": Out(16),
+                "head_early": Out(1),  # cut-through: words of a frame still coming in can be read
+                "early_dropped": Out(1),  # ... and that frame, partly read, was dropped
                 "skip": In(1),
                 "dropped_full": Out(1),
                 "dropped_error": Out(1),
@@ -60,7 +69,8 @@ class PacketFifo(wiring.Component):
         m.submodules.mem = mem
         wport = mem.write_port()
         rport = mem.read_port(transparent_for=(wport,))
-        m.submodules.lengths = lengths = SyncFIFOBuffered(width=16 + 3, depth=self.max_frames)
+        # Unbuffered: a frame's length is there the cycle after its last word (cut-through relies on it).
+        m.submodules.lengths = lengths = SyncFIFO(width=16 + 3, depth=self.max_frames)
 
         wr = Signal(aw + 1)  # next word to write (of the frame being written)
         committed = Signal(aw + 1)  # end of the last committed frame
@@ -68,6 +78,7 @@ class PacketFifo(wiring.Component):
         words = Signal(16)  # words of the frame being written
         dropping = Signal()  # the frame being written no longer fits: drop it at its end
         announced = Signal()  # the frame being written was announced: its length is queued already
+        dropped = Signal()  # the frame being written ends here and is dropped
 
         free = Signal(aw + 1)
         m.d.comb += free.eq(self.depth - (wr - rd))
@@ -102,6 +113,7 @@ class PacketFifo(wiring.Component):
                     m.d.comb += [lengths.w_en.eq(~announced), self.committed.eq(1)]
                     m.d.sync += committed.eq(wr + 1)
                 with m.Else():
+                    m.d.comb += dropped.eq(1)
                     m.d.sync += wr.eq(committed)
                     with m.If(w.error & ~dropping & fits):
                         m.d.comb += self.dropped_error.eq(1)
@@ -112,29 +124,39 @@ class PacketFifo(wiring.Component):
         head_words = Signal(16)
         head_nbytes = Signal(3)
         m.d.comb += [head_words.eq(lengths.r_data[:16]), head_nbytes.eq(lengths.r_data[16:])]
-        left = Signal(16)  # words of the head frame not read yet
-        started = Signal()  # left is loaded for the head frame
-        words_left = Mux(started, left, head_words)
+        taken = Signal(16)  # words of the head frame read
+        words_left = head_words - taken
+        # Cut-through: with no whole frame waiting, the words of the frame coming in, but its newest
+        # (which may be its last, whose verdict is not in yet).
+        early = Signal()
+        if self.cut_through:
+            m.d.comb += early.eq(~lengths.r_rdy & ((wr - rd)[: aw + 1] > 1))
+        last = lengths.r_rdy & (words_left == 1)
         m.d.comb += [
             self.head_valid.eq(lengths.r_rdy),
             self.head_length.eq(((head_words - 1) << 2) + head_nbytes),
+            self.head_early.eq(early),
             # An announced head frame may have words still to come: its reader waits for them.
-            self.r.valid.eq(lengths.r_rdy & ~self.skip & (rd != wr)),
+            self.r.valid.eq(~self.skip & ((lengths.r_rdy & (rd != wr)) | early)),
             self.r.payload.data.eq(rport.data),
-            self.r.payload.last.eq(words_left == 1),
-            self.r.payload.nbytes.eq(Mux(words_left == 1, head_nbytes, 4)),
+            self.r.payload.last.eq(last),
+            self.r.payload.nbytes.eq(Mux(last, head_nbytes, 4)),
         ]
         rd_next = Signal(aw + 1)
         m.d.comb += [rd_next.eq(rd), rport.addr.eq(rd_next[:aw])]
         m.d.sync += rd.eq(rd_next)
         with m.If(self.skip & lengths.r_rdy):
             m.d.comb += [rd_next.eq(rd + words_left), lengths.r_en.eq(1)]
-            m.d.sync += started.eq(0)
+            m.d.sync += taken.eq(0)
         with m.Elif(self.r.valid & self.r.ready):
             m.d.comb += rd_next.eq(rd + 1)
-            with m.If(words_left == 1):
+            with m.If(last):
                 m.d.comb += lengths.r_en.eq(1)
-                m.d.sync += started.eq(0)
+                m.d.sync += taken.eq(0)
             with m.Else():
-                m.d.sync += [started.eq(1), left.eq(words_left - 1)]
+                m.d.sync += taken.eq(taken + 1)
+        # The frame read ahead was dropped: the reader goes back to where the next one will start.
+        with m.If(dropped & (taken != 0) & ~lengths.r_rdy):
+            m.d.comb += [rd_next.eq(committed), self.early_dropped.eq(1)]
+            m.d.sync += taken.eq(0)
         return m

@@ -134,7 +134,9 @@ class ViaEngine(wiring.Component):
         m.submodules.completion = completion = CompletionUnit(vis=vis, cqs=cqs, sources=2)
         m.submodules.cq_notify = cq_notify = CqNotifier(cqs)
         m.submodules.tx_fifo = tx_fifo = PacketFifo(depth_words=p.tx_buffer_bytes // 4, drop_when_full=False)
-        m.submodules.rx_fifo = rx_fifo = PacketFifo(depth_words=p.rx_buffer_bytes // 4, drop_when_full=True)
+        m.submodules.rx_fifo = rx_fifo = PacketFifo(
+            depth_words=p.rx_buffer_bytes // 4, drop_when_full=True, cut_through=True
+        )
         m.submodules.dma = arbiter = WishboneArbiter(count=5, addr_width=BUS_ADDR_WIDTH)
 
         # --- DMA: five initiators share the card's port into the SoC --------------------------
@@ -178,6 +180,8 @@ class ViaEngine(wiring.Component):
             rx.frame_valid.eq(rx_fifo.head_valid),
             rx.frame_length.eq(rx_fifo.head_length),
             rx_fifo.skip.eq(rx.frame_skip),
+            rx.frame_early.eq(rx_fifo.head_early),
+            rx.frame_dropped.eq(rx_fifo.early_dropped),
         ]
 
         # --- global registers ----------------------------------------------------------------

@@ -1,8 +1,9 @@
 """VIA receive engine: everything the card does with a frame that arrived.
 
-Frames come whole and FCS-checked out of the receive packet FIFO. For each, the engine reads the
-header, checks it (ours, well formed, for a connected VI from its peer), takes the piggybacked
-acknowledgement, and then by operation:
+Frames come out of the receive packet FIFO, which checks their FCS. The engine reads a frame's
+header as it comes in (cut-through) but acts on it only once the FIFO has the whole frame and its
+FCS is good: a bad frame is forgotten, header and all. It checks the header (ours, well formed,
+for a connected VI from its peer), takes the piggybacked acknowledgement, and then by operation:
 
 * SEND: in sequence order, into the receive queue's head descriptor (validated through the ATT
   before a byte is written); the last frame completes the descriptor;
@@ -98,9 +99,11 @@ class RxEngine(wiring.Component):
         super().__init__(
             {
                 "frames": In(stream.Signature(FifoOut)),
-                "frame_valid": In(1),
+                "frame_valid": In(1),  # a whole frame, its FCS checked, is at the FIFO's head...
                 "frame_length": In(16),
                 "frame_skip": Out(1),
+                "frame_early": In(1),  # ... or the words of one still coming in can be read
+                "frame_dropped": In(1),  # ... and it was dropped after all
                 "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "write_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),
@@ -354,6 +357,18 @@ class RxEngine(wiring.Component):
                 c.recv.eq(1),
             ]
 
+        def verdict():
+            """The header is in: on to its checks once the frame is whole and good."""
+            with m.If(self.frame_valid):
+                m.d.sync += length.eq(self.frame_length)
+                with m.If(self.frame_length < via_frame.HEADER.size):
+                    m.d.comb += ev.rx_malformed.eq(1)
+                    m.next = "DROP"
+                with m.Else():
+                    m.next = "CHECK"
+            with m.Else():
+                m.next = "VERDICT"
+
         recv_status = status_bits(DONE=1) | status_op(via_descriptor.STATUS_OP.RECEIVE)
         imm_bit = _STATUS.bit("IMMEDIATE").mask
 
@@ -374,6 +389,8 @@ class RxEngine(wiring.Component):
                         m.next = "DROP"
                     with m.Else():
                         m.next = "HEADER"
+                with m.Elif(self.frame_early & self.enable):
+                    m.next = "HEADER"  # read as it comes in; nothing is done before its verdict
                 with m.Elif(flush_any):
                     m.d.sync += vi.eq(flush_vi)
                     m.next = "FLUSH"
@@ -383,14 +400,21 @@ class RxEngine(wiring.Component):
 
             with m.State("HEADER"):
                 m.d.comb += self.frames.ready.eq(1)
-                with m.If(self.frames.valid):
+                with m.If(self.frame_dropped):
+                    m.next = "IDLE"
+                with m.Elif(self.frames.valid):
                     m.d.sync += [
                         hdr_bits.eq(Cat(hdr_bits[32:], self.frames.payload.data)),
                         words.eq(words + 1),
                         frame_done.eq(self.frames.payload.last),
                     ]
-                    with m.If(words == _HEADER_WORDS - 1):
-                        m.next = "CHECK"
+                    with m.If((words == _HEADER_WORDS - 1) | self.frames.payload.last):
+                        verdict()
+            with m.State("VERDICT"):  # the header came in ahead of the frame's end
+                with m.If(self.frame_dropped):
+                    m.next = "IDLE"
+                with m.Elif(self.frame_valid):
+                    verdict()
 
             with m.State("CHECK"):
                 m.d.sync += [
