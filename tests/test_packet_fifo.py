@@ -160,3 +160,57 @@ def test_an_announced_frame_is_read_while_it_is_written():
     assert got == [data for data, _ in frames]
     assert read_first[1] < written_last[1]  # cut through
     assert read_first[0] > written_last[0] and read_first[2] > written_last[2]  # whole
+
+
+def test_the_receive_side_passes_on_a_frame_as_it_comes_and_takes_back_a_dropped_one():
+    """Receive-side cut-through: a frame written a word every third cycle is read as it comes, up
+    to its newest word; its last word comes only once it is committed. A frame with a bad FCS, read
+    in part, is taken back (``early_dropped``; the reader starts over where the next frame starts),
+    and the frame after it comes out whole."""
+    dut = PacketFifo(depth_words=64, max_frames=8, drop_when_full=True, cut_through=True)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    frames = [(bytes(range(1, 41)), False), (bytes(range(100, 137)), True), (b"after the bad one", False)]
+    written_last, read_first, read_last, got, taken_back = {}, {}, {}, [], []
+
+    async def bench(ctx):
+        writes = []
+        for index, (data, error) in enumerate(frames):
+            words = frame_words(data)
+            for i, w in enumerate(words):
+                last = i == len(words) - 1
+                fields = {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w)}
+                writes.append((index, {**fields, "last": last, "error": error and last}))
+        ctx.set(dut.r.ready, 1)
+        current, cycle = bytearray(), 0
+        while len(got) < 2 and cycle < 1000:
+            cycle += 1
+            writing = bool(writes) and cycle % 3 == 0
+            if writing:
+                ctx.set(dut.w.payload, writes[0][1])
+            ctx.set(dut.w.valid, writing)
+            word = ctx.get(dut.r.payload) if ctx.get(dut.r.valid) else None
+            if ctx.get(dut.early_dropped):
+                taken_back.append(bytes(current))
+                current = bytearray()
+                word = None
+            frame_index = len(got) + len(taken_back)
+            await ctx.tick()
+            if writing:
+                index, fields = writes.pop(0)
+                if fields["last"]:
+                    written_last[index] = cycle
+            if word is not None:
+                read_first.setdefault(frame_index, cycle)
+                current += word.data.to_bytes(4, "little")[: word.nbytes]
+                if word.last:
+                    read_last[frame_index] = cycle
+                    got.append(bytes(current))
+                    current = bytearray()
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
+    assert got == [frames[0][0], frames[2][0]]
+    assert len(taken_back) == 1 and frames[1][0].startswith(taken_back[0]) and taken_back[0]
+    for index in (0, 2):
+        assert read_first[index] < written_last[index] < read_last[index]
