@@ -258,14 +258,14 @@ class TxEngine(wiring.Component):
         m.d.comb += window_open.eq((snd_nxt - ctx.una)[:32] < p.window)
         fenced = read_active[vi] & (snd_nxt != read_here.psn)
         sendable = Signal()
+        to_complete = Signal()  # the head message is acknowledged (or was never sent: failed)
+        to_flush = Signal()  # the VI failed with descriptors still queued
         work_left = Signal()
         m.d.comb += [
             sendable.eq((state == _CONNECTED) & (ctx.cur != tail) & window_open & ~fenced),
-            work_left.eq(
-                ((head != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31])
-                | ((state == _ERROR) & (head != tail))
-                | sendable
-            ),
+            to_complete.eq((head != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31]),
+            to_flush.eq((state == _ERROR) & (head != tail)),
+            work_left.eq(to_complete | to_flush | sendable),
         ]
         this_vi = C(1, vis) << vi
         owed_now = Signal(vis)  # `owed`, with the visit that has just ended counted
@@ -535,6 +535,16 @@ class TxEngine(wiring.Component):
 
             # --- 1. a NAK from the peer -----------------------------------------------------
             with m.State("VISIT_NAK"):
+                # A visit with nothing to take, complete, time out or resend goes straight to its
+                # frame: the steps between would each look and do nothing.
+                settled = (
+                    ~Array(self.from_rx.rx_nak)[vi]
+                    & (self.from_rx.peer_ack == ctx.una)
+                    & ~to_flush
+                    & ~to_complete
+                    & ~timers.expired
+                    & ~ctx.rewind
+                )
                 with m.If(Array(self.from_rx.rx_nak)[vi]):
                     m.d.comb += self.to_rx.rx_nak_taken.eq(1)
                     code = self.from_rx.rx_nak_code
@@ -553,7 +563,11 @@ class TxEngine(wiring.Component):
                             status_bits(REMOTE_DESCRIPTOR_ERROR=1),
                         )
                         fail(bits)
-                m.next = "VISIT_ACK"
+                with m.If(settled):
+                    m.d.sync += acked.bit_select(vi, 1).eq(0)  # as VISIT_ACK would
+                    m.next = "VISIT_CONTROL"
+                with m.Else():
+                    m.next = "VISIT_ACK"
 
             # --- 2. the peer's cumulative acknowledgement ------------------------------------
             with m.State("VISIT_ACK"):
@@ -570,9 +584,9 @@ class TxEngine(wiring.Component):
 
             # --- 3. completions in queue order ------------------------------------------------
             with m.State("VISIT_COMPLETE"):
-                with m.If((state == _ERROR) & (head != tail)):
+                with m.If(to_flush):
                     m.next = "FLUSH"
-                with m.Elif((head != ctx.cur_max) & ~(ctx.una - ctx.head_end)[31]):
+                with m.Elif(to_complete):
                     m.next = "COMPLETE"
                 with m.Else():
                     m.next = "VISIT_TIMER"
