@@ -12,6 +12,8 @@ A visit to a VI:
 5. sends at most one frame: an ACK/NAK the VI owes, or the next frame of its send queue while
    fewer than ``window`` frames are unacknowledged.
 
+A visit with nothing to do in steps 1-4 goes from its first step straight to step 5.
+
 A data frame is built from the descriptor (frames of a message carry their offset, so going back
 needs no saved state). The descriptor is fetched for a message's first frame and kept while the
 message's frames follow; anything else that uses the fetcher or the segment table (another message,
