@@ -310,6 +310,14 @@ class RxEngine(wiring.Component):
             with m.Else():
                 m.next = state
 
+        def take_descriptor(total):
+            """A good descriptor of `total` bytes: on to the payload, if the message fits in it."""
+            with m.If(total < h.msg_length):
+                m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
+                m.next = "DESC_ERROR"
+            with m.Else():
+                m.next = "WALK"
+
         def fetch_or_loaded(address):
             """Go on with the local descriptor at `address`: fetch it, unless it is loaded."""
             m.d.sync += desc.eq(address)
@@ -594,11 +602,8 @@ class RxEngine(wiring.Component):
                 with m.If(fetcher.control.control.op != expected_op):
                     m.d.sync += error_bits.eq(status_bits(FORMAT_ERROR=1))
                     m.next = "DESC_ERROR"
-                with m.Elif(loaded_total < h.msg_length):
-                    m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
-                    m.next = "DESC_ERROR"
                 with m.Else():
-                    m.next = "WALK"
+                    take_descriptor(loaded_total)
             with m.State("FETCH"):
                 m.d.comb += [
                     fetcher.cmd.valid.eq(1),
@@ -635,11 +640,8 @@ class RxEngine(wiring.Component):
                         ]
                         with m.If(preloading):
                             m.next = "IDLE"
-                        with m.Elif(sg.result.payload.total < h.msg_length):
-                            m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
-                            m.next = "DESC_ERROR"
                         with m.Else():
-                            m.next = "WALK"
+                            take_descriptor(sg.result.payload.total)
             with m.State("DESC_ERROR"):
                 m.d.sync += loaded.eq(0)
                 with m.If(op == _OP.READ_RESPONSE):

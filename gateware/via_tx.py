@@ -19,8 +19,9 @@ needs no saved state). The descriptor is fetched for a message's first frame and
 message's frames follow; anything else that uses the fetcher or the segment table (another message,
 a read response), the last frame, a flush or a new connection makes the next frame fetch it again.
 Every frame validates the descriptor's segments through the ATT (a failure completes the descriptor
-in error, nothing is sent), the header goes into the transmit FIFO, and the payload follows by DMA
-through the byte packer.
+in error, nothing is sent), the header goes into the transmit FIFO, and the payload, walked and read
+by DMA from the header's first word on, follows through the byte packer. A data frame leaves when
+it is whole; a frame without payload is cut through (``emit_header``).
 An RDMA read sends one READ_REQUEST and holds the queue until the response has arrived.
 """
 
