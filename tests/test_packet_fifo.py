@@ -12,6 +12,34 @@ def frame_words(data):
     return [data[i : i + 4] for i in range(0, len(data), 4)]
 
 
+def word_writes(frames):
+    """The write side's words of ``frames`` [(bytes, error)]: (frame index, its FifoWord fields)
+    each, ``error`` on the last word of a frame flagged so."""
+    writes = []
+    for index, (data, error) in enumerate(frames):
+        words = frame_words(data)
+        for i, w in enumerate(words):
+            last = i == len(words) - 1
+            fields = {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w)}
+            writes.append((index, {**fields, "last": last, "error": error and last}))
+    return writes
+
+
+class Frames:
+    """The read side: words gathered into frames. ``take`` returns a frame's bytes with its last
+    word (None before); ``current`` holds the bytes of the frame under way."""
+
+    def __init__(self):
+        self.current = bytearray()
+
+    def take(self, word):
+        self.current += word.data.to_bytes(4, "little")[: word.nbytes]
+        if not word.last:
+            return None
+        frame, self.current = bytes(self.current), bytearray()
+        return frame
+
+
 def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, skip_frames=(), seed=7):
     """Write ``frames`` [(bytes, error)] then read frames; returns (frames read, counters)."""
     dut = PacketFifo(depth_words=depth, max_frames=8, drop_when_full=drop_when_full)
@@ -21,25 +49,13 @@ def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, s
 
     async def bench(ctx):
         rng = random.Random(seed)
-        writes = []
-        for data, error in frames:
-            words = frame_words(data)
-            for i, w in enumerate(words):
-                last = i == len(words) - 1
-                writes.append(
-                    {
-                        "data": int.from_bytes(w.ljust(4, b"\0"), "little"),
-                        "nbytes": len(w),
-                        "last": last,
-                        "error": error and last,
-                    }
-                )
-        current, index, cycle, idle = bytearray(), 0, 0, 0
+        writes = [fields for _, fields in word_writes(frames)]
+        reader, index, cycle, idle = Frames(), 0, 0, 0
         while idle < 200:
             cycle += 1
             reading = cycle > read_after
             ready = reading and (ready_pattern is None or rng.random() < ready_pattern)
-            skip = reading and ctx.get(dut.head_valid) and not current and index in skip_frames
+            skip = reading and ctx.get(dut.head_valid) and not reader.current and index in skip_frames
             ctx.set(dut.skip, skip)
             ctx.set(dut.r.ready, ready)
             word = ctx.get(dut.r.payload) if ready and ctx.get(dut.r.valid) and not skip else None
@@ -60,12 +76,9 @@ def run(frames, *, drop_when_full, depth=64, read_after=0, ready_pattern=None, s
             if skip:
                 got.append(("skipped", length))
                 index += 1
-            if word is not None:
-                current += word.data.to_bytes(4, "little")[: word.nbytes]
-                if word.last:
-                    got.append((bytes(current), length))
-                    current = bytearray()
-                    index += 1
+            if word is not None and (frame := reader.take(word)) is not None:
+                got.append((frame, length))
+                index += 1
 
     sim.add_testbench(bench)
     run_simulation(sim)
@@ -118,20 +131,17 @@ def test_an_announced_frame_is_read_while_it_is_written():
     written_last, read_first, got = {}, {}, []
 
     async def bench(ctx):
-        writes = []  # (frame index, word fields, announce this frame with this word)
-        for index, (data, announced) in enumerate(frames):
-            words = frame_words(data)
-            for i, w in enumerate(words):
-                fields = {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w)}
-                fields["last"], fields["error"] = i == len(words) - 1, 0
-                announce = {"words": len(words), "nbytes": len(words[-1])} if announced and i == 0 else None
-                writes.append((index, fields, announce))
+        writes = word_writes([(data, False) for data, _ in frames])
+        announced = {index for index, (_, announce) in enumerate(frames) if announce}
         ctx.set(dut.r.ready, 1)
-        current, cycle = bytearray(), 0
+        reader, cycle, started = Frames(), 0, set()
         while len(got) < len(frames) and cycle < 500:
             cycle += 1
             if writes:
-                index, fields, announce = writes[0]
+                index, fields = writes[0]
+                words = frame_words(frames[index][0])
+                first = index not in started
+                announce = {"words": len(words), "nbytes": len(words[-1])} if first and index in announced else None
                 ctx.set(dut.w.payload, fields)
                 ctx.set(dut.w.valid, 1)
                 ctx.set(dut.announce.valid, announce is not None)
@@ -145,15 +155,14 @@ def test_an_announced_frame_is_read_while_it_is_written():
             word = ctx.get(dut.r.payload) if ctx.get(dut.r.valid) else None
             await ctx.tick()
             if taken:
-                index, fields, _ = writes.pop(0)
+                index, fields = writes.pop(0)
+                started.add(index)
                 if fields["last"]:
                     written_last[index] = cycle
             if word is not None:
                 read_first.setdefault(len(got), cycle)
-                current += word.data.to_bytes(4, "little")[: word.nbytes]
-                if word.last:
-                    got.append(bytes(current))
-                    current = bytearray()
+                if (frame := reader.take(word)) is not None:
+                    got.append(frame)
 
     sim.add_testbench(bench)
     run_simulation(sim)
@@ -174,15 +183,9 @@ def test_the_receive_side_passes_on_a_frame_as_it_comes_and_takes_back_a_dropped
     written_last, read_first, read_last, got, taken_back = {}, {}, {}, [], []
 
     async def bench(ctx):
-        writes = []
-        for index, (data, error) in enumerate(frames):
-            words = frame_words(data)
-            for i, w in enumerate(words):
-                last = i == len(words) - 1
-                fields = {"data": int.from_bytes(w.ljust(4, b"\0"), "little"), "nbytes": len(w)}
-                writes.append((index, {**fields, "last": last, "error": error and last}))
+        writes = word_writes(frames)
         ctx.set(dut.r.ready, 1)
-        current, cycle = bytearray(), 0
+        reader, cycle = Frames(), 0
         while len(got) < 2 and cycle < 1000:
             cycle += 1
             writing = bool(writes) and cycle % 3 == 0
@@ -191,8 +194,8 @@ def test_the_receive_side_passes_on_a_frame_as_it_comes_and_takes_back_a_dropped
             ctx.set(dut.w.valid, writing)
             word = ctx.get(dut.r.payload) if ctx.get(dut.r.valid) else None
             if ctx.get(dut.early_dropped):
-                taken_back.append(bytes(current))
-                current = bytearray()
+                taken_back.append(bytes(reader.current))
+                reader.current = bytearray()
                 word = None
             frame_index = len(got) + len(taken_back)
             await ctx.tick()
@@ -202,11 +205,9 @@ def test_the_receive_side_passes_on_a_frame_as_it_comes_and_takes_back_a_dropped
                     written_last[index] = cycle
             if word is not None:
                 read_first.setdefault(frame_index, cycle)
-                current += word.data.to_bytes(4, "little")[: word.nbytes]
-                if word.last:
+                if (frame := reader.take(word)) is not None:
                     read_last[frame_index] = cycle
-                    got.append(bytes(current))
-                    current = bytearray()
+                    got.append(frame)
 
     sim.add_testbench(bench)
     run_simulation(sim)
