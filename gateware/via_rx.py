@@ -262,6 +262,8 @@ class RxEngine(wiring.Component):
         psn_diff = Signal(32)
         m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
         rq_empty = rq_head == rq_tail
+        read_waiting = Signal()  # this engine's VI has an RDMA read out whose response is not all in
+        m.d.comb += read_waiting.eq(Array(self.from_tx.read_active)[vi] & ~read_complete[vi])
         m.d.comb += rq_r.addr.eq(vi * qd + rq_head[: len(rq_head) - 1])
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = self.config.record.ptag
@@ -318,10 +320,14 @@ class RxEngine(wiring.Component):
             with m.Else():
                 m.next = "WALK"
 
+        def is_loaded(address):
+            """Whether the fetcher and the walker hold this engine's VI's descriptor at `address`."""
+            return loaded & (loaded_vi == vi) & (loaded_desc == address)
+
         def fetch_or_loaded(address):
             """Go on with the local descriptor at `address`: fetch it, unless it is loaded."""
             m.d.sync += desc.eq(address)
-            with m.If(loaded & (loaded_vi == vi) & (loaded_desc == address)):
+            with m.If(is_loaded(address)):
                 m.next = "LOADED"
             with m.Else():
                 m.next = "FETCH"
@@ -471,9 +477,7 @@ class RxEngine(wiring.Component):
                 # sequence number until the response is complete (the read request is only
                 # acknowledged by its data).
                 ack = Signal(32)
-                hold = (
-                    Array(self.from_tx.read_active)[vi] & ~read_complete[vi] & ~(h.ack_psn - self.from_tx.read_psn)[31]
-                )
+                hold = read_waiting & ~(h.ack_psn - self.from_tx.read_psn)[31]
                 m.d.comb += ack.eq(Mux(hold, self.from_tx.read_psn, h.ack_psn))
                 with m.If(~(ack - seq.peer_ack)[31]):
                     update(peer_ack=ack)
@@ -488,8 +492,7 @@ class RxEngine(wiring.Component):
                         m.next = "DROP"
                     with m.Case(_OP.READ_RESPONSE):
                         with m.If(
-                            Array(self.from_tx.read_active)[vi]
-                            & ~read_complete[vi]
+                            read_waiting
                             & (h.psn == self.from_tx.read_psn)
                             & (h.offset == seq.read_offset)
                             & (h.msg_length == self.from_tx.read_len)
@@ -583,12 +586,8 @@ class RxEngine(wiring.Component):
                 m.next = "PRELOAD"
             with m.State("PRELOAD"):
                 address = Mux(preload_read, self.from_tx.read_desc, rq_r.data)
-                wanted = Mux(preload_read, Array(self.from_tx.read_active)[vi] & ~read_complete[vi], ~rq_empty)
-                with m.If(
-                    wanted
-                    & (Array(self.vi.state)[vi] == _CONNECTED)
-                    & ~(loaded & (loaded_vi == vi) & (loaded_desc == address))
-                ):
+                wanted = Mux(preload_read, read_waiting, ~rq_empty)
+                with m.If(wanted & (Array(self.vi.state)[vi] == _CONNECTED) & ~is_loaded(address)):
                     m.d.sync += [
                         desc.eq(address),
                         op.eq(Mux(preload_read, _OP.READ_RESPONSE, _OP.SEND)),
