@@ -18,9 +18,9 @@ from numavia.base.sci_packet import (
     HEADER_SYMBOLS,
     SHORT_HEADER_SYMBOLS,
     SYMBOL_BITS,
-    Command,
     PacketType,
     max_packet_symbols,
+    whole_header,
 )
 
 from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, header_symbol
@@ -177,7 +177,7 @@ class RingReceive(wiring.Component):
                 is_request_q.eq(first.ptype == PacketType.REQUEST),
                 long_header.eq(0),
             ]
-        with m.Elif(rx.frame & (index == 1) & is_request_q & (second.cmd == Command.MUWRITE)):
+        with m.Elif(rx.frame & (index == 1) & whole_header(is_request_q, second.cmd)):
             m.d.sync += [long_header.eq(1), expected_q.eq(expected_q + long_extra)]
         m.d.comb += events.UNDELIVERABLE.eq(start & came_back)
 

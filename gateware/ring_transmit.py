@@ -20,10 +20,10 @@ from numavia.base.sci_packet import (
     HEADER_SYMBOLS,
     SHORT_HEADER_SYMBOLS,
     SYMBOL_BITS,
-    Command,
     EchoStatus,
     PacketType,
     max_packet_symbols,
+    whole_header,
 )
 
 from .ring_bypass import BypassEntry
@@ -261,7 +261,7 @@ class RingTransmit(wiring.Component):
                     m.d.sync += tx_is_packet.eq(0)
                 with m.Elif(packet_pending):
                     m.d.comb += [self.send.ready.eq(1), tx_start_packet.eq(1)]
-                    long = (packet_header.ptype == PacketType.REQUEST) & (packet_header.cmd == Command.MUWRITE)
+                    long = whole_header(packet_header.ptype == PacketType.REQUEST, packet_header.cmd)
                     header_length = Mux(long, HEADER_SYMBOLS, SHORT_HEADER_SYMBOLS)
                     start_own(
                         packet_header,

@@ -213,13 +213,18 @@ class Packet:
         return value
 
 
+def whole_header(is_request, cmd):
+    """Whether a packet sends its whole header, byte enables included: an uncached write's
+    request, the one packet that uses them. ``is_request``: whether it is a request. Works on
+    numbers and on Amaranth values alike (both sides of the ring link call it)."""
+    return is_request & (cmd == Command.MUWRITE)
+
+
 def header_symbols(ptype, cmd):
     """Header symbols on the wire of a packet of type ``ptype`` carrying command ``cmd``."""
     if ptype == PacketType.ECHO:
         return ECHO_HEADER_SYMBOLS
-    if ptype == PacketType.REQUEST and cmd == Command.MUWRITE:
-        return HEADER_SYMBOLS
-    return SHORT_HEADER_SYMBOLS
+    return HEADER_SYMBOLS if whole_header(ptype == PacketType.REQUEST, cmd) else SHORT_HEADER_SYMBOLS
 
 
 def encode(packet, line_bytes=LINE_BYTES):
