@@ -436,7 +436,7 @@ class TxEngine(wiring.Component):
             end = hdr_word == _HEADER_WORDS - 1
             announce = (payload_len == 0) & (hdr_word == 0)
             m.d.comb += [
-                self.announce.valid.eq(announce & frames.ready),
+                self.announce.valid.eq(announce),  # taken with the first word (PacketFifo)
                 self.announce.payload.words.eq(_HEADER_WORDS),
                 self.announce.payload.nbytes.eq(4),
                 frames.valid.eq(~announce | self.announce.ready),
