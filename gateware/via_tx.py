@@ -19,9 +19,8 @@ needs no saved state). The descriptor is fetched for a message's first frame and
 message's frames follow; anything else that uses the fetcher or the segment table (another message,
 a read response), the last frame, a flush or a new connection makes the next frame fetch it again.
 Every frame validates the descriptor's segments through the ATT (a failure completes the descriptor
-in error, nothing is sent), the header goes into the transmit FIFO, and the payload, walked and read
-by DMA from the header's first word on, follows through the byte packer. A data frame leaves when
-it is whole; a frame without payload is cut through (``emit_header``).
+in error, nothing is sent); then the framer (``via_tx_framer``) puts the header into the transmit
+FIFO and the payload, walked and read by DMA from the header's first word on, behind it.
 An RDMA read sends one READ_REQUEST and holds the queue until the response has arrived.
 """
 
@@ -36,13 +35,11 @@ from numavia.base.params import BUS_ADDR_WIDTH
 from numavia.base.via_descriptor import status_bits, status_op
 
 from . import wishbone_burst
-from .byte_packer import BytePacker
 from .packet_fifo import Announced, FifoWord
 from .round_robin import RoundRobin
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
-from .via_dma_reader import DmaReader
 from .via_layouts import FrameHeader
 from .via_links import (
     doorbell_signature,
@@ -58,8 +55,9 @@ from .via_links import (
 from .via_queue_pointers import QueuePointers
 from .via_retransmit import RetransmitTimers
 from .via_rx import ReadJob
-from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
+from .via_scatter_gather import OP_VALIDATE, ScatterGather
 from .via_translate import lookup_signature
+from .via_tx_framer import PayloadSource, TxFramer
 
 #: Pulses of the transmit engine, counted by the engine top (names of regmap.VIA_COUNTERS).
 TX_EVENTS = ("TX_TIMEOUTS", "TX_NAK_SEQUENCE", "TX_ERRORS", "DOORBELLS_REFUSED", "DMA_ERRORS")
@@ -68,7 +66,6 @@ _OP = via_frame.OP
 _NAK = via_frame.NAK
 _CTL = via_descriptor.CONTROL_OP
 _SOP = via_descriptor.STATUS_OP
-_HEADER_WORDS = via_frame.HEADER.size // 4
 _CONNECTED = dict(regmap.VI_STATES)["CONNECTED"]
 _ERROR = dict(regmap.VI_STATES)["ERROR"]
 _MGMT = regmap.VIA.register("MGMT_TX_CTRL")
@@ -143,11 +140,14 @@ class TxEngine(wiring.Component):
 
         m.submodules.fetcher = fetcher = DescriptorFetcher(max_segments=p.max_segments)
         m.submodules.sg = sg = ScatterGather(max_segments=p.max_segments)
-        m.submodules.reader = reader = DmaReader()
-        m.submodules.packer = packer = BytePacker()
+        m.submodules.framer = framer = TxFramer()
         m.submodules.jobs = jobs = SyncFIFOBuffered(width=ReadJob.size, depth=p.read_jobs)
         wiring.connect(m, fetcher.bus, wiring.flipped(self.fetch_bus))
-        wiring.connect(m, reader.bus, wiring.flipped(self.read_bus))
+        wiring.connect(m, framer.read_bus, wiring.flipped(self.read_bus))
+        wiring.connect(m, framer.frames, wiring.flipped(self.frames))
+        wiring.connect(m, framer.announce, wiring.flipped(self.announce))
+        wiring.connect(m, framer.mgmt_data, wiring.flipped(self.mgmt_data))
+        wiring.connect(m, sg.chunks, framer.chunks)
         wiring.connect(m, sg.att, wiring.flipped(self.att))
         m.d.comb += [
             jobs.w_data.eq(self.jobs.payload.as_value()),
@@ -296,9 +296,8 @@ class TxEngine(wiring.Component):
         # --- the frame being built ------------------------------------------------------------
         hdr_bits = Signal(FrameHeader.size)
         hdr = FrameHeader(hdr_bits)
-        hdr_word = Signal(range(_HEADER_WORDS + 1))
         payload_len = Signal(16)
-        frame_error = Signal()
+        frame_error = Signal()  # the frame just sent was dropped (the framer's error)
         desc = Signal(32)
         total = Signal(32)
         last = Signal()
@@ -308,7 +307,6 @@ class TxEngine(wiring.Component):
         prefer_job = Signal()
         mgmt_pending = Signal()
         mgmt_ctrl = Signal(32)
-        mgmt_word = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 1))
         is_read = Signal()
         retransmit = Signal()
         # The send-queue slot (and descriptor address) whose descriptor the fetcher and the walker
@@ -340,8 +338,6 @@ class TxEngine(wiring.Component):
                 hdr.dst_vi.eq(dst_vi),
                 hdr.psn.eq(psn),
                 hdr.ack_psn.eq(self.from_rx.rcv_nxt),
-                hdr_word.eq(0),
-                frame_error.eq(0),
             ]
 
         m.d.comb += [timers.vi.eq(vi), self.to_rx.vi.eq(vi)]  # what both read and are told is about it
@@ -357,34 +353,33 @@ class TxEngine(wiring.Component):
             ]
             update(err_pending=bits)
 
-        # Frame output: header words from here, then payload words from the packer. The payload is
-        # walked and read from the header's first word on (`fetching`), so the words of a small
-        # one wait in the reader and the packer when the header is in, instead of being fetched
-        # after it.
-        payload_mode = Signal()  # the frame takes the packer's words
-        fetching = Signal()  # the frame's payload walk and reads are under way
-        walk_done, walk_failed, words_done = Signal(), Signal(), Signal()
-        m.d.comb += packer.words.ready.eq(payload_mode & self.frames.ready)
-        with m.If(payload_mode):
-            m.d.comb += [
-                self.frames.valid.eq(packer.words.valid),
-                self.frames.payload.data.eq(packer.words.payload.data),
-                self.frames.payload.nbytes.eq(packer.words.payload.nbytes),
-                self.frames.payload.last.eq(packer.words.payload.last),
-                self.frames.payload.error.eq(packer.words.payload.error),
-            ]
+        # Frames go out through the framer: the header built here, the payload walked by the
+        # scatter/gather walker, which the framer drives while it has a frame (VALIDATE is the
+        # engine's, before the frame).
         m.d.comb += [
-            reader.cmd.valid.eq(fetching & sg.chunks.valid),
-            reader.cmd.payload.addr.eq(sg.chunks.payload.pa),
-            reader.cmd.payload.length.eq(sg.chunks.payload.length),
-            sg.chunks.ready.eq(fetching & reader.cmd.ready),
-            packer.beats.valid.eq(reader.beats.valid),
-            packer.beats.payload.data.eq(reader.beats.payload.data),
-            packer.beats.payload.nbytes.eq(reader.beats.payload.nbytes),
-            packer.beats.payload.error.eq(reader.beats.payload.error),
-            reader.beats.ready.eq(packer.beats.ready),
-            ev.dma_errors.eq(reader.beats.valid & reader.beats.ready & reader.beats.payload.error),
+            framer.job.payload.header.eq(hdr_bits),
+            framer.job.payload.length.eq(payload_len),
+            sg.cmd.valid.eq(framer.walk.valid),
+            sg.cmd.payload.eq(framer.walk.payload),
+            framer.walk.ready.eq(sg.cmd.ready),
+            framer.walk_result.valid.eq(sg.result.valid & framer.job.valid),
+            framer.walk_result.payload.eq(sg.result.payload),
+            sg.result.ready.eq(framer.walk_result.ready),
+            ev.dma_errors.eq(framer.dma_error),
         ]
+
+        def send_frame(state, done, *, source=PayloadSource.HOST, raw=0):
+            """State `state`: the framer sends the frame built (header in `hdr`, `payload_len` bytes of
+            payload from `source`); then `done`, with `frame_error` telling whether it was dropped."""
+            with m.State(state):
+                m.d.comb += [
+                    framer.job.valid.eq(1),
+                    framer.job.payload.source.eq(source),
+                    framer.job.payload.raw.eq(raw),
+                ]
+                with m.If(framer.job.ready):
+                    m.d.sync += frame_error.eq(framer.error)
+                    m.next = done
 
         # Scatter/gather: descriptor segments from the fetcher, or one segment for a read response.
         single = Signal()
@@ -424,79 +419,6 @@ class TxEngine(wiring.Component):
         mgmt_len = mgmt_ctrl[_MGMT.field("LENGTH").lsb :][: _MGMT.field("LENGTH").width]
         mgmt_raw = mgmt_ctrl[_MGMT.field("RAW").lsb]
         mgmt_node = mgmt_ctrl[_MGMT.field("DST_NODE").lsb :][: _MGMT.field("DST_NODE").width]
-        mgmt_words = Signal(5)
-        m.d.comb += mgmt_words.eq((mgmt_len + 3) >> 2)
-
-        frames = self.frames
-
-        def emit_header(done):
-            """Stream the header's words into the frame FIFO; the last one ends a payload-less frame.
-            Such a frame is cut through: its words are all here and go in a word a cycle, so it is
-            announced with its first word and the MAC side may start on it at once."""
-            end = hdr_word == _HEADER_WORDS - 1
-            announce = (payload_len == 0) & (hdr_word == 0)
-            m.d.comb += [
-                self.announce.valid.eq(announce),  # taken with the first word (PacketFifo)
-                self.announce.payload.words.eq(_HEADER_WORDS),
-                self.announce.payload.nbytes.eq(4),
-                frames.valid.eq(~announce | self.announce.ready),
-                frames.payload.data.eq(hdr_bits.word_select(hdr_word, 32)),
-                frames.payload.nbytes.eq(4),
-                frames.payload.last.eq(end & (payload_len == 0)),
-                frames.payload.error.eq(0),
-            ]
-            with m.If(frames.valid & frames.ready):
-                m.d.sync += hdr_word.eq(hdr_word + 1)
-                with m.If(end):
-                    m.next = done
-
-        walk_start = Signal()  # the frame being built has a payload to walk (set where it is planned)
-        with m.If(walk_start):
-            both = packer.length.ready & sg.cmd.ready
-            m.d.comb += [
-                packer.length.valid.eq(both),
-                packer.length.payload.eq(payload_len),
-                sg.cmd.valid.eq(both),
-                sg.cmd.payload.op.eq(OP_WALK),
-                sg.cmd.payload.offset.eq(hdr.offset),
-                sg.cmd.payload.length.eq(payload_len),
-            ]
-            with m.If(both):
-                m.d.sync += [walk_start.eq(0), fetching.eq(1), walk_done.eq(0), walk_failed.eq(0), words_done.eq(0)]
-        with m.If(fetching):
-            m.d.comb += sg.result.ready.eq(1)
-            with m.If(sg.result.valid):
-                m.d.sync += walk_done.eq(1)
-                with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
-                    m.d.sync += [walk_failed.eq(1), fetching.eq(0)]
-
-        def payload(state, done):
-            """State `state`: the payload's words follow the header (walked and read since it began)."""
-            with m.State(state):
-                with m.If(payload_len == 0):
-                    m.next = done
-                with m.Elif(walk_failed):
-                    m.d.sync += frame_error.eq(1)
-                    m.next = f"{state}_ABORT"
-                with m.Else():
-                    m.d.comb += payload_mode.eq(1)
-                    with m.If(frames.valid & frames.ready & frames.payload.last):
-                        m.d.sync += [words_done.eq(1), frame_error.eq(frame_error | frames.payload.error)]
-                    with m.If(walk_done & words_done):
-                        m.d.sync += fetching.eq(0)
-                        m.next = done
-            with m.State(f"{state}_ABORT"):
-                # The ATT changed under a checked transfer: let the reader finish, then end the frame
-                # with an error word so the FIFO drops it.
-                with m.If(~reader.busy):
-                    m.d.comb += [
-                        packer.abort.eq(1),
-                        frames.valid.eq(1),
-                        frames.payload.last.eq(1),
-                        frames.payload.error.eq(1),
-                    ]
-                    with m.If(frames.ready):
-                        m.next = done
 
         def slot_error(bits):
             op_status = Mux(
@@ -671,7 +593,7 @@ class TxEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += base_header(_OP.ACK, snd_nxt)
                     m.d.sync += payload_len.eq(0)
-                    m.next = "CONTROL_HEADER"
+                    m.next = "CONTROL_FRAME"
                 with m.Elif(sendable):
                     this_slot = vi * qd + ctx.cur[: len(ctx.cur) - 1]
                     m.d.sync += [desc.eq(sq_r.data), slot.eq(this_slot)]
@@ -681,8 +603,7 @@ class TxEngine(wiring.Component):
                         m.next = "FETCH"
                 with m.Else():
                     m.next = "SCAN"
-            with m.State("CONTROL_HEADER"):
-                emit_header("CONTROL_SENT")
+            send_frame("CONTROL_FRAME", "CONTROL_SENT")
             with m.State("CONTROL_SENT"):
                 m.d.comb += [
                     self.to_rx.ack_sent.eq(1),
@@ -710,7 +631,6 @@ class TxEngine(wiring.Component):
                         loaded_desc.eq(desc),
                     ]
                     with m.If(fetcher.result.payload != FETCH_OK):
-                        m.d.sync += frame_error.eq(1)
                         m.next = "SLOT_FORMAT"
                     with m.Else():
                         m.next = "VALIDATE"
@@ -755,15 +675,12 @@ class TxEngine(wiring.Component):
                     hdr.remote_handle.eq(fetcher.address.remote_handle),
                     hdr.immediate_data.eq(ctl.immediate_data),
                     payload_len.eq(Mux(read, 0, length)),
-                    walk_start.eq(~read & (length != 0)),
                     is_read.eq(read),
                     last.eq(read | (left <= per_frame)),
                     retransmit.eq(read_active[vi]),
                 ]
-                m.next = "DATA_HEADER"
-            with m.State("DATA_HEADER"):
-                emit_header("DATA_PAYLOAD")
-            payload("DATA_PAYLOAD", "DATA_SENT")
+                m.next = "DATA_FRAME"
+            send_frame("DATA_FRAME", "DATA_SENT")
             with m.State("DATA_SENT"):
                 with m.If(frame_error):
                     fail(status_bits(TRANSPORT_ERROR=1))
@@ -829,11 +746,9 @@ class TxEngine(wiring.Component):
                     m.next = "RESPONSE_LOAD"
             with m.State("RESPONSE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
-                m.d.sync += [loaded.eq(0), walk_start.eq(payload_len != 0)]
-                m.next = "RESPONSE_HEADER"
-            with m.State("RESPONSE_HEADER"):
-                emit_header("RESPONSE_PAYLOAD")
-            payload("RESPONSE_PAYLOAD", "RESPONSE_SENT")
+                m.d.sync += loaded.eq(0)
+                m.next = "RESPONSE_FRAME"
+            send_frame("RESPONSE_FRAME", "RESPONSE_SENT")
             with m.State("RESPONSE_SENT"):
                 m.d.comb += [
                     self.to_rx.ack_sent.eq(1),
@@ -846,13 +761,13 @@ class TxEngine(wiring.Component):
 
             # --- management frames ------------------------------------------------------------
             with m.State("MGMT"):
-                m.d.sync += mgmt_word.eq(0)
                 with m.If(mgmt_raw):
+                    m.d.sync += payload_len.eq(mgmt_len)
                     with m.If(mgmt_len == 0):
                         m.d.sync += mgmt_pending.eq(0)
                         m.next = "SCAN"
                     with m.Else():
-                        m.next = "MGMT_PAYLOAD"
+                        m.next = "MGMT_RAW_FRAME"
                 with m.Else():
                     m.d.sync += [
                         *base_header(_OP.MGMT, 0, node=mgmt_node, dst_vi=0),
@@ -861,28 +776,12 @@ class TxEngine(wiring.Component):
                         hdr.payload_length.eq(mgmt_len),
                         payload_len.eq(mgmt_len),
                     ]
-                    m.next = "MGMT_HEADER"
-            with m.State("MGMT_HEADER"):
-                emit_header("MGMT_PAYLOAD")
-            with m.State("MGMT_PAYLOAD"):
-                end = mgmt_word == mgmt_words - 1
-                rem = mgmt_len[:2]
-                m.d.comb += [
-                    self.frames.valid.eq(1),
-                    self.mgmt_data.index.eq(mgmt_word),
-                    self.frames.payload.data.eq(self.mgmt_data.record.word),
-                    self.frames.payload.last.eq(end),
-                    self.frames.payload.nbytes.eq(Mux(end & (rem != 0), rem, 4)),
-                ]
-                with m.If(mgmt_words == 0):
-                    m.d.comb += self.frames.valid.eq(0)
-                    m.d.sync += mgmt_pending.eq(0)
-                    m.next = "SCAN"
-                with m.Elif(self.frames.ready):
-                    m.d.sync += mgmt_word.eq(mgmt_word + 1)
-                    with m.If(end):
-                        m.d.sync += mgmt_pending.eq(0)
-                        m.next = "SCAN"
+                    m.next = "MGMT_FRAME"
+            send_frame("MGMT_FRAME", "MGMT_SENT", source=PayloadSource.FIRMWARE)
+            send_frame("MGMT_RAW_FRAME", "MGMT_SENT", source=PayloadSource.FIRMWARE, raw=1)
+            with m.State("MGMT_SENT"):
+                m.d.sync += mgmt_pending.eq(0)
+                m.next = "SCAN"
 
         # After the visit's clear: an acknowledgement arriving in its cycle is a new one.
         with m.If(self.from_rx.ack_advanced):
