@@ -34,7 +34,6 @@ from .round_robin import first_set
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
-from .via_dma_writer import DmaWriter
 from .via_layouts import FrameHeader
 from .via_links import (
     doorbell_signature,
@@ -47,8 +46,9 @@ from .via_links import (
     vi_config_signature,
     vi_lookup_signature,
 )
+from .via_payload_writer import PayloadWriter
 from .via_queue_pointers import QueuePointers
-from .via_scatter_gather import OP_VALIDATE, OP_WALK, ScatterGather
+from .via_scatter_gather import OP_VALIDATE, ScatterGather
 from .via_translate import lookup_signature
 
 ReadJob = data.StructLayout({"vi": 8, "psn": 32, "va": 64, "handle": 32, "length": 32, "offset": 32})
@@ -142,11 +142,12 @@ class RxEngine(wiring.Component):
 
         m.submodules.fetcher = fetcher = DescriptorFetcher(max_segments=p.max_segments)
         m.submodules.sg = sg = ScatterGather(max_segments=p.max_segments)
-        m.submodules.writer = writer = DmaWriter()
+        m.submodules.payload = payload = PayloadWriter()
         wiring.connect(m, fetcher.bus, wiring.flipped(self.fetch_bus))
-        wiring.connect(m, writer.bus, wiring.flipped(self.write_bus))
+        wiring.connect(m, payload.bus, wiring.flipped(self.write_bus))
+        wiring.connect(m, sg.chunks, payload.chunks)
         wiring.connect(m, sg.att, wiring.flipped(self.att))
-        m.d.comb += ev.dma_errors.eq(writer.error)
+        m.d.comb += ev.dma_errors.eq(payload.dma_error)
 
         # --- receive queues: doorbells append, the engine consumes the head ---------------------
         rq_mem = Memory(shape=32, depth=vis * qd, init=[])
@@ -318,7 +319,7 @@ class RxEngine(wiring.Component):
                 m.d.sync += error_bits.eq(status_bits(LENGTH_ERROR=1))
                 m.next = "DESC_ERROR"
             with m.Else():
-                m.next = "WALK"
+                m.next = "PAYLOAD"
 
         def is_loaded(address):
             """Whether the fetcher and the walker hold this engine's VI's descriptor at `address`."""
@@ -332,25 +333,21 @@ class RxEngine(wiring.Component):
             with m.Else():
                 m.next = "FETCH"
 
-        # Payload words from the frame to the DMA writer; chunks from the walker to its commands.
-        payload_mode = Signal()
-        last_nbytes = Signal(3)
-        m.d.comb += last_nbytes.eq(Mux(h.payload_length[:2] == 0, 4, h.payload_length[:2]))
-        with m.If(payload_mode):
-            m.d.comb += [
-                writer.cmd.valid.eq(sg.chunks.valid),
-                writer.cmd.payload.addr.eq(sg.chunks.payload.pa),
-                writer.cmd.payload.length.eq(sg.chunks.payload.length),
-                sg.chunks.ready.eq(writer.cmd.ready),
-                writer.data.valid.eq(self.frames.valid & (payload_words != 0)),
-                writer.data.payload.data.eq(self.frames.payload.data),
-                writer.data.payload.nbytes.eq(Mux(payload_words == 1, last_nbytes, 4)),
-                self.frames.ready.eq(writer.data.ready & (payload_words != 0)),
-            ]
-            with m.If(self.frames.valid & self.frames.ready):
-                m.d.sync += payload_words.eq(payload_words - 1)
-                with m.If(self.frames.payload.last):
-                    m.d.sync += frame_done.eq(1)
+        # The payload writer takes the frame's words after its header into the walker's chunks; it
+        # drives the walker while it has a payload (the VALIDATEs are the engine's, before it).
+        m.d.comb += [
+            payload.job.payload.offset.eq(h.offset),
+            payload.job.payload.length.eq(h.payload_length),
+            payload.words.valid.eq(self.frames.valid),
+            payload.words.payload.eq(self.frames.payload),
+            sg.cmd.valid.eq(payload.walk.valid),
+            sg.cmd.payload.eq(payload.walk.payload),
+            payload.walk.ready.eq(sg.cmd.ready),
+            payload.walk_result.valid.eq(sg.result.valid & payload.job.valid),
+            payload.walk_result.payload.eq(sg.result.payload),
+            sg.result.ready.eq(payload.walk_result.ready),
+            self.payload_written.eq(payload.written),
+        ]
 
         def nak(code):
             """Owe the peer a NAK with `code` for this frame."""
@@ -559,7 +556,7 @@ class RxEngine(wiring.Component):
                         m.next = "DROP"
                     with m.Else():
                         m.d.sync += desc.eq(rq_r.data)
-                        m.next = "WALK"
+                        m.next = "PAYLOAD"
             with m.State("READ_JOB"):
                 j = self.jobs.payload
                 m.d.comb += [
@@ -660,34 +657,19 @@ class RxEngine(wiring.Component):
                         nak(_NAK.REMOTE_DESCRIPTOR)
                         m.next = "DROP"
 
-            # --- the payload, through the walker into the DMA writer ---------------------------
-            with m.State("WALK"):
-                with m.If(h.payload_length == 0):
-                    m.next = "AFTER"
-                with m.Else():
-                    m.d.comb += [
-                        sg.cmd.valid.eq(1),
-                        sg.cmd.payload.op.eq(OP_WALK),
-                        sg.cmd.payload.offset.eq(h.offset),
-                        sg.cmd.payload.length.eq(h.payload_length),
-                    ]
-                    with m.If(sg.cmd.ready):
-                        m.d.sync += payload_mode.eq(1)
-                        m.next = "PAYLOAD"
+            # --- the payload, through the walker into host memory ---------------------------------
             with m.State("PAYLOAD"):
-                m.d.comb += sg.result.ready.eq((payload_words == 0) | (sg.result.payload.fail != 0))
-                with m.If(sg.result.valid & (sg.result.payload.fail != 0)):
-                    # The ATT changed under a checked message: give the frame up.
-                    m.d.sync += [payload_mode.eq(0), loaded.eq(0)]
-                    m.d.comb += [writer.flush.eq(1), ev.rx_protection.eq(1)]
-                    m.next = "DROP"
-                with m.Elif(sg.result.valid & sg.result.ready):
-                    m.next = "PAYLOAD_DRAIN"
-            with m.State("PAYLOAD_DRAIN"):
-                with m.If(~writer.busy & ~writer.cmd.valid):
-                    m.d.sync += payload_mode.eq(0)
-                    m.d.comb += [writer.flush.eq(1), self.payload_written.eq(1)]
-                    m.next = "AFTER"
+                m.d.comb += [payload.job.valid.eq(1), self.frames.ready.eq(payload.words.ready)]
+                with m.If(self.frames.valid & self.frames.ready & self.frames.payload.last):
+                    m.d.sync += frame_done.eq(1)
+                with m.If(payload.job.ready):
+                    with m.If(payload.error):
+                        # The ATT changed under a checked message: give the frame up.
+                        m.d.sync += loaded.eq(0)
+                        m.d.comb += ev.rx_protection.eq(1)
+                        m.next = "DROP"
+                    with m.Else():
+                        m.next = "AFTER"
 
             with m.State("AFTER"):
                 with m.Switch(op):
