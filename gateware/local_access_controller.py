@@ -44,8 +44,10 @@ from .tag_store import (
     tag_layout,
 )
 
-#: Word and count are sized for the largest line (coherence.MAX_LINE_BYTES).
-MissLayout = data.StructLayout({"kind": 2, "addr": 32, "word": 4, "count": 5})
+#: Word and count are sized for the largest line (coherence.MAX_LINE_BYTES). ``free``: the local
+#: access controller's tag lookup found no copy of the line and way ``way`` of its set invalid
+#: (the tag store has at most 8 ways), so the sequencer need not look the set up again.
+MissLayout = data.StructLayout({"kind": 2, "addr": 32, "word": 4, "count": 5, "free": 1, "way": 3})
 
 
 def _mask(states):
@@ -134,6 +136,8 @@ class LocalAccessController(wiring.Component):
         kind_cache = Signal()  # served from the network cache (touch the LRU after)
         unshow = Signal()  # a home write to a SHOWN line: make it HOME after
         read_once = Signal()  # a miss the sequencer reads without caching the line
+        miss_free = Signal()  # the miss's lookup: no copy of the line, and way `miss_way` invalid
+        miss_way = Signal.like(self.tag_resp.free_way)
         issued = Signal(range(LINE_WORDS + 1))
         moved = Signal(range(LINE_WORDS + 1))
         start = Signal(32)
@@ -305,7 +309,11 @@ class LocalAccessController(wiring.Component):
                         uncached = ~is_home & ~self.numa_mode & ~self.cache_first_miss & ~resp.hit
                         seen, dead = allocation_filter.seen, allocation_filter.dead
                         once = uncached & ~write & (~seen | dead)
-                        m.d.sync += read_once.eq(once)
+                        m.d.sync += [
+                            read_once.eq(once),
+                            miss_free.eq(~resp.hit & resp.free),
+                            miss_way.eq(resp.free_way),
+                        ]
                         m.d.comb += allocation_filter.remember.eq(once & ~seen)
                         with m.If(write):
                             m.d.sync += ctr.write_misses.eq(ctr.write_misses + 1)
@@ -399,6 +407,8 @@ class LocalAccessController(wiring.Component):
                     remote.miss.payload.addr.eq(line_addr),
                     remote.miss.payload.word.eq(word),
                     remote.miss.payload.count.eq(count),
+                    remote.miss.payload.free.eq(miss_free),
+                    remote.miss.payload.way.eq(miss_way),
                 ]
                 with m.If(remote.miss.ready):
                     m.d.sync += [ctr.last_handoff.eq(now - start), moved.eq(0)]

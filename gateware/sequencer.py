@@ -88,6 +88,7 @@ EXTRA_COUNTERS = (
     "failed_sends",
     "not_ready_replies",
     "fast_path",
+    "lookups_taken",
 )
 
 
@@ -389,6 +390,15 @@ class Sequencer(wiring.Component):
             with m.Else():
                 step()
 
+        # The miss waiting to be taken comes with the local access controller's lookup of its set,
+        # made while that side owned the tags. Only a run of the sequencer can write a tag between
+        # that lookup and the miss's take: if one did, the lookup is stale and the miss asks again.
+        lookup_stale = Signal()
+        with m.If(self.miss.miss.valid & tag.tag_cmd_valid & tag.tag_cmd_ready & (tag.tag_cmd.op == TagOp.WRITE_TAG)):
+            m.d.sync += lookup_stale.eq(1)
+        with m.If(self.miss.miss.valid & self.miss.miss.ready):
+            m.d.sync += lookup_stale.eq(0)
+
         with m.FSM() as fsm:
             # ============================ scheduling ============================================
             with m.State("IDLE"):
@@ -455,7 +465,12 @@ class Sequencer(wiring.Component):
                         m.next = "REFUSE_MISS"
                     with m.Else():
                         m.d.comb += sched.take_free.eq(1)
-                        with m.If(fast.miss_fast):
+                        with m.If(fast.miss_fast & mp.free & ~lookup_stale):
+                            # The local access controller's lookup still holds (no tag written
+                            # since): it is C_ALLOC's answer for a free way, without asking again.
+                            m.d.sync += [fast_step.eq(FastStep.MISS_ATTACH), r.way.eq(mp.way)]
+                            count("lookups_taken")
+                        with m.Elif(fast.miss_fast):
                             m.d.sync += fast_step.eq(FastStep.MISS_ALLOC)
                         with m.If(mp.kind == isa.LocalKind.WRITE):
                             m.next = "HOST_DATA"

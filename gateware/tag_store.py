@@ -77,6 +77,10 @@ def response_layout(geometry):
             "victim": 1,
             "victim_line": geometry.line_addr_bits,
             "no_way": 1,
+            # Every lookup: whether a way of the set is invalid, and the lowest such way. A local
+            # miss hands this on to the sequencer, which then need not look the set up again.
+            "free": 1,
+            "free_way": max(1, geometry.way_bits),
         }
     )
 
@@ -219,9 +223,10 @@ class TagStore(wiring.Component):
                     m.d.comb += cand_state.eq(entries[w].state)
             with m.If(Const(stable, 16).bit_select(cand_state, 1)):
                 m.d.comb += [alloc_way.eq(candidate), victim.eq(1), no_way.eq(0)]
+        free_way = Signal.like(hit_way)
         for w in reversed(range(W)):
             with m.If(invalids[w]):
-                m.d.comb += [alloc_way.eq(w), victim.eq(0), no_way.eq(0)]
+                m.d.comb += [alloc_way.eq(w), victim.eq(0), no_way.eq(0), free_way.eq(w)]
 
         # The way the response is about, one-hot: AND-OR selection keeps the path to the
         # response register shallow (a priority encoder feeding a wide mux does not).
@@ -260,6 +265,8 @@ class TagStore(wiring.Component):
                 resp.victim.eq((s1_op == TagOp.ALLOC) & victim),
                 resp.victim_line.eq(chosen.line),
                 resp.no_way.eq((s1_op == TagOp.ALLOC) & no_way),
+                resp.free.eq(invalids.any()),
+                resp.free_way.eq(free_way),
             ]
 
         # TOUCH: move the way to the most recently used end, in stage 1.

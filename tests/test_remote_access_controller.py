@@ -30,6 +30,8 @@ def test_rtl_card_keeps_the_cluster_coherent(nodes, rtl_node, seed):
     # through its hard-wired fast path.
     assert result.rtl_counters["REQUESTS"] > 0 and result.rtl_counters["RUNS"] > 0
     assert result.rtl_counters["FAST_PATH"] > 0
+    # ... and its misses took the local access controller's lookup instead of a second one.
+    assert result.rtl_counters["LOOKUPS_TAKEN"] > 0
 
 
 def test_microcode_alone_keeps_the_cluster_coherent():

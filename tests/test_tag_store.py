@@ -69,6 +69,26 @@ def test_fill_every_way_then_hit_each(ways):
     run(ways, tb)
 
 
+@pytest.mark.parametrize("ways", [1, 2, 4])
+def test_every_lookup_tells_the_lowest_invalid_way_of_the_set(ways):
+    async def tb(ctx, dut):
+        lines = lines_in_set(6, ways + 1)
+        missing = lines[ways]
+        for way in range(ways):
+            resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=missing)
+            assert not resp.hit and resp.free and resp.free_way == way
+            # Way by way the set fills: the lowest invalid way is always the next one.
+            await command(ctx, dut, TagOp.WRITE_TAG, addr=lines[way], way=way, state=C.PENDING)
+        resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=missing)
+        assert not resp.free  # a full set, however transient its ways
+        await command(ctx, dut, TagOp.WRITE_TAG, addr=lines[ways - 1], way=ways - 1, state=C.INVALID)
+        resp, _ = await command(ctx, dut, TagOp.LOOKUP, addr=lines[0])
+        assert resp.hit == (ways > 1)  # (with one way, lines[0] was the line just invalidated)
+        assert resp.free and resp.free_way == ways - 1  # told on a hit too
+
+    run(ways, tb)
+
+
 @pytest.mark.parametrize("ways, line_bytes", [(2, 64), (4, 64), (4, 32)])
 def test_replacement_follows_lru_and_skips_transient_ways(ways, line_bytes):
     async def tb(ctx, dut):

@@ -428,6 +428,7 @@ RAC_COUNTERS = (
     ("FAILED_SENDS", "packets the ring link gave up on"),
     ("NOT_READY_REPLIES", "requests refused before the control store was loaded"),
     ("FAST_PATH", "misses sent and home requests answered by the hard-wired fast path"),
+    ("LOOKUPS_TAKEN", "fast-path misses that took the local access controller's tag lookup (no second lookup)"),
 )
 
 RAC = Block(

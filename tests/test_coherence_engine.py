@@ -1,0 +1,168 @@
+"""The card's coherence engine (local side + remote access controller) in Amaranth's simulator:
+a plain miss hands the local access controller's tag lookup to the sequencer, which sends its
+request without looking the set up again, unless a tag was written since that lookup."""
+
+from amaranth.sim import Simulator
+
+from numavia.base import regmap
+from numavia.base.coherence import CacheState, MemoryState
+from numavia.base.microcode.assembler import assemble
+from numavia.base.paths import microcode_source
+from numavia.base.sci_packet import Command, PacketType, Status
+from numavia.gateware.bfm import recv, send, wishbone_read, wishbone_write
+from numavia.gateware.card import CardConfig
+from numavia.gateware.coherence_engine import CoherenceEngine
+from numavia.gateware.remote_access_controller import live_ctrl
+from numavia.gateware.tag_store import TagOp
+
+PROGRAM = assemble(microcode_source().read_text(), microcode_source().name).words
+CONFIG = CardConfig()
+AMAP, GEOMETRY = CONFIG.address_map(), CONFIG.geometry()
+REQUESTER, HOME, WRITER = 0, 1, 2
+LINE_C = 3 * GEOMETRY.line_bytes  # two lines of HOME in the same set of the network cache
+LINE_A = LINE_C + GEOMETRY.sets * GEOMETRY.line_bytes
+LOOKUPS_TAKEN = regmap.RAC.register("LOOKUPS_TAKEN").offset
+
+
+class Watch:
+    """What the sequencer did on the tag port, cycle by cycle: (cycle, op, way, state, miss
+    waiting); and the cycles the miss was taken."""
+
+    def __init__(self):
+        self.tags, self.takes, self.cycle = [], [], 0
+
+    def since(self, cycle):
+        return [(op, way, state) for c, op, way, state, _ in self.tags if c >= cycle]
+
+
+def simulate(testbench):
+    dut = CoherenceEngine(AMAP, GEOMETRY, PROGRAM)
+    sim = Simulator(dut)
+    sim.add_clock(1 / CONFIG.clk_freq_hz)
+    watch = Watch()
+
+    async def watcher(ctx):
+        port, miss = dut.rac.local, dut.local.miss.miss
+        async for _, _, valid, ready, cmd, miss_valid, miss_ready in ctx.tick().sample(
+            port.tag_cmd_valid, port.tag_cmd_ready, port.tag_cmd, miss.valid, miss.ready
+        ):
+            if valid and ready:
+                watch.tags.append((watch.cycle, TagOp(cmd.op), cmd.way, CacheState(cmd.state), bool(miss_valid)))
+            if miss_valid and miss_ready:
+                watch.takes.append(watch.cycle)
+            watch.cycle += 1
+
+    async def bench(ctx):
+        ctx.set(dut.node_id, REQUESTER)
+        ctx.set(dut.cache_first_miss, 1)  # every read miss caches its line
+        await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(False))
+        await testbench(ctx, dut, watch)
+
+    sim.add_testbench(watcher, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def host_read(offset):
+    return {"addr": HOME * AMAP.slice_bytes + offset, "write": 0, "count": 1}
+
+
+def global_line(offset):
+    return (HOME << 26) | offset
+
+
+async def request_out(ctx, dut):
+    """The next packet the engine sends (its header; its data block, if any, is taken too)."""
+    header = await recv(ctx, dut.send_header, timeout=500)
+    if header.has_data:
+        for _ in range(GEOMETRY.line_words):
+            await recv(ctx, dut.send_data, timeout=100)
+    return header
+
+
+async def answer_with_line(ctx, dut, request, words):
+    """The home's MREAD response to `request`: the line, memory HOME before."""
+    reply = {
+        "ptype": PacketType.RESPONSE,
+        "cmd": Command.MREAD,
+        "tid": request.tid,
+        "status": Status.OK,
+        "source": HOME,
+        "target": REQUESTER,
+        "addr": request.addr,
+        "mstate": MemoryState.HOME,
+        "has_data": 1,
+    }
+    await send(ctx, dut.recv_header, reply, timeout=100)
+    for word in words:
+        await send(ctx, dut.recv_data, word, timeout=100)
+
+
+async def host_word(ctx, dut):
+    response = await recv(ctx, dut.host.resp, timeout=500)
+    assert not response.error
+    return response.data
+
+
+def test_a_miss_takes_the_local_lookup_and_sends_its_request_without_a_second():
+    async def bench(ctx, dut, watch):
+        await send(ctx, dut.host.req, host_read(LINE_A))
+        request = await request_out(ctx, dut)
+        assert (request.cmd, request.addr, request.target) == (Command.MREAD, global_line(LINE_A), HOME)
+        (take,) = watch.takes
+        # From the take to the request: the entry made PENDING in the free way, nothing looked up.
+        assert watch.since(take) == [(TagOp.WRITE_TAG, 0, CacheState.PENDING)]
+        assert await wishbone_read(ctx, dut.rac_bus, LOOKUPS_TAKEN) == 1
+        await answer_with_line(ctx, dut, request, range(100, 100 + GEOMETRY.line_words))
+        assert await host_word(ctx, dut) == 100
+
+    simulate(bench)
+
+
+def test_a_tag_written_after_the_local_lookup_makes_the_miss_look_again():
+    async def bench(ctx, dut, watch):
+        # Line C cached here, in way 0 of the set.
+        await send(ctx, dut.host.req, host_read(LINE_C))
+        request = await request_out(ctx, dut)
+        await answer_with_line(ctx, dut, request, range(GEOMETRY.line_words))
+        await host_word(ctx, dut)
+        await ctx.tick().repeat(100)  # the fill after the host's word
+        assert await wishbone_read(ctx, dut.rac_bus, LOOKUPS_TAKEN) == 1
+
+        # The host misses on line A of the same set: the local lookup finds way 1 free. A writer's
+        # purge of C arrives meanwhile and runs before the miss is taken (messages first): it
+        # writes C's tag INVALID, so the lookup that offered way 1 is stale.
+        start = watch.cycle
+        purge = {
+            "ptype": PacketType.REQUEST,
+            "cmd": Command.CPURGE,
+            "tid": 3,
+            "source": WRITER,
+            "target": REQUESTER,
+            "addr": global_line(LINE_C),
+        }
+        ctx.set(dut.host.req.payload, host_read(LINE_A))
+        ctx.set(dut.host.req.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.host.req.valid, 0)
+        await ctx.tick().repeat(3)  # the local access controller owns the tags and looks A up
+        await send(ctx, dut.recv_header, purge, timeout=100)
+        packets = [await request_out(ctx, dut), await request_out(ctx, dut)]
+        reply, request = sorted(packets, key=lambda p: p.ptype != PacketType.RESPONSE)
+        assert (reply.cmd, reply.target) == (Command.CPURGE, WRITER)
+        assert (request.cmd, request.addr) == (Command.MREAD, global_line(LINE_A))
+
+        purged = [
+            c
+            for c, op, _, state, miss_waiting in watch.tags
+            if c >= start and op == TagOp.WRITE_TAG and state == CacheState.INVALID and miss_waiting
+        ]
+        assert purged, "the purge did not run between the lookup and the take"
+        take = watch.takes[-1]
+        assert take > purged[0]
+        # The miss looked its set up again and took the way the purge freed, the lowest invalid.
+        ops = watch.since(take)
+        assert ops[0][0] == TagOp.ALLOC and ops[-1] == (TagOp.WRITE_TAG, 0, CacheState.PENDING)
+        assert await wishbone_read(ctx, dut.rac_bus, LOOKUPS_TAKEN) == 1
+
+    simulate(bench)
