@@ -2,13 +2,16 @@
 
 Each holds ownership for one indivisible piece of work (the local side: one access, lookup to
 answer; the sequencer: one run of a context), so neither ever sees the other's half-done update
-of a line. The local side wins when both ask in the same cycle; a requester that was refused
-gets ownership as soon as the other lets go, so neither starves.
+of a line. A grant comes the cycle after the request. The local side wins when both ask in the
+same cycle; a requester that was refused gets ownership in the cycle after the other lets go
+(the hand-over costs no idle cycle), so neither starves.
 """
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+_NOBODY, _LOCAL, _REMOTE = 0, 1, 2
 
 
 class Ownership(wiring.Component):
@@ -19,21 +22,27 @@ class Ownership(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        owner = Signal(2)  # 0: nobody, 1: local, 2: remote
+        owner = Signal(2)
         remote_waited = Signal()  # the sequencer was refused: it goes next
         with m.Switch(owner):
-            with m.Case(0):
+            with m.Case(_NOBODY):
                 with m.If(self.remote_req & (remote_waited | ~self.local_req)):
-                    m.d.sync += [owner.eq(2), remote_waited.eq(0)]
+                    m.d.sync += [owner.eq(_REMOTE), remote_waited.eq(0)]
                 with m.Elif(self.local_req):
-                    m.d.sync += owner.eq(1)
-            with m.Case(1):
-                with m.If(self.remote_req):
-                    m.d.sync += remote_waited.eq(1)
+                    m.d.sync += owner.eq(_LOCAL)
+            with m.Case(_LOCAL):
                 with m.If(~self.local_req):
-                    m.d.sync += owner.eq(0)
-            with m.Case(2):
+                    with m.If(self.remote_req):
+                        m.d.sync += [owner.eq(_REMOTE), remote_waited.eq(0)]
+                    with m.Else():
+                        m.d.sync += owner.eq(_NOBODY)
+                with m.Elif(self.remote_req):
+                    m.d.sync += remote_waited.eq(1)
+            with m.Case(_REMOTE):
                 with m.If(~self.remote_req):
-                    m.d.sync += owner.eq(0)
-        m.d.comb += [self.local_grant.eq(owner == 1), self.remote_grant.eq(owner == 2)]
+                    with m.If(self.local_req):
+                        m.d.sync += owner.eq(_LOCAL)
+                    with m.Else():
+                        m.d.sync += owner.eq(_NOBODY)
+        m.d.comb += [self.local_grant.eq(owner == _LOCAL), self.remote_grant.eq(owner == _REMOTE)]
         return m

@@ -399,6 +399,10 @@ class Sequencer(wiring.Component):
         with m.If(self.miss.miss.valid & self.miss.miss.ready):
             m.d.sync += lookup_stale.eq(0)
 
+        # A state that goes on to OWN asks for the tags already, so OWN finds them granted when
+        # nobody else holds them (a grant comes the cycle after the request).
+        own_next = Signal()
+
         with m.FSM() as fsm:
             # ============================ scheduling ============================================
             with m.State("IDLE"):
@@ -477,6 +481,7 @@ class Sequencer(wiring.Component):
                         with m.Else():
                             # no write bytes: the saved byte enables are cleared in passing
                             save_byte_enables(free_ctx, 0)
+                            m.d.comb += own_next.eq(1)
                             m.next = "OWN"
                 with m.Elif(sched.start == Start.EXPIRED):
                     m.d.sync += ctx.eq(sched.expired)
@@ -490,6 +495,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
                 with m.Else():
                     m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
+                m.d.comb += own_next.eq(1)
                 m.next = "OWN"
 
             # Control store not loaded: answer NOT_READY without microcode.
@@ -542,6 +548,7 @@ class Sequencer(wiring.Component):
                         m.next = "SAVE_HBE"
             with m.State("SAVE_HBE"):
                 save_byte_enables(ctx[:4], hbe)
+                m.d.comb += own_next.eq(1)
                 m.next = "OWN"
 
             with m.State("RESTORE"):
@@ -549,6 +556,7 @@ class Sequencer(wiring.Component):
                 m.next = "RESTORE2"
             with m.State("RESTORE2"):
                 m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
+                m.d.comb += own_next.eq(1)
                 m.next = "OWN"
 
             with m.State("OWN"):
@@ -1013,5 +1021,5 @@ class Sequencer(wiring.Component):
                 m.d.sync += running.eq(0)
                 m.next = "IDLE"
 
-        m.d.comb += tag.own_req.eq(running | fsm.ongoing("OWN"))
+        m.d.comb += tag.own_req.eq(running | fsm.ongoing("OWN") | own_next)
         return m
