@@ -1,13 +1,17 @@
 """The sequencer's hard-wired fast path: the commonest transactions without fetching
 micro-instructions.
 
-Two kinds of transaction qualify (while ``enable`` is high):
+Three kinds of transaction qualify (while ``enable`` is high):
 
 * a read or write miss to another node's line, outside NUMA mode, that is to be cached (a
-  ``READ`` or ``WRITE``, not a ``READ_ONCE``; ``miss_fast``): one tag lookup
-  for a way; with a free way and no copy here the entry becomes PENDING and the MREAD/MWRITE goes
-  to the home; the context then waits at the microcode's ``.vector resume`` point, which handles
-  the answer;
+  ``READ`` or ``WRITE``; ``miss_fast``): one tag lookup for a way (none when the local access
+  controller's lookup is handed on: the sequencer starts at ``MISS_ATTACH``); with a free way and
+  no copy here the entry becomes PENDING and the MREAD/MWRITE goes to the home; the context then
+  waits at the microcode's ``.vector resume`` point, which handles the answer;
+* a read miss to another node's line that the allocation filter does not cache (``READ_ONCE``,
+  outside NUMA mode; ``once_fast``): the uncached MUREAD to the home, a wait at its resume point,
+  and, when the answer brings the words (``response_fast``), the host's words from the message;
+  a refusal or an answer without data (a GONE line attaches) is the microcode's;
 * an MREAD/MWRITE/MUREAD at this node, its home (``request_fast``): the directory read; when the
   line is unlocked, the answer with the line streamed from memory, then the directory write (a
   second miss's MREAD of a line written since it was SHOWN is answered so too, uncached; an
@@ -27,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
 from numavia.base.microcode import isa
-from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, Ptr, Resume
+from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, LineSrc, Ptr, Resume
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Status
 
 from .context_store import ContextLayout
@@ -48,16 +52,20 @@ class FastStep(enum.Enum, shape=4):
     HOME_DIR = 5  # MREAD/MWRITE/MUREAD at the home: read the directory
     HOME_REPLY = 6  # unlocked, a known memory state: answer
     HOME_DIR_WRITE = 7  # the requester is the new head
-    HOME_END = 8
+    HOME_END = 8  # (the end of any fast run)
+    ONCE_SEND = 9  # a read miss not cached: the uncached read to the home
+    ONCE_WAIT = 10  # suspended where the microcode waits for its answer
+    ONCE_ANSWER = 11  # the answer with the words: the host's words from the message
 
 
-class FastThen(enum.Enum, shape=2):
+class FastThen(enum.Enum, shape=3):
     """The sequencer operation that runs a fast step."""
 
     TAG = 0  # the tag command loaded
     HEADER = 1  # the packet of the instruction loaded
     SUSPEND = 2  # wait for the answer
     END = 3  # the transaction is done
+    COMPLETE = 4  # the host's words, as the COMPLETE instruction loaded
 
 
 def _op(name):
@@ -68,8 +76,10 @@ class FastPath(wiring.Component):
     """Members:
 
     * ``enable``, ``node_id``, ``numa_mode``: the card's settings.
-    * ``request`` -> ``request_fast``, ``miss`` -> ``miss_fast``: a transaction the fast path
-      starts with (``FastStep.HOME_DIR``, ``FastStep.MISS_ALLOC``).
+    * ``request`` -> ``request_fast``, ``miss`` -> ``miss_fast``, ``once_fast``: a transaction the
+      fast path starts with (``FastStep.HOME_DIR``, ``FastStep.MISS_ALLOC``, ``FastStep.ONCE_SEND``);
+      ``message`` and ``resumed_pc`` (a response and the pc of the context it resumes) ->
+      ``response_fast``: the answer the fast path finishes (``FastStep.ONCE_ANSWER``).
     * ``step``, ``context`` (the running context's registers), ``message`` (the packet that
       started the run) -> ``fallback``, or ``next_step`` and ``then``, with what to load:
       ``tag_cmd`` (``load_tag_cmd``; a ``WRITE_TAG`` sets the context's state too, as ``C_WR``
@@ -86,6 +96,9 @@ class FastPath(wiring.Component):
                 "request_fast": Out(1),
                 "miss": In(MissLayout),
                 "miss_fast": Out(1),
+                "once_fast": Out(1),
+                "resumed_pc": In(isa.TARGET_BITS),  # the pc of the context a response resumes
+                "response_fast": Out(1),
                 "step": In(FastStep),
                 "context": In(ContextLayout),
                 "message": In(HeaderLayout),
@@ -110,9 +123,19 @@ class FastPath(wiring.Component):
         mp = self.miss
         attach = (mp.kind == isa.LocalKind.READ) | (mp.kind == isa.LocalKind.WRITE)  # READ_ONCE caches nothing
         plain = attach & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+        # A read miss the allocation filter does not cache (NUMA mode's are the microcode's).
+        once = (mp.kind == isa.LocalKind.READ_ONCE) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+        # Its answer, with the words: nothing but the host's words to do (the rest is the microcode's).
+        once_answered = (
+            (self.resumed_pc == isa.resume_vector(Resume.READ_ONCE_SENT))
+            & (self.message.status == Status.OK)
+            & self.message.has_data
+        )
         m.d.comb += [
             self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
             self.miss_fast.eq(self.enable & plain & ~self.numa_mode),
+            self.once_fast.eq(self.enable & once & ~self.numa_mode),
+            self.response_fast.eq(self.enable & once_answered),
         ]
 
         write = r.kind == isa.LocalKind.WRITE
@@ -200,6 +223,16 @@ class FastPath(wiring.Component):
                 go(FastStep.HOME_END, FastThen.TAG)
             with m.Case(FastStep.HOME_END):  # END
                 go(FastStep.NONE, FastThen.END)
+            with m.Case(FastStep.ONCE_SEND):  # l_read_once: SEND cmd=MUREAD, dest=HOME, flag=ONE
+                instruction("SEND", a=Dest.HOME, b=Ptr.NONE, c=FlagSrc.ONE, d=DataSrc.NONE, imm=Command.MUREAD)
+                pc(isa.resume_vector(Resume.READ_ONCE_SEND))  # a full outgoing queue suspends it there
+                go(FastStep.ONCE_WAIT, FastThen.HEADER)
+            with m.Case(FastStep.ONCE_WAIT):  # WAIT, at the microcode's resume point
+                pc(isa.resume_vector(Resume.READ_ONCE_SENT))
+                go(FastStep.NONE, FastThen.SUSPEND)
+            with m.Case(FastStep.ONCE_ANSWER):  # (M_OK, M_HAS_DATA) COMPLETE status=OK, src=MSG
+                instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
+                go(FastStep.HOME_END, FastThen.COMPLETE)
             with m.Default():  # not a fast step: the microcode runs
                 m.d.comb += self.fallback.eq(1)
         return m

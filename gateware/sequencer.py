@@ -340,6 +340,7 @@ class Sequencer(wiring.Component):
             fast.step.eq(fast_step),
             fast.context.eq(r),
             fast.message.eq(msg),
+            fast.resumed_pc.eq(store.context.pc),
         ]
 
         receiving = message.receiving  # a message's data block is coming in (beside the run)
@@ -383,6 +384,19 @@ class Sequencer(wiring.Component):
             it runs this one."""
             m.d.sync += r.pc.eq(pc_next)
             m.next = "EXEC"
+
+        def complete(*, src, status):
+            """COMPLETE: the host's words (from the line buffer or the message, ``src``), or an error."""
+            m.d.sync += [
+                i.eq(0),
+                pipe_valid.eq(0),
+                done_error.eq(status != Status.OK),
+                stream_from_msg.eq(src == LineSrc.MSG),
+                stream_start.eq(r.lword),
+                stream_dst.eq(DST_DONE),
+                stream_count.eq(Mux(reading, r.lcount, 1)),
+            ]
+            m.next = "COMPLETE"
 
         def branch(taken, target):
             with m.If(taken):
@@ -469,7 +483,9 @@ class Sequencer(wiring.Component):
                         m.next = "REFUSE_MISS"
                     with m.Else():
                         m.d.comb += sched.take_free.eq(1)
-                        with m.If(fast.miss_fast & mp.free & ~lookup_stale):
+                        with m.If(fast.once_fast):
+                            m.d.sync += fast_step.eq(FastStep.ONCE_SEND)
+                        with m.Elif(fast.miss_fast & mp.free & ~lookup_stale):
                             # The local access controller's lookup still holds (no tag written
                             # since): it is C_ALLOC's answer for a free way, without asking again.
                             m.d.sync += [fast_step.eq(FastStep.MISS_ATTACH), r.way.eq(mp.way)]
@@ -495,6 +511,8 @@ class Sequencer(wiring.Component):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
                 with m.Else():
                     m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
+                    with m.If(fast.response_fast):
+                        m.d.sync += fast_step.eq(FastStep.ONCE_ANSWER)
                 m.d.comb += own_next.eq(1)
                 m.next = "OWN"
 
@@ -693,16 +711,7 @@ class Sequencer(wiring.Component):
                     with m.Case(isa.OPS["SEND"].code, isa.OPS["REPLY"].code):
                         m.next = "HEADER"
                     with m.Case(isa.OPS["COMPLETE"].code):
-                        m.d.sync += [
-                            i.eq(0),
-                            pipe_valid.eq(0),
-                            done_error.eq(imm[:5] != Status.OK),
-                            stream_from_msg.eq(fa == LineSrc.MSG),
-                            stream_start.eq(r.lword),
-                            stream_dst.eq(DST_DONE),
-                            stream_count.eq(Mux(reading, r.lcount, 1)),
-                        ]
-                        m.next = "COMPLETE"
+                        complete(src=fa, status=imm[:5])
                     with m.Case(isa.OPS["COUNT"].code):
                         with m.Switch(fa):
                             for counter in isa.Counter:
@@ -751,8 +760,12 @@ class Sequencer(wiring.Component):
                             count("fast_path")
                             entry_command(sched.suspend, ctx[:4])
                             m.next = "SAVE"
+                        with m.Case(FastThen.COMPLETE):
+                            complete(src=fast.instruction.a, status=fast.instruction.imm[:5])
                         with m.Case(FastThen.END):
                             count("fast_path")
+                            with m.If(ctx != HANDLER):
+                                entry_command(sched.release, ctx[:4])
                             m.d.sync += running.eq(0)
                             m.next = "IDLE"
 

@@ -114,7 +114,8 @@ def test_an_access_stuck_past_the_watchdog_fails_the_run(tmp_path):
 
 def test_a_transaction_left_running_after_the_last_access_fails_the_run(tmp_path):
     """A microcode whose uncached read waits again after answering the host never frees its
-    transaction entry: every host access completes, and the card's drain names the leftover."""
+    transaction entry: every host access completes, and the card's drain names the leftover.
+    (The microcode alone runs: the fast path would answer the uncached read itself.)"""
     source = paths.microcode_source().read_text()
     original = "        COMPLETE status=OK, src=MSG\n        END\nread_once_refused:"
     assert original in source
@@ -128,6 +129,7 @@ def test_a_transaction_left_running_after_the_last_access_fails_the_run(tmp_path
         write_fraction=0.0,
         microcode=assemble(broken).words,
         watchdog=5_000,
+        microcode_only=True,
     )
     assert run.returncode != 0
     assert "transactions still in progress" in run.stderr, run.stderr

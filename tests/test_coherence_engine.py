@@ -1,6 +1,7 @@
 """The card's coherence engine (local side + remote access controller) in Amaranth's simulator:
 a plain miss hands the local access controller's tag lookup to the sequencer, which sends its
-request without looking the set up again, unless a tag was written since that lookup."""
+request without looking the set up again, unless a tag was written since that lookup; a read miss
+the allocation filter does not cache runs its uncached read and its answer without microcode."""
 
 from amaranth.sim import Simulator
 
@@ -22,6 +23,7 @@ REQUESTER, HOME, WRITER = 0, 1, 2
 LINE_C = 3 * GEOMETRY.line_bytes  # two lines of HOME in the same set of the network cache
 LINE_A = LINE_C + GEOMETRY.sets * GEOMETRY.line_bytes
 LOOKUPS_TAKEN = regmap.RAC.register("LOOKUPS_TAKEN").offset
+INSTRUCTIONS = regmap.RAC.register("INSTRUCTIONS").offset
 
 
 class Watch:
@@ -35,7 +37,7 @@ class Watch:
         return [(op, way, state) for c, op, way, state, _ in self.tags if c >= cycle]
 
 
-def simulate(testbench):
+def simulate(testbench, *, cache_first_miss=True):
     dut = CoherenceEngine(AMAP, GEOMETRY, PROGRAM)
     sim = Simulator(dut)
     sim.add_clock(1 / CONFIG.clk_freq_hz)
@@ -54,7 +56,7 @@ def simulate(testbench):
 
     async def bench(ctx):
         ctx.set(dut.node_id, REQUESTER)
-        ctx.set(dut.cache_first_miss, 1)  # every read miss caches its line
+        ctx.set(dut.cache_first_miss, cache_first_miss)  # (else the allocation filter decides)
         await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(False))
         await testbench(ctx, dut, watch)
 
@@ -80,18 +82,18 @@ async def request_out(ctx, dut):
     return header
 
 
-async def answer_with_line(ctx, dut, request, words):
-    """The home's MREAD response to `request`: the line, memory HOME before."""
+async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME):
+    """The home's response to `request`: the line (`words`, none: no data) and its memory state."""
     reply = {
         "ptype": PacketType.RESPONSE,
-        "cmd": Command.MREAD,
+        "cmd": request.cmd,
         "tid": request.tid,
         "status": Status.OK,
         "source": HOME,
         "target": REQUESTER,
         "addr": request.addr,
-        "mstate": MemoryState.HOME,
-        "has_data": 1,
+        "mstate": mstate,
+        "has_data": bool(words),
     }
     await send(ctx, dut.recv_header, reply, timeout=100)
     for word in words:
@@ -166,3 +168,31 @@ def test_a_tag_written_after_the_local_lookup_makes_the_miss_look_again():
         assert await wishbone_read(ctx, dut.rac_bus, LOOKUPS_TAKEN) == 1
 
     simulate(bench)
+
+
+def test_a_read_miss_not_cached_reads_uncached_and_completes_without_microcode():
+    async def bench(ctx, dut, watch):
+        await send(ctx, dut.host.req, host_read(LINE_A + 4 * 2))  # the line's first miss: read once
+        request = await request_out(ctx, dut)
+        assert (request.cmd, request.flag, request.addr) == (Command.MUREAD, 1, global_line(LINE_A))
+        await answer_with_line(ctx, dut, request, range(200, 200 + GEOMETRY.line_words))
+        assert await host_word(ctx, dut) == 202
+        await ctx.tick().repeat(20)
+        assert watch.since(0) == []  # nothing cached, no tag touched
+        assert await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS) == 0
+
+    simulate(bench, cache_first_miss=False)
+
+
+def test_a_read_miss_not_cached_answered_without_words_attaches_in_microcode():
+    async def bench(ctx, dut, watch):
+        await send(ctx, dut.host.req, host_read(LINE_A))
+        request = await request_out(ctx, dut)
+        assert request.cmd == Command.MUREAD
+        # A GONE line: only its list has the data, so the miss attaches (read_retry), microcode.
+        await answer_with_line(ctx, dut, request, [], mstate=MemoryState.GONE)
+        attach = await request_out(ctx, dut)
+        assert (attach.cmd, attach.addr) == (Command.MREAD, global_line(LINE_A))
+        assert await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS) > 0
+
+    simulate(bench, cache_first_miss=False)

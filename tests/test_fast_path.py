@@ -71,13 +71,66 @@ def test_fast_misses_are_caching_reads_and_writes_of_other_nodes_lines_outside_n
                     ctx.set(dut.numa_mode, numa)
                     ctx.set(dut.miss.kind, kind)
                     ctx.set(dut.miss.addr, address(home))
-                    # A flush, and a READ_ONCE (which caches nothing), are the microcode's.
+                    # A flush is the microcode's; a READ_ONCE (which caches nothing) has steps of its own.
                     expected = not numa and kind in (LocalKind.READ, LocalKind.WRITE) and home != NODE
                     assert ctx.get(dut.miss_fast) == expected, (numa, kind, home)
         ctx.set(dut.numa_mode, 0)
         ctx.set(dut.miss.kind, LocalKind.READ)
         ctx.set(dut.enable, 0)
         assert not ctx.get(dut.miss_fast)
+
+    run(testbench)
+
+
+def test_a_read_miss_not_cached_is_fast_outside_numa_mode_for_other_nodes_lines():
+    async def testbench(ctx, dut):
+        for numa in (0, 1):
+            for kind in LocalKind:
+                for home in (NODE, NODE + 2):
+                    ctx.set(dut.numa_mode, numa)
+                    ctx.set(dut.miss.kind, kind)
+                    ctx.set(dut.miss.addr, address(home))
+                    expected = not numa and kind == LocalKind.READ_ONCE and home != NODE
+                    assert ctx.get(dut.once_fast) == expected, (numa, kind, home)
+        ctx.set(dut.numa_mode, 0)
+        ctx.set(dut.miss.kind, LocalKind.READ_ONCE)
+        ctx.set(dut.enable, 0)
+        assert not ctx.get(dut.once_fast)
+
+    run(testbench)
+
+
+def test_a_read_miss_not_cached_sends_its_uncached_read_and_waits_at_the_resume_point():
+    async def testbench(ctx, dut):
+        ctx.set(dut.context.kind, LocalKind.READ_ONCE)
+        ctx.set(dut.context.addr, address(3))
+        assert step(ctx, dut, FastStep.ONCE_SEND) == (FastStep.ONCE_WAIT, FastThen.HEADER)
+        assert not ctx.get(dut.load_tag_cmd)
+        # As l_read_once: the uncached read, flag "I cache at the second miss" (the home shows the line).
+        fields = {"dest": Dest.HOME, "ptr": Ptr.NONE, "flag": FlagSrc.ONE, "data": DataSrc.NONE, "cmd": Command.MUREAD}
+        assert instruction(ctx, dut) == ("SEND", fields)
+        assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.READ_ONCE_SEND)
+        assert step(ctx, dut, FastStep.ONCE_WAIT) == (FastStep.NONE, FastThen.SUSPEND)
+        assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.READ_ONCE_SENT)
+
+    run(testbench)
+
+
+def test_only_a_good_answer_with_words_to_a_read_not_cached_completes_on_the_fast_path():
+    async def testbench(ctx, dut):
+        sent = isa.resume_vector(Resume.READ_ONCE_SENT)
+        for pc, status, has_data in itertools.product((sent, isa.resume_vector(Resume.READ_SENT)), Status, (0, 1)):
+            ctx.set(dut.resumed_pc, pc)
+            ctx.set(dut.message.status, status)
+            ctx.set(dut.message.has_data, has_data)
+            # A refusal, a GONE line's answer without data (it attaches) and every other point:
+            # the microcode's.
+            expected = pc == sent and status == Status.OK and has_data
+            assert ctx.get(dut.response_fast) == expected, (pc, status, has_data)
+        assert step(ctx, dut, FastStep.ONCE_ANSWER) == (FastStep.HOME_END, FastThen.COMPLETE)
+        assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
+        ctx.set(dut.enable, 0)
+        assert not ctx.get(dut.response_fast)
 
     run(testbench)
 

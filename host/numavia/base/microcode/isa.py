@@ -88,6 +88,8 @@ class Resume(IntEnum):
     READ_SENT = 1
     WRITE_SEND = 2
     WRITE_SENT = 3
+    READ_ONCE_SEND = 4  # a read miss not cached (the allocation filter's): its uncached read
+    READ_ONCE_SENT = 5
 
 
 def resume_vector(point):
