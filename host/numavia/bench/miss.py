@@ -7,7 +7,11 @@ in Amaranth's simulator, cycle by cycle: the requester's local access controller
 until the request header leaves, the home until its reply header and its last data word leave,
 and the requester from the reply header to the host's word (the reply's data offered a word per
 cycle behind its header, as the ring link hands it over). What is left of the whole miss is the
-ring link and the ring: queueing, framing, the wire, forwarding, CRC checks, both ways."""
+ring link and the ring: queueing, framing, the wire, forwarding, CRC checks, both ways.
+
+The miss is the ring row's: a line's first read miss, which the allocation filter reads uncached
+(``MUREAD``, the home shows the line). The reuse figure is a caching miss's (the line's second):
+the host reads the next word of the line as the miss's word arrives."""
 
 import json
 from pathlib import Path
@@ -51,14 +55,15 @@ def engine_phases(config, microcode_only=False):
     phases = {}
     after = {}  # figures after the miss, not part of it
 
-    def simulate(node_id, testbench):
+    def simulate(node_id, testbench, *, caching=False):
         dut = CoherenceEngine(amap, geometry, program)
         sim = Simulator(dut)
         sim.add_clock(1 / config.clk_freq_hz)
 
         async def run(ctx):
             ctx.set(dut.node_id, node_id)
-            ctx.set(dut.cache_first_miss, 1)  # the miss that caches its line (the filter's second)
+            # The allocation filter reads a line's first miss uncached; `caching`: it caches it.
+            ctx.set(dut.cache_first_miss, caching)
             await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(microcode_only))
             await testbench(ctx, dut)
 
@@ -75,14 +80,15 @@ def engine_phases(config, microcode_only=False):
     def read(word):
         return {"addr": HOME * amap.slice_bytes + line + 4 * word, "write": 0, "count": 1}
 
-    async def requester(ctx, dut):
+    async def requester(ctx, dut, caching=False):
+        """The miss's phases; `caching`: the reuse of a caching miss's line instead."""
         await send(ctx, dut.host.req, read(WORD))
-        phases["lac"] = 1 + await cycles_until(ctx, lambda: ctx.get(dut.local.miss.miss.valid))
-        phases["request"] = await cycles_until(ctx, lambda: ctx.get(dut.send_header.valid))
+        lac = 1 + await cycles_until(ctx, lambda: ctx.get(dut.local.miss.miss.valid))
+        request = await cycles_until(ctx, lambda: ctx.get(dut.send_header.valid))
         header = await recv(ctx, dut.send_header)
         reply = {
             "ptype": PacketType.RESPONSE,
-            "cmd": Command.MREAD,
+            "cmd": header.cmd,
             "tid": header.tid,
             "status": Status.OK,
             "source": HOME,
@@ -94,17 +100,17 @@ def engine_phases(config, microcode_only=False):
         ctx.set(dut.recv_header.payload, reply)
         ctx.set(dut.recv_header.valid, 1)
         ctx.set(dut.host.resp.ready, 1)
-        # The reply's data block follows its header, a word per cycle. As the host's word arrives
-        # it reads the next word of the same line (the line fill comes first, then a hit).
+        # The reply's data block follows its header, a word per cycle. After a caching miss, as the
+        # host's word arrives it reads the next word of the same line (the fill first, then a hit).
         cycles = words = 0
         answers = []
-        while len(answers) < 2:
+        while len(answers) < (2 if caching else 1):
             header_taken = ctx.get(dut.recv_header.valid) and ctx.get(dut.recv_header.ready)
             word_taken = ctx.get(dut.recv_data.valid) and ctx.get(dut.recv_data.ready)
             reuse_taken = len(answers) == 1 and ctx.get(dut.host.req.valid) and ctx.get(dut.host.req.ready)
             if ctx.get(dut.host.resp.valid):
                 answers.append((cycles + 1, ctx.get(dut.host.resp.payload.data)))
-                if len(answers) == 1:
+                if len(answers) == 1 and caching:
                     ctx.set(dut.host.req.payload, read(WORD + 1))
                     ctx.set(dut.host.req.valid, 1)
             await ctx.tick()
@@ -120,15 +126,19 @@ def engine_phases(config, microcode_only=False):
             ctx.set(dut.recv_data.payload, words)
             if cycles > 1000:
                 raise RuntimeError("the host's reads were not answered within 1000 cycles")
-        if [data for _, data in answers] != [WORD, WORD + 1]:
-            raise RuntimeError(f"the host read words {[data for _, data in answers]}, not {[WORD, WORD + 1]}")
-        phases["complete"] = answers[0][0]
-        after["reuse"] = answers[1][0] - answers[0][0]
+        expected = [WORD, WORD + 1][: len(answers)]
+        if [data for _, data in answers] != expected:
+            raise RuntimeError(f"the host read words {[data for _, data in answers]}, not {expected}")
+        if caching:
+            after["reuse"] = answers[1][0] - answers[0][0]
+        else:
+            phases.update(lac=lac, request=request, complete=answers[0][0])
 
     async def home(ctx, dut):
-        request = {
+        request = {  # a caching node's first miss: read uncached, the line shown
             "ptype": PacketType.REQUEST,
-            "cmd": Command.MREAD,
+            "cmd": Command.MUREAD,
+            "flag": 1,
             "source": REQUESTER,
             "target": HOME,
             "addr": (HOME << 26) | line,
@@ -146,6 +156,7 @@ def engine_phases(config, microcode_only=False):
         phases["home_data"] = n
 
     simulate(REQUESTER, requester)
+    simulate(REQUESTER, lambda ctx, dut: requester(ctx, dut, caching=True), caching=True)
     simulate(HOME, home)
     return phases, after
 
