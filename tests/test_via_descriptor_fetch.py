@@ -3,11 +3,9 @@ descriptors that run past their VI's descriptor area; a small descriptor read in
 read twice and none past the area."""
 
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from support.sim import run_simulation
-from support.wishbone_sram import WishboneSRAM, load
+from support.wishbone_sram import OnSram, load
 
 from numavia.base.via_descriptor import (
     CONTROL_OP,
@@ -25,30 +23,16 @@ BASE = 0x6000_0000
 SIZE = 2048
 
 
-class Top(wiring.Component):
-    def __init__(self):
-        self.fetcher = DescriptorFetcher(max_segments=4)
-        self.sram = WishboneSRAM(base=BASE, size=SIZE)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.fetcher = self.fetcher
-        m.submodules.sram = self.sram
-        wiring.connect(m, self.fetcher.bus, self.sram.bus)
-        return m
-
-
 def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE, reads=None):
     """Fetch each of ``fetch_addrs``; ``reads``, if given, gets the byte address of every word the
     bus delivered and, as ``None``, each start of a bus cycle."""
-    top = Top()
+    top = OnSram(DescriptorFetcher(max_segments=4), base=BASE, size=SIZE)
     sim = Simulator(top)
     sim.add_clock(1e-8)
     out = []
 
     async def monitor(ctx):
-        bus = top.fetcher.bus
+        bus = top.dut.bus
         cyc = 0
         async for _, _, was_cyc, stb, ack, adr in ctx.tick().sample(bus.cyc, bus.stb, bus.ack, bus.adr):
             if was_cyc and not cyc:
@@ -60,7 +44,7 @@ def run(descriptors, fetch_addrs, *, area_end=BASE + SIZE, reads=None):
     async def bench(ctx):
         for addr, data in descriptors:
             load(ctx, top.sram, addr, data)
-        f = top.fetcher
+        f = top.dut
         for addr in fetch_addrs:
             segments = {}
             await send(ctx, f.cmd, {"addr": addr, "area_end": area_end})

@@ -3,11 +3,9 @@
 import random
 
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from support.sim import run_simulation
-from support.wishbone_sram import WishboneSRAM, load_words
+from support.wishbone_sram import OnSram, load_words
 
 from numavia.gateware.via_dma_reader import DmaReader
 
@@ -15,23 +13,9 @@ BASE = 0x6000_0000
 SIZE = 1024
 
 
-class Top(wiring.Component):
-    def __init__(self, bursting=True):
-        self.reader = DmaReader()
-        self.sram = WishboneSRAM(base=BASE, size=SIZE, bursting=bursting)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.reader = self.reader
-        m.submodules.sram = self.sram
-        wiring.connect(m, self.reader.bus, self.sram.bus)
-        return m
-
-
 def run(commands, *, ready_pattern=None, seed=1, bursting=True):
     """Issue ``commands`` [(addr, length)], collect beats; returns [(bytes, [errors])] per command."""
-    top = Top(bursting)
+    top = OnSram(DmaReader(), base=BASE, size=SIZE, bursting=bursting)
     sim = Simulator(top)
     sim.add_clock(1e-8)
     rng = random.Random(seed)
@@ -42,12 +26,12 @@ def run(commands, *, ready_pattern=None, seed=1, bursting=True):
     async def feeder(ctx):
         load_words(ctx, top.sram, BASE, memory)
         for addr, length in commands:
-            ctx.set(top.reader.cmd.payload, {"addr": addr, "length": length})
-            ctx.set(top.reader.cmd.valid, 1)
-            while not ctx.get(top.reader.cmd.ready):
+            ctx.set(top.dut.cmd.payload, {"addr": addr, "length": length})
+            ctx.set(top.dut.cmd.valid, 1)
+            while not ctx.get(top.dut.cmd.ready):
                 await ctx.tick()
             await ctx.tick()
-            ctx.set(top.reader.cmd.valid, 0)
+            ctx.set(top.dut.cmd.valid, 0)
 
     async def collector(ctx):
         rng = random.Random(seed + 1)
@@ -56,14 +40,14 @@ def run(commands, *, ready_pattern=None, seed=1, bursting=True):
             got, errors = bytearray(), []
             for _ in range(20000):
                 ready = 1 if ready_pattern is None else int(rng.random() < ready_pattern)
-                ctx.set(top.reader.beats.ready, ready)
-                if start is None and ctx.get(top.reader.busy):
+                ctx.set(top.dut.beats.ready, ready)
+                if start is None and ctx.get(top.dut.busy):
                     start = 0
                 if start is not None:
                     start += 1
                 done = False
-                if ready and ctx.get(top.reader.beats.valid):
-                    beat = ctx.get(top.reader.beats.payload)
+                if ready and ctx.get(top.dut.beats.valid):
+                    beat = ctx.get(top.dut.beats.payload)
                     got += beat.data.to_bytes(4, "little")[: beat.nbytes]
                     errors.append(beat.error)
                     done = beat.last
@@ -73,7 +57,7 @@ def run(commands, *, ready_pattern=None, seed=1, bursting=True):
             else:
                 break
             results.append((bytes(got), errors))
-        ctx.set(top.reader.beats.ready, 0)
+        ctx.set(top.dut.beats.ready, 0)
         cycles.append(start)
 
     sim.add_testbench(feeder)

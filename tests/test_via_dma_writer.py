@@ -3,11 +3,9 @@
 import random
 
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from support.sim import run_simulation
-from support.wishbone_sram import WishboneSRAM, dump, load_words
+from support.wishbone_sram import OnSram, dump, load_words
 
 from numavia.gateware.bfm import send
 from numavia.gateware.via_dma_writer import DmaWriter
@@ -16,23 +14,9 @@ BASE = 0x6000_0000
 SIZE = 1024
 
 
-class Top(wiring.Component):
-    def __init__(self, bursting=True):
-        self.writer = DmaWriter()
-        self.sram = WishboneSRAM(base=BASE, size=SIZE, bursting=bursting)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.writer = self.writer
-        m.submodules.sram = self.sram
-        wiring.connect(m, self.writer.bus, self.sram.bus)
-        return m
-
-
 def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, bursting=True):
     """Write ``stream_bytes`` through ``commands``; returns (memory before, memory after, errors, cycles)."""
-    top = Top(bursting)
+    top = OnSram(DmaWriter(), base=BASE, size=SIZE, bursting=bursting)
     sim = Simulator(top)
     sim.add_clock(1e-8)
     rng = random.Random(seed)
@@ -46,23 +30,23 @@ def run(commands, stream_bytes, *, valid_pattern=None, seed=3, words=None, burst
             while valid_pattern is not None and rng.random() > valid_pattern:
                 await ctx.tick()
             await send(
-                ctx, top.writer.data, {"data": int.from_bytes(chunk.ljust(4, b"\xee"), "little"), "nbytes": len(chunk)}
+                ctx, top.dut.data, {"data": int.from_bytes(chunk.ljust(4, b"\xee"), "little"), "nbytes": len(chunk)}
             )
 
     errors = [0]
 
     async def monitor(ctx):
         while True:
-            errors[0] += ctx.get(top.writer.error)
+            errors[0] += ctx.get(top.dut.error)
             await ctx.tick()
 
     async def commander(ctx):
         cycles = 0
         for addr, length in commands:
-            await send(ctx, top.writer.cmd, {"addr": addr, "length": length})
+            await send(ctx, top.dut.cmd, {"addr": addr, "length": length})
         for _ in range(20000):
             cycles += 1
-            if not ctx.get(top.writer.busy):
+            if not ctx.get(top.dut.busy):
                 break
             await ctx.tick()
         out["errors"] = errors[0]

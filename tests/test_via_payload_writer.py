@@ -4,11 +4,9 @@ padding left alone, a job without payload, a walk that fails part way, a bus err
 import random
 
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from support.sim import run_simulation
-from support.wishbone_sram import WishboneSRAM, dump, load_words
+from support.wishbone_sram import OnSram, dump, load_words
 
 from numavia.base import via_att
 from numavia.gateware.via_payload_writer import PayloadWriter
@@ -16,20 +14,6 @@ from numavia.gateware.via_scatter_gather import OP_WALK
 
 BASE = 0x6000_0000
 SIZE = 4096
-
-
-class Top(wiring.Component):
-    def __init__(self):
-        self.writer = PayloadWriter()
-        self.sram = WishboneSRAM(base=BASE, size=SIZE)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.writer = self.writer
-        m.submodules.sram = self.sram
-        wiring.connect(m, self.writer.bus, self.sram.bus)
-        return m
 
 
 class Job:
@@ -45,8 +29,8 @@ class Job:
 
 def run(jobs, *, valid_pattern=None, seed=5):
     """Write `jobs` one after another; returns (memory before, memory after, DMA errors)."""
-    top = Top()
-    dut = top.writer
+    top = OnSram(PayloadWriter(), base=BASE, size=SIZE)
+    dut = top.dut
     sim = Simulator(top)
     sim.add_clock(1e-8)
     before = bytes(random.Random(seed).randrange(256) for _ in range(SIZE))

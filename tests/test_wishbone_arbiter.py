@@ -1,39 +1,23 @@
 """Wishbone arbiter: grants held for a whole cycle, round robin between initiators."""
 
-from amaranth import Module
-from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from support.sim import run_simulation
-from support.wishbone_sram import WishboneSRAM, dump
+from support.wishbone_sram import OnSram, dump
 
 from numavia.gateware.wishbone_arbiter import WishboneArbiter
 
 BASE = 0x1000
 
 
-class Top(wiring.Component):
-    def __init__(self):
-        self.arbiter = WishboneArbiter(count=3, addr_width=30)
-        self.sram = WishboneSRAM(base=BASE, size=256)
-        super().__init__({})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.arbiter = self.arbiter
-        m.submodules.sram = self.sram
-        wiring.connect(m, self.arbiter.bus, self.sram.bus)
-        return m
-
-
 def test_three_initiators_each_get_their_writes_through():
-    top = Top()
+    top = OnSram(WishboneArbiter(count=3, addr_width=30), base=BASE, size=256)
     sim = Simulator(top)
     sim.add_clock(1e-8)
     grants = []
 
     def initiator(n):
         async def process(ctx):
-            bus = top.arbiter.initiators[n]
+            bus = top.dut.initiators[n]
             for i in range(6):
                 ctx.set(bus.cyc, 1)
                 ctx.set(bus.stb, 1)

@@ -4,7 +4,8 @@ incrementing burst (``cti == 0b010``), a word every cycle from an internal addre
 as LiteX's does (including its registered ``ack`` after the initiator lets go, and its rewriting
 of a burst's first word); ``err`` outside its window, like the SoC's interconnect.
 
-Testbenches read and write its contents as bytes with :func:`load` and :func:`dump`.
+Testbenches read and write its contents as bytes with :func:`load` and :func:`dump`;
+:class:`OnSram` puts a block's Wishbone initiator on one.
 """
 
 from amaranth import Module, Mux, Signal
@@ -82,3 +83,20 @@ def dump(ctx, sram, addr, length):
         a = addr + i - sram.base
         out.append((ctx.get(sram.mem.data[a // 4]) >> (8 * (a % 4))) & 0xFF)
     return bytes(out)
+
+
+class OnSram(wiring.Component):
+    """``dut`` with its Wishbone initiator port (``port``) on a :class:`WishboneSRAM` (``sram``,
+    built with ``sram_args``)."""
+
+    def __init__(self, dut, *, port="bus", **sram_args):
+        self.dut, self.port = dut, port
+        self.sram = WishboneSRAM(**sram_args)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = self.dut
+        m.submodules.sram = self.sram
+        wiring.connect(m, getattr(self.dut, self.port), self.sram.bus)
+        return m
