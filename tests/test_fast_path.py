@@ -4,6 +4,7 @@ back to the microcode."""
 
 import itertools
 
+import pytest
 from amaranth.sim import Simulator
 from support.sim import run_simulation
 
@@ -63,39 +64,30 @@ def test_fast_requests_are_mread_mwrite_and_muread_at_their_home():
     run(testbench)
 
 
-def test_fast_misses_are_caching_reads_and_writes_of_other_nodes_lines_outside_numa_mode():
+@pytest.mark.parametrize(
+    "output, kinds",
+    [
+        # Caching reads and writes; a flush is the microcode's.
+        ("miss_fast", (LocalKind.READ, LocalKind.WRITE)),
+        # A read the allocation filter does not cache has steps of its own.
+        ("once_fast", (LocalKind.READ_ONCE,)),
+    ],
+)
+def test_fast_misses_are_to_other_nodes_lines_outside_numa_mode(output, kinds):
     async def testbench(ctx, dut):
+        fast = getattr(dut, output)
         for numa in (0, 1):
             for kind in LocalKind:
                 for home in (NODE, NODE + 2):
                     ctx.set(dut.numa_mode, numa)
                     ctx.set(dut.miss.kind, kind)
                     ctx.set(dut.miss.addr, address(home))
-                    # A flush is the microcode's; a READ_ONCE (which caches nothing) has steps of its own.
-                    expected = not numa and kind in (LocalKind.READ, LocalKind.WRITE) and home != NODE
-                    assert ctx.get(dut.miss_fast) == expected, (numa, kind, home)
+                    expected = not numa and kind in kinds and home != NODE
+                    assert ctx.get(fast) == expected, (numa, kind, home)
         ctx.set(dut.numa_mode, 0)
-        ctx.set(dut.miss.kind, LocalKind.READ)
-        ctx.set(dut.enable, 0)
-        assert not ctx.get(dut.miss_fast)
-
-    run(testbench)
-
-
-def test_a_read_miss_not_cached_is_fast_outside_numa_mode_for_other_nodes_lines():
-    async def testbench(ctx, dut):
-        for numa in (0, 1):
-            for kind in LocalKind:
-                for home in (NODE, NODE + 2):
-                    ctx.set(dut.numa_mode, numa)
-                    ctx.set(dut.miss.kind, kind)
-                    ctx.set(dut.miss.addr, address(home))
-                    expected = not numa and kind == LocalKind.READ_ONCE and home != NODE
-                    assert ctx.get(dut.once_fast) == expected, (numa, kind, home)
-        ctx.set(dut.numa_mode, 0)
-        ctx.set(dut.miss.kind, LocalKind.READ_ONCE)
-        ctx.set(dut.enable, 0)
-        assert not ctx.get(dut.once_fast)
+        ctx.set(dut.miss.kind, kinds[0])
+        ctx.set(dut.enable, 0)  # RAC.CTRL.MICROCODE_ONLY
+        assert not ctx.get(fast)
 
     run(testbench)
 
