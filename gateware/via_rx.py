@@ -48,7 +48,7 @@ from .via_links import (
 )
 from .via_payload_writer import PayloadWriter
 from .via_queue_pointers import QueuePointers
-from .via_scatter_gather import OP_VALIDATE, ScatterGather
+from .via_scatter_gather import OP_VALIDATE, ScatterGather, lend
 from .via_translate import lookup_signature
 
 ReadJob = data.StructLayout({"vi": 8, "psn": 32, "va": 64, "handle": 32, "length": 32, "offset": 32})
@@ -340,14 +340,9 @@ class RxEngine(wiring.Component):
             payload.job.payload.length.eq(h.payload_length),
             payload.words.valid.eq(self.frames.valid),
             payload.words.payload.eq(self.frames.payload),
-            sg.cmd.valid.eq(payload.walk.valid),
-            sg.cmd.payload.eq(payload.walk.payload),
-            payload.walk.ready.eq(sg.cmd.ready),
-            payload.walk_result.valid.eq(sg.result.valid & payload.job.valid),
-            payload.walk_result.payload.eq(sg.result.payload),
-            sg.result.ready.eq(payload.walk_result.ready),
             self.payload_written.eq(payload.written),
         ]
+        lend(m, sg, payload.walk, payload.walk_result, payload.job.valid)
 
         def nak(code):
             """Owe the peer a NAK with `code` for this frame."""

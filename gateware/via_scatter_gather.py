@@ -31,6 +31,20 @@ WalkResult = data.StructLayout({"fail": 3, "total": 32})
 Chunk = data.StructLayout({"pa": 32, "length": 16})
 
 
+def lend(m, sg, walk, walk_result, active):
+    """The walker's command and result ports to a block that walks for its job (`walk`,
+    `walk_result`: the framer, the payload writer) while `active`. The engine's own commands
+    (VALIDATE), assigned after this in its states, take the ports back."""
+    m.d.comb += [
+        sg.cmd.valid.eq(walk.valid),
+        sg.cmd.payload.eq(walk.payload),
+        walk.ready.eq(sg.cmd.ready),
+        walk_result.valid.eq(sg.result.valid & active),
+        walk_result.payload.eq(sg.result.payload),
+        sg.result.ready.eq(walk_result.ready),
+    ]
+
+
 class ScatterGather(wiring.Component):
     def __init__(self, *, max_segments):
         self.max_segments = max_segments

@@ -55,7 +55,7 @@ from .via_links import (
 from .via_queue_pointers import QueuePointers
 from .via_retransmit import RetransmitTimers
 from .via_rx import ReadJob
-from .via_scatter_gather import OP_VALIDATE, ScatterGather
+from .via_scatter_gather import OP_VALIDATE, ScatterGather, lend
 from .via_translate import lookup_signature
 from .via_tx_framer import PayloadSource, TxFramer
 
@@ -359,14 +359,9 @@ class TxEngine(wiring.Component):
         m.d.comb += [
             framer.job.payload.header.eq(hdr_bits),
             framer.job.payload.length.eq(payload_len),
-            sg.cmd.valid.eq(framer.walk.valid),
-            sg.cmd.payload.eq(framer.walk.payload),
-            framer.walk.ready.eq(sg.cmd.ready),
-            framer.walk_result.valid.eq(sg.result.valid & framer.job.valid),
-            framer.walk_result.payload.eq(sg.result.payload),
-            sg.result.ready.eq(framer.walk_result.ready),
             ev.dma_errors.eq(framer.dma_error),
         ]
+        lend(m, sg, framer.walk, framer.walk_result, framer.job.valid)
 
         def send_frame(state, done, *, source=PayloadSource.HOST, raw=0):
             """State `state`: the framer sends the frame built (header in `hdr`, `payload_len` bytes of
