@@ -427,7 +427,7 @@ RAC_COUNTERS = (
     ("SEND_STALLS", "SENDs suspended because the outgoing queue was full"),
     ("FAILED_SENDS", "packets the ring link gave up on"),
     ("NOT_READY_REPLIES", "requests refused before the control store was loaded"),
-    ("FAST_PATH", "misses sent and home requests answered by the hard-wired fast path"),
+    ("FAST_PATH", "misses sent, answers completed and home requests answered by the hard-wired fast path"),
     ("LOOKUPS_TAKEN", "fast-path misses that took the local access controller's tag lookup (no second lookup)"),
 )
 
