@@ -147,9 +147,15 @@ class RingRetry(wiring.Component):
             for c in range(n_contexts):
                 with m.Case(c):
                     m.d.comb += [self.send.payload.slot.eq(ctx_slot[c]), self.send.payload.seq.eq(ctx_seq[c])]
-        send_taken = self.send.valid & self.send.ready
-        with m.If(send_taken):
-            m.d.sync += last_sent.eq(send_context)
+        # The output's decision to take a packet ends a long path (the ring's receive, bypass and
+        # output arbitration in one cycle); the context's bookkeeping follows it a cycle later,
+        # from registers. The output is busy with that packet meanwhile and takes nothing else,
+        # and no packet is sent or aborted in its first cycle.
+        taken = Signal()  # the output took `taken_context`'s packet in the last cycle
+        taken_context = Signal.like(send_context)
+        m.d.sync += [taken.eq(self.send.valid & self.send.ready), taken_context.eq(send_context)]
+        with m.If(taken):
+            m.d.sync += last_sent.eq(taken_context)
         sent_whole = self.sent.valid & ~self.sent.payload.aborted
         sent_aborted = self.sent.valid & self.sent.payload.aborted
 
@@ -215,14 +221,16 @@ class RingRetry(wiring.Component):
                 with m.Case(_Context.READY):
                     # A late echo of an earlier copy completes it; a packet never sent cannot
                     # have been answered (an echo with its target and seq is older than it).
-                    with m.If(match & echo_accepted & ctx_sent[c]):
-                        m.d.sync += state.eq(_Context.DONE)
-                    with m.Elif(send_taken & (send_context == c)):
+                    # Taken in the last cycle, it is being sent: such an echo waits for the end.
+                    earlier_accepted = match & echo_accepted & ctx_sent[c]
+                    with m.If(taken & (taken_context == c)):
                         m.d.sync += [
                             state.eq(_Context.SENDING),
-                            ctx_accepted[c].eq(0),
+                            ctx_accepted[c].eq(earlier_accepted),
                             ctx_attempts[c].eq(Mux(ctx_attempts[c] == 0xFF, 0xFF, ctx_attempts[c] + 1)),
                         ]
+                    with m.Elif(earlier_accepted):
+                        m.d.sync += state.eq(_Context.DONE)
                 with m.Case(_Context.SENDING):
                     # The slot is being read: an ACCEPTED echo (of an earlier copy) waits for the end.
                     earlier_accepted = match & echo_accepted & ctx_sent[c]

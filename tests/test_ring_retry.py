@@ -54,6 +54,7 @@ async def take(ctx, dut, *, limit=500):
             ctx.set(dut.send.ready, 1)
             await ctx.tick()
             ctx.set(dut.send.ready, 0)
+            await ctx.tick()  # (as on the ring: a packet is never sent in the cycle after its take)
             return waited, offer.context, offer.slot, offer.seq
         await ctx.tick()
     raise AssertionError("nothing offered to send")
