@@ -756,20 +756,15 @@ class TxEngine(wiring.Component):
 
             # --- management frames ------------------------------------------------------------
             with m.State("MGMT"):
+                m.d.sync += payload_len.eq(mgmt_len)
                 with m.If(mgmt_raw):
-                    m.d.sync += payload_len.eq(mgmt_len)
-                    with m.If(mgmt_len == 0):
-                        m.d.sync += mgmt_pending.eq(0)
-                        m.next = "SCAN"
-                    with m.Else():
-                        m.next = "MGMT_RAW_FRAME"
+                    m.next = "MGMT_RAW_FRAME"  # (an empty one the framer ends at once, sending nothing)
                 with m.Else():
                     m.d.sync += [
                         *base_header(_OP.MGMT, 0, node=mgmt_node, dst_vi=0),
                         hdr.src_vi.eq(0),
                         hdr.ack_psn.eq(0),
                         hdr.payload_length.eq(mgmt_len),
-                        payload_len.eq(mgmt_len),
                     ]
                     m.next = "MGMT_FRAME"
             send_frame("MGMT_FRAME", "MGMT_SENT", source=PayloadSource.FIRMWARE)
