@@ -80,9 +80,9 @@ class TxFramer(wiring.Component):
 
         # --- the payload walk: started with the header's first word --------------------------
         walk_wanted = Signal()
-        walk_taken = Signal()  # the job's walk has gone to the walker
-        fetching = Signal()  # ... and its chunks are being read
+        fetching = Signal()  # the job's walk has gone to the walker and its chunks are being read
         walk_done, walk_failed, words_done = Signal(), Signal(), Signal()
+        walk_taken = fetching | walk_done  # (a failed walk is done and no longer fetching)
         m.d.comb += walk_wanted.eq(
             self.job.valid & (job.source == PayloadSource.HOST) & (job.length != 0) & ~walk_taken
         )
@@ -96,7 +96,7 @@ class TxFramer(wiring.Component):
             packer.length.payload.eq(job.length),
         ]
         with m.If(self.walk.valid & self.walk.ready):
-            m.d.sync += [walk_taken.eq(1), fetching.eq(1)]
+            m.d.sync += fetching.eq(1)
         with m.If(fetching):
             m.d.comb += self.walk_result.ready.eq(1)
             with m.If(self.walk_result.valid):
@@ -205,7 +205,6 @@ class TxFramer(wiring.Component):
             m.d.sync += [
                 word.eq(0),
                 frame_error.eq(0),
-                walk_taken.eq(0),
                 fetching.eq(0),
                 walk_done.eq(0),
                 walk_failed.eq(0),
