@@ -52,7 +52,7 @@ class FastStep(enum.Enum, shape=4):
     HOME_DIR = 5  # MREAD/MWRITE/MUREAD at the home: read the directory
     HOME_REPLY = 6  # unlocked, a known memory state: answer
     HOME_DIR_WRITE = 7  # the requester is the new head
-    HOME_END = 8  # (the end of any fast run)
+    END = 8  # the end of a fast run (at the home, or after a miss's answer)
     ONCE_SEND = 9  # a read miss not cached: the uncached read to the home
     ONCE_WAIT = 10  # suspended where the microcode waits for its answer
     ONCE_ANSWER = 11  # the answer with the words: the host's words from the message
@@ -122,9 +122,10 @@ class FastPath(wiring.Component):
         home_request = (req.cmd == Command.MREAD) | (req.cmd == Command.MWRITE) | (req.cmd == Command.MUREAD)
         mp = self.miss
         attach = (mp.kind == isa.LocalKind.READ) | (mp.kind == isa.LocalKind.WRITE)  # READ_ONCE caches nothing
-        plain = attach & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+        remote = mp.addr[ADDR_HOME_SHIFT:] != self.node_id
+        plain = attach & remote
         # A read miss the allocation filter does not cache (NUMA mode's are the microcode's).
-        once = (mp.kind == isa.LocalKind.READ_ONCE) & (mp.addr[ADDR_HOME_SHIFT:] != self.node_id)
+        once = (mp.kind == isa.LocalKind.READ_ONCE) & remote
         # Its answer, with the words: nothing but the host's words to do (the rest is the microcode's).
         once_answered = (
             (self.resumed_pc == isa.resume_vector(Resume.READ_ONCE_SENT))
@@ -210,7 +211,7 @@ class FastPath(wiring.Component):
                         imm=Status.OK,
                     )
                     # An uncached read changes the directory only when it shows a HOME line.
-                    go(Mux(uncached & ~shows, FastStep.HOME_END, FastStep.HOME_DIR_WRITE), FastThen.HEADER)
+                    go(Mux(uncached & ~shows, FastStep.END, FastStep.HOME_DIR_WRITE), FastThen.HEADER)
             with m.Case(FastStep.HOME_DIR_WRITE):  # DIR_WR FRESH|GONE|KEEP, head=M_SRC; or SHOWN
                 fresh = read & owned & ~rewritten
                 mstate = Mux(
@@ -220,8 +221,8 @@ class FastPath(wiring.Component):
                 )
                 head = Mux(rewritten | shows, r.head.id, msg.source)
                 tag_command(TagOp.WRITE_DIR, mstate=mstate, lock=r.locked, head=head)
-                go(FastStep.HOME_END, FastThen.TAG)
-            with m.Case(FastStep.HOME_END):  # END
+                go(FastStep.END, FastThen.TAG)
+            with m.Case(FastStep.END):  # END
                 go(FastStep.NONE, FastThen.END)
             with m.Case(FastStep.ONCE_SEND):  # l_read_once: SEND cmd=MUREAD, dest=HOME, flag=ONE
                 instruction("SEND", a=Dest.HOME, b=Ptr.NONE, c=FlagSrc.ONE, d=DataSrc.NONE, imm=Command.MUREAD)
@@ -232,7 +233,7 @@ class FastPath(wiring.Component):
                 go(FastStep.NONE, FastThen.SUSPEND)
             with m.Case(FastStep.ONCE_ANSWER):  # (M_OK, M_HAS_DATA) COMPLETE status=OK, src=MSG
                 instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
-                go(FastStep.HOME_END, FastThen.COMPLETE)
+                go(FastStep.END, FastThen.COMPLETE)
             with m.Default():  # not a fast step: the microcode runs
                 m.d.comb += self.fallback.eq(1)
         return m

@@ -119,7 +119,7 @@ def test_only_a_good_answer_with_words_to_a_read_not_cached_completes_on_the_fas
             # the microcode's.
             expected = pc == sent and status == Status.OK and has_data
             assert ctx.get(dut.response_fast) == expected, (pc, status, has_data)
-        assert step(ctx, dut, FastStep.ONCE_ANSWER) == (FastStep.HOME_END, FastThen.COMPLETE)
+        assert step(ctx, dut, FastStep.ONCE_ANSWER) == (FastStep.END, FastThen.COMPLETE)
         assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
         ctx.set(dut.enable, 0)
         assert not ctx.get(dut.response_fast)
@@ -208,7 +208,7 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
             assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
             assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
 
-            next_step = FastStep.HOME_END if cmd == Command.MUREAD and not shows else FastStep.HOME_DIR_WRITE
+            next_step = FastStep.END if cmd == Command.MUREAD and not shows else FastStep.HOME_DIR_WRITE
             assert step(ctx, dut, FastStep.HOME_REPLY) == (next_step, FastThen.HEADER), (cmd, mstate, flag)
             fresh_read = cmd == Command.MUREAD or (cmd == Command.MREAD and mstate in HOME_OWNED)
             assert instruction(ctx, dut) == (
@@ -222,7 +222,7 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
             ), (cmd, mstate)
 
             if next_step == FastStep.HOME_DIR_WRITE:
-                assert step(ctx, dut, FastStep.HOME_DIR_WRITE) == (FastStep.HOME_END, FastThen.TAG)
+                assert step(ctx, dut, FastStep.HOME_DIR_WRITE) == (FastStep.END, FastThen.TAG)
                 tag = dut.tag_cmd
                 if cmd == Command.MWRITE:
                     new_state = MemoryState.GONE
@@ -233,7 +233,7 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
                 assert ctx.get(tag.op) == TagOp.WRITE_DIR and ctx.get(tag.mstate) == new_state, (cmd, mstate)
                 assert ctx.get(tag.head) == (3 if rewritten or shows else requester) and ctx.get(tag.lock) == 0
 
-            assert step(ctx, dut, FastStep.HOME_END) == (FastStep.NONE, FastThen.END)
+            assert step(ctx, dut, FastStep.END) == (FastStep.NONE, FastThen.END)
             assert not (ctx.get(dut.load_tag_cmd) or ctx.get(dut.load_instruction) or ctx.get(dut.load_pc))
 
     run(testbench)
