@@ -16,9 +16,11 @@ Ring side
     idle). Until ``enable`` is high the node bypasses everything and sends nothing.
 
 Receive
-    A packet for this node is checked (CRC, length, type). Bad: dropped and counted, no echo (the
-    sender times out). An echo goes to the transmit side. A good packet is offered on ``recv_header``
-    in the cycle of its verdict when the incoming queue is empty. A request/response is judged by the
+    A packet for this node is checked (CRC, length, type, an answer's word range). Bad: dropped and
+    counted, no echo (the sender times out). An echo goes to the transmit side. A good packet is
+    offered on ``recv_header`` in the cycle of its verdict when the incoming queue is empty; its
+    data block follows on ``recv_data`` as a whole line, from its first word on the wire on
+    (``sci_packet.handover_order``). A request/response is judged by the
     link-level alternating bit of its (source, this node) pair: same bit as the last packet accepted
     from that source means duplicate (echo ACCEPTED again, not stored); otherwise it is stored if the
     incoming queue had room when the packet began (echo ACCEPTED) or refused (echo BUSY). A packet
@@ -26,7 +28,8 @@ Receive
 
 Transmit
     The sequencer writes a header (``send_header``; the link fills in ``source`` and ``seq``) then,
-    if ``has_data``, exactly one line of words (``send_data``) into one of ``out_depth`` slots.
+    if ``has_data``, its data block (``send_data``: a line, or the words an uncached read's answer
+    carries, ``sci_packet.data_range``) into one of ``out_depth`` slots.
     The packet is queued with its header (cut-through): it may go out while its words are still
     coming, each word checked to be written before it is sent. A word that is not (the producer fell
     behind) ends that copy at once with its CRC inverted (``sci_packet.abort``; counted in

@@ -19,11 +19,13 @@ from numavia.base.sci_packet import (
     SHORT_HEADER_SYMBOLS,
     SYMBOL_BITS,
     PacketType,
+    carries_words_asked,
     max_packet_symbols,
+    range_in_line,
     whole_header,
 )
 
-from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, header_symbol
+from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, data_block_first, header_symbol
 
 #: A symbol of a packet that is not this node's, or (``end`` set) the end of one: whether it
 #: ``corrupt`` (not intact, and not aborted by its sender) is known there.
@@ -113,6 +115,7 @@ class RingReceive(wiring.Component):
         # (never by bit position).
         first = HeaderLayout(Cat(Const(0, HeaderLayout.size - SYMBOL_BITS), rx.data))
         second = HeaderLayout(Cat(Const(0, HeaderLayout.size - 2 * SYMBOL_BITS), rx.data, Const(0, SYMBOL_BITS)))
+        sixth = HeaderLayout(Cat(Const(0, HeaderLayout.size - 6 * SYMBOL_BITS), rx.data, Const(0, 5 * SYMBOL_BITS)))
         first_is_echo = first.ptype == PacketType.ECHO
         expected = Signal(range(MAX_PACKET_SYMBOLS + 1))  # with a short header, from symbol 0
         m.d.comb += expected.eq(
@@ -121,6 +124,11 @@ class RingReceive(wiring.Component):
         expected_q = Signal.like(expected)  # for the rest of the packet; symbol 1 may lengthen it
         long_header = Signal()  # symbols 6-9 are byte enables (sci_packet.header_symbols)
         header_length = Mux(long_header, HEADER_SYMBOLS, SHORT_HEADER_SYMBOLS)
+        # An uncached read's answer carries only the words asked for (symbol 5 names them), which
+        # go to their places in the slot's line; a range outside the line makes it malformed.
+        words_asked_q = Signal()
+        first_word = Signal(word_bits)
+        range_ok_q = Signal()
 
         # Residue over every symbol including the CRC: zero for an intact packet. Whether it is zero
         # (or an aborted packet's), and whether the length is the one symbol 0 announced, are
@@ -153,6 +161,7 @@ class RingReceive(wiring.Component):
         duplicate_q = Signal()
         room_q = Signal()  # the incoming queue had a free slot when the packet began
         is_request_q = Signal()
+        has_data_q = Signal()
         # Replies owed: requests stored in the incoming queue (or being handled) whose answer has
         # not been queued yet. Each has an outgoing slot reserved, so the sequencer can always
         # answer and the incoming queue always drains: requests cannot deadlock two nodes whose
@@ -175,13 +184,24 @@ class RingReceive(wiring.Component):
                     (in_count != self.in_depth) & ((first.ptype != PacketType.REQUEST) | (self.admission.free > owed))
                 ),
                 is_request_q.eq(first.ptype == PacketType.REQUEST),
+                has_data_q.eq(first.has_data),
                 long_header.eq(0),
+                words_asked_q.eq(0),
+                first_word.eq(0),
             ]
-        with m.Elif(rx.frame & (index == 1) & whole_header(is_request_q, second.cmd)):
-            m.d.sync += [long_header.eq(1), expected_q.eq(expected_q + long_extra)]
+        with m.Elif(rx.frame & (index == 1)):
+            with m.If(whole_header(is_request_q, second.cmd)):
+                m.d.sync += [long_header.eq(1), expected_q.eq(expected_q + long_extra)]
+            m.d.sync += words_asked_q.eq(carries_words_asked(~is_request_q & ~is_echo_q, second.cmd) & has_data_q)
+        with m.Elif(rx.frame & (index == SHORT_HEADER_SYMBOLS - 1) & words_asked_q):
+            m.d.sync += [
+                expected_q.eq(short_packet + 2 * sixth.count),
+                first_word.eq(sixth.word),
+                range_ok_q.eq(range_in_line(sixth.word, sixth.count, DATA_WORDS)),
+            ]
         m.d.comb += events.UNDELIVERABLE.eq(start & came_back)
 
-        intact = crc_zero & length_ok & type_ok_q
+        intact = crc_zero & length_ok & type_ok_q & (range_ok_q | ~words_asked_q)
         m.d.comb += [
             self.passing.valid.eq((rx.frame & pass_now) | (end & pass_q)),
             self.passing.payload.data.eq(Mux(end, 0, rx.data)),
@@ -215,7 +235,7 @@ class RingReceive(wiring.Component):
         with m.If(rx.frame & consume_q & in_data_in_range & ~data_index[0]):
             m.d.sync += high_half.eq(rx.data)
         m.d.comb += [
-            in_data_w.addr.eq(Cat(data_index[1:], in_tail)),
+            in_data_w.addr.eq(Cat((data_index[1:] + first_word)[:word_bits], in_tail)),
             in_data_w.data.eq(Cat(rx.data, high_half)),
             # The tail slot is free whenever there was room, so writing it is harmless even if
             # the packet is later refused.
@@ -267,8 +287,11 @@ class RingReceive(wiring.Component):
         m.d.sync += owed.eq(owed + (commit & is_request_q) - (reply_queued & (owed != 0)))
 
         # --- Incoming queue to the sequencer --------------------------------------------------------
+        # A data block is handed over from its first word on the wire, wrapping round the line: an
+        # uncached read's answer from the word asked for (sci_layouts.data_block_first).
         in_pop = Signal()
         in_word = Signal(word_bits)
+        in_last = Signal(word_bits)  # the word handed over last
         in_in_data = Signal()  # the head packet's header is taken; its data words go out now
         in_headers_r = in_headers.read_port(domain="comb")
         in_data_r = in_data.read_port()
@@ -282,19 +305,26 @@ class RingReceive(wiring.Component):
             self.recv_header.valid.eq(((in_count != 0) | commit) & ~in_in_data),
             self.recv_data.payload.eq(in_data_r.data),
             self.recv_data.valid.eq(in_in_data),
-            # Synchronous read, addressed one cycle ahead: the word after an accepted one.
-            in_data_r.addr.eq(
-                Cat(Mux(self.recv_data.valid & self.recv_data.ready, in_word + 1, in_word)[:word_bits], in_head)
-            ),
         ]
+        # Synchronous read, addressed one cycle ahead: the head packet's first word while its header
+        # waits, then the word after an accepted one.
+        in_read_word = Signal(word_bits)
+        head_first_word = data_block_first(head_header)
+        with m.If(~in_in_data):
+            m.d.comb += in_read_word.eq(head_first_word)
+        with m.Elif(self.recv_data.ready):
+            m.d.comb += in_read_word.eq(in_word + 1)
+        with m.Else():
+            m.d.comb += in_read_word.eq(in_word)
+        m.d.comb += in_data_r.addr.eq(Cat(in_read_word, in_head))
         with m.If(self.recv_header.valid & self.recv_header.ready):
             with m.If(head_header.has_data):
-                m.d.sync += [in_in_data.eq(1), in_word.eq(0)]
+                m.d.sync += [in_in_data.eq(1), in_word.eq(head_first_word), in_last.eq(head_first_word - 1)]
             with m.Else():
                 m.d.comb += in_pop.eq(1)
         with m.If(self.recv_data.valid & self.recv_data.ready):
             m.d.sync += in_word.eq(in_word + 1)
-            with m.If(in_word == DATA_WORDS - 1):
+            with m.If(in_word == in_last):
                 m.d.sync += in_in_data.eq(0)
                 m.d.comb += in_pop.eq(1)
         with m.If(in_pop):

@@ -3,9 +3,10 @@ arbitration between forwarded packets, echoes and own packets, and the framing o
 with their CRC (the protocol: ``ring_link``'s docstring, "Transmit" and "Output").
 
 A packet is queued with its header (cut-through): the retry side may have it sent while its data
-words are still being written. Each word is checked to be written before it is sent; one that is
-not ends the copy at once with its CRC inverted (``sci_packet.abort``), reported on ``sent`` as
-aborted.
+words are still being written. The sequencer writes a slot's data block as it goes on the wire:
+the whole line, or the words an uncached read's answer carries (``sci_packet.data_range``). Each
+word is checked to be written before it is sent; one that is not ends the copy at once with its
+CRC inverted (``sci_packet.abort``), reported on ``sent`` as aborted.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -29,7 +30,7 @@ from numavia.base.sci_packet import (
 from .ring_bypass import BypassEntry
 from .ring_receive import EchoLayout, admission_signature
 from .round_robin import first_set
-from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, header_symbol
+from .sci_layouts import HeaderLayout, SymbolLayout, crc16_step, data_block_words, header_symbol
 
 #: Events the transmit side counts (ring counter names and ERRORS fields), each at most once a cycle.
 TRANSMIT_EVENTS = ("TX_PACKETS", "TX_ECHOES", "TX_UNDERRUNS", "BYPASS_UNDERRUN")
@@ -126,6 +127,7 @@ class RingTransmit(wiring.Component):
         filling = self.slots.filling  # header taken, data words being written
         fill_slot = self.slots.fill_slot
         fill_word = Signal(word_bits)
+        fill_last = Signal(word_bits)  # the last word of the data block being written
         allocated = Signal(self.out_depth)  # one-hot slot taken this cycle
         free_count = self.admission.free
 
@@ -164,10 +166,15 @@ class RingTransmit(wiring.Component):
         with m.If(header_taken):
             m.d.comb += allocated.eq(Const(1, self.out_depth) << free_slot)
             with m.If(self.send_header.payload.has_data):
-                m.d.sync += [filling.eq(1), fill_slot.eq(free_slot), fill_word.eq(0)]
+                m.d.sync += [
+                    filling.eq(1),
+                    fill_slot.eq(free_slot),
+                    fill_word.eq(0),
+                    fill_last.eq(data_block_words(self.send_header.payload, DATA_WORDS) - 1),
+                ]
         with m.If(self.send_data.valid & self.send_data.ready):
             m.d.sync += fill_word.eq(fill_word + 1)
-            with m.If(fill_word == DATA_WORDS - 1):
+            with m.If(fill_word == fill_last):
                 m.d.sync += filling.eq(0)
         m.d.sync += free_slots.eq((free_slots & ~allocated) | self.slots.freed)
 
@@ -263,11 +270,7 @@ class RingTransmit(wiring.Component):
                     m.d.comb += [self.send.ready.eq(1), tx_start_packet.eq(1)]
                     long = whole_header(packet_header.ptype == PacketType.REQUEST, packet_header.cmd)
                     header_length = Mux(long, HEADER_SYMBOLS, SHORT_HEADER_SYMBOLS)
-                    start_own(
-                        packet_header,
-                        header_length + Mux(packet_header.has_data, 2 * DATA_WORDS, 0) + 1,
-                        long,
-                    )
+                    start_own(packet_header, header_length + 2 * data_block_words(packet_header, DATA_WORDS) + 1, long)
                     m.d.sync += [
                         tx_is_packet.eq(1),
                         tx_context.eq(self.send.payload.context),

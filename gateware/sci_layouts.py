@@ -1,9 +1,9 @@
 """Amaranth views of the SCI packet format, derived from :mod:`sci_packet` (never written twice)."""
 
-from amaranth import Cat, Const
+from amaranth import Cat, Const, Mux
 from amaranth.lib import data
 
-from numavia.base.sci_packet import CRC_POLY, HEADER_BITS, HEADER_FIELDS, SYMBOL_BITS
+from numavia.base.sci_packet import CRC_POLY, HEADER_BITS, HEADER_FIELDS, SYMBOL_BITS, PacketType, carries_words_asked
 
 #: The packet header as a struct whose bit vector equals ``sci_packet.Packet.header_value()``:
 #: fields are laid out from the last one on the wire (bit 0) to the first.
@@ -16,6 +16,20 @@ SymbolLayout = data.StructLayout({"data": SYMBOL_BITS, "frame": 1})
 def header_symbol(header_bits, index):
     """Symbol ``index`` of a header bit vector (symbol 0 holds the most significant bits)."""
     return header_bits[HEADER_BITS - SYMBOL_BITS * (index + 1) : HEADER_BITS - SYMBOL_BITS * index]
+
+
+def data_block_words(header, line_words):
+    """Words of the data block the packet of ``header`` (a :data:`HeaderLayout` view) carries on
+    the wire: none, the words an uncached read's answer names, or the whole line."""
+    words_asked = carries_words_asked(header.ptype == PacketType.RESPONSE, header.cmd)
+    return Mux(header.has_data, Mux(words_asked, header.count, line_words), 0)
+
+
+def data_block_first(header):
+    """The word of the line a packet's data block starts with on the wire, and is handed over from
+    (wrapping round the line): an uncached read's answer's first word asked for, else word 0."""
+    words_asked = carries_words_asked(header.ptype == PacketType.RESPONSE, header.cmd)
+    return Mux(header.has_data & words_asked, header.word, 0)
 
 
 def _crc16_step_taps():

@@ -65,7 +65,7 @@ from numavia.base.microcode.isa import (
     Ptr,
     StateSrc,
 )
-from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status
+from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, PacketType, Status, carries_words_asked, range_in_line
 
 from .context_scheduler import ContextScheduler, Start
 from .context_store import ContextLayout, ContextStore, PointerLayout
@@ -74,7 +74,7 @@ from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .memory_controller import READ_LATENCY, MemSpace
 from .message_buffer import MessageBuffer
-from .sci_layouts import HeaderLayout
+from .sci_layouts import HeaderLayout, data_block_first
 from .sequencer_decoder import SequencerDecoder
 from .tag_store import TagOp, cache_data_index, home_owned, set_of_line
 
@@ -367,10 +367,10 @@ class Sequencer(wiring.Component):
                 m.d.sync += r.pc.eq(new_pc)
                 m.next = "FETCH"
 
-        def read_line_words(allowed=True):
-            """Read the line's words from memory (``mem_space`` from ``mem_index0``), a word a cycle
-            while ``allowed``; ``i`` counts the reads issued."""
-            with m.If((i != LINE_WORDS) & allowed):
+        def read_line_words(allowed=True, words=LINE_WORDS):
+            """Read ``words`` of the line from memory (``mem_space`` from ``mem_index0``), a word a
+            cycle while ``allowed``; ``i`` counts the reads issued."""
+            with m.If((i != words) & allowed):
                 m.d.comb += [
                     tag.mem.cmd.valid.eq(1),
                     tag.mem.cmd.payload.space.eq(mem_space),
@@ -423,7 +423,11 @@ class Sequencer(wiring.Component):
                 hdr = self.recv_header.payload
                 m.d.sync += fast_step.eq(FastStep.NONE)  # unless a start below is a fast one
                 with m.If(sched.start == Start.MESSAGE):
-                    m.d.comb += [self.recv_header.ready.eq(1), message.start.eq(hdr.has_data)]
+                    m.d.comb += [
+                        self.recv_header.ready.eq(1),
+                        message.start.eq(hdr.has_data),
+                        message.first.eq(data_block_first(hdr)),
+                    ]
                     m.d.sync += msg.eq(hdr)
                     with m.If(hdr.ptype == PacketType.RESPONSE):
                         count("responses")
@@ -856,7 +860,7 @@ class Sequencer(wiring.Component):
             # answers cannot be held back; i counts words read, j words sent.
             with m.State("MEM_STREAM"):
                 mem = tag.mem
-                read_line_words(allowed=(i - j) < skid.depth)
+                read_line_words(allowed=(i - j) < skid.depth, words=stream_count)
                 m.d.comb += [
                     skid.w_data.eq(mem.rdata),
                     skid.w_en.eq(mem.rvalid),
@@ -866,7 +870,7 @@ class Sequencer(wiring.Component):
                 ]
                 with m.If(self.send_data.valid & self.send_data.ready):
                     m.d.sync += j.eq(j + 1)
-                    with m.If(j == LINE_WORDS - 1):
+                    with m.If(j + 1 == stream_count):
                         finish()
 
             # --- line buffer -> memory / send_data / done, with back-pressure ----------------------
@@ -967,6 +971,12 @@ class Sequencer(wiring.Component):
                         m.d.comb += dest.eq(r.head.id)
                 data_src = Signal(DataSrc)
                 m.d.comb += data_src.eq(Mux(is_send, fd_q, fc_q))
+                # The answer to an uncached read carries only the words asked for (the whole line
+                # if they are not a range inside it): sci_packet.answered_words.
+                words_asked = carries_words_asked(~is_send, msg.cmd)
+                asked_ok = range_in_line(msg.word, msg.count, LINE_WORDS)
+                block_word = Mux(words_asked & asked_ok, msg.word, 0)
+                block_words = Mux(words_asked & asked_ok, msg.count, LINE_WORDS)
                 send_ptr = pointer_source(fb_q)
                 reply_ptr = pointer_source(fa_q)
                 with m.If(is_send):
@@ -997,6 +1007,8 @@ class Sequencer(wiring.Component):
                         h.flag.eq(flag_source(fb_q)),
                         h.mstate.eq(r.mstate),
                         h.has_data.eq(data_src != DataSrc.NONE),
+                        h.word.eq(block_word),
+                        h.count.eq(Mux(words_asked, block_words, 0)),
                     ]
                 m.d.comb += self.send_header.valid.eq(1)
                 with m.If(self.send_header.ready):
@@ -1005,8 +1017,8 @@ class Sequencer(wiring.Component):
                         with m.Case(DataSrc.BUF):
                             m.d.sync += [
                                 stream_from_msg.eq(0),
-                                stream_start.eq(0),
-                                stream_count.eq(LINE_WORDS),
+                                stream_start.eq(block_word),
+                                stream_count.eq(block_words),
                                 stream_dst.eq(DST_SEND),
                             ]
                             m.next = "LB_STREAM"
@@ -1014,7 +1026,8 @@ class Sequencer(wiring.Component):
                             from_home = data_src == DataSrc.HOME
                             m.d.sync += [
                                 mem_space.eq(Mux(from_home, MemSpace.HOME, MemSpace.CACHE)),
-                                mem_index0.eq(Mux(from_home, line_offset_words, cache_word0)),
+                                mem_index0.eq(Mux(from_home, line_offset_words, cache_word0) + block_word),
+                                stream_count.eq(block_words),
                             ]
                             m.next = "MEM_STREAM"
                         with m.Default():

@@ -15,7 +15,7 @@ def test_latency_table_on_two_nodes(tmp_path):
     hit = rows["remote read, hit in the network cache"]
     local = rows["local shared read"]
     assert 0 < local["ncc_cycles"] < miss["ncc_cycles"]
-    assert hit["ncc_cycles"] < miss["ncc_cycles"] / 5  # the network cache at work
+    assert hit["ncc_cycles"] * 4 < miss["ncc_cycles"]  # the network cache at work: no round trip
     assert hit["numa_cycles"] >= miss["numa_cycles"] * 0.9  # NUMA mode: every read goes home
     assert rows["remote write, hit (ONLY_DIRTY)"]["ncc_cycles"] < rows["remote write, miss, no sharers"]["ncc_cycles"]
     recall = rows["local shared write, recalling a remote copy"]

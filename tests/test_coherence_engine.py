@@ -1,15 +1,25 @@
 """The card's coherence engine (local side + remote access controller) in Amaranth's simulator:
 a plain miss hands the local access controller's tag lookup to the sequencer, which sends its
 request without looking the set up again, unless a tag was written since that lookup; a read miss
-the allocation filter does not cache runs its uncached read and its answer without microcode."""
+the allocation filter does not cache runs its uncached read and its answer without microcode; the
+home answers an uncached read with the words asked for."""
 
+import pytest
 from amaranth.sim import Simulator
 
 from numavia.base import regmap
 from numavia.base.coherence import CacheState, MemoryState
 from numavia.base.microcode.assembler import assemble
 from numavia.base.paths import microcode_source
-from numavia.base.sci_packet import Command, PacketType, Status
+from numavia.base.sci_packet import (
+    DATA_WORDS,
+    Command,
+    Packet,
+    PacketType,
+    Status,
+    carries_words_asked,
+    handover_order,
+)
 from numavia.gateware.bfm import recv, send, wishbone_read, wishbone_write
 from numavia.gateware.card import CardConfig
 from numavia.gateware.coherence_engine import CoherenceEngine
@@ -37,7 +47,7 @@ class Watch:
         return [(op, way, state) for c, op, way, state, _ in self.tags if c >= cycle]
 
 
-def simulate(testbench, *, cache_first_miss=True):
+def simulate(testbench, *, cache_first_miss=True, node=REQUESTER, microcode_only=False):
     dut = CoherenceEngine(AMAP, GEOMETRY, PROGRAM)
     sim = Simulator(dut)
     sim.add_clock(1 / CONFIG.clk_freq_hz)
@@ -55,9 +65,9 @@ def simulate(testbench, *, cache_first_miss=True):
             watch.cycle += 1
 
     async def bench(ctx):
-        ctx.set(dut.node_id, REQUESTER)
+        ctx.set(dut.node_id, node)
         ctx.set(dut.cache_first_miss, cache_first_miss)  # (else the allocation filter decides)
-        await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(False))
+        await wishbone_write(ctx, dut.rac_bus, regmap.RAC.register("CTRL").offset, live_ctrl(microcode_only))
         await testbench(ctx, dut, watch)
 
     sim.add_testbench(watcher, background=True)
@@ -83,7 +93,8 @@ async def request_out(ctx, dut):
 
 
 async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME):
-    """The home's response to `request`: the line (`words`, none: no data) and its memory state."""
+    """The home's response to `request`: the line (`words`, none: no data) and its memory state,
+    handed over as the ring link does (an uncached read's answer from the word asked for)."""
     reply = {
         "ptype": PacketType.RESPONSE,
         "cmd": request.cmd,
@@ -95,8 +106,10 @@ async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME)
         "mstate": mstate,
         "has_data": bool(words),
     }
+    if carries_words_asked(True, request.cmd):
+        reply.update(word=request.word, count=request.count)
     await send(ctx, dut.recv_header, reply, timeout=100)
-    for word in words:
+    for word in handover_order(Packet(**reply, data=list(words))) if words else []:
         await send(ctx, dut.recv_data, word, timeout=100)
 
 
@@ -196,3 +209,38 @@ def test_a_read_miss_not_cached_answered_without_words_attaches_in_microcode():
         assert await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS) > 0
 
     simulate(bench, cache_first_miss=False)
+
+
+@pytest.mark.parametrize("microcode_only", [False, True])
+@pytest.mark.parametrize("word, count, answered", [(5, 2, (5, 2)), (15, 2, (0, DATA_WORDS)), (3, 0, (0, DATA_WORDS))])
+def test_the_home_answers_an_uncached_read_with_the_words_asked_for(microcode_only, word, count, answered):
+    """Words the request names inside the line, or (a malformed range) the whole line: the answer
+    header says which, and exactly those words follow it, from the home's memory."""
+    line = [0x5000 + w for w in range(GEOMETRY.line_words)]
+
+    async def bench(ctx, dut, watch):
+        for w, value in enumerate(line):  # the host writes its own line
+            await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_C + 4 * w, "write": 1, "count": 1})
+            await send(ctx, dut.host.wdata, {"data": value, "be": 0xF})
+            assert not (await recv(ctx, dut.host.resp)).error
+        request = {
+            "ptype": PacketType.REQUEST,
+            "cmd": Command.MUREAD,
+            "source": REQUESTER,
+            "target": HOME,
+            "tid": 7,
+            "addr": global_line(LINE_C),
+            "word": word,
+            "count": count,
+        }
+        await send(ctx, dut.recv_header, request, timeout=100)
+        answer = await recv(ctx, dut.send_header, timeout=200)
+        assert (answer.ptype, answer.status, answer.tid, answer.has_data) == (PacketType.RESPONSE, Status.OK, 7, 1)
+        assert (answer.word, answer.count) == answered
+        first, number = answered
+        assert [await recv(ctx, dut.send_data, timeout=100) for _ in range(number)] == line[first : first + number]
+        for _ in range(20):  # and nothing more
+            assert not ctx.get(dut.send_data.valid)
+            await ctx.tick()
+
+    simulate(bench, node=HOME, microcode_only=microcode_only)

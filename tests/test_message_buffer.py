@@ -1,5 +1,6 @@
 """The sequencer's message buffer: a data block taken in a word per cycle beside the run, words
-readable as soon as they are in, a drained block writing nothing."""
+readable as soon as they are in, a block handed over from a word other than 0, a drained block
+writing nothing."""
 
 import random
 
@@ -24,9 +25,10 @@ def run(testbench):
     run_simulation(sim)
 
 
-async def start(ctx, dut, keep):
+async def start(ctx, dut, keep, first=0):
     ctx.set(dut.start, 1)
     ctx.set(dut.keep, keep)
+    ctx.set(dut.first, first)
     await ctx.tick()
     ctx.set(dut.start, 0)
 
@@ -74,5 +76,24 @@ def test_a_drained_block_writes_nothing():
             await send(ctx, dut.data, 0xDEAD0000 + i)
         assert not ctx.get(dut.receiving) and ctx.get(dut.words) == LINE_WORDS
         assert [await read(ctx, dut, i) for i in range(LINE_WORDS)] == [100 + i for i in range(LINE_WORDS)]
+
+    run(testbench)
+
+
+def test_a_block_handed_over_from_its_word_asked_for_wraps_round_the_line():
+    """An answer's word asked for (11) comes first: it is readable after one word, word 10 only
+    after the whole block."""
+    first = 11
+
+    async def testbench(ctx, dut):
+        await start(ctx, dut, keep=1, first=first)
+        order = [(first + k) % LINE_WORDS for k in range(LINE_WORDS)]
+        for k, index in enumerate(order):
+            assert not ctx.get(dut.holds(index))
+            await send(ctx, dut.data, 0x100 + index)
+            assert ctx.get(dut.holds(index))
+            assert all(ctx.get(dut.holds(i)) == (i in order[: k + 1]) for i in range(LINE_WORDS))
+        assert not ctx.get(dut.receiving)
+        assert [await read(ctx, dut, i) for i in range(LINE_WORDS)] == [0x100 + i for i in range(LINE_WORDS)]
 
     run(testbench)

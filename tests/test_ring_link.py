@@ -31,17 +31,22 @@ from support.ring_bench import (
     tx_monitor,
     wait_cycles,
 )
-from support.ring_bfm import packet_from_header, receive, send, send_data, send_header
+from support.ring_bfm import packet_from_header, receive, send, send_data, send_header, wire_words
 from support.sim import run_simulation
 
 from numavia.base import regmap
 from numavia.base.sci_packet import (
+    HEADER_BITS,
     MAX_PACKET_SYMBOLS,
+    SHORT_HEADER_SYMBOLS,
+    SYMBOL_BITS,
+    Command,
     EchoStatus,
     Packet,
     PacketType,
     abort,
     aborted,
+    crc16,
     decode,
     encode,
     header_symbols,
@@ -180,9 +185,19 @@ def test_packets_for_other_nodes_are_forwarded_bit_exact_with_fixed_latency():
     run_link(tb)
 
 
+def answer_beyond_the_line():
+    """An uncached read's answer of words 15-16 of a 16-word line: the two words on the wire with
+    a good CRC (``encode`` refuses to make it)."""
+    answer = Packet(target=5, source=2, ptype=PacketType.RESPONSE, cmd=Command.MUREAD, has_data=1, word=15, count=2)
+    value = answer.header_value()
+    header = [(value >> (HEADER_BITS - SYMBOL_BITS * (i + 1))) & 0xFFFF for i in range(SHORT_HEADER_SYMBOLS)]
+    symbols = header + [0x1111, 0x2222, 0x3333, 0x4444]
+    return symbols + [crc16(symbols)]
+
+
 def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed():
     rng = random.Random(3)
-    good = replace(random_packet(rng, 5, data_ratio=1), source=2)
+    good = replace(random_packet(rng, 5, data_ratio=1), source=2, cmd=Command.MREAD)  # a whole line
     flipped = encode(good)
     flipped[20] ^= 0x0040  # a data bit
     bad = [
@@ -191,6 +206,7 @@ def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed():
         encode(good) + [0x1234],  # one symbol too many
         encode(Packet(target=5, source=2, ptype=3)),  # valid CRC, unknown packet type
         encode(echo(5, 2, 0, EchoStatus.ACCEPTED))[:2] + [0],
+        answer_beyond_the_line(),  # valid CRC and length, but its words are not in the line
     ]
 
     async def tb(ctx, bench, transmitted):
@@ -465,7 +481,7 @@ def test_a_data_packet_starts_while_its_words_are_still_coming():
         link = bench.link
         await send_header(ctx, link, packet)
         queued = ctx.get(bench.cycle)
-        await send_data(ctx, link, packet.data)
+        await send_data(ctx, link, wire_words(packet))
         last_word = ctx.get(bench.cycle)
         await wait_cycles(ctx, 60)
         [(first_symbol, symbols)] = transmitted
@@ -488,9 +504,9 @@ def test_a_word_queued_too_late_aborts_the_copy_and_the_packet_goes_again_once_c
     async def tb(ctx, bench, transmitted):
         link = bench.link
         await send_header(ctx, link, packet)
-        await send_data(ctx, link, packet.data[:3])
+        await send_data(ctx, link, wire_words(packet)[:3])
         await wait_cycles(ctx, 40)
-        await send_data(ctx, link, packet.data[3:])
+        await send_data(ctx, link, wire_words(packet)[3:])
         complete = ctx.get(bench.cycle)
         await wait_cycles(ctx, 60)
         (_, cut), (again, symbols) = transmitted
@@ -517,9 +533,9 @@ def test_an_underrun_ends_in_one_correct_delivery_through_a_forwarding_node():
     async def main(ctx):
         link = bench.links[0]
         await send_header(ctx, link, packet)
-        await send_data(ctx, link, packet.data[:7])
+        await send_data(ctx, link, wire_words(packet)[:7])
         await wait_cycles(ctx, 50)
-        await send_data(ctx, link, packet.data[7:])
+        await send_data(ctx, link, wire_words(packet)[7:])
         result["received"] = await receive(ctx, bench.links[2])
         await wait_cycles(ctx, 200)
         result["counters"] = [await all_counters(ctx, link) for link in bench.links]
@@ -931,7 +947,7 @@ def test_node_downstream_of_heavy_traffic_still_injects():
             seen = len(node1_tx)
             await send_header(ctx, link, packet)
             queued = ctx.get(bench.cycle)  # queued with its header: the data follows as it goes out
-            await send_data(ctx, link, packet.data)
+            await send_data(ctx, link, wire_words(packet))
             while True:
                 await ctx.tick()
                 mine = [cycle for cycle, symbols in node1_tx[seen:] if len(symbols) > 3 and decode(symbols).source == 1]

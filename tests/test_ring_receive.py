@@ -9,7 +9,7 @@ from support.ring_bench import drive, random_packet, wait_cycles
 from support.ring_bfm import receive
 from support.sim import run_simulation
 
-from numavia.base.sci_packet import EchoStatus, Packet, PacketType, abort, encode
+from numavia.base.sci_packet import Command, EchoStatus, Packet, PacketType, abort, encode
 from numavia.gateware.bfm import recv
 from numavia.gateware.ring_receive import RECEIVE_EVENTS, RingReceive
 
@@ -80,6 +80,31 @@ def test_an_intact_packet_is_offered_in_its_verdict_cycle_and_echoed():
         assert seen["passing"] == []
 
     run(tb)
+
+
+def test_an_uncached_reads_answer_puts_its_words_in_their_places_and_hands_them_over_first():
+    """A whole line first fills the slot; the answer after it (the same slot: there is one) carries
+    words 5-6 only: they land at words 5-6 (the rest of the line is the slot's old words), and the
+    line is handed over from word 5 on."""
+    line = list(range(100, 116))
+    whole = Packet(target=NODE, source=2, ptype=PacketType.RESPONSE, cmd=Command.MREAD, has_data=1, data=line)
+    asked = [0] * 16
+    asked[5:7] = [0xDEAD0005, 0xBEEF0006]
+    answer = Packet(
+        target=NODE, source=3, ptype=PacketType.RESPONSE, cmd=Command.MUREAD, has_data=1, word=5, count=2, data=asked
+    )
+
+    async def tb(ctx, dut, seen):
+        await drive(ctx, dut, encode(whole))
+        assert await receive(ctx, dut) == whole
+        await drive(ctx, dut, encode(answer))
+        header = await recv(ctx, dut.recv_header)
+        assert (header.word, header.count) == (5, 2)
+        words = [await recv(ctx, dut.recv_data) for _ in range(16)]
+        assert words == asked[5:7] + line[7:] + line[:5]  # handed over from the word asked for
+        assert counted(seen) == {"RX_PACKETS": 2}
+
+    run(tb, in_depth=1)
 
 
 def test_corrupt_packets_are_not_offered_and_owe_no_echo():

@@ -7,11 +7,13 @@ from dataclasses import replace
 
 from amaranth.sim import Simulator
 from support.ring_bench import as_sent_by, random_packet, wait_cycles
-from support.ring_bfm import send_data, send_header
+from support.ring_bfm import send_data, send_header, wire_words
 from support.sim import run_simulation
 
 from numavia.base.sci_packet import (
     MAX_PACKET_SYMBOLS,
+    SHORT_HEADER_SYMBOLS,
+    Command,
     EchoStatus,
     Packet,
     PacketType,
@@ -109,14 +111,35 @@ def test_a_packet_goes_out_framed_while_its_words_are_still_written():
         [(slot, target)] = seen["queued"]
         assert target == 4
         offer(ctx, dut, context=2, slot=slot, seq=1)
-        await send_data(ctx, dut, packet.data[:10])
+        await send_data(ctx, dut, wire_words(packet)[:10])
         assert seen["tx"] == [] and ctx.get(dut.tx.frame)  # on the wire, six words still to come
-        await send_data(ctx, dut, packet.data[10:])
+        await send_data(ctx, dut, wire_words(packet)[10:])
         await wait_cycles(ctx, 40)
         [(_, symbols)] = seen["tx"]
         assert decode(symbols) == replace(as_sent_by(packet, NODE), seq=1)
         assert seen["sent"] == [(2, 0)]
         assert counted(seen) == {"TX_PACKETS": 1}
+
+    run(tb)
+
+
+def test_an_uncached_reads_answer_goes_out_with_the_words_asked_for_only():
+    """Its slot takes the two words asked for and is complete; the packet carries those two."""
+    line = [0] * 16
+    line[14:16] = [0xAAAA5555, 0x12345678]
+    answer = Packet(target=4, ptype=PacketType.RESPONSE, cmd=Command.MUREAD, has_data=1, word=14, count=2, data=line)
+
+    async def tb(ctx, dut, seen):
+        await send_header(ctx, dut, answer)
+        await send_data(ctx, dut, wire_words(answer))
+        assert not ctx.get(dut.slots.filling)
+        [(slot, _)] = seen["queued"]
+        offer(ctx, dut, context=1, slot=slot, seq=0)
+        await wait_cycles(ctx, 20)
+        [(_, symbols)] = seen["tx"]
+        assert len(symbols) == SHORT_HEADER_SYMBOLS + 2 * 2 + 1
+        assert decode(symbols) == as_sent_by(answer, NODE)
+        assert seen["sent"] == [(1, 0)]
 
     run(tb)
 
@@ -132,12 +155,12 @@ def test_a_word_not_written_in_time_aborts_the_copy():
         await send_header(ctx, dut, packet)
         [(slot, _)] = seen["queued"]
         offer(ctx, dut, context=0, slot=slot, seq=0)
-        await send_data(ctx, dut, packet.data[:2])
+        await send_data(ctx, dut, wire_words(packet)[:2])
         await wait_cycles(ctx, 30)
         assert [symbols for _, symbols in seen["tx"]] == [abort(whole[: header_symbols(packet.ptype, packet.cmd) + 4])]
         assert seen["sent"] == [(0, 1)]
         assert ctx.get(dut.slots.filling) and ctx.get(dut.slots.fill_slot) == slot
-        await send_data(ctx, dut, packet.data[2:])
+        await send_data(ctx, dut, wire_words(packet)[2:])
         assert not ctx.get(dut.slots.filling)
         offer(ctx, dut, context=0, slot=slot, seq=0)
         await wait_cycles(ctx, 50)

@@ -13,6 +13,10 @@ def random_packet(rng, ptype=None):
     fields["ptype"] = ptype
     if rng.random() < 0.25:
         fields["cmd"] = sp.Command.MUWRITE  # the long header, in requests
+    elif rng.random() < 0.2:
+        fields["cmd"] = sp.Command.MUREAD  # its answer carries the words asked for
+        fields["word"] = rng.randrange(sp.DATA_WORDS)
+        fields["count"] = rng.randrange(1, sp.DATA_WORDS - fields["word"] + 1)
     if sp.header_symbols(ptype, fields["cmd"]) == sp.SHORT_HEADER_SYMBOLS:
         fields["be"] = 0
     if ptype == sp.PacketType.ECHO:
@@ -22,7 +26,8 @@ def random_packet(rng, ptype=None):
         fields["has_data"] = 0
     packet = sp.Packet(**fields)
     if packet.has_data:
-        packet.data = [rng.randrange(1 << 32) for _ in range(sp.DATA_WORDS)]
+        first, number = sp.data_range(packet)
+        packet.data = [rng.randrange(1 << 32) if first <= w < first + number else 0 for w in range(sp.DATA_WORDS)]
     return packet
 
 
@@ -31,7 +36,7 @@ def test_round_trip_of_random_packets():
     for _ in range(500):
         packet = random_packet(rng)
         symbols = sp.encode(packet)
-        assert len(symbols) == sp.packet_symbols(packet.ptype, packet.cmd, packet.has_data)
+        assert len(symbols) == sp.packet_symbols(packet.ptype, packet.cmd, packet.has_data, count=packet.count)
         assert all(0 <= s < 1 << 16 for s in symbols)
         assert sp.decode(symbols) == packet
 
@@ -46,6 +51,35 @@ def test_only_an_uncached_write_request_carries_the_byte_enables():
     assert sp.decode(sp.encode(write)).be == 0xF0 and sp.decode(sp.encode(read)).word == 3
     # Other packets leave the byte enables off the wire, as the ring link's transmit side does.
     assert sp.decode(sp.encode(sp.Packet(ptype=sp.PacketType.REQUEST, cmd=sp.Command.MREAD, be=1))).be == 0
+
+
+def test_an_uncached_reads_answer_carries_the_words_asked_for_in_their_places():
+    line = list(range(100, 100 + sp.DATA_WORDS))
+    answer = sp.Packet(ptype=sp.PacketType.RESPONSE, cmd=sp.Command.MUREAD, has_data=1, word=5, count=2, data=line)
+    symbols = sp.encode(answer)
+    assert len(symbols) == sp.SHORT_HEADER_SYMBOLS + 2 * 2 + 1
+    assert symbols[sp.SHORT_HEADER_SYMBOLS : -1] == [0, 105, 0, 106]
+    got = sp.decode(symbols)
+    assert got.data[5:7] == [105, 106] and got.data.count(0) == sp.DATA_WORDS - 2
+    # Every other data packet, the request included, carries the whole line.
+    request = sp.Packet(ptype=sp.PacketType.REQUEST, cmd=sp.Command.MUREAD, has_data=1, word=5, count=2, data=line)
+    assert sp.decode(sp.encode(request)).data == line
+
+
+@pytest.mark.parametrize("word, count", [(0, 0), (15, 2), (9, 31)])
+def test_an_answer_whose_words_are_not_in_the_line_is_malformed(word, count):
+    answer = sp.Packet(ptype=sp.PacketType.RESPONSE, cmd=sp.Command.MUREAD, has_data=1, word=word, count=count)
+    answer.data = [0] * sp.DATA_WORDS
+    with pytest.raises(sp.PacketError, match="not in the line"):
+        sp.encode(answer)
+    value = answer.header_value()
+    header = [(value >> (sp.HEADER_BITS - 16 * (i + 1))) & 0xFFFF for i in range(sp.SHORT_HEADER_SYMBOLS)]
+    symbols = header + [0] * 2 * count
+    with pytest.raises(sp.PacketError, match="not in the line"):
+        sp.decode(symbols + [sp.crc16(symbols)])
+    # The home answers such a request with the whole line instead.
+    assert sp.answered_words(word, count) == (0, sp.DATA_WORDS)
+    assert sp.answered_words(3, 4) == (3, 4)
 
 
 def test_crc_is_ccitt_false():

@@ -34,7 +34,16 @@ from numavia.base.microcode.isa import (
     Ptr,
     StateSrc,
 )
-from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Packet, PacketType, Status, home_of
+from numavia.base.sci_packet import (
+    ADDR_HOME_SHIFT,
+    Command,
+    Packet,
+    PacketType,
+    Status,
+    answered_words,
+    carries_words_asked,
+    home_of,
+)
 
 # Decoded once per distinct word (the operand dicts are only read).
 _decode = functools.lru_cache(maxsize=None)(isa.decode)
@@ -674,6 +683,8 @@ class CardModel:
     def _reply(self, ctx, v):
         m = ctx.msg
         ptr, ptr_valid = self._ptr(ctx, v["ptr"])
+        # An uncached read's answer names the words it carries (on the wire, only those).
+        word, count = answered_words(m.word, m.count, self.line_words) if carries_words_asked(True, m.cmd) else (0, 0)
         self.outbox.append(
             Packet(
                 target=m.source,
@@ -689,6 +700,8 @@ class CardModel:
                 mstate=ctx.mstate,
                 has_data=int(bool(v["data"])),
                 data=self._packet_data(ctx, v["data"]),
+                word=word,
+                count=count,
             )
         )
 

@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.microcode.isa import LocalKind
-from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, decode, encode
+from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, data_range, decode, encode, handover_order
 from numavia.gateware.bfm import recv, send
 from numavia.gateware.bfm import wishbone_read as wb_read
 from numavia.gateware.bfm import wishbone_write as wb_write
@@ -275,7 +275,7 @@ class CoSim:
             if self.to_rtl and self.to_rtl[0][0] <= self.now:
                 _, _, packet = heapq.heappop(self.to_rtl)
                 await send(ctx, dut.recv_header, packet_fields(packet))
-                for word in packet.data if packet.has_data else []:
+                for word in handover_order(packet, self.line_bytes) if packet.has_data else []:
                     await send(ctx, dut.recv_data, word)
             else:
                 await ctx.tick()
@@ -290,7 +290,9 @@ class CoSim:
             packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
             packet.source = cfg.rtl_node
             if packet.has_data:
-                packet.data = [int(await recv(ctx, dut.send_data)) for _ in range(self.geometry.line_words)]
+                first, number = data_range(packet, self.line_bytes)
+                packet.data = [0] * self.geometry.line_words
+                packet.data[first : first + number] = [int(await recv(ctx, dut.send_data)) for _ in range(number)]
             self.route(cfg.rtl_node, packet, self.now)
 
 

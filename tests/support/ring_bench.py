@@ -13,7 +13,15 @@ from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
 from numavia.base import regmap
-from numavia.base.sci_packet import DATA_WORDS, SHORT_HEADER_SYMBOLS, Command, Packet, PacketType, header_symbols
+from numavia.base.sci_packet import (
+    DATA_WORDS,
+    SHORT_HEADER_SYMBOLS,
+    Command,
+    Packet,
+    PacketType,
+    carries_words_asked,
+    header_symbols,
+)
 from numavia.gateware.bfm import recv
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.ring_link import RingLink
@@ -118,6 +126,12 @@ def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE, dat
     )
     if header_symbols(packet.ptype, packet.cmd) == SHORT_HEADER_SYMBOLS:
         packet.be = 0  # not on the wire: only an uncached write's request carries byte enables
+    if has_data and carries_words_asked(ptype == PacketType.RESPONSE, packet.cmd):
+        # An uncached read's answer carries a range of the line (drawn from the random fields,
+        # so every seeded scenario draws as before); the words off the wire read as 0.
+        packet.word %= data_words
+        packet.count = 1 + packet.count % (data_words - packet.word)
+        packet.data = [w if packet.word <= i < packet.word + packet.count else 0 for i, w in enumerate(packet.data)]
     return packet
 
 

@@ -4,7 +4,7 @@ Everything about the packet format comes from ``sci_packet`` (``encode``/``decod
 ``Packet.header_value``, ``field_positions``): nothing here knows where a field sits.
 """
 
-from numavia.base.sci_packet import HEADER_FIELD_NAMES, Packet, field_positions
+from numavia.base.sci_packet import HEADER_FIELD_NAMES, Packet, data_range, field_positions
 from numavia.gateware.bfm import recv
 from numavia.gateware.bfm import send as send_beat
 
@@ -22,8 +22,16 @@ async def send(ctx, link, packet, *, limit=None):
     """Queue ``packet`` on ``link``'s outgoing queue: its header, then its data words. Returns the
     cycles ``send_header`` held it back."""
     waited = await send_header(ctx, link, packet, limit=limit)
-    await send_data(ctx, link, packet.data)
+    await send_data(ctx, link, wire_words(packet))
     return waited
+
+
+def wire_words(packet):
+    """The words of ``packet``'s line that its data block carries (``sci_packet.data_range``)."""
+    if not packet.has_data:
+        return []
+    first, number = data_range(packet, 4 * len(packet.data))
+    return packet.data[first : first + number]
 
 
 async def send_header(ctx, link, packet, *, limit=None):
@@ -40,9 +48,14 @@ async def send_data(ctx, link, words):
 
 
 async def receive(ctx, link):
-    """Take one packet from ``link``'s incoming queue."""
+    """Take one packet from ``link``'s incoming queue (its line handed over in
+    ``sci_packet.handover_order``); the words of its line not on the wire read as 0, as
+    ``sci_packet.decode`` has them."""
     header = await recv(ctx, link.recv_header)
     packet = packet_from_header(header.as_value().value)
     if packet.has_data:
-        packet.data = [await recv(ctx, link.recv_data) for _ in range(link.data_words)]
+        handed = [await recv(ctx, link.recv_data) for _ in range(link.data_words)]
+        first, number = data_range(packet, 4 * link.data_words)
+        line = handed[-first:] + handed[:-first] if first else handed  # handed over from word first on
+        packet.data = [w if first <= i < first + number else 0 for i, w in enumerate(line)]
     return packet

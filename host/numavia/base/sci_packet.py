@@ -8,7 +8,10 @@ On the ring a packet is a sequence of 16-bit symbols sent while the link's ``fra
 
 * request / response: the header, a line of data if ``has_data`` (32 symbols for the default
   64-byte line, ``line_bytes / 2`` in general: every card of a ring has the same line size), then
-  a CRC-16 symbol. The header is 6 symbols (:data:`SHORT_HEADER_SYMBOLS`) except in an uncached
+  a CRC-16 symbol. The answer to an uncached read (a ``MUREAD`` response) carries only the words
+  asked for, ``count`` words from word ``word`` of the line (SCI's selected-word read): a host's
+  one-word read does not wait for a whole line on the wire (:func:`data_range`,
+  :func:`answered_words`). The header is 6 symbols (:data:`SHORT_HEADER_SYMBOLS`) except in an uncached
   write's request (``MUWRITE``), the only packet whose byte enables (symbols 6-9) mean something:
   10 symbols (:data:`HEADER_SYMBOLS`). A receiver learns which from symbols 0 and 1
   (:func:`header_symbols`); a short header's byte enables read as 0;
@@ -227,15 +230,54 @@ def header_symbols(ptype, cmd):
     return HEADER_SYMBOLS if whole_header(ptype == PacketType.REQUEST, cmd) else SHORT_HEADER_SYMBOLS
 
 
+def carries_words_asked(is_response, cmd):
+    """Whether a packet's data block is only the words its header's ``word``/``count`` name: the
+    answer to an uncached read. Works on numbers and on Amaranth values alike."""
+    return is_response & (cmd == Command.MUREAD)
+
+
+def range_in_line(word, count, line_words=DATA_WORDS):
+    """Whether ``count`` words from word ``word`` are a non-empty range inside the line. Works on
+    numbers and on Amaranth values alike."""
+    return (count != 0) & (word + count <= line_words)
+
+
+def answered_words(word, count, line_words=DATA_WORDS):
+    """``(word, count)`` of the words the home answers an uncached read of ``count`` words from
+    ``word`` with: those, or the whole line if they are not a range inside it (a malformed request
+    still gets a well-formed answer; the requester takes its words from the line either way)."""
+    return (word, count) if range_in_line(word, count, line_words) else (0, line_words)
+
+
+def data_range(packet, line_bytes=LINE_BYTES):
+    """``(first, number)`` of the line's words ``packet``'s data block carries on the wire."""
+    line_words = line_bytes // 4
+    if carries_words_asked(packet.ptype == PacketType.RESPONSE, packet.cmd):
+        if not range_in_line(packet.word, packet.count, line_words):
+            raise PacketError(f"an uncached read's answer of words {packet.word}+{packet.count} is not in the line")
+        return packet.word, packet.count
+    return 0, line_words
+
+
+def handover_order(packet, line_bytes=LINE_BYTES):
+    """The words of a data packet's line in the order a ring link hands them to its sequencer:
+    from the first word on the wire (:func:`data_range`) on, wrapping round the line, so an
+    answer's word asked for comes first."""
+    first = data_range(packet, line_bytes)[0]
+    return packet.data[first:] + packet.data[:first]
+
+
 def encode(packet, line_bytes=LINE_BYTES):
-    """Symbols of ``packet`` on the wire, CRC included, on a ring of ``line_bytes`` lines."""
+    """Symbols of ``packet`` on the wire, CRC included, on a ring of ``line_bytes`` lines. A data
+    packet's ``data`` is always the whole line; only the words of :func:`data_range` go out."""
     n_header = header_symbols(packet.ptype, packet.cmd)
     value = packet.header_value()  # a short header leaves the byte enables off, as the link does
     symbols = [(value >> (HEADER_BITS - SYMBOL_BITS * (i + 1))) & 0xFFFF for i in range(n_header)]
     if packet.ptype != PacketType.ECHO and packet.has_data:
         if len(packet.data) != line_bytes // 4:
             raise PacketError(f"a data packet carries {line_bytes // 4} words, not {len(packet.data)}")
-        for word in packet.data:
+        first, number = data_range(packet, line_bytes)
+        for word in packet.data[first : first + number]:
             symbols += [(word >> 16) & 0xFFFF, word & 0xFFFF]
     elif packet.data:
         raise PacketError("data given for a packet without has_data")
@@ -251,8 +293,8 @@ def _symbol_field(symbols, index, name):
 
 
 def decode(symbols, line_bytes=LINE_BYTES):
-    """The :class:`Packet` of a symbol sequence on a ring of ``line_bytes`` lines; raises
-    :class:`PacketError` if malformed."""
+    """The :class:`Packet` of a symbol sequence on a ring of ``line_bytes`` lines (the words of a
+    line not on the wire read as 0); raises :class:`PacketError` if malformed."""
     symbols = list(symbols)
     if len(symbols) < ECHO_HEADER_SYMBOLS + 1:
         raise PacketError(f"{len(symbols)} symbols is shorter than any packet")
@@ -274,16 +316,23 @@ def decode(symbols, line_bytes=LINE_BYTES):
     kwargs = {f.name: (value >> _POSITIONS[f.name][0]) & ((1 << f.width) - 1) for f in HEADER_FIELDS}
     packet = Packet(**kwargs)
     body = symbols[n_header:-1]
-    expected = line_bytes // 2 if (ptype != PacketType.ECHO and packet.has_data) else 0
-    if len(body) != expected:
-        raise PacketError(f"{len(body)} body symbols where {expected} were expected")
-    packet.data = [body[2 * i] << 16 | body[2 * i + 1] for i in range(len(body) // 2)]
+    has_data = ptype != PacketType.ECHO and packet.has_data
+    first, number = data_range(packet, line_bytes) if has_data else (0, 0)
+    if len(body) != 2 * number:
+        raise PacketError(f"{len(body)} body symbols where {2 * number} were expected")
+    if has_data:
+        packet.data = [0] * (line_bytes // 4)
+        packet.data[first : first + number] = [body[2 * i] << 16 | body[2 * i + 1] for i in range(number)]
     return packet
 
 
-def packet_symbols(ptype, cmd, has_data, line_bytes=LINE_BYTES):
-    """Length on the wire, CRC included."""
-    body = line_bytes // 2 if has_data and ptype != PacketType.ECHO else 0
+def packet_symbols(ptype, cmd, has_data, line_bytes=LINE_BYTES, count=None):
+    """Length on the wire, CRC included; ``count``: the words of an uncached read's answer (if
+    not given, the whole line)."""
+    body = 0
+    if has_data and ptype != PacketType.ECHO:
+        words_asked = count is not None and carries_words_asked(ptype == PacketType.RESPONSE, cmd)
+        body = 2 * (count if words_asked else line_bytes // 4)
     return header_symbols(ptype, cmd) + body + 1
 
 

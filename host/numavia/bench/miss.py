@@ -24,7 +24,15 @@ from numavia.base.coherence import MemoryState
 from numavia.base.errors import NumaviaError
 from numavia.base.microcode.assembler import assemble
 from numavia.base.paths import microcode_source
-from numavia.base.sci_packet import Command, PacketType, Status
+from numavia.base.sci_packet import (
+    HEADER_FIELDS,
+    Command,
+    Packet,
+    PacketType,
+    Status,
+    carries_words_asked,
+    data_range,
+)
 from numavia.bench import latency, results
 from numavia.gateware.bfm import recv, send, wishbone_write
 from numavia.gateware.card import CardConfig
@@ -40,7 +48,7 @@ PHASES = (
     ("lac", "requester: host port and local access controller to the miss hand-off"),
     ("request", "requester: sequencer until the request header leaves"),
     ("home_reply", "home: request header in to reply header out"),
-    ("home_data", "home: the line into the reply (header to last data word)"),
+    ("home_data", "home: the data into the reply (header to last data word)"),
     ("ring", "ring link and ring, both ways (the rest)"),
     ("complete", "requester: reply header in to the host's word"),
 )
@@ -97,6 +105,9 @@ def engine_phases(config, microcode_only=False):
             "mstate": MemoryState.HOME,
             "has_data": 1,
         }
+        if carries_words_asked(True, header.cmd):  # the words asked for, as the home answers them
+            reply.update(word=header.word, count=header.count)
+        first = data_range(Packet(**reply), geometry.line_bytes)[0]
         ctx.set(dut.recv_header.payload, reply)
         ctx.set(dut.recv_header.valid, 1)
         ctx.set(dut.host.resp.ready, 1)
@@ -123,7 +134,7 @@ def engine_phases(config, microcode_only=False):
             if word_taken:
                 words += 1
                 ctx.set(dut.recv_data.valid, words < geometry.line_words)
-            ctx.set(dut.recv_data.payload, words)
+            ctx.set(dut.recv_data.payload, (first + words) % geometry.line_words)  # handover order
             if cycles > 1000:
                 raise RuntimeError("the host's reads were not answered within 1000 cycles")
         expected = [WORD, WORD + 1][: len(answers)]
@@ -142,12 +153,16 @@ def engine_phases(config, microcode_only=False):
             "source": REQUESTER,
             "target": HOME,
             "addr": (HOME << 26) | line,
+            "word": WORD,
+            "count": 1,
         }
         await send(ctx, dut.recv_header, request)
         phases["home_reply"] = 1 + await cycles_until(ctx, lambda: ctx.get(dut.send_header.valid))
-        await recv(ctx, dut.send_header)
+        answer = await recv(ctx, dut.send_header)
+        # The answer carries the words asked for (sci_packet.data_range), here the host's one.
+        packet = Packet(**{f.name: int(getattr(answer, f.name)) for f in HEADER_FIELDS})
         n = 0
-        for _ in range(geometry.line_words):
+        for _ in range(data_range(packet, geometry.line_bytes)[1]):
             while not ctx.get(dut.send_data.valid):
                 await ctx.tick()
                 n += 1
