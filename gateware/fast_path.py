@@ -10,8 +10,12 @@ Three kinds of transaction qualify (while ``enable`` is high):
   waits at the microcode's ``.vector resume`` point, which handles the answer;
 * a read miss to another node's line that the allocation filter does not cache (``READ_ONCE``,
   outside NUMA mode; ``once_fast``): the uncached MUREAD to the home, a wait at its resume point,
-  and, when the answer brings the words (``response_fast``), the host's words from the message;
+  and, when the answer brings the words (``response_step``), the host's words from the message;
   a refusal or an answer without data (a GONE line attaches) is the microcode's;
+* the answer with the line to a caching read miss (``response_step``): the host's words from the
+  message, then the microcode's bookkeeping from its ``READ_ANSWERED`` resume point (the line
+  into the cache, the list); an answer to a fill whose host already has its words (flag A) is
+  the microcode's;
 * an MREAD/MWRITE/MUREAD at this node, its home (``request_fast``): the directory read; when the
   line is unlocked, the answer with the line streamed from memory, then the directory write (a
   second miss's MREAD of a line written since it was SHOWN is answered so too, uncached; an
@@ -31,7 +35,7 @@ from amaranth.lib.wiring import In, Out
 
 from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
 from numavia.base.microcode import isa
-from numavia.base.microcode.isa import DataSrc, Dest, FlagSrc, LineSrc, Ptr, Resume
+from numavia.base.microcode.isa import DataSrc, Dest, Flag, FlagSrc, LineSrc, Ptr, Resume
 from numavia.base.sci_packet import ADDR_HOME_SHIFT, Command, Status
 
 from .context_store import ContextLayout
@@ -56,6 +60,7 @@ class FastStep(enum.Enum, shape=4):
     ONCE_SEND = 9  # a read miss not cached: the uncached read to the home
     ONCE_WAIT = 10  # suspended where the microcode waits for its answer
     ONCE_ANSWER = 11  # the answer with the words: the host's words from the message
+    READ_ANSWER = 12  # a caching read's answer with the line: the host's words, then the microcode
 
 
 class FastThen(enum.Enum, shape=3):
@@ -79,7 +84,8 @@ class FastPath(wiring.Component):
     * ``request`` -> ``request_fast``, ``miss`` -> ``miss_fast``, ``once_fast``: a transaction the
       fast path starts with (``FastStep.HOME_DIR``, ``FastStep.MISS_ALLOC``, ``FastStep.ONCE_SEND``);
       ``message`` and ``resumed_pc`` (a response and the pc of the context it resumes) ->
-      ``response_fast``: the answer the fast path finishes (``FastStep.ONCE_ANSWER``).
+      ``response_step``: the step an answer starts with on the fast path (``FastStep.ONCE_ANSWER``,
+      ``FastStep.READ_ANSWER``; ``FastStep.NONE``: the microcode's).
     * ``step``, ``context`` (the running context's registers), ``message`` (the packet that
       started the run) -> ``fallback``, or ``next_step`` and ``then``, with what to load:
       ``tag_cmd`` (``load_tag_cmd``; a ``WRITE_TAG`` sets the context's state too, as ``C_WR``
@@ -98,7 +104,7 @@ class FastPath(wiring.Component):
                 "miss_fast": Out(1),
                 "once_fast": Out(1),
                 "resumed_pc": In(isa.TARGET_BITS),  # the pc of the context a response resumes
-                "response_fast": Out(1),
+                "response_step": Out(FastStep),
                 "step": In(FastStep),
                 "context": In(ContextLayout),
                 "message": In(HeaderLayout),
@@ -126,17 +132,18 @@ class FastPath(wiring.Component):
         plain = attach & remote
         # A read miss the allocation filter does not cache (NUMA mode's are the microcode's).
         once = (mp.kind == isa.LocalKind.READ_ONCE) & remote
-        # Its answer, with the words: nothing but the host's words to do (the rest is the microcode's).
-        once_answered = (
-            (self.resumed_pc == isa.resume_vector(Resume.READ_ONCE_SENT))
-            & (self.message.status == Status.OK)
-            & self.message.has_data
-        )
+        # An answer with the words resumes a read at its wait: the host's words first (after a
+        # read not cached there is nothing else to do; after a caching one, the microcode's rest).
+        answered = (self.message.status == Status.OK) & self.message.has_data
+        with m.If(self.enable & answered):
+            with m.If(self.resumed_pc == isa.resume_vector(Resume.READ_ONCE_SENT)):
+                m.d.comb += self.response_step.eq(FastStep.ONCE_ANSWER)
+            with m.Elif(self.resumed_pc == isa.resume_vector(Resume.READ_SENT)):
+                m.d.comb += self.response_step.eq(FastStep.READ_ANSWER)
         m.d.comb += [
             self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
             self.miss_fast.eq(self.enable & plain & ~self.numa_mode),
             self.once_fast.eq(self.enable & once & ~self.numa_mode),
-            self.response_fast.eq(self.enable & once_answered),
         ]
 
         write = r.kind == isa.LocalKind.WRITE
@@ -234,6 +241,13 @@ class FastPath(wiring.Component):
             with m.Case(FastStep.ONCE_ANSWER):  # (M_OK, M_HAS_DATA) COMPLETE status=OK, src=MSG
                 instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
                 go(FastStep.END, FastThen.COMPLETE)
+            with m.Case(FastStep.READ_ANSWER):  # (M_OK, M_HAS_DATA) BRT F_A; COMPLETE src=MSG
+                with m.If(r.flags[Flag.A]):  # a fill whose host has its words: nothing to complete
+                    m.d.comb += self.fallback.eq(1)
+                with m.Else():
+                    instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
+                    pc(isa.resume_vector(Resume.READ_ANSWERED))  # the bookkeeping, in microcode
+                    go(FastStep.NONE, FastThen.COMPLETE)
             with m.Default():  # not a fast step: the microcode runs
                 m.d.comb += self.fallback.eq(1)
         return m

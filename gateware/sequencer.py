@@ -515,8 +515,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
                 with m.Else():
                     m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
-                    with m.If(fast.response_fast):
-                        m.d.sync += fast_step.eq(FastStep.ONCE_ANSWER)
+                    m.d.sync += fast_step.eq(fast.response_step)
                 m.d.comb += own_next.eq(1)
                 m.next = "OWN"
 
@@ -754,7 +753,8 @@ class Sequencer(wiring.Component):
                             Cat(loaded.op, loaded.a, loaded.b, loaded.c, loaded.d, loaded.imm)
                         )
                     with m.If(fast.load_pc):
-                        m.d.sync += r.pc.eq(fast.pc)
+                        # (and where a multi-cycle operation ending the fast run goes on)
+                        m.d.sync += [r.pc.eq(fast.pc), after.eq(fast.pc)]
                     with m.Switch(fast.then):
                         with m.Case(FastThen.TAG):
                             m.next = "TAG"

@@ -108,21 +108,37 @@ def test_a_read_miss_not_cached_sends_its_uncached_read_and_waits_at_the_resume_
     run(testbench)
 
 
-def test_only_a_good_answer_with_words_to_a_read_not_cached_completes_on_the_fast_path():
+def test_a_good_answer_with_words_to_a_read_gives_the_host_its_words_on_the_fast_path():
+    """A read not cached (READ_ONCE_SENT) ends there; a caching read (READ_SENT) hands the rest
+    to the microcode; a refusal, an answer without data (a GONE line attaches) and every other
+    resume point are the microcode's."""
+
     async def testbench(ctx, dut):
-        sent = isa.resume_vector(Resume.READ_ONCE_SENT)
-        for pc, status, has_data in itertools.product((sent, isa.resume_vector(Resume.READ_SENT)), Status, (0, 1)):
+        once_sent, sent = isa.resume_vector(Resume.READ_ONCE_SENT), isa.resume_vector(Resume.READ_SENT)
+        points = (once_sent, sent, isa.resume_vector(Resume.WRITE_SENT))
+        for pc, status, has_data in itertools.product(points, Status, (0, 1)):
             ctx.set(dut.resumed_pc, pc)
             ctx.set(dut.message.status, status)
             ctx.set(dut.message.has_data, has_data)
-            # A refusal, a GONE line's answer without data (it attaches) and every other point:
-            # the microcode's.
-            expected = pc == sent and status == Status.OK and has_data
-            assert ctx.get(dut.response_fast) == expected, (pc, status, has_data)
+            expected = {once_sent: FastStep.ONCE_ANSWER, sent: FastStep.READ_ANSWER}.get(pc, FastStep.NONE)
+            if not (status == Status.OK and has_data):
+                expected = FastStep.NONE
+            assert ctx.get(dut.response_step) == expected, (pc, status, has_data)
         assert step(ctx, dut, FastStep.ONCE_ANSWER) == (FastStep.END, FastThen.COMPLETE)
         assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
-        ctx.set(dut.enable, 0)
-        assert not ctx.get(dut.response_fast)
+        assert step(ctx, dut, FastStep.READ_ANSWER) == (FastStep.NONE, FastThen.COMPLETE)
+        assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
+        assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.READ_ANSWERED)
+        # A fill after an uncached read (flag A): the host has its words, the microcode goes on.
+        ctx.set(dut.context.flags, 1 << isa.Flag.A)
+        ctx.set(dut.step, FastStep.READ_ANSWER)
+        assert ctx.get(dut.fallback)
+        ctx.set(dut.resumed_pc, sent)
+        ctx.set(dut.message.status, Status.OK)
+        ctx.set(dut.message.has_data, 1)
+        assert ctx.get(dut.response_step) == FastStep.READ_ANSWER
+        ctx.set(dut.enable, 0)  # RAC.CTRL.MICROCODE_ONLY
+        assert ctx.get(dut.response_step) == FastStep.NONE
 
     run(testbench)
 

@@ -80,8 +80,8 @@ def local_vector(kind):
 
 class Resume(IntEnum):
     """Where the sequencer's hard-wired fast path hands a local miss back to the microcode: the
-    SEND of its attach request (the outgoing queue was full) and the instruction after that
-    SEND's WAIT (the answer came). The microcode names them with ``.vector resume``, so the fast
+    SEND of its attach request (the outgoing queue was full), the instruction after that SEND's
+    WAIT (the answer came), and after a read's answer whose words the fast path gave the host. The microcode names them with ``.vector resume``, so the fast
     path follows the program wherever the assembler puts it."""
 
     READ_SEND = 0
@@ -90,6 +90,7 @@ class Resume(IntEnum):
     WRITE_SENT = 3
     READ_ONCE_SEND = 4  # a read miss not cached (the allocation filter's): its uncached read
     READ_ONCE_SENT = 5
+    READ_ANSWERED = 6  # a caching read's answer, once the host has its words: the bookkeeping
 
 
 def resume_vector(point):
