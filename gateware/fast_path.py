@@ -1,7 +1,7 @@
 """The sequencer's hard-wired fast path: the commonest transactions without fetching
 micro-instructions.
 
-Three kinds of transaction qualify (while ``enable`` is high):
+Four kinds of transaction qualify (while ``enable`` is high):
 
 * a read or write miss to another node's line, outside NUMA mode, that is to be cached (a
   ``READ`` or ``WRITE``; ``miss_fast``): one tag lookup for a way (none when the local access
