@@ -12,7 +12,16 @@ from amaranth.sim import Simulator
 from numavia.base import regmap
 from numavia.base.coherence import LINE_BYTES
 from numavia.base.microcode.isa import LocalKind
-from numavia.base.sci_packet import HEADER_FIELDS, Packet, Status, data_range, decode, encode, handover_order
+from numavia.base.sci_packet import (
+    HEADER_FIELDS,
+    Packet,
+    Status,
+    data_range,
+    decode,
+    encode,
+    handover_order,
+    line_of_block,
+)
 from numavia.gateware.bfm import recv, send
 from numavia.gateware.bfm import wishbone_read as wb_read
 from numavia.gateware.bfm import wishbone_write as wb_write
@@ -290,9 +299,9 @@ class CoSim:
             packet = Packet(**{f.name: int(getattr(header, f.name)) for f in HEADER_FIELDS})
             packet.source = cfg.rtl_node
             if packet.has_data:
-                first, number = data_range(packet, self.line_bytes)
-                packet.data = [0] * self.geometry.line_words
-                packet.data[first : first + number] = [int(await recv(ctx, dut.send_data)) for _ in range(number)]
+                number = data_range(packet, self.line_bytes)[1]
+                block = [int(await recv(ctx, dut.send_data)) for _ in range(number)]
+                packet.data = line_of_block(packet, block, self.line_bytes)
             self.route(cfg.rtl_node, packet, self.now)
 
 

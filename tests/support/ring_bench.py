@@ -21,6 +21,7 @@ from numavia.base.sci_packet import (
     PacketType,
     carries_words_asked,
     header_symbols,
+    line_of_block,
 )
 from numavia.gateware.bfm import recv
 from numavia.gateware.bfm import wishbone_read as read
@@ -131,7 +132,7 @@ def random_packet(rng, target, *, data_ratio=0.5, ptype=PacketType.RESPONSE, dat
         # so every seeded scenario draws as before); the words off the wire read as 0.
         packet.word %= data_words
         packet.count = 1 + packet.count % (data_words - packet.word)
-        packet.data = [w if packet.word <= i < packet.word + packet.count else 0 for i, w in enumerate(packet.data)]
+        packet.data = line_of_block(packet, packet.data[packet.word : packet.word + packet.count], 4 * data_words)
     return packet
 
 

@@ -4,7 +4,7 @@ Everything about the packet format comes from ``sci_packet`` (``encode``/``decod
 ``Packet.header_value``, ``field_positions``): nothing here knows where a field sits.
 """
 
-from numavia.base.sci_packet import HEADER_FIELD_NAMES, Packet, data_range, field_positions
+from numavia.base.sci_packet import HEADER_FIELD_NAMES, Packet, data_range, field_positions, line_of_block
 from numavia.gateware.bfm import recv
 from numavia.gateware.bfm import send as send_beat
 
@@ -55,7 +55,6 @@ async def receive(ctx, link):
     packet = packet_from_header(header.as_value().value)
     if packet.has_data:
         handed = [await recv(ctx, link.recv_data) for _ in range(link.data_words)]
-        first, number = data_range(packet, 4 * link.data_words)
-        line = handed[-first:] + handed[:-first] if first else handed  # handed over from word first on
-        packet.data = [w if first <= i < first + number else 0 for i, w in enumerate(line)]
+        number = data_range(packet, 4 * link.data_words)[1]
+        packet.data = line_of_block(packet, handed[:number], 4 * link.data_words)  # its block comes first
     return packet

@@ -259,6 +259,17 @@ def data_range(packet, line_bytes=LINE_BYTES):
     return 0, line_words
 
 
+def line_of_block(packet, block, line_bytes=LINE_BYTES):
+    """The line of a data packet whose data block (the words on the wire) is ``block``: its words
+    in their places (:func:`data_range`), the others 0."""
+    first, number = data_range(packet, line_bytes)
+    if len(block) != number:
+        raise PacketError(f"{len(block)} data words where {number} were expected")
+    line = [0] * (line_bytes // 4)
+    line[first : first + number] = block
+    return line
+
+
 def handover_order(packet, line_bytes=LINE_BYTES):
     """The words of a data packet's line in the order a ring link hands them to its sequencer:
     from the first word on the wire (:func:`data_range`) on, wrapping round the line, so an
@@ -317,12 +328,11 @@ def decode(symbols, line_bytes=LINE_BYTES):
     packet = Packet(**kwargs)
     body = symbols[n_header:-1]
     has_data = ptype != PacketType.ECHO and packet.has_data
-    first, number = data_range(packet, line_bytes) if has_data else (0, 0)
+    number = data_range(packet, line_bytes)[1] if has_data else 0
     if len(body) != 2 * number:
         raise PacketError(f"{len(body)} body symbols where {2 * number} were expected")
     if has_data:
-        packet.data = [0] * (line_bytes // 4)
-        packet.data[first : first + number] = [body[2 * i] << 16 | body[2 * i + 1] for i in range(number)]
+        packet.data = line_of_block(packet, [body[2 * i] << 16 | body[2 * i + 1] for i in range(number)], line_bytes)
     return packet
 
 
