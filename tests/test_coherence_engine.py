@@ -1,8 +1,9 @@
 """The card's coherence engine (local side + remote access controller) in Amaranth's simulator:
 a plain miss hands the local access controller's tag lookup to the sequencer, which sends its
 request without looking the set up again, unless a tag was written since that lookup; a read miss
-the allocation filter does not cache runs its uncached read and its answer without microcode; the
-home answers an uncached read with the words asked for."""
+the allocation filter does not cache runs its uncached read and its answer without microcode; a
+write miss's answer acknowledges the host's write, or sends the first purge, before the line is
+kept; the home answers an uncached read with the words asked for."""
 
 import pytest
 from amaranth.sim import Simulator
@@ -92,9 +93,10 @@ async def request_out(ctx, dut):
     return header
 
 
-async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME, flag=False):
-    """The home's response to `request`: the line (`words`, none: no data) and its memory state,
-    handed over as the ring link does (an uncached read's answer from the word asked for)."""
+async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME, flag=False, extra=None):
+    """The response to `request`: the line (`words`, none: no data), the home's memory state and
+    any `extra` header fields, handed over as the ring link does (an uncached read's answer from
+    the word asked for)."""
     reply = {
         "ptype": PacketType.RESPONSE,
         "cmd": request.cmd,
@@ -106,6 +108,7 @@ async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME,
         "mstate": mstate,
         "has_data": bool(words),
         "flag": flag,
+        **(extra or {}),
     }
     if carries_words_asked(True, request.cmd):
         reply.update(word=request.word, count=request.count)
@@ -228,6 +231,52 @@ def test_a_caching_miss_answered_with_the_line_gives_the_host_its_word_before_an
     assert fast == micro - 4
     assert fast_tags == micro_tags
     assert fast_tags[-1] == (CacheState.INVALID if rewritten else CacheState.ONLY_FRESH)
+
+
+@pytest.mark.parametrize("microcode_only", [False, True])
+@pytest.mark.parametrize("sharers", [0, 2])
+def test_a_write_miss_acknowledges_the_host_or_sends_its_first_purge_before_keeping_the_line(microcode_only, sharers):
+    """The write's answer: with nobody to purge the host's write is done before the line is kept;
+    with sharers the first purge leaves before the line is kept and the entry marked WRITING.
+    Either way the line ends ONLY_DIRTY with the host's word merged into the home's line."""
+    line = range(500, 500 + GEOMETRY.line_words)
+
+    async def bench(ctx, dut, watch):
+        await send(ctx, dut.host.req, {**host_read(LINE_A + 4 * 3), "write": 1})
+        await send(ctx, dut.host.wdata, {"data": 0xC0FFEE, "be": 0xF})
+        request = await request_out(ctx, dut)
+        assert request.cmd == Command.MWRITE
+        start = watch.cycle
+        if sharers:
+            mstate, ptr = MemoryState.FRESH, {"ptr": WRITER, "ptr_valid": 1}
+        else:
+            mstate, ptr = MemoryState.HOME, {}
+        await answer_with_line(ctx, dut, request, line, mstate=mstate, extra=ptr)
+        sharer = WRITER
+        for n in range(sharers):
+            purge = await request_out(ctx, dut)
+            assert (purge.cmd, purge.target) == (Command.CPURGE, sharer)
+            if n == 0:  # nothing kept or marked before it left
+                assert watch.since(start) == []
+            sharer = sharer + 1 if n + 1 < sharers else None
+            forward = {"ptr": sharer, "ptr_valid": 1} if sharer is not None else {}
+            await answer_with_line(ctx, dut, purge, [], extra={"source": purge.target, **forward})
+        response = await recv(ctx, dut.host.resp, timeout=500)
+        done = watch.cycle
+        assert not response.error
+        await ctx.tick().repeat(60)  # the line kept after the host's write
+        written = [(c, state) for c, op, _, state, _ in watch.tags if c >= start and op == TagOp.WRITE_TAG]
+        if sharers:
+            assert [state for _, state in written] == [CacheState.WRITING, CacheState.ONLY_DIRTY]
+        else:  # the host's write done before the entry is written at all
+            assert [state for _, state in written] == [CacheState.ONLY_DIRTY]
+            assert done <= written[0][0]
+        await send(ctx, dut.host.req, host_read(LINE_A + 4 * 2))
+        assert await host_word(ctx, dut) == 502  # a hit on the home's line ...
+        await send(ctx, dut.host.req, host_read(LINE_A + 4 * 3))
+        assert await host_word(ctx, dut) == 0xC0FFEE  # ... with the host's word merged
+
+    simulate(bench, microcode_only=microcode_only)
 
 
 def test_a_read_miss_not_cached_answered_without_words_attaches_in_microcode():
