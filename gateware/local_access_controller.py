@@ -17,8 +17,8 @@ the allocation filter has not seen miss lately or knows as dead, goes to the seq
 filter off; ``purged`` (from the sequencer) tells it of copies purged here.
 
 Miss interface: a ``miss`` header (kind, line address, first word, word count); for writes
-exactly one ``miss_data`` beat per word of the line follows (byte enables zero outside the
-access); the sequencer answers on ``done`` with the host response beats themselves.
+the host's ``count`` beats follow on ``miss_data``, the first word's first; the sequencer answers
+on ``done`` with the host response beats themselves.
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal
@@ -417,17 +417,15 @@ class LocalAccessController(wiring.Component):
                     with m.Else():
                         m.next = "MISS_WAIT"
             with m.State("MISS_DATA"):
-                # One beat per word of the line; the host's beats at their positions.
-                inside = (moved >= word) & (moved < word + count)
+                # The host's beats, as they come (the sequencer puts them at their words).
                 m.d.comb += [
-                    remote.miss_data.valid.eq(~inside | line.wdata.valid),
-                    remote.miss_data.payload.data.eq(Mux(inside, line.wdata.payload.data, 0)),
-                    remote.miss_data.payload.be.eq(Mux(inside, line.wdata.payload.be, 0)),
-                    line.wdata.ready.eq(inside & remote.miss_data.ready),
+                    remote.miss_data.valid.eq(line.wdata.valid),
+                    remote.miss_data.payload.eq(line.wdata.payload),
+                    line.wdata.ready.eq(remote.miss_data.ready),
                 ]
                 with m.If(remote.miss_data.valid & remote.miss_data.ready):
                     m.d.sync += moved.eq(moved + 1)
-                    with m.If(moved == LINE_WORDS - 1):
+                    with m.If(moved + 1 == count):
                         m.next = "MISS_WAIT"
             with m.State("MISS_WAIT"):
                 m.d.comb += [

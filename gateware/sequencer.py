@@ -537,7 +537,7 @@ class Sequencer(wiring.Component):
 
             with m.State("REFUSE_MISS"):
                 # drain the write data, then one error beat per word (reads) or one (writes)
-                with m.If((r.kind == isa.LocalKind.WRITE) & (j != LINE_WORDS)):
+                with m.If((r.kind == isa.LocalKind.WRITE) & (j != r.lcount)):
                     m.d.comb += self.miss.miss_data.ready.eq(1)
                     with m.If(self.miss.miss_data.valid):
                         m.d.sync += j.eq(j + 1)
@@ -554,18 +554,20 @@ class Sequencer(wiring.Component):
                             m.d.sync += i.eq(0)
                             m.next = "IDLE"
 
-            # A local write's data: 16 beats into the context's host buffer.
+            # A local write's data: its beats into the context's host buffer at their words (the
+            # byte enables of the others stay 0).
             with m.State("HOST_DATA"):
                 beat = self.miss.miss_data.payload
+                word = (r.lword + j)[:wb]
                 m.d.comb += [
                     self.miss.miss_data.ready.eq(1),
-                    hd_wr.addr.eq(Cat(j[:wb], ctx[:4])),
+                    hd_wr.addr.eq(Cat(word, ctx[:4])),
                     hd_wr.data.eq(beat.data),
                     hd_wr.en.eq(self.miss.miss_data.valid),
                 ]
                 with m.If(self.miss.miss_data.valid):
-                    m.d.sync += [hbe.word_select(j[:wb], 4).eq(beat.be), j.eq(j + 1)]
-                    with m.If(j == LINE_WORDS - 1):
+                    m.d.sync += [hbe.word_select(word, 4).eq(beat.be), j.eq(j + 1)]
+                    with m.If(j + 1 == r.lcount):
                         m.next = "SAVE_HBE"
             with m.State("SAVE_HBE"):
                 save_byte_enables(ctx[:4], hbe)

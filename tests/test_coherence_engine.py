@@ -238,12 +238,15 @@ def test_a_caching_miss_answered_with_the_line_gives_the_host_its_word_before_an
 def test_a_write_miss_acknowledges_the_host_or_sends_its_first_purge_before_keeping_the_line(microcode_only, sharers):
     """The write's answer: with nobody to purge the host's write is done before the line is kept;
     with sharers the first purge leaves before the line is kept and the entry marked WRITING.
-    Either way the line ends ONLY_DIRTY with the host's word merged into the home's line."""
+    Either way the line ends ONLY_DIRTY with the host's bytes (only its beats reach the sequencer,
+    each put at its word) merged into the home's line."""
     line = range(500, 500 + GEOMETRY.line_words)
 
     async def bench(ctx, dut, watch):
-        await send(ctx, dut.host.req, {**host_read(LINE_A + 4 * 3), "write": 1})
+        # Words 13-14 of the line, the second one's upper half only.
+        await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_A + 4 * 13, "write": 1, "count": 2})
         await send(ctx, dut.host.wdata, {"data": 0xC0FFEE, "be": 0xF})
+        await send(ctx, dut.host.wdata, {"data": 0xBEEF0000, "be": 0xC})
         request = await request_out(ctx, dut)
         assert request.cmd == Command.MWRITE
         start = watch.cycle
@@ -271,10 +274,10 @@ def test_a_write_miss_acknowledges_the_host_or_sends_its_first_purge_before_keep
         else:  # the host's write done before the entry is written at all
             assert [state for _, state in written] == [CacheState.ONLY_DIRTY]
             assert done <= written[0][0]
-        await send(ctx, dut.host.req, host_read(LINE_A + 4 * 2))
-        assert await host_word(ctx, dut) == 502  # a hit on the home's line ...
-        await send(ctx, dut.host.req, host_read(LINE_A + 4 * 3))
-        assert await host_word(ctx, dut) == 0xC0FFEE  # ... with the host's word merged
+        # A hit on the home's line with the host's bytes merged, nothing else changed.
+        await send(ctx, dut.host.req, {**host_read(LINE_A), "count": GEOMETRY.line_words})
+        words = [await host_word(ctx, dut) for _ in line]
+        assert words == [*line[:13], 0xC0FFEE, 0xBEEF0000 | (line[14] & 0xFFFF), line[15]]
 
     simulate(bench, microcode_only=microcode_only)
 
