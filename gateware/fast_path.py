@@ -1,7 +1,7 @@
 """The sequencer's hard-wired fast path: the commonest transactions without fetching
 micro-instructions.
 
-Four kinds of transaction qualify (while ``enable`` is high):
+Five kinds of transaction qualify (while ``enable`` is high):
 
 * a read or write miss to another node's line, outside NUMA mode, that is to be cached (a
   ``READ`` or ``WRITE``; ``miss_fast``): one tag lookup for a way (none when the local access
@@ -16,6 +16,9 @@ Four kinds of transaction qualify (while ``enable`` is high):
   message, then the microcode's bookkeeping from its ``READ_ANSWERED`` resume point (the line
   into the cache, the list); an answer to a fill whose host already has its words (flag A) is
   the microcode's;
+* a writer's CPURGE of a copy here, without the flag that asks for dirty data (``purge_fast``):
+  the tag lookup and, for a copy in a list (or leaving it), the answer naming its successor; the
+  microcode invalidates the copy and counts the purge from its ``PURGE_ANSWERED`` resume point;
 * an MREAD/MWRITE/MUREAD at this node, its home (``request_fast``): the directory read; when the
   line is unlocked, the answer with the line streamed from memory, then the directory write (a
   second miss's MREAD of a line written since it was SHOWN is answered so too, uncached; an
@@ -29,7 +32,7 @@ rest. A case the fast path does not know (a hit, a victim to roll out, no way, a
 raises ``fallback``: the microcode takes the transaction at its own vector.
 """
 
-from amaranth import Module, Mux
+from amaranth import Const, Module, Mux
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -61,6 +64,8 @@ class FastStep(enum.Enum, shape=4):
     ONCE_WAIT = 10  # suspended where the microcode waits for its answer
     ONCE_ANSWER = 11  # the answer with the words: the host's words from the message
     READ_ANSWER = 12  # a caching read's answer with the line: the host's words, then the microcode
+    PURGE_LOOKUP = 13  # CPURGE of a copy here: look it up
+    PURGE_REPLY = 14  # a copy in a list: answer with its successor, then the microcode
 
 
 class FastThen(enum.Enum, shape=3):
@@ -77,12 +82,20 @@ def _op(name):
     return isa.OPS[name].code
 
 
+#: The states a purge invalidates at once (sci.uasm's purge_tab): a copy in a list or leaving it.
+_PURGEABLE = Const(
+    sum(1 << s for s in CacheState if s not in (CacheState.INVALID, CacheState.PENDING, CacheState.WRITING)),
+    16,
+)
+
+
 class FastPath(wiring.Component):
     """Members:
 
     * ``enable``, ``node_id``, ``numa_mode``: the card's settings.
-    * ``request`` -> ``request_fast``, ``miss`` -> ``miss_fast``, ``once_fast``: a transaction the
-      fast path starts with (``FastStep.HOME_DIR``, ``FastStep.MISS_ALLOC``, ``FastStep.ONCE_SEND``);
+    * ``request`` -> ``request_fast``, ``purge_fast``, ``miss`` -> ``miss_fast``, ``once_fast``:
+      a transaction the fast path starts with (``FastStep.HOME_DIR``, ``FastStep.PURGE_LOOKUP``,
+      ``FastStep.MISS_ALLOC``, ``FastStep.ONCE_SEND``);
       ``message`` and ``resumed_pc`` (a response and the pc of the context it resumes) ->
       ``response_step``: the step an answer starts with on the fast path (``FastStep.ONCE_ANSWER``,
       ``FastStep.READ_ANSWER``; ``FastStep.NONE``: the microcode's).
@@ -100,6 +113,7 @@ class FastPath(wiring.Component):
                 "numa_mode": In(1),
                 "request": In(HeaderLayout),
                 "request_fast": Out(1),
+                "purge_fast": Out(1),
                 "miss": In(MissLayout),
                 "miss_fast": Out(1),
                 "once_fast": Out(1),
@@ -142,6 +156,7 @@ class FastPath(wiring.Component):
                 m.d.comb += self.response_step.eq(FastStep.READ_ANSWER)
         m.d.comb += [
             self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
+            self.purge_fast.eq(self.enable & (req.cmd == Command.CPURGE) & ~req.flag),
             self.miss_fast.eq(self.enable & plain & ~self.numa_mode),
             self.once_fast.eq(self.enable & once & ~self.numa_mode),
         ]
@@ -248,6 +263,18 @@ class FastPath(wiring.Component):
                     instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
                     pc(isa.resume_vector(Resume.READ_ANSWERED))  # the bookkeeping, in microcode
                     go(FastStep.NONE, FastThen.COMPLETE)
+            with m.Case(FastStep.PURGE_LOOKUP):  # h_cpurge: C_LOOKUP
+                instruction("C_LOOKUP")
+                tag_command(TagOp.LOOKUP)
+                go(FastStep.PURGE_REPLY, FastThen.TAG)
+            with m.Case(FastStep.PURGE_REPLY):  # (HIT, DISP STATE) purge: REPLY status=OK, ptr=FWD
+                # No copy, or one attaching or writing (NACK): the microcode's.
+                with m.If(~_PURGEABLE.bit_select(r.state, 1)):
+                    m.d.comb += self.fallback.eq(1)
+                with m.Else():
+                    instruction("REPLY", a=Ptr.FWD, b=FlagSrc.ZERO, c=DataSrc.NONE, imm=Status.OK)
+                    pc(isa.resume_vector(Resume.PURGE_ANSWERED))  # invalidate and count, in microcode
+                    go(FastStep.NONE, FastThen.HEADER)
             with m.Default():  # not a fast step: the microcode runs
                 m.d.comb += self.fallback.eq(1)
         return m

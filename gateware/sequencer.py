@@ -448,6 +448,8 @@ class Sequencer(wiring.Component):
                             m.d.sync += ctx.eq(HANDLER)
                             with m.If(fast.request_fast):
                                 m.d.sync += fast_step.eq(FastStep.HOME_DIR)
+                            with m.Elif(fast.purge_fast):
+                                m.d.sync += fast_step.eq(FastStep.PURGE_LOOKUP)
                             m.next = "ARRIVED"
                         with m.Else():
                             count("not_ready_replies")

@@ -282,6 +282,65 @@ def test_a_write_miss_acknowledges_the_host_or_sends_its_first_purge_before_keep
     simulate(bench, microcode_only=microcode_only)
 
 
+@pytest.mark.parametrize("flag", [0, 1])
+def test_a_purged_copy_answers_before_any_microcode(flag):
+    """A writer's CPURGE of the copy here: the fast path looks the copy up and answers; the
+    microcode only invalidates and counts it (fewer instructions executed than the microcode
+    alone, which also looks up, dispatches on the state and answers). With the data flag (the old
+    head of a GONE line sends its line) the microcode answers, the same with the fast path on or
+    off. Either way the same answer, the same tag writes, and the copy is gone."""
+    runs = {}
+
+    def bench_for(microcode_only):
+        async def bench(ctx, dut, watch):
+            await send(ctx, dut.host.req, host_read(LINE_A))
+            request = await request_out(ctx, dut)
+            await answer_with_line(ctx, dut, request, range(GEOMETRY.line_words))
+            await host_word(ctx, dut)
+            await ctx.tick().repeat(100)  # the fill after the host's word
+            before = await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS)
+            start = watch.cycle
+            purge = {
+                "ptype": PacketType.REQUEST,
+                "cmd": Command.CPURGE,
+                "tid": 3,
+                "flag": flag,
+                "source": WRITER,
+                "target": REQUESTER,
+                "addr": global_line(LINE_A),
+            }
+            await send(ctx, dut.recv_header, purge, timeout=100)
+            reply = await request_out(ctx, dut)
+            await ctx.tick().repeat(50)
+            executed = await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS) - before
+            fields = ("ptype", "cmd", "tid", "status", "target", "ptr_valid", "has_data")
+            runs[microcode_only] = (
+                executed,
+                [(op, way, state if op == TagOp.WRITE_TAG else None) for op, way, state in watch.since(start)],
+                {name: int(getattr(reply, name)) for name in fields},
+            )
+            await send(ctx, dut.host.req, host_read(LINE_A))  # the copy is gone: a miss again
+            assert (await request_out(ctx, dut)).cmd == Command.MREAD
+
+        return bench
+
+    simulate(bench_for(False), microcode_only=False)
+    simulate(bench_for(True), microcode_only=True)
+    (fast, fast_tags, fast_reply), (micro, micro_tags, micro_reply) = runs[False], runs[True]
+    assert fast == micro if flag else fast < micro
+    assert fast_tags == micro_tags and fast_tags[-1] == (TagOp.WRITE_TAG, 0, CacheState.INVALID)
+    assert fast_reply == micro_reply
+    assert fast_reply == {
+        "ptype": PacketType.RESPONSE,
+        "cmd": Command.CPURGE,
+        "tid": 3,
+        "status": Status.OK,
+        "target": WRITER,
+        "ptr_valid": 0,  # the only copy: no successor
+        "has_data": flag,
+    }
+
+
 def test_a_read_miss_not_cached_answered_without_words_attaches_in_microcode():
     async def bench(ctx, dut, watch):
         await send(ctx, dut.host.req, host_read(LINE_A))

@@ -269,3 +269,40 @@ def test_a_locked_line_or_numa_mode_s_read_of_a_gone_line_goes_to_the_microcode(
             assert ctx.get(dut.fallback) == (cmd == Command.MUREAD and mstate == MemoryState.GONE and not flag)
 
     run(testbench)
+
+
+def test_a_purge_of_a_copy_in_a_list_is_answered_on_the_fast_path():
+    """A CPURGE without the data flag (the old head of a GONE line sends its data: microcode):
+    the lookup, then, for a copy in a list or leaving it, the answer naming its successor and the
+    microcode's invalidation from its resume point; no copy, or one attaching or writing (NACK),
+    is the microcode's."""
+
+    async def testbench(ctx, dut):
+        for cmd, flag, home in itertools.product(Command, (0, 1), (NODE, NODE + 1)):
+            ctx.set(dut.request.cmd, cmd)
+            ctx.set(dut.request.flag, flag)
+            ctx.set(dut.request.addr, address(home))
+            assert ctx.get(dut.purge_fast) == (cmd == Command.CPURGE and not flag), (cmd, flag, home)
+        ctx.set(dut.context.addr, address(NODE + 1))
+        assert step(ctx, dut, FastStep.PURGE_LOOKUP) == (FastStep.PURGE_REPLY, FastThen.TAG)
+        assert instruction(ctx, dut)[0] == "C_LOOKUP"
+        assert ctx.get(dut.load_tag_cmd) and ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP
+        assert ctx.get(dut.tag_cmd.addr) == address(NODE + 1)
+        for state in range(16):
+            ctx.set(dut.context.state, state)
+            ctx.set(dut.step, FastStep.PURGE_REPLY)
+            refused = state in (CacheState.INVALID, CacheState.PENDING, CacheState.WRITING) or state > max(CacheState)
+            assert ctx.get(dut.fallback) == refused, state
+            if not refused:
+                assert (ctx.get(dut.next_step), ctx.get(dut.then)) == (FastStep.NONE, FastThen.HEADER)
+                assert instruction(ctx, dut) == (
+                    "REPLY",
+                    {"ptr": Ptr.FWD, "flag": FlagSrc.ZERO, "data": DataSrc.NONE, "status": Status.OK},
+                )
+                assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.PURGE_ANSWERED)
+        ctx.set(dut.enable, 0)  # RAC.CTRL.MICROCODE_ONLY
+        ctx.set(dut.request.cmd, Command.CPURGE)
+        ctx.set(dut.request.flag, 0)
+        assert not ctx.get(dut.purge_fast)
+
+    run(testbench)

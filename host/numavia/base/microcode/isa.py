@@ -81,8 +81,9 @@ def local_vector(kind):
 class Resume(IntEnum):
     """Where the sequencer's hard-wired fast path hands a local miss back to the microcode: the
     SEND of its attach request (the outgoing queue was full), the instruction after that SEND's
-    WAIT (the answer came), and after a read's answer whose words the fast path gave the host. The microcode names them with ``.vector resume``, so the fast
-    path follows the program wherever the assembler puts it."""
+    WAIT (the answer came), after a read's answer whose words the fast path gave the host, and after
+    a purge it answered. The microcode names them with ``.vector resume``, so the fast path follows
+    the program wherever the assembler puts it."""
 
     READ_SEND = 0
     READ_SENT = 1
@@ -91,6 +92,7 @@ class Resume(IntEnum):
     READ_ONCE_SEND = 4  # a read miss not cached (the allocation filter's): its uncached read
     READ_ONCE_SENT = 5
     READ_ANSWERED = 6  # a caching read's answer, once the host has its words: the bookkeeping
+    PURGE_ANSWERED = 7  # a purged copy's answer sent: the copy invalidated, the purge counted
 
 
 def resume_vector(point):
