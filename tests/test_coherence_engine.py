@@ -117,6 +117,28 @@ async def answer_with_line(ctx, dut, request, words, *, mstate=MemoryState.HOME,
         await send(ctx, dut.recv_data, word, timeout=100)
 
 
+async def cache_here(ctx, dut, offset):
+    """The host reads HOME's line at `offset`: a caching miss, answered, the line filled."""
+    await send(ctx, dut.host.req, host_read(offset))
+    request = await request_out(ctx, dut)
+    await answer_with_line(ctx, dut, request, range(GEOMETRY.line_words))
+    await host_word(ctx, dut)
+    await ctx.tick().repeat(100)  # the fill after the host's word
+
+
+def purge_of(offset, flag=0):
+    """WRITER's CPURGE of the copy here of HOME's line at `offset` (flag: send the data too)."""
+    return {
+        "ptype": PacketType.REQUEST,
+        "cmd": Command.CPURGE,
+        "tid": 3,
+        "flag": flag,
+        "source": WRITER,
+        "target": REQUESTER,
+        "addr": global_line(offset),
+    }
+
+
 async def host_word(ctx, dut):
     response = await recv(ctx, dut.host.resp, timeout=500)
     assert not response.error
@@ -140,26 +162,14 @@ def test_a_miss_takes_the_local_lookup_and_sends_its_request_without_a_second():
 
 def test_a_tag_written_after_the_local_lookup_makes_the_miss_look_again():
     async def bench(ctx, dut, watch):
-        # Line C cached here, in way 0 of the set.
-        await send(ctx, dut.host.req, host_read(LINE_C))
-        request = await request_out(ctx, dut)
-        await answer_with_line(ctx, dut, request, range(GEOMETRY.line_words))
-        await host_word(ctx, dut)
-        await ctx.tick().repeat(100)  # the fill after the host's word
+        await cache_here(ctx, dut, LINE_C)  # in way 0 of the set
         assert await wishbone_read(ctx, dut.rac_bus, LOOKUPS_TAKEN) == 1
 
         # The host misses on line A of the same set: the local lookup finds way 1 free. A writer's
         # purge of C arrives meanwhile and runs before the miss is taken (messages first): it
         # writes C's tag INVALID, so the lookup that offered way 1 is stale.
         start = watch.cycle
-        purge = {
-            "ptype": PacketType.REQUEST,
-            "cmd": Command.CPURGE,
-            "tid": 3,
-            "source": WRITER,
-            "target": REQUESTER,
-            "addr": global_line(LINE_C),
-        }
+        purge = purge_of(LINE_C)
         ctx.set(dut.host.req.payload, host_read(LINE_A))
         ctx.set(dut.host.req.valid, 1)
         await ctx.tick()
@@ -293,23 +303,10 @@ def test_a_purged_copy_answers_before_any_microcode(flag):
 
     def bench_for(microcode_only):
         async def bench(ctx, dut, watch):
-            await send(ctx, dut.host.req, host_read(LINE_A))
-            request = await request_out(ctx, dut)
-            await answer_with_line(ctx, dut, request, range(GEOMETRY.line_words))
-            await host_word(ctx, dut)
-            await ctx.tick().repeat(100)  # the fill after the host's word
+            await cache_here(ctx, dut, LINE_A)
             before = await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS)
             start = watch.cycle
-            purge = {
-                "ptype": PacketType.REQUEST,
-                "cmd": Command.CPURGE,
-                "tid": 3,
-                "flag": flag,
-                "source": WRITER,
-                "target": REQUESTER,
-                "addr": global_line(LINE_A),
-            }
-            await send(ctx, dut.recv_header, purge, timeout=100)
+            await send(ctx, dut.recv_header, purge_of(LINE_A, flag), timeout=100)
             reply = await request_out(ctx, dut)
             await ctx.tick().repeat(50)
             executed = await wishbone_read(ctx, dut.rac_bus, INSTRUCTIONS) - before
@@ -327,7 +324,7 @@ def test_a_purged_copy_answers_before_any_microcode(flag):
     simulate(bench_for(False), microcode_only=False)
     simulate(bench_for(True), microcode_only=True)
     (fast, fast_tags, fast_reply), (micro, micro_tags, micro_reply) = runs[False], runs[True]
-    assert fast == micro if flag else fast < micro
+    assert (fast == micro) if flag else (fast < micro)
     assert fast_tags == micro_tags and fast_tags[-1] == (TagOp.WRITE_TAG, 0, CacheState.INVALID)
     assert fast_reply == micro_reply
     assert fast_reply == {
