@@ -32,10 +32,11 @@ rest. A case the fast path does not know (a hit, a victim to roll out, no way, a
 raises ``fallback``: the microcode takes the transaction at its own vector.
 """
 
-from amaranth import Const, Module, Mux
+from amaranth import Module, Mux
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from numavia.base import coherence as coh
 from numavia.base.coherence import NODE_ID_BITS, CacheGeometry, CacheState, MemoryState
 from numavia.base.microcode import isa
 from numavia.base.microcode.isa import DataSrc, Dest, Flag, FlagSrc, LineSrc, Ptr, Resume
@@ -45,7 +46,7 @@ from .context_store import ContextLayout
 from .local_access_controller import MissLayout
 from .sci_layouts import HeaderLayout
 from .sequencer_decoder import InstructionLayout
-from .tag_store import TagOp, command_layout, home_owned
+from .tag_store import TagOp, command_layout, home_owned, state_mask
 
 
 class FastStep(enum.Enum, shape=4):
@@ -83,10 +84,7 @@ def _op(name):
 
 
 #: The states a purge invalidates at once (sci.uasm's purge_tab): a copy in a list or leaving it.
-_PURGEABLE = Const(
-    sum(1 << s for s in CacheState if s not in (CacheState.INVALID, CacheState.PENDING, CacheState.WRITING)),
-    16,
-)
+_PURGEABLE = state_mask(coh.STABLE_VALID | coh.LEAVING)
 
 
 class FastPath(wiring.Component):

@@ -41,6 +41,7 @@ from .tag_store import (
     home_owned,
     response_layout,
     set_of_line,
+    state_mask,
     tag_layout,
 )
 
@@ -48,13 +49,6 @@ from .tag_store import (
 #: access controller's tag lookup found no copy of the line and way ``way`` of its set invalid
 #: (the tag store has at most 8 ways), so the sequencer need not look the set up again.
 MissLayout = data.StructLayout({"kind": 2, "addr": 32, "word": 4, "count": 5, "free": 1, "way": 3})
-
-
-def _mask(states):
-    value = 0
-    for s in states:
-        value |= 1 << int(s)
-    return Const(value, 16)
 
 
 class MissSignature(wiring.Signature):
@@ -185,8 +179,8 @@ class LocalAccessController(wiring.Component):
             with m.If(self.tag_cmd_ready):
                 m.d.sync += unshow.eq(0)
 
-        read_hit_states = _mask(coh.READ_HIT)
-        write_hit_states = _mask(coh.WRITE_HIT)
+        read_hit_states = state_mask(coh.READ_HIT)
+        write_hit_states = state_mask(coh.WRITE_HIT)
         resp = self.tag_resp
 
         # A flush command waits for the access in progress; it is remembered until it starts.

@@ -76,7 +76,7 @@ from .memory_controller import READ_LATENCY, MemSpace
 from .message_buffer import MessageBuffer
 from .sci_layouts import HeaderLayout, data_block_first
 from .sequencer_decoder import SequencerDecoder
-from .tag_store import TagOp, cache_data_index, home_owned, set_of_line
+from .tag_store import TagOp, cache_data_index, home_owned, set_of_line, state_mask
 
 EXTRA_COUNTERS = (
     "runs",
@@ -97,13 +97,6 @@ class SequencerCounters(wiring.Signature):
 
     def __init__(self):
         super().__init__({name: Out(32) for name in self.NAMES})
-
-
-def _state_mask(states):
-    value = 0
-    for s in states:
-        value |= 1 << int(s)
-    return Const(value, 16)
 
 
 def _command_vector(cmd):
@@ -301,9 +294,9 @@ class Sequencer(wiring.Component):
         line_offset_words = r.addr[g.offset_bits : ADDR_HOME_SHIFT] << wb  # home slice word index of word 0
         cache_word0 = cache_data_index(set_index, r.way, 0, g)
 
-        has_fwd = _state_mask([s for s in CacheState if coh.has_forward(s)])
-        has_bwd = _state_mask([s for s in CacheState if coh.has_backward(s)])
-        stable = _state_mask(coh.STABLE_VALID)
+        has_fwd = state_mask(s for s in CacheState if coh.has_forward(s))
+        has_bwd = state_mask(s for s in CacheState if coh.has_backward(s))
+        stable = state_mask(coh.STABLE_VALID)
 
         # --- line-buffer engines ------------------------------------------------------------------
         i = Signal(5)  # issue counter

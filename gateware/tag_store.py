@@ -50,6 +50,12 @@ def home_owned(mstate):
     return mstate.matches(*coh.HOME_OWNED)
 
 
+def state_mask(states):
+    """A constant with bit ``s`` set for each cache state ``s`` of ``states``: whether a state is
+    one of them is ``state_mask(...).bit_select(state, 1)``."""
+    return Const(sum(1 << int(s) for s in set(states)), 1 << CACHE_STATE_BITS)
+
+
 def command_layout(geometry):
     return data.StructLayout(
         {
