@@ -27,6 +27,12 @@ Those registers have no per-element ports; the bus reads and writes them as any 
 registers share one ``w_data`` flip-flop per register, with a strobe per element. A table
 array's element is decoded from the address once, by a subtraction and a shift (its stride must
 be a power of two), not by a comparison per register.
+
+``indexed`` answers a run of ``ro`` registers at consecutive words through one port instead of a
+port each: ``indexed={"counters": names}`` gives ``bank.counters`` (``index``: the named register's
+position in ``names``, ``value``: answered in the same cycle), for a block that keeps those
+registers in a memory (``event_counters``). They are decoded by one subtraction and answer like any
+``ro`` register, but give no read strobe.
 """
 
 from typing import NamedTuple
@@ -89,6 +95,11 @@ def lookup_signature(array, count):
     return wiring.Signature({"index": Out(range(count)), "record": In(table_layout(array))})
 
 
+def indexed_signature(count, width):
+    """Reading one of ``count`` registers by its position (the bank's side)."""
+    return wiring.Signature({"index": Out(range(count)), "value": In(width)})
+
+
 def _written(old, new, mask):
     """A register after a bus write of ``new``: the byte lanes of ``mask`` from it, the rest kept."""
     return (old & ~mask) | (new & mask)
@@ -103,8 +114,14 @@ class _Table(NamedTuple):
     status: object  # the status port (None without ro registers)
 
 
+class _Run(NamedTuple):
+    first: int  # the first register's word address
+    count: int
+    port: object  # the indexed port
+
+
 class RegisterBank(wiring.Component):
-    def __init__(self, block, *, counts=None, resets=None, hw_writable=(), tables=None):
+    def __init__(self, block, *, counts=None, resets=None, hw_writable=(), tables=None, indexed=None):
         self.block = block
         self.hw_writable = set(hw_writable)
         for name in self.hw_writable:
@@ -127,8 +144,21 @@ class RegisterBank(wiring.Component):
             reg = block.register(name)
             if reg.access is not Access.RW or value >> reg.width or value < 0:
                 raise ValueError(f"register {name}: reset {value} is not valid for this register")
+        self.indexed = {port: tuple(names) for port, names in (indexed or {}).items()}
+        for port, names in self.indexed.items():
+            regs = [block.register(name) for name in names]
+            if any(reg.access is not Access.RO for reg in regs):
+                raise ValueError(f"indexed {port}: only ro registers can be read by index")
+            if [reg.offset for reg in regs] != [regs[0].offset + 4 * i for i in range(len(regs))]:
+                raise ValueError(f"indexed {port}: the registers must be at consecutive words, in order")
+        by_index = {name for names in self.indexed.values() for name in names}
         members = {"bus": In(wishbone.Signature(addr_width=block.addr_width))}
+        for port, names in self.indexed.items():
+            width = max(block.register(name).width for name in names)
+            members[port] = Out(indexed_signature(len(names), width))
         for reg in block.registers:
+            if reg.name in by_index:
+                continue
             members[reg.name.lower()] = Out(register_signature(reg, reg.name in self.hw_writable))
         for array in block.arrays:
             table = array.name in self.tables
@@ -145,7 +175,10 @@ class RegisterBank(wiring.Component):
 
     def _decoded(self):
         """``(word address, register, port, storage name, reset)`` of every register decoded."""
+        by_index = {name for names in self.indexed.values() for name in names}
         for reg in self.block.registers:
+            if reg.name in by_index:
+                continue  # decoded by position (_indexed_access)
             yield (reg.offset // 4, reg, self.port(reg.name), reg.name.lower(), self.resets.get(reg.name, reg.reset))
         for array in self.block.arrays:
             elements = getattr(self, array.name.lower())
@@ -169,6 +202,7 @@ class RegisterBank(wiring.Component):
 
         decoded = list(self._decoded())
         tables = self._tables(m)
+        runs = self._runs(m)
         storage = {}
         for _, reg, port, name, reset in decoded:
             if reg.access is Access.RW:
@@ -203,7 +237,25 @@ class RegisterBank(wiring.Component):
                                 m.d.sync += [port.w_data.eq(bus.dat_w & mask), port.w_stb.eq(1)]
                 with m.Default():
                     self._table_access(m, mask, tables)
+                    self._indexed_access(m, runs)
         return m
+
+    def _runs(self, m):
+        """``[_Run]``: each indexed run's port told the position the bus addresses."""
+        runs = []
+        for port_name, names in self.indexed.items():
+            port = getattr(self, port_name)
+            first = self.block.register(names[0]).offset // 4
+            m.d.comb += port.index.eq(self.bus.adr - first)
+            runs.append(_Run(first, len(names), port))
+        return runs
+
+    def _indexed_access(self, m, runs):
+        """An access to a register of an indexed run: its value, or err for a write."""
+        bus = self.bus
+        for run in runs:
+            with m.If((bus.adr >= run.first) & (bus.adr < run.first + run.count)):
+                m.d.sync += [bus.dat_r.eq(run.port.value), bus.err.eq(bus.we), bus.ack.eq(~bus.we)]
 
     def _tables(self, m):
         """``{array: _Table}``: each table's element decoded, its memories with their lookups served,

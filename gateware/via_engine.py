@@ -22,6 +22,7 @@ from numavia.base.params import BUS_ADDR_WIDTH
 from numavia.base.via_params import ViaParams
 
 from . import wishbone, wishbone_burst
+from .event_counters import EventCounters
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
 from .round_robin import first_set
@@ -41,6 +42,7 @@ _VI = regmap.VIA.array("VI")
 _CMD = _VI.register("CMD")
 #: Where the VIs' configuration table is read (one lookup each).
 _VI_READERS = ("doorbell", "tx", "rx", "rx_frame", "completion")
+_COUNTERS = tuple(name for name, _ in regmap.VIA_COUNTERS)
 
 
 def _field(value, reg, name):
@@ -81,13 +83,15 @@ class ViaEngine(wiring.Component):
 
         # Arrays kept in memory: the VIs' configuration registers, read where the doorbell check,
         # the engines and the completion unit are (`_VI_READERS`); the mailbox's data, which only
-        # the bus reads; the management frames' payloads, a word at a time.
+        # the bus reads; the management frames' payloads, a word at a time. The event counters
+        # are a memory too, read by position.
         m.submodules.bank = bank = RegisterBank(
             regmap.VIA,
             counts={"VI": vis, "CQ": cqs},
             resets=self.resets,
             hw_writable=("ATT_ADDR",),
             tables={"VI": len(_VI_READERS), "MBOX_DATA": 0, "MGMT_TX_DATA": 1, "MGMT_RX_DATA": 0},
+            indexed={"counters": _COUNTERS},
         )
         vi_lookup = dict(zip(_VI_READERS, bank.vi_lookup))
         wiring.connect(m, wiring.flipped(self.regs), bank.bus)
@@ -355,7 +359,7 @@ class ViaEngine(wiring.Component):
             m.d.comb += self.cq_event.eq(Cat(*written).any())
 
         # --- counters -----------------------------------------------------------------------------
-        events = {name: [] for name, _ in regmap.VIA_COUNTERS}
+        events = {name: [] for name in _COUNTERS}
         for name in TX_EVENTS:
             events[name].append(getattr(tx.events, name.lower()))
         for name in RX_EVENTS:
@@ -367,12 +371,12 @@ class ViaEngine(wiring.Component):
         events["RX_FRAMES"].append(rx_fifo.committed)
         events["RX_BAD_FCS"].append(rx_fifo.dropped_error)
         events["RX_OVERFLOW"].append(rx_fifo.dropped_full)
-        for name, pulses in events.items():
+        m.submodules.counters = counters = EventCounters(len(_COUNTERS), most=max(map(len, events.values())))
+        wiring.connect(m, bank.counters, counters.read)
+        for i, (name, pulses) in enumerate(events.items()):
             if not pulses:
                 raise AssertionError(f"counter {name} has no source")
-            counter = Signal(32, name=f"count_{name.lower()}")
-            m.d.sync += counter.eq(counter + sum(pulses))
-            m.d.comb += bank.port(name).value.eq(counter)
+            m.d.comb += counters.increments[i].eq(sum(pulses))
 
         # --- latency stamps: CYCLES at the last time each step of a message happened -------------
         tx_first, tx_op_beat, _ = _watch_frames(m, "tx", self.eth_tx, self.cycles)

@@ -247,3 +247,67 @@ def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
     sim.add_testbench(bench)
     run_simulation(sim)
     assert strobes == [(4, "b", 0x55), (1, "a", 0x66)]
+
+
+COUNTED = Block(
+    "c",
+    base=0,
+    size=0x40,
+    doc="counted",
+    registers=(
+        Register("CTRL", 0x00, Access.RW, "control", width=8),
+        Register("HITS", 0x10, Access.RO, "hits"),
+        Register("MISSES", 0x14, Access.RO, "misses"),
+        Register("WAITS", 0x18, Access.RO, "waits"),
+        Register("LEVEL", 0x20, Access.RO, "level"),
+    ),
+)
+
+
+class AnsweringRun(Elaboratable):
+    """The bank with HITS..WAITS read by position, answered from `values` (the block's memory)."""
+
+    def __init__(self):
+        self.bank = RegisterBank(COUNTED, indexed={"counters": ("HITS", "MISSES", "WAITS")})
+        self.values = Array(Signal(32, name=f"value{i}") for i in range(3))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bank = self.bank
+        m.d.comb += self.bank.counters.value.eq(self.values[self.bank.counters.index])
+        return m
+
+
+def test_an_indexed_run_is_read_through_one_port_by_position():
+    """Each register of the run reads the value the block answers at its position; a write to one
+    answers err and the registers around the run still decode as before."""
+    top = AnsweringRun()
+    bank = top.bank
+    assert not hasattr(bank, "hits") and hasattr(bank, "level")
+
+    async def bench(ctx, _):
+        for i, value in enumerate((0x1111, 0x2222, 0x3333)):
+            ctx.set(top.values[i], value)
+        ctx.set(bank.level.value, 0x44)
+        assert [await read(ctx, bank.bus, a) for a in (0x10, 0x14, 0x18, 0x20)] == [0x1111, 0x2222, 0x3333, 0x44]
+        for address in (0x14, 0x1C):  # a write to the run; the hole after it
+            with pytest.raises(BusError):
+                await write(ctx, bank.bus, address, 1)
+        with pytest.raises(BusError):
+            await read(ctx, bank.bus, 0x1C)
+        await write(ctx, bank.bus, 0x00, 0x5A)
+        assert await read(ctx, bank.bus, 0x00) == 0x5A
+
+    run_testbench(top, bench)
+
+
+def test_an_indexed_run_must_be_read_only_registers_at_consecutive_words():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="only ro registers"):
+            RegisterBank(COUNTED, indexed={"counters": ("CTRL", "HITS")})
+        with pytest.raises(ValueError, match="consecutive words"):
+            RegisterBank(COUNTED, indexed={"counters": ("WAITS", "LEVEL")})
+        with pytest.raises(ValueError, match="consecutive words"):
+            RegisterBank(COUNTED, indexed={"counters": ("MISSES", "HITS")})
+        gc.collect()

@@ -1,0 +1,75 @@
+"""A block's event counters in one memory, not in flip-flops.
+
+A counter in flip-flops costs its register, a 32-bit adder and an input of the register bank's read
+multiplexer; a block has dozens. Here every counter is a word of one memory: a sweep visits one
+counter a cycle and adds what it gathered since its last visit, so the block keeps only a few
+bits a counter (``pending``), one adder and the memory (as Corundum keeps its statistics).
+
+``increments[i]`` is counter ``i``'s events this cycle (0..``most``). A counter is visited every
+``count`` cycles, so its pending count never exceeds ``most * count`` and never overflows. ``read``
+answers the register bank in the same cycle: the word in memory plus what is pending, so a read
+is exact wherever the sweep is. ``clear`` zeroes every counter at once, the events of that cycle
+included: a flag per counter makes it read 0 until the sweep next writes it. With ``saturate`` a
+counter stays at all ones instead of wrapping.
+"""
+
+from amaranth import Array, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In
+
+from .register_bank import indexed_signature
+
+
+class EventCounters(wiring.Component):
+    def __init__(self, count, *, most=1, width=32, saturate=False):
+        if count < 1 or most < 1:
+            raise ValueError(f"event counters need at least one counter and one event a cycle, not {count} and {most}")
+        self.count, self.most, self.width, self.saturate = count, most, width, saturate
+        super().__init__(
+            {
+                "increments": In(data.ArrayLayout(unsigned(most.bit_length()), count)),
+                "clear": In(1),
+                "read": In(indexed_signature(count, width)),
+            }
+        )
+
+    def _total(self, base, pending):
+        """``base + pending``, wrapped or held at all ones."""
+        total = base + pending
+        if self.saturate:
+            return Mux(total[self.width], (1 << self.width) - 1, total[: self.width])
+        return total[: self.width]
+
+    def elaborate(self, platform):
+        m = Module()
+        count = self.count
+        m.submodules.words = words = Memory(shape=self.width, depth=count, init=[])
+        pending = Array(Signal(range(self.most * count + 1), name=f"pending{i}") for i in range(count))
+        cleared = Signal(count)  # reads 0 until the sweep writes it
+        sweep = Signal(range(count))
+
+        # The sweep: the visited counter's word takes what it gathered, its pending count starts
+        # again with this cycle's events.
+        swept, write = words.read_port(domain="comb"), words.write_port()
+        m.d.comb += [
+            swept.addr.eq(sweep),
+            write.addr.eq(sweep),
+            write.en.eq(1),
+            write.data.eq(self._total(Mux(cleared.bit_select(sweep, 1), 0, swept.data), pending[sweep])),
+        ]
+        m.d.sync += sweep.eq(Mux(sweep == count - 1, 0, sweep + 1))
+        with m.If(self.clear):
+            m.d.sync += [cleared.eq((1 << count) - 1), *(p.eq(0) for p in pending)]
+        with m.Else():
+            m.d.sync += cleared.bit_select(sweep, 1).eq(0)
+            for i, p in enumerate(pending):
+                m.d.sync += p.eq(Mux(sweep == i, 0, p) + self.increments[i])
+
+        # The bus's read: the word and what is pending, in the same cycle.
+        looked, index = words.read_port(domain="comb"), self.read.index
+        m.d.comb += [
+            looked.addr.eq(index),
+            self.read.value.eq(self._total(Mux(cleared.bit_select(index, 1), 0, looked.data), pending[index])),
+        ]
+        return m

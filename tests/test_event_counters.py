@@ -1,0 +1,69 @@
+# amaranth: UnusedElaboratable=no
+"""Event counters in memory: every read, at any counter and wherever the sweep is, equals the
+events counted so far (several a cycle, on every counter at once); a counter wraps, or with
+`saturate` stays at all ones; a clear zeroes every counter, the events of its cycle included."""
+
+import random
+
+import pytest
+from support.sim import run_testbench
+
+from numavia.gateware.event_counters import EventCounters
+
+
+def drive(dut, seed, cycles, *, rate=0.5, clear_at=()):
+    """A testbench: random increments on every counter, a read of a random counter each cycle
+    checked against the model (``width`` bits, wrapped or saturated)."""
+    rng = random.Random(seed)
+    limit = (1 << dut.width) - 1
+
+    def expected(total):
+        return min(total, limit) if dut.saturate else total & limit
+
+    async def bench(ctx, _):
+        totals = [0] * dut.count
+        for cycle in range(cycles):
+            index = rng.randrange(dut.count)
+            ctx.set(dut.read.index, index)
+            assert ctx.get(dut.read.value) == expected(totals[index]), f"cycle {cycle}, counter {index}"
+            clear = cycle in clear_at
+            ctx.set(dut.clear, clear)
+            for i in range(dut.count):
+                events = rng.randint(1, dut.most) if rng.random() < rate else 0
+                ctx.set(dut.increments[i], events)
+                totals[i] = 0 if clear else totals[i] + events
+            await ctx.tick()
+        for index in range(dut.count):
+            ctx.set(dut.read.index, index)
+            assert ctx.get(dut.read.value) == expected(totals[index])
+
+    return bench
+
+
+@pytest.mark.parametrize("count, most", [(1, 1), (5, 2), (21, 3)])
+def test_every_read_is_exact_wherever_the_sweep_is(count, most):
+    dut = EventCounters(count, most=most)
+    run_testbench(dut, drive(dut, seed=count, cycles=400, rate=0.7))
+
+
+def test_every_counter_at_its_most_every_cycle_never_overflows_its_pending_count():
+    dut = EventCounters(7, most=3)
+    run_testbench(dut, drive(dut, seed=1, cycles=200, rate=1.1))  # rate > 1: every cycle
+
+
+@pytest.mark.parametrize("saturate", [False, True], ids=["wrap", "saturate"])
+def test_a_narrow_counter_wraps_or_stays_at_all_ones(saturate):
+    dut = EventCounters(4, most=2, width=6, saturate=saturate)
+    run_testbench(dut, drive(dut, seed=2, cycles=300, rate=0.8))
+
+
+def test_a_clear_zeroes_every_counter_with_the_events_of_its_cycle():
+    dut = EventCounters(6, most=2, saturate=True)
+    run_testbench(dut, drive(dut, seed=3, cycles=300, rate=0.6, clear_at=(40, 41, 97, 250)))
+
+
+def test_at_least_one_counter_and_one_event():
+    with pytest.raises(ValueError, match="at least one counter"):
+        EventCounters(0)
+    with pytest.raises(ValueError, match="at least one counter"):
+        EventCounters(3, most=0)
