@@ -64,25 +64,10 @@ class MissSignature(wiring.Signature):
         )
 
 
-_COUNTER_NAMES = [name for name, _ in regmap.LAC_COUNTERS]
+class LacCounters(wiring.Signature):
+    """One 32-bit counter per ``regmap.LAC_COUNTERS`` entry (lower-case names)."""
 
-
-class LacEvents(wiring.Signature):
-    """A pulse per event of the counters at the start of ``regmap.LAC_COUNTERS`` (``COUNTED``, up
-    to the first that measures cycles; the local side counts them in a memory). ``refused`` is an
-    access the burst splitter refused, counted as one of the ``errors``."""
-
-    COUNTED = tuple(_COUNTER_NAMES[: _COUNTER_NAMES.index("ACCESS_CYCLES")])
-    NAMES = tuple(name.lower() for name in COUNTED)
-
-    def __init__(self):
-        super().__init__({name: Out(1) for name in (*self.NAMES, "refused")})
-
-
-class LacMeasures(wiring.Signature):
-    """The rest of ``regmap.LAC_COUNTERS``, kept here: cycles measured, and the read-once count."""
-
-    NAMES = tuple(name.lower() for name in _COUNTER_NAMES[len(LacEvents.COUNTED) :])
+    NAMES = tuple(name.lower() for name, _ in regmap.LAC_COUNTERS)
 
     def __init__(self):
         super().__init__({name: Out(32) for name in self.NAMES})
@@ -119,16 +104,14 @@ class LocalAccessController(wiring.Component):
                 "debug_dir": Out(DirLayout),
                 "debug_data": Out(32),
                 "refused_upstream": In(1),  # the burst splitter refused a malformed access
-                "events": Out(LacEvents()),
-                "measures": Out(LacMeasures()),
+                "counters": Out(LacCounters()),
             }
         )
 
     def elaborate(self, platform):
         m = Module()
         amap, g = self.amap, self.geometry
-        line, mem, remote = self.line, self.mem, self.remote
-        ev, ctr = self.events, self.measures
+        line, mem, remote, ctr = self.line, self.mem, self.remote, self.counters
         LINE_WORDS = g.line_words
 
         m.submodules.read_fifo = read_fifo = fifo.SyncFIFOBuffered(width=32, depth=LINE_WORDS)
@@ -166,8 +149,8 @@ class LocalAccessController(wiring.Component):
         in_private = (req.addr >= amap.private_base) & (req.addr < amap.private_base + amap.private_bytes)
 
         def finish_access():
-            m.d.comb += ev.accesses.eq(1)
             m.d.sync += [
+                ctr.accesses.eq(ctr.accesses + 1),
                 ctr.last_latency.eq(now - start),
                 ctr.access_cycles.eq(ctr.access_cycles + (now - start)),
             ]
@@ -255,20 +238,20 @@ class LocalAccessController(wiring.Component):
             with m.State("OWN_PRIVATE"):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.own_grant):
-                    m.d.comb += ev.private_accesses.eq(1)
+                    m.d.sync += ctr.private_accesses.eq(ctr.private_accesses + 1)
                     with m.If(write):
                         m.next = "WRITE_PRIVATE"
                     with m.Else():
                         m.next = "READ_PRIVATE"
                 with m.Else():
-                    m.d.comb += ev.stall_cycles.eq(1)
+                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
 
             with m.State("OWN"):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.own_grant):
                     m.next = "LOOKUP"
                 with m.Else():
-                    m.d.comb += ev.stall_cycles.eq(1)
+                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
 
             with m.State("LOOKUP"):
                 m.d.comb += [
@@ -295,22 +278,21 @@ class LocalAccessController(wiring.Component):
                     # A hit on a line the filter remembers is a copy that paid for itself.
                     m.d.comb += allocation_filter.referenced.eq((cache_read | cache_write) & allocation_filter.seen)
                     with m.If(home_read):
-                        m.d.comb += ev.home_read_hits.eq(1)
+                        m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
                         m.next = "READ_HOME"
                     with m.Elif(home_write):
-                        m.d.comb += ev.home_write_hits.eq(1)
-                        m.d.sync += unshow.eq(shown)
+                        m.d.sync += [ctr.home_write_hits.eq(ctr.home_write_hits + 1), unshow.eq(shown)]
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
-                        m.d.comb += ev.cache_read_hits.eq(1)
                         m.d.sync += [
+                            ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
                             kind_cache.eq(1),
                             word_index.eq(cache_data_index(set_index, resp.way, word, g)),
                         ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
-                        m.d.comb += ev.cache_write_hits.eq(1)
                         m.d.sync += [
+                            ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
                             kind_cache.eq(1),
                             word_index.eq(cache_data_index(set_index, resp.way, word, g)),
                         ]
@@ -328,9 +310,9 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.d.comb += allocation_filter.remember.eq(once & ~seen)
                         with m.If(write):
-                            m.d.comb += ev.write_misses.eq(1)
+                            m.d.sync += ctr.write_misses.eq(ctr.write_misses + 1)
                         with m.Else():
-                            m.d.comb += ev.read_misses.eq(1)
+                            m.d.sync += ctr.read_misses.eq(ctr.read_misses + 1)
                         with m.If(once):
                             m.d.sync += ctr.read_once.eq(ctr.read_once + 1)
                         m.next = "MISS"
@@ -447,7 +429,7 @@ class LocalAccessController(wiring.Component):
                 ]
                 with m.If(remote.done.valid & line.resp.ready & remote.done.payload.last):
                     with m.If(remote.done.payload.error):
-                        m.d.comb += ev.errors.eq(1)
+                        m.d.sync += ctr.errors.eq(ctr.errors + 1)
                     finish_access()
                     m.next = "IDLE"
 
@@ -463,7 +445,7 @@ class LocalAccessController(wiring.Component):
                     with m.If(line.resp.ready):
                         m.d.sync += issued.eq(issued + 1)
                         with m.If(last):
-                            m.d.comb += ev.errors.eq(1)
+                            m.d.sync += ctr.errors.eq(ctr.errors + 1)
                             m.next = "IDLE"
 
             # --- flush: the sequencer rolls every valid line out ------------------------------------
@@ -524,9 +506,10 @@ class LocalAccessController(wiring.Component):
             | fsm.ongoing("DEBUG_MEM_WAIT")
         )
 
-        m.d.comb += ev.refused.eq(self.refused_upstream)
-        with m.If(self.clear_counters):  # last assignment wins over the updates above
-            m.d.sync += [getattr(ctr, name).eq(0) for name in LacMeasures.NAMES]
+        with m.If(self.refused_upstream):
+            m.d.sync += ctr.errors.eq(ctr.errors + 1)
+        with m.If(self.clear_counters):  # last assignment wins over the increments above
+            m.d.sync += [getattr(ctr, name).eq(0) for name in LacCounters.NAMES]
 
         # Read data of hits: memory -> FIFO (the FIFO holds a whole line, so reads never stall).
         m.d.comb += [read_fifo.w_data.eq(mem.rdata), read_fifo.w_en.eq(mem.rvalid & ~fsm.ongoing("DEBUG_MEM_WAIT"))]
