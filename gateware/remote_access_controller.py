@@ -12,12 +12,11 @@ from numavia.base.microcode import isa
 
 from . import wishbone
 from .control_store import ControlStore
-from .event_counters import EventCounters
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout
-from .sequencer import Sequencer, SequencerEvents
+from .sequencer import Sequencer, SequencerCounters
 
 
 def live_ctrl(microcode_only=False):
@@ -25,9 +24,6 @@ def live_ctrl(microcode_only=False):
     fast path on, or off (``microcode_only``)."""
     ctrl = regmap.RAC.register("CTRL")
     return ctrl.field("LOADED").mask | (ctrl.field("MICROCODE_ONLY").mask if microcode_only else 0)
-
-
-_COUNTERS = tuple(name for name, _ in regmap.RAC_COUNTERS)
 
 
 class RemoteAccessController(wiring.Component):
@@ -64,7 +60,7 @@ class RemoteAccessController(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.bank = bank = RegisterBank(regmap.RAC, indexed={"counters": _COUNTERS})
+        m.submodules.bank = bank = RegisterBank(regmap.RAC)
         m.submodules.store = store = ControlStore(init=self.ucode_init)
         m.submodules.sequencer = seq = Sequencer(
             geometry=self.geometry,
@@ -117,13 +113,9 @@ class RemoteAccessController(wiring.Component):
                 | seq.busy_contexts << status.field("BUSY_CONTEXTS").lsb
             ),
         ]
-        # The microcode's counters, the spare ones it may name later (never counting), then the
-        # sequencer's own.
-        sources = list(SequencerEvents.NAMES[: len(isa.Counter)])
-        sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerEvents.NAMES[len(isa.Counter) :])
-        m.submodules.counters = counters = EventCounters(len(_COUNTERS))
-        wiring.connect(m, bank.counters, counters.read)
-        for i, source in enumerate(sources):
-            if source:
-                m.d.comb += counters.increments[i].eq(getattr(seq.events, source))
+        names = [n for n, _ in regmap.RAC_COUNTERS]
+        sources = list(SequencerCounters.NAMES[: len(isa.Counter)])
+        sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerCounters.NAMES[len(isa.Counter) :])
+        for name, source in zip(names, sources):
+            m.d.comb += bank.port(name).value.eq(getattr(seq.counters, source) if source else 0)
         return m
