@@ -151,13 +151,13 @@ class RegisterBank(wiring.Component):
                 raise ValueError(f"indexed {port}: only ro registers can be read by index")
             if [reg.offset for reg in regs] != [regs[0].offset + 4 * i for i in range(len(regs))]:
                 raise ValueError(f"indexed {port}: the registers must be at consecutive words, in order")
-        by_index = {name for names in self.indexed.values() for name in names}
+        self.by_index = {name for names in self.indexed.values() for name in names}
         members = {"bus": In(wishbone.Signature(addr_width=block.addr_width))}
         for port, names in self.indexed.items():
             width = max(block.register(name).width for name in names)
             members[port] = Out(indexed_signature(len(names), width))
         for reg in block.registers:
-            if reg.name in by_index:
+            if reg.name in self.by_index:
                 continue
             members[reg.name.lower()] = Out(register_signature(reg, reg.name in self.hw_writable))
         for array in block.arrays:
@@ -175,9 +175,8 @@ class RegisterBank(wiring.Component):
 
     def _decoded(self):
         """``(word address, register, port, storage name, reset)`` of every register decoded."""
-        by_index = {name for names in self.indexed.values() for name in names}
         for reg in self.block.registers:
-            if reg.name in by_index:
+            if reg.name in self.by_index:
                 continue  # decoded by position (_indexed_access)
             yield (reg.offset // 4, reg, self.port(reg.name), reg.name.lower(), self.resets.get(reg.name, reg.reset))
         for array in self.block.arrays:
