@@ -49,15 +49,16 @@ class EventCounters(wiring.Component):
         cleared = Signal(count)  # reads 0 until the sweep writes it
         sweep = Signal(range(count))
 
+        def counted(index):
+            """Counter ``index`` as it stands: its word (0 while cleared) and what is pending."""
+            port = words.read_port(domain="comb")
+            m.d.comb += port.addr.eq(index)
+            return self._total(Mux(cleared.bit_select(index, 1), 0, port.data), pending[index])
+
         # The sweep: the visited counter's word takes what it gathered, its pending count starts
         # again with this cycle's events.
-        swept, write = words.read_port(domain="comb"), words.write_port()
-        m.d.comb += [
-            swept.addr.eq(sweep),
-            write.addr.eq(sweep),
-            write.en.eq(1),
-            write.data.eq(self._total(Mux(cleared.bit_select(sweep, 1), 0, swept.data), pending[sweep])),
-        ]
+        write = words.write_port()
+        m.d.comb += [write.addr.eq(sweep), write.en.eq(1), write.data.eq(counted(sweep))]
         m.d.sync += sweep.eq(Mux(sweep == count - 1, 0, sweep + 1))
         with m.If(self.clear):
             m.d.sync += [cleared.eq((1 << count) - 1), *(p.eq(0) for p in pending)]
@@ -66,10 +67,6 @@ class EventCounters(wiring.Component):
             for i, p in enumerate(pending):
                 m.d.sync += p.eq(Mux(sweep == i, 0, p) + self.increments[i])
 
-        # The bus's read: the word and what is pending, in the same cycle.
-        looked, index = words.read_port(domain="comb"), self.read.index
-        m.d.comb += [
-            looked.addr.eq(index),
-            self.read.value.eq(self._total(Mux(cleared.bit_select(index, 1), 0, looked.data), pending[index])),
-        ]
+        # The bus's read, in the same cycle.
+        m.d.comb += self.read.value.eq(counted(self.read.index))
         return m
