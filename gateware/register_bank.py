@@ -115,8 +115,7 @@ class _Table(NamedTuple):
 
 
 class _Run(NamedTuple):
-    first: int  # the first register's word address
-    count: int
+    hit: Signal  # the bus addresses one of the run's registers
     port: object  # the indexed port
 
 
@@ -244,38 +243,40 @@ class RegisterBank(wiring.Component):
         runs = []
         for port_name, names in self.indexed.items():
             port = getattr(self, port_name)
-            first = self.block.register(names[0]).offset // 4
-            m.d.comb += port.index.eq(self.bus.adr - first)
-            runs.append(_Run(first, len(names), port))
+            hit, relative = self._span(m, port_name, self.block.register(names[0]).offset // 4, len(names))
+            m.d.comb += port.index.eq(relative)
+            runs.append(_Run(hit, port))
         return runs
+
+    def _span(self, m, name, first, words):
+        """Whether the bus addresses one of ``words`` words from word ``first``, and which (its
+        distance from ``first``): one subtraction for a table or run, not a comparison a register."""
+        bus = self.bus
+        hit = Signal(name=f"{name}_hit")
+        relative = Signal(len(bus.adr), name=f"{name}_relative")
+        m.d.comb += [hit.eq((bus.adr >= first) & (bus.adr < first + words)), relative.eq(bus.adr - first)]
+        return hit, relative
 
     def _indexed_access(self, m, runs):
         """An access to a register of an indexed run: its value, or err for a write."""
         bus = self.bus
         for run in runs:
-            with m.If((bus.adr >= run.first) & (bus.adr < run.first + run.count)):
+            with m.If(run.hit):
                 m.d.sync += [bus.dat_r.eq(run.port.value), bus.err.eq(bus.we), bus.ack.eq(~bus.we)]
 
     def _tables(self, m):
         """``{array: _Table}``: each table's element decoded, its memories with their lookups served,
         its status port told the element, its ``wo`` registers' data shared and strobes cleared."""
-        bus = self.bus
         tables = {}
         for name in self.tables:
             array = self.block.array(name)
             count = self.counts[name]
             first = array.offset // 4
             stride_words = array.stride // 4
-            relative = Signal(len(bus.adr), name=f"{name.lower()}_relative")
+            hit, relative = self._span(m, name.lower(), first, count * stride_words)
             element = Signal(range(count), name=f"{name.lower()}_element")
             word = Signal(range(stride_words), name=f"{name.lower()}_word")
-            hit = Signal(name=f"{name.lower()}_hit")
-            m.d.comb += [
-                relative.eq(bus.adr - first),
-                element.eq(relative >> (stride_words.bit_length() - 1)),
-                word.eq(relative),
-                hit.eq((bus.adr >= first) & (bus.adr < first + count * stride_words)),
-            ]
+            m.d.comb += [element.eq(relative >> (stride_words.bit_length() - 1)), word.eq(relative)]
             status = getattr(self, f"{name.lower()}_status", None)
             if status is not None:
                 m.d.comb += status.index.eq(element)
