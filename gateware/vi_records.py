@@ -13,6 +13,14 @@ and in the same cycle as a write to that VI the clear wins. One flip-flop per VI
 
 Each field is a memory of its own, written together: a port whose reader never uses a field costs
 no copy of it (a peek for one register's value reads one field's memory, not the record's).
+
+With ``read_ahead`` the owner's copy is instead the whole record in one memory with a registered
+read: the owner names the VI it will be at in the next cycle (``owner.next_vi``, its ``vi`` a
+cycle later) and the record is there when it gets there, with that cycle's write read through.
+Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
+LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 16 entries or
+fewer it stays LUT RAM, with a register after it). Peeks stay combinational, on the fields' own
+memories.
 """
 
 from amaranth import C, Module, Mux, Signal
@@ -21,21 +29,25 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
-def read_signature(layout, vis):
-    return wiring.Signature({"vi": In(range(vis)), "renewed": In(layout), "record": Out(layout)})
+def read_signature(layout, vis, *, ahead=False):
+    members = {"vi": In(range(vis)), "renewed": In(layout), "record": Out(layout)}
+    if ahead:
+        members["next_vi"] = In(range(vis))  # where `vi` will be in the next cycle
+    return wiring.Signature(members)
 
 
 class ViRecords(wiring.Component):
-    def __init__(self, layout, vis, *, peeks=0, clears=None):
-        """`clears` maps a group's name to the fields it clears (``None``: the whole record)."""
-        self.layout, self.vis = layout, vis
+    def __init__(self, layout, vis, *, peeks=0, clears=None, read_ahead=False):
+        """`clears` maps a group's name to the fields it clears (``None``: the whole record);
+        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
+        self.layout, self.vis, self.read_ahead = layout, vis, read_ahead
         self.groups = {name: tuple(fields or layout.members) for name, fields in (clears or {}).items()}
         for name, fields in self.groups.items():
             unknown = set(fields) - set(layout.members)
             if unknown:
                 raise ValueError(f"clear group {name!r} names fields the record lacks: {sorted(unknown)}")
         members = {
-            "owner": Out(read_signature(layout, vis)),
+            "owner": Out(read_signature(layout, vis, ahead=read_ahead)),
             "new": In(layout),  # the values of the fields a write changes...
             "change": In(data.StructLayout({name: 1 for name in layout.members})),  # ... which those are
         }
@@ -56,35 +68,54 @@ class ViRecords(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         vis = self.vis
+        peeks = getattr(self, "peek", [])
+        combinational = peeks if self.read_ahead else [self.owner, *peeks]
         memories = {}
-        for name, field in self.layout:
-            memories[name] = m.submodules[f"memory_{name}"] = Memory(shape=field.shape, depth=vis, init=[])
+        if combinational:
+            for name, field in self.layout:
+                memories[name] = m.submodules[f"memory_{name}"] = Memory(shape=field.shape, depth=vis, init=[])
         # Every VI starts cleared, so a group reads as `renewed` before its first write.
         cleared = {name: Signal(vis, init=(1 << vis) - 1, name=f"cleared_{name}") for name in self.groups}
 
-        def serve(port):
-            for name, memory in memories.items():
-                memory_port = memory.read_port(domain="comb")
-                m.d.comb += [memory_port.addr.eq(port.vi), getattr(port.record, name).eq(memory_port.data)]
+        def renew(port):
             for name, fields in self.groups.items():
                 with m.If(cleared[name].bit_select(port.vi, 1)):
                     m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
 
-        for port in [self.owner, *getattr(self, "peek", [])]:
-            serve(port)
+        for port in combinational:
+            for name, memory in memories.items():
+                memory_port = memory.read_port(domain="comb")
+                m.d.comb += [memory_port.addr.eq(port.vi), getattr(port.record, name).eq(memory_port.data)]
 
         # The record is written whole: the fields not changed keep their value (or take their
         # renewed one, so a cleared group stays cleared once its flag drops).
         write_en = self.change.as_value().any()
+        written_record = Signal(self.layout)
+        for name in self.layout.members:
+            m.d.comb += getattr(written_record, name).eq(
+                Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))
+            )
         for name, memory in memories.items():
             write = memory.write_port()
             m.d.comb += [
                 write.addr.eq(self.owner.vi),
-                write.data.eq(
-                    Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))
-                ),
+                write.data.eq(getattr(written_record, name)),
                 write.en.eq(write_en),
             ]
+        if self.read_ahead:
+            m.submodules.owner_memory = owner_memory = Memory(shape=self.layout, depth=vis, init=[])
+            write = owner_memory.write_port()
+            read = owner_memory.read_port(transparent_for=(write,))
+            m.d.comb += [
+                write.addr.eq(self.owner.vi),
+                write.data.eq(written_record),
+                write.en.eq(write_en),
+                read.addr.eq(self.owner.next_vi),
+                self.owner.record.eq(read.data),
+            ]
+
+        for port in [self.owner, *peeks]:
+            renew(port)
 
         written = Mux(write_en, C(1, vis) << self.owner.vi, 0)
         for name in self.groups:

@@ -158,6 +158,9 @@ class RxEngine(wiring.Component):
         # The queues' heads and tails: this engine moves the head at its VI, the doorbells the
         # tail; the flush looks at which VIs' queues hold descriptors (`posted`).
         vi = Signal(range(vis))  # the VI of the frame being handled, or of the flush
+        vi_next = Signal(range(vis))  # where it will be in the next cycle: the record read ahead
+        m.d.comb += vi_next.eq(vi)
+        m.d.sync += vi.eq(vi_next)
         m.submodules.pointers = pointers = QueuePointers(vis, qd)
         wiring.connect(m, wiring.flipped(self.rq_doorbell), pointers.doorbell)
         rq_head, rq_tail, posted = pointers.head, pointers.tail, pointers.posted  # at this engine's VI
@@ -204,11 +207,16 @@ class RxEngine(wiring.Component):
         # engine's VI, by this engine only. A connect clears the record (it reads as zeros), and a
         # read request's start clears the read's offset: neither needs the write port.
         m.submodules.sequence = sequence = ViRecords(
-            SequenceRecord, vis, peeks=2, clears={"connect": None, "read_start": ("read_offset",)}
+            SequenceRecord,
+            vis,
+            peeks=2,
+            clears={"connect": None, "read_start": ("read_offset",)},
+            read_ahead=True,
         )
         seq, seq_tx = sequence.owner.record, sequence.peek[0].record
         m.d.comb += [
             sequence.owner.vi.eq(vi),
+            sequence.owner.next_vi.eq(vi_next),
             sequence.peek[0].vi.eq(self.from_tx.vi),
             sequence.peek[1].vi.eq(self.status.vi),
             self.status.psn.eq(sequence.peek[1].record.rcv_nxt),
@@ -398,10 +406,11 @@ class RxEngine(wiring.Component):
                 with m.Elif(self.frame_early & self.enable):
                     m.next = "HEADER"  # read as it comes in; nothing is done before its verdict
                 with m.Elif(flush_any):
-                    m.d.sync += vi.eq(flush_vi)
+                    m.d.comb += vi_next.eq(flush_vi)
                     m.next = "FLUSH"
                 with m.Elif(preload_pending & self.enable):
-                    m.d.sync += [vi.eq(preload_vi), preload_pending.eq(0)]
+                    m.d.comb += vi_next.eq(preload_vi)
+                    m.d.sync += preload_pending.eq(0)
                     m.next = "PRELOAD_READ"
 
             with m.State("HEADER"):
@@ -423,8 +432,8 @@ class RxEngine(wiring.Component):
                     verdict()
 
             with m.State("CHECK"):
+                m.d.comb += vi_next.eq(frame_vi[: len(vi)])
                 m.d.sync += [
-                    vi.eq(frame_vi[: len(vi)]),
                     op.eq(h.op),
                     single.eq(0),
                     payload_words.eq((h.payload_length + 3) >> 2),

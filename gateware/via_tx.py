@@ -181,6 +181,9 @@ class TxEngine(wiring.Component):
         # The queues' heads and tails: the visit moves the head, the doorbells the tail.
         ptr = range(2 * qd)
         vi = Signal(range(vis))  # the VI being visited
+        vi_next = Signal(range(vis))  # where it will be in the next cycle: the records read ahead
+        m.d.comb += vi_next.eq(vi)
+        m.d.sync += vi.eq(vi_next)
         status = self.status
         m.submodules.pointers = pointers = QueuePointers(vis, qd)
         wiring.connect(m, wiring.flipped(self.sq_doorbell), pointers.doorbell)
@@ -202,11 +205,12 @@ class TxEngine(wiring.Component):
         # Each VI's next sequence number: a record per VI (a connect restarts it at 0), read where
         # the visit is and where the bus reads TX_PSN.
         m.submodules.sequence = sequence = ViRecords(
-            data.StructLayout({"snd_nxt": 32}), vis, peeks=1, clears={"connect": None}
+            data.StructLayout({"snd_nxt": 32}), vis, peeks=1, clears={"connect": None}, read_ahead=True
         )
         snd_nxt = sequence.owner.record.snd_nxt
         m.d.comb += [
             sequence.owner.vi.eq(vi),
+            sequence.owner.next_vi.eq(vi_next),
             sequence.peek[0].vi.eq(status.vi),
             status.psn.eq(sequence.peek[0].record.snd_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
@@ -216,10 +220,11 @@ class TxEngine(wiring.Component):
         # Read where the visit is; a step changes some of its fields (`update`) and the record is
         # written back whole. A connect clears the VI's record (it reads as a new connection's:
         # zeros, its send position at the queue's head) instead of writing it.
-        m.submodules.context = context = ViRecords(visit_context(qd), vis, clears={"connect": None})
+        m.submodules.context = context = ViRecords(visit_context(qd), vis, clears={"connect": None}, read_ahead=True)
         ctx = context.owner.record
         m.d.comb += [
             context.owner.vi.eq(vi),
+            context.owner.next_vi.eq(vi_next),
             context.owner.renewed.cur.eq(head),
             context.owner.renewed.cur_max.eq(head),
             context.clear.connect.eq(Cat(*self.vi.connect)),
@@ -232,10 +237,11 @@ class TxEngine(wiring.Component):
         # The VI's outstanding RDMA read (its PSN, descriptor, length) is a record per VI in
         # memory too: written by the visit that sends the read request, read where the visit is
         # (the queue waits behind the read) and where RX is (the response it matches).
-        m.submodules.reads = reads = ViRecords(ReadRecord, vis, peeks=1)
+        m.submodules.reads = reads = ViRecords(ReadRecord, vis, peeks=1, read_ahead=True)
         read_here, read_at_rx = reads.owner.record, reads.peek[0].record
         m.d.comb += [
             reads.owner.vi.eq(vi),
+            reads.owner.next_vi.eq(vi_next),
             reads.peek[0].vi.eq(self.from_rx.vi),
             self.to_rx.read_psn.eq(read_at_rx.psn),
             self.to_rx.read_desc.eq(read_at_rx.desc),
@@ -450,7 +456,8 @@ class TxEngine(wiring.Component):
                         m.d.sync += [job.eq(jobs.r_data), job_active.eq(1)]
                     m.next = "RESPONSE"
                 with m.Elif(any_work):
-                    m.d.sync += [vi.eq(next_vi), last_vi.eq(next_vi), prefer_job.eq(1), visiting.eq(1)]
+                    m.d.comb += vi_next.eq(next_vi)
+                    m.d.sync += [last_vi.eq(next_vi), prefer_job.eq(1), visiting.eq(1)]
                     m.next = "VISIT_NAK"
 
             # --- 1. a NAK from the peer -----------------------------------------------------
@@ -718,7 +725,7 @@ class TxEngine(wiring.Component):
 
             # --- RDMA read responses ----------------------------------------------------------
             with m.State("RESPONSE"):
-                m.d.sync += vi.eq(job.vi)
+                m.d.comb += vi_next.eq(job.vi)
                 m.next = "RESPONSE_PLAN"
             with m.State("RESPONSE_PLAN"):
                 left = Signal(32)

@@ -2,7 +2,10 @@
 """Per-VI records alone: a write changes only its fields and only its VI's record, peeks read other
 VIs, `update` statements add up with the later one winning, records read as `renewed` until first
 written, a clear (whole record or a group of fields) wins over a write to its VI in the same cycle
-and not over a write to another VI, and a clear group must name fields the record has."""
+and not over a write to another VI, and a clear group must name fields the record has; with
+`read_ahead` the owner's record, read a cycle ahead, is the same as read combinationally."""
+
+import random
 
 import pytest
 from amaranth import Module, Signal
@@ -133,3 +136,57 @@ def test_updates_in_one_cycle_add_up_and_the_later_wins_a_field():
 def test_a_clear_group_must_name_the_records_fields():
     with pytest.raises(ValueError, match=r"clear group 'restart' names fields the record lacks: \['d'\]"):
         ViRecords(LAYOUT, VIS, clears={"restart": ("c", "d")})
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
+    """Random writes, clears and VI moves (a new VI most cycles, the same one, the VI just written)
+    every cycle against a model of the records: the owner's record, read from its registered memory at the
+    VI named a cycle before, and a peek read combinationally, always show the model's."""
+    rng = random.Random(seed)
+    dut = ViRecords(LAYOUT, VIS, peeks=1, clears={"connect": None, "restart": ("c",)}, read_ahead=True)
+    groups = {"connect": tuple(LAYOUT.members), "restart": ("c",)}
+    widths = {name: LAYOUT.members[name] for name in LAYOUT.members}
+
+    async def bench(ctx, dut):
+        stored = {vi: dict.fromkeys(widths, 0) for vi in range(VIS)}
+        cleared = {group: [1] * VIS for group in groups}
+        renewed = {"a": 0x5A, "b": 0x1234, "c": 0xC}
+
+        def model(vi):
+            return {
+                name: renewed[name] if any(cleared[g][vi] for g in groups if name in groups[g]) else value
+                for name, value in stored[vi].items()
+            }
+
+        for name, value in renewed.items():
+            ctx.set(getattr(dut.owner.renewed, name), value)
+            ctx.set(getattr(dut.peek[0].renewed, name), value)
+        vi = 0
+        ctx.set(dut.owner.next_vi, vi)
+        await ctx.tick()
+        for _ in range(400):
+            next_vi = rng.choice([vi, rng.randrange(VIS)])
+            ctx.set(dut.owner.vi, vi)
+            ctx.set(dut.owner.next_vi, next_vi)
+            peek_vi = rng.randrange(VIS)
+            ctx.set(dut.peek[0].vi, peek_vi)
+            changes = {name: rng.randrange(1 << widths[name]) for name in widths if rng.random() < 0.3}
+            for name in widths:
+                ctx.set(getattr(dut.change, name), name in changes)
+                ctx.set(getattr(dut.new, name), changes.get(name, 0))
+            clears = {group: rng.randrange(1 << VIS) if rng.random() < 0.1 else 0 for group in groups}
+            for group, mask in clears.items():
+                ctx.set(getattr(dut.clear, group), mask)
+            assert record_of(ctx, dut.owner.record) == model(vi)
+            assert record_of(ctx, dut.peek[0].record) == model(peek_vi)
+            await ctx.tick()
+            if changes:
+                stored[vi] = {**model(vi), **changes}
+            for group, mask in clears.items():
+                for v in range(VIS):
+                    written = changes and v == vi
+                    cleared[group][v] = (cleared[group][v] and not written) or (mask >> v) & 1
+            vi = next_vi
+
+    run_testbench(dut, bench)
