@@ -19,7 +19,10 @@ elements (the VIs) costs memory, not logic: ``tables={"VI": 5}`` holds the ``rw`
 every element (``table_layout``), a memory per register, and gives the block's logic 5 lookups
 (``bank.vi_lookup[i]``: it sets ``index`` and reads ``record`` in the same cycle; a register a
 lookup's reader never uses costs that lookup no read port; an array with no ``rw`` registers,
-such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory).
+such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory). ``read_ahead={"VI": 2}``
+adds lookups that read a cycle ahead (``bank.vi_lookup_ahead[i]``): the reader names the element
+it will read in the next cycle (``next_index``, its ``index`` a cycle later) and the registered
+read, a bus write of that cycle read through, lets synthesis put the copy in block RAM.
 Those registers have no per-element ports; the bus reads and writes them as any other. A table's
 ``ro`` registers have none either: the bank names the element the bus reads on its status port
 (``bank.vi_status``: ``index``) and the block's logic answers with that element's values
@@ -90,9 +93,13 @@ def status_signature(array, count):
     return wiring.Signature({"index": Out(range(count)), "record": In(status_layout(array))})
 
 
-def lookup_signature(array, count):
-    """Reading one element's ``rw`` registers from its table (the reader's side)."""
-    return wiring.Signature({"index": Out(range(count)), "record": In(table_layout(array))})
+def lookup_signature(array, count, *, ahead=False):
+    """Reading one element's ``rw`` registers from its table (the reader's side); `ahead`: the
+    reader names the element of the next cycle too (``next_index``)."""
+    members = {"index": Out(range(count)), "record": In(table_layout(array))}
+    if ahead:
+        members["next_index"] = Out(range(count))
+    return wiring.Signature(members)
 
 
 def indexed_signature(count, width):
@@ -120,7 +127,7 @@ class _Run(NamedTuple):
 
 
 class RegisterBank(wiring.Component):
-    def __init__(self, block, *, counts=None, resets=None, hw_writable=(), tables=None, indexed=None):
+    def __init__(self, block, *, counts=None, resets=None, hw_writable=(), tables=None, read_ahead=None, indexed=None):
         self.block = block
         self.hw_writable = set(hw_writable)
         for name in self.hw_writable:
@@ -131,6 +138,10 @@ class RegisterBank(wiring.Component):
             stride = block.array(name).stride
             if stride & (stride - 1):
                 raise ValueError(f"array {name}: a table needs a power-of-two stride, not {stride:#x}")
+        self.read_ahead = dict(read_ahead or {})
+        for name in self.read_ahead:
+            if name not in self.tables:
+                raise ValueError(f"array {name}: only a table's lookups can read ahead")
         self.counts = {a.name: a.count for a in block.arrays}
         for name, count in (counts or {}).items():
             if not 0 < count <= block.array(name).count:
@@ -165,6 +176,9 @@ class RegisterBank(wiring.Component):
             if table and self.tables[array.name]:
                 lookup = lookup_signature(array, self.counts[array.name])
                 members[f"{array.name.lower()}_lookup"] = In(lookup).array(self.tables[array.name])
+            if self.read_ahead.get(array.name):
+                lookup = lookup_signature(array, self.counts[array.name], ahead=True)
+                members[f"{array.name.lower()}_lookup_ahead"] = In(lookup).array(self.read_ahead[array.name])
             if table and status_layout(array).members:
                 members[f"{array.name.lower()}_status"] = Out(status_signature(array, self.counts[array.name]))
         super().__init__(members)
@@ -289,10 +303,26 @@ class RegisterBank(wiring.Component):
                 field = reg.name.lower()
                 memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
                 m.submodules[f"{name.lower()}_{field}"] = memory
+                bus_port, write_port = memory.read_port(domain="comb"), memory.write_port()
                 for lookup in getattr(self, f"{name.lower()}_lookup", ()):
                     port = memory.read_port(domain="comb")
                     m.d.comb += [port.addr.eq(lookup.index), getattr(lookup.record, field).eq(port.data)]
-                bus_port, write_port = memory.read_port(domain="comb"), memory.write_port()
+                ahead = getattr(self, f"{name.lower()}_lookup_ahead", ())
+                if ahead:
+                    # A copy with registered reads only, written as the bus writes the register:
+                    # synthesis can put it in block RAM, which a memory with a combinational read
+                    # port cannot be.
+                    copy = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
+                    m.submodules[f"{name.lower()}_{field}_ahead"] = copy
+                    copy_write = copy.write_port()
+                    m.d.comb += [
+                        copy_write.addr.eq(write_port.addr),
+                        copy_write.data.eq(write_port.data),
+                        copy_write.en.eq(write_port.en),
+                    ]
+                    for lookup in ahead:
+                        port = copy.read_port(transparent_for=(copy_write,))
+                        m.d.comb += [port.addr.eq(lookup.next_index), getattr(lookup.record, field).eq(port.data)]
                 m.d.comb += [bus_port.addr.eq(element), write_port.addr.eq(element)]
                 columns[field] = (bus_port, write_port)
             w_data = {}

@@ -40,8 +40,10 @@ from .wishbone_arbiter import WishboneArbiter
 _STATES = dict(regmap.VI_STATES)
 _VI = regmap.VIA.array("VI")
 _CMD = _VI.register("CMD")
-#: Where the VIs' configuration table is read (one lookup each).
-_VI_READERS = ("doorbell", "tx", "rx", "rx_frame", "completion")
+#: Where the VIs' configuration table is read (one lookup each), in the cycle the VI is named ...
+_VI_READERS = ("doorbell", "rx_frame", "completion")
+#: ... or a cycle ahead (the engines' own VIs, whose next value they know).
+_VI_READERS_AHEAD = ("tx", "rx")
 _COUNTERS = tuple(name for name, _ in regmap.VIA_COUNTERS)
 
 
@@ -91,9 +93,10 @@ class ViaEngine(wiring.Component):
             resets=self.resets,
             hw_writable=("ATT_ADDR",),
             tables={"VI": len(_VI_READERS), "MBOX_DATA": 0, "MGMT_TX_DATA": 1, "MGMT_RX_DATA": 0},
+            read_ahead={"VI": len(_VI_READERS_AHEAD)},
             indexed={"counters": _COUNTERS},
         )
-        vi_lookup = dict(zip(_VI_READERS, bank.vi_lookup))
+        vi_lookup = dict(zip(_VI_READERS, bank.vi_lookup)) | dict(zip(_VI_READERS_AHEAD, bank.vi_lookup_ahead))
         wiring.connect(m, wiring.flipped(self.regs), bank.bus)
         # The doorbell pages: page i decodes VI i's two doorbells and nothing else, so a doorbell
         # for VI i can only come through page i. Pages of VIs this card does not build, and the

@@ -43,10 +43,12 @@ def queue_status_signature(vis):
     return wiring.Signature({"vi": Out(range(vis)), "queued": In(16), "psn": In(32)})
 
 
-def vi_lookup_signature(vis):
+def vi_lookup_signature(vis, *, ahead=False):
     """One VI's configuration registers (peer, protection tag, descriptor area, CQ binding), read
-    from the register bank's table at ``index`` in the same cycle: they cost memory, not logic."""
-    return lookup_signature(_VI, vis)
+    from the register bank's table at ``index`` in the same cycle: they cost memory, not logic.
+    `ahead`: the reader names the VI of the next cycle too (``next_index``), so the copy it reads
+    can be block RAM."""
+    return lookup_signature(_VI, vis, ahead=ahead)
 
 
 def mgmt_tx_payload_signature():

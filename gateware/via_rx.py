@@ -110,7 +110,7 @@ class RxEngine(wiring.Component):
                 "enable": In(1),
                 "node_id": In(regmap.NODE_ID_BITS),
                 "vi": In(vi_config_signature(vis)),
-                "config": Out(vi_lookup_signature(vis)),  # the configuration of this engine's VI...
+                "config": Out(vi_lookup_signature(vis, ahead=True)),  # the configuration of this engine's VI...
                 "frame_config": Out(vi_lookup_signature(vis)),  # ... and of the arriving frame's
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
@@ -254,7 +254,11 @@ class RxEngine(wiring.Component):
         src_node = h.src_mac[40:48]
         frame_vi = h.dst_vi
         in_vis = frame_vi < vis
-        m.d.comb += [self.config.index.eq(vi), self.frame_config.index.eq(frame_vi[: len(vi)])]
+        m.d.comb += [
+            self.config.index.eq(vi),
+            self.config.next_index.eq(vi_next),
+            self.frame_config.index.eq(frame_vi[: len(vi)]),
+        ]
         vi_ok = Signal()
         m.d.comb += vi_ok.eq(
             in_vis

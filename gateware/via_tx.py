@@ -113,7 +113,7 @@ class TxEngine(wiring.Component):
                 "rto": In(32),
                 "retry_limit": In(16),
                 "vi": In(vi_config_signature(vis)),
-                "config": Out(vi_lookup_signature(vis)),  # the visited VI's
+                "config": Out(vi_lookup_signature(vis, ahead=True)),  # the visited VI's
                 "fail": Out(1),
                 "fail_vi": Out(range(vis)),
                 "fail_bits": Out(16),
@@ -329,7 +329,7 @@ class TxEngine(wiring.Component):
         m.d.comb += per_frame.eq(mtu - via_frame.VIA_HEADER_SIZE)
 
         config = self.config.record  # the visited VI's configuration registers
-        m.d.comb += self.config.index.eq(vi)
+        m.d.comb += [self.config.index.eq(vi), self.config.next_index.eq(vi_next)]
         my_mac = C(via_frame.MAC_PREFIX_FIELD, 48) | (self.node_id << 40)
 
         def base_header(op_, psn, *, node=peer_node(config), dst_vi=peer_vi(config)):

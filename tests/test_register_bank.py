@@ -1,5 +1,6 @@
 """Register bank built from a block: register arrays (fewer elements than reserved), reset
-overrides, hardware-writable registers, rw registers of an array kept in a table in memory."""
+overrides, hardware-writable registers, rw registers of an array kept in a table in memory (read
+in the same cycle or a cycle ahead), a run of ro registers read by position."""
 
 import gc
 import warnings
@@ -185,6 +186,48 @@ def test_a_table_holds_the_rw_registers_the_bus_and_the_lookups_see():
         assert await read(ctx, dut.bus, 0x00) == 3
 
     run_testbench(top, tb)
+
+
+def test_a_lookup_ahead_reads_the_element_named_a_cycle_before_with_a_write_read_through():
+    top = AnsweringTable(counts={"Q": 3}, tables={"Q": 1}, read_ahead={"Q": 1})
+    lookup = top.bank.q_lookup_ahead[0]
+    edges = []  # at each clock edge: the bus's ack and what the lookup shows
+
+    async def watch(ctx):
+        async for _, _, ack, conf in ctx.tick().sample(top.bank.bus.ack, lookup.record.conf):
+            edges.append((ack, conf))
+
+    async def tb(ctx):
+        bus = top.bank.bus
+        ctx.set(lookup.next_index, 2)
+        await ctx.tick()
+        assert ctx.get(lookup.record.conf) == 0x77  # Q[2]'s reset, named a cycle before
+        ctx.set(lookup.index, 2)
+        first = len(edges)
+        await write(ctx, bus, 0x64, 0x1234_5678)  # Q[2].CONF, while the lookup stays there
+        # The memory is written in the cycle before the bus's ack; in the ack's cycle the lookup
+        # already shows the new value (read through), not the old one a cycle longer.
+        acked = next(i for i in range(first, len(edges)) if edges[i][0])
+        assert edges[acked][1] == 0x1234_5678
+        await write(ctx, bus, 0x54, 0x0BAD_0BAD)  # Q[1].CONF: not what it shows
+        assert ctx.get(lookup.record.conf) == 0x1234_5678
+        ctx.set(lookup.next_index, 1)
+        await ctx.tick()
+        assert ctx.get(lookup.record.conf) == 0x0BAD_0BAD
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_process(watch)
+    sim.add_testbench(tb)
+    run_simulation(sim)
+
+
+def test_only_a_tables_lookups_read_ahead():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="array Q: only a table's lookups can read ahead"):
+            RegisterBank(BLOCK, read_ahead={"Q": 1})
+        gc.collect()
 
 
 def test_a_table_needs_a_power_of_two_stride():
