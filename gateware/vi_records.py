@@ -16,11 +16,12 @@ no copy of it (a peek for one register's value reads one field's memory, not the
 
 With ``read_ahead`` the owner's copy is instead the whole record in one memory with a registered
 read: the owner names the VI it will be at in the next cycle (``owner.next_vi``, its ``vi`` a
-cycle later) and the record is there when it gets there, with that cycle's write read through.
+cycle later) and the record is there when it gets there, with that cycle's write read through;
+``peeks_ahead`` ports read another engine's VI the same way (``peek_ahead``).
 Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
 LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 16 entries or
-fewer it stays LUT RAM, with a register after it). Peeks stay combinational, on the fields' own
-memories.
+fewer it stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields'
+own memories.
 """
 
 from amaranth import C, Module, Mux, Signal
@@ -37,7 +38,7 @@ def read_signature(layout, vis, *, ahead=False):
 
 
 class ViRecords(wiring.Component):
-    def __init__(self, layout, vis, *, peeks=0, clears=None, read_ahead=False):
+    def __init__(self, layout, vis, *, peeks=0, peeks_ahead=0, clears=None, read_ahead=False):
         """`clears` maps a group's name to the fields it clears (``None``: the whole record);
         `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
         self.layout, self.vis, self.read_ahead = layout, vis, read_ahead
@@ -53,6 +54,8 @@ class ViRecords(wiring.Component):
         }
         if peeks:
             members["peek"] = Out(read_signature(layout, vis)).array(peeks)
+        if peeks_ahead:
+            members["peek_ahead"] = Out(read_signature(layout, vis, ahead=True)).array(peeks_ahead)
         if self.groups:
             members["clear"] = In(data.StructLayout({name: vis for name in self.groups}))
         super().__init__(members)
@@ -69,7 +72,8 @@ class ViRecords(wiring.Component):
         m = Module()
         vis = self.vis
         peeks = getattr(self, "peek", [])
-        combinational = peeks if self.read_ahead else [self.owner, *peeks]
+        ahead = [*([self.owner] if self.read_ahead else []), *getattr(self, "peek_ahead", [])]
+        combinational = [*([] if self.read_ahead else [self.owner]), *peeks]
         memories = {}
         if combinational:
             for name, field in self.layout:
@@ -102,19 +106,15 @@ class ViRecords(wiring.Component):
                 write.data.eq(getattr(written_record, name)),
                 write.en.eq(write_en),
             ]
-        if self.read_ahead:
-            m.submodules.owner_memory = owner_memory = Memory(shape=self.layout, depth=vis, init=[])
-            write = owner_memory.write_port()
-            read = owner_memory.read_port(transparent_for=(write,))
-            m.d.comb += [
-                write.addr.eq(self.owner.vi),
-                write.data.eq(written_record),
-                write.en.eq(write_en),
-                read.addr.eq(self.owner.next_vi),
-                self.owner.record.eq(read.data),
-            ]
+        if ahead:
+            m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
+            write = record_memory.write_port()
+            m.d.comb += [write.addr.eq(self.owner.vi), write.data.eq(written_record), write.en.eq(write_en)]
+            for port in ahead:
+                read = record_memory.read_port(transparent_for=(write,))
+                m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(read.data)]
 
-        for port in [self.owner, *peeks]:
+        for port in [self.owner, *peeks, *getattr(self, "peek_ahead", [])]:
             renew(port)
 
         written = Mux(write_en, C(1, vis) << self.owner.vi, 0)

@@ -95,6 +95,7 @@ def rx_to_tx_signature(vis):
             "rx_nak_psn": Out(32),
             "read_offset": Out(32),  # bytes of the outstanding read's response received
             "vi": Out(range(vis)),  # the VI the receive side is at (tx_to_rx's read record is read there)
+            "next_vi": Out(range(vis)),  # ... and will be at in the next cycle (where it is read ahead)
             "read_progress": Out(1),  # a read response frame arrived (its timer restarts)
             "read_progress_vi": Out(range(vis)),
         }
@@ -109,6 +110,7 @@ def tx_to_rx_signature(vis):
     return wiring.Signature(
         {
             "vi": Out(range(vis)),
+            "next_vi": Out(range(vis)),  # where it will be in the next cycle (rx_to_tx's fields are read ahead)
             "ack_sent": Out(1),
             "ack_sent_psn": Out(32),
             "nak_sent": Out(1),

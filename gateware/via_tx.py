@@ -237,12 +237,13 @@ class TxEngine(wiring.Component):
         # The VI's outstanding RDMA read (its PSN, descriptor, length) is a record per VI in
         # memory too: written by the visit that sends the read request, read where the visit is
         # (the queue waits behind the read) and where RX is (the response it matches).
-        m.submodules.reads = reads = ViRecords(ReadRecord, vis, peeks=1, read_ahead=True)
-        read_here, read_at_rx = reads.owner.record, reads.peek[0].record
+        m.submodules.reads = reads = ViRecords(ReadRecord, vis, peeks_ahead=1, read_ahead=True)
+        read_here, read_at_rx = reads.owner.record, reads.peek_ahead[0].record
         m.d.comb += [
             reads.owner.vi.eq(vi),
             reads.owner.next_vi.eq(vi_next),
-            reads.peek[0].vi.eq(self.from_rx.vi),
+            reads.peek_ahead[0].vi.eq(self.from_rx.vi),
+            reads.peek_ahead[0].next_vi.eq(self.from_rx.next_vi),
             self.to_rx.read_psn.eq(read_at_rx.psn),
             self.to_rx.read_desc.eq(read_at_rx.desc),
             self.to_rx.read_len.eq(read_at_rx.length),
@@ -346,7 +347,8 @@ class TxEngine(wiring.Component):
                 hdr.ack_psn.eq(self.from_rx.rcv_nxt),
             ]
 
-        m.d.comb += [timers.vi.eq(vi), self.to_rx.vi.eq(vi)]  # what both read and are told is about it
+        # What both read and are told is about it.
+        m.d.comb += [timers.vi.eq(vi), self.to_rx.vi.eq(vi), self.to_rx.next_vi.eq(vi_next)]
 
         def fail(bits):
             """The visited VI fails: the engine reports it, its queue is flushed with `bits`."""

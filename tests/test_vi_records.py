@@ -141,10 +141,11 @@ def test_a_clear_group_must_name_the_records_fields():
 @pytest.mark.parametrize("seed", [1, 2])
 def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
     """Random writes, clears and VI moves (a new VI most cycles, the same one, the VI just written)
-    every cycle against a model of the records: the owner's record, read from its registered memory at the
-    VI named a cycle before, and a peek read combinationally, always show the model's."""
+    every cycle against a model of the records: the owner's record and a peek's, read from the
+    registered memory at the VI named a cycle before, and a peek read combinationally, always show
+    the model's."""
     rng = random.Random(seed)
-    dut = ViRecords(LAYOUT, VIS, peeks=1, clears={"connect": None, "restart": ("c",)}, read_ahead=True)
+    dut = ViRecords(LAYOUT, VIS, peeks=1, peeks_ahead=1, clears={"connect": None, "restart": ("c",)}, read_ahead=True)
     groups = {"connect": tuple(LAYOUT.members), "restart": ("c",)}
     widths = {name: LAYOUT.members[name] for name in LAYOUT.members}
 
@@ -162,15 +163,19 @@ def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
         for name, value in renewed.items():
             ctx.set(getattr(dut.owner.renewed, name), value)
             ctx.set(getattr(dut.peek[0].renewed, name), value)
-        vi = 0
+            ctx.set(getattr(dut.peek_ahead[0].renewed, name), value)
+        vi = far_vi = 0
         ctx.set(dut.owner.next_vi, vi)
+        ctx.set(dut.peek_ahead[0].next_vi, far_vi)
         await ctx.tick()
         for _ in range(400):
             next_vi = rng.choice([vi, rng.randrange(VIS)])
             ctx.set(dut.owner.vi, vi)
             ctx.set(dut.owner.next_vi, next_vi)
-            peek_vi = rng.randrange(VIS)
+            peek_vi, next_far_vi = rng.randrange(VIS), rng.choice([vi, next_vi, rng.randrange(VIS)])
             ctx.set(dut.peek[0].vi, peek_vi)
+            ctx.set(dut.peek_ahead[0].vi, far_vi)
+            ctx.set(dut.peek_ahead[0].next_vi, next_far_vi)
             changes = {name: rng.randrange(1 << widths[name]) for name in widths if rng.random() < 0.3}
             for name in widths:
                 ctx.set(getattr(dut.change, name), name in changes)
@@ -180,6 +185,7 @@ def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
                 ctx.set(getattr(dut.clear, group), mask)
             assert record_of(ctx, dut.owner.record) == model(vi)
             assert record_of(ctx, dut.peek[0].record) == model(peek_vi)
+            assert record_of(ctx, dut.peek_ahead[0].record) == model(far_vi)
             await ctx.tick()
             if changes:
                 stored[vi] = {**model(vi), **changes}
@@ -187,6 +193,6 @@ def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
                 for v in range(VIS):
                     written = changes and v == vi
                     cleared[group][v] = (cleared[group][v] and not written) or (mask >> v) & 1
-            vi = next_vi
+            vi, far_vi = next_vi, next_far_vi
 
     run_testbench(dut, bench)
