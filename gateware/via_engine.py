@@ -41,9 +41,9 @@ _STATES = dict(regmap.VI_STATES)
 _VI = regmap.VIA.array("VI")
 _CMD = _VI.register("CMD")
 #: Where the VIs' configuration table is read (one lookup each), in the cycle the VI is named ...
-_VI_READERS = ("doorbell", "rx_frame", "completion")
-#: ... or a cycle ahead (the engines' own VIs, whose next value they know).
-_VI_READERS_AHEAD = ("tx", "rx")
+_VI_READERS = ("rx_frame", "completion")
+#: ... or a cycle ahead (the rung doorbell's VI and the engines' own, whose next value is known).
+_VI_READERS_AHEAD = ("doorbell", "tx", "rx")
 _COUNTERS = tuple(name for name, _ in regmap.VIA_COUNTERS)
 
 
@@ -128,7 +128,10 @@ class ViaEngine(wiring.Component):
                 rung_addr.eq(Mux(sq_written, pages[0].sq_doorbell.w_data, pages[0].rq_doorbell.w_data)),
             ]
         rung = sq_rung | rq_rung
-        m.d.comb += vi_lookup["doorbell"].index.eq(rung_vi)
+        m.d.comb += [
+            vi_lookup["doorbell"].index.eq(rung_vi),
+            vi_lookup["doorbell"].next_index.eq(Mux(page_written, written_vi, rung_vi)),
+        ]
         area_base, area_size = vi_lookup["doorbell"].record.desc_base, vi_lookup["doorbell"].record.desc_size
         postable_doorbell, area_refused = Signal(), Signal()
         m.d.comb += [
