@@ -203,9 +203,10 @@ class RxEngine(wiring.Component):
 
         # --- per-VI sequence state: one record per VI in memory -----------------------------------
         # Read where this engine is (its frame's VI) and where the transmit engine is
-        # (`from_tx.vi`: the acknowledgement it builds, the NAK it answers); written whole, at this
-        # engine's VI, by this engine only. A connect clears the record (it reads as zeros), and a
-        # read request's start clears the read's offset: neither needs the write port.
+        # (`from_tx.vi`: the acknowledgement it builds, the NAK it answers), both a cycle ahead
+        # from block RAM, and where the bus reads RX_PSN; written whole, at this engine's VI, by
+        # this engine only. A connect clears the record (it reads as zeros), and a read request's
+        # start clears the read's offset: neither needs the write port.
         m.submodules.sequence = sequence = ViRecords(
             SequenceRecord,
             vis,
