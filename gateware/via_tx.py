@@ -284,20 +284,27 @@ class TxEngine(wiring.Component):
         m.d.sync += acked.eq(acked & ~Cat(*self.vi.connect))  # before the bits set or cleared below
 
         connected = Cat(state_v == _CONNECTED for state_v in self.vi.state)
+        # Which VIs have work, but for whether the visit that has just ended left its VI some:
+        # that comes from the visit's record (work_left) and would put the record's read, its
+        # comparisons and the 64-wide choice in series before the next VI's address.
         work = Signal(vis)
         m.d.comb += work.eq(
             self.enable.replicate(vis)
             & (
                 Cat(*self.from_rx.rx_nak)
                 | acked
-                | owed_now
+                | Mux(visit_ended, owed & ~this_vi, owed)
                 | (connected & (timers.due | Cat(*self.from_rx.ack_pending) | Cat(*self.from_rx.nak_pending)))
             )
         )
 
         m.submodules.scheduler = scheduler = RoundRobin(vis)
         last_vi = Signal(range(vis))
-        next_vi, any_work = scheduler.choice, scheduler.found
+        # The round robin starts after the VI of the last visit, so that VI comes last: it is
+        # chosen again, for the work its visit left, only when no other VI has any (the same
+        # choice as with its flag among the requests).
+        again = self.enable & visit_ended & work_left
+        next_vi, any_work = Mux(scheduler.found, scheduler.choice, vi), scheduler.found | again
         m.d.comb += [scheduler.requests.eq(work), scheduler.last.eq(last_vi)]
 
         # --- the frame being built ------------------------------------------------------------
