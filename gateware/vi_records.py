@@ -19,9 +19,9 @@ read: the owner names the VI it will be at in the next cycle (``owner.next_vi``,
 cycle later) and the record is there when it gets there, with that cycle's write read through;
 ``peeks_ahead`` ports read another engine's VI the same way (``peek_ahead``).
 Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
-LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 16 entries or
-fewer it stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields'
-own memories.
+LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 8 entries it
+stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields' own
+memories.
 """
 
 from amaranth import C, Module, Mux, Signal
