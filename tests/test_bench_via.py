@@ -46,6 +46,8 @@ def test_help():
         ["bench", "via", "--vis", "0"],
         ["bench", "via", "--vis", "65"],
         ["bench", "via", "--vis", "4", "--stream-vis", "5"],
+        ["bench", "via", "--stream-depth", "0"],
+        ["bench", "via", "--stream-depth", str(via_mailbox.BENCH_STREAM_DEPTH + 1)],
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args):
@@ -82,7 +84,10 @@ def test_smoke_sweep_writes_csv_summary_and_plot(tmp_path):
 @pytest.mark.slow
 def test_streams_spread_over_several_vis(tmp_path):
     out = tmp_path / "results"
-    args = "--ops send-stream,write-stream --mtu 1500 --min-size 64 --max-size 64 --iterations 4 --stream-vis 3"
+    args = (
+        "--ops send-stream,write-stream --mtu 1500 --min-size 64 --max-size 64 --iterations 4 --stream-vis 3 "
+        "--stream-depth 2"
+    )
     result = numavia("bench", "via", *args.split(), "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     rows = {r["op"]: r for r in csv.DictReader(open(out / "via_bench.csv"))}
@@ -91,8 +96,9 @@ def test_streams_spread_over_several_vis(tmp_path):
     assert int(rows["write-stream"]["iterations"]) == 4 * 4 * 3
     for r in rows.values():
         assert int(r["cycles"]) > 0 and float(r["latency_us"]) > 0
-    assert json.loads((out / "via_bench.json").read_text())["config"]["stream_vis"] == 3
-    assert "on each of 3 VIs" in (out / "via_bench.md").read_text()
+    config = json.loads((out / "via_bench.json").read_text())["config"]
+    assert config["stream_vis"] == 3 and config["stream_depth"] == 2
+    assert "2 messages in flight on each of 3 VIs" in (out / "via_bench.md").read_text()
 
 
 def test_stream_message_counts_fill_every_vi_and_the_receives_they_have():
@@ -109,9 +115,11 @@ def test_the_command_line_defaults_are_the_sweep_options_defaults():
     demo changes only what it names)."""
     defaults = bench_via.SweepOptions()
     assert bench_via.SweepOptions.from_args(make_parser().parse_args(["bench", "via"])) == defaults
-    given = make_parser().parse_args(["bench", "via", "--mtu", "9000", "--stream-vis", "2", "--out", "x"])
+    given = make_parser().parse_args(
+        ["bench", "via", "--mtu", "9000", "--stream-vis", "2", "--stream-depth", "1", "--out", "x"]
+    )
     assert bench_via.SweepOptions.from_args(given) == dataclasses.replace(
-        defaults, mtu=(9000,), stream_vis=2, out=Path("x")
+        defaults, mtu=(9000,), stream_vis=2, stream_depth=1, out=Path("x")
     )
     changed = {f.name for f in dataclasses.fields(defaults) if getattr(RDMA_SWEEP, f.name) != getattr(defaults, f.name)}
     assert changed == {"ops", "mtu", "iterations"}

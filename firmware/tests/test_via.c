@@ -576,6 +576,42 @@ static void test_bench_spreads_a_stream_over_consecutive_vis(void)
     CHECK(fake_via.vi[first].rq_doorbells == 3 && fake_via.vi[second].rq_doorbells == 2 && r.post_recvs == 5);
 }
 
+/* The STREAM word of the BENCH command: its VIS and DEPTH fields shape the stream (DEPTH messages
+ * in flight on each VI, at most NV_MBOX_BENCH_STREAM_DEPTH); a reserved byte this firmware does not
+ * know, or a depth beyond the most, is refused before anything is posted. */
+static void test_bench_command_shapes_a_stream_by_its_stream_word(void)
+{
+    setup();
+    CHECK(nv_bench_register(&via) == NV_OK);
+    uint32_t tag = ptag(), first = new_vi(tag), second = new_vi(tag);
+    fake_via.vi[first].state = fake_via.vi[second].state = NV_VI_STATE_CONNECTED;
+    uint32_t words[16] = {[NV_MBOX_BENCH_ARG_ROLE] = 1,
+                          [NV_MBOX_BENCH_ARG_OP] = NV_BENCH_OP_WRITE_STREAM,
+                          [NV_MBOX_BENCH_ARG_VI] = first,
+                          [NV_MBOX_BENCH_ARG_SIZE] = 4,
+                          [NV_MBOX_BENCH_ARG_ITERATIONS] = 64,
+                          [NV_MBOX_BENCH_ARG_BUF_PA] = FAKE_HOST_BASE,
+                          [NV_MBOX_BENCH_ARG_DESC] = FAKE_HOST_BASE + 0x1000,
+                          [NV_MBOX_BENCH_ARG_TIMEOUT_US] = 50};
+    uint32_t args[16];
+    static const uint32_t refused[] = {
+        2u | (NV_MBOX_BENCH_STREAM_DEPTH + 1u) << (8 * NV_BENCH_STREAM_ARG_DEPTH_OFFSET),
+        2u | 3u << (8 * NV_BENCH_STREAM_ARG_DEPTH_OFFSET) | 1u << (8 * NV_BENCH_STREAM_ARG_RESERVED_OFFSET),
+    };
+    for (unsigned i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        memcpy(args, words, sizeof args);
+        args[NV_MBOX_BENCH_ARG_STREAM] = refused[i];
+        CHECK(nv_via_command(&via, NV_MBOX_BENCH, args) == NV_VIP_INVALID_PARAMETER);
+        CHECK(fake_via.vi[first].sq_doorbells == 0 && fake_via.vi[second].sq_doorbells == 0);
+    }
+    /* Nobody completes them: 3 posted on each of the 2 VIs, then the wait for the first times out. */
+    memcpy(args, words, sizeof args);
+    args[NV_MBOX_BENCH_ARG_STREAM] = 2u | 3u << (8 * NV_BENCH_STREAM_ARG_DEPTH_OFFSET);
+    CHECK(nv_via_command(&via, NV_MBOX_BENCH, args) == NV_VIP_TIMEOUT);
+    CHECK(fake_via.vi[first].sq_doorbells == 3 && fake_via.vi[second].sq_doorbells == 3);
+    CHECK(fake_via.vi[first].refused_doorbells == 0 && fake_via.vi[second].refused_doorbells == 0);
+}
+
 static uint32_t new_cq(void)
 {
     uint32_t args[16] = {[NV_MBOX_CREATE_CQ_ARG_BASE] = FAKE_HOST_BASE + 0x800, [NV_MBOX_CREATE_CQ_ARG_ENTRIES] = 16};
@@ -851,6 +887,7 @@ int main(void)
     test_completion_queue_notification_is_armed_taken_and_waited_for();
     test_bench_sleeps_on_the_receive_queue_s_completion_queue();
     test_bench_spreads_a_stream_over_consecutive_vis();
+    test_bench_command_shapes_a_stream_by_its_stream_word();
     test_mailbox_dispatches_to_a_registered_handler();
     test_mailbox_refuses_a_command_nobody_registered();
     test_register_refuses_a_duplicate();

@@ -22,8 +22,8 @@
 #include "via_internal.h"
 
 /* The agent's descriptor area (a page per VI): ping-pongs use one receive and one send slot; a send
- * stream has all its receives posted beforehand (at most RECV_SLOTS per VI) and STREAM_DEPTH sends in
- * flight on each VI. */
+ * stream has all its receives posted beforehand (at most RECV_SLOTS per VI) and up to STREAM_DEPTH
+ * sends in flight on each VI. */
 #define AREA_BYTES NV_ATT_PAGE_SIZE
 #define SLOT_BYTES 128u
 #define STREAM_DEPTH NV_MBOX_BENCH_STREAM_DEPTH
@@ -43,7 +43,8 @@ struct agent {
     uint32_t timeout_cycles;
     uint32_t cq_head; /* with a->wake_cq: the entries of that queue taken (its HEAD) */
     uint32_t vis;     /* VIs a->vi.. of a stream (1 for the ping-pongs) */
-    /* RECV_SLOTS and STREAM_DEPTH slots for each VI, interleaved: a stream's message i (on VI
+    uint32_t depth;   /* a stream's messages in flight on each VI (at most STREAM_DEPTH) */
+    /* RECV_SLOTS and `depth` send slots for each VI, interleaved: a stream's message i (on VI
      * a->vi + i % vis) takes slot i modulo their count. In `one_*` for one VI, else in the RAM the
      * port lends (nv_platform_scratch: too many for the stack). */
     struct nv_via_prebuilt *recv, *send;
@@ -276,8 +277,10 @@ static TIMED_LOOP uint32_t rdma_write(struct agent *g)
     return NV_VIP_SUCCESS;
 }
 
-/* Streaming: the initiator keeps STREAM_DEPTH sends (or RDMA writes) in flight on each of its VIs,
- * spreading the messages over them in turn, until ITERATIONS completed (in the order posted). For
+/* Streaming: the initiator keeps `depth` sends (or RDMA writes) in flight on each of its VIs,
+ * spreading the messages over them in turn, until ITERATIONS completed (in the order posted).
+ * Each message in flight has its slot, read at its post and at its completion: a window larger
+ * than the data cache holds (64 VIs at 8 deep: 512 slots) reads both from memory. For
  * sends the responder posts a receive for every message first (VIA has no flow control: a send that
  * finds no receive breaks the connection), then waits for them all; the host starts the initiator
  * once they are posted. */
@@ -298,7 +301,7 @@ static TIMED_LOOP uint32_t stream(struct agent *g, int with_receives)
         return NV_VIP_SUCCESS;
     }
     /* Message i's slot, i modulo `slots`, stepped as a pointer (no division, no multiplication). */
-    uint32_t slots = STREAM_DEPTH * g->vis, posted = 0, completed = 0;
+    uint32_t slots = g->depth * g->vis, posted = 0, completed = 0;
     struct nv_via_prebuilt *first = g->send, *end = first + slots, *post_at = first, *done_at = first;
     uint64_t t0 = nv_card_cycles();
     while (completed < n) {
@@ -342,7 +345,7 @@ static uint32_t prebuild(struct agent *g, uint32_t send_op)
         for (unsigned i = 0; i < RECV_SLOTS && result == NV_VIP_SUCCESS; i++)
             result = nv_via_prebuild(g->via, slot(g, 0, i * g->vis + k), vi, 0, area + RECV_DESC + i * SLOT_BYTES,
                                      recv_words, recv_count);
-        for (unsigned i = 0; i < STREAM_DEPTH && result == NV_VIP_SUCCESS; i++)
+        for (unsigned i = 0; i < g->depth && result == NV_VIP_SUCCESS; i++)
             result = nv_via_prebuild(g->via, slot(g, 1, i * g->vis + k), vi, 1, area + SEND_DESC + i * SLOT_BYTES,
                                      send_words, send_count);
         if (result != NV_VIP_SUCCESS)
@@ -367,8 +370,9 @@ static int vis_usable(const struct nv_via *via, const struct nv_bench_args *a, u
 uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct nv_bench_result *r)
 {
     *r = (struct nv_bench_result){0};
-    uint32_t vis = a->stream_vis ? a->stream_vis : 1;
-    if (!vis_usable(via, a, vis) || a->iterations == 0 || (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
+    uint32_t vis = a->stream_vis ? a->stream_vis : 1, depth = a->stream_depth ? a->stream_depth : STREAM_DEPTH;
+    if (!vis_usable(via, a, vis) || depth > STREAM_DEPTH || a->iterations == 0 ||
+        (a->desc & (NV_DESCRIPTOR_ALIGN - 1)) ||
         !nv_via_host_range(via, a->desc, (vis - 1) * AREA_BYTES + SEND_DESC + STREAM_DEPTH * SLOT_BYTES) ||
         (a->size && !nv_via_host_range(via, a->buf_pa, a->size)))
         return NV_VIP_INVALID_PARAMETER;
@@ -384,14 +388,18 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
         timeout_us = 20000000u; /* the 32-bit cycle counter wraps after 42 s */
     /* On the stack, beside the caller's arguments and result: all the loops touch in RAM is a few
      * hundred contiguous bytes, which cannot conflict in the data cache wherever the stack is. */
-    struct agent g = {
-        .via = via, .a = a, .r = r, .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u), .vis = vis};
+    struct agent g = {.via = via,
+                      .a = a,
+                      .r = r,
+                      .timeout_cycles = timeout_us * (via->clk_freq_hz / 1000000u),
+                      .vis = vis,
+                      .depth = depth};
     g.recv = g.one_recv;
     g.send = g.one_send;
     if (vis > 1) {
         size_t lent;
         struct nv_via_prebuilt *slots = nv_platform_scratch(&lent);
-        if (slots == NULL || lent / sizeof *slots < vis * (RECV_SLOTS + STREAM_DEPTH))
+        if (slots == NULL || lent / sizeof *slots < vis * (RECV_SLOTS + depth))
             return NV_VIP_ERROR_RESOURCE;
         g.recv = slots;
         g.send = slots + vis * RECV_SLOTS;
@@ -423,6 +431,12 @@ uint32_t nv_via_bench(struct nv_via *via, const struct nv_bench_args *a, struct 
 #define ARG(name) args[NV_MBOX_BENCH_ARG_##name]
 #define RES(name) args[NV_MBOX_BENCH_RES_##name]
 
+/* A field of the command's STREAM word (a BENCH_STREAM_ARG). */
+static uint32_t stream_field(const uint32_t args[16], unsigned offset, unsigned bytes)
+{
+    return (uint32_t)nv_get_field(&args[NV_MBOX_BENCH_ARG_STREAM], offset, bytes);
+}
+
 /* The BENCH mailbox command: its words in, the run's figures out. */
 static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, uint32_t args[16])
 {
@@ -441,12 +455,17 @@ static uint32_t bench_command(struct nv_via *via, void *context, uint32_t code, 
         .desc = ARG(DESC),
         .timeout_us = ARG(TIMEOUT_US),
         .wake_cq = args[NV_MBOX_BENCH_ARG_WAKE_CQ],
-        .stream_vis = args[NV_MBOX_BENCH_ARG_STREAM_VIS],
+        .stream_vis = stream_field(args, NV_BENCH_STREAM_ARG_VIS_OFFSET, NV_BENCH_STREAM_ARG_VIS_BYTES),
+        .stream_depth = stream_field(args, NV_BENCH_STREAM_ARG_DEPTH_OFFSET, NV_BENCH_STREAM_ARG_DEPTH_BYTES),
     };
-    struct nv_bench_result r;
-    uint32_t result = a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED
-                          ? nv_pp_bench(via, &a, args, &r) /* push-pull: two more words each way */
-                          : nv_via_bench(via, &a, &r);
+    struct nv_bench_result r = {0};
+    uint32_t result;
+    if (a.op == NV_PP_BENCH_OP_ORIGINAL || a.op == NV_PP_BENCH_OP_ADVANCED)
+        result = nv_pp_bench(via, &a, args, &r); /* push-pull: two more words each way */
+    else if (stream_field(args, NV_BENCH_STREAM_ARG_RESERVED_OFFSET, NV_BENCH_STREAM_ARG_RESERVED_BYTES))
+        result = NV_VIP_INVALID_PARAMETER; /* a stream's shape this firmware does not know */
+    else
+        result = nv_via_bench(via, &a, &r);
     RES(CYCLES_LO) = (uint32_t)r.cycles;
     RES(CYCLES_HI) = (uint32_t)(r.cycles >> 32);
     RES(POST_RECV_CYCLES) = r.post_recv_cycles;

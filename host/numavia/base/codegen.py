@@ -230,6 +230,7 @@ VIA_STRUCTS = (
     via_att.L2_ENTRY,
     via_frame.HEADER,
     via_mailbox.MGMT_MESSAGE,
+    via_mailbox.BENCH_STREAM_ARG,
 )
 VIA_CONSTANT_GROUPS = (
     via_descriptor.CONTROL_OP,
@@ -258,8 +259,8 @@ def _via_symbols():
     yield "NV_MTU_MIN", via_frame.MTU_MIN, None
     yield "NV_MBOX_NONE", via_mailbox.NONE, "an absent optional argument"
     yield "NV_MBOX_BENCH_ARG_WAKE_CQ", via_mailbox.BENCH_ARG_WAKE_CQ, "0: poll receives; n: sleep on CQ n-1"
-    yield "NV_MBOX_BENCH_ARG_STREAM_VIS", via_mailbox.BENCH_ARG_STREAM_VIS, "a stream's VIs (0: one)"
-    yield "NV_MBOX_BENCH_STREAM_DEPTH", via_mailbox.BENCH_STREAM_DEPTH, "a stream's messages in flight per VI"
+    yield "NV_MBOX_BENCH_ARG_STREAM", via_mailbox.BENCH_ARG_STREAM, "a stream's shape (NV_BENCH_STREAM_ARG_*)"
+    yield "NV_MBOX_BENCH_STREAM_DEPTH", via_mailbox.BENCH_STREAM_DEPTH, "a stream's messages in flight per VI, at most"
     yield "NV_MBOX_BENCH_STREAM_RECEIVES", via_mailbox.BENCH_STREAM_RECEIVES, "a send stream's receives per VI"
     for name, value in regmap.VI_STATES:
         yield f"NV_VI_STATE_{name}", value, None

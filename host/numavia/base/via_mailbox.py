@@ -135,8 +135,9 @@ COMMANDS = (
     ),
 )
 
-#: A stream's messages in flight on each of its VIs, and the receives a send stream can have posted
-#: on each (its messages: at most that many times its VIs).
+#: A stream's messages in flight on each of its VIs at most (and by default: BENCH_STREAM_ARG.DEPTH),
+#: and the receives a send stream can have posted on each (its messages: at most that many times its
+#: VIs).
 BENCH_STREAM_DEPTH = 8
 BENCH_STREAM_RECEIVES = 16
 
@@ -150,10 +151,14 @@ BENCH_OP = Constants(
         (
             "SEND_STREAM",
             3,
-            f"at most {BENCH_STREAM_RECEIVES} sends a VI, {BENCH_STREAM_DEPTH} in flight on each, into "
+            f"at most {BENCH_STREAM_RECEIVES} sends a VI, up to {BENCH_STREAM_DEPTH} in flight on each, into "
             "receives the peer posted first",
         ),
-        ("WRITE_STREAM", 4, f"a stream of RDMA writes, {BENCH_STREAM_DEPTH} in flight on each VI (no remote CPU)"),
+        (
+            "WRITE_STREAM",
+            4,
+            f"a stream of RDMA writes, up to {BENCH_STREAM_DEPTH} in flight on each VI (no remote CPU)",
+        ),
     ),
 )
 
@@ -163,10 +168,27 @@ BENCH_OP = Constants(
 #: sleeps on completion queue n-1's notification (the queue its VI's receives complete into).
 BENCH_ARG_WAKE_CQ = 14
 
-#: The streams' BENCH argument word after WAKE_CQ: over how many VIs a stream spreads (0 or 1: VI
-#: alone). With n, message i goes on VI + i % n (VI..VI+n-1, all connected, all using BUF and the
-#: peer's REMOTE_* buffer), BENCH_STREAM_DEPTH in flight on each, and DESC is n pages, one per VI.
-BENCH_ARG_STREAM_VIS = 15
+#: The streams' BENCH argument word after WAKE_CQ, a :data:`BENCH_STREAM_ARG`: over how many VIs a
+#: stream spreads and how many of its messages are in flight on each.
+BENCH_ARG_STREAM = 15
+
+BENCH_STREAM_ARG = ByteStruct(
+    "BENCH_STREAM_ARG",
+    4,
+    "A stream's shape: the BENCH command's STREAM argument word",
+    (
+        Field(
+            "VIS",
+            0,
+            2,
+            "over how many VIs the stream spreads (0 or 1: VI alone). With n, message i goes on VI + i % n "
+            "(VI..VI+n-1, all connected, all using BUF and the peer's REMOTE_* buffer) and DESC is n pages, "
+            "one per VI",
+        ),
+        Field("DEPTH", 2, 1, f"messages in flight on each VI, 1..{BENCH_STREAM_DEPTH} (0: {BENCH_STREAM_DEPTH})"),
+        Field("RESERVED", 3, 1, "zero"),
+    ),
+)
 
 
 def command(name):

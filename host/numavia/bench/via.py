@@ -7,8 +7,8 @@ against the paper's figures and the wire limits, and a PNG of latency and bandwi
 
 Latency is the half round trip for send/receive and RDMA write (what the paper reports), and the
 whole operation for an RDMA read (a read is itself a round trip); bandwidth is size / latency.
-The streaming tests keep eight messages in flight on each VI they use (``--stream-vis``: the
-messages go on the VIs in turn) and report the time per message, the message rate against the
+The streaming tests keep up to eight messages in flight on each VI they use (``--stream-depth``;
+``--stream-vis``: the messages go on the VIs in turn) and report the time per message, the message rate against the
 wire's frame rate, and the resulting bandwidth (no latency: messages overlap).
 
 Each send/receive and RDMA-write point also splits its last half round trip into steps, from the
@@ -82,6 +82,7 @@ class SweepOptions:
     timeout: float = 900.0  # wall-time limit of one measurement, seconds
     wake: str = "poll"  # one of WAKES
     stream_vis: int = 1
+    stream_depth: int = via_mailbox.BENCH_STREAM_DEPTH  # a stream's messages in flight on each VI
     vis: int = CardConfig.via_vis  # VIs each simulated card builds
     baseline: str | None = None  # an earlier run's via_bench.json, for the breakdown plot
     out: Path = Path("results/via")
@@ -165,11 +166,23 @@ def messages_for(op, size, *, most, vis=1, target_bytes=1024 * 1024):
 class Bench:
     """Ping-pongs and streams between the nodes ``pair`` (initiator, responder) of a session."""
 
-    def __init__(self, session, *, max_size, log, timeout, pair=(0, 1), wake="poll", stream_vis=1):
+    def __init__(
+        self,
+        session,
+        *,
+        max_size,
+        log,
+        timeout,
+        pair=(0, 1),
+        wake="poll",
+        stream_vis=1,
+        stream_depth=via_mailbox.BENCH_STREAM_DEPTH,
+    ):
         self.log = log
         self.pair = pair
         self.wake = wake
         self.stream_vis = stream_vis
+        self.stream_depth = stream_depth
         self.nics = [session.nic(node, timeout=timeout) for node in pair]
         self.freq = self.nics[0].card_reg("ctrl", "CLK_FREQ_HZ")
         ptags = [n.create_ptag() for n in self.nics]
@@ -202,11 +215,16 @@ class Bench:
 
     def _extra_words(self, node, op):
         """The agent's WAKE_CQ word (which completion queue it sleeps on: send/receive only) and
-        STREAM_VIS word (over how many VIs a stream spreads)."""
+        STREAM word (over how many VIs a stream spreads, and how many messages are in flight on each)."""
         cq = self.cqs[node]
+        stream = (
+            via_mailbox.BENCH_STREAM_ARG.pack_value(VIS=self.stream_vis, DEPTH=self.stream_depth)
+            if op in STREAMS
+            else via_mailbox.BENCH_STREAM_ARG.pack_value(VIS=1)
+        )
         return {
             via_mailbox.BENCH_ARG_WAKE_CQ: cq.id + 1 if cq is not None and op == "send" else 0,
-            via_mailbox.BENCH_ARG_STREAM_VIS: self.stream_vis if op in STREAMS else 1,
+            via_mailbox.BENCH_ARG_STREAM: stream,
         }
 
     def _args(self, node, op, size, iterations):
@@ -299,6 +317,7 @@ def sweep(session, options, points, log):
         pair=options.pair,
         wake=options.wake,
         stream_vis=options.stream_vis,
+        stream_depth=options.stream_depth,
     )
     # The RDMA-write ping-pong detects arrival by a byte: no empty write.
     todo = [
@@ -397,6 +416,7 @@ def write_results(rows, info, options):
             "ops": list(options.ops),
             "wake": options.wake,
             "stream_vis": options.stream_vis,
+            "stream_depth": options.stream_depth,
         },
         text=summary(rows, info, options, baseline),
         plot=lambda path: plot(rows, path, options, baseline),
@@ -503,7 +523,7 @@ def summary(rows, info, options, baseline=None):
     if streams:
         on = f"on each of {options.stream_vis} VIs" if options.stream_vis > 1 else "on one VI"
         lines += [
-            f"## Streaming ({via_mailbox.BENCH_STREAM_DEPTH} messages in flight {on})",
+            f"## Streaming ({options.stream_depth} messages in flight {on})",
             "",
             f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | of the wire's message rate "
             "| peak bandwidth (MB/s) at size | of the wire limit |",

@@ -42,6 +42,7 @@ from .common import (
     count,
     counts,
     firmware_list,
+    integer_in,
     list_of,
     log,
     mtu,
@@ -624,8 +625,16 @@ def register(sub):
         type=positive,
         default=via.SweepOptions.stream_vis,
         metavar="N",
-        help=f"VIs each stream spreads its messages over, in turn, {via_mailbox.BENCH_STREAM_DEPTH} in flight "
-        f"on each (default {via.SweepOptions.stream_vis}; at most --vis)",
+        help=f"VIs each stream spreads its messages over, in turn, --stream-depth in flight on each "
+        f"(default {via.SweepOptions.stream_vis}; at most --vis)",
+    )
+    v.add_argument(
+        "--stream-depth",
+        type=integer_in(1, via_mailbox.BENCH_STREAM_DEPTH),
+        default=via.SweepOptions.stream_depth,
+        metavar="N",
+        help=f"a stream's messages in flight on each of its VIs (default and most "
+        f"{via_mailbox.BENCH_STREAM_DEPTH}): the window is N x --stream-vis messages",
     )
     v.add_argument(
         "--vis",

@@ -65,17 +65,23 @@ def integer_at_least(minimum, what):
 positive = integer_at_least(1, "must be positive")
 
 
-def ring_size(minimum=1):
-    """An argparse type: a node count from ``minimum`` to the most nodes a ring addresses."""
-    at_least = integer_at_least(minimum, f"is not a ring size ({minimum}..{MAX_NODES})")
+def integer_in(lowest, highest, what=None):
+    """An argparse type: an integer from ``lowest`` to ``highest`` (``what`` says what else it is not)."""
+    what = what or f"is not in {lowest}..{highest}"
+    at_least = integer_at_least(lowest, what)
 
     def convert(text):
         value = at_least(text)
-        if value > MAX_NODES:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a ring size ({minimum}..{MAX_NODES})")
+        if value > highest:
+            raise argparse.ArgumentTypeError(f"{text!r} {what}")
         return value
 
     return convert
+
+
+def ring_size(minimum=1):
+    """An argparse type: a node count from ``minimum`` to the most nodes a ring addresses."""
+    return integer_in(minimum, MAX_NODES, f"is not a ring size ({minimum}..{MAX_NODES})")
 
 
 count = integer_at_least(0, "must not be negative")

@@ -16,8 +16,10 @@ struct nv_bench_args {
     uint32_t role, op, vi, size, iterations;
     uint64_t buf_va, remote_va;
     uint32_t buf_handle, buf_pa, remote_handle, desc, timeout_us;
-    uint32_t wake_cq;    /* send/receive: 0 polls the receives, n sleeps on CQ n-1 (NV_MBOX_BENCH_ARG_WAKE_CQ) */
-    uint32_t stream_vis; /* streams: over VIs vi..vi+n-1, a page of desc each (0: one; NV_MBOX_BENCH_ARG_STREAM_VIS) */
+    uint32_t wake_cq; /* send/receive: 0 polls the receives, n sleeps on CQ n-1 (NV_MBOX_BENCH_ARG_WAKE_CQ) */
+    /* Streams (NV_MBOX_BENCH_ARG_STREAM): over VIs vi..vi+n-1, a page of desc each (0: one), and
+     * their messages in flight on each VI (0: NV_MBOX_BENCH_STREAM_DEPTH, which is also the most). */
+    uint32_t stream_vis, stream_depth;
 };
 struct nv_bench_result {
     uint64_t cycles; /* the whole run, first post to last completion */
