@@ -9,6 +9,7 @@ import json
 import socket
 import sys
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -120,3 +121,12 @@ def test_free_port_ranges_are_free_and_differ_between_processes(monkeypatch):
         busy.bind(("127.0.0.1", base + 2))
         other = cluster_session.free_port_range(4)
     assert not other <= base + 2 < other + 4
+
+
+def test_port_ranges_stay_below_the_ephemeral_ports(monkeypatch):
+    """A connection's local port is taken from the ephemeral range at any moment: a simulator's
+    listening port must not be one of those, whatever the process id."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for pid in range(0, 4000, 37):
+        monkeypatch.setattr(cluster_session.os, "getpid", lambda pid=pid: pid)
+        assert cluster_session.free_port_range(8) + 8 <= low

@@ -43,7 +43,10 @@ def _can_bind(port: int) -> bool:
             return False
 
 
-_PORTS_FROM, _PORTS_TO, _PORT_STEP = 23000, 60000, 97
+# Below Linux's ephemeral ports (32768-60999 by default): an outgoing connection of any process
+# (another session's bridge clients) cannot take a port of the range between the check here and
+# the simulator's bind, as one did at 51130 while two benchmarks ran side by side.
+_PORTS_FROM, _PORTS_TO, _PORT_STEP = 23000, 32768, 97
 
 
 def free_port_range(count: int, start: int | None = None) -> int:
