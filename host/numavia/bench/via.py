@@ -523,7 +523,7 @@ def summary(rows, info, options, baseline=None):
     if streams:
         on = f"on each of {options.stream_vis} VIs" if options.stream_vis > 1 else "on one VI"
         lines += [
-            f"## Streaming ({options.stream_depth} messages in flight {on})",
+            f"## Streaming ({options.stream_depth} message{'s' if options.stream_depth > 1 else ''} in flight {on})",
             "",
             f"| MTU | operation | time per {smallest}-byte message (us) | messages/s | of the wire's message rate "
             "| peak bandwidth (MB/s) at size | of the wire limit |",
