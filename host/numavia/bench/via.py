@@ -8,8 +8,8 @@ against the paper's figures and the wire limits, and a PNG of latency and bandwi
 Latency is the half round trip for send/receive and RDMA write (what the paper reports), and the
 whole operation for an RDMA read (a read is itself a round trip); bandwidth is size / latency.
 The streaming tests keep up to eight messages in flight on each VI they use (``--stream-depth``;
-``--stream-vis``: the messages go on the VIs in turn) and report the time per message, the message rate against the
-wire's frame rate, and the resulting bandwidth (no latency: messages overlap).
+``--stream-vis``: the messages go on the VIs in turn) and report the time per message, the message
+rate against the wire's frame rate, and the resulting bandwidth (no latency: messages overlap).
 
 Each send/receive and RDMA-write point also splits its last half round trip into steps, from the
 cards' latency stamps (``regmap.VIA_STAMPS``) and the cycle at which each agent saw its last
