@@ -234,6 +234,7 @@ class Card(wiring.Component):
                 rto_cycles=cfg.via_rto_cycles,
                 retry_limit=cfg.via_retry_limit,
                 cq_event=cfg.pcie,
+                clk_freq_hz=cfg.clk_freq_hz,
             )
             buses["via"], buses["doorbell"] = via.regs, via.doorbells
             m.d.comb += [via.node_id.eq(ctrl.node_id), via.cycles.eq(ctrl.cycles[:32])]

@@ -11,7 +11,9 @@ Two write disciplines:
 * ``drop_when_full=False`` (transmit): the writer waits for room.
 
 The reader sees the head frame's length in bytes (``head_length``, when ``head_valid``), streams its
-words (``last`` on the final one, ``nbytes`` 1..4), and may ``skip`` the rest of it.
+words (``last`` on the final one, ``nbytes`` 1..4), and may ``skip`` the rest of it. ``level`` is
+the words held, read or not yet (the transmit engine's measure of how long a frame it queues now
+waits for the wire).
 
 Cut-through, two ways:
 
@@ -59,6 +61,7 @@ class PacketFifo(wiring.Component):
                 "dropped_full": Out(1),
                 "dropped_error": Out(1),
                 "committed": Out(1),
+                "level": Out(range(depth_words + 1)),
             }
         )
 
@@ -81,7 +84,7 @@ class PacketFifo(wiring.Component):
         dropped = Signal()  # the frame being written ends here and is dropped
 
         free = Signal(aw + 1)
-        m.d.comb += free.eq(self.depth - (wr - rd))
+        m.d.comb += [free.eq(self.depth - (wr - rd)), self.level.eq(wr - rd)]
         w = self.w.payload
         fits = (free != 0) & (~w.last | announced | lengths.w_rdy)
         m.d.comb += self.announce.ready.eq(lengths.w_rdy)

@@ -18,7 +18,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import regmap, via_frame
-from numavia.base.params import BUS_ADDR_WIDTH
+from numavia.base.params import BUS_ADDR_WIDTH, GMII_CLOCK_HZ, SYS_CLOCK_HZ
 from numavia.base.via_params import ViaParams
 
 from . import wishbone, wishbone_burst
@@ -53,11 +53,23 @@ def _field(value, reg, name):
 
 
 class ViaEngine(wiring.Component):
+    """``clk_freq_hz`` is the clock it runs on: it measures how long its transmit buffer takes to
+    drain onto the wire (a byte a GMII cycle)."""
+
     def __init__(
-        self, params=ViaParams(), *, mtu=via_frame.MTU_DEFAULT, rto_cycles=None, retry_limit=None, cq_event=False
+        self,
+        params=ViaParams(),
+        *,
+        mtu=via_frame.MTU_DEFAULT,
+        rto_cycles=None,
+        retry_limit=None,
+        cq_event=False,
+        clk_freq_hz=SYS_CLOCK_HZ,
     ):
         self.p = params
         self.has_cq_event = cq_event
+        # Cycles of this clock a 4-byte word of a frame takes on the wire, rounded up.
+        self.cycles_per_word = -(-4 * clk_freq_hz // GMII_CLOCK_HZ)
         self.resets = {"MTU": mtu}
         if rto_cycles is not None:
             self.resets["RTO_CYCLES"] = rto_cycles
@@ -193,6 +205,10 @@ class ViaEngine(wiring.Component):
             rx.frame_early.eq(rx_fifo.head_early),
             rx.frame_dropped.eq(rx_fifo.early_dropped),
         ]
+
+        # A retransmission deadline set now counts from when the buffered frames will have left
+        # (via_retransmit.py). Registered: it is a slow measure, and kept off the timers' adders.
+        m.d.sync += tx.backlog.eq(tx_fifo.level * self.cycles_per_word)
 
         # --- global registers ----------------------------------------------------------------
         enable = bank.ctrl.value[regmap.VIA.register("CTRL").field("ENABLE").lsb]

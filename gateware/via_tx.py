@@ -111,6 +111,7 @@ class TxEngine(wiring.Component):
                 "node_id": In(regmap.NODE_ID_BITS),
                 "mtu": In(16),
                 "rto": In(32),
+                "backlog": In(32),  # cycles the frames in the transmit buffer take to reach the wire
                 "retry_limit": In(16),
                 "vi": In(vi_config_signature(vis)),
                 "config": Out(vi_lookup_signature(vis, ahead=True)),  # the visited VI's
@@ -158,6 +159,7 @@ class TxEngine(wiring.Component):
         m.submodules.timers = timers = RetransmitTimers(vis)
         m.d.comb += [
             timers.rto.eq(self.rto),
+            timers.backlog.eq(self.backlog),
             timers.retry_limit.eq(self.retry_limit),
             # A long read response keeps the read's timer from expiring while it streams in.
             timers.keepalive.eq(self.from_rx.read_progress),

@@ -114,6 +114,34 @@ def test_transmit_side_waits_for_room():
     assert [g[0] for g in got] == [d for d, _ in frames] and counters["full"] == 0
 
 
+def test_level_counts_the_words_written_and_not_yet_read():
+    """What the transmit engine measures its backlog by: a word written adds one, a word read
+    takes one, a frame half written counts already."""
+    dut = PacketFifo(depth_words=64, max_frames=8, drop_when_full=False)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    writes = [fields for _, fields in word_writes([(bytes(range(100)), False), (b"tail", False)])]
+
+    async def bench(ctx):
+        assert ctx.get(dut.level) == 0
+        for n, fields in enumerate(writes, 1):
+            ctx.set(dut.w.payload, fields)
+            ctx.set(dut.w.valid, 1)
+            await ctx.tick()
+            assert ctx.get(dut.level) == n
+        ctx.set(dut.w.valid, 0)
+        ctx.set(dut.r.ready, 1)
+        read = 0
+        while read < len(writes):
+            read += ctx.get(dut.r.valid)
+            await ctx.tick()
+            assert ctx.get(dut.level) == len(writes) - read
+        assert ctx.get(dut.level) == 0
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
+
+
 def test_skip_discards_the_rest_of_the_head_frame():
     frames = [(b"a" * 9, False), (b"b" * 30, False), (b"c" * 3, False)]
     got, _ = run(frames, drop_when_full=True, skip_frames=(1,), read_after=50)

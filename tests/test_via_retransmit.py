@@ -100,6 +100,23 @@ def test_an_acknowledgement_restarts_the_timer_and_stops_it_once_all_is_acknowle
     run(bench)
 
 
+def test_a_deadline_counts_the_transmit_buffers_backlog_too():
+    """A frame queued behind others waits for them before the wire: its deadline is the RTO after
+    the backlog of that moment, also when an acknowledgement restarts the timer."""
+    backlog = 3 * RTO
+
+    async def bench(ctx, dut):
+        ctx.set(dut.backlog, backlog)
+        await command(ctx, dut, 3, start=1)
+        await assert_expires(ctx, dut, 3, RTO + backlog - 1)
+        ctx.set(dut.backlog, RTO // 2)
+        await command(ctx, dut, 3, acked=1)
+        ctx.set(dut.backlog, 0)  # the backlog when the deadline was set counts, not a later one
+        await assert_expires(ctx, dut, 3, RTO + RTO // 2 - 1)
+
+    run(bench)
+
+
 def test_retries_count_to_the_limit_and_an_acknowledgement_forgives_them():
     async def bench(ctx, dut):
         await look_at(ctx, dut, 3)

@@ -688,7 +688,14 @@ VIA = Block(
         Register(
             "MTU", 0x02C, Access.RW, "Ethernet payload bytes per frame (change only while idle)", width=16, reset=1500
         ),
-        Register("RTO_CYCLES", 0x030, Access.RW, "Retransmission timeout in sys cycles", reset=25_000),
+        Register(
+            "RTO_CYCLES",
+            0x030,
+            Access.RW,
+            "Retransmission timeout in sys cycles, after the frames in the transmit buffer when a frame is "
+            "queued have reached the wire",
+            reset=25_000,
+        ),
         Register(
             "RETRY_LIMIT", 0x034, Access.RW, "Timeouts in a row without progress before a VI fails", width=16, reset=64
         ),
