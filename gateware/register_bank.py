@@ -40,7 +40,7 @@ registers in a memory (``event_counters``). They are decoded by one subtraction 
 
 from typing import NamedTuple
 
-from amaranth import Array, Module, Signal
+from amaranth import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -363,10 +363,11 @@ class RegisterBank(wiring.Component):
                             with m.Else():
                                 m.d.sync += bus.ack.eq(1)
                         else:
-                            ports = Array(getattr(e, field) for e in elements)
                             m.d.sync += bus.dat_r.eq(0)
                             with m.If(bus.we):
+                                m.d.sync += table.w_data[reg.name].eq(bus.dat_w & mask)
+                                # A comparison per element: an Array written at the element would
+                                # give each element's strobe a case per element.
                                 m.d.sync += [
-                                    table.w_data[reg.name].eq(bus.dat_w & mask),
-                                    ports[table.element].w_stb.eq(1),
+                                    getattr(e, field).w_stb.eq(table.element == i) for i, e in enumerate(elements)
                                 ]

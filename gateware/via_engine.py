@@ -283,7 +283,12 @@ class ViaEngine(wiring.Component):
             wiring.connect(m, reader, vi_lookup[name])
         states = Array(vi_config.state)
         sides = {"tx": tx, "rx": rx}
-        failing = {name: side.fail & (states[side.fail_vi] != _STATES["IDLE"]) for name, side in sides.items()}
+        # A Signal each, so that the per-VI logic below shares the state's multiplexer (an
+        # expression would be one per VI).
+        failing = {name: Signal(name=f"{name}_failing") for name in sides}
+        m.d.comb += [
+            failing[name].eq(side.fail & (states[side.fail_vi] != _STATES["IDLE"])) for name, side in sides.items()
+        ]
         # The VIs' CMD registers share one data register (a table's write-only register), so the
         # command is decoded once; each VI has its strobe.
         command = {name: _field(bank.vi[0].cmd.w_data, _CMD, name) for name in ("CONNECT", "FAIL", "RESET")}

@@ -77,20 +77,21 @@ def peer_vi(record):
 def rx_to_tx_signature(vis):
     """The receive side to the transmit side: acknowledgements owed and received, RDMA read progress.
 
-    The flags are per VI (the transmit side's scheduler reads them all); the sequence numbers and
-    codes are those of the VI the transmit side is at (``tx_to_rx_signature``'s ``vi``).
+    The flags are per VI, bit ``v`` VI ``v``'s (the transmit side's scheduler reads them all); the
+    sequence numbers and codes are those of the VI the transmit side is at (``tx_to_rx_signature``'s
+    ``vi``).
     """
     return wiring.Signature(
         {
             "rcv_nxt": Out(32),  # the next sequence number expected: what an ACK says
-            "ack_pending": Out(1).array(vis),
-            "nak_pending": Out(1).array(vis),
+            "ack_pending": Out(vis),
+            "nak_pending": Out(vis),
             "nak_code": Out(4),
             "nak_psn": Out(32),
             "peer_ack": Out(32),  # what the peer acknowledged last
             "ack_advanced": Out(1),  # peer_ack of ack_advanced_vi moves on at the next edge
             "ack_advanced_vi": Out(range(vis)),
-            "rx_nak": Out(1).array(vis),  # the peer refused a frame: retransmit from rx_nak_psn
+            "rx_nak": Out(vis),  # the peer refused a frame: retransmit from rx_nak_psn
             "rx_nak_code": Out(4),
             "rx_nak_psn": Out(32),
             "read_offset": Out(32),  # bytes of the outstanding read's response received
@@ -116,9 +117,9 @@ def tx_to_rx_signature(vis):
             "nak_sent": Out(1),
             "rx_nak_taken": Out(1),  # the retransmission a received NAK asked for has begun
             "read_start": Out(1),
-            # The VI's outstanding RDMA read: whether there is one (per VI), and its sequence
+            # The VI's outstanding RDMA read: whether there is one (a bit per VI), and its sequence
             # number, descriptor and length at the receive side's VI (rx_to_tx's ``vi``).
-            "read_active": Out(1).array(vis),
+            "read_active": Out(vis),
             "read_psn": Out(32),
             "read_desc": Out(32),
             "read_len": Out(32),

@@ -175,14 +175,12 @@ class RxEngine(wiring.Component):
             ev.doorbells_refused.eq(pointers.refused),
         ]
 
-        # --- per-VI flags -----------------------------------------------------------------------
-        def arr(name, width):
-            return Array(Signal(width, name=f"{name}{v}") for v in range(vis))
-
-        ack_pending, nak_pending = Array(self.to_tx.ack_pending), Array(self.to_tx.nak_pending)
-        rx_nak = Array(self.to_tx.rx_nak)
-        gap_nakked = arr("gap_nakked", 1)
-        read_complete = arr("read_complete", 1)
+        # --- per-VI flags: a bit per VI, written at a VI through `bit_select` ----------------------
+        # (one case per VI; an Array of one-bit signals written at a variable VI gives every bit
+        # a case per VI, and at 256 VIs more Verilog than Verilator builds in 24 GiB)
+        ack_pending, nak_pending, rx_nak = self.to_tx.ack_pending, self.to_tx.nak_pending, self.to_tx.rx_nak
+        gap_nakked = Signal(vis)
+        read_complete = Signal(vis)
 
         # --- the frame being handled ---------------------------------------------------------
         hdr_bits = Signal(FrameHeader.size)
@@ -237,22 +235,16 @@ class RxEngine(wiring.Component):
         # Clears from the transmit engine first: this engine's own updates below override them.
         tx_vi = self.from_tx.vi
         with m.If(self.from_tx.ack_sent & (seq_tx.rcv_nxt == self.from_tx.ack_sent_psn)):
-            m.d.sync += ack_pending[tx_vi].eq(0)
+            m.d.sync += ack_pending.bit_select(tx_vi, 1).eq(0)
         with m.If(self.from_tx.nak_sent):
-            m.d.sync += nak_pending[tx_vi].eq(0)
+            m.d.sync += nak_pending.bit_select(tx_vi, 1).eq(0)
         with m.If(self.from_tx.rx_nak_taken):
-            m.d.sync += rx_nak[tx_vi].eq(0)
+            m.d.sync += rx_nak.bit_select(tx_vi, 1).eq(0)
         with m.If(self.from_tx.read_start):
-            m.d.sync += read_complete[tx_vi].eq(0)
+            m.d.sync += read_complete.bit_select(tx_vi, 1).eq(0)
         for v in range(vis):
             with m.If(self.vi.connect[v]):
-                m.d.sync += [
-                    self.to_tx.ack_pending[v].eq(0),
-                    self.to_tx.nak_pending[v].eq(0),
-                    self.to_tx.rx_nak[v].eq(0),
-                    gap_nakked[v].eq(0),
-                    read_complete[v].eq(0),
-                ]
+                m.d.sync += [flags[v].eq(0) for flags in (ack_pending, nak_pending, rx_nak, gap_nakked, read_complete)]
 
         my_mac = C(via_frame.MAC_PREFIX_FIELD, 48) | (self.node_id << 40)
         src_node = h.src_mac[40:48]
@@ -280,7 +272,7 @@ class RxEngine(wiring.Component):
         m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
         rq_empty = rq_head == rq_tail
         read_waiting = Signal()  # this engine's VI has an RDMA read out whose response is not all in
-        m.d.comb += read_waiting.eq(Array(self.from_tx.read_active)[vi] & ~read_complete[vi])
+        m.d.comb += read_waiting.eq(self.from_tx.read_active.bit_select(vi, 1) & ~read_complete.bit_select(vi, 1))
         m.d.comb += rq_r.addr.eq(vi * qd + rq_head[: len(rq_head) - 1])
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = self.config.record.ptag
@@ -362,7 +354,7 @@ class RxEngine(wiring.Component):
 
         def nak(code):
             """Owe the peer a NAK with `code` for this frame."""
-            m.d.sync += nak_pending[vi].eq(1)
+            m.d.sync += nak_pending.bit_select(vi, 1).eq(1)
             update(nak_code=code, nak_psn=h.psn)
 
         def complete(status, length_, imm=None):
@@ -496,7 +488,7 @@ class RxEngine(wiring.Component):
                     with m.Case(_OP.ACK):
                         m.next = "DROP"
                     with m.Case(_OP.NAK):
-                        m.d.sync += rx_nak[vi].eq(1)
+                        m.d.sync += rx_nak.bit_select(vi, 1).eq(1)
                         update(rx_nak_code=h.nak_code, rx_nak_psn=h.psn)
                         m.next = "DROP"
                     with m.Case(_OP.READ_RESPONSE):
@@ -515,15 +507,15 @@ class RxEngine(wiring.Component):
                             m.next = "IN_ORDER"
                         with m.Elif(psn_diff[31]):
                             m.d.comb += ev.rx_duplicate.eq(1)
-                            m.d.sync += ack_pending[vi].eq(1)
+                            m.d.sync += ack_pending.bit_select(vi, 1).eq(1)
                             with m.If(op == _OP.READ_REQUEST):
                                 m.next = "REMOTE"  # served again: the response was lost
                             with m.Else():
                                 m.next = "DROP"
                         with m.Else():
                             m.d.comb += ev.rx_out_of_order.eq(1)
-                            with m.If(~gap_nakked[vi]):
-                                m.d.sync += [gap_nakked[vi].eq(1), nak_pending[vi].eq(1)]
+                            with m.If(~gap_nakked.bit_select(vi, 1)):
+                                m.d.sync += [gap_nakked.bit_select(vi, 1).eq(1), nak_pending.bit_select(vi, 1).eq(1)]
                                 update(nak_code=_NAK.SEQUENCE, nak_psn=seq.rcv_nxt)
                             m.next = "DROP"
 
@@ -582,7 +574,7 @@ class RxEngine(wiring.Component):
                 ]
                 with m.If(self.jobs.ready):
                     with m.If(psn_diff == 0):
-                        m.d.sync += gap_nakked[vi].eq(0)
+                        m.d.sync += gap_nakked.bit_select(vi, 1).eq(0)
                         update(rcv_nxt=seq.rcv_nxt + 1)
                     m.next = "DROP"
                 with m.Else():
@@ -711,12 +703,12 @@ class RxEngine(wiring.Component):
                         update(read_offset=h.offset + h.payload_length)
                         m.d.comb += [self.to_tx.read_progress.eq(1), self.to_tx.read_progress_vi.eq(vi)]
                         with m.If(done):
-                            m.d.sync += [read_complete[vi].eq(1), loaded.eq(0)]
+                            m.d.sync += [read_complete.bit_select(vi, 1).eq(1), loaded.eq(0)]
                             update(peer_ack=h.psn + 1)
                             m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
                         m.next = "DROP"
             with m.State("ADVANCE"):
-                m.d.sync += [gap_nakked[vi].eq(0), ack_pending[vi].eq(1)]
+                m.d.sync += [gap_nakked.bit_select(vi, 1).eq(0), ack_pending.bit_select(vi, 1).eq(1)]
                 update(rcv_nxt=seq.rcv_nxt + 1)
                 m.next = "DROP"
 

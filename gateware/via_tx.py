@@ -202,7 +202,7 @@ class TxEngine(wiring.Component):
             ev.doorbells_refused.eq(pointers.refused),
         ]
 
-        read_active = Array(self.to_rx.read_active)
+        read_active = self.to_rx.read_active
 
         # Each VI's next sequence number: a record per VI (a connect restarts it at 0), read where
         # the visit is and where the bus reads TX_PSN.
@@ -268,7 +268,7 @@ class TxEngine(wiring.Component):
         state = Array(self.vi.state)[vi]
         window_open = Signal()
         m.d.comb += window_open.eq((snd_nxt - ctx.una)[:32] < p.window)
-        fenced = read_active[vi] & (snd_nxt != read_here.psn)
+        fenced = read_active.bit_select(vi, 1) & (snd_nxt != read_here.psn)
         sendable = Signal()
         to_complete = Signal()  # the head message is acknowledged (or was never sent: failed)
         to_flush = Signal()  # the VI failed with descriptors still queued
@@ -293,10 +293,10 @@ class TxEngine(wiring.Component):
         m.d.comb += work.eq(
             self.enable.replicate(vis)
             & (
-                Cat(*self.from_rx.rx_nak)
+                self.from_rx.rx_nak
                 | acked
                 | Mux(visit_ended, owed & ~this_vi, owed)
-                | (connected & (timers.due | Cat(*self.from_rx.ack_pending) | Cat(*self.from_rx.nak_pending)))
+                | (connected & (timers.due | self.from_rx.ack_pending | self.from_rx.nak_pending))
             )
         )
 
@@ -476,14 +476,14 @@ class TxEngine(wiring.Component):
                 # A visit with nothing to take, complete, time out or resend goes straight to its
                 # frame: the steps between would each look and do nothing.
                 settled = (
-                    ~Array(self.from_rx.rx_nak)[vi]
+                    ~self.from_rx.rx_nak.bit_select(vi, 1)
                     & (self.from_rx.peer_ack == ctx.una)
                     & ~to_flush
                     & ~to_complete
                     & ~timers.expired
                     & ~ctx.rewind
                 )
-                with m.If(Array(self.from_rx.rx_nak)[vi]):
+                with m.If(self.from_rx.rx_nak.bit_select(vi, 1)):
                     m.d.comb += self.to_rx.rx_nak_taken.eq(1)
                     code = self.from_rx.rx_nak_code
                     psn = self.from_rx.rx_nak_psn
@@ -543,7 +543,7 @@ class TxEngine(wiring.Component):
                     m.d.comb += [head_next.eq(head + 1), pointers.advance.eq(1)]
                     update(head_psn=ctx.head_end)
                     with m.If(slot_info.op == _SOP.RDMA_READ):
-                        m.d.sync += read_active[vi].eq(0)
+                        m.d.sync += read_active.bit_select(vi, 1).eq(0)
                     m.next = "COMPLETE_NEXT"
             with m.State("COMPLETE_NEXT"):
                 # The new head's end, if its message has been sent.
@@ -568,7 +568,7 @@ class TxEngine(wiring.Component):
                 ]
                 with m.If(self.completions.ready):
                     m.d.comb += [timers.stop.eq(1), head_next.eq(head + 1), pointers.advance.eq(1)]
-                    m.d.sync += [loaded.eq(0), read_active[vi].eq(0)]
+                    m.d.sync += [loaded.eq(0), read_active.bit_select(vi, 1).eq(0)]
                     update(err_pending=0)
                     with m.If(head == ctx.cur):
                         update(cur=head + 1)
@@ -596,9 +596,10 @@ class TxEngine(wiring.Component):
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
             with m.State("VISIT_CONTROL"):
                 with m.If(
-                    (state == _CONNECTED) & (Array(self.from_rx.nak_pending)[vi] | Array(self.from_rx.ack_pending)[vi])
+                    (state == _CONNECTED)
+                    & (self.from_rx.nak_pending.bit_select(vi, 1) | self.from_rx.ack_pending.bit_select(vi, 1))
                 ):
-                    with m.If(Array(self.from_rx.nak_pending)[vi]):
+                    with m.If(self.from_rx.nak_pending.bit_select(vi, 1)):
                         m.d.sync += [
                             *base_header(_OP.NAK, self.from_rx.nak_psn),
                             hdr.nak_code.eq(self.from_rx.nak_code),
@@ -682,7 +683,9 @@ class TxEngine(wiring.Component):
                     hdr.flags.last.eq(read | (left <= per_frame)),
                     hdr.flags.immediate.eq(ctl.control.immediate),
                     hdr.msg_length.eq(total),
-                    hdr.offset.eq(Mux(read, Mux(read_active[vi], self.from_rx.read_offset, 0), ctx.cur_offset)),
+                    hdr.offset.eq(
+                        Mux(read, Mux(read_active.bit_select(vi, 1), self.from_rx.read_offset, 0), ctx.cur_offset)
+                    ),
                     hdr.payload_length.eq(Mux(read, 0, length)),
                     hdr.remote_va.eq(fetcher.address.remote_va),
                     hdr.remote_handle.eq(fetcher.address.remote_handle),
@@ -690,7 +693,7 @@ class TxEngine(wiring.Component):
                     payload_len.eq(Mux(read, 0, length)),
                     is_read.eq(read),
                     last.eq(read | (left <= per_frame)),
-                    retransmit.eq(read_active[vi]),
+                    retransmit.eq(read_active.bit_select(vi, 1)),
                 ]
                 m.next = "DATA_FRAME"
             send_frame("DATA_FRAME", "DATA_SENT")
@@ -708,7 +711,7 @@ class TxEngine(wiring.Component):
                         update(snd_max=snd_nxt + 1)
                     m.d.comb += timers.start.eq(1)  # the oldest frame in flight keeps its deadline
                     with m.If(is_read):
-                        m.d.sync += read_active[vi].eq(1)
+                        m.d.sync += read_active.bit_select(vi, 1).eq(1)
                         m.d.comb += reads.update(psn=snd_nxt, desc=desc, length=total)
                         with m.If(~retransmit):
                             m.d.comb += self.to_rx.read_start.eq(1)
