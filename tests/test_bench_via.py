@@ -44,7 +44,7 @@ def test_help():
         ["bench", "via", "--stream-vis", "0"],
         ["bench", "via", "--stream-vis", "9"],
         ["bench", "via", "--vis", "0"],
-        ["bench", "via", "--vis", "65"],
+        ["bench", "via", "--vis", str(regmap.VI_CAPACITY + 1)],
         ["bench", "via", "--vis", "4", "--stream-vis", "5"],
         ["bench", "via", "--stream-depth", "0"],
         ["bench", "via", "--stream-depth", str(via_mailbox.BENCH_STREAM_DEPTH + 1)],

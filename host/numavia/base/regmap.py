@@ -649,8 +649,10 @@ VIA_STAMP_BASE = 0x0E0
 
 VI_STATES = (("IDLE", 0), ("CONNECTED", 1), ("ERROR", 2))
 
-#: VIs the register map reserves room for (a card may build fewer: ``VIA.VI_COUNT``).
-VI_CAPACITY = 64
+#: VIs the register map reserves room for (a card may build fewer: ``VIA.VI_COUNT``). The VI numbers
+#: of a descriptor's completion and a VI's peer are a byte wide, so this is also the most any card
+#: can have.
+VI_CAPACITY = 256
 #: Bytes of one VI's doorbell page: the unit an operating system maps into a process, so it is the
 #: host's page size. A page holds that VI's doorbells and nothing else.
 DOORBELL_PAGE_BYTES = 0x1000
@@ -663,11 +665,11 @@ IRQ_FIELDS = (
 
 VIA = Block(
     "via",
-    base=0x2000,
-    size=0x2000,
+    base=0x8000,
+    size=0x8000,
     doc="VIA engine: VI state, completion queues, ATT, firmware mailbox and management frames",
     registers=(
-        Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=8),
+        Register("VI_COUNT", 0x000, Access.RO, "VIs this card has (elements of the VI array)", width=16),
         Register("CQ_COUNT", 0x004, Access.RO, "Completion queues this card has", width=8),
         Register("QUEUE_DEPTH", 0x008, Access.RO, "Descriptors each work queue holds", width=16),
         Register("MAX_SEGMENTS", 0x00C, Access.RO, "Data segments a descriptor may have", width=8),
@@ -938,7 +940,7 @@ VIA = Block(
 
 DOORBELL = Block(
     "doorbell",
-    base=0x4_0000,
+    base=0x10_0000,
     size=VI_CAPACITY * DOORBELL_PAGE_BYTES,
     doc="VI doorbells, one page per VI: a driver maps a process only its own VI's page",
     arrays=(
@@ -956,7 +958,7 @@ DOORBELL = Block(
     ),
 )
 
-#: The window ends with the doorbell pages, so it grows with them (0x8_0000 bytes: 512 KiB, a
+#: The window ends with the doorbell pages, so it grows with them (0x20_0000 bytes: 2 MiB, a
 #: power of two as a PCIe BAR must be).
 CARD = RegisterMap("card", size=DOORBELL.base + DOORBELL.size, blocks=(CTRL, LAC, RAC, RING, VIA, DOORBELL))
 #: The blocks a card built without the VIA engine (small FPGAs) does not have.

@@ -17,8 +17,8 @@ module numavia_card_cosim (
   wire [29:0] dma_adr_word; wire [3:0] dma_sel_card;
   assign dma_adr = {2'b0, dma_adr_word};
   assign dma_sel = {4'b0, dma_sel_card};
-  // regs: csr.json region card, 0x80000000 + 0x80000
-  wire regs_sel_q = wb_adr >= 30'h20000000 && wb_adr < 30'h20020000;
+  // regs: csr.json region card, 0x80000000 + 0x200000
+  wire regs_sel_q = wb_adr >= 30'h20000000 && wb_adr < 30'h20080000;
   wire [29:0] regs_adr = wb_adr - 30'h20000000;
   wire [31:0] regs_dat_r; wire regs_ack, regs_err;
   // window: csr.json region shared, 0x90000000 + 0x2000000
@@ -34,7 +34,7 @@ module numavia_card_cosim (
     .regs__cyc(regs_sel_q & wb_cyc),
     .regs__stb(regs_sel_q & wb_stb),
     .regs__we(wb_we),
-    .regs__adr(regs_adr[16:0]),
+    .regs__adr(regs_adr[18:0]),
     .regs__dat_w(wb_dat_w),
     .regs__sel(wb_sel),
     .regs__dat_r(regs_dat_r),
