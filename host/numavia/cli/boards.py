@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
+from numavia.base import regmap
 from numavia.base.errors import NumaviaError
 from numavia.boards import flow, logic_paths
 
-from .common import add_out_option, command, log, positive, results_folder
+from .common import add_out_option, command, integer_in, log, positive, results_folder
 
 BOARDS = ("ecpix5", "colorlight_i5")
 
@@ -13,6 +14,19 @@ BOARDS = ("ecpix5", "colorlight_i5")
 def _add_board_options(p):
     p.add_argument("--board", required=True, choices=BOARDS)
     p.add_argument("--config", help="card configuration of the board (default: the board's own)")
+    p.add_argument("--nodes-max", type=positive, help="largest ring the card addresses (CardConfig.max_nodes)")
+    p.add_argument(
+        "--vis",
+        type=integer_in(1, regmap.VI_CAPACITY),
+        metavar="N",
+        help=f"VIs of the card's VIA engine, 1..{regmap.VI_CAPACITY} (default: the configuration's)",
+    )
+
+
+def _card_params(args):
+    """The card parameters the command line replaces in the board's configuration."""
+    params = {"max_nodes": args.nodes_max, "via_vis": args.vis}
+    return {k: v for k, v in params.items() if v is not None}
 
 
 def cmd_build(args):
@@ -22,11 +36,16 @@ def cmd_build(args):
         args.parser.error("--synth-only builds one SoC; leave out --compare-bare")
     board = flow.load_board(args.board)
     if args.synth_only:
-        netlist = flow.synthesise(board, args.config, with_card=not args.bare, nodes_max=args.nodes_max, log=log)
+        netlist = flow.synthesise(board, args.config, with_card=not args.bare, card_params=_card_params(args), log=log)
         return _print_paths(netlist / f"{flow.TOP}.json", count=args.paths)
     out = results_folder(args.out) if args.out else None
     report = flow.build(
-        board, args.config, with_card=not args.bare, nodes_max=args.nodes_max, bitstream=not args.no_bitstream, log=log
+        board,
+        args.config,
+        with_card=not args.bare,
+        card_params=_card_params(args),
+        bitstream=not args.no_bitstream,
+        log=log,
     )
     print(flow.format_report(report))
     reports = [report]
@@ -63,7 +82,7 @@ def cmd_flash(args):
     board = flow.load_board(args.board)
     bitstream = args.bitstream
     if bitstream is None:
-        report = flow.build(board, args.config, log=log)
+        report = flow.build(board, args.config, card_params=_card_params(args), log=log)
         flow.check_timing(report)
         bitstream = report["bitstream"]
     flow.flash(board, bitstream, cable=args.cable, to_flash=args.flash, log=log)
@@ -81,7 +100,6 @@ def register(sub):
         "fail if a clock misses its target (from nextpnr's report).",
     )
     _add_board_options(p)
-    p.add_argument("--nodes-max", type=positive, help="largest ring the card addresses (CardConfig.max_nodes)")
     p.add_argument("--bare", action="store_true", help="the LiteX SoC without the card, for comparison")
     p.add_argument(
         "--compare-bare",
