@@ -24,6 +24,8 @@ ZEPHYR = REPO_ROOT / "firmware" / "zephyr"
 STUBS = REPO_ROOT / "tests" / "zephyr_stubs"
 #: What the module's CMakeLists.txt defines for every source (numavia/platform.h).
 PLATFORM_INLINE = re.search(r"NV_PLATFORM_INLINE=(<[^>]+>)", (ZEPHYR / "CMakeLists.txt").read_text()).group(1)
+#: ... and the size of the VIA manager's VI table, from its Kconfig symbol (the macro autoconf.h defines).
+MAX_VIS = re.search(r"NV_VIA_MAX_VIS=\$\{(CONFIG_\w+)\}", (ZEPHYR / "CMakeLists.txt").read_text()).group(1)
 
 #: Kconfig values of a build with every driver and the shell (what autoconf.h holds in Zephyr).
 AUTOCONF = {
@@ -40,6 +42,7 @@ AUTOCONF = {
     "CONFIG_NUMAVIA_VIA": 1,
     "CONFIG_NUMAVIA_VIA_DOORBELLS": 1,
     "CONFIG_NUMAVIA_VIA_INIT_PRIORITY": 62,
+    "CONFIG_NUMAVIA_VIA_MAX_VIS": 64,
     "CONFIG_NUMAVIA_VIA_THREAD_STACK_SIZE": 1536,
     "CONFIG_NUMAVIA_VIA_THREAD_PRIORITY": 7,
     "CONFIG_NUMAVIA_LITEX_INTC": 1,
@@ -128,6 +131,7 @@ def compile_c(tmp_path):
             "-include",
             str(tmp_path / "autoconf.h"),
             f"-DNV_PLATFORM_INLINE={PLATFORM_INLINE}",
+            f"-DNV_VIA_MAX_VIS={MAX_VIS}",
             f"-I{STUBS}",
             f"-I{tmp_path}",
             f"-I{ZEPHYR / 'include'}",

@@ -11,6 +11,7 @@ import kconfiglib
 import pytest
 import yaml
 
+from numavia.base import regmap
 from numavia.base.paths import REPO_ROOT
 from numavia.soc import zephyr_overlay
 
@@ -135,6 +136,10 @@ def test_kconfig_turns_on_the_drivers_the_devicetree_has(tmp_path):
     kconf = load_kconfig(tmp_path, everything, shell=True)
     assert set(enabled(kconf, *DRIVER_SYMBOLS).values()) == {"y"}
     assert kconf.syms["NUMAVIA_VIA_THREAD_STACK_SIZE"].str_value == "1536"
+    # The VI table: as many as the ECPIX-5's full card by default, at most the register map's room.
+    max_vis = kconf.syms["NUMAVIA_VIA_MAX_VIS"]
+    assert max_vis.str_value == "64"
+    assert [(int(lo.str_value), int(hi.str_value)) for lo, hi, *_ in max_vis.ranges] == [(1, regmap.VI_CAPACITY)]
 
     assert enabled(kconf, "NUMAVIA_LITEX_INTC") == {"NUMAVIA_LITEX_INTC": "y"}
     # With Zephyr's own LiteX interrupt driver left on, the module's stays out (two would clash).
