@@ -40,6 +40,7 @@ from .firmware import memory_images
 from .sim_target import build_node
 
 HERE = Path(__file__).resolve().parent
+HOST_MEM_PER_VI = 0x8000  # a VI's share of a simulated node's host memory (SimConfig.host_mem_size)
 SOC_SOURCES = ("card_core.py", "card_soc.py", "sim_target.py")  # what the node's Verilog depends on
 _SOC_SOURCES = buildcache.SourcesAsLoaded(lambda: [HERE / f for f in SOC_SOURCES], "SoC")  # all imported above
 
@@ -65,7 +66,10 @@ class SimConfig:
     cpu_variant: str = "standard"
     sys_clk_freq: int = params.SYS_CLOCK_HZ
     eth_clk_freq: int = params.GMII_CLOCK_HZ
-    host_mem_size: int = params.HOST_MEM_SIZE  # the node's "hostmem" RAM (VIA buffers and descriptors)
+    # The node's "hostmem" RAM (VIA buffers and descriptors); None: HOST_MEM_SIZE, or room for
+    # HOST_MEM_PER_VI a VI where the card has more VIs than that holds (VIPL's descriptor areas alone
+    # take 12 KiB a VI: 3 MiB for 256).
+    host_mem_size: int | None = None
     main_ram_size: int = 0x4_0000  # bare metal: data and stack; Zephyr: the whole image, shell included
     via: bool = True  # False: the card as small FPGAs build it (no VIA engine)
     via_vis: int = CardConfig.via_vis  # VIs of each card's VIA engine
@@ -75,6 +79,9 @@ class SimConfig:
             raise SimError(f"--nodes must be 1..{MAX_NODES}, not {self.nodes}")
         if not 1 <= self.via_vis <= regmap.VI_CAPACITY:
             raise SimError(f"--vis must be 1..{regmap.VI_CAPACITY}, not {self.via_vis}")
+        if self.host_mem_size is None:
+            wanted = self.via_vis * HOST_MEM_PER_VI
+            object.__setattr__(self, "host_mem_size", max(params.HOST_MEM_SIZE, 1 << (wanted - 1).bit_length()))
 
     def clock_periods_ps(self) -> dict[str, int]:
         """Period of every clock input of the node, sys first."""

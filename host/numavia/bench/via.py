@@ -208,6 +208,8 @@ class Bench:
             for first, vi in zip(self.vis, more):
                 if vi.number != first.number + k:
                     raise BenchError(f"the streams' VIs are not consecutive (VI {vi.number} after {first.number})")
+            if (k + 1) % 32 == 0 or k + 1 == stream_vis:  # each pair is a few firmware round trips
+                log(f"connected {k + 1} of {stream_vis} VI pairs")
 
     def set_mtu(self, mtu):
         for nic in self.nics:
