@@ -99,6 +99,7 @@ class SimConfig:
 
     def card_config(self) -> CardConfig:
         """The card every node carries (its address map is what host-port traces address)."""
+        assert self.host_mem_size is not None  # __post_init__ sets it
         return CardConfig(
             clk_freq_hz=self.sys_clk_freq,
             host_mem_base=NumaviaSoC.mem_map["hostmem"],
