@@ -29,6 +29,7 @@ from typing import IO, Any
 from numavia.base import buildcache, codegen, params, paths, regmap, trace
 from numavia.base.coherence import MAX_NODES
 from numavia.base.errors import NumaviaError
+from numavia.base.via_params import att_regions_for
 from numavia.gateware import build as gateware_build
 from numavia.gateware.card import CardConfig
 from numavia.gateware.host_port import RequestLayout, ResponseLayout, WriteBeatLayout
@@ -106,6 +107,7 @@ class SimConfig:
             host_mem_size=self.host_mem_size,
             via=self.via,
             via_vis=self.via_vis,
+            via_att_regions=att_regions_for(self.via_vis),
         )
 
 

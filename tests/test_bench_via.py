@@ -14,6 +14,7 @@ from numavia.base import params, regmap, via_mailbox
 from numavia.bench import via as bench_via
 from numavia.cli import make_parser
 from numavia.demo import RDMA_SWEEP
+from numavia.gateware.card import CardConfig
 from numavia.soc import sim
 
 
@@ -258,8 +259,10 @@ def test_the_simulated_cards_carry_the_vis_asked_for():
     assert sim.SimConfig().host_mem_size == sim.SimConfig(via_vis=64).host_mem_size == params.HOST_MEM_SIZE
     assert config.host_mem_size == config.card_config().host_mem_size == 2 * params.HOST_MEM_SIZE
     assert regmap.VI_CAPACITY * sim.HOST_MEM_PER_VI <= config.host_mem_size
-    # ... unless given.
+    # ... unless given; so do the memory handles, one a VI at least.
     assert sim.SimConfig(via_vis=regmap.VI_CAPACITY, host_mem_size=0x10_0000).host_mem_size == 0x10_0000
+    assert config.card_config().via_att_regions == regmap.VI_CAPACITY
+    assert sim.SimConfig().card_config().via_att_regions == CardConfig.via_att_regions
     for vis in (0, regmap.VI_CAPACITY + 1):
         with pytest.raises(sim.SimError, match=rf"--vis must be 1..{regmap.VI_CAPACITY}, not {vis}"):
             sim.SimConfig(via_vis=vis)

@@ -12,6 +12,8 @@ import pytest
 from numavia.base import regmap
 from numavia.boards import flow, logic_paths
 from numavia.boards.flow import TOP, BoardError, check_constraints
+from numavia.cli import boards as boards_cli
+from numavia.cli import make_parser
 
 CONFIGS = [(name, config) for name in flow.BOARD_NAMES for config in flow.load_board(name).configs]
 
@@ -131,6 +133,15 @@ def test_the_vi_count_is_a_build_option_within_the_register_maps_room():
         )
     with pytest.raises(BoardError, match="^ecpix5 configuration 'coherent' has no VIA engine: it takes no VI count$"):
         flow.generate(flow.load_board("ecpix5"), "coherent", card_params={"via_vis": 8})
+
+
+def test_more_vis_than_memory_handles_bring_a_handle_each():
+    def card_params(*args):
+        return boards_cli._card_params(make_parser().parse_args(["build", "--board", "ecpix5", *args]))
+
+    assert card_params() == {}
+    assert card_params("--vis", "64", "--nodes-max", "8") == {"via_vis": 64, "max_nodes": 8}
+    assert card_params("--vis", "128") == {"via_vis": 128, "via_att_regions": 128}
 
 
 def test_a_vi_count_given_at_build_time_sizes_the_card_and_its_firmware():

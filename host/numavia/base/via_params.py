@@ -47,3 +47,9 @@ class ViaParams:
     @property
     def max_payload(self):
         return via_frame.payload_per_frame(self.max_mtu)
+
+
+def att_regions_for(vis: int) -> int:
+    """Memory handles (ATT level-1 entries) of a card with ``vis`` VIs: the default, or one a VI
+    where it has more VIs than that (each VI's process registers memory of its own)."""
+    return max(ViaParams.att_regions, vis)

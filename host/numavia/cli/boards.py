@@ -4,6 +4,7 @@ from pathlib import Path
 
 from numavia.base import regmap
 from numavia.base.errors import NumaviaError
+from numavia.base.via_params import ViaParams, att_regions_for
 from numavia.boards import flow, logic_paths
 
 from .common import add_out_option, command, integer_in, log, positive, results_folder
@@ -24,8 +25,11 @@ def _add_board_options(p):
 
 
 def _card_params(args):
-    """The card parameters the command line replaces in the board's configuration."""
+    """The card parameters the command line replaces in the board's configuration (more VIs than
+    the default memory handles bring a handle each)."""
     params = {"max_nodes": args.nodes_max, "via_vis": args.vis}
+    if args.vis is not None and att_regions_for(args.vis) != ViaParams.att_regions:
+        params["via_att_regions"] = att_regions_for(args.vis)
     return {k: v for k, v in params.items() if v is not None}
 
 
