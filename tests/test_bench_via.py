@@ -249,6 +249,20 @@ def test_baseline_without_a_breakdown_is_refused_with_one_line(tmp_path):
         assert result.returncode == 2 and len(lines) == 1 and reason in lines[0], result.stderr
 
 
+def test_the_wait_for_the_responders_receives_gives_up_only_after_a_minute_without_one(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(bench_via.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(bench_via.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + 30))
+    bench = object.__new__(bench_via.Bench)
+    posting = iter(range(6))  # one more every 30 s: three minutes in all, never one without progress
+    bench._receives_posted = lambda vis: next(posting)
+    bench._wait_receives(5, 2, [])
+    stuck = iter([0, 1, 1, 1, 1, 1])
+    bench._receives_posted = lambda vis: next(stuck)
+    with pytest.raises(bench_via.BenchError, match=r"^the responder's agent did not post its receives \(1 of 5\)$"):
+        bench._wait_receives(5, 2, [])
+
+
 def test_the_simulated_cards_carry_the_vis_asked_for():
     """`--vis` reaches the card every node builds, and the SoC's cache key, so a ring of 64-VI cards
     is built apart from the default one; out of the register map's range it is refused."""

@@ -254,12 +254,17 @@ class Bench:
         return sum(self.nics[1].vi_reg(vi, "QUEUE_STATUS") >> 16 for vi in range(first, first + vis))
 
     def _wait_receives(self, count, vis, errors):
-        """Start the initiator only once the responder's agent has posted its receives."""
-        deadline = time.monotonic() + 60
-        while not errors and self._receives_posted(vis) < count:
-            if time.monotonic() > deadline:
-                raise BenchError("the responder's agent did not post its receives")
-            time.sleep(0.005)
+        """Start the initiator only once the responder's agent has posted its receives: a stream
+        over many VIs posts thousands (minutes of a 256-VI simulation), so the wait gives up only
+        after a minute without a new one, and looks less often the more VIs it has to read."""
+        posted, deadline = 0, time.monotonic() + 60
+        while not errors and posted < count:
+            now_posted = self._receives_posted(vis)
+            if now_posted > posted:
+                posted, deadline = now_posted, time.monotonic() + 60
+            elif time.monotonic() > deadline:
+                raise BenchError(f"the responder's agent did not post its receives ({posted} of {count})")
+            time.sleep(0.005 * vis)
 
     def point(self, op, size, iterations):
         """One measurement: both agents for a ping-pong, the initiator alone for reads."""
