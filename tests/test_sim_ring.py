@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from support.ring_sim import build, free_port_range, simulator_processes
+from support.ring_sim import as_from_a_terminal, build, free_port_range, simulator_processes
 
 from numavia.base import codegen, regmap, trace
 from numavia.bridge import BridgeError, HostBridge
@@ -78,8 +78,6 @@ def test_four_node_runs_are_deterministic(tmp_path):
 def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     port = free_port_range(2)
-    # As from a terminal: SIGINT not ignored, even if this test runs under a job that ignores it
-    # (a background job of a non-interactive shell), which the child would inherit.
     with open(tmp_path / "sim.err", "w") as stderr:
         proc = subprocess.Popen(
             [
@@ -99,7 +97,7 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
             env=env,
             stderr=stderr,
             text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=as_from_a_terminal,
         )
     try:
         deadline = time.monotonic() + 900  # a first run builds the model: minutes on 2 busy cores

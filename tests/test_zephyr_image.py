@@ -24,6 +24,7 @@ import time
 
 import pytest
 import yaml
+from support.ring_sim import as_from_a_terminal, simulator_processes
 from support.via_system import Pair, check_wake_cq_ping_pong
 
 from numavia.base import regmap
@@ -292,7 +293,9 @@ def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path, 
     ]
     log = tmp_path / "run" / f"node{node}.log"
     with open(tmp_path / "sim.err", "w") as err:
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stderr=err, text=True, preexec_fn=as_from_a_terminal
+        )
     try:
         assert _wait_for(lambda: log.exists() and sim.READY_MARKER in log.read_text(), proc)
         proc.stdin.write("numavia status\r")
@@ -300,7 +303,13 @@ def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path, 
         assert _wait_for(lambda: f"node:      {node}" in log.read_text(), proc)
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the launcher stops every process (or mpirun)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:  # not stopped: fail, but leave no simulation running
+                proc.kill()
+                for pid in simulator_processes(tmp_path / "run"):
+                    os.kill(pid, signal.SIGKILL)
     other = tmp_path / "run" / f"node{1 - node}.log"
     assert "numavia status" not in other.read_text()
 

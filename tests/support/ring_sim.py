@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,6 +12,13 @@ from numavia.cluster_session import free_port_range  # noqa: F401 (re-exported f
 from numavia.soc import sim
 
 _builds = {}
+
+
+def as_from_a_terminal():
+    """``preexec_fn`` for a command a test stops with SIGINT, as Ctrl-C does: SIGINT handled as
+    from a terminal even when the tests run as a background job of a non-interactive shell, which
+    ignores it and whose children inherit that (Python then installs no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def build(nodes=2, **kwargs):
