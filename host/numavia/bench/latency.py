@@ -18,6 +18,10 @@ PAPER = {"local shared read": (0.9, 0.01), "remote read": (5.38, 4.02)}
 
 REQUESTER = 0
 MODES = {"ncc": False, "numa": True}
+#: Host-port idle cycles after each step of a ring simulation's script, so that the card work a
+#: step leaves behind (a fill, a purged copy's bookkeeping) ends before the next step starts, as
+#: the card bench's own settling does.
+SETTLE_CYCLES = 2000
 
 
 @dataclass
@@ -57,12 +61,13 @@ class Script:
 
     def traces(self, nodes):
         """The script as host-port traces for the ring simulation: every step alone, between two
-        barriers, so the access log's i-th entry is step i."""
+        barriers, so the access log's i-th entry is step i; every node idles ``SETTLE_CYCLES``
+        before each barrier, so a step meets no work of the one before."""
         records = {n: [] for n in range(nodes)}
         for number, (node, op, addr, value) in enumerate(self.steps):
             records[node].append(trace.write_access(addr, value) if op == "w" else trace.read_access(addr))
             for n in range(nodes):
-                records[n].append(trace.barrier(number))
+                records[n].append(trace.barrier(number, gap=SETTLE_CYCLES))
         return records
 
 
