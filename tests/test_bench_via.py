@@ -249,17 +249,29 @@ def test_baseline_without_a_breakdown_is_refused_with_one_line(tmp_path):
         assert result.returncode == 2 and len(lines) == 1 and reason in lines[0], result.stderr
 
 
-def test_the_wait_for_the_responders_receives_gives_up_only_after_a_minute_without_one(monkeypatch):
-    clock = [0.0]
-    monkeypatch.setattr(bench_via.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(bench_via.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + 30))
+def test_the_wait_for_the_responders_receives_counts_card_time_not_wall_time(monkeypatch):
+    """However slowly the machine simulates (a 256-VI agent writes its slots' descriptors for
+    minutes of wall time before its first receive), the wait gives up only after
+    RECEIVE_STALL_SECONDS of the responder's card time without a new receive."""
+    monkeypatch.setattr(bench_via.time, "sleep", lambda seconds: None)
     bench = object.__new__(bench_via.Bench)
-    posting = iter(range(6))  # one more every 30 s: three minutes in all, never one without progress
-    bench._receives_posted = lambda vis: next(posting)
+    bench.freq = 100_000_000
+    stall = int(bench.freq * bench_via.RECEIVE_STALL_SECONDS)
+    # A long start (most of the stall's card time, over many polls), then one receive a stall apart.
+    card = iter([0, *range(0, stall, stall // 50), *(k * stall for k in range(1, 6))])
+    posts = iter([0] * 50 + list(range(1, 6)))
+    bench._responder_cycles = lambda: next(card)
+    bench._receives_posted = lambda vis: next(posts)
     bench._wait_receives(5, 2, [])
-    stuck = iter([0, 1, 1, 1, 1, 1])
-    bench._receives_posted = lambda vis: next(stuck)
-    with pytest.raises(bench_via.BenchError, match=r"^the responder's agent did not post its receives \(1 of 5\)$"):
+    # Stuck after the first: given up once the card ran a stall past it, and not before.
+    card = iter([0, 10, stall // 2, stall + 10, stall + 11, 2 * stall + 11])
+    posts = iter([1, 1, 1, 1])
+    bench._responder_cycles = lambda: next(card)
+    bench._receives_posted = lambda vis: next(posts)
+    with pytest.raises(
+        bench_via.BenchError,
+        match=rf"^the responder's agent did not post its receives \(1 of 5; none for {stall + 1:,} card cycles\)$",
+    ):
         bench._wait_receives(5, 2, [])
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from numavia import vipl
+from numavia import errorlog, vipl
 from numavia.base import via_frame, via_mailbox
 from numavia.base.errors import NumaviaError
 from numavia.bench import ETH_DELAY_CYCLES, results
@@ -50,6 +50,10 @@ OP_TITLES = {
     "write-stream": "RDMA write stream",
 }
 STREAMS = ("send-stream", "write-stream")
+#: Card time the responder's agent may spend without posting a receive before the bench gives up:
+#: a post takes a few hundred cycles; before its first, a 256-VI stream's agent writes the
+#: descriptors of all 4,352 slots (a few million cycles).
+RECEIVE_STALL_SECONDS = 0.05
 #: How the send/receive ping-pong's agents wait for their receives (``--wake``): poll the receive
 #: descriptor, or sleep on the completion queue the receive queue is bound to.
 WAKES = ("poll", "cq")
@@ -254,17 +258,26 @@ class Bench:
         return sum(self.nics[1].vi_reg(vi, "QUEUE_STATUS") >> 16 for vi in range(first, first + vis))
 
     def _wait_receives(self, count, vis, errors):
-        """Start the initiator only once the responder's agent has posted its receives: a stream
-        over many VIs posts thousands (minutes of a 256-VI simulation), so the wait gives up only
-        after a minute without a new one, and looks less often the more VIs it has to read."""
-        posted, deadline = 0, time.monotonic() + 60
+        """Start the initiator only once the responder's agent has posted its receives. How long
+        that takes in wall time depends on the VIs (a stream over 256 posts 4,096, after writing
+        every slot's descriptor) and on how fast the machine simulates, so the wait counts the
+        responder's card cycles: it gives up after ``RECEIVE_STALL_SECONDS`` of card time without
+        a new receive, and reads the VIs' queues less often the more there are."""
+        stall = int(self.freq * RECEIVE_STALL_SECONDS)
+        posted, since = 0, self._responder_cycles()
         while not errors and posted < count:
-            now_posted = self._receives_posted(vis)
+            now, now_posted = self._responder_cycles(), self._receives_posted(vis)
             if now_posted > posted:
-                posted, deadline = now_posted, time.monotonic() + 60
-            elif time.monotonic() > deadline:
-                raise BenchError(f"the responder's agent did not post its receives ({posted} of {count})")
+                posted, since = now_posted, now
+            elif now - since > stall:
+                raise BenchError(
+                    f"the responder's agent did not post its receives ({posted} of {count}; "
+                    f"none for {now - since:,} card cycles)"
+                )
             time.sleep(0.005 * vis)
+
+    def _responder_cycles(self):
+        return errorlog.read_cycles(self.nics[1].card_reg)
 
     def point(self, op, size, iterations):
         """One measurement: both agents for a ping-pong, the initiator alone for reads."""
