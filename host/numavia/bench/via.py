@@ -52,7 +52,8 @@ OP_TITLES = {
 STREAMS = ("send-stream", "write-stream")
 #: Card time the responder's agent may spend without posting a receive before the bench gives up:
 #: a post takes a few hundred cycles; before its first, a 256-VI stream's agent writes the
-#: descriptors of all 4,352 slots (a few million cycles).
+#: descriptors of all 4,352 slots (less than this, but more than a minute of wall time on two
+#: 256-VI models).
 RECEIVE_STALL_SECONDS = 0.05
 #: How the send/receive ping-pong's agents wait for their receives (``--wake``): poll the receive
 #: descriptor, or sleep on the completion queue the receive queue is bound to.
