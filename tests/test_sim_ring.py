@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from support.ring_sim import as_from_a_terminal, build, free_port_range, simulator_processes
+from support.ring_sim import as_from_a_terminal, build, free_port_range, kill_ring, simulator_processes
 
 from numavia.base import codegen, regmap, trace
 from numavia.bridge import BridgeError, HostBridge
@@ -130,8 +130,7 @@ def test_ctrl_c_stops_the_served_simulation_and_leaves_no_process(tmp_path):
         assert simulator_processes(tmp_path / "run") == []  # every node's process is gone too
         assert not (tmp_path / "session.json").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_ring(proc, tmp_path / "run")
 
 
 def test_sigterm_stops_an_mpi_ring_and_leaves_no_process(tmp_path):
@@ -173,8 +172,7 @@ def test_sigterm_stops_an_mpi_ring_and_leaves_no_process(tmp_path):
         assert simulator_processes(tmp_path / "run") == []
         assert not (tmp_path / "session.json").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_ring(proc, tmp_path / "run")
 
 
 def test_trace_replay_on_the_host_ports_honours_barriers(tmp_path):

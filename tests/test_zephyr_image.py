@@ -24,7 +24,7 @@ import time
 
 import pytest
 import yaml
-from support.ring_sim import as_from_a_terminal, simulator_processes
+from support.ring_sim import as_from_a_terminal, kill_ring
 from support.via_system import Pair, check_wake_cq_ping_pong
 
 from numavia.base import regmap
@@ -306,10 +306,7 @@ def test_what_the_terminal_types_reaches_one_nodes_shell(shell_build, tmp_path, 
         try:
             proc.wait(timeout=60)
         finally:
-            if proc.poll() is None:  # not stopped: fail, but leave no simulation running
-                proc.kill()
-                for pid in simulator_processes(tmp_path / "run"):
-                    os.kill(pid, signal.SIGKILL)
+            kill_ring(proc, tmp_path / "run")
     other = tmp_path / "run" / f"node{1 - node}.log"
     assert "numavia status" not in other.read_text()
 

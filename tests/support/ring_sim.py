@@ -43,6 +43,18 @@ def simulator_processes(run_dir):
     return found
 
 
+def kill_ring(proc, run_dir):
+    """What a test does last with a ring it started: kill the launcher ``proc`` if it still runs,
+    and every simulator process (and mpirun) of ``run_dir``, which a killed launcher leaves
+    behind; a test whose ring did not stop as asked then fails without leaving a simulation."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in simulator_processes(run_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def served_cli(tmp_path, nodes, *sim_args):
     """``numavia sim --serve`` of ``nodes`` nodes in the background, as a user starts it; once every
@@ -82,7 +94,6 @@ def served_cli(tmp_path, nodes, *sim_args):
         yield lambda *args: subprocess.run(cli + list(args), env=env, capture_output=True, text=True)
     finally:
         proc.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        kill_ring(proc, tmp_path / "run")
