@@ -21,13 +21,14 @@
 #include "numavia_via.h"
 #include "via_internal.h"
 
-/* The agent's descriptor area (a page per VI): ping-pongs use one receive and one send slot; a send
- * stream has all its receives posted beforehand (at most RECV_SLOTS per VI) and up to STREAM_DEPTH
- * sends in flight on each VI. */
+/* The agent's descriptor area (a page per VI): ping-pongs use one send slot and one receive slot,
+ * two for send/receive (it keeps a receive posted ahead); a send stream has all its receives posted
+ * beforehand (at most RECV_SLOTS per VI) and up to STREAM_DEPTH sends in flight on each VI. */
 #define AREA_BYTES NV_ATT_PAGE_SIZE
 #define SLOT_BYTES 128u
 #define STREAM_DEPTH NV_MBOX_BENCH_STREAM_DEPTH
 #define RECV_SLOTS NV_MBOX_BENCH_STREAM_RECEIVES
+_Static_assert(RECV_SLOTS >= 2, "the send/receive ping-pong keeps a receive posted ahead");
 #define RECV_DESC 0u
 #define SEND_DESC (RECV_SLOTS * SLOT_BYTES)
 #define DESC_WORDS 16u
@@ -95,11 +96,6 @@ static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t index)
     return result;
 }
 
-static TIMED uint32_t post_recv(struct agent *g)
-{
-    return post_recv_slot(g, 0);
-}
-
 static TIMED uint32_t post_send(struct agent *g)
 {
     return post_slot(g, 1, 0);
@@ -143,13 +139,15 @@ static TIMED uint32_t wait_done(struct agent *g, int send_queue, uint32_t index)
     return wait_prebuilt(g, slot(g, send_queue, index));
 }
 
-/* Wait for the receive's DONE. With WAKE_CQ, sleep until the receive queue's completion queue has
- * an entry (nv_platform_wait_cq: Zephyr wakes on the card's interrupt) instead of polling: one
- * receive is outstanding, so an entry is its completion, whose DONE the card wrote before it. */
-static TIMED uint32_t wait_recv(struct agent *g)
+/* Wait for the receive in `index`'s DONE. With WAKE_CQ, sleep until the receive queue's completion
+ * queue has an entry (nv_platform_wait_cq: Zephyr wakes on the card's interrupt) instead of
+ * polling: receives complete in the order posted, and the ping-pong's next message comes only
+ * after its answer, so a new entry is the oldest receive's completion, whose DONE the card wrote
+ * before it. */
+static TIMED uint32_t wait_recv(struct agent *g, uint32_t index)
 {
     if (!g->a->wake_cq)
-        return wait_done(g, 0, 0);
+        return wait_done(g, 0, index);
     uint32_t cq = g->a->wake_cq - 1;
     uint64_t deadline = nv_card_cycles() + g->timeout_cycles;
     for (;;) {
@@ -157,7 +155,7 @@ static TIMED uint32_t wait_recv(struct agent *g)
         if (tail != g->cq_head) {
             g->cq_head = tail;
             nv_reg_write(NV_VIA_CQ_HEAD_AT(cq), tail);
-            return wait_done(g, 0, 0);
+            return wait_done(g, 0, index);
         }
         g->r->polls++; /* here: sleeps */
         /* Armed (the queue was checked before the loops): fires at once if the entry came after
@@ -225,32 +223,37 @@ static TIMED uint32_t wait_marker(struct agent *g, struct marker_at at, uint8_t 
             return r_;                                                                                                 \
     } while (0)
 
+/* Send/receive ping-pong. Each side keeps a receive posted ahead, in the other of two slots, as a
+ * VIA program keeps a ring of receives: VipPostRecv runs while a message is in flight, not between
+ * a message's arrival and its answer, and every receive is still posted before the send it takes
+ * can leave the peer (that send follows an answer this side sends after the post). A send's
+ * completion (the peer card's acknowledgement) is taken after the post too, as RDMA write's. */
 static TIMED_LOOP uint32_t send_recv(struct agent *g)
 {
     uint32_t n = g->a->iterations;
     int initiator = g->a->role != 0;
-    CHECK(post_recv(g));
+    CHECK(post_recv_slot(g, 0));
+    if (!initiator && n > 1)
+        CHECK(post_recv_slot(g, 1));
     uint64_t t0 = nv_card_cycles();
     for (uint32_t i = 0; i < n; i++) {
+        uint32_t this_slot = i & 1;
         if (initiator) {
-            if (i > 0)
-                CHECK(wait_done(g, 1, 0));
             CHECK(post_send(g));
-            CHECK(wait_recv(g));
+            if (i + 1 < n) /* the next answer's, in the slot the last answer has left */
+                CHECK(post_recv_slot(g, this_slot ^ 1));
+            CHECK(wait_done(g, 1, 0));
+            CHECK(wait_recv(g, this_slot));
             seen(g, i);
-            if (i + 1 < n)
-                CHECK(post_recv(g));
         } else {
-            CHECK(wait_recv(g));
+            CHECK(wait_recv(g, this_slot));
             seen(g, i);
-            if (i + 1 < n)
-                CHECK(post_recv(g));
-            if (i > 0)
-                CHECK(wait_done(g, 1, 0));
             CHECK(post_send(g));
+            if (i + 2 < n) /* the message after the next, in the slot this one has left */
+                CHECK(post_recv_slot(g, this_slot));
+            CHECK(wait_done(g, 1, 0));
         }
     }
-    CHECK(wait_done(g, 1, 0));
     g->r->cycles = nv_card_cycles() - t0;
     return NV_VIP_SUCCESS;
 }
