@@ -210,7 +210,8 @@ void fake_host_put32(uint32_t phys, uint32_t value)
 uint32_t nv_host_read32(uint32_t phys)
 {
     uint32_t v;
-    fake_via.host_reads++;
+    if (++fake_via.host_reads == fake_via.host_later.at_read)
+        fake_host_put32(fake_via.host_later.at, fake_via.host_later.value);
     memcpy(&v, host(phys), 4);
     return v;
 }

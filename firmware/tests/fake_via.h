@@ -50,6 +50,12 @@ struct fake_via {
     uint8_t host[FAKE_HOST_SIZE];
     unsigned host_syncs;
     unsigned host_reads, host_writes; /* nv_host_read32 / nv_host_write32 calls: uncached accesses on the card */
+    /* A word the card writes while the firmware polls: `value` at `at`, seen by the read that
+     * makes host_reads reach `at_read` (0: none). */
+    struct {
+        uint32_t at, value;
+        unsigned at_read;
+    } host_later;
     /* Called after a doorbell is counted, if set: a test's model of the engine behind it. */
     void (*doorbell_hook)(unsigned vi, int send_queue, uint32_t descriptor);
 };

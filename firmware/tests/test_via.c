@@ -835,6 +835,43 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     CHECK(nv_host_read32(desc + 0x80 + 32 + NV_DESC_DATA_LENGTH_OFFSET) == 16);
 }
 
+static void test_prebuilt_wait_reads_only_the_status_until_done_or_timeout(void)
+{
+    setup();
+    const uint32_t vi = new_vi(ptag()), desc = DESC_AREA + 0x100, status_at = desc + NV_DESC_CONTROL_STATUS_OFFSET;
+    const uint32_t done = NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000;
+    uint32_t w[16], status = 0, polls = 3;
+    rdma_write_words(w);
+    struct nv_via_prebuilt p = {0}, q = {0};
+    CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS);
+
+    /* The card writes DONE as the fifth poll reads: five reads of host memory, nothing else. */
+    const unsigned reads = fake_via.host_reads, writes = fake_via.host_writes;
+    fake_via.host_later.at = status_at, fake_via.host_later.value = done, fake_via.host_later.at_read = reads + 5;
+    CHECK(nv_via_prebuilt_wait(&via, &p, 1000, &status, &polls) == NV_VIP_SUCCESS);
+    CHECK(status == done && polls == 3 + 5 && fake_via.host_reads == reads + 5 && fake_via.host_writes == writes);
+    CHECK(nv_via_prebuilt_wait(&via, &p, 1000, &status, &polls) == NV_VIP_INVALID_STATE); /* seen: not posted */
+
+    /* Never done: gives up once the card's clock ran past the timeout, and the card keeps it. */
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS);
+    polls = 0;
+    CHECK(nv_via_prebuilt_wait(&via, &p, 1000, &status, &polls) == NV_VIP_TIMEOUT);
+    CHECK(polls > NV_CLOCK_POLLS * 10 && fake_via.host_reads == reads + 5 + polls);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_INVALID_STATE);
+    fake_host_put32(status_at, done);
+    CHECK(nv_via_prebuilt_wait(&via, &p, 1000, NULL, &polls) == NV_VIP_SUCCESS);
+
+    /* Not a prebuilt descriptor, or a stale one: refused before any read. */
+    const unsigned before = fake_via.host_reads;
+    CHECK(nv_via_prebuilt_wait(&via, &q, 1000, NULL, &polls) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_prebuilt_wait(&via, NULL, 1000, NULL, &polls) == NV_VIP_INVALID_PARAMETER);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS);
+    via.generation++;
+    CHECK(nv_via_prebuilt_wait(&via, &p, 1000, NULL, &polls) == NV_VIP_STALE);
+    CHECK(fake_via.host_reads == before);
+}
+
 static void test_prebuilt_descriptor_refuses_bad_handles_and_arguments(void)
 {
     setup();
@@ -894,6 +931,7 @@ int main(void)
     test_register_refuses_when_the_table_is_full();
     test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes();
     test_prebuilt_descriptor_refuses_bad_handles_and_arguments();
+    test_prebuilt_wait_reads_only_the_status_until_done_or_timeout();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

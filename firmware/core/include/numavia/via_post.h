@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "numavia/core.h"
 #include "numavia/platform.h"
 #include "numavia/via.h"
 #include "numavia_regs.h"
@@ -93,6 +94,39 @@ static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_done(const
     uint32_t s = nv_host_read32(p->desc + NV_DESC_CONTROL_STATUS_OFFSET);
     if (!(s & NV_DESC_CONTROL_STATUS_DONE_MASK))
         return NV_VIP_NOT_DONE;
+    p->posted = 0;
+    if (status)
+        *status = s;
+    return NV_VIP_SUCCESS;
+}
+
+/* Wait until `p` is done, up to `timeout_cycles` of the card's clock after the first poll that
+ * missed: nv_via_prebuilt_done in a loop that checks `p` once, then reads only its STATUS (a poll
+ * is one uncached read and a few instructions, and its period is how late a completion is seen).
+ * NV_VIP_TIMEOUT if it never was; `*polls` grows by the reads made. */
+static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_wait(const struct nv_via *via,
+                                                                           struct nv_via_prebuilt *p,
+                                                                           uint32_t timeout_cycles, uint32_t *status,
+                                                                           uint32_t *polls)
+{
+    uint32_t result = nv_via_prebuilt_check(via, p);
+    if (result != NV_VIP_SUCCESS)
+        return result;
+    if (!p->posted)
+        return NV_VIP_INVALID_STATE;
+    uint32_t at = p->desc + NV_DESC_CONTROL_STATUS_OFFSET, start = 0, s;
+    for (uint32_t n = 1;; n++) {
+        nv_host_sync();
+        s = nv_host_read32(at);
+        if (s & NV_DESC_CONTROL_STATUS_DONE_MASK) {
+            *polls += n;
+            break;
+        }
+        if (nv_poll_timed_out(n, &start, timeout_cycles)) {
+            *polls += n;
+            return NV_VIP_TIMEOUT;
+        }
+    }
     p->posted = 0;
     if (status)
         *status = s;
