@@ -112,11 +112,14 @@ static __attribute__((noinline, cold)) uint32_t completed_in_error(uint32_t stat
 
 /* Wait for a prebuilt descriptor's DONE; VIP_ERROR if it completed in error, VIP_TIMEOUT if it
  * never did. A stream's wait usually finds its message done at the first poll, so that poll is all
- * it costs: the timeout starts at the first miss. */
+ * it costs (nv_via_prebuilt_done, without the set-up of the loop that follows a miss). */
 static inline __attribute__((always_inline)) TIMED uint32_t wait_prebuilt(struct agent *g, struct nv_via_prebuilt *p)
 {
     uint32_t status;
-    uint32_t result = nv_via_prebuilt_wait(g->via, p, g->timeout_cycles, &status, &g->r->polls);
+    uint32_t result = nv_via_prebuilt_done(g->via, p, &status);
+    if (result == NV_VIP_NOT_DONE)
+        result = nv_via_prebuilt_wait(g->via, p, g->timeout_cycles, &status, &g->r->polls);
+    g->r->polls++;
     if (result == NV_VIP_SUCCESS && (status & NV_DESC_STATUS_ERROR_MASK))
         return completed_in_error(status);
     return result;
