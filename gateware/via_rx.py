@@ -300,8 +300,7 @@ class RxEngine(wiring.Component):
         # skips the fetch and the validation: every frame of a message after its first, and the
         # first too when the engine loaded it while idle. What it loads then is what the next
         # frame will most likely want: the descriptor of the RDMA read just started, or the head
-        # of the receive queue just rung or just moved on by a receive (a program that keeps its
-        # receives posted ahead rings the queue long before their sends). A posted descriptor is the card's until it completes, so
+        # of the receive queue just rung. A posted descriptor is the card's until it completes, so
         # the copy stays good until then; anything else that uses the fetcher or the segment table,
         # a completion or a connect forgets it.
         loaded = Signal()
@@ -312,7 +311,6 @@ class RxEngine(wiring.Component):
         preload_vi = Signal(range(vis))
         preload_read = Signal()  # the read's descriptor, not the receive queue's head
         preloading = Signal()  # the fetch and validation under way are a preload: no frame waits on them
-        received = Signal()  # a frame completed the receive queue's head: the next one is the new head
         expected_op = Mux(op == _OP.SEND, via_descriptor.CONTROL_OP.SENDRECV, via_descriptor.CONTROL_OP.RDMA_READ)
 
         def leave_for(state):
@@ -685,7 +683,7 @@ class RxEngine(wiring.Component):
                             m.d.comb += complete(status, h.msg_length, h.immediate_data)
                             m.d.comb += self.completions.payload.write_imm.eq(h.flags.immediate)
                             with m.If(self.completions.ready):
-                                m.d.comb += [consumed.eq(1), received.eq(1)]
+                                m.d.comb += consumed.eq(1)
                                 m.next = "ADVANCE"
                         with m.Else():
                             m.next = "ADVANCE"
@@ -696,7 +694,7 @@ class RxEngine(wiring.Component):
                             )
                             m.d.comb += complete(status, 0, h.immediate_data)
                             with m.If(self.completions.ready):
-                                m.d.comb += [consumed.eq(1), received.eq(1)]
+                                m.d.comb += consumed.eq(1)
                                 m.next = "ADVANCE"
                         with m.Else():
                             m.next = "ADVANCE"
@@ -752,8 +750,6 @@ class RxEngine(wiring.Component):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(tx_vi), preload_read.eq(1)]
         with m.Elif(pointers.taken):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(self.rq_doorbell.payload.vi), preload_read.eq(0)]
-        with m.Elif(received):
-            m.d.sync += [preload_pending.eq(1), preload_vi.eq(vi), preload_read.eq(0)]
         with m.If(consumed | Cat(*self.vi.connect).any()):
             m.d.sync += loaded.eq(0)
         with m.If(self.mgmt_pop):

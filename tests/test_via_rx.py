@@ -289,37 +289,6 @@ def test_a_receive_posted_ahead_is_loaded_before_its_send_and_read_again_when_po
     run(bench)
 
 
-def test_the_next_receive_is_loaded_when_the_one_before_it_completes():
-    """A program that keeps receives posted ahead rings the queue long before their sends: with two
-    posted, only the head is loaded; once a send completes it, the engine, idle, loads the next,
-    and the send that takes that one reads no descriptor word."""
-
-    async def bench(ctx, node, wire):
-        await setup(ctx, node)
-        second_desc = RDESC + 0x80
-        reads, tick, until_done = descriptor_reads(ctx, node, RDESC, 32 + 12)
-
-        def second_reads():
-            return {reads[a] for a in range(second_desc // 4, second_desc // 4 + 12)}
-
-        for desc, va in ((RDESC, VA + 0x101), (second_desc, VA + 0x901)):
-            await node.post(ctx, 1, "recv", desc, encode_descriptor(CONTROL_OP.SENDRECV, [(va, 1, 64)]))
-        await tick(300)
-        assert second_reads() == {0}  # the head is the first: it alone is loaded
-        wire.send(frame(OP.SEND, psn=0, payload=b"first"))
-        await until_done(RDESC)
-        await tick(300)
-        assert second_reads() == {1}  # loaded while nothing arrived
-        wire.send(frame(OP.SEND, psn=1, payload=b"the second"))
-        st = await until_done(second_desc)
-        assert st["STATUS"] == status(DONE=1, OP=1) and st["LENGTH"] == len(b"the second")
-        assert node.dump(ctx, pa(VA + 0x901), 10) == b"the second"
-        assert node.dump(ctx, pa(VA + 0x101), 5) == b"first"
-        assert second_reads() == {1}
-
-    run(bench)
-
-
 def test_a_bad_receive_loaded_ahead_is_reported_only_when_a_send_needs_it():
     """A receive descriptor of the wrong kind, loaded while the engine is idle, completes nothing
     and fails nothing by itself; the send that needs it finds it bad, as one fetched then would."""
