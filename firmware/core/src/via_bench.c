@@ -96,7 +96,7 @@ static TIMED uint32_t post_recv_slot(struct agent *g, uint32_t index)
     return result;
 }
 
-static TIMED uint32_t post_send(struct agent *g)
+static inline __attribute__((always_inline)) TIMED uint32_t post_send(struct agent *g)
 {
     return post_slot(g, 1, 0);
 }
@@ -159,7 +159,7 @@ static TIMED uint32_t wait_recv(struct agent *g, uint32_t index)
 }
 
 /* The last iteration's arrival, for the host's latency breakdown: one counter read, once a run. */
-static TIMED void seen(struct agent *g, uint32_t i)
+static inline __attribute__((always_inline)) TIMED void seen(struct agent *g, uint32_t i)
 {
     if (i + 1 == g->a->iterations)
         g->r->seen_cycles = nv_card_cycles32();
@@ -192,7 +192,7 @@ static TIMED void set_marker(struct marker_at at, uint8_t m)
     nv_host_write32(at.word, (uint32_t)m << at.shift);
 }
 
-static TIMED uint32_t wait_marker(struct agent *g, struct marker_at at, uint8_t m)
+static inline __attribute__((always_inline)) TIMED uint32_t wait_marker(struct agent *g, struct marker_at at, uint8_t m)
 {
     /* The peer's marker is rarely there at the first poll, so the wait has time to spare: the clock
      * is read before the first poll, and each poll is counted in memory as it goes, leaving the
