@@ -74,8 +74,8 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
         p->length = length;
     }
     nv_host_write32(p->desc + NV_DESC_CONTROL_STATUS_OFFSET, 0);
-    p->posted = 1;
     nv_reg_write(p->doorbell, p->desc);
+    p->posted = 1; /* after the doorbell: a store on the path to it costs a bus write */
     return NV_VIP_SUCCESS;
 }
 
