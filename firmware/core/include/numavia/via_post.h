@@ -60,6 +60,17 @@ static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_check(cons
     return NV_VIP_SUCCESS;
 }
 
+/* What a poll of `p` needs: a prebuilt descriptor (nv_via_prebuilt_check) that is posted, else
+ * NV_VIP_INVALID_STATE. */
+static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_check_posted(const struct nv_via *via,
+                                                                                   const struct nv_via_prebuilt *p)
+{
+    uint32_t result = nv_via_prebuilt_check(via, p);
+    if (result == NV_VIP_SUCCESS && !p->posted)
+        return NV_VIP_INVALID_STATE;
+    return result;
+}
+
 /* Post `p` again with `length` bytes in its first data segment (ignored without one). */
 static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const struct nv_via *via,
                                                                            struct nv_via_prebuilt *p, uint32_t length)
@@ -85,11 +96,9 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
 static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_done(const struct nv_via *via,
                                                                            struct nv_via_prebuilt *p, uint32_t *status)
 {
-    uint32_t result = nv_via_prebuilt_check(via, p);
+    uint32_t result = nv_via_prebuilt_check_posted(via, p);
     if (result != NV_VIP_SUCCESS)
         return result;
-    if (!p->posted)
-        return NV_VIP_INVALID_STATE;
     nv_host_sync();
     uint32_t s = nv_host_read32(p->desc + NV_DESC_CONTROL_STATUS_OFFSET);
     if (!(s & NV_DESC_CONTROL_STATUS_DONE_MASK))
@@ -109,11 +118,9 @@ static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_wait(const
                                                                            uint32_t timeout_cycles, uint32_t *status,
                                                                            uint32_t *polls)
 {
-    uint32_t result = nv_via_prebuilt_check(via, p);
+    uint32_t result = nv_via_prebuilt_check_posted(via, p);
     if (result != NV_VIP_SUCCESS)
         return result;
-    if (!p->posted)
-        return NV_VIP_INVALID_STATE;
     uint32_t at = p->desc + NV_DESC_CONTROL_STATUS_OFFSET, start = 0, s;
     for (uint32_t n = 1;; n++) {
         nv_host_sync();
