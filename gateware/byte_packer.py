@@ -4,7 +4,8 @@ The payload of a frame comes from several DMA reads (one per data segment and pa
 starts and ends at any byte. The packer is told the payload's total length, takes beats until it
 has that many bytes, and emits full words with only the final one partial (``last``). An ``error``
 on any input beat is carried to the frame's last word, so the frame can be dropped. ``abort``
-forgets the frame in progress.
+forgets the frame in progress. ``whole`` says that every byte of the payload is in and none came
+with an error: the words it still holds follow a word a cycle.
 """
 
 from amaranth import Module, Mux, Signal
@@ -23,6 +24,7 @@ class BytePacker(wiring.Component):
                 "beats": In(stream.Signature(PackerBeat)),
                 "words": Out(stream.Signature(PackedWord)),
                 "abort": In(1),
+                "whole": Out(1),
             }
         )
 
@@ -44,6 +46,8 @@ class BytePacker(wiring.Component):
                 to_take.eq(self.length.payload),
                 error.eq(0),
             ]
+
+        m.d.comb += self.whole.eq((have_length | out.valid) & (to_take == 0) & ~error)  # until its last word is taken
 
         n_emit = Signal(3)
         m.d.comb += n_emit.eq(Mux(count >= 4, 4, count))

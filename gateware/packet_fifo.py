@@ -17,10 +17,11 @@ waits for the wire).
 
 Cut-through, two ways:
 
-* ``announce`` (transmit): a writer that knows a frame's length and will write it a word a cycle
-  with no error (the transmit engine's frames without payload, whose words it holds) gives the
-  length in the cycle it writes the first word; the reader (the MAC side, far slower than a word a
-  cycle) may start on the frame at once and follows it as its words come in.
+* ``announce`` (transmit): a writer that knows a frame's length and will write the rest of it a
+  word a cycle with no error (the transmit framer, once nothing can spoil the frame) gives the
+  length in the cycle it writes one of the frame's words but the last; the reader (the MAC side,
+  far slower than a word a cycle) may start on the frame at once and follows it as its words come
+  in.
 * ``cut_through=True`` (receive): while no whole frame waits, the reader may read the frame coming
   in (``head_early``) as far as its newest word; its last word comes only with its verdict, when
   it is committed (``head_valid``). If it is dropped instead, ``early_dropped`` pulses and the

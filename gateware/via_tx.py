@@ -103,7 +103,7 @@ class TxEngine(wiring.Component):
         super().__init__(
             {
                 "frames": Out(stream.Signature(FifoWord)),
-                "announce": Out(stream.Signature(Announced)),  # a frame cut through (see emit_header)
+                "announce": Out(stream.Signature(Announced)),  # a frame cut through (see via_tx_framer)
                 "fetch_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),

@@ -10,10 +10,17 @@ comes from. The framer streams the header's words, then the payload:
 * from the firmware's management registers (``mgmt_data``), a word a cycle; a raw management
   frame has no VIA header (the firmware wrote the whole Ethernet frame).
 
-A frame without payload is cut through: its words go in a word a cycle, so it is announced with its
-first word and the MAC side may start on it at once. A frame with payload leaves the FIFO when it
-is whole. If the walk fails (the ATT changed under a checked transfer) or a DMA read fails, the
-frame ends with an error word, which makes the FIFO drop it.
+Frames are cut through as soon as nothing can spoil them any more: the FIFO is told the frame's
+length (announced) with one of its words, and the MAC side may start on it at once, reading behind
+the framer, which from then on writes a word a cycle (far faster than the wire). A frame without
+payload is announced with its first word. A frame with payload from host memory is announced with
+the word written when its walk has ended without failing and the packer holds every byte of it
+with no DMA error (``BytePacker.whole``): for a small payload that is during the header, so the
+frame starts on the wire before its payload word is in. A payload larger than the DMA reader's
+buffer is announced only near its end, or not at all, and leaves the FIFO whole. If the walk fails
+(the ATT changed under a checked transfer) or a DMA read fails, the frame, never announced, ends
+with an error word, which makes the FIFO drop it: once a frame has started on the wire it could
+not be recalled (LiteEth's transmit path has no way to spoil a frame's FCS).
 
 The job stays valid, its fields unchanged, until the frame is all in the FIFO: ``job.ready`` marks
 that cycle (the last header word's, for a frame without payload), and ``error`` beside it says
@@ -119,6 +126,22 @@ class TxFramer(wiring.Component):
         mgmt_words = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 2))
         m.d.comb += mgmt_words.eq((job.length + 3) >> 2)
 
+        # --- cut-through: the frame announced with a word once nothing can spoil it ----------
+        bare = job.length == 0
+        announced = Signal()  # this job's frame has been announced
+        payload_safe = Signal()  # a host payload that can no longer fail: all in the packer
+        m.d.comb += payload_safe.eq(
+            (job.source == PayloadSource.HOST) & ~bare & walk_done & ~walk_failed & packer.whole & ~announced
+        )
+        m.d.comb += [
+            self.announce.payload.words.eq(HEADER_WORDS + Mux(bare, 0, (job.length + 3) >> 2)),
+            self.announce.payload.nbytes.eq(Mux(job.length[:2] == 0, 4, job.length[:2])),
+        ]
+        # A word offered with the announcement waits until the FIFO can take both (PacketFifo).
+        word_held = self.announce.valid & ~self.announce.ready
+        with m.If(self.announce.valid & self.announce.ready & frames.valid & frames.ready):
+            m.d.sync += announced.eq(1)
+
         with m.FSM():
             with m.State("HEADER"):
                 with m.If(job.raw):
@@ -129,13 +152,9 @@ class TxFramer(wiring.Component):
                             m.next = "PAYLOAD"
                 with m.Else():
                     end = word == HEADER_WORDS - 1
-                    bare = job.length == 0
-                    announce = self.job.valid & bare & (word == 0)
                     m.d.comb += [
-                        self.announce.valid.eq(announce),  # taken with the first word (PacketFifo)
-                        self.announce.payload.words.eq(HEADER_WORDS),
-                        self.announce.payload.nbytes.eq(4),
-                        frames.valid.eq(self.job.valid & (~announce | self.announce.ready)),
+                        self.announce.valid.eq(self.job.valid & ((bare & (word == 0)) | payload_safe)),
+                        frames.valid.eq(self.job.valid & ~word_held),
                         frames.payload.data.eq(hdr_bits.word_select(word, 32)),
                         frames.payload.nbytes.eq(4),
                         frames.payload.last.eq(end & bare),
@@ -171,8 +190,10 @@ class TxFramer(wiring.Component):
                 with m.Else():
                     words = packer.words
                     m.d.comb += [
-                        packer.words.ready.eq(frames.ready),
-                        frames.valid.eq(words.valid),
+                        # Announced with any payload word but the last (which commits the frame).
+                        self.announce.valid.eq(words.valid & ~words.payload.last & payload_safe),
+                        packer.words.ready.eq(frames.ready & ~word_held),
+                        frames.valid.eq(words.valid & ~word_held),
                         frames.payload.data.eq(words.payload.data),
                         frames.payload.nbytes.eq(words.payload.nbytes),
                         frames.payload.last.eq(words.payload.last),
@@ -205,6 +226,7 @@ class TxFramer(wiring.Component):
             m.d.sync += [
                 word.eq(0),
                 frame_error.eq(0),
+                announced.eq(0),
                 fetching.eq(0),
                 walk_done.eq(0),
                 walk_failed.eq(0),

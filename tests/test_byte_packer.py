@@ -9,8 +9,9 @@ from support.sim import run_simulation
 from numavia.gateware.byte_packer import BytePacker
 
 
-def run(frames, *, ready_pattern=None, seed=5):
-    """``frames``: list of lists of (bytes, error) beats. Returns [(bytes, [nbytes], error)].
+def run(frames, *, ready_pattern=None, seed=5, whole=None):
+    """``frames``: list of lists of (bytes, error) beats. Returns [(bytes, [nbytes], error)];
+    ``whole``, if a list, gets (beats taken, words taken, ``whole``) of every cycle.
 
     One process drives both sides, deciding the sink's ready before looking at the source's, as
     the hardware sees them at a clock edge.
@@ -31,6 +32,7 @@ def run(frames, *, ready_pattern=None, seed=5):
             ]
         expected = [sum(len(b) for b, _ in beats) for beats in frames]
         data, sizes = bytearray(), []
+        beats_taken = words_taken = 0
         for _ in range(20000):
             while expected and expected[0] == 0:
                 out.append((b"", [], 0))
@@ -49,10 +51,14 @@ def run(frames, *, ready_pattern=None, seed=5):
                 ctx.set(stream.payload, payload)
                 ctx.set(stream.valid, 1)
                 sent = ctx.get(stream.ready)
+            if whole is not None:
+                whole.append((beats_taken, words_taken, ctx.get(dut.whole)))
             await ctx.tick()
             if sent:
+                beats_taken += items[0][0] == "beats"
                 items.pop(0)
             if word is not None:
+                words_taken += 1
                 data += word.data.to_bytes(4, "little")[: word.nbytes]
                 sizes.append(word.nbytes)
                 if word.last:
@@ -99,3 +105,23 @@ def test_error_beat_marks_the_last_word():
     out = run(frames)
     assert out[0][0] == b"abcdefghij" and out[0][2] == 1
     assert out[1] == (b"kl", [2], 0)
+
+
+@pytest.mark.parametrize("ready_pattern", [None, 0.3])
+def test_whole_holds_from_the_last_byte_in_until_the_last_word_out(ready_pattern):
+    sizes = [3, 4, 1]  # 8 bytes: two words
+    seen = []
+    ((got, words, err),) = run([split(bytes(range(8)), sizes)], ready_pattern=ready_pattern, whole=seen)
+    assert err == 0 and len(words) == 2
+    # Low while a byte is still to come, high from the cycle after the last beat is taken to the
+    # cycle the last word is taken (the framer may announce the frame with any word in between).
+    assert all(not w for beats, _, w in seen if beats < len(sizes))
+    assert all(w for beats, words_out, w in seen if beats == len(sizes) and words_out < 2)
+    assert not seen[-1][2] or seen[-1][1] < 2
+
+
+def test_whole_never_holds_for_a_payload_with_an_error():
+    seen = []
+    beats = [(b"\x01\x02", 0), (b"\x03\x04\x05", 1), (b"\x06", 0)]
+    ((_, _, err),) = run([beats], ready_pattern=0.3, whole=seen)
+    assert err == 1 and not any(w for _, _, w in seen)

@@ -2,6 +2,7 @@
 
 import random
 
+import pytest
 from amaranth.sim import Simulator
 from support.sim import run_simulation
 
@@ -148,28 +149,30 @@ def test_skip_discards_the_rest_of_the_head_frame():
     assert got == [(b"a" * 9, 9), ("skipped", 30), (b"c" * 3, 3)]
 
 
-def test_an_announced_frame_is_read_while_it_is_written():
-    """Cut-through: a frame announced with its first word is read as its words come in (its first
-    word out before its last is in); the whole frames around it still wait for their last word,
-    and all three come out intact and in order."""
+@pytest.mark.parametrize("announced_with", [0, 5])
+def test_an_announced_frame_is_read_while_it_is_written(announced_with):
+    """Cut-through: a frame announced with its first word, or with a later one (the transmit
+    framer's frame whose payload is all fetched), is read as its words come in (its first word out
+    before its last is in); the whole frames around it still wait for their last word, and all
+    three come out intact and in order."""
     dut = PacketFifo(depth_words=64, max_frames=8, drop_when_full=False)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    frames = [(b"whole-one-17bytes", False), (bytes(range(40)), True), (b"tail-frame", False)]
+    # (data, the word announced with, if any)
+    frames = [(b"whole-one-17bytes", None), (bytes(range(40)), announced_with), (b"tail-frame", None)]
     written_last, read_first, got = {}, {}, []
 
     async def bench(ctx):
         writes = word_writes([(data, False) for data, _ in frames])
-        announced = {index for index, (_, announce) in enumerate(frames) if announce}
         ctx.set(dut.r.ready, 1)
-        reader, cycle, started = Frames(), 0, set()
+        reader, cycle, written = Frames(), 0, {}
         while len(got) < len(frames) and cycle < 500:
             cycle += 1
             if writes:
                 index, fields = writes[0]
                 words = frame_words(frames[index][0])
-                first = index not in started
-                announce = {"words": len(words), "nbytes": len(words[-1])} if first and index in announced else None
+                now = written.get(index, 0) == frames[index][1]
+                announce = {"words": len(words), "nbytes": len(words[-1])} if now else None
                 ctx.set(dut.w.payload, fields)
                 ctx.set(dut.w.valid, 1)
                 ctx.set(dut.announce.valid, announce is not None)
@@ -184,7 +187,7 @@ def test_an_announced_frame_is_read_while_it_is_written():
             await ctx.tick()
             if taken:
                 index, fields = writes.pop(0)
-                started.add(index)
+                written[index] = written.get(index, 0) + 1
                 if fields["last"]:
                     written_last[index] = cycle
             if word is not None:

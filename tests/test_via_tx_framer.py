@@ -1,6 +1,7 @@
 """VIA transmit framer: the header then the payload (read by DMA from the walker's chunks, or the
-firmware's words), the walk started with the header's first word, payload-less frames cut through,
-a failed walk or DMA read dropping the frame, back-pressure, raw management frames."""
+firmware's words), the walk started with the header's first word, frames cut through once nothing
+can spoil them (payload-less ones at once, small payloads during the header), a failed walk or DMA
+read dropping the frame unannounced, back-pressure, raw management frames."""
 
 import random
 
@@ -57,11 +58,16 @@ class Job:
         self.walks = []  # (cycle, offset, length) of the walk commands taken
         self.ended = None  # (cycle, error) of job.ready
         self.started = None
+        self.announced_at = None  # the frame's word written with its announcement, until its end
+        self.cut_at = None  # ... kept once the frame has ended
+        self.gaps = 0
 
 
 def run(jobs, *, ready_pattern=None, seed=3):
-    """Send `jobs` one after another; returns (memory, frames [(bytes, error)], announced cycles,
-    first-word cycles, DMA errors counted)."""
+    """Send `jobs` one after another; returns (memory, frames [(bytes, error)], announcements
+    [(cycle, words announced)], first-word cycles, DMA errors counted). Each job also keeps
+    `announced_at` (the word of its frame written with the announcement) and `gaps` (cycles after
+    its announcement, before its last word, without a word offered)."""
     top = Top()
     framer = top.framer
     sim = Simulator(top)
@@ -104,8 +110,11 @@ def run(jobs, *, ready_pattern=None, seed=3):
                 walker.pop(0)
             elif walker and walker[0][0] == "result" and ctx.get(framer.walk_result.ready):
                 walker.pop(0)
-            if ctx.get(framer.announce.valid):
+            if ctx.get(framer.announce.valid) and ready and ctx.get(framer.frames.valid):  # taken
                 announced.append((cycle - start, ctx.get(framer.announce.payload.words)))
+                job.announced_at = words
+            elif job.announced_at is not None and not ctx.get(framer.frames.valid):
+                job.gaps += 1
             if ready and ctx.get(framer.frames.valid):
                 word = ctx.get(framer.frames.payload)
                 if words == 0:
@@ -115,6 +124,8 @@ def run(jobs, *, ready_pattern=None, seed=3):
                 if word.last:
                     frames.append((bytes(current), word.error))
                     current, words = bytearray(), 0
+                    if job.announced_at is not None:
+                        job.announced_at, job.cut_at = None, job.announced_at
             dma_errors[0] += ctx.get(framer.dma_error)
             if ctx.get(framer.job.ready):
                 job.ended = (cycle - start, ctx.get(framer.error))
@@ -154,7 +165,14 @@ def test_a_frame_is_its_header_then_the_payload_read_from_the_walkers_chunks(chu
     assert frames == [(header_bytes(job) + payload(memory, chunks), 0)]
     assert job.ended[1] == 0 and dma_errors == 0
     assert [(offset, length) for _, offset, length in job.walks] == [(0x1234, job.length)]
-    assert announced == []  # a frame with payload leaves the FIFO whole
+    # A payload the DMA reader's buffer holds is all in during the header: the frame is cut through
+    # there. A longer one is announced at most for its last words, or leaves the FIFO whole.
+    words = -(-len(frames[0][0]) // 4)
+    if job.length <= 8:
+        assert announced == [(announced[0][0], words)] and job.cut_at < HEADER_WORDS
+    else:
+        assert announced == [] or (announced == [(announced[0][0], words)] and job.cut_at >= words - 4)
+    assert job.gaps == 0
 
 
 def test_the_walk_starts_with_the_header_and_the_payload_follows_it_without_a_gap():
@@ -165,6 +183,30 @@ def test_the_walk_starts_with_the_header_and_the_payload_follows_it_without_a_ga
     # Header and payload a word a cycle; the job ends the cycle after the last word.
     assert job.ended == (HEADER_WORDS + 1, 0)
     assert frames[0][0][via_frame.HEADER.size :] == payload(memory, job.chunks)
+
+
+@pytest.mark.parametrize("length", [1, 4, 5, 8])
+def test_a_small_payload_is_announced_during_its_header_and_follows_it_without_a_gap(length):
+    job = Job(chunks=[(BASE + 0x41, length)], seed=length)
+    memory, frames, announced, first_words, _ = run([job])
+    words = HEADER_WORDS + (length + 3) // 4
+    assert frames == [(header_bytes(job) + payload(memory, job.chunks), 0)]
+    # Announced once, with its length, and with a header word: the MAC side starts before the payload
+    # is written. From there a word a cycle to the end.
+    ((cycle, announced_words),) = announced
+    assert announced_words == words and 0 < job.cut_at < HEADER_WORDS and cycle == job.cut_at
+    assert job.gaps == 0 and first_words == [0] and job.ended == (words, 0)
+
+
+def test_a_walk_that_fails_after_its_last_chunk_is_never_announced():
+    # Every payload byte is read and in the packer, but the walker's answer is a failure: the frame
+    # must not start on the wire (it could not be recalled), and is dropped.
+    bad = Job(chunks=[(BASE + 0x100, 4)], fail=via_att.FAIL_PTAG)
+    good = Job(chunks=[(BASE + 0x200, 4)], seed=4)
+    memory, frames, announced, _, _ = run([bad, good])
+    assert [error for _, error in frames] == [1, 0] and bad.ended[1] == 1
+    assert bad.cut_at is None and good.cut_at is not None and len(announced) == 1
+    assert frames[1][0] == header_bytes(good) + payload(memory, good.chunks)
 
 
 def test_a_frame_without_payload_is_announced_with_its_first_word_and_ends_with_its_header():
@@ -181,6 +223,7 @@ def test_a_failed_walk_drops_the_frame_and_the_next_frame_is_whole():
     memory, frames, _, _, _ = run([bad, good], ready_pattern=0.7)
     (dropped, error), whole = frames
     assert error == 1 and dropped.startswith(header_bytes(bad)) and bad.ended[1] == 1
+    assert bad.cut_at is None  # never announced: a dropped frame never reaches the wire
     assert whole == (header_bytes(good) + payload(memory, good.chunks), 0) and good.ended[1] == 0
 
 
@@ -190,7 +233,7 @@ def test_a_dma_read_error_marks_the_frame_and_is_reported():
     good = Job(chunks=[(BASE + 0x20, 12)], seed=1)
     memory, frames, _, _, dma_errors = run([bad, good])
     assert [error for _, error in frames] == [1, 0] and bad.ended[1] == 1 and good.ended[1] == 0
-    assert dma_errors >= 1
+    assert dma_errors >= 1 and bad.cut_at is None
     assert frames[1][0] == header_bytes(good) + payload(memory, good.chunks)
 
 
