@@ -128,16 +128,27 @@ class ViaEngine(wiring.Component):
         # The pages share one data register per doorbell (a table of the bank), so only the
         # written page's number is decoded from the strobes.
         pages = doorbell_bank.vi
-        sq_written = Cat(page.sq_doorbell.w_stb for page in pages).any()
+        repost_written = Cat(page.sq_repost.w_stb for page in pages).any()
+        sq_written = Cat(page.sq_doorbell.w_stb for page in pages).any() | repost_written
         page_written, written_vi = first_set(
-            m, "doorbell_page", [page.sq_doorbell.w_stb | page.rq_doorbell.w_stb for page in pages]
+            m,
+            "doorbell_page",
+            [page.sq_doorbell.w_stb | page.sq_repost.w_stb | page.rq_doorbell.w_stb for page in pages],
         )
         rung_vi, rung_addr, sq_rung, rq_rung = Signal(range(vis)), Signal(32), Signal(), Signal()
+        rung_again = Signal()
         m.d.sync += [sq_rung.eq(sq_written), rq_rung.eq(page_written & ~sq_written)]
         with m.If(page_written):
             m.d.sync += [
                 rung_vi.eq(written_vi),
-                rung_addr.eq(Mux(sq_written, pages[0].sq_doorbell.w_data, pages[0].rq_doorbell.w_data)),
+                rung_again.eq(repost_written),
+                rung_addr.eq(
+                    Mux(
+                        repost_written,
+                        pages[0].sq_repost.w_data,
+                        Mux(sq_written, pages[0].sq_doorbell.w_data, pages[0].rq_doorbell.w_data),
+                    )
+                ),
             ]
         rung = sq_rung | rq_rung
         m.d.comb += [
@@ -235,6 +246,7 @@ class ViaEngine(wiring.Component):
             att.write_addr.eq(bank.att_addr.value),
             att.write_data.eq(bank.att_wdata.w_data),
             att.write_en.eq(bank.att_wdata.w_stb),
+            tx.att_written.eq(bank.att_wdata.w_stb),  # its copy of a descriptor must be validated again
             bank.att_addr.hw_en.eq(bank.att_wdata.w_stb),
             bank.att_addr.hw_data.eq(bank.att_addr.value + 1),
             att.read_addr.eq(bank.att_addr.value),
@@ -330,6 +342,7 @@ class ViaEngine(wiring.Component):
                 queue.payload.vi.eq(rung_vi),
                 queue.payload.addr.eq(rung_addr),
             ]
+        m.d.comb += tx.sq_doorbell.payload.again.eq(rung_again)
 
         # The VI array's read-only registers, at the VI the bus reads (one multiplexer each, not a
         # decoder per VI and register); the queues and sequence numbers from TX's and RX's state.

@@ -33,8 +33,10 @@ def doorbell_signature(vis):
     """A work queue's doorbell, as the engine decoded it from the doorbell pages: the VI whose page
     was written and the descriptor's address, already checked against that VI's descriptor area
     (``postable``). The pages are written over one bus, so there is at most one a cycle, and it is
-    never stalled: the bus write has completed, and a full queue refuses the doorbell (a counter)."""
-    return stream.Signature(data.StructLayout({"vi": range(vis), "addr": 32}), always_ready=True)
+    never stalled: the bus write has completed, and a full queue refuses the doorbell (a counter).
+    ``again``: the send queue's ``SQ_REPOST`` (the descriptor is unchanged since the VI last posted
+    it); always 0 on the receive queue."""
+    return stream.Signature(data.StructLayout({"vi": range(vis), "addr": 32, "again": 1}), always_ready=True)
 
 
 def queue_status_signature(vis):

@@ -72,6 +72,9 @@ _MGMT = regmap.VIA.register("MGMT_TX_CTRL")
 
 SlotInfo = data.StructLayout({"end_psn": 32, "length": 32, "op": 3, "error": 16})
 
+#: A send-queue slot: the descriptor's address, and whether it was posted again unchanged (SQ_REPOST).
+SqEntry = data.StructLayout({"addr": 32, "again": 1})
+
 #: A VI's outstanding RDMA read: the request's PSN, its descriptor and the length asked for.
 ReadRecord = data.StructLayout({"psn": 32, "desc": 32, "length": 32})
 
@@ -108,6 +111,7 @@ class TxEngine(wiring.Component):
                 "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),
                 "enable": In(1),
+                "att_written": In(1),  # the firmware wrote the ATT
                 "node_id": In(regmap.NODE_ID_BITS),
                 "mtu": In(16),
                 "rto": In(32),
@@ -168,7 +172,7 @@ class TxEngine(wiring.Component):
         ]
 
         # --- send queues: doorbells append descriptor addresses ------------------------------
-        sq_mem = Memory(shape=32, depth=vis * qd, init=[])
+        sq_mem = Memory(shape=SqEntry, depth=vis * qd, init=[])
         info_mem = Memory(shape=SlotInfo, depth=vis * qd, init=[])
         m.submodules.sq_mem = sq_mem
         m.submodules.info_mem = info_mem
@@ -197,7 +201,8 @@ class TxEngine(wiring.Component):
             status.queued.eq(pointers.queued),
             sq_w.en.eq(pointers.taken),
             sq_w.addr.eq(pointers.slot),
-            sq_w.data.eq(self.sq_doorbell.payload.addr),
+            sq_w.data.addr.eq(self.sq_doorbell.payload.addr),
+            sq_w.data.again.eq(self.sq_doorbell.payload.again),
             rung.eq(Mux(pointers.taken, C(1, vis) << self.sq_doorbell.payload.vi, 0)),
             ev.doorbells_refused.eq(pointers.refused),
         ]
@@ -330,6 +335,13 @@ class TxEngine(wiring.Component):
         loaded = Signal()
         loaded_slot = Signal.like(slot)
         loaded_desc = Signal(32)
+        # The copy outlives its message if `kept`: validated for VI `kept_vi` with no ATT write
+        # since, so a repost of that descriptor (SQ_REPOST: unchanged since the VI posted it) is
+        # sent from it, with neither the fetch nor the validation. Anything that forgets `loaded`
+        # but a message's end forgets it too, and so does a write of the ATT.
+        kept = Signal()
+        kept_vi = Signal(range(vis))
+        att_written = Signal()  # the ATT was written since the validation under way began
 
         mtu = Signal(16)
         m.d.comb += mtu.eq(
@@ -422,8 +434,12 @@ class TxEngine(wiring.Component):
         with m.If(self.mgmt_request):
             m.d.sync += [mgmt_pending.eq(1), mgmt_ctrl.eq(self.mgmt_ctrl)]
 
+        def forget():
+            """The fetcher's and the walker's copy is no longer a descriptor's (for any slot)."""
+            m.d.sync += [loaded.eq(0), kept.eq(0)]
+
         with m.If(Cat(*self.vi.connect).any()):
-            m.d.sync += loaded.eq(0)
+            forget()
         for v in range(vis):
             with m.If(self.vi.connect[v]):
                 m.d.sync += self.to_rx.read_active[v].eq(0)
@@ -446,7 +462,7 @@ class TxEngine(wiring.Component):
                 info_w.data.op.eq(op_status),
                 info_w.data.error.eq(bits),
             ]
-            m.d.sync += loaded.eq(0)
+            forget()
             update(cur=ctx.cur + 1, cur_offset=0)
             with m.If(ctx.cur == ctx.cur_max):
                 update(cur_max=ctx.cur + 1)
@@ -533,7 +549,7 @@ class TxEngine(wiring.Component):
                 error = slot_info.error
                 m.d.comb += [
                     self.completions.valid.eq(1),
-                    c.desc.eq(sq_head_r.data),
+                    c.desc.eq(sq_head_r.data.addr),
                     c.status.eq(status_bits(DONE=1) | error | status_op(slot_info.op)),
                     c.length.eq(Mux(error != 0, 0, slot_info.length)),
                     c.vi.eq(vi),
@@ -560,7 +576,7 @@ class TxEngine(wiring.Component):
                 )
                 m.d.comb += [
                     self.completions.valid.eq(1),
-                    c.desc.eq(sq_head_r.data),
+                    c.desc.eq(sq_head_r.data.addr),
                     c.status.eq(status_bits(DONE=1) | bits | status_op(Mux(sent, slot_info.op, 0))),
                     c.length.eq(0),
                     c.vi.eq(vi),
@@ -568,7 +584,8 @@ class TxEngine(wiring.Component):
                 ]
                 with m.If(self.completions.ready):
                     m.d.comb += [timers.stop.eq(1), head_next.eq(head + 1), pointers.advance.eq(1)]
-                    m.d.sync += [loaded.eq(0), read_active.bit_select(vi, 1).eq(0)]
+                    m.d.sync += read_active.bit_select(vi, 1).eq(0)
+                    forget()
                     update(err_pending=0)
                     with m.If(head == ctx.cur):
                         update(cur=head + 1)
@@ -610,9 +627,13 @@ class TxEngine(wiring.Component):
                     m.next = "CONTROL_FRAME"
                 with m.Elif(sendable):
                     this_slot = vi * qd + ctx.cur[: len(ctx.cur) - 1]
-                    m.d.sync += [desc.eq(sq_r.data), slot.eq(this_slot)]
-                    with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == sq_r.data)):
+                    entry = sq_r.data
+                    m.d.sync += [desc.eq(entry.addr), slot.eq(this_slot)]
+                    with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == entry.addr)):
                         m.next = "VALIDATE"
+                    with m.Elif(kept & entry.again & (kept_vi == vi) & (loaded_desc == entry.addr)):
+                        m.d.sync += [loaded.eq(1), loaded_slot.eq(this_slot)]
+                        m.next = "PLAN"
                     with m.Else():
                         m.next = "FETCH"
                 with m.Else():
@@ -643,6 +664,7 @@ class TxEngine(wiring.Component):
                         loaded.eq(fetcher.result.payload == FETCH_OK),
                         loaded_slot.eq(slot),
                         loaded_desc.eq(desc),
+                        kept.eq(0),  # until this one is validated
                     ]
                     with m.If(fetcher.result.payload != FETCH_OK):
                         m.next = "SLOT_FORMAT"
@@ -651,6 +673,7 @@ class TxEngine(wiring.Component):
             with m.State("VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
                 with m.If(sg.cmd.ready):
+                    m.d.sync += att_written.eq(0)
                     m.next = "VALIDATED"
             with m.State("VALIDATED"):
                 m.d.comb += sg.result.ready.eq(1)
@@ -658,7 +681,7 @@ class TxEngine(wiring.Component):
                     with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
                         m.next = "SLOT_PROTECTION"
                     with m.Else():
-                        m.d.sync += total.eq(sg.result.payload.total)
+                        m.d.sync += [total.eq(sg.result.payload.total), kept.eq(~att_written), kept_vi.eq(vi)]
                         m.next = "PLAN"
             with m.State("SLOT_FORMAT"):
                 slot_error(status_bits(FORMAT_ERROR=1))
@@ -762,7 +785,7 @@ class TxEngine(wiring.Component):
                     m.next = "RESPONSE_LOAD"
             with m.State("RESPONSE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
-                m.d.sync += loaded.eq(0)
+                forget()
                 m.next = "RESPONSE_FRAME"
             send_frame("RESPONSE_FRAME", "RESPONSE_SENT")
             with m.State("RESPONSE_SENT"):
@@ -793,6 +816,13 @@ class TxEngine(wiring.Component):
             with m.State("MGMT_SENT"):
                 m.d.sync += mgmt_pending.eq(0)
                 m.next = "SCAN"
+
+        # After the states: an ATT write (or a connect) in the cycle a validation ends still counts
+        # against it.
+        with m.If(self.att_written):
+            m.d.sync += att_written.eq(1)
+        with m.If(self.att_written | Cat(*self.vi.connect).any()):
+            m.d.sync += kept.eq(0)
 
         # After the visit's clear: an acknowledgement arriving in its cycle is a new one.
         with m.If(self.from_rx.ack_advanced):

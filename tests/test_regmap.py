@@ -135,7 +135,7 @@ def test_each_vi_has_its_own_doorbell_page_and_only_there():
     pages = regmap.DOORBELL.array("VI")
     page = regmap.DOORBELL_PAGE_BYTES
     assert page == 4096 and pages.stride == page and pages.count == regmap.VIA.array("VI").count
-    assert {r.name for r in pages.registers} == {"SQ_DOORBELL", "RQ_DOORBELL"}
+    assert {r.name for r in pages.registers} == {"SQ_DOORBELL", "RQ_DOORBELL", "SQ_REPOST"}
     bases = [regmap.CARD.element_base("doorbell", "VI", i) for i in range(pages.count)]
     assert all(b % page == 0 for b in bases) and all(b1 - b0 == page for b0, b1 in zip(bases, bases[1:]))
     # No other register of the window shares a page with any doorbell.

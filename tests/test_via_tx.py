@@ -9,12 +9,13 @@ from support.via_pair import HOST, PARAMS
 from support.via_single import PEER, frame, header, run, wait_frames
 from test_via_engine import PTAG, VA, status
 
-from numavia.base import regmap, via_frame
+from numavia.base import regmap, via_descriptor, via_frame
 from numavia.base.via_descriptor import CONTROL_OP, encode_descriptor
 
 OP = via_frame.OP
 DESC = HOST + 0x100
 VIA = regmap.VIA
+STATUS_AT = via_descriptor.CONTROL_SEGMENT.field("STATUS").offset
 
 
 async def setup(ctx, node, *, vi=1):
@@ -168,11 +169,12 @@ def test_management_and_raw_frames():
     run(bench)
 
 
+@pytest.mark.parametrize("doorbell", ["SQ_DOORBELL", "SQ_REPOST"])
 @pytest.mark.parametrize("addr", [0x1000_0000, HOST + 0x108, HOST + 0xFFFF0])
-def test_doorbells_outside_host_memory_or_misaligned_are_refused(addr):
+def test_doorbells_outside_host_memory_or_misaligned_are_refused(addr, doorbell):
     async def bench(ctx, node, wire):
         await setup(ctx, node)
-        await node.doorbell(ctx, 1, "SQ_DOORBELL", addr)
+        await node.doorbell(ctx, 1, doorbell, addr)
         assert await node.counter(ctx, "DOORBELLS_REFUSED") == 1
         assert await node.vi_reg(ctx, 1, "QUEUE_STATUS") == 0
         await ctx.tick().repeat(200)
@@ -230,5 +232,67 @@ def test_a_message_fetches_its_descriptor_once_and_the_next_post_fetches_again()
         hs = await frames_and_reads(5)
         assert hs[4]["MSG_LENGTH"] == 100 and hs[4]["PAYLOAD_LENGTH"] == 100 and hs[4]["PSN"] == 4
         assert set(reads.values()) == {2}
+
+    run(bench)
+
+
+def test_a_repost_is_sent_from_the_cards_copy_until_the_att_is_written():
+    """SQ_REPOST: a descriptor posted again, unchanged, on the VI that sent it last goes out from
+    the card's copy: no word of it read and no ATT lookup (its payload is read again, with the new
+    bytes). After an ATT write, on another VI, after another descriptor was fetched, or of an
+    address the card holds no copy of, a repost is fetched and validated like any post."""
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.connect(ctx, 2, PEER, 3, PTAG)
+        other = DESC + 0x40
+        node.load(ctx, DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 4)]))
+        node.load(ctx, other, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 0x10, 1, 8)]))
+        reads = dict.fromkeys(range(DESC // 4, (DESC + 48) // 4), 0) | dict.fromkeys(
+            range(other // 4, (other + 48) // 4), 0
+        )
+        bus, lookups = node.ram.bus, [0]
+
+        async def send(vi, doorbell, desc, payload, psn):
+            """Ring `doorbell`; returns (descriptor words read, ATT lookups) until its frame is out
+            and acknowledged, and its completion is written."""
+            before_reads, before_lookups = sum(reads.values()), lookups[0]
+            node.load(ctx, pa(VA), payload)
+            count = len(wire.sent) + 1
+            await node.doorbell(ctx, vi, doorbell, desc)
+            for _ in range(20000):
+                if ctx.get(bus.cyc & bus.stb & bus.ack & ~bus.we) and ctx.get(bus.adr) in reads:
+                    reads[ctx.get(bus.adr)] += 1
+                lookups[0] += ctx.get(node.engine.tx_att_lookup)
+                if len(wire.sent) >= count:
+                    break
+                await ctx.tick()
+            sent = wire.sent[count - 1]
+            h = header(sent)
+            assert (h["OP"], h["SRC_VI"], h["PSN"]) == (OP.SEND, vi, psn)
+            wire.send(frame(OP.ACK, ack=psn + 1, src_vi=3 if vi == 2 else 2, dst_vi=vi))
+            status_ = await node.wait_done(ctx, desc)
+            assert status_["STATUS"] == status(DONE=1)
+            node.load(ctx, desc + STATUS_AT, bytes(4))  # STATUS written 0 again, as the firmware does
+            return sent[via_frame.HEADER.size :], sum(reads.values()) - before_reads, lookups[0] - before_lookups
+
+        first = await send(1, "SQ_DOORBELL", DESC, b"ping", 0)
+        assert first[0] == b"ping" and first[1] == 12 and first[2] >= 1
+        assert await send(1, "SQ_REPOST", DESC, b"pong", 1) == (b"pong", 0, 0)  # the card's copy
+        assert await send(1, "SQ_REPOST", DESC, b"abcd", 2) == (b"abcd", 0, 0)
+        await node.reg(ctx, "ATT_ADDR", 0x7F0)
+        await node.reg(ctx, "ATT_WDATA", 0)  # any ATT write
+        payload, words, looked_up = await send(1, "SQ_REPOST", DESC, b"efgh", 3)
+        assert (payload, words) == (b"efgh", 12) and looked_up >= 1  # fetched and validated again
+        assert await send(1, "SQ_REPOST", DESC, b"ijkl", 4) == (b"ijkl", 0, 0)
+        # Another VI's repost of the same address: fetched and validated for that VI.
+        payload, words, looked_up = await send(2, "SQ_REPOST", DESC, b"mnop", 0)
+        assert (payload, words) == (b"mnop", 12) and looked_up >= 1
+        payload, words, _ = await send(1, "SQ_REPOST", DESC, b"qrst", 5)  # the copy is VI 2's now
+        assert (payload, words) == (b"qrst", 12)
+        # A repost of an address the card holds no copy of: fetched, and its own fields go out.
+        node.load(ctx, pa(VA + 0x10), b"12345678")
+        payload, words, _ = await send(1, "SQ_REPOST", other, b"uvwx", 6)
+        assert (payload, words) == (b"12345678", 12)
 
     run(bench)

@@ -66,11 +66,15 @@ def test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes():
     assert p.address == 0x6000_0000 + 8 * 256  # after both rings of 4 slots
     assert len(card.words) == 16 and card.doorbells == []
     card.words.clear()
-    for length in (4, 4, 64):
+    # The first post rings SQ_DOORBELL; one with nothing changed SQ_REPOST (+8: the card may send
+    # its copy); one with a new LENGTH SQ_DOORBELL again.
+    for length, doorbell in ((4, 0x1_2000), (4, 0x1_2008), (64, 0x1_2000), (64, 0x1_2008)):
         card.done = False
         assert vipl.VipPostPrebuilt(p, length=length) is d
-        written = {p.address + 28: 0} if length == 4 else {p.address + 48 + 12: 64, p.address + 28: 0}
-        assert card.words == written and card.doorbells == [(0x1_2000, p.address)]
+        written = {p.address + 28: 0}
+        if doorbell == 0x1_2000 and length == 64:
+            written[p.address + 48 + 12] = 64
+        assert card.words == written and card.doorbells == [(doorbell, p.address)]
         with pytest.raises(vipl.ViplError, match="still posted") as refused:
             vipl.VipPostPrebuilt(p)  # in flight
         assert refused.value.result == "INVALID_STATE" and len(card.doorbells) == 1

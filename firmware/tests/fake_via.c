@@ -158,20 +158,22 @@ void fake_via_write(uint32_t offset, uint32_t value)
     }
     /* Doorbells: only in each VI's own page, as the card decodes them. */
     if (in_array(offset, NV_DOORBELL_VI_BASE, NV_DOORBELL_VI_STRIDE, fake_via.vi_count, &i, &reg) &&
-        (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
+        (reg == NV_DOORBELL_VI_SQ_DOORBELL || reg == NV_DOORBELL_VI_SQ_REPOST || reg == NV_DOORBELL_VI_RQ_DOORBELL)) {
         /* The card's rule: the control segment inside the VI's descriptor area. */
         if (value < fake_via.vi[i].desc_base || value - fake_via.vi[i].desc_base > fake_via.vi[i].desc_size ||
             fake_via.vi[i].desc_size - (value - fake_via.vi[i].desc_base) < NV_DESC_CONTROL_SIZE) {
             fake_via.vi[i].refused_doorbells++;
             return;
         }
-        if (reg == NV_DOORBELL_VI_SQ_DOORBELL)
+        int send = reg != NV_DOORBELL_VI_RQ_DOORBELL;
+        if (send)
             fake_via.vi[i].sq_doorbells++;
         else
             fake_via.vi[i].rq_doorbells++;
+        fake_via.vi[i].sq_reposts += reg == NV_DOORBELL_VI_SQ_REPOST;
         fake_via.vi[i].last_doorbell = value;
         if (fake_via.doorbell_hook)
-            fake_via.doorbell_hook(i, reg == NV_DOORBELL_VI_SQ_DOORBELL, value);
+            fake_via.doorbell_hook(i, send, value);
         return;
     }
     if (in_array(offset, NV_VIA_CQ_BASE, NV_VIA_CQ_STRIDE, FAKE_CQS, &i, &reg)) {

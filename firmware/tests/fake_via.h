@@ -41,6 +41,7 @@ struct fake_via {
         unsigned connects, fails, resets;
         uint32_t desc_base, desc_size; /* the descriptor area, checked by doorbells as by the card */
         uint32_t sq_doorbells, rq_doorbells, last_doorbell, refused_doorbells;
+        uint32_t sq_reposts;  /* of sq_doorbells, those rung through SQ_REPOST */
     } vi[NV_VIA_VI_CAPACITY]; /* the first vi_count answer */
     struct {
         uint32_t base, size, head, tail;

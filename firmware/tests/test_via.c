@@ -808,7 +808,13 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
           status == (NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000));
     CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_INVALID_STATE); /* not posted */
     CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_SUCCESS && nv_host_read32(length_at) == 8);
-    CHECK(fake_via.vi[vi].sq_doorbells == 2);
+    CHECK(fake_via.vi[vi].sq_doorbells == 2 && fake_via.vi[vi].sq_reposts == 0); /* LENGTH changed */
+    fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
+    CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_SUCCESS);
+    /* Unchanged since its last post: through SQ_REPOST (the card may send its copy). */
+    CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_SUCCESS && nv_host_read32(status_at) == 0);
+    CHECK(fake_via.vi[vi].sq_doorbells == 3 && fake_via.vi[vi].sq_reposts == 1 &&
+          fake_via.vi[vi].last_doorbell == desc);
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
     CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_SUCCESS);
 
@@ -821,9 +827,10 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     CHECK(nv_via_deregister_mem(&via, handle) == NV_VIP_SUCCESS);
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
     CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_STALE && nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_STALE);
-    CHECK(nv_host_read32(status_at) == NV_DESC_CONTROL_STATUS_DONE_MASK && fake_via.vi[vi].sq_doorbells == 3);
+    CHECK(nv_host_read32(status_at) == NV_DESC_CONTROL_STATUS_DONE_MASK && fake_via.vi[vi].sq_doorbells == 4);
     CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
-    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS && fake_via.vi[vi].sq_doorbells == 4);
+    CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS && fake_via.vi[vi].sq_doorbells == 5);
+    CHECK(fake_via.vi[vi].sq_reposts == 1); /* built again: its first post is a plain one */
 
     /* Receive queues ring their own doorbell. */
     struct nv_via_prebuilt r = {0};
@@ -832,6 +839,10 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     CHECK(nv_via_prebuild(&via, &r, vi2, 0, desc + 0x80, rw, 12) == NV_VIP_SUCCESS);
     CHECK(nv_via_post_prebuilt(&via, &r, 16) == NV_VIP_SUCCESS);
     CHECK(fake_via.vi[vi2].rq_doorbells == 1 && fake_via.vi[vi2].sq_doorbells == 0);
+    fake_host_put32(desc + 0x80 + NV_DESC_CONTROL_STATUS_OFFSET, NV_DESC_CONTROL_STATUS_DONE_MASK);
+    CHECK(nv_via_prebuilt_done(&via, &r, NULL) == NV_VIP_SUCCESS);
+    CHECK(nv_via_post_prebuilt(&via, &r, 16) == NV_VIP_SUCCESS); /* unchanged: still RQ_DOORBELL */
+    CHECK(fake_via.vi[vi2].rq_doorbells == 2 && fake_via.vi[vi2].sq_doorbells == 0);
     CHECK(nv_host_read32(desc + 0x80 + 32 + NV_DESC_DATA_LENGTH_OFFSET) == 16);
 }
 

@@ -409,7 +409,7 @@ class Vi:
         self.doorbell_page = nic.doorbell_page(number)
 
     def ring(self, doorbell: str, address: int) -> None:
-        """Write ``address`` to ``doorbell`` (``SQ_DOORBELL`` or ``RQ_DOORBELL``) of this VI's page."""
+        """Write ``address`` to ``doorbell`` (``SQ_DOORBELL``, ``SQ_REPOST`` or ``RQ_DOORBELL``) of this VI's page."""
         self.nic.bridge.write(self.doorbell_page + _DOORBELLS.register(doorbell).offset, address)
 
     @property
@@ -691,7 +691,9 @@ class Prebuilt:
     """A descriptor written once into a slot of its VI's descriptor area (:func:`VipPrebuild`).
 
     Each :func:`VipPostPrebuilt` writes only STATUS (and the first data segment's LENGTH when it
-    changes) and rings the doorbell: one or two words instead of the whole descriptor."""
+    changes) and rings the doorbell: one or two words instead of the whole descriptor. A send
+    descriptor posted again unchanged rings ``SQ_REPOST``: the card may send it from the copy it
+    kept of its last post."""
 
     vi: Vi
     doorbell: str  # SQ_DOORBELL or RQ_DOORBELL
@@ -699,6 +701,7 @@ class Prebuilt:
     address: int
     generation: int  # the NIC's when built
     slot: int
+    unchanged: bool = False  # posted since it was built or its LENGTH last changed
 
 
 def _queue(vi: Vi, doorbell: str) -> _Ring:
@@ -767,7 +770,9 @@ def VipPostPrebuilt(prebuilt: Prebuilt, *, length: int | None = None) -> Descrip
         raise ViplError("ERROR_RESOURCE", f"VI {vi.number}: work queue full ({ring.depth} posted)")
     if length is not None and not d.segments:
         raise ViplError("INVALID_PARAMETER", "a length for a descriptor without data segments")
+    doorbell = "SQ_REPOST" if prebuilt.unchanged and prebuilt.doorbell == "SQ_DOORBELL" else prebuilt.doorbell
     if length is not None and length != d.segments[0][2]:
+        doorbell = prebuilt.doorbell
         va, handle, _ = d.segments[0]
         changed = Descriptor(d.op, [(va, handle, length), *d.segments[1:]])
         _check_segments(vi, changed)
@@ -777,7 +782,8 @@ def VipPostPrebuilt(prebuilt: Prebuilt, *, length: int | None = None) -> Descrip
     vi.nic.memory.write_words(prebuilt.address + _STATUS.offset, [0])
     d.status = 0
     ring.posted.append(d)
-    vi.ring(prebuilt.doorbell, prebuilt.address)
+    vi.ring(doorbell, prebuilt.address)
+    prebuilt.unchanged = True
     return d
 
 

@@ -19,15 +19,21 @@ ME = 0
 class ObservedEngine(ViaEngine):
     """The real engine; ``rx_pending`` mirrors its receive FIFO's "a whole frame is waiting", so a
     testbench can pace frames without overflowing the FIFO (an overflow would drop legitimate
-    frames, which is the MAC's business, not the receiver's)."""
+    frames, which is the MAC's business, not the receiver's); ``tx_att_lookup`` pulses for every
+    ATT lookup the transmit engine makes."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.rx_pending = Signal()
+        self.tx_att_lookup = Signal()
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        m.d.comb += self.rx_pending.eq(m.submodules["rx_fifo"].head_valid)
+        lookup = m.submodules["tx"].att.req
+        m.d.comb += [
+            self.rx_pending.eq(m.submodules["rx_fifo"].head_valid),
+            self.tx_att_lookup.eq(lookup.valid & lookup.ready),
+        ]
         return m
 
 

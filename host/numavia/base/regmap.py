@@ -953,6 +953,13 @@ DOORBELL = Block(
             registers=(
                 Register("SQ_DOORBELL", 0x00, Access.WO, "Post a send descriptor: its physical address"),
                 Register("RQ_DOORBELL", 0x04, Access.WO, "Post a receive descriptor: its physical address"),
+                Register(
+                    "SQ_REPOST",
+                    0x08,
+                    Access.WO,
+                    "Post again a send descriptor unchanged (STATUS aside) since this VI last posted it: its "
+                    "physical address; the card may send it from the copy it kept, without fetching it",
+                ),
             ),
         ),
     ),

@@ -4,7 +4,9 @@
  * written into host memory once, by nv_via_prebuild. A post then writes only what changes - the
  * first data segment's LENGTH when it differs from the last post's, and STATUS = 0 so that the
  * card's DONE is new - and rings the doorbell: two uncached writes instead of the whole descriptor
- * (sixteen words for an RDMA write), which is most of what a small message costs a 100 MHz CPU.
+ * (sixteen words for an RDMA write), which is most of what a small message costs a 100 MHz CPU. A
+ * send descriptor posted again with nothing changed but STATUS rings SQ_REPOST instead: the card
+ * may then send it from the copy it kept of its last post, without fetching it again.
  *
  * The descriptor belongs to the card from its post until its DONE is seen by nv_via_prebuilt_done:
  * posting it again before that is refused (NV_VIP_INVALID_STATE) and writes nothing, so a
@@ -32,6 +34,8 @@ struct nv_via_prebuilt {
     uint32_t magic;
     uint32_t desc;       /* physical address of the descriptor in host memory */
     uint32_t doorbell;   /* card register of its queue's doorbell */
+    uint32_t repost;     /* ... rung by a post that changes nothing: SQ_REPOST, or a receive's doorbell */
+    uint32_t next;       /* ... rung by the next post unless it changes LENGTH: `doorbell` until posted */
     uint32_t length_at;  /* host address of the first data segment's LENGTH (0: no data segment) */
     uint32_t length;     /* what that LENGTH holds now */
     uint32_t generation; /* the manager's generation when it was built */
@@ -71,7 +75,8 @@ static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_check_post
     return result;
 }
 
-/* Post `p` again with `length` bytes in its first data segment (ignored without one). */
+/* Post `p` again with `length` bytes in its first data segment (ignored without one); through
+ * SQ_REPOST when it is a send descriptor posted before and unchanged since. */
 static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const struct nv_via *via,
                                                                            struct nv_via_prebuilt *p, uint32_t length)
 {
@@ -80,13 +85,19 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
         return result;
     if (p->posted)
         return NV_VIP_INVALID_STATE;
+    uint32_t doorbell = p->next;
     if (p->length_at && length != p->length) {
         nv_host_write32(p->length_at, length);
         p->length = length;
+        doorbell = p->doorbell;
     }
     nv_host_write32(p->desc + NV_DESC_CONTROL_STATUS_OFFSET, 0);
-    nv_reg_write(p->doorbell, p->desc);
-    p->posted = 1; /* after the doorbell: a store on the path to it costs a bus write */
+    nv_reg_write(doorbell, p->desc);
+    /* After the doorbell: a store on the path to it costs a bus write; `next` is stored only when
+     * it changes. */
+    p->posted = 1;
+    if (p->next != p->repost)
+        p->next = p->repost;
     return NV_VIP_SUCCESS;
 }
 
