@@ -328,11 +328,13 @@ def test_bad_doorbells_descriptors_and_full_queues(pair):
     # any other word of a page, answer a bus error and are counted; nothing is posted.
     assert vi0.doorbell_page == nic0.card_base + regmap.CARD.element_base("doorbell", "VI", vi0.number)
     missing = nic0.doorbell_page(nic0.attributes["vi_count"])
-    cmd_offset = regmap.VIA.array("VI").register("CMD").offset  # where CMD sits in a VI's element
-    for address in (missing, missing + 4, vi0.doorbell_page + cmd_offset):
+    doorbells = [r.offset for r in regmap.DOORBELL.array("VI").registers]
+    state_offset = regmap.VIA.array("VI").register("STATE").offset  # no doorbell: where STATE sits in a VI
+    assert state_offset not in doorbells
+    for address in [missing + offset for offset in doorbells] + [vi0.doorbell_page + state_offset]:
         with pytest.raises(BridgeError, match="bus error"):
             nic0.bridge.write(address, b0.pa(0))
-    assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + 5
+    assert pair.counters(0)["DOORBELLS_REFUSED"] == refused + len(doorbells) + 3
     assert nic0.vi_reg(vi0.number, "QUEUE_STATUS") == 0 and vi0.state == "CONNECTED"
 
     # Too many data segments: a format error, and the VI carries on.

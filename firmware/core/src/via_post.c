@@ -5,6 +5,8 @@
 #include "numavia/via_post.h"
 #include "via_internal.h"
 
+_Static_assert(NV_DOORBELL_VI_SQ_REPOST - NV_DOORBELL_VI_SQ_DOORBELL < 256, "SQ_REPOST's offset fits `repost`");
+
 uint32_t nv_via_prebuild(struct nv_via *via, struct nv_via_prebuilt *p, unsigned vi, int send_queue, uint32_t desc,
                          const uint32_t *words, unsigned count)
 {
@@ -20,13 +22,11 @@ uint32_t nv_via_prebuild(struct nv_via *via, struct nv_via_prebuilt *p, unsigned
         return NV_VIP_INVALID_PARAMETER;
     for (unsigned i = 0; i < count; i++)
         nv_host_write32(desc + 4 * i, 4 * i == NV_DESC_CONTROL_STATUS_OFFSET ? 0 : words[i]);
-    uint32_t doorbell = send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(vi);
     *p = (struct nv_via_prebuilt){
         .magic = NV_VIA_PREBUILT_MAGIC,
         .desc = desc,
-        .doorbell = doorbell,
-        .repost = send_queue ? NV_DOORBELL_VI_SQ_REPOST_AT(vi) : doorbell,
-        .next = doorbell,
+        .doorbell = send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(vi),
+        .repost = send_queue ? NV_DOORBELL_VI_SQ_REPOST - NV_DOORBELL_VI_SQ_DOORBELL : 0,
         .length_at = segments ? desc + first + NV_DESC_DATA_LENGTH_OFFSET : 0,
         .length = segments ? words[(first + NV_DESC_DATA_LENGTH_OFFSET) / 4] : 0,
         .generation = via->generation,

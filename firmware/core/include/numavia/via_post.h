@@ -34,12 +34,12 @@ struct nv_via_prebuilt {
     uint32_t magic;
     uint32_t desc;       /* physical address of the descriptor in host memory */
     uint32_t doorbell;   /* card register of its queue's doorbell */
-    uint32_t repost;     /* ... rung by a post that changes nothing: SQ_REPOST, or a receive's doorbell */
-    uint32_t next;       /* ... rung by the next post unless it changes LENGTH: `doorbell` until posted */
     uint32_t length_at;  /* host address of the first data segment's LENGTH (0: no data segment) */
     uint32_t length;     /* what that LENGTH holds now */
     uint32_t generation; /* the manager's generation when it was built */
     uint8_t vi, posted;
+    uint8_t repost; /* added to `doorbell` by a post that changes nothing: SQ_REPOST's for a send */
+    uint8_t again;  /* ... by the next post unless it changes LENGTH: 0 until the first post */
 };
 
 /* Write the descriptor `words` (`count` 32-bit words: control segment, address segment of an RDMA,
@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
         return result;
     if (p->posted)
         return NV_VIP_INVALID_STATE;
-    uint32_t doorbell = p->next;
+    uint32_t doorbell = p->doorbell + p->again;
     if (p->length_at && length != p->length) {
         nv_host_write32(p->length_at, length);
         p->length = length;
@@ -93,11 +93,11 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
     }
     nv_host_write32(p->desc + NV_DESC_CONTROL_STATUS_OFFSET, 0);
     nv_reg_write(doorbell, p->desc);
-    /* After the doorbell: a store on the path to it costs a bus write; `next` is stored only when
+    /* After the doorbell: a store on the path to it costs a bus write; `again` is stored only when
      * it changes. */
     p->posted = 1;
-    if (p->next != p->repost)
-        p->next = p->repost;
+    if (p->again != p->repost)
+        p->again = p->repost;
     return NV_VIP_SUCCESS;
 }
 
