@@ -246,7 +246,9 @@ class ViaEngine(wiring.Component):
             att.write_addr.eq(bank.att_addr.value),
             att.write_data.eq(bank.att_wdata.w_data),
             att.write_en.eq(bank.att_wdata.w_stb),
-            tx.att_written.eq(bank.att_wdata.w_stb),  # its copy of a descriptor must be validated again
+            # The engines' copies of a validated descriptor or remote target must be validated again.
+            tx.att_written.eq(bank.att_wdata.w_stb),
+            rx.att_written.eq(bank.att_wdata.w_stb),
             bank.att_addr.hw_en.eq(bank.att_wdata.w_stb),
             bank.att_addr.hw_data.eq(bank.att_addr.value + 1),
             att.read_addr.eq(bank.att_addr.value),

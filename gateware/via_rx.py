@@ -108,6 +108,7 @@ class RxEngine(wiring.Component):
                 "write_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),
                 "enable": In(1),
+                "att_written": In(1),  # the firmware wrote the ATT
                 "node_id": In(regmap.NODE_ID_BITS),
                 "vi": In(vi_config_signature(vis)),
                 "config": Out(vi_lookup_signature(vis, ahead=True)),  # the configuration of this engine's VI...
@@ -283,6 +284,13 @@ class RxEngine(wiring.Component):
         # Scatter/gather inputs: the fetcher loads descriptor segments; remote targets are one segment.
         single = Signal()
         remote_need = Signal(2)
+        # The remote target the walker holds, validated with no ATT write since (`remote_kept`): the
+        # next RDMA write or read request of the same VI to the same window with the same right
+        # takes it without loading and validating it again (a ping-pong's every message). A local
+        # descriptor's fetch, an ATT write, a failed walk or a connect forgets it.
+        remote_kept = Signal()
+        kept = Signal(data.StructLayout({"vi": range(vis), "need": 2, "va": 64, "handle": 32, "length": 32}))
+        att_written = Signal()  # the ATT was written since the remote validation under way began
         m.d.comb += [
             sg.seg_index.eq(Mux(single, 0, fetcher.seg_index)),
             sg.seg_data.va.eq(Mux(single, h.remote_va, fetcher.seg_data.va)),
@@ -531,19 +539,40 @@ class RxEngine(wiring.Component):
                     m.next = "REMOTE"
 
             # --- RDMA write / read request: the remote side of the message, one segment -------
+            def remote_valid():
+                """The remote target is validated: on to the read job, or to the payload."""
+                with m.If(op == _OP.READ_REQUEST):
+                    m.next = "READ_JOB"
+                with m.Elif(h.flags.immediate & (h.offset == 0) & rq_empty):
+                    m.d.comb += ev.rx_rq_empty.eq(1)
+                    nak(_NAK.RECEIVE_QUEUE_EMPTY)
+                    m.next = "DROP"
+                with m.Else():
+                    m.d.sync += desc.eq(rq_r.data)
+                    m.next = "PAYLOAD"
+
             with m.State("REMOTE"):
-                m.d.sync += [
-                    single.eq(1),
-                    remote_need.eq(Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE, via_att.NEED_RDMA_READ)),
-                ]
-                m.next = "REMOTE_LOAD"
+                need = Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE, via_att.NEED_RDMA_READ)
+                m.d.sync += [single.eq(1), remote_need.eq(need)]
+                with m.If(
+                    remote_kept
+                    & (kept.vi == vi)
+                    & (kept.need == need)
+                    & (kept.va == h.remote_va)
+                    & (kept.handle == h.remote_handle)
+                    & (kept.length == h.msg_length)
+                ):
+                    remote_valid()
+                with m.Else():
+                    m.next = "REMOTE_LOAD"
             with m.State("REMOTE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
-                m.d.sync += loaded.eq(0)
+                m.d.sync += [loaded.eq(0), remote_kept.eq(0)]
                 m.next = "REMOTE_VALIDATE"
             with m.State("REMOTE_VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
                 with m.If(sg.cmd.ready):
+                    m.d.sync += att_written.eq(0)
                     m.next = "REMOTE_CHECKED"
             with m.State("REMOTE_CHECKED"):
                 m.d.comb += sg.result.ready.eq(1)
@@ -552,15 +581,16 @@ class RxEngine(wiring.Component):
                         m.d.comb += ev.rx_protection.eq(1)
                         nak(_NAK.REMOTE_PROTECTION)
                         m.next = "DROP"
-                    with m.Elif(op == _OP.READ_REQUEST):
-                        m.next = "READ_JOB"
-                    with m.Elif(h.flags.immediate & (h.offset == 0) & rq_empty):
-                        m.d.comb += ev.rx_rq_empty.eq(1)
-                        nak(_NAK.RECEIVE_QUEUE_EMPTY)
-                        m.next = "DROP"
                     with m.Else():
-                        m.d.sync += desc.eq(rq_r.data)
-                        m.next = "PAYLOAD"
+                        m.d.sync += [
+                            remote_kept.eq(~att_written),
+                            kept.vi.eq(vi),
+                            kept.need.eq(remote_need),
+                            kept.va.eq(h.remote_va),
+                            kept.handle.eq(h.remote_handle),
+                            kept.length.eq(h.msg_length),
+                        ]
+                        remote_valid()
             with m.State("READ_JOB"):
                 j = self.jobs.payload
                 m.d.comb += [
@@ -611,7 +641,7 @@ class RxEngine(wiring.Component):
                     fetcher.cmd.payload.area_end.eq(self.config.record.desc_base + self.config.record.desc_size),
                 ]
                 with m.If(fetcher.cmd.ready):
-                    m.d.sync += loaded.eq(0)
+                    m.d.sync += [loaded.eq(0), remote_kept.eq(0)]
                     m.next = "FETCHED"
             with m.State("FETCHED"):
                 m.d.comb += fetcher.result.ready.eq(1)
@@ -669,7 +699,7 @@ class RxEngine(wiring.Component):
                 with m.If(payload.job.ready):
                     with m.If(payload.error):
                         # The ATT changed under a checked message: give the frame up.
-                        m.d.sync += loaded.eq(0)
+                        m.d.sync += [loaded.eq(0), remote_kept.eq(0)]
                         m.d.comb += ev.rx_protection.eq(1)
                         m.next = "DROP"
                     with m.Else():
@@ -752,6 +782,10 @@ class RxEngine(wiring.Component):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(self.rq_doorbell.payload.vi), preload_read.eq(0)]
         with m.If(consumed | Cat(*self.vi.connect).any()):
             m.d.sync += loaded.eq(0)
+        with m.If(self.att_written):
+            m.d.sync += att_written.eq(1)
+        with m.If(self.att_written | Cat(*self.vi.connect).any()):
+            m.d.sync += remote_kept.eq(0)
         with m.If(self.mgmt_pop):
             m.d.sync += self.mgmt_valid.eq(0)
         return m

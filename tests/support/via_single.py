@@ -19,20 +19,22 @@ ME = 0
 class ObservedEngine(ViaEngine):
     """The real engine; ``rx_pending`` mirrors its receive FIFO's "a whole frame is waiting", so a
     testbench can pace frames without overflowing the FIFO (an overflow would drop legitimate
-    frames, which is the MAC's business, not the receiver's); ``tx_att_lookup`` pulses for every
-    ATT lookup the transmit engine makes."""
+    frames, which is the MAC's business, not the receiver's); ``tx_att_lookup`` and
+    ``rx_att_lookup`` pulse for every ATT lookup the transmit or the receive engine makes."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.rx_pending = Signal()
         self.tx_att_lookup = Signal()
+        self.rx_att_lookup = Signal()
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        lookup = m.submodules["tx"].att.req
+        tx_lookup, rx_lookup = m.submodules["tx"].att.req, m.submodules["rx"].att.req
         m.d.comb += [
             self.rx_pending.eq(m.submodules["rx_fifo"].head_valid),
-            self.tx_att_lookup.eq(lookup.valid & lookup.ready),
+            self.tx_att_lookup.eq(tx_lookup.valid & tx_lookup.ready),
+            self.rx_att_lookup.eq(rx_lookup.valid & rx_lookup.ready),
         ]
         return m
 
