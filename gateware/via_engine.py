@@ -247,8 +247,8 @@ class ViaEngine(wiring.Component):
             att.write_data.eq(bank.att_wdata.w_data),
             att.write_en.eq(bank.att_wdata.w_stb),
             # The engines' copies of a validated descriptor or remote target must be validated again.
-            tx.att_written.eq(bank.att_wdata.w_stb),
-            rx.att_written.eq(bank.att_wdata.w_stb),
+            tx.forget.eq(bank.att_wdata.w_stb | bank.forget_copies.w_stb),
+            rx.forget.eq(bank.att_wdata.w_stb | bank.forget_copies.w_stb),
             bank.att_addr.hw_en.eq(bank.att_wdata.w_stb),
             bank.att_addr.hw_data.eq(bank.att_addr.value + 1),
             att.read_addr.eq(bank.att_addr.value),

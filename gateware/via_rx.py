@@ -108,7 +108,7 @@ class RxEngine(wiring.Component):
                 "write_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),
                 "enable": In(1),
-                "att_written": In(1),  # the firmware wrote the ATT
+                "forget": In(1),  # the ATT or FORGET_COPIES was written: the kept remote target is not good
                 "node_id": In(regmap.NODE_ID_BITS),
                 "vi": In(vi_config_signature(vis)),
                 "config": Out(vi_lookup_signature(vis, ahead=True)),  # the configuration of this engine's VI...
@@ -287,10 +287,11 @@ class RxEngine(wiring.Component):
         # The remote target the walker holds, validated with no ATT write since (`remote_kept`): the
         # next RDMA write or read request of the same VI to the same window with the same right
         # takes it without loading and validating it again (a ping-pong's every message). A local
-        # descriptor's fetch, an ATT write, a failed walk or a connect forgets it.
+        # descriptor's fetch, an ATT write or FORGET_COPIES (`forget`), a failed walk or a connect
+        # forgets it.
         remote_kept = Signal()
         kept = Signal(data.StructLayout({"vi": range(vis), "need": 2, "va": 64, "handle": 32, "length": 32}))
-        att_written = Signal()  # the ATT was written since the remote validation under way began
+        forgotten = Signal()  # a forget came since the remote validation under way began
         m.d.comb += [
             sg.seg_index.eq(Mux(single, 0, fetcher.seg_index)),
             sg.seg_data.va.eq(Mux(single, h.remote_va, fetcher.seg_data.va)),
@@ -572,7 +573,7 @@ class RxEngine(wiring.Component):
             with m.State("REMOTE_VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
                 with m.If(sg.cmd.ready):
-                    m.d.sync += att_written.eq(0)
+                    m.d.sync += forgotten.eq(0)
                     m.next = "REMOTE_CHECKED"
             with m.State("REMOTE_CHECKED"):
                 m.d.comb += sg.result.ready.eq(1)
@@ -583,7 +584,7 @@ class RxEngine(wiring.Component):
                         m.next = "DROP"
                     with m.Else():
                         m.d.sync += [
-                            remote_kept.eq(~att_written),
+                            remote_kept.eq(~forgotten),
                             kept.vi.eq(vi),
                             kept.need.eq(remote_need),
                             kept.va.eq(h.remote_va),
@@ -782,9 +783,9 @@ class RxEngine(wiring.Component):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(self.rq_doorbell.payload.vi), preload_read.eq(0)]
         with m.If(consumed | Cat(*self.vi.connect).any()):
             m.d.sync += loaded.eq(0)
-        with m.If(self.att_written):
-            m.d.sync += att_written.eq(1)
-        with m.If(self.att_written | Cat(*self.vi.connect).any()):
+        with m.If(self.forget):
+            m.d.sync += forgotten.eq(1)
+        with m.If(self.forget | Cat(*self.vi.connect).any()):
             m.d.sync += remote_kept.eq(0)
         with m.If(self.mgmt_pop):
             m.d.sync += self.mgmt_valid.eq(0)

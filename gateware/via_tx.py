@@ -111,7 +111,7 @@ class TxEngine(wiring.Component):
                 "read_bus": Out(wishbone_burst.Signature(addr_width=BUS_ADDR_WIDTH)),
                 "att": Out(lookup_signature()),
                 "enable": In(1),
-                "att_written": In(1),  # the firmware wrote the ATT
+                "forget": In(1),  # the ATT or FORGET_COPIES was written: the kept copy is not good any more
                 "node_id": In(regmap.NODE_ID_BITS),
                 "mtu": In(16),
                 "rto": In(32),
@@ -338,10 +338,10 @@ class TxEngine(wiring.Component):
         # The copy outlives its message if `kept`: validated for VI `kept_vi` with no ATT write
         # since, so a repost of that descriptor (SQ_REPOST: unchanged since the VI posted it) is
         # sent from it, with neither the fetch nor the validation. Anything that forgets `loaded`
-        # but a message's end forgets it too, and so does a write of the ATT.
+        # but a message's end forgets it too, and so do an ATT write and FORGET_COPIES (`forget`).
         kept = Signal()
         kept_vi = Signal(range(vis))
-        att_written = Signal()  # the ATT was written since the validation under way began
+        forgotten = Signal()  # a forget came since the validation under way began
 
         mtu = Signal(16)
         m.d.comb += mtu.eq(
@@ -434,12 +434,12 @@ class TxEngine(wiring.Component):
         with m.If(self.mgmt_request):
             m.d.sync += [mgmt_pending.eq(1), mgmt_ctrl.eq(self.mgmt_ctrl)]
 
-        def forget():
+        def forget_copy():
             """The fetcher's and the walker's copy is no longer a descriptor's (for any slot)."""
             m.d.sync += [loaded.eq(0), kept.eq(0)]
 
         with m.If(Cat(*self.vi.connect).any()):
-            forget()
+            forget_copy()
         for v in range(vis):
             with m.If(self.vi.connect[v]):
                 m.d.sync += self.to_rx.read_active[v].eq(0)
@@ -462,7 +462,7 @@ class TxEngine(wiring.Component):
                 info_w.data.op.eq(op_status),
                 info_w.data.error.eq(bits),
             ]
-            forget()
+            forget_copy()
             update(cur=ctx.cur + 1, cur_offset=0)
             with m.If(ctx.cur == ctx.cur_max):
                 update(cur_max=ctx.cur + 1)
@@ -585,7 +585,7 @@ class TxEngine(wiring.Component):
                 with m.If(self.completions.ready):
                     m.d.comb += [timers.stop.eq(1), head_next.eq(head + 1), pointers.advance.eq(1)]
                     m.d.sync += read_active.bit_select(vi, 1).eq(0)
-                    forget()
+                    forget_copy()
                     update(err_pending=0)
                     with m.If(head == ctx.cur):
                         update(cur=head + 1)
@@ -673,7 +673,7 @@ class TxEngine(wiring.Component):
             with m.State("VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
                 with m.If(sg.cmd.ready):
-                    m.d.sync += att_written.eq(0)
+                    m.d.sync += forgotten.eq(0)
                     m.next = "VALIDATED"
             with m.State("VALIDATED"):
                 m.d.comb += sg.result.ready.eq(1)
@@ -681,7 +681,7 @@ class TxEngine(wiring.Component):
                     with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
                         m.next = "SLOT_PROTECTION"
                     with m.Else():
-                        m.d.sync += [total.eq(sg.result.payload.total), kept.eq(~att_written), kept_vi.eq(vi)]
+                        m.d.sync += [total.eq(sg.result.payload.total), kept.eq(~forgotten), kept_vi.eq(vi)]
                         m.next = "PLAN"
             with m.State("SLOT_FORMAT"):
                 slot_error(status_bits(FORMAT_ERROR=1))
@@ -785,7 +785,7 @@ class TxEngine(wiring.Component):
                     m.next = "RESPONSE_LOAD"
             with m.State("RESPONSE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
-                forget()
+                forget_copy()
                 m.next = "RESPONSE_FRAME"
             send_frame("RESPONSE_FRAME", "RESPONSE_SENT")
             with m.State("RESPONSE_SENT"):
@@ -817,11 +817,11 @@ class TxEngine(wiring.Component):
                 m.d.sync += mgmt_pending.eq(0)
                 m.next = "SCAN"
 
-        # After the states: an ATT write (or a connect) in the cycle a validation ends still counts
+        # After the states: a forget (or a connect) in the cycle a validation ends still counts
         # against it.
-        with m.If(self.att_written):
-            m.d.sync += att_written.eq(1)
-        with m.If(self.att_written | Cat(*self.vi.connect).any()):
+        with m.If(self.forget):
+            m.d.sync += forgotten.eq(1)
+        with m.If(self.forget | Cat(*self.vi.connect).any()):
             m.d.sync += kept.eq(0)
 
         # After the visit's clear: an acknowledgement arriving in its cycle is a new one.

@@ -342,8 +342,8 @@ def test_an_rdma_read_response_lands_without_reading_its_descriptor_again():
 def test_an_rdma_write_to_the_last_ones_window_takes_its_validation_until_the_att_is_written():
     """A ping-pong's RDMA writes land in the same window: the first is validated through the ATT,
     the next to the same window (VI, address, length, right) are written with no lookup. Another
-    window is validated; after any ATT write the same window is validated again, so a region made
-    read-only refuses the next write into it, and nothing is written."""
+    window is validated; after any ATT write (or FORGET_COPIES) the same window is validated again, so
+    a region made read-only refuses the next write into it, and nothing is written."""
 
     async def bench(ctx, node, wire):
         await setup(ctx, node)
@@ -366,11 +366,14 @@ def test_an_rdma_write_to_the_last_ones_window_takes_its_validation_until_the_at
         await node.reg(ctx, "ATT_ADDR", 0x7F0)
         await node.reg(ctx, "ATT_WDATA", 0)  # any ATT write
         assert await write(5, b"uvwx") >= 1 and node.dump(ctx, pa(target), 4) == b"uvwx"
+        assert await write(6, b"uvwx") == 0
+        await node.reg(ctx, "FORGET_COPIES", 1)
+        assert await write(7, b"uvwx") >= 1
         # The region made read-only (an ATT write): the next write into the same window is refused.
         pages = [HOST + 0x8040, HOST + 0x5000, HOST + 0x3000, HOST + 0x6000, HOST + 0x4000]
         await node.register(ctx, 1, VA, 0x4000, pages, PTAG, read=1, write_=0)
-        assert await write(6, b"XXXX") >= 1
+        assert await write(8, b"XXXX") >= 1
         assert node.dump(ctx, pa(target), 4) == b"uvwx" and await node.counter(ctx, "RX_PROTECTION") == 1
-        assert await node.vi_reg(ctx, 1, "RX_PSN") == 6
+        assert await node.vi_reg(ctx, 1, "RX_PSN") == 8
 
     run(bench)

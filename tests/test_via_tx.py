@@ -239,8 +239,9 @@ def test_a_message_fetches_its_descriptor_once_and_the_next_post_fetches_again()
 def test_a_repost_is_sent_from_the_cards_copy_until_the_att_is_written():
     """SQ_REPOST: a descriptor posted again, unchanged, on the VI that sent it last goes out from
     the card's copy: no word of it read and no ATT lookup (its payload is read again, with the new
-    bytes). After an ATT write, on another VI, after another descriptor was fetched, or of an
-    address the card holds no copy of, a repost is fetched and validated like any post."""
+    bytes). After an ATT write or FORGET_COPIES, on another VI, after another descriptor was
+    fetched, or of an address the card holds no copy of, a repost is fetched and validated like any
+    post."""
 
     async def bench(ctx, node, wire):
         await setup(ctx, node)
@@ -285,14 +286,23 @@ def test_a_repost_is_sent_from_the_cards_copy_until_the_att_is_written():
         payload, words, looked_up = await send(1, "SQ_REPOST", DESC, b"efgh", 3)
         assert (payload, words) == (b"efgh", 12) and looked_up >= 1  # fetched and validated again
         assert await send(1, "SQ_REPOST", DESC, b"ijkl", 4) == (b"ijkl", 0, 0)
+        await node.reg(ctx, "FORGET_COPIES", 1)  # as when the descriptor's memory is rewritten
+        node.load(ctx, DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 8, 1, 4)]))
+        node.load(ctx, pa(VA + 8), b"zzzz")
+        payload, words, looked_up = await send(1, "SQ_REPOST", DESC, b"aaaa", 5)
+        assert (payload, words) == (b"zzzz", 12) and looked_up >= 1  # fetched: the new segment's
+        assert (await send(1, "SQ_REPOST", DESC, b"ijkl", 6))[1:] == (0, 0)
+        node.load(ctx, DESC, encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 4)]))
+        await node.reg(ctx, "FORGET_COPIES", 1)
+        psn = 7
         # Another VI's repost of the same address: fetched and validated for that VI.
         payload, words, looked_up = await send(2, "SQ_REPOST", DESC, b"mnop", 0)
         assert (payload, words) == (b"mnop", 12) and looked_up >= 1
-        payload, words, _ = await send(1, "SQ_REPOST", DESC, b"qrst", 5)  # the copy is VI 2's now
+        payload, words, _ = await send(1, "SQ_REPOST", DESC, b"qrst", psn)  # the copy is VI 2's now
         assert (payload, words) == (b"qrst", 12)
         # A repost of an address the card holds no copy of: fetched, and its own fields go out.
         node.load(ctx, pa(VA + 0x10), b"12345678")
-        payload, words, _ = await send(1, "SQ_REPOST", other, b"uvwx", 6)
+        payload, words, _ = await send(1, "SQ_REPOST", other, b"uvwx", psn + 1)
         assert (payload, words) == (b"12345678", 12)
 
     run(bench)

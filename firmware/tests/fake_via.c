@@ -110,6 +110,7 @@ void fake_via_write(uint32_t offset, uint32_t value)
         }
         fake_via.att_addr++;
         return;
+    case NV_VIA_FORGET_COPIES: fake_via.forgets++; return;
     case NV_VIA_MBOX_CMD: fake_via.mbox_cmd = value; return;
     case NV_VIA_MBOX_STATUS: fake_via.mbox_status = value; return;
     case NV_VIA_IRQ_ENABLE: fake_via.irq_enable = value; return;

@@ -26,6 +26,7 @@ struct fake_via {
     uint32_t ctrl, mtu, att_addr;
     uint32_t att[FAKE_REGIONS * 8 + FAKE_PAGES];
     unsigned att_writes;                                    /* ATT_WDATA writes so far */
+    unsigned forgets;                                       /* FORGET_COPIES writes so far */
     unsigned att_last_write[FAKE_REGIONS * 8 + FAKE_PAGES]; /* when each word was last written */
     uint32_t mbox_cmd, mbox_status, mbox_data[16];
     uint32_t irq_enable;

@@ -786,16 +786,21 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     uint32_t w[16], status = 0;
     rdma_write_words(w);
     struct nv_via_prebuilt p = {0};
+    unsigned forgets = fake_via.forgets;
     CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
     CHECK(nv_host_read32(status_at) == 0 && nv_host_read32(length_at) == 4 && nv_host_read32(handle_at) == 2);
-    CHECK(fake_via.vi[vi].sq_doorbells == 0); /* building posts nothing */
+    CHECK(fake_via.vi[vi].sq_doorbells == 0); /* building posts nothing... */
+    CHECK(fake_via.forgets == forgets + 1);   /* ... and makes the card forget its copies */
 
-    /* A post writes STATUS (and LENGTH when it changed), then rings the send doorbell. */
+    /* A post writes STATUS (and LENGTH when it changed), then rings SQ_REPOST when nothing else
+     * changed (the card has no copy since the build, so it fetches the descriptor), SQ_DOORBELL
+     * when LENGTH did. */
     fake_host_put32(handle_at, 0x77); /* a field a post must not write again */
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
     CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS);
-    CHECK(nv_host_read32(status_at) == 0 && nv_host_read32(handle_at) == 0x77);
-    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].last_doorbell == desc);
+    CHECK(nv_host_read32(status_at) == 0 && nv_host_read32(handle_at) == 0x77 && nv_host_read32(length_at) == 4);
+    CHECK(fake_via.vi[vi].sq_doorbells == 1 && fake_via.vi[vi].sq_reposts == 1 &&
+          fake_via.vi[vi].last_doorbell == desc);
     CHECK(nv_via_prebuilt_done(&via, &p, &status) == NV_VIP_NOT_DONE);
 
     /* Posted again while in flight: refused, nothing written, no doorbell. */
@@ -808,12 +813,12 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
           status == (NV_DESC_CONTROL_STATUS_DONE_MASK | 0x40000));
     CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_INVALID_STATE); /* not posted */
     CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_SUCCESS && nv_host_read32(length_at) == 8);
-    CHECK(fake_via.vi[vi].sq_doorbells == 2 && fake_via.vi[vi].sq_reposts == 0); /* LENGTH changed */
+    CHECK(fake_via.vi[vi].sq_doorbells == 2 && fake_via.vi[vi].sq_reposts == 1); /* LENGTH changed */
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
     CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_SUCCESS);
     /* Unchanged since its last post: through SQ_REPOST (the card may send its copy). */
     CHECK(nv_via_post_prebuilt(&via, &p, 8) == NV_VIP_SUCCESS && nv_host_read32(status_at) == 0);
-    CHECK(fake_via.vi[vi].sq_doorbells == 3 && fake_via.vi[vi].sq_reposts == 1 &&
+    CHECK(fake_via.vi[vi].sq_doorbells == 3 && fake_via.vi[vi].sq_reposts == 2 &&
           fake_via.vi[vi].last_doorbell == desc);
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
     CHECK(nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_SUCCESS);
@@ -828,9 +833,9 @@ static void test_prebuilt_descriptor_is_written_once_and_posted_by_its_changes(v
     fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK);
     CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_STALE && nv_via_prebuilt_done(&via, &p, NULL) == NV_VIP_STALE);
     CHECK(nv_host_read32(status_at) == NV_DESC_CONTROL_STATUS_DONE_MASK && fake_via.vi[vi].sq_doorbells == 4);
-    CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS);
+    CHECK(nv_via_prebuild(&via, &p, vi, 1, desc, w, 16) == NV_VIP_SUCCESS && fake_via.forgets == forgets + 2);
     CHECK(nv_via_post_prebuilt(&via, &p, 4) == NV_VIP_SUCCESS && fake_via.vi[vi].sq_doorbells == 5);
-    CHECK(fake_via.vi[vi].sq_reposts == 1); /* built again: its first post is a plain one */
+    CHECK(fake_via.vi[vi].sq_reposts == 3); /* built again with the LENGTH it is posted with */
 
     /* Receive queues ring their own doorbell. */
     struct nv_via_prebuilt r = {0};

@@ -5,7 +5,9 @@
 #include "numavia/via_post.h"
 #include "via_internal.h"
 
-_Static_assert(NV_DOORBELL_VI_SQ_REPOST - NV_DOORBELL_VI_SQ_DOORBELL < 256, "SQ_REPOST's offset fits `repost`");
+_Static_assert(NV_DOORBELL_VI_SQ_REPOST > NV_DOORBELL_VI_SQ_DOORBELL &&
+                   NV_DOORBELL_VI_SQ_REPOST - NV_DOORBELL_VI_SQ_DOORBELL < 256,
+               "SQ_REPOST's offset from SQ_DOORBELL fits `repost`");
 
 uint32_t nv_via_prebuild(struct nv_via *via, struct nv_via_prebuilt *p, unsigned vi, int send_queue, uint32_t desc,
                          const uint32_t *words, unsigned count)
@@ -22,10 +24,11 @@ uint32_t nv_via_prebuild(struct nv_via *via, struct nv_via_prebuilt *p, unsigned
         return NV_VIP_INVALID_PARAMETER;
     for (unsigned i = 0; i < count; i++)
         nv_host_write32(desc + 4 * i, 4 * i == NV_DESC_CONTROL_STATUS_OFFSET ? 0 : words[i]);
+    nv_reg_write(NV_VIA_FORGET_COPIES, 1); /* the card may hold a copy of what was here */
     *p = (struct nv_via_prebuilt){
         .magic = NV_VIA_PREBUILT_MAGIC,
         .desc = desc,
-        .doorbell = send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(vi),
+        .doorbell = send_queue ? NV_DOORBELL_VI_SQ_REPOST_AT(vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(vi),
         .repost = send_queue ? NV_DOORBELL_VI_SQ_REPOST - NV_DOORBELL_VI_SQ_DOORBELL : 0,
         .length_at = segments ? desc + first + NV_DESC_DATA_LENGTH_OFFSET : 0,
         .length = segments ? words[(first + NV_DESC_DATA_LENGTH_OFFSET) / 4] : 0,

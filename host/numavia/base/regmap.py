@@ -705,6 +705,13 @@ VIA = Block(
         Register("ATT_WDATA", 0x03C, Access.WO, "Write the ATT word at ATT_ADDR, then increment ATT_ADDR"),
         Register("ATT_RDATA", 0x040, Access.RO, "The ATT word at ATT_ADDR"),
         Register(
+            "FORGET_COPIES",
+            0x044,
+            Access.WO,
+            "The engines forget the descriptor and the remote target they kept validated (SQ_REPOST, "
+            "RDMA writes), as an ATT write makes them: written when memory they may hold a copy of is rewritten",
+        ),
+        Register(
             "MBOX_CMD",
             0x050,
             Access.RW,

@@ -5,8 +5,10 @@
  * first data segment's LENGTH when it differs from the last post's, and STATUS = 0 so that the
  * card's DONE is new - and rings the doorbell: two uncached writes instead of the whole descriptor
  * (sixteen words for an RDMA write), which is most of what a small message costs a 100 MHz CPU. A
- * send descriptor posted again with nothing changed but STATUS rings SQ_REPOST instead: the card
- * may then send it from the copy it kept of its last post, without fetching it again.
+ * send descriptor posted with nothing changed but STATUS rings SQ_REPOST: the card sends it from
+ * the copy it kept of its last post, if it still holds one, without fetching it again (the build
+ * writes FORGET_COPIES, so no copy of what was at `desc` before survives it); a post that changes
+ * LENGTH rings SQ_DOORBELL, and the card fetches it.
  *
  * The descriptor belongs to the card from its post until its DONE is seen by nv_via_prebuilt_done:
  * posting it again before that is refused (NV_VIP_INVALID_STATE) and writes nothing, so a
@@ -33,13 +35,12 @@
 struct nv_via_prebuilt {
     uint32_t magic;
     uint32_t desc;       /* physical address of the descriptor in host memory */
-    uint32_t doorbell;   /* card register of its queue's doorbell */
+    uint32_t doorbell;   /* card register a post that changes nothing rings: SQ_REPOST or RQ_DOORBELL */
     uint32_t length_at;  /* host address of the first data segment's LENGTH (0: no data segment) */
     uint32_t length;     /* what that LENGTH holds now */
     uint32_t generation; /* the manager's generation when it was built */
     uint8_t vi, posted;
-    uint8_t repost; /* added to `doorbell` by a post that changes nothing: SQ_REPOST's for a send */
-    uint8_t again;  /* ... by the next post unless it changes LENGTH: 0 until the first post */
+    uint8_t repost; /* `doorbell` less this is the one a changed post rings: SQ_DOORBELL for a send */
 };
 
 /* Write the descriptor `words` (`count` 32-bit words: control segment, address segment of an RDMA,
@@ -75,8 +76,8 @@ static inline __attribute__((always_inline)) uint32_t nv_via_prebuilt_check_post
     return result;
 }
 
-/* Post `p` again with `length` bytes in its first data segment (ignored without one); through
- * SQ_REPOST when it is a send descriptor posted before and unchanged since. */
+/* Post `p` again with `length` bytes in its first data segment (ignored without one): a send
+ * descriptor through SQ_REPOST unless LENGTH changes. */
 static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const struct nv_via *via,
                                                                            struct nv_via_prebuilt *p, uint32_t length)
 {
@@ -85,19 +86,15 @@ static inline __attribute__((always_inline)) uint32_t nv_via_post_prebuilt(const
         return result;
     if (p->posted)
         return NV_VIP_INVALID_STATE;
-    uint32_t doorbell = p->doorbell + p->again;
+    uint32_t doorbell = p->doorbell;
     if (p->length_at && length != p->length) {
         nv_host_write32(p->length_at, length);
         p->length = length;
-        doorbell = p->doorbell;
+        doorbell -= p->repost; /* the card must fetch the new LENGTH */
     }
     nv_host_write32(p->desc + NV_DESC_CONTROL_STATUS_OFFSET, 0);
     nv_reg_write(doorbell, p->desc);
-    /* After the doorbell: a store on the path to it costs a bus write; `again` is stored only when
-     * it changes. */
-    p->posted = 1;
-    if (p->again != p->repost)
-        p->again = p->repost;
+    p->posted = 1; /* after the doorbell: a store on the path to it costs a bus write */
     return NV_VIP_SUCCESS;
 }
 
