@@ -8,7 +8,8 @@ for a connected VI from its peer), takes the piggybacked acknowledgement, and th
 * SEND: in sequence order, into the receive queue's head descriptor (validated through the ATT
   before a byte is written); the last frame completes the descriptor;
 * RDMA_WRITE: into the registered region named by the header, after a protection check of the
-  whole message range; with immediate data, the last frame completes a receive descriptor;
+  whole message range (kept for the next frame to the same window until the ATT is written); with
+  immediate data, the last frame completes a receive descriptor;
 * READ_REQUEST: checked like a write (with the read right) and queued for the transmit engine;
 * READ_RESPONSE: into the local segments of the VI's outstanding RDMA read descriptor;
 * ACK / NAK: handed to the transmit engine; MGMT: to the firmware's management registers.

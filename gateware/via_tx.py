@@ -17,7 +17,10 @@ A visit with nothing to do in steps 1-4 goes from its first step straight to ste
 A data frame is built from the descriptor (frames of a message carry their offset, so going back
 needs no saved state). The descriptor is fetched for a message's first frame and kept while the
 message's frames follow; anything else that uses the fetcher or the segment table (another message,
-a read response), the last frame, a flush or a new connection makes the next frame fetch it again.
+a read response), the last frame, a flush or a new connection makes the next frame fetch it again,
+but for a repost (``SQ_REPOST``: the descriptor unchanged since the VI posted it), which is sent
+from the copy if the last frame is all that came between, with no ATT write or FORGET_COPIES since
+its validation.
 Every frame validates the descriptor's segments through the ATT (a failure completes the descriptor
 in error, nothing is sent); then the framer (``via_tx_framer``) puts the header into the transmit
 FIFO and the payload, walked and read by DMA from the header's first word on, behind it.
