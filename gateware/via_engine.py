@@ -242,13 +242,15 @@ class ViaEngine(wiring.Component):
         ]
 
         # ATT access: ATT_WDATA writes the word at ATT_ADDR and moves ATT_ADDR on.
+        forget = Signal()
         m.d.comb += [
             att.write_addr.eq(bank.att_addr.value),
             att.write_data.eq(bank.att_wdata.w_data),
             att.write_en.eq(bank.att_wdata.w_stb),
             # The engines' copies of a validated descriptor or remote target must be validated again.
-            tx.forget.eq(bank.att_wdata.w_stb | bank.forget_copies.w_stb),
-            rx.forget.eq(bank.att_wdata.w_stb | bank.forget_copies.w_stb),
+            forget.eq(bank.att_wdata.w_stb | bank.forget_copies.w_stb),
+            tx.forget.eq(forget),
+            rx.forget.eq(forget),
             bank.att_addr.hw_en.eq(bank.att_wdata.w_stb),
             bank.att_addr.hw_data.eq(bank.att_addr.value + 1),
             att.read_addr.eq(bank.att_addr.value),

@@ -291,7 +291,15 @@ class RxEngine(wiring.Component):
         # descriptor's fetch, an ATT write or FORGET_COPIES (`forget`), a failed walk or a connect
         # forgets it.
         remote_kept = Signal()
-        kept = Signal(data.StructLayout({"vi": range(vis), "need": 2, "va": 64, "handle": 32, "length": 32}))
+        target_layout = data.StructLayout({"vi": range(vis), "need": 2, "va": 64, "handle": 32, "length": 32})
+        target, kept = Signal(target_layout), Signal(target_layout)  # this frame's, and the kept one
+        m.d.comb += [
+            target.vi.eq(vi),
+            target.need.eq(Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE, via_att.NEED_RDMA_READ)),
+            target.va.eq(h.remote_va),
+            target.handle.eq(h.remote_handle),
+            target.length.eq(h.msg_length),
+        ]
         forgotten = Signal()  # a forget came since the remote validation under way began
         m.d.comb += [
             sg.seg_index.eq(Mux(single, 0, fetcher.seg_index)),
@@ -554,16 +562,8 @@ class RxEngine(wiring.Component):
                     m.next = "PAYLOAD"
 
             with m.State("REMOTE"):
-                need = Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE, via_att.NEED_RDMA_READ)
-                m.d.sync += [single.eq(1), remote_need.eq(need)]
-                with m.If(
-                    remote_kept
-                    & (kept.vi == vi)
-                    & (kept.need == need)
-                    & (kept.va == h.remote_va)
-                    & (kept.handle == h.remote_handle)
-                    & (kept.length == h.msg_length)
-                ):
+                m.d.sync += [single.eq(1), remote_need.eq(target.need)]
+                with m.If(remote_kept & (kept.as_value() == target.as_value())):
                     remote_valid()
                 with m.Else():
                     m.next = "REMOTE_LOAD"
@@ -584,14 +584,7 @@ class RxEngine(wiring.Component):
                         nak(_NAK.REMOTE_PROTECTION)
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [
-                            remote_kept.eq(~forgotten),
-                            kept.vi.eq(vi),
-                            kept.need.eq(remote_need),
-                            kept.va.eq(h.remote_va),
-                            kept.handle.eq(h.remote_handle),
-                            kept.length.eq(h.msg_length),
-                        ]
+                        m.d.sync += [remote_kept.eq(~forgotten), kept.eq(target)]
                         remote_valid()
             with m.State("READ_JOB"):
                 j = self.jobs.payload

@@ -123,8 +123,8 @@ class TxFramer(wiring.Component):
             self.dma_error.eq(reader.beats.valid & reader.beats.ready & reader.beats.payload.error),
         ]
 
-        mgmt_words = Signal(range(via_frame.MGMT_PAYLOAD_MAX // 4 + 2))
-        m.d.comb += mgmt_words.eq((job.length + 3) >> 2)
+        payload_words = Signal(len(job.length) - 1)  # the job's payload in words, the last partial
+        m.d.comb += payload_words.eq((job.length + 3) >> 2)
 
         # --- cut-through: the frame announced with a word once nothing can spoil it ----------
         bare = job.length == 0
@@ -134,7 +134,7 @@ class TxFramer(wiring.Component):
             (job.source == PayloadSource.HOST) & ~bare & walk_done & ~walk_failed & packer.whole & ~announced
         )
         m.d.comb += [
-            self.announce.payload.words.eq(HEADER_WORDS + Mux(bare, 0, (job.length + 3) >> 2)),
+            self.announce.payload.words.eq(HEADER_WORDS + payload_words),
             self.announce.payload.nbytes.eq(Mux(job.length[:2] == 0, 4, job.length[:2])),
         ]
         # A word offered with the announcement waits until the FIFO can take both (PacketFifo).
@@ -170,7 +170,7 @@ class TxFramer(wiring.Component):
 
             with m.State("PAYLOAD"):
                 with m.If(job.source == PayloadSource.FIRMWARE):
-                    end = word == mgmt_words - 1
+                    end = word == payload_words - 1
                     rem = job.length[:2]
                     m.d.comb += [
                         self.mgmt_data.index.eq(word),
