@@ -6,7 +6,7 @@ among legitimate traffic (tests/support/random_via_frames.py)."""
 from support.random_stimulus import scale, seed
 from support.random_via_frames import via_rx_fuzz
 from support.via_pair import HOST
-from support.via_single import frame, header, run, wait_frames
+from support.via_single import descriptor_reads, frame, header, run, wait_frames
 from test_via_engine import PTAG, VA, status
 from test_via_tx import pa, setup
 
@@ -230,28 +230,6 @@ def test_hostile_frames_among_legitimate_traffic_are_dropped_counted_and_harmles
         ), fuzz.counts
 
     run(bench)
-
-
-def descriptor_reads(ctx, node, addr, words):
-    """A counter of the engine's reads of descriptor words [addr, addr + 4 * words), kept while it ticks."""
-    reads = dict.fromkeys(range(addr // 4, addr // 4 + words), 0)
-    bus = node.ram.bus
-
-    async def tick(cycles=1):
-        for _ in range(cycles):
-            if ctx.get(bus.cyc & bus.stb & bus.ack & ~bus.we) and ctx.get(bus.adr) in reads:
-                reads[ctx.get(bus.adr)] += 1
-            await ctx.tick()
-
-    async def until_done(desc):
-        for _ in range(20000):
-            if node.status(ctx, desc)["STATUS"]:
-                await tick(20)  # the completion's last write is in
-                return node.status(ctx, desc)
-            await tick()
-        raise TimeoutError(f"descriptor {desc:#x} never completed")
-
-    return reads, tick, until_done
 
 
 def test_a_receive_posted_ahead_is_loaded_before_its_send_and_read_again_when_posted_again():

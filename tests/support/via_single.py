@@ -172,3 +172,25 @@ async def wait_frames(ctx, wire, count, timeout=20000):
             return wire.sent
         await ctx.tick()
     raise TimeoutError(f"{count} frames expected, {len(wire.sent)} sent")
+
+
+def descriptor_reads(ctx, node, addr, words):
+    """A counter of the engine's reads of descriptor words [addr, addr + 4 * words), kept while it ticks."""
+    reads = dict.fromkeys(range(addr // 4, addr // 4 + words), 0)
+    bus = node.ram.bus
+
+    async def tick(cycles=1):
+        for _ in range(cycles):
+            if ctx.get(bus.cyc & bus.stb & bus.ack & ~bus.we) and ctx.get(bus.adr) in reads:
+                reads[ctx.get(bus.adr)] += 1
+            await ctx.tick()
+
+    async def until_done(desc):
+        for _ in range(20000):
+            if node.status(ctx, desc)["STATUS"]:
+                await tick(20)  # the completion's last write is in
+                return node.status(ctx, desc)
+            await tick()
+        raise TimeoutError(f"descriptor {desc:#x} never completed")
+
+    return reads, tick, until_done
