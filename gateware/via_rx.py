@@ -35,6 +35,7 @@ from .round_robin import first_set
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
+from .via_kept_copy import KeptCopy
 from .via_layouts import FrameHeader
 from .via_links import (
     doorbell_signature,
@@ -288,19 +289,21 @@ class RxEngine(wiring.Component):
         # The remote target the walker holds, validated with no ATT write since (`remote_kept`): the
         # next RDMA write or read request of the same VI to the same window with the same right
         # takes it without loading and validating it again (a ping-pong's every message). A local
-        # descriptor's fetch, an ATT write or FORGET_COPIES (`forget`), a failed walk or a connect
-        # forgets it.
-        remote_kept = Signal()
+        # descriptor's fetch or a failed walk drops it too.
         target_layout = data.StructLayout({"vi": range(vis), "need": 2, "va": 64, "handle": 32, "length": 32})
-        target, kept = Signal(target_layout), Signal(target_layout)  # this frame's, and the kept one
+        target = Signal(target_layout)  # this frame's
+        m.submodules.remote_kept = remote_kept = KeptCopy(target_layout)
         m.d.comb += [
+            remote_kept.forget.eq(self.forget),
+            remote_kept.connect.eq(Cat(*self.vi.connect).any()),
+            remote_kept.key.eq(target),
+            remote_kept.probe.eq(target),
             target.vi.eq(vi),
             target.need.eq(Mux(op == _OP.RDMA_WRITE, via_att.NEED_RDMA_WRITE, via_att.NEED_RDMA_READ)),
             target.va.eq(h.remote_va),
             target.handle.eq(h.remote_handle),
             target.length.eq(h.msg_length),
         ]
-        forgotten = Signal()  # a forget came since the remote validation under way began
         m.d.comb += [
             sg.seg_index.eq(Mux(single, 0, fetcher.seg_index)),
             sg.seg_data.va.eq(Mux(single, h.remote_va, fetcher.seg_data.va)),
@@ -563,18 +566,19 @@ class RxEngine(wiring.Component):
 
             with m.State("REMOTE"):
                 m.d.sync += [single.eq(1), remote_need.eq(target.need)]
-                with m.If(remote_kept & (kept.as_value() == target.as_value())):
+                with m.If(remote_kept.hit):
                     remote_valid()
                 with m.Else():
                     m.next = "REMOTE_LOAD"
             with m.State("REMOTE_LOAD"):
                 m.d.comb += sg.seg_write.eq(1)
-                m.d.sync += [loaded.eq(0), remote_kept.eq(0)]
+                m.d.sync += loaded.eq(0)
+                m.d.comb += remote_kept.drop.eq(1)
                 m.next = "REMOTE_VALIDATE"
             with m.State("REMOTE_VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
                 with m.If(sg.cmd.ready):
-                    m.d.sync += forgotten.eq(0)
+                    m.d.comb += remote_kept.start.eq(1)
                     m.next = "REMOTE_CHECKED"
             with m.State("REMOTE_CHECKED"):
                 m.d.comb += sg.result.ready.eq(1)
@@ -584,7 +588,7 @@ class RxEngine(wiring.Component):
                         nak(_NAK.REMOTE_PROTECTION)
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [remote_kept.eq(~forgotten), kept.eq(target)]
+                        m.d.comb += remote_kept.keep.eq(1)
                         remote_valid()
             with m.State("READ_JOB"):
                 j = self.jobs.payload
@@ -636,7 +640,8 @@ class RxEngine(wiring.Component):
                     fetcher.cmd.payload.area_end.eq(self.config.record.desc_base + self.config.record.desc_size),
                 ]
                 with m.If(fetcher.cmd.ready):
-                    m.d.sync += [loaded.eq(0), remote_kept.eq(0)]
+                    m.d.sync += loaded.eq(0)
+                    m.d.comb += remote_kept.drop.eq(1)
                     m.next = "FETCHED"
             with m.State("FETCHED"):
                 m.d.comb += fetcher.result.ready.eq(1)
@@ -694,8 +699,8 @@ class RxEngine(wiring.Component):
                 with m.If(payload.job.ready):
                     with m.If(payload.error):
                         # The ATT changed under a checked message: give the frame up.
-                        m.d.sync += [loaded.eq(0), remote_kept.eq(0)]
-                        m.d.comb += ev.rx_protection.eq(1)
+                        m.d.sync += loaded.eq(0)
+                        m.d.comb += [remote_kept.drop.eq(1), ev.rx_protection.eq(1)]
                         m.next = "DROP"
                     with m.Else():
                         m.next = "AFTER"
@@ -777,10 +782,6 @@ class RxEngine(wiring.Component):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(self.rq_doorbell.payload.vi), preload_read.eq(0)]
         with m.If(consumed | Cat(*self.vi.connect).any()):
             m.d.sync += loaded.eq(0)
-        with m.If(self.forget):
-            m.d.sync += forgotten.eq(1)
-        with m.If(self.forget | Cat(*self.vi.connect).any()):
-            m.d.sync += remote_kept.eq(0)
         with m.If(self.mgmt_pop):
             m.d.sync += self.mgmt_valid.eq(0)
         return m

@@ -43,6 +43,7 @@ from .round_robin import RoundRobin
 from .vi_records import ViRecords
 from .via_completion import CompletionRequest
 from .via_descriptor_fetch import FETCH_OK, DescriptorFetcher
+from .via_kept_copy import KeptCopy
 from .via_layouts import FrameHeader
 from .via_links import (
     doorbell_signature,
@@ -338,13 +339,19 @@ class TxEngine(wiring.Component):
         loaded = Signal()
         loaded_slot = Signal.like(slot)
         loaded_desc = Signal(32)
-        # The copy outlives its message if `kept`: validated for VI `kept_vi` with no ATT write
-        # since, so a repost of that descriptor (SQ_REPOST: unchanged since the VI posted it) is
-        # sent from it, with neither the fetch nor the validation. Anything that forgets `loaded`
-        # but a message's end forgets it too, and so do an ATT write and FORGET_COPIES (`forget`).
-        kept = Signal()
-        kept_vi = Signal(range(vis))
-        forgotten = Signal()  # a forget came since the validation under way began
+        # The copy outlives its message if `kept` holds it: validated for its VI and address with
+        # no ATT write since, so a repost of that descriptor (SQ_REPOST: unchanged since the VI
+        # posted it) is sent from it, with neither the fetch nor the validation. Anything that
+        # forgets `loaded` but a message's end drops it too.
+        m.submodules.kept = kept = KeptCopy(data.StructLayout({"vi": range(vis), "desc": 32}))
+        m.d.comb += [
+            kept.forget.eq(self.forget),
+            kept.connect.eq(Cat(*self.vi.connect).any()),
+            kept.key.vi.eq(vi),
+            kept.key.desc.eq(desc),
+            kept.probe.vi.eq(vi),
+            kept.probe.desc.eq(sq_r.data.addr),
+        ]
 
         mtu = Signal(16)
         m.d.comb += mtu.eq(
@@ -439,7 +446,8 @@ class TxEngine(wiring.Component):
 
         def forget_copy():
             """The fetcher's and the walker's copy is no longer a descriptor's (for any slot)."""
-            m.d.sync += [loaded.eq(0), kept.eq(0)]
+            m.d.sync += loaded.eq(0)
+            m.d.comb += kept.drop.eq(1)
 
         with m.If(Cat(*self.vi.connect).any()):
             forget_copy()
@@ -634,7 +642,7 @@ class TxEngine(wiring.Component):
                     m.d.sync += [desc.eq(entry.addr), slot.eq(this_slot)]
                     with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == entry.addr)):
                         m.next = "VALIDATE"
-                    with m.Elif(kept & entry.again & (kept_vi == vi) & (loaded_desc == entry.addr)):
+                    with m.Elif(kept.hit & entry.again):
                         m.d.sync += [loaded.eq(1), loaded_slot.eq(this_slot)]
                         m.next = "PLAN"
                     with m.Else():
@@ -667,8 +675,8 @@ class TxEngine(wiring.Component):
                         loaded.eq(fetcher.result.payload == FETCH_OK),
                         loaded_slot.eq(slot),
                         loaded_desc.eq(desc),
-                        kept.eq(0),  # until this one is validated
                     ]
+                    m.d.comb += kept.drop.eq(1)  # until this one is validated
                     with m.If(fetcher.result.payload != FETCH_OK):
                         m.next = "SLOT_FORMAT"
                     with m.Else():
@@ -676,7 +684,7 @@ class TxEngine(wiring.Component):
             with m.State("VALIDATE"):
                 m.d.comb += [sg.cmd.valid.eq(1), sg.cmd.payload.op.eq(OP_VALIDATE)]
                 with m.If(sg.cmd.ready):
-                    m.d.sync += forgotten.eq(0)
+                    m.d.comb += kept.start.eq(1)
                     m.next = "VALIDATED"
             with m.State("VALIDATED"):
                 m.d.comb += sg.result.ready.eq(1)
@@ -684,7 +692,8 @@ class TxEngine(wiring.Component):
                     with m.If(sg.result.payload.fail != via_att.FAIL_NONE):
                         m.next = "SLOT_PROTECTION"
                     with m.Else():
-                        m.d.sync += [total.eq(sg.result.payload.total), kept.eq(~forgotten), kept_vi.eq(vi)]
+                        m.d.sync += total.eq(sg.result.payload.total)
+                        m.d.comb += kept.keep.eq(1)
                         m.next = "PLAN"
             with m.State("SLOT_FORMAT"):
                 slot_error(status_bits(FORMAT_ERROR=1))
@@ -819,13 +828,6 @@ class TxEngine(wiring.Component):
             with m.State("MGMT_SENT"):
                 m.d.sync += mgmt_pending.eq(0)
                 m.next = "SCAN"
-
-        # After the states: a forget (or a connect) in the cycle a validation ends still counts
-        # against it.
-        with m.If(self.forget):
-            m.d.sync += forgotten.eq(1)
-        with m.If(self.forget | Cat(*self.vi.connect).any()):
-            m.d.sync += kept.eq(0)
 
         # After the visit's clear: an acknowledgement arriving in its cycle is a new one.
         with m.If(self.from_rx.ack_advanced):
