@@ -151,20 +151,26 @@ def check_constraints(verilog_text: str, lpf_text: str) -> dict[str, str]:
     return sites
 
 
-def _yosys_script(gateware: Path, folder: Path) -> str:
+def _yosys_script(gateware: Path) -> tuple[str, dict[str, Path]]:
     """LiteX's yosys script, reading every Verilog source from the build folder: the SoC's own
     (LiteX names the temporary folder it wrote it in) and the others (card, CPU) copied beside
-    it, because YoWASP's tools see only the folder they run in, not absolute paths such as /tmp."""
+    it, because YoWASP's tools see only the folder they run in, not absolute paths such as /tmp.
+    Returns the script and the sources to copy (``{name in the folder: path}``): neither names the
+    folder LiteX wrote in, so the same design gives the same script wherever it was generated."""
+    copies: dict[str, Path] = {}
 
     def local(match: re.Match[str]) -> str:
         options, source = match.group(1), Path(match.group(2))
         if source.name == f"{TOP}.v":
             return f"read_verilog {options}{TOP}.v"
         name = f"src_{hashlib.sha256(str(source).encode()).hexdigest()[:8]}_{source.name}"
-        shutil.copy(source, folder / name)
+        copies[name] = source
         return f"read_verilog {options}{name}"
 
-    return re.sub(r"^read_verilog ((?:-\S+ )*)(\S+)$", local, (gateware / f"{TOP}.ys").read_text(), flags=re.MULTILINE)
+    script = re.sub(
+        r"^read_verilog ((?:-\S+ )*)(\S+)$", local, (gateware / f"{TOP}.ys").read_text(), flags=re.MULTILINE
+    )
+    return script, copies
 
 
 def _run_timed(cmd: list[str], cwd: Path, logname: str, log: Callable[[str], object]) -> float:
@@ -189,6 +195,18 @@ def _drop_build_stamps(verilog: Path) -> None:
     )
 
 
+def synthesis_key(gateware: Path, tools: str) -> str:
+    """The netlist's cache key: what yosys reads (the generated sources, the card's and the CPU's
+    Verilog, the script) and its version. LiteX's own script names the temporary folder of the
+    generation, itself keyed by the flow's sources: keyed by that, an unchanged design went
+    through yosys again after any edit of the flow."""
+    script, copies = _yosys_script(gateware)
+    return buildcache.digest(
+        [p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".init")] + list(copies.values()),
+        params={"script": script, "tools": tools},
+    )
+
+
 def synthesise(
     board: Board,
     config_name: str | None = None,
@@ -204,16 +222,16 @@ def synthesise(
     soc_dir = generate(board, config_name, with_card=with_card, card_params=card_params, log=log)
     gateware = soc_dir / "gateware"
     check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
-    synth_key = buildcache.digest(
-        [p for p in gateware.iterdir() if p.suffix in (".v", ".lpf", ".ys", ".init")],
-        params={"tools": _tool_versions(yosys)},
-    )
+    script, copies = _yosys_script(gateware)
+    synth_key = synthesis_key(gateware, _tool_versions(yosys))
 
     def produce(folder: Path) -> None:
         for f in gateware.iterdir():
             if f.is_file():
                 shutil.copy(f, folder)
-        (folder / f"{TOP}.ys").write_text(_yosys_script(gateware, folder))
+        for name, source in copies.items():
+            shutil.copy(source, folder / name)
+        (folder / f"{TOP}.ys").write_text(script)
         log(f"yosys synth_ecp5 ({board.name}); minutes, progress in {folder / 'yosys.log'}")
         seconds = _run_timed([yosys, "-q", "-l", "yosys.log", "-s", f"{TOP}.ys"], folder, "yosys.out", log)
         (folder / "times.json").write_text(json.dumps({"synthesis_s": seconds}))

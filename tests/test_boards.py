@@ -4,6 +4,7 @@ report, and the build/flash commands' errors."""
 import dataclasses
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -98,6 +99,23 @@ def test_the_soc_runs_at_its_configurations_clock(generated):
     board, config, folder, _, _ = generated
     csr = json.loads((folder / "csr.json").read_text())
     assert csr["constants"]["config_clock_frequency"] == int(board.sys_clk_freq_of(config))
+
+
+def test_the_netlist_is_keyed_by_what_yosys_reads_not_by_where_litex_wrote_it(tmp_path):
+    """The same design generated into another folder (as after an edit of the flow) finds its
+    netlist; a changed source does not."""
+    board = flow.load_board("colorlight_i5")
+    gateware = flow.generate(board, log=lambda m: None) / "gateware"
+    again = tmp_path / ".colorlight_i5-reduced-0123456789abcdef.tmp" / "gateware"
+    shutil.copytree(gateware, again)
+    script = (again / f"{TOP}.ys").read_text()
+    (again / f"{TOP}.ys").write_text(script.replace(str(gateware.parent.parent), str(tmp_path)))
+    assert (again / f"{TOP}.ys").read_text() != script  # LiteX's script names its folder
+    key = flow.synthesis_key(gateware, "yosys 1")
+    assert flow.synthesis_key(again, "yosys 1") == key
+    assert flow.synthesis_key(again, "yosys 2") != key
+    (again / f"{TOP}.v").write_text((again / f"{TOP}.v").read_text() + "// changed\n")
+    assert flow.synthesis_key(again, "yosys 1") != key
 
 
 def test_constraint_checker_finds_a_shared_pin_and_a_missing_one():
