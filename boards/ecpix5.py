@@ -97,12 +97,12 @@ BOARD: Board = Board(
     clk_freq=100e6,
     sys_clk_freq=SYS_CLK_FREQ,
     configs={
-        # The whole card with 64 VIs. The engines read the VIs' records and configuration from
-        # block RAM, which the VIA receive buffer (32 KiB: three jumbo frames), the host memory and
-        # the main RAM (16 KiB each; the 64-VI firmware takes 10.5 KiB) make room for: 204 of the
-        # 208 block RAMs. 70 % of the LUTs before packing, not yet placed (docs/boards.md).
+        # The whole card with 64 VIs. The engines read the VIs' records, configuration and send
+        # queues from block RAM, which the VIA receive buffer (32 KiB: three jumbo frames), the
+        # host memory and the main RAM (16 KiB each; the 64-VI firmware takes 10.5 KiB) and the
+        # private memory (8 KiB; the firmware uses none) make room for (docs/boards.md).
         "full": {
-            "card": {**FULL["card"], "via_vis": 64, "via_rx_buffer_bytes": 32 * 1024},
+            "card": {**FULL["card"], "via_vis": 64, "via_rx_buffer_bytes": 32 * 1024, "private_bytes": 8 * 1024},
             "soc": {**FULL["soc"], "main_ram_size": 0x4000, "host_mem_size": 0x4000},
         },
         # The full card with 4 VIs and 2 completion queues instead of 8 and 4, and half the VIA

@@ -302,9 +302,10 @@ def synthesised_on_the_colorlight(folder, words):
 
 
 @pytest.mark.parametrize("words", [1024, 32768])
-def test_a_netlist_is_packed_onto_the_device_and_one_too_big_fails_naming_what_it_lacks(tmp_path, words):
+def test_a_netlist_is_packed_onto_the_device_and_one_too_big_fails_naming_what_it_lacks(tmp_path, monkeypatch, words):
     """What ``numavia build --synth-only`` checks: nextpnr packs the netlist onto the board's
     device, and a design needing more block RAMs than the 25F's 56 fails in one line."""
+    monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "build"))  # not the user's cache
     board = flow.load_board("colorlight_i5")
     utilization = flow.pack(board, synthesised_on_the_colorlight(tmp_path, words), log=lambda m: None)
     brams, luts = utilization["DP16KD"], utilization["TRELLIS_COMB"]
