@@ -222,10 +222,10 @@ def synthesise(
     soc_dir = generate(board, config_name, with_card=with_card, card_params=card_params, log=log)
     gateware = soc_dir / "gateware"
     check_constraints((gateware / f"{TOP}.v").read_text(), (gateware / f"{TOP}.lpf").read_text())
-    script, copies = _yosys_script(gateware)
     synth_key = synthesis_key(gateware, _tool_versions(yosys))
 
     def produce(folder: Path) -> None:
+        script, copies = _yosys_script(gateware)
         for f in gateware.iterdir():
             if f.is_file():
                 shutil.copy(f, folder)
