@@ -15,7 +15,7 @@ rights. This component is that rule, once for both, with the ``key`` the copy wa
 * ``hit``: the copy is good and ``probe`` is its key (combinational, for the engine's next step).
 """
 
-from amaranth import Module, Signal
+from amaranth import Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,7 +42,7 @@ class KeptCopy(wiring.Component):
         kept_key = Signal(self.key_shape)
         forgotten = Signal()  # a forget came since the validation under way began
 
-        m.d.comb += self.hit.eq(good & (kept_key.as_value() == self.probe.as_value()))
+        m.d.comb += self.hit.eq(good & (Value.cast(kept_key) == Value.cast(self.probe)))
         with m.If(self.start):
             m.d.sync += forgotten.eq(0)
         with m.If(self.keep):

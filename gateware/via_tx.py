@@ -339,18 +339,17 @@ class TxEngine(wiring.Component):
         loaded = Signal()
         loaded_slot = Signal.like(slot)
         loaded_desc = Signal(32)
-        # The copy outlives its message if `kept` holds it: validated for its VI and address with
-        # no ATT write since, so a repost of that descriptor (SQ_REPOST: unchanged since the VI
-        # posted it) is sent from it, with neither the fetch nor the validation. Anything that
+        # The copy outlives its message if `kept` holds it: validated for its VI with no ATT write
+        # since, so a repost of that descriptor (SQ_REPOST: unchanged since the VI posted it) is
+        # sent from it, with neither the fetch nor the validation. Its address is `loaded_desc`
+        # (every fetch drops the kept copy first), so only the VI is kept beside it. Anything that
         # forgets `loaded` but a message's end drops it too.
-        m.submodules.kept = kept = KeptCopy(data.StructLayout({"vi": range(vis), "desc": 32}))
+        m.submodules.kept = kept = KeptCopy(range(vis))
         m.d.comb += [
             kept.forget.eq(self.forget),
             kept.connect.eq(Cat(*self.vi.connect).any()),
-            kept.key.vi.eq(vi),
-            kept.key.desc.eq(desc),
-            kept.probe.vi.eq(vi),
-            kept.probe.desc.eq(sq_r.data.addr),
+            kept.key.eq(vi),
+            kept.probe.eq(vi),
         ]
 
         mtu = Signal(16)
@@ -642,7 +641,7 @@ class TxEngine(wiring.Component):
                     m.d.sync += [desc.eq(entry.addr), slot.eq(this_slot)]
                     with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == entry.addr)):
                         m.next = "VALIDATE"
-                    with m.Elif(kept.hit & entry.again):
+                    with m.Elif(kept.hit & entry.again & (loaded_desc == entry.addr)):
                         m.d.sync += [loaded.eq(1), loaded_slot.eq(this_slot)]
                         m.next = "PLAN"
                     with m.Else():
