@@ -15,7 +15,10 @@ BASE_DIR = Path(buildcache.__file__).parent
 
 
 def _source_files() -> list[Path]:
-    return buildcache.source_files(Path(__file__).parent) + buildcache.source_files(BASE_DIR, ("*.py", "*.uasm"))
+    """The gateware and the base modules it imports (not the whole base layer: a change to a
+    definition only the firmware or the host uses must not rebuild the card)."""
+    gateware = buildcache.source_files(Path(__file__).parent)
+    return gateware + buildcache.imported_sources(gateware, BASE_DIR, "numavia.base", ("*.uasm",))
 
 
 # Taken here, when every gateware module has been imported (through .card).

@@ -43,6 +43,42 @@ def test_the_cards_sources_are_those_on_disk_in_an_unedited_tree():
     assert buildcache.digest(files) == buildcache.digest(gateware_build._source_files())
 
 
+def test_the_cards_sources_are_the_base_modules_its_gateware_imports():
+    names = {f.relative_to(gateware_build.BASE_DIR).as_posix() for f in gateware_build.sources() if "base" in f.parts}
+    # via_att imports bytestruct; the microcode package brings its __init__ and its .uasm.
+    assert {"via_att.py", "bytestruct.py", "microcode/__init__.py", "microcode/isa.py", "microcode/sci.uasm"} <= names
+    # Definitions only the firmware, the host or the build use are not the card's.
+    assert not {"pushpull_format.py", "codegen.py", "trace.py", "microcode/assembler.py"} & names
+
+
+def test_imported_sources_follow_absolute_relative_and_package_imports(tmp_path):
+    pkg = tmp_path / "lib"
+    (pkg / "sub").mkdir(parents=True)
+    for name, text in {
+        "__init__.py": "",
+        "a.py": "from lib import b\n",
+        "b.py": "from .sub import c\n",
+        "unused.py": "",
+        "sub/__init__.py": "",
+        "sub/c.py": "from ..d import X\n",
+        "sub/table.dat": "data",
+        "d.py": "X = 1\n",
+    }.items():
+        (pkg / name).write_text(text)
+    user = tmp_path / "user.py"
+    user.write_text("import os\nfrom lib.a import thing\nfrom .local import y\n")
+    files = buildcache.imported_sources([user], pkg, "lib", ("*.dat",))
+    assert {f.relative_to(pkg).as_posix() for f in files} == {
+        "__init__.py",
+        "a.py",
+        "b.py",
+        "sub/__init__.py",
+        "sub/c.py",
+        "sub/table.dat",
+        "d.py",
+    }
+
+
 def test_cached_builds_an_entry_once_and_never_leaves_a_half_made_one(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path))
     calls = []

@@ -5,6 +5,7 @@ whose inputs (source files, parameters, tool versions) did not change is reused.
 builders (pytest-xdist workers) take a lock per entry, so each entry is built once.
 """
 
+import ast
 import fcntl
 import hashlib
 import json
@@ -34,6 +35,60 @@ def source_files(directory, patterns=("*.py",)):
     for pattern in patterns:
         files.update(p for p in directory.rglob(pattern) if "__pycache__" not in p.parts)
     return sorted(files)
+
+
+def imported_sources(files, package_dir, package, data_patterns=()):
+    """The modules of ``package`` (its folder ``package_dir``) that ``files`` import, directly or
+    through one another, each with the ``__init__.py`` of its packages and the files matching
+    ``data_patterns`` beside them (what they may read), sorted.
+
+    Read from the import statements, not from what a process happens to have imported, so that a
+    key made of them is the same in every process: the card's Verilog depends on the definitions
+    its gateware imports, not on every module of the base layer (push-pull's format, say).
+    """
+    package_dir = Path(package_dir)
+    depth = len(package.split("."))
+    found, todo = set(), [Path(f) for f in files]
+
+    def module_files(dotted):  # a.b.c -> a/b/__init__.py, a/b/c.py or a/b/c/__init__.py, those that exist
+        parts = dotted.split(".")[depth:]
+        paths, at = [package_dir / "__init__.py"], package_dir
+        for part in parts[:-1]:
+            at = at / part
+            paths.append(at / "__init__.py")
+        if parts:
+            paths += [(at / parts[-1]).with_suffix(".py"), at / parts[-1] / "__init__.py"]
+        return [p for p in paths if p.is_file()]
+
+    def absolute(node, path):  # an ImportFrom's module, relative ones resolved inside the package
+        if not node.level:
+            return node.module or ""
+        if not path.resolve().is_relative_to(package_dir.resolve()):
+            return ""  # another package's relative import: not ours
+        parts = package.split(".") + list(path.resolve().parent.relative_to(package_dir.resolve()).parts)
+        parts = parts[: len(parts) - node.level + 1]
+        return ".".join(parts + ([node.module] if node.module else []))
+
+    while todo:
+        path = todo.pop()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = absolute(node, path)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name == package or name.startswith(package + "."):
+                    for dependency in module_files(name):
+                        if dependency not in found:
+                            found.add(dependency)
+                            todo.append(dependency)
+    for folder in {p.parent for p in found}:
+        for pattern in data_patterns:
+            found.update(folder.glob(pattern))
+    return sorted(found)
 
 
 def digest(files=(), params=None, length=16):
