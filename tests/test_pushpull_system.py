@@ -28,7 +28,8 @@ def check(figures, *, iterations, size, threshold, received=None):
     for node, f in enumerate(figures):
         expected = iterations if received is None else received[node]
         assert f["bad_bytes"] == 0, f"node {node}: {f['bad_bytes']} bad bytes in {size}-byte messages"
-        assert f["one_ways"] == expected
+        # The agents stamp each side's last message only: one one-way time per receiving side.
+        assert f["one_ways"] == min(expected, 1)
         assert f["pulls"] == (expected if size > threshold else 0)
 
 
@@ -58,7 +59,7 @@ def test_receiver_posts_late(pair, scheme):
         figures = pair.run(scheme, size, THRESHOLD, 2, verify=True, late_us=2000)
         check(figures, iterations=2, size=size, threshold=THRESHOLD)
         # The second ping waits for its receive for 2 ms less a pong and the agents' pattern work
-        # (well under 1 ms): the late side's mean one-way time exceeds the early side's by > 300 us.
+        # (well under 1 ms): the late side's one-way time exceeds the early side's by > 300 us.
         assert figures[1]["one_way_cycles"] - figures[0]["one_way_cycles"] > 300 * 100
 
 

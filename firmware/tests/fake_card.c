@@ -46,6 +46,7 @@ uint32_t nv_reg_read(uint32_t offset)
         uint32_t lo = (uint32_t)fake.cycles;
         fake.cycles_hi_latch = (uint32_t)(fake.cycles >> 32);
         fake.cycles += fake.cycles_per_read;
+        fake.cycles_reads++;
         return lo;
     }
     case NV_CTRL_CYCLES_HI: return fake.cycles_hi_latch;

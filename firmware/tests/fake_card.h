@@ -18,6 +18,7 @@ struct fake_card {
     uint32_t ctrl;
     uint64_t cycles;
     uint32_t cycles_per_read; /* how far CYCLES moves at each read (0: it stands still) */
+    unsigned cycles_reads;    /* reads of CYCLES_LO */
     uint32_t cycles_hi_latch;
     /* remote access controller: control store */
     uint64_t store[1024];

@@ -49,7 +49,13 @@ HEADER = ByteStruct(
             1,
             "flags",
             bits=(
-                Bits("REGISTER", 0, 1, "early-message register path: the bytes are the descriptor's immediate data"),
+                Bits(
+                    "REGISTER",
+                    0,
+                    1,
+                    "early-message register path: the bytes (at most REGISTER_BYTES) are the one word behind "
+                    "the short header, written by one store; the push's descriptor never changes",
+                ),
                 Bits(
                     "PULL",
                     1,
@@ -64,6 +70,13 @@ HEADER = ByteStruct(
                     "nothing is pulled and LENGTH is below 256: SHORT_LENGTH holds it, the message carries only "
                     "the header's first SHORT_HEADER bytes and its pushed part follows them",
                 ),
+                Bits(
+                    "STAMPED",
+                    3,
+                    1,
+                    "SENT_CYCLES holds the send's start: the receiver adds this message's one-way time to its "
+                    "statistics (a sample, asked for per message: it costs each side a read of the card's counter)",
+                ),
             ),
         ),
         Field("CREDITS", 2, 1, "pushed-buffer slots the sender re-posted since its last message"),
@@ -73,7 +86,7 @@ HEADER = ByteStruct(
             1,
             "LENGTH of a SHORT message, in the word the receiver reads first (one uncached read fewer)",
         ),
-        Field("SENT_CYCLES", 4, 4, "sender's card cycle counter (low word) when the send began"),
+        Field("SENT_CYCLES", 4, 4, "sender's card cycle counter (low word) when the send began, if STAMPED"),
         Field("SEQ", 8, 4, "message number (DATA), or the message an ACK is for"),
         Field("LENGTH", 12, 4, "message bytes"),
         Field("PUSHED", 16, 4, "bytes pushed behind this header (the rest is pulled)"),
@@ -87,11 +100,14 @@ SLOTS = 4
 #: Largest bytes_to_push: a slot holds a header and this many bytes.
 MAX_PUSH = 2048
 SLOT_BYTES = HEADER.size + MAX_PUSH
-#: Messages up to this size take the advanced scheme's register path (the descriptor's immediate).
+#: Messages up to this size take the advanced scheme's register path (one word behind the short header).
 REGISTER_BYTES = 4
 #: What a SHORT message carries of its header: the first word and SENT_CYCLES (fewer bytes on the
 #: wire and through both cards for the smallest messages).
 SHORT_HEADER = 8
+#: A register push's one data segment: the short header and the word, whatever the length (so
+#: that its descriptor never changes and is reposted).
+REGISTER_PUSH = SHORT_HEADER + REGISTER_BYTES
 #: Pages one translation can cover (a 2 MiB message not page aligned).
 MAX_PAGES = 520
 #: The library's area at the start of a registered region: pushed slots, the send bounce slot,
@@ -148,6 +164,7 @@ def constants():
         "SLOT_BYTES",
         "REGISTER_BYTES",
         "SHORT_HEADER",
+        "REGISTER_PUSH",
         "MAX_PAGES",
         "AREA_SLOTS",
         "AREA_BOUNCE",

@@ -6,9 +6,11 @@ the benchmark agent, so every figure comes from the card's cycle counter. For ea
 over a connected VI pair; the host sets everything up through VIPL and collects:
 
 * ping-pong latency: half the round trip (the initiator's cycles / iterations / 2);
-* one-way latency: from the sender's call to the data being in the receiver's user buffer,
-  measured by the receiver from the send cycle the header carries (the nodes' card counters
-  run from the same clock and reset, as on a cluster with a common clock; checked by the tests).
+* one-way latency: from the sender's call to the data being in the receiver's user buffer, of
+  each side's last (warm) message, which alone is stamped: the receiver measures it from the send
+  cycle its header carries (the nodes' card counters run from the same clock and reset, as on a
+  cluster with a common clock; checked by the tests). Stamping costs each side a counter read, so
+  the ping-pong's other messages carry none.
 
 Plain send/receive and RDMA write ping-pongs (``numavia bench via``'s agent, on a second VI pair
 of the same session) are measured at the same sizes for comparison.
@@ -314,7 +316,8 @@ def summary(rows, meta, args, info):
         "",
         "Ping-pong: half the round trip of the initiator's ping-pong (card cycle counter, "
         "cycles column = whole run). One-way: sender's call to data in the receiver's user buffer, "
-        "measured by the receiver from the send cycle in the header. Both in us at 100 MHz.",
+        "measured by the receiver from the send cycle in the header of each side's last message (the "
+        "only ones stamped). Both in us at 100 MHz.",
         "",
     ]
     g = gains(rows)

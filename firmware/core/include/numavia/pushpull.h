@@ -24,7 +24,7 @@
  * use waits for its descriptor's last post to complete before posting it again. The two advanced
  * pushes (they share the bounce slot) come first. */
 enum nv_pp_send {
-    NV_PP_SEND_REGISTER, /* advanced push, bytes in the immediate data: header from the bounce slot */
+    NV_PP_SEND_REGISTER, /* advanced push of a word: short header and the word from the bounce slot */
     NV_PP_SEND_BOUNCE,   /* advanced push: header and pushed part from the bounce slot */
     NV_PP_SEND_GATHER,   /* original push: header, then the pushed part from the user buffer */
     NV_PP_SEND_CONTROL,  /* ACK or CREDIT: a header only */
@@ -35,7 +35,7 @@ enum nv_pp_send {
 
 /* How one message of `length` bytes travels (pure: the unit tests check the edge cases). */
 enum nv_pp_path {
-    NV_PP_PATH_REGISTER = 0, /* advanced, tiny: the bytes ride in the descriptor's immediate data */
+    NV_PP_PATH_REGISTER = 0, /* advanced, tiny: one word behind the short header, a descriptor that never changes */
     NV_PP_PATH_BOUNCE,       /* advanced, pushed part copied behind the header: no translation */
     NV_PP_PATH_GATHER,       /* original: the push gathers from the translated user buffer */
 };
@@ -64,7 +64,7 @@ struct nv_pp_config {
 };
 
 struct nv_pp_stats {
-    uint64_t one_way_cycles; /* sum over received messages of (arrival in the user buffer - send start) */
+    uint64_t one_way_cycles; /* sum over received stamped messages of (arrival in the user buffer - send start) */
     uint32_t one_ways, translated_pages, copied_bytes, pulls, credit_waits;
 };
 
@@ -75,11 +75,14 @@ struct nv_pp_stats {
 struct nv_pp_record {
     uint32_t pa;
     uint32_t words[NV_PP_RECORD_WORDS];
+    uint8_t changed; /* a word was written since the record was last posted */
 };
 
+/* A descriptor posted unchanged since its last post rings `unchanged`: a send's SQ_REPOST, so the
+ * card sends it from the copy it kept, if it still holds one, with neither fetch nor validation. */
 struct nv_pp_desc {
     struct nv_pp_record r;
-    uint32_t doorbell; /* card register of its queue */
+    uint32_t doorbell, unchanged; /* card registers of its queue: SQ_DOORBELL and SQ_REPOST (RQ_DOORBELL twice) */
     uint8_t rdma, posted;
 };
 
@@ -99,6 +102,9 @@ struct nv_pp {
     /* Outgoing headers: the bounce slot's (advanced pushes), the original push's, ACK/CREDIT's. */
     struct nv_pp_record bounce_header, gather_header, control_header;
     uint8_t bounce_clobbered; /* a short message's pushed part overwrote the bounce header's tail */
+    /* Set by the caller: the next message sent is STAMPED, its receiver adds its one-way time to
+     * its statistics. A sample, asked for per message: it costs each side a counter read. */
+    uint8_t stamp_next;
     struct nv_pp_stats stats;
 };
 
