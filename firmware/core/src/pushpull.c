@@ -30,8 +30,9 @@
  * tiny push its word and STATUS), a descriptor posted unchanged is reposted (SQ_REPOST: the card
  * neither fetches nor validates it again), a message below 256 bytes carries an 8-byte header whose
  * first word holds its length, the receiver reads each header word it needs once, and only a
- * message the caller stamps reads the card's counter (for the one-way figure).  The path of such a message is inline in nv_pp_send and nv_pp_recv, one stretch of
- * code that the 4 KiB direct-mapped instruction cache holds whole (RARE below). */
+ * message the caller stamps reads the card's counter (for the one-way figure). The path of such a
+ * message is inline in nv_pp_send and nv_pp_recv, one stretch of code that the 4 KiB direct-mapped
+ * instruction cache holds whole (RARE below). */
 #include <stddef.h>
 
 #include "numavia/core.h"
@@ -78,8 +79,7 @@ _Static_assert(FITS(NV_PP_HEADER_KIND) && FITS(NV_PP_HEADER_FLAGS) && FITS(NV_PP
                    FITS(NV_PP_HEADER_PUSHED) && FITS(NV_PP_HEADER_PULL_VA) && FITS(NV_PP_HEADER_PULL_HANDLE) &&
                    FITS(NV_PP_HEADER_SENT_CYCLES),
                "push-pull header fields must sit inside words");
-_Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) &&
-                   FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
+_Static_assert(FITS(NV_DESC_CONTROL_SEG_COUNT) && FITS(NV_DESC_CONTROL_CONTROL) && FITS(NV_DESC_ADDRESS_REMOTE_VA) &&
                    FITS(NV_DESC_ADDRESS_REMOTE_HANDLE) && FITS(NV_DESC_DATA_VA) && FITS(NV_DESC_DATA_HANDLE) &&
                    FITS(NV_DESC_DATA_LENGTH) && NV_DESC_CONTROL_SIZE % 4 == 0 && NV_DESC_ADDRESS_SIZE % 4 == 0 &&
                    NV_DESC_DATA_SIZE % 4 == 0,
@@ -263,8 +263,8 @@ static inline TIMED void set_segment(struct nv_pp_desc *d, unsigned i, uint64_t 
 
 /* A descriptor of the library's page: `op` and one data segment (the second of a gathering push is
  * set per message). */
-static void open_desc(struct nv_pp *pp, struct nv_pp_desc *d, uint32_t offset, int send_queue, uint32_t op,
-                      uint64_t va, uint32_t length)
+static void open_desc(struct nv_pp *pp, struct nv_pp_desc *d, uint32_t offset, int send_queue, uint32_t op, uint64_t va,
+                      uint32_t length)
 {
     clear_record(&d->r, pp->cfg.desc + offset, NV_PP_RECORD_WORDS);
     d->doorbell = send_queue ? NV_DOORBELL_VI_SQ_DOORBELL_AT(pp->cfg.vi) : NV_DOORBELL_VI_RQ_DOORBELL_AT(pp->cfg.vi);
