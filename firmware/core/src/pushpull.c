@@ -808,7 +808,8 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
             take_pushed(pp, slot, h, buf);
         if (r == NV_VIP_SUCCESS) {
             if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_STAMPED_MASK) {
-                pp->stats.one_way_cycles += nv_card_cycles32() - (uint32_t)get_field(h, HDR(SENT_CYCLES));
+                pp->stats.arrived_cycles = nv_card_cycles32();
+                pp->stats.one_way_cycles += pp->stats.arrived_cycles - (uint32_t)get_field(h, HDR(SENT_CYCLES));
                 pp->stats.one_ways++;
             }
             *length = len;
@@ -949,6 +950,7 @@ uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t
     uint32_t bad = 0;
     CHECK(ping_pong(&pp, a, at_offset(cfg.area, NV_PP_AREA_BYTES), flags, late, &bad, &r->cycles));
     r->polls = pp.stats.credit_waits;
+    r->seen_cycles = pp.stats.arrived_cycles; /* the last message in: the latency breakdown's start or end */
     words[NV_PP_RES_ONE_WAY_CYCLES_LO] = (uint32_t)pp.stats.one_way_cycles;
     words[NV_PP_RES_ONE_WAY_CYCLES_HI] = (uint32_t)(pp.stats.one_way_cycles >> 32);
     words[NV_PP_RES_ONE_WAYS] = pp.stats.one_ways;

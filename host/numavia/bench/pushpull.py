@@ -6,6 +6,8 @@ the benchmark agent, so every figure comes from the card's cycle counter. For ea
 over a connected VI pair; the host sets everything up through VIPL and collects:
 
 * ping-pong latency: half the round trip (the initiator's cycles / iterations / 2);
+* the last half round trip step by step, from both cards' latency stamps and the cycle each side's
+  last message was in its user buffer (``bench.via.breakdown``; for messages nothing is pulled of);
 * one-way latency: from the sender's call to the data being in the receiver's user buffer, of
   each side's last (warm) message, which alone is stamped: the receiver measures it from the send
   cycle its header carries (the nodes' card counters run from the same clock and reset, as on a
@@ -137,6 +139,7 @@ class PushPullPair:
         word = {name: w[ppf.RESULT_BASE + i] for i, name in enumerate(ppf.RESULTS)}
         return {
             "cycles": r["cycles_lo"] | r["cycles_hi"] << 32,
+            "seen_cycles": r["seen_cycles"],
             "one_ways": one_ways,
             "one_way_cycles": one_way / one_ways if one_ways else 0.0,
             "bad_bytes": word["BAD_BYTES"],
@@ -151,6 +154,10 @@ class PushPullPair:
         the per-message work."""
         f0, f1 = self.run(scheme, size, threshold, iterations)
         us = 1e6 / self.freq
+        steps = dict.fromkeys(bench_via.STEP_FIELDS)
+        if size <= min(threshold, ppf.MAX_PUSH):  # one push each way: the stamps are its frames'
+            stamps = [nic.stamps() for nic in self.nics]
+            steps = bench_via.breakdown("send", f0["seen_cycles"], f1["seen_cycles"], *stamps)
         one_ways = f0["one_ways"] + f1["one_ways"]
         one_way = (f0["one_way_cycles"] * f0["one_ways"] + f1["one_way_cycles"] * f1["one_ways"]) / one_ways
         messages = 2 * iterations
@@ -163,6 +170,7 @@ class PushPullPair:
             "translated_pages_per_msg": (f0["translated_pages"] + f1["translated_pages"]) / messages,
             "copied_bytes_per_msg": (f0["copied_bytes"] + f1["copied_bytes"]) / messages,
             "pulls_per_msg": (f0["pulls"] + f1["pulls"]) / messages,
+            **steps,
         }
 
 
@@ -221,6 +229,7 @@ def sweep(session, args, points, log):
                     "translated_pages_per_msg": "",
                     "copied_bytes_per_msg": "",
                     "pulls_per_msg": "",
+                    **{f: r[f] for f in bench_via.STEP_FIELDS},
                 }
             )
             line = f"{BASELINE_TITLES[scheme]:>12} {size:>7} B: ping-pong {r['latency_us']:8.2f} us ({n} x)"
@@ -260,6 +269,7 @@ FIELDS = [
     "translated_pages_per_msg",
     "copied_bytes_per_msg",
     "pulls_per_msg",
+    *bench_via.STEP_FIELDS,
 ]
 
 
@@ -303,6 +313,45 @@ def write_results(rows, info, args):
         plot=lambda path: plot(rows, path, args),
     )
     return [out / f"pushpull_bench.{ext}" for ext in ("md", "csv", "json", "png")]
+
+
+def breakdown_bars(rows):
+    """(label, row) of the last half round trip step by step: for each scheme and bytes_to_push and
+    each plain baseline, its smallest message with a breakdown."""
+    bars, seen = [], set()
+    for r in sorted(rows, key=lambda r: r["size"]):
+        key = (r["kind"], r["scheme"], r["threshold"])
+        if r["size"] > 0 and r.get(bench_via.STEP_FIELDS[0]) is not None and key not in seen:
+            seen.add(key)
+            name = f"{r['scheme']} @{r['threshold']}" if r["kind"] == "pushpull" else BASELINE_TITLES[r["scheme"]]
+            bars.append((f"{name}, {r['size']} B", r))
+    kinds = {"pushpull": 0, "baseline": 1}
+    return sorted(bars, key=lambda b: (kinds[b[1]["kind"]], str(b[1]["threshold"]), b[1]["scheme"]))
+
+
+def breakdown_table(rows):
+    bars = breakdown_bars(rows)
+    if not bars:
+        return []
+    lines = [
+        f"## Latency breakdown (cycles of {1e3 / bench_via.CYCLES_PER_US:.0f} ns; the last half round trip of the point)",
+        "",
+        "From both cards' latency stamps (as `numavia bench via`). Push-pull: CPU post is the responder's "
+        "library from the last message in its user buffer to its answer's doorbell (the rest of the "
+        "receive, the send); completion seen is the initiator's poll and receive, to the answer in its user "
+        "buffer. Plain VIA: from and to the poll that saw the receive's DONE (send/receive) or the "
+        "marker (RDMA write).",
+        "",
+        f"| | {' | '.join(bench_via.STEPS)} | sum (us) | ping-pong (us) |",
+        "|---|" + "---|" * (len(bench_via.STEPS) + 2),
+    ]
+    for label, r in bars:
+        steps = [r[f] for f in bench_via.STEP_FIELDS]
+        lines.append(
+            f"| {label} | {' | '.join(str(x) for x in steps)} | {sum(steps) / bench_via.CYCLES_PER_US:.2f} | "
+            f"{r['pingpong_us']:.2f} |"
+        )
+    return [*lines, ""]
 
 
 def summary(rows, meta, args, info):
@@ -364,6 +413,7 @@ def summary(rows, meta, args, info):
                 cells.append(f"{x[0]['pingpong_us']:.2f}" if x else "")
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         lines.append("")
+    lines += breakdown_table(rows)
     lines += [
         "## All push-pull points",
         "",
@@ -386,8 +436,11 @@ def summary(rows, meta, args, info):
 
 
 def plot(rows, path, args):
-    fig = Figure(figsize=(18, 5.2))
-    lat, one, gain = fig.subplots(1, 3)
+    bars = breakdown_bars(rows)
+    fig = Figure(figsize=(24 if bars else 18, 5.2))
+    lat, one, gain, *rest = fig.subplots(1, 4 if bars else 3)
+    if bars:
+        bench_via.plot_breakdown(rest[0], bars)
     styles = {"original": "--", "advanced": "-"}
     for t in args.thresholds:
         for s in args.schemes:

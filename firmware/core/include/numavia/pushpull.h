@@ -65,6 +65,7 @@ struct nv_pp_config {
 
 struct nv_pp_stats {
     uint64_t one_way_cycles; /* sum over received stamped messages of (arrival in the user buffer - send start) */
+    uint32_t arrived_cycles; /* card cycle (low word) the last stamped message was in the user buffer */
     uint32_t one_ways, translated_pages, copied_bytes, pulls, credit_waits;
 };
 
