@@ -427,6 +427,34 @@ static void test_small_message_writes_only_what_changed(void)
     }
 }
 
+/* A receive that waits takes the last push's completion, so the next send reads it no more; a push
+ * that completed in error is left for that send to report, not lost. */
+static void test_a_waiting_receive_takes_the_last_pushs_completion(void)
+{
+    const uint32_t t = 64;
+    open_pair(NV_PP_SCHEME_ADVANCED, t, 50);
+    for (unsigned bad = 0; bad < 2; bad++) {
+        fill(0, 4, 1);
+        CHECK(nv_pp_send(&ep[0], user[0], 4) == NV_VIP_SUCCESS);
+        struct nv_pp_desc *push = &ep[0].send[NV_PP_SEND_REGISTER];
+        CHECK(push->posted);
+        uint32_t status_at = push->r.pa + NV_DESC_CONTROL_STATUS_OFFSET;
+        if (bad) /* as the card reports a push it gave up on */
+            fake_host_put32(status_at, NV_DESC_CONTROL_STATUS_DONE_MASK | NV_DESC_CONTROL_STATUS_TRANSPORT_ERROR_MASK);
+        uint32_t length = 0;
+        CHECK(nv_pp_recv(&ep[0], user[0], t, &length) == NV_VIP_TIMEOUT); /* nothing comes back */
+        CHECK(push->posted == bad);
+        unsigned reads = fake_via.host_reads;
+        uint32_t sent = nv_pp_send(&ep[0], user[0], 4);
+        if (bad) {
+            CHECK(sent == NV_VIP_ERROR);
+        } else {
+            CHECK(sent == NV_VIP_SUCCESS);
+            CHECK(fake_via.host_reads - reads == 1); /* the user's word; no STATUS */
+        }
+    }
+}
+
 static void test_refuses_what_does_not_fit(void)
 {
     const uint32_t t = 64;
@@ -469,6 +497,7 @@ int main(void)
     test_long_message_waits_for_its_pull();
     test_small_message_writes_only_what_changed();
     test_short_length_edge();
+    test_a_waiting_receive_takes_the_last_pushs_completion();
     test_refuses_what_does_not_fit();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

@@ -307,6 +307,19 @@ static inline HOT uint32_t done(struct nv_pp_desc *d)
     return status & NV_DESC_STATUS_ERROR_MASK ? failed(status) : NV_VIP_SUCCESS;
 }
 
+/* While a receive waits for its message anyway: take the last push's completion if it completed
+ * well, so that the next send need not read it (one read per missed poll until then). One that
+ * completed in error stays posted, for the send's wait_done to report. */
+static inline HOT void reap(struct nv_pp_desc *d)
+{
+    if (d == NULL || !d->posted)
+        return;
+    nv_host_sync();
+    uint32_t status = nv_host_read32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET);
+    if ((status & NV_DESC_CONTROL_STATUS_DONE_MASK) && !(status & NV_DESC_STATUS_ERROR_MASK))
+        d->posted = 0;
+}
+
 /* A wait's timeout (nv_poll_timer_missed), one copy for the waits off a small message's path. */
 static RARE int expired_rare(const struct nv_pp *pp, struct nv_poll_timer *t)
 {
@@ -616,6 +629,7 @@ static inline HOT uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf,
     nv_host_write32(area_pa(pp, NV_PP_AREA_BOUNCE + NV_PP_SHORT_HEADER), read_bytes(buf.pa, length));
     pp->bounce_clobbered = 1; /* the word is not the record's */
     post(&pp->send[NV_PP_SEND_REGISTER]);
+    pp->last_push = &pp->send[NV_PP_SEND_REGISTER];
     pp->credits--;
     pp->owed = 0;
     return NV_VIP_SUCCESS;
@@ -680,6 +694,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         set_word(h, WORD(PUSHED), p.pushed);
     }
     post(d);
+    pp->last_push = d;
     pp->credits--;
     pp->owed = 0;
     return translated ? finish_translated(pp, d, &p, seq, &handle) : NV_VIP_SUCCESS;
@@ -791,8 +806,11 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
     while (r == NV_VIP_SUCCESS && pp->arrived_count == 0) {
         r = poll_incoming(pp);
         /* Only a poll that missed counts (the timer reads the card's clock at the first miss). */
-        if (r == NV_VIP_SUCCESS && pp->arrived_count == 0 && nv_poll_timer_missed(&w, pp->timeout_cycles))
-            r = NV_VIP_TIMEOUT;
+        if (r == NV_VIP_SUCCESS && pp->arrived_count == 0) {
+            reap(pp->last_push);
+            if (nv_poll_timer_missed(&w, pp->timeout_cycles))
+                r = NV_VIP_TIMEOUT;
+        }
     }
     if (r == NV_VIP_SUCCESS) {
         unsigned slot = pp->arrived[pp->arrived_head];

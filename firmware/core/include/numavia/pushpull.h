@@ -102,7 +102,8 @@ struct nv_pp {
     struct nv_pp_desc slot[NV_PP_SLOTS], send[NV_PP_SENDS];
     /* Outgoing headers: the bounce slot's (advanced pushes), the original push's, ACK/CREDIT's. */
     struct nv_pp_record bounce_header, gather_header, control_header;
-    uint8_t bounce_clobbered; /* a short message's pushed part overwrote the bounce header's tail */
+    uint8_t bounce_clobbered;     /* a short message's pushed part overwrote the bounce header's tail */
+    struct nv_pp_desc *last_push; /* the last push posted: a waiting receive takes its completion */
     /* Set by the caller: the next message sent is STAMPED, its receiver adds its one-way time to
      * its statistics. A sample, asked for per message: it costs each side a counter read. */
     uint8_t stamp_next;
