@@ -617,11 +617,24 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
     return r;
 }
 
+/* SENT_CYCLES in header `h` if the caller asked for this message to be stamped (nv_pp.stamp_next):
+ * the FLAGS bit that says so, else 0. */
+static inline HOT uint32_t stamp(struct nv_pp *pp, struct nv_pp_record *h, uint32_t t0)
+{
+    if (!pp->stamp_next)
+        return 0;
+    pp->stamp_next = 0;
+    set_word(h, WORD(SENT_CYCLES), t0);
+    return NV_PP_HEADER_FLAGS_STAMPED_MASK;
+}
+
 /* The early-message register path, straight: the bytes as one word behind a short header in the
  * bounce slot, by a descriptor that never changes (REGISTER_PUSH bytes whatever the length), so it
- * goes out through SQ_REPOST. The caller has waited for the bounce slot. */
-static inline HOT uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t flags)
+ * goes out through SQ_REPOST. The caller has waited for the bounce slot; `t0` is the send's start. */
+static TIMED __attribute__((noinline)) uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length,
+                                                              uint32_t t0)
 {
+    uint32_t flags = stamp(pp, &pp->bounce_header, t0);
     pp->send_seq++;
     set_word(&pp->bounce_header, 0,
              first_word(NV_PP_KIND_DATA, flags | NV_PP_HEADER_FLAGS_REGISTER_MASK | NV_PP_HEADER_FLAGS_SHORT_MASK,
@@ -635,20 +648,10 @@ static inline HOT uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf,
     return NV_VIP_SUCCESS;
 }
 
-/* SENT_CYCLES in header `h` if the caller asked for this message to be stamped (nv_pp.stamp_next):
- * the FLAGS bit that says so, else 0. */
-static inline HOT uint32_t stamp(struct nv_pp *pp, struct nv_pp_record *h, uint32_t t0)
+/* Every send but nv_pp_send's straight one: the waits and every path. */
+static TIMED __attribute__((noinline)) uint32_t send_message(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length,
+                                                             uint32_t t0)
 {
-    if (!pp->stamp_next)
-        return 0;
-    pp->stamp_next = 0;
-    set_word(h, WORD(SENT_CYCLES), t0);
-    return NV_PP_HEADER_FLAGS_STAMPED_MASK;
-}
-
-TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
-{
-    uint32_t t0 = pp->stamp_next ? nv_card_cycles32() : 0;
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
     CHECK(wait_credit(pp));
@@ -660,7 +663,7 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
         CHECK(wait_done(pp, &pp->send[NV_PP_SEND_REGISTER]));
         CHECK(wait_done(pp, d));
         if (register_path(pp->cfg.scheme, pp->cfg.threshold, length))
-            return push_register(pp, buf, length, stamp(pp, h, t0));
+            return push_register(pp, buf, length, t0);
     } else {
         d = &pp->send[NV_PP_SEND_GATHER];
         h = &pp->gather_header;
@@ -698,6 +701,18 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     pp->credits--;
     pp->owed = 0;
     return translated ? finish_translated(pp, d, &p, seq, &handle) : NV_VIP_SUCCESS;
+}
+
+TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length)
+{
+    uint32_t t0 = pp->stamp_next ? nv_card_cycles32() : 0;
+    /* The common small message straight to its push when there is nothing to wait for: this and
+     * push_register call nothing, so they save no registers (each a store that goes to the bus on
+     * this core), and both calls are jumps. */
+    if (pp->open && pp->credits && !pp->send[NV_PP_SEND_REGISTER].posted && !pp->send[NV_PP_SEND_BOUNCE].posted &&
+        register_path(pp->cfg.scheme, pp->cfg.threshold, length))
+        return push_register(pp, buf, length, t0);
+    return send_message(pp, buf, length, t0);
 }
 
 /* Copy the `pushed` bytes behind a header of `header_bytes` out of `slot`. */
