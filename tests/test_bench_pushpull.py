@@ -85,8 +85,20 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
         assert float(r["pulls_per_msg"]) == (1.0 if int(r["size"]) > 64 else 0.0)
         if r["scheme"] == "original":
             assert float(r["translated_pages_per_msg"]) >= 1
+    # The last half round trip step by step, from the cards' stamps, wherever nothing was pulled: a
+    # push is a minimum frame like the plain send of the same bytes, so their wire steps agree.
+    steps = ("cpu_post_cycles", "card_tx_cycles", "wire_cycles", "card_rx_cycles", "completion_seen_cycles")
+    wire = {int(r["size"]): int(r["wire_cycles"]) for r in rows if r["kind"] == "baseline"}
+    for r in pp:
+        if int(r["size"]) > 64:
+            assert all(r[f] == "" for f in steps)
+        else:
+            assert all(int(r[f]) > 0 for f in steps)
+            if int(r["size"]) <= 4:
+                assert abs(int(r["wire_cycles"]) - wire[int(r["size"])]) <= 16
     summary = (out / "pushpull_bench.md").read_text()
     assert "numavia bench pushpull --thresholds 64" in summary and "Advanced vs original" in summary
+    assert "## Latency breakdown" in summary and "| advanced @64, 1 B |" in summary
     data = json.loads((out / "pushpull_bench.json").read_text())
     assert data["config"]["clock_hz"] == 100_000_000 and len(data["figures"]["gains"]) == len(pp) // 2
     assert data["command"].startswith("numavia bench pushpull --thresholds 64")

@@ -451,6 +451,11 @@ static void test_a_waiting_receive_takes_the_last_pushs_completion(void)
         } else {
             CHECK(sent == NV_VIP_SUCCESS);
             CHECK(fake_via.host_reads - reads == 1); /* the user's word; no STATUS */
+            for (unsigned k = 0; k < 2; k++) {       /* both pushes arrive, the second from its copy */
+                CHECK(nv_pp_recv(&ep[1], user[1], t, &length) == NV_VIP_SUCCESS && length == 4);
+                CHECK(intact(1, 4, 1));
+            }
+            CHECK(fake_via.vi[vis[0]].sq_reposts == 1 && sends_without_receive == 0);
         }
     }
 }

@@ -31,8 +31,8 @@
  * neither fetches nor validates it again), a message below 256 bytes carries an 8-byte header whose
  * first word holds its length, the receiver reads each header word it needs once, and only a
  * message the caller stamps reads the card's counter (for the one-way figure). The path of such a
- * message is inline in nv_pp_send and nv_pp_recv, one stretch of code that the 4 KiB direct-mapped
- * instruction cache holds whole (RARE below). */
+ * message is inline in send_message (or push_register) and nv_pp_recv, one stretch of code that
+ * the 4 KiB direct-mapped instruction cache holds whole (RARE below). */
 #include <stddef.h>
 
 #include "numavia/core.h"
