@@ -111,7 +111,7 @@ def pushpull_stream(job, messages, seed, out, faults, chunk):
                     "messages": n,
                     "cycles": sender["cycles"],
                     "bad_bytes": receiver["bad_bytes"],
-                    "received": receiver["one_ways"],
+                    "received": receiver["received"],
                 }
             )
             done += n

@@ -28,6 +28,7 @@ def check(figures, *, iterations, size, threshold, received=None):
     for node, f in enumerate(figures):
         expected = iterations if received is None else received[node]
         assert f["bad_bytes"] == 0, f"node {node}: {f['bad_bytes']} bad bytes in {size}-byte messages"
+        assert f["received"] == expected
         # The agents stamp each side's last message only: one one-way time per receiving side.
         assert f["one_ways"] == min(expected, 1)
         assert f["pulls"] == (expected if size > threshold else 0)

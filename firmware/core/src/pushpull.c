@@ -916,10 +916,12 @@ static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint3
 
 /* The timed run: ITERATIONS ping-pongs (or one-way messages, in a burst), drained; `late` cycles of
  * delay before each receive. Each side stamps its last message: its one-way time, warm, is the
- * figure (stamping every message would put two counter reads into every ping-pong). */
+ * figure (stamping every message would put two counter reads into every ping-pong). `*received`
+ * counts the messages this side received (in a register until the end: no store on the path). */
 static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_args *a, struct nv_pp_buf user,
-                                     uint32_t flags, uint64_t late, uint32_t *bad, uint64_t *cycles)
+                                     uint32_t flags, uint64_t late, uint32_t *bad, uint64_t *cycles, uint32_t *received)
 {
+    uint32_t got = 0;
     int initiator = a->role != 0, verify = (flags & NV_PP_BENCH_FLAG_VERIFY) != 0;
     int burst = (flags & NV_PP_BENCH_FLAG_BURST) != 0;
     uint64_t t0 = nv_card_cycles();
@@ -929,8 +931,10 @@ static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_arg
                 fill(user, a->size, i, 1);
             pp->stamp_next = i + 1 == a->iterations;
             CHECK(nv_pp_send(pp, user, a->size));
-            if (!burst)
+            if (!burst) {
                 CHECK(receive_one(pp, user, a->size, i, 0, verify, bad));
+                got++;
+            }
         } else {
             if (late) { /* the receive is posted late: the push waits in its slot */
                 uint64_t until = nv_card_cycles() + late;
@@ -938,6 +942,7 @@ static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_arg
                     ;
             }
             CHECK(receive_one(pp, user, a->size, i, 1, verify, bad));
+            got++;
             if (!burst) {
                 if (verify)
                     fill(user, a->size, i, 0);
@@ -948,6 +953,7 @@ static TIMED_LOOP uint32_t ping_pong(struct nv_pp *pp, const struct nv_bench_arg
     }
     CHECK(nv_pp_drain(pp));
     *cycles = nv_card_cycles() - t0;
+    *received = got;
     return NV_VIP_SUCCESS;
 }
 
@@ -981,7 +987,8 @@ uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t
     pp.stats = (struct nv_pp_stats){0};
     uint64_t late = (uint64_t)(flags >> NV_PP_FLAGS_LATE_US_SHIFT) * (via->clk_freq_hz / 1000000u);
     uint32_t bad = 0;
-    CHECK(ping_pong(&pp, a, at_offset(cfg.area, NV_PP_AREA_BYTES), flags, late, &bad, &r->cycles));
+    uint32_t received = 0;
+    CHECK(ping_pong(&pp, a, at_offset(cfg.area, NV_PP_AREA_BYTES), flags, late, &bad, &r->cycles, &received));
     r->polls = pp.stats.credit_waits;
     r->seen_cycles = pp.stats.arrived_cycles; /* the last message in: the latency breakdown's start or end */
     words[NV_PP_RES_ONE_WAY_CYCLES_LO] = (uint32_t)pp.stats.one_way_cycles;
@@ -991,5 +998,6 @@ uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t
     words[NV_PP_RES_TRANSLATED_PAGES] = pp.stats.translated_pages;
     words[NV_PP_RES_COPIED_BYTES] = pp.stats.copied_bytes;
     words[NV_PP_RES_PULLS] = pp.stats.pulls;
+    words[NV_PP_RES_RECEIVED] = received;
     return NV_VIP_SUCCESS;
 }

@@ -152,6 +152,7 @@ RESULTS = (
     "TRANSLATED_PAGES",
     "COPIED_BYTES",
     "PULLS",
+    "RECEIVED",
 )
 RESULT_BASE = len(via_mailbox.command("BENCH").results)
 

@@ -146,6 +146,7 @@ class PushPullPair:
             "translated_pages": word["TRANSLATED_PAGES"],
             "copied_bytes": word["COPIED_BYTES"],
             "pulls": word["PULLS"],
+            "received": word["RECEIVED"],
             "iterations": iterations,
         }
 
