@@ -638,10 +638,11 @@ class TxEngine(wiring.Component):
                 with m.Elif(sendable):
                     this_slot = vi * qd + ctx.cur[: len(ctx.cur) - 1]
                     entry = sq_r.data
+                    same_desc = loaded_desc == entry.addr  # the loaded one, and the kept one if kept
                     m.d.sync += [desc.eq(entry.addr), slot.eq(this_slot)]
-                    with m.If(loaded & (loaded_slot == this_slot) & (loaded_desc == entry.addr)):
+                    with m.If(loaded & (loaded_slot == this_slot) & same_desc):
                         m.next = "VALIDATE"
-                    with m.Elif(kept.hit & entry.again & (loaded_desc == entry.addr)):
+                    with m.Elif(kept.hit & entry.again & same_desc):
                         m.d.sync += [loaded.eq(1), loaded_slot.eq(this_slot)]
                         m.next = "PLAN"
                     with m.Else():
