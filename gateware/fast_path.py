@@ -19,6 +19,11 @@ Five kinds of transaction qualify (while ``enable`` is high):
 * a writer's CPURGE of a copy here, without the flag that asks for dirty data (``purge_fast``):
   the tag lookup and, for a copy in a list (or leaving it), the answer naming its successor; the
   microcode invalidates the copy and counts the purge from its ``PURGE_ANSWERED`` resume point;
+* a write miss's answer (waited for at ``WRITE_SENT``): with nobody to purge the host's write
+  done, with a list of clean copies (``FRESH``) the first ``CPURGE``; each purge's answer (at
+  ``WRITE_PURGE_SENT``) the next ``CPURGE``, or after the last the host's write done. The line
+  is kept, marked ``WRITING`` and merged by the microcode after each of these, off the writer's
+  path; a list whose head holds the data (``GONE``) is the microcode's;
 * an MREAD/MWRITE/MUREAD at this node, its home (``request_fast``): the directory read; when the
   line is unlocked, the answer with the line streamed from memory, then the directory write (a
   second miss's MREAD of a line written since it was SHOWN is answered so too, uncached; an
@@ -49,7 +54,7 @@ from .sequencer_decoder import InstructionLayout
 from .tag_store import TagOp, command_layout, home_owned, state_mask
 
 
-class FastStep(enum.Enum, shape=4):
+class FastStep(enum.Enum, shape=5):
     """Steps of the hard-wired fast path (``NONE``: the microcode runs)."""
 
     NONE = 0
@@ -67,6 +72,10 @@ class FastStep(enum.Enum, shape=4):
     READ_ANSWER = 12  # a caching read's answer with the line: the host's words, then the microcode
     PURGE_LOOKUP = 13  # CPURGE of a copy here: look it up
     PURGE_REPLY = 14  # a copy in a list: answer with its successor, then the microcode
+    WRITE_ANSWER = 15  # a write miss's answer: the host's write done, or the first CPURGE
+    WRITE_PURGE_ANSWER = 16  # a purge's answer: the next CPURGE, or the host's write done
+    WRITE_KEEP = 17  # the first CPURGE sent: the microcode keeps the line, marks it WRITING
+    WRITE_PURGE_WAIT = 18  # the next CPURGE sent: wait for its answer
 
 
 class FastThen(enum.Enum, shape=3):
@@ -77,6 +86,7 @@ class FastThen(enum.Enum, shape=3):
     SUSPEND = 2  # wait for the answer
     END = 3  # the transaction is done
     COMPLETE = 4  # the host's words, as the COMPLETE instruction loaded
+    MICROCODE = 5  # the microcode goes on at the loaded pc
 
 
 def _op(name):
@@ -96,11 +106,13 @@ class FastPath(wiring.Component):
       ``FastStep.MISS_ALLOC``, ``FastStep.ONCE_SEND``);
       ``message`` and ``resumed_pc`` (a response and the pc of the context it resumes) ->
       ``response_step``: the step an answer starts with on the fast path (``FastStep.ONCE_ANSWER``,
-      ``FastStep.READ_ANSWER``; ``FastStep.NONE``: the microcode's).
+      ``FastStep.READ_ANSWER``, ``FastStep.WRITE_ANSWER``, ``FastStep.WRITE_PURGE_ANSWER``;
+      ``FastStep.NONE``: the microcode's).
     * ``step``, ``context`` (the running context's registers), ``message`` (the packet that
       started the run) -> ``fallback``, or ``next_step`` and ``then``, with what to load:
       ``tag_cmd`` (``load_tag_cmd``; a ``WRITE_TAG`` sets the context's state too, as ``C_WR``
-      does), ``instruction`` (``load_instruction``), ``pc`` (``load_pc``).
+      does), ``instruction`` (``load_instruction``), ``pc`` (``load_pc``), and ``load_ptr``
+      (the context's PTR := the message's pointer, as ``MOVP PTR, M_PTR``).
     """
 
     def __init__(self, geometry=CacheGeometry()):
@@ -129,6 +141,7 @@ class FastPath(wiring.Component):
                 "load_instruction": Out(1),
                 "pc": Out(isa.TARGET_BITS),
                 "load_pc": Out(1),
+                "load_ptr": Out(1),
             }
         )
 
@@ -146,12 +159,20 @@ class FastPath(wiring.Component):
         once = (mp.kind == isa.LocalKind.READ_ONCE) & remote
         # An answer with the words resumes a read at its wait: the host's words first (after a
         # read not cached there is nothing else to do; after a caching one, the microcode's rest).
-        answered = (self.message.status == Status.OK) & self.message.has_data
+        # A write's answer, and a purge's answer without data (a clean copy's), resume its
+        # write: the host's write done, or the next purge out (the line's bookkeeping after it).
+        ok = self.message.status == Status.OK
+        answered = ok & self.message.has_data
         with m.If(self.enable & answered):
             with m.If(self.resumed_pc == isa.resume_vector(Resume.READ_ONCE_SENT)):
                 m.d.comb += self.response_step.eq(FastStep.ONCE_ANSWER)
             with m.Elif(self.resumed_pc == isa.resume_vector(Resume.READ_SENT)):
                 m.d.comb += self.response_step.eq(FastStep.READ_ANSWER)
+        with m.If(self.enable & ok):
+            with m.If(self.resumed_pc == isa.resume_vector(Resume.WRITE_SENT)):
+                m.d.comb += self.response_step.eq(FastStep.WRITE_ANSWER)
+            with m.Elif((self.resumed_pc == isa.resume_vector(Resume.WRITE_PURGE_SENT)) & ~self.message.has_data):
+                m.d.comb += self.response_step.eq(FastStep.WRITE_PURGE_ANSWER)
         m.d.comb += [
             self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
             self.purge_fast.eq(self.enable & (req.cmd == Command.CPURGE) & ~req.flag),
@@ -186,6 +207,20 @@ class FastPath(wiring.Component):
 
         def pc(value):
             m.d.comb += [self.load_pc.eq(1), self.pc.eq(value)]
+
+        def purge(send_point, next_step):
+            """MOVP PTR, M_PTR; SEND cmd=CPURGE, dest=PTR, flag=F_GONE (the microcode's at send_point
+            when the outgoing queue is full)."""
+            m.d.comb += self.load_ptr.eq(1)
+            instruction("SEND", a=Dest.PTR, b=Ptr.NONE, c=FlagSrc.F_GONE, d=DataSrc.NONE, imm=Command.CPURGE)
+            pc(isa.resume_vector(send_point))
+            go(next_step, FastThen.HEADER)
+
+        def write_done(then_point):
+            """COMPLETE status=OK: the host's write is done; the microcode keeps the line."""
+            instruction("COMPLETE", a=LineSrc.BUF, imm=Status.OK)
+            pc(isa.resume_vector(then_point))
+            go(FastStep.NONE, FastThen.COMPLETE)
 
         with m.Switch(self.step):
             with m.Case(FastStep.MISS_ALLOC):  # C_ALLOC
@@ -273,6 +308,28 @@ class FastPath(wiring.Component):
                     instruction("REPLY", a=Ptr.FWD, b=FlagSrc.ZERO, c=DataSrc.NONE, imm=Status.OK)
                     pc(isa.resume_vector(Resume.PURGE_ANSWERED))  # invalidate and count, in microcode
                     go(FastStep.NONE, FastThen.HEADER)
+            with m.Case(FastStep.WRITE_ANSWER):  # write_sent: (M_OK) DISP M_MSTATE
+                with m.Switch(msg.mstate):
+                    with m.Case(MemoryState.HOME, MemoryState.SHOWN):  # write_alone
+                        write_done(Resume.WRITE_ALONE)
+                    with m.Case(MemoryState.FRESH):  # write_purge_first
+                        purge(Resume.WRITE_FIRST_PURGE_SEND, FastStep.WRITE_KEEP)
+                    with m.Default():  # GONE: the old head's data comes with its purge answer
+                        m.d.comb += self.fallback.eq(1)
+            with m.Case(FastStep.WRITE_PURGE_ANSWER):  # write_purge_sent: (M_OK) BRF F_GONE ...
+                with m.If(r.flags[Flag.GONE]):  # the data was to come with this answer
+                    m.d.comb += self.fallback.eq(1)
+                with m.Elif(msg.ptr_valid):  # MOVP PTR, M_PTR; BRT PTR_V, write_purge
+                    purge(Resume.WRITE_PURGE_SEND, FastStep.WRITE_PURGE_WAIT)
+                with m.Else():  # write_purged
+                    m.d.comb += self.load_ptr.eq(1)
+                    write_done(Resume.WRITE_PURGED)
+            with m.Case(FastStep.WRITE_KEEP):  # write_first_purged: C_WR WRITING ..., in microcode
+                pc(isa.resume_vector(Resume.WRITE_FIRST_PURGED))
+                go(FastStep.NONE, FastThen.MICROCODE)
+            with m.Case(FastStep.WRITE_PURGE_WAIT):  # WAIT_AT WRITE_PURGE_SENT
+                pc(isa.resume_vector(Resume.WRITE_PURGE_SENT))
+                go(FastStep.NONE, FastThen.SUSPEND)
             with m.Default():  # not a fast step: the microcode runs
                 m.d.comb += self.fallback.eq(1)
         return m

@@ -616,6 +616,10 @@ class Sequencer(wiring.Component):
                         m.d.sync += r.pc.eq(pc_next)
                         entry_command(sched.suspend, ctx[:4])
                         m.next = "SAVE"
+                    with m.Case(isa.OPS["WAIT_AT"].code):  # resume at a vector the fast path knows
+                        m.d.sync += r.pc.eq(isa.resume_vector(0) + fa)
+                        entry_command(sched.suspend, ctx[:4])
+                        m.next = "SAVE"
                     with m.Case(isa.OPS["BACKOFF"].code):
                         entry_command(sched.backoff, ctx[:4])
                         m.d.comb += sched.backoff.retries.eq(r.retries)
@@ -752,6 +756,8 @@ class Sequencer(wiring.Component):
                     with m.If(fast.load_pc):
                         # (and where a multi-cycle operation ending the fast run goes on)
                         m.d.sync += [r.pc.eq(fast.pc), after.eq(fast.pc)]
+                    with m.If(fast.load_ptr):  # as MOVP PTR, M_PTR
+                        m.d.sync += r.ptr.eq(pointer_source(Ptr.M_PTR))
                     with m.Switch(fast.then):
                         with m.Case(FastThen.TAG):
                             m.next = "TAG"
@@ -763,6 +769,8 @@ class Sequencer(wiring.Component):
                             m.next = "SAVE"
                         with m.Case(FastThen.COMPLETE):
                             complete(src=fast.instruction.a, status=fast.instruction.imm[:5])
+                        with m.Case(FastThen.MICROCODE):
+                            m.next = "FETCH"  # at the loaded pc
                         with m.Case(FastThen.END):
                             count("fast_path")
                             with m.If(ctx != HANDLER):

@@ -243,6 +243,52 @@ def test_a_caching_miss_answered_with_the_line_gives_the_host_its_word_before_an
     assert fast_tags[-1] == (CacheState.INVALID if rewritten else CacheState.ONLY_FRESH)
 
 
+async def write_miss(ctx, dut, watch, sharers):
+    """A write of words 13-14 of the home's line (the second one's upper half only), answered with
+    `sharers` clean copies to purge, one after another. Returns the cycles from each answer in to
+    what it lets out: the next CPURGE, and after the last the host's write done."""
+    line = range(500, 500 + GEOMETRY.line_words)
+    await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_A + 4 * 13, "write": 1, "count": 2})
+    await send(ctx, dut.host.wdata, {"data": 0xC0FFEE, "be": 0xF})
+    await send(ctx, dut.host.wdata, {"data": 0xBEEF0000, "be": 0xC})
+    request = await request_out(ctx, dut)
+    assert request.cmd == Command.MWRITE
+    start = watch.cycle
+    if sharers:
+        mstate, ptr = MemoryState.FRESH, {"ptr": WRITER, "ptr_valid": 1}
+    else:
+        mstate, ptr = MemoryState.HOME, {}
+    await answer_with_line(ctx, dut, request, line, mstate=mstate, extra=ptr)
+    answered, gaps = watch.cycle, []
+    sharer = WRITER
+    for n in range(sharers):
+        purge = await request_out(ctx, dut)
+        gaps.append(watch.cycle - answered)
+        assert (purge.cmd, purge.target) == (Command.CPURGE, sharer)
+        if n == 0:  # nothing kept or marked before it left
+            assert watch.since(start) == []
+        sharer = sharer + 1 if n + 1 < sharers else None
+        forward = {"ptr": sharer, "ptr_valid": 1} if sharer is not None else {}
+        await answer_with_line(ctx, dut, purge, [], extra={"source": purge.target, **forward})
+        answered = watch.cycle
+    response = await recv(ctx, dut.host.resp, timeout=500)
+    done = watch.cycle
+    gaps.append(done - answered)
+    assert not response.error
+    await ctx.tick().repeat(60)  # the line kept after the host's write
+    written = [(c, state) for c, op, _, state, _ in watch.tags if c >= start and op == TagOp.WRITE_TAG]
+    if sharers:
+        assert [state for _, state in written] == [CacheState.WRITING, CacheState.ONLY_DIRTY]
+    else:  # the host's write done before the entry is written at all
+        assert [state for _, state in written] == [CacheState.ONLY_DIRTY]
+        assert done <= written[0][0]
+    # A hit on the home's line with the host's bytes merged, nothing else changed.
+    await send(ctx, dut.host.req, {**host_read(LINE_A), "count": GEOMETRY.line_words})
+    words = [await host_word(ctx, dut) for _ in line]
+    assert words == [*line[:13], 0xC0FFEE, 0xBEEF0000 | (line[14] & 0xFFFF), line[15]]
+    return gaps
+
+
 @pytest.mark.parametrize("microcode_only", [False, True])
 @pytest.mark.parametrize("sharers", [0, 2])
 def test_a_write_miss_acknowledges_the_host_or_sends_its_first_purge_before_keeping_the_line(microcode_only, sharers):
@@ -250,46 +296,27 @@ def test_a_write_miss_acknowledges_the_host_or_sends_its_first_purge_before_keep
     with sharers the first purge leaves before the line is kept and the entry marked WRITING.
     Either way the line ends ONLY_DIRTY with the host's bytes (only its beats reach the sequencer,
     each put at its word) merged into the home's line."""
-    line = range(500, 500 + GEOMETRY.line_words)
 
     async def bench(ctx, dut, watch):
-        # Words 13-14 of the line, the second one's upper half only.
-        await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_A + 4 * 13, "write": 1, "count": 2})
-        await send(ctx, dut.host.wdata, {"data": 0xC0FFEE, "be": 0xF})
-        await send(ctx, dut.host.wdata, {"data": 0xBEEF0000, "be": 0xC})
-        request = await request_out(ctx, dut)
-        assert request.cmd == Command.MWRITE
-        start = watch.cycle
-        if sharers:
-            mstate, ptr = MemoryState.FRESH, {"ptr": WRITER, "ptr_valid": 1}
-        else:
-            mstate, ptr = MemoryState.HOME, {}
-        await answer_with_line(ctx, dut, request, line, mstate=mstate, extra=ptr)
-        sharer = WRITER
-        for n in range(sharers):
-            purge = await request_out(ctx, dut)
-            assert (purge.cmd, purge.target) == (Command.CPURGE, sharer)
-            if n == 0:  # nothing kept or marked before it left
-                assert watch.since(start) == []
-            sharer = sharer + 1 if n + 1 < sharers else None
-            forward = {"ptr": sharer, "ptr_valid": 1} if sharer is not None else {}
-            await answer_with_line(ctx, dut, purge, [], extra={"source": purge.target, **forward})
-        response = await recv(ctx, dut.host.resp, timeout=500)
-        done = watch.cycle
-        assert not response.error
-        await ctx.tick().repeat(60)  # the line kept after the host's write
-        written = [(c, state) for c, op, _, state, _ in watch.tags if c >= start and op == TagOp.WRITE_TAG]
-        if sharers:
-            assert [state for _, state in written] == [CacheState.WRITING, CacheState.ONLY_DIRTY]
-        else:  # the host's write done before the entry is written at all
-            assert [state for _, state in written] == [CacheState.ONLY_DIRTY]
-            assert done <= written[0][0]
-        # A hit on the home's line with the host's bytes merged, nothing else changed.
-        await send(ctx, dut.host.req, {**host_read(LINE_A), "count": GEOMETRY.line_words})
-        words = [await host_word(ctx, dut) for _ in line]
-        assert words == [*line[:13], 0xC0FFEE, 0xBEEF0000 | (line[14] & 0xFFFF), line[15]]
+        await write_miss(ctx, dut, watch, sharers)
 
     simulate(bench, microcode_only=microcode_only)
+
+
+def test_a_write_miss_s_answers_and_purges_are_taken_on_the_fast_path():
+    """The fast path takes the write's answer and each purge's answer: each lets out the next
+    CPURGE, or the host's write done, sooner than the microcode alone (which dispatches on the
+    memory state, moves the pointer and branches first), with the same packets and line."""
+    gaps = {}
+    for microcode_only in (False, True):
+
+        async def bench(ctx, dut, watch, microcode_only=microcode_only):
+            gaps[microcode_only] = await write_miss(ctx, dut, watch, 2)
+
+        simulate(bench, microcode_only=microcode_only)
+    fast, microcode = gaps[False], gaps[True]
+    assert len(fast) == len(microcode) == 3
+    assert all(f < m for f, m in zip(fast, microcode)), (fast, microcode)
 
 
 @pytest.mark.parametrize("flag", [0, 1])

@@ -108,22 +108,31 @@ def test_a_read_miss_not_cached_sends_its_uncached_read_and_waits_at_the_resume_
     run(testbench)
 
 
+def response_step(point, status, has_data):
+    """The fast step an answer resuming a context at ``point`` starts with: only a good answer
+    (with the words for a read; without data for a purge); the others are the microcode's."""
+    if status != Status.OK:
+        return FastStep.NONE
+    if point == Resume.WRITE_SENT:
+        return FastStep.WRITE_ANSWER
+    if point == Resume.WRITE_PURGE_SENT:
+        return FastStep.NONE if has_data else FastStep.WRITE_PURGE_ANSWER
+    steps = {Resume.READ_ONCE_SENT: FastStep.ONCE_ANSWER, Resume.READ_SENT: FastStep.READ_ANSWER}
+    return steps.get(point, FastStep.NONE) if has_data else FastStep.NONE
+
+
 def test_a_good_answer_with_words_to_a_read_gives_the_host_its_words_on_the_fast_path():
     """A read not cached (READ_ONCE_SENT) ends there; a caching read (READ_SENT) hands the rest
-    to the microcode; a refusal, an answer without data (a GONE line attaches) and every other
-    resume point are the microcode's."""
+    to the microcode; a refusal, an answer without data (a GONE line attaches) and every resume
+    point but a write's are the microcode's."""
 
     async def testbench(ctx, dut):
-        once_sent, sent = isa.resume_vector(Resume.READ_ONCE_SENT), isa.resume_vector(Resume.READ_SENT)
-        points = (once_sent, sent, isa.resume_vector(Resume.WRITE_SENT))
-        for pc, status, has_data in itertools.product(points, Status, (0, 1)):
-            ctx.set(dut.resumed_pc, pc)
+        sent = isa.resume_vector(Resume.READ_SENT)
+        for point, status, has_data in itertools.product(Resume, Status, (0, 1)):
+            ctx.set(dut.resumed_pc, isa.resume_vector(point))
             ctx.set(dut.message.status, status)
             ctx.set(dut.message.has_data, has_data)
-            expected = {once_sent: FastStep.ONCE_ANSWER, sent: FastStep.READ_ANSWER}.get(pc, FastStep.NONE)
-            if not (status == Status.OK and has_data):
-                expected = FastStep.NONE
-            assert ctx.get(dut.response_step) == expected, (pc, status, has_data)
+            assert ctx.get(dut.response_step) == response_step(point, status, has_data), (point, status, has_data)
         assert step(ctx, dut, FastStep.ONCE_ANSWER) == (FastStep.END, FastThen.COMPLETE)
         assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
         assert step(ctx, dut, FastStep.READ_ANSWER) == (FastStep.NONE, FastThen.COMPLETE)
@@ -304,5 +313,59 @@ def test_a_purge_of_a_copy_in_a_list_is_answered_on_the_fast_path():
         ctx.set(dut.request.cmd, Command.CPURGE)
         ctx.set(dut.request.flag, 0)
         assert not ctx.get(dut.purge_fast)
+
+    run(testbench)
+
+
+def test_a_write_miss_s_answer_and_purges_run_on_the_fast_path():
+    """The answer to a write miss: with nobody to purge (HOME, SHOWN) the host's write done and
+    the microcode's merge; with clean copies (FRESH) the first CPURGE to the old head, then the
+    microcode keeps the line; a GONE list (its data comes with the purge answer) is the
+    microcode's. A purge's answer: the next CPURGE and a wait at the resume point, or after the
+    last the host's write done; one owed the data (GONE) is the microcode's."""
+
+    purge = {"dest": Dest.PTR, "ptr": Ptr.NONE, "flag": FlagSrc.F_GONE, "data": DataSrc.NONE, "cmd": Command.CPURGE}
+    done = ("COMPLETE", {"src": isa.LineSrc.BUF, "status": Status.OK})
+
+    async def testbench(ctx, dut):
+        ctx.set(dut.context.kind, LocalKind.WRITE)
+        ctx.set(dut.message.status, Status.OK)
+        ctx.set(dut.message.ptr, 2)
+        ctx.set(dut.message.ptr_valid, 1)
+        for mstate in MemoryState:
+            ctx.set(dut.message.mstate, mstate)
+            ctx.set(dut.step, FastStep.WRITE_ANSWER)
+            assert ctx.get(dut.fallback) == (mstate == MemoryState.GONE), mstate
+            if mstate == MemoryState.GONE:
+                continue
+            if mstate == MemoryState.FRESH:
+                assert step(ctx, dut, FastStep.WRITE_ANSWER) == (FastStep.WRITE_KEEP, FastThen.HEADER)
+                assert instruction(ctx, dut) == ("SEND", purge) and ctx.get(dut.load_ptr)
+                assert ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_FIRST_PURGE_SEND)
+                assert step(ctx, dut, FastStep.WRITE_KEEP) == (FastStep.NONE, FastThen.MICROCODE)
+                assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_FIRST_PURGED)
+            else:
+                assert step(ctx, dut, FastStep.WRITE_ANSWER) == (FastStep.NONE, FastThen.COMPLETE)
+                assert instruction(ctx, dut) == done and not ctx.get(dut.load_ptr)
+                assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_ALONE)
+
+        # A purge's answer naming the next copy, then the last one's.
+        assert step(ctx, dut, FastStep.WRITE_PURGE_ANSWER) == (FastStep.WRITE_PURGE_WAIT, FastThen.HEADER)
+        assert instruction(ctx, dut) == ("SEND", purge) and ctx.get(dut.load_ptr)
+        assert ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_PURGE_SEND)
+        assert step(ctx, dut, FastStep.WRITE_PURGE_WAIT) == (FastStep.NONE, FastThen.SUSPEND)
+        assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_PURGE_SENT)
+        ctx.set(dut.message.ptr_valid, 0)
+        assert step(ctx, dut, FastStep.WRITE_PURGE_ANSWER) == (FastStep.NONE, FastThen.COMPLETE)
+        assert instruction(ctx, dut) == done and ctx.get(dut.load_ptr)  # PTR := none, as MOVP does
+        assert ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_PURGED)
+        ctx.set(dut.context.flags, 1 << isa.Flag.GONE)
+        ctx.set(dut.step, FastStep.WRITE_PURGE_ANSWER)
+        assert ctx.get(dut.fallback)
+
+        ctx.set(dut.enable, 0)  # RAC.CTRL.MICROCODE_ONLY
+        for point in (Resume.WRITE_SENT, Resume.WRITE_PURGE_SENT):
+            ctx.set(dut.resumed_pc, isa.resume_vector(point))
+            assert ctx.get(dut.response_step) == FastStep.NONE
 
     run(testbench)

@@ -477,7 +477,9 @@ class CardModel:
                 ctx.ret, ctx.pc = ctx.pc, v["target"]
             elif name == "RET":
                 ctx.pc = ctx.ret
-            elif name == "WAIT":
+            elif name in ("WAIT", "WAIT_AT"):
+                if name == "WAIT_AT":
+                    ctx.pc = isa.resume_vector(v["point"])
                 ctx.waiting = True
                 return cycles
             elif name == "BACKOFF":

@@ -81,9 +81,10 @@ def local_vector(kind):
 class Resume(IntEnum):
     """Where the sequencer's hard-wired fast path hands a local miss back to the microcode: the
     SEND of its attach request (the outgoing queue was full), the instruction after that SEND's
-    WAIT (the answer came), after a read's answer whose words the fast path gave the host, and after
-    a purge it answered. The microcode names them with ``.vector resume``, so the fast path follows
-    the program wherever the assembler puts it."""
+    WAIT (the answer came), after a read's answer whose words the fast path gave the host, after
+    a purge it answered, and the steps of a write miss's purges. The microcode names them with
+    ``.vector resume``, so the fast path follows the program wherever the assembler puts it, and
+    waits at one with ``WAIT_AT`` where the fast path may take the answer."""
 
     READ_SEND = 0
     READ_SENT = 1
@@ -93,6 +94,13 @@ class Resume(IntEnum):
     READ_ONCE_SENT = 5
     READ_ANSWERED = 6  # a caching read's answer, once the host has its words: the bookkeeping
     PURGE_ANSWERED = 7  # a purged copy's answer sent: the copy invalidated, the purge counted
+    # A write miss's answer and its purges (the microcode waits for these with WAIT_AT):
+    WRITE_ALONE = 8  # nobody to purge, the host's write done: the line kept and merged
+    WRITE_FIRST_PURGE_SEND = 9  # the first CPURGE (the outgoing queue was full)
+    WRITE_FIRST_PURGED = 10  # the first CPURGE sent: the line kept, the entry WRITING
+    WRITE_PURGE_SEND = 11  # the next CPURGE (the outgoing queue was full)
+    WRITE_PURGE_SENT = 12  # a purge's answer came
+    WRITE_PURGED = 13  # the last purge answered, the host's write done: the merge
 
 
 def resume_vector(point):
@@ -292,6 +300,12 @@ OPS = {
         Op("CALL", 5, (_TARGET,), "continue at target, return address in the context (one level)"),
         Op("RET", 6, (), "continue at the return address"),
         Op("WAIT", 7, (), "suspend until the response to this context's request arrives"),
+        Op(
+            "WAIT_AT",
+            15,
+            (_o("point", Resume, "a"),),
+            "as WAIT, but resume at the vector of point, where the fast path may take the answer",
+        ),
         Op("BACKOFF", 8, (), "suspend for a backoff delay that grows with the retry count"),
         Op("END", 9, (), "the context's work is done; free it"),
         Op("SETF", 10, (_o("flag", Flag, "a"),), "set a context flag"),
