@@ -410,6 +410,17 @@ class Sequencer(wiring.Component):
         # nobody else holds them (a grant comes the cycle after the request).
         own_next = Signal()
 
+        def start_run(fast_run):
+            """Go on to OWN, or to a fast run at once when the tags, asked for a cycle earlier,
+            are granted already (a microcode run fetches its first instruction in OWN)."""
+            m.d.comb += own_next.eq(1)
+            with m.If(fast_run & tag.own_grant):
+                count("runs")
+                m.d.sync += running.eq(1)
+                m.next = "FAST"
+            with m.Else():
+                m.next = "OWN"
+
         with m.FSM() as fsm:
             # ============================ scheduling ============================================
             with m.State("IDLE"):
@@ -428,7 +439,7 @@ class Sequencer(wiring.Component):
                         # The context is read back while its message's data comes in.
                         m.d.comb += store.read.eq(hdr.tid)
                         with m.If(resumable):
-                            m.d.comb += message.keep.eq(1)
+                            m.d.comb += [message.keep.eq(1), own_next.eq(1)]
                             m.d.sync += ctx.eq(hdr.tid)
                             entry_command(sched.resume, hdr.tid[:4])
                             m.next = "ARRIVED"
@@ -437,7 +448,7 @@ class Sequencer(wiring.Component):
                     with m.Elif(hdr.ptype == PacketType.REQUEST):
                         count("requests")
                         with m.If(self.loaded):
-                            m.d.comb += message.keep.eq(1)
+                            m.d.comb += [message.keep.eq(1), own_next.eq(1)]
                             m.d.sync += ctx.eq(HANDLER)
                             with m.If(fast.request_fast):
                                 m.d.sync += fast_step.eq(FastStep.HOME_DIR)
@@ -506,13 +517,15 @@ class Sequencer(wiring.Component):
             # A message arrived: its run starts while its data block still comes into the message
             # buffer; the operations that read the buffer wait for the words they need.
             with m.State("ARRIVED"):
+                fast_run = Signal()
                 with m.If(ctx == HANDLER):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
+                    m.d.comb += fast_run.eq(fast_step != FastStep.NONE)
                 with m.Else():
                     m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
                     m.d.sync += fast_step.eq(fast.response_step)
-                m.d.comb += own_next.eq(1)
-                m.next = "OWN"
+                    m.d.comb += fast_run.eq(fast.response_step != FastStep.NONE)
+                start_run(fast_run)
 
             # Control store not loaded: answer NOT_READY without microcode.
             with m.State("NOT_READY"):
@@ -563,11 +576,11 @@ class Sequencer(wiring.Component):
                 with m.If(self.miss.miss_data.valid):
                     m.d.sync += [hbe.word_select(word, 4).eq(beat.be), j.eq(j + 1)]
                     with m.If(j + 1 == r.lcount):
+                        m.d.comb += own_next.eq(1)
                         m.next = "SAVE_HBE"
             with m.State("SAVE_HBE"):
                 save_byte_enables(ctx[:4], hbe)
-                m.d.comb += own_next.eq(1)
-                m.next = "OWN"
+                start_run(fast_step != FastStep.NONE)
 
             with m.State("RESTORE"):
                 m.d.comb += store.read.eq(ctx)

@@ -365,6 +365,23 @@ def test_a_purged_copy_answers_before_any_microcode(flag):
     }
 
 
+def test_a_message_s_fast_run_starts_as_soon_as_the_message_is_taken():
+    """The sequencer asks for the tags as it takes a message, so with nobody else holding them a
+    fast run starts in the next cycle, without a cycle in OWN: a purge's answer leaves 8 cycles
+    after its header is taken (the run's start, the lookup's step, the tag command and its answer,
+    the reply's step, the header); 9 when the tags were asked for only after the take."""
+
+    async def bench(ctx, dut, watch):
+        await cache_here(ctx, dut, LINE_A)
+        await send(ctx, dut.recv_header, purge_of(LINE_A, 0), timeout=100)
+        taken = watch.cycle
+        reply = await request_out(ctx, dut)
+        assert (reply.cmd, reply.status) == (Command.CPURGE, Status.OK)
+        assert watch.cycle - taken <= 8
+
+    simulate(bench)
+
+
 def test_a_read_miss_not_cached_answered_without_words_attaches_in_microcode():
     async def bench(ctx, dut, watch):
         await send(ctx, dut.host.req, host_read(LINE_A))
