@@ -104,15 +104,19 @@ class FastPath(wiring.Component):
     * ``request`` -> ``request_fast``, ``purge_fast``, ``miss`` -> ``miss_fast``, ``once_fast``:
       a transaction the fast path starts with (``FastStep.HOME_DIR``, ``FastStep.PURGE_LOOKUP``,
       ``FastStep.MISS_ALLOC``, ``FastStep.ONCE_SEND``);
-      ``message`` and ``resumed_pc`` (a response and the pc of the context it resumes) ->
+      ``message``, ``resumed_pc`` and ``resumed_flags`` (a response, and the pc and flags of the
+      context it resumes) ->
       ``response_step``: the step an answer starts with on the fast path (``FastStep.ONCE_ANSWER``,
       ``FastStep.READ_ANSWER``, ``FastStep.WRITE_ANSWER``, ``FastStep.WRITE_PURGE_ANSWER``;
       ``FastStep.NONE``: the microcode's).
-    * ``step``, ``context`` (the running context's registers), ``message`` (the packet that
+    * ``step``, ``context`` (the running context's registers; an answer's first step reads none
+      of them, so the sequencer runs it as the context is read back), ``message`` (the packet that
       started the run) -> ``fallback``, or ``next_step`` and ``then``, with what to load:
       ``tag_cmd`` (``load_tag_cmd``; a ``WRITE_TAG`` sets the context's state too, as ``C_WR``
       does), ``instruction`` (``load_instruction``), ``pc`` (``load_pc``), and ``load_ptr``
-      (the context's PTR := the message's pointer, as ``MOVP PTR, M_PTR``).
+      (the context's PTR := the message's pointer, as ``MOVP PTR, M_PTR``). A request's first
+      step (``HOME_DIR``, ``PURGE_LOOKUP``) reads only ``message``: the sequencer runs it while
+      the handler's context is still being set up.
     """
 
     def __init__(self, geometry=CacheGeometry()):
@@ -128,6 +132,7 @@ class FastPath(wiring.Component):
                 "miss_fast": Out(1),
                 "once_fast": Out(1),
                 "resumed_pc": In(isa.TARGET_BITS),  # the pc of the context a response resumes
+                "resumed_flags": In(ContextLayout.members["flags"]),  # and its flags
                 "response_step": Out(FastStep),
                 "step": In(FastStep),
                 "context": In(ContextLayout),
@@ -161,17 +166,24 @@ class FastPath(wiring.Component):
         # read not cached there is nothing else to do; after a caching one, the microcode's rest).
         # A write's answer, and a purge's answer without data (a clean copy's), resume its
         # write: the host's write done, or the next purge out (the line's bookkeeping after it).
+        # A fill whose host has its words already (flag A) and a purge answer that was to bring
+        # the data (GONE) are the microcode's.
         ok = self.message.status == Status.OK
         answered = ok & self.message.has_data
+        resumed = self.resumed_flags
         with m.If(self.enable & answered):
             with m.If(self.resumed_pc == isa.resume_vector(Resume.READ_ONCE_SENT)):
                 m.d.comb += self.response_step.eq(FastStep.ONCE_ANSWER)
-            with m.Elif(self.resumed_pc == isa.resume_vector(Resume.READ_SENT)):
+            with m.Elif((self.resumed_pc == isa.resume_vector(Resume.READ_SENT)) & ~resumed[Flag.A]):
                 m.d.comb += self.response_step.eq(FastStep.READ_ANSWER)
         with m.If(self.enable & ok):
             with m.If(self.resumed_pc == isa.resume_vector(Resume.WRITE_SENT)):
                 m.d.comb += self.response_step.eq(FastStep.WRITE_ANSWER)
-            with m.Elif((self.resumed_pc == isa.resume_vector(Resume.WRITE_PURGE_SENT)) & ~self.message.has_data):
+            with m.Elif(
+                (self.resumed_pc == isa.resume_vector(Resume.WRITE_PURGE_SENT))
+                & ~self.message.has_data
+                & ~resumed[Flag.GONE]
+            ):
                 m.d.comb += self.response_step.eq(FastStep.WRITE_PURGE_ANSWER)
         m.d.comb += [
             self.request_fast.eq(self.enable & home_request & (req.addr[ADDR_HOME_SHIFT:] == self.node_id)),
@@ -197,8 +209,8 @@ class FastPath(wiring.Component):
         def go(next_step, then):
             m.d.comb += [self.next_step.eq(next_step), self.then.eq(then)]
 
-        def tag_command(op, **fields):
-            m.d.comb += [self.load_tag_cmd.eq(1), cmd.op.eq(op), cmd.addr.eq(r.addr)]
+        def tag_command(op, addr=r.addr, **fields):
+            m.d.comb += [self.load_tag_cmd.eq(1), cmd.op.eq(op), cmd.addr.eq(addr)]
             m.d.comb += [getattr(cmd, name).eq(value) for name, value in fields.items()]
 
         def instruction(op, **operands):
@@ -247,9 +259,9 @@ class FastPath(wiring.Component):
             with m.Case(FastStep.MISS_WAIT):  # WAIT, at the microcode's resume point
                 pc(resume(Resume.READ_SENT, Resume.WRITE_SENT))
                 go(FastStep.NONE, FastThen.SUSPEND)
-            with m.Case(FastStep.HOME_DIR):  # DIR_RD
+            with m.Case(FastStep.HOME_DIR):  # DIR_RD (of the request's line: the context may be loading)
                 instruction("DIR_RD")
-                tag_command(TagOp.LOOKUP)
+                tag_command(TagOp.LOOKUP, addr=msg.addr)
                 go(FastStep.HOME_REPLY, FastThen.TAG)
             with m.Case(FastStep.HOME_REPLY):  # mread_*/mwrite_*/muread_*: REPLY first
                 # A locked line NACKs; NUMA mode's uncached read of a GONE line (only its list
@@ -289,16 +301,13 @@ class FastPath(wiring.Component):
             with m.Case(FastStep.ONCE_ANSWER):  # (M_OK, M_HAS_DATA) COMPLETE status=OK, src=MSG
                 instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
                 go(FastStep.END, FastThen.COMPLETE)
-            with m.Case(FastStep.READ_ANSWER):  # (M_OK, M_HAS_DATA) BRT F_A; COMPLETE src=MSG
-                with m.If(r.flags[Flag.A]):  # a fill whose host has its words: nothing to complete
-                    m.d.comb += self.fallback.eq(1)
-                with m.Else():
-                    instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
-                    pc(isa.resume_vector(Resume.READ_ANSWERED))  # the bookkeeping, in microcode
-                    go(FastStep.NONE, FastThen.COMPLETE)
-            with m.Case(FastStep.PURGE_LOOKUP):  # h_cpurge: C_LOOKUP
+            with m.Case(FastStep.READ_ANSWER):  # (M_OK, M_HAS_DATA, not F_A) COMPLETE src=MSG
+                instruction("COMPLETE", a=LineSrc.MSG, imm=Status.OK)
+                pc(isa.resume_vector(Resume.READ_ANSWERED))  # the bookkeeping, in microcode
+                go(FastStep.NONE, FastThen.COMPLETE)
+            with m.Case(FastStep.PURGE_LOOKUP):  # h_cpurge: C_LOOKUP (likewise)
                 instruction("C_LOOKUP")
-                tag_command(TagOp.LOOKUP)
+                tag_command(TagOp.LOOKUP, addr=msg.addr)
                 go(FastStep.PURGE_REPLY, FastThen.TAG)
             with m.Case(FastStep.PURGE_REPLY):  # (HIT, DISP STATE) purge: REPLY status=OK, ptr=FWD
                 # No copy, or one attaching or writing (NACK): the microcode's.
@@ -316,10 +325,8 @@ class FastPath(wiring.Component):
                         purge(Resume.WRITE_FIRST_PURGE_SEND, FastStep.WRITE_KEEP)
                     with m.Default():  # GONE: the old head's data comes with its purge answer
                         m.d.comb += self.fallback.eq(1)
-            with m.Case(FastStep.WRITE_PURGE_ANSWER):  # write_purge_sent: (M_OK) BRF F_GONE ...
-                with m.If(r.flags[Flag.GONE]):  # the data was to come with this answer
-                    m.d.comb += self.fallback.eq(1)
-                with m.Elif(msg.ptr_valid):  # MOVP PTR, M_PTR; BRT PTR_V, write_purge
+            with m.Case(FastStep.WRITE_PURGE_ANSWER):  # write_purge_sent: (M_OK, not F_GONE) ...
+                with m.If(msg.ptr_valid):  # MOVP PTR, M_PTR; BRT PTR_V, write_purge
                     purge(Resume.WRITE_PURGE_SEND, FastStep.WRITE_PURGE_WAIT)
                 with m.Else():  # write_purged
                     m.d.comb += self.load_ptr.eq(1)

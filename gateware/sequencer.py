@@ -330,10 +330,10 @@ class Sequencer(wiring.Component):
             fast.numa_mode.eq(self.numa_mode),
             fast.request.eq(self.recv_header.payload),
             fast.miss.eq(self.miss.miss.payload),
-            fast.step.eq(fast_step),
             fast.context.eq(r),
             fast.message.eq(msg),
             fast.resumed_pc.eq(store.context.pc),
+            fast.resumed_flags.eq(store.context.flags),
         ]
 
         receiving = message.receiving  # a message's data block is coming in (beside the run)
@@ -378,16 +378,18 @@ class Sequencer(wiring.Component):
             m.d.sync += r.pc.eq(pc_next)
             m.next = "EXEC"
 
-        def complete(*, src, status):
-            """COMPLETE: the host's words (from the line buffer or the message, ``src``), or an error."""
+        def complete(*, src, status, context=r):
+            """COMPLETE: the host's words (from the line buffer or the message, ``src``), or an error
+            (``context``: the registers of the context, or the one being read back)."""
+            reads = Cat(context.kind == kind for kind in isa.READ_KINDS).any()
             m.d.sync += [
                 i.eq(0),
                 pipe_valid.eq(0),
                 done_error.eq(status != Status.OK),
                 stream_from_msg.eq(src == LineSrc.MSG),
-                stream_start.eq(r.lword),
+                stream_start.eq(context.lword),
                 stream_dst.eq(DST_DONE),
-                stream_count.eq(Mux(reading, r.lcount, 1)),
+                stream_count.eq(Mux(reads, context.lcount, 1)),
             ]
             m.next = "COMPLETE"
 
@@ -410,14 +412,58 @@ class Sequencer(wiring.Component):
         # nobody else holds them (a grant comes the cycle after the request).
         own_next = Signal()
 
-        def start_run(fast_run):
-            """Go on to OWN, or to a fast run at once when the tags, asked for a cycle earlier,
-            are granted already (a microcode run fetches its first instruction in OWN)."""
+        def run_fast_step(context=r):
+            """The fast path's step: what its instruction would load, and the state that runs it
+            (``context``: the context's registers, or the one being read back)."""
+            with m.If(fast.fallback):
+                # the transaction's own vector (set when it started): the microcode takes it
+                m.d.sync += fast_step.eq(FastStep.NONE)
+                m.next = "FETCH"
+            with m.Else():
+                m.d.sync += fast_step.eq(fast.next_step)
+                with m.If(fast.load_tag_cmd):
+                    m.d.sync += tcmd.eq(fast.tag_cmd)
+                    with m.If(fast.tag_cmd.op == TagOp.WRITE_TAG):
+                        m.d.sync += r.state.eq(fast.tag_cmd.state)  # as C_WR does
+                with m.If(fast.load_instruction):
+                    loaded = fast.instruction
+                    m.d.sync += Cat(op_q, fa_q, fb_q, fc_q, fd_q, imm_q).eq(
+                        Cat(loaded.op, loaded.a, loaded.b, loaded.c, loaded.d, loaded.imm)
+                    )
+                with m.If(fast.load_pc):
+                    # (and where a multi-cycle operation ending the fast run goes on)
+                    m.d.sync += [r.pc.eq(fast.pc), after.eq(fast.pc)]
+                with m.If(fast.load_ptr):  # as MOVP PTR, M_PTR
+                    m.d.sync += r.ptr.eq(pointer_source(Ptr.M_PTR))
+                with m.Switch(fast.then):
+                    with m.Case(FastThen.TAG):
+                        m.next = "TAG"
+                    with m.Case(FastThen.HEADER):
+                        m.next = "HEADER"
+                    with m.Case(FastThen.SUSPEND):
+                        count("fast_path")
+                        entry_command(sched.suspend, ctx[:4])
+                        m.next = "SAVE"
+                    with m.Case(FastThen.COMPLETE):
+                        complete(src=fast.instruction.a, status=fast.instruction.imm[:5], context=context)
+                    with m.Case(FastThen.MICROCODE):
+                        m.next = "FETCH"  # at the loaded pc
+                    with m.Case(FastThen.END):
+                        count("fast_path")
+                        with m.If(ctx != HANDLER):
+                            entry_command(sched.release, ctx[:4])
+                        m.d.sync += running.eq(0)
+                        m.next = "IDLE"
+
+        def start_run(fast_run, context=r):
+            """Go on to OWN, or start a fast run at once with its first step when the tags, asked
+            for a cycle earlier, are granted already (a microcode run fetches its first
+            instruction in OWN)."""
             m.d.comb += own_next.eq(1)
             with m.If(fast_run & tag.own_grant):
                 count("runs")
                 m.d.sync += running.eq(1)
-                m.next = "FAST"
+                run_fast_step(context)
             with m.Else():
                 m.next = "OWN"
 
@@ -515,17 +561,17 @@ class Sequencer(wiring.Component):
                     m.next = "RESTORE"
 
             # A message arrived: its run starts while its data block still comes into the message
-            # buffer; the operations that read the buffer wait for the words they need.
+            # buffer; the operations that read the buffer wait for the words they need. A
+            # request's first fast step (the directory read, a purge's lookup) needs only the
+            # message, so it runs here; an answer's needs the context read back first.
             with m.State("ARRIVED"):
-                fast_run = Signal()
                 with m.If(ctx == HANDLER):
                     m.d.sync += [r.eq(0), r.addr.eq(msg.addr), r.pc.eq(_command_vector(msg.cmd)), hbe.eq(0)]
-                    m.d.comb += fast_run.eq(fast_step != FastStep.NONE)
+                    start_run(fast_step != FastStep.NONE)
                 with m.Else():
                     m.d.sync += [r.eq(store.context), hbe.eq(store.byte_enables)]
                     m.d.sync += fast_step.eq(fast.response_step)
-                    m.d.comb += fast_run.eq(fast.response_step != FastStep.NONE)
-                start_run(fast_run)
+                    start_run(fast.response_step != FastStep.NONE, context=store.context)
 
             # Control store not loaded: answer NOT_READY without microcode.
             with m.State("NOT_READY"):
@@ -596,7 +642,7 @@ class Sequencer(wiring.Component):
                     count("runs")
                     m.d.sync += running.eq(1)
                     with m.If(fast_step != FastStep.NONE):
-                        m.next = "FAST"
+                        run_fast_step()
                     with m.Else():
                         m.next = "EXEC"
 
@@ -751,45 +797,7 @@ class Sequencer(wiring.Component):
             # --- the hard-wired fast path: the steps of the microcode it stands for, each handed to
             # the states an instruction would use (op_q and its operands say which) --------------
             with m.State("FAST"):
-                with m.If(fast.fallback):
-                    # the transaction's own vector (set when it started): the microcode takes it
-                    m.d.sync += fast_step.eq(FastStep.NONE)
-                    m.next = "FETCH"
-                with m.Else():
-                    m.d.sync += fast_step.eq(fast.next_step)
-                    with m.If(fast.load_tag_cmd):
-                        m.d.sync += tcmd.eq(fast.tag_cmd)
-                        with m.If(fast.tag_cmd.op == TagOp.WRITE_TAG):
-                            m.d.sync += r.state.eq(fast.tag_cmd.state)  # as C_WR does
-                    with m.If(fast.load_instruction):
-                        loaded = fast.instruction
-                        m.d.sync += Cat(op_q, fa_q, fb_q, fc_q, fd_q, imm_q).eq(
-                            Cat(loaded.op, loaded.a, loaded.b, loaded.c, loaded.d, loaded.imm)
-                        )
-                    with m.If(fast.load_pc):
-                        # (and where a multi-cycle operation ending the fast run goes on)
-                        m.d.sync += [r.pc.eq(fast.pc), after.eq(fast.pc)]
-                    with m.If(fast.load_ptr):  # as MOVP PTR, M_PTR
-                        m.d.sync += r.ptr.eq(pointer_source(Ptr.M_PTR))
-                    with m.Switch(fast.then):
-                        with m.Case(FastThen.TAG):
-                            m.next = "TAG"
-                        with m.Case(FastThen.HEADER):
-                            m.next = "HEADER"
-                        with m.Case(FastThen.SUSPEND):
-                            count("fast_path")
-                            entry_command(sched.suspend, ctx[:4])
-                            m.next = "SAVE"
-                        with m.Case(FastThen.COMPLETE):
-                            complete(src=fast.instruction.a, status=fast.instruction.imm[:5])
-                        with m.Case(FastThen.MICROCODE):
-                            m.next = "FETCH"  # at the loaded pc
-                        with m.Case(FastThen.END):
-                            count("fast_path")
-                            with m.If(ctx != HANDLER):
-                                entry_command(sched.release, ctx[:4])
-                            m.d.sync += running.eq(0)
-                            m.next = "IDLE"
+                run_fast_step()
 
             # --- tag SRAM commands -------------------------------------------------------------
             with m.State("TAG"):
@@ -1066,4 +1074,7 @@ class Sequencer(wiring.Component):
                 m.next = "IDLE"
 
         m.d.comb += tag.own_req.eq(running | fsm.ongoing("OWN") | own_next)
+        # An answer's first fast step runs as its context is read back (ARRIVED).
+        answer_arrived = fsm.ongoing("ARRIVED") & (ctx != HANDLER)
+        m.d.comb += fast.step.eq(Mux(answer_arrived, fast.response_step, fast_step))
         return m

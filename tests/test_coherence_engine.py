@@ -367,9 +367,10 @@ def test_a_purged_copy_answers_before_any_microcode(flag):
 
 def test_a_message_s_fast_run_starts_as_soon_as_the_message_is_taken():
     """The sequencer asks for the tags as it takes a message, so with nobody else holding them a
-    fast run starts in the next cycle, without a cycle in OWN: a purge's answer leaves 8 cycles
-    after its header is taken (the run's start, the lookup's step, the tag command and its answer,
-    the reply's step, the header); 9 when the tags were asked for only after the take."""
+    request's fast run starts in the next cycle with its first step, without a cycle in OWN: a
+    purge's answer leaves 7 cycles after its header is taken (the run's start with the lookup's
+    step, the tag command and its answer, the reply's step, the header); 8 with the lookup's step
+    a cycle of its own, 9 when the tags were asked for only after the take."""
 
     async def bench(ctx, dut, watch):
         await cache_here(ctx, dut, LINE_A)
@@ -377,7 +378,7 @@ def test_a_message_s_fast_run_starts_as_soon_as_the_message_is_taken():
         taken = watch.cycle
         reply = await request_out(ctx, dut)
         assert (reply.cmd, reply.status) == (Command.CPURGE, Status.OK)
-        assert watch.cycle - taken <= 8
+        assert watch.cycle - taken <= 7
 
     simulate(bench)
 

@@ -108,15 +108,19 @@ def test_a_read_miss_not_cached_sends_its_uncached_read_and_waits_at_the_resume_
     run(testbench)
 
 
-def response_step(point, status, has_data):
-    """The fast step an answer resuming a context at ``point`` starts with: only a good answer
-    (with the words for a read; without data for a purge); the others are the microcode's."""
+def response_step(point, status, has_data, flags):
+    """The fast step an answer resuming a context at ``point`` (with ``flags``) starts with: only
+    a good answer (with the words for a read; without data for a purge); a fill whose host has its
+    words (flag A), a purge answer owed the data (GONE) and the others are the microcode's."""
     if status != Status.OK:
         return FastStep.NONE
     if point == Resume.WRITE_SENT:
         return FastStep.WRITE_ANSWER
     if point == Resume.WRITE_PURGE_SENT:
-        return FastStep.NONE if has_data else FastStep.WRITE_PURGE_ANSWER
+        gone = flags >> isa.Flag.GONE & 1
+        return FastStep.NONE if has_data or gone else FastStep.WRITE_PURGE_ANSWER
+    if point == Resume.READ_SENT and flags >> isa.Flag.A & 1:
+        return FastStep.NONE
     steps = {Resume.READ_ONCE_SENT: FastStep.ONCE_ANSWER, Resume.READ_SENT: FastStep.READ_ANSWER}
     return steps.get(point, FastStep.NONE) if has_data else FastStep.NONE
 
@@ -128,20 +132,23 @@ def test_a_good_answer_with_words_to_a_read_gives_the_host_its_words_on_the_fast
 
     async def testbench(ctx, dut):
         sent = isa.resume_vector(Resume.READ_SENT)
-        for point, status, has_data in itertools.product(Resume, Status, (0, 1)):
+        flag_sets = (0, 1 << isa.Flag.A, 1 << isa.Flag.GONE)
+        for point, status, has_data, flags in itertools.product(Resume, Status, (0, 1), flag_sets):
             ctx.set(dut.resumed_pc, isa.resume_vector(point))
+            ctx.set(dut.resumed_flags, flags)
             ctx.set(dut.message.status, status)
             ctx.set(dut.message.has_data, has_data)
-            assert ctx.get(dut.response_step) == response_step(point, status, has_data), (point, status, has_data)
+            expected = response_step(point, status, has_data, flags)
+            assert ctx.get(dut.response_step) == expected, (point, status, has_data, flags)
+        ctx.set(dut.resumed_flags, 0)
+        # An answer's first step reads none of the context's registers (the sequencer runs it
+        # as the context is read back): the same with any flags there.
+        ctx.set(dut.context.flags, 1 << isa.Flag.A)
         assert step(ctx, dut, FastStep.ONCE_ANSWER) == (FastStep.END, FastThen.COMPLETE)
         assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
         assert step(ctx, dut, FastStep.READ_ANSWER) == (FastStep.NONE, FastThen.COMPLETE)
         assert instruction(ctx, dut) == ("COMPLETE", {"src": isa.LineSrc.MSG, "status": Status.OK})
         assert ctx.get(dut.load_pc) and ctx.get(dut.pc) == isa.resume_vector(Resume.READ_ANSWERED)
-        # A fill after an uncached read (flag A): the host has its words, the microcode goes on.
-        ctx.set(dut.context.flags, 1 << isa.Flag.A)
-        ctx.set(dut.step, FastStep.READ_ANSWER)
-        assert ctx.get(dut.fallback)
         ctx.set(dut.resumed_pc, sent)
         ctx.set(dut.message.status, Status.OK)
         ctx.set(dut.message.has_data, 1)
@@ -230,8 +237,10 @@ def test_a_home_request_reads_the_directory_answers_and_makes_the_requester_head
             # leave the directory alone.
             rewritten = cmd == Command.MREAD and second_miss and mstate == MemoryState.HOME
             shows = cmd == Command.MUREAD and flag and mstate == MemoryState.HOME
+            ctx.set(dut.message.addr, address(NODE) + 64)  # the directory read takes the request's line
             assert step(ctx, dut, FastStep.HOME_DIR) == (FastStep.HOME_REPLY, FastThen.TAG)
             assert ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP and instruction(ctx, dut) == ("DIR_RD", {})
+            assert ctx.get(dut.tag_cmd.addr) == address(NODE) + 64
 
             next_step = FastStep.END if cmd == Command.MUREAD and not shows else FastStep.HOME_DIR_WRITE
             assert step(ctx, dut, FastStep.HOME_REPLY) == (next_step, FastThen.HEADER), (cmd, mstate, flag)
@@ -292,7 +301,10 @@ def test_a_purge_of_a_copy_in_a_list_is_answered_on_the_fast_path():
             ctx.set(dut.request.flag, flag)
             ctx.set(dut.request.addr, address(home))
             assert ctx.get(dut.purge_fast) == (cmd == Command.CPURGE and not flag), (cmd, flag, home)
-        ctx.set(dut.context.addr, address(NODE + 1))
+        # The request's line, while the context still holds the run before's (the sequencer runs
+        # this step as the handler's context is set up).
+        ctx.set(dut.message.addr, address(NODE + 1))
+        ctx.set(dut.context.addr, address(NODE + 2))
         assert step(ctx, dut, FastStep.PURGE_LOOKUP) == (FastStep.PURGE_REPLY, FastThen.TAG)
         assert instruction(ctx, dut)[0] == "C_LOOKUP"
         assert ctx.get(dut.load_tag_cmd) and ctx.get(dut.tag_cmd.op) == TagOp.LOOKUP
@@ -322,13 +334,13 @@ def test_a_write_miss_s_answer_and_purges_run_on_the_fast_path():
     the microcode's merge; with clean copies (FRESH) the first CPURGE to the old head, then the
     microcode keeps the line; a GONE list (its data comes with the purge answer) is the
     microcode's. A purge's answer: the next CPURGE and a wait at the resume point, or after the
-    last the host's write done; one owed the data (GONE) is the microcode's."""
+    last the host's write done; one owed the data (GONE) is the microcode's. None of these steps
+    reads the context's registers (the sequencer runs them as the context is read back)."""
 
     purge = {"dest": Dest.PTR, "ptr": Ptr.NONE, "flag": FlagSrc.F_GONE, "data": DataSrc.NONE, "cmd": Command.CPURGE}
     done = ("COMPLETE", {"src": isa.LineSrc.BUF, "status": Status.OK})
 
     async def testbench(ctx, dut):
-        ctx.set(dut.context.kind, LocalKind.WRITE)
         ctx.set(dut.message.status, Status.OK)
         ctx.set(dut.message.ptr, 2)
         ctx.set(dut.message.ptr_valid, 1)
@@ -359,9 +371,9 @@ def test_a_write_miss_s_answer_and_purges_run_on_the_fast_path():
         assert step(ctx, dut, FastStep.WRITE_PURGE_ANSWER) == (FastStep.NONE, FastThen.COMPLETE)
         assert instruction(ctx, dut) == done and ctx.get(dut.load_ptr)  # PTR := none, as MOVP does
         assert ctx.get(dut.pc) == isa.resume_vector(Resume.WRITE_PURGED)
-        ctx.set(dut.context.flags, 1 << isa.Flag.GONE)
-        ctx.set(dut.step, FastStep.WRITE_PURGE_ANSWER)
-        assert ctx.get(dut.fallback)
+        ctx.set(dut.resumed_pc, isa.resume_vector(Resume.WRITE_PURGE_SENT))
+        ctx.set(dut.resumed_flags, 1 << isa.Flag.GONE)  # the data was to come with this answer
+        assert ctx.get(dut.response_step) == FastStep.NONE
 
         ctx.set(dut.enable, 0)  # RAC.CTRL.MICROCODE_ONLY
         for point in (Resume.WRITE_SENT, Resume.WRITE_PURGE_SENT):
