@@ -178,8 +178,13 @@ class Sequencer(wiring.Component):
         m.submodules.skid = skid = fifo.SyncFIFO(width=32, depth=READ_LATENCY + 2)
 
         r = Signal(ContextLayout)  # the running context's registers
-        reading = Signal()  # the context serves a host read: its answer is the words read
-        m.d.comb += reading.eq(Cat(r.kind == kind for kind in isa.READ_KINDS).any())
+
+        def serves_read(context):
+            """The context serves a host read: its answer is the words read."""
+            return Cat(context.kind == kind for kind in isa.READ_KINDS).any()
+
+        reading = Signal()
+        m.d.comb += reading.eq(serves_read(r))
         ctx = Signal(5)  # its index
         msg = Signal(HeaderLayout)  # the packet that started or resumed the run
         hbe = Signal(g.line_bytes)  # its host byte enables (transaction contexts)
@@ -381,7 +386,6 @@ class Sequencer(wiring.Component):
         def complete(*, src, status, context=r):
             """COMPLETE: the host's words (from the line buffer or the message, ``src``), or an error
             (``context``: the registers of the context, or the one being read back)."""
-            reads = Cat(context.kind == kind for kind in isa.READ_KINDS).any()
             m.d.sync += [
                 i.eq(0),
                 pipe_valid.eq(0),
@@ -389,7 +393,7 @@ class Sequencer(wiring.Component):
                 stream_from_msg.eq(src == LineSrc.MSG),
                 stream_start.eq(context.lword),
                 stream_dst.eq(DST_DONE),
-                stream_count.eq(Mux(reads, context.lcount, 1)),
+                stream_count.eq(Mux(serves_read(context), context.lcount, 1)),
             ]
             m.next = "COMPLETE"
 
