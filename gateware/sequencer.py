@@ -328,10 +328,6 @@ class Sequencer(wiring.Component):
         running = Signal()
 
         fast_step = Signal(FastStep)
-        # The context as the fast path's step reads it: the run's registers, with a lookup's
-        # answer in as it arrives (TAG_WAIT), so that the step after a lookup runs in that cycle.
-        current = Signal.like(r)
-        m.d.comb += current.eq(r)
         m.submodules.fast_path = fast = FastPath(g)
         m.d.comb += [
             fast.enable.eq(self.fast_path),
@@ -339,7 +335,7 @@ class Sequencer(wiring.Component):
             fast.numa_mode.eq(self.numa_mode),
             fast.request.eq(self.recv_header.payload),
             fast.miss.eq(self.miss.miss.payload),
-            fast.context.eq(current),
+            fast.context.eq(r),
             fast.message.eq(msg),
             fast.resumed_pc.eq(store.context.pc),
             fast.resumed_flags.eq(store.context.flags),
@@ -355,13 +351,17 @@ class Sequencer(wiring.Component):
             sched.loaded.eq(self.loaded),
         ]
 
-        def finish(new_pc=None):
+        def finish(new_pc=None, *, context_written=False):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
-            at ``after``, which is fetched in this cycle so that it executes in the next; a fast
-            run's next step runs in this same cycle (the pc keeps its fallback vector)."""
+            at ``after``, which is fetched in this cycle so that it executes in the next. A fast
+            run's next step runs in this same cycle, unless the operation writes its answer into
+            the context now (``context_written``: a lookup's), which the step reads in FAST."""
             if new_pc is None:
-                with m.If(fast_step != FastStep.NONE):
-                    run_fast_step()
+                with m.If(fast_step != FastStep.NONE):  # (the pc keeps the fallback vector)
+                    if context_written:
+                        m.next = "FAST"
+                    else:
+                        run_fast_step()
                 with m.Else():
                     m.d.sync += r.pc.eq(after)
                     m.d.comb += self.fetch_addr.eq(after)
@@ -421,9 +421,9 @@ class Sequencer(wiring.Component):
         # nobody else holds them (a grant comes the cycle after the request).
         own_next = Signal()
 
-        def run_fast_step(context=current):
+        def run_fast_step(context=r):
             """The fast path's step: what its instruction would load, and the state that runs it
-            (``context``: the context as the step reads it, or the one being read back)."""
+            (``context``: the context's registers, or the one being read back)."""
             with m.If(fast.fallback):
                 # the transaction's own vector (set when it started): the microcode takes it
                 m.d.sync += fast_step.eq(FastStep.NONE)
@@ -464,7 +464,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += running.eq(0)
                         m.next = "IDLE"
 
-        def start_run(fast_run, context=current):
+        def start_run(fast_run, context=r):
             """Go on to OWN, or start a fast run at once with its first step when the tags, asked
             for a cycle earlier, are granted already (a microcode run fetches its first
             instruction in OWN)."""
@@ -805,6 +805,9 @@ class Sequencer(wiring.Component):
 
             # --- the hard-wired fast path: the steps of the microcode it stands for, each handed to
             # the states an instruction would use (op_q and its operands say which) --------------
+            with m.State("FAST"):
+                run_fast_step()
+
             # --- tag SRAM commands -------------------------------------------------------------
             with m.State("TAG"):
                 m.d.comb += [tag.tag_cmd_valid.eq(1), tag.tag_cmd.eq(tcmd)]
@@ -817,37 +820,36 @@ class Sequencer(wiring.Component):
                 resp = tag.tag_resp
                 with m.If(tag.tag_resp_valid):
                     with m.If(op_q == isa.OPS["DIR_RD"].code):
-                        m.d.comb += [
-                            current.mstate.eq(resp.dir.mstate),
-                            current.locked.eq(resp.dir.lock),
-                            current.head.id.eq(resp.dir.head),
-                            current.head.valid.eq(~home_owned(resp.dir.mstate)),
+                        m.d.sync += [
+                            r.mstate.eq(resp.dir.mstate),
+                            r.locked.eq(resp.dir.lock),
+                            r.head.id.eq(resp.dir.head),
+                            r.head.valid.eq(~home_owned(resp.dir.mstate)),
                         ]
                     with m.Elif(op_q == isa.OPS["C_LOOKUP"].code):
                         st = Mux(resp.hit, resp.tag.state, CacheState.INVALID)
-                        m.d.comb += [
-                            current.hit.eq(resp.hit),
-                            current.state.eq(st),
-                            current.fwd.id.eq(Mux(resp.hit, resp.tag.fwd, 0)),
-                            current.fwd.valid.eq(resp.hit & has_fwd.bit_select(resp.tag.state, 1)),
-                            current.bwd.id.eq(Mux(resp.hit, resp.tag.bwd, 0)),
-                            current.bwd.valid.eq(resp.hit & has_bwd.bit_select(resp.tag.state, 1)),
+                        m.d.sync += [
+                            r.hit.eq(resp.hit),
+                            r.state.eq(st),
+                            r.fwd.id.eq(Mux(resp.hit, resp.tag.fwd, 0)),
+                            r.fwd.valid.eq(resp.hit & has_fwd.bit_select(resp.tag.state, 1)),
+                            r.bwd.id.eq(Mux(resp.hit, resp.tag.bwd, 0)),
+                            r.bwd.valid.eq(resp.hit & has_bwd.bit_select(resp.tag.state, 1)),
                         ]
                         with m.If(resp.hit):
-                            m.d.comb += current.way.eq(resp.way)
+                            m.d.sync += r.way.eq(resp.way)
                     with m.Elif(op_q == isa.OPS["C_ALLOC"].code):
                         with m.If(~resp.hit):
-                            m.d.comb += [current.state.eq(CacheState.INVALID), current.fwd.eq(0), current.bwd.eq(0)]
-                        m.d.comb += [
-                            current.hit.eq(resp.hit),
-                            current.victim.eq(resp.victim),
-                            current.no_way.eq(resp.no_way),
-                            current.vaddr.eq(Cat(Const(0, g.offset_bits), resp.victim_line)),
+                            m.d.sync += [r.state.eq(CacheState.INVALID), r.fwd.eq(0), r.bwd.eq(0)]
+                        m.d.sync += [
+                            r.hit.eq(resp.hit),
+                            r.victim.eq(resp.victim),
+                            r.no_way.eq(resp.no_way),
+                            r.vaddr.eq(Cat(Const(0, g.offset_bits), resp.victim_line)),
                         ]
                         with m.If(~resp.no_way):
-                            m.d.comb += current.way.eq(resp.way)
-                    m.d.sync += r.eq(current)
-                    finish()
+                            m.d.sync += r.way.eq(resp.way)
+                    finish(context_written=True)
 
             # --- flush scan: next valid way -------------------------------------------------------
             with m.State("SCAN"):
@@ -874,7 +876,7 @@ class Sequencer(wiring.Component):
                             r.way.eq(r.scan & (g.ways - 1)),
                             r.scan_done.eq(0),
                         ]
-                        finish()  # (a scan is the microcode's: no fast step reads r here)
+                        finish(context_written=True)
                     with m.Else():
                         m.next = "SCAN"
 
