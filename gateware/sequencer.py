@@ -351,17 +351,12 @@ class Sequencer(wiring.Component):
             sched.loaded.eq(self.loaded),
         ]
 
-        def finish(new_pc=None, *, context_written=False):
+        def finish(new_pc=None):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
-            at ``after``, which is fetched in this cycle so that it executes in the next. A fast
-            run's next step runs in this same cycle, unless the operation writes its answer into
-            the context now (``context_written``: a lookup's), which the step reads in FAST."""
+            at ``after``, which is fetched in this cycle so that it executes in the next."""
             if new_pc is None:
-                with m.If(fast_step != FastStep.NONE):  # (the pc keeps the fallback vector)
-                    if context_written:
-                        m.next = "FAST"
-                    else:
-                        run_fast_step()
+                with m.If(fast_step != FastStep.NONE):
+                    m.next = "FAST"  # the fast path's next step (pc keeps its fallback vector)
                 with m.Else():
                     m.d.sync += r.pc.eq(after)
                     m.d.comb += self.fetch_addr.eq(after)
@@ -849,7 +844,7 @@ class Sequencer(wiring.Component):
                         ]
                         with m.If(~resp.no_way):
                             m.d.sync += r.way.eq(resp.way)
-                    finish(context_written=True)
+                    finish()
 
             # --- flush scan: next valid way -------------------------------------------------------
             with m.State("SCAN"):
@@ -876,7 +871,7 @@ class Sequencer(wiring.Component):
                             r.way.eq(r.scan & (g.ways - 1)),
                             r.scan_done.eq(0),
                         ]
-                        finish(context_written=True)
+                        finish()
                     with m.Else():
                         m.next = "SCAN"
 
