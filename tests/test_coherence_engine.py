@@ -80,6 +80,10 @@ def host_read(offset):
     return {"addr": HOME * AMAP.slice_bytes + offset, "write": 0, "count": 1}
 
 
+def host_write(offset, count=1):
+    return {"addr": HOME * AMAP.slice_bytes + offset, "write": 1, "count": count}
+
+
 def global_line(offset):
     return (HOME << 26) | offset
 
@@ -248,7 +252,7 @@ async def write_miss(ctx, dut, watch, sharers):
     `sharers` clean copies to purge, one after another. Returns the cycles from each answer in to
     what it lets out: the next CPURGE, and after the last the host's write done."""
     line = range(500, 500 + GEOMETRY.line_words)
-    await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_A + 4 * 13, "write": 1, "count": 2})
+    await send(ctx, dut.host.req, host_write(LINE_A + 4 * 13, 2))
     await send(ctx, dut.host.wdata, {"data": 0xC0FFEE, "be": 0xF})
     await send(ctx, dut.host.wdata, {"data": 0xBEEF0000, "be": 0xC})
     request = await request_out(ctx, dut)
@@ -406,7 +410,7 @@ def test_the_home_answers_an_uncached_read_with_the_words_asked_for(microcode_on
 
     async def bench(ctx, dut, watch):
         for w, value in enumerate(line):  # the host writes its own line
-            await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_C + 4 * w, "write": 1, "count": 1})
+            await send(ctx, dut.host.req, host_write(LINE_C + 4 * w))
             await send(ctx, dut.host.wdata, {"data": value, "be": 0xF})
             assert not (await recv(ctx, dut.host.resp)).error
         request = {
@@ -438,7 +442,7 @@ def test_a_write_miss_s_request_leaves_four_cycles_after_its_last_beat():
     with the byte enables saved, the tag write, the send's step, the header)."""
 
     async def bench(ctx, dut, watch):
-        await send(ctx, dut.host.req, {"addr": HOME * AMAP.slice_bytes + LINE_A, "write": 1, "count": 1})
+        await send(ctx, dut.host.req, host_write(LINE_A))
         await send(ctx, dut.host.wdata, {"data": 0xC0FFEE, "be": 0xF})
         beat = watch.cycle
         request = await request_out(ctx, dut)
