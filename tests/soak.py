@@ -1,7 +1,8 @@
 """`make soak`: the full-size reliability soaks (CI runs the same code at small sizes in tests/).
 
-    python tests/soak.py [--parts coherence,via-pushpull,via-system,via-wire] [--coherence-ops N]
-                         [--via-messages N] [--chunk N] [--jobs N] [--host-messages N] [--wire-messages N]
+    python tests/soak.py [--parts coherence,via-pushpull,via-system,via-wire,via-every-vi]
+                         [--coherence-ops N] [--via-messages N] [--chunk N] [--jobs N] [--host-messages N]
+                         [--wire-messages N] [--every-vis N]
                          [--eth-loss 0.01] [--eth-corrupt 0.001] [--eth-duplicate 0.01] [--eth-reorder 0.01]
                          [--seed N] [--out results/soak]
 
@@ -18,6 +19,10 @@
 * via-system: the same switch, driven by the host's VIPL over the bridges (slow: every byte crosses
   the simulated host bridge): RDMA writes with immediate data, each checked by the host on arrival.
 * via-wire: two VIA engines (RTL, Amaranth simulator) on a wire with the same faults.
+* via-every-vi: two full nodes with --every-vis VIs each (default the register map's 256), every
+  VI pair connected at once and streaming sends and RDMA writes through the same switch, every
+  byte checked where its VI put it; then an RDMA write into another tag's buffer fails its VI
+  alone (tests/support/via_every_vi.py, which the test suite runs at 8 and 64 VIs).
 
 Writes soak.json and soak.md to --out; exits 1 with one line if any check fails.
 """
@@ -29,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from numavia.base import regmap
 from numavia.base.errors import NumaviaError
 
 
@@ -280,7 +286,34 @@ def via_wire_soak(messages, seed, faults):
     }
 
 
-PARTS = ("coherence", "via-pushpull", "via-system", "via-wire")
+def via_every_vi_soak(vis, seed, out, faults):
+    from support.ring_sim import build
+    from support.via_every_vi import LOAD_ROUNDS, every_vi_at_once
+
+    from numavia.cluster_session import ClusterSession
+
+    start = time.monotonic()
+    try:
+        with ClusterSession(build(2, via_vis=vis), out / "via-every-vi", eth_seed=seed, **faults) as s:
+            c0, c1 = every_vi_at_once(s, vis)
+    except AssertionError as e:  # the check names the VI that went wrong
+        raise NumaviaError(f"every VI at once: {e}") from None
+    total = s.link_totals()
+    # One error on node 0: VI 0's RDMA write into another tag's buffer, refused at node 1.
+    refused_alone = c0["TX_ERRORS"] == 1 and c1["TX_ERRORS"] == 0 and c1["RX_PROTECTION"] >= 1
+    ok = c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == total["corrupted"] and refused_alone
+    return {
+        "part": f"VIA on every one of {vis} VIs at once ({fault_title(faults)})",
+        "ok": ok,
+        "operations": 2 * LOAD_ROUNDS * vis,
+        "faults injected": link_faults(total),
+        "detected/recovered": via_recovery(c0, c1),
+        "violations": 0 if ok else 1,
+        "figures": {"counters": [c0, c1], "link": total, "vis": vis, "wall_seconds": time.monotonic() - start},
+    }
+
+
+PARTS = ("coherence", "via-pushpull", "via-system", "via-wire", "via-every-vi")
 
 
 def main(argv=None):
@@ -309,6 +342,12 @@ def main(argv=None):
         help="RDMA writes driven by the host's VIPL (default 1000; about 0.6 s of wall time each)",
     )
     p.add_argument("--wire-messages", type=int, default=200, help="messages over the reordering wire (default 200)")
+    p.add_argument(
+        "--every-vis",
+        type=int,
+        default=regmap.VI_CAPACITY,
+        help=f"VIs of each card in via-every-vi (default {regmap.VI_CAPACITY}, the register map's room)",
+    )
     for kind, rate, _, happens in ETH_FAULTS:
         p.add_argument(
             f"--eth-{kind}", type=float, default=rate, help=f"share of Ethernet frames {happens} (default {rate})"
@@ -323,6 +362,8 @@ def main(argv=None):
     for name in ("chunk", "jobs"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1, not {getattr(args, name)}")
+    if not 1 <= args.every_vis <= regmap.VI_CAPACITY:
+        p.error(f"--every-vis must be 1..{regmap.VI_CAPACITY}, not {args.every_vis}")
     faults = {f"eth_{kind}": getattr(args, f"eth_{kind}") for kind, *_ in ETH_FAULTS}
     for name, rate in faults.items():
         if not 0 <= rate < 1:
@@ -338,6 +379,7 @@ def main(argv=None):
             ),
             "via-system": lambda: via_system_soak(args.host_messages, args.seed, Path(tmp), faults),
             "via-wire": lambda: via_wire_soak(args.wire_messages, args.seed, faults),
+            "via-every-vi": lambda: via_every_vi_soak(args.every_vis, args.seed, Path(tmp), faults),
         }
         for part in parts:
             log(f"{part} ...")

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 import soak
+from support.via_every_vi import LOAD_ROUNDS
 
+from numavia.base import regmap
 from numavia.base.errors import NumaviaError
+from numavia.gateware.card import CardConfig
 
 HERE = Path(__file__).resolve().parent
 RATES = ["--eth-loss", "0.03", "--eth-corrupt", "0.02", "--eth-duplicate", "0.03", "--eth-reorder", "0.03"]
@@ -58,12 +61,29 @@ def test_the_via_soaks_deliver_every_message_through_every_fault(tmp_path):
     assert "| violations |" in (tmp_path / "soak.md").read_text()
 
 
+@pytest.mark.slow
+def test_the_every_vi_soak_checks_each_vi_of_the_default_card(tmp_path):
+    """The part that runs the register map's 256 VIs in `make soak`, at the default card's VIs
+    (the test suite runs the same check at the ECPIX-5's 64 in test_via_reliability)."""
+    vis = CardConfig.via_vis
+    args = ["--parts", "via-every-vi", "--every-vis", str(vis), "--seed", "23", "--out", str(tmp_path), *RATES]
+    assert soak.main(args) == 0
+    (row,) = json.loads((tmp_path / "soak.json").read_text())
+    assert row["ok"] and row["violations"] == 0 and row["operations"] == 2 * LOAD_ROUNDS * vis
+    assert row["figures"]["vis"] == vis
+    c0, c1 = row["figures"]["counters"]
+    assert c0["TX_ERRORS"] == 1 and c1["RX_PROTECTION"] >= 1  # VI 0's write into another tag's buffer
+    link = row["figures"]["link"]
+    assert link["lost"] > 0 and c0["RX_BAD_FCS"] + c1["RX_BAD_FCS"] == link["corrupted"], link
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
         (["--parts", "via-nowhere"], "unknown part(s): via-nowhere"),
         (["--eth-loss", "1.5"], "--eth-loss must be in [0, 1), not 1.5"),
         (["--chunk", "0"], "--chunk must be at least 1, not 0"),
+        (["--every-vis", "0"], f"--every-vis must be 1..{regmap.VI_CAPACITY}, not 0"),
     ],
 )
 def test_bad_arguments_are_one_line_and_run_nothing(tmp_path, args, message):
