@@ -30,7 +30,7 @@ setup:
 	@bash .ci/setup.sh
 
 test: setup
-	$(VENV)/bin/pytest -n $(JOBS) --durations=15
+	$(VENV)/bin/pytest -n $(JOBS) --durations=25
 
 test-fast: setup
 	$(VENV)/bin/pytest -n $(JOBS) -m "not slow"

@@ -8,3 +8,10 @@ def pytest_addoption(parser):
         action="store_true",
         help="rewrite golden files (tests/golden/) from the current generators instead of comparing",
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    """The Verilator tests (marker ``slow``, minutes each) run first, the many short ones after
+    them: under ``pytest -n 2`` a long test started last would hold the run up while the other
+    worker idles, whereas short tests left at the end even the two workers out."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
