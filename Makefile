@@ -30,10 +30,10 @@ setup:
 	@bash .ci/setup.sh
 
 test: setup
-	$(VENV)/bin/pytest -n $(JOBS) --durations=25
+	$(VENV)/bin/pytest -n $(JOBS) --maxschedchunk 1 --durations=25
 
 test-fast: setup
-	$(VENV)/bin/pytest -n $(JOBS) -m "not slow"
+	$(VENV)/bin/pytest -n $(JOBS) --maxschedchunk 1 -m "not slow"
 
 lint: lint-py lint-c
 
