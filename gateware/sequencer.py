@@ -351,12 +351,18 @@ class Sequencer(wiring.Component):
             sched.loaded.eq(self.loaded),
         ]
 
-        def finish(new_pc=None):
+        def finish(new_pc=None, *, step_now=False):
             """Continue at ``new_pc`` (fetched next cycle) or, when a multi-cycle operation ends,
-            at ``after``, which is fetched in this cycle so that it executes in the next."""
+            at ``after``, which is fetched in this cycle so that it executes in the next. A fast
+            run's next step follows in FAST, or in this cycle with ``step_now``: only where the
+            operation's end is a short path (a tag write's handshake); a stream's end runs through
+            the memory controller, which with the step behind it missed 75 MHz on the ECPIX-5."""
             if new_pc is None:
-                with m.If(fast_step != FastStep.NONE):
-                    m.next = "FAST"  # the fast path's next step (pc keeps its fallback vector)
+                with m.If(fast_step != FastStep.NONE):  # (the pc keeps its fallback vector)
+                    if step_now:
+                        run_fast_step()
+                    else:
+                        m.next = "FAST"
                 with m.Else():
                     m.d.sync += r.pc.eq(after)
                     m.d.comb += self.fetch_addr.eq(after)
@@ -808,7 +814,7 @@ class Sequencer(wiring.Component):
                 m.d.comb += [tag.tag_cmd_valid.eq(1), tag.tag_cmd.eq(tcmd)]
                 with m.If(tag.tag_cmd_ready):
                     with m.If((tcmd.op == TagOp.WRITE_TAG) | (tcmd.op == TagOp.WRITE_DIR) | (tcmd.op == TagOp.TOUCH)):
-                        finish()
+                        finish(step_now=True)
                     with m.Else():
                         m.next = "TAG_WAIT"
             with m.State("TAG_WAIT"):
