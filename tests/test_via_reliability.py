@@ -103,7 +103,7 @@ def test_every_message_exactly_once_in_order(tmp_path_factory, loss, corrupt, du
 
 #: The ECPIX-5 full card's VIs: the count issue 32 asks of a card. The default card's run in
 #: test_soak, the register map's 256 in `make soak` (part via-every-vi): their model's build and
-#: run take about 45 minutes on 2 cores, too long for the test suite.
+#: run took 28 minutes on 2 cores, and over 42 on a slower machine: too long for the test suite.
 ECPIX5_VIS = ecpix5.BOARD.configs["full"]["card"]["via_vis"]
 
 

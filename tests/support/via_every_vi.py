@@ -1,7 +1,7 @@
 """Every VI of a card at once between two nodes, each pair streaming sends and RDMA writes with
 immediate data, then one RDMA write into another protection tag's buffer. The faulty-link test
 runs it at the default card's VIs and the ECPIX-5's 64; `make soak` at the register map's 256
-(about 45 minutes on 2 cores, the 256-VI model's build included: too long for the test suite)."""
+(28 to over 42 minutes on 2 cores, the 256-VI model's build included: too long for the test suite)."""
 
 from numavia import vipl
 from numavia.base import params
