@@ -15,8 +15,9 @@ walker's segment table, or a single segment for the remote side of an RDMA. Then
 ``result`` answers every command once, after the last chunk of a walk.
 """
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from numavia.base import via_att
@@ -65,14 +66,18 @@ class ScatterGather(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        table = Array(Signal(Segment, name=f"seg{i}") for i in range(self.max_segments))
+        # The segments in LUT RAM, read where the walk is: as flip-flops, the 128-bit word behind a
+        # multiplexer of `max_segments` inputs cost about 1,000 flip-flops and 500 LUTs a walker.
+        m.submodules.table = table = Memory(shape=Segment, depth=self.max_segments, init=[])
+        table_w = table.write_port()
+        table_r = table.read_port(domain="comb")
         # VALIDATE's answer for the first segment: the physical address of its first byte and the
         # bytes to the end of that page. Forgotten when the segment changes or the next VALIDATE starts.
         first_pa = Signal(32)
         first_left = Signal(via_att.PAGE_SHIFT + 1)
         first_known = Signal()
+        m.d.comb += [table_w.addr.eq(self.seg_index), table_w.data.eq(self.seg_data), table_w.en.eq(self.seg_write)]
         with m.If(self.seg_write):
-            m.d.sync += table[self.seg_index].eq(self.seg_data)
             with m.If(self.seg_index == 0):
                 m.d.sync += first_known.eq(0)
 
@@ -84,7 +89,8 @@ class ScatterGather(wiring.Component):
         request_length = Signal(32)
         chunk_length = Signal(16)
         wanted = Signal(32)
-        seg = table[index]
+        m.d.comb += table_r.addr.eq(index)
+        seg = table_r.data
         avail = Signal(32)
         m.d.comb += avail.eq(seg.length - skip)
         in_range = index < self.count
