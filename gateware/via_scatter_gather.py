@@ -67,7 +67,7 @@ class ScatterGather(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         # The segments in LUT RAM, read where the walk is: as flip-flops, the 128-bit word behind a
-        # multiplexer of `max_segments` inputs cost about 1,000 flip-flops and 500 LUTs a walker.
+        # multiplexer of `max_segments` inputs cost 1,024 flip-flops and about 1,000 LUTs a walker.
         m.submodules.table = table = Memory(shape=Segment, depth=self.max_segments, init=[])
         table_w = table.write_port()
         table_r = table.read_port(domain="comb")
