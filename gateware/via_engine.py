@@ -253,8 +253,6 @@ class ViaEngine(wiring.Component):
             rx.forget.eq(forget),
             bank.att_addr.hw_en.eq(bank.att_wdata.w_stb),
             bank.att_addr.hw_data.eq(bank.att_addr.value + 1),
-            att.read_addr.eq(bank.att_addr.value),
-            bank.att_rdata.value.eq(att.read_data),
         ]
 
         # Management frames.

@@ -11,8 +11,10 @@ region) and what is needed (``via_att.NEED_*``); the answer is either a failure 
 (``via_att.FAIL_*``) or the physical address of ``va`` and the bytes from there to the end of
 its page (a DMA must not cross a page: the next page may be anywhere).
 
-The firmware writes and reads the table one word at a time (``write_*``, ``read_*``), in the
-ATT_ADDR word space described in ``via_att``.
+The firmware writes the table one word at a time (``write_*``), in the ATT_ADDR word space
+described in ``via_att``, and keeps its own copy (the VIA manager's region table): nothing reads
+the table back, which would cost each level a third copy in block RAM (10 of the 85F's 208 with
+the full card's 64 regions and 2,048 pages).
 """
 
 from amaranth import C, Module, Mux, Signal
@@ -49,8 +51,6 @@ class AddressTranslator(wiring.Component):
                 "write_addr": In(24),
                 "write_data": In(32),
                 "write_en": In(1),
-                "read_addr": In(24),
-                "read_data": Out(32),
             }
         )
 
@@ -81,15 +81,6 @@ class AddressTranslator(wiring.Component):
             with m.Elif(self.write_addr - l2_base < self.pages):
                 m.d.comb += l2_w.en.eq(1)
 
-        # Firmware read-back of the word at read_addr.
-        l1_r = l1.read_port()
-        l2_r = l2.read_port()
-        read_lane = Signal(3)
-        read_in_l1 = Signal()
-        m.d.comb += [l1_r.addr.eq(self.read_addr // stride), l2_r.addr.eq(self.read_addr - l2_base)]
-        m.d.sync += [read_lane.eq(self.read_addr[:3]), read_in_l1.eq(self.read_addr < l2_base)]
-        m.d.comb += self.read_data.eq(Mux(read_in_l1, l1_r.data.word_select(read_lane, 32), l2_r.data))
-
         for i, port in enumerate(self.lookups):
             self._lookup(m, port, l1.read_port(), l2.read_port(), name=f"lookup{i}")
         return m
@@ -97,17 +88,29 @@ class AddressTranslator(wiring.Component):
     def _lookup(self, m, port, l1_r, l2_r, name):
         req = Signal(LookupRequest, name=f"{name}_req")
         fail = Signal(3, name=f"{name}_fail")
-        page = Signal(64 - via_att.PAGE_SHIFT, name=f"{name}_page")
-        l2_index = Signal(33, name=f"{name}_l2_index")
         entry = AttL1(l1_r.data)
         resp = port.resp
 
-        end = Signal(65, name=f"{name}_end")
-        region_end = Signal(65, name=f"{name}_region_end")
+        # The range check in the region's own coordinates: `offset_in_region` is `va - START_VA`
+        # (its top bit set when `va` lies below the region), and since LENGTH has 32 bits a request
+        # inside the region has an offset below 2^32, so one 33-bit sum checks its end; its page
+        # within the region is then below 2^(33 - PAGE_SHIFT), so the page arithmetic is as narrow
+        # (the page check is only reached for a request inside the region). Exact to the reference
+        # model (``via_att.translate``) with two 64-bit sums fewer per lookup port.
+        length_bits = len(entry.length)
+        page_bits = length_bits - via_att.PAGE_SHIFT + 1
+        offset_in_region = Signal(65, name=f"{name}_offset_in_region")
+        in_region = Signal(name=f"{name}_in_region")
+        page = Signal(page_bits, name=f"{name}_page")
+        l2_index = Signal(len(entry.l2_index) + 1, name=f"{name}_l2_index")
         m.d.comb += [
-            end.eq(req.va + req.length),
-            region_end.eq(entry.start_va + entry.length),
-            page.eq((req.va >> via_att.PAGE_SHIFT) - (entry.start_va >> via_att.PAGE_SHIFT)),
+            offset_in_region.eq(req.va - entry.start_va),
+            in_region.eq(
+                ~offset_in_region[64]
+                & (offset_in_region[length_bits:64] == 0)
+                & (offset_in_region[:length_bits] + req.length <= entry.length)
+            ),
+            page.eq(req.va[via_att.PAGE_SHIFT :][:page_bits] - entry.start_va[via_att.PAGE_SHIFT :][:page_bits]),
             l2_index.eq(entry.l2_index + page),
             # Keep the entry of the request on the read port until it is answered.
             l1_r.addr.eq(req.handle),
@@ -138,7 +141,7 @@ class AddressTranslator(wiring.Component):
                     m.d.sync += fail.eq(via_att.FAIL_PTAG)
                 with m.Elif(~right):
                     m.d.sync += fail.eq(via_att.FAIL_RIGHTS)
-                with m.Elif((req.va < entry.start_va) | (end > region_end)):
+                with m.Elif(~in_region):
                     m.d.sync += fail.eq(via_att.FAIL_RANGE)
                 with m.Elif((page >= entry.page_count) | (l2_index >= self.pages)):
                     m.d.sync += fail.eq(via_att.FAIL_PAGE)

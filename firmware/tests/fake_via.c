@@ -51,7 +51,6 @@ uint32_t fake_via_read(uint32_t offset)
     case NV_VIA_CTRL: return fake_via.ctrl;
     case NV_VIA_MTU: return fake_via.mtu;
     case NV_VIA_ATT_ADDR: return fake_via.att_addr;
-    case NV_VIA_ATT_RDATA: return fake_via.att[fake_via.att_addr];
     case NV_VIA_MBOX_CMD: fake_via.irq_mbox_acks_at_cmd_read = fake_via.irq_mbox_acks; return fake_via.mbox_cmd;
     case NV_VIA_MBOX_STATUS: return fake_via.mbox_status;
     case NV_VIA_IRQ_ENABLE: return fake_via.irq_enable;

@@ -703,7 +703,8 @@ VIA = Block(
         ),
         Register("ATT_ADDR", 0x038, Access.RW, "Word address in the ATT (level 1, then level 2)", width=24),
         Register("ATT_WDATA", 0x03C, Access.WO, "Write the ATT word at ATT_ADDR, then increment ATT_ADDR"),
-        Register("ATT_RDATA", 0x040, Access.RO, "The ATT word at ATT_ADDR"),
+        # 0x040 held ATT_RDATA, the ATT word at ATT_ADDR: nothing read it, and it cost each ATT level a
+        # copy in block RAM (gateware/via_translate.py); it stays a hole, so a read answers err.
         Register(
             "FORGET_COPIES",
             0x044,
