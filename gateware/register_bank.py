@@ -6,7 +6,8 @@ Each register becomes a port named after it (lower case):
 * ``ro``: ``value`` (driven by the block's logic) and ``r_stb`` (pulses on a bus read);
 * ``wo``: ``w_data`` and ``w_stb`` (commands and doorbells; reads return 0).
 
-Accesses to offsets with no register, and writes to ``ro`` registers, answer ``err``. ``ack``/``err`` are registered (one wait state).
+Accesses to offsets with no register, and writes to ``ro`` registers, answer ``err``.
+``ack``/``err`` are registered: one wait state, two for a read of a table's ``rw`` register (below).
 
 A :class:`regmap.RegisterArray` becomes an array port named after it: ``bank.vi[3].sq_doorbell``.
 ``counts`` builds fewer elements than the map reserves (a parameter of the card); ``resets``
@@ -23,7 +24,12 @@ such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory). ``r
 adds lookups that read a cycle ahead (``bank.vi_lookup_ahead[i]``): the reader names the element
 it will read in the next cycle (``next_index``, its ``index`` a cycle later) and the registered
 read, a bus write of that cycle read through, lets synthesis put the copy in block RAM.
-Those registers have no per-element ports; the bus reads and writes them as any other. A table's
+Those registers have no per-element ports; the bus writes them (whole bytes: a table's ``rw``
+registers are whole bytes wide, so a byte select is a write enable and nothing is read to merge)
+and reads them a cycle later than other registers, from a registered read port at the element the
+write port addresses: with read-ahead lookups a port of the copy they read (in block RAM, a copy
+more of a column the block's logic reads there), so no column keeps a copy in LUT RAM for the bus
+alone. A table's
 ``ro`` registers have none either: the bank names the element the bus reads on its status port
 (``bank.vi_status``: ``index``) and the block's logic answers with that element's values
 (``record``), from its own memories where it keeps them there (no read strobe). Its ``wo``
@@ -40,7 +46,7 @@ registers in a memory (``event_counters``). They are decoded by one subtraction 
 
 from typing import NamedTuple
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -112,11 +118,17 @@ def _written(old, new, mask):
     return (old & ~mask) | (new & mask)
 
 
+class _Column(NamedTuple):
+    bus_read: object  # registered read port at the element the bus addresses
+    write: object  # write port there, a byte lane an enable
+    reading: Signal  # the bus reads this register: its answer is the next cycle's
+
+
 class _Table(NamedTuple):
     hit: Signal  # the bus addresses one of the table's elements ...
     element: Signal  # ... this one ...
     word: Signal  # ... at this word of it
-    columns: dict  # the rw registers' memories' (bus read port, write port), by field name
+    columns: dict  # the rw registers' memories' ports (_Column), by field name
     w_data: dict  # the wo registers' shared data, by register name
     status: object  # the status port (None without ro registers)
 
@@ -138,6 +150,10 @@ class RegisterBank(wiring.Component):
             stride = block.array(name).stride
             if stride & (stride - 1):
                 raise ValueError(f"array {name}: a table needs a power-of-two stride, not {stride:#x}")
+        for name in self.tables:
+            for reg in block.array(name).registers:
+                if reg.access is Access.RW and reg.width % 8:
+                    raise ValueError(f"register {name}.{reg.name}: a table's rw registers are whole bytes wide")
         self.read_ahead = dict(read_ahead or {})
         for name in self.read_ahead:
             if name not in self.tables:
@@ -210,10 +226,12 @@ class RegisterBank(wiring.Component):
         m = Module()
         bus = self.bus
         mask = wishbone.byte_mask(bus.sel)
-        access = bus.cyc & bus.stb & ~bus.ack & ~bus.err
-
         decoded = list(self._decoded())
         tables = self._tables(m)
+        columns = [column for table in tables.values() for column in table.columns.values()]
+        answering = Signal()  # a table's register is read: the bus waits for its answer
+        m.d.comb += answering.eq(Cat(column.reading for column in columns).any())
+        access = bus.cyc & bus.stb & ~bus.ack & ~bus.err & ~answering
         runs = self._runs(m)
         storage = {}
         for _, reg, port, name, reset in decoded:
@@ -225,7 +243,7 @@ class RegisterBank(wiring.Component):
                         m.d.sync += storage[name].eq(port.hw_data)
             m.d.sync += port.w_stb.eq(0) if reg.access is not Access.RO else port.r_stb.eq(0)
 
-        m.d.sync += [bus.ack.eq(0), bus.err.eq(0)]
+        m.d.sync += [bus.ack.eq(0), bus.err.eq(0), *(column.reading.eq(0) for column in columns)]
         with m.If(access):
             with m.Switch(bus.adr):
                 for word, reg, port, name, _ in decoded:
@@ -250,6 +268,11 @@ class RegisterBank(wiring.Component):
                 with m.Default():
                     self._table_access(m, mask, tables)
                     self._indexed_access(m, runs)
+        answer = 0
+        for column in columns:
+            answer |= Mux(column.reading, column.bus_read.data, 0)
+        with m.If(answering):
+            m.d.sync += [bus.ack.eq(1), bus.dat_r.eq(answer)]
         return m
 
     def _runs(self, m):
@@ -303,7 +326,8 @@ class RegisterBank(wiring.Component):
                 field = reg.name.lower()
                 memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
                 m.submodules[f"{name.lower()}_{field}"] = memory
-                bus_port, write_port = memory.read_port(domain="comb"), memory.write_port()
+                write_port = memory.write_port(granularity=8)
+                bus_memory = memory
                 for lookup in getattr(self, f"{name.lower()}_lookup", ()):
                     port = memory.read_port(domain="comb")
                     m.d.comb += [port.addr.eq(lookup.index), getattr(lookup.record, field).eq(port.data)]
@@ -311,20 +335,21 @@ class RegisterBank(wiring.Component):
                 if ahead:
                     # A copy with registered reads only, written as the bus writes the register:
                     # synthesis can put it in block RAM, which a memory with a combinational read
-                    # port cannot be.
-                    copy = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
-                    m.submodules[f"{name.lower()}_{field}_ahead"] = copy
-                    copy_write = copy.write_port()
+                    # port cannot be. The bus reads it there too.
+                    bus_memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
+                    m.submodules[f"{name.lower()}_{field}_ahead"] = bus_memory
+                    copy_write = bus_memory.write_port(granularity=8)
                     m.d.comb += [
                         copy_write.addr.eq(write_port.addr),
                         copy_write.data.eq(write_port.data),
                         copy_write.en.eq(write_port.en),
                     ]
                     for lookup in ahead:
-                        port = copy.read_port(transparent_for=(copy_write,))
+                        port = bus_memory.read_port(transparent_for=(copy_write,))
                         m.d.comb += [port.addr.eq(lookup.next_index), getattr(lookup.record, field).eq(port.data)]
-                m.d.comb += [bus_port.addr.eq(element), write_port.addr.eq(element)]
-                columns[field] = (bus_port, write_port)
+                bus_read = bus_memory.read_port()
+                m.d.comb += [bus_read.addr.eq(element), write_port.addr.eq(element)]
+                columns[field] = _Column(bus_read, write_port, Signal(name=f"{name.lower()}_{field}_reading"))
             w_data = {}
             for reg in array.registers:
                 if reg.access is Access.WO:
@@ -346,16 +371,18 @@ class RegisterBank(wiring.Component):
                     field = reg.name.lower()
                     with m.If(table.word == reg.offset // 4):
                         m.d.sync += bus.err.eq(0)
-                        if reg.access is not Access.RO:
+                        if reg.access is Access.WO:
                             m.d.sync += bus.ack.eq(1)
                         if reg.access is Access.RW:
-                            bus_port, write_port = table.columns[field]
-                            m.d.sync += bus.dat_r.eq(bus_port.data)
+                            column = table.columns[field]
                             with m.If(bus.we):
+                                m.d.sync += bus.ack.eq(1)
                                 m.d.comb += [
-                                    write_port.en.eq(1),
-                                    write_port.data.eq(_written(bus_port.data, bus.dat_w, mask)),
+                                    column.write.en.eq(bus.sel[: len(column.write.en)]),
+                                    column.write.data.eq(bus.dat_w),
                                 ]
+                            with m.Else():
+                                m.d.sync += column.reading.eq(1)  # answered with the read's data
                         elif reg.access is Access.RO:
                             m.d.sync += bus.dat_r.eq(getattr(table.status.record, field))
                             with m.If(bus.we):

@@ -245,6 +245,81 @@ def test_a_table_needs_a_power_of_two_stride():
         gc.collect()
 
 
+PAIRS = Block(
+    "pairs",
+    base=0,
+    size=0x100,
+    doc="test",
+    registers=(Register("MODE", 0x00, Access.RW, "mode", width=8, reset=5),),
+    arrays=(
+        RegisterArray(
+            "E",
+            0x40,
+            4,
+            0x8,
+            "elements",
+            registers=(
+                Register("LOW", 0x0, Access.RW, "low", reset=0x10),
+                Register("HIGH", 0x4, Access.RW, "high", width=16, reset=0x20),
+            ),
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize("ahead", [0, 1], ids=["lookups", "lookups-ahead"])
+def test_a_tables_registers_answer_a_cycle_later_each_from_its_column(ahead):
+    """A read of a table's rw register takes a wait state more than a register's (it is read from
+    the column's memory at the bus's element, then answered); back to back reads of two columns and
+    of elements written byte by byte each get their own value."""
+    dut = RegisterBank(PAIRS, tables={"E": 1}, read_ahead={"E": ahead} if ahead else None)
+
+    async def cycles_to_answer(ctx, byte_addr):
+        ctx.set(dut.bus.adr, byte_addr // 4)
+        ctx.set(dut.bus.we, 0)
+        ctx.set(dut.bus.cyc, 1)
+        ctx.set(dut.bus.stb, 1)
+        for n in range(1, 10):
+            _, _, ack, data = await ctx.tick().sample(dut.bus.ack, dut.bus.dat_r)
+            if ack:
+                ctx.set(dut.bus.cyc, 0)
+                ctx.set(dut.bus.stb, 0)
+                await ctx.tick()
+                return n, data
+        raise AssertionError("no ack")
+
+    async def tb(ctx, _):
+        assert await cycles_to_answer(ctx, 0x00) == (2, 5)
+        assert await cycles_to_answer(ctx, 0x48) == (3, 0x10)  # E[1].LOW's reset
+        assert await cycles_to_answer(ctx, 0x4C) == (3, 0x20)  # E[1].HIGH's reset
+        for i in range(4):
+            await write(ctx, dut.bus, 0x40 + 8 * i, 0x1000 + i)
+            await write(ctx, dut.bus, 0x44 + 8 * i, 0xAA00 | i, sel=0b0001)
+            await write(ctx, dut.bus, 0x44 + 8 * i, 0xBB00_0000, sel=0b1000)  # beyond HIGH: nothing
+        await write(ctx, dut.bus, 0x54, 0x77 << 8, sel=0b0010)  # E[2].HIGH's upper byte
+        reads = [await read(ctx, dut.bus, addr) for addr in (0x40, 0x44, 0x50, 0x54, 0x00, 0x58, 0x4C)]
+        assert reads == [0x1000, 0x0000, 0x1002, 0x7702, 5, 0x1003, 0x0001]
+
+    run_testbench(dut, tb)
+
+
+def test_a_tables_rw_registers_are_whole_bytes():
+    """A byte select is a table register's write enable, so its width is whole bytes."""
+    narrow = Block(
+        "narrow",
+        base=0,
+        size=0x100,
+        doc="test",
+        arrays=(RegisterArray("R", 0x0, 4, 0x4, "r", registers=(Register("X", 0x0, Access.RW, "x", width=12),)),),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="register R.X: a table's rw registers are whole bytes wide"):
+            RegisterBank(narrow, tables={"R": 1})
+        RegisterBank(narrow)  # in flip-flops any width will do
+        gc.collect()
+
+
 def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
     """Doorbell pages: write-only registers only, a table of no lookups (no memory), one page per
     element; a write reaches its element alone, the rest of a page and pages not built answer err."""
