@@ -11,13 +11,17 @@ from amaranth.lib.wiring import In, Out
 
 
 def first_set(m, name, bits):
-    """(found, index) of the lowest set bit of a list of 1-bit values."""
+    """(found, index) of the lowest set bit of a list of 1-bit values. The lowest bit is isolated
+    as ``bits & -bits`` (a carry chain) and its index is an OR per index bit: a few LUT levels
+    where a chain of priority muxes would take one per bit."""
+    count = len(bits)
     found = Signal(name=f"{name}_found")
-    index = Signal(range(max(2, len(bits))), name=f"{name}_index")
-    for i in reversed(range(len(bits))):
-        with m.If(bits[i]):
-            m.d.comb += index.eq(i)
-    m.d.comb += found.eq(Cat(*bits).any())
+    index = Signal(range(max(2, count)), name=f"{name}_index")
+    vector = Signal(count, name=f"{name}_bits")
+    lowest = Signal(count, name=f"{name}_lowest")
+    m.d.comb += [vector.eq(Cat(*bits)), lowest.eq(vector & -vector), found.eq(vector.any())]
+    for b in range(len(index)):
+        m.d.comb += index[b].eq(Cat(*[lowest[i] for i in range(count) if i >> b & 1]).any())
     return found, index
 
 

@@ -1,6 +1,8 @@
 """Round-robin choice alone, exhaustively for small counts (a power of two and not): every request
 pattern and every last choice gives the first requester after the last one, cyclically."""
 
+import random
+
 import pytest
 from amaranth.sim import Simulator
 from support.sim import run_simulation
@@ -36,3 +38,25 @@ def test_the_choice_is_the_first_requester_after_the_last(count):
     sim.add_testbench(bench)
     run_simulation(sim)
     assert len(checked) == count << count
+
+
+def test_64_requesters_the_scheduler_s_width():
+    """The VIA scheduler's width, with random sparse and dense request patterns."""
+    count, rng = 64, random.Random(64)
+    dut = RoundRobin(count)
+    sim = Simulator(dut)
+
+    async def bench(ctx):
+        for _ in range(2000):
+            density = rng.choice((0.02, 0.2, 0.9))
+            requests = sum(1 << i for i in range(count) if rng.random() < density)
+            last = rng.randrange(count)
+            ctx.set(dut.last, last)
+            ctx.set(dut.requests, requests)
+            want = expected(requests, last, count)
+            assert ctx.get(dut.found) == (want is not None), (requests, last)
+            if want is not None:
+                assert ctx.get(dut.choice) == want, (requests, last)
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
