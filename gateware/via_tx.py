@@ -482,6 +482,11 @@ class TxEngine(wiring.Component):
         with m.FSM():
             with m.State("SCAN"):
                 m.d.comb += visit_ended.eq(visiting)
+                # The records are read ahead for the VI a visit would take, whatever this cycle
+                # decides: the decision (a management frame, a read response, a visit) waits on the
+                # records of the visit just ended and must not run on into their addresses. A
+                # response reads its own VI's and a management frame reads none.
+                m.d.comb += vi_next.eq(next_vi)
                 m.d.sync += [single.eq(0), visiting.eq(0)]
                 have_job = job_active | jobs.r_rdy
                 with m.If(mgmt_pending & self.enable):
@@ -493,7 +498,6 @@ class TxEngine(wiring.Component):
                         m.d.sync += [job.eq(jobs.r_data), job_active.eq(1)]
                     m.next = "RESPONSE"
                 with m.Elif(any_work):
-                    m.d.comb += vi_next.eq(next_vi)
                     m.d.sync += [last_vi.eq(next_vi), prefer_job.eq(1), visiting.eq(1)]
                     m.next = "VISIT_NAK"
 
