@@ -2,6 +2,8 @@
 offered to send as the transmit side does, reports them sent (or aborted), and answers with echoes
 as the receive side passes them on."""
 
+import random
+
 from amaranth.sim import Simulator
 from support.ring_bench import wait_cycles
 from support.sim import run_simulation
@@ -103,6 +105,77 @@ def test_one_packet_per_target_in_flight_and_its_echo_frees_the_slot():
         assert counted(seen) == {"TX_ACCEPTED": 1}
 
     run(tb)
+
+
+def test_random_traffic_goes_out_once_per_packet_in_order_per_target():
+    """Packets queued whenever a slot is free, to a few targets, each answered ACCEPTED a random
+    while after it went out: every packet is offered once and its slot freed once, each target's
+    packets leave in the order queued with alternating bits, and at most one per target is in
+    flight."""
+    rng = random.Random(32)
+    out_depth, contexts, count = 8, 3, 60
+    targets = (2, 3, 5, 7)
+
+    async def tb(ctx, dut, seen):
+        to_queue = [rng.choice(targets) for _ in range(count)]
+        free_slots = list(range(out_depth))
+        packet_in_slot = {}
+        queued = {t: [] for t in targets}  # packet numbers, in queue order
+        offered = {t: [] for t in targets}
+        bits = {t: [] for t in targets}
+        in_flight = {}  # target -> packet
+        echoes = []  # [cycle due, target, seq]
+        freed_seen = 0
+        step, offer = "idle", None
+        for cycle in range(20 * count):
+            if len(seen["freed"]) == count:
+                break
+            for slot in seen["freed"][freed_seen:]:
+                target, packet = packet_in_slot.pop(slot)
+                assert in_flight.pop(target) == packet
+                free_slots.append(slot)
+            freed_seen = len(seen["freed"])
+            # the transmit side: take, a cycle's gap, report it sent
+            ctx.set(dut.send.ready, 0)
+            ctx.set(dut.sent.valid, 0)
+            if step == "idle" and ctx.get(dut.send.valid):
+                offer = ctx.get(dut.send.payload)
+                target, packet = packet_in_slot[offer.slot]
+                assert in_flight.setdefault(target, packet) == packet, "two packets of a target in flight"
+                offered[target].append(packet)
+                bits[target].append(offer.seq)
+                ctx.set(dut.send.ready, 1)
+                step = "gap"
+            elif step == "gap":
+                step = "sent"
+            elif step == "sent":
+                ctx.set(dut.sent.payload, {"context": offer.context, "aborted": 0})
+                ctx.set(dut.sent.valid, 1)
+                echoes.append([cycle + rng.randrange(2, 12), packet_in_slot[offer.slot][0], offer.seq])
+                step = "idle"
+            # the receive side: one echo a cycle
+            ctx.set(dut.echo_received.valid, 0)
+            due = [e for e in echoes if e[0] <= cycle]
+            if due:
+                echoes.remove(due[0])
+                ctx.set(dut.echo_received.payload, {"source": due[0][1], "seq": due[0][2], "status": 0})
+                ctx.set(dut.echo_received.valid, 1)
+            # the transmit side queues a packet now and then
+            ctx.set(dut.queued.valid, 0)
+            if to_queue and free_slots and rng.random() < 0.5:
+                slot, target = free_slots.pop(0), to_queue.pop(0)
+                packet = count - len(to_queue)
+                packet_in_slot[slot] = (target, packet)
+                queued[target].append(packet)
+                ctx.set(dut.queued.payload, {"slot": slot, "target": target})
+                ctx.set(dut.queued.valid, 1)
+            await ctx.tick()
+        assert len(seen["freed"]) == count
+        assert offered == queued
+        assert all(b == [n % 2 for n in range(len(b))] for b in bits.values())
+        assert counted(seen) == {"TX_ACCEPTED": count}
+
+    run(tb, out_depth=out_depth, contexts=contexts)
 
 
 def test_silence_resends_after_the_timeout_and_busy_after_the_delay_until_given_up():
