@@ -57,6 +57,14 @@ class Decoder(wiring.Component):
 
     ``windows`` is a list of ``(name, word_base, sub_addr_width)``; each window decodes the
     ``sub_addr_width`` low address bits and must be aligned to its size.
+
+    The sub-buses answer from registers, a cycle or more after the access reaches them (as every
+    register bank does), so the answer is routed by the window of the cycle before: ``ack`` and
+    ``err`` are the sub-buses' own (only the addressed one answers) and ``dat_r`` is selected by
+    a registered match. The address then reaches only the sub-buses' decoders, not back through
+    ``ack`` into the initiator: on the SoC bus the card's DMA initiator shares this path with the
+    CPU, and an initiator's next address depending on its own address through ``ack`` was the
+    card's longest path (docs/boards.md).
     """
 
     def __init__(self, *, addr_width, windows, data_width=32):
@@ -79,6 +87,7 @@ class Decoder(wiring.Component):
         for name, base, sub_width in self._windows:
             sub = getattr(self, name)
             hit = Signal(name=f"hit_{name}")
+            answering = Signal(name=f"answering_{name}")  # the window addressed a cycle ago
             m.d.comb += [
                 hit.eq((bus.adr >> sub_width) == (base >> sub_width)),
                 sub.adr.eq(bus.adr[:sub_width]),
@@ -88,11 +97,12 @@ class Decoder(wiring.Component):
                 sub.cyc.eq(bus.cyc & hit),
                 sub.stb.eq(bus.stb & hit),
             ]
-            with m.If(hit):
+            m.d.sync += answering.eq(hit)
+            with m.If(answering):
                 m.d.comb += bus.dat_r.eq(sub.dat_r)
             hits.append(hit)
-            acks.append(sub.ack & hit)
-            errs.append(sub.err & hit)
+            acks.append(sub.ack)
+            errs.append(sub.err)
         m.d.comb += hit_any.eq(Cat(*hits).any() if hits else Const(0))
         # An access nobody decodes is refused, once, so the initiator never hangs.
         m.d.sync += unmapped_err.eq(bus.cyc & bus.stb & ~hit_any & ~unmapped_err)
