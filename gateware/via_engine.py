@@ -326,18 +326,28 @@ class ViaEngine(wiring.Component):
         # The error bits TX and RX failed a VI with: a record per VI and side, in memory (one
         # writer each, so two failures in a cycle need no arbiter). The bus reads their union; a
         # restart clears both, winning over a failure in the same cycle as the command does.
+        # A failure's bits are added to the record a cycle later, from registers: the engines'
+        # decision to fail and the record's read-modify-write were one path, the card's longest
+        # (docs/boards.md). Until then the bus reads them from those registers.
         errors = []
         for name, side in sides.items():
             records = ViRecords(data.StructLayout({"bits": 16}), vis, peeks=1, clears={"restart": None})
             m.submodules[f"{name}_errors"] = records
+            adding, adding_vi, adding_bits = Signal(name=f"{name}_adding"), Signal(range(vis)), Signal(16)
+            m.d.sync += [
+                adding.eq(failing[name] & ~restarted.bit_select(side.fail_vi, 1)),
+                adding_vi.eq(side.fail_vi),
+                adding_bits.eq(side.fail_bits),
+            ]
             m.d.comb += [
-                records.owner.vi.eq(side.fail_vi),
+                records.owner.vi.eq(adding_vi),
                 records.peek[0].vi.eq(bank.vi_status.index),
                 records.clear.restart.eq(restarted),
             ]
-            with m.If(failing[name]):
-                m.d.comb += records.update(bits=records.owner.record.bits | side.fail_bits)
-            errors.append(records.peek[0].record.bits)
+            with m.If(adding):
+                m.d.comb += records.update(bits=records.owner.record.bits | adding_bits)
+            being_added = adding & (adding_vi == bank.vi_status.index) & ~restarted.bit_select(adding_vi, 1)
+            errors.append(records.peek[0].record.bits | Mux(being_added, adding_bits, 0))
         for queue, rung_here in ((tx.sq_doorbell, sq_rung), (rx.rq_doorbell, rq_rung)):
             m.d.comb += [
                 queue.valid.eq(rung_here & postable_doorbell),
