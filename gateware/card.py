@@ -33,6 +33,7 @@ from numavia.base.via_params import ViaParams
 from . import wishbone, wishbone_burst
 from .card_control import CardControl
 from .host_port import HostAddressMap, HostPortArbiter, HostPortSignature, WishboneHostPort
+from .host_window import HostWindow
 from .local_side import LocalSide
 from .pcie import tlp
 from .pcie.config import EndpointParams
@@ -150,7 +151,7 @@ def card_signature(config):
             "node_id_strap": In(regmap.NODE_ID_BITS),
             "mode_strap": In(8),  # board switches (regmap.CTRL.MODE_STRAP): the firmware applies them
             **(
-                {"dma": Out(wishbone_burst.Signature(addr_width=params.BUS_ADDR_WIDTH))}  # into the SoC: host memory
+                {"dma": Out(wishbone_burst.Signature(addr_width=params.BUS_ADDR_WIDTH))}  # into host memory alone
                 if config.via and not config.pcie
                 else {}
             ),
@@ -255,7 +256,12 @@ class Card(wiring.Component):
                     m.d.sync += cq_pending.eq(0)
                     m.d.comb += pcie.msi_event.eq(1)
             else:
-                wiring.connect(m, via.dma, wiring.flipped(self.dma))
+                # On the SoC the DMA is joined to host memory alone (host_window.py).
+                m.submodules.host_window = host_window = HostWindow(
+                    addr_width=params.BUS_ADDR_WIDTH, base=cfg.host_mem_base, size=cfg.host_mem_size
+                )
+                wiring.connect(m, via.dma, host_window.initiator)
+                wiring.connect(m, host_window.bus, wiring.flipped(self.dma))
             wiring.connect(m, via.eth_tx, wiring.flipped(self.eth_tx))
             wiring.connect(m, wiring.flipped(self.eth_rx), via.eth_rx)
             m.d.comb += self.irq.eq(via.irq)

@@ -6,10 +6,10 @@ then only jumps to (``numavia.soc.firmware``). The timer has LiteX's uptime coun
 Targets (simulation, boards) derive from :class:`NumaviaSoC` and add their clocking, UART and
 host access. The card sits in VexRiscv's uncached I/O region, as the paper's card sat on PCI.
 ``hostmem`` is RAM standing for the host's memory: the host (the CPU, or the host bridge) puts VIA
-descriptors and buffers there and the card reaches it through its DMA initiator. The same RAM is
-visible again at ``hostmem_uncached``, in the CPU's uncached I/O space: VexRiscv's data cache is
-not coherent with DMA, and a host CPU polling a descriptor should cost a memory read, not a
-whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`;
+descriptors and buffers there and the card reaches it through its DMA initiator, joined to that
+RAM alone. The same RAM is visible again at ``hostmem_uncached``, in the CPU's uncached I/O space:
+VexRiscv's data cache is not coherent with DMA, and a host CPU polling a descriptor should cost a
+memory read, not a whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`;
 the card's VIA engine owns the MAC.
 """
 
@@ -97,9 +97,8 @@ class NumaviaSoC(SoCCore):
             **kwargs,
         )
 
-        self._add_host_memory(host_mem_size)
-
         self.card = CardCore(platform, card_config, log=log)
+        self._add_host_memory(host_mem_size, dma=self.card.dma if card_config.via else None)
         self.bus.add_slave(
             "card", self.card.regs, SoCRegion(origin=self.mem_map["card"], size=regmap.CARD.size, cached=False)
         )
@@ -111,12 +110,18 @@ class NumaviaSoC(SoCCore):
         )
         # soc.h and csr.json: the firmware sizes its VI table to the card (NV_VIA_MAX_VIS), 0: no VIA.
         self.add_constant(VIA_VIS_CONSTANT, card_config.via_vis if card_config.via else 0)
-        if card_config.via:  # without the VIA engine (small FPGAs) the card has no DMA initiator
-            self.bus.add_master("card_dma", self.card.dma)
+        if card_config.via:
             self.irq.add("card", use_loc_if_exists=True)  # the VIA protocol manager's wake-up
 
-    def _add_host_memory(self, size):
-        """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``."""
+    def _add_host_memory(self, size, *, dma=None):
+        """One RAM, two windows: cached at ``hostmem`` and uncached at ``hostmem_uncached``; and the
+        card's DMA initiator (``dma``; none without the VIA engine), which reaches this RAM alone.
+
+        The DMA is not a master of the SoC bus: as a PCIe card's DMA reaches the host's memory
+        and nothing else, it never waits for the CPU's accesses to the card, ROM or RAM, nor they
+        for its bursts, and its address does not run through the SoC bus's decoder into every
+        target (the card's own registers among them: docs/boards.md). The card answers err for
+        an address outside host memory (``gateware/host_window.py``)."""
         self.hostmem = wishbone.SRAM(
             size,
             name="hostmem",
@@ -127,8 +132,9 @@ class NumaviaSoC(SoCCore):
             bus = wishbone.Interface(data_width=32, address_width=32, addressing="word", bursting=True)
             self.bus.add_slave(name, bus, SoCRegion(origin=self.mem_map[name], size=size, mode="rw", cached=cached))
             windows.append(bus)
-        # The SoC bus serves one initiator at a time, so the windows never compete.
-        self.hostmem_windows = wishbone.Arbiter(windows, self.hostmem.bus)
+        # The SoC bus serves one initiator at a time, so its two windows never compete; the DMA
+        # takes turns with them.
+        self.hostmem_windows = wishbone.Arbiter(windows + ([dma] if dma is not None else []), self.hostmem.bus)
 
     def add_via_ethernet(self, phy):
         """The LiteEth MAC core (preamble, FCS, padding, clock-domain crossing) between ``phy`` and
