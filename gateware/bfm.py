@@ -47,7 +47,9 @@ async def recv(ctx, stream, *, timeout=None):
     return payload
 
 
-async def _wishbone_cycle(ctx, bus, adr, we, dat_w=0, sel=0xF, timeout=64):
+async def _wishbone_cycle(ctx, bus, adr, we, dat_w=0, sel=0xF, timeout=64, release=True):
+    """One access; with ``release`` False ``cyc`` and ``stb`` stay up, so that the next access's
+    address is on the bus in the cycle after this one's answer."""
     ctx.set(bus.adr, adr)
     ctx.set(bus.we, we)
     ctx.set(bus.dat_w, dat_w)
@@ -60,20 +62,21 @@ async def _wishbone_cycle(ctx, bus, adr, we, dat_w=0, sel=0xF, timeout=64):
             break
     else:
         raise TimeoutError(f"no ack/err for word address {adr:#x}")
-    ctx.set(bus.cyc, 0)
-    ctx.set(bus.stb, 0)
-    await ctx.tick()
+    if release:
+        ctx.set(bus.cyc, 0)
+        ctx.set(bus.stb, 0)
+        await ctx.tick()
     if err:
         raise BusError(f"bus error at word address {adr:#x}")
     return data
 
 
-async def wishbone_read(ctx, bus, byte_addr):
-    return await _wishbone_cycle(ctx, bus, byte_addr // 4, 0)
+async def wishbone_read(ctx, bus, byte_addr, *, release=True):
+    return await _wishbone_cycle(ctx, bus, byte_addr // 4, 0, release=release)
 
 
-async def wishbone_write(ctx, bus, byte_addr, value, sel=0xF):
-    await _wishbone_cycle(ctx, bus, byte_addr // 4, 1, value, sel)
+async def wishbone_write(ctx, bus, byte_addr, value, sel=0xF, *, release=True):
+    await _wishbone_cycle(ctx, bus, byte_addr // 4, 1, value, sel, release=release)
 
 
 async def wishbone_burst_read(ctx, bus, addr, words, *, give_up_after=None, limit=5000):

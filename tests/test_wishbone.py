@@ -62,28 +62,18 @@ def test_unmapped_window_answers_error_and_bus_recovers():
     run(tb)
 
 
-async def back_to_back(ctx, bus, accesses, timeout=16):
+async def back_to_back(ctx, bus, accesses):
     """Accesses ``[(byte address, value or None for a read)]`` with ``cyc`` held throughout: each
     one's address is on the bus in the cycle after the last one's answer. The reads' values."""
-    ctx.set(bus.cyc, 1)
-    ctx.set(bus.stb, 1)
-    ctx.set(bus.sel, 0xF)
     got = []
     for address, value in accesses:
-        ctx.set(bus.adr, address // 4)
-        ctx.set(bus.we, value is not None)
-        ctx.set(bus.dat_w, value or 0)
-        for _ in range(timeout):
-            _, _, ack, err, data = await ctx.tick().sample(bus.ack, bus.err, bus.dat_r)
-            if ack or err:
-                break
-        else:
-            raise TimeoutError(f"no answer at {address:#x}")
-        assert not err, f"bus error at {address:#x}"
         if value is None:
-            got.append(data)
+            got.append(await read(ctx, bus, address, release=False))
+        else:
+            await write(ctx, bus, address, value, release=False)
     ctx.set(bus.cyc, 0)
     ctx.set(bus.stb, 0)
+    await ctx.tick()
     return got
 
 
