@@ -11,6 +11,7 @@ from support.via_pair import HOST, Node, Pair
 
 from numavia.base import regmap, via_descriptor
 from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
+from numavia.gateware.bfm import wishbone_read
 
 CTRL = via_descriptor.CONTROL_SEGMENT
 ST = CTRL.field("STATUS")
@@ -196,6 +197,33 @@ def test_rdma_write_without_right_fails_the_vi_and_writes_nothing():
         assert await a.vi_reg(ctx, 1, "STATE") == 0  # IDLE, no error bits
         await a.vi_reg(ctx, 1, "CMD", cmd.field("CONNECT").mask)
         assert await a.vi_reg(ctx, 1, "STATE") == 1  # CONNECTED, no error bits
+
+    run(bench)
+
+
+@pytest.mark.parametrize("phase", range(2))
+def test_a_failure_s_error_bits_are_read_with_its_error_state_from_the_first_cycle(phase):
+    # The engine adds a failure's bits to the VI's record a cycle after the state turns ERROR
+    # (from registers); the bus reads them from those registers in between. STATE read back to
+    # back (one read every other cycle) from two phases reads every cycle of the change.
+    async def bench(ctx, a, b):
+        await setup(ctx, a, b, rights=(1, 0))
+        write_va(ctx, a, VA, b"X" * 32)
+        rdma_write = encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 32)], remote_va=VA + 0x100, remote_handle=1)
+        await a.post(ctx, 1, "send", DESC_A, rdma_write)
+        for _ in range(phase):
+            await ctx.tick()
+        state_reg = regmap.VIA.array("VI").register("STATE")
+        address = regmap.VIA.array("VI").offset_of(1, "STATE")
+        for _ in range(5000):
+            state = await wishbone_read(ctx, a.engine.regs, address, release=False)
+            if state & 3 == 2:  # ERROR
+                break
+        else:
+            pytest.fail("the VI never failed")
+        ctx.set(a.engine.regs.cyc, 0)
+        ctx.set(a.engine.regs.stb, 0)
+        assert state_reg.field("ERROR").extract(state) == status(RDMA_PROTECTION_ERROR=1)
 
     run(bench)
 
