@@ -62,9 +62,8 @@ class Decoder(wiring.Component):
     register bank does), so the answer is routed by the window of the cycle before: ``ack`` and
     ``err`` are the sub-buses' own (only the addressed one answers) and ``dat_r`` is selected by
     a registered match. The address then reaches only the sub-buses' decoders, not back through
-    ``ack`` into the initiator: on the SoC bus the card's DMA initiator shares this path with the
-    CPU, and an initiator's next address depending on its own address through ``ack`` was the
-    card's longest path (docs/boards.md).
+    ``ack`` into the initiator's next address (while the card's DMA was a master of the SoC bus,
+    that loop was the card's longest path: docs/boards.md).
     """
 
     def __init__(self, *, addr_width, windows, data_width=32):

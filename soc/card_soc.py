@@ -9,8 +9,8 @@ host access. The card sits in VexRiscv's uncached I/O region, as the paper's car
 descriptors and buffers there and the card reaches it through its DMA initiator, joined to that
 RAM alone. The same RAM is visible again at ``hostmem_uncached``, in the CPU's uncached I/O space:
 VexRiscv's data cache is not coherent with DMA, and a host CPU polling a descriptor should cost a
-memory read, not a whole-cache invalidation. Targets attach an Ethernet PHY with :meth:`NumaviaSoC.add_via_ethernet`;
-the card's VIA engine owns the MAC.
+memory read, not a whole-cache invalidation. Targets attach an Ethernet PHY with
+:meth:`NumaviaSoC.add_via_ethernet`; the card's VIA engine owns the MAC.
 """
 
 from liteeth.common import eth_phy_description
