@@ -47,9 +47,17 @@ async def recv(ctx, stream, *, timeout=None):
     return payload
 
 
+async def wishbone_release(ctx, bus):
+    """End the bus cycle: ``cyc`` and ``stb`` down for a clock."""
+    ctx.set(bus.cyc, 0)
+    ctx.set(bus.stb, 0)
+    await ctx.tick()
+
+
 async def _wishbone_cycle(ctx, bus, adr, we, dat_w=0, sel=0xF, timeout=64, release=True):
     """One access; with ``release`` False ``cyc`` and ``stb`` stay up, so that the next access's
-    address is on the bus in the cycle after this one's answer."""
+    address is on the bus in the cycle after this one's answer (:func:`wishbone_release` ends
+    the cycle)."""
     ctx.set(bus.adr, adr)
     ctx.set(bus.we, we)
     ctx.set(bus.dat_w, dat_w)
@@ -63,9 +71,7 @@ async def _wishbone_cycle(ctx, bus, adr, we, dat_w=0, sel=0xF, timeout=64, relea
     else:
         raise TimeoutError(f"no ack/err for word address {adr:#x}")
     if release:
-        ctx.set(bus.cyc, 0)
-        ctx.set(bus.stb, 0)
-        await ctx.tick()
+        await wishbone_release(ctx, bus)
     if err:
         raise BusError(f"bus error at word address {adr:#x}")
     return data
@@ -98,9 +104,7 @@ async def wishbone_burst_read(ctx, bus, addr, words, *, give_up_after=None, limi
                 break
     else:
         raise TimeoutError("burst read did not finish")
-    ctx.set(bus.cyc, 0)
-    ctx.set(bus.stb, 0)
-    await ctx.tick()
+    await wishbone_release(ctx, bus)
     return got
 
 

@@ -11,7 +11,7 @@ from support.via_pair import HOST, Node, Pair
 
 from numavia.base import regmap, via_descriptor
 from numavia.base.via_descriptor import CONTROL_OP, STATUS_OP, encode_descriptor
-from numavia.gateware.bfm import wishbone_read
+from numavia.gateware.bfm import wishbone_read, wishbone_release
 
 CTRL = via_descriptor.CONTROL_SEGMENT
 ST = CTRL.field("STATUS")
@@ -221,8 +221,7 @@ def test_a_failure_s_error_bits_are_read_with_its_error_state_from_the_first_cyc
                 break
         else:
             pytest.fail("the VI never failed")
-        ctx.set(a.engine.regs.cyc, 0)
-        ctx.set(a.engine.regs.stb, 0)
+        await wishbone_release(ctx, a.engine.regs)
         assert state_reg.field("ERROR").extract(state) == status(RDMA_PROTECTION_ERROR=1)
 
     run(bench)

@@ -8,7 +8,7 @@ from support.sim import run_testbench
 
 from numavia.base import regmap
 from numavia.gateware import wishbone
-from numavia.gateware.bfm import BusError
+from numavia.gateware.bfm import BusError, wishbone_release
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
 from numavia.gateware.register_bank import RegisterBank
@@ -71,9 +71,7 @@ async def back_to_back(ctx, bus, accesses):
             got.append(await read(ctx, bus, address, release=False))
         else:
             await write(ctx, bus, address, value, release=False)
-    ctx.set(bus.cyc, 0)
-    ctx.set(bus.stb, 0)
-    await ctx.tick()
+    await wishbone_release(ctx, bus)
     return got
 
 
