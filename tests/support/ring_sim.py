@@ -64,6 +64,10 @@ def served_cli(tmp_path, nodes, *sim_args):
     env = {**os.environ, "NUMAVIA_SESSION": str(tmp_path / "session.json")}
     cli = [sys.executable, "-m", "numavia.cli"]
     err = tmp_path / "sim.err"
+    # The host bridges and the consoles from one free range picked by this process: the CLI's
+    # default consoles start at the same port for every run, and two tests serving at once on
+    # parallel workers both found it free before either bound it.
+    ports = free_port_range(2 * nodes)
     with open(err, "w") as stderr:
         proc = subprocess.Popen(
             cli
@@ -74,7 +78,9 @@ def served_cli(tmp_path, nodes, *sim_args):
                 "--serve",
                 "--quiet",
                 "--bridge-port",
-                str(free_port_range(nodes)),
+                str(ports),
+                "--console-port",
+                str(ports + nodes),
                 "--out",
                 str(tmp_path / "run"),
                 *sim_args,
