@@ -7,7 +7,7 @@ Each register becomes a port named after it (lower case):
 * ``wo``: ``w_data`` and ``w_stb`` (commands and doorbells; reads return 0).
 
 Accesses to offsets with no register, and writes to ``ro`` registers, answer ``err``.
-``ack``/``err`` are registered: one wait state, two for a read of a table's ``rw`` register (below).
+``ack``/``err`` are registered: one wait state, two for a read of a table's ``rw`` or ``ro`` register (below).
 
 A :class:`regmap.RegisterArray` becomes an array port named after it: ``bank.vi[3].sq_doorbell``.
 ``counts`` builds fewer elements than the map reserves (a parameter of the card); ``resets``
@@ -32,7 +32,9 @@ more of a column the block's logic reads there), so no column keeps a copy in LU
 alone. A table's
 ``ro`` registers have none either: the bank names the element the bus reads on its status port
 (``bank.vi_status``: ``index``) and the block's logic answers with that element's values
-(``record``), from its own memories where it keeps them there (no read strobe). Its ``wo``
+(``record``) in the next cycle, the bus still naming the element, so it may answer from a
+registered read of its own memories (no read strobe); a table's register of either kind is read
+with two wait states. Its ``wo``
 registers share one ``w_data`` flip-flop per register, with a strobe per element. A table
 array's element is decoded from the address once, by a subtraction and a shift (its stride must
 be a power of two), not by a comparison per register.
@@ -94,8 +96,9 @@ def status_layout(array):
 
 
 def status_signature(array, count):
-    """A table's ``ro`` registers (the bank's side): it names the element the bus reads, the block's
-    logic answers with that element's values in the same cycle."""
+    """A table's ``ro`` registers (the bank's side): it names the element the bus reads (``index``,
+    held for two cycles), the block's logic answers with that element's values in the second
+    (``record``): combinationally, or from a read registered in the first."""
     return wiring.Signature({"index": Out(range(count)), "record": In(status_layout(array))})
 
 
@@ -124,6 +127,11 @@ class _Column(NamedTuple):
     reading: Signal  # the bus reads this register: its answer is the next cycle's
 
 
+class _Answer(NamedTuple):
+    reading: Signal  # the bus reads a table's register: it answers in the next cycle ...
+    data: object  # ... with this
+
+
 class _Table(NamedTuple):
     hit: Signal  # the bus addresses one of the table's elements ...
     element: Signal  # ... this one ...
@@ -131,6 +139,7 @@ class _Table(NamedTuple):
     columns: dict  # the rw registers' memories' ports (_Column), by field name
     w_data: dict  # the wo registers' shared data, by register name
     status: object  # the status port (None without ro registers)
+    status_reading: dict  # the ro registers' answers due in the next cycle, by field name
 
 
 class _Run(NamedTuple):
@@ -228,9 +237,16 @@ class RegisterBank(wiring.Component):
         mask = wishbone.byte_mask(bus.sel)
         decoded = list(self._decoded())
         tables = self._tables(m)
-        columns = [column for table in tables.values() for column in table.columns.values()]
+        answers = [
+            _Answer(column.reading, column.bus_read.data) for t in tables.values() for column in t.columns.values()
+        ]
+        answers += [
+            _Answer(reading, getattr(t.status.record, field))
+            for t in tables.values()
+            for field, reading in t.status_reading.items()
+        ]
         answering = Signal()  # a table's register is read: the bus waits for its answer
-        m.d.comb += answering.eq(Cat(column.reading for column in columns).any())
+        m.d.comb += answering.eq(Cat(answer.reading for answer in answers).any())
         access = bus.cyc & bus.stb & ~bus.ack & ~bus.err & ~answering
         runs = self._runs(m)
         storage = {}
@@ -243,7 +259,7 @@ class RegisterBank(wiring.Component):
                         m.d.sync += storage[name].eq(port.hw_data)
             m.d.sync += port.w_stb.eq(0) if reg.access is not Access.RO else port.r_stb.eq(0)
 
-        m.d.sync += [bus.ack.eq(0), bus.err.eq(0), *(column.reading.eq(0) for column in columns)]
+        m.d.sync += [bus.ack.eq(0), bus.err.eq(0), *(answer.reading.eq(0) for answer in answers)]
         with m.If(access):
             with m.Switch(bus.adr):
                 for word, reg, port, name, _ in decoded:
@@ -268,11 +284,11 @@ class RegisterBank(wiring.Component):
                 with m.Default():
                     self._table_access(m, mask, tables)
                     self._indexed_access(m, runs)
-        answer = 0
-        for column in columns:
-            answer |= Mux(column.reading, column.bus_read.data, 0)
+        answered = 0
+        for answer in answers:
+            answered |= Mux(answer.reading, answer.data, 0)
         with m.If(answering):
-            m.d.sync += [bus.ack.eq(1), bus.dat_r.eq(answer)]
+            m.d.sync += [bus.ack.eq(1), bus.dat_r.eq(answered)]
         return m
 
     def _runs(self, m):
@@ -357,7 +373,12 @@ class RegisterBank(wiring.Component):
                     w_data[reg.name] = Signal(reg.width, name=f"{name.lower()}_{reg.name.lower()}_w_data")
                     m.d.comb += [port.w_data.eq(w_data[reg.name]) for port in ports]
                     m.d.sync += [port.w_stb.eq(0) for port in ports]
-            tables[name] = _Table(hit, element, word, columns, w_data, status)
+            status_reading = {
+                reg.name.lower(): Signal(name=f"{name.lower()}_{reg.name.lower()}_reading")
+                for reg in array.registers
+                if reg.access is Access.RO
+            }
+            tables[name] = _Table(hit, element, word, columns, w_data, status, status_reading)
         return tables
 
     def _table_access(self, m, mask, tables):
@@ -384,11 +405,10 @@ class RegisterBank(wiring.Component):
                             with m.Else():
                                 m.d.sync += column.reading.eq(1)  # answered with the read's data
                         elif reg.access is Access.RO:
-                            m.d.sync += bus.dat_r.eq(getattr(table.status.record, field))
                             with m.If(bus.we):
                                 m.d.sync += bus.err.eq(1)  # a write to a read-only register is a bug
                             with m.Else():
-                                m.d.sync += bus.ack.eq(1)
+                                m.d.sync += table.status_reading[field].eq(1)  # answered by the status port
                         else:
                             m.d.sync += bus.dat_r.eq(0)
                             with m.If(bus.we):

@@ -18,6 +18,10 @@ With ``read_ahead`` the owner's copy is instead the whole record in one memory w
 read: the owner names the VI it will be at in the next cycle (``owner.next_vi``, its ``vi`` a
 cycle later) and the record is there when it gets there, with that cycle's write read through;
 ``peeks_ahead`` ports read another engine's VI the same way (``peek_ahead``).
+``peeks_next`` ports (``peek_next``) read the record at their ``vi`` and answer in the next cycle,
+as it stands after that cycle's write and clears (the register bank's status port answers so):
+each field they read has a copy of its own, written with the others, which synthesis puts in block
+RAM, so such a reader costs no LUT RAM and no multiplexer.
 Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
 LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 8 entries it
 stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields' own
@@ -38,7 +42,7 @@ def read_signature(layout, vis, *, ahead=False):
 
 
 class ViRecords(wiring.Component):
-    def __init__(self, layout, vis, *, peeks=0, peeks_ahead=0, clears=None, read_ahead=False):
+    def __init__(self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False):
         """`clears` maps a group's name to the fields it clears (``None``: the whole record);
         `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
         self.layout, self.vis, self.read_ahead = layout, vis, read_ahead
@@ -56,6 +60,8 @@ class ViRecords(wiring.Component):
             members["peek"] = Out(read_signature(layout, vis)).array(peeks)
         if peeks_ahead:
             members["peek_ahead"] = Out(read_signature(layout, vis, ahead=True)).array(peeks_ahead)
+        if peeks_next:
+            members["peek_next"] = Out(read_signature(layout, vis)).array(peeks_next)
         if self.groups:
             members["clear"] = In(data.StructLayout({name: vis for name in self.groups}))
         super().__init__(members)
@@ -113,6 +119,25 @@ class ViRecords(wiring.Component):
             for port in ahead:
                 read = record_memory.read_port(transparent_for=(write,))
                 m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(read.data)]
+
+        for i, port in enumerate(getattr(self, "peek_next", ())):
+            # The VI read in the cycle before, whose flags now stand as its data does.
+            read_vi = Signal(range(vis), name=f"peek_next{i}_vi")
+            m.d.sync += read_vi.eq(port.vi)
+            for name, field in self.layout:
+                copy = Memory(shape=field.shape, depth=vis, init=[], attrs={"ram_style": "block"})
+                m.submodules[f"peek_next{i}_{name}"] = copy
+                write = copy.write_port()
+                m.d.comb += [
+                    write.addr.eq(self.owner.vi),
+                    write.data.eq(getattr(written_record, name)),
+                    write.en.eq(write_en),
+                ]
+                read = copy.read_port(transparent_for=(write,))
+                m.d.comb += [read.addr.eq(port.vi), getattr(port.record, name).eq(read.data)]
+            for group, fields in self.groups.items():
+                with m.If(cleared[group].bit_select(read_vi, 1)):
+                    m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
 
         for port in [self.owner, *peeks, *getattr(self, "peek_ahead", [])]:
             renew(port)

@@ -331,7 +331,7 @@ class ViaEngine(wiring.Component):
         # (docs/boards.md). Until then the bus reads them from those registers.
         errors = []
         for name, side in sides.items():
-            records = ViRecords(data.StructLayout({"bits": 16}), vis, peeks=1, clears={"restart": None})
+            records = ViRecords(data.StructLayout({"bits": 16}), vis, peeks_next=1, clears={"restart": None})
             m.submodules[f"{name}_errors"] = records
             adding, adding_vi, adding_bits = Signal(name=f"{name}_adding"), Signal(range(vis)), Signal(16)
             m.d.sync += [
@@ -341,13 +341,13 @@ class ViaEngine(wiring.Component):
             ]
             m.d.comb += [
                 records.owner.vi.eq(adding_vi),
-                records.peek[0].vi.eq(bank.vi_status.index),
+                records.peek_next[0].vi.eq(bank.vi_status.index),
                 records.clear.restart.eq(restarted),
             ]
             with m.If(adding):
                 m.d.comb += records.update(bits=records.owner.record.bits | adding_bits)
             being_added = adding & (adding_vi == bank.vi_status.index) & ~restarted.bit_select(adding_vi, 1)
-            errors.append(records.peek[0].record.bits | Mux(being_added, adding_bits, 0))
+            errors.append(records.peek_next[0].record.bits | Mux(being_added, adding_bits, 0))
         for queue, rung_here in ((tx.sq_doorbell, sq_rung), (rx.rq_doorbell, rq_rung)):
             m.d.comb += [
                 queue.valid.eq(rung_here & postable_doorbell),

@@ -41,7 +41,8 @@ def doorbell_signature(vis):
 
 def queue_status_signature(vis):
     """What the bus reads of one VI from a side's own state, at the VI the bus names (``vi``): the
-    descriptors in its work queue (QUEUE_STATUS) and its sequence number (TX_PSN / RX_PSN)."""
+    descriptors in its work queue (QUEUE_STATUS) and its sequence number (TX_PSN / RX_PSN),
+    answered in the next cycle (the register bank's status port), from copies in block RAM."""
     return wiring.Signature({"vi": Out(range(vis)), "queued": In(16), "psn": In(32)})
 
 

@@ -9,7 +9,8 @@ twice round (``range(2 * depth)``), so a full queue and an empty one differ.
 * The doorbells own the tails: a doorbell (at most one a cycle, never stalled) is ``taken`` if its
   VI's queue has room, and ``slot`` is where the engine writes its address; else it is
   ``refused``. A doorbell for the engine's VI is seen in ``tail`` from the next cycle.
-* The bus reads a VI's count of queued descriptors (``queued`` at ``status_vi``).
+* The bus reads a VI's count of queued descriptors (``queued``, in the cycle after it names
+  ``status_vi``: from copies in block RAM).
 * ``posted``: which VIs' queues hold descriptors, for a flush that looks at every VI.
 """
 
@@ -48,15 +49,15 @@ class QueuePointers(wiring.Component):
         vis, depth = self.vis, self.depth
         position = range(2 * depth)
         doorbell_vi = self.doorbell.payload.vi
-        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": position}), vis, peeks=2)
-        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": position}), vis, peeks=2)
+        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": position}), vis, peeks=1, peeks_next=1)
+        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": position}), vis, peeks=1, peeks_next=1)
         m.d.comb += [
             heads.owner.vi.eq(self.vi),
             heads.peek[0].vi.eq(doorbell_vi),
-            heads.peek[1].vi.eq(self.status_vi),
+            heads.peek_next[0].vi.eq(self.status_vi),
             tails.owner.vi.eq(doorbell_vi),
             tails.peek[0].vi.eq(self.vi),
-            tails.peek[1].vi.eq(self.status_vi),
+            tails.peek_next[0].vi.eq(self.status_vi),
         ]
         head, tail = heads.owner.record.head, tails.peek[0].record.tail
         doorbell_tail = tails.owner.record.tail
@@ -68,7 +69,7 @@ class QueuePointers(wiring.Component):
         m.d.comb += [
             self.head.eq(head),
             self.tail.eq(tail),
-            self.queued.eq(queued(tails.peek[1].record.tail, heads.peek[1].record.head)),
+            self.queued.eq(queued(tails.peek_next[0].record.tail, heads.peek_next[0].record.head)),
             self.slot.eq(doorbell_vi * depth + doorbell_tail[: bits - 1]),
         ]
         with m.If(self.advance):

@@ -211,7 +211,7 @@ class RxEngine(wiring.Component):
         m.submodules.sequence = sequence = ViRecords(
             SequenceRecord,
             vis,
-            peeks=1,
+            peeks_next=1,
             peeks_ahead=1,
             clears={"connect": None, "read_start": ("read_offset",)},
             read_ahead=True,
@@ -222,8 +222,8 @@ class RxEngine(wiring.Component):
             sequence.owner.next_vi.eq(vi_next),
             sequence.peek_ahead[0].vi.eq(self.from_tx.vi),
             sequence.peek_ahead[0].next_vi.eq(self.from_tx.next_vi),
-            sequence.peek[0].vi.eq(self.status.vi),
-            self.status.psn.eq(sequence.peek[0].record.rcv_nxt),
+            sequence.peek_next[0].vi.eq(self.status.vi),
+            self.status.psn.eq(sequence.peek_next[0].record.rcv_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
             sequence.clear.read_start.eq(Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
             self.to_tx.vi.eq(vi),  # where TX reads its read record for us

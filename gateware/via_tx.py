@@ -216,14 +216,14 @@ class TxEngine(wiring.Component):
         # Each VI's next sequence number: a record per VI (a connect restarts it at 0), read where
         # the visit is and where the bus reads TX_PSN.
         m.submodules.sequence = sequence = ViRecords(
-            data.StructLayout({"snd_nxt": 32}), vis, peeks=1, clears={"connect": None}, read_ahead=True
+            data.StructLayout({"snd_nxt": 32}), vis, peeks_next=1, clears={"connect": None}, read_ahead=True
         )
         snd_nxt = sequence.owner.record.snd_nxt
         m.d.comb += [
             sequence.owner.vi.eq(vi),
             sequence.owner.next_vi.eq(vi_next),
-            sequence.peek[0].vi.eq(status.vi),
-            status.psn.eq(sequence.peek[0].record.snd_nxt),
+            sequence.peek_next[0].vi.eq(status.vi),
+            status.psn.eq(sequence.peek_next[0].record.snd_nxt),
             sequence.clear.connect.eq(Cat(*self.vi.connect)),
         ]
 

@@ -76,6 +76,39 @@ class AnsweringTable(Elaboratable):
         return m
 
 
+class RegisteredAnswer(Elaboratable):
+    """The bank with `Q` as a table, its status port answered from a read registered in the cycle
+    the bank names the element (as a block RAM answers)."""
+
+    def __init__(self):
+        self.bank = RegisterBank(BLOCK, tables={"Q": 1})
+        self.counts = Array(Signal(32, name=f"count{i}") for i in range(self.bank.counts["Q"]))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bank = self.bank
+        status = self.bank.q_status
+        m.d.sync += status.record.count.eq(self.counts[status.index])
+        return m
+
+
+def test_a_tables_read_only_registers_are_answered_in_the_cycle_after_the_element_is_named():
+    """The status port answers a cycle after the bank names the element, so the block may answer
+    from a registered read: reads alternating between elements, back to back, each get their own
+    element's value (answering in the naming cycle, the bank would take the element read before)."""
+    top = RegisteredAnswer()
+    dut = top.bank
+
+    async def tb(ctx, _):
+        for i in range(4):
+            ctx.set(top.counts[i], 0x100 + i)
+        reads = [await read(ctx, dut.bus, 0x48 + 0x10 * i) for i in (0, 3, 1, 3, 2, 0)]
+        assert reads == [0x100, 0x103, 0x101, 0x103, 0x102, 0x100]
+        assert await read(ctx, dut.bus, 0x08) == 0  # a register's value still answers at once
+
+    run_testbench(top, tb)
+
+
 @pytest.mark.parametrize("table", [False, True], ids=["flip-flops", "table"])
 def test_strobes_carry_the_element_and_data(table):
     """A write-only register's strobe and data at the element the bus named and no other, a

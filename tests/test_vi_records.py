@@ -142,10 +142,13 @@ def test_a_clear_group_must_name_the_records_fields():
 def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
     """Random writes, clears and VI moves (a new VI most cycles, the same one, the VI just written)
     every cycle against a model of the records: the owner's record and a peek's, read from the
-    registered memory at the VI named a cycle before, and a peek read combinationally, always show
-    the model's."""
+    registered memory at the VI named a cycle before, a peek read combinationally, and a peek
+    answering in the next cycle (the record after that cycle's write and clears) always show the
+    model's."""
     rng = random.Random(seed)
-    dut = ViRecords(LAYOUT, VIS, peeks=1, peeks_ahead=1, clears={"connect": None, "restart": ("c",)}, read_ahead=True)
+    dut = ViRecords(
+        LAYOUT, VIS, peeks=1, peeks_ahead=1, peeks_next=1, clears={"connect": None, "restart": ("c",)}, read_ahead=True
+    )
     groups = {"connect": tuple(LAYOUT.members), "restart": ("c",)}
     widths = {name: LAYOUT.members[name] for name in LAYOUT.members}
 
@@ -164,7 +167,9 @@ def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
             ctx.set(getattr(dut.owner.renewed, name), value)
             ctx.set(getattr(dut.peek[0].renewed, name), value)
             ctx.set(getattr(dut.peek_ahead[0].renewed, name), value)
+            ctx.set(getattr(dut.peek_next[0].renewed, name), value)
         vi = far_vi = 0
+        named = None  # the VI the next-cycle peek named in the cycle before
         ctx.set(dut.owner.next_vi, vi)
         ctx.set(dut.peek_ahead[0].next_vi, far_vi)
         await ctx.tick()
@@ -186,6 +191,10 @@ def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
             assert record_of(ctx, dut.owner.record) == model(vi)
             assert record_of(ctx, dut.peek[0].record) == model(peek_vi)
             assert record_of(ctx, dut.peek_ahead[0].record) == model(far_vi)
+            if named is not None:
+                assert record_of(ctx, dut.peek_next[0].record) == model(named)
+            named = rng.choice([vi, peek_vi, rng.randrange(VIS)])
+            ctx.set(dut.peek_next[0].vi, named)
             await ctx.tick()
             if changes:
                 stored[vi] = {**model(vi), **changes}

@@ -1,7 +1,8 @@
 # amaranth: UnusedElaboratable=no
 """The work queues' heads and tails alone: doorbells are taken into their VI's next slot until the
 queue is full and refused after, each VI's queue apart; the engine's VI reads its head and tail and
-moves the head on; the bus reads any VI's count; `posted` follows which queues hold descriptors,
+moves the head on; the bus reads any VI's count in the cycle after it names the VI, as it stands
+after that cycle; `posted` follows which queues hold descriptors,
 a doorbell winning over the last descriptor's removal in the same cycle; the depth is a power of
 two."""
 
@@ -24,8 +25,10 @@ async def ring(ctx, dut, vi, addr=0x1000):
     return seen
 
 
-def queued(ctx, dut, vi):
+async def queued(ctx, dut, vi):
+    """The bus's count of VI ``vi``'s queue: named in one cycle, answered in the next."""
     ctx.set(dut.status_vi, vi)
+    await ctx.tick()
     return ctx.get(dut.queued)
 
 
@@ -34,7 +37,7 @@ def test_doorbells_fill_their_vis_queue_slot_by_slot_and_a_full_queue_refuses():
         for i in range(DEPTH):
             assert await ring(ctx, dut, 2) == (1, 0, 2 * DEPTH + i)
         assert await ring(ctx, dut, 2) == (0, 1, 2 * DEPTH)  # full: refused, nothing moves
-        assert queued(ctx, dut, 2) == DEPTH and queued(ctx, dut, 1) == 0
+        assert await queued(ctx, dut, 2) == DEPTH and await queued(ctx, dut, 1) == 0
         assert await ring(ctx, dut, 1) == (1, 0, DEPTH)  # another VI's queue is its own
         assert ctx.get(dut.posted) == 0b0110
 
@@ -50,13 +53,13 @@ def test_the_engine_reads_its_vis_head_and_tail_and_moves_the_head_on():
         ctx.set(dut.advance, 1)
         await ctx.tick().repeat(2)
         ctx.set(dut.advance, 0)
-        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (2, 3) and queued(ctx, dut, 3) == 1
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (2, 3) and await queued(ctx, dut, 3) == 1
         ctx.set(dut.vi, 0)
         assert (ctx.get(dut.head), ctx.get(dut.tail)) == (0, 0)  # VI 0's untouched
         # Past the end of the slots: positions count twice round, slots wrap.
         for i in range(3):
             assert await ring(ctx, dut, 3) == (1, 0, 3 * DEPTH + (3 + i) % DEPTH), i
-        assert queued(ctx, dut, 3) == DEPTH
+        assert await queued(ctx, dut, 3) == DEPTH
         assert await ring(ctx, dut, 3) == (0, 1, 3 * DEPTH + 2)
 
     run_testbench(QueuePointers(VIS, DEPTH), bench)
@@ -70,13 +73,35 @@ def test_posted_clears_with_the_last_descriptor_unless_a_doorbell_comes_in_the_s
         ctx.set(dut.advance, 1)
         await ctx.tick()
         ctx.set(dut.advance, 0)
-        assert ctx.get(dut.posted) == 0b0100 and queued(ctx, dut, 1) == 0
+        assert ctx.get(dut.posted) == 0b0100 and await queued(ctx, dut, 1) == 0
         # VI 2's last descriptor done in the cycle a doorbell for VI 2 comes: still posted.
         ctx.set(dut.vi, 2)
         ctx.set(dut.advance, 1)
         await ring(ctx, dut, 2)
         ctx.set(dut.advance, 0)
-        assert ctx.get(dut.posted) == 0b0100 and queued(ctx, dut, 2) == 1
+        assert ctx.get(dut.posted) == 0b0100 and await queued(ctx, dut, 2) == 1
+
+    run_testbench(QueuePointers(VIS, DEPTH), bench)
+
+
+def test_the_bus_reads_the_count_as_it_stands_after_the_cycle_it_names_the_vi():
+    """A doorbell and a head's move in the cycle the bus names the VI are in the count it reads
+    (the copies it reads are written as the records are, and read through), and the count stays
+    that VI's while the engine and the doorbells move on to others."""
+
+    async def bench(ctx, dut):
+        await ring(ctx, dut, 1)
+        ctx.set(dut.status_vi, 1)
+        assert await ring(ctx, dut, 1) == (1, 0, DEPTH + 1)  # named in the doorbell's cycle
+        assert ctx.get(dut.queued) == 2
+        ctx.set(dut.vi, 1)
+        ctx.set(dut.advance, 1)
+        await ctx.tick()
+        ctx.set(dut.advance, 0)
+        assert ctx.get(dut.queued) == 1
+        ctx.set(dut.vi, 0)
+        await ring(ctx, dut, 0)
+        assert ctx.get(dut.queued) == 1 and await queued(ctx, dut, 0) == 1
 
     run_testbench(QueuePointers(VIS, DEPTH), bench)
 
