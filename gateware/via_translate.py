@@ -2,9 +2,13 @@
 
 The table sits in on-card block RAM: a lookup reads the level-1 entry of the memory handle,
 checks it (valid, protection tag, RDMA right, the byte range inside the region, the page inside
-the region) and reads the level-2 entry of the page, three cycles in all, so no lookup cache is
+the region) and reads the level-2 entry of the page, five cycles in all, so no lookup cache is
 needed. Each lookup port has its own read ports, so the transmit and receive sides translate in
 parallel.
+
+A level-1 entry (192 bits) is three 64-bit words of its level's memory, read one a cycle: 64
+regions then fill two block RAMs a port (64-bit words, 256 deep) instead of six (192 bits, 64 deep,
+a block RAM per 36 bits), for two cycles more a lookup.
 
 A request names a memory handle, a virtual address, a length (the whole range must lie in the
 region) and what is needed (``via_att.NEED_*``); the answer is either a failure reason
@@ -17,7 +21,7 @@ the table back, which would cost each level a third copy in block RAM (10 of the
 the full card's 64 regions and 2,048 pages).
 """
 
-from amaranth import C, Module, Mux, Signal
+from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -28,6 +32,12 @@ from .via_layouts import AttL1
 
 LookupRequest = data.StructLayout({"handle": 32, "va": 64, "length": 32, "ptag": 16, "need": 2})
 LookupResponse = data.StructLayout({"fail": 3, "pa": 32, "page_left": via_att.PAGE_SHIFT + 1})
+
+#: A level-1 entry's words in its memory (64 bits: two of the firmware's 32-bit lanes), and the
+#: words between entries there (a power of two: the entry's address is the handle, shifted).
+L1_WORD_BITS = 64
+L1_WORDS = -(-AttL1.size // L1_WORD_BITS)
+L1_WORD_STRIDE = 1 << (L1_WORDS - 1).bit_length()
 
 
 def lookup_signature():
@@ -58,26 +68,27 @@ class AddressTranslator(wiring.Component):
         m = Module()
         stride = via_att.L1_STRIDE_WORDS
         l2_base = via_att.l2_word_base(self.regions)
-        l1 = Memory(shape=AttL1.size, depth=self.regions, init=[])
+        l1 = Memory(shape=L1_WORD_BITS, depth=self.regions * L1_WORD_STRIDE, init=[])
         l2 = Memory(shape=32, depth=self.pages, init=[])
         m.submodules.l1 = l1
         m.submodules.l2 = l2
 
-        # Firmware writes: a level-1 word lane, or a level-2 entry.
+        # Firmware writes: a level-1 lane (half of a word of the entry), or a level-2 entry.
+        lanes_per_word = L1_WORD_BITS // 32
         l1_w = l1.write_port(granularity=32)
         l2_w = l2.write_port()
         in_l1 = self.write_addr < l2_base
         lane = self.write_addr[:3]
         m.d.comb += [
-            l1_w.addr.eq(self.write_addr // stride),
-            l1_w.data.eq(self.write_data.replicate(AttL1.size // 32)),
+            l1_w.addr.eq(self.write_addr // stride * L1_WORD_STRIDE + lane // lanes_per_word),
+            l1_w.data.eq(self.write_data.replicate(lanes_per_word)),
             l2_w.addr.eq(self.write_addr - l2_base),
             l2_w.data.eq(self.write_data),
         ]
         with m.If(self.write_en):
             with m.If(in_l1):
                 with m.If(lane < via_att.L1_WORDS):
-                    m.d.comb += l1_w.en.eq(1 << lane)
+                    m.d.comb += l1_w.en.eq(1 << lane % lanes_per_word)
             with m.Elif(self.write_addr - l2_base < self.pages):
                 m.d.comb += l2_w.en.eq(1)
 
@@ -88,7 +99,10 @@ class AddressTranslator(wiring.Component):
     def _lookup(self, m, port, l1_r, l2_r, name):
         req = Signal(LookupRequest, name=f"{name}_req")
         fail = Signal(3, name=f"{name}_fail")
-        entry = AttL1(l1_r.data)
+        # The entry's words read before its last, which the memory gives in the check's cycle.
+        held = Signal(L1_WORD_BITS * (L1_WORDS - 1), name=f"{name}_held")
+        entry = AttL1(Cat(held, l1_r.data)[: AttL1.size])
+        word = Signal(range(L1_WORD_STRIDE), name=f"{name}_word")  # the entry's word being read
         resp = port.resp
 
         # The range check in the region's own coordinates: `offset_in_region` is `va - START_VA`
@@ -112,8 +126,8 @@ class AddressTranslator(wiring.Component):
             ),
             page.eq(req.va[via_att.PAGE_SHIFT :][:page_bits] - entry.start_va[via_att.PAGE_SHIFT :][:page_bits]),
             l2_index.eq(entry.l2_index + page),
-            # Keep the entry of the request on the read port until it is answered.
-            l1_r.addr.eq(req.handle),
+            # The request's entry, a word a cycle (the check reads the last one as it comes out).
+            l1_r.addr.eq(req.handle * L1_WORD_STRIDE + word),
             l2_r.addr.eq(l2_index),
         ]
         right = Mux(
@@ -125,16 +139,21 @@ class AddressTranslator(wiring.Component):
 
         with m.FSM(name=name):
             with m.State("IDLE"):
-                m.d.comb += [port.req.ready.eq(1), l1_r.addr.eq(port.req.payload.handle)]
+                m.d.comb += [port.req.ready.eq(1), l1_r.addr.eq(port.req.payload.handle * L1_WORD_STRIDE)]
                 with m.If(port.req.valid):
-                    m.d.sync += req.eq(port.req.payload)
+                    m.d.sync += [req.eq(port.req.payload), word.eq(1)]
                     with m.If(port.req.payload.handle >= self.regions):
                         m.d.sync += fail.eq(via_att.FAIL_HANDLE)
                         m.next = "ANSWER"
                     with m.Else():
-                        m.next = "CHECK"
+                        m.next = "READ"
+            with m.State("READ"):
+                # Word `word - 1` is out of the RAM: keep it, read the next.
+                m.d.sync += [held.word_select((word - 1)[: len(word)], L1_WORD_BITS).eq(l1_r.data), word.eq(word + 1)]
+                with m.If(word == L1_WORDS - 1):
+                    m.next = "CHECK"
             with m.State("CHECK"):
-                # The level-1 entry is out of its RAM; the level-2 read starts in the same cycle.
+                # The level-1 entry is whole; the level-2 read starts in the same cycle.
                 with m.If(~entry.attributes.valid):
                     m.d.sync += fail.eq(via_att.FAIL_HANDLE)
                 with m.Elif(entry.ptag != req.ptag):
