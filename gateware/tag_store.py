@@ -23,6 +23,8 @@ from amaranth.lib.wiring import In, Out
 from numavia.base import coherence as coh
 from numavia.base.coherence import CACHE_STATE_BITS, MEMORY_STATE_BITS, NODE_ID_BITS, CacheGeometry
 
+from .ram_style import block_ram_attrs
+
 LOOKUP_LATENCY = 3
 
 
@@ -146,7 +148,8 @@ class TagStore(wiring.Component):
         g = self.geometry
         TagLayout = tag_layout(g)
         for w in range(W):
-            mem = Memory(shape=TagLayout, depth=self.sets, init=[])
+            # Read through a registered port: in block RAM where the sets are many (ram_style).
+            mem = Memory(shape=TagLayout, depth=self.sets, init=[], attrs=block_ram_attrs(self.sets))
             m.submodules[f"tag{w}"] = mem
             tags.append((mem.read_port(), mem.write_port()))
         dir_mem = Memory(shape=DirLayout, depth=self.slice_lines, init=[])

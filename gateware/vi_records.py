@@ -21,7 +21,7 @@ cycle later) and the record is there when it gets there, with that cycle's write
 ``peeks_next`` ports (``peek_next``) read the record at their ``vi`` and answer in the next cycle,
 as it stands after that cycle's write and clears (the register bank's status port answers so):
 each field they read has a copy of its own, written with the others, which synthesis puts in block
-RAM, so such a reader costs no LUT RAM and no multiplexer.
+RAM for more than 16 VIs (``ram_style``), so such a reader costs no LUT RAM and no multiplexer.
 Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
 LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 8 entries it
 stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields' own
@@ -32,6 +32,8 @@ from amaranth import C, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+from .ram_style import block_ram_attrs
 
 
 def read_signature(layout, vis, *, ahead=False):
@@ -125,7 +127,7 @@ class ViRecords(wiring.Component):
             read_vi = Signal(range(vis), name=f"peek_next{i}_vi")
             m.d.sync += read_vi.eq(port.vi)
             for name, field in self.layout:
-                copy = Memory(shape=field.shape, depth=vis, init=[], attrs={"ram_style": "block"})
+                copy = Memory(shape=field.shape, depth=vis, init=[], attrs=block_ram_attrs(vis))
                 m.submodules[f"peek_next{i}_{name}"] = copy
                 write = copy.write_port()
                 m.d.comb += [
