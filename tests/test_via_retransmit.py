@@ -4,6 +4,7 @@ acknowledgements, the retry count and its limit, the read response's keepalive (
 meets a visit's write), a connect's clear, the command's priority over a clear, and a deadline
 rewritten at every phase of the scanner."""
 
+import pytest
 from amaranth.sim import Simulator
 from support.sim import run_simulation
 
@@ -191,6 +192,25 @@ def test_a_keepalive_meeting_a_visits_write_is_applied_a_cycle_later():
         assert ctx.get(dut.due) >> 1 & 1
         await look_at(ctx, dut, 2)
         assert not ctx.get(dut.out_of_retries)
+
+    run(bench)
+
+
+@pytest.mark.parametrize("visit", ["retry", "stop"])
+def test_a_keepalive_beside_a_visits_command_that_writes_no_deadline_still_lands(visit):
+    """VI 1's retry or stop and VI 2's read response in the same cycle: VI 2's deadline moves and
+    its retries are forgiven; VI 1's command acts (a retry leaves it expired, a stop disarms it)."""
+
+    async def bench(ctx, dut):
+        await command(ctx, dut, 1, start=1)
+        await start_after_retries(ctx, dut, 2)
+        await ctx.tick().repeat(RTO // 2)
+        await command(ctx, dut, 1, keepalive=1, keepalive_vi=2, **{visit: 1})
+        await assert_expires(ctx, dut, 2, RTO)
+        await look_at(ctx, dut, 2)
+        assert not ctx.get(dut.out_of_retries)
+        await look_at(ctx, dut, 1)
+        assert ctx.get(dut.expired) == (visit == "retry")
 
     run(bench)
 
