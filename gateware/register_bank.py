@@ -23,13 +23,13 @@ lookup's reader never uses costs that lookup no read port; an array with no ``rw
 such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory). ``read_ahead={"VI": 2}``
 adds lookups that read a cycle ahead (``bank.vi_lookup_ahead[i]``): the reader names the element
 it will read in the next cycle (``next_index``, its ``index`` a cycle later) and the registered
-read, a bus write of that cycle read through, lets synthesis put the copy in block RAM.
+read, a bus write of that cycle read through, puts the copy in block RAM (``ram_style``, from 17 elements).
 Those registers have no per-element ports; the bus writes them (whole bytes: a table's ``rw``
 registers are whole bytes wide, so a byte select is a write enable and nothing is read to merge)
-and reads them a cycle later than other registers, from a registered read port at the element the
-write port addresses: with read-ahead lookups a port of the copy they read (in block RAM, a copy
-more of a column the block's logic reads there), so no column keeps a copy in LUT RAM for the bus
-alone. A table's
+and reads them a cycle later than other registers, through a registered read port: of the
+column's memory where the block's logic has no lookups, else of one copy of every column (element
+``e``'s column ``c`` at word ``e * slots + c``: one block RAM for 64 elements of up to 8 columns),
+so no column keeps a copy, in LUT RAM or a block RAM of its own, for the bus alone. A table's
 ``ro`` registers have none either: the bank names the element the bus reads on its status port
 (``bank.vi_status``: ``index``) and the block's logic answers with that element's values
 (``record``) in the next cycle, the bus still naming the element, so it may answer from a
@@ -56,6 +56,7 @@ from amaranth.lib.wiring import In, Out
 from numavia.base.regmap import Access
 
 from . import wishbone
+from .ram_style import block_ram_attrs
 
 
 def register_signature(reg, hw_writable=False):
@@ -122,7 +123,7 @@ def _written(old, new, mask):
 
 
 class _Column(NamedTuple):
-    bus_read: object  # registered read port at the element the bus addresses
+    bus_read: object  # registered read port at the element the bus addresses (None: the table's copy)
     write: object  # write port there, a byte lane an enable
     reading: Signal  # the bus reads this register: its answer is the next cycle's
 
@@ -140,6 +141,7 @@ class _Table(NamedTuple):
     w_data: dict  # the wo registers' shared data, by register name
     status: object  # the status port (None without ro registers)
     status_reading: dict  # the ro registers' answers due in the next cycle, by field name
+    bus_copy: object  # (read port, write port) of the bus's copy of every rw column, or None
 
 
 class _Run(NamedTuple):
@@ -237,9 +239,12 @@ class RegisterBank(wiring.Component):
         mask = wishbone.byte_mask(bus.sel)
         decoded = list(self._decoded())
         tables = self._tables(m)
-        answers = [
-            _Answer(column.reading, column.bus_read.data) for t in tables.values() for column in t.columns.values()
-        ]
+        answers = []
+        for t in tables.values():
+            if t.bus_copy is not None:  # every column answers from it, with one reading flag
+                answers += [_Answer(next(iter(t.columns.values())).reading, t.bus_copy[0].data)]
+            else:
+                answers += [_Answer(column.reading, column.bus_read.data) for column in t.columns.values()]
         answers += [
             _Answer(reading, getattr(t.status.record, field))
             for t in tables.values()
@@ -336,23 +341,32 @@ class RegisterBank(wiring.Component):
             # A memory per rw register (a column; an array without them, such as the doorbell
             # pages, needs none), so a lookup's reader that never uses a register costs no copy of it.
             columns = {}
-            for reg in array.registers:
-                if reg.access is not Access.RW:
-                    continue
+            rw = [reg for reg in array.registers if reg.access is Access.RW]
+            lookups = getattr(self, f"{name.lower()}_lookup", ())
+            ahead = getattr(self, f"{name.lower()}_lookup_ahead", ())
+            bus_copy = None
+            if (lookups or ahead) and len(rw) > 1:
+                # The columns' copies serve the lookups; the bus reads one copy of them all, a
+                # column a word of an element's slot, so the bus costs one memory (one block RAM
+                # for 64 elements of up to 8 columns), not a read port (a copy) in each column.
+                bus_copy = self._bus_copy(m, name, rw, count, element, word)
+                reading = Signal(name=f"{name.lower()}_reading")
+            for reg in rw:
                 field = reg.name.lower()
                 memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
                 m.submodules[f"{name.lower()}_{field}"] = memory
                 write_port = memory.write_port(granularity=8)
                 bus_memory = memory
-                for lookup in getattr(self, f"{name.lower()}_lookup", ()):
+                for lookup in lookups:
                     port = memory.read_port(domain="comb")
                     m.d.comb += [port.addr.eq(lookup.index), getattr(lookup.record, field).eq(port.data)]
-                ahead = getattr(self, f"{name.lower()}_lookup_ahead", ())
                 if ahead:
                     # A copy with registered reads only, written as the bus writes the register:
-                    # synthesis can put it in block RAM, which a memory with a combinational read
-                    # port cannot be. The bus reads it there too.
-                    bus_memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
+                    # in block RAM (ram_style), which a memory with a combinational read port
+                    # cannot be.
+                    bus_memory = Memory(
+                        shape=reg.width, depth=count, init=[reg.reset] * count, attrs=block_ram_attrs(count)
+                    )
                     m.submodules[f"{name.lower()}_{field}_ahead"] = bus_memory
                     copy_write = bus_memory.write_port(granularity=8)
                     m.d.comb += [
@@ -363,8 +377,12 @@ class RegisterBank(wiring.Component):
                     for lookup in ahead:
                         port = bus_memory.read_port(transparent_for=(copy_write,))
                         m.d.comb += [port.addr.eq(lookup.next_index), getattr(lookup.record, field).eq(port.data)]
+                m.d.comb += write_port.addr.eq(element)
+                if bus_copy is not None:
+                    columns[field] = _Column(None, write_port, reading)
+                    continue
                 bus_read = bus_memory.read_port()
-                m.d.comb += [bus_read.addr.eq(element), write_port.addr.eq(element)]
+                m.d.comb += bus_read.addr.eq(element)
                 columns[field] = _Column(bus_read, write_port, Signal(name=f"{name.lower()}_{field}_reading"))
             w_data = {}
             for reg in array.registers:
@@ -378,8 +396,26 @@ class RegisterBank(wiring.Component):
                 for reg in array.registers
                 if reg.access is Access.RO
             }
-            tables[name] = _Table(hit, element, word, columns, w_data, status, status_reading)
+            tables[name] = _Table(hit, element, word, columns, w_data, status, status_reading, bus_copy)
         return tables
+
+    def _bus_copy(self, m, name, rw, count, element, word):
+        """The bus's copy of a table's ``rw`` columns: element ``e``'s column ``c`` at word
+        ``e * slots + c``. Returns its (registered read, write) ports, addressed at the register
+        the bus names."""
+        slots = 1 << (len(rw) - 1).bit_length()
+        depth = count * slots
+        init = [rw[i % slots].reset if i % slots < len(rw) else 0 for i in range(depth)]
+        copy = Memory(shape=max(reg.width for reg in rw), depth=depth, init=init, attrs=block_ram_attrs(depth))
+        m.submodules[f"{name.lower()}_bus_copy"] = copy
+        read, write = copy.read_port(), copy.write_port(granularity=8)
+        column = Signal(range(slots), name=f"{name.lower()}_column")
+        with m.Switch(word):
+            for index, reg in enumerate(rw):
+                with m.Case(reg.offset // 4):
+                    m.d.comb += column.eq(index)
+        m.d.comb += [read.addr.eq(element * slots + column), write.addr.eq(read.addr), write.data.eq(self.bus.dat_w)]
+        return read, write
 
     def _table_access(self, m, mask, tables):
         """An access no register decoded: a register of a table's element, else an error."""
@@ -402,6 +438,8 @@ class RegisterBank(wiring.Component):
                                     column.write.en.eq(bus.sel[: len(column.write.en)]),
                                     column.write.data.eq(bus.dat_w),
                                 ]
+                                if table.bus_copy is not None:
+                                    m.d.comb += table.bus_copy[1].en.eq(bus.sel[: len(column.write.en)])
                             with m.Else():
                                 m.d.sync += column.reading.eq(1)  # answered with the read's data
                         elif reg.access is Access.RO:
