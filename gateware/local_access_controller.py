@@ -64,26 +64,10 @@ class MissSignature(wiring.Signature):
         )
 
 
-_COUNTER_NAMES = tuple(name for name, _ in regmap.LAC_COUNTERS)
-#: The counters of events: a run of consecutive registers, which the local side counts in memory
-#: (event_counters) from the controller's pulses. The others are values it keeps.
-EVENT_COUNTERS = _COUNTER_NAMES[: _COUNTER_NAMES.index("ACCESS_CYCLES")]
-
-
-class LacEvents(wiring.Signature):
-    """A pulse per ``EVENT_COUNTERS`` entry (lower-case names), in the cycle the event happens."""
-
-    NAMES = tuple(name.lower() for name in EVENT_COUNTERS)
-
-    def __init__(self):
-        super().__init__({name: Out(1) for name in self.NAMES})
-
-
 class LacCounters(wiring.Signature):
-    """The other ``regmap.LAC_COUNTERS`` (lower-case names), 32-bit values the controller keeps:
-    the sum of the latencies, the last two, and the count of reads not cached."""
+    """One 32-bit counter per ``regmap.LAC_COUNTERS`` entry (lower-case names)."""
 
-    NAMES = tuple(name.lower() for name in _COUNTER_NAMES if name not in EVENT_COUNTERS)
+    NAMES = tuple(name.lower() for name, _ in regmap.LAC_COUNTERS)
 
     def __init__(self):
         super().__init__({name: Out(32) for name in self.NAMES})
@@ -120,7 +104,6 @@ class LocalAccessController(wiring.Component):
                 "debug_dir": Out(DirLayout),
                 "debug_data": Out(32),
                 "refused_upstream": In(1),  # the burst splitter refused a malformed access
-                "events": Out(LacEvents()),
                 "counters": Out(LacCounters()),
             }
         )
@@ -129,11 +112,6 @@ class LocalAccessController(wiring.Component):
         m = Module()
         amap, g = self.amap, self.geometry
         line, mem, remote, ctr = self.line, self.mem, self.remote, self.counters
-
-        def event(name):
-            """A counted event happens in this cycle (the local side counts it)."""
-            m.d.comb += getattr(self.events, name).eq(1)
-
         LINE_WORDS = g.line_words
 
         m.submodules.read_fifo = read_fifo = fifo.SyncFIFOBuffered(width=32, depth=LINE_WORDS)
@@ -171,8 +149,8 @@ class LocalAccessController(wiring.Component):
         in_private = (req.addr >= amap.private_base) & (req.addr < amap.private_base + amap.private_bytes)
 
         def finish_access():
-            event("accesses")
             m.d.sync += [
+                ctr.accesses.eq(ctr.accesses + 1),
                 ctr.last_latency.eq(now - start),
                 ctr.access_cycles.eq(ctr.access_cycles + (now - start)),
             ]
@@ -260,20 +238,20 @@ class LocalAccessController(wiring.Component):
             with m.State("OWN_PRIVATE"):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.own_grant):
-                    event("private_accesses")
+                    m.d.sync += ctr.private_accesses.eq(ctr.private_accesses + 1)
                     with m.If(write):
                         m.next = "WRITE_PRIVATE"
                     with m.Else():
                         m.next = "READ_PRIVATE"
                 with m.Else():
-                    event("stall_cycles")
+                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
 
             with m.State("OWN"):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.own_grant):
                     m.next = "LOOKUP"
                 with m.Else():
-                    event("stall_cycles")
+                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
 
             with m.State("LOOKUP"):
                 m.d.comb += [
@@ -300,22 +278,21 @@ class LocalAccessController(wiring.Component):
                     # A hit on a line the filter remembers is a copy that paid for itself.
                     m.d.comb += allocation_filter.referenced.eq((cache_read | cache_write) & allocation_filter.seen)
                     with m.If(home_read):
-                        event("home_read_hits")
+                        m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
                         m.next = "READ_HOME"
                     with m.Elif(home_write):
-                        event("home_write_hits")
-                        m.d.sync += unshow.eq(shown)
+                        m.d.sync += [ctr.home_write_hits.eq(ctr.home_write_hits + 1), unshow.eq(shown)]
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
-                        event("cache_read_hits")
                         m.d.sync += [
+                            ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
                             kind_cache.eq(1),
                             word_index.eq(cache_data_index(set_index, resp.way, word, g)),
                         ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
-                        event("cache_write_hits")
                         m.d.sync += [
+                            ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
                             kind_cache.eq(1),
                             word_index.eq(cache_data_index(set_index, resp.way, word, g)),
                         ]
@@ -333,9 +310,9 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.d.comb += allocation_filter.remember.eq(once & ~seen)
                         with m.If(write):
-                            event("write_misses")
+                            m.d.sync += ctr.write_misses.eq(ctr.write_misses + 1)
                         with m.Else():
-                            event("read_misses")
+                            m.d.sync += ctr.read_misses.eq(ctr.read_misses + 1)
                         with m.If(once):
                             m.d.sync += ctr.read_once.eq(ctr.read_once + 1)
                         m.next = "MISS"
@@ -452,7 +429,7 @@ class LocalAccessController(wiring.Component):
                 ]
                 with m.If(remote.done.valid & line.resp.ready & remote.done.payload.last):
                     with m.If(remote.done.payload.error):
-                        event("errors")
+                        m.d.sync += ctr.errors.eq(ctr.errors + 1)
                     finish_access()
                     m.next = "IDLE"
 
@@ -468,7 +445,7 @@ class LocalAccessController(wiring.Component):
                     with m.If(line.resp.ready):
                         m.d.sync += issued.eq(issued + 1)
                         with m.If(last):
-                            event("errors")
+                            m.d.sync += ctr.errors.eq(ctr.errors + 1)
                             m.next = "IDLE"
 
             # --- flush: the sequencer rolls every valid line out ------------------------------------
@@ -530,7 +507,7 @@ class LocalAccessController(wiring.Component):
         )
 
         with m.If(self.refused_upstream):
-            event("errors")
+            m.d.sync += ctr.errors.eq(ctr.errors + 1)
         with m.If(self.clear_counters):  # last assignment wins over the increments above
             m.d.sync += [getattr(ctr, name).eq(0) for name in LacCounters.NAMES]
 
