@@ -11,6 +11,7 @@ import warnings
 from dataclasses import replace
 
 import pytest
+from amaranth import Module, Signal
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 from support.random_ring import ring_fuzz
@@ -53,7 +54,7 @@ from numavia.base.sci_packet import (
 from numavia.gateware.bfm import BusError, recv
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
-from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink
+from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
 
 RING = regmap.RING
 COUNTERS = [name for name, _ in regmap.RING_COUNTERS]
@@ -628,6 +629,28 @@ def test_registers_show_parameters_configuration_and_clear():
             await read(ctx, link.bus, next(o for o in range(0, RING.size, 4) if o not in used))
 
     run_link(tb, node_id=1, **params)
+
+
+def test_counters_saturate_instead_of_wrapping():
+    m = Module()
+    counter, increment, clear = Signal(3), Signal(2), Signal()
+    _saturating_counter(m, counter, increment, clear)
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    seen = []
+
+    async def tb(ctx):
+        for inc in (3, 3, 1, 2, 0):
+            ctx.set(increment, inc)
+            await ctx.tick()
+            seen.append(ctx.get(counter))
+        ctx.set(clear, 1)
+        await ctx.tick()
+        seen.append(ctx.get(counter))
+
+    sim.add_testbench(tb)
+    run_simulation(sim)
+    assert seen == [3, 6, 7, 7, 7, 0]
 
 
 def test_ring_block_has_its_reserved_place_in_the_card_window():
