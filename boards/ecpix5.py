@@ -102,7 +102,13 @@ BOARD: Board = Board(
         # host memory and the main RAM (16 KiB each; the 64-VI firmware takes 10.5 KiB) and the
         # private memory (8 KiB; the firmware uses none) make room for (docs/boards.md).
         "full": {
-            "card": {**FULL["card"], "via_vis": 64, "via_rx_buffer_bytes": 32 * 1024, "private_bytes": 8 * 1024},
+            "card": {
+                **FULL["card"],
+                "via_vis": 64,
+                "via_rx_buffer_bytes": 32 * 1024,
+                "private_bytes": 8 * 1024,
+                "tags_in_block_ram": True,
+            },
             "soc": {**FULL["soc"], "main_ram_size": 0x4000, "host_mem_size": 0x4000},
         },
         # The full card with 4 VIs and 2 completion queues instead of 8 and 4, and half the VIA

@@ -61,6 +61,9 @@ class CardConfig:
     transactions: int = isa.NUM_TRANSACTIONS
     ring_queue_depth: int = QUEUE_DEPTH  # incoming and outgoing queues, packets each
     ring_outstanding: int = MAX_OUTSTANDING  # packets in flight awaiting their echo
+    # The network cache's tags in block RAM (TagStore's block_ram): fewer LUTs, where the card has
+    # the block RAMs and its clock the margin (the ECPIX-5's 64-VI card; docs/boards.md).
+    tags_in_block_ram: bool = False
     # VIA engine (docs/via.md). Without it (the coherence bench, small FPGAs) its register window
     # answers bus errors and the card has no dma/eth ports. The engine's build parameters and their
     # defaults are ViaParams' (``via_x`` here is its ``x``, ``host_mem_*`` its ``host_*``); the
@@ -217,7 +220,9 @@ class Card(wiring.Component):
             wiring.connect(m, wiring.flipped(self.regs), decoder.bus)
 
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz, via=cfg.via, pcie=cfg.pcie)
-        m.submodules.local = local = LocalSide(address_map=amap, geometry=geometry)
+        m.submodules.local = local = LocalSide(
+            address_map=amap, geometry=geometry, tags_in_block_ram=cfg.tags_in_block_ram
+        )
         m.submodules.rac = rac = RemoteAccessController(
             geometry=geometry, slice_lines=amap.slice_bytes // cfg.line_bytes, num_transactions=cfg.transactions
         )

@@ -45,8 +45,8 @@ class RemoteSideSignature(wiring.Signature):
 
 
 class LocalSide(wiring.Component):
-    def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry()):
-        self.amap, self.geometry = address_map, geometry
+    def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry(), tags_in_block_ram=False):
+        self.amap, self.geometry, self.tags_in_block_ram = address_map, geometry, tags_in_block_ram
         super().__init__(
             {
                 "host": In(HostPortSignature()),
@@ -67,7 +67,7 @@ class LocalSide(wiring.Component):
         slice_lines = amap.slice_bytes // g.line_bytes
         m.submodules.splitter = splitter = BurstSplitter(line_bytes=g.line_bytes)
         m.submodules.lac = lac = LocalAccessController(address_map=amap, geometry=g)
-        m.submodules.tags = tags = TagStore(geometry=g, slice_lines=slice_lines)
+        m.submodules.tags = tags = TagStore(geometry=g, slice_lines=slice_lines, block_ram=self.tags_in_block_ram)
         m.submodules.memory = memory = MemoryController(
             home_words=amap.slice_bytes // 4, cache_words=g.lines * g.line_words, private_words=amap.private_bytes // 4
         )

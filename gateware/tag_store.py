@@ -120,12 +120,14 @@ def _states_mask(states):
 
 
 class TagStore(wiring.Component):
-    def __init__(self, *, geometry=CacheGeometry(), slice_lines):
+    def __init__(self, *, geometry=CacheGeometry(), slice_lines, block_ram=False):
+        """``block_ram``: the tags in block RAM where the sets are many (``ram_style``), not in
+        LUT RAM: logic for block RAMs, and a block RAM's output delay on the tag compare."""
         if slice_lines < 1 or slice_lines & (slice_lines - 1):
             raise ValueError(f"slice_lines must be a power of two, not {slice_lines}")
         if geometry.ways > 8:
             raise ValueError("at most 8 ways")
-        self.geometry, self.slice_lines = geometry, slice_lines
+        self.geometry, self.slice_lines, self.block_ram = geometry, slice_lines, block_ram
         self.sets, self.ways = geometry.sets, geometry.ways
         self.set_bits, self.way_bits = geometry.set_bits, geometry.way_bits
         super().__init__(
@@ -148,8 +150,8 @@ class TagStore(wiring.Component):
         g = self.geometry
         TagLayout = tag_layout(g)
         for w in range(W):
-            # Read through a registered port: in block RAM where the sets are many (ram_style).
-            mem = Memory(shape=TagLayout, depth=self.sets, init=[], attrs=block_ram_attrs(self.sets))
+            attrs = block_ram_attrs(self.sets) if self.block_ram else {}
+            mem = Memory(shape=TagLayout, depth=self.sets, init=[], attrs=attrs)
             m.submodules[f"tag{w}"] = mem
             tags.append((mem.read_port(), mem.write_port()))
         dir_mem = Memory(shape=DirLayout, depth=self.slice_lines, init=[])
