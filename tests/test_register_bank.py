@@ -62,9 +62,12 @@ def test_array_elements_decode_at_their_stride():
 
 
 class AnsweringTable(Elaboratable):
-    """The bank with `Q` as a table, its status port answered from `counts` (the block's logic)."""
+    """The bank with `Q` as a table, its status port answered from `counts` (the block's logic):
+    combinationally, or (``registered``) from a read registered in the cycle the bank names the
+    element, as a block RAM answers."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, registered=False, **kwargs):
+        self.registered = registered
         self.bank = RegisterBank(BLOCK, **{"tables": {"Q": 1}, **kwargs})
         self.counts = Array(Signal(32, name=f"count{i}") for i in range(self.bank.counts["Q"]))
 
@@ -72,23 +75,8 @@ class AnsweringTable(Elaboratable):
         m = Module()
         m.submodules.bank = self.bank
         status = self.bank.q_status
-        m.d.comb += status.record.count.eq(self.counts[status.index])
-        return m
-
-
-class RegisteredAnswer(Elaboratable):
-    """The bank with `Q` as a table, its status port answered from a read registered in the cycle
-    the bank names the element (as a block RAM answers)."""
-
-    def __init__(self):
-        self.bank = RegisterBank(BLOCK, tables={"Q": 1})
-        self.counts = Array(Signal(32, name=f"count{i}") for i in range(self.bank.counts["Q"]))
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.bank = self.bank
-        status = self.bank.q_status
-        m.d.sync += status.record.count.eq(self.counts[status.index])
+        domain = m.d.sync if self.registered else m.d.comb
+        domain += status.record.count.eq(self.counts[status.index])
         return m
 
 
@@ -96,7 +84,7 @@ def test_a_tables_read_only_registers_are_answered_in_the_cycle_after_the_elemen
     """The status port answers a cycle after the bank names the element, so the block may answer
     from a registered read: reads alternating between elements, back to back, each get their own
     element's value (answering in the naming cycle, the bank would take the element read before)."""
-    top = RegisteredAnswer()
+    top = AnsweringTable(registered=True)
     dut = top.bank
 
     async def tb(ctx, _):
