@@ -4,7 +4,7 @@ The ECP5's LUT RAM (``DPR16X4``) is 16 entries deep: a deeper memory is several 
 multiplexer per bit after them, and each read port is a copy of it all, while a block RAM holds
 512 entries of 36 bits a read port. yosys picks LUT RAM for such memories up to a few hundred bits
 a copy, so the card names block RAM where the depth makes LUT RAM dear: for the 64-VI card's
-records and the network cache's tags, where the card has the block RAMs to spare.
+records and, where a card asks for it (``CardConfig.tags_in_block_ram``), the network cache's tags.
 """
 
 #: Entries of one ECP5 LUT RAM (``TRELLIS_DPR16X4``).

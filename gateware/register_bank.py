@@ -23,7 +23,8 @@ lookup's reader never uses costs that lookup no read port; an array with no ``rw
 such as the doorbell pages, takes ``tables={"VI": 0}`` and needs no memory). ``read_ahead={"VI": 2}``
 adds lookups that read a cycle ahead (``bank.vi_lookup_ahead[i]``): the reader names the element
 it will read in the next cycle (``next_index``, its ``index`` a cycle later) and the registered
-read, a bus write of that cycle read through, puts the copy in block RAM (``ram_style``, from 17 elements).
+read, a bus write of that cycle read through, puts the copy in block RAM (``ram_style``, from
+17 elements).
 Those registers have no per-element ports; the bus writes them (whole bytes: a table's ``rw``
 registers are whole bytes wide, so a byte select is a write enable and nothing is read to merge)
 and reads them a cycle later than other registers, through a registered read port: of the

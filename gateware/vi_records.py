@@ -18,14 +18,15 @@ With ``read_ahead`` the owner's copy is instead the whole record in one memory w
 read: the owner names the VI it will be at in the next cycle (``owner.next_vi``, its ``vi`` a
 cycle later) and the record is there when it gets there, with that cycle's write read through;
 ``peeks_ahead`` ports read another engine's VI the same way (``peek_ahead``).
+Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
+LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 8 entries it
+stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields' own
+memories, except:
+
 ``peeks_next`` ports (``peek_next``) read the record at their ``vi`` and answer in the next cycle,
 as it stands after that cycle's write and clears (the register bank's status port answers so):
 each field they read has a copy of its own, written with the others, which synthesis puts in block
 RAM for more than 16 VIs (``ram_style``), so such a reader costs no LUT RAM and no multiplexer.
-Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
-LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 8 entries it
-stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields' own
-memories.
 """
 
 from amaranth import C, Module, Mux, Signal
