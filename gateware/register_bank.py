@@ -129,6 +129,12 @@ class _Column(NamedTuple):
     reading: Signal  # the bus reads this register: its answer is the next cycle's
 
 
+class _BusCopy(NamedTuple):
+    read: object  # registered read port at the element and column the bus addresses
+    write: object  # write port there, a byte lane an enable
+    reading: Signal  # the bus reads one of the table's rw registers: its answer is the next cycle's
+
+
 class _Answer(NamedTuple):
     reading: Signal  # the bus reads a table's register: it answers in the next cycle ...
     data: object  # ... with this
@@ -142,7 +148,7 @@ class _Table(NamedTuple):
     w_data: dict  # the wo registers' shared data, by register name
     status: object  # the status port (None without ro registers)
     status_reading: dict  # the ro registers' answers due in the next cycle, by field name
-    bus_copy: object  # (read port, write port) of the bus's copy of every rw column, or None
+    bus_copy: object  # the bus's copy of every rw column (_BusCopy), or None
 
 
 class _Run(NamedTuple):
@@ -243,7 +249,7 @@ class RegisterBank(wiring.Component):
         answers = []
         for t in tables.values():
             if t.bus_copy is not None:  # every column answers from it, with one reading flag
-                answers += [_Answer(next(iter(t.columns.values())).reading, t.bus_copy[0].data)]
+                answers += [_Answer(t.bus_copy.reading, t.bus_copy.read.data)]
             else:
                 answers += [_Answer(column.reading, column.bus_read.data) for column in t.columns.values()]
         answers += [
@@ -351,7 +357,6 @@ class RegisterBank(wiring.Component):
                 # column a word of an element's slot, so the bus costs one memory (one block RAM
                 # for 64 elements of up to 8 columns), not a read port (a copy) in each column.
                 bus_copy = self._bus_copy(m, name, rw, count, element, word)
-                reading = Signal(name=f"{name.lower()}_reading")
             for reg in rw:
                 field = reg.name.lower()
                 memory = Memory(shape=reg.width, depth=count, init=[reg.reset] * count)
@@ -380,7 +385,7 @@ class RegisterBank(wiring.Component):
                         m.d.comb += [port.addr.eq(lookup.next_index), getattr(lookup.record, field).eq(port.data)]
                 m.d.comb += write_port.addr.eq(element)
                 if bus_copy is not None:
-                    columns[field] = _Column(None, write_port, reading)
+                    columns[field] = _Column(None, write_port, bus_copy.reading)
                     continue
                 bus_read = bus_memory.read_port()
                 m.d.comb += bus_read.addr.eq(element)
@@ -402,8 +407,7 @@ class RegisterBank(wiring.Component):
 
     def _bus_copy(self, m, name, rw, count, element, word):
         """The bus's copy of a table's ``rw`` columns: element ``e``'s column ``c`` at word
-        ``e * slots + c``. Returns its (registered read, write) ports, addressed at the register
-        the bus names."""
+        ``e * slots + c``, its ports addressed at the register the bus names (a ``_BusCopy``)."""
         slots = 1 << (len(rw) - 1).bit_length()
         depth = count * slots
         init = [rw[i % slots].reset if i % slots < len(rw) else 0 for i in range(depth)]
@@ -416,7 +420,7 @@ class RegisterBank(wiring.Component):
                 with m.Case(reg.offset // 4):
                     m.d.comb += column.eq(index)
         m.d.comb += [read.addr.eq(element * slots + column), write.addr.eq(read.addr), write.data.eq(self.bus.dat_w)]
-        return read, write
+        return _BusCopy(read, write, Signal(name=f"{name.lower()}_reading"))
 
     def _table_access(self, m, mask, tables):
         """An access no register decoded: a register of a table's element, else an error."""
@@ -440,7 +444,7 @@ class RegisterBank(wiring.Component):
                                     column.write.data.eq(bus.dat_w),
                                 ]
                                 if table.bus_copy is not None:
-                                    m.d.comb += table.bus_copy[1].en.eq(bus.sel[: len(column.write.en)])
+                                    m.d.comb += table.bus_copy.write.en.eq(bus.sel[: len(column.write.en)])
                             with m.Else():
                                 m.d.sync += column.reading.eq(1)  # answered with the read's data
                         elif reg.access is Access.RO:

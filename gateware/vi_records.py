@@ -90,9 +90,11 @@ class ViRecords(wiring.Component):
         # Every VI starts cleared, so a group reads as `renewed` before its first write.
         cleared = {name: Signal(vis, init=(1 << vis) - 1, name=f"cleared_{name}") for name in self.groups}
 
-        def renew(port):
+        def renew(port, vi=None):
+            """The port's record reads its groups' renewed values where the VI (``vi``, else the
+            port's own) is cleared."""
             for name, fields in self.groups.items():
-                with m.If(cleared[name].bit_select(port.vi, 1)):
+                with m.If(cleared[name].bit_select(port.vi if vi is None else vi, 1)):
                     m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
 
         for port in combinational:
@@ -138,9 +140,7 @@ class ViRecords(wiring.Component):
                 ]
                 read = copy.read_port(transparent_for=(write,))
                 m.d.comb += [read.addr.eq(port.vi), getattr(port.record, name).eq(read.data)]
-            for group, fields in self.groups.items():
-                with m.If(cleared[group].bit_select(read_vi, 1)):
-                    m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
+            renew(port, read_vi)
 
         for port in [self.owner, *peeks, *getattr(self, "peek_ahead", [])]:
             renew(port)
