@@ -108,6 +108,7 @@ BOARD: Board = Board(
                 "via_rx_buffer_bytes": 32 * 1024,
                 "private_bytes": 8 * 1024,
                 "tags_in_block_ram": True,
+                "counters_in_memory": True,
             },
             "soc": {**FULL["soc"], "main_ram_size": 0x4000, "host_mem_size": 0x4000},
         },

@@ -64,6 +64,10 @@ class CardConfig:
     # The network cache's tags in block RAM (TagStore's block_ram): fewer LUTs, where the card has
     # the block RAMs and its clock the margin (the ECPIX-5's 64-VI card; docs/boards.md).
     tags_in_block_ram: bool = False
+    # The ring link's, the remote and local access controllers' event counters in memory
+    # (EventCounters' in_memory), not in flip-flops: 1,500 fewer LUTs on the ECPIX-5, where the
+    # `coherent` card missed its 75 MHz with them (docs/boards.md).
+    counters_in_memory: bool = False
     # VIA engine (docs/via.md). Without it (the coherence bench, small FPGAs) its register window
     # answers bus errors and the card has no dma/eth ports. The engine's build parameters and their
     # defaults are ViaParams' (``via_x`` here is its ``x``, ``host_mem_*`` its ``host_*``); the
@@ -221,16 +225,23 @@ class Card(wiring.Component):
 
         m.submodules.ctrl = ctrl = CardControl(clk_freq_hz=cfg.clk_freq_hz, via=cfg.via, pcie=cfg.pcie)
         m.submodules.local = local = LocalSide(
-            address_map=amap, geometry=geometry, tags_in_block_ram=cfg.tags_in_block_ram
+            address_map=amap,
+            geometry=geometry,
+            tags_in_block_ram=cfg.tags_in_block_ram,
+            counters_in_memory=cfg.counters_in_memory,
         )
         m.submodules.rac = rac = RemoteAccessController(
-            geometry=geometry, slice_lines=amap.slice_bytes // cfg.line_bytes, num_transactions=cfg.transactions
+            geometry=geometry,
+            slice_lines=amap.slice_bytes // cfg.line_bytes,
+            num_transactions=cfg.transactions,
+            counters_in_memory=cfg.counters_in_memory,
         )
         m.submodules.ring = ring = RingLink(
             out_depth=cfg.ring_queue_depth,
             in_depth=cfg.ring_queue_depth,
             max_outstanding=cfg.ring_outstanding,
             line_bytes=cfg.line_bytes,
+            counters_in_memory=cfg.counters_in_memory,
         )
         buses = {"ctrl": ctrl.bus, "lac": local.bus, "rac": rac.bus, "ring": ring.bus}
         if cfg.via:

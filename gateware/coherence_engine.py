@@ -21,11 +21,14 @@ class CoherenceEngine(wiring.Component):
     """Local side + remote access controller of one card; ``local`` and ``rac`` are the two
     blocks (a testbench may watch their ports)."""
 
-    def __init__(self, amap, geometry, program):
+    def __init__(self, amap, geometry, program, *, counters_in_memory=False):
         self.amap, self.geometry = amap, geometry
-        self.local = LocalSide(address_map=amap, geometry=geometry)
+        self.local = LocalSide(address_map=amap, geometry=geometry, counters_in_memory=counters_in_memory)
         self.rac = RemoteAccessController(
-            geometry=geometry, slice_lines=amap.slice_bytes // geometry.line_bytes, ucode_init=program
+            geometry=geometry,
+            slice_lines=amap.slice_bytes // geometry.line_bytes,
+            ucode_init=program,
+            counters_in_memory=counters_in_memory,
         )
         super().__init__(
             {

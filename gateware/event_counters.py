@@ -11,6 +11,10 @@ answers the register bank in the same cycle: the word in memory plus what is pen
 is exact wherever the sweep is. ``clear`` zeroes every counter at once, the events of that cycle
 included: a flag per counter makes it read 0 until the sweep next writes it. With ``saturate`` a
 counter stays at all ones instead of wrapping.
+
+``in_memory=False`` keeps the counters in flip-flops instead, a register and an adder each, behind
+the same ports and with the same answers: for a card whose clock needs the memory's read and
+sweep off its paths more than its LUTs need the saving (``CardConfig.counters_in_memory``).
 """
 
 from amaranth import Array, Module, Mux, Signal, unsigned
@@ -22,10 +26,11 @@ from .register_bank import indexed_signature
 
 
 class EventCounters(wiring.Component):
-    def __init__(self, count, *, most=1, width=32, saturate=False):
+    def __init__(self, count, *, most=1, width=32, saturate=False, in_memory=True):
         if count < 1 or most < 1:
             raise ValueError(f"event counters need at least one counter and one event a cycle, not {count} and {most}")
         self.count, self.most, self.width, self.saturate = count, most, width, saturate
+        self.in_memory = in_memory
         super().__init__(
             {
                 "increments": In(data.ArrayLayout(unsigned(most.bit_length()), count)),
@@ -42,6 +47,8 @@ class EventCounters(wiring.Component):
         return total[: self.width]
 
     def elaborate(self, platform):
+        if not self.in_memory:
+            return self._in_flip_flops()
         m = Module()
         count = self.count
         m.submodules.words = words = Memory(shape=self.width, depth=count, init=[])
@@ -69,4 +76,13 @@ class EventCounters(wiring.Component):
 
         # The bus's read, in the same cycle.
         m.d.comb += self.read.value.eq(counted(self.read.index))
+        return m
+
+    def _in_flip_flops(self):
+        """A register and an adder a counter, read through a multiplexer."""
+        m = Module()
+        counters = Array(Signal(self.width, name=f"counter{i}") for i in range(self.count))
+        for i, counter in enumerate(counters):
+            m.d.sync += counter.eq(Mux(self.clear, 0, self._total(counter, self.increments[i])))
+        m.d.comb += self.read.value.eq(counters[self.read.index])
         return m

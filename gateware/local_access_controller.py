@@ -64,10 +64,26 @@ class MissSignature(wiring.Signature):
         )
 
 
-class LacCounters(wiring.Signature):
-    """One 32-bit counter per ``regmap.LAC_COUNTERS`` entry (lower-case names)."""
+_COUNTER_NAMES = tuple(name for name, _ in regmap.LAC_COUNTERS)
+#: The counters of events: a run of consecutive registers, which the local side counts in memory
+#: (event_counters) from the controller's pulses. The others are values it keeps.
+EVENT_COUNTERS = _COUNTER_NAMES[: _COUNTER_NAMES.index("ACCESS_CYCLES")]
 
-    NAMES = tuple(name.lower() for name, _ in regmap.LAC_COUNTERS)
+
+class LacEvents(wiring.Signature):
+    """A pulse per ``EVENT_COUNTERS`` entry (lower-case names), in the cycle the event happens."""
+
+    NAMES = tuple(name.lower() for name in EVENT_COUNTERS)
+
+    def __init__(self):
+        super().__init__({name: Out(1) for name in self.NAMES})
+
+
+class LacCounters(wiring.Signature):
+    """The other ``regmap.LAC_COUNTERS`` (lower-case names), 32-bit values the controller keeps:
+    the sum of the latencies, the last two, and the count of reads not cached."""
+
+    NAMES = tuple(name.lower() for name in _COUNTER_NAMES if name not in EVENT_COUNTERS)
 
     def __init__(self):
         super().__init__({name: Out(32) for name in self.NAMES})
@@ -104,6 +120,7 @@ class LocalAccessController(wiring.Component):
                 "debug_dir": Out(DirLayout),
                 "debug_data": Out(32),
                 "refused_upstream": In(1),  # the burst splitter refused a malformed access
+                "events": Out(LacEvents()),
                 "counters": Out(LacCounters()),
             }
         )
@@ -112,6 +129,11 @@ class LocalAccessController(wiring.Component):
         m = Module()
         amap, g = self.amap, self.geometry
         line, mem, remote, ctr = self.line, self.mem, self.remote, self.counters
+
+        def event(name):
+            """A counted event happens in this cycle (the local side counts it)."""
+            m.d.comb += getattr(self.events, name).eq(1)
+
         LINE_WORDS = g.line_words
 
         m.submodules.read_fifo = read_fifo = fifo.SyncFIFOBuffered(width=32, depth=LINE_WORDS)
@@ -149,8 +171,8 @@ class LocalAccessController(wiring.Component):
         in_private = (req.addr >= amap.private_base) & (req.addr < amap.private_base + amap.private_bytes)
 
         def finish_access():
+            event("accesses")
             m.d.sync += [
-                ctr.accesses.eq(ctr.accesses + 1),
                 ctr.last_latency.eq(now - start),
                 ctr.access_cycles.eq(ctr.access_cycles + (now - start)),
             ]
@@ -238,20 +260,20 @@ class LocalAccessController(wiring.Component):
             with m.State("OWN_PRIVATE"):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.own_grant):
-                    m.d.sync += ctr.private_accesses.eq(ctr.private_accesses + 1)
+                    event("private_accesses")
                     with m.If(write):
                         m.next = "WRITE_PRIVATE"
                     with m.Else():
                         m.next = "READ_PRIVATE"
                 with m.Else():
-                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
+                    event("stall_cycles")
 
             with m.State("OWN"):
                 m.d.comb += self.own_req.eq(1)
                 with m.If(self.own_grant):
                     m.next = "LOOKUP"
                 with m.Else():
-                    m.d.sync += ctr.stall_cycles.eq(ctr.stall_cycles + 1)
+                    event("stall_cycles")
 
             with m.State("LOOKUP"):
                 m.d.comb += [
@@ -278,21 +300,22 @@ class LocalAccessController(wiring.Component):
                     # A hit on a line the filter remembers is a copy that paid for itself.
                     m.d.comb += allocation_filter.referenced.eq((cache_read | cache_write) & allocation_filter.seen)
                     with m.If(home_read):
-                        m.d.sync += ctr.home_read_hits.eq(ctr.home_read_hits + 1)
+                        event("home_read_hits")
                         m.next = "READ_HOME"
                     with m.Elif(home_write):
-                        m.d.sync += [ctr.home_write_hits.eq(ctr.home_write_hits + 1), unshow.eq(shown)]
+                        event("home_write_hits")
+                        m.d.sync += unshow.eq(shown)
                         m.next = "WRITE_HOME"
                     with m.Elif(cache_read):
+                        event("cache_read_hits")
                         m.d.sync += [
-                            ctr.cache_read_hits.eq(ctr.cache_read_hits + 1),
                             kind_cache.eq(1),
                             word_index.eq(cache_data_index(set_index, resp.way, word, g)),
                         ]
                         m.next = "READ_CACHE"
                     with m.Elif(cache_write):
+                        event("cache_write_hits")
                         m.d.sync += [
-                            ctr.cache_write_hits.eq(ctr.cache_write_hits + 1),
                             kind_cache.eq(1),
                             word_index.eq(cache_data_index(set_index, resp.way, word, g)),
                         ]
@@ -310,9 +333,9 @@ class LocalAccessController(wiring.Component):
                         ]
                         m.d.comb += allocation_filter.remember.eq(once & ~seen)
                         with m.If(write):
-                            m.d.sync += ctr.write_misses.eq(ctr.write_misses + 1)
+                            event("write_misses")
                         with m.Else():
-                            m.d.sync += ctr.read_misses.eq(ctr.read_misses + 1)
+                            event("read_misses")
                         with m.If(once):
                             m.d.sync += ctr.read_once.eq(ctr.read_once + 1)
                         m.next = "MISS"
@@ -429,7 +452,7 @@ class LocalAccessController(wiring.Component):
                 ]
                 with m.If(remote.done.valid & line.resp.ready & remote.done.payload.last):
                     with m.If(remote.done.payload.error):
-                        m.d.sync += ctr.errors.eq(ctr.errors + 1)
+                        event("errors")
                     finish_access()
                     m.next = "IDLE"
 
@@ -445,7 +468,7 @@ class LocalAccessController(wiring.Component):
                     with m.If(line.resp.ready):
                         m.d.sync += issued.eq(issued + 1)
                         with m.If(last):
-                            m.d.sync += ctr.errors.eq(ctr.errors + 1)
+                            event("errors")
                             m.next = "IDLE"
 
             # --- flush: the sequencer rolls every valid line out ------------------------------------
@@ -507,7 +530,7 @@ class LocalAccessController(wiring.Component):
         )
 
         with m.If(self.refused_upstream):
-            m.d.sync += ctr.errors.eq(ctr.errors + 1)
+            event("errors")
         with m.If(self.clear_counters):  # last assignment wins over the increments above
             m.d.sync += [getattr(ctr, name).eq(0) for name in LacCounters.NAMES]
 

@@ -6,7 +6,7 @@ come out of this component: the miss interface, a second tag command port, the m
 controller's remote port and its ownership request. Registers: ``regmap.LAC``.
 """
 
-from amaranth import Module, Mux
+from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -15,8 +15,9 @@ from numavia.base.coherence import NODE_ID_BITS, CacheGeometry
 
 from . import wishbone
 from .burst_splitter import BurstSplitter
+from .event_counters import EventCounters
 from .host_port import HostAddressMap, HostPortSignature
-from .local_access_controller import LacCounters, LocalAccessController, MissSignature
+from .local_access_controller import EVENT_COUNTERS, LacCounters, LacEvents, LocalAccessController, MissSignature
 from .memory_controller import MemoryController, MemoryPortSignature
 from .ownership import Ownership
 from .register_bank import RegisterBank
@@ -45,8 +46,16 @@ class RemoteSideSignature(wiring.Signature):
 
 
 class LocalSide(wiring.Component):
-    def __init__(self, *, address_map=HostAddressMap(), geometry=CacheGeometry(), tags_in_block_ram=False):
-        self.amap, self.geometry, self.tags_in_block_ram = address_map, geometry, tags_in_block_ram
+    def __init__(
+        self,
+        *,
+        address_map=HostAddressMap(),
+        geometry=CacheGeometry(),
+        tags_in_block_ram=False,
+        counters_in_memory=False,
+    ):
+        self.amap, self.geometry = address_map, geometry
+        self.tags_in_block_ram, self.counters_in_memory = tags_in_block_ram, counters_in_memory
         super().__init__(
             {
                 "host": In(HostPortSignature()),
@@ -57,7 +66,6 @@ class LocalSide(wiring.Component):
                 "node_ready": In(1),
                 "numa_mode": In(1),
                 "cache_first_miss": In(1),
-                "counters": Out(LacCounters()),
             }
         )
 
@@ -72,7 +80,7 @@ class LocalSide(wiring.Component):
             home_words=amap.slice_bytes // 4, cache_words=g.lines * g.line_words, private_words=amap.private_bytes // 4
         )
         m.submodules.ownership = own = Ownership()
-        m.submodules.bank = bank = RegisterBank(regmap.LAC)
+        m.submodules.bank = bank = RegisterBank(regmap.LAC, indexed={"counters": EVENT_COUNTERS})
 
         wiring.connect(m, wiring.flipped(self.host), splitter.host)
         wiring.connect(m, splitter.line, lac.line)
@@ -108,9 +116,10 @@ class LocalSide(wiring.Component):
         # Registers.
         command = regmap.LAC.register("COMMAND")
         geometry = regmap.LAC.register("GEOMETRY")
+        clear_counters = bank.command.w_stb & bank.command.w_data[command.field("CLEAR_COUNTERS").lsb]
         m.d.comb += [
             lac.flush.eq(bank.command.w_stb & bank.command.w_data[command.field("FLUSH").lsb]),
-            lac.clear_counters.eq(bank.command.w_stb & bank.command.w_data[command.field("CLEAR_COUNTERS").lsb]),
+            lac.clear_counters.eq(clear_counters),
             bank.status.value.eq(lac.flush_busy | lac.debug_busy << 1),
             lac.debug_start.eq(bank.debug_cmd.w_stb),
             lac.debug_what.eq(bank.debug_cmd.w_data),
@@ -127,9 +136,14 @@ class LocalSide(wiring.Component):
                 | g.offset_bits << geometry.field("LINE_BITS").lsb
             ),
         ]
-        for name in LacCounters.NAMES:
-            m.d.comb += [
-                bank.port(name).value.eq(getattr(lac.counters, name)),
-                getattr(self.counters, name).eq(getattr(lac.counters, name)),
-            ]
+        m.d.comb += [bank.port(name).value.eq(getattr(lac.counters, name)) for name in LacCounters.NAMES]
+        # The controller's events, counted a cycle late (off its decisions' paths) in one memory
+        # (event_counters: a few bits a counter and one adder, not a register and an adder each).
+        m.submodules.counters = counters = EventCounters(len(EVENT_COUNTERS), in_memory=self.counters_in_memory)
+        wiring.connect(m, bank.counters, counters.read)
+        m.d.comb += counters.clear.eq(clear_counters)
+        for i, name in enumerate(LacEvents.NAMES):
+            happened = Signal(name=f"event_{name}")
+            m.d.sync += happened.eq(getattr(lac.events, name))
+            m.d.comb += counters.increments[i].eq(happened)
         return m

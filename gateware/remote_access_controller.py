@@ -12,11 +12,14 @@ from numavia.base.microcode import isa
 
 from . import wishbone
 from .control_store import ControlStore
+from .event_counters import EventCounters
 from .local_access_controller import MissSignature
 from .local_side import RemoteSideSignature
 from .register_bank import RegisterBank
 from .sci_layouts import HeaderLayout
-from .sequencer import Sequencer, SequencerCounters
+from .sequencer import Sequencer, SequencerEvents
+
+_COUNTERS = tuple(name for name, _ in regmap.RAC_COUNTERS)
 
 
 def live_ctrl(microcode_only=False):
@@ -34,12 +37,14 @@ class RemoteAccessController(wiring.Component):
         slice_lines,
         num_transactions=isa.NUM_TRANSACTIONS,
         ucode_init=(),
+        counters_in_memory=False,
         **sequencer_params,
     ):
         self.geometry = geometry
         self.slice_lines = slice_lines
         self.num_transactions = num_transactions
         self.ucode_init = list(ucode_init)
+        self.counters_in_memory = counters_in_memory
         self.sequencer_params = sequencer_params
         super().__init__(
             {
@@ -60,7 +65,7 @@ class RemoteAccessController(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.bank = bank = RegisterBank(regmap.RAC)
+        m.submodules.bank = bank = RegisterBank(regmap.RAC, indexed={"counters": _COUNTERS})
         m.submodules.store = store = ControlStore(init=self.ucode_init)
         m.submodules.sequencer = seq = Sequencer(
             geometry=self.geometry,
@@ -113,9 +118,16 @@ class RemoteAccessController(wiring.Component):
                 | seq.busy_contexts << status.field("BUSY_CONTEXTS").lsb
             ),
         ]
-        names = [n for n, _ in regmap.RAC_COUNTERS]
-        sources = list(SequencerCounters.NAMES[: len(isa.Counter)])
-        sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerCounters.NAMES[len(isa.Counter) :])
-        for name, source in zip(names, sources):
-            m.d.comb += bank.port(name).value.eq(getattr(seq.counters, source) if source else 0)
+        # The sequencer's events, counted a cycle late (its decisions are long paths already) in
+        # one memory (event_counters: a few bits a counter and one adder, not a register and an
+        # adder each). The microcode's counters the ISA has no COUNT for stay 0.
+        sources = list(SequencerEvents.NAMES[: len(isa.Counter)])
+        sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerEvents.NAMES[len(isa.Counter) :])
+        m.submodules.counters = counters = EventCounters(len(_COUNTERS), in_memory=self.counters_in_memory)
+        wiring.connect(m, bank.counters, counters.read)
+        for i, (name, source) in enumerate(zip(_COUNTERS, sources, strict=True)):
+            if source is not None:
+                happened = Signal(name=f"event_{name.lower()}")
+                m.d.sync += happened.eq(getattr(seq.events, source))
+                m.d.comb += counters.increments[i].eq(happened)
         return m

@@ -91,6 +91,7 @@ from numavia.base.coherence import LINE_BYTES, NODE_ID_BITS
 from numavia.base.sci_packet import max_packet_symbols
 
 from . import wishbone
+from .event_counters import EventCounters
 from .register_bank import RegisterBank
 from .ring_bypass import RingBypass
 from .ring_receive import RingReceive
@@ -115,16 +116,7 @@ MAX_OUTSTANDING = 4
 _RING = regmap.RING
 
 
-def _saturating_counter(m, counter, increment, clear):
-    """``counter += increment`` that sticks at all-ones instead of wrapping."""
-    total = Signal(len(counter) + 1)
-    m.d.comb += total.eq(counter + increment)
-    with m.If(clear):
-        m.d.sync += counter.eq(0)
-    with m.Elif(total[-1]):
-        m.d.sync += counter.eq(~0)
-    with m.Else():
-        m.d.sync += counter.eq(total[: len(counter)])
+_COUNTERS = tuple(name for name, _ in regmap.RING_COUNTERS)
 
 
 class RingLink(wiring.Component):
@@ -165,6 +157,7 @@ class RingLink(wiring.Component):
         busy_delay=_RING.register("BUSY_DELAY").reset,
         max_attempts=_RING.register("MAX_ATTEMPTS").reset,
         line_bytes=LINE_BYTES,
+        counters_in_memory=False,
     ):
         for name, value in (
             ("out_depth", out_depth),
@@ -182,6 +175,7 @@ class RingLink(wiring.Component):
         self.echo_depth = echo_depth
         self.bypass_depth = bypass_depth
         self.line_bytes = line_bytes
+        self.counters_in_memory = counters_in_memory
         self.data_words = line_bytes // 4
         self.max_packet = max_packet_symbols(line_bytes)
         self.bypass_threshold = bypass_depth - self.max_packet - 2
@@ -214,7 +208,7 @@ class RingLink(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        m.submodules.bank = bank = RegisterBank(self.register_block)
+        m.submodules.bank = bank = RegisterBank(self.register_block, indexed={"counters": _COUNTERS})
         wiring.connect(m, wiring.flipped(self.bus), bank.bus)
         clear = bank.control.w_stb & bank.control.w_data[_RING.register("CONTROL").field("CLEAR").lsb]
 
@@ -265,13 +259,18 @@ class RingLink(wiring.Component):
             return sum(getattr(p.events, name) for p in parts if name in p.events.shape().members)
 
         # Events are counted a cycle late: they come out of the link's decisions (the verdict, the
-        # output's arbitration), and a counter's carry chain must not lengthen those paths.
-        for name, _ in regmap.RING_COUNTERS:
-            counter = Signal(32, name=f"count_{name.lower()}")
+        # output's arbitration), and the counters' adder must not lengthen those paths. The
+        # counters are words of one memory (event_counters: a few bits a counter and one adder,
+        # not a register and an adder each), held at all ones rather than wrapping.
+        m.submodules.counters = counters = EventCounters(
+            len(_COUNTERS), most=len(parts), saturate=True, in_memory=self.counters_in_memory
+        )
+        wiring.connect(m, bank.counters, counters.read)
+        m.d.comb += counters.clear.eq(clear)
+        for i, name in enumerate(_COUNTERS):
             happened = Signal(range(len(parts) + 1), name=f"event_{name.lower()}")
             m.d.sync += happened.eq(event(name))
-            _saturating_counter(m, counter, happened, clear)
-            m.d.comb += bank.port(name).value.eq(counter)
+            m.d.comb += counters.increments[i].eq(happened)
 
         errors = {name: Signal(name=name.lower()) for name in ("BYPASS_OVERFLOW", "BYPASS_UNDERRUN")}
         bypass_peak = Signal(16)

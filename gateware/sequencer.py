@@ -92,11 +92,14 @@ EXTRA_COUNTERS = (
 )
 
 
-class SequencerCounters(wiring.Signature):
+class SequencerEvents(wiring.Signature):
+    """A pulse per counted event (the microcode's COUNT, then the sequencer's own), in the cycle it
+    happens: the remote access controller counts them (its RAC counters)."""
+
     NAMES = tuple(c.name.lower() for c in isa.Counter) + EXTRA_COUNTERS
 
     def __init__(self):
-        super().__init__({name: Out(32) for name in self.NAMES})
+        super().__init__({name: Out(1) for name in self.NAMES})
 
 
 def _command_vector(cmd):
@@ -145,7 +148,7 @@ class Sequencer(wiring.Component):
                 "recv_data": In(stream.Signature(32)),
                 "failed": In(stream.Signature(HeaderLayout)),
                 "busy_contexts": Out(range(isa.NUM_TRANSACTIONS + 2)),
-                "counters": Out(SequencerCounters()),
+                "events": Out(SequencerEvents()),
             }
         )
 
@@ -155,16 +158,15 @@ class Sequencer(wiring.Component):
         LINE_WORDS, wb = g.line_words, g.word_bits
         N = self.num_txn
         HANDLER = isa.HANDLER_CONTEXT
-        ctr = self.counters
         tag = self.local
 
         def count(name, cond=None):
-            stmt = getattr(ctr, name).eq(getattr(ctr, name) + 1)
+            stmt = getattr(self.events, name).eq(1)
             if cond is None:
-                m.d.sync += stmt
+                m.d.comb += stmt
             else:
                 with m.If(cond):
-                    m.d.sync += stmt
+                    m.d.comb += stmt
 
         # --- storage -----------------------------------------------------------------------------
         m.submodules.context_store = store = ContextStore(g.line_bytes)

@@ -1,7 +1,8 @@
 # amaranth: UnusedElaboratable=no
 """Event counters in memory: every read, at any counter and wherever the sweep is, equals the
 events counted so far (several a cycle, on every counter at once); a counter wraps, or with
-`saturate` stays at all ones; a clear zeroes every counter, the events of its cycle included."""
+`saturate` stays at all ones; a clear zeroes every counter, the events of its cycle included.
+Every test runs on both kinds: the counters in memory and in flip-flops (``in_memory=False``)."""
 
 import random
 
@@ -9,6 +10,11 @@ import pytest
 from support.sim import run_testbench
 
 from numavia.gateware.event_counters import EventCounters
+
+
+@pytest.fixture(params=[True, False], ids=["in-memory", "flip-flops"])
+def in_memory(request):
+    return request.param
 
 
 def drive(dut, seed, cycles, *, rate=0.5, clear_at=()):
@@ -41,24 +47,24 @@ def drive(dut, seed, cycles, *, rate=0.5, clear_at=()):
 
 
 @pytest.mark.parametrize("count, most", [(1, 1), (5, 2), (21, 3)])
-def test_every_read_is_exact_wherever_the_sweep_is(count, most):
-    dut = EventCounters(count, most=most)
+def test_every_read_is_exact_wherever_the_sweep_is(count, most, in_memory):
+    dut = EventCounters(count, most=most, in_memory=in_memory)
     run_testbench(dut, drive(dut, seed=count, cycles=400, rate=0.7))
 
 
-def test_every_counter_at_its_most_every_cycle_never_overflows_its_pending_count():
-    dut = EventCounters(7, most=3)
+def test_every_counter_at_its_most_every_cycle_never_overflows_its_pending_count(in_memory):
+    dut = EventCounters(7, most=3, in_memory=in_memory)
     run_testbench(dut, drive(dut, seed=1, cycles=200, rate=1.1))  # rate > 1: every cycle
 
 
 @pytest.mark.parametrize("saturate", [False, True], ids=["wrap", "saturate"])
-def test_a_narrow_counter_wraps_or_stays_at_all_ones(saturate):
-    dut = EventCounters(4, most=2, width=6, saturate=saturate)
+def test_a_narrow_counter_wraps_or_stays_at_all_ones(saturate, in_memory):
+    dut = EventCounters(4, most=2, width=6, saturate=saturate, in_memory=in_memory)
     run_testbench(dut, drive(dut, seed=2, cycles=300, rate=0.8))
 
 
-def test_a_clear_zeroes_every_counter_with_the_events_of_its_cycle():
-    dut = EventCounters(6, most=2, saturate=True)
+def test_a_clear_zeroes_every_counter_with_the_events_of_its_cycle(in_memory):
+    dut = EventCounters(6, most=2, saturate=True, in_memory=in_memory)
     run_testbench(dut, drive(dut, seed=3, cycles=300, rate=0.6, clear_at=(40, 41, 97, 250)))
 
 

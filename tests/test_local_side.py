@@ -62,6 +62,7 @@ class Bench:
         dirty_home_lines=(),
         shown_home_lines=(),
         geometry=GEOMETRY,
+        counters_in_memory=False,
     ):
         self.geometry = geometry
         self.line_bytes, self.words = geometry.line_bytes, geometry.line_words
@@ -72,7 +73,7 @@ class Bench:
         self.slow = slow_sequencer
         self.dirty_home_lines = set(dirty_home_lines)  # own lines the bench marks GONE/FRESH
         self.shown_home_lines = set(shown_home_lines)  # own lines the bench marks SHOWN
-        self.dut = LocalSide(address_map=AMAP, geometry=geometry)
+        self.dut = LocalSide(address_map=AMAP, geometry=geometry, counters_in_memory=counters_in_memory)
         self.results = []  # (op, observed)
         self.fills = 0
         self.evictions = 0
@@ -331,9 +332,11 @@ def test_random_traffic_fills_evicts_and_hits(line_bytes):
     assert bench.fills > 10 and bench.evictions > 5 and bench.write_misses_checked > 5
 
 
-@pytest.mark.parametrize("line_bytes", [64, 32])
-def test_counters_match_the_traffic(line_bytes):
-    bench = Bench(seed=9, geometry=replace(GEOMETRY, line_bytes=line_bytes))
+@pytest.mark.parametrize(
+    "line_bytes, counters_in_memory", [(64, False), (32, False), (64, True)], ids=["64", "32", "64-in-memory"]
+)
+def test_counters_match_the_traffic(line_bytes, counters_in_memory):
+    bench = Bench(seed=9, geometry=replace(GEOMETRY, line_bytes=line_bytes), counters_in_memory=counters_in_memory)
     accesses = [bench.random_access() for _ in range(200)]
 
     async def checks(ctx, b):

@@ -34,6 +34,15 @@ def test_rtl_card_keeps_the_cluster_coherent(nodes, rtl_node, seed):
     assert result.rtl_counters["LOOKUPS_TAKEN"] > 0
 
 
+def test_counters_in_memory_count_what_counters_in_flip_flops_count():
+    """The same run (same seed: the same cycles) with the card's counters in memory
+    (CardConfig.counters_in_memory) reads the same figures as with them in flip-flops."""
+    results = [run(nodes=3, rtl_node=1, seed=8, operations=40, counters_in_memory=m)[1] for m in (False, True)]
+    assert results[0].cycles == results[1].cycles
+    assert results[1].rtl_counters == results[0].rtl_counters
+    assert sum(1 for value in results[0].rtl_counters.values() if value) >= 5
+
+
 def test_microcode_alone_keeps_the_cluster_coherent():
     cosim, result = run(nodes=3, rtl_node=1, seed=7, operations=60, microcode_only=True)
     assert check_history(result.accesses) == []

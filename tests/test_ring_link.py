@@ -11,7 +11,6 @@ import warnings
 from dataclasses import replace
 
 import pytest
-from amaranth import Module, Signal
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 from support.random_ring import ring_fuzz
@@ -54,7 +53,7 @@ from numavia.base.sci_packet import (
 from numavia.gateware.bfm import BusError, recv
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
-from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink, _saturating_counter
+from numavia.gateware.ring_link import BYPASS_LATENCY, ECHO_TURNAROUND, RingLink
 
 RING = regmap.RING
 COUNTERS = [name for name, _ in regmap.RING_COUNTERS]
@@ -195,7 +194,11 @@ def answer_beyond_the_line():
     return symbols + [crc16(symbols)]
 
 
-def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed():
+COUNTERS_KEPT = pytest.mark.parametrize("counters_in_memory", [False, True], ids=["flip-flops", "in-memory"])
+
+
+@COUNTERS_KEPT
+def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed(counters_in_memory):
     rng = random.Random(3)
     good = replace(random_packet(rng, 5, data_ratio=1), source=2, cmd=Command.MREAD)  # a whole line
     flipped = encode(good)
@@ -225,7 +228,7 @@ def test_bad_packets_for_this_node_are_dropped_counted_and_not_echoed():
             "TX_ECHOES": 1,
         }
 
-    run_link(tb)
+    run_link(tb, counters_in_memory=counters_in_memory)
 
 
 def test_duplicate_is_delivered_once_and_echoed_each_time():
@@ -580,8 +583,10 @@ def test_one_packet_in_flight_per_target_and_at_most_max_outstanding():
 # --- Registers ------------------------------------------------------------------------------------
 
 
-def test_registers_show_parameters_configuration_and_clear():
+@COUNTERS_KEPT
+def test_registers_show_parameters_configuration_and_clear(counters_in_memory):
     params = dict(
+        counters_in_memory=counters_in_memory,
         out_depth=8,
         in_depth=4,
         max_outstanding=3,
@@ -629,28 +634,6 @@ def test_registers_show_parameters_configuration_and_clear():
             await read(ctx, link.bus, next(o for o in range(0, RING.size, 4) if o not in used))
 
     run_link(tb, node_id=1, **params)
-
-
-def test_counters_saturate_instead_of_wrapping():
-    m = Module()
-    counter, increment, clear = Signal(3), Signal(2), Signal()
-    _saturating_counter(m, counter, increment, clear)
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    seen = []
-
-    async def tb(ctx):
-        for inc in (3, 3, 1, 2, 0):
-            ctx.set(increment, inc)
-            await ctx.tick()
-            seen.append(ctx.get(counter))
-        ctx.set(clear, 1)
-        await ctx.tick()
-        seen.append(ctx.get(counter))
-
-    sim.add_testbench(tb)
-    run_simulation(sim)
-    assert seen == [3, 6, 7, 7, 7, 0]
 
 
 def test_ring_block_has_its_reserved_place_in_the_card_window():

@@ -59,6 +59,7 @@ class CoSimConfig:
     watchdog: int = 60_000
     egress_stalls: bool = False  # the outgoing queue is sometimes full for a while
     microcode_only: bool = False  # the RTL card's hard-wired fast path off (RAC.CTRL.MICROCODE_ONLY)
+    counters_in_memory: bool = False  # the RTL card's event counters (CardConfig.counters_in_memory)
     seed: int = 1
 
 
@@ -97,7 +98,7 @@ class CoSim:
             for n in range(config.nodes)
             if n != config.rtl_node
         }
-        self.dut = CoherenceEngine(self.amap, self.geometry, self.words)
+        self.dut = CoherenceEngine(self.amap, self.geometry, self.words, counters_in_memory=config.counters_in_memory)
         self.now = 0
         self.events = []  # (time, seq, kind, payload) for the model nodes
         self.seq = 0
