@@ -110,17 +110,18 @@ class ViRecords(wiring.Component):
             m.d.comb += getattr(written_record, name).eq(
                 Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))
             )
-        for name, memory in memories.items():
+
+        def owner_write(memory, data):
+            """A write port of ``memory`` taking ``data`` at the owner's VI as the record is written."""
             write = memory.write_port()
-            m.d.comb += [
-                write.addr.eq(self.owner.vi),
-                write.data.eq(getattr(written_record, name)),
-                write.en.eq(write_en),
-            ]
+            m.d.comb += [write.addr.eq(self.owner.vi), write.data.eq(data), write.en.eq(write_en)]
+            return write
+
+        for name, memory in memories.items():
+            owner_write(memory, getattr(written_record, name))
         if ahead:
             m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
-            write = record_memory.write_port()
-            m.d.comb += [write.addr.eq(self.owner.vi), write.data.eq(written_record), write.en.eq(write_en)]
+            write = owner_write(record_memory, written_record)
             for port in ahead:
                 read = record_memory.read_port(transparent_for=(write,))
                 m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(read.data)]
@@ -132,12 +133,7 @@ class ViRecords(wiring.Component):
             for name, field in self.layout:
                 copy = Memory(shape=field.shape, depth=vis, init=[], attrs=block_ram_attrs(vis))
                 m.submodules[f"peek_next{i}_{name}"] = copy
-                write = copy.write_port()
-                m.d.comb += [
-                    write.addr.eq(self.owner.vi),
-                    write.data.eq(getattr(written_record, name)),
-                    write.en.eq(write_en),
-                ]
+                write = owner_write(copy, getattr(written_record, name))
                 read = copy.read_port(transparent_for=(write,))
                 m.d.comb += [read.addr.eq(port.vi), getattr(port.record, name).eq(read.data)]
             renew(port, read_vi)
