@@ -295,14 +295,14 @@ class RingReceive(wiring.Component):
         in_in_data = Signal()  # the head packet's header is taken; its data words go out now
         in_headers_r = in_headers.read_port(domain="comb")
         in_data_r = in_data.read_port()
-        # An empty queue offers a packet in the cycle of its verdict, from the header register
-        # (its data words are already in their slot).
+        # A packet is offered from the cycle after its verdict, from the queue: the verdict (the
+        # CRC, the length, the room) does not reach the sequencer's decisions in its own cycle.
         head_header = Signal(HeaderLayout)
         m.d.comb += [
             in_headers_r.addr.eq(in_head),
-            head_header.eq(Mux(in_count == 0, rx_header, in_headers_r.data)),
+            head_header.eq(in_headers_r.data),
             self.recv_header.payload.eq(head_header),
-            self.recv_header.valid.eq(((in_count != 0) | commit) & ~in_in_data),
+            self.recv_header.valid.eq((in_count != 0) & ~in_in_data),
             self.recv_data.payload.eq(in_data_r.data),
             self.recv_data.valid.eq(in_in_data),
         ]

@@ -56,9 +56,10 @@ def counted(seen):
     return {name: n for name, n in seen["events"].items() if n}
 
 
-def test_an_intact_packet_is_offered_in_its_verdict_cycle_and_echoed():
+def test_an_intact_packet_is_offered_the_cycle_after_its_verdict_and_echoed():
     """The last symbol is registered, judged in the idle cycle after it, and the header is offered
-    in that same cycle (the queue was empty): two cycles after the last symbol was on ``rx``."""
+    from the queue in the cycle after that, not in the verdict's own cycle (its CRC and length
+    checks stay off the sequencer's paths): three cycles after the last symbol was on ``rx``."""
     packet = replace(random_packet(random.Random(1), NODE, data_ratio=1), source=2)
 
     async def tb(ctx, dut, seen):
@@ -72,7 +73,7 @@ def test_an_intact_packet_is_offered_in_its_verdict_cycle_and_echoed():
         for _ in range(4):
             offered.append(ctx.get(dut.recv_header.valid))
             await ctx.tick()
-        assert offered == [0, 1, 1, 1]  # the cycle after the last symbol: valid
+        assert offered == [0, 0, 1, 1]  # the verdict's cycle, then valid
         assert await receive(ctx, dut) == packet
         [echo] = await echoes_owed(ctx, dut, 1)
         assert (echo.target, echo.seq, echo.busy) == (2, 0, 0)
