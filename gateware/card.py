@@ -65,8 +65,8 @@ class CardConfig:
     # the block RAMs and its clock the margin (the ECPIX-5's 64-VI card; docs/boards.md).
     tags_in_block_ram: bool = False
     # The ring link's, the remote and local access controllers' event counters in memory
-    # (EventCounters' in_memory), not in flip-flops: 1,500 fewer LUTs on the ECPIX-5, where the
-    # `coherent` card missed its 75 MHz with them (docs/boards.md).
+    # (EventCounters' in_memory), not in flip-flops: about 1,500 fewer LUTs on the ECPIX-5, and
+    # 5.7 MHz less on its `coherent` card (75.6 against 81.3; docs/boards.md).
     counters_in_memory: bool = False
     # VIA engine (docs/via.md). Without it (the coherence bench, small FPGAs) its register window
     # answers bus errors and the card has no dma/eth ports. The engine's build parameters and their

@@ -65,7 +65,7 @@ class MissSignature(wiring.Signature):
 
 
 _COUNTER_NAMES = tuple(name for name, _ in regmap.LAC_COUNTERS)
-#: The counters of events: a run of consecutive registers, which the local side counts in memory
+#: The counters of events: a run of consecutive registers, which the local side counts
 #: (event_counters) from the controller's pulses. The others are values it keeps.
 EVENT_COUNTERS = _COUNTER_NAMES[: _COUNTER_NAMES.index("ACCESS_CYCLES")]
 

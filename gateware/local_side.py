@@ -137,8 +137,8 @@ class LocalSide(wiring.Component):
             ),
         ]
         m.d.comb += [bank.port(name).value.eq(getattr(lac.counters, name)) for name in LacCounters.NAMES]
-        # The controller's events, counted a cycle late (off its decisions' paths) in one memory
-        # (event_counters: a few bits a counter and one adder, not a register and an adder each).
+        # The controller's events, counted a cycle late (off its decisions' paths) by an
+        # EventCounters: in memory where the card asks (counters_in_memory), else in flip-flops.
         m.submodules.counters = counters = EventCounters(len(EVENT_COUNTERS), in_memory=self.counters_in_memory)
         wiring.connect(m, bank.counters, counters.read)
         m.d.comb += counters.clear.eq(clear_counters)

@@ -118,9 +118,9 @@ class RemoteAccessController(wiring.Component):
                 | seq.busy_contexts << status.field("BUSY_CONTEXTS").lsb
             ),
         ]
-        # The sequencer's events, counted a cycle late (its decisions are long paths already) in
-        # one memory (event_counters: a few bits a counter and one adder, not a register and an
-        # adder each). The microcode's counters the ISA has no COUNT for stay 0.
+        # The sequencer's events, counted a cycle late (its decisions are long paths already) by an
+        # EventCounters (in memory where the card asks: counters_in_memory). The microcode's
+        # counters the ISA has no COUNT for stay 0.
         sources = list(SequencerEvents.NAMES[: len(isa.Counter)])
         sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerEvents.NAMES[len(isa.Counter) :])
         m.submodules.counters = counters = EventCounters(len(_COUNTERS), in_memory=self.counters_in_memory)

@@ -259,9 +259,9 @@ class RingLink(wiring.Component):
             return sum(getattr(p.events, name) for p in parts if name in p.events.shape().members)
 
         # Events are counted a cycle late: they come out of the link's decisions (the verdict, the
-        # output's arbitration), and the counters' adder must not lengthen those paths. The
-        # counters are words of one memory (event_counters: a few bits a counter and one adder,
-        # not a register and an adder each), held at all ones rather than wrapping.
+        # output's arbitration), and the counters' adder must not lengthen those paths. An
+        # EventCounters counts them (in memory where the card asks: counters_in_memory), held at
+        # all ones rather than wrapping.
         m.submodules.counters = counters = EventCounters(
             len(_COUNTERS), most=len(parts), saturate=True, in_memory=self.counters_in_memory
         )
