@@ -19,12 +19,13 @@ Receive
     A packet for this node is checked (CRC, length, type, an answer's word range). Bad: dropped and
     counted, no echo (the sender times out). An echo goes to the transmit side. A good packet is
     offered on ``recv_header`` from the incoming queue, in the cycle after its verdict (the verdict
-    stays off the sequencer's paths); its data block follows on ``recv_data`` as a whole line, from its first word on the wire on
-    (``sci_packet.handover_order``). A request/response is judged by the
-    link-level alternating bit of its (source, this node) pair: same bit as the last packet accepted
-    from that source means duplicate (echo ACCEPTED again, not stored); otherwise it is stored if the
-    incoming queue had room when the packet began (echo ACCEPTED) or refused (echo BUSY). A packet
-    whose source is this node and target is not has been round the ring untaken: it is removed.
+    stays off the sequencer's paths); its data block follows on ``recv_data`` as a whole line,
+    from its first word on the wire on (``sci_packet.handover_order``). A request/response is
+    judged by the link-level alternating bit of its (source, this node) pair: same bit as the
+    last packet accepted from that source means duplicate (echo ACCEPTED again, not stored);
+    otherwise it is stored if the incoming queue had room when the packet began (echo ACCEPTED) or
+    refused (echo BUSY). A packet whose source is this node and target is not has been round the
+    ring untaken: it is removed.
 
 Transmit
     The sequencer writes a header (``send_header``; the link fills in ``source`` and ``seq``) then,
