@@ -414,13 +414,20 @@ static void test_small_message_writes_only_what_changed(void)
             writes = fake_via.host_writes, reads = fake_via.host_reads;
             uint32_t length = 0;
             CHECK(nv_pp_recv(&ep[1], user[1], 1, &length) == NV_VIP_SUCCESS && length == 1 && intact(1, 1, 5 + i));
-            /* The byte into the user buffer and the slot's re-post (STATUS; the doorbell is a card
-             * register); the slot's STATUS, the header's first word (with the length of a short
-             * message), the word behind it and the user word the byte is merged into. */
-            CHECK(fake_via.host_writes - writes == 2 && fake_via.host_reads - reads == 4);
-            CHECK(fake_via.vi[vis[1]].rq_doorbells == doorbells + 1);
+            /* The byte into the user buffer and, from the second on, the last message's slot posted
+             * again before the poll (its STATUS; the doorbell is a card register); the slot's STATUS,
+             * the header's first word (with the length of a short message), the word behind it and
+             * the user word the byte is merged into. The slot this message came in waits for the
+             * library's next call: nothing between a message and its answer re-posts it. */
+            CHECK(fake_via.host_writes - writes == 1 + i && fake_via.host_reads - reads == 4);
+            CHECK(fake_via.vi[vis[1]].rq_doorbells == doorbells + i);
+            CHECK(ep[1].taken != 0 && ep[1].posted_count == NV_PP_SLOTS - 1);
             CHECK(fake.cycles_reads == counter_reads);
         }
+        unsigned doorbells = fake_via.vi[vis[1]].rq_doorbells;
+        CHECK(nv_pp_drain(&ep[1]) == NV_VIP_SUCCESS); /* the endpoint's slots all posted again */
+        CHECK(ep[1].taken == 0 && ep[1].posted_count == NV_PP_SLOTS &&
+              fake_via.vi[vis[1]].rq_doorbells == doorbells + 1);
         /* The original scheme registered and dropped the user buffer for every message. */
         CHECK(scheme == NV_PP_SCHEME_ADVANCED || ep[0].stats.translated_pages == 2);
         CHECK(sends_without_receive == 0 && refused_segments == 0);
@@ -458,6 +465,39 @@ static void test_a_waiting_receive_takes_the_last_pushs_completion(void)
             CHECK(fake_via.vi[vis[0]].sq_reposts == 1 && sends_without_receive == 0);
         }
     }
+}
+
+/* A receive that polls the oldest slot straight and finds a control message there (here the peer's
+ * CREDIT, ahead of its data) hands it to the general receive: the credits count, the data after it
+ * arrives whole, and both slots are posted again at once. */
+static void test_a_control_message_ahead_of_a_small_one(void)
+{
+    const uint32_t t = 64;
+    open_pair(NV_PP_SCHEME_ADVANCED, t, 200);
+    for (unsigned i = 0; i < NV_PP_SLOTS; i++) { /* the peer fills our slots; we take them all */
+        fill(1, 4, 60 + i);
+        CHECK(nv_pp_send(&ep[1], user[1], 4) == NV_VIP_SUCCESS);
+    }
+    CHECK(ep[1].credits == 0);
+    for (unsigned i = 0; i < NV_PP_SLOTS; i++) {
+        uint32_t length = 0;
+        CHECK(nv_pp_recv(&ep[0], user[0], t, &length) == NV_VIP_SUCCESS && length == 4 && intact(0, 4, 60 + i));
+    }
+    /* The last receive owed most of our slots and sent a CREDIT, which waits in the peer's oldest
+     * slot; our data follows it. */
+    CHECK(ep[0].owed == 0 && ep[0].taken == 0);
+    fill(0, 3, 77);
+    CHECK(nv_pp_send(&ep[0], user[0], 3) == NV_VIP_SUCCESS);
+    unsigned doorbells = fake_via.vi[vis[1]].rq_doorbells;
+    uint32_t length = 0;
+    CHECK(nv_pp_recv(&ep[1], user[1], t, &length) == NV_VIP_SUCCESS && length == 3 && intact(1, 3, 77));
+    CHECK(ep[1].credits == NV_PP_SLOTS); /* all four of its pushes' slots came back with the CREDIT */
+    CHECK(fake_via.vi[vis[1]].rq_doorbells == doorbells + 2 && ep[1].taken == 0 && ep[1].owed == 2);
+    fill(1, 2, 88); /* and the answer goes, telling of both */
+    CHECK(nv_pp_send(&ep[1], user[1], 2) == NV_VIP_SUCCESS);
+    CHECK(nv_pp_recv(&ep[0], user[0], t, &length) == NV_VIP_SUCCESS && length == 2 && intact(0, 2, 88));
+    CHECK(ep[0].credits == 2 + 2); /* the CREDIT and the data took two of its four; both told back */
+    CHECK(sends_without_receive == 0 && refused_segments == 0);
 }
 
 static void test_refuses_what_does_not_fit(void)
@@ -503,6 +543,7 @@ int main(void)
     test_small_message_writes_only_what_changed();
     test_short_length_edge();
     test_a_waiting_receive_takes_the_last_pushs_completion();
+    test_a_control_message_ahead_of_a_small_one();
     test_refuses_what_does_not_fit();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;

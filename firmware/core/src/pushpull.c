@@ -383,6 +383,16 @@ static RARE void release_slot_rare(struct nv_pp *pp, unsigned slot)
     release_slot(pp, slot);
 }
 
+/* Post the slot the last small message was taken from again (nv_pp.taken), for the calls off a
+ * register push's path (recv_small does it inline). */
+static TIMED __attribute__((noinline)) void release_taken(struct nv_pp *pp)
+{
+    if (pp->taken) {
+        release_slot_rare(pp, pp->taken - 1u);
+        pp->taken = 0;
+    }
+}
+
 /* Read the header words that hold a field into `h`, the slot's copy. */
 static inline HOT void fetch(uint32_t *h, uint32_t at, unsigned offset, unsigned bytes)
 {
@@ -417,7 +427,7 @@ static RARE void take_control(struct nv_pp *pp, unsigned slot, uint32_t *h, uint
 /* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
  * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv with the header
  * words it needs read. */
-static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
+static RARE uint32_t poll_incoming(struct nv_pp *pp)
 {
     if (pp->posted_count == 0)
         return NV_VIP_SUCCESS;
@@ -452,19 +462,13 @@ static inline HOT uint32_t poll_incoming(struct nv_pp *pp)
     return NV_VIP_SUCCESS;
 }
 
-/* The same, one copy for the waits off a small message's path. */
-static RARE uint32_t poll_incoming_rare(struct nv_pp *pp)
-{
-    return poll_incoming(pp);
-}
-
 /* Wait until the peer has a slot for us. */
 static RARE uint32_t wait_for_credit(struct nv_pp *pp)
 {
     struct nv_poll_timer w = {0, 0};
     pp->stats.credit_waits++;
     while (pp->credits == 0) {
-        CHECK(poll_incoming_rare(pp));
+        CHECK(poll_incoming(pp));
         if (expired_rare(pp, &w))
             return NV_VIP_TIMEOUT;
     }
@@ -525,6 +529,16 @@ static inline HOT struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offs
 
 /* --- the API ---------------------------------------------------------------------------------- */
 
+/* The scheme and threshold of an open endpoint, and what follows from them. */
+static void set_scheme(struct nv_pp *pp, unsigned scheme, uint32_t threshold)
+{
+    pp->cfg.scheme = scheme;
+    pp->cfg.threshold = threshold;
+    pp->register_below = scheme == NV_PP_SCHEME_ADVANCED
+                             ? 1u + (threshold < NV_PP_REGISTER_BYTES ? threshold : NV_PP_REGISTER_BYTES)
+                             : 0;
+}
+
 uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_config *cfg)
 {
     if (!nv_via_vi_valid(via, cfg->vi) || nv_via_vi_state(cfg->vi) != NV_VI_STATE_CONNECTED ||
@@ -563,6 +577,7 @@ uint32_t nv_pp_open(struct nv_pp *pp, struct nv_via *via, const struct nv_pp_con
     clear_record(&pp->control_header, area_pa(pp, control), NV_PP_HEADER_SIZE / 4);
     for (unsigned i = 0; i < NV_PP_SLOTS; i++)
         post_slot(pp, i);
+    set_scheme(pp, cfg->scheme, cfg->threshold);
     pp->open = 1;
     return NV_VIP_SUCCESS;
 }
@@ -609,7 +624,7 @@ static RARE uint32_t finish_translated(struct nv_pp *pp, struct nv_pp_desc *d, c
         r = wait_for(pp, d);
     struct nv_poll_timer w = {0, 0};
     while (r == NV_VIP_SUCCESS && p->pulled && (int32_t)(seq - pp->acked_seq) > 0) {
-        r = poll_incoming_rare(pp);
+        r = poll_incoming(pp);
         if (r == NV_VIP_SUCCESS && expired_rare(pp, &w))
             r = NV_VIP_TIMEOUT;
     }
@@ -635,7 +650,6 @@ static TIMED __attribute__((noinline)) uint32_t push_register(struct nv_pp *pp, 
                                                               uint32_t t0)
 {
     uint32_t flags = stamp(pp, &pp->bounce_header, t0);
-    pp->send_seq++;
     set_word(&pp->bounce_header, 0,
              first_word(NV_PP_KIND_DATA, flags | NV_PP_HEADER_FLAGS_REGISTER_MASK | NV_PP_HEADER_FLAGS_SHORT_MASK,
                         pp->owed, length));
@@ -654,6 +668,8 @@ static TIMED __attribute__((noinline)) uint32_t send_message(struct nv_pp *pp, s
 {
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
+    if (!pp->credits) /* the peer may be waiting for the slot we took last, to answer with credits */
+        release_taken(pp);
     CHECK(wait_credit(pp));
     struct nv_pp_desc *d;
     struct nv_pp_record *h;
@@ -700,6 +716,7 @@ static TIMED __attribute__((noinline)) uint32_t send_message(struct nv_pp *pp, s
     pp->last_push = d;
     pp->credits--;
     pp->owed = 0;
+    release_taken(pp); /* after the doorbell: its credit goes with the next message */
     return translated ? finish_translated(pp, d, &p, seq, &handle) : NV_VIP_SUCCESS;
 }
 
@@ -709,31 +726,32 @@ TIMED uint32_t nv_pp_send(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t lengt
     /* The common small message straight to its push when there is nothing to wait for: this and
      * push_register call nothing, so they save no registers (each a store that goes to the bus on
      * this core), and both calls are jumps. */
-    if (pp->open && pp->credits && !pp->send[NV_PP_SEND_REGISTER].posted && !pp->send[NV_PP_SEND_BOUNCE].posted &&
-        register_path(pp->cfg.scheme, pp->cfg.threshold, length))
+    if (length < pp->register_below && pp->credits && !pp->send[NV_PP_SEND_REGISTER].posted &&
+        !pp->send[NV_PP_SEND_BOUNCE].posted)
         return push_register(pp, buf, length, t0);
     return send_message(pp, buf, length, t0);
 }
 
 /* Copy the `pushed` bytes behind a header of `header_bytes` out of `slot`. */
-static inline HOT void copy_from_slot(struct nv_pp *pp, unsigned slot, uint32_t header_bytes, uint32_t pushed,
-                                      struct nv_pp_buf buf)
+static TIMED __attribute__((noinline)) void copy_from_slot(struct nv_pp *pp, unsigned slot, uint32_t header_bytes,
+                                                           uint32_t pushed, struct nv_pp_buf buf)
 {
     host_copy(buf.pa, area_pa(pp, slot_offset(slot) + header_bytes), pushed);
     pp->stats.copied_bytes += pushed;
 }
 
-/* Copy a message's pushed part out of its slot and post the slot again. */
-static inline HOT void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
+/* Copy a message's pushed part out of its slot and post the slot again (a message from the
+ * arrival queue, or one with a whole header: recv_small takes a short one straight). */
+static RARE void take_pushed(struct nv_pp *pp, unsigned slot, const uint32_t *h, struct nv_pp_buf buf)
 {
     uint32_t pushed = (uint32_t)get_field(h, HDR(PUSHED));
     uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS));
     if (flags & NV_PP_HEADER_FLAGS_REGISTER_MASK)
-        write_bytes(buf.pa, nv_host_read32(area_pa(pp, slot_offset(slot) + NV_PP_SHORT_HEADER)), pushed);
+        write_bytes_rare(buf.pa, nv_host_read32(area_pa(pp, slot_offset(slot) + NV_PP_SHORT_HEADER)), pushed);
     else
         copy_from_slot(pp, slot, flags & NV_PP_HEADER_FLAGS_SHORT_MASK ? NV_PP_SHORT_HEADER : NV_PP_HEADER_SIZE, pushed,
                        buf);
-    release_slot(pp, slot);
+    release_slot_rare(pp, slot);
 }
 
 /* The same for a message with a pulled part: it has a whole header and its pushed part behind it
@@ -807,10 +825,23 @@ static RARE uint32_t refuse(struct nv_pp *pp, unsigned slot, uint32_t len, uint3
     return NV_VIP_INVALID_PARAMETER;
 }
 
-TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
+/* A stamped message is in the user buffer: its one-way time, from the send's start its sender's
+ * card counted (both cards' counters run from one clock and reset). */
+static RARE void count_one_way(struct nv_pp *pp, uint32_t sent_cycles)
+{
+    pp->stats.arrived_cycles = nv_card_cycles32();
+    pp->stats.one_way_cycles += pp->stats.arrived_cycles - sent_cycles;
+    pp->stats.one_ways++;
+}
+
+/* Every receive but recv_small's: the arrival queue, control messages, long and pulled messages,
+ * refusals, errors. */
+static TIMED __attribute__((noinline)) uint32_t recv_message(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity,
+                                                             uint32_t *length)
 {
     if (!pp->open)
         return NV_VIP_INVALID_STATE;
+    release_taken(pp);
     uint32_t handle = NO_HANDLE, early_from = 0, r = NV_VIP_SUCCESS;
     if (pp->cfg.scheme == NV_PP_SCHEME_ADVANCED && capacity > pp->cfg.threshold) {
         /* Masking: translate what a long message will pull while its push is on its way. */
@@ -840,11 +871,8 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
         else
             take_pushed(pp, slot, h, buf);
         if (r == NV_VIP_SUCCESS) {
-            if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_STAMPED_MASK) {
-                pp->stats.arrived_cycles = nv_card_cycles32();
-                pp->stats.one_way_cycles += pp->stats.arrived_cycles - (uint32_t)get_field(h, HDR(SENT_CYCLES));
-                pp->stats.one_ways++;
-            }
+            if (get_field(h, HDR(FLAGS)) & NV_PP_HEADER_FLAGS_STAMPED_MASK)
+                count_one_way(pp, (uint32_t)get_field(h, HDR(SENT_CYCLES)));
             *length = len;
         }
     }
@@ -855,8 +883,81 @@ TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capac
     return NV_VIP_SUCCESS;
 }
 
+/* The end of a small message's receive: its length out and, if it was stamped, its one-way time. */
+static TIMED __attribute__((noinline)) uint32_t small_taken(struct nv_pp *pp, uint32_t at, uint32_t flags, uint32_t len,
+                                                            uint32_t *length)
+{
+    if (flags & NV_PP_HEADER_FLAGS_STAMPED_MASK)
+        count_one_way(pp, nv_host_read32(at + NV_PP_HEADER_SENT_CYCLES_OFFSET));
+    *length = len;
+    return NV_VIP_SUCCESS;
+}
+
+/* A small message's receive, straight: poll the oldest posted slot and take a short message with
+ * nothing pulled from it (its length in the first word, its bytes behind it) with no header copy,
+ * no arrival queue, and the slot's re-post left to the next call (nv_pp.taken). It calls nothing
+ * on a message's way, its copy inline, so the path from the message's DONE to the data in the
+ * user buffer is this function's (a stamp's one-way time is counted in small_taken). Anything else
+ * in the slot (a control message, a long or pulled message, one that does not fit, an error) is
+ * left for recv_message, which reads it again. */
+static TIMED __attribute__((noinline)) uint32_t recv_small(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity,
+                                                           uint32_t *length)
+{
+    if (pp->taken) { /* here, while the message is on its way, not between a message and its answer */
+        release_slot(pp, pp->taken - 1u);
+        pp->taken = 0;
+    }
+    if (pp->owed >= NV_PP_SLOTS - 1) /* the peer must hear of them (a CREDIT): recv_message's end */
+        return recv_message(pp, buf, capacity, length);
+    unsigned slot = pp->posted[pp->posted_head];
+    struct nv_pp_desc *d = &pp->slot[slot];
+    uint32_t at = area_pa(pp, slot_offset(slot)), status;
+    struct nv_poll_timer w = {0, 0};
+    nv_host_sync();
+    while (!((status = nv_host_read32(d->r.pa + NV_DESC_CONTROL_STATUS_OFFSET)) & NV_DESC_CONTROL_STATUS_DONE_MASK)) {
+        /* Only a poll that missed counts (the timer reads the card's clock at the first miss). */
+        reap(pp->last_push);
+        if (nv_poll_timer_missed(&w, pp->timeout_cycles))
+            return NV_VIP_TIMEOUT;
+        nv_host_sync();
+    }
+    uint32_t h[1] = {nv_host_read32(at)};
+    uint32_t flags = (uint32_t)get_field(h, HDR(FLAGS)), len = (uint32_t)get_field(h, HDR(SHORT_LENGTH));
+    uint32_t register_push = flags & NV_PP_HEADER_FLAGS_REGISTER_MASK;
+    if ((status & NV_DESC_STATUS_ERROR_MASK) || get_field(h, HDR(KIND)) != NV_PP_KIND_DATA ||
+        (flags & (NV_PP_HEADER_FLAGS_SHORT_MASK | NV_PP_HEADER_FLAGS_PULL_MASK)) != NV_PP_HEADER_FLAGS_SHORT_MASK ||
+        len > capacity || (register_push && len > NV_PP_REGISTER_BYTES))
+        return recv_message(pp, buf, capacity, length);
+    d->posted = 0;
+    pp->posted_head = (pp->posted_head + 1) % NV_PP_SLOTS;
+    pp->posted_count--;
+    pp->credits += (uint32_t)get_field(h, HDR(CREDITS));
+    pp->taken = (uint8_t)(slot + 1u);
+    if (register_push) {
+        write_bytes(buf.pa, nv_host_read32(at + NV_PP_SHORT_HEADER), len);
+    } else { /* the pushed part after the short header, inline with the rest of the path */
+        host_copy(buf.pa, at + NV_PP_SHORT_HEADER, len);
+        pp->stats.copied_bytes += len;
+    }
+    if (flags & NV_PP_HEADER_FLAGS_STAMPED_MASK)
+        return small_taken(pp, at, flags, len, length);
+    *length = len;
+    return NV_VIP_SUCCESS;
+}
+
+TIMED uint32_t nv_pp_recv(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
+{
+    /* A receive that may take a small message straight: nothing waiting in the arrival queue, a
+     * slot posted, and nothing to translate ahead (masking, for a message that may be pulled). */
+    if (pp->arrived_count == 0 && (pp->posted_count || pp->taken) && pp->open &&
+        !(pp->cfg.scheme == NV_PP_SCHEME_ADVANCED && capacity > pp->cfg.threshold))
+        return recv_small(pp, buf, capacity, length);
+    return recv_message(pp, buf, capacity, length);
+}
+
 TIMED uint32_t nv_pp_drain(struct nv_pp *pp)
 {
+    release_taken(pp);
     for (unsigned i = 0; i < NV_PP_SENDS; i++)
         CHECK(wait_for(pp, &pp->send[i]));
     return NV_VIP_SUCCESS;
@@ -900,8 +1001,8 @@ static RARE void scribble(struct nv_pp_buf buf, uint32_t size)
     write_bytes_rare(buf.pa + (size & ~3u), 0xa5a5a5a5u, size & 3u);
 }
 
-static TIMED uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,
-                                  uint32_t sender, int verify, uint32_t *bad)
+static inline HOT uint32_t receive_one(struct nv_pp *pp, struct nv_pp_buf user, uint32_t size, uint32_t message,
+                                       uint32_t sender, int verify, uint32_t *bad)
 {
     uint32_t length = 0;
     if (verify)
@@ -981,8 +1082,7 @@ uint32_t nv_pp_bench(struct nv_via *via, const struct nv_bench_args *a, uint32_t
         if (!pp.open || pp.cfg.vi != cfg.vi || pp.cfg.desc != cfg.desc || pp.cfg.area.pa != cfg.area.pa ||
             nv_via_vi_state(cfg.vi) != NV_VI_STATE_CONNECTED)
             return NV_VIP_INVALID_STATE;
-        pp.cfg.scheme = cfg.scheme;
-        pp.cfg.threshold = cfg.threshold;
+        set_scheme(&pp, cfg.scheme, cfg.threshold);
     }
     pp.stats = (struct nv_pp_stats){0};
     uint64_t late = (uint64_t)(flags >> NV_PP_FLAGS_LATE_US_SHIFT) * (via->clk_freq_hz / 1000000u);

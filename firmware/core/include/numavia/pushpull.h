@@ -92,13 +92,20 @@ struct nv_pp {
     struct nv_pp_config cfg;
     uint8_t open;
     uint32_t timeout_cycles;
-    uint32_t credits, owed; /* slots the peer has for us; slots we re-posted and not yet told */
-    uint32_t send_seq, acked_seq;
+    uint32_t credits, owed;       /* slots the peer has for us; slots we re-posted and not yet told */
+    uint32_t send_seq, acked_seq; /* of send_message's messages (a register push carries no SEQ) */
+    /* A message shorter than this is a register push (advanced scheme: at most
+     * NV_PP_REGISTER_BYTES and the threshold); 0: none. nv_pp_send's test, in one compare. */
+    uint32_t register_below;
     /* Receive slots in the order they were posted (the engine completes them in that order), and
      * DATA messages that arrived, in arrival order, with the header words read from their slot. */
     uint8_t posted[NV_PP_SLOTS], arrived[NV_PP_SLOTS];
     unsigned posted_head, posted_count, arrived_head, arrived_count;
     uint32_t header[NV_PP_SLOTS][NV_PP_HEADER_SIZE / 4];
+    /* The slot a small message was taken from (slot + 1; 0: none), posted again by the next
+     * receive before it polls, or by a send after its doorbell: re-posting it is not on the path
+     * from a message's arrival to its answer. */
+    uint8_t taken;
     struct nv_pp_desc slot[NV_PP_SLOTS], send[NV_PP_SENDS];
     /* Outgoing headers: the bounce slot's (advanced pushes), the original push's, ACK/CREDIT's. */
     struct nv_pp_record bounce_header, gather_header, control_header;
