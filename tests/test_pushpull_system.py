@@ -34,6 +34,21 @@ def check(figures, *, iterations, size, threshold, received=None):
         assert f["pulls"] == (expected if size > threshold else 0)
 
 
+def test_a_message_of_a_few_bytes_leaves_the_bytes_after_it_alone(pair):
+    """Each side writes a 1-3 byte message into its user buffer, and the library writes what it
+    receives, with byte stores on the SoC bus (the word around them neither read nor written): the
+    host's pattern after the message survives both, on both nodes."""
+    after = bytes(range(0xC0, 0xC8))
+    for size in (1, 2, 3):
+        for node in (0, 1):
+            buf, offset = pair.user_buffer(node)
+            buf.write(after, offset + size)
+        check(pair.run("advanced", size, THRESHOLD, 2, verify=True), iterations=2, size=size, threshold=THRESHOLD)
+        for node in (0, 1):
+            buf, offset = pair.user_buffer(node)
+            assert buf.read(len(after), offset + size) == after, f"node {node}, {size}-byte messages"
+
+
 @pytest.mark.parametrize("scheme", ["original", "advanced"])
 def test_every_size_class_delivered_intact(pair, scheme):
     for size in SIZES:

@@ -35,6 +35,12 @@ void nv_host_write32(uint32_t phys, uint32_t value)
     *host_word(phys) = value;
 }
 
+/* A byte store: the bus carries its byte select, so the word around it is not read. */
+void nv_host_write8(uint32_t phys, uint8_t value)
+{
+    *(volatile uint8_t *)(phys - HOSTMEM_BASE + HOSTMEM_UNCACHED_BASE) = value;
+}
+
 /* Nothing to do with the uncached window; kept for ports that read host memory through a cache
  * (the data cache is write-through, so only reads can be stale). */
 void nv_host_sync(void)

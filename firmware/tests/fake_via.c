@@ -224,6 +224,12 @@ void nv_host_write32(uint32_t phys, uint32_t value)
     memcpy(host(phys), &value, 4);
 }
 
+void nv_host_write8(uint32_t phys, uint8_t value)
+{
+    fake_via.host_writes++;
+    host(phys & ~3u)[phys & 3u] = value; /* host() checks the word's bounds */
+}
+
 void nv_host_sync(void)
 {
     fake_via.host_syncs++;

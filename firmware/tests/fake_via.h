@@ -51,7 +51,7 @@ struct fake_via {
     uint32_t cq_notified; /* CQ_NOTIFIED: a test sets the bits of queues whose notification fired */
     uint8_t host[FAKE_HOST_SIZE];
     unsigned host_syncs;
-    unsigned host_reads, host_writes; /* nv_host_read32 / nv_host_write32 calls: uncached accesses on the card */
+    unsigned host_reads, host_writes; /* nv_host_read32 / nv_host_write32 and 8 calls: uncached accesses on the card */
     /* A word the card writes while the firmware polls: `value` at `at`, seen by the read that
      * makes host_reads reach `at_read` (0: none). */
     struct {

@@ -149,6 +149,8 @@ TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, stru
 /* The `n` (at most 4) bytes at `pa`, little-endian: one word read, two across a word boundary. */
 static inline HOT uint32_t read_bytes(uint32_t pa, uint32_t n)
 {
+    if (n == 4 && (pa & 3u) == 0) /* a register push's whole word, the common case first */
+        return nv_host_read32(pa);
     if (n == 0)
         return 0;
     uint32_t shift = 8 * (pa & 3u), value = nv_host_read32(pa & ~3u) >> shift;
@@ -158,23 +160,15 @@ static inline HOT uint32_t read_bytes(uint32_t pa, uint32_t n)
 }
 
 /* Write the low `n` (at most 4) bytes of `value` at `pa`: a whole word as it is, a part of one
- * merged with what the word holds. */
+ * byte by byte (byte stores: the bytes around them are neither read nor written). */
 static inline HOT void write_bytes(uint32_t pa, uint32_t value, uint32_t n)
 {
-    while (n) {
-        uint32_t at = pa & ~3u, shift = 8 * (pa & 3u), take = 4 - (pa & 3u);
-        if (take > n)
-            take = n;
-        if (take == 4) {
-            nv_host_write32(at, value);
-            return;
-        }
-        uint32_t mask = ((1u << (8 * take)) - 1u) << shift;
-        nv_host_write32(at, (nv_host_read32(at) & ~mask) | ((value << shift) & mask));
-        value >>= 8 * take;
-        pa += take;
-        n -= take;
+    if (n == 4 && (pa & 3u) == 0) {
+        nv_host_write32(pa, value);
+        return;
     }
+    for (; n; n--, pa++, value >>= 8)
+        nv_host_write8(pa, (uint8_t)value);
 }
 
 /* The same, one copy for the code off a small message's path (long copies, the benchmark's checks). */

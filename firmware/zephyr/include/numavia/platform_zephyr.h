@@ -48,6 +48,11 @@ static inline void nv_host_write32(uint32_t phys, uint32_t value)
     sys_write32(value, numavia_host_address(phys));
 }
 
+static inline void nv_host_write8(uint32_t phys, uint8_t value)
+{
+    sys_write8(value, numavia_host_address(phys));
+}
+
 /* Nothing to do: host memory is read through its uncached window. */
 static inline void nv_host_sync(void)
 {
