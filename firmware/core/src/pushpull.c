@@ -67,6 +67,10 @@
  * NAME_rare (or wait_for for wait_done): inline in every RARE caller, the HOT helpers made the
  * image too large for the boards' 32 KiB ROM. */
 #define HOT NV_TIMED(pushpull) __attribute__((always_inline))
+/* The two functions a 1-4 byte message's receive and push run through, compiled for speed where
+ * the image is compiled for size (-Os, for the boards' ROM): 4 B ping-pong 4.39-4.46 us at -Os,
+ * 4.31-4.36 at -O2, for 168 bytes (docs/benchmarks.md). */
+#define SMALL_PATH NV_TIMED(pushpull) __attribute__((noinline, optimize("O2")))
 #define WORD(field) (NV_PP_HEADER_##field##_OFFSET / 4)
 
 /* Records (descriptors, headers) are little-endian with every field inside one 32-bit word, or
@@ -640,8 +644,7 @@ static inline HOT uint32_t stamp(struct nv_pp *pp, struct nv_pp_record *h, uint3
 /* The early-message register path, straight: the bytes as one word behind a short header in the
  * bounce slot, by a descriptor that never changes (REGISTER_PUSH bytes whatever the length), so it
  * goes out through SQ_REPOST. The caller has waited for the bounce slot; `t0` is the send's start. */
-static TIMED __attribute__((noinline)) uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length,
-                                                              uint32_t t0)
+static SMALL_PATH uint32_t push_register(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t length, uint32_t t0)
 {
     uint32_t flags = stamp(pp, &pp->bounce_header, t0);
     set_word(&pp->bounce_header, 0,
@@ -894,8 +897,7 @@ static TIMED __attribute__((noinline)) uint32_t small_taken(struct nv_pp *pp, ui
  * user buffer is this function's (a stamp's one-way time is counted in small_taken). Anything else
  * in the slot (a control message, a long or pulled message, one that does not fit, an error) is
  * left for recv_message, which reads it again. */
-static TIMED __attribute__((noinline)) uint32_t recv_small(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity,
-                                                           uint32_t *length)
+static SMALL_PATH uint32_t recv_small(struct nv_pp *pp, struct nv_pp_buf buf, uint32_t capacity, uint32_t *length)
 {
     if (pp->taken) { /* here, while the message is on its way, not between a message and its answer */
         release_slot(pp, pp->taken - 1u);
