@@ -12,6 +12,11 @@ is exact wherever the sweep is. ``clear`` zeroes every counter at once, the even
 included: a flag per counter makes it read 0 until the sweep next writes it. With ``saturate`` a
 counter stays at all ones instead of wrapping.
 
+``late`` registers the increments before counting them: an event is counted a cycle after it is
+given (and a clear drops the events of the cycle before it instead), so the counters' adders and
+memory are off the paths that decide the events; a block whose events come out of long decisions
+(the ring link's verdict, the sequencer's dispatch) asks for it.
+
 ``in_memory=False`` keeps the counters in flip-flops instead, a register and an adder each, behind
 the same ports and with the same answers: for a card whose clock needs the memory's read and
 sweep off its paths more than its LUTs need the saving (``CardConfig.counters_in_memory``).
@@ -26,11 +31,11 @@ from .register_bank import indexed_signature
 
 
 class EventCounters(wiring.Component):
-    def __init__(self, count, *, most=1, width=32, saturate=False, in_memory=True):
+    def __init__(self, count, *, most=1, width=32, saturate=False, in_memory=True, late=False):
         if count < 1 or most < 1:
             raise ValueError(f"event counters need at least one counter and one event a cycle, not {count} and {most}")
         self.count, self.most, self.width, self.saturate = count, most, width, saturate
-        self.in_memory = in_memory
+        self.in_memory, self.late = in_memory, late
         super().__init__(
             {
                 "increments": In(data.ArrayLayout(unsigned(most.bit_length()), count)),
@@ -46,10 +51,19 @@ class EventCounters(wiring.Component):
             return Mux(total[self.width], (1 << self.width) - 1, total[: self.width])
         return total[: self.width]
 
+    def _counted_increments(self, m):
+        """The increments the counters add this cycle: as given, or given a cycle ago (``late``)."""
+        if not self.late:
+            return self.increments
+        given = Signal.like(self.increments, name="given")
+        m.d.sync += given.eq(self.increments)
+        return given
+
     def elaborate(self, platform):
         if not self.in_memory:
             return self._in_flip_flops()
         m = Module()
+        increments = self._counted_increments(m)
         count = self.count
         m.submodules.words = words = Memory(shape=self.width, depth=count, init=[])
         pending = Array(Signal(range(self.most * count + 1), name=f"pending{i}") for i in range(count))
@@ -72,7 +86,7 @@ class EventCounters(wiring.Component):
         with m.Else():
             m.d.sync += cleared.bit_select(sweep, 1).eq(0)
             for i, p in enumerate(pending):
-                m.d.sync += p.eq(Mux(sweep == i, 0, p) + self.increments[i])
+                m.d.sync += p.eq(Mux(sweep == i, 0, p) + increments[i])
 
         # The bus's read, in the same cycle.
         m.d.comb += self.read.value.eq(counted(self.read.index))
@@ -81,8 +95,9 @@ class EventCounters(wiring.Component):
     def _in_flip_flops(self):
         """A register and an adder a counter, read through a multiplexer."""
         m = Module()
+        increments = self._counted_increments(m)
         counters = Array(Signal(self.width, name=f"counter{i}") for i in range(self.count))
         for i, counter in enumerate(counters):
-            m.d.sync += counter.eq(Mux(self.clear, 0, self._total(counter, self.increments[i])))
+            m.d.sync += counter.eq(Mux(self.clear, 0, self._total(counter, increments[i])))
         m.d.comb += self.read.value.eq(counters[self.read.index])
         return m

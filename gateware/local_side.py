@@ -6,7 +6,7 @@ come out of this component: the miss interface, a second tag command port, the m
 controller's remote port and its ownership request. Registers: ``regmap.LAC``.
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -139,11 +139,11 @@ class LocalSide(wiring.Component):
         m.d.comb += [bank.port(name).value.eq(getattr(lac.counters, name)) for name in LacCounters.NAMES]
         # The controller's events, counted a cycle late (off its decisions' paths) by an
         # EventCounters: in memory where the card asks (counters_in_memory), else in flip-flops.
-        m.submodules.counters = counters = EventCounters(len(EVENT_COUNTERS), in_memory=self.counters_in_memory)
+        m.submodules.counters = counters = EventCounters(
+            len(EVENT_COUNTERS), in_memory=self.counters_in_memory, late=True
+        )
         wiring.connect(m, bank.counters, counters.read)
         m.d.comb += counters.clear.eq(clear_counters)
         for i, name in enumerate(LacEvents.NAMES):
-            happened = Signal(name=f"event_{name}")
-            m.d.sync += happened.eq(getattr(lac.events, name))
-            m.d.comb += counters.increments[i].eq(happened)
+            m.d.comb += counters.increments[i].eq(getattr(lac.events, name))
         return m

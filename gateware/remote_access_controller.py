@@ -123,11 +123,9 @@ class RemoteAccessController(wiring.Component):
         # counters the ISA has no COUNT for stay 0.
         sources = list(SequencerEvents.NAMES[: len(isa.Counter)])
         sources += [None] * (isa.NUM_COUNTERS - len(isa.Counter)) + list(SequencerEvents.NAMES[len(isa.Counter) :])
-        m.submodules.counters = counters = EventCounters(len(_COUNTERS), in_memory=self.counters_in_memory)
+        m.submodules.counters = counters = EventCounters(len(_COUNTERS), in_memory=self.counters_in_memory, late=True)
         wiring.connect(m, bank.counters, counters.read)
-        for i, (name, source) in enumerate(zip(_COUNTERS, sources, strict=True)):
+        for i, (_, source) in enumerate(zip(_COUNTERS, sources, strict=True)):
             if source is not None:
-                happened = Signal(name=f"event_{name.lower()}")
-                m.d.sync += happened.eq(getattr(seq.events, source))
-                m.d.comb += counters.increments[i].eq(happened)
+                m.d.comb += counters.increments[i].eq(getattr(seq.events, source))
         return m

@@ -264,14 +264,12 @@ class RingLink(wiring.Component):
         # EventCounters counts them (in memory where the card asks: counters_in_memory), held at
         # all ones rather than wrapping.
         m.submodules.counters = counters = EventCounters(
-            len(_COUNTERS), most=len(parts), saturate=True, in_memory=self.counters_in_memory
+            len(_COUNTERS), most=len(parts), saturate=True, in_memory=self.counters_in_memory, late=True
         )
         wiring.connect(m, bank.counters, counters.read)
         m.d.comb += counters.clear.eq(clear)
         for i, name in enumerate(_COUNTERS):
-            happened = Signal(range(len(parts) + 1), name=f"event_{name.lower()}")
-            m.d.sync += happened.eq(event(name))
-            m.d.comb += counters.increments[i].eq(happened)
+            m.d.comb += counters.increments[i].eq(event(name))
 
         errors = {name: Signal(name=name.lower()) for name in ("BYPASS_OVERFLOW", "BYPASS_UNDERRUN")}
         bypass_peak = Signal(16)

@@ -1,7 +1,8 @@
 # amaranth: UnusedElaboratable=no
 """Event counters in memory: every read, at any counter and wherever the sweep is, equals the
 events counted so far (several a cycle, on every counter at once); a counter wraps, or with
-`saturate` stays at all ones; a clear zeroes every counter, the events of its cycle included.
+`saturate` stays at all ones; a clear zeroes every counter, the events of its cycle included;
+with ``late`` every event counts a cycle later (a clear drops the cycle before's instead).
 Every test runs on both kinds: the counters in memory and in flip-flops (``in_memory=False``)."""
 
 import random
@@ -19,7 +20,8 @@ def in_memory(request):
 
 def drive(dut, seed, cycles, *, rate=0.5, clear_at=()):
     """A testbench: random increments on every counter, a read of a random counter each cycle
-    checked against the model (``width`` bits, wrapped or saturated)."""
+    checked against the model (``width`` bits, wrapped or saturated; with ``late`` a cycle's events
+    are counted at the next tick)."""
     rng = random.Random(seed)
     limit = (1 << dut.width) - 1
 
@@ -28,6 +30,7 @@ def drive(dut, seed, cycles, *, rate=0.5, clear_at=()):
 
     async def bench(ctx, _):
         totals = [0] * dut.count
+        given = [0] * dut.count  # late: the events of the cycle before, counted at this tick
         for cycle in range(cycles):
             index = rng.randrange(dut.count)
             ctx.set(dut.read.index, index)
@@ -37,7 +40,14 @@ def drive(dut, seed, cycles, *, rate=0.5, clear_at=()):
             for i in range(dut.count):
                 events = rng.randint(1, dut.most) if rng.random() < rate else 0
                 ctx.set(dut.increments[i], events)
-                totals[i] = 0 if clear else totals[i] + events
+                counted, given[i] = (given[i], events) if dut.late else (events, 0)
+                totals[i] = 0 if clear else totals[i] + counted
+            await ctx.tick()
+        if dut.late:  # the last cycle's events, counted at one more tick
+            for i in range(dut.count):
+                ctx.set(dut.increments[i], 0)
+                totals[i] += given[i]
+            ctx.set(dut.clear, 0)
             await ctx.tick()
         for index in range(dut.count):
             ctx.set(dut.read.index, index)
@@ -66,6 +76,12 @@ def test_a_narrow_counter_wraps_or_stays_at_all_ones(saturate, in_memory):
 def test_a_clear_zeroes_every_counter_with_the_events_of_its_cycle(in_memory):
     dut = EventCounters(6, most=2, saturate=True, in_memory=in_memory)
     run_testbench(dut, drive(dut, seed=3, cycles=300, rate=0.6, clear_at=(40, 41, 97, 250)))
+
+
+@pytest.mark.parametrize("saturate", [False, True])
+def test_late_counts_every_event_a_cycle_later_and_a_clear_drops_the_cycle_before(saturate, in_memory):
+    dut = EventCounters(5, most=2, width=8, saturate=saturate, in_memory=in_memory, late=True)
+    run_testbench(dut, drive(dut, seed=9, cycles=400, rate=0.7, clear_at={100, 101, 250}))
 
 
 def test_at_least_one_counter_and_one_event():
