@@ -423,8 +423,8 @@ static RARE void take_control(struct nv_pp *pp, unsigned slot, uint32_t *h, uint
 }
 
 /* Take the oldest posted slot if the engine has filled it: its credits count at once; an ACK or
- * CREDIT is consumed (the slot posted again), a DATA message waits for nv_pp_recv with the header
- * words it needs read. */
+ * CREDIT is consumed (the slot posted again), a DATA message waits in the arrival queue for
+ * recv_message with the header words it needs read. */
 static RARE uint32_t poll_incoming(struct nv_pp *pp)
 {
     if (pp->posted_count == 0)
@@ -527,7 +527,8 @@ static inline HOT struct nv_pp_buf at_offset(struct nv_pp_buf buf, uint32_t offs
 
 /* --- the API ---------------------------------------------------------------------------------- */
 
-/* The scheme and threshold of an open endpoint, and what follows from them. */
+/* The scheme and threshold of an open endpoint, and what follows from them: register_below, the
+ * lengths register_path takes being those below it. */
 static void set_scheme(struct nv_pp *pp, unsigned scheme, uint32_t threshold)
 {
     pp->cfg.scheme = scheme;
