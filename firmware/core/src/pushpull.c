@@ -69,8 +69,13 @@
 #define HOT NV_TIMED(pushpull) __attribute__((always_inline))
 /* The two functions a 1-4 byte message's receive and push run through, compiled for speed where
  * the image is compiled for size (-Os, for the boards' ROM): 4 B ping-pong 4.39-4.46 us at -Os,
- * 4.31-4.36 at -O2, for 168 bytes (docs/benchmarks.md). */
+ * 4.31-4.36 at -O2, for 168 bytes (docs/benchmarks.md). GCC's attribute: clang (the fuzz target's
+ * compiler) has no optimisation level per function. */
+#if defined(__GNUC__) && !defined(__clang__)
 #define SMALL_PATH NV_TIMED(pushpull) __attribute__((noinline, optimize("O2")))
+#else
+#define SMALL_PATH NV_TIMED(pushpull) __attribute__((noinline))
+#endif
 #define WORD(field) (NV_PP_HEADER_##field##_OFFSET / 4)
 
 /* Records (descriptors, headers) are little-endian with every field inside one 32-bit word, or
