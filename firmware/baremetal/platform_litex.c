@@ -20,9 +20,14 @@ void nv_reg_write(uint32_t offset, uint32_t value)
 
 /* Host memory through its uncached window: a read sees what the card's DMA wrote, at the cost
  * of one bus access (the cached window would need a whole-cache invalidation first). */
+static uintptr_t host_address(uint32_t phys)
+{
+    return phys - HOSTMEM_BASE + HOSTMEM_UNCACHED_BASE;
+}
+
 static volatile uint32_t *host_word(uint32_t phys)
 {
-    return (volatile uint32_t *)(phys - HOSTMEM_BASE + HOSTMEM_UNCACHED_BASE);
+    return (volatile uint32_t *)host_address(phys);
 }
 
 uint32_t nv_host_read32(uint32_t phys)
@@ -38,7 +43,7 @@ void nv_host_write32(uint32_t phys, uint32_t value)
 /* A byte store: the bus carries its byte select, so the word around it is not read. */
 void nv_host_write8(uint32_t phys, uint8_t value)
 {
-    *(volatile uint8_t *)(phys - HOSTMEM_BASE + HOSTMEM_UNCACHED_BASE) = value;
+    *(volatile uint8_t *)host_address(phys) = value;
 }
 
 /* Nothing to do with the uncached window; kept for ports that read host memory through a cache
