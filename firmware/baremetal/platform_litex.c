@@ -40,10 +40,15 @@ void nv_host_write32(uint32_t phys, uint32_t value)
     *host_word(phys) = value;
 }
 
-/* A byte store: the bus carries its byte select, so the word around it is not read. */
+/* Byte and halfword stores: the bus carries their byte selects, so the word around them is not read. */
 void nv_host_write8(uint32_t phys, uint8_t value)
 {
     *(volatile uint8_t *)host_address(phys) = value;
+}
+
+void nv_host_write16(uint32_t phys, uint16_t value)
+{
+    *(volatile uint16_t *)host_address(phys) = value;
 }
 
 /* Nothing to do with the uncached window; kept for ports that read host memory through a cache

@@ -230,6 +230,16 @@ void nv_host_write8(uint32_t phys, uint8_t value)
     host(phys & ~3u)[phys & 3u] = value; /* host() checks the word's bounds */
 }
 
+void nv_host_write16(uint32_t phys, uint16_t value)
+{
+    if (phys & 1u) {
+        fprintf(stderr, "fake_via: halfword store at the odd address 0x%08x\n", phys);
+        abort();
+    }
+    fake_via.host_writes++;
+    memcpy(host(phys & ~3u) + (phys & 3u), &value, 2);
+}
+
 void nv_host_sync(void)
 {
     fake_via.host_syncs++;

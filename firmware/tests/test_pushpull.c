@@ -437,6 +437,28 @@ static void test_small_message_writes_only_what_changed(void)
 
 /* A receive that waits takes the last push's completion, so the next send reads it no more; a push
  * that completed in error is left for that send to report, not lost. */
+/* A message of 1 to 3 bytes goes into the user buffer in as few stores as hold it: 1 or 2 bytes at
+ * an even address in one (a byte or a halfword), as 4 bytes in one word; 3 bytes in two. The byte
+ * after the message is not touched. Ping-pongs, so that the answers carry the credits back. */
+static void test_a_few_bytes_go_in_one_store_or_two(void)
+{
+    const uint32_t t = 64, sizes[] = {4, 2, 1, 3, 2}, stores[] = {1, 1, 1, 2, 1};
+    open_pair(NV_PP_SCHEME_ADVANCED, t, 1000);
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint32_t n = sizes[i], length = 0;
+        fill(0, n, 40 + i);
+        memset(&fake_via.host[user[1].pa - FAKE_HOST_BASE], 0xee, 8);
+        CHECK(nv_pp_send(&ep[0], user[0], n) == NV_VIP_SUCCESS);
+        unsigned writes = fake_via.host_writes;
+        CHECK(nv_pp_recv(&ep[1], user[1], n, &length) == NV_VIP_SUCCESS && length == n);
+        /* ... and from the second message on, the last one's slot posted again (its STATUS) */
+        CHECK(fake_via.host_writes - writes == stores[i] + (i > 0));
+        CHECK(intact(1, n, 40 + i) && fake_via.host[user[1].pa - FAKE_HOST_BASE + n] == 0xee);
+        CHECK(nv_pp_send(&ep[1], user[1], n) == NV_VIP_SUCCESS);
+        CHECK(nv_pp_recv(&ep[0], user[0], n, &length) == NV_VIP_SUCCESS && length == n && intact(0, n, 40 + i));
+    }
+}
+
 static void test_a_waiting_receive_takes_the_last_pushs_completion(void)
 {
     const uint32_t t = 64;
@@ -542,6 +564,7 @@ int main(void)
     test_receiver_not_posted_yet_and_credits();
     test_long_message_waits_for_its_pull();
     test_small_message_writes_only_what_changed();
+    test_a_few_bytes_go_in_one_store_or_two();
     test_short_length_edge();
     test_a_waiting_receive_takes_the_last_pushs_completion();
     test_a_control_message_ahead_of_a_small_one();

@@ -53,6 +53,11 @@ static inline void nv_host_write8(uint32_t phys, uint8_t value)
     sys_write8(value, numavia_host_address(phys));
 }
 
+static inline void nv_host_write16(uint32_t phys, uint16_t value)
+{
+    sys_write16(value, numavia_host_address(phys));
+}
+
 /* Nothing to do: host memory is read through its uncached window. */
 static inline void nv_host_sync(void)
 {

@@ -7,4 +7,5 @@
 uint32_t sys_read32(mem_addr_t addr);
 void sys_write32(uint32_t data, mem_addr_t addr);
 void sys_write8(uint8_t data, mem_addr_t addr);
+void sys_write16(uint16_t data, mem_addr_t addr);
 #endif
