@@ -491,7 +491,10 @@ class TxEngine(wiring.Component):
                 have_job = job_active | jobs.r_rdy
                 with m.If(mgmt_pending & self.enable):
                     m.next = "MGMT"
-                with m.Elif(have_job & self.enable & (prefer_job | ~any_work)):
+                # A visit sets `prefer_job`, so where one has just ended a waiting job goes first
+                # whatever the visit left: the job's turn needs only the other VIs' work, not that
+                # visit's record (`again`), its comparisons and the choice in series.
+                with m.Elif(have_job & self.enable & (prefer_job | ~scheduler.found)):
                     m.d.sync += prefer_job.eq(0)
                     with m.If(~job_active):
                         m.d.comb += jobs.r_en.eq(1)
