@@ -334,6 +334,7 @@ class TxEngine(wiring.Component):
         mgmt_ctrl = Signal(32)
         is_read = Signal()
         retransmit = Signal()
+        last_retry = Signal()  # the expired timer's retry was its last allowed one
         # The send-queue slot (and descriptor address) whose descriptor the fetcher and the walker
         # hold, if `loaded`: its next frame needs no fetch.
         loaded = Signal()
@@ -614,11 +615,18 @@ class TxEngine(wiring.Component):
             # --- 4. the retransmission timer -------------------------------------------------
             with m.State("VISIT_TIMER"):
                 with m.If(timers.expired & (state == _CONNECTED)):
-                    with m.If(timers.out_of_retries):
-                        fail(status_bits(TRANSPORT_ERROR=1))
-                    with m.Else():
-                        m.d.comb += [ev.tx_timeouts.eq(1), timers.retry.eq(1)]
-                        update(rewind=1)
+                    m.d.sync += last_retry.eq(timers.out_of_retries)
+                    m.next = "VISIT_EXPIRED"
+                with m.Else():
+                    m.next = "VISIT_REWIND"
+            with m.State("VISIT_EXPIRED"):
+                # The expiry acted on a cycle later, from a register: the retry count's read, its
+                # increment and the limit's compare are not in series with the record's write.
+                with m.If(last_retry):
+                    fail(status_bits(TRANSPORT_ERROR=1))
+                with m.Else():
+                    m.d.comb += [ev.tx_timeouts.eq(1), timers.retry.eq(1)]
+                    update(rewind=1)
                 m.next = "VISIT_REWIND"
             with m.State("VISIT_REWIND"):
                 with m.If(ctx.rewind):
