@@ -23,7 +23,7 @@ void nv_reg_write(uint32_t offset, uint32_t value);
  * call nv_host_sync() before reading what the card may have written. */
 uint32_t nv_host_read32(uint32_t phys);
 void nv_host_write32(uint32_t phys, uint32_t value);
-void nv_host_write8(uint32_t phys, uint8_t value); /* one byte, its neighbours untouched (no read) */
+void nv_host_write8(uint32_t phys, uint8_t value);   /* one byte, its neighbours untouched (no read) */
 void nv_host_write16(uint32_t phys, uint16_t value); /* two, 16-bit aligned, the same way */
 void nv_host_sync(void);
 #endif
