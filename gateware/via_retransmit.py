@@ -25,12 +25,21 @@ there are three flip-flops: armed, passed (the scanner's last finding) and fresh
 since the last count was written, so forgiving needs no write). A keepalive whose deadline write
 meets a visit's waits a cycle in a one-entry latch (a visit writes in single cycles, and
 keepalives come a frame apart).
+
+The commands (with the VI they are for), keepalives and clears take effect a cycle after they
+are given, from registers: the visit's decisions (its acknowledgement's comparisons, its frame's)
+are not in series with the timers' decoding and memory writes. So ``expired`` and ``due`` show a command from the cycle
+after next on, and ``out_of_retries`` is the VI the visit was at in the cycle before: the engine
+reads a timer after at least a cycle at its VI, two or more after it gave that VI a command.
 """
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+#: What the engine gives the timers, taken a cycle later (see above).
+_COMMANDS = ("vi", "start", "acked", "acked_all", "retry", "stop", "keepalive", "keepalive_vi", "clear")
 
 
 class RetransmitTimers(wiring.Component):
@@ -63,8 +72,11 @@ class RetransmitTimers(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        vis, vi = self.vis, self.vi
+        vis = self.vis
         all_vis = (1 << vis) - 1
+        given = {name: Signal.like(getattr(self, name), name=f"{name}_given") for name in _COMMANDS}
+        m.d.sync += [given[name].eq(getattr(self, name)) for name in _COMMANDS]
+        vi, start, acked, acked_all, retry, stop, keepalive, keepalive_vi, clear = given.values()
 
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
@@ -84,7 +96,7 @@ class RetransmitTimers(wiring.Component):
             count_r.addr.eq(vi),
             retries.eq(Mux(fresh.bit_select(vi, 1), 0, count_r.data)),
             self.due.eq(armed & passed),
-            self.expired.eq(self.due.bit_select(vi, 1)),
+            self.expired.eq(self.due.bit_select(self.vi, 1)),
             self.out_of_retries.eq(retries + 1 >= self.retry_limit),
         ]
 
@@ -104,29 +116,29 @@ class RetransmitTimers(wiring.Component):
             m.d.sync += passed.bit_select(of_vi, 1).eq(0)  # after the scanner's: this one wins
 
         # Whole-vector assignments first: the single bits assigned after them win.
-        m.d.sync += [armed.eq(armed & ~self.clear), fresh.eq(fresh | self.clear)]
+        m.d.sync += [armed.eq(armed & ~clear), fresh.eq(fresh | clear)]
 
         # A keepalive takes the deadline port unless the visit needs it; else it waits a cycle.
-        visit_writes = (self.start & ~armed.bit_select(vi, 1)) | self.acked
+        visit_writes = (start & ~armed.bit_select(vi, 1)) | acked
         keep_pending, keep_vi = Signal(), Signal(range(vis))
-        with m.If(self.keepalive & visit_writes):
-            m.d.sync += [keep_pending.eq(1), keep_vi.eq(self.keepalive_vi)]
+        with m.If(keepalive & visit_writes):
+            m.d.sync += [keep_pending.eq(1), keep_vi.eq(keepalive_vi)]
         with m.Elif(~visit_writes):
             m.d.sync += keep_pending.eq(0)
-        keep_now = Mux(self.keepalive, self.keepalive_vi, keep_vi)
-        with m.If((self.keepalive | keep_pending) & ~visit_writes):
+        keep_now = Mux(keepalive, keepalive_vi, keep_vi)
+        with m.If((keepalive | keep_pending) & ~visit_writes):
             new_deadline(keep_now)
             m.d.sync += fresh.bit_select(keep_now, 1).eq(1)
 
-        with m.If(self.start & ~armed.bit_select(vi, 1)):
+        with m.If(start & ~armed.bit_select(vi, 1)):
             new_deadline(vi)
             m.d.sync += armed.bit_select(vi, 1).eq(1)
-        with m.If(self.acked):
+        with m.If(acked):
             new_deadline(vi)
-            m.d.sync += [armed.bit_select(vi, 1).eq(~self.acked_all), fresh.bit_select(vi, 1).eq(1)]
-        with m.If(self.retry):
+            m.d.sync += [armed.bit_select(vi, 1).eq(~acked_all), fresh.bit_select(vi, 1).eq(1)]
+        with m.If(retry):
             m.d.comb += [count_w.en.eq(1), count_w.addr.eq(vi), count_w.data.eq(retries + 1)]
             m.d.sync += fresh.bit_select(vi, 1).eq(0)
-        with m.If(self.stop):
+        with m.If(stop):
             m.d.sync += armed.bit_select(vi, 1).eq(0)
         return m

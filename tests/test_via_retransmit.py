@@ -30,12 +30,14 @@ def run(bench, *, rto=RTO):
 
 
 async def command(ctx, dut, vi, **pulses):
+    """Give VI `vi` the command `pulses` for one cycle and wait for the next, in which it acts."""
     ctx.set(dut.vi, vi)
     for name, value in pulses.items():
         ctx.set(getattr(dut, name), value)
     await ctx.tick()
     for name in pulses:
         ctx.set(getattr(dut, name), 0)
+    await ctx.tick()
 
 
 async def cycles_until_due(ctx, dut, vi, limit=10 * RTO):
@@ -61,8 +63,9 @@ async def start_after_retries(ctx, dut, vi, retries=LIMIT - 1):
 
 
 async def look_at(ctx, dut, vi):
+    """Be at VI `vi` for a cycle, as a visit is before it reads the timer."""
     ctx.set(dut.vi, vi)
-    await ctx.delay(1e-9)
+    await ctx.tick()
 
 
 def test_a_started_timer_expires_one_rto_later_and_only_for_its_vi():
