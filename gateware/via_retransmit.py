@@ -28,9 +28,10 @@ keepalives come a frame apart).
 
 The commands (with the VI they are for), keepalives and clears take effect a cycle after they
 are given, from registers: the visit's decisions (its acknowledgement's comparisons, its frame's)
-are not in series with the timers' decoding and memory writes. So ``expired`` and ``due`` show a command from the cycle
-after next on, and ``out_of_retries`` is the VI the visit was at in the cycle before: the engine
-reads a timer after at least a cycle at its VI, two or more after it gave that VI a command.
+are not in series with the timers' decoding and memory writes. So ``expired`` and ``due`` show a
+command from the cycle after next on, and ``out_of_retries`` is the VI the visit was at in the
+cycle before: the engine reads a timer after at least a cycle at its VI, two or more after it gave
+that VI a command.
 """
 
 from amaranth import Module, Mux, Signal

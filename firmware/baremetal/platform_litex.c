@@ -40,7 +40,8 @@ void nv_host_write32(uint32_t phys, uint32_t value)
     *host_word(phys) = value;
 }
 
-/* Byte and halfword stores: the bus carries their byte selects, so the word around them is not read. */
+/* Byte and halfword stores: the bus carries their byte selects, so the word around them is not
+ * read. */
 void nv_host_write8(uint32_t phys, uint8_t value)
 {
     *(volatile uint8_t *)host_address(phys) = value;

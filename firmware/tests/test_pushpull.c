@@ -435,8 +435,6 @@ static void test_small_message_writes_only_what_changed(void)
     }
 }
 
-/* A receive that waits takes the last push's completion, so the next send reads it no more; a push
- * that completed in error is left for that send to report, not lost. */
 /* A message of 1 to 3 bytes goes into the user buffer in as few stores as hold it: 1 or 2 bytes at
  * an even address in one (a byte or a halfword), as 4 bytes in one word; 3 bytes in two. The byte
  * after the message is not touched. Ping-pongs, so that the answers carry the credits back. */
@@ -459,6 +457,8 @@ static void test_a_few_bytes_go_in_one_store_or_two(void)
     }
 }
 
+/* A receive that waits takes the last push's completion, so the next send reads it no more; a push
+ * that completed in error is left for that send to report, not lost. */
 static void test_a_waiting_receive_takes_the_last_pushs_completion(void)
 {
     const uint32_t t = 64;

@@ -19,8 +19,8 @@ uint32_t nv_reg_read(uint32_t offset);
 void nv_reg_write(uint32_t offset, uint32_t value);
 
 /* Host memory (where VIA descriptors, buffers and completion queues live), by physical address,
- * 32-bit aligned but for the byte and halfword stores. The card writes it by DMA behind the CPU's caches:
- * call nv_host_sync() before reading what the card may have written. */
+ * 32-bit aligned but for the byte and halfword stores. The card writes it by DMA behind the CPU's
+ * caches: call nv_host_sync() before reading what the card may have written. */
 uint32_t nv_host_read32(uint32_t phys);
 void nv_host_write32(uint32_t phys, uint32_t value);
 void nv_host_write8(uint32_t phys, uint8_t value);   /* one byte, its neighbours untouched (no read) */
