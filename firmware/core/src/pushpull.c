@@ -155,18 +155,19 @@ TIMED void nv_pp_plan(unsigned scheme, uint32_t threshold, uint32_t length, stru
 
 /* --- host memory ---------------------------------------------------------------------------- */
 
-/* The `n` (at most 4) bytes at `pa`, little-endian: one word read, two across a word boundary. */
+/* The `n` (at most 4) bytes at `pa`, little-endian: one word read, two across a word boundary;
+ * the bytes past `n` masked off (they are not the message's to send). */
 static inline HOT uint32_t read_bytes(uint32_t pa, uint32_t n)
 {
-    if ((pa & 3u) == 0 && n != 0) /* a register push's word, the common case first: the bytes past
-                                     `n` masked off (they are not the message's to send) */
-        return nv_host_read32(pa) & (~0u >> (32u - 8u * n));
     if (n == 0)
         return 0;
+    uint32_t mask = ~0u >> (32u - 8u * n);
+    if ((pa & 3u) == 0) /* a register push's word, the common case first */
+        return nv_host_read32(pa) & mask;
     uint32_t shift = 8 * (pa & 3u), value = nv_host_read32(pa & ~3u) >> shift;
     if ((pa & 3u) + n > 4)
         value |= nv_host_read32((pa & ~3u) + 4) << (32 - shift);
-    return n == 4 ? value : value & ((1u << (8 * n)) - 1u);
+    return value & mask;
 }
 
 /* Write the low `n` (at most 4) bytes of `value` at `pa`: a whole word as it is, a part of one in
