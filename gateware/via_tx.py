@@ -295,27 +295,28 @@ class TxEngine(wiring.Component):
         m.d.sync += acked.eq(acked & ~Cat(*self.vi.connect))  # before the bits set or cleared below
 
         connected = Cat(state_v == _CONNECTED for state_v in self.vi.state)
-        # Which VIs have work, but for whether the visit that has just ended left its VI some:
-        # that comes from the visit's record (work_left) and would put the record's read, its
-        # comparisons and the 64-wide choice in series before the next VI's address.
-        work = Signal(vis)
-        m.d.comb += work.eq(
-            self.enable.replicate(vis)
-            & (
-                self.from_rx.rx_nak
-                | acked
-                | Mux(visit_ended, owed & ~this_vi, owed)
-                | (connected & (timers.due | self.from_rx.ack_pending | self.from_rx.nak_pending))
-            )
+        flags = Signal(vis)  # work other than `owed`: the peer's NAKs and acknowledgements, timers
+        m.d.comb += flags.eq(
+            self.from_rx.rx_nak
+            | acked
+            | (connected & (timers.due | self.from_rx.ack_pending | self.from_rx.nak_pending))
         )
+        # The scheduler's choice is registered: the 64-wide choice (a carry chain across the
+        # requests) and the VI's records' read-ahead addresses, far across the die, do not fit one
+        # cycle together. It chooses from flags only (a doorbell counts a cycle after it is taken,
+        # once it has set `owed`) and leaves the visited VI out while it is visited: whether its
+        # visit left it work comes, at the visit's end, from its records and flags (`again`).
+        work = Signal(vis)
+        m.d.comb += work.eq(self.enable.replicate(vis) & ~Mux(visiting, this_vi, 0) & (owed | flags))
 
         m.submodules.scheduler = scheduler = RoundRobin(vis)
         last_vi = Signal(range(vis))
+        found, choice = Signal(), Signal(range(vis))
+        m.d.sync += [found.eq(scheduler.found), choice.eq(scheduler.choice)]
         # The round robin starts after the VI of the last visit, so that VI comes last: it is
-        # chosen again, for the work its visit left, only when no other VI has any (the same
-        # choice as with its flag among the requests).
-        again = self.enable & visit_ended & work_left
-        next_vi, any_work = Mux(scheduler.found, scheduler.choice, vi), scheduler.found | again
+        # chosen again, for the work its visit left, only when no other VI has any.
+        again = self.enable & visit_ended & (work_left | flags.bit_select(vi, 1))
+        next_vi, any_work = Mux(found, choice, vi), (self.enable & found) | again
         m.d.comb += [scheduler.requests.eq(work), scheduler.last.eq(last_vi)]
 
         # --- the frame being built ------------------------------------------------------------
@@ -495,7 +496,7 @@ class TxEngine(wiring.Component):
                 # A visit sets `prefer_job`, so where one has just ended a waiting job goes first
                 # whatever the visit left: the job's turn needs only the other VIs' work, not that
                 # visit's record (`again`), its comparisons and the choice in series.
-                with m.Elif(have_job & self.enable & (prefer_job | ~scheduler.found)):
+                with m.Elif(have_job & self.enable & (prefer_job | ~found)):
                     m.d.sync += prefer_job.eq(0)
                     with m.If(~job_active):
                         m.d.comb += jobs.r_en.eq(1)
