@@ -9,7 +9,9 @@ engine is).
 A clear (``clear.<group>``, a mask of VIs) makes a group of fields (or the whole record) read as
 ``renewed`` (zero unless driven; a port's ``renewed`` may depend on its VI) until the VI's record
 is next written, instead of writing it: a connect never competes with the owner for the write port,
-and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group.
+and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group (and one
+per group and read-ahead port: whether its next VI will be cleared, registered like the record, so
+the 64-way choice of a flag is off the paths from the record).
 
 Each field is a memory of its own, written together: a port whose reader never uses a field costs
 no copy of it (a peek for one register's value reads one field's memory, not the record's).
@@ -45,10 +47,14 @@ def read_signature(layout, vis, *, ahead=False):
 
 
 class ViRecords(wiring.Component):
-    def __init__(self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False):
+    def __init__(
+        self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False, late_next_vi=False
+    ):
         """`clears` maps a group's name to the fields it clears (``None``: the whole record);
-        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
-        self.layout, self.vis, self.read_ahead = layout, vis, read_ahead
+        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``; `late_next_vi`
+        says that address settles late in its cycle, so the owner's clear flags are chosen at its
+        `vi` after the read instead of registered from `next_vi` with the record."""
+        self.layout, self.vis, self.read_ahead, self.late_next_vi = layout, vis, read_ahead, late_next_vi
         self.groups = {name: tuple(fields or layout.members) for name, fields in (clears or {}).items()}
         for name, fields in self.groups.items():
             unknown = set(fields) - set(layout.members)
@@ -90,12 +96,14 @@ class ViRecords(wiring.Component):
         # Every VI starts cleared, so a group reads as `renewed` before its first write.
         cleared = {name: Signal(vis, init=(1 << vis) - 1, name=f"cleared_{name}") for name in self.groups}
 
-        def renew(port, vi=None):
-            """The port's record reads its groups' renewed values where the VI (``vi``, else the
-            port's own) is cleared."""
+        def renew(port, is_cleared):
+            """The port's record reads its groups' renewed values where ``is_cleared(name)``."""
             for name, fields in self.groups.items():
-                with m.If(cleared[name].bit_select(port.vi if vi is None else vi, 1)):
+                with m.If(is_cleared(name)):
                     m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
+
+        def cleared_at(vi):
+            return lambda name: cleared[name].bit_select(vi, 1)
 
         for port in combinational:
             for name, memory in memories.items():
@@ -136,12 +144,25 @@ class ViRecords(wiring.Component):
                 write = owner_write(copy, getattr(written_record, name))
                 read = copy.read_port(transparent_for=(write,))
                 m.d.comb += [read.addr.eq(port.vi), getattr(port.record, name).eq(read.data)]
-            renew(port, read_vi)
+            renew(port, cleared_at(read_vi))
 
-        for port in [self.owner, *peeks, *getattr(self, "peek_ahead", [])]:
-            renew(port)
-
+        # A port reading ahead learns whether the VI it reads will be cleared when it gets there
+        # a cycle ahead too, registered like its record: the 64-way choice of a flag is then off
+        # every path from the record (unless its address settles too late for that choice).
+        flags_ahead = [port for port in ahead if not (port is self.owner and self.late_next_vi)]
+        for port in [*combinational, *(port for port in ahead if port not in flags_ahead)]:
+            renew(port, cleared_at(port.vi))
         written = Mux(write_en, C(1, vis) << self.owner.vi, 0)
+        for port in flags_ahead:
+            here = {name: Signal(init=1, name=f"cleared_{name}_ahead") for name in self.groups}
+            will_be_written = write_en & (self.owner.vi == port.next_vi)
+            for name in self.groups:
+                m.d.sync += here[name].eq(
+                    (cleared[name].bit_select(port.next_vi, 1) & ~will_be_written)
+                    | getattr(self.clear, name).bit_select(port.next_vi, 1)
+                )
+            renew(port, here.__getitem__)
+
         for name in self.groups:
             m.d.sync += cleared[name].eq((cleared[name] & ~written) | getattr(self.clear, name))
         return m

@@ -215,6 +215,7 @@ class RxEngine(wiring.Component):
             peeks_ahead=1,
             clears={"connect": None, "read_start": ("read_offset",)},
             read_ahead=True,
+            late_next_vi=True,  # decided from the frame being received
         )
         seq, seq_tx = sequence.owner.record, sequence.peek_ahead[0].record
         m.d.comb += [
