@@ -115,8 +115,16 @@ class RingRetry(wiring.Component):
                 with m.Case(i):
                     m.d.comb += [dispatch_slot.eq(queue_slot[i]), dispatch_target.eq(queue_target[i])]
 
-        # Per-target alternating bit of own packets.
+        # Per-target alternating bit of own packets. A dispatched context takes its target's bit a
+        # cycle later (`fresh`), off the dispatcher's choice: the target has nothing else in
+        # flight, so the bit cannot change meanwhile, and the context's first offer reads it
+        # directly.
         tx_seq = Signal(1 << NODE_ID_BITS)
+        fresh = Signal()  # `fresh_context` was dispatched in the last cycle
+        fresh_context = Signal(range(n_contexts))
+        fresh_target = Signal(NODE_ID_BITS)
+        fresh_seq = tx_seq.bit_select(fresh_target, 1)
+        m.d.sync += [fresh.eq(dispatch), fresh_context.eq(free_context), fresh_target.eq(dispatch_target)]
 
         # --- Echoes received: find the context they answer -------------------------------------------
         echo = self.echo_received
@@ -146,7 +154,10 @@ class RingRetry(wiring.Component):
         with m.Switch(send_context):
             for c in range(n_contexts):
                 with m.Case(c):
-                    m.d.comb += [self.send.payload.slot.eq(ctx_slot[c]), self.send.payload.seq.eq(ctx_seq[c])]
+                    m.d.comb += [
+                        self.send.payload.slot.eq(ctx_slot[c]),
+                        self.send.payload.seq.eq(Mux(fresh & (fresh_context == c), fresh_seq, ctx_seq[c])),
+                    ]
         # The output's decision to take a packet ends a long path (the ring's receive, bypass and
         # output arbitration in one cycle); the context's bookkeeping follows it a cycle later,
         # from registers. The output is busy with that packet meanwhile and takes nothing else,
@@ -213,12 +224,13 @@ class RingRetry(wiring.Component):
                             state.eq(_Context.READY),
                             ctx_slot[c].eq(dispatch_slot),
                             ctx_target[c].eq(dispatch_target),
-                            ctx_seq[c].eq(tx_seq.bit_select(dispatch_target, 1)),
                             ctx_attempts[c].eq(0),
                             ctx_sent[c].eq(0),
                             ctx_underran[c].eq(0),
                         ]
                 with m.Case(_Context.READY):
+                    with m.If(fresh & (fresh_context == c)):
+                        m.d.sync += ctx_seq[c].eq(fresh_seq)
                     # A late echo of an earlier copy completes it; a packet never sent cannot
                     # have been answered (an echo with its target and seq is older than it).
                     # Taken in the last cycle, it is being sent: such an echo waits for the end.
