@@ -99,6 +99,35 @@ def test_window_then_go_back_n_on_timeout_then_acks_complete():
     run(bench)
 
 
+def test_vis_with_work_take_turns_one_frame_a_visit():
+    """Three VIs rung while the engine is disabled, a five-frame message each: once enabled, the
+    scheduler visits them in turn, one frame a visit; a VI whose visit left it work waits for the
+    others' turns and is not forgotten (its work comes from its records at the visit's end, not
+    from the registered choice, which leaves the visited VI out)."""
+    frames_each, vis = 5, (1, 2, 3)
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        await node.reg(ctx, "CTRL", 0)
+        await node.reg(ctx, "MTU", 200)  # 158 payload bytes per frame
+        for vi in vis[1:]:
+            await node.connect(ctx, vi, PEER, 2, PTAG)
+        for vi in vis:
+            descriptor = encode_descriptor(CONTROL_OP.SENDRECV, [(VA, 1, 158 * frames_each)])
+            await node.post(ctx, vi, "send", DESC + 0x100 * vi, descriptor)
+        await ctx.tick().repeat(100)
+        assert wire.sent == []
+        await node.enable(ctx)
+        frames = await wait_frames(ctx, wire, frames_each * len(vis))
+        sent = [(header(f)["SRC_VI"], header(f)["PSN"]) for f in frames]
+        # The round robin starts after the VI visited last (setup's connect visited VI 1).
+        order = [vi for vi, _ in sent[: len(vis)]]
+        assert order in [list(vis[i:] + vis[:i]) for i in range(len(vis))]
+        assert sent == [(vi, psn) for psn in range(frames_each) for vi in order]
+
+    run(bench)
+
+
 def test_sequence_nak_resends_from_the_frame_asked_for():
     async def bench(ctx, node, wire):
         await setup(ctx, node)
