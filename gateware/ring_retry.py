@@ -197,13 +197,18 @@ class RingRetry(wiring.Component):
         failed_taken = self.failed.valid & self.failed.ready
         with m.If(any_release):
             m.d.sync += tx_seq.eq(tx_seq ^ (Const(1, len(tx_seq)) << release_target))
-        # A reported packet's slot is freed in the cycle after the report is taken: ``failed.ready``
-        # comes from the sequencer's scheduler, which also weighs a packet the ring is judging in
-        # that cycle, and that path must not run on into the transmit side's free-slot count.
-        reported_slot = Signal(self.out_depth)
-        m.d.sync += reported_slot.eq(Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0))
+        # A slot is freed in the cycle after its context is released or its report is taken, from
+        # registers: ``failed.ready`` comes from the sequencer's scheduler, which also weighs a
+        # packet the ring is judging in that cycle, and the choice of the context released comes
+        # from every context's state; neither path may run on into the transmit side's free-slot
+        # count.
+        released_slot, reported_slot = Signal(self.out_depth), Signal(self.out_depth)
+        m.d.sync += [
+            released_slot.eq(Mux(any_release, Const(1, self.out_depth) << release_slot, 0)),
+            reported_slot.eq(Mux(failed_taken, Const(1, self.out_depth) << failed_slot, 0)),
+        ]
         m.d.comb += [
-            slots.freed.eq(Mux(any_release, Const(1, self.out_depth) << release_slot, 0) | reported_slot),
+            slots.freed.eq(released_slot | reported_slot),
             events.TX_ACCEPTED.eq(any_release),
             events.SEND_FAILURES.eq(failed_taken),
             events.BUSY_RECEIVED.eq(echo_refused),
