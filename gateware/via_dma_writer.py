@@ -5,12 +5,14 @@ The data stream carries bytes packed from lane 0 (``nbytes`` per beat, normally 
 selects, so ranges may start and end at any alignment and one beat may feed two ranges. A write is
 issued as soon as its bytes are buffered; consecutive words go out as an incrementing burst (a
 word a cycle on a bursting target).
-``flush`` drops buffered bytes nobody will take (the end of a frame) and abandons the command in
-progress. A bus error pulses ``error`` and the command continues.
+``flush`` drops buffered bytes nobody will take (the end of a frame), a beat taken in the same
+cycle with them, and abandons the command in progress. A bus error pulses ``error`` and the
+command continues.
 
-``data.ready`` depends on registers only, not on the bus's ``ack`` in the same cycle: on the SoC
+``data.ready`` depends on registers only, not on the bus's ``ack`` in the same cycle (on the SoC
 the ``ack`` comes through the bus arbiter and address decoder, and passing it on to the receive
-FIFO's read address made that the card's slowest path. The buffer holds 12 bytes so that a beat
+FIFO's read address made that the card's slowest path), nor on ``flush`` (which the payload writer
+decides from the walker's chunk, late in the cycle). The buffer holds 12 bytes so that a beat
 fits whenever 8 or fewer are buffered, which keeps a word a cycle at any alignment.
 """
 
@@ -70,7 +72,7 @@ class DmaWriter(wiring.Component):
         kept = Signal.like(count)
         m.d.comb += [
             kept.eq(count - consumed),
-            self.data.ready.eq((count <= BUFFER_BYTES - 4) & ~self.flush),
+            self.data.ready.eq(count <= BUFFER_BYTES - 4),
         ]
         accepted = self.data.valid & self.data.ready
         buf_next = Signal.like(buf)
@@ -128,5 +130,6 @@ class DmaWriter(wiring.Component):
             with m.Else():
                 m.d.sync += [bus.cyc.eq(0), bus.stb.eq(0)]
         with m.If(self.flush):
-            m.d.sync += [count.eq(0), active.eq(0), bus.cyc.eq(0), bus.stb.eq(0)]
+            # The buffer's bytes past `count` must be zeros: a beat enters by OR.
+            m.d.sync += [buf.eq(0), count.eq(0), active.eq(0), bus.cyc.eq(0), bus.stb.eq(0)]
         return m

@@ -143,6 +143,40 @@ def test_stream_ready_does_not_follow_the_bus_ack_in_the_same_cycle():
     assert seen["stalled_with_bytes_waiting"]  # the buffer did fill: ready was really tested
 
 
+def test_flush_drops_the_buffered_bytes_and_the_beat_taken_with_it():
+    """Bytes buffered with no command and a beat offered in the flush's own cycle (ready does not
+    follow the flush) are dropped; the next command writes the stream's next bytes, nothing else."""
+    top = OnSram(DmaWriter(), base=BASE, size=SIZE)
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    before = bytes(range(256)) * (SIZE // 256)
+    out = {}
+
+    async def bench(ctx):
+        writer = top.dut
+        load_words(ctx, top.sram, BASE, before)
+        for word in (b"XXXX", b"YYYY"):
+            await send(ctx, writer.data, {"data": int.from_bytes(word, "little"), "nbytes": 4})
+        ctx.set(writer.flush, 1)
+        ctx.set(writer.data.valid, 1)
+        ctx.set(writer.data.payload, {"data": int.from_bytes(b"ZZZZ", "little"), "nbytes": 4})
+        out["ready_with_flush"] = ctx.get(writer.data.ready)
+        await ctx.tick()
+        ctx.set(writer.flush, 0)
+        ctx.set(writer.data.valid, 0)
+        await send(ctx, writer.cmd, {"addr": BASE + 0x21, "length": 4})
+        await send(ctx, writer.data, {"data": int.from_bytes(b"GOOD", "little"), "nbytes": 4})
+        for _ in range(50):
+            await ctx.tick()
+        out["busy"] = ctx.get(writer.busy)
+        out["after"] = dump(ctx, top.sram, BASE, SIZE)
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
+    assert out["ready_with_flush"] and not out["busy"]
+    assert out["after"] == before[:0x21] + b"GOOD" + before[0x25:]
+
+
 def test_classic_target_is_one_word_per_two_cycles():
     data = bytes(range(256)) * 2
     cmds = [(BASE + 3, 500)]
