@@ -48,13 +48,11 @@ def read_signature(layout, vis, *, ahead=False):
 
 class ViRecords(wiring.Component):
     def __init__(
-        self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False, late_next_vi=False
+        self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False
     ):
         """`clears` maps a group's name to the fields it clears (``None``: the whole record);
-        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``; `late_next_vi`
-        says that address settles late in its cycle, so the owner's clear flags are chosen at its
-        `vi` after the read instead of registered from `next_vi` with the record."""
-        self.layout, self.vis, self.read_ahead, self.late_next_vi = layout, vis, read_ahead, late_next_vi
+        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
+        self.layout, self.vis, self.read_ahead = layout, vis, read_ahead
         self.groups = {name: tuple(fields or layout.members) for name, fields in (clears or {}).items()}
         for name, fields in self.groups.items():
             unknown = set(fields) - set(layout.members)
@@ -148,12 +146,11 @@ class ViRecords(wiring.Component):
 
         # A port reading ahead learns whether the VI it reads will be cleared when it gets there
         # a cycle ahead too, registered like its record: the 64-way choice of a flag is then off
-        # every path from the record (unless its address settles too late for that choice).
-        flags_ahead = [port for port in ahead if not (port is self.owner and self.late_next_vi)]
-        for port in [*combinational, *(port for port in ahead if port not in flags_ahead)]:
+        # every path from the record (its `next_vi` must settle early enough for that choice).
+        for port in combinational:
             renew(port, cleared_at(port.vi))
         written = Mux(write_en, C(1, vis) << self.owner.vi, 0)
-        for port in flags_ahead:
+        for port in ahead:
             here = {name: Signal(init=1, name=f"cleared_{name}_ahead") for name in self.groups}
             will_be_written = write_en & (self.owner.vi == port.next_vi)
             for name in self.groups:

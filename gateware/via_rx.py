@@ -215,7 +215,6 @@ class RxEngine(wiring.Component):
             peeks_ahead=1,
             clears={"connect": None, "read_start": ("read_offset",)},
             read_ahead=True,
-            late_next_vi=True,  # decided from the frame being received
         )
         seq, seq_tx = sequence.owner.record, sequence.peek_ahead[0].record
         m.d.comb += [
@@ -281,8 +280,16 @@ class RxEngine(wiring.Component):
         is_last = (h.offset + h.payload_length) == h.msg_length
         ptag = self.config.record.ptag
 
-        # Flush work: receive descriptors of VIs in the error state complete as FLUSHED.
-        flush_any, flush_vi = first_set(m, "flush", [(self.vi.state[v] == _ERROR) & posted[v] for v in range(vis)])
+        # Flush work: receive descriptors of VIs in the error state complete as FLUSHED. The VI
+        # to flush is chosen a cycle ahead, from registers: the engine's next VI then settles
+        # early in its cycle (its records' clear flags are chosen from it), and FLUSH checks the
+        # VI again, as the choice may be a cycle stale.
+        flush_found, flush_index = first_set(
+            m, "flush", [(self.vi.state[v] == _ERROR) & posted[v] for v in range(vis)]
+        )
+        flush_any = Signal()
+        flush_vi = Signal(range(vis))
+        m.d.sync += [flush_any.eq(flush_found), flush_vi.eq(flush_index)]
 
         # Scatter/gather inputs: the fetcher loads descriptor segments; remote targets are one segment.
         single = Signal()
@@ -410,6 +417,13 @@ class RxEngine(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
+                # To the VI of the flush or preload the engine may start next, whether or not a
+                # frame comes first (nothing reads the VI before CHECK): the next VI, and with it
+                # the records' clear flags read ahead, settles early in the cycle.
+                with m.If(flush_any):
+                    m.d.comb += vi_next.eq(flush_vi)
+                with m.Elif(preload_pending):
+                    m.d.comb += vi_next.eq(preload_vi)
                 m.d.sync += [
                     words.eq(0),
                     frame_done.eq(0),
@@ -428,10 +442,8 @@ class RxEngine(wiring.Component):
                 with m.Elif(self.frame_early & self.enable):
                     m.next = "HEADER"  # read as it comes in; nothing is done before its verdict
                 with m.Elif(flush_any):
-                    m.d.comb += vi_next.eq(flush_vi)
                     m.next = "FLUSH"
                 with m.Elif(preload_pending & self.enable):
-                    m.d.comb += vi_next.eq(preload_vi)
                     m.d.sync += preload_pending.eq(0)
                     m.next = "PRELOAD_READ"
 
@@ -535,11 +547,16 @@ class RxEngine(wiring.Component):
                             with m.Else():
                                 m.next = "DROP"
                         with m.Else():
-                            m.d.comb += ev.rx_out_of_order.eq(1)
-                            with m.If(~gap_nakked.bit_select(vi, 1)):
-                                m.d.sync += [gap_nakked.bit_select(vi, 1).eq(1), nak_pending.bit_select(vi, 1).eq(1)]
-                                update(nak_code=_NAK.SEQUENCE, nak_psn=seq.rcv_nxt)
-                            m.next = "DROP"
+                            m.next = "GAP"
+
+            with m.State("GAP"):
+                # Out of order: one NAK per gap. A step of its own, so the PSN's comparison with
+                # the record does not run on into the record's write.
+                m.d.comb += ev.rx_out_of_order.eq(1)
+                with m.If(~gap_nakked.bit_select(vi, 1)):
+                    m.d.sync += [gap_nakked.bit_select(vi, 1).eq(1), nak_pending.bit_select(vi, 1).eq(1)]
+                    update(nak_code=_NAK.SEQUENCE, nak_psn=seq.rcv_nxt)
+                m.next = "DROP"
 
             with m.State("IN_ORDER"):
                 with m.If(op == _OP.SEND):
@@ -765,7 +782,10 @@ class RxEngine(wiring.Component):
                 m.next = "IDLE"
 
             with m.State("FLUSH"):  # the queue's head is read at the VI just chosen
-                m.next = "FLUSH_READ"
+                with m.If((Array(self.vi.state)[vi] == _ERROR) & ~rq_empty):
+                    m.next = "FLUSH_READ"
+                with m.Else():
+                    m.next = "IDLE"
             with m.State("FLUSH_READ"):
                 m.d.sync += desc.eq(rq_r.data)
                 m.next = "FLUSH_COMPLETE"

@@ -3,6 +3,7 @@ duplicates, gaps and their single NAK, refused frames with their counters (nothi
 errors, buffer overflow, management frames, RDMA reads served with no CPU, and seeded hostile frames
 among legitimate traffic (tests/support/random_via_frames.py)."""
 
+import pytest
 from support.random_stimulus import scale, seed
 from support.random_via_frames import via_rx_fuzz
 from support.via_pair import HOST
@@ -283,6 +284,33 @@ def test_a_bad_receive_loaded_ahead_is_reported_only_when_a_send_needs_it():
         st = await node.wait_done(ctx, RDESC)
         assert st["STATUS"] == status(DONE=1, OP=1, FORMAT_ERROR=1) and st["LENGTH"] == 0
         assert await node.vi_reg(ctx, 1, "STATE") & 3 == dict(regmap.VI_STATES)["ERROR"]
+        assert await node.counter(ctx, "RX_DESCRIPTOR_ERROR") == 1
+
+    run(bench)
+
+
+@pytest.mark.parametrize("behind", [1, 3])
+def test_receives_behind_a_failed_one_are_flushed_once_each(behind):
+    """A send fails the VI on a bad receive descriptor: the receives posted behind it complete as
+    FLUSHED, each once (the flush's choice of VI is a cycle stale, so the last one's flush must not
+    run again), and the receive queue ends empty."""
+
+    async def bench(ctx, node, wire):
+        await setup(ctx, node)
+        bad = encode_descriptor(CONTROL_OP.RDMA_WRITE, [(VA, 1, 64)], remote_va=VA, remote_handle=1)
+        await node.post(ctx, 1, "recv", RDESC, bad)
+        for i in range(1, behind + 1):
+            good = encode_descriptor(CONTROL_OP.SENDRECV, [(VA + 64 * i, 1, 64)])
+            await node.post(ctx, 1, "recv", RDESC + 0x40 * i, good)
+        wire.send(frame(OP.SEND, psn=0, payload=b"data"))
+        st = await node.wait_done(ctx, RDESC)
+        assert st["STATUS"] == status(DONE=1, OP=1, FORMAT_ERROR=1)
+        for i in range(1, behind + 1):
+            st = await node.wait_done(ctx, RDESC + 0x40 * i)
+            assert st["STATUS"] == status(DONE=1, OP=1, FLUSHED=1) and st["LENGTH"] == 0
+        await settle(ctx)
+        queued = regmap.VIA.array("VI").register("QUEUE_STATUS").field("RQ")
+        assert queued.extract(await node.vi_reg(ctx, 1, "QUEUE_STATUS")) == 0
         assert await node.counter(ctx, "RX_DESCRIPTOR_ERROR") == 1
 
     run(bench)
