@@ -363,12 +363,11 @@ class RxEngine(wiring.Component):
             return loaded & (loaded_vi == vi) & (loaded_desc == address)
 
         def fetch_or_loaded(address):
-            """Go on with the local descriptor at `address`: fetch it, unless it is loaded."""
+            """Go on with the local descriptor at `address`: DESCRIPTOR fetches it, unless it is
+            loaded (the address comes from block RAM late in the cycle, so it is compared with
+            the loaded one's in the next)."""
             m.d.sync += desc.eq(address)
-            with m.If(is_loaded(address)):
-                m.next = "LOADED"
-            with m.Else():
-                m.next = "FETCH"
+            m.next = "DESCRIPTOR"
 
         # The payload writer takes the frame's words after its header into the walker's chunks; it
         # drives the walker while it has a payload (the VALIDATEs are the engine's, before it).
@@ -645,8 +644,10 @@ class RxEngine(wiring.Component):
                     m.next = "FETCH"
                 with m.Else():
                     m.next = "IDLE"
-            with m.State("LOADED"):
-                with m.If(fetcher.control.control.op != expected_op):
+            with m.State("DESCRIPTOR"):
+                with m.If(~is_loaded(desc)):
+                    m.next = "FETCH"
+                with m.Elif(fetcher.control.control.op != expected_op):
                     m.d.sync += error_bits.eq(status_bits(FORMAT_ERROR=1))
                     m.next = "DESC_ERROR"
                 with m.Else():
@@ -691,23 +692,21 @@ class RxEngine(wiring.Component):
                         with m.Else():
                             take_descriptor(sg.result.payload.total)
             with m.State("DESC_ERROR"):
+                # The VI fails first, from registers; a receive descriptor then completes in
+                # error (the failure waiting on the completion's `ready` was a path across both).
                 m.d.sync += loaded.eq(0)
+                m.d.comb += [self.fail.eq(1), self.fail_vi.eq(vi), self.fail_bits.eq(error_bits)]
                 with m.If(op == _OP.READ_RESPONSE):
-                    # The read's own descriptor went bad after it was checked: fail the VI.
-                    m.d.comb += [self.fail.eq(1), self.fail_vi.eq(vi), self.fail_bits.eq(error_bits)]
+                    # The read's own descriptor went bad after it was checked.
                     m.next = "DROP"
                 with m.Else():
-                    m.d.comb += complete(recv_status | error_bits, 0)
-                    with m.If(self.completions.ready):
-                        m.d.comb += [
-                            ev.rx_descriptor_error.eq(1),
-                            self.fail.eq(1),
-                            self.fail_vi.eq(vi),
-                            self.fail_bits.eq(error_bits),
-                        ]
-                        m.d.comb += consumed.eq(1)
-                        nak(_NAK.REMOTE_DESCRIPTOR)
-                        m.next = "DROP"
+                    m.next = "DESC_ERROR_COMPLETE"
+            with m.State("DESC_ERROR_COMPLETE"):
+                m.d.comb += complete(recv_status | error_bits, 0)
+                with m.If(self.completions.ready):
+                    m.d.comb += [ev.rx_descriptor_error.eq(1), consumed.eq(1)]
+                    nak(_NAK.REMOTE_DESCRIPTOR)
+                    m.next = "DROP"
 
             # --- the payload, through the walker into host memory ---------------------------------
             with m.State("PAYLOAD"):
