@@ -228,6 +228,13 @@ class RxEngine(wiring.Component):
             sequence.clear.read_start.eq(Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
             self.to_tx.vi.eq(vi),  # where TX reads its read record for us
             self.to_tx.next_vi.eq(vi_next),
+            # Every event of this engine is its VI's, named whether or not there is one: a VI
+            # driven only with its event would put the event's decision in front of every choice
+            # made at that VI downstream.
+            self.to_tx.ack_advanced_vi.eq(vi),
+            self.to_tx.read_progress_vi.eq(vi),
+            self.fail_vi.eq(vi),
+            self.completions.payload.vi.eq(vi),
         ]
         m.d.comb += [getattr(self.to_tx, name).eq(getattr(seq_tx, name)) for name in SequenceRecord.members]
 
@@ -395,7 +402,6 @@ class RxEngine(wiring.Component):
                 c.length.eq(length_),
                 c.imm.eq(0 if imm is None else imm),
                 c.write_imm.eq(0 if imm is None else 1),
-                c.vi.eq(vi),
                 c.recv.eq(1),
             ]
 
@@ -516,7 +522,7 @@ class RxEngine(wiring.Component):
                 with m.If(~(ack - seq.peer_ack)[31]):
                     update(peer_ack=ack)
                     with m.If(ack != seq.peer_ack):
-                        m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
+                        m.d.comb += self.to_tx.ack_advanced.eq(1)
                 with m.Switch(op):
                     with m.Case(_OP.ACK):
                         m.next = "DROP"
@@ -630,13 +636,14 @@ class RxEngine(wiring.Component):
 
             # --- a local descriptor: receive queue head (send) or the RDMA read's own ----------
             with m.State("PRELOAD_READ"):  # the queue's head is read at the VI just chosen
+                m.next = "PRELOAD_ADDRESS"
+            with m.State("PRELOAD_ADDRESS"):  # and taken from block RAM: compared in PRELOAD
+                m.d.sync += desc.eq(Mux(preload_read, self.from_tx.read_desc, rq_r.data))
                 m.next = "PRELOAD"
             with m.State("PRELOAD"):
-                address = Mux(preload_read, self.from_tx.read_desc, rq_r.data)
                 wanted = Mux(preload_read, read_waiting, ~rq_empty)
-                with m.If(wanted & (Array(self.vi.state)[vi] == _CONNECTED) & ~is_loaded(address)):
+                with m.If(wanted & (Array(self.vi.state)[vi] == _CONNECTED) & ~is_loaded(desc)):
                     m.d.sync += [
-                        desc.eq(address),
                         op.eq(Mux(preload_read, _OP.READ_RESPONSE, _OP.SEND)),
                         single.eq(0),  # the walker takes the fetched segments, not a header's
                         preloading.eq(1),
@@ -695,7 +702,7 @@ class RxEngine(wiring.Component):
                 # The VI fails first, from registers; a receive descriptor then completes in
                 # error (the failure waiting on the completion's `ready` was a path across both).
                 m.d.sync += loaded.eq(0)
-                m.d.comb += [self.fail.eq(1), self.fail_vi.eq(vi), self.fail_bits.eq(error_bits)]
+                m.d.comb += [self.fail.eq(1), self.fail_bits.eq(error_bits)]
                 with m.If(op == _OP.READ_RESPONSE):
                     # The read's own descriptor went bad after it was checked.
                     m.next = "DROP"
@@ -748,11 +755,11 @@ class RxEngine(wiring.Component):
                     with m.Default():  # READ_RESPONSE
                         done = (h.offset + h.payload_length) == h.msg_length
                         update(read_offset=h.offset + h.payload_length)
-                        m.d.comb += [self.to_tx.read_progress.eq(1), self.to_tx.read_progress_vi.eq(vi)]
+                        m.d.comb += self.to_tx.read_progress.eq(1)
                         with m.If(done):
                             m.d.sync += [read_complete.bit_select(vi, 1).eq(1), loaded.eq(0)]
                             update(peer_ack=h.psn + 1)
-                            m.d.comb += [self.to_tx.ack_advanced.eq(1), self.to_tx.ack_advanced_vi.eq(vi)]
+                            m.d.comb += self.to_tx.ack_advanced.eq(1)
                         m.next = "DROP"
             with m.State("ADVANCE"):
                 m.d.sync += [gap_nakked.bit_select(vi, 1).eq(0), ack_pending.bit_select(vi, 1).eq(1)]

@@ -379,14 +379,21 @@ class TxEngine(wiring.Component):
                 hdr.ack_psn.eq(self.from_rx.rcv_nxt),
             ]
 
-        # What both read and are told is about it.
-        m.d.comb += [timers.vi.eq(vi), self.to_rx.vi.eq(vi), self.to_rx.next_vi.eq(vi_next)]
+        # What both read and are told is about it. A failure or a completion is always the
+        # visited VI's, named whether or not there is one: a VI driven only with its event would
+        # put the event's decision in front of every choice made at that VI downstream.
+        m.d.comb += [
+            timers.vi.eq(vi),
+            self.to_rx.vi.eq(vi),
+            self.to_rx.next_vi.eq(vi_next),
+            self.fail_vi.eq(vi),
+            self.completions.payload.vi.eq(vi),
+        ]
 
         def fail(bits):
             """The visited VI fails: the engine reports it, its queue is flushed with `bits`."""
             m.d.comb += [
                 self.fail.eq(1),
-                self.fail_vi.eq(vi),
                 self.fail_bits.eq(bits),
                 ev.tx_errors.eq(1),
                 timers.stop.eq(1),
@@ -571,7 +578,6 @@ class TxEngine(wiring.Component):
                     c.desc.eq(sq_head_r.data.addr),
                     c.status.eq(status_bits(DONE=1) | error | status_op(slot_info.op)),
                     c.length.eq(Mux(error != 0, 0, slot_info.length)),
-                    c.vi.eq(vi),
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
@@ -598,7 +604,6 @@ class TxEngine(wiring.Component):
                     c.desc.eq(sq_head_r.data.addr),
                     c.status.eq(status_bits(DONE=1) | bits | status_op(Mux(sent, slot_info.op, 0))),
                     c.length.eq(0),
-                    c.vi.eq(vi),
                     c.recv.eq(0),
                 ]
                 with m.If(self.completions.ready):
@@ -845,7 +850,12 @@ class TxEngine(wiring.Component):
                 m.d.sync += mgmt_pending.eq(0)
                 m.next = "SCAN"
 
-        # After the visit's clear: an acknowledgement arriving in its cycle is a new one.
-        with m.If(self.from_rx.ack_advanced):
-            m.d.sync += acked.bit_select(self.from_rx.ack_advanced_vi, 1).eq(1)
+        # After the visit's clear: an acknowledgement arriving in its cycle is a new one. It is
+        # taken a cycle after the receive engine reports it, from registers: RX decides it from
+        # two 32-bit comparisons late in its cycle, and the flag's 64-way write came after them.
+        ack_seen = Signal()
+        ack_seen_vi = Signal(range(vis))
+        m.d.sync += [ack_seen.eq(self.from_rx.ack_advanced), ack_seen_vi.eq(self.from_rx.ack_advanced_vi)]
+        with m.If(ack_seen):
+            m.d.sync += acked.bit_select(ack_seen_vi, 1).eq(1)
         return m
