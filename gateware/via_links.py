@@ -92,7 +92,7 @@ def rx_to_tx_signature(vis):
             "nak_code": Out(4),
             "nak_psn": Out(32),
             "peer_ack": Out(32),  # what the peer acknowledged last
-            "ack_advanced": Out(1),  # peer_ack of ack_advanced_vi moves on at the next edge
+            "ack_advanced": Out(1),  # peer_ack of ack_advanced_vi has moved on, or does at the next edge
             "ack_advanced_vi": Out(range(vis)),
             "rx_nak": Out(vis),  # the peer refused a frame: retransmit from rx_nak_psn
             "rx_nak_code": Out(4),

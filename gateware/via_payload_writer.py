@@ -99,8 +99,10 @@ class PayloadWriter(wiring.Component):
                 with m.Elif(self.walk_result.valid & self.walk_result.ready):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
+                # The walker has answered, so no chunk is left to come: the writer's last
+                # command is all there is to wait for.
                 stream_payload()
-                with m.If(~writer.busy & ~writer.cmd.valid):
+                with m.If(~writer.busy):
                     m.d.comb += [writer.flush.eq(1), self.written.eq(1), self.job.ready.eq(1)]
                     m.next = "WALK"
         return m

@@ -418,6 +418,17 @@ class RxEngine(wiring.Component):
                 m.next = "VERDICT"
 
         recv_status = status_bits(DONE=1) | status_op(via_descriptor.STATUS_OP.RECEIVE)
+
+        # The piggybacked acknowledgement ACK takes is written a cycle later, from registers: its
+        # comparisons do not run on into the record's write, and the transmit engine hears that it
+        # moved (`to_tx.ack_advanced`, in the cycle of the write) from a register too.
+        ack_write = Signal()
+        ack_value = Signal(32)
+        ack_moved = Signal()
+        m.d.sync += [ack_write.eq(0), ack_moved.eq(0)]
+        m.d.comb += self.to_tx.ack_advanced.eq(ack_moved)
+        with m.If(ack_write):
+            update(peer_ack=ack_value)
         imm_bit = _STATUS.bit("IMMEDIATE").mask
 
         with m.FSM():
@@ -516,13 +527,13 @@ class RxEngine(wiring.Component):
                 # The piggybacked acknowledgement; an outstanding RDMA read holds it at the read's
                 # sequence number until the response is complete (the read request is only
                 # acknowledged by its data).
-                ack = Signal(32)
-                hold = read_waiting & ~(h.ack_psn - self.from_tx.read_psn)[31]
-                m.d.comb += ack.eq(Mux(hold, self.from_tx.read_psn, h.ack_psn))
-                with m.If(~(ack - seq.peer_ack)[31]):
-                    update(peer_ack=ack)
-                    with m.If(ack != seq.peer_ack):
-                        m.d.comb += self.to_tx.ack_advanced.eq(1)
+                # Both candidates are compared with the record at once and the choice comes after.
+                read_psn = self.from_tx.read_psn
+                hold = read_waiting & ~(h.ack_psn - read_psn)[31]
+                not_behind = Mux(hold, ~(read_psn - seq.peer_ack)[31], ~(h.ack_psn - seq.peer_ack)[31])
+                moved = Mux(hold, read_psn != seq.peer_ack, h.ack_psn != seq.peer_ack)
+                with m.If(not_behind):
+                    m.d.sync += [ack_write.eq(1), ack_value.eq(Mux(hold, read_psn, h.ack_psn)), ack_moved.eq(moved)]
                 with m.Switch(op):
                     with m.Case(_OP.ACK):
                         m.next = "DROP"
@@ -759,7 +770,7 @@ class RxEngine(wiring.Component):
                         with m.If(done):
                             m.d.sync += [read_complete.bit_select(vi, 1).eq(1), loaded.eq(0)]
                             update(peer_ack=h.psn + 1)
-                            m.d.comb += self.to_tx.ack_advanced.eq(1)
+                            m.d.sync += ack_moved.eq(1)  # heard a cycle later, like ACK's
                         m.next = "DROP"
             with m.State("ADVANCE"):
                 m.d.sync += [gap_nakked.bit_select(vi, 1).eq(0), ack_pending.bit_select(vi, 1).eq(1)]

@@ -850,12 +850,7 @@ class TxEngine(wiring.Component):
                 m.d.sync += mgmt_pending.eq(0)
                 m.next = "SCAN"
 
-        # After the visit's clear: an acknowledgement arriving in its cycle is a new one. It is
-        # taken a cycle after the receive engine reports it, from registers: RX decides it from
-        # two 32-bit comparisons late in its cycle, and the flag's 64-way write came after them.
-        ack_seen = Signal()
-        ack_seen_vi = Signal(range(vis))
-        m.d.sync += [ack_seen.eq(self.from_rx.ack_advanced), ack_seen_vi.eq(self.from_rx.ack_advanced_vi)]
-        with m.If(ack_seen):
-            m.d.sync += acked.bit_select(ack_seen_vi, 1).eq(1)
+        # After the visit's clear: an acknowledgement arriving in its cycle is a new one.
+        with m.If(self.from_rx.ack_advanced):
+            m.d.sync += acked.bit_select(self.from_rx.ack_advanced_vi, 1).eq(1)
         return m
