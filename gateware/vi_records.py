@@ -47,9 +47,7 @@ def read_signature(layout, vis, *, ahead=False):
 
 
 class ViRecords(wiring.Component):
-    def __init__(
-        self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False
-    ):
+    def __init__(self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False):
         """`clears` maps a group's name to the fields it clears (``None``: the whole record);
         `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
         self.layout, self.vis, self.read_ahead = layout, vis, read_ahead

@@ -291,9 +291,7 @@ class RxEngine(wiring.Component):
         # to flush is chosen a cycle ahead, from registers: the engine's next VI then settles
         # early in its cycle (its records' clear flags are chosen from it), and FLUSH checks the
         # VI again, as the choice may be a cycle stale.
-        flush_found, flush_index = first_set(
-            m, "flush", [(self.vi.state[v] == _ERROR) & posted[v] for v in range(vis)]
-        )
+        flush_found, flush_index = first_set(m, "flush", [(self.vi.state[v] == _ERROR) & posted[v] for v in range(vis)])
         flush_any = Signal()
         flush_vi = Signal(range(vis))
         m.d.sync += [flush_any.eq(flush_found), flush_vi.eq(flush_index)]
