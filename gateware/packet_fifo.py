@@ -87,7 +87,12 @@ class PacketFifo(wiring.Component):
         free = Signal(aw + 1)
         m.d.comb += [free.eq(self.depth - (wr - rd)), self.level.eq(wr - rd)]
         w = self.w.payload
-        fits = (free != 0) & (~w.last | announced | lengths.w_rdy)
+        if self.drop_when_full:
+            fits = (free != 0) & (~w.last | announced | lengths.w_rdy)
+        else:
+            # A waiting writer's ready does not wait on its own word's `last` (decided late in
+            # the framer's cycle): every word waits for room for the frame's length too.
+            fits = (free != 0) & (announced | lengths.w_rdy)
         m.d.comb += self.announce.ready.eq(lengths.w_rdy)
         announcing = self.announce.valid & self.announce.ready & self.w.valid & self.w.ready  # with the first word
         with m.If(announcing):
@@ -159,8 +164,10 @@ class PacketFifo(wiring.Component):
                 m.d.sync += taken.eq(0)
             with m.Else():
                 m.d.sync += taken.eq(taken + 1)
-        # The frame read ahead was dropped: the reader goes back to where the next one will start.
-        with m.If(dropped & (taken != 0) & ~lengths.r_rdy):
-            m.d.comb += [rd_next.eq(committed), self.early_dropped.eq(1)]
-            m.d.sync += taken.eq(0)
+        if self.cut_through:
+            # The frame read ahead was dropped: the reader goes back to where the next one will
+            # start. (Only here does the writer's verdict reach the read address in its cycle.)
+            with m.If(dropped & (taken != 0) & ~lengths.r_rdy):
+                m.d.comb += [rd_next.eq(committed), self.early_dropped.eq(1)]
+                m.d.sync += taken.eq(0)
         return m

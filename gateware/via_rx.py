@@ -280,6 +280,12 @@ class RxEngine(wiring.Component):
         known_op = (h.op >= _OP.ACK) & (h.op <= _OP.MGMT)
         psn_diff = Signal(32)
         m.d.comb += psn_diff.eq(h.psn - seq.rcv_nxt)
+        # Whether the frame was in order, as ACK found it: a read request's job, steps later,
+        # advances the record from this register (not from the comparison, late in its cycle).
+        # A connect of the VI meanwhile starts it afresh: then it was not.
+        in_order = Signal()
+        with m.If(Cat(*self.vi.connect).bit_select(vi, 1)):
+            m.d.sync += in_order.eq(0)
         rq_empty = rq_head == rq_tail
         read_waiting = Signal()  # this engine's VI has an RDMA read out whose response is not all in
         m.d.comb += read_waiting.eq(self.from_tx.read_active.bit_select(vi, 1) & ~read_complete.bit_select(vi, 1))
@@ -551,6 +557,7 @@ class RxEngine(wiring.Component):
                             m.d.comb += ev.rx_stale_response.eq(1)
                             m.next = "DROP"
                     with m.Default():
+                        m.d.sync += in_order.eq(psn_diff == 0)
                         with m.If(psn_diff == 0):
                             m.next = "IN_ORDER"
                         with m.Elif(psn_diff[31]):
@@ -634,7 +641,7 @@ class RxEngine(wiring.Component):
                     j.offset.eq(h.offset),
                 ]
                 with m.If(self.jobs.ready):
-                    with m.If(psn_diff == 0):
+                    with m.If(in_order):
                         m.d.sync += gap_nakked.bit_select(vi, 1).eq(0)
                         update(rcv_nxt=seq.rcv_nxt + 1)
                     m.next = "DROP"

@@ -115,6 +115,45 @@ def test_transmit_side_waits_for_room():
     assert [g[0] for g in got] == [d for d, _ in frames] and counters["full"] == 0
 
 
+def test_transmit_side_takes_no_word_of_a_frame_its_length_queue_has_no_room_for():
+    """With every length slot taken, the transmit side takes no word of the next frame, not only
+    not its last (its ready does not follow the word's `last`); once a frame is read it goes on."""
+    frames = [(bytes([i]) * 8, False) for i in range(10)]  # two words each, 8 length slots
+    dut = PacketFifo(depth_words=64, max_frames=8, drop_when_full=False)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    out = {}
+
+    async def bench(ctx):
+        writes = [fields for _, fields in word_writes(frames)]
+        taken = 0
+        for _ in range(100):  # nothing read yet
+            ctx.set(dut.w.payload, writes[taken])
+            ctx.set(dut.w.valid, 1)
+            ready = ctx.get(dut.w.ready)
+            await ctx.tick()
+            taken += ready
+        out["taken_while_full"] = taken
+        got, reader = [], Frames()
+        ctx.set(dut.r.ready, 1)
+        for _ in range(200):
+            if taken < len(writes):
+                ctx.set(dut.w.payload, writes[taken])
+            ctx.set(dut.w.valid, taken < len(writes))
+            ready = taken < len(writes) and ctx.get(dut.w.ready)
+            word = ctx.get(dut.r.payload) if ctx.get(dut.r.valid) else None
+            await ctx.tick()
+            taken += ready
+            if word is not None and (frame := reader.take(word)) is not None:
+                got.append(frame)
+        out["got"] = got
+
+    sim.add_testbench(bench)
+    run_simulation(sim)
+    assert out["taken_while_full"] == 8 * 2
+    assert out["got"] == [d for d, _ in frames]
+
+
 def test_level_counts_the_words_written_and_not_yet_read():
     """What the transmit engine measures its backlog by: a word written adds one, a word read
     takes one, a frame half written counts already."""
