@@ -217,33 +217,29 @@ class TagStore(wiring.Component):
         entries = [rd.data for rd, _ in tags]
         stable = _states_mask(coh.STABLE_VALID)
         hits = Cat(*[(e.line == s1_line) & (e.state != coh.CacheState.INVALID) for e in entries])
-        hit_way = Signal(max(1, self.way_bits))
-        for w in reversed(range(W)):
-            with m.If(hits[w]):
-                m.d.comb += hit_way.eq(w)
         invalids = Cat(*[e.state == coh.CacheState.INVALID for e in entries])
         lru_order = [lru_rd.data.word_select(i, max(1, self.way_bits)) if W > 1 else Const(0) for i in range(W)]
-        alloc_way, victim, no_way = Signal.like(hit_way), Signal(), Signal()
-        m.d.comb += no_way.eq(1)
-        # Prefer an invalid way (lowest index), else the least recently used stable way.
-        for position in reversed(range(W)):
-            candidate = lru_order[position]
-            cand_state = Signal(CACHE_STATE_BITS, name=f"lru_state_{position}")
-            for w in range(W):
-                with m.If(candidate == w):
-                    m.d.comb += cand_state.eq(entries[w].state)
-            with m.If(Const(stable, 16).bit_select(cand_state, 1)):
-                m.d.comb += [alloc_way.eq(candidate), victim.eq(1), no_way.eq(0)]
-        free_way = Signal.like(hit_way)
-        for w in reversed(range(W)):
-            with m.If(invalids[w]):
-                m.d.comb += [alloc_way.eq(w), victim.eq(0), no_way.eq(0), free_way.eq(w)]
+        # ALLOC prefers an invalid way (the lowest), else the least recently used stable way. Both
+        # are chosen one-hot, the lowest set bit isolated as `bits & -bits`: a priority chain
+        # over the ways, encoded and decoded again, was the card's longest path into `resp`.
+        stable_ways = Cat(*[Const(stable, 16).bit_select(e.state, 1) for e in entries])
+        stable_at = Signal(W)  # the LRU positions holding a stable way
+        m.d.comb += stable_at.eq(Cat(*[stable_ways.bit_select(lru_order[i], 1) for i in range(W)]))
+        lowest_invalid, first_stable = Signal(W), Signal(W)
+        m.d.comb += [lowest_invalid.eq(invalids & -invalids), first_stable.eq(stable_at & -stable_at)]
+        victim_onehot = Signal(W)
+        for w in range(W):
+            m.d.comb += victim_onehot[w].eq(Cat(*[first_stable[i] & (lru_order[i] == w) for i in range(W)]).any())
+        victim, no_way = Signal(), Signal()
+        m.d.comb += [victim.eq(~invalids.any() & stable_at.any()), no_way.eq(~invalids.any() & ~stable_at.any())]
+        free_way = Signal(max(1, self.way_bits))
+        for b in range(len(free_way)):
+            m.d.comb += free_way[b].eq(Cat(*[lowest_invalid[w] for w in range(W) if w >> b & 1]).any())
 
         # The way the response is about, one-hot: AND-OR selection keeps the path to the
         # response register shallow (a priority encoder feeding a wide mux does not).
         alloc_onehot = Signal(W)
-        for w in range(W):
-            m.d.comb += alloc_onehot[w].eq(~no_way & (alloc_way == w))
+        m.d.comb += alloc_onehot.eq(Mux(invalids.any(), lowest_invalid, victim_onehot))
         way_onehot = Signal(W)
         for w in range(W):
             m.d.comb += way_onehot[w].eq(s1_way == w)
