@@ -20,7 +20,7 @@ from numavia.soc import firmware
 from numavia.soc.ring_launch import Spread
 
 STAND_IN = """#!{python}
-import socket, sys, time
+import os, socket, sys, time
 args = sys.argv[1:]
 port = int(args[args.index("--bridge-port") + 1])
 if {exit_status} is not None:
@@ -28,7 +28,10 @@ if {exit_status} is not None:
 listeners = []
 for i in range({nodes}):
     s = socket.socket()
-    s.bind(("127.0.0.1", port + i))
+    try:
+        s.bind(("127.0.0.1", port + i))
+    except OSError as e:  # as the simulator says it
+        sys.exit(f"sim: node {{i}}: cannot listen on 127.0.0.1:{{port + i}} ({{os.strerror(e.errno)}})")
     s.listen(1)
     listeners.append(s)
 time.sleep({lifetime})   # bound, never ready
@@ -108,6 +111,27 @@ def test_a_session_booting_does_not_hold_up_another_one_starting(tmp_path):
         booting.ring.kill()
         thread.join()
     assert "before every node was ready" in failure["a"]
+
+
+def test_a_port_taken_between_the_pick_and_the_simulator_s_bind_is_picked_again(tmp_path, monkeypatch):
+    """Another process binds a port of the range just picked before the simulator does: the
+    simulator exits with the port in use, and the session starts it again on another range."""
+    picked = []
+    real_pick = cluster_session.free_port_range
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        busy = taken.getsockname()[1]
+
+        def pick(count, start=None):
+            picked.append(busy if not picked else real_pick(count, start))
+            return picked[-1]
+
+        monkeypatch.setattr(cluster_session, "free_port_range", pick)
+        session = serving(stand_in_build(tmp_path, "raced", lifetime=3), tmp_path / "run", ready_timeout=5.0)
+        with pytest.raises(SessionError, match="before every node was ready"):  # bound, then never ready
+            session.__enter__()
+    assert len(picked) == 2 and session.port == picked[1] != busy
 
 
 def test_free_port_ranges_are_free_and_differ_between_processes(monkeypatch):

@@ -6,6 +6,7 @@ its ready line.
         nic0 = session.nic(0)
 """
 
+import errno
 import json
 import os
 import socket
@@ -47,6 +48,10 @@ def _can_bind(port: int) -> bool:
 # (another session's bridge clients) cannot take a port of the range between the check here and
 # the simulator's bind, as one did at 51130 while two benchmarks ran side by side.
 _PORTS_FROM, _PORTS_TO, _PORT_STEP = 23000, 32768, 97
+#: How a simulator that found a port of its range taken says so (the C library's message), and how
+#: many ranges a session tries before it gives up.
+_PORT_IN_USE = os.strerror(errno.EADDRINUSE)
+_PORT_ATTEMPTS = 4
 
 
 def free_port_range(count: int, start: int | None = None) -> int:
@@ -98,9 +103,25 @@ class ClusterSession:
     def __enter__(self) -> Self:
         deadline = time.monotonic() + self.ready_timeout
         try:
+            self._start_listening(deadline)
+            self._wait_until(deadline, self._nodes_ready, "every node was ready")
+            for i in range(self.nodes):
+                self.bridges.append(self._connect(self.port + i))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start_listening(self, deadline: float) -> None:
+        """Start the ring on a free port range and wait until its bridges listen. The pick cannot
+        hold the ports: another process (a parallel test worker, another user's ring) may bind
+        one before the simulator does, which then exits at once with the port in use; the ring
+        starts again on the next free range, a few times."""
+        ports = self.nodes * (2 if self.consoles else 1)
+        start = None
+        for attempt in range(_PORT_ATTEMPTS):
             with _PICKING_PORTS:
-                ports = self.nodes * (2 if self.consoles else 1)
-                self.port = free_port_range(ports)
+                self.port = free_port_range(ports, start)
                 self.console_port = self.port + self.nodes if self.consoles else None
                 self.ring = sim.start(
                     self.build,
@@ -114,14 +135,14 @@ class ClusterSession:
                     console_port=self.console_port,
                     **self.sim_kwargs,
                 )
-                self._wait_until(deadline, self._ports_bound, "its host bridges listened")
-            self._wait_until(deadline, self._nodes_ready, "every node was ready")
-            for i in range(self.nodes):
-                self.bridges.append(self._connect(self.port + i))
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
+                try:
+                    self._wait_until(deadline, self._ports_bound, "its host bridges listened")
+                    return
+                except SessionError:
+                    if attempt == _PORT_ATTEMPTS - 1 or _PORT_IN_USE not in (self.ring.failure or ""):
+                        raise
+            above = self.port + _PORT_STEP
+            start = above if above + ports < _PORTS_TO else _PORTS_FROM
 
     def _ports_bound(self) -> bool:
         return not any(_can_bind(self.port + i) for i in range(self.nodes * (2 if self.consoles else 1)))
