@@ -10,19 +10,31 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 
-def first_set(m, name, bits):
-    """(found, index) of the lowest set bit of a list of 1-bit values. The lowest bit is isolated
-    as ``bits & -bits`` (a carry chain) and its index is an OR per index bit: a few LUT levels
-    where a chain of priority muxes would take one per bit."""
+def lowest_set(m, name, bits):
+    """The lowest set bit of a list of 1-bit values, one-hot: isolated as ``bits & -bits`` (a
+    carry chain), a few LUT levels where a chain of priority muxes would take one per bit."""
     count = len(bits)
-    found = Signal(name=f"{name}_found")
-    index = Signal(range(max(2, count)), name=f"{name}_index")
     vector = Signal(count, name=f"{name}_bits")
     lowest = Signal(count, name=f"{name}_lowest")
-    m.d.comb += [vector.eq(Cat(*bits)), lowest.eq(vector & -vector), found.eq(vector.any())]
+    m.d.comb += [vector.eq(Cat(*bits)), lowest.eq(vector & -vector)]
+    return lowest
+
+
+def one_hot_index(m, name, one_hot):
+    """The index of the set bit of a one-hot value: an OR per index bit."""
+    count = len(one_hot)
+    index = Signal(range(max(2, count)), name=f"{name}_index")
     for b in range(len(index)):
-        m.d.comb += index[b].eq(Cat(*[lowest[i] for i in range(count) if i >> b & 1]).any())
-    return found, index
+        m.d.comb += index[b].eq(Cat(*[one_hot[i] for i in range(count) if i >> b & 1]).any())
+    return index
+
+
+def first_set(m, name, bits):
+    """(found, index) of the lowest set bit of a list of 1-bit values (``lowest_set``, then
+    ``one_hot_index``)."""
+    found = Signal(name=f"{name}_found")
+    m.d.comb += found.eq(Cat(*bits).any())
+    return found, one_hot_index(m, name, lowest_set(m, name, bits))
 
 
 class RoundRobin(wiring.Component):

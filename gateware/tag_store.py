@@ -24,6 +24,7 @@ from numavia.base import coherence as coh
 from numavia.base.coherence import CACHE_STATE_BITS, MEMORY_STATE_BITS, NODE_ID_BITS, CacheGeometry
 
 from .ram_style import block_ram_attrs
+from .round_robin import lowest_set, one_hot_index
 
 LOOKUP_LATENCY = 3
 
@@ -225,21 +226,23 @@ class TagStore(wiring.Component):
         stable_ways = Cat(*[Const(stable, 16).bit_select(e.state, 1) for e in entries])
         stable_at = Signal(W)  # the LRU positions holding a stable way
         m.d.comb += stable_at.eq(Cat(*[stable_ways.bit_select(lru_order[i], 1) for i in range(W)]))
-        lowest_invalid, first_stable = Signal(W), Signal(W)
-        m.d.comb += [lowest_invalid.eq(invalids & -invalids), first_stable.eq(stable_at & -stable_at)]
+        lowest_invalid = lowest_set(m, "invalid", list(invalids))
+        first_stable = lowest_set(m, "stable", list(stable_at))
         victim_onehot = Signal(W)
         for w in range(W):
             m.d.comb += victim_onehot[w].eq(Cat(*[first_stable[i] & (lru_order[i] == w) for i in range(W)]).any())
-        victim, no_way = Signal(), Signal()
-        m.d.comb += [victim.eq(~invalids.any() & stable_at.any()), no_way.eq(~invalids.any() & ~stable_at.any())]
-        free_way = Signal(max(1, self.way_bits))
-        for b in range(len(free_way)):
-            m.d.comb += free_way[b].eq(Cat(*[lowest_invalid[w] for w in range(W) if w >> b & 1]).any())
+        any_invalid, victim, no_way = Signal(), Signal(), Signal()
+        m.d.comb += [
+            any_invalid.eq(invalids.any()),
+            victim.eq(~any_invalid & stable_at.any()),
+            no_way.eq(~any_invalid & ~stable_at.any()),
+        ]
+        free_way = one_hot_index(m, "free_way", lowest_invalid)
 
         # The way the response is about, one-hot: AND-OR selection keeps the path to the
         # response register shallow (a priority encoder feeding a wide mux does not).
         alloc_onehot = Signal(W)
-        m.d.comb += alloc_onehot.eq(Mux(invalids.any(), lowest_invalid, victim_onehot))
+        m.d.comb += alloc_onehot.eq(Mux(any_invalid, lowest_invalid, victim_onehot))
         way_onehot = Signal(W)
         for w in range(W):
             m.d.comb += way_onehot[w].eq(s1_way == w)
