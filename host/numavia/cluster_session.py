@@ -117,7 +117,7 @@ class ClusterSession:
         hold the ports: another process (a parallel test worker, another user's ring) may bind
         one before the simulator does, which then exits at once with the port in use; the ring
         starts again on the next free range, a few times."""
-        ports = self.nodes * (2 if self.consoles else 1)
+        ports = self._port_count()
         start = None
         for attempt in range(_PORT_ATTEMPTS):
             with _PICKING_PORTS:
@@ -144,8 +144,12 @@ class ClusterSession:
             above = self.port + _PORT_STEP
             start = above if above + ports < _PORTS_TO else _PORTS_FROM
 
+    def _port_count(self) -> int:
+        """The session's ports: a bridge per node, and a console per node if asked for."""
+        return self.nodes * (2 if self.consoles else 1)
+
     def _ports_bound(self) -> bool:
-        return not any(_can_bind(self.port + i) for i in range(self.nodes * (2 if self.consoles else 1)))
+        return not any(_can_bind(self.port + i) for i in range(self._port_count()))
 
     def _nodes_ready(self) -> bool:
         logs = [self.run_dir / f"node{i}.log" for i in range(self.nodes)]
