@@ -191,6 +191,12 @@ def _join_wishbone(m, initiator, target):
     m.d.comb += [getattr(initiator, name).eq(getattr(target, name)) for name in ("dat_r", "ack", "err")]
 
 
+# Register blocks no post or poll waits on (microcode, directory and ring set-up, counters): their
+# decode takes the SoC bus's address a cycle late (wishbone.RequestRegister). The remote access
+# controller's register decode was the routed card's longest path (docs/boards.md).
+_REGISTERED_REQUEST = ("lac", "rac", "ring")
+
+
 def card_blocks(config):
     """The register-map blocks this configuration instantiates."""
     return tuple(b for b in regmap.CARD.blocks if config.via or b not in regmap.VIA_BLOCKS)
@@ -282,7 +288,13 @@ class Card(wiring.Component):
             wiring.connect(m, wiring.flipped(self.eth_rx), via.eth_rx)
             m.d.comb += self.irq.eq(via.irq)
         for block in card_blocks(cfg):
-            wiring.connect(m, getattr(decoder, block.name), buses[block.name])
+            window = getattr(decoder, block.name)
+            if block.name in _REGISTERED_REQUEST:
+                buffer = wishbone.RequestRegister(addr_width=block.addr_width)
+                m.submodules[f"{block.name}_request"] = buffer
+                wiring.connect(m, window, buffer.bus)
+                window = buffer.target
+            wiring.connect(m, window, buses[block.name])
 
         # Host accesses: the SoC bus window and the second host port (or PCIe BAR2), one at a time.
         m.submodules.window_port = window_port = WishboneHostPort(addr_width=cfg.window_addr_width)

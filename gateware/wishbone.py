@@ -110,3 +110,36 @@ class Decoder(wiring.Component):
             bus.err.eq((Cat(*errs).any() if errs else 0) | unmapped_err),
         ]
         return m
+
+
+class RequestRegister(wiring.Component):
+    """A register stage on the request of a target that is not on a latency path: its decode sees
+    the address a cycle after the initiator put it on the bus, so the initiator's address (from the
+    SoC's bus, through LiteX's and the card's decoders) ends at these flip-flops instead of running
+    on into the target's own decode. Each access takes a cycle more.
+
+    The answer (``ack``, ``err``, ``dat_r``) passes straight back: the targets register it (as
+    every register bank does). The registered ``stb`` drops in the cycle after the target answers,
+    while the initiator's is still up for it, so that the target never sees the access twice. An
+    access the initiator abandons before its answer still reaches the target (LiteX's initiators
+    never abandon one).
+    """
+
+    def __init__(self, *, addr_width, data_width=32):
+        sig = Signature(addr_width=addr_width, data_width=data_width)
+        super().__init__({"bus": In(sig), "target": Out(sig)})
+
+    def elaborate(self, platform):
+        m = Module()
+        bus, target = self.bus, self.target
+        answered = target.ack | target.err
+        m.d.sync += [
+            target.cyc.eq(bus.cyc & ~answered),
+            target.stb.eq(bus.stb & ~answered),
+            target.we.eq(bus.we),
+            target.adr.eq(bus.adr),
+            target.dat_w.eq(bus.dat_w),
+            target.sel.eq(bus.sel),
+        ]
+        m.d.comb += [bus.dat_r.eq(target.dat_r), bus.ack.eq(target.ack), bus.err.eq(target.err)]
+        return m

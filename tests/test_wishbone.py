@@ -1,10 +1,12 @@
-"""Wishbone decoder: routing by address window, unmapped addresses answered with err."""
+"""Wishbone decoder (routing by address window, unmapped addresses answered with err) and request
+register (a target sees each access once, a cycle later)."""
 
 import pytest
 from amaranth import Module
 from amaranth.lib import wiring
+from amaranth.sim import Simulator
 from support.amaranth_helpers import rejected
-from support.sim import run_testbench
+from support.sim import CLOCK_PERIOD, run_simulation, run_testbench
 
 from numavia.base import regmap
 from numavia.gateware import wishbone
@@ -12,7 +14,7 @@ from numavia.gateware.bfm import BusError, wishbone_release
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
 from numavia.gateware.register_bank import RegisterBank
-from numavia.gateware.wishbone import Decoder
+from numavia.gateware.wishbone import Decoder, RequestRegister
 
 
 class TwoBanks(wiring.Component):
@@ -94,3 +96,64 @@ def test_back_to_back_accesses_across_windows_get_their_own_window_s_answer():
 def test_misaligned_window_is_rejected():
     with rejected(ValueError, "aligned"):
         Decoder(addr_width=10, windows=[("a", 0x010, 6)])
+
+
+class RegisteredBank(wiring.Component):
+    """The ctrl block behind a request register; counts the bank's write strobes of SCRATCH."""
+
+    def __init__(self):
+        super().__init__({"bus": wiring.In(wishbone.Signature(addr_width=regmap.CTRL.addr_width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.request = request = RequestRegister(addr_width=regmap.CTRL.addr_width)
+        m.submodules.bank = self.bank = RegisterBank(regmap.CTRL)
+        wiring.connect(m, wiring.flipped(self.bus), request.bus)
+        wiring.connect(m, request.target, self.bank.bus)
+        return m
+
+
+async def answer_cycles(ctx, bus, address):
+    """Clock edges from a read's request to its answer."""
+    ctx.set(bus.adr, address // 4)
+    ctx.set(bus.we, 0)
+    ctx.set(bus.cyc, 1)
+    ctx.set(bus.stb, 1)
+    for cycles in range(1, 16):
+        _, _, ack = await ctx.tick().sample(bus.ack)
+        if ack:
+            await wishbone_release(ctx, bus)
+            return cycles
+    raise TimeoutError("no answer")
+
+
+def test_request_register_delays_each_access_a_cycle_and_the_target_sees_it_once():
+    dut, strobes, direct_cycles = RegisteredBank(), [], None
+
+    async def direct(ctx, bank):
+        nonlocal direct_cycles
+        direct_cycles = await answer_cycles(ctx, bank.bus, SCRATCH)
+
+    run_testbench(RegisterBank(regmap.CTRL), direct)
+
+    async def count_strobes(ctx):
+        async for _, _, w_stb in ctx.tick().sample(dut.bank.scratch.w_stb):
+            strobes.append(w_stb)
+
+    async def tb(ctx):
+        values = [0x01020304, 0xA5A5A5A5, 0x5A5A5A5A]
+        got = await back_to_back(
+            ctx, dut.bus, [(SCRATCH, values[0]), (SCRATCH, None), (SCRATCH, values[1]), (SCRATCH, values[2])]
+        )
+        assert got == [values[0]]
+        assert await read(ctx, dut.bus, SCRATCH) == values[2]
+        assert sum(strobes) == 3  # three writes, each strobed once though stb stayed up to its ack
+        with pytest.raises(BusError):  # a write to a read-only register: err passes back
+            await write(ctx, dut.bus, regmap.CTRL.register("ID").offset, 0)
+        assert await answer_cycles(ctx, dut.bus, SCRATCH) == direct_cycles + 1
+
+    sim = Simulator(dut)
+    sim.add_clock(CLOCK_PERIOD)
+    sim.add_process(count_strobes)
+    sim.add_testbench(tb)
+    run_simulation(sim)
