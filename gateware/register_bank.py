@@ -36,7 +36,9 @@ so no column keeps a copy, in LUT RAM or a block RAM of its own, for the bus alo
 (``record``) in the next cycle, the bus still naming the element, so it may answer from a
 registered read of its own memories (no read strobe); a table's register of either kind is read
 with two wait states. Its ``wo``
-registers share one ``w_data`` flip-flop per register, with a strobe per element. A table
+registers share one ``w_data`` flip-flop per register, with a strobe per element, and the table's
+written port (``bank.vi_written``) names the element written with one strobe per register, for
+logic that serves every element with one circuit (the strobes nobody reads cost nothing). A table
 array's element is decoded from the address once, by a subtraction and a shift (its stride must
 be a power of two), not by a comparison per register.
 
@@ -110,6 +112,18 @@ def lookup_signature(array, count, *, ahead=False):
     members = {"index": Out(range(count)), "record": In(table_layout(array))}
     if ahead:
         members["next_index"] = Out(range(count))
+    return wiring.Signature(members)
+
+
+def written_signature(array, count):
+    """A table's ``wo`` registers as one port (the bank's side): the element the bus wrote last
+    (``index``) and a strobe and the data of each register, for logic that serves every element
+    with one circuit (the element's number instead of a strobe per element, decoded and encoded
+    again)."""
+    members = {"index": Out(range(count))}
+    members.update(
+        {reg.name.lower(): Out(register_signature(reg)) for reg in array.registers if reg.access is Access.WO}
+    )
     return wiring.Signature(members)
 
 
@@ -215,6 +229,8 @@ class RegisterBank(wiring.Component):
                 members[f"{array.name.lower()}_lookup_ahead"] = In(lookup).array(self.read_ahead[array.name])
             if table and status_layout(array).members:
                 members[f"{array.name.lower()}_status"] = Out(status_signature(array, self.counts[array.name]))
+            if table and any(reg.access is Access.WO for reg in array.registers):
+                members[f"{array.name.lower()}_written"] = Out(written_signature(array, self.counts[array.name]))
         super().__init__(members)
 
     def port(self, name):
@@ -391,10 +407,12 @@ class RegisterBank(wiring.Component):
                 m.d.comb += bus_read.addr.eq(element)
                 columns[field] = _Column(bus_read, write_port, Signal(name=f"{name.lower()}_{field}_reading"))
             w_data = {}
+            written = getattr(self, f"{name.lower()}_written", None)
             for reg in array.registers:
                 if reg.access is Access.WO:
-                    ports = [getattr(e, reg.name.lower()) for e in getattr(self, name.lower())]
-                    w_data[reg.name] = Signal(reg.width, name=f"{name.lower()}_{reg.name.lower()}_w_data")
+                    field = reg.name.lower()
+                    ports = [getattr(e, field) for e in getattr(self, name.lower())] + [getattr(written, field)]
+                    w_data[reg.name] = Signal(reg.width, name=f"{name.lower()}_{field}_w_data")
                     m.d.comb += [port.w_data.eq(w_data[reg.name]) for port in ports]
                     m.d.sync += [port.w_stb.eq(0) for port in ports]
             status_reading = {
@@ -461,3 +479,5 @@ class RegisterBank(wiring.Component):
                                 m.d.sync += [
                                     getattr(e, field).w_stb.eq(table.element == i) for i, e in enumerate(elements)
                                 ]
+                                written = getattr(self, f"{name.lower()}_written")
+                                m.d.sync += [getattr(written, field).w_stb.eq(1), written.index.eq(table.element)]

@@ -25,7 +25,6 @@ from . import wishbone, wishbone_burst
 from .event_counters import EventCounters
 from .packet_fifo import PacketFifo
 from .register_bank import RegisterBank
-from .round_robin import first_set
 from .vi_records import ViRecords
 from .via_completion import CompletionUnit
 from .via_cq_notify import CqNotifier
@@ -125,16 +124,13 @@ class ViaEngine(wiring.Component):
         # must name a descriptor in the ringing VI's descriptor area (``postable``). The doorbell
         # is registered first and checked in the next cycle, so the bank's decoding and the
         # check's adders and comparators are not one path (docs/boards.md: the ECPIX-5's timing).
-        # The pages share one data register per doorbell (a table of the bank), so only the
-        # written page's number is decoded from the strobes.
-        pages = doorbell_bank.vi
-        repost_written = Cat(page.sq_repost.w_stb for page in pages).any()
-        sq_written = Cat(page.sq_doorbell.w_stb for page in pages).any() | repost_written
-        page_written, written_vi = first_set(
-            m,
-            "doorbell_page",
-            [page.sq_doorbell.w_stb | page.sq_repost.w_stb | page.rq_doorbell.w_stb for page in pages],
-        )
+        # The pages share one data register per doorbell (a table of the bank) and the bank names
+        # the page written (``vi_written``), so no page has strobes of its own to be encoded again.
+        written = doorbell_bank.vi_written
+        repost_written = written.sq_repost.w_stb
+        sq_written = written.sq_doorbell.w_stb | repost_written
+        page_written, written_vi = Signal(), written.index
+        m.d.comb += page_written.eq(sq_written | written.rq_doorbell.w_stb)
         rung_vi, rung_addr, sq_rung, rq_rung = Signal(range(vis)), Signal(32), Signal(), Signal()
         rung_again = Signal()
         m.d.sync += [sq_rung.eq(sq_written), rq_rung.eq(page_written & ~sq_written)]
@@ -145,8 +141,8 @@ class ViaEngine(wiring.Component):
                 rung_addr.eq(
                     Mux(
                         repost_written,
-                        pages[0].sq_repost.w_data,
-                        Mux(sq_written, pages[0].sq_doorbell.w_data, pages[0].rq_doorbell.w_data),
+                        written.sq_repost.w_data,
+                        Mux(sq_written, written.sq_doorbell.w_data, written.rq_doorbell.w_data),
                     )
                 ),
             ]

@@ -343,7 +343,8 @@ def test_a_tables_rw_registers_are_whole_bytes():
 
 def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
     """Doorbell pages: write-only registers only, a table of no lookups (no memory), one page per
-    element; a write reaches its element alone, the rest of a page and pages not built answer err."""
+    element; a write reaches its element alone, the rest of a page and pages not built answer err.
+    The table's written port names the same element with one strobe per register."""
     pages = Block(
         "pages",
         base=0,
@@ -360,7 +361,7 @@ def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
             ),
         ),
     )
-    strobes = []
+    strobes, named = [], []
     dut = RegisterBank(pages, counts={"P": 5}, tables={"P": 0})
     assert not hasattr(dut, "p_lookup")
     sim = Simulator(dut)
@@ -374,6 +375,10 @@ def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
                     port = getattr(dut.p[i], name)
                     if ctx.get(port.w_stb):
                         strobes.append((i, name, ctx.get(port.w_data)))
+            for name in ("a", "b"):
+                port = getattr(dut.p_written, name)
+                if ctx.get(port.w_stb):
+                    named.append((ctx.get(dut.p_written.index), name, ctx.get(port.w_data)))
 
     async def bench(ctx):
         await write(ctx, dut.bus, 0x4 * 0x80 + 0x4, 0x55)  # P[4].B
@@ -385,7 +390,7 @@ def test_an_array_without_rw_registers_is_decoded_by_element_without_memory():
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(bench)
     run_simulation(sim)
-    assert strobes == [(4, "b", 0x55), (1, "a", 0x66)]
+    assert strobes == named == [(4, "b", 0x55), (1, "a", 0x66)]
 
 
 COUNTED = Block(
