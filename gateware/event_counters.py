@@ -5,10 +5,12 @@ multiplexer; a block has dozens. Here every counter is a word of one memory: a s
 counter a cycle and adds what it gathered since its last visit, so the block keeps only a few
 bits a counter (``pending``), one adder and the memory (as Corundum keeps its statistics).
 
-``increments[i]`` is counter ``i``'s events this cycle (0..``most``). A counter is visited every
-``count`` cycles, so its pending count never exceeds ``most * count`` and never overflows. ``read``
-answers the register bank in the same cycle: the word in memory plus what is pending, so a read
-is exact wherever the sweep is. ``clear`` zeroes every counter at once, the events of that cycle
+``increments[i]`` is counter ``i``'s events this cycle (0..``most``). ``read`` answers the register
+bank in the same cycle: in the cycle the bus reads a counter (``read.reading``) the sweep visits that
+one instead, so the bus takes what the visit writes (the word plus what was pending) and a read is
+exact wherever the sweep is, with one read port and one adder for both. The bus reads at most
+every other cycle, so the sweep still moves on at least every other cycle: a counter is visited
+within ``2 * count`` cycles and its pending count never exceeds ``2 * most * count``. ``clear`` zeroes every counter at once, the events of that cycle
 included: a flag per counter makes it read 0 until the sweep next writes it. With ``saturate`` a
 counter stays at all ones instead of wrapping.
 
@@ -66,30 +68,32 @@ class EventCounters(wiring.Component):
         increments = self._counted_increments(m)
         count = self.count
         m.submodules.words = words = Memory(shape=self.width, depth=count, init=[])
-        pending = Array(Signal(range(self.most * count + 1), name=f"pending{i}") for i in range(count))
+        pending = Array(Signal(range(2 * self.most * count + 1), name=f"pending{i}") for i in range(count))
         cleared = Signal(count)  # reads 0 until the sweep writes it
         sweep = Signal(range(count))
+        visit = Signal(range(count))  # the counter visited: the one the bus reads, else the sweep's
 
-        def counted(index):
-            """Counter ``index`` as it stands: its word (0 while cleared) and what is pending."""
-            port = words.read_port(domain="comb")
-            m.d.comb += port.addr.eq(index)
-            return self._total(Mux(cleared.bit_select(index, 1), 0, port.data), pending[index])
-
-        # The sweep: the visited counter's word takes what it gathered, its pending count starts
-        # again with this cycle's events.
-        write = words.write_port()
-        m.d.comb += [write.addr.eq(sweep), write.en.eq(1), write.data.eq(counted(sweep))]
-        m.d.sync += sweep.eq(Mux(sweep == count - 1, 0, sweep + 1))
+        # The visited counter's word takes what it gathered (and the bus reads that), its pending
+        # count starts again with this cycle's events.
+        read, write = words.read_port(domain="comb"), words.write_port()
+        counted = Signal(self.width)
+        m.d.comb += [
+            visit.eq(Mux(self.read.reading, self.read.index, sweep)),
+            read.addr.eq(visit),
+            counted.eq(self._total(Mux(cleared.bit_select(visit, 1), 0, read.data), pending[visit])),
+            write.addr.eq(visit),
+            write.en.eq(1),
+            write.data.eq(counted),
+            self.read.value.eq(counted),
+        ]
+        with m.If(~self.read.reading):
+            m.d.sync += sweep.eq(Mux(sweep == count - 1, 0, sweep + 1))
         with m.If(self.clear):
             m.d.sync += [cleared.eq((1 << count) - 1), *(p.eq(0) for p in pending)]
         with m.Else():
-            m.d.sync += cleared.bit_select(sweep, 1).eq(0)
+            m.d.sync += cleared.bit_select(visit, 1).eq(0)
             for i, p in enumerate(pending):
-                m.d.sync += p.eq(Mux(sweep == i, 0, p) + increments[i])
-
-        # The bus's read, in the same cycle.
-        m.d.comb += self.read.value.eq(counted(self.read.index))
+                m.d.sync += p.eq(Mux(visit == i, 0, p) + increments[i])
         return m
 
     def _in_flip_flops(self):

@@ -44,9 +44,9 @@ be a power of two), not by a comparison per register.
 
 ``indexed`` answers a run of ``ro`` registers at consecutive words through one port instead of a
 port each: ``indexed={"counters": names}`` gives ``bank.counters`` (``index``: the named register's
-position in ``names``, ``value``: answered in the same cycle), for a block that keeps those
-registers in a memory (``event_counters``). They are decoded by one subtraction and answer like any
-``ro`` register, but give no read strobe.
+position in ``names``; ``reading``: the bus reads it in this cycle; ``value``: answered in the same
+cycle), for a block that keeps those registers in a memory (``event_counters``). They are decoded
+by one subtraction and answer like any ``ro`` register.
 """
 
 from typing import NamedTuple
@@ -128,8 +128,9 @@ def written_signature(array, count):
 
 
 def indexed_signature(count, width):
-    """Reading one of ``count`` registers by its position (the bank's side)."""
-    return wiring.Signature({"index": Out(range(count)), "value": In(width)})
+    """Reading one of ``count`` registers by its position (the bank's side): ``reading`` is high
+    in the cycle the bus reads one (at most every other cycle), whose ``value`` it then takes."""
+    return wiring.Signature({"index": Out(range(count)), "reading": Out(1), "value": In(width)})
 
 
 def _written(old, new, mask):
@@ -344,6 +345,7 @@ class RegisterBank(wiring.Component):
         for run in runs:
             with m.If(run.hit):
                 m.d.sync += [bus.dat_r.eq(run.port.value), bus.err.eq(bus.we), bus.ack.eq(~bus.we)]
+                m.d.comb += run.port.reading.eq(~bus.we)
 
     def _tables(self, m):
         """``{array: _Table}``: each table's element decoded, its memories with their lookups served,
