@@ -11,7 +11,9 @@ A clear (``clear.<group>``, a mask of VIs) makes a group of fields (or the whole
 is next written, instead of writing it: a connect never competes with the owner for the write port,
 and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group (and one
 per group and read-ahead port: whether its next VI will be cleared, registered like the record, so
-the 64-way choice of a flag is off the paths from the record).
+the 64-way choice of a flag is off the paths from the record). A write drops its VI's flags a cycle
+later, from registers, the ports reading them as dropped meanwhile, so the engine's decision to
+write does not reach the 64 flags.
 
 Each field is a memory of its own, written together: a port whose reader never uses a field costs
 no copy of it (a peek for one register's value reads one field's memory, not the record's).
@@ -98,8 +100,19 @@ class ViRecords(wiring.Component):
                 with m.If(is_cleared(name)):
                     m.d.comb += [getattr(port.record, field).eq(getattr(port.renewed, field)) for field in fields]
 
+        # A write drops its VI's flags a cycle later, from registers (the engine's decision to
+        # write and the 64 flags were one path, the routed card's longest: docs/boards.md); until
+        # then every port reads them as dropped. A clear of that VI in the write's cycle keeps its
+        # group's flag (the clear wins).
+        write_en = self.change.as_value().any()
+        written_vi, dropping = Signal(range(vis), name="written_vi"), {}
+        m.d.sync += written_vi.eq(self.owner.vi)
+        for name in self.groups:
+            dropping[name] = Signal(name=f"dropping_{name}")
+            m.d.sync += dropping[name].eq(write_en & ~getattr(self.clear, name).bit_select(self.owner.vi, 1))
+
         def cleared_at(vi):
-            return lambda name: cleared[name].bit_select(vi, 1)
+            return lambda name: cleared[name].bit_select(vi, 1) & ~(dropping[name] & (written_vi == vi))
 
         for port in combinational:
             for name, memory in memories.items():
@@ -108,7 +121,6 @@ class ViRecords(wiring.Component):
 
         # The record is written whole: the fields not changed keep their value (or take their
         # renewed one, so a cleared group stays cleared once its flag drops).
-        write_en = self.change.as_value().any()
         written_record = Signal(self.layout)
         for name in self.layout.members:
             m.d.comb += getattr(written_record, name).eq(
@@ -147,17 +159,17 @@ class ViRecords(wiring.Component):
         # every path from the record (its `next_vi` must settle early enough for that choice).
         for port in combinational:
             renew(port, cleared_at(port.vi))
-        written = Mux(write_en, C(1, vis) << self.owner.vi, 0)
         for port in ahead:
             here = {name: Signal(init=1, name=f"cleared_{name}_ahead") for name in self.groups}
             will_be_written = write_en & (self.owner.vi == port.next_vi)
             for name in self.groups:
                 m.d.sync += here[name].eq(
-                    (cleared[name].bit_select(port.next_vi, 1) & ~will_be_written)
+                    (cleared_at(port.next_vi)(name) & ~will_be_written)
                     | getattr(self.clear, name).bit_select(port.next_vi, 1)
                 )
             renew(port, here.__getitem__)
 
         for name in self.groups:
-            m.d.sync += cleared[name].eq((cleared[name] & ~written) | getattr(self.clear, name))
+            dropped = Mux(dropping[name], C(1, vis) << written_vi, 0)
+            m.d.sync += cleared[name].eq((cleared[name] & ~dropped) | getattr(self.clear, name))
         return m
