@@ -290,10 +290,10 @@ class Card(wiring.Component):
         for block in card_blocks(cfg):
             window = getattr(decoder, block.name)
             if block.name in _REGISTERED_REQUEST:
-                buffer = wishbone.RequestRegister(addr_width=block.addr_width)
-                m.submodules[f"{block.name}_request"] = buffer
-                wiring.connect(m, window, buffer.bus)
-                window = buffer.target
+                request = wishbone.RequestRegister(addr_width=block.addr_width)
+                m.submodules[f"{block.name}_request"] = request
+                wiring.connect(m, window, request.bus)
+                window = request.target
             wiring.connect(m, window, buses[block.name])
 
         # Host accesses: the SoC bus window and the second host port (or PCIe BAR2), one at a time.

@@ -6,13 +6,14 @@ counter a cycle and adds what it gathered since its last visit, so the block kee
 bits a counter (``pending``), one adder and the memory (as Corundum keeps its statistics).
 
 ``increments[i]`` is counter ``i``'s events this cycle (0..``most``). ``read`` answers the register
-bank in the same cycle: in the cycle the bus reads a counter (``read.reading``) the sweep visits that
-one instead, so the bus takes what the visit writes (the word plus what was pending) and a read is
-exact wherever the sweep is, with one read port and one adder for both. The bus reads at most
-every other cycle, so the sweep still moves on at least every other cycle: a counter is visited
-within ``2 * count`` cycles and its pending count never exceeds ``2 * most * count``. ``clear`` zeroes every counter at once, the events of that cycle
-included: a flag per counter makes it read 0 until the sweep next writes it. With ``saturate`` a
-counter stays at all ones instead of wrapping.
+bank in the same cycle: in the cycle the bus reads a counter (``read.reading``) the sweep visits
+that one instead, so the bus takes what the visit writes (the word plus what was pending) and a
+read is exact wherever the sweep is, with one read port and one adder for both. The bus reads at
+most every other cycle, so the sweep still moves on at least every other cycle: a counter is
+visited within ``2 * count`` cycles and its pending count never exceeds ``2 * most * count``.
+``clear`` zeroes every counter at once, the events of that cycle included: a flag per counter
+makes it read 0 until the sweep next writes it. With ``saturate`` a counter stays at all ones
+instead of wrapping.
 
 ``late`` registers the increments before counting them: an event is counted a cycle after it is
 given (and a clear drops the events of the cycle before it instead), so the counters' adders and
