@@ -85,6 +85,22 @@ async def wishbone_write(ctx, bus, byte_addr, value, sel=0xF, *, release=True):
     await _wishbone_cycle(ctx, bus, byte_addr // 4, 1, value, sel, release=release)
 
 
+async def wishbone_read_cycles(ctx, bus, byte_addr, *, timeout=64):
+    """A read whose answer is not wanted, only its time: the clock edges from its request to its
+    answer (``ack`` or ``err``)."""
+    ctx.set(bus.adr, byte_addr // 4)
+    ctx.set(bus.we, 0)
+    ctx.set(bus.sel, 0xF)
+    ctx.set(bus.cyc, 1)
+    ctx.set(bus.stb, 1)
+    for cycles in range(1, timeout + 1):
+        _, _, ack, err = await ctx.tick().sample(bus.ack, bus.err)
+        if ack or err:
+            await wishbone_release(ctx, bus)
+            return cycles
+    raise TimeoutError(f"no ack/err for byte address {byte_addr:#x}")
+
+
 async def wishbone_burst_read(ctx, bus, addr, words, *, give_up_after=None, limit=5000):
     """An incrementing burst read of ``words`` words from ``addr`` (a classic cycle for one) on a
     ``wishbone_burst`` bus; ``[(data, err)]``. ``give_up_after``: drop the cycle after that many words."""

@@ -44,9 +44,10 @@ be a power of two), not by a comparison per register.
 
 ``indexed`` answers a run of ``ro`` registers at consecutive words through one port instead of a
 port each: ``indexed={"counters": names}`` gives ``bank.counters`` (``index``: the named register's
-position in ``names``; ``reading``: the bus reads it in this cycle; ``value``: answered in the same
-cycle), for a block that keeps those registers in a memory (``event_counters``). They are decoded
-by one subtraction and answer like any ``ro`` register.
+position in ``names``, registered; ``reading``: the bus reads it in this cycle; ``value``: answered
+in the same cycle), for a block that keeps those registers in a memory (``event_counters``). They
+are decoded by one subtraction and read with two wait states, the bank's decode and the block's
+read a cycle apart.
 """
 
 from typing import NamedTuple
@@ -128,8 +129,9 @@ def written_signature(array, count):
 
 
 def indexed_signature(count, width):
-    """Reading one of ``count`` registers by its position (the bank's side): ``reading`` is high
-    in the cycle the bus reads one (at most every other cycle), whose ``value`` it then takes."""
+    """Reading one of ``count`` registers by its position (the bank's side): the bank names the
+    register a cycle after the bus did, ``reading`` high for one cycle (at most every third), in
+    which it takes ``value``."""
     return wiring.Signature({"index": Out(range(count)), "reading": Out(1), "value": In(width)})
 
 
@@ -274,10 +276,11 @@ class RegisterBank(wiring.Component):
             for t in tables.values()
             for field, reading in t.status_reading.items()
         ]
-        answering = Signal()  # a table's register is read: the bus waits for its answer
+        runs = self._runs(m)
+        answers += [_Answer(run.port.reading, run.port.value) for run in runs]
+        answering = Signal()  # a table's or run's register is read: the bus waits for its answer
         m.d.comb += answering.eq(Cat(answer.reading for answer in answers).any())
         access = bus.cyc & bus.stb & ~bus.ack & ~bus.err & ~answering
-        runs = self._runs(m)
         storage = {}
         for _, reg, port, name, reset in decoded:
             if reg.access is Access.RW:
@@ -321,12 +324,13 @@ class RegisterBank(wiring.Component):
         return m
 
     def _runs(self, m):
-        """``[_Run]``: each indexed run's port told the position the bus addresses."""
+        """``[_Run]``: each indexed run's port told the position the bus addresses, a cycle later
+        (registered, so the bus's address decode and the block's read are not one path)."""
         runs = []
         for port_name, names in self.indexed.items():
             port = getattr(self, port_name)
             hit, relative = self._span(m, port_name, self.block.register(names[0]).offset // 4, len(names))
-            m.d.comb += port.index.eq(relative)
+            m.d.sync += port.index.eq(relative)
             runs.append(_Run(hit, port))
         return runs
 
@@ -344,8 +348,7 @@ class RegisterBank(wiring.Component):
         bus = self.bus
         for run in runs:
             with m.If(run.hit):
-                m.d.sync += [bus.dat_r.eq(run.port.value), bus.err.eq(bus.we), bus.ack.eq(~bus.we)]
-                m.d.comb += run.port.reading.eq(~bus.we)
+                m.d.sync += [bus.err.eq(bus.we), run.port.reading.eq(~bus.we)]  # answered with its value
 
     def _tables(self, m):
         """``{array: _Table}``: each table's element decoded, its memories with their lookups served,

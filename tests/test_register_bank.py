@@ -6,13 +6,13 @@ import gc
 import warnings
 
 import pytest
-from amaranth import Array, Elaboratable, Module, Signal
+from amaranth import Array, Elaboratable, Module, Mux, Signal
 from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 from support.sim import run_simulation, run_testbench
 
 from numavia.base.regmap import Access, Block, Register, RegisterArray
-from numavia.gateware.bfm import BusError
+from numavia.gateware.bfm import BusError, wishbone_read_cycles
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
 from numavia.gateware.register_bank import RegisterBank
@@ -409,7 +409,8 @@ COUNTED = Block(
 
 
 class AnsweringRun(Elaboratable):
-    """The bank with HITS..WAITS read by position, answered from `values` (the block's memory)."""
+    """The bank with HITS..WAITS read by position, answered from `values` (the block's memory) in
+    the cycle the bank says it reads, with a value the bus must not take in any other."""
 
     def __init__(self):
         self.bank = RegisterBank(COUNTED, indexed={"counters": ("HITS", "MISSES", "WAITS")})
@@ -418,7 +419,8 @@ class AnsweringRun(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.bank = self.bank
-        m.d.comb += self.bank.counters.value.eq(self.values[self.bank.counters.index])
+        port = self.bank.counters
+        m.d.comb += port.value.eq(Mux(port.reading, self.values[port.index], 0xDEAD))
         return m
 
 
@@ -434,6 +436,10 @@ def test_an_indexed_run_is_read_through_one_port_by_position():
             ctx.set(top.values[i], value)
         ctx.set(bank.level.value, 0x44)
         assert [await read(ctx, bank.bus, a) for a in (0x10, 0x14, 0x18, 0x20)] == [0x1111, 0x2222, 0x3333, 0x44]
+        got = [await read(ctx, bank.bus, a, release=False) for a in (0x18, 0x10, 0x14)]  # back to back
+        assert got == [0x3333, 0x1111, 0x2222]
+        # The block reads a cycle after the bank decoded the address: one wait state more.
+        assert await wishbone_read_cycles(ctx, bank.bus, 0x10) == await wishbone_read_cycles(ctx, bank.bus, 0x20) + 1
         for address in (0x14, 0x1C):  # a write to the run; the hole after it
             with pytest.raises(BusError):
                 await write(ctx, bank.bus, address, 1)

@@ -10,7 +10,7 @@ from support.sim import CLOCK_PERIOD, run_simulation, run_testbench
 
 from numavia.base import regmap
 from numavia.gateware import wishbone
-from numavia.gateware.bfm import BusError, wishbone_release
+from numavia.gateware.bfm import BusError, wishbone_read_cycles, wishbone_release
 from numavia.gateware.bfm import wishbone_read as read
 from numavia.gateware.bfm import wishbone_write as write
 from numavia.gateware.register_bank import RegisterBank
@@ -113,26 +113,12 @@ class RegisteredBank(wiring.Component):
         return m
 
 
-async def answer_cycles(ctx, bus, address):
-    """Clock edges from a read's request to its answer."""
-    ctx.set(bus.adr, address // 4)
-    ctx.set(bus.we, 0)
-    ctx.set(bus.cyc, 1)
-    ctx.set(bus.stb, 1)
-    for cycles in range(1, 16):
-        _, _, ack = await ctx.tick().sample(bus.ack)
-        if ack:
-            await wishbone_release(ctx, bus)
-            return cycles
-    raise TimeoutError("no answer")
-
-
 def test_request_register_delays_each_access_a_cycle_and_the_target_sees_it_once():
     dut, strobes, direct_cycles = RegisteredBank(), [], None
 
     async def direct(ctx, bank):
         nonlocal direct_cycles
-        direct_cycles = await answer_cycles(ctx, bank.bus, SCRATCH)
+        direct_cycles = await wishbone_read_cycles(ctx, bank.bus, SCRATCH)
 
     run_testbench(RegisterBank(regmap.CTRL), direct)
 
@@ -150,7 +136,7 @@ def test_request_register_delays_each_access_a_cycle_and_the_target_sees_it_once
         assert sum(strobes) == 3  # three writes, each strobed once though stb stayed up to its ack
         with pytest.raises(BusError):  # a write to a read-only register: err passes back
             await write(ctx, dut.bus, regmap.CTRL.register("ID").offset, 0)
-        assert await answer_cycles(ctx, dut.bus, SCRATCH) == direct_cycles + 1
+        assert await wishbone_read_cycles(ctx, dut.bus, SCRATCH) == direct_cycles + 1
 
     sim = Simulator(dut)
     sim.add_clock(CLOCK_PERIOD)
