@@ -164,6 +164,8 @@ class RxEngine(wiring.Component):
         vi_next = Signal(range(vis))  # where it will be in the next cycle: the record read ahead
         m.d.comb += vi_next.eq(vi)
         m.d.sync += vi.eq(vi_next)
+        connects = Signal(vis)  # the VIs the manager connects in this cycle, a bit each
+        m.d.comb += connects.eq(Cat(*self.vi.connect))
         m.submodules.pointers = pointers = QueuePointers(vis, qd)
         wiring.connect(m, wiring.flipped(self.rq_doorbell), pointers.doorbell)
         rq_head, rq_tail, posted = pointers.head, pointers.tail, pointers.posted  # at this engine's VI
@@ -224,7 +226,7 @@ class RxEngine(wiring.Component):
             sequence.peek_ahead[0].next_vi.eq(self.from_tx.next_vi),
             sequence.peek_next[0].vi.eq(self.status.vi),
             self.status.psn.eq(sequence.peek_next[0].record.rcv_nxt),
-            sequence.clear.connect.eq(Cat(*self.vi.connect)),
+            sequence.clear.connect.eq(connects),
             sequence.clear.read_start.eq(Mux(self.from_tx.read_start, C(1, vis) << self.from_tx.vi, 0)),
             self.to_tx.vi.eq(vi),  # where TX reads its read record for us
             self.to_tx.next_vi.eq(vi_next),
@@ -284,7 +286,7 @@ class RxEngine(wiring.Component):
         # advances the record from this register (not from the comparison, late in its cycle).
         # A connect of the VI meanwhile starts it afresh: then it was not.
         in_order = Signal()
-        with m.If(Cat(*self.vi.connect).bit_select(vi, 1)):
+        with m.If(connects.bit_select(vi, 1)):
             m.d.sync += in_order.eq(0)
         rq_empty = rq_head == rq_tail
         read_waiting = Signal()  # this engine's VI has an RDMA read out whose response is not all in
@@ -314,7 +316,7 @@ class RxEngine(wiring.Component):
         m.submodules.remote_kept = remote_kept = KeptCopy(target_layout)
         m.d.comb += [
             remote_kept.forget.eq(self.forget),
-            remote_kept.connect.eq(Cat(*self.vi.connect).any()),
+            remote_kept.connect.eq(connects.any()),
             remote_kept.key.eq(target),
             remote_kept.probe.eq(target),
             target.vi.eq(vi),
@@ -823,7 +825,7 @@ class RxEngine(wiring.Component):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(tx_vi), preload_read.eq(1)]
         with m.Elif(pointers.taken):
             m.d.sync += [preload_pending.eq(1), preload_vi.eq(self.rq_doorbell.payload.vi), preload_read.eq(0)]
-        with m.If(consumed | Cat(*self.vi.connect).any()):
+        with m.If(consumed | connects.any()):
             m.d.sync += loaded.eq(0)
         with m.If(self.mgmt_pop):
             m.d.sync += self.mgmt_valid.eq(0)
