@@ -43,13 +43,16 @@ def tool(name):
 
 def _run(cmd, cwd, log):
     """Run a tool with its output going straight into ``cwd/log`` (so a run of hours can be
-    followed with ``tail -f``); a failure is one line: the tool's first ERROR, or the log's path."""
+    followed with ``tail -f``); a failure is one line: the tool's first ERROR, else its last line
+    (nextpnr refuses an unknown option so, with no ERROR), else the log's path."""
     path = Path(cwd) / log
     with open(path, "w") as out:
         returncode = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
     if returncode:
-        lines = [l for l in path.read_text(errors="replace").splitlines() if "ERROR" in l]
-        raise SynthesisError(f"{cmd[0]} failed: {lines[0] if lines else 'see ' + str(path)}")
+        lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()]
+        errors = [l for l in lines if "ERROR" in l]
+        reason = errors[0] if errors else lines[-1] if lines else f"no output, see {path}"
+        raise SynthesisError(f"{cmd[0]} failed: {reason}")
 
 
 def netlist(make_block, name, params, *, log=print):

@@ -234,6 +234,8 @@ def test_a_failing_tool_is_one_line_and_its_whole_output_stays_in_the_log(tmp_pa
         "placing 2",
         "ERROR: no BELs remaining for DP16KD",
     ]
+    with pytest.raises(synth.SynthesisError, match=r"^sh failed: unknown option --fast$"):  # no ERROR: the last line
+        synth._run(["sh", "-c", "echo reading; echo 'unknown option --fast'; exit 1"], tmp_path, "tool.log")
 
 
 def test_a_missed_clock_fails_naming_it_and_how_to_find_its_paths():
