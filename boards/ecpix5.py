@@ -93,10 +93,6 @@ BOARD: Board = Board(
     nextpnr_device="um5g-85k",
     package="CABGA554",
     speed="8",
-    # The placer weighs timing four times its default, with criticality exponent 4 (default 2):
-    # the full card's netlist routed at 63.6 / 62.9 MHz with seeds 1 / 2 so, at 60.6 / 62.5 with
-    # the defaults (docs/boards.md, "The placer weighing timing harder").
-    nextpnr_placer=("--placer-heap-timingweight", "40", "--placer-heap-critexp", "4"),
     clk_name="clk100",
     clk_freq=100e6,
     sys_clk_freq=SYS_CLK_FREQ,

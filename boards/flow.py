@@ -308,8 +308,7 @@ def build(
 
 
 def _pnr_options(board: Board) -> list[str]:
-    """nextpnr's options for the board: its device, package and speed, the router and placer
-    options, a fixed seed."""
+    """nextpnr's options for the board: its device, package and speed, the router, a fixed seed."""
     return [
         f"--{board.nextpnr_device}",
         "--package",
@@ -318,7 +317,6 @@ def _pnr_options(board: Board) -> list[str]:
         board.speed,
         "--router",
         board.nextpnr_router,
-        *board.nextpnr_placer,
         "--seed",
         "1",
         "--timing-allow-fail",

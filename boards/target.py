@@ -55,7 +55,6 @@ class Board:
     node_id_pads: object = None  # platform -> the node id strap's pads (jumpers), or None: node 0
     notes: dict = field(default_factory=dict)
     nextpnr_router: str = "router1"  # nextpnr's router (router2 stalled on the ECPIX-5 card: docs/boards.md)
-    nextpnr_placer: tuple[str, ...] = ()  # nextpnr's placer options beyond its defaults
 
     def sys_clk_freq_of(self, config_name):
         """The ``sys`` clock of one configuration: its own where it sets one, else the board's."""

@@ -324,9 +324,9 @@ def test_a_netlist_is_packed_onto_the_device_and_one_too_big_fails_naming_what_i
 
 
 def test_every_board_s_nextpnr_options_are_taken_by_nextpnr(tmp_path, monkeypatch):
-    """The options a board gives nextpnr (its router, its placer's weights) are the ones its place
-    and route runs with; a misspelt or retired one fails here, in seconds, and not after the
-    synthesis of a build."""
+    """The options a board gives nextpnr (its device, package, speed and router) are the ones its
+    place and route runs with; a wrong one fails here, in seconds, and not after the synthesis of a
+    build."""
     monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "build"))
     netlist = synthesised_on_the_colorlight(tmp_path, 1024)
     pins = {"colorlight_i5": ("P3", "K18", "U16"), "ecpix5": ("K23", "N5", "P21")}  # clock, reset, LED
@@ -335,10 +335,8 @@ def test_every_board_s_nextpnr_options_are_taken_by_nextpnr(tmp_path, monkeypatc
         sites = zip(("clk", "rst", "q"), pins[board.name], strict=True)
         (netlist / f"{TOP}.lpf").write_text("".join(f'LOCATE COMP "{c}" SITE "{s}";\n' for c, s in sites))
         assert flow.pack(board, netlist, log=lambda m: None)["DP16KD"]["used"] <= 4, board.name
-    misspelt = dataclasses.replace(flow.BOARDS["ecpix5"], nextpnr_placer=("--placer-heap-timing-weight", "40"))
-    with pytest.raises(
-        synth.SynthesisError, match="nextpnr-ecp5 failed: unrecognised option '--placer-heap-timing-weight'$"
-    ):
+    misspelt = dataclasses.replace(flow.BOARDS["ecpix5"], nextpnr_router="router9")
+    with pytest.raises(synth.SynthesisError, match="failed: ERROR: Router algorithm 'router9' is not supported"):
         flow.pack(misspelt, netlist, log=lambda m: None)
 
 
