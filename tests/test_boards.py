@@ -335,9 +335,9 @@ def test_every_board_s_nextpnr_options_are_taken_by_nextpnr(tmp_path, monkeypatc
         sites = zip(("clk", "rst", "q"), pins[board.name], strict=True)
         (netlist / f"{TOP}.lpf").write_text("".join(f'LOCATE COMP "{c}" SITE "{s}";\n' for c, s in sites))
         assert flow.pack(board, netlist, log=lambda m: None)["DP16KD"]["used"] <= 4, board.name
-    misspelt = dataclasses.replace(flow.BOARDS["ecpix5"], nextpnr_router="router9")
+    wrong_router = dataclasses.replace(flow.BOARDS["ecpix5"], nextpnr_router="router9")
     with pytest.raises(synth.SynthesisError, match="failed: ERROR: Router algorithm 'router9' is not supported"):
-        flow.pack(misspelt, netlist, log=lambda m: None)
+        flow.pack(wrong_router, netlist, log=lambda m: None)
 
 
 @pytest.mark.slow
