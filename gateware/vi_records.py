@@ -31,6 +31,12 @@ memories, except:
 as it stands after that cycle's write and clears (the register bank's status port answers so):
 each field they read has a copy of its own, written with the others, which synthesis puts in block
 RAM for more than 16 VIs (``ram_style``), so such a reader costs no LUT RAM and no multiplexer.
+
+With ``write_late`` the memories are written a cycle after the owner's write, from registers (its
+VI, the record, whether to write), and every port reading that VI meanwhile takes the registered
+record: the engine's decision to write and the record's new fields then end at flip-flops, not at
+the write ports of block RAMs spread over the device (the routed card's longest path:
+docs/boards.md). It costs a register per bit of the record and a multiplexer per bit a port reads.
 """
 
 from amaranth import C, Module, Mux, Signal
@@ -49,10 +55,13 @@ def read_signature(layout, vis, *, ahead=False):
 
 
 class ViRecords(wiring.Component):
-    def __init__(self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False):
+    def __init__(
+        self, layout, vis, *, peeks=0, peeks_ahead=0, peeks_next=0, clears=None, read_ahead=False, write_late=False
+    ):
         """`clears` maps a group's name to the fields it clears (``None``: the whole record);
-        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``."""
-        self.layout, self.vis, self.read_ahead = layout, vis, read_ahead
+        `read_ahead` reads the owner's record a cycle ahead, at ``owner.next_vi``; `write_late`
+        writes the memories a cycle after the owner's write, from registers."""
+        self.layout, self.vis, self.read_ahead, self.write_late = layout, vis, read_ahead, write_late
         self.groups = {name: tuple(fields or layout.members) for name, fields in (clears or {}).items()}
         for name, fields in self.groups.items():
             unknown = set(fields) - set(layout.members)
@@ -107,6 +116,8 @@ class ViRecords(wiring.Component):
         write_en = self.change.as_value().any()
         written_vi, dropping = Signal(range(vis), name="written_vi"), {}
         m.d.sync += written_vi.eq(self.owner.vi)
+        # With `write_late` the memories take the write a cycle later, from these registers.
+        late_en, late_record = Signal(name="late_en"), Signal(self.layout, name="late_record")
         for name in self.groups:
             dropping[name] = Signal(name=f"dropping_{name}")
             m.d.sync += dropping[name].eq(write_en & ~getattr(self.clear, name).bit_select(self.owner.vi, 1))
@@ -114,10 +125,29 @@ class ViRecords(wiring.Component):
         def cleared_at(vi):
             return lambda name: cleared[name].bit_select(vi, 1) & ~(dropping[name] & (written_vi == vi))
 
+        def forwarded(data, taken, name=None):
+            """``data`` as read from a memory, or the late write's record (its field ``name``)
+            where ``taken``: the write the memories have not taken yet."""
+            if not self.write_late:
+                return data
+            late = late_record if name is None else getattr(late_record, name)
+            return Mux(taken, late, data)
+
+        def forwarded_next(vi, name):
+            """A registered read's forwarding choice: whether the owner writes ``vi`` in this
+            cycle (its data then arrives with the late write, in the next one)."""
+            taken = Signal(name=f"{name}_forwarded")
+            m.d.sync += taken.eq(write_en & (self.owner.vi == vi))
+            return taken
+
         for port in combinational:
+            late_here = late_en & (written_vi == port.vi)
             for name, memory in memories.items():
                 memory_port = memory.read_port(domain="comb")
-                m.d.comb += [memory_port.addr.eq(port.vi), getattr(port.record, name).eq(memory_port.data)]
+                m.d.comb += [
+                    memory_port.addr.eq(port.vi),
+                    getattr(port.record, name).eq(forwarded(memory_port.data, late_here, name)),
+                ]
 
         # The record is written whole: the fields not changed keep their value (or take their
         # renewed one, so a cleared group stays cleared once its flag drops).
@@ -127,31 +157,45 @@ class ViRecords(wiring.Component):
                 Mux(getattr(self.change, name), getattr(self.new, name), getattr(self.owner.record, name))
             )
 
-        def owner_write(memory, data):
-            """A write port of ``memory`` taking ``data`` at the owner's VI as the record is written."""
+        if self.write_late:
+            m.d.sync += [late_en.eq(write_en), late_record.eq(written_record)]
+
+        def owner_write(memory, name=None):
+            """A write port of ``memory`` taking the written record (its field ``name``) at the
+            owner's VI as the record is written (or a cycle later, from registers)."""
             write = memory.write_port()
-            m.d.comb += [write.addr.eq(self.owner.vi), write.data.eq(data), write.en.eq(write_en)]
+            if self.write_late:
+                vi, data, en = written_vi, late_record, late_en
+            else:
+                vi, data, en = self.owner.vi, written_record, write_en
+            m.d.comb += [
+                write.addr.eq(vi),
+                write.data.eq(data if name is None else getattr(data, name)),
+                write.en.eq(en),
+            ]
             return write
 
         for name, memory in memories.items():
-            owner_write(memory, getattr(written_record, name))
+            owner_write(memory, name)
         if ahead:
             m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
-            write = owner_write(record_memory, written_record)
-            for port in ahead:
+            write = owner_write(record_memory)
+            for i, port in enumerate(ahead):
                 read = record_memory.read_port(transparent_for=(write,))
-                m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(read.data)]
+                taken = forwarded_next(port.next_vi, f"ahead{i}") if self.write_late else None
+                m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(forwarded(read.data, taken))]
 
         for i, port in enumerate(getattr(self, "peek_next", ())):
             # The VI read in the cycle before, whose flags now stand as its data does.
             read_vi = Signal(range(vis), name=f"peek_next{i}_vi")
             m.d.sync += read_vi.eq(port.vi)
+            taken = forwarded_next(port.vi, f"peek_next{i}") if self.write_late else None
             for name, field in self.layout:
                 copy = Memory(shape=field.shape, depth=vis, init=[], attrs=block_ram_attrs(vis))
                 m.submodules[f"peek_next{i}_{name}"] = copy
-                write = owner_write(copy, getattr(written_record, name))
+                write = owner_write(copy, name)
                 read = copy.read_port(transparent_for=(write,))
-                m.d.comb += [read.addr.eq(port.vi), getattr(port.record, name).eq(read.data)]
+                m.d.comb += [read.addr.eq(port.vi), getattr(port.record, name).eq(forwarded(read.data, taken, name))]
             renew(port, cleared_at(read_vi))
 
         # A port reading ahead learns whether the VI it reads will be cleared when it gets there

@@ -208,8 +208,9 @@ class RxEngine(wiring.Component):
         # Read where this engine is (its frame's VI) and where the transmit engine is
         # (`from_tx.vi`: the acknowledgement it builds, the NAK it answers), both a cycle ahead
         # from block RAM, and where the bus reads RX_PSN; written whole, at this engine's VI, by
-        # this engine only. A connect clears the record (it reads as zeros), and a read request's
-        # start clears the read's offset: neither needs the write port.
+        # this engine only (the memories a cycle later, from registers). A connect clears the
+        # record (it reads as zeros), and a read request's start clears the read's offset: neither
+        # needs the write port.
         m.submodules.sequence = sequence = ViRecords(
             SequenceRecord,
             vis,
@@ -217,6 +218,7 @@ class RxEngine(wiring.Component):
             peeks_ahead=1,
             clears={"connect": None, "read_start": ("read_offset",)},
             read_ahead=True,
+            write_late=True,  # the frame decisions end at registers, not at the block RAMs
         )
         seq, seq_tx = sequence.owner.record, sequence.peek_ahead[0].record
         m.d.comb += [

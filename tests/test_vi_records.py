@@ -138,13 +138,15 @@ def test_a_clear_group_must_name_the_records_fields():
         ViRecords(LAYOUT, VIS, clears={"restart": ("c", "d")})
 
 
+@pytest.mark.parametrize("write_late", [False, True], ids=["written_at_once", "written_late"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
+def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed, write_late):
     """Random writes, clears and VI moves (a new VI most cycles, the same one, the VI just written)
     every cycle against a model of the records: the owner's record and a peek's, read from the
     registered memory at the VI named a cycle before, a peek read combinationally, and a peek
     answering in the next cycle (the record after that cycle's write and clears) always show the
-    model's. The clear flags of the ports reading ahead are registered with their records."""
+    model's. The clear flags of the ports reading ahead are registered with their records. Written
+    late (the memories a cycle after the owner's write), every port reads the same."""
     rng = random.Random(seed)
     dut = ViRecords(
         LAYOUT,
@@ -154,6 +156,7 @@ def test_an_owner_reading_ahead_reads_what_a_combinational_one_reads(seed):
         peeks_next=1,
         clears={"connect": None, "restart": ("c",)},
         read_ahead=True,
+        write_late=write_late,
     )
     groups = {"connect": tuple(LAYOUT.members), "restart": ("c",)}
     widths = {name: LAYOUT.members[name] for name in LAYOUT.members}
