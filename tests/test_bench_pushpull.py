@@ -32,6 +32,7 @@ def test_help():
         ["bench", "pushpull", "--mtu", "20"],
         ["bench", "pushpull", "--eth-delay", "3"],
         ["bench", "pushpull", "--iterations", "0"],
+        ["bench", "pushpull", "--warmup", "-1"],
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args):
@@ -67,6 +68,8 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
         "128",
         "--iterations",
         "2",
+        "--warmup",
+        "1",
         "--baselines",
         "send",
         "--out",
@@ -78,6 +81,7 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
     assert {r["scheme"] for r in pp} == {"original", "advanced"}
     assert sorted({int(r["size"]) for r in pp}) == [1, 2, 4, 8, 16, 32, 63, 64, 65, 128]
     assert {r["scheme"] for r in rows if r["kind"] == "baseline"} == {"send"}
+    assert {r["warmup"] for r in rows} == {"1"}
     for r in pp:
         assert float(r["pingpong_us"]) > 1 and float(r["one_way_us"]) > 1 and int(r["cycles"]) > 0
         assert abs(float(r["bandwidth_MBps"]) - int(r["size"]) / float(r["pingpong_us"])) < 0.01
@@ -99,6 +103,7 @@ def test_smoke_sweep_writes_csv_summary_json_and_plot(tmp_path):
     summary = (out / "pushpull_bench.md").read_text()
     assert "numavia bench pushpull --thresholds 64" in summary and "Advanced vs original" in summary
     assert "## Latency breakdown" in summary and "| advanced @64, 1 B |" in summary
+    assert "after 1 untimed warm-up round trip at each point" in summary
     data = json.loads((out / "pushpull_bench.json").read_text())
     assert data["config"]["clock_hz"] == 100_000_000 and len(data["figures"]["gains"]) == len(pp) // 2
     assert data["command"].startswith("numavia bench pushpull --thresholds 64")

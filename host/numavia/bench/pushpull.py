@@ -5,7 +5,9 @@ the benchmark agent, so every figure comes from the card's cycle counter. For ea
 (original, advanced), bytes_to_push threshold and message size, the two agents run a ping-pong
 over a connected VI pair; the host sets everything up through VIPL and collects:
 
-* ping-pong latency: half the round trip (the initiator's cycles / iterations / 2);
+* ping-pong latency: half the round trip (the initiator's cycles / iterations / 2), after
+  ``--warmup`` untimed round trips of the same point (its first round trip runs from a cold
+  instruction cache);
 * the last half round trip step by step, from both cards' latency stamps and the cycle each side's
   last message was in its user buffer (``bench.via.breakdown``; for messages nothing is pulled of);
 * one-way latency: from the sender's call to the data being in the receiver's user buffer, of
@@ -150,9 +152,11 @@ class PushPullPair:
             "iterations": iterations,
         }
 
-    def point(self, scheme, size, threshold, iterations):
+    def point(self, scheme, size, threshold, iterations, *, warmup=0):
         """A ping-pong point: latencies in us, NetPIPE's bandwidth (size / ping-pong latency) and
-        the per-message work."""
+        the per-message work; after ``warmup`` untimed round trips (a run of their own)."""
+        if warmup:
+            self.run(scheme, size, threshold, warmup)
         f0, f1 = self.run(scheme, size, threshold, iterations)
         us = 1e6 / self.freq
         steps = dict.fromkeys(bench_via.STEP_FIELDS)
@@ -207,14 +211,18 @@ def sweep(session, args, points, log):
     for done, (kind, scheme, threshold, size) in enumerate(todo, 1):
         n = iterations_for(size, most=args.iterations)
         if kind == "pushpull":
-            r = pair.point(scheme, size, threshold, n)
-            rows.append({"kind": kind, "scheme": scheme, "threshold": threshold, "size": size, **r})
+            r = pair.point(scheme, size, threshold, n, warmup=args.warmup)
+            rows.append(
+                {"kind": kind, "scheme": scheme, "threshold": threshold, "size": size, "warmup": args.warmup, **r}
+            )
             line = (
                 f"{scheme:>8} bytes_to_push {threshold:>4} {size:>7} B: ping-pong {r['pingpong_us']:8.2f} us, "
                 f"one-way {r['one_way_us']:8.2f} us ({n} x)"
             )
         else:
             via = via or bench_via.Bench(session, max_size=max(points), log=log, timeout=args.timeout)
+            if args.warmup:
+                via.point(scheme, size, args.warmup)
             r = via.point(scheme, size, n)
             rows.append(
                 {
@@ -222,6 +230,7 @@ def sweep(session, args, points, log):
                     "scheme": scheme,
                     "threshold": "",
                     "size": size,
+                    "warmup": args.warmup,
                     "iterations": n,
                     "cycles": r["cycles"],
                     "pingpong_us": r["latency_us"],
@@ -262,6 +271,7 @@ FIELDS = [
     "scheme",
     "threshold",
     "size",
+    "warmup",
     "iterations",
     "cycles",
     "pingpong_us",
@@ -365,7 +375,9 @@ def summary(rows, meta, args, info):
         f"`{meta['builds']['model']}`; {meta['wall_seconds']:.0f} s wall",
         "",
         "Ping-pong: half the round trip of the initiator's ping-pong (card cycle counter, "
-        "cycles column = whole run). One-way: sender's call to data in the receiver's user buffer, "
+        f"cycles column = whole run), after {args.warmup} untimed warm-up round "
+        f"trip{'' if args.warmup == 1 else 's'} at each point "
+        "(`--warmup`; the push-pull and plain ones alike). One-way: sender's call to data in the receiver's user buffer, "
         "measured by the receiver from the send cycle in the header of each side's last message (the "
         "only ones stamped). Both in us at 100 MHz.",
         "",

@@ -678,6 +678,14 @@ def register(sub):
         help="round trips per point for small messages (large ones use fewer, at least 2)",
     )
     pp.add_argument(
+        "--warmup",
+        type=count,
+        default=2,
+        metavar="N",
+        help="untimed round trips before each point, push-pull and baselines alike, so its first "
+        "(cold-cache) round trip is not in the figure (default 2; 0: none)",
+    )
+    pp.add_argument(
         "--baselines",
         type=list_of(str, ("send", "write"), "baseline"),
         default=["send", "write"],
