@@ -157,6 +157,18 @@ class ViaEngine(wiring.Component):
             postable_doorbell.eq(postable(p, rung_addr, area_base, area_size)),
             area_refused.eq(rung & ~postable_doorbell),
         ]
+        # A doorbell that passed the check reaches its queue a cycle later, from registers: the
+        # area's block RAM, the check's adders and the queue's tail update were one path (the
+        # routed card's longest once the receive engine's record write was off it: docs/boards.md).
+        queued_vi, queued_addr, queued_again = Signal(range(vis)), Signal(32), Signal()
+        sq_queued, rq_queued = Signal(), Signal()
+        m.d.sync += [
+            sq_queued.eq(sq_rung & postable_doorbell),
+            rq_queued.eq(rq_rung & postable_doorbell),
+            queued_vi.eq(rung_vi),
+            queued_addr.eq(rung_addr),
+            queued_again.eq(rung_again),
+        ]
         m.submodules.tx = tx = TxEngine(p)
         m.submodules.rx = rx = RxEngine(p)
         m.submodules.att = att = AddressTranslator(regions=p.att_regions, pages=p.att_pages, ports=2)
@@ -344,13 +356,9 @@ class ViaEngine(wiring.Component):
                 m.d.comb += records.update(bits=records.owner.record.bits | adding_bits)
             being_added = adding & (adding_vi == bank.vi_status.index) & ~restarted.bit_select(adding_vi, 1)
             errors.append(records.peek_next[0].record.bits | Mux(being_added, adding_bits, 0))
-        for queue, rung_here in ((tx.sq_doorbell, sq_rung), (rx.rq_doorbell, rq_rung)):
-            m.d.comb += [
-                queue.valid.eq(rung_here & postable_doorbell),
-                queue.payload.vi.eq(rung_vi),
-                queue.payload.addr.eq(rung_addr),
-            ]
-        m.d.comb += tx.sq_doorbell.payload.again.eq(rung_again)
+        for queue, queued in ((tx.sq_doorbell, sq_queued), (rx.rq_doorbell, rq_queued)):
+            m.d.comb += [queue.valid.eq(queued), queue.payload.vi.eq(queued_vi), queue.payload.addr.eq(queued_addr)]
+        m.d.comb += tx.sq_doorbell.payload.again.eq(queued_again)
 
         # The VI array's read-only registers, at the VI the bus reads (one multiplexer each, not a
         # decoder per VI and register); the queues and sequence numbers from TX's and RX's state.
