@@ -136,6 +136,8 @@ class ViRecords(wiring.Component):
         def forwarded_next(vi, name):
             """A registered read's forwarding choice: whether the owner writes ``vi`` in this
             cycle (its data then arrives with the late write, in the next one)."""
+            if not self.write_late:
+                return None
             taken = Signal(name=f"{name}_forwarded")
             m.d.sync += taken.eq(write_en & (self.owner.vi == vi))
             return taken
@@ -182,14 +184,14 @@ class ViRecords(wiring.Component):
             write = owner_write(record_memory)
             for i, port in enumerate(ahead):
                 read = record_memory.read_port(transparent_for=(write,))
-                taken = forwarded_next(port.next_vi, f"ahead{i}") if self.write_late else None
+                taken = forwarded_next(port.next_vi, f"ahead{i}")
                 m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(forwarded(read.data, taken))]
 
         for i, port in enumerate(getattr(self, "peek_next", ())):
             # The VI read in the cycle before, whose flags now stand as its data does.
             read_vi = Signal(range(vis), name=f"peek_next{i}_vi")
             m.d.sync += read_vi.eq(port.vi)
-            taken = forwarded_next(port.vi, f"peek_next{i}") if self.write_late else None
+            taken = forwarded_next(port.vi, f"peek_next{i}")
             for name, field in self.layout:
                 copy = Memory(shape=field.shape, depth=vis, init=[], attrs=block_ram_attrs(vis))
                 m.submodules[f"peek_next{i}_{name}"] = copy
