@@ -360,6 +360,11 @@ class TxEngine(wiring.Component):
         )
         per_frame = Signal(16)
         m.d.comb += per_frame.eq(mtu - via_frame.VIA_HEADER_SIZE)
+        # The frames a rewind goes back, taken from the record in the cycle before the rewind (the
+        # timer's or the expiry's, neither of which writes a PSN): the multiply then starts at a
+        # register, not at the record's block RAM (the routed card's longest path at 1620654).
+        frames_back = Signal(24)
+        m.d.sync += frames_back.eq((ctx.una - ctx.head_psn)[:24])
 
         config = self.config.record  # the visited VI's configuration registers
         m.d.comb += [self.config.index.eq(vi), self.config.next_index.eq(vi_next)]
@@ -638,7 +643,7 @@ class TxEngine(wiring.Component):
                 with m.If(ctx.rewind):
                     m.d.comb += [timers.stop.eq(1), cur_next.eq(head)]
                     m.d.comb += sequence.update(snd_nxt=ctx.una)
-                    update(rewind=0, cur=head, cur_offset=(ctx.una - ctx.head_psn)[:24] * per_frame)
+                    update(rewind=0, cur=head, cur_offset=frames_back * per_frame)
                 m.next = "VISIT_CONTROL"
 
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
