@@ -152,11 +152,9 @@ class PushPullPair:
             "iterations": iterations,
         }
 
-    def point(self, scheme, size, threshold, iterations, *, warmup=0):
+    def point(self, scheme, size, threshold, iterations):
         """A ping-pong point: latencies in us, NetPIPE's bandwidth (size / ping-pong latency) and
-        the per-message work; after ``warmup`` untimed round trips (a run of their own)."""
-        if warmup:
-            self.run(scheme, size, threshold, warmup)
+        the per-message work."""
         f0, f1 = self.run(scheme, size, threshold, iterations)
         us = 1e6 / self.freq
         steps = dict.fromkeys(bench_via.STEP_FIELDS)
@@ -210,8 +208,11 @@ def sweep(session, args, points, log):
     rows, via = [], None
     for done, (kind, scheme, threshold, size) in enumerate(todo, 1):
         n = iterations_for(size, most=args.iterations)
+        # The warm-up: a run of its own, untimed, before the point's timed run (either kind).
         if kind == "pushpull":
-            r = pair.point(scheme, size, threshold, n, warmup=args.warmup)
+            if args.warmup:
+                pair.run(scheme, size, threshold, args.warmup)
+            r = pair.point(scheme, size, threshold, n)
             rows.append(
                 {"kind": kind, "scheme": scheme, "threshold": threshold, "size": size, "warmup": args.warmup, **r}
             )
