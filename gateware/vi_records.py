@@ -9,11 +9,12 @@ engine is).
 A clear (``clear.<group>``, a mask of VIs) makes a group of fields (or the whole record) read as
 ``renewed`` (zero unless driven; a port's ``renewed`` may depend on its VI) until the VI's record
 is next written, instead of writing it: a connect never competes with the owner for the write port,
-and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group (and one
-per group and read-ahead port: whether its next VI will be cleared, registered like the record, so
-the 64-way choice of a flag is off the paths from the record). A write drops its VI's flags a cycle
-later, from registers, the ports reading them as dropped meanwhile, so the engine's decision to
-write does not reach the 64 flags.
+and in the same cycle as a write to that VI the clear wins. One flip-flop per VI and group (and two
+per group and read-ahead port: whether its next VI is cleared, and whether a write there would drop
+that, registered like the record, so the 64-way choice of a flag is off the paths from the record).
+A write drops its VI's flags a cycle later, from registers, the ports reading them as dropped
+meanwhile, so the engine's decision to write reaches neither the 64 flags nor the ports' choices:
+it ends at one flip-flop (``wrote``).
 
 Each field is a memory of its own, written together: a port whose reader never uses a field costs
 no copy of it (a peek for one register's value reads one field's memory, not the record's).
@@ -116,8 +117,12 @@ class ViRecords(wiring.Component):
         write_en = self.change.as_value().any()
         written_vi, dropping = Signal(range(vis), name="written_vi"), {}
         m.d.sync += written_vi.eq(self.owner.vi)
-        # With `write_late` the memories take the write a cycle later, from these registers.
-        late_en, late_record = Signal(name="late_en"), Signal(self.layout, name="late_record")
+        # Whether the owner wrote in the cycle before: the ports reading a cycle ahead combine it
+        # with a VI comparison registered beside it, so that the engine's decision to write ends at
+        # this one flip-flop, not at every port's choices. With `write_late` the memories take the
+        # write a cycle later, from these registers.
+        wrote, late_record = Signal(name="wrote"), Signal(self.layout, name="late_record")
+        m.d.sync += wrote.eq(write_en)
         for name in self.groups:
             dropping[name] = Signal(name=f"dropping_{name}")
             m.d.sync += dropping[name].eq(write_en & ~getattr(self.clear, name).bit_select(self.owner.vi, 1))
@@ -133,17 +138,19 @@ class ViRecords(wiring.Component):
             late = late_record if name is None else getattr(late_record, name)
             return Mux(taken, late, data)
 
-        def forwarded_next(vi, name):
-            """A registered read's forwarding choice: whether the owner writes ``vi`` in this
-            cycle (its data then arrives with the late write, in the next one)."""
-            if not self.write_late:
-                return None
-            taken = Signal(name=f"{name}_forwarded")
-            m.d.sync += taken.eq(write_en & (self.owner.vi == vi))
-            return taken
+        def same_vi_registered(vi, name):
+            """Whether the owner was at ``vi`` in the cycle before (a registered comparison)."""
+            same = Signal(name=f"{name}_same_vi")
+            m.d.sync += same.eq(self.owner.vi == vi)
+            return same
+
+        def forwarded_next(same_vi):
+            """A registered read's forwarding choice: whether the owner wrote the VI read in the
+            cycle before (its data then arrives with the late write, in this one)."""
+            return (wrote & same_vi) if self.write_late else None
 
         for port in combinational:
-            late_here = late_en & (written_vi == port.vi)
+            late_here = wrote & (written_vi == port.vi)
             for name, memory in memories.items():
                 memory_port = memory.read_port(domain="comb")
                 m.d.comb += [
@@ -160,14 +167,14 @@ class ViRecords(wiring.Component):
             )
 
         if self.write_late:
-            m.d.sync += [late_en.eq(write_en), late_record.eq(written_record)]
+            m.d.sync += late_record.eq(written_record)
 
         def owner_write(memory, name=None):
             """A write port of ``memory`` taking the written record (its field ``name``) at the
             owner's VI as the record is written (or a cycle later, from registers)."""
             write = memory.write_port()
             if self.write_late:
-                vi, data, en = written_vi, late_record, late_en
+                vi, data, en = written_vi, late_record, wrote
             else:
                 vi, data, en = self.owner.vi, written_record, write_en
             m.d.comb += [
@@ -179,19 +186,20 @@ class ViRecords(wiring.Component):
 
         for name, memory in memories.items():
             owner_write(memory, name)
+        ahead_same_vi = [same_vi_registered(port.next_vi, f"ahead{i}") for i, port in enumerate(ahead)]
         if ahead:
             m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
             write = owner_write(record_memory)
             for i, port in enumerate(ahead):
                 read = record_memory.read_port(transparent_for=(write,))
-                taken = forwarded_next(port.next_vi, f"ahead{i}")
+                taken = forwarded_next(ahead_same_vi[i])
                 m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(forwarded(read.data, taken))]
 
         for i, port in enumerate(getattr(self, "peek_next", ())):
             # The VI read in the cycle before, whose flags now stand as its data does.
             read_vi = Signal(range(vis), name=f"peek_next{i}_vi")
             m.d.sync += read_vi.eq(port.vi)
-            taken = forwarded_next(port.vi, f"peek_next{i}")
+            taken = forwarded_next(same_vi_registered(port.vi, f"peek_next{i}"))
             for name, field in self.layout:
                 copy = Memory(shape=field.shape, depth=vis, init=[], attrs=block_ram_attrs(vis))
                 m.submodules[f"peek_next{i}_{name}"] = copy
@@ -203,16 +211,21 @@ class ViRecords(wiring.Component):
         # A port reading ahead learns whether the VI it reads will be cleared when it gets there
         # a cycle ahead too, registered like its record: the 64-way choice of a flag is then off
         # every path from the record (its `next_vi` must settle early enough for that choice).
+        # The owner's write to that VI in the same cycle drops the flag unless a clear comes with
+        # it; the write's decision is taken from `wrote` a cycle later, not into the registers.
         for port in combinational:
             renew(port, cleared_at(port.vi))
         for port in ahead:
-            here = {name: Signal(init=1, name=f"cleared_{name}_ahead") for name in self.groups}
-            will_be_written = write_en & (self.owner.vi == port.next_vi)
+            here = {}
             for name in self.groups:
-                m.d.sync += here[name].eq(
-                    (cleared_at(port.next_vi)(name) & ~will_be_written)
-                    | getattr(self.clear, name).bit_select(port.next_vi, 1)
-                )
+                clearing = getattr(self.clear, name).bit_select(port.next_vi, 1)
+                kept = Signal(init=1, name=f"cleared_{name}_ahead")  # cleared, or being cleared
+                droppable = Signal(name=f"cleared_{name}_ahead_droppable")  # by a write there
+                m.d.sync += [
+                    kept.eq(cleared_at(port.next_vi)(name) | clearing),
+                    droppable.eq((self.owner.vi == port.next_vi) & ~clearing),
+                ]
+                here[name] = kept & ~(wrote & droppable)
             renew(port, here.__getitem__)
 
         for name in self.groups:
