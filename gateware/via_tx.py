@@ -230,8 +230,12 @@ class TxEngine(wiring.Component):
         # --- visit context: per-VI state only a visit uses, in memory ------------------------
         # Read where the visit is; a step changes some of its fields (`update`) and the record is
         # written back whole. A connect clears the VI's record (it reads as a new connection's:
-        # zeros, its send position at the queue's head) instead of writing it.
-        m.submodules.context = context = ViRecords(visit_context(qd), vis, clears={"connect": None}, read_ahead=True)
+        # zeros, its send position at the queue's head) instead of writing it. The memories take
+        # the write a cycle later, from registers: a step's decisions (the rewind's multiply, the
+        # acknowledgement's comparisons) end at flip-flops, not at block RAMs across the device.
+        m.submodules.context = context = ViRecords(
+            visit_context(qd), vis, clears={"connect": None}, read_ahead=True, write_late=True
+        )
         ctx = context.owner.record
         m.d.comb += [
             context.owner.vi.eq(vi),
