@@ -135,10 +135,17 @@ def test_a_port_taken_between_the_pick_and_the_simulator_s_bind_is_picked_again(
 
 
 def test_free_port_ranges_are_free_and_differ_between_processes(monkeypatch):
+    # Two processes start their searches at different ranges. Whether the ports are free is
+    # taken as yes here: a port another test's simulator holds meanwhile moves a search on to the
+    # next range, which may be where the other process's starts.
+    with monkeypatch.context() as every_port_free:
+        every_port_free.setattr(cluster_session, "_can_bind", lambda port: True)
+        every_port_free.setattr(cluster_session.os, "getpid", lambda: 1000)
+        first = cluster_session.free_port_range(4)
+        every_port_free.setattr(cluster_session.os, "getpid", lambda: 1001)
+        assert cluster_session.free_port_range(4) != first
     monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
     base = cluster_session.free_port_range(4)
-    monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1001)
-    assert cluster_session.free_port_range(4) != base
     # A range with a port in use is passed over.
     monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
     with socket.socket() as busy:
