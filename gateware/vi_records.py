@@ -138,16 +138,15 @@ class ViRecords(wiring.Component):
             late = late_record if name is None else getattr(late_record, name)
             return Mux(taken, late, data)
 
-        def same_vi_registered(vi, name):
-            """Whether the owner was at ``vi`` in the cycle before (a registered comparison)."""
-            same = Signal(name=f"{name}_same_vi")
-            m.d.sync += same.eq(self.owner.vi == vi)
-            return same
-
-        def forwarded_next(same_vi):
-            """A registered read's forwarding choice: whether the owner wrote the VI read in the
-            cycle before (its data then arrives with the late write, in this one)."""
-            return (wrote & same_vi) if self.write_late else None
+        def forwarded_next(vi, name):
+            """A registered read's forwarding choice: whether the owner wrote ``vi`` in the cycle
+            before (its data then arrives with the late write, in this one), from `wrote` and a
+            comparison registered beside it."""
+            if not self.write_late:
+                return None
+            same_vi = Signal(name=f"{name}_same_vi")
+            m.d.sync += same_vi.eq(self.owner.vi == vi)
+            return wrote & same_vi
 
         for port in combinational:
             late_here = wrote & (written_vi == port.vi)
@@ -186,20 +185,19 @@ class ViRecords(wiring.Component):
 
         for name, memory in memories.items():
             owner_write(memory, name)
-        ahead_same_vi = [same_vi_registered(port.next_vi, f"ahead{i}") for i, port in enumerate(ahead)]
         if ahead:
             m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
             write = owner_write(record_memory)
             for i, port in enumerate(ahead):
                 read = record_memory.read_port(transparent_for=(write,))
-                taken = forwarded_next(ahead_same_vi[i])
+                taken = forwarded_next(port.next_vi, f"ahead{i}")
                 m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(forwarded(read.data, taken))]
 
         for i, port in enumerate(getattr(self, "peek_next", ())):
             # The VI read in the cycle before, whose flags now stand as its data does.
             read_vi = Signal(range(vis), name=f"peek_next{i}_vi")
             m.d.sync += read_vi.eq(port.vi)
-            taken = forwarded_next(same_vi_registered(port.vi, f"peek_next{i}"))
+            taken = forwarded_next(port.vi, f"peek_next{i}")
             for name, field in self.layout:
                 copy = Memory(shape=field.shape, depth=vis, init=[], attrs=block_ram_attrs(vis))
                 m.submodules[f"peek_next{i}_{name}"] = copy
