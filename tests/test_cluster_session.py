@@ -147,7 +147,6 @@ def test_free_port_ranges_are_free_and_differ_between_processes(monkeypatch):
     monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
     base = cluster_session.free_port_range(4)
     # A range with a port in use is passed over.
-    monkeypatch.setattr(cluster_session.os, "getpid", lambda: 1000)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", base + 2))
         other = cluster_session.free_port_range(4)
