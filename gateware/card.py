@@ -191,10 +191,12 @@ def _join_wishbone(m, initiator, target):
     m.d.comb += [getattr(initiator, name).eq(getattr(target, name)) for name in ("dat_r", "ack", "err")]
 
 
-# Register blocks no post or poll waits on (microcode, directory and ring set-up, counters): their
-# decode takes the SoC bus's address a cycle late (wishbone.RequestRegister). The remote access
-# controller's register decode was the routed card's longest path (docs/boards.md).
-_REGISTERED_REQUEST = ("lac", "rac", "ring")
+# Register blocks no post or poll waits on (microcode, directory and ring set-up, counters, the VIA
+# engine's set-up, mailbox and completion queue registers; its doorbells have a block of their own):
+# their decode takes the SoC bus's address a cycle late (wishbone.RequestRegister). The remote
+# access controller's register decode, then the VIA engine's, was the routed card's longest path
+# (docs/boards.md).
+_REGISTERED_REQUEST = ("lac", "rac", "ring", "via")
 
 
 def card_blocks(config):
