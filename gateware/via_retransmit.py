@@ -29,9 +29,14 @@ keepalives come a frame apart).
 The commands (with the VI they are for), keepalives and clears take effect a cycle after they
 are given, from registers: the visit's decisions (its acknowledgement's comparisons, its frame's)
 are not in series with the timers' decoding and memory writes. So ``expired`` and ``due`` show a
-command from the cycle after next on, and ``out_of_retries`` is the VI the visit was at in the
-cycle before: the engine reads a timer after at least a cycle at its VI, two or more after it gave
-that VI a command.
+command from the cycle after next on. ``out_of_retries`` is a cycle later still: the visited VI's
+retry count is read into a register, and only its increment and the comparison with the limit
+follow it (the count's read at the VI, its increment, the comparison and the engine's register
+were the routed card's longest path, docs/boards.md). It is the VI the visit was at two cycles
+before, with the commands given three or more cycles before: the engine reads it after at least
+two cycles at its VI, three or more after it gave that VI a retry. A command that forgives the
+retries (an acknowledgement, a keepalive, a clear) also moves the deadline or disarms, so
+``expired`` is low until the count read after it has arrived.
 """
 
 from amaranth import Module, Mux, Signal
@@ -92,14 +97,16 @@ class RetransmitTimers(wiring.Component):
         count_w = retry_counts.write_port()
         count_r = retry_counts.read_port(domain="comb")
 
-        retries = Signal(16)
+        retries = Signal(16)  # of the VI given, for a retry's write ...
+        retries_read = Signal(16)  # ... and a cycle later, for the limit's comparison
         m.d.comb += [
             count_r.addr.eq(vi),
             retries.eq(Mux(fresh.bit_select(vi, 1), 0, count_r.data)),
             self.due.eq(armed & passed),
             self.expired.eq(self.due.bit_select(self.vi, 1)),
-            self.out_of_retries.eq(retries + 1 >= self.retry_limit),
+            self.out_of_retries.eq(retries_read + 1 >= self.retry_limit),
         ]
+        m.d.sync += retries_read.eq(retries)
 
         # The scanner: read one deadline a cycle, judge it the next. Wrapping time: past the
         # deadline when `now - deadline` is non-negative as a signed number.
