@@ -239,6 +239,11 @@ def synthesise(
     return buildcache.cached("netlists", f"{_build_name(board, config_name, with_card)}-{synth_key}", produce, log=log)
 
 
+#: nextpnr's placement seed unless the user names another. Placements of one netlist differ by
+#: several MHz between seeds (docs/boards.md), so a build is repeated only with its seed.
+DEFAULT_SEED = 1
+
+
 def _build_name(board: Board, config_name: str, with_card: bool) -> str:
     return f"{board.name}-{config_name}{'' if with_card else '-bare'}"
 
@@ -250,10 +255,11 @@ def build(
     with_card: bool = True,
     card_params: dict[str, Any] | None = None,
     bitstream: bool = True,
+    seed: int = DEFAULT_SEED,
     log: Callable[[str], object] = print,
 ) -> dict[str, Any]:
-    """Synthesise, place and route (and pack) the board SoC. Returns the report dict (also written
-    as ``report.json`` beside the bitstream).
+    """Synthesise, place and route (and pack) the board SoC, placed with nextpnr's ``seed``.
+    Returns the report dict (also written as ``report.json`` beside the bitstream).
 
     Synthesis and place and route are cached apart: the netlist by the generated sources, the
     placed design by the netlist and nextpnr's options, so an interrupted or re-seeded place and
@@ -262,7 +268,7 @@ def build(
     config_name = config_name or board.default_config
     netlist = synthesise(board, config_name, with_card=with_card, card_params=card_params, log=log)
     name = _build_name(board, config_name, with_card)
-    pnr_options = _pnr_options(board)
+    pnr_options = _pnr_options(board, seed)
     key = buildcache.digest(
         [netlist / f"{TOP}.json", netlist / f"{TOP}.lpf"],
         params={"bitstream": bitstream, "options": pnr_options, "tools": _tool_versions(nextpnr)},
@@ -303,12 +309,13 @@ def build(
     folder = buildcache.cached("bitstreams", f"{name}-{key}", place_and_route, log=log)
     report = summarise(folder, board, config_name, with_card)
     report["card_params"] = card_params or {}
+    report["seed"] = seed
     (folder / "summary.json").write_text(json.dumps(report, indent=1))
     return report
 
 
-def _pnr_options(board: Board) -> list[str]:
-    """nextpnr's options for the board: its device, package and speed, the router, a fixed seed."""
+def _pnr_options(board: Board, seed: int = DEFAULT_SEED) -> list[str]:
+    """nextpnr's options for the board: its device, package and speed, the router, the seed."""
     return [
         f"--{board.nextpnr_device}",
         "--package",
@@ -318,7 +325,7 @@ def _pnr_options(board: Board) -> list[str]:
         "--router",
         board.nextpnr_router,
         "--seed",
-        "1",
+        str(seed),
         "--timing-allow-fail",
     ]
 
@@ -456,6 +463,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"  clock {name}: {c['achieved_mhz']} MHz achieved, {c['target_mhz']} MHz required"
             f" ({'met' if c['met'] else 'MISSED'})"
         )
+    lines.append(f"  placed with nextpnr seed {report['seed']}")
     if report["times_s"]:
         lines.append("  " + ", ".join(f"{k[:-2]} {v:.0f} s" for k, v in report["times_s"].items()))
     if report["bitstream"]:
@@ -485,6 +493,7 @@ def write_results(reports: Sequence[dict[str, Any]], out: str | Path) -> list[Pa
                 "sys_fmax_mhz": sys_clock["achieved_mhz"],
                 "sys_target_mhz": sys_clock["target_mhz"],
                 "all_clocks_met": r["timing_met"],
+                "seed": r["seed"],
                 "synthesis_s": r["times_s"].get("synthesis_s"),
                 "place_route_s": r["times_s"].get("place_route_s"),
             }

@@ -200,11 +200,15 @@ def test_a_report_names_the_card_parameters_the_build_replaced(tmp_path):
         "timing_met": False,
         "times_s": {},
         "bitstream": None,
+        "seed": 3,
     }
-    assert flow.format_report(report).splitlines()[0] == "ecpix5 (full via_vis=128) on LFE5UM5G-85F:"
+    lines = flow.format_report(report).splitlines()
+    assert lines[0] == "ecpix5 (full via_vis=128) on LFE5UM5G-85F:"
+    assert "  placed with nextpnr seed 3" in lines
     paths = flow.write_results([report], tmp_path)
     assert [p.name for p in paths][0] == "ecpix5-full-via_vis128.json"
-    assert json.loads(paths[0].read_text())["table"][0]["config"] == "full via_vis=128"
+    row = json.loads(paths[0].read_text())["table"][0]
+    assert (row["config"], row["seed"]) == ("full via_vis=128", 3)
 
 
 def _numavia(*args):
@@ -344,6 +348,39 @@ def test_every_board_s_nextpnr_options_are_taken_by_nextpnr(tmp_path, monkeypatc
     wrong_router = dataclasses.replace(flow.BOARDS["ecpix5"], nextpnr_router="router9")
     with pytest.raises(synth.SynthesisError, match="failed: ERROR: Router algorithm 'router9' is not supported"):
         flow.pack(wrong_router, netlist, log=lambda m: None)
+
+
+def test_each_seed_is_placed_and_routed_apart_and_named_in_the_report(tmp_path, monkeypatch):
+    """``numavia build --seed``: the place and route runs with the seed asked for, in a cache entry
+    of its own (the default seed's entry is not taken for it), and the report names the seed."""
+    monkeypatch.setenv("NUMAVIA_BUILD_DIR", str(tmp_path / "build"))
+    netlist = synthesised_on_the_colorlight(tmp_path, 1024)
+    (netlist / "yosys.log").write_text("")
+    (netlist / "times.json").write_text(json.dumps({"synthesis_s": 0}))
+    monkeypatch.setattr(flow, "synthesise", lambda *args, **kwargs: netlist)
+    commands, run_timed = [], flow._run_timed
+
+    def recorded(command, *args):
+        commands.append(command)
+        return run_timed(command, *args)
+
+    monkeypatch.setattr(flow, "_run_timed", recorded)
+    board = flow.load_board("colorlight_i5")
+    reports = [flow.build(board, bitstream=False, seed=seed, log=lambda m: None) for seed in (flow.DEFAULT_SEED, 7)]
+    assert [r["seed"] for r in reports] == [flow.DEFAULT_SEED, 7]
+    assert [c[c.index("--seed") + 1] for c in commands] == [str(flow.DEFAULT_SEED), "7"]
+    assert len(list((tmp_path / "build" / "bitstreams").glob("colorlight_i5-*"))) == 2
+    assert "  placed with nextpnr seed 7" in flow.format_report(reports[1]).splitlines()
+
+
+def test_a_seed_that_is_not_a_positive_integer_is_refused_in_one_line():
+    for bad in ("0", "-2", "x"):
+        result = _numavia("build", "--board", "ecpix5", "--seed", bad)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines()[-1].startswith("numavia build: error: argument --seed:"), bad
+    args = make_parser().parse_args(["build", "--board", "ecpix5", "--seed", "5"])
+    assert args.seed == 5
+    assert make_parser().parse_args(["build", "--board", "ecpix5"]).seed == flow.DEFAULT_SEED
 
 
 @pytest.mark.slow
