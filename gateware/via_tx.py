@@ -552,8 +552,11 @@ class TxEngine(wiring.Component):
                             status_bits(REMOTE_DESCRIPTOR_ERROR=1),
                         )
                         fail(bits)
+                # The visit takes the VI's acknowledgement flag whatever it decides (VISIT_ACK, if
+                # it comes, again: an acknowledgement of this cycle sets the flag after the clear),
+                # so the flag's clear does not wait on the decision (a placement's critical path).
+                m.d.sync += acked.bit_select(vi, 1).eq(0)
                 with m.If(settled):
-                    m.d.sync += acked.bit_select(vi, 1).eq(0)  # as VISIT_ACK would
                     m.next = "VISIT_CONTROL"
                 with m.Else():
                     m.next = "VISIT_ACK"
