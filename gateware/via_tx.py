@@ -318,8 +318,12 @@ class TxEngine(wiring.Component):
         found, choice = Signal(), Signal(range(vis))
         m.d.sync += [found.eq(scheduler.found), choice.eq(scheduler.choice)]
         # The round robin starts after the VI of the last visit, so that VI comes last: it is
-        # chosen again, for the work its visit left, only when no other VI has any.
-        again = self.enable & visit_ended & (work_left | flags.bit_select(vi, 1))
+        # chosen again, for the work its visit left, only when no other VI has any. Whether it has
+        # any is registered in the cycle its visit ends and counts in the next: its records' and
+        # flags' reads (64-way selections by the VI) and the scan's decision do not fit one cycle
+        # together (the routed card's longest path at 7dce12a).
+        again = Signal()
+        m.d.sync += again.eq(self.enable & visit_ended & (work_left | flags.bit_select(vi, 1)))
         next_vi, any_work = Mux(found, choice, vi), (self.enable & found) | again
         m.d.comb += [scheduler.requests.eq(work), scheduler.last.eq(last_vi)]
 
