@@ -12,7 +12,11 @@ rights. This component is that rule, once for both, with the ``key`` the copy wa
   ``start`` (or comes in this very cycle);
 * ``drop``: the engine overwrote or gave up the copy (another fetch, a failed walk, an error);
 * ``forget``: the ATT or ``FORGET_COPIES`` was written; ``connect``: a VI was connected;
-* ``hit``: the copy is good and ``probe`` is its key (combinational, for the engine's next step).
+* ``hit``: the copy is good and ``probe`` was its key in the cycle before. The key's comparison
+  (136 bits for the receive engine's remote target) is registered, so it is not in series with
+  the engine's decision on the hit (the routed card's longest path at 071937f): an engine holds
+  ``probe`` a cycle before it looks. ``good`` is still read as it stands, and a keep's cycle
+  is followed by no hit, whatever the probe: the registered comparison was with the old key.
 """
 
 from amaranth import Module, Signal, Value
@@ -42,7 +46,9 @@ class KeptCopy(wiring.Component):
         kept_key = Signal(self.key_shape)
         forgotten = Signal()  # a forget came since the validation under way began
 
-        m.d.comb += self.hit.eq(good & (Value.cast(kept_key) == Value.cast(self.probe)))
+        matched, just_kept = Signal(), Signal()
+        m.d.sync += [matched.eq(Value.cast(kept_key) == Value.cast(self.probe)), just_kept.eq(self.keep)]
+        m.d.comb += self.hit.eq(good & matched & ~just_kept)
         with m.If(self.start):
             m.d.sync += forgotten.eq(0)
         with m.If(self.keep):

@@ -30,8 +30,10 @@ async def validate(ctx, dut, key, forget_at=None):
     await pulse(ctx, dut, "keep", *(["forget"] if forget_at == "keep" else []), key=key)
 
 
-def hit(ctx, dut, key):
+async def hit(ctx, dut, key):
+    """Probe `key`: held for a cycle, as the engines do, then `hit` read."""
     ctx.set(dut.probe, key)
+    await ctx.tick()
     return ctx.get(dut.hit)
 
 
@@ -40,16 +42,16 @@ A, B = {"vi": 3, "desc": 0x1000}, {"vi": 3, "desc": 0x1080}
 
 def test_a_validated_copy_hits_its_own_key_only_until_it_is_dropped():
     async def bench(ctx, dut):
-        assert not hit(ctx, dut, A)  # nothing kept after reset
+        assert not await hit(ctx, dut, A)  # nothing kept after reset
         await validate(ctx, dut, A)
-        assert hit(ctx, dut, A) and hit(ctx, dut, A)  # probing changes nothing
-        assert not hit(ctx, dut, B) and not hit(ctx, dut, {"vi": 2, "desc": 0x1000})
+        assert await hit(ctx, dut, A) and await hit(ctx, dut, A)  # probing changes nothing
+        assert not await hit(ctx, dut, B) and not await hit(ctx, dut, {"vi": 2, "desc": 0x1000})
         await pulse(ctx, dut)
-        assert hit(ctx, dut, A)  # it lasts
+        assert await hit(ctx, dut, A)  # it lasts
         await validate(ctx, dut, B)  # a new validation replaces the key
-        assert hit(ctx, dut, B) and not hit(ctx, dut, A)
+        assert await hit(ctx, dut, B) and not await hit(ctx, dut, A)
         await pulse(ctx, dut, "drop")
-        assert not hit(ctx, dut, B)
+        assert not await hit(ctx, dut, B)
 
     run_testbench(KeptCopy(KEY), bench)
 
@@ -59,9 +61,9 @@ def test_an_att_write_or_a_connect_drops_the_copy(event):
     async def bench(ctx, dut):
         await validate(ctx, dut, A)
         await pulse(ctx, dut, event)
-        assert not hit(ctx, dut, A)
+        assert not await hit(ctx, dut, A)
         await validate(ctx, dut, A)  # a validation after it is good again
-        assert hit(ctx, dut, A)
+        assert await hit(ctx, dut, A)
 
     run_testbench(KeptCopy(KEY), bench)
 
@@ -70,9 +72,9 @@ def test_an_att_write_or_a_connect_drops_the_copy(event):
 def test_a_forget_during_the_validation_spoils_it(forget_at):
     async def bench(ctx, dut):
         await validate(ctx, dut, A, forget_at=forget_at)
-        assert not hit(ctx, dut, A)
+        assert not await hit(ctx, dut, A)
         await validate(ctx, dut, A)  # the next validation starts afresh
-        assert hit(ctx, dut, A)
+        assert await hit(ctx, dut, A)
 
     run_testbench(KeptCopy(KEY), bench)
 
@@ -81,7 +83,7 @@ def test_a_forget_before_the_validation_starts_does_not_spoil_it():
     async def bench(ctx, dut):
         await pulse(ctx, dut, "forget")
         await validate(ctx, dut, A)
-        assert hit(ctx, dut, A)
+        assert await hit(ctx, dut, A)
 
     run_testbench(KeptCopy(KEY), bench)
 
@@ -93,8 +95,41 @@ def test_a_copy_dropped_as_a_new_one_loads_is_good_again_once_that_one_is_kept()
     async def bench(ctx, dut):
         await validate(ctx, dut, A)
         await pulse(ctx, dut, "drop", "start")
-        assert not hit(ctx, dut, A)
+        assert not await hit(ctx, dut, A)
         await pulse(ctx, dut, "keep", key=B)
-        assert hit(ctx, dut, B)
+        assert await hit(ctx, dut, B)
+
+    run_testbench(KeptCopy(KEY), bench)
+
+
+def test_the_hit_answers_the_probe_of_the_cycle_before():
+    """The key's comparison is registered: a probe changed in this cycle is answered in the next."""
+
+    async def bench(ctx, dut):
+        await validate(ctx, dut, A)
+        assert not await hit(ctx, dut, B)
+        ctx.set(dut.probe, A)
+        assert not ctx.get(dut.hit)  # still B's answer
+        await ctx.tick()
+        assert ctx.get(dut.hit)
+        ctx.set(dut.probe, B)
+        assert ctx.get(dut.hit)  # still A's
+        await pulse(ctx, dut, "forget")
+        assert not ctx.get(dut.hit)  # but a forget counts at once, whatever was compared
+
+    run_testbench(KeptCopy(KEY), bench)
+
+
+def test_the_old_key_does_not_hit_in_the_cycle_after_a_new_one_is_kept():
+    """The comparison registered in a keep's cycle was with the old key: no hit follows it."""
+
+    async def bench(ctx, dut):
+        await validate(ctx, dut, A)
+        ctx.set(dut.probe, A)
+        await validate(ctx, dut, B)  # A probed all along
+        assert not ctx.get(dut.hit)
+        await ctx.tick()
+        assert not ctx.get(dut.hit)  # now compared with B
+        assert await hit(ctx, dut, B)
 
     run_testbench(KeptCopy(KEY), bench)
