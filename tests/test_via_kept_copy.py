@@ -114,8 +114,9 @@ def test_the_hit_answers_the_probe_of_the_cycle_before():
         assert ctx.get(dut.hit)
         ctx.set(dut.probe, B)
         assert ctx.get(dut.hit)  # still A's
+        ctx.set(dut.probe, A)
         await pulse(ctx, dut, "forget")
-        assert not ctx.get(dut.hit)  # but a forget counts at once, whatever was compared
+        assert not ctx.get(dut.hit)  # A compared equal, but a forget counts at once
 
     run_testbench(KeptCopy(KEY), bench)
 
