@@ -89,8 +89,15 @@ class ScatterGather(wiring.Component):
         request_length = Signal(32)
         chunk_length = Signal(16)
         wanted = Signal(32)
+        # The entry at `index` is used from a register: the table's read is not in series with the
+        # walk's arithmetic (three carry chains), which it led as the routed card's longest path
+        # (docs/boards.md). A step waits a cycle where the index has moved or the table was written.
+        seg = Signal(Segment)
+        seg_index = Signal.like(index)
+        written = Signal()
         m.d.comb += table_r.addr.eq(index)
-        seg = table_r.data
+        m.d.sync += [seg.eq(table_r.data), seg_index.eq(index), written.eq(self.seg_write)]
+        seg_ready = (seg_index == index) & ~written
         avail = Signal(32)
         m.d.comb += avail.eq(seg.length - skip)
         in_range = index < self.count
@@ -122,7 +129,9 @@ class ScatterGather(wiring.Component):
             # --- VALIDATE: one whole-range lookup per segment --------------------------------
             with m.State("VALIDATE"):
                 m.d.comb += [att.req.payload.va.eq(seg.va), att.req.payload.length.eq(seg.length)]
-                with m.If(~in_range):
+                with m.If(~seg_ready):
+                    pass
+                with m.Elif(~in_range):
                     with m.If(total[32]):
                         m.d.sync += fail.eq(via_att.FAIL_RANGE)  # more than 4 GiB in all
                     m.next = "ANSWER"
@@ -148,7 +157,9 @@ class ScatterGather(wiring.Component):
 
             # --- WALK: find the window's first segment, then one lookup per chunk ------------
             with m.State("SKIP"):
-                with m.If(in_range & (skip >= seg.length)):
+                with m.If(~seg_ready):
+                    pass
+                with m.Elif(in_range & (skip >= seg.length)):
                     m.d.sync += [skip.eq(skip - seg.length), index.eq(index + 1)]
                 with m.Else():
                     m.next = "CHUNK"
@@ -175,6 +186,8 @@ class ScatterGather(wiring.Component):
                 m.d.comb += known_left.eq(first_left - skip)
                 with m.If(remaining == 0):
                     m.next = "ANSWER"
+                with m.Elif(~seg_ready):
+                    pass
                 with m.Elif(~in_range):
                     m.d.sync += fail.eq(via_att.FAIL_RANGE)  # the window runs past the segments
                     m.next = "ANSWER"
