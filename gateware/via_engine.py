@@ -427,7 +427,10 @@ class ViaEngine(wiring.Component):
         events["RX_FRAMES"].append(rx_fifo.committed)
         events["RX_BAD_FCS"].append(rx_fifo.dropped_error)
         events["RX_OVERFLOW"].append(rx_fifo.dropped_full)
-        m.submodules.counters = counters = EventCounters(len(_COUNTERS), most=max(map(len, events.values())))
+        # Counted a cycle late: the engines' events come out of their frame decisions (a VI's
+        # records, 64-way selections), which the counters' pending adders lengthened into the
+        # routed card's longest path (docs/boards.md).
+        m.submodules.counters = counters = EventCounters(len(_COUNTERS), most=max(map(len, events.values())), late=True)
         wiring.connect(m, bank.counters, counters.read)
         for i, (name, pulses) in enumerate(events.items()):
             if not pulses:
