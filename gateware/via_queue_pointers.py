@@ -5,7 +5,10 @@ keeps where each queue starts and ends, so the VI count costs memory, not logic.
 twice round (``range(2 * depth)``), so a full queue and an empty one differ.
 
 * The engine owns the heads: it is at VI ``vi``, reads that VI's ``head`` and ``tail``, and
-  ``advance`` moves the head on by one at the next edge (a descriptor done with).
+  ``advance`` moves the head on by one at the next edge (a descriptor done with). Both are read a
+  cycle ahead, at ``next_vi`` (where ``vi`` will be in the next cycle), into registers: the
+  engine's VI does not run through a 64-way read into its decisions (the routed card's longest
+  path, docs/boards.md).
 * The doorbells own the tails: a doorbell (at most one a cycle, never stalled) is ``taken`` if its
   VI's queue has room, and ``slot`` is where the engine writes its address; else it is
   ``refused``. A doorbell for the engine's VI is seen in ``tail`` from the next cycle.
@@ -31,6 +34,7 @@ class QueuePointers(wiring.Component):
         super().__init__(
             {
                 "vi": In(range(vis)),
+                "next_vi": In(range(vis)),
                 "head": Out(position),
                 "tail": Out(position),
                 "advance": In(1),
@@ -49,17 +53,21 @@ class QueuePointers(wiring.Component):
         vis, depth = self.vis, self.depth
         position = range(2 * depth)
         doorbell_vi = self.doorbell.payload.vi
-        m.submodules.heads = heads = ViRecords(data.StructLayout({"head": position}), vis, peeks=1, peeks_next=1)
-        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": position}), vis, peeks=1, peeks_next=1)
+        m.submodules.heads = heads = ViRecords(
+            data.StructLayout({"head": position}), vis, peeks=1, peeks_next=1, read_ahead=True
+        )
+        m.submodules.tails = tails = ViRecords(data.StructLayout({"tail": position}), vis, peeks_ahead=1, peeks_next=1)
         m.d.comb += [
             heads.owner.vi.eq(self.vi),
+            heads.owner.next_vi.eq(self.next_vi),
             heads.peek[0].vi.eq(doorbell_vi),
             heads.peek_next[0].vi.eq(self.status_vi),
             tails.owner.vi.eq(doorbell_vi),
-            tails.peek[0].vi.eq(self.vi),
+            tails.peek_ahead[0].vi.eq(self.vi),
+            tails.peek_ahead[0].next_vi.eq(self.next_vi),
             tails.peek_next[0].vi.eq(self.status_vi),
         ]
-        head, tail = heads.owner.record.head, tails.peek[0].record.tail
+        head, tail = heads.owner.record.head, tails.peek_ahead[0].record.tail
         doorbell_tail = tails.owner.record.tail
         bits = len(head)
 

@@ -172,6 +172,7 @@ class RxEngine(wiring.Component):
         consumed = pointers.advance  # the head descriptor is done with: the head moves on
         m.d.comb += [
             pointers.vi.eq(vi),
+            pointers.next_vi.eq(vi_next),
             pointers.status_vi.eq(self.status.vi),
             self.status.queued.eq(pointers.queued),
             rq_w.en.eq(pointers.taken),

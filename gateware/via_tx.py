@@ -201,6 +201,7 @@ class TxEngine(wiring.Component):
         rung = Signal(vis)  # a doorbell was taken
         m.d.comb += [
             pointers.vi.eq(vi),
+            pointers.next_vi.eq(vi_next),
             pointers.status_vi.eq(status.vi),
             status.queued.eq(pointers.queued),
             sq_w.en.eq(pointers.taken),

@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """The work queues' heads and tails alone: doorbells are taken into their VI's next slot until the
-queue is full and refused after, each VI's queue apart; the engine's VI reads its head and tail and
-moves the head on; the bus reads any VI's count in the cycle after it names the VI, as it stands
+queue is full and refused after, each VI's queue apart; the engine's VI reads its head and tail (named
+a cycle ahead, doorbells and moves of that cycle read through) and moves the head on; the bus reads any VI's count in the cycle after it names the VI, as it stands
 after that cycle; `posted` follows which queues hold descriptors,
 a doorbell winning over the last descriptor's removal in the same cycle; the depth is a power of
 two."""
@@ -23,6 +23,13 @@ async def ring(ctx, dut, vi, addr=0x1000):
     await ctx.tick()
     ctx.set(dut.doorbell.valid, 0)
     return seen
+
+
+async def visit(ctx, dut, vi):
+    """The engine moves to VI ``vi``: named a cycle ahead (``next_vi``), there after the edge."""
+    ctx.set(dut.next_vi, vi)
+    await ctx.tick()
+    ctx.set(dut.vi, vi)
 
 
 async def queued(ctx, dut, vi):
@@ -48,19 +55,26 @@ def test_the_engine_reads_its_vis_head_and_tail_and_moves_the_head_on():
     async def bench(ctx, dut):
         for _ in range(3):
             await ring(ctx, dut, 3)
-        ctx.set(dut.vi, 3)
+        await visit(ctx, dut, 3)
         assert (ctx.get(dut.head), ctx.get(dut.tail)) == (0, 3)
+        await ring(ctx, dut, 3)  # a doorbell for the engine's VI: in its tail from the next cycle
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (0, 4)
         ctx.set(dut.advance, 1)
         await ctx.tick().repeat(2)
         ctx.set(dut.advance, 0)
-        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (2, 3) and await queued(ctx, dut, 3) == 1
-        ctx.set(dut.vi, 0)
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (2, 4) and await queued(ctx, dut, 3) == 2
+        ctx.set(dut.advance, 1)
+        await ctx.tick()
+        ctx.set(dut.advance, 0)
+        await visit(ctx, dut, 0)
         assert (ctx.get(dut.head), ctx.get(dut.tail)) == (0, 0)  # VI 0's untouched
+        await visit(ctx, dut, 3)
+        assert (ctx.get(dut.head), ctx.get(dut.tail)) == (3, 4)  # VI 3's as it was left
         # Past the end of the slots: positions count twice round, slots wrap.
         for i in range(3):
-            assert await ring(ctx, dut, 3) == (1, 0, 3 * DEPTH + (3 + i) % DEPTH), i
+            assert await ring(ctx, dut, 3) == (1, 0, 3 * DEPTH + (4 + i) % DEPTH), i
         assert await queued(ctx, dut, 3) == DEPTH
-        assert await ring(ctx, dut, 3) == (0, 1, 3 * DEPTH + 2)
+        assert await ring(ctx, dut, 3) == (0, 1, 3 * DEPTH + 3)
 
     run_testbench(QueuePointers(VIS, DEPTH), bench)
 
@@ -69,13 +83,13 @@ def test_posted_clears_with_the_last_descriptor_unless_a_doorbell_comes_in_the_s
     async def bench(ctx, dut):
         await ring(ctx, dut, 1)
         await ring(ctx, dut, 2)
-        ctx.set(dut.vi, 1)
+        await visit(ctx, dut, 1)
         ctx.set(dut.advance, 1)
         await ctx.tick()
         ctx.set(dut.advance, 0)
         assert ctx.get(dut.posted) == 0b0100 and await queued(ctx, dut, 1) == 0
         # VI 2's last descriptor done in the cycle a doorbell for VI 2 comes: still posted.
-        ctx.set(dut.vi, 2)
+        await visit(ctx, dut, 2)
         ctx.set(dut.advance, 1)
         await ring(ctx, dut, 2)
         ctx.set(dut.advance, 0)
@@ -94,12 +108,12 @@ def test_the_bus_reads_the_count_as_it_stands_after_the_cycle_it_names_the_vi():
         ctx.set(dut.status_vi, 1)
         assert await ring(ctx, dut, 1) == (1, 0, DEPTH + 1)  # named in the doorbell's cycle
         assert ctx.get(dut.queued) == 2
-        ctx.set(dut.vi, 1)
+        await visit(ctx, dut, 1)
         ctx.set(dut.advance, 1)
         await ctx.tick()
         ctx.set(dut.advance, 0)
         assert ctx.get(dut.queued) == 1
-        ctx.set(dut.vi, 0)
+        await visit(ctx, dut, 0)
         await ring(ctx, dut, 0)
         assert ctx.get(dut.queued) == 1 and await queued(ctx, dut, 0) == 1
 
