@@ -188,10 +188,21 @@ class ViRecords(wiring.Component):
         if ahead:
             m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
             write = owner_write(record_memory)
+            # The reads are not transparent; the memory's write of the read's cycle is taken from
+            # registers where it wrote the VI read. A transparent read of LUT RAM is its address
+            # registered and the read after it, in series with the reader (the routed card's
+            # longest path, docs/boards.md); this one is the read's data registered.
+            write_data = Signal(self.layout, name="write_data")
+            m.d.sync += write_data.eq(write.data)
             for i, port in enumerate(ahead):
-                read = record_memory.read_port(transparent_for=(write,))
+                read = record_memory.read_port()
+                through = Signal(name=f"ahead{i}_through")
+                m.d.sync += through.eq(write.en & (write.addr == port.next_vi))
                 taken = forwarded_next(port.next_vi, f"ahead{i}")
-                m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(forwarded(read.data, taken))]
+                m.d.comb += [
+                    read.addr.eq(port.next_vi),
+                    port.record.eq(forwarded(Mux(through, write_data, read.data), taken)),
+                ]
 
         for i, port in enumerate(getattr(self, "peek_next", ())):
             # The VI read in the cycle before, whose flags now stand as its data does.
