@@ -10,6 +10,13 @@ records and, where a card asks for it (``CardConfig.tags_in_block_ram``), the ne
 #: Entries of one ECP5 LUT RAM (``TRELLIS_DPR16X4``).
 LUT_RAM_DEPTH = 16
 
+#: The most bits of a memory kept in LUT RAM where synthesis could take a block RAM for it (a
+#: block RAM would hold it many times over, and the 64-VI card has none to spare).
+LUT_RAM_MOST_BITS = 1024
+
+#: ``Memory`` attributes keeping a memory in LUT RAM.
+LUT_RAM_ATTRS = {"ram_style": "distributed"}
+
 
 def block_ram_attrs(depth):
     """``Memory`` attributes asking yosys for block RAM where ``depth`` exceeds one LUT RAM's (a

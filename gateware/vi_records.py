@@ -45,7 +45,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .ram_style import block_ram_attrs
+from .ram_style import LUT_RAM_ATTRS, LUT_RAM_MOST_BITS, block_ram_attrs
 
 
 def read_signature(layout, vis, *, ahead=False):
@@ -186,23 +186,29 @@ class ViRecords(wiring.Component):
         for name, memory in memories.items():
             owner_write(memory, name)
         if ahead:
-            m.submodules.record_memory = record_memory = Memory(shape=self.layout, depth=vis, init=[])
+            # A narrow record stays in LUT RAM and its reads are not transparent, the memory's
+            # write of the read's cycle taken from registers where it wrote the VI read: a
+            # transparent read of LUT RAM is its address registered and the read after it, in
+            # series with the reader (the routed card's longest path, docs/boards.md), this one its
+            # data registered. A wider one is read through where synthesis puts it (block RAM,
+            # whose port registers the data).
+            in_lut_ram = self.layout.size * vis <= LUT_RAM_MOST_BITS
+            m.submodules.record_memory = record_memory = Memory(
+                shape=self.layout, depth=vis, init=[], attrs=LUT_RAM_ATTRS if in_lut_ram else {}
+            )
             write = owner_write(record_memory)
-            # The reads are not transparent; the memory's write of the read's cycle is taken from
-            # registers where it wrote the VI read. A transparent read of LUT RAM is its address
-            # registered and the read after it, in series with the reader (the routed card's
-            # longest path, docs/boards.md); this one is the read's data registered.
-            write_data = Signal(self.layout, name="write_data")
-            m.d.sync += write_data.eq(write.data)
+            if in_lut_ram:
+                write_data = Signal(self.layout, name="write_data")
+                m.d.sync += write_data.eq(write.data)
             for i, port in enumerate(ahead):
-                read = record_memory.read_port()
-                through = Signal(name=f"ahead{i}_through")
-                m.d.sync += through.eq(write.en & (write.addr == port.next_vi))
+                read = record_memory.read_port(transparent_for=() if in_lut_ram else (write,))
+                data = read.data
+                if in_lut_ram:
+                    through = Signal(name=f"ahead{i}_through")
+                    m.d.sync += through.eq(write.en & (write.addr == port.next_vi))
+                    data = Mux(through, write_data, read.data)
                 taken = forwarded_next(port.next_vi, f"ahead{i}")
-                m.d.comb += [
-                    read.addr.eq(port.next_vi),
-                    port.record.eq(forwarded(Mux(through, write_data, read.data), taken)),
-                ]
+                m.d.comb += [read.addr.eq(port.next_vi), port.record.eq(forwarded(data, taken))]
 
         for i, port in enumerate(getattr(self, "peek_next", ())):
             # The VI read in the cycle before, whose flags now stand as its data does.
