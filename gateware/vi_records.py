@@ -22,7 +22,10 @@ no copy of it (a peek for one register's value reads one field's memory, not the
 With ``read_ahead`` the owner's copy is instead the whole record in one memory with a registered
 read: the owner names the VI it will be at in the next cycle (``owner.next_vi``, its ``vi`` a
 cycle later) and the record is there when it gets there, with that cycle's write read through;
-``peeks_ahead`` ports read another engine's VI the same way (``peek_ahead``).
+``peeks_ahead`` ports read another engine's VI the same way (``peek_ahead``). A record of at most
+``LUT_RAM_MOST_BITS`` in all stays in LUT RAM with its read data registered, the write of the
+read's cycle forwarded from registers (a transparent read there would be the address registered
+and the read in series with the reader).
 Synthesis can then put it in block RAM: a 64-entry record read combinationally costs four 16x4
 LUT RAMs and a 4:1 multiplexer per 4 bits, in block RAM one DP16KD per 36 bits (at 8 entries it
 stays LUT RAM, with a register after it). Other peeks stay combinational, on the fields' own

@@ -130,7 +130,7 @@ class ScatterGather(wiring.Component):
             with m.State("VALIDATE"):
                 m.d.comb += [att.req.payload.va.eq(seg.va), att.req.payload.length.eq(seg.length)]
                 with m.If(~seg_ready):
-                    pass
+                    pass  # the entry at `index` is registered in this cycle
                 with m.Elif(~in_range):
                     with m.If(total[32]):
                         m.d.sync += fail.eq(via_att.FAIL_RANGE)  # more than 4 GiB in all
@@ -158,7 +158,7 @@ class ScatterGather(wiring.Component):
             # --- WALK: find the window's first segment, then one lookup per chunk ------------
             with m.State("SKIP"):
                 with m.If(~seg_ready):
-                    pass
+                    pass  # the entry at `index` is registered in this cycle
                 with m.Elif(in_range & (skip >= seg.length)):
                     m.d.sync += [skip.eq(skip - seg.length), index.eq(index + 1)]
                 with m.Else():
@@ -187,7 +187,7 @@ class ScatterGather(wiring.Component):
                 with m.If(remaining == 0):
                     m.next = "ANSWER"
                 with m.Elif(~seg_ready):
-                    pass
+                    pass  # the entry at `index` is registered in this cycle
                 with m.Elif(~in_range):
                     m.d.sync += fail.eq(via_att.FAIL_RANGE)  # the window runs past the segments
                     m.next = "ANSWER"
