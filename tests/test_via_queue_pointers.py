@@ -1,10 +1,10 @@
 # amaranth: UnusedElaboratable=no
 """The work queues' heads and tails alone: doorbells are taken into their VI's next slot until the
-queue is full and refused after, each VI's queue apart; the engine's VI reads its head and tail (named
-a cycle ahead, doorbells and moves of that cycle read through) and moves the head on; the bus reads any VI's count in the cycle after it names the VI, as it stands
-after that cycle; `posted` follows which queues hold descriptors,
-a doorbell winning over the last descriptor's removal in the same cycle; the depth is a power of
-two."""
+queue is full and refused after, each VI's queue apart; the engine's VI reads its head and tail
+(named a cycle ahead, doorbells and moves of that cycle read through) and moves the head on; the bus
+reads any VI's count in the cycle after it names the VI, as it stands after that cycle; `posted`
+follows which queues hold descriptors, a doorbell winning over the last descriptor's removal in the
+same cycle; the depth is a power of two."""
 
 import pytest
 from support.sim import run_testbench
