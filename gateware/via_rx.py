@@ -292,6 +292,11 @@ class RxEngine(wiring.Component):
         with m.If(connects.bit_select(vi, 1)):
             m.d.sync += in_order.eq(0)
         rq_empty = rq_head == rq_tail
+        # Whether this frame's gap is the first since the VI's last frame in order (a NAK is
+        # owed), taken in ACK, the step before GAP: GAP's decision then starts at a flip-flop, not
+        # at a 64-way selection by the VI (the routed card's longest path at 629ee8e). Between the
+        # two steps only a connect changes the VI's flag.
+        gap_first = Signal()
         read_waiting = Signal()  # this engine's VI has an RDMA read out whose response is not all in
         m.d.comb += read_waiting.eq(self.from_tx.read_active.bit_select(vi, 1) & ~read_complete.bit_select(vi, 1))
         m.d.comb += rq_r.addr.eq(vi * qd + rq_head[: len(rq_head) - 1])
@@ -538,6 +543,7 @@ class RxEngine(wiring.Component):
                 # acknowledged by its data).
                 # Both candidates are compared with the record at once and the choice comes after.
                 read_psn = self.from_tx.read_psn
+                m.d.sync += gap_first.eq(~gap_nakked.bit_select(vi, 1) | connects.bit_select(vi, 1))
                 hold = read_waiting & ~(h.ack_psn - read_psn)[31]
                 not_behind = Mux(hold, ~(read_psn - seq.peer_ack)[31], ~(h.ack_psn - seq.peer_ack)[31])
                 moved = Mux(hold, read_psn != seq.peer_ack, h.ack_psn != seq.peer_ack)
@@ -579,7 +585,7 @@ class RxEngine(wiring.Component):
                 # Out of order: one NAK per gap. A step of its own, so the PSN's comparison with
                 # the record does not run on into the record's write.
                 m.d.comb += ev.rx_out_of_order.eq(1)
-                with m.If(~gap_nakked.bit_select(vi, 1)):
+                with m.If(gap_first):
                     m.d.sync += [gap_nakked.bit_select(vi, 1).eq(1), nak_pending.bit_select(vi, 1).eq(1)]
                     update(nak_code=_NAK.SEQUENCE, nak_psn=seq.rcv_nxt)
                 m.next = "DROP"

@@ -164,6 +164,8 @@ class TxEngine(wiring.Component):
             self.jobs.ready.eq(jobs.w_rdy),
         ]
 
+        connects = Signal(vis)  # the VIs the manager connects in this cycle, a bit each
+        m.d.comb += connects.eq(Cat(*self.vi.connect))
         m.submodules.timers = timers = RetransmitTimers(vis)
         m.d.comb += [
             timers.rto.eq(self.rto),
@@ -172,7 +174,7 @@ class TxEngine(wiring.Component):
             # A long read response keeps the read's timer from expiring while it streams in.
             timers.keepalive.eq(self.from_rx.read_progress),
             timers.keepalive_vi.eq(self.from_rx.read_progress_vi),
-            timers.clear.eq(Cat(*self.vi.connect)),
+            timers.clear.eq(connects),
         ]
 
         # --- send queues: doorbells append descriptor addresses ------------------------------
@@ -225,7 +227,7 @@ class TxEngine(wiring.Component):
             sequence.owner.next_vi.eq(vi_next),
             sequence.peek_next[0].vi.eq(status.vi),
             status.psn.eq(sequence.peek_next[0].record.snd_nxt),
-            sequence.clear.connect.eq(Cat(*self.vi.connect)),
+            sequence.clear.connect.eq(connects),
         ]
 
         # --- visit context: per-VI state only a visit uses, in memory ------------------------
@@ -243,7 +245,7 @@ class TxEngine(wiring.Component):
             context.owner.next_vi.eq(vi_next),
             context.owner.renewed.cur.eq(head),
             context.owner.renewed.cur_max.eq(head),
-            context.clear.connect.eq(Cat(*self.vi.connect)),
+            context.clear.connect.eq(connects),
         ]
 
         def update(**fields):
@@ -296,10 +298,23 @@ class TxEngine(wiring.Component):
         this_vi = C(1, vis) << vi
         owed_now = Signal(vis)  # `owed`, with the visit that has just ended counted
         m.d.comb += owed_now.eq(Mux(visit_ended, (owed & ~this_vi) | Mux(work_left, this_vi, 0), owed))
-        m.d.sync += owed.eq(owed_now | rung | state_changed | Cat(*self.vi.connect))
-        m.d.sync += acked.eq(acked & ~Cat(*self.vi.connect))  # before the bits set or cleared below
+        m.d.sync += owed.eq(owed_now | rung | state_changed | connects)
+        m.d.sync += acked.eq(acked & ~connects)  # before the bits set or cleared below
 
         connected = Cat(state_v == _CONNECTED for state_v in self.vi.state)
+        # Whether the visited VI owes its peer an ACK or a NAK (and which), chosen a cycle ahead
+        # at the VI of the next cycle: VISIT_CONTROL's decision then starts at flip-flops, not at
+        # 64-way selections by the VI (the routed card's longest path at 629ee8e, seed 3). Only
+        # this engine's frames clear the flags, steps before a visit's VISIT_CONTROL, and a
+        # connect, masked here; a flag set in the cycle before is seen at the VI's next visit
+        # (set, it brings the VI back), as if it had been set a cycle later.
+        control_owed, nak_owed = Signal(), Signal()
+        m.d.sync += [
+            control_owed.eq(
+                (connected & (self.from_rx.nak_pending | self.from_rx.ack_pending) & ~connects).bit_select(vi_next, 1)
+            ),
+            nak_owed.eq(self.from_rx.nak_pending.bit_select(vi_next, 1)),
+        ]
         flags = Signal(vis)  # work other than `owed`: the peer's NAKs and acknowledgements, timers
         m.d.comb += flags.eq(
             self.from_rx.rx_nak
@@ -358,7 +373,7 @@ class TxEngine(wiring.Component):
         m.submodules.kept = kept = KeptCopy(range(vis))
         m.d.comb += [
             kept.forget.eq(self.forget),
-            kept.connect.eq(Cat(*self.vi.connect).any()),
+            kept.connect.eq(connects.any()),
             kept.key.eq(vi),
             kept.probe.eq(vi),
         ]
@@ -471,7 +486,7 @@ class TxEngine(wiring.Component):
             m.d.sync += loaded.eq(0)
             m.d.comb += kept.drop.eq(1)
 
-        with m.If(Cat(*self.vi.connect).any()):
+        with m.If(connects.any()):
             forget_copy()
         for v in range(vis):
             with m.If(self.vi.connect[v]):
@@ -660,11 +675,8 @@ class TxEngine(wiring.Component):
 
             # --- 5. one frame: an acknowledgement owed, or data -------------------------------
             with m.State("VISIT_CONTROL"):
-                with m.If(
-                    (state == _CONNECTED)
-                    & (self.from_rx.nak_pending.bit_select(vi, 1) | self.from_rx.ack_pending.bit_select(vi, 1))
-                ):
-                    with m.If(self.from_rx.nak_pending.bit_select(vi, 1)):
+                with m.If(control_owed):
+                    with m.If(nak_owed):
                         m.d.sync += [
                             *base_header(_OP.NAK, self.from_rx.nak_psn),
                             hdr.nak_code.eq(self.from_rx.nak_code),
