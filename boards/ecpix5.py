@@ -100,7 +100,8 @@ BOARD: Board = Board(
         # The whole card with 64 VIs. The engines read the VIs' records, configuration and send
         # queues from block RAM, which the VIA receive buffer (32 KiB: three jumbo frames), the
         # host memory and the main RAM (16 KiB each; the 64-VI firmware takes 10.5 KiB) and the
-        # private memory (8 KiB; the firmware uses none) make room for (docs/boards.md).
+        # private memory (8 KiB; the firmware uses none) make room for (docs/boards.md). Routed
+        # at 75.1 MHz with 59.6 % of the LUTs (0466d79, seed 1).
         "full": {
             "card": {
                 **FULL["card"],
@@ -112,12 +113,10 @@ BOARD: Board = Board(
             },
             "soc": {**FULL["soc"], "main_ram_size": 0x4000, "host_mem_size": 0x4000},
         },
-        # The full card with 4 VIs and 2 completion queues instead of 8 and 4, and half the VIA
-        # receive buffer (the transmit buffer holds two jumbo frames, its least). Each VI's state
-        # is logic, not memory: out of context the VIA engine is 33.9k LUT4 with 8 VIs and 17.6k
-        # with 2 (docs/boards.md). At 40 MHz it placed at 35.8 MHz; 33.3 MHz still carries
-        # Gigabit Ethernet's line rate (the MAC hands the card 32 bits a cycle: 133 MB/s
-        # against 125).
+        # The full card with 4 VIs and 2 completion queues, and half the VIA receive buffer (the
+        # transmit buffer holds two jumbo frames, its least). Sized when each VI's state was
+        # logic (docs/boards.md): at 40 MHz it placed at 35.8 MHz; 33.3 MHz still carries Gigabit
+        # Ethernet's line rate (the MAC hands the card 32 bits a cycle: 133 MB/s against 125).
         "compact": {
             "card": {**FULL["card"], "via_vis": 4, "via_cqs": 2, "via_rx_buffer_bytes": 32 * 1024},
             "soc": FULL["soc"],
@@ -146,7 +145,7 @@ BOARD: Board = Board(
             "soc": FULL["soc"],
         },
     },
-    default_config="minimal",  # the card with the VIA engine that routes on the 85F
+    default_config="full",  # the whole card, 64 VIs, at the full card's clock
     ring_pads=ring_pads,
     leds=leds,
     reset=reset,
